@@ -1,0 +1,36 @@
+"""graphbatch: fixed-shape, memory-balanced batching of many small graphs.
+
+The core is pure NumPy: sizes in, a `BatchPlan` out. Framework adapters live in
+``graphbatch.torch`` and ``graphbatch.jax`` (optional extras) and are not imported here.
+"""
+
+from ._api import plan
+from ._budget import Budget, estimate_budget, next_pow2, round_up
+from ._plan import PLAN_FORMAT_VERSION, BatchPlan, PlanStats
+from ._sizes import GraphSizes, SizeHistogram
+from .planners import get_strategy, strategy_names
+
+__version__ = "0.1.0"
+
+
+def strategies() -> dict[str, str]:
+    """Registered strategy names with their one-line descriptions."""
+    return {name: get_strategy(name).description for name in strategy_names()}
+
+
+__all__ = [
+    "PLAN_FORMAT_VERSION",
+    "BatchPlan",
+    "Budget",
+    "GraphSizes",
+    "PlanStats",
+    "SizeHistogram",
+    "__version__",
+    "estimate_budget",
+    "get_strategy",
+    "next_pow2",
+    "plan",
+    "round_up",
+    "strategies",
+    "strategy_names",
+]

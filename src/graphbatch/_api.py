@@ -1,0 +1,82 @@
+"""`graphbatch.plan`: the single entry point from a size table to a `BatchPlan`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ._budget import Budget
+from ._plan import BatchPlan
+from ._sizes import GraphSizes
+from ._validate import as_nonnegative_int, as_positive_int
+from .planners import PlanRequest, get_strategy
+from .planners._registry import OVERSIZE_POLICIES
+
+__all__ = ["plan"]
+
+
+def plan(
+    sizes: GraphSizes,
+    strategy: str,
+    *,
+    batch_size: int | None = None,
+    budget: Budget | tuple[int, int, int] | None = None,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle: bool = True,
+    on_oversize: str = "error",
+    **options: Any,
+) -> BatchPlan:
+    """Plan one epoch of batches for the graphs in ``sizes`` with the strategy ``strategy``.
+
+    ``batch_size`` counts graphs per padded batch including one padding graph; ``budget`` is an
+    explicit padded shape ``(n_node, n_edge, n_graph)`` for budget-based strategies. The same
+    ``(sizes, strategy, options, seed, epoch)`` always gives the same plan; the graph order changes
+    with ``epoch`` unless ``shuffle=False``. ``on_oversize`` decides what happens to a graph too
+    large for the budget: ``"error"`` (default), ``"skip"`` (listed in ``plan.skipped``) or
+    ``"own_batch"`` (a batch of its own with an enlarged shape). Strategy-specific ``options``
+    are listed by ``graphbatch.strategies()``; unknown ones raise ``TypeError``.
+    """
+    if not isinstance(sizes, GraphSizes):
+        raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+    if not isinstance(strategy, str):
+        raise TypeError(f"strategy must be a name (str), got {strategy!r}")
+    strat = get_strategy(strategy)
+    unknown = sorted(set(options) - set(strat.options))
+    if unknown:
+        accepted = ", ".join(strat.options) or "none"
+        raise TypeError(
+            f"strategy {strategy!r} takes no option(s) {', '.join(unknown)} (accepts: {accepted})"
+        )
+    if budget is not None:
+        if not strat.uses_budget:
+            raise ValueError(
+                f"strategy {strategy!r} derives padded shapes from batch contents; "
+                "give batch_size, not a node/edge budget"
+            )
+        budget = Budget.coerce(budget)
+    if batch_size is not None:
+        batch_size = as_positive_int(batch_size, "batch_size")
+        if batch_size < 2:
+            raise ValueError(
+                f"batch_size = {batch_size} leaves no room for the padding graph; it must be >= 2"
+            )
+    if on_oversize not in OVERSIZE_POLICIES:
+        raise ValueError(
+            f"on_oversize must be one of {', '.join(OVERSIZE_POLICIES)}, got {on_oversize!r}"
+        )
+    request = PlanRequest(
+        sizes=sizes,
+        strategy=strategy,
+        batch_size=batch_size,
+        budget=budget,
+        seed=as_nonnegative_int(seed, "seed"),
+        epoch=as_nonnegative_int(epoch, "epoch"),
+        shuffle=bool(shuffle),
+        on_oversize=on_oversize,
+        options=dict(options),
+    )
+    t0 = time.perf_counter()
+    result = strat.func(request)
+    result.meta["plan_seconds"] = time.perf_counter() - t0
+    return result

@@ -1,0 +1,133 @@
+"""`Budget`: the padded shape of one batch, and its estimation from a batch size (Algorithm 1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._sizes import GraphSizes
+from ._validate import as_nonnegative_int, as_positive_int
+
+__all__ = ["Budget", "estimate_budget", "round_up", "next_pow2"]
+
+
+def round_up(x, multiple: int):
+    """Smallest multiple of ``multiple`` that is >= ``max(x, 1)`` (scalar or int array)."""
+    x = np.maximum(np.asarray(x, dtype=np.int64), 1)
+    out = -(-x // multiple) * multiple
+    return int(out) if out.ndim == 0 else out
+
+
+def next_pow2(x):
+    """Smallest power of two that is >= ``max(x, 1)`` (scalar or int array)."""
+    x = np.maximum(np.asarray(x, dtype=np.int64), 1)
+    # frexp(x - 1) returns the bit length of x - 1 as its exponent (exact below 2**53)
+    _, bits = np.frexp((x - 1).astype(np.float64))
+    out = np.left_shift(np.int64(1), bits.astype(np.int64))
+    return int(out) if out.ndim == 0 else out
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Padded shape of a batch: ``n_node`` nodes, ``n_edge`` edges, ``n_graph`` graphs.
+
+    The shape includes the padding reservation (jraph's ``pad_with_graphs`` rule): every padded
+    batch holds at least one padding graph owning at least one padding node, to which padding
+    edges attach. Real content therefore fits when
+    ``nodes <= n_node - 1``, ``edges <= n_edge`` and ``graphs <= n_graph - 1``.
+    """
+
+    n_node: int
+    n_edge: int
+    n_graph: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n_node", as_positive_int(self.n_node, "Budget.n_node"))
+        object.__setattr__(self, "n_edge", as_nonnegative_int(self.n_edge, "Budget.n_edge"))
+        n_graph = as_positive_int(self.n_graph, "Budget.n_graph")
+        if n_graph < 2:
+            raise ValueError(
+                f"Budget.n_graph = {n_graph} leaves no room for a real graph beside the padding "
+                "graph; it must be >= 2"
+            )
+        object.__setattr__(self, "n_graph", n_graph)
+
+    @classmethod
+    def coerce(cls, value) -> "Budget":
+        """A `Budget` from a `Budget`, a 3-sequence ``(n_node, n_edge, n_graph)`` or a mapping."""
+        if isinstance(value, Budget):
+            return value
+        if isinstance(value, dict):
+            return cls(value["n_node"], value["n_edge"], value["n_graph"])
+        try:
+            n_node, n_edge, n_graph = value
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"budget must be a Budget or (n_node, n_edge, n_graph), got {value!r}"
+            ) from None
+        return cls(n_node, n_edge, n_graph)
+
+    @property
+    def node_capacity(self) -> int:
+        """Real nodes that fit (one node is reserved for the padding graph)."""
+        return self.n_node - 1
+
+    @property
+    def edge_capacity(self) -> int:
+        """Real edges that fit."""
+        return self.n_edge
+
+    @property
+    def graph_capacity(self) -> int:
+        """Real graphs that fit (one graph is reserved for padding)."""
+        return self.n_graph - 1
+
+    def fits(self, nodes: int, edges: int, graphs: int = 1) -> bool:
+        """Whether real content of that size fits in this shape with its reservation."""
+        return (
+            nodes <= self.node_capacity
+            and edges <= self.edge_capacity
+            and graphs <= self.graph_capacity
+        )
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        return (self.n_node, self.n_edge, self.n_graph)
+
+    def __str__(self) -> str:
+        return f"{self.n_node} nodes / {self.n_edge} edges / {self.n_graph} graphs"
+
+
+def estimate_budget(
+    sizes: GraphSizes,
+    batch_size: int,
+    *,
+    rng: np.random.Generator,
+    sample_size: int | None = 1000,
+    multiple: int = 64,
+) -> Budget:
+    """Padding target from the mean graph size (the paper's Algorithm 1, as in Jraph/TF-GNN).
+
+    Samples ``sample_size`` graphs uniformly without replacement (all graphs when ``None`` or
+    larger than the dataset), takes mean nodes/edges per graph, multiplies by ``batch_size`` and
+    rounds up to ``multiple``. ``n_graph = batch_size``: ``batch_size - 1`` real graphs plus one
+    padding graph.
+    """
+    batch_size = as_positive_int(batch_size, "batch_size")
+    if batch_size < 2:
+        raise ValueError(
+            f"batch_size = {batch_size} leaves no room for the padding graph; it must be >= 2"
+        )
+    multiple = as_positive_int(multiple, "multiple")
+    n = len(sizes)
+    if sample_size is None or sample_size >= n:
+        nodes, edges = sizes.n_node, sizes.n_edge
+    else:
+        k = as_positive_int(sample_size, "sample_size")
+        pick = rng.choice(n, size=k, replace=False)
+        nodes, edges = sizes.n_node[pick], sizes.n_edge[pick]
+    mean_v = float(nodes.mean())
+    mean_e = float(edges.mean())
+    n_node = round_up(int(np.ceil(mean_v * batch_size)), multiple)
+    n_edge = round_up(int(np.ceil(mean_e * batch_size)), multiple)
+    return Budget(n_node, n_edge, batch_size)

@@ -1,0 +1,152 @@
+"""`GraphSizes`: the per-graph size table every planner reads (nodes, edges, optional bytes)."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ._io import atomic_savez
+from ._validate import as_count_array
+
+__all__ = ["GraphSizes", "SizeHistogram"]
+
+
+@dataclass(frozen=True)
+class SizeHistogram:
+    """The (nodes, edges) -> count table of a dataset.
+
+    ``n_node[k]``, ``n_edge[k]`` is the k-th distinct size pair (sorted by nodes, then edges) and
+    ``count[k]`` how many graphs have it. ``inverse`` (when requested) maps each graph to its bin.
+    """
+
+    n_node: np.ndarray
+    n_edge: np.ndarray
+    count: np.ndarray
+    inverse: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.count.shape[0])
+
+
+class GraphSizes:
+    """Sizes of ``N`` graphs: ``n_node[i]``, ``n_edge[i]`` (counts) and optional ``n_bytes[i]``.
+
+    Invariants: 1-D int64 arrays of equal length ``N >= 1``, all values >= 0, and a graph with
+    edges has at least one node. Arrays are read-only views; the object is immutable.
+    """
+
+    __slots__ = ("n_node", "n_edge", "n_bytes")
+
+    def __init__(self, n_node, n_edge, n_bytes=None) -> None:
+        nn = as_count_array(n_node, "n_node")
+        ne = as_count_array(n_edge, "n_edge")
+        if nn.shape[0] != ne.shape[0]:
+            raise ValueError(
+                f"n_node has {nn.shape[0]} entries but n_edge has {ne.shape[0]}; "
+                "they must have one entry per graph"
+            )
+        if nn.shape[0] == 0:
+            raise ValueError("empty dataset: GraphSizes needs at least one graph")
+        bad = (nn == 0) & (ne > 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"graph {i} has {ne[i]} edges but no nodes")
+        nb = None
+        if n_bytes is not None:
+            nb = as_count_array(n_bytes, "n_bytes")
+            if nb.shape[0] != nn.shape[0]:
+                raise ValueError(
+                    f"n_bytes has {nb.shape[0]} entries but n_node has {nn.shape[0]}"
+                )
+        for name, arr in (("n_node", nn), ("n_edge", ne), ("n_bytes", nb)):
+            if arr is not None:
+                arr = np.array(arr, dtype=np.int64, copy=True)
+                arr.flags.writeable = False
+            object.__setattr__(self, name, arr)
+
+    def __setattr__(self, name, value):  # immutability
+        raise AttributeError("GraphSizes is immutable")
+
+    def __len__(self) -> int:
+        return int(self.n_node.shape[0])
+
+    def __repr__(self) -> str:
+        extra = ", n_bytes" if self.n_bytes is not None else ""
+        return (
+            f"GraphSizes(N={len(self)}, nodes={int(self.n_node.sum())}, "
+            f"edges={int(self.n_edge.sum())}{extra})"
+        )
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, GraphSizes):
+            return NotImplemented
+        same_bytes = (self.n_bytes is None) == (other.n_bytes is None) and (
+            self.n_bytes is None or np.array_equal(self.n_bytes, other.n_bytes)
+        )
+        return (
+            np.array_equal(self.n_node, other.n_node)
+            and np.array_equal(self.n_edge, other.n_edge)
+            and same_bytes
+        )
+
+    __hash__ = None  # mutable-array contents: not hashable
+
+    def subset(self, index) -> "GraphSizes":
+        """The sizes of the graphs ``index`` (an int array or mask), in that order."""
+        idx = np.asarray(index)
+        return GraphSizes(
+            self.n_node[idx],
+            self.n_edge[idx],
+            None if self.n_bytes is None else self.n_bytes[idx],
+        )
+
+    def histogram(self, return_inverse: bool = False) -> SizeHistogram:
+        """The distinct (nodes, edges) pairs with their counts, sorted by nodes then edges."""
+        max_e = int(self.n_edge.max()) + 1
+        key = self.n_node * max_e + self.n_edge
+        if return_inverse:
+            uniq, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
+        else:
+            uniq, count = np.unique(key, return_counts=True)
+            inverse = None
+        return SizeHistogram(
+            n_node=uniq // max_e,
+            n_edge=uniq % max_e,
+            count=count.astype(np.int64),
+            inverse=None if inverse is None else inverse.astype(np.int64).reshape(-1),
+        )
+
+    # ------------------------------------------------------------------ files
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write an ``.npz`` with int64 keys ``n_node``, ``n_edge`` (and ``n_bytes``), atomically."""
+        arrays = {"n_node": self.n_node, "n_edge": self.n_edge}
+        if self.n_bytes is not None:
+            arrays["n_bytes"] = self.n_bytes
+        return atomic_savez(path, arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "GraphSizes":
+        """Read a size table written by :meth:`save` (or any ``.npz`` with those keys).
+
+        Never unpickles: object arrays are refused.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"size table {str(path)!r} does not exist")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                keys = set(data.files)
+                missing = [k for k in ("n_node", "n_edge") if k not in keys]
+                if missing:
+                    raise KeyError(
+                        f"size table {str(path)!r} lacks key(s) {', '.join(missing)} "
+                        f"(found: {', '.join(sorted(keys)) or 'none'})"
+                    )
+                n_bytes = data["n_bytes"] if "n_bytes" in keys else None
+                return cls(data["n_node"], data["n_edge"], n_bytes)
+        except (OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"cannot read size table {str(path)!r}: {exc}") from exc

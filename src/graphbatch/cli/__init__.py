@@ -1,0 +1,45 @@
+"""The ``graphbatch`` command line: subcommands over the library's public API.
+
+Each subcommand lives in its own module exposing ``add_parser(subparsers)``; the parser's
+``func(args) -> int`` runs it. Errors from bad input exit with status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["main", "build_parser"]
+
+#: Subcommand modules, in the order ``graphbatch --help`` lists them.
+_COMMANDS = ("_plan_cmd",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="graphbatch",
+        description="Fixed-shape, memory-balanced batching of many small graphs.",
+    )
+    parser.add_argument("--version", action="version", version=f"graphbatch {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in _COMMANDS:
+        importlib.import_module(f"{__name__}.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, TypeError, KeyError, OSError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"graphbatch {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("graphbatch: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,89 @@
+"""``graphbatch plan``: size table in, plan file (PLAN.npz) and stats out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .._api import plan
+from ..planners import get_strategy, strategy_names
+from ._common import add_budget_args, budget_from_args, load_sizes
+from ._format import format_table, print_json
+
+
+def _parse_option(text: str):
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--option takes KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value
+    return key.replace("-", "_"), parsed
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="plan one epoch of batches and write PLAN.npz",
+        description="Plan one epoch of batches from a size table (SIZES.npz with n_node, "
+        "n_edge[, n_bytes]) and write the plan file. Strategies: " + ", ".join(strategy_names()),
+    )
+    p.add_argument("sizes", help="size table (.npz with int arrays n_node, n_edge[, n_bytes])")
+    p.add_argument("--strategy", required=True, help="one of: " + ", ".join(strategy_names()))
+    add_budget_args(p)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epoch", type=int, default=0)
+    p.add_argument("--no-shuffle", action="store_true", help="keep dataset order")
+    p.add_argument("--on-oversize", choices=("error", "skip", "own_batch"), default="error")
+    p.add_argument("--multiple", type=int, help="rounding multiple (static-64, budget estimate)")
+    p.add_argument("--sample-size", type=int, help="graphs sampled to estimate the budget")
+    p.add_argument("--option", action="append", type=_parse_option, default=[], metavar="KEY=VALUE",
+                   help="strategy option (repeatable), e.g. --option multiple=32")
+    p.add_argument("--out", required=True, help="plan file to write (.npz)")
+    p.add_argument("--json", action="store_true", help="print stats as one JSON object")
+    p.set_defaults(func=run)
+
+
+def collect_options(args) -> dict:
+    """Strategy options from dedicated flags and ``--option``; only those the strategy takes."""
+    strat = get_strategy(args.strategy)
+    options = dict(args.option)
+    for flag in ("multiple", "sample_size"):
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if flag not in strat.options:
+            raise ValueError(f"strategy {args.strategy!r} takes no --{flag.replace('_', '-')}")
+        options[flag] = value
+    return options
+
+
+def run(args) -> int:
+    sizes = load_sizes(args.sizes)
+    options = collect_options(args)
+    budget = budget_from_args(
+        args, sizes,
+        sample_size=options.get("sample_size", 1000),
+        multiple=options.get("multiple", 64),
+    )
+    result = plan(
+        sizes,
+        args.strategy,
+        batch_size=args.batch_size,
+        budget=budget,
+        seed=args.seed,
+        epoch=args.epoch,
+        shuffle=not args.no_shuffle,
+        on_oversize=args.on_oversize,
+        **options,
+    )
+    result.save(args.out)
+    stats = result.stats().as_dict()
+    stats["plan_seconds"] = result.meta.get("plan_seconds")
+    stats["out"] = str(args.out)
+    if args.json:
+        print_json(stats)
+    else:
+        print(format_table([{"metric": k, "value": v} for k, v in stats.items()]))
+    return 0

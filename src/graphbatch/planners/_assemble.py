@@ -1,0 +1,177 @@
+"""Shared planner plumbing: oversize-graph policy and turning batch boundaries into a plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._budget import Budget, round_up
+from .._plan import BatchPlan
+from ._registry import OVERSIZE_POLICIES, PlanRequest
+
+__all__ = ["OversizeSplit", "split_oversize", "finish_plan", "batch_totals", "ceil_div"]
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for ints, with ``b == 0`` allowed only when ``a == 0``."""
+    if b <= 0:
+        if a == 0:
+            return 0
+        raise ValueError(f"cannot fit {a} items in batches of capacity {b}")
+    return -(-int(a) // int(b))
+
+
+@dataclass(frozen=True)
+class OversizeSplit:
+    """Result of applying the oversize policy to an ordered list of graph indices.
+
+    ``kept``: graphs that fit, in order. ``own``: graphs that get a batch of their own, with
+    ``own_after[i]`` = number of kept graphs preceding ``own[i]`` in the original order (so the
+    batch can be placed where the graph came up). ``skipped``: graphs left out on request.
+    """
+
+    kept: np.ndarray
+    own: np.ndarray
+    own_after: np.ndarray
+    skipped: np.ndarray
+
+
+def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget) -> OversizeSplit:
+    """Apply ``req.on_oversize`` to graphs that do not fit ``budget`` alone.
+
+    ``"error"`` raises ``ValueError`` naming the first such graph, its size and the budget.
+    """
+    if req.on_oversize not in OVERSIZE_POLICIES:
+        raise ValueError(
+            f"on_oversize must be one of {', '.join(OVERSIZE_POLICIES)}, got {req.on_oversize!r}"
+        )
+    sizes = req.sizes
+    nodes = sizes.n_node[order]
+    edges = sizes.n_edge[order]
+    big = (nodes > budget.node_capacity) | (edges > budget.edge_capacity)
+    empty = np.zeros(0, dtype=np.int64)
+    if not big.any():
+        return OversizeSplit(order, empty, empty, empty)
+    if req.on_oversize == "error":
+        pos = np.flatnonzero(big)
+        i = int(order[pos[0]])
+        raise ValueError(
+            f"graph {i} ({sizes.n_node[i]} nodes, {sizes.n_edge[i]} edges) does not fit the budget "
+            f"{budget} (room for {budget.node_capacity} real nodes and {budget.edge_capacity} "
+            f"real edges); {pos.shape[0]} graph(s) are oversize. Raise the budget, or pass "
+            "on_oversize='skip' or 'own_batch'"
+        )
+    kept = order[~big]
+    if req.on_oversize == "skip":
+        return OversizeSplit(kept, empty, empty, np.sort(order[big]))
+    pos = np.flatnonzero(big)
+    own_after = pos - np.arange(pos.shape[0])  # kept graphs before each oversize graph
+    return OversizeSplit(kept, order[big], own_after.astype(np.int64), empty)
+
+
+def batch_totals(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per-batch sums of ``values`` (already in plan order) for batch boundaries ``offsets``."""
+    nb = offsets.shape[0] - 1
+    out = np.zeros(nb, dtype=np.int64)
+    if nb == 0 or values.shape[0] == 0:
+        return out
+    starts = offsets[:-1]
+    nonempty = offsets[1:] > starts
+    out[nonempty] = np.add.reduceat(values, starts[nonempty])
+    return out
+
+
+def own_batch_shape(n_node: int, n_edge: int, budget: Budget, multiple: int = 64) -> Budget:
+    """Enlarged shape for one oversize graph: the budget grown (in ``multiple`` steps) to fit it."""
+    return Budget(
+        max(budget.n_node, round_up(n_node + 1, multiple)),
+        max(budget.n_edge, round_up(n_edge, multiple)),
+        budget.n_graph,
+    )
+
+
+def finish_plan(
+    req: PlanRequest,
+    *,
+    order: np.ndarray,
+    offsets: np.ndarray,
+    pad_nodes: np.ndarray,
+    pad_edges: np.ndarray,
+    pad_graphs: np.ndarray,
+    lower_bound: int,
+    split: OversizeSplit | None = None,
+    budget: Budget | None = None,
+    **meta,
+) -> BatchPlan:
+    """Build the `BatchPlan`: insert own-batch graphs where they came up, add totals and meta.
+
+    ``order``/``offsets``/``pad_*`` describe the batches of the kept graphs. ``lower_bound`` is
+    the bound for those batches; each own batch adds one to it.
+    """
+    order = np.asarray(order, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    pad_nodes = np.asarray(pad_nodes, dtype=np.int64)
+    pad_edges = np.asarray(pad_edges, dtype=np.int64)
+    pad_graphs = np.asarray(pad_graphs, dtype=np.int64)
+    skipped = np.zeros(0, dtype=np.int64)
+    n_own = 0
+    if split is not None:
+        skipped = split.skipped
+        if split.own.shape[0]:
+            if budget is None:
+                raise ValueError("own_batch graphs need the budget to enlarge")
+            n_own = int(split.own.shape[0])
+            order, offsets, pad_nodes, pad_edges, pad_graphs = _insert_own_batches(
+                req, order, offsets, pad_nodes, pad_edges, pad_graphs, split, budget
+            )
+    sizes = req.sizes
+    real_nodes = batch_totals(sizes.n_node[order], offsets)
+    real_edges = batch_totals(sizes.n_edge[order], offsets)
+    real_cost = None if sizes.n_bytes is None else batch_totals(sizes.n_bytes[order], offsets)
+    info = {
+        "strategy": req.strategy,
+        "seed": req.seed,
+        "epoch": req.epoch,
+        "shuffle": req.shuffle,
+        "batch_size": req.batch_size,
+        "on_oversize": req.on_oversize,
+        "budget": None if budget is None else list(budget.as_tuple()),
+        "options": {k: v for k, v in req.options.items()},
+        "lower_bound": int(lower_bound) + n_own,
+        "own_batches": n_own,
+        "world_size": 1,
+    }
+    info.update(meta)
+    return BatchPlan(
+        order,
+        offsets,
+        pad_nodes,
+        pad_edges,
+        pad_graphs,
+        skipped,
+        real_nodes=real_nodes,
+        real_edges=real_edges,
+        real_cost=real_cost,
+        meta=info,
+    )
+
+
+def _insert_own_batches(req, order, offsets, pad_nodes, pad_edges, pad_graphs, split, budget):
+    sizes = req.sizes
+    multiple = int(req.option("multiple", 64))
+    starts = offsets[:-1]
+    # batch index before which each own batch goes: first batch starting at/after the graph
+    at = np.searchsorted(starts, split.own_after, side="left")
+    shapes = [own_batch_shape(int(sizes.n_node[g]), int(sizes.n_edge[g]), budget, multiple)
+              for g in split.own]
+    # graphs: own graph goes at position offsets[at] in the order
+    graph_pos = offsets[at] if offsets.shape[0] > 1 else np.zeros_like(at)
+    new_order = np.insert(order, graph_pos, split.own)
+    sizes_b = np.diff(offsets)
+    new_sizes = np.insert(sizes_b, at, 1)
+    new_offsets = np.concatenate([[0], np.cumsum(new_sizes)]).astype(np.int64)
+    new_pn = np.insert(pad_nodes, at, [s.n_node for s in shapes])
+    new_pe = np.insert(pad_edges, at, [s.n_edge for s in shapes])
+    new_pg = np.insert(pad_graphs, at, [s.n_graph for s in shapes])
+    return new_order, new_offsets, new_pn, new_pe, new_pg

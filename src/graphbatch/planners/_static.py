@@ -1,0 +1,101 @@
+"""Static batching: a fixed number of graphs per batch, padded to a constant, a multiple of K,
+or a power of two (static-vs-dynamic paper, Section 4 and Algorithm 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._budget import next_pow2, round_up
+from .._validate import as_positive_int
+from ._assemble import batch_totals, ceil_div, finish_plan
+from ._registry import PlanRequest, register
+
+__all__ = ["plan_static_constant", "plan_static_multiple", "plan_static_pow2", "static_offsets"]
+
+
+def static_offsets(num_graphs: int, batch_size: int) -> np.ndarray:
+    """Boundaries of consecutive batches of ``batch_size - 1`` real graphs (the last may be short)."""
+    per = batch_size - 1
+    return np.append(np.arange(0, num_graphs, per, dtype=np.int64), np.int64(num_graphs))
+
+
+def _static_request(req: PlanRequest) -> int:
+    if req.budget is not None:
+        raise ValueError(
+            f"strategy {req.strategy!r} derives padded shapes from batch contents; "
+            "give batch_size, not a node/edge budget"
+        )
+    bs = as_positive_int(req.require_batch_size(), "batch_size")
+    if bs < 2:
+        raise ValueError(f"batch_size = {bs} leaves no room for the padding graph; it must be >= 2")
+    return bs
+
+
+def _plan_static(req: PlanRequest, pad_fn, **meta):
+    bs = _static_request(req)
+    order = req.order()
+    offsets = static_offsets(order.shape[0], bs)
+    real_nodes = batch_totals(req.sizes.n_node[order], offsets)
+    real_edges = batch_totals(req.sizes.n_edge[order], offsets)
+    pad_nodes, pad_edges = pad_fn(real_nodes, real_edges, bs)
+    nb = offsets.shape[0] - 1
+    return finish_plan(
+        req,
+        order=order,
+        offsets=offsets,
+        pad_nodes=pad_nodes,
+        pad_edges=pad_edges,
+        pad_graphs=np.full(nb, bs, dtype=np.int64),
+        lower_bound=ceil_div(order.shape[0], bs - 1),
+        **meta,
+    )
+
+
+@register(
+    "static-constant",
+    description="TF-GNN style: batch_size-1 graphs per batch, one shape from the largest graph "
+    "x batch_size (rounded up to `multiple`, default 64)",
+    options=("multiple",),
+    fixed_shape=True,
+    uses_budget=False,
+)
+def plan_static_constant(req: PlanRequest):
+    multiple = as_positive_int(req.option("multiple", 64), "multiple")
+    sizes = req.sizes
+
+    def pad(real_nodes, real_edges, bs):
+        t_v = round_up(int(sizes.n_node.max()) * bs, multiple)
+        t_e = round_up(int(sizes.n_edge.max()) * bs, multiple)
+        nb = real_nodes.shape[0]
+        return np.full(nb, t_v, dtype=np.int64), np.full(nb, t_e, dtype=np.int64)
+
+    return _plan_static(req, pad)
+
+
+@register(
+    "static-64",
+    description="batch_size-1 graphs per batch, node/edge totals padded up to the next multiple "
+    "of `multiple` (default 64), one node reserved for padding",
+    options=("multiple",),
+    uses_budget=False,
+)
+def plan_static_multiple(req: PlanRequest):
+    multiple = as_positive_int(req.option("multiple", 64), "multiple")
+
+    def pad(real_nodes, real_edges, bs):
+        return round_up(real_nodes + 1, multiple), round_up(real_edges, multiple)
+
+    return _plan_static(req, pad)
+
+
+@register(
+    "static-pow2",
+    description="batch_size-1 graphs per batch, node/edge totals padded up to the next power of "
+    "two (Algorithm 5), one node reserved for padding",
+    uses_budget=False,
+)
+def plan_static_pow2(req: PlanRequest):
+    def pad(real_nodes, real_edges, bs):
+        return next_pow2(real_nodes + 1), next_pow2(real_edges)
+
+    return _plan_static(req, pad)
