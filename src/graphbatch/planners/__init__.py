@@ -4,6 +4,13 @@ from ._assemble import OversizeSplit, batch_totals, finish_plan, split_oversize
 from ._dynamic import budget_lower_bound, greedy_offsets, greedy_offsets_reference, plan_dynamic
 from ._registry import PlanRequest, Strategy, get_strategy, register, strategy_names
 from ._static import plan_static_constant, plan_static_multiple, plan_static_pow2, static_offsets
+from ._packing import (
+    plan_buckets,
+    plan_pack_lpf,
+    plan_pack_lpf_1d,
+    plan_pack_nnls,
+    plan_pack_spf,
+)
 
 __all__ = [
     "OversizeSplit",
@@ -15,7 +22,12 @@ __all__ = [
     "get_strategy",
     "greedy_offsets",
     "greedy_offsets_reference",
+    "plan_buckets",
     "plan_dynamic",
+    "plan_pack_lpf",
+    "plan_pack_lpf_1d",
+    "plan_pack_nnls",
+    "plan_pack_spf",
     "plan_static_constant",
     "plan_static_multiple",
     "plan_static_pow2",
