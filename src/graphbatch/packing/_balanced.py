@@ -170,7 +170,7 @@ def _spill(sn, se, grid, limits):
     return removed, grid, (ln, le, lk)
 
 
-def _try(sn, se, end, P, limits, heuristic, w):
+def _try(sn, se, end, P, limits, heuristic, w, max_room=2048):
     cn, ce, cg = limits
     grid = _deal(sn, se, end, P, w[0], w[1], 1.0 / max(cn, 1), 1.0 / max(ce, 1))
     grid = _swap_repair(sn, se, grid, limits)
@@ -182,6 +182,9 @@ def _try(sn, se, end, P, limits, heuristic, w):
     room = np.flatnonzero(
         (rem_k > 0) & (rem_n >= sn[removed].min()) & (rem_e >= se[removed].min())
     )
+    if room.size > max_room:  # offer the packs with the most room (keeps the search short)
+        slack = np.minimum(rem_n[room] / max(cn, 1), rem_e[room] / max(ce, 1))
+        room = np.sort(room[np.argsort(-slack, kind="stable")[:max_room]])
     pats, base = pack_histogram(
         sn, se, spill_count, node_limit=cn, edge_limit=ce, graph_limit=cg,
         heuristic=heuristic, fit="best",
@@ -226,6 +229,8 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
         if best is not None and P >= best[0]:
             break
         total, detail = _try(sn, se, end, P, limits, heuristic, w)
+        if best is not None and total >= best[0] and f > 0.001:
+            break  # more dealt packs stopped paying off
         if best is None or total < best[0]:
             best = (total, P, detail)
         if total == P:

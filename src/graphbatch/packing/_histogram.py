@@ -144,10 +144,21 @@ def pack_histogram(
                 a[:m] = a[:length][keep]
             length = m
 
-    if initial is not None:
+    if initial is not None:  # one root per open pack, added in bulk
         r_n, r_e, r_k = (np.asarray(x, dtype=np.int64) for x in initial)
-        for i in range(r_n.shape[0]):
-            add_node(-1, -1, 0, 1, i, int(r_n[i]), int(r_e[i]), int(r_k[i]))
+        m0 = r_n.shape[0]
+        t_parent.extend([-1] * m0)
+        t_bin.extend([-1] * m0)
+        t_copies.extend([0] * m0)
+        t_count.extend([1] * m0)
+        t_base.extend(range(m0))
+        act = np.flatnonzero(r_k > 0)
+        while cap < act.shape[0]:
+            grow()
+        length = act.shape[0]
+        ids[:length], rn[:length], re[:length], rk[:length] = act, r_n[act], r_e[act], r_k[act]
+        cnt[:length] = 1
+        hv[:length] = h(r_n[act] * inv_n, r_e[act] * inv_e)
 
     for pos, i in enumerate(order.tolist()):
         if pos % 64 == 0 and length:
