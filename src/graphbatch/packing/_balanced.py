@@ -62,6 +62,30 @@ def _deal(sn, se, end, P, wn, we, inv_n, inv_e):
     return np.where(pos < N, np.searchsorted(end, np.minimum(pos, N - 1), side="right"), -1)
 
 
+def _deal_preloaded(sn, se, small_pos, pre_slot, pre_off, P, key):
+    """Large graphs first (their own packs, best fit), then the small ones dealt row by row to
+    the least loaded packs (longest processing time first per row). Grid [P, C] of sorted-bin
+    indices (-1 = empty)."""
+    B = pre_off.shape[0] - 1
+    sizes = np.diff(pre_off)
+    c0 = int(sizes.max()) if B else 0
+    grid0 = np.full((P, c0), -1, np.int64)
+    if B:
+        col = np.arange(pre_slot.shape[0]) - np.repeat(pre_off[:-1], sizes)
+        grid0[np.repeat(np.arange(B), sizes), col] = pre_slot
+    load = np.zeros(P, np.float64)
+    load[:B] = np.bincount(np.repeat(np.arange(B), sizes), weights=key[pre_slot], minlength=B)
+    m = small_pos.shape[0]
+    R = -(-m // P)
+    grid1 = np.full((P, R), -1, np.int64)
+    for r in range(R):
+        b = small_pos[r * P : (r + 1) * P]
+        packs = np.argsort(load, kind="stable")[: b.shape[0]]
+        grid1[packs, r] = b
+        load[packs] += key[b]
+    return np.concatenate([grid0, grid1], axis=1)
+
+
 def _loads(sn, se, grid):
     present = grid >= 0
     safe = np.where(present, grid, 0)
@@ -128,13 +152,13 @@ def _swap_repair(sn, se, grid, limits, rounds=8, budget=2_000_000, max_cols=16):
 
 def _spill(sn, se, grid, limits):
     """Give back graphs from packs over a limit. Returns (removed bins, grid, loads)."""
-    cn, ce, _ = limits
+    cn, ce, cg = limits
     present = grid >= 0
     safe = np.where(present, grid, 0)
     ln = np.where(present, sn[safe], 0).sum(axis=1)
     le = np.where(present, se[safe], 0).sum(axis=1)
     lk = present.sum(axis=1)
-    bad = np.flatnonzero((ln > cn) | (le > ce))
+    bad = np.flatnonzero((ln > cn) | (le > ce) | (lk > cg))
     removed = []
     if bad.size:
         sub = grid[bad]
@@ -147,7 +171,7 @@ def _spill(sn, se, grid, limits):
         for _ in range(R + 1):
             xn = ln[bad] - cn
             xe = le[bad] - ce
-            over = (xn > 0) | (xe > 0)
+            over = (xn > 0) | (xe > 0) | (lk[bad] > cg)
             if not over.any():
                 break
             cure = pres & (vn >= xn[:, None]) & (ve >= xe[:, None])
@@ -170,9 +194,14 @@ def _spill(sn, se, grid, limits):
     return removed, grid, (ln, le, lk)
 
 
-def _try(sn, se, end, P, limits, heuristic, w, max_room=2048):
+def _try(sn, se, end, P, limits, heuristic, w, pre=None, max_room=2048):
     cn, ce, cg = limits
-    grid = _deal(sn, se, end, P, w[0], w[1], 1.0 / max(cn, 1), 1.0 / max(ce, 1))
+    if pre is None:
+        grid = _deal(sn, se, end, P, w[0], w[1], 1.0 / max(cn, 1), 1.0 / max(ce, 1))
+    else:
+        small_pos, pre_slot, pre_off, key = pre
+        P = max(P, pre_off.shape[0] - 1)
+        grid = _deal_preloaded(sn, se, small_pos, pre_slot, pre_off, P, key)
     grid = _swap_repair(sn, se, grid, limits)
     removed, grid, (ln, le, lk) = _spill(sn, se, grid, limits)
     if removed.size == 0:
@@ -223,12 +252,24 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     lb = max(-(-int((sn * sc).sum()) // node_limit),
              -(-int((se * sc).sum()) // edge_limit) if edge_limit else 0,
              -(-N // graph_limit), 1)
+    # graphs over a tenth of a limit are packed first, best fit, and the rest dealt around them
+    big = (sn * 10 > node_limit) | (se * 10 > edge_limit)
+    pre = None
+    if big.any():
+        big_count = np.where(big, sc, 0)
+        pats = pack_histogram(sn, se, big_count, node_limit=node_limit, edge_limit=edge_limit,
+                              graph_limit=graph_limit, heuristic=heuristic, fit="best")
+        pre_slot, pre_off = pats.slots()
+        key_s = w[0] * sn / max(node_limit, 1) + w[1] * se / max(edge_limit, 1)
+        small_pos = np.repeat(np.flatnonzero(~big), sc[~big])
+        pre = (small_pos, pre_slot, pre_off, key_s)
     best = None
     for f in tries:
         P = min(lb + int(np.ceil(lb * f)), N)
         if best is not None and P >= best[0]:
             break
-        total, detail = _try(sn, se, end, P, limits, heuristic, w)
+        total, detail = _try(sn, se, end, P, limits, heuristic, w, pre)
+        P = max(P, detail[0].shape[0])
         if best is not None and total >= best[0] and f > 0.001:
             break  # more dealt packs stopped paying off
         if best is None or total < best[0]:
@@ -236,6 +277,7 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
         if total == P:
             break
     total, P, (grid, pats, base, room) = best
+    P = grid.shape[0]
     extra = None
     if pats is not None:
         # graphs the repair put into dealt packs become extra columns of the grid

@@ -206,8 +206,9 @@ def plan_pack_nnls(req: PlanRequest):
 
 @register(
     "buckets",
-    description="K padded shapes (num_shapes, 1-16) chosen to minimise total padding: graphs are "
-    "packed to the budget (larger graphs alone), each batch padded to the smallest shape it fits",
+    description="K padded shapes (num_shapes, 1-16) chosen to minimise total padding: graphs "
+    "larger than the budget get larger shapes whose room is filled with small graphs, the rest "
+    "is packed to the budget; each batch is padded to the smallest shape it fits",
     options=("num_shapes", "heuristic", *_COMMON),
 )
 def plan_buckets(req: PlanRequest):
@@ -225,48 +226,80 @@ def plan_buckets(req: PlanRequest):
     big = (sizes.n_node > budget.node_capacity) | (sizes.n_edge > budget.edge_capacity)
     skipped = np.zeros(0, np.int64)
     if req.on_oversize == "skip":
-        skipped = allidx[big]
-        alone = np.zeros(0, np.int64)
+        skipped, alone = allidx[big], np.zeros(0, np.int64)
     else:  # larger graphs get larger buckets: never an error, never an unbounded own shape
         alone = allidx[big]
     kept = allidx[~big]
+    lim = dict(node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
+               graph_limit=budget.graph_capacity, heuristic=heuristic)
+    a_n, a_e = sizes.n_node[alone], sizes.n_edge[alone]
     if kept.size:
         hist = sizes.subset(kept).histogram(return_inverse=True)
-        res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
-                        edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
-                        heuristic=heuristic, fit="best")
-        slot_bin, pack_off, inverse = res.slot_bin, res.offsets, hist.inverse
-        nbins = len(hist)
+        hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
     else:
-        slot_bin, pack_off, inverse, nbins = *_empty_slots(), np.zeros(0, np.int64), 0
-    # each oversize graph: a pack of its own, as a bin of its own
-    slot_bin = np.concatenate([slot_bin, nbins + np.arange(alone.shape[0])])
-    pack_off = np.concatenate([pack_off, pack_off[-1] + 1 + np.arange(alone.shape[0])])
-    inverse = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
+        hn = he = hc = inverse = np.zeros(0, np.int64)
+    nbins = hn.shape[0]
+
+    def pack_totals(slot_bin, off, bn, be):
+        if off.shape[0] <= 1:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.add.reduceat(bn[slot_bin], off[:-1]), np.add.reduceat(be[slot_bin], off[:-1])
+
+    # 1. shapes from a first packing: small graphs to the budget, each large graph alone
+    if kept.size:
+        first = pack_bins(hn, he, hc, fit="best", **lim)
+        fn, fe = pack_totals(first.slot_bin, first.offsets, hn, he)
+    else:
+        fn = fe = np.zeros(0, np.int64)
+    scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), budget, multiple)
+    chosen, _ = choose_scales(scales, k, budget, multiple)
+    shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, budget, multiple))
+    # 2. each large graph gets the smallest chosen shape; its room is filled with small graphs
+    remaining = hc.copy()
+    fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * alone.shape[0]
+    if alone.size and kept.size:
+        grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
+                        & (shape_e[None, :] >= a_e[:, None]), axis=1)
+        room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e,
+                np.full(alone.shape[0], budget.graph_capacity - 1))
+        pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
+                                    **lim)
+        for t in np.flatnonzero(base >= 0).tolist():
+            sl = slice(pats.offsets[t], pats.offsets[t + 1])
+            items = np.repeat(pats.bins[sl], pats.copies[sl])
+            fill_bins[int(base[t])] = items
+            remaining -= np.bincount(items, minlength=nbins)
+    # 3. the remaining small graphs packed to the budget
+    if remaining.sum():
+        res = pack_bins(hn, he, remaining, fit="best", **lim)
+        slot_bin, pack_off, packer = res.slot_bin, res.offsets, res.method
+    else:
+        (slot_bin, pack_off), packer = _empty_slots(), None
+    # large-graph packs: bin nbins + i for large graph i, then its filling
+    parts = [slot_bin] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
+    lens = np.array([len(x) for x in parts[1:]], np.int64)
+    slot_bin = np.concatenate(parts)
+    pack_off = np.concatenate([pack_off, pack_off[-1] + np.cumsum(lens)])
+    graph_bin = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
     graphs = np.concatenate([kept, alone])
     assign_rng, order_rng = _rngs(req)
-    order, offsets = assign_graphs(slot_bin, pack_off, inverse, graphs,
+    order, offsets = assign_graphs(slot_bin, pack_off, graph_bin, graphs,
                                    assign_rng=assign_rng, order_rng=order_rng)
-    starts = offsets[:-1]
-    nb = starts.shape[0]
-    gpb = np.diff(offsets)
-    real_n = np.add.reduceat(sizes.n_node[order], starts) if nb else np.zeros(0, np.int64)
-    real_e = np.add.reduceat(sizes.n_edge[order], starts) if nb else np.zeros(0, np.int64)
-    scales = pack_scales(real_n, real_e, budget, multiple)
-    chosen, _ = choose_scales(scales, k, budget, multiple)
-    group = np.searchsorted(chosen, scales, side="left")
-    shape_n, shape_e = shape_for_scale(chosen, budget, multiple)
-    shape_n, shape_e = np.atleast_1d(shape_n), np.atleast_1d(shape_e)
-    need_g = np.zeros(chosen.shape[0], np.int64)
-    np.maximum.at(need_g, group, gpb + 1)
-    shape_g = np.maximum.accumulate(np.maximum(need_g, 2))
+    nb = offsets.shape[0] - 1
+    real_n = sizes.n_node[order]
+    real_e = sizes.n_edge[order]
+    tot_n = np.add.reduceat(real_n, offsets[:-1]) if nb else np.zeros(0, np.int64)
+    tot_e = np.add.reduceat(real_e, offsets[:-1]) if nb else np.zeros(0, np.int64)
+    # 4. every batch padded to the smallest chosen shape it fits
+    fits = (shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
+    group = np.argmax(fits, axis=1)
+    # bound of the graphs that fit the base budget (larger graphs share their packs, so no
+    # simple bound covers them)
     lb = budget_lower_bound(int(sizes.n_node[kept].sum()), int(sizes.n_edge[kept].sum()),
-                            kept.shape[0], budget) + alone.shape[0]
+                            kept.shape[0], budget)
     empty = np.zeros(0, np.int64)
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
-                       pad_edges=shape_e[group], pad_graphs=shape_g[group], lower_bound=lb,
-                       split=OversizeSplit(kept, empty, empty, skipped), budget=budget,
-                       heuristic=heuristic, num_shapes=k,
-                       shapes=[[int(a), int(b), int(c)] for a, b, c in
-                               zip(shape_n, shape_e, shape_g)],
-                       packer=res.method if kept.size else None)
+                       pad_edges=shape_e[group], pad_graphs=np.full(nb, budget.n_graph, np.int64),
+                       lower_bound=lb, split=OversizeSplit(kept, empty, empty, skipped),
+                       budget=budget, heuristic=heuristic, num_shapes=k, packer=packer,
+                       shapes=[[int(a), int(b), budget.n_graph] for a, b in zip(shape_n, shape_e)])
