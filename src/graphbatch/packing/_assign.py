@@ -50,6 +50,14 @@ def assign_graphs(
     pack_of = np.repeat(np.arange(num_packs), new_sizes)
     within = np.arange(m) - new_offsets[pack_of]
     order = slot_graph[pack_offsets[perm_p][pack_of] + within]
-    # within-pack shuffle: sort by (pack, uniform key)
+    # within-pack shuffle: each row of a [packs, largest pack] matrix permuted independently
+    # (padding entries move too and are dropped after), else a sort by (pack, uniform key)
+    width = int(new_sizes.max()) if num_packs else 0
+    if num_packs * width <= 4 * m + 1024:
+        mat = np.full((num_packs, width), -1, np.int64)
+        mat[pack_of, within] = order
+        mat = order_rng.permuted(mat, axis=1)
+        flat = mat.reshape(-1)
+        return flat[flat >= 0], new_offsets
     key = pack_of + order_rng.random(m)
     return order[np.argsort(key, kind="stable")], new_offsets

@@ -25,7 +25,7 @@ from ._patterns import PackPatterns
 __all__ = ["balanced_pack", "BalancedPacking", "DEFAULT_TRIES"]
 
 #: Extra packs tried above the lower bound, as fractions of it.
-DEFAULT_TRIES = (0.0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008)
+DEFAULT_TRIES = (0.0, 0.0005, 0.001, 0.003, 0.008)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def _loads(sn, se, grid):
             present.sum(axis=1))
 
 
-def _swap_repair(sn, se, grid, limits, rounds=8, budget=2_000_000, max_cols=16):
+def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
     """Exchange one graph between each over-limit pack and a pack with room, where one exchange
     brings the first within the limits and keeps the second within them. Each round looks at
     ``max_cols`` of the size ranks of both packs. In place."""
@@ -270,7 +270,7 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
             break
         total, detail = _try(sn, se, end, P, limits, heuristic, w, pre)
         P = max(P, detail[0].shape[0])
-        if best is not None and total >= best[0] and f > 0.001:
+        if best is not None and total >= best[0]:
             break  # more dealt packs stopped paying off
         if best is None or total < best[0]:
             best = (total, P, detail)

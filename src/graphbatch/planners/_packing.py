@@ -24,6 +24,7 @@ from ..packing import (
     shape_for_scale,
 )
 from ..packing._heuristics import heuristic_function
+from ..packing._hist import size_histogram
 from ..packing._pack import METHODS
 from ._assemble import OversizeSplit, finish_plan, split_oversize
 from ._dynamic import budget_lower_bound
@@ -103,7 +104,7 @@ def _plan_tuple(req: PlanRequest, fit: str):
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
                        heuristic=heuristic, method=method)
-    hist = req.sizes.subset(kept).histogram(return_inverse=True)
+    hist = size_histogram(req.sizes.subset(kept))
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
@@ -152,7 +153,7 @@ def plan_pack_lpf_1d(req: PlanRequest):
         if kept.size == 0:
             sb, off = _empty_slots()
             return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-        hist = sizes.subset(kept).histogram(return_inverse=True)
+        hist = size_histogram(sizes.subset(kept))
         pats = pack_histogram(hist.n_node, hist.n_edge, hist.count,
                               node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
                               graph_limit=budget.graph_capacity, heuristic="node", fit="best")
@@ -196,7 +197,7 @@ def plan_pack_nnls(req: PlanRequest):
     if kept.size == 0:
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-    hist = req.sizes.subset(kept).histogram(return_inverse=True)
+    hist = size_histogram(req.sizes.subset(kept))
     pats = pack_nnls(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                      edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                      heuristic=heuristic)
@@ -234,7 +235,7 @@ def plan_buckets(req: PlanRequest):
                graph_limit=budget.graph_capacity, heuristic=heuristic)
     a_n, a_e = sizes.n_node[alone], sizes.n_edge[alone]
     if kept.size:
-        hist = sizes.subset(kept).histogram(return_inverse=True)
+        hist = size_histogram(sizes.subset(kept))
         hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
     else:
         hn = he = hc = inverse = np.zeros(0, np.int64)
