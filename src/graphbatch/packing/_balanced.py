@@ -252,7 +252,8 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     lb = max(-(-int((sn * sc).sum()) // node_limit),
              -(-int((se * sc).sum()) // edge_limit) if edge_limit else 0,
              -(-N // graph_limit), 1)
-    # graphs over a tenth of a limit are packed first, best fit, and the rest dealt around them
+    # with graphs over a tenth of a limit, a second variant packs those first (best fit) and
+    # deals the rest around them; the variant with fewer packs wins
     big = (sn * 10 > node_limit) | (se * 10 > edge_limit)
     pre = None
     if big.any():
@@ -264,18 +265,20 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
         small_pos = np.repeat(np.flatnonzero(~big), sc[~big])
         pre = (small_pos, pre_slot, pre_off, key_s)
     best = None
-    for f in tries:
-        P = min(lb + int(np.ceil(lb * f)), N)
-        if best is not None and P >= best[0]:
-            break
-        total, detail = _try(sn, se, end, P, limits, heuristic, w, pre)
-        P = max(P, detail[0].shape[0])
-        if best is not None and total >= best[0]:
-            break  # more dealt packs stopped paying off
-        if best is None or total < best[0]:
-            best = (total, P, detail)
-        if total == P:
-            break
+    for variant in ([None, pre] if pre is not None else [None]):
+        prev = None
+        for f in tries:
+            P = min(lb + int(np.ceil(lb * f)), N)
+            if prev is not None and P >= prev:
+                break
+            total, detail = _try(sn, se, end, P, limits, heuristic, w, variant)
+            if prev is not None and total >= prev:
+                break  # more dealt packs stopped paying off
+            prev = total
+            if best is None or total < best[0]:
+                best = (total, P, detail)
+            if total == P:
+                break
     total, P, (grid, pats, base, room) = best
     P = grid.shape[0]
     extra = None
