@@ -77,3 +77,19 @@ def test_bad_input(kwargs, match):
         search_limits(sizes, **kwargs)
     with pytest.raises(TypeError, match="GraphSizes"):
         search_limits([3, 4])
+
+
+def test_record_matches_plan_at_those_limits():
+    rng = np.random.default_rng(5)
+    n = rng.integers(3, 20, 400)
+    sizes = gb.GraphSizes(n, n * rng.integers(2, 5, 400))
+    for method in ("histogram", "auto"):
+        recs = search_limits(sizes, max_graphs=40, node_range=(100, 300), edge_range=(300, 900),
+                             grid=3, method=method)
+        for r in recs[:3]:
+            p = gb.plan(sizes, "pack-lpf", budget=(r["max_nodes"], r["max_edges"], 40),
+                        method=method)
+            st = p.stats()
+            assert st.num_batches == r["num_packs"]
+            assert st.node_efficiency == pytest.approx(r["node_eff"])
+            assert st.edge_efficiency == pytest.approx(r["edge_eff"])
