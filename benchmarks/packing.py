@@ -5,7 +5,7 @@
 Prints, in one run: (1) batches vs the lower bound at the dynamic budget for batch size 32 and
 128 (graph cap = batch size, and 4 x batch size); (2) limits from the limit search and the
 efficiency there; (3) a heavy-tailed table with oversize policies and K shapes; (4) planning
-time on one core. Tables: see benchmarks/_tables.py.
+time on one core. Tables: see benchmarks/_packing_tables.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _tables as T  # noqa: E402
+import _packing_tables as T  # noqa: E402
 from _published_lpfhp import pack_using_dlpfhp  # noqa: E402
 
 import graphbatch as gb  # noqa: E402
