@@ -195,3 +195,25 @@ def test_cli_plan_flags_and_limits(tmp_path, capsys):
     assert "harmonic_mean" in capsys.readouterr().out
     assert main(["limits", str(table), "--node-range", "2:4"]) == 2
     assert "cannot hold the largest graph" in capsys.readouterr().err
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(1, 12), st.integers(0, 40)), min_size=1, max_size=80),
+    strategy=st.sampled_from(PACK),
+    cap=st.integers(2, 9),
+    seed=st.integers(0, 3),
+)
+def test_property_every_graph_once_and_within_shape(pairs, strategy, cap, seed):
+    nodes = [p[0] for p in pairs]
+    edges = [p[1] for p in pairs]
+    sizes = gb.GraphSizes(nodes, edges)
+    budget = (max(nodes) * 3 + 1, max(max(edges) * 3, 1), cap)
+    p = gb.plan(sizes, strategy, budget=budget, seed=seed, epoch=seed + 1)
+    p.validate(sizes)
+    if strategy != "buckets":
+        assert len(p) >= p.meta["lower_bound"] == _bound(sizes, np.arange(len(sizes)), budget)
