@@ -233,10 +233,11 @@ class BatchPlan:
         return "n_bytes", float(coef[0]), float(coef[1])
 
     def batch_costs(self) -> np.ndarray:
-        """Real cost per batch (float64): ``real_cost`` when present, else the linear model."""
-        if self.real_cost is not None:
+        """Real cost per batch (float64): ``real_cost`` (bytes) when present, unless the plan was
+        balanced on a linear model (``meta["cost_model"]``); else the linear model."""
+        source, a, b = self.cost_coefficients()
+        if source == "n_bytes":
             return self.real_cost.astype(np.float64)
-        _, a, b = self.cost_coefficients()
         return a * self.real_nodes.astype(np.float64) + b * self.real_edges.astype(np.float64)
 
     # ------------------------------------------------------------------ stats

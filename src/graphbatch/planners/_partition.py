@@ -18,7 +18,6 @@ __all__ = [
     "stratified_assignment",
     "refine_by_swaps",
     "columns_to_batches",
-    "kk_kway_reference",
 ]
 
 
@@ -180,25 +179,3 @@ def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:
     real = ident >= 0
     batch_of[ident[real]] = cols[real]
     return batch_of
-
-
-def kk_kway_reference(costs, num_batches: int) -> list[list[int]]:
-    """Textbook k-way Karmarkar–Karp (one k-tuple per graph, ``O(N·k)`` memory), no cardinality
-    constraint. Plain Python; kept for tests on tiny inputs."""
-    k = int(num_batches)
-    heap = []
-    for i, c in enumerate(costs):
-        parts = [(float(c), [i])] + [(0.0, []) for _ in range(k - 1)]
-        heap.append((-float(c), i, parts))
-    heapq.heapify(heap)
-    counter = len(heap)
-    while len(heap) > 1:
-        _, _, a = heapq.heappop(heap)
-        _, _, bb = heapq.heappop(heap)
-        a = sorted(a, key=lambda p: -p[0])
-        bb = sorted(bb, key=lambda p: p[0])
-        merged = [(x[0] + y[0], x[1] + y[1]) for x, y in zip(a, bb)]
-        merged.sort(key=lambda p: -p[0])
-        heapq.heappush(heap, (-(merged[0][0] - merged[-1][0]), counter, merged))
-        counter += 1
-    return [p[1] for p in heap[0][2]]
