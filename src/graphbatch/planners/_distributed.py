@@ -2,9 +2,10 @@
 
 Appendix F of the static-vs-dynamic paper: data-parallel devices (``pmap``, DDP) need every
 device's batch of one step to have the same padded shape; static-64/2^N batches rarely do. Here
-batches are sorted by padded shape, then by load, and cut into steps of ``R`` consecutive
-batches, so a step holds batches of equal (or nearly equal) shape and similar load; each step is
-padded to the elementwise maximum shape of its batches. When ``B`` is not a multiple of ``R``,
+batches are sorted by padded shape, then by real nodes and edges (`balanced_sequence`), and cut
+into steps of ``R`` consecutive batches, so a step holds batches of equal (or nearly equal) shape
+and similar load; each step is padded to the elementwise maximum shape of its batches. When ``B``
+is not a multiple of ``R``,
 the ``S·R - B`` missing batches are padding-only batches (no graph, the step's shape) placed in
 the step of the lightest batches. No graph is repeated or dropped (unlike torch's
 ``DistributedSampler``, which repeats samples to even out ranks).
@@ -17,11 +18,29 @@ import numpy as np
 from .._plan import BatchPlan
 from .._validate import as_positive_int
 
-__all__ = ["distribute_plan"]
+__all__ = ["distribute_plan", "balanced_sequence"]
 
 
 def _step_rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(4, epoch)))
+
+
+def balanced_sequence(plan: BatchPlan, world_size: int) -> np.ndarray:
+    """Batch indices ordered so that consecutive runs of ``world_size`` share a shape and load.
+
+    Two-level sort balancing both real nodes and real edges: batches sorted by padded shape,
+    then real nodes, are cut into blocks of ``world_size * g`` (``g = ceil(sqrt(steps))``); each
+    block is re-sorted by shape, then real edges. A run of ``world_size`` consecutive batches
+    therefore has nodes within one block's narrow range and nearly equal edges.
+    """
+    nb = len(plan)
+    shape_keys = (plan.pad_graphs, plan.pad_edges, plan.pad_nodes)
+    idx = np.lexsort((np.arange(nb), plan.real_nodes) + shape_keys).astype(np.int64)
+    steps = -(-nb // world_size)
+    block = world_size * max(1, int(np.ceil(np.sqrt(steps))))
+    block_id = np.arange(nb) // block
+    edges_keys = (plan.real_edges[idx],) + tuple(k[idx] for k in shape_keys) + (block_id,)
+    return idx[np.lexsort((np.arange(nb),) + edges_keys)]
 
 
 def distribute_plan(
@@ -31,8 +50,8 @@ def distribute_plan(
 
     Batch ``s * R + r`` is rank ``r``'s batch of step ``s``; arrays ``rank``/``step`` say so.
     Steps come in a per-``(seed, epoch)`` random order and ranks within a step are a random
-    permutation when ``shuffle``; otherwise steps follow the original batch order. Loads used for
-    sorting are `BatchPlan.batch_costs` (bytes when known, else the plan's linear cost model).
+    permutation when ``shuffle``; otherwise steps follow the original batch order. Steps are
+    formed by `balanced_sequence` (shape first, then real nodes and real edges).
     """
     r = as_positive_int(world_size, "world_size")
     if plan.rank is not None or plan.step is not None:
@@ -40,10 +59,9 @@ def distribute_plan(
     nb = len(plan)
     steps = -(-nb // r)
     n_empty = steps * r - nb
-    load = plan.batch_costs()
-    by_shape = np.lexsort((np.arange(nb), load, plan.pad_graphs, plan.pad_edges, plan.pad_nodes))
+    by_shape = balanced_sequence(plan, r)
     # slot sequence: empties first (they join the lightest batches of the smallest shape)
-    slots = np.concatenate([np.full(n_empty, -1, dtype=np.int64), by_shape.astype(np.int64)])
+    slots = np.concatenate([np.full(n_empty, -1, dtype=np.int64), by_shape])
     grid = slots.reshape(steps, r)  # [S, R] original batch id or -1
     real = grid >= 0
     safe = np.where(real, grid, 0)
