@@ -239,7 +239,9 @@ def test_ldm_and_swaps_keep_cardinalities_and_shrink_spread(costs, b, passes):
     rounds = value.shape[0]
     round_spread = max(float(row.max() - row.min()) for row in value)
     v1, i1 = balanced_ldm(value, ident)
+    v1_copy, i1_copy = v1.copy(), i1.copy()
     v2, i2, _ = refine_by_swaps(v1, i1, passes)
+    assert np.array_equal(v1, v1_copy) and np.array_equal(i1, i1_copy)  # inputs untouched
     for v, i in ((v1, i1), (v2, i2)):
         assert sorted(i[i >= 0].tolist()) == list(range(n))
         assert np.array_equal(v, np.where(i >= 0, c[np.maximum(i, 0)], 0.0))

@@ -18,11 +18,10 @@ import numpy as np
 
 from .._budget import next_pow2, round_up
 from .._validate import as_nonnegative_int, as_positive_int
-from ._assemble import finish_plan
+from ._assemble import batch_totals, finish_plan
 from ._cost import CostModel, cost_model_from_options
 from ._partition import (
     balanced_ldm,
-    columns_to_batches,
     refine_by_swaps,
     round_matrix,
     stratified_assignment,
@@ -133,21 +132,32 @@ def _order_rng(req: PlanRequest) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(3, req.epoch)))
 
 
-def _finish(req: PlanRequest, setup: _Setup, batch_of: np.ndarray, **meta):
-    """Turn a batch id per graph into a plan: batch order shuffled per epoch, padded shapes."""
+def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **meta):
+    """Turn an assignment into a plan: batch order shuffled per epoch, padded shapes.
+
+    Give ``batch_of`` (batch id per graph) or ``columns`` (``[R, B]`` graph ids, ``-1`` for
+    dummies, column = batch; avoids a sort).
+    """
     nb = setup.num_batches
-    if req.shuffle:
-        relabel = _order_rng(req).permutation(nb).astype(np.int64)
-        batch_of = relabel[batch_of]
-    counts = np.bincount(batch_of, minlength=nb).astype(np.int64)
+    relabel = (_order_rng(req).permutation(nb) if req.shuffle else np.arange(nb)).astype(np.int64)
+    if columns is not None:
+        rows = columns.T[relabel]  # plan batch j = column relabel[j]
+        keep = rows >= 0
+        counts = keep.sum(axis=1).astype(np.int64)
+        order = rows[keep].astype(np.int64)  # row-major: batch after batch
+    else:
+        inverse = np.empty(nb, dtype=np.int64)
+        inverse[relabel] = np.arange(nb, dtype=np.int64)
+        batch_of = inverse[batch_of]
+        counts = np.bincount(batch_of, minlength=nb).astype(np.int64)
+        order = np.argsort(batch_of, kind="stable").astype(np.int64)
     if counts.max() > setup.batch_size - 1:  # internal invariant, never expected
         raise RuntimeError(f"balancing produced a batch of {counts.max()} graphs")
-    order = np.argsort(batch_of, kind="stable").astype(np.int64)
     offsets = np.zeros(nb + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     sizes = req.sizes
-    real_nodes = np.bincount(batch_of, weights=sizes.n_node, minlength=nb).astype(np.int64)
-    real_edges = np.bincount(batch_of, weights=sizes.n_edge, minlength=nb).astype(np.int64)
+    real_nodes = batch_totals(sizes.n_node[order], offsets)
+    real_edges = batch_totals(sizes.n_edge[order], offsets)
     pad_nodes, pad_edges = padded_shapes(real_nodes, real_edges, setup.pad, setup.multiple)
     return finish_plan(
         req,
@@ -304,8 +314,7 @@ def plan_kk(req: PlanRequest):
     value, ident = round_matrix(s.costs, s.num_batches)
     value, ident = balanced_ldm(value, ident)
     value, ident, swaps = refine_by_swaps(value, ident, passes)
-    batch_of = columns_to_batches(ident, s.num_graphs)
-    return _finish(req, s, batch_of, swaps=swaps)
+    return _finish(req, s, columns=ident, swaps=swaps)
 
 
 @register(
@@ -326,5 +335,4 @@ def plan_stratified(req: PlanRequest):
     value, ident = stratified_assignment(value, ident, req.epoch_rng())
     target = (1.0 + tolerance) * float(s.costs.sum()) / s.num_batches
     value, ident, swaps = refine_by_swaps(value, ident, passes, target=target)
-    batch_of = columns_to_batches(ident, s.num_graphs)
-    return _finish(req, s, batch_of, swaps=swaps, tolerance=tolerance)
+    return _finish(req, s, columns=ident, swaps=swaps, tolerance=tolerance)

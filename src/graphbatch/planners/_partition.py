@@ -92,7 +92,7 @@ def stratified_assignment(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each round (stratum) dealt to the batches by an independent random permutation."""
     r, b = value.shape
-    perm = np.argsort(rng.random((r, b)), axis=1)
+    perm = rng.permuted(np.broadcast_to(np.arange(b), (r, b)), axis=1)
     return np.take_along_axis(value, perm, axis=1), np.take_along_axis(ident, perm, axis=1)
 
 
@@ -109,32 +109,32 @@ def refine_by_swaps(
     improves, or once the heaviest load is ``<= target``. Dummies (``ident == -1``) never move.
     Returns copies and the swap count.
     """
-    value = value.copy()
-    ident = ident.copy()
     r, b = value.shape
     half = b // 2
-    swaps = 0
     if half == 0 or r == 0:
-        return value, ident, 0
+        return value.copy(), ident.copy(), 0
+    # batch-major copies: row j = batch j, so gathering a batch's entries is contiguous
+    vt = np.array(value.T, order="C", copy=True)
+    it = np.array(ident.T, order="C", copy=True)
+    swaps = 0
     pairs = np.arange(half)
     base = pairs * r
     for _ in range(int(passes)):
-        load = value.sum(axis=0)
+        load = vt.sum(axis=1)
         if target is not None and load.max() <= target:
             break
         idx = np.argsort(load, kind="stable")
         lo = idx[:half]
         hi = idx[::-1][:half]
         gap = load[hi] - load[lo]  # >= 0
-        heavy = value[:, hi].T  # [P, R]
-        light = value[:, lo].T
-        lord = np.argsort(light, axis=1, kind="stable")
-        lsorted = np.take_along_axis(light, lord, axis=1)
-        heavy_real = ident[:, hi].T >= 0  # dummies never move: cardinalities stay as dealt
-        light_real = np.take_along_axis(ident[:, lo].T >= 0, lord, axis=1)
+        heavy = vt[hi]  # [P, R]
+        lord = np.argsort(vt[lo], axis=1, kind="stable")
+        lsorted = np.take_along_axis(vt[lo], lord, axis=1)
+        heavy_real = it[hi] >= 0  # dummies never move: cardinalities stay as dealt
+        light_real = np.take_along_axis(it[lo], lord, axis=1) >= 0
         # rows side by side in one sorted vector: row p shifted by p * span (exact in float64
         # while values stay far below 2**53 / P)
-        span = 2.0 * (float(np.abs(value).max()) + float(gap.max())) + 1.0
+        span = 2.0 * (float(np.abs(vt).max()) + float(gap.max())) + 1.0
         shift = pairs * span
         flat = (lsorted + shift[:, None]).ravel()
         want = heavy - 0.5 * gap[:, None]  # the light entry that would halve the gap
@@ -149,9 +149,9 @@ def refine_by_swaps(
             ok &= np.take_along_axis(light_real, c, axis=1)
             score = np.where(ok, np.abs(0.5 * gap[:, None] - moved), np.inf)
             j = np.argmin(score, axis=1)
-            s = score[pairs, j]
-            better = s < best
-            best = np.where(better, s, best)
+            sc = score[pairs, j]
+            better = sc < best
+            best = np.where(better, sc, best)
             best_h = np.where(better, j, best_h)
             best_l = np.where(better, c[pairs, j], best_l)
         p = np.flatnonzero(np.isfinite(best))
@@ -161,14 +161,14 @@ def refine_by_swaps(
         rl = lord[p, best_l[p]]
         h = hi[p]
         lw = lo[p]
-        vh = value[rh, h].copy()
-        value[rh, h] = value[rl, lw]
-        value[rl, lw] = vh
-        ih = ident[rh, h].copy()
-        ident[rh, h] = ident[rl, lw]
-        ident[rl, lw] = ih
+        vh = vt[h, rh].copy()
+        vt[h, rh] = vt[lw, rl]
+        vt[lw, rl] = vh
+        ih = it[h, rh].copy()
+        it[h, rh] = it[lw, rl]
+        it[lw, rl] = ih
         swaps += int(p.shape[0])
-    return value, ident, swaps
+    return np.ascontiguousarray(vt.T), np.ascontiguousarray(it.T), swaps
 
 
 def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:
