@@ -74,7 +74,7 @@ class GraphStoreWriter:
 
     def __init__(self, path: str | os.PathLike, *, name: str, meta: dict | None = None,
                  compression: str | None = "gzip", compression_level: int = 4,
-                 chunk_rows: int = 16384) -> None:
+                 chunk_rows: int = 4096) -> None:
         h5py = _h5py()
         self.path = Path(path)
         self.name = str(name)
@@ -220,6 +220,7 @@ class GraphStore:
 
     ``cache_size`` materialised graphs are kept in an LRU cache (level 2) on top of HDF5's own
     chunk cache of ``chunk_cache_mb`` MiB per array (level 1), the IPU paper's two-level cache.
+    Graph-level arrays (targets, ids) are O(G) like the sizes and are read whole on first use.
     Cached arrays are read-only. The file handle is opened lazily per process, so the store can
     be handed to DataLoader worker processes.
     """
@@ -232,6 +233,7 @@ class GraphStore:
         self._file = None
         self._pid = None
         self._datasets: dict = {}
+        self._graph_arrays: dict[str, np.ndarray] = {}
         self._cache: OrderedDict[int, dict] = OrderedDict()
         self.hits = 0
         self.misses = 0
@@ -278,7 +280,7 @@ class GraphStore:
         if not self.path.is_file():
             raise FileNotFoundError(f"graph store {str(self.path)!r} does not exist")
         try:
-            f = h5py.File(self.path, "r", rdcc_nbytes=int(self.chunk_cache_mb * 2**20))
+            f = h5py.File(self.path, "r")
         except OSError as exc:
             raise StoreFormatError(f"cannot open {str(self.path)!r} as HDF5 "
                                    f"(truncated or corrupt file?): {exc}") from exc
@@ -314,7 +316,7 @@ class GraphStore:
 
     def __getstate__(self) -> dict:  # for DataLoader workers: no handle, no cache
         state = self.__dict__.copy()
-        state.update(_file=None, _pid=None, _datasets={}, _cache=OrderedDict(), hits=0, misses=0)
+        state.update(_file=None, _pid=None, _datasets={}, _graph_arrays={}, _cache=OrderedDict(), hits=0, misses=0)
         return state
 
     # ------------------------------------------------------------ metadata
@@ -348,7 +350,7 @@ class GraphStore:
         if spec is None or spec["level"] != "graph":
             graph_fields = [k for k, s in self.fields.items() if s["level"] == "graph"]
             raise KeyError(f"no graph-level field {name!r}; available: {graph_fields}")
-        return self._read(f"graph/{name}", slice(None))
+        return self._graph_array(name)
 
     # ------------------------------------------------------------ graph data
     def _dataset(self, where: str):
@@ -356,7 +358,13 @@ class GraphStore:
         f = self._h5()
         ds = self._datasets.get(where)
         if ds is None:
-            ds = self._datasets[where] = f[where]
+            # a per-dataset chunk cache: HDF5 shares one open file between handles, so the
+            # file-level setting of whoever opened the file first would otherwise win
+            h5py = _h5py()
+            dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+            dapl.set_chunk_cache(10007, int(self.chunk_cache_mb * 2**20), 0.75)
+            ds = h5py.Dataset(h5py.h5d.open(f.id, where.encode(), dapl))
+            self._datasets[where] = ds
         return ds
 
     def _read(self, where: str, index) -> np.ndarray:
@@ -380,11 +388,22 @@ class GraphStore:
         i = self._index(i)
         a, b = self.node_offsets[i], self.node_offsets[i + 1]
         c, d = self.edge_offsets[i], self.edge_offsets[i + 1]
-        rows = {"node": slice(a, b), "edge": slice(c, d), "graph": slice(i, i + 1)}
+        rows = {"node": slice(a, b), "edge": slice(c, d)}
         out = {"edge_index": self._read("edge_index", (slice(None), slice(c, d)))}
         for name, spec in self.fields.items():
-            out[name] = self._read(f"{spec['level']}/{name}", rows[spec["level"]])
+            if spec["level"] == "graph":
+                out[name] = self._graph_array(name)[i:i + 1].copy()
+            else:
+                out[name] = self._read(f"{spec['level']}/{name}", rows[spec["level"]])
         return out
+
+    def _graph_array(self, name: str) -> np.ndarray:
+        """Graph-level arrays are O(G) like the sizes: read whole on first use, kept in memory."""
+        arr = self._graph_arrays.get(name)
+        if arr is None:
+            arr = self._graph_arrays[name] = self._read(f"graph/{name}", slice(None))
+            arr.flags.writeable = False
+        return arr
 
     def get(self, i: int) -> dict[str, np.ndarray]:
         """Graph ``i`` through the LRU cache (arrays are read-only; copy before modifying)."""

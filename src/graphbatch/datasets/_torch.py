@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch.utils.data import Dataset
+from torch_geometric.data import Data
 
 from .._sizes import GraphSizes
 from ._store import GraphStore
@@ -24,8 +25,6 @@ def _tensor(arr: np.ndarray) -> torch.Tensor:
 def to_data(graph: dict[str, np.ndarray], num_nodes: int):
     """One graph dict (from `GraphStore.get`) as a PyG ``Data``: integer fields become ``long``,
     float fields ``float32``; ``edge_index`` is ``long [2, E]``; graph fields keep ``[1, ...]``."""
-    from torch_geometric.data import Data
-
     return Data(num_nodes=int(num_nodes), **{k: _tensor(v) for k, v in graph.items()})
 
 
