@@ -107,7 +107,7 @@ def _blocks(smiles: Sequence[str], chunk_size: int, sizes_only: bool):
 def _run(smiles: Sequence[str], *, sizes_only: bool, workers: int | None, chunk_size: int,
          progress: bool, failures: list | None) -> Iterator[dict]:
     chunk_size = as_positive_int(chunk_size, "chunk_size")
-    workers = os.cpu_count() or 1 if workers is None else as_positive_int(workers, "workers")
+    workers = (os.cpu_count() or 1) if workers is None else as_positive_int(workers, "workers")
     bar = None
     if progress:
         from tqdm import tqdm
