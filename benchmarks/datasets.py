@@ -58,10 +58,15 @@ def bench_build(tmp: Path, quick: bool) -> list[dict]:
     return rows
 
 
-def bench_reads(tmp: Path, quick: bool) -> tuple[list[dict], Path]:
-    n = 5000 if quick else 30000
-    path = tmp / "qm9-read.h5"
-    build_store("qm9", path, graph="radius", cutoff=6.0, limit=n)
+def bench_reads(tmp: Path, quick: bool, store: str | None = None) -> tuple[list[dict], Path]:
+    if store is None:
+        n = 5000 if quick else 30000
+        path = tmp / "qm9-read.h5"
+        build_store("qm9", path, graph="radius", cutoff=6.0, limit=n)
+    else:
+        path = Path(store)
+        with GraphStore(path) as s:
+            n = len(s)
     reads = 2000 if quick else 10000
     idx = np.random.default_rng(0).integers(0, n, reads)
     rows = []
@@ -116,6 +121,8 @@ def bench_size(tmp: Path, quick: bool) -> list[dict]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="smaller subsets (about a minute)")
+    p.add_argument("--store", help="also time random reads on this existing store (e.g. the "
+                   "full QM9 store from `graphbatch data build qm9 --out qm9.h5`)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="gb-datasets-") as d:
         tmp = Path(d)
@@ -125,6 +132,10 @@ def main(argv=None) -> int:
         print("\n## random access, QM9 radius 6 Å store (gzip level 4, 4096-row chunks)")
         rows, _ = bench_reads(tmp, args.quick)
         print(_fmt(rows, ["access", "reads", "graphs/s", "us/graph"]))
+        if args.store:
+            print(f"\n## random access, {args.store}")
+            rows, _ = bench_reads(tmp, args.quick, args.store)
+            print(_fmt(rows, ["access", "reads", "graphs/s", "us/graph"]))
         print("\n## store size, QM9 radius 6 Å")
         print(_fmt(bench_size(tmp, args.quick), ["compression", "graphs", "disk MB",
                                                  "raw arrays MB", "disk/raw",
