@@ -106,7 +106,8 @@ def bench_size(tmp: Path, quick: bool) -> list[dict]:
         with GraphStore(path) as store:
             arrays = store.arrays()
             raw = arrays.edge_index.nbytes + sum(
-                a.nbytes for lvl in ("node", "edge", "graph") for a in getattr(arrays, lvl).values())
+                a.nbytes for lvl in ("node", "edge", "graph")
+                for a in getattr(arrays, lvl).values())
             raw += store.n_node.nbytes + store.n_edge.nbytes
             torch_bytes = int(store.graph_sizes().n_bytes.sum())
         disk = os.path.getsize(path)

@@ -158,3 +158,20 @@ def test_qm9_graph_counts_match_brute_force(qm9_500):
         first = parts[0]
         assert first.node["z"].dtype == np.uint8 and first.node["pos"].dtype == np.float32
         assert first.graph["y"].shape == (128, 15)
+
+
+def test_shipped_qm9_table_matches_brute_force(qm9_500):
+    from importlib import resources
+
+    from graphbatch import GraphSizes
+    from graphbatch.datasets import QM9_NUM_MOLECULES
+
+    table = GraphSizes.load(str(resources.files("graphbatch") / "data" / "qm9_radius6_sizes.npz"))
+    assert len(table) == QM9_NUM_MOLECULES
+    mols = qm9_500
+    off = np.concatenate([[0], np.cumsum(mols.n_node)])
+    np.testing.assert_array_equal(table.n_node[:500], mols.n_node)
+    for g in range(500):
+        p = mols.pos[off[g]:off[g + 1]]
+        d = np.sqrt(((p[:, None] - p[None]) ** 2).sum(-1))
+        assert table.n_edge[g] == int((d <= 6.0).sum()) - len(p), g

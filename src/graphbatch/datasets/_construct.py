@@ -59,7 +59,8 @@ def _finish(src: np.ndarray, dst: np.ndarray, pos: np.ndarray, nn: np.ndarray) -
     return EdgeSet(edge_index=local, dist=dist, n_edge=n_edge)
 
 
-def _grid_layout(pos: np.ndarray, nn: np.ndarray, margin: float | None) -> tuple[np.ndarray, np.ndarray]:
+def _grid_layout(pos: np.ndarray, nn: np.ndarray,
+                 margin: float | None) -> tuple[np.ndarray, np.ndarray]:
     """Shift each graph into its own cell of a cubic grid: nodes of different graphs end up more
     than ``2 * margin`` apart (``margin=None``: more than the largest graph extent apart, so every
     node's own graph is nearer than any other graph).
@@ -149,7 +150,8 @@ def knn_edges(pos, n_node, k: int = 24) -> EdgeSet:
     return _finish(nbr[rows, cols], rows.astype(np.int64), pos, nn)
 
 
-def build_edges(pos, n_node, method: str = "radius", *, cutoff: float = 6.0, k: int = 24) -> EdgeSet:
+def build_edges(pos, n_node, method: str = "radius", *, cutoff: float = 6.0,
+                k: int = 24) -> EdgeSet:
     """Dispatch to `radius_edges` (``cutoff``), `knn_edges` (``k``) or `full_edges`."""
     if method == "radius":
         return radius_edges(pos, n_node, cutoff)

@@ -90,7 +90,8 @@ class GraphArrays:
 
     @property
     def edge_offsets(self) -> np.ndarray:
-        """int64 ``[G + 1]``: graph ``g``'s edges are columns ``edge_offsets[g]:edge_offsets[g+1]``."""
+        """int64 ``[G + 1]``: graph ``g``'s edges are columns
+        ``edge_offsets[g]:edge_offsets[g+1]``."""
         return _offsets(self.n_edge)
 
     def sizes(self) -> GraphSizes:

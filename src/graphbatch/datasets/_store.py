@@ -316,7 +316,8 @@ class GraphStore:
 
     def __getstate__(self) -> dict:  # for DataLoader workers: no handle, no cache
         state = self.__dict__.copy()
-        state.update(_file=None, _pid=None, _datasets={}, _graph_arrays={}, _cache=OrderedDict(), hits=0, misses=0)
+        state.update(_file=None, _pid=None, _datasets={}, _graph_arrays={},
+                     _cache=OrderedDict(), hits=0, misses=0)
         return state
 
     # ------------------------------------------------------------ metadata
