@@ -72,3 +72,22 @@ def test_failures_are_reported_not_dropped(workers):
     n_node = np.concatenate([p.n_node for p in parts])
     assert n_node.tolist() == [3, 6, 3]
     assert parts[0].node["x"].dtype == np.uint8 and parts[0].edge["edge_attr"].shape[1] == 3
+
+
+def test_moses_store_keeps_failed_indices(tmp_path, capsys):
+    pytest.importorskip("h5py")
+    from graphbatch.cli import main
+    from graphbatch.datasets import GraphStore
+
+    csv = tmp_path / "mols.csv"
+    csv.write_text("SMILES\nCCO\nC1CC\nc1ccccc1\n")
+    out = tmp_path / "m.h5"
+    assert main(["data", "build", "moses", "--source", str(csv), "--workers", "1",
+                 "--no-progress", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "1 record(s) could not be converted" in printed and ": 1\n" in printed
+    with GraphStore(out) as store:
+        assert len(store) == 2 and store.failed_index.tolist() == [1]
+        assert store.graph_field("index").tolist() == [0, 2]
+        g = store[1]
+        assert g["x"].shape == (6, 9) and g["edge_attr"].shape == (12, 3)
