@@ -49,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bench", nargs="+", action="extend", default=[], metavar="RESULTS.json",
                    help="benchmark result files to include in the report")
+    p.add_argument("--dpi", type=int, default=100, help="figure resolution (default 100)")
     p.add_argument("--out", default="report.html", help="report to write (default report.html)")
 
 
@@ -78,7 +79,7 @@ def run(args) -> int:
     comparison = compare_strategies(sizes, args.batch_size, seed=args.seed, progress=step)
     text = build_report(sizes, source=source, batch_size=args.batch_size, seed=args.seed,
                         comparison=comparison, bench=bench,
-                        progress=lambda m: say(f"report: {m}"))
+                        progress=lambda m: say(f"report: {m}"), dpi=args.dpi)
     path = write_report(args.out, text)
     say("done")
     print(f"Strategies on {len(sizes):,} graphs from {source}, batch size {args.batch_size}:")

@@ -23,6 +23,7 @@ def add_parser(sub) -> None:
                    help="batch size of the strategy comparison (default 32)")
     p.add_argument("--world-size", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dpi", type=int, default=100, help="figure resolution (default 100)")
     p.add_argument("--out", required=True, help="HTML file to write")
     p.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     p.set_defaults(func=run)
@@ -41,7 +42,7 @@ def run(args) -> int:
 
     text = build_report(sizes, source=str(args.sizes), batch_size=args.batch_size,
                         world_size=args.world_size, seed=args.seed, bench=bench,
-                        progress=progress)
+                        progress=progress, dpi=args.dpi)
     path = write_report(args.out, text)
     print(path)
     return 0

@@ -54,16 +54,17 @@ def build_report(
     bench: Sequence[dict[str, Any]] | None = None,
     limits: LimitSearch | None = None,
     progress: Callable[[str], None] | None = None,
+    dpi: int = 100,
 ) -> str:
     """The HTML report for ``sizes`` as a string (self-contained, figures as base64 PNG).
 
     ``comparison`` (from `compare_strategies`) is computed for ``batch_size``/``world_size`` when
     not given; ``limits`` from ``graphbatch.packing.search_limits`` when present (else the figure
     says it is unavailable); ``bench`` are benchmark records (see `graphbatch.analysis.BENCH_KEYS`).
-    ``progress(message)`` is called before each stage.
+    ``progress(message)`` is called before each stage; ``dpi`` sets the figures' resolution.
     """
     say = progress or (lambda msg: None)
-    page = HtmlPage(f"graphbatch report — {source}")
+    page = HtmlPage(f"graphbatch report — {source}", dpi=dpi)
     page.paragraph(f"graphbatch {__version__}; {len(sizes):,} graphs from {source}; "
                    f"strategy comparison at batch size {batch_size}"
                    + (f", world size {world_size}" if world_size > 1 else "")

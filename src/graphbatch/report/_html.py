@@ -10,6 +10,8 @@ from typing import Any, Sequence
 
 from matplotlib.figure import Figure
 
+from .._validate import as_positive_int
+
 __all__ = ["HtmlPage", "figure_png"]
 
 _CSS = """
@@ -68,8 +70,9 @@ def _cell(v: Any) -> tuple[str, bool]:
 class HtmlPage:
     """Collects headings, text, tables and figures; `render` returns one HTML document."""
 
-    def __init__(self, title: str) -> None:
+    def __init__(self, title: str, dpi: int = 100) -> None:
         self.title = title
+        self.dpi = as_positive_int(dpi, "dpi")
         self._parts: list[str] = []
         self.figure_ids: list[str] = []
         self.unavailable_ids: list[str] = []
@@ -81,8 +84,9 @@ class HtmlPage:
         c = f' class="{cls}"' if cls else ""
         self._parts.append(f"<p{c}>{html.escape(text)}</p>")
 
-    def figure(self, fig_id: str, fig: Figure, caption: str, dpi: int = 100) -> None:
-        """Embed ``fig`` as a base64 PNG inside ``<figure id=fig_id>``."""
+    def figure(self, fig_id: str, fig: Figure, caption: str, dpi: int | None = None) -> None:
+        """Embed ``fig`` as a base64 PNG inside ``<figure id=fig_id>`` (``dpi``: page default)."""
+        dpi = self.dpi if dpi is None else int(dpi)
         data = base64.b64encode(figure_png(fig, dpi)).decode("ascii")
         w, h = (int(round(v * dpi)) for v in fig.get_size_inches())
         self.figure_ids.append(fig_id)
