@@ -14,7 +14,7 @@ from ._compare import (
     Comparison,
     StrategyResult,
     Variant,
-    batch_costs,
+    compare_columns,
     compare_strategies,
     comparison_variants,
 )
@@ -34,7 +34,7 @@ __all__ = [
     "LimitSearch",
     "StrategyResult",
     "Variant",
-    "batch_costs",
+    "compare_columns",
     "compare_strategies",
     "comparison_variants",
     "describe",

@@ -7,7 +7,6 @@ runs is built from the strategy registry, so a newly registered strategy appears
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -19,7 +18,7 @@ from .._plan import BatchPlan, PlanStats
 from .._random import seed_rng
 from .._sizes import GraphSizes
 from .._validate import as_positive_int
-from ..planners import batch_totals, get_strategy, strategy_names
+from ..planners import get_strategy, strategy_names
 
 __all__ = [
     "COMPARE_COLUMNS",
@@ -27,7 +26,7 @@ __all__ = [
     "Comparison",
     "StrategyResult",
     "Variant",
-    "batch_costs",
+    "compare_columns",
     "compare_strategies",
     "comparison_variants",
 ]
@@ -45,10 +44,24 @@ COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("graphs_per_batch_mean", "graphs/batch"),
     ("graphs_per_batch_min", "min g/b"),
     ("graphs_per_batch_max", "max g/b"),
-    ("max_batch_cost", "max batch cost"),
-    ("max_over_mean_cost", "max/mean cost"),
+    ("cost_max", "max batch cost"),
+    ("cost_max_over_mean", "max/mean cost"),
     ("plan_seconds", "plan s"),
 )
+
+#: Extra columns for distributed comparisons (world size > 1).
+DISTRIBUTED_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("num_steps", "steps"),
+    ("step_node_imbalance_max", "max step node imb."),
+    ("padding_only_batches", "pad-only batches"),
+)
+
+
+def compare_columns(world_size: int = 1) -> tuple[tuple[str, str], ...]:
+    """Columns of the comparison table; distributed ones are added for ``world_size > 1``."""
+    if world_size > 1:
+        return COMPARE_COLUMNS[:-1] + DISTRIBUTED_COLUMNS + COMPARE_COLUMNS[-1:]
+    return COMPARE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -93,20 +106,17 @@ def comparison_variants(
 
 @dataclass
 class StrategyResult:
-    """Outcome of one run: the plan's stats and cost figures, or the error it raised.
+    """Outcome of one run: the plan's stats, or the error it raised.
 
-    ``max_batch_cost`` / ``mean_batch_cost`` are over the plan's batches, where a batch's cost is
-    the sum of its graphs' ``n_bytes`` when the table has them (unit ``bytes``), else of
-    ``n_node + n_edge`` (unit ``nodes+edges``). ``plan_seconds`` is the wall time of
+    Batch cost figures are the plan's own (`BatchPlan.stats`: ``cost_max``, ``cost_mean``,
+    ``cost_max_over_mean`` over batches holding graphs; ``cost_source`` says whether cost is the
+    graphs' ``n_bytes`` or the linear model nodes + edges). ``plan_seconds`` is the wall time of
     `graphbatch.plan`. ``error`` holds the message when the strategy failed on this input.
     """
 
     variant: Variant
     stats: PlanStats | None = None
     plan_seconds: float | None = None
-    max_batch_cost: int | None = None
-    mean_batch_cost: float | None = None
-    cost_unit: str = ""
     graphs_per_batch: np.ndarray | None = None
     plan: BatchPlan | None = None
     error: str | None = None
@@ -119,8 +129,18 @@ class StrategyResult:
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def cost_unit(self) -> str:
+        """``"bytes"`` when batch cost comes from ``n_bytes``, else the linear model's name."""
+        if self.stats is None:
+            return ""
+        if self.stats.cost_source == "n_bytes":
+            return "bytes"
+        a, b = self.stats.cost_per_node, self.stats.cost_per_edge
+        return "nodes+edges" if (a, b) == (1.0, 1.0) else f"{a:g}*nodes+{b:g}*edges"
+
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready row: label, strategy, options, all `PlanStats` fields, cost, time, error."""
+        """JSON-ready row: label, strategy, options, all `PlanStats` fields, time, error."""
         out: dict[str, Any] = {
             "label": self.variant.label,
             "strategy": self.variant.strategy,
@@ -129,11 +149,6 @@ class StrategyResult:
         if self.stats is not None:
             out.update(self.stats.as_dict())
             out["strategy"] = self.variant.strategy
-        out["max_batch_cost"] = self.max_batch_cost
-        out["mean_batch_cost"] = self.mean_batch_cost
-        out["max_over_mean_cost"] = (
-            None if not self.mean_batch_cost else self.max_batch_cost / self.mean_batch_cost
-        )
         out["cost_unit"] = self.cost_unit
         out["plan_seconds"] = self.plan_seconds
         out["error"] = self.error
@@ -155,6 +170,16 @@ class Comparison:
     def rows(self) -> list[dict[str, Any]]:
         return [r.as_dict() for r in self.results]
 
+    @property
+    def cost_unit(self) -> str:
+        """Batch-cost unit(s) of the successful runs, e.g. ``"nodes+edges"`` or ``"bytes"``."""
+        units = sorted({r.cost_unit for r in self.results if r.ok})
+        return " / ".join(units) if units else "-"
+
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        """``(row key, header)`` of the comparison table for this world size."""
+        return compare_columns(self.world_size)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "batch_size": self.batch_size,
@@ -164,19 +189,6 @@ class Comparison:
             "budget": list(self.budget.as_tuple()),
             "results": self.rows(),
         }
-
-
-def batch_costs(plan: BatchPlan, sizes: GraphSizes) -> tuple[np.ndarray, str]:
-    """Real cost of each batch and its unit: summed ``n_bytes`` when known, else nodes + edges."""
-    if plan.real_cost is not None:
-        return plan.real_cost, "bytes"
-    if sizes.n_bytes is not None:
-        return batch_totals(sizes.n_bytes[plan.order], plan.offsets), "bytes"
-    return plan.real_nodes + plan.real_edges, "nodes+edges"
-
-
-def _plan_accepts_world_size() -> bool:
-    return "world_size" in inspect.signature(_plan).parameters
 
 
 def compare_strategies(
@@ -202,11 +214,6 @@ def compare_strategies(
         raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     batch_size = as_positive_int(batch_size, "batch_size")
     world_size = as_positive_int(world_size, "world_size")
-    if world_size > 1 and not _plan_accepts_world_size():
-        raise ValueError(
-            f"world_size = {world_size} needs distributed planning, which this build of "
-            "graphbatch.plan does not offer (no world_size parameter)"
-        )
     budget = estimate_budget(sizes, batch_size, rng=seed_rng(seed))
     runs = comparison_variants(DEFAULT_VARIANTS if variants is None else variants)
     results: list[StrategyResult] = []
@@ -214,9 +221,6 @@ def compare_strategies(
         if progress is not None:
             progress(i, len(runs), variant)
         strat = get_strategy(variant.strategy)
-        kwargs: dict[str, Any] = dict(variant.options)
-        if world_size > 1:
-            kwargs["world_size"] = world_size
         try:
             p = _plan(
                 sizes,
@@ -225,20 +229,17 @@ def compare_strategies(
                 budget=budget if strat.uses_budget else None,
                 seed=seed,
                 on_oversize=on_oversize,
-                **kwargs,
+                world_size=world_size,
+                **variant.options,
             )
         except (ValueError, TypeError) as exc:
             results.append(StrategyResult(variant, error=str(exc)))
             continue
-        costs, unit = batch_costs(p, sizes)
         results.append(
             StrategyResult(
                 variant,
                 stats=p.stats(),
                 plan_seconds=float(p.meta.get("plan_seconds", float("nan"))),
-                max_batch_cost=int(costs.max()) if costs.shape[0] else 0,
-                mean_batch_cost=float(costs.mean()) if costs.shape[0] else 0.0,
-                cost_unit=unit,
                 graphs_per_batch=p.graphs_per_batch.copy(),
                 plan=p if keep_plans else None,
             )

@@ -30,16 +30,15 @@ def add_parser(sub) -> None:
 
 def comparison_table(comparison) -> str:
     """The comparison as an aligned text table (failed runs show their error below it)."""
-    from ..analysis import COMPARE_COLUMNS
-
+    columns = comparison.columns()
     rows = []
     for row in comparison.rows():
         if row["error"] is None:
-            rows.append({header: row.get(key) for key, header in COMPARE_COLUMNS})
-    text = format_table(rows, [h for _, h in COMPARE_COLUMNS])
+            rows.append({header: row.get(key) for key, header in columns})
+    text = format_table(rows, [h for _, h in columns])
     b = comparison.budget
     text += (f"\nshared budget: {b.n_node} nodes / {b.n_edge} edges / {b.n_graph} graphs; "
-             f"batch cost unit: {comparison.results[0].cost_unit if comparison.results else '-'}")
+             f"batch cost unit: {comparison.cost_unit}")
     for r in comparison.results:
         if not r.ok:
             text += f"\nFAILED {r.label}: {r.error}"

@@ -9,7 +9,6 @@ from typing import Any, Callable, Sequence
 from .. import __version__
 from .._sizes import GraphSizes
 from ..analysis import (
-    COMPARE_COLUMNS,
     Comparison,
     LimitSearch,
     compare_strategies,
@@ -116,7 +115,7 @@ def build_report(
         f"Every registered strategy planned one epoch at batch size {comparison.batch_size}; "
         f"strategies that take a node/edge budget share one: {budget}. Oversize graphs: "
         f"{comparison.on_oversize}. Batch cost is the sum of the graphs' "
-        f"{(comparison.results[0].cost_unit or 'cost') if comparison.results else 'cost'} "
+        f"{comparison.cost_unit} "
         "per batch; distinct shapes are the compilations a static-shape compiler performs.")
     if any(r.ok for r in comparison.results):
         fig = F.fig_strategy_comparison(comparison)
@@ -125,7 +124,7 @@ def build_report(
         _close(fig)
     else:
         page.unavailable("fig-compare", "Strategy comparison", "every strategy failed")
-    page.table(comparison.rows(), COMPARE_COLUMNS, table_id="table-compare")
+    page.table(comparison.rows(), comparison.columns(), table_id="table-compare")
     for r in comparison.results:
         if not r.ok:
             page.paragraph(f"{r.label}: {r.error}", cls="error")

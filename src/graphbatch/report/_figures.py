@@ -197,12 +197,12 @@ def fig_strategy_comparison(comparison: Comparison) -> Figure:
     axes[2].set_xlabel("shapes (log scale)")
     for yi, s in zip(y, shapes):
         axes[2].text(s * 1.08, yi, f"{s:,}", va="center", fontsize=8)
-    cost = [r.max_batch_cost / r.mean_batch_cost if r.mean_batch_cost else np.nan for r in ok]
+    cost = [r.stats.cost_max_over_mean for r in ok]
     axes[3].barh(y, cost, color="tab:red")
     axes[3].axvline(1.0, color="black", lw=1, ls="--", label="perfect balance")
     axes[3].set_xlim(0.95, np.nanmax(cost) * 1.05 + 0.01)
     axes[3].set_title("max / mean batch cost\n(lower is better)", fontsize=10)
-    axes[3].set_xlabel(f"max / mean of per-batch {ok[0].cost_unit}")
+    axes[3].set_xlabel(f"max / mean of per-batch {comparison.cost_unit}")
     axes[3].legend(fontsize=8, loc="lower right")
     axes[0].set_yticks(y, labels)
     axes[0].invert_yaxis()
