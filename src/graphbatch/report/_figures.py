@@ -178,7 +178,7 @@ def fig_strategy_comparison(comparison: Comparison) -> Figure:
     edge = [100 * r.stats.edge_efficiency for r in ok]
     axes[0].barh(y - 0.2, node, height=0.4, color="tab:blue", label="nodes")
     axes[0].barh(y + 0.2, edge, height=0.4, color="tab:orange", label="edges")
-    axes[0].set_xlim(0, 135)  # room right of the bars for the legend
+    axes[0].set_xlim(0, 150)  # room right of the bars for the legend
     axes[0].set_xticks(np.arange(0, 101, 20))
     axes[0].set_title("padding efficiency\n(higher is better)", fontsize=10)
     axes[0].set_xlabel("real / padded (%)")
