@@ -15,7 +15,7 @@ from .._validate import as_nonnegative_int
 from ._collate import collate_dict
 from ._pyg import collate
 from ._sampler import PlanBatchSampler, PlannedBatch
-from ._schema import Schema, infer_schema
+from ._schema import Schema, _num_nodes, infer_schema
 
 __all__ = ["loader", "PlanLoader", "read_sizes"]
 
@@ -26,8 +26,8 @@ def read_sizes(dataset) -> GraphSizes:
     """Node and edge counts of every graph, read once and without collating anything.
 
     Uses ``dataset.graph_sizes()`` when the dataset has it (an on-disk store's metadata), else
-    each graph's ``num_nodes`` and ``num_edges`` (PyG ``Data``) or, for dicts, ``num_nodes`` /
-    the node count of ``edge_index``'s graph and ``edge_index.shape[1]``.
+    each graph's ``num_nodes`` and ``num_edges`` (PyG ``Data``) or, for dicts, ``num_nodes`` (else
+    the dim-0 size of the first tensor other than ``edge_index``) and ``edge_index.shape[1]``.
     """
     get_sizes = getattr(dataset, "graph_sizes", None)
     if callable(get_sizes):
@@ -49,20 +49,12 @@ def read_sizes(dataset) -> GraphSizes:
     for i in range(n):
         g = dataset[i]
         if isinstance(g, dict):
-            nodes[i] = int(g["num_nodes"]) if "num_nodes" in g else _dict_nodes(g, i)
+            nodes[i] = _num_nodes(g, g["edge_index"])
             edges[i] = int(g["edge_index"].shape[1])
         else:
             nodes[i] = int(g.num_nodes)
             edges[i] = int(g.num_edges)
     return GraphSizes(nodes, edges)
-
-
-def _dict_nodes(g: dict, i: int) -> int:
-    schema = infer_schema([g])
-    anchor = schema.node_anchor()
-    if anchor is None:
-        raise ValueError(f"graph {i} has no node-level field and no num_nodes")
-    return int(g[anchor].shape[schema[anchor].cat_dim])
 
 
 class _PlannedDataset(Dataset):

@@ -84,8 +84,8 @@ def collate(
 
 
 def _real_counts(batch) -> tuple[int, torch.Tensor, torch.Tensor]:
-    g_real = int(batch.graph_mask.sum())
-    ptr = batch.ptr if not isinstance(batch, dict) else batch["ptr"]
+    g_real = int(batch["graph_mask"].sum())
+    ptr = batch["ptr"]
     node_counts = (ptr[1:] - ptr[:-1])[:g_real]
     if isinstance(batch, dict):
         edge_ptr = batch["edge_ptr"]
@@ -104,10 +104,9 @@ def unpad(values: torch.Tensor, batch, *, level: str | None = None):
     real graph. Without ``level`` it is read from ``values.shape[0]`` (an error if ambiguous).
     ``batch`` is a collated ``Batch`` or a `collate_dict` result.
     """
-    get = batch.__getitem__ if isinstance(batch, dict) else lambda k: getattr(batch, k)
-    n_node = get("node_mask").shape[0]
-    n_edge = get("edge_mask").shape[0]
-    n_graph = get("graph_mask").shape[0]
+    n_node = batch["node_mask"].shape[0]
+    n_edge = batch["edge_mask"].shape[0]
+    n_graph = batch["graph_mask"].shape[0]
     if level is None:
         matches = [lv for lv, n in (("node", n_node), ("edge", n_edge), ("graph", n_graph))
                    if values.shape[0] == n]

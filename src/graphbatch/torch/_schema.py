@@ -120,7 +120,15 @@ def _keys(graph) -> list[str]:
 
 
 def _num_nodes(graph, edge_index) -> int:
-    n = getattr(graph, "num_nodes", None) if not isinstance(graph, Mapping) else graph.get("num_nodes")
+    """Node count: ``num_nodes`` (PyG infers it for ``Data``); for a dict without ``num_nodes``,
+    the dim-0 size of its first tensor field other than ``edge_index``."""
+    if not isinstance(graph, Mapping):
+        n = graph.num_nodes
+    elif "num_nodes" in graph:
+        n = graph["num_nodes"]
+    else:
+        n = next((v.shape[0] for k, v in graph.items()
+                  if k != EDGE_INDEX and isinstance(v, torch.Tensor) and v.dim() >= 1), None)
     if n is None:
         raise ValueError("cannot tell the number of nodes of a graph without node-level fields; "
                          "set num_nodes")
@@ -133,7 +141,8 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
     For ``Data`` the concatenation dimension and increment of each attribute come from the
     graph's own ``__cat_dim__``/``__inc__``. Plain dicts follow PyG's default rules for their
     structure only: ``edge_index`` is ``[2, E]`` and indexes nodes, everything else concatenates
-    along dim 0 without increment (pass a `Schema` to say otherwise). The level of each field is
+    along dim 0 without increment (pass a `Schema` to say otherwise); their node count is
+    ``num_nodes`` or else the dim-0 size of the first other tensor field. The level of each field is
     the one (node, edge, graph) its size matches in *every* given graph; where several match (e.g.
     every graph has as many nodes as edges) node beats edge beats graph -- give more graphs or
     an explicit schema to resolve it. ``pad`` sets pad values per field (default 0).
@@ -190,7 +199,10 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
     d = cat_dim % value.dim()
     sizes, incs = [], []
     for i, g in enumerate(graphs):
-        v = g[key]
+        try:
+            v = g[key]
+        except KeyError:
+            raise ValueError(f"graph {i} has no attribute {key!r}, which graph 0 has") from None
         if not isinstance(v, torch.Tensor) or v.dim() != value.dim():
             raise ValueError(
                 f"field {key!r}: graph {i} has {_describe(v)}, graph 0 has {_describe(value)}"
