@@ -65,7 +65,7 @@ def _worker(rank, port, mode, graphs, out_dir):
                             world_size=WORLD)
     torch.set_num_threads(1)
     model = torch.nn.parallel.DistributedDataParallel(TinyMPNN())  # broadcasts rank 0's params
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     ld = gt.loader(graphs, strategy="dynamic", **KW)
     record = {"len": [], "shapes": [], "index": [], "params": [], "grads": []}
     for _ in range(EPOCHS):
