@@ -216,3 +216,15 @@ def test_masked_mean_single_process():
     assert zero.item() == 0.0 and zero.requires_grad
     with pytest.raises(TypeError, match="bool"):
         gt.masked_mean(v, m.long())
+
+
+@pytest.mark.parametrize("strategy", ["dynamic", "static-64"])
+def test_sampler_ranks_of_a_real_distributed_plan(graphs, strategy):
+    sizes = sizes_of(graphs)
+    per_rank = [list(gt.PlanBatchSampler(sizes, strategy, batch_size=6, seed=3, num_replicas=3,
+                                         rank=r)) for r in range(3)]
+    assert len({len(x) for x in per_rank}) == 1
+    for step in zip(*per_rank):
+        assert len({b.shape for b in step}) == 1  # one padded shape per step
+    seen = sorted(i for x in per_rank for b in x for i in b)
+    assert seen == list(range(len(graphs)))

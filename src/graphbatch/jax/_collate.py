@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import jraph
 import numpy as np
@@ -147,14 +147,7 @@ def batches(
     For a distributed plan (with ``plan.rank``), ``rank`` selects that rank's batches in step
     order; without it every batch is yielded in plan order.
     """
-    nb = len(plan)
-    ids: Any = np.arange(nb)
-    if rank is not None:
-        if plan.rank is None:
-            ids = ids if rank == 0 else ids[:0]
-        else:
-            mine = np.flatnonzero(plan.rank == rank)
-            ids = mine[np.argsort(plan.step[mine], kind="stable")]
+    ids = np.arange(len(plan)) if rank is None else plan.rank_batches(rank)
     template = dataset[int(plan.order[0])] if plan.num_graphs else None
     for b in ids.tolist():
         idx = plan.batch(b)

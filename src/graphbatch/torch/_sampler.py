@@ -142,8 +142,7 @@ class PlanBatchSampler(Sampler[list]):
                 f"distributed plan gives ranks unequal step counts {counts.tolist()}; "
                 "DDP would hang"
             )
-        mine = np.flatnonzero(p.rank == self.rank)
-        return mine[np.argsort(p.step[mine], kind="stable")].astype(np.int64)
+        return p.rank_batches(self.rank)
 
     def _rank_batches(self, epoch: int) -> np.ndarray:
         return self._planned(epoch)[1]
