@@ -33,6 +33,10 @@ class CollatedParts:
 
 
 def _coerce_shape(shape) -> tuple[int, int, int]:
+    if type(shape) is tuple and len(shape) == 3 and all(type(x) is int for x in shape):
+        n_node, n_edge, n_graph = shape
+        if n_node >= 1 and n_edge >= 0 and n_graph >= 2:
+            return shape
     try:
         b = Budget.coerce(shape)
     except (TypeError, ValueError) as exc:
@@ -46,8 +50,22 @@ def _label(i: int, graph_index) -> str:
     return f"graph {i} (dataset index {int(graph_index[i])})"
 
 
-def _values(graphs, key: str, graph_index) -> list:
+def _mappings(graphs) -> list | None:
+    """The attribute dicts of PyG ``Data`` graphs (plain dict look-ups are ~10x faster than
+    ``data[key]``), or the graphs themselves when they are dicts; ``None`` for anything else."""
+    if all(type(g) is dict for g in graphs):
+        return graphs
     try:
+        maps = [g._store._mapping for g in graphs]
+    except AttributeError:
+        return None
+    return maps if all(type(m) is dict for m in maps) else None
+
+
+def _values(graphs, key: str, graph_index, maps=None) -> list:
+    try:
+        if maps is not None:
+            return [m[key] for m in maps]
         return [g[key] for g in graphs]
     except KeyError:
         for i, g in enumerate(graphs):
@@ -59,6 +77,31 @@ def _values(graphs, key: str, graph_index) -> list:
                     "(the other graphs) requires"
                 ) from None
         raise
+
+
+def _shape_of(v) -> str:
+    return str(tuple(v.shape)) if isinstance(v, torch.Tensor) else f"a {type(v).__name__}"
+
+
+def _check_tensors(vals, key, graph_index) -> None:
+    for i, v in enumerate(vals):
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(
+                f"{_label(i, graph_index)}: field {key!r} is a {type(v).__name__}, expected a tensor"
+            )
+
+
+def _sizes(vals, d: int, key: str, graph_index) -> list[int]:
+    """``v.shape[d]`` of every value (a clear error for non-tensors / too few dimensions)."""
+    try:
+        return [v.shape[d] for v in vals]
+    except (AttributeError, IndexError):
+        _check_tensors(vals, key, graph_index)
+        i = next(i for i, v in enumerate(vals) if v.dim() <= d)
+        raise ValueError(
+            f"{_label(i, graph_index)}: field {key!r} has shape {tuple(vals[i].shape)}, "
+            f"no dim {d} to concatenate along"
+        ) from None
 
 
 def _first_mismatch(sizes: list[int], expected: list[int]) -> int:
@@ -114,18 +157,24 @@ def collate_parts(
         )
 
     # ---- per-graph counts from the structural fields
-    values = {key: _values(graphs, key, graph_index) for key in schema}
+    maps = _mappings(graphs)
+    values = {key: _values(graphs, key, graph_index, maps) for key in schema}
     ei_vals = values[EDGE_INDEX]
-    edge_counts = [int(v.shape[1]) if v.dim() == 2 else -1 for v in ei_vals]
-    for i, v in enumerate(ei_vals):
-        if v.dim() != 2 or v.shape[0] != 2:
-            raise ValueError(
-                f"{_label(i, graph_index)}: edge_index must have shape [2, E], got {tuple(v.shape)}"
-            )
+    try:
+        edge_counts = [v.shape[1] for v in ei_vals]
+        if any(v.dim() != 2 or v.shape[0] != 2 for v in ei_vals):
+            raise IndexError
+    except (IndexError, AttributeError):
+        i = next(i for i, v in enumerate(ei_vals)
+                 if not isinstance(v, torch.Tensor) or v.dim() != 2 or v.shape[0] != 2)
+        raise ValueError(
+            f"{_label(i, graph_index)}: edge_index must be a tensor of shape [2, E], got "
+            f"{_shape_of(ei_vals[i])}"
+        ) from None
     anchor = schema.node_anchor()
     if anchor is not None:
         d = schema[anchor].cat_dim
-        node_counts = [int(v.shape[d]) for v in values[anchor]]
+        node_counts = _sizes(values[anchor], d, anchor, graph_index)
     else:
         node_counts = [int(g["num_nodes"] if isinstance(g, Mapping) else g.num_nodes) for g in graphs]
     n_real = sum(node_counts)
@@ -166,16 +215,13 @@ def collate_parts(
             t = torch.tensor(list(vals) + [spec.pad] * (n_graph - g_real))
             fields[key] = t
             continue
-        for i, v in enumerate(vals):
-            if not isinstance(v, torch.Tensor):
-                raise TypeError(f"{_label(i, graph_index)}: field {key!r} is a "
-                                f"{type(v).__name__}, expected a tensor")
         d = spec.cat_dim
         if d is None:  # 0-d / stacked graph-level values
+            _check_tensors(vals, key, graph_index)
             real = torch.stack(vals) if vals else _empty(spec, key)
             cat_d = 0
         else:
-            sizes = [int(v.shape[d]) if v.dim() > d else -1 for v in vals]
+            sizes = _sizes(vals, d, key, graph_index)
             if sizes != expected[spec.level]:
                 i = _first_mismatch(sizes, expected[spec.level])
                 raise ValueError(

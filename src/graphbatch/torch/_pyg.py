@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Sequence
 
 import torch
@@ -60,7 +61,7 @@ def collate(
         position_key=position_key,
     )
     base = type(data_list[0]) if len(data_list) else Data
-    out = Batch(_base_cls=base) if base is not Batch else Batch()
+    out = _new_batch(Batch, base)
     for key, value in parts.fields.items():
         out[key] = value
     for key, value in structure(parts).items():
@@ -81,6 +82,25 @@ def collate(
     out._inc_dict = inc_dict
     out._num_graphs = n_graph
     return out
+
+
+_BATCH_CLASSES: dict[type, type] = {}
+
+
+def _new_batch(Batch, base):
+    """An empty ``Batch`` inheriting from ``base``. PyG's ``Batch(_base_cls=base)`` rebuilds a
+    metaclass and inspects signatures on every call; the class it makes is cached here and, for
+    ``base`` classes whose ``__init__`` needs no argument, instantiated directly."""
+    cls = _BATCH_CLASSES.get(base)
+    if cls is None:
+        out = Batch(_base_cls=base)
+        params = list(inspect.signature(base.__init__).parameters.values())[1:]
+        simple = all(p.default is not inspect.Parameter.empty
+                     or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+        if simple:
+            _BATCH_CLASSES[base] = type(out)
+        return out
+    return type.__call__(cls)
 
 
 def _real_counts(batch) -> tuple[int, torch.Tensor, torch.Tensor]:
