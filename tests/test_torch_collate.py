@@ -262,7 +262,8 @@ def test_mismatched_attribute_sizes(graphs):
     bad = graphs[1].clone()
     bad.pos = torch.randn(bad.num_nodes + 1, 3)
     schema = gt.infer_schema(graphs[:4])
-    with pytest.raises(ValueError, match="'pos' has .* but the graph has"):
+    with pytest.raises(ValueError, match="mismatched attribute sizes: node-level field '(z|pos)' "
+                       r"has \d+ entries along dim 0, but its node-level field '(pos|z)' says"):
         gt.collate([graphs[0], bad], (64, 256, 3), graph_index=[0, 1], schema=schema)
     with pytest.raises(ValueError, match="in graph 1, matching neither"):
         gt.infer_schema([graphs[0], bad])

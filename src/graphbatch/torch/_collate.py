@@ -224,11 +224,12 @@ def collate_parts(
             sizes = _sizes(vals, d, key, graph_index)
             if sizes != expected[spec.level]:
                 i = _first_mismatch(sizes, expected[spec.level])
+                source = {"node": f"its node-level field {anchor!r}" if anchor else "num_nodes",
+                          "edge": "its edge_index", "graph": "a graph-level field"}[spec.level]
                 raise ValueError(
-                    f"{_label(i, graph_index)}: field {key!r} has {sizes[i]} entries along dim {d} "
-                    f"but the graph has {expected[spec.level][i]} {spec.level}"
-                    f"{'s' if spec.level != 'graph' else ''}"
-                    f" ({spec.level}-level field; mismatched attribute sizes)"
+                    f"{_label(i, graph_index)}: mismatched attribute sizes: {spec.level}-level "
+                    f"field {key!r} has {sizes[i]} entries along dim {d}, but {source} says "
+                    f"{expected[spec.level][i]}"
                 )
             try:
                 real = torch.cat(vals, dim=d) if vals else _empty(spec, key)
