@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 pyg_data = pytest.importorskip("torch_geometric.data")
@@ -301,3 +303,51 @@ def test_core_import_does_not_import_torch():
     code = "import sys, graphbatch; print('torch' in sys.modules, 'jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    counts=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), min_size=0, max_size=7),
+    slack=st.tuples(st.integers(1, 5), st.integers(0, 7), st.integers(1, 3)),
+    seed=st.integers(0, 2**16),
+    cutoff=st.sampled_from([None, 0.7]),
+)
+def test_collate_dict_rules_hold_for_random_graphs(counts, slack, seed, cutoff):
+    """Graphs with 0..6 nodes (empty graphs included) and random slack: the rules hold."""
+    rng = np.random.default_rng(seed)
+    graphs = []
+    for n, e in counts:
+        e = e if n else 0
+        graphs.append({
+            "num_nodes": n,
+            "pos": torch.from_numpy(rng.normal(size=(n, 2))),
+            "edge_index": torch.from_numpy(rng.integers(0, max(n, 1), size=(2, e))),
+            "w": torch.from_numpy(rng.normal(size=e)),
+        })
+    schema = gt.Schema({
+        "pos": gt.FieldSpec("node", 0, dtype=torch.float64, shape=(-1, 2)),
+        "edge_index": gt.FieldSpec("edge", 1, "node", dtype=torch.int64, shape=(2, -1)),
+        "w": gt.FieldSpec("edge", 0, pad=-1.0, dtype=torch.float64, shape=(-1,)),
+    })
+    n_real = sum(g["num_nodes"] for g in graphs)
+    e_real = sum(g["edge_index"].shape[1] for g in graphs)
+    shape = (n_real + slack[0], e_real + slack[1], max(2, len(graphs) + slack[2]))
+    d = gt.collate_dict(graphs, shape, schema=schema, cutoff=cutoff)
+    # reference by a plain loop
+    off, ei, batch = 0, [], []
+    for k, g in enumerate(graphs):
+        ei.append(g["edge_index"] + off)
+        batch += [k] * g["num_nodes"]
+        off += g["num_nodes"]
+    assert d["pos"].shape == (shape[0], 2) and d["edge_index"].shape == (2, shape[1])
+    if graphs:
+        assert torch.equal(d["edge_index"][:, :e_real], torch.cat(ei, 1))
+    assert d["batch"][:n_real].tolist() == batch
+    assert (d["batch"][n_real:] == len(graphs)).all()
+    pad = d["edge_index"][:, e_real:]
+    assert ((pad >= n_real) & (pad < shape[0])).all()
+    assert (d["w"][e_real:] == -1).all()
+    assert int(d["node_mask"].sum()) == n_real and int(d["edge_mask"].sum()) == e_real
+    if cutoff is not None and shape[0] - n_real >= 2:
+        length = (d["pos"][pad[0]] - d["pos"][pad[1]]).norm(dim=1)
+        assert (length > cutoff).all()
