@@ -219,10 +219,8 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
     if key == EDGE_INDEX:
         candidates = ["edge"] if "edge" in candidates else []
     if not candidates:
-        i = next(
-            i for i, s in enumerate(sizes)
-            if s not in (node_counts[i], edge_counts[i], 1)
-        ) if any(s not in (node_counts[j], edge_counts[j], 1) for j, s in enumerate(sizes)) else 0
+        odd = [j for j, s in enumerate(sizes) if s not in (node_counts[j], edge_counts[j], 1)]
+        i = odd[0] if odd else 0
         raise ValueError(
             f"field {key!r} has size {sizes[i]} along dim {d} in graph {i}, matching neither its "
             f"{node_counts[i]} nodes, its {edge_counts[i]} edges nor 1 (graph-level) consistently "
