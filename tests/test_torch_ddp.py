@@ -7,7 +7,6 @@ loss (masked_mean normalising by the global number of real graphs), recomputed i
 
 from __future__ import annotations
 
-import inspect
 import socket
 
 import numpy as np
@@ -54,54 +53,58 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank, port, mode, graphs, out_dir):
+MODES = ("planner", "round-robin")
+
+
+def _worker(rank, port, graphs, out_dir):
     from graphbatch.torch import _sampler
 
     from .test_torch_compile import TinyMPNN
 
-    if mode == "round-robin":
-        _sampler.make_plan = round_robin_plan
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=WORLD)
     torch.set_num_threads(1)
-    model = torch.nn.parallel.DistributedDataParallel(TinyMPNN())  # broadcasts rank 0's params
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    ld = gt.loader(graphs, strategy="dynamic", **KW)
-    record = {"len": [], "shapes": [], "index": [], "params": [], "grads": []}
-    for _ in range(EPOCHS):
-        record["len"].append(len(ld))
-        for b in ld:
-            record["shapes"].append((b.z.shape[0], b.edge_index.shape[1], b.num_graphs))
-            record["index"].append(b.graph_index.tolist())
-            record["params"].append({k: v.detach().clone() for k, v in model.module.state_dict().items()})
-            pred = model(b.z, b.pos, b.edge_index, b.batch, b.node_mask, b.edge_mask, b.graph_mask)
-            loss = gt.masked_mean((pred - b.y[:, 0]) ** 2, b.graph_mask)
-            opt.zero_grad()
-            loss.backward()
-            record["grads"].append([p.grad.detach().clone() for p in model.parameters()])
-            opt.step()
-    torch.save(record, f"{out_dir}/rank{rank}.pt")
+    for mode in MODES:
+        _sampler.make_plan = round_robin_plan if mode == "round-robin" else gb.plan
+        model = torch.nn.parallel.DistributedDataParallel(TinyMPNN())  # rank 0's params
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        ld = gt.loader(graphs, strategy="dynamic", **KW)
+        record = {"len": [], "shapes": [], "index": [], "params": [], "grads": []}
+        for _ in range(EPOCHS):
+            record["len"].append(len(ld))
+            for b in ld:
+                record["shapes"].append((b.z.shape[0], b.edge_index.shape[1], b.num_graphs))
+                record["index"].append(b.graph_index.tolist())
+                record["params"].append(
+                    {k: v.detach().clone() for k, v in model.module.state_dict().items()})
+                pred = model(b.z, b.pos, b.edge_index, b.batch, b.node_mask, b.edge_mask,
+                             b.graph_mask)
+                loss = gt.masked_mean((pred - b.y[:, 0]) ** 2, b.graph_mask)
+                opt.zero_grad()
+                loss.backward()
+                record["grads"].append([p.grad.detach().clone() for p in model.parameters()])
+                opt.step()
+        torch.save(record, f"{out_dir}/rank{rank}_{mode}.pt")
     dist.barrier()
     dist.destroy_process_group()
 
 
-def _modes():
-    modes = ["round-robin"]
-    if "world_size" in inspect.signature(gb.plan).parameters:
-        modes.append("planner")
-    return modes
-
-
-@pytest.mark.parametrize("mode", ["round-robin", "planner"])
-def test_ddp_two_ranks(tmp_path, mode):
-    if mode not in _modes():
-        pytest.skip("graphbatch.plan has no world_size= yet (distributed planner not merged)")
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory):
+    """Spawn the 2 ranks once (spawn, not fork: other tests may have started JAX threads)."""
     if not dist.is_available():
         pytest.skip("torch.distributed unavailable")
+    out = tmp_path_factory.mktemp("ddp")
     graphs = molecules(41, seed=5, max_nodes=9)
-    mp.start_processes(_worker, args=(_free_port(), mode, graphs, str(tmp_path)), nprocs=WORLD,
-                       join=True, start_method="fork")
-    rec = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
+    mp.start_processes(_worker, args=(_free_port(), graphs, str(out)), nprocs=WORLD,
+                       join=True, start_method="spawn")
+    return out, graphs
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ddp_two_ranks(ddp_run, mode):
+    out, graphs = ddp_run
+    rec = [torch.load(out / f"rank{r}_{mode}.pt") for r in range(WORLD)]
     # same number of steps, equal shapes at every step
     assert rec[0]["len"] == rec[1]["len"]
     assert len(rec[0]["shapes"]) == len(rec[1]["shapes"]) == sum(rec[0]["len"])

@@ -184,6 +184,7 @@ def loader(
     schema: Schema | None = None,
     position_key: str = "pos",
     as_dict: bool = False,
+    multiprocessing_context=None,
     **options: Any,
 ) -> PlanLoader:
     """A `PlanLoader` over ``dataset`` (map-style: ``len`` and ``dataset[i]`` giving a PyG
@@ -194,7 +195,9 @@ def loader(
     (`graphbatch.torch.collate`), or dicts with ``as_dict=True``, padded to the plan's shapes and
     collated in the DataLoader's workers. ``num_replicas``/``rank`` default to
     ``torch.distributed``'s. ``cutoff``: see `collate`; a warning names how many batches of
-    epoch 0 cannot honour it. Strategy ``options`` pass through to ``graphbatch.plan``.
+    epoch 0 cannot honour it. ``multiprocessing_context`` goes to the DataLoader (e.g.
+    ``"spawn"`` when the process already runs JAX threads). Strategy ``options`` pass through to
+    ``graphbatch.plan``.
     """
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise TypeError(f"dataset must be map-style (len and [i]), got {type(dataset).__name__}")
@@ -235,4 +238,6 @@ def loader(
     )
     if prefetch_factor is not None:
         kwargs["prefetch_factor"] = prefetch_factor
+    if multiprocessing_context is not None:
+        kwargs["multiprocessing_context"] = multiprocessing_context
     return PlanLoader(dataset, sampler, collater, kwargs)
