@@ -15,7 +15,7 @@ from graphbatch.packing import (
     pack_nnls,
 )
 
-from _packing_util import brute_force_min_packs, expand
+from ._packing_util import brute_force_min_packs, expand
 
 
 def _arrays(hist):

@@ -8,7 +8,7 @@ import pytest
 import graphbatch as gb
 from graphbatch.packing import search_limits
 
-from _packing_util import brute_force_min_packs
+from ._packing_util import brute_force_min_packs
 
 
 def _records_by_point(records):

@@ -38,6 +38,10 @@ def add_parser(sub) -> None:
     p.add_argument("--on-oversize", choices=("error", "skip", "own_batch"), default="error")
     p.add_argument("--multiple", type=int, help="rounding multiple (static-64, budget estimate)")
     p.add_argument("--sample-size", type=int, help="graphs sampled to estimate the budget")
+    p.add_argument("--pad", choices=("static-64", "pow2", "max"),
+                   help="padded shape of balancing strategies (default static-64)")
+    p.add_argument("--world-size", type=int, default=1,
+                   help="ranks per step: a distributed plan of equal-shape steps (default 1)")
     g = p.add_argument_group("tuple packing (pack-lpf, pack-spf, pack-lpf-1d, pack-nnls, buckets)")
     g.add_argument("--heuristic", help="priority heuristic: product, sum, max, min, node, edge")
     g.add_argument("--num-shapes", type=int, help="buckets: number of padded shapes K (1-16)")
@@ -61,6 +65,7 @@ def collect_options(args) -> dict:
     strat = get_strategy(args.strategy)
     options = dict(args.option)
     flags = {"multiple": args.multiple, "sample_size": args.sample_size,
+             "pad": getattr(args, "pad", None),
              "heuristic": getattr(args, "heuristic", None),
              "num_shapes": getattr(args, "num_shapes", None),
              "max_graphs_per_pack": getattr(args, "max_graphs_per_pack", None),
@@ -94,6 +99,7 @@ def run(args) -> int:
         epoch=args.epoch,
         shuffle=not args.no_shuffle,
         on_oversize=args.on_oversize,
+        world_size=args.world_size,
         **options,
     )
     result.save(args.out)

@@ -299,8 +299,9 @@ def plan_buckets(req: PlanRequest):
     lb = budget_lower_bound(int(sizes.n_node[kept].sum()), int(sizes.n_edge[kept].sum()),
                             kept.shape[0], budget)
     empty = np.zeros(0, np.int64)
+    split = OversizeSplit(kept, empty, empty, skipped, sizes.n_node[kept], sizes.n_edge[kept])
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
                        pad_edges=shape_e[group], pad_graphs=np.full(nb, budget.n_graph, np.int64),
-                       lower_bound=lb, split=OversizeSplit(kept, empty, empty, skipped),
+                       lower_bound=lb, split=split,
                        budget=budget, heuristic=heuristic, num_shapes=k, packer=packer,
                        shapes=[[int(a), int(b), budget.n_graph] for a, b in zip(shape_n, shape_e)])
