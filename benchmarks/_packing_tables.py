@@ -1,7 +1,10 @@
-"""Size tables for the packing benchmark: shipped real-data tables and seeded synthetic ones.
+"""Size tables for the packing benchmark: real tables shipped with the project and seeded
+synthetic ones.
 
-Real (``benchmarks/data``, see ``data/make_tables.py``): QM9 radius-6 A graphs (130,831),
-MOSES training molecules (1,584,663). Synthetic, with stated distributions:
+Real: QM9 radius-6 A graphs (130,831; ``src/graphbatch/data/qm9_radius6_sizes.npz``), MOSES
+training molecules (1,584,663; ``benchmarks/data/moses_train_sizes.npz``), Python standard-library
+AST graphs (58,754; ``benchmarks/data/code_stdlib_sizes.npz``); their sources are in
+docs/datasets.md. Synthetic, with stated distributions:
 
 * ``pcqm_like`` (3,378,606 graphs, PCQM4Mv2's size): heavy atoms n = clip(round(N(14.1, 3.3)),
   2, 20); rings ~ Poisson(1.4); edges = 2 * (n - 1 + rings) capped at 54 (directed bonds).
@@ -20,11 +23,16 @@ import numpy as np
 
 from graphbatch import GraphSizes
 
-DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parent.parent
+REAL = {
+    "qm9_radius6": ROOT / "src" / "graphbatch" / "data" / "qm9_radius6_sizes.npz",
+    "moses_train": ROOT / "benchmarks" / "data" / "moses_train_sizes.npz",
+    "code_stdlib": ROOT / "benchmarks" / "data" / "code_stdlib_sizes.npz",
+}
 
 
 def real(name: str) -> GraphSizes | None:
-    path = DATA / f"{name}.npz"
+    path = REAL[name]
     return GraphSizes.load(path) if path.is_file() else None
 
 

@@ -178,11 +178,13 @@ def main(argv=None) -> int:
                     "on large tables, coarser limit grid")
     ap.add_argument("--timeout", type=float, default=180, help="seconds per listing run")
     args = ap.parse_args(argv)
-    qm9, moses = T.real("qm9_radius6"), T.real("moses_train")
+    qm9, moses, code = T.real("qm9_radius6"), T.real("moses_train"), T.real("code_stdlib")
     ast = T.ast_like(100_000 if args.quick else 500_000)
     pcqm = T.pcqm_like(300_000 if args.quick else 3_378_606)
     d20k = T.distinct_20k()
     tables = [(n, s) for n, s in (("qm9_radius6", qm9), ("moses_train", moses)) if s is not None]
+    if code is not None:
+        tables.append(("code_stdlib", code))
     tables.append(("ast_like", ast))
     listing = {"qm9_radius6"} if args.quick else {"qm9_radius6", "moses_train"}
     print("== 1. batches / lower bound at the dynamic budget (Algorithm 1, seed 0) ==")
@@ -198,8 +200,12 @@ def main(argv=None) -> int:
     cases.append(("pcqm_like", pcqm, (21, 63), (54, 162)))
     print(format_table(limits_section(cases, grid, refine)))
     print()
-    print("== 3. heavy-tailed ast_like at the batch-size-128 budget ==")
-    print(format_table(heavy_section(ast)))
+    for name, table in (("code_stdlib", code), ("ast_like", ast)):
+        if table is None:
+            continue
+        print(f"== 3. heavy-tailed {name} at the batch-size-128 budget ==")
+        print(format_table(heavy_section(table)))
+        print()
     print()
     print("== 4. planning time (one core) at the batch-size-128 budget ==")
     ttables = [(n, s) for n, s in (("moses_train", moses),) if s is not None]

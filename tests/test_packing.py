@@ -11,7 +11,7 @@ import graphbatch as gb
 from graphbatch.cli import main
 
 PACK = ["pack-lpf", "pack-spf", "pack-lpf-1d", "pack-nnls", "buckets"]
-QM9 = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "qm9_radius6.npz"
+QM9 = Path(__file__).resolve().parent.parent / "src" / "graphbatch" / "data" / "qm9_radius6_sizes.npz"
 
 
 def _sizes(seed=0, n=700):
