@@ -21,8 +21,6 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _packing_tables as T  # noqa: E402
@@ -73,6 +71,10 @@ def run_plan(sizes, strategy, **kw):
     return p, p.stats(), dt
 
 
+def _eff(st) -> str:
+    return f"{st.node_efficiency:.3f}/{st.edge_efficiency:.3f}"
+
+
 def bound_section(tables, listing_tables, timeout):
     rows = []
     for name, sizes in tables:
@@ -86,10 +88,10 @@ def bound_section(tables, listing_tables, timeout):
                     row["LB"] = st.lower_bound
                     row[f"{strat}/LB"] = round(st.batches_over_bound, 4)
                     if strat == "pack-lpf":
-                        row["lpf node/edge eff"] = f"{st.node_efficiency:.3f}/{st.edge_efficiency:.3f}"
+                        row["lpf node/edge eff"] = _eff(st)
                         row["lpf s"] = round(dt, 2)
                     if strat == "dynamic":
-                        row["dyn node/edge eff"] = f"{st.node_efficiency:.3f}/{st.edge_efficiency:.3f}"
+                        row["dyn node/edge eff"] = _eff(st)
                 if name in listing_tables and cap == bs:
                     res, dt = published(sizes, budget, timeout)
                     row["listing/LB"] = (round(res["batches"] / row["LB"], 4) if res
@@ -115,11 +117,11 @@ def limits_section(cases, grid, refine):
         dt = time.perf_counter() - t0
         best = recs[0]
         budget = gb.Budget(best["max_nodes"], best["max_edges"], len(sizes) + 1)
-        _, st, pdt = run_plan(sizes, "pack-lpf", budget=budget)
-        # same limits, published listing (histogram only, no graph cap)
+        _, st, _ = run_plan(sizes, "pack-lpf", budget=budget)
         rows.append({"table": name, "node_range": f"{node_range[0]}:{node_range[1]}",
                      "edge_range": f"{edge_range[0]}:{edge_range[1]}", "points": len(recs),
-                     "search s": round(dt, 1), "best nodes/edges": f"{best['max_nodes']}/{best['max_edges']}",
+                     "search s": round(dt, 1),
+                     "best nodes/edges": f"{best['max_nodes']}/{best['max_edges']}",
                      "search node_eff": round(best["node_eff"], 4),
                      "search edge_eff": round(best["edge_eff"], 4),
                      "plan node_eff": round(st.node_efficiency, 4),

@@ -11,7 +11,8 @@ import graphbatch as gb
 from graphbatch.cli import main
 
 PACK = ["pack-lpf", "pack-spf", "pack-lpf-1d", "pack-nnls", "buckets"]
-QM9 = Path(__file__).resolve().parent.parent / "src" / "graphbatch" / "data" / "qm9_radius6_sizes.npz"
+QM9 = Path(__file__).resolve().parent.parent / "src" / "graphbatch" / "data" / \
+    "qm9_radius6_sizes.npz"
 
 
 def _sizes(seed=0, n=700):
@@ -25,7 +26,8 @@ def _bound(sizes, idx, budget):
     """max of the three capacity ceilings, in plain integer arithmetic."""
     nodes = int(sizes.n_node[idx].sum())
     edges = int(sizes.n_edge[idx].sum())
-    return max(-(-nodes // (budget[0] - 1)), -(-edges // budget[1]), -(-len(idx) // (budget[2] - 1)))
+    return max(-(-nodes // (budget[0] - 1)), -(-edges // budget[1]),
+               -(-len(idx) // (budget[2] - 1)))
 
 
 def test_strategies_registered():

@@ -14,7 +14,8 @@ def _range(text: str) -> tuple[int, int]:
         lo, hi = text.split(":")
         return int(lo), int(hi)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected A:B with integers A <= B, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected A:B with integers A <= B, got {text!r}") from None
 
 
 def add_parser(sub) -> None:

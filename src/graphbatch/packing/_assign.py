@@ -31,7 +31,8 @@ def assign_graphs(
     if graph_bin.shape[0] != m or graph_ids.shape[0] != m:
         raise ValueError(f"{m} slots but {graph_bin.shape[0]} graphs to assign")
     nb = int(max(slot_bin.max(initial=-1), graph_bin.max(initial=-1))) + 1
-    if not np.array_equal(np.bincount(slot_bin, minlength=nb), np.bincount(graph_bin, minlength=nb)):
+    per_bin_slots = np.bincount(slot_bin, minlength=nb)
+    if not np.array_equal(per_bin_slots, np.bincount(graph_bin, minlength=nb)):
         raise ValueError("the packs' slots per size bin differ from the graphs per size bin")
     key_dtype = np.int16 if nb < 2**15 else (np.int32 if nb < 2**31 else np.int64)
     if assign_rng is not None:

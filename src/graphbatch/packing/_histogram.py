@@ -92,7 +92,8 @@ def pack_histogram(
     suf_n = np.minimum.accumulate(n[order][::-1])[::-1]
     suf_e = np.minimum.accumulate(e[order][::-1])[::-1]
 
-    # pattern tree: node k = parent's content + copies[k] graphs of bin[k]; tcount[k] packs end there
+    # pattern tree: node k = parent's content + copies[k] graphs of bin[k];
+    # t_count[k] packs end at node k
     t_parent: list[int] = []
     t_bin: list[int] = []
     t_copies: list[int] = []

@@ -42,7 +42,10 @@ def lower_bound(n, e, count, node_limit: int, edge_limit: int, graph_limit: int)
     tot_n = int((np.asarray(n) * count).sum())
     tot_e = int((np.asarray(e) * count).sum())
     num = int(np.asarray(count).sum())
-    lb_e = -(-tot_e // edge_limit) if edge_limit > 0 else (0 if tot_e == 0 else np.iinfo(np.int64).max)
+    if edge_limit > 0:
+        lb_e = -(-tot_e // edge_limit)
+    else:
+        lb_e = 0 if tot_e == 0 else np.iinfo(np.int64).max
     return max(-(-tot_n // node_limit), lb_e, -(-num // graph_limit), 1 if num else 0)
 
 
