@@ -175,3 +175,15 @@ def test_assignment_places_each_graph_once_in_a_slot_of_its_bin():
     with pytest.raises(ValueError, match="slots per size bin"):
         assign_graphs(slot_bin, offsets, np.array([0, 0, 0, 0, 0, 0, 0]), graph_ids,
                       assign_rng=None, order_rng=None)
+
+
+def test_pack_bins_heavy_tail_tries_greedy_and_keeps_fewest():
+    rng = np.random.default_rng(11)
+    nodes = np.rint(20 * np.exp(1.3 * rng.standard_normal(3000))).astype(np.int64) + 1
+    nodes = np.minimum(nodes, 600)
+    key = nodes * 10_000 + 2 * nodes
+    u, c = np.unique(key, return_counts=True)
+    n, e = u // 10_000, u % 10_000
+    res = pack_bins(n, e, c, node_limit=700, edge_limit=1400, graph_limit=60)
+    _check_slots(res.slot_bin, res.offsets, n, e, c, 700, 1400, 60)
+    assert "greedy" in res.tried and res.num_packs == min(res.tried.values())

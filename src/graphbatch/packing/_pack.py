@@ -66,7 +66,8 @@ def pack_bins(
     ``method="histogram"``: tuple histogram packing (``fit="best"``: longest-pack-first,
     ``"first"``: shortest-pack-first) with ``heuristic``. ``"balanced"``: balanced dealing with
     repair. ``"auto"`` (default): histogram packing, and balanced dealing as well when the lower
-    bound leaves ``>= 4`` graphs per pack; the fewer packs win (histogram on a tie).
+    bound leaves ``>= 4`` graphs per pack, and when some graph exceeds a tenth of a limit a greedy
+    fill in a fixed random order; the fewest packs win (histogram, then balanced, on a tie).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -86,6 +87,18 @@ def pack_bins(
     # balanced dealing within 0.2% of the bound is not beaten by enough to pay for a second run
     skip_hist = method == "balanced" or (method == "auto" and use_bal
                                           and tried["balanced"] <= lb + max(1, lb // 500))
+    # graphs over a tenth of a limit (heavy tails): also a sequential greedy fill of the graphs in
+    # a fixed random order (the `dynamic` rule), which mixes large and small graphs well
+    big = bool(((n * 10 > node_limit) | (e * 10 > edge_limit))[count > 0].any())
+    if method == "auto" and big:
+        from .._budget import Budget
+        from ..planners._dynamic import greedy_offsets
+
+        items = np.random.default_rng(0).permutation(np.repeat(np.arange(n.shape[0]), count))
+        off = greedy_offsets(n[items], e[items],
+                             Budget(int(node_limit) + 1, int(edge_limit), int(graph_limit) + 1))
+        tried["greedy"] = int(off.shape[0] - 1)
+        candidates.append((tried["greedy"], 2, "greedy", items, off))
     if not skip_hist:
         pats = pack_histogram(n, e, count, heuristic=heuristic, fit=fit, **kw)
         tried["histogram"] = pats.num_packs
