@@ -185,7 +185,7 @@ def test_cli_plan_flags_and_limits(tmp_path, capsys):
                  "--heuristic", "sum", "--out", str(out)]) == 2
     assert "takes no --heuristic" in capsys.readouterr().err
     assert main(["limits", str(table), "--node-range", "40:60", "--edge-range", "300:400",
-                 "--grid", "3", "--json"]) == 0
+                 "--grid", "3", "--method", "auto", "--json"]) == 0
     recs = json.loads(capsys.readouterr().out)
     feasible = [(a, b) for a in (40, 50, 60) for b in (300, 350, 400)
                 if a - 1 >= sizes.n_node.max() and b >= sizes.n_edge.max()]

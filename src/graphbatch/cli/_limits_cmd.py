@@ -34,6 +34,9 @@ def add_parser(sub) -> None:
     p.add_argument("--refine", action="store_true", help="add a finer grid around the best point")
     p.add_argument("--heuristic", default="product",
                    help="product, sum, max, min, node or edge (default product)")
+    p.add_argument("--method", choices=("histogram", "auto", "balanced"), default="histogram",
+                   help="packer per point: histogram LPF (fast, default) or auto/balanced "
+                   "(slower, better when packs hold many graphs)")
     p.add_argument("--top", type=int, default=20, help="rows to print in the table (default 20)")
     p.add_argument("--json", action="store_true", help="print all records as one JSON list")
     p.set_defaults(func=run)
@@ -43,7 +46,7 @@ def run(args) -> int:
     sizes = load_sizes(args.sizes)
     records = search_limits(sizes, max_graphs=args.max_graphs, node_range=args.node_range,
                             edge_range=args.edge_range, grid=args.grid, refine=args.refine,
-                            heuristic=args.heuristic)
+                            heuristic=args.heuristic, method=args.method)
     if args.json:
         print_json(records)
     else:
