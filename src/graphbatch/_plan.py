@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-from ._io import atomic_savez
+from ._io import atomic_savez, read_npz
 
 __all__ = ["BatchPlan", "PlanStats", "PLAN_FORMAT_VERSION"]
 
@@ -270,18 +269,7 @@ class BatchPlan:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BatchPlan":
         """Read a plan file; refuses pickled content and files of a newer format version."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"plan file {str(path)!r} does not exist")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                keys = set(data.files)
-                missing = [k for k in _REQUIRED_KEYS if k not in keys]
-                if missing:
-                    raise KeyError(f"plan file {str(path)!r} lacks key(s) {', '.join(missing)}")
-                arrays = {k: data[k] for k in keys}
-        except (OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"cannot read plan file {str(path)!r}: {exc}") from exc
+        arrays = read_npz(path, "plan file", _REQUIRED_KEYS)
         meta = json.loads(str(arrays.pop("meta"))) if "meta" in arrays else {}
         version = int(meta.get("format_version", 1))
         if version > PLAN_FORMAT_VERSION:
