@@ -111,7 +111,7 @@ class ScatterPropagation:
     def __init__(self, senders, receivers, edge_type, num_nodes: int, num_edge_types: int, *,
                  device=None) -> None:
         def as_long(x):
-            return torch.as_tensor(np.asarray(x, dtype=np.int64), device=device)
+            return torch.as_tensor(np.array(x, dtype=np.int64), device=device)
 
         self.senders = as_long(senders)
         self.receivers = as_long(receivers)
