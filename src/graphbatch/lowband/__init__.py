@@ -14,6 +14,7 @@ from ._bandwidth import (
     rcm_permutation,
     reduce_bandwidth,
 )
+from ._coverage import band_coverage
 from ._graphs import EdgeGraphs
 from ._stats import DEFAULT_BOUNDS, BandwidthSummary, bandwidth_summary, node_bandwidth_ratio
 from ._supergraph import (
@@ -39,6 +40,7 @@ __all__ = [
     "Supergraph",
     "SupergraphBatches",
     "apply_reordering",
+    "band_coverage",
     "bandwidth_summary",
     "bandwidths",
     "build_supergraphs",
