@@ -233,3 +233,13 @@ def test_supergraph_bad_input():
         build_supergraphs(g, 2, 2, on_oversize="error", shuffle=False)
     with pytest.raises(TypeError, match="EdgeGraphs"):
         build_supergraphs(g.sizes(), 8, 4)
+
+
+def test_numpy_part_imports_no_framework():
+    import subprocess
+    import sys
+
+    code = ("import sys, graphbatch.lowband, graphbatch.cli._bandwidth_cmd; "
+            "bad = [m for m in ('torch', 'jax', 'torch_geometric') if m in sys.modules]; "
+            "sys.exit(1 if bad else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
