@@ -243,3 +243,19 @@ def test_numpy_part_imports_no_framework():
             "bad = [m for m in ('torch', 'jax', 'torch_geometric') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_band_coverage_against_independent_counts():
+    from graphbatch.lowband import band_coverage
+
+    graphs = random_collection(9, 25, max_nodes=50, max_band=20)
+    graphs = apply_reordering(graphs, reduce_bandwidth(graphs))
+    rows = band_coverage(graphs, [4, 8, 16], 6, seed=3)
+    for row in rows:
+        s = row["block_size"]
+        bw = [dense_bandwidth(*graphs.graph(g)[:2]) for g in range(len(graphs))]
+        assert row["graphs_bw_below_S"] == sum(b < s for b in bw) / len(graphs)
+        res = build_supergraphs(graphs, s, 6, seed=3)
+        kept, dropped = place_and_count(graphs, res.supergraphs, s)
+        assert row["edges_kept_share"] == pytest.approx(kept / (kept + dropped))
+        assert row["graphs_oversize"] == sum(int(n) > 6 * s for n in graphs.n_node)

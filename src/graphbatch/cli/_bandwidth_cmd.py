@@ -42,7 +42,7 @@ def load_graphs(path: str, limit: int | None = None):
     elif src.is_file() and src.suffix in (".h5", ".hdf5"):
         from ..lowband._sources import graphs_from_store
 
-        graphs = graphs_from_store(src)
+        graphs = graphs_from_store(src, limit=limit)
     elif src.is_dir() or src.suffix == ".py":
         from ..lowband._sources import graphs_from_python
 

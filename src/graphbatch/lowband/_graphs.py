@@ -141,6 +141,26 @@ class EdgeGraphs:
         return cls(nn, ne, np.concatenate(ss), np.concatenate(rr), np.concatenate(tt),
                    num_edge_types=num_edge_types)
 
+    @classmethod
+    def concatenate(cls, parts: Iterable["EdgeGraphs"]) -> "EdgeGraphs":
+        """The graphs of ``parts`` one after another (node data keys must agree)."""
+        parts = list(parts)
+        if not parts:
+            raise ValueError("nothing to concatenate")
+        keys = set(parts[0].node_data)
+        for i, p in enumerate(parts):
+            if set(p.node_data) != keys:
+                raise ValueError(f"part {i} has node data {sorted(p.node_data)}, part 0 has "
+                                 f"{sorted(keys)}")
+        return cls(
+            np.concatenate([p.n_node for p in parts]), np.concatenate([p.n_edge for p in parts]),
+            np.concatenate([p.senders for p in parts]),
+            np.concatenate([p.receivers for p in parts]),
+            np.concatenate([p.edge_type for p in parts]),
+            num_edge_types=max(p.num_edge_types for p in parts),
+            node_data={k: np.concatenate([p.node_data[k] for p in parts]) for k in keys},
+        )
+
     # ------------------------------------------------------------- access
     def __len__(self) -> int:
         return int(self.n_node.shape[0])
