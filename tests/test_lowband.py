@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import graphbatch as gb
 from graphbatch.lowband import (
     BLOCK_C, BLOCK_L, BLOCK_U, DROPPED, EdgeGraphs, apply_reordering, bandwidth_summary,
     bandwidths, build_supergraphs, classify_edges, graph_bandwidth, rcm_permutation,
@@ -259,3 +260,25 @@ def test_band_coverage_against_independent_counts():
         kept, dropped = place_and_count(graphs, res.supergraphs, s)
         assert row["edges_kept_share"] == pytest.approx(kept / (kept + dropped))
         assert row["graphs_oversize"] == sum(int(n) > 6 * s for n in graphs.n_node)
+
+
+@pytest.mark.parametrize("strategy", [n for n in gb.strategy_names()
+                                      if gb.get_strategy(n).uses_budget])
+def test_every_budget_strategy_packs_supergraphs_within_k_times_s(strategy):
+    graphs = random_collection(12, 40, max_nodes=60, max_band=10)
+    graphs = apply_reordering(graphs, reduce_bandwidth(graphs))
+    res = build_supergraphs(graphs, 16, 4, strategy=strategy, seed=1)
+    assert res.meta["strategy"] == strategy
+    packed = np.concatenate([sg.graph_index for sg in res.supergraphs])
+    assert sorted(np.concatenate([packed, res.oversize]).tolist()) == list(range(len(graphs)))
+    assert all(sg.num_real_nodes <= 64 for sg in res.supergraphs)
+    assert (res.num_kept, res.num_dropped) == place_and_count(graphs, res.supergraphs, 16)
+
+
+def test_default_strategy_is_the_first_registered_preference():
+    from graphbatch.lowband import PREFERRED_STRATEGIES, default_strategy
+
+    names = gb.strategy_names()
+    assert default_strategy() == next(n for n in PREFERRED_STRATEGIES if n in names)
+    g = random_collection(13, 5, max_nodes=20)
+    assert build_supergraphs(g, 8, 4).meta["strategy"] == default_strategy()

@@ -22,10 +22,12 @@ from ._supergraph import (
     BLOCK_L,
     BLOCK_U,
     DROPPED,
+    PREFERRED_STRATEGIES,
     Supergraph,
     SupergraphBatches,
     build_supergraphs,
     classify_edges,
+    default_strategy,
 )
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "BLOCK_U",
     "DEFAULT_BOUNDS",
     "DROPPED",
+    "PREFERRED_STRATEGIES",
     "BandwidthSummary",
     "EdgeGraphs",
     "Reordering",
@@ -45,6 +48,7 @@ __all__ = [
     "bandwidths",
     "build_supergraphs",
     "classify_edges",
+    "default_strategy",
     "graph_bandwidth",
     "node_bandwidth_ratio",
     "rcm_permutation",

@@ -14,7 +14,7 @@ __all__ = ["band_coverage"]
 
 
 def band_coverage(graphs: EdgeGraphs, block_sizes: Sequence[int], num_blocks: int, *,
-                  strategy: str = "dynamic", seed: int = 0) -> list[dict]:
+                  strategy: str | None = None, seed: int = 0) -> list[dict]:
     """Per block size ``S``: share of graphs with bandwidth ``< S`` (lossless), and, packing all
     graphs that fit into supergraphs of ``num_blocks · S`` slots, the share of their edges kept
     by the paper's rule. Graphs are taken in their current node order (reorder first)."""

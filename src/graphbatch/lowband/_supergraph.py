@@ -19,12 +19,22 @@ from .._api import plan as make_plan
 from .._budget import Budget
 from .._plan import BatchPlan
 from .._validate import as_nonnegative_int, as_positive_int
-from ..planners import get_strategy
+from ..planners import get_strategy, strategy_names
 from ._bandwidth import bandwidths
 from ._graphs import EdgeGraphs, _ranges
 
-__all__ = ["BLOCK_C", "BLOCK_L", "BLOCK_U", "DROPPED", "Supergraph", "SupergraphBatches",
-           "build_supergraphs", "classify_edges"]
+__all__ = ["BLOCK_C", "BLOCK_L", "BLOCK_U", "DROPPED", "PREFERRED_STRATEGIES", "Supergraph",
+           "SupergraphBatches", "build_supergraphs", "classify_edges", "default_strategy"]
+
+#: Packing strategies for supergraphs, best first; the first one registered is the default.
+PREFERRED_STRATEGIES = ("pack-lpf-1d", "dynamic")
+
+
+def default_strategy() -> str:
+    """The first of `PREFERRED_STRATEGIES` that is registered (1-D longest-pack-first packing
+    when available, else the greedy ``dynamic`` fill)."""
+    names = set(strategy_names())
+    return next(n for n in PREFERRED_STRATEGIES if n in names)
 
 #: Edge classes of `classify_edges`: diagonal block, upper block (sender in the next block),
 #: lower block (sender in the previous block), dropped (blocks two or more apart).
@@ -151,7 +161,7 @@ def build_supergraphs(
     block_size: int,
     num_blocks: int,
     *,
-    strategy: str = "dynamic",
+    strategy: str | None = None,
     filter_bandwidth: bool = False,
     on_oversize: str = "skip",
     seed: int = 0,
@@ -163,7 +173,8 @@ def build_supergraphs(
 
     The packing is planned by ``graphbatch.plan(sizes, strategy, budget=...)`` with node limit
     ``K·S`` (no edge limit: dense blocks do not store edges); ``strategy`` must be budget-based
-    (``"dynamic"``, or a packing strategy such as ``"pack-lpf-1d"`` where registered). With
+    and defaults to `default_strategy()` (``"pack-lpf-1d"`` where registered, else
+    ``"dynamic"``). With
     ``filter_bandwidth`` graphs whose bandwidth is ``>= S`` are left out instead of losing edges.
     ``on_oversize`` is ``"skip"`` (default, listed in ``oversize``) or ``"error"`` for graphs with
     more than ``K·S`` nodes.
@@ -176,6 +187,8 @@ def build_supergraphs(
                          f"{on_oversize!r} (a graph cannot get a larger dense block)")
     if not isinstance(graphs, EdgeGraphs):
         raise TypeError(f"graphs must be EdgeGraphs, got {type(graphs).__name__}")
+    if strategy is None:
+        strategy = default_strategy()
     strat = get_strategy(strategy)
     if not strat.uses_budget:
         raise ValueError(f"strategy {strategy!r} does not plan under a node budget; use a "
