@@ -80,3 +80,40 @@ def test_code_graphs_and_store_through_datasets(tmp_path, capsys):
         out = json.loads(capsys.readouterr().out)
         r = reduce_bandwidth(g)
         assert out["num_graphs"] == 3 and out["max_bandwidth_after"] == int(r.after.max())
+
+
+def test_reordered_store_keeps_fields_with_their_nodes(tmp_path, capsys):
+    datasets = pytest.importorskip("graphbatch.datasets")
+    from graphbatch.lowband import bandwidths
+    from graphbatch.lowband._sources import SOURCE_NODE_FIELD, graphs_from_store
+
+    rng = np.random.default_rng(0)
+    g = random_collection(8, 12, max_nodes=40, max_band=6)
+    arrays = datasets.GraphArrays(
+        n_node=g.n_node, n_edge=g.n_edge, edge_index=np.stack([g.senders, g.receivers]),
+        node={"x": g.node_data["x"].astype(np.float32), "uid": np.arange(g.num_nodes)},
+        edge={"edge_type": g.edge_type.astype(np.uint8),
+              "w": rng.normal(size=g.num_edges).astype(np.float32)},
+        graph={"y": rng.normal(size=len(g)).astype(np.float32)},
+    )
+    datasets.write_store(tmp_path / "in.h5", [arrays], name="t")
+    assert main(["bandwidth", str(tmp_path / "in.h5"), "--out", str(tmp_path / "out.h5"),
+                 "--json"]) == 0
+    capsys.readouterr()
+    with datasets.GraphStore(tmp_path / "out.h5") as st:
+        new = st.arrays()
+    r = reduce_bandwidth(g)
+    assert np.array_equal(bandwidths(graphs_from_store(tmp_path / "out.h5")), r.after)
+    assert np.array_equal(new.node[SOURCE_NODE_FIELD], r.perm)
+    base = np.repeat(g.node_offsets[:-1], g.n_node)
+    uid = new.node["uid"]
+    assert np.array_equal(uid, r.perm + base)  # node fields moved with their node
+    assert np.array_equal(new.node["x"], arrays.node["x"][uid])
+    # edge e still joins the same two original nodes, and keeps its own fields
+    ebase = np.repeat(g.node_offsets[:-1], g.n_edge)
+    assert np.array_equal(uid[new.edge_index[0] + ebase], g.senders + ebase)
+    assert np.array_equal(uid[new.edge_index[1] + ebase], g.receivers + ebase)
+    assert np.array_equal(new.edge["w"], arrays.edge["w"])
+    assert np.array_equal(new.graph["y"], arrays.graph["y"])
+    assert main(["bandwidth", str(tmp_path / "in.h5"), "--limit", "3", "--out",
+                 str(tmp_path / "o2.h5")]) == 2

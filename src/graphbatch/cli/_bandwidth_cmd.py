@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
                    help="block sizes S: share of graphs/edges covered in supergraphs of K*S")
     p.add_argument("--num-blocks", type=int, default=16, help="K, blocks per supergraph")
     p.add_argument("--limit", type=int, help="at most this many graphs (directory input)")
-    p.add_argument("--out", help="write the reordered graphs to this EdgeGraphs .npz")
+    p.add_argument("--out", help="write the reordered graphs: an EdgeGraphs .npz, or (for an "
+                   ".h5 input) a new .h5 store with node fields permuted")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -58,13 +59,24 @@ def load_graphs(path: str, limit: int | None = None):
 def run(args) -> int:
     from ..lowband import apply_reordering, band_coverage, bandwidth_summary, reduce_bandwidth
 
+    out_h5 = args.out is not None and Path(args.out).suffix in (".h5", ".hdf5")
+    if out_h5 and Path(args.input).suffix not in (".h5", ".hdf5"):
+        raise ValueError(f"--out {args.out!r}: writing a reordered .h5 store needs an .h5 input; "
+                         "use an .npz output for other inputs")
+    if out_h5 and args.limit is not None:
+        raise ValueError("--limit cannot be combined with a reordered .h5 output (it copies the "
+                         "whole store)")
     graphs = load_graphs(args.input, args.limit)
     reorder = reduce_bandwidth(graphs)
+    if out_h5:
+        from ..lowband._sources import reorder_store
+
+        reorder_store(args.input, args.out)
     summary = bandwidth_summary(graphs.n_node, reorder.before, reorder.after, args.bounds)
     coverage = []
-    if args.block_sizes or args.out:
+    if args.block_sizes or (args.out and not out_h5):
         reordered = apply_reordering(graphs, reorder)
-        if args.out:
+        if args.out and not out_h5:
             reordered.save(args.out)
         if args.block_sizes:
             coverage = band_coverage(reordered, args.block_sizes, args.num_blocks)
