@@ -46,9 +46,9 @@ def load_code_graphs(limit: int, source: Path) -> tuple[EdgeGraphs, str]:
         return graphs_from_python(source, limit=limit), "graphbatch.datasets code graphs"
     except (ImportError, ValueError):
         sys.path.insert(0, str(HERE.parent / "tests"))
-        from lowband_graphs import code_graphs
+        from _lowband_graphs import code_graphs
 
-        return code_graphs(source, limit=limit, min_nodes=2), "tests/lowband_graphs AST stand-in"
+        return code_graphs(source, limit=limit, min_nodes=2), "tests/_lowband_graphs AST stand-in"
 
 
 def _vm(field: str) -> int:

@@ -14,7 +14,7 @@ from graphbatch.lowband import (
     reduce_bandwidth,
 )
 
-from .lowband_graphs import random_banded, random_collection
+from ._lowband_graphs import random_banded, random_collection
 
 
 def dense_bandwidth(n, edge_index):

@@ -12,7 +12,7 @@ from graphbatch.lowband import (
     EdgeGraphs, apply_reordering, band_coverage, bandwidth_summary, bandwidths, reduce_bandwidth,
 )
 
-from .lowband_graphs import random_collection
+from ._lowband_graphs import random_collection
 
 
 def test_bandwidth_json_matches_library(tmp_path, capsys):

@@ -17,7 +17,7 @@ from graphbatch.lowband.nn import (  # noqa: E402
     GGNN, BandPropagation, ScatterPropagation, band_blocks,
 )
 
-from .lowband_graphs import code_graphs, random_collection  # noqa: E402
+from ._lowband_graphs import code_graphs, random_collection  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
