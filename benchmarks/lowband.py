@@ -35,20 +35,13 @@ from graphbatch.lowband import (
     reduce_bandwidth,
 )
 
-HERE = Path(__file__).resolve().parent
-
-
 def load_code_graphs(limit: int, source: Path) -> tuple[EdgeGraphs, str]:
-    """Code graphs from ``graphbatch.datasets`` when it has them, else the tests' AST stand-in."""
-    try:
-        from graphbatch.lowband._sources import graphs_from_python
+    """ogbg-code2-style function graphs from ``graphbatch.datasets`` (AST + next-token edges and
+    their reverses: 4 edge types)."""
+    from graphbatch.lowband._sources import graphs_from_python
 
-        return graphs_from_python(source, limit=limit), "graphbatch.datasets code graphs"
-    except (ImportError, ValueError):
-        sys.path.insert(0, str(HERE.parent / "tests"))
-        from _lowband_graphs import code_graphs
-
-        return code_graphs(source, limit=limit, min_nodes=2), "tests/_lowband_graphs AST stand-in"
+    graphs = graphs_from_python(source, limit=limit)
+    return graphs, "graphbatch.datasets.code_graphs, reverse_edges=True"
 
 
 def _vm(field: str) -> int:
@@ -82,7 +75,7 @@ def child(args) -> None:
             prop = ScatterPropagation.from_supergraph(sg)
             prop_bytes = sum(t.numel() * t.element_size()
                              for t in (prop.senders, prop.key))
-        types = torch.as_tensor(sg.gather_nodes(graphs.node_data["node_type"]))
+        types = torch.as_tensor(sg.gather_nodes(graphs.node_data["node_type"])).long()
         inputs.append((prop, types, prop_bytes))
     params = [*model.parameters(), *emb.parameters()]
 

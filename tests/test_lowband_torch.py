@@ -17,7 +17,7 @@ from graphbatch.lowband.nn import (  # noqa: E402
     GGNN, BandPropagation, ScatterPropagation, band_blocks,
 )
 
-from ._lowband_graphs import code_graphs, random_collection  # noqa: E402
+from ._lowband_graphs import random_collection  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -150,17 +150,19 @@ def test_weights_trained_on_band_evaluate_on_all_edges_with_scatter():
 
 
 def test_equivalence_on_real_code_graphs():
+    from graphbatch.lowband._sources import graphs_from_python
+
     src = Path(sysconfig.get_paths()["stdlib"]) / "json"
-    graphs = code_graphs(src, limit=40)
+    graphs = graphs_from_python(src, limit=40)  # graphbatch.datasets code graphs, P = 4
     graphs = apply_reordering(graphs, reduce_bandwidth(graphs))
     assert bandwidths(graphs).max() > 32  # some graphs lose edges at S = 32
     res = build_supergraphs(graphs, 32, 8, seed=0)
     assert res.num_dropped > 0
     torch.manual_seed(2)
     model = GGNN(16, 4, steps=2).double()
-    emb = torch.nn.Embedding(200, 16).double()
+    emb = torch.nn.Embedding(int(graphs.node_data["node_type"].max()) + 1, 16).double()
     for sg in res.supergraphs[:4]:
-        h0 = emb(torch.as_tensor(sg.gather_nodes(graphs.node_data["node_type"])))
+        h0 = emb(torch.as_tensor(sg.gather_nodes(graphs.node_data["node_type"])).long())
         band = BandPropagation.from_supergraph(sg, dtype=torch.float64)
         scat = ScatterPropagation.from_supergraph(sg)
         torch.testing.assert_close(band.premessages(h0), scat.premessages(h0))
