@@ -42,6 +42,17 @@ def add_parser(sub) -> None:
                    help="padded shape of balancing strategies (default static-64)")
     p.add_argument("--world-size", type=int, default=1,
                    help="ranks per step: a distributed plan of equal-shape steps (default 1)")
+    g = p.add_argument_group("tuple packing (pack-lpf, pack-spf, pack-lpf-1d, pack-nnls, buckets)")
+    g.add_argument("--heuristic", help="priority heuristic: product, sum, max, min, node, edge")
+    g.add_argument("--num-shapes", type=int, help="buckets: number of padded shapes K (1-16)")
+    g.add_argument("--max-graphs-per-pack", type=int,
+                   help="cap on real graphs per pack (below the budget's graph count)")
+    g.add_argument("--method", choices=("auto", "histogram", "balanced"),
+                   help="pack-lpf/pack-spf packer (default auto)")
+    g.add_argument("--fixed-packs", action="store_true",
+                   help="keep the graph-to-pack assignment fixed across epochs")
+    g.add_argument("--no-edge-limit", action="store_true",
+                   help="pack-lpf-1d: do not limit edges; pad them to the worst pack")
     p.add_argument("--option", action="append", type=_parse_option, default=[], metavar="KEY=VALUE",
                    help="strategy option (repeatable), e.g. --option multiple=32")
     p.add_argument("--out", required=True, help="plan file to write (.npz)")
@@ -53,12 +64,20 @@ def collect_options(args) -> dict:
     """Strategy options from dedicated flags and ``--option``; only those the strategy takes."""
     strat = get_strategy(args.strategy)
     options = dict(args.option)
-    for flag in ("multiple", "sample_size", "pad"):
-        value = getattr(args, flag, None)
+    flags = {"multiple": args.multiple, "sample_size": args.sample_size,
+             "pad": getattr(args, "pad", None),
+             "heuristic": getattr(args, "heuristic", None),
+             "num_shapes": getattr(args, "num_shapes", None),
+             "max_graphs_per_pack": getattr(args, "max_graphs_per_pack", None),
+             "method": getattr(args, "method", None),
+             "fixed_packs": True if getattr(args, "fixed_packs", False) else None,
+             "edge_limit": False if getattr(args, "no_edge_limit", False) else None}
+    for flag, value in flags.items():
         if value is None:
             continue
         if flag not in strat.options:
-            raise ValueError(f"strategy {args.strategy!r} takes no --{flag.replace('_', '-')}")
+            shown = "no-edge-limit" if flag == "edge_limit" else flag.replace("_", "-")
+            raise ValueError(f"strategy {args.strategy!r} takes no --{shown}")
         options[flag] = value
     return options
 

@@ -20,6 +20,13 @@ from ._balancing import (
     plan_zscore,
 )
 from ._cost import CostModel, cost_model_from_options
+from ._packing import (
+    plan_buckets,
+    plan_pack_lpf,
+    plan_pack_lpf_1d,
+    plan_pack_nnls,
+    plan_pack_spf,
+)
 
 __all__ = [
     "PAD_MODES",
@@ -41,7 +48,12 @@ __all__ = [
     "greedy_fill",
     "greedy_offsets",
     "greedy_offsets_reference",
+    "plan_buckets",
     "plan_dynamic",
+    "plan_pack_lpf",
+    "plan_pack_lpf_1d",
+    "plan_pack_nnls",
+    "plan_pack_spf",
     "plan_static_constant",
     "plan_static_multiple",
     "plan_static_pow2",

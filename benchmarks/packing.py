@@ -1,0 +1,219 @@
+"""Tuple packing benchmark: pack-lpf/pack-spf/buckets vs dynamic vs the published listing.
+
+    PYTHONPATH=src /work/venv/bin/python benchmarks/packing.py [--quick]
+
+Prints, in one run: (1) batches vs the lower bound at the dynamic budget for batch size 32 and
+128 (graph cap = batch size, and 4 x batch size); (2) limits from the limit search and the
+efficiency there; (3) a heavy-tailed table with oversize policies and K shapes; (4) planning
+time on one core. Tables: see benchmarks/_packing_tables.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import argparse  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _packing_tables as T  # noqa: E402
+from _published_lpfhp import pack_using_dlpfhp  # noqa: E402
+
+import graphbatch as gb  # noqa: E402
+from graphbatch._random import seed_rng  # noqa: E402
+from graphbatch.cli._format import format_table  # noqa: E402
+from graphbatch.packing import pack_bins, search_limits  # noqa: E402
+from graphbatch.packing._hist import size_histogram  # noqa: E402
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout
+
+
+def published(sizes, budget, timeout):
+    """Packs and efficiencies of the published listing at the budget's capacities, or None."""
+    h = sizes.histogram()
+    hist = {(int(a), int(b)): int(c) for a, b, c in zip(h.n_node, h.n_edge, h.count)}
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(timeout))
+    t0 = time.perf_counter()
+    try:
+        sets, reps, _ = pack_using_dlpfhp(hist, (budget.node_capacity, budget.edge_capacity),
+                                          budget.graph_capacity, verbose=False)
+    except _Timeout:
+        return None, time.perf_counter() - t0
+    finally:
+        signal.alarm(0)
+    dt = time.perf_counter() - t0
+    packs = int(reps.sum())
+    return {"batches": packs,
+            "node_eff": float(sizes.n_node.sum()) / (packs * budget.n_node),
+            "edge_eff": float(sizes.n_edge.sum()) / (packs * budget.n_edge),
+            "seconds": dt}, dt
+
+
+def run_plan(sizes, strategy, **kw):
+    t0 = time.perf_counter()
+    p = gb.plan(sizes, strategy, **kw)
+    dt = time.perf_counter() - t0
+    p.validate(sizes)
+    return p, p.stats(), dt
+
+
+def bound_section(tables, listing_tables, timeout):
+    rows = []
+    for name, sizes in tables:
+        for bs in (32, 128):
+            est = gb.estimate_budget(sizes, bs, rng=seed_rng(0))
+            for cap in (bs, 4 * bs):
+                budget = gb.Budget(est.n_node, est.n_edge, cap)
+                row = {"table": name, "bs": bs, "budget": f"{budget.n_node}/{budget.n_edge}/{cap}"}
+                for strat in ("dynamic", "pack-lpf", "pack-spf"):
+                    _, st, dt = run_plan(sizes, strat, budget=budget, on_oversize="skip")
+                    row["LB"] = st.lower_bound
+                    row[f"{strat}/LB"] = round(st.batches_over_bound, 4)
+                    if strat == "pack-lpf":
+                        row["lpf node/edge eff"] = f"{st.node_efficiency:.3f}/{st.edge_efficiency:.3f}"
+                        row["lpf s"] = round(dt, 2)
+                    if strat == "dynamic":
+                        row["dyn node/edge eff"] = f"{st.node_efficiency:.3f}/{st.edge_efficiency:.3f}"
+                if name in listing_tables and cap == bs:
+                    res, dt = published(sizes, budget, timeout)
+                    row["listing/LB"] = (round(res["batches"] / row["LB"], 4) if res
+                                         else f"timeout>{timeout}s")
+                    row["listing node/edge eff"] = (
+                        f"{res['node_eff']:.3f}/{res['edge_eff']:.3f}" if res else "-")
+                    row["listing s"] = round(dt, 1)
+                else:
+                    row["listing/LB"] = "not run"
+                    row["listing node/edge eff"] = "-"
+                    row["listing s"] = "-"
+                rows.append(row)
+                print(f"  .. {name} bs={bs} cap={cap}", file=sys.stderr)
+    return rows
+
+
+def limits_section(cases, grid, refine):
+    rows = []
+    for name, sizes, node_range, edge_range in cases:
+        t0 = time.perf_counter()
+        recs = search_limits(sizes, node_range=node_range, edge_range=edge_range, grid=grid,
+                             refine=refine, method="auto")
+        dt = time.perf_counter() - t0
+        best = recs[0]
+        budget = gb.Budget(best["max_nodes"], best["max_edges"], len(sizes) + 1)
+        _, st, pdt = run_plan(sizes, "pack-lpf", budget=budget)
+        # same limits, published listing (histogram only, no graph cap)
+        rows.append({"table": name, "node_range": f"{node_range[0]}:{node_range[1]}",
+                     "edge_range": f"{edge_range[0]}:{edge_range[1]}", "points": len(recs),
+                     "search s": round(dt, 1), "best nodes/edges": f"{best['max_nodes']}/{best['max_edges']}",
+                     "search node_eff": round(best["node_eff"], 4),
+                     "search edge_eff": round(best["edge_eff"], 4),
+                     "plan node_eff": round(st.node_efficiency, 4),
+                     "plan edge_eff": round(st.edge_efficiency, 4)})
+        print(f"  .. limits {name}", file=sys.stderr)
+    return rows
+
+
+def heavy_section(sizes):
+    rows = []
+    est = gb.estimate_budget(sizes, 128, rng=seed_rng(0))
+    for cap in (128, 512):
+        budget = gb.Budget(est.n_node, est.n_edge, cap)
+        runs = [("dynamic", dict(on_oversize="skip")), ("pack-lpf", dict(on_oversize="skip")),
+                ("pack-lpf", dict(on_oversize="own_batch"))]
+        runs += [("buckets", dict(num_shapes=k)) for k in (1, 2, 4, 8)]
+        for strat, kw in runs:
+            _, st, dt = run_plan(sizes, strat, budget=budget, **kw)
+            rows.append({"budget": f"{budget.n_node}/{budget.n_edge}/{cap}", "strategy": strat,
+                         "options": ",".join(f"{k}={v}" for k, v in kw.items()),
+                         "batches": st.num_batches, "node_eff": round(st.node_efficiency, 4),
+                         "edge_eff": round(st.edge_efficiency, 4),
+                         "shapes": st.distinct_shapes, "skipped": st.skipped,
+                         "seconds": round(dt, 2)})
+        print(f"  .. heavy cap={cap}", file=sys.stderr)
+    return rows
+
+
+def timing_section(tables, listing_tables, timeout):
+    rows = []
+    for name, sizes in tables:
+        est = gb.estimate_budget(sizes, 128, rng=seed_rng(0))
+        p, st, dt = run_plan(sizes, "pack-lpf", budget=est)
+        h = size_histogram(sizes)
+        t0 = time.perf_counter()
+        pack_bins(h.n_node, h.n_edge, h.count, node_limit=est.node_capacity,
+                  edge_limit=est.edge_capacity, graph_limit=est.graph_capacity)
+        pdt = time.perf_counter() - t0
+        _, _, ddt = run_plan(sizes, "dynamic", budget=est)
+        row = {"table": name, "graphs": len(sizes), "distinct pairs": len(h),
+               "budget": str(est), "pack-lpf plan s": round(dt, 3), "packing only s": round(pdt, 3),
+               "dynamic plan s": round(ddt, 3), "lpf/LB": round(st.batches_over_bound, 4)}
+        if name in listing_tables:
+            res, ldt = published(sizes, est, timeout)
+            row["listing s"] = round(ldt, 1) if res else f"timeout>{timeout}s"
+        else:
+            row["listing s"] = "not run"
+        rows.append(row)
+        print(f"  .. timing {name}", file=sys.stderr)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller synthetic tables, no listing "
+                    "on large tables, coarser limit grid")
+    ap.add_argument("--timeout", type=float, default=180, help="seconds per listing run")
+    args = ap.parse_args(argv)
+    qm9, moses, code = T.real("qm9_radius6"), T.real("moses_train"), T.real("code_stdlib")
+    ast = T.ast_like(100_000 if args.quick else 500_000)
+    pcqm = T.pcqm_like(300_000 if args.quick else 3_378_606)
+    d20k = T.distinct_20k()
+    tables = [(n, s) for n, s in (("qm9_radius6", qm9), ("moses_train", moses)) if s is not None]
+    if code is not None:
+        tables.append(("code_stdlib", code))
+    tables.append(("ast_like", ast))
+    listing = {"qm9_radius6"} if args.quick else {"qm9_radius6", "moses_train"}
+    print("== 1. batches / lower bound at the dynamic budget (Algorithm 1, seed 0) ==")
+    print(format_table(bound_section(tables, listing, args.timeout)))
+    print()
+    print("== 2. limit search (method=auto), then pack-lpf at the best limits ==")
+    grid, refine = (4, False) if args.quick else (6, True)
+    cases = []
+    if qm9 is not None:
+        cases.append(("qm9_radius6", qm9, (240, 720), (4000, 12200)))
+    if moses is not None:
+        cases.append(("moses_train", moses, (56, 448), (120, 960)))
+    cases.append(("pcqm_like", pcqm, (21, 63), (54, 162)))
+    print(format_table(limits_section(cases, grid, refine)))
+    print()
+    for name, table in (("code_stdlib", code), ("ast_like", ast)):
+        if table is None:
+            continue
+        print(f"== 3. heavy-tailed {name} at the batch-size-128 budget ==")
+        print(format_table(heavy_section(table)))
+        print()
+    print()
+    print("== 4. planning time (one core) at the batch-size-128 budget ==")
+    ttables = [(n, s) for n, s in (("moses_train", moses),) if s is not None]
+    ttables += [("pcqm_like", pcqm), ("distinct_20k", d20k)]
+    print(format_table(timing_section(ttables, set() if args.quick else {"distinct_20k"},
+                                      args.timeout)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

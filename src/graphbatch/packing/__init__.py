@@ -1,0 +1,39 @@
+"""Tuple packing on (nodes, edges) histograms: longest-/shortest-pack-first histogram packing,
+balanced dealing, NNLS, K-shape buckets, per-epoch graph assignment and the limit search.
+
+Pure NumPy/SciPy; the planning strategies built on it are ``pack-lpf``, ``pack-spf``,
+``pack-lpf-1d``, ``pack-nnls`` and ``buckets`` (``graphbatch.plan``).
+"""
+
+from ._assign import assign_graphs
+from ._balanced import BalancedPacking, balanced_pack
+from ._buckets import MAX_SHAPES, choose_scales, pack_scales, shape_for_scale
+from ._heuristics import HEURISTICS, heuristic_function
+from ._histogram import FITS, pack_histogram
+from ._limits import evaluate_limits, search_limits
+from ._nnls import pack_nnls
+from ._pack import METHODS, PackResult, lower_bound, pack_bins
+from ._patterns import PackPatterns, patterns_from_slots
+
+__all__ = [
+    "FITS",
+    "HEURISTICS",
+    "MAX_SHAPES",
+    "METHODS",
+    "BalancedPacking",
+    "PackPatterns",
+    "PackResult",
+    "assign_graphs",
+    "balanced_pack",
+    "choose_scales",
+    "evaluate_limits",
+    "heuristic_function",
+    "lower_bound",
+    "pack_bins",
+    "pack_histogram",
+    "pack_nnls",
+    "pack_scales",
+    "patterns_from_slots",
+    "search_limits",
+    "shape_for_scale",
+]

@@ -1,0 +1,314 @@
+"""Balanced dealing: fill a fixed number of packs evenly, then repair. For limits that hold many
+graphs, where best fit by decreasing size leaves the last packs short of graphs or of one
+component.
+
+Graphs sorted by decreasing size ``s = wn * nodes/node_limit + we * edges/edge_limit`` are dealt
+to ``P`` packs one row of ``P`` graphs at a time; within a row the largest graph goes to the
+pack with the smallest load (``s`` summed), the next largest to the next, and so on (longest
+processing time first, applied row by row, so each pack gets one graph of every size rank and
+the load spread stays about one of the last, smallest graphs). The weights ``wn, we`` favour the
+component whose total is closer to its capacity. Packs over a limit give back graphs (the
+smallest one that cures the excess, else the largest) which are then packed best-fit into the
+room left in all packs, opening new packs only when needed. ``P`` starts at the lower bound and
+a few slightly larger values are tried; the fewest packs win.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._histogram import pack_histogram
+from ._patterns import PackPatterns
+
+__all__ = ["balanced_pack", "BalancedPacking", "DEFAULT_TRIES"]
+
+#: Extra packs tried above the lower bound, as fractions of it.
+DEFAULT_TRIES = (0.0, 0.0005, 0.001, 0.003, 0.008)
+
+
+@dataclass(frozen=True)
+class BalancedPacking:
+    """Packs as slots: pack ``p`` holds graphs of bins ``slot_bin[offsets[p]:offsets[p+1]]``.
+
+    ``dealt_packs`` is the ``P`` the dealing used; the rest were opened by the repair.
+    """
+
+    slot_bin: np.ndarray
+    offsets: np.ndarray
+    dealt_packs: int
+
+    @property
+    def num_packs(self) -> int:
+        return int(self.offsets.shape[0] - 1)
+
+
+def _weights(n, e, count, node_limit, edge_limit):
+    tn = float((n * count).sum()) / max(node_limit, 1)
+    te = float((e * count).sum()) / max(edge_limit, 1)
+    top = max(tn, te, 1e-300)
+    return tn / top, te / top
+
+
+def _deal(sn, se, end, P, wn, we, inv_n, inv_e):
+    """Snake dealing of the sorted graphs to P packs: grid [P, R] of sorted-bin indices (-1 =
+    empty). Row r (graphs r*P .. r*P+P-1) goes to packs 0..P-1 for even r, P-1..0 for odd r."""
+    N = int(end[-1])
+    R = -(-N // P)
+    r = np.arange(R)[None, :]
+    p = np.arange(P)[:, None]
+    pos = r * P + np.where((r & 1) == 1, P - 1 - p, p)
+    return np.where(pos < N, np.searchsorted(end, np.minimum(pos, N - 1), side="right"), -1)
+
+
+def _deal_preloaded(sn, se, small_pos, pre_slot, pre_off, P, key):
+    """Large graphs first (their own packs, best fit), then the small ones dealt row by row to
+    the least loaded packs (longest processing time first per row). Grid [P, C] of sorted-bin
+    indices (-1 = empty)."""
+    B = pre_off.shape[0] - 1
+    sizes = np.diff(pre_off)
+    c0 = int(sizes.max()) if B else 0
+    grid0 = np.full((P, c0), -1, np.int64)
+    if B:
+        col = np.arange(pre_slot.shape[0]) - np.repeat(pre_off[:-1], sizes)
+        grid0[np.repeat(np.arange(B), sizes), col] = pre_slot
+    load = np.zeros(P, np.float64)
+    load[:B] = np.bincount(np.repeat(np.arange(B), sizes), weights=key[pre_slot], minlength=B)
+    m = small_pos.shape[0]
+    R = -(-m // P)
+    grid1 = np.full((P, R), -1, np.int64)
+    for r in range(R):
+        b = small_pos[r * P : (r + 1) * P]
+        packs = np.argsort(load, kind="stable")[: b.shape[0]]
+        grid1[packs, r] = b
+        load[packs] += key[b]
+    return np.concatenate([grid0, grid1], axis=1)
+
+
+def _loads(sn, se, grid):
+    present = grid >= 0
+    safe = np.where(present, grid, 0)
+    return (np.where(present, sn[safe], 0).sum(axis=1), np.where(present, se[safe], 0).sum(axis=1),
+            present.sum(axis=1))
+
+
+def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
+    """Exchange one graph between each over-limit pack and a pack with room, where one exchange
+    brings the first within the limits and keeps the second within them. Each round looks at
+    ``max_cols`` of the size ranks of both packs. In place."""
+    cn, ce, _ = limits
+    ln, le, lk = _loads(sn, se, grid)
+    R = grid.shape[1]
+    K = min(R, max_cols)
+    for rnd in range(rounds):
+        # a spread of K columns (graph size ranks), shifted each round
+        cols = (np.linspace(0, R - 1, K).astype(np.int64) + rnd) % R
+        over = np.flatnonzero((ln > cn) | (le > ce))
+        if over.size == 0:
+            break
+        slack = np.minimum((cn - ln) / max(cn, 1), (ce - le) / max(ce, 1))
+        slack[over] = -np.inf
+        partners = np.argsort(-slack, kind="stable")[: over.size]
+        ok = slack[partners] > 0
+        over, partners = over[ok], partners[ok]
+        if over.size == 0:
+            break
+        chunk = max(1, budget // (K * K))
+        swapped = 0
+        for s0 in range(0, over.size, chunk):
+            a, b = over[s0 : s0 + chunk], partners[s0 : s0 + chunk]
+            ga, gb = grid[a][:, cols], grid[b][:, cols]
+            pa, pb = ga >= 0, gb >= 0
+            an = np.where(pa, sn[np.maximum(ga, 0)], 0)
+            ae = np.where(pa, se[np.maximum(ga, 0)], 0)
+            bn = np.where(pb, sn[np.maximum(gb, 0)], 0)
+            be = np.where(pb, se[np.maximum(gb, 0)], 0)
+            dn = an[:, :, None] - bn[:, None, :]
+            de = ae[:, :, None] - be[:, None, :]
+            valid = (pa[:, :, None] & pb[:, None, :]
+                     & ((ln[a] - cn)[:, None, None] <= dn) & ((le[a] - ce)[:, None, None] <= de)
+                     & (dn <= (cn - ln[b])[:, None, None]) & (de <= (ce - le[b])[:, None, None]))
+            cost = np.where(valid, dn / max(cn, 1) + de / max(ce, 1), np.inf)
+            flat = cost.reshape(cost.shape[0], -1)
+            k = np.argmin(flat, axis=1)
+            hit = np.isfinite(flat[np.arange(k.shape[0]), k])
+            if not hit.any():
+                continue
+            i, ia, ib = np.flatnonzero(hit), k[hit] // K, k[hit] % K
+            xa, xb = ga[i, ia], gb[i, ib]
+            grid[a[i], cols[ia]] = xb
+            grid[b[i], cols[ib]] = xa
+            d_n, d_e = sn[xa] - sn[xb], se[xa] - se[xb]
+            ln[a[i]] -= d_n
+            le[a[i]] -= d_e
+            ln[b[i]] += d_n
+            le[b[i]] += d_e
+            swapped += i.size
+        if swapped == 0:
+            break
+    return grid
+
+
+def _spill(sn, se, grid, limits):
+    """Give back graphs from packs over a limit. Returns (removed bins, grid, loads)."""
+    cn, ce, cg = limits
+    present = grid >= 0
+    safe = np.where(present, grid, 0)
+    ln = np.where(present, sn[safe], 0).sum(axis=1)
+    le = np.where(present, se[safe], 0).sum(axis=1)
+    lk = present.sum(axis=1)
+    bad = np.flatnonzero((ln > cn) | (le > ce) | (lk > cg))
+    removed = []
+    if bad.size:
+        sub = grid[bad]
+        pres = sub >= 0
+        sb = np.where(pres, sub, 0)
+        vn = np.where(pres, sn[sb], 0)
+        ve = np.where(pres, se[sb], 0)
+        rows = np.arange(bad.shape[0])
+        R = grid.shape[1]
+        for _ in range(R + 1):
+            xn = ln[bad] - cn
+            xe = le[bad] - ce
+            over = (xn > 0) | (xe > 0) | (lk[bad] > cg)
+            if not over.any():
+                break
+            cure = pres & (vn >= xn[:, None]) & (ve >= xe[:, None])
+            has = cure.any(axis=1)
+            # smallest curing graph: rows go from large to small, take the last curing column
+            last = R - 1 - np.argmax(cure[:, ::-1], axis=1)
+            first = np.argmax(pres, axis=1)
+            col = np.where(has, last, first)
+            sel = over
+            rr, cc = rows[sel], col[sel]
+            removed.append(sub[rr, cc])
+            ln[bad[rr]] -= vn[rr, cc]
+            le[bad[rr]] -= ve[rr, cc]
+            lk[bad[rr]] -= 1
+            pres[rr, cc] = False
+            sub[rr, cc] = -1
+        grid = grid.copy()
+        grid[bad] = sub
+    removed = np.concatenate(removed) if removed else np.zeros(0, np.int64)
+    return removed, grid, (ln, le, lk)
+
+
+def _try(sn, se, end, P, limits, heuristic, w, pre=None, max_room=2048):
+    cn, ce, cg = limits
+    if pre is None:
+        grid = _deal(sn, se, end, P, w[0], w[1], 1.0 / max(cn, 1), 1.0 / max(ce, 1))
+    else:
+        small_pos, pre_slot, pre_off, key = pre
+        P = max(P, pre_off.shape[0] - 1)
+        grid = _deal_preloaded(sn, se, small_pos, pre_slot, pre_off, P, key)
+    grid = _swap_repair(sn, se, grid, limits)
+    removed, grid, (ln, le, lk) = _spill(sn, se, grid, limits)
+    if removed.size == 0:
+        return P, (grid, None, None, None)
+    spill_count = np.bincount(removed, minlength=sn.shape[0])
+    rem_n, rem_e, rem_k = cn - ln, ce - le, cg - lk
+    room = np.flatnonzero(
+        (rem_k > 0) & (rem_n >= sn[removed].min()) & (rem_e >= se[removed].min())
+    )
+    if room.size > max_room:  # offer the packs with the most room (keeps the search short)
+        slack = np.minimum(rem_n[room] / max(cn, 1), rem_e[room] / max(ce, 1))
+        room = np.sort(room[np.argsort(-slack, kind="stable")[:max_room]])
+    pats, base = pack_histogram(
+        sn, se, spill_count, node_limit=cn, edge_limit=ce, graph_limit=cg,
+        heuristic=heuristic, fit="best",
+        initial=(rem_n[room], rem_e[room], rem_k[room]), return_base=True,
+    )
+    new = int(pats.count[base < 0].sum())
+    return P + new, (grid, pats, base, room)
+
+
+def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int,
+                  heuristic: str = "product", tries=DEFAULT_TRIES) -> BalancedPacking:
+    """Pack a histogram by balanced dealing into ``P`` packs plus repair (see module doc).
+
+    Limits are real-content capacities per pack; every bin must fit them alone. Returns a
+    `BalancedPacking` whose ``slot_bin`` refers to the input bins.
+    """
+    n = np.asarray(n, dtype=np.int64)
+    e = np.asarray(e, dtype=np.int64)
+    count = np.asarray(count, dtype=np.int64)
+    node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
+    if node_limit < 1 or edge_limit < 0 or graph_limit < 1:
+        raise ValueError(f"limits must be positive, got {node_limit} nodes / {edge_limit} edges "
+                         f"/ {graph_limit} graphs")
+    if n.shape[0] and ((n > node_limit) | (e > edge_limit))[count > 0].any():
+        raise ValueError(f"a bin exceeds the limits {node_limit} nodes / {edge_limit} edges")
+    w = _weights(n, e, count, node_limit, edge_limit)
+    key = w[0] * n / max(node_limit, 1) + w[1] * e / max(edge_limit, 1)
+    order = np.lexsort((-e, -n, -key))
+    order = order[count[order] > 0]
+    sn, se, sc = n[order], e[order], count[order]
+    end = np.cumsum(sc)
+    N = int(end[-1]) if end.size else 0
+    if N == 0:
+        return BalancedPacking(np.zeros(0, np.int64), np.zeros(1, np.int64), 0)
+    limits = (node_limit, edge_limit, graph_limit)
+    lb = max(-(-int((sn * sc).sum()) // node_limit),
+             -(-int((se * sc).sum()) // edge_limit) if edge_limit else 0,
+             -(-N // graph_limit), 1)
+    # with graphs over a tenth of a limit, a second variant packs those first (best fit) and
+    # deals the rest around them; the variant with fewer packs wins
+    big = (sn * 10 > node_limit) | (se * 10 > edge_limit)
+    pre = None
+    if big.any():
+        big_count = np.where(big, sc, 0)
+        pats = pack_histogram(sn, se, big_count, node_limit=node_limit, edge_limit=edge_limit,
+                              graph_limit=graph_limit, heuristic=heuristic, fit="best")
+        pre_slot, pre_off = pats.slots()
+        key_s = w[0] * sn / max(node_limit, 1) + w[1] * se / max(edge_limit, 1)
+        small_pos = np.repeat(np.flatnonzero(~big), sc[~big])
+        pre = (small_pos, pre_slot, pre_off, key_s)
+    best = None
+    for variant in ([None, pre] if pre is not None else [None]):
+        prev = None
+        for f in tries:
+            P = min(lb + int(np.ceil(lb * f)), N)
+            if prev is not None and P >= prev:
+                break
+            total, detail = _try(sn, se, end, P, limits, heuristic, w, variant)
+            if prev is not None and total >= prev:
+                break  # more dealt packs stopped paying off
+            prev = total
+            if best is None or total < best[0]:
+                best = (total, P, detail)
+            if total == P:
+                break
+    total, P, (grid, pats, base, room) = best
+    P = grid.shape[0]
+    extra = None
+    if pats is not None:
+        # graphs the repair put into dealt packs become extra columns of the grid
+        items = np.repeat(pats.bins, pats.copies)
+        item_pat = np.repeat(np.repeat(np.arange(pats.num_patterns), np.diff(pats.offsets)),
+                             pats.copies)
+        keep = base[item_pat] >= 0
+        add_item, add_pack = items[keep], room[base[item_pat[keep]]]
+        if add_pack.size:
+            o = np.argsort(add_pack, kind="stable")
+            add_pack, add_item = add_pack[o], add_item[o]
+            col = np.arange(add_pack.shape[0]) - np.searchsorted(add_pack, add_pack, "left")
+            extra = np.full((P, int(col.max()) + 1), -1, np.int64)
+            extra[add_pack, col] = add_item
+    if extra is not None:
+        grid = np.concatenate([grid, extra], axis=1)
+    sizes = (grid >= 0).sum(axis=1)
+    flat = grid.reshape(-1)
+    slot_bin = flat[flat >= 0]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    if pats is not None and (base < 0).any():
+        sub = np.flatnonzero(base < 0)
+        lens = np.diff(pats.offsets)
+        entry = np.repeat(base < 0, lens)
+        newp = PackPatterns.build(pats.bins[entry], pats.copies[entry],
+                                  np.concatenate([[0], np.cumsum(lens[sub])]),
+                                  pats.count[sub], sn, se)
+        sb2, off2 = newp.slots()
+        slot_bin = np.concatenate([slot_bin, sb2])
+        offsets = np.concatenate([offsets, offsets[-1] + off2[1:]])
+    return BalancedPacking(order[slot_bin], offsets, P)

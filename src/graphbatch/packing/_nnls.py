@@ -1,0 +1,84 @@
+"""Non-negative least-squares packing (Kosec et al., as a baseline; IPU paper 5.5.2).
+
+Candidate pack patterns are those of longest- and shortest-pack-first histogram packing plus,
+for every bin, a pack of as many copies of it as fit. ``scipy.optimize.nnls`` finds repeat counts
+``x >= 0`` with ``A x ~ count`` (``A[i, t]`` = graphs of bin ``i`` in pattern ``t``); counts are
+rounded down, capped so no bin is used more often than it occurs, and the graphs left over are
+packed longest-pack-first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import nnls
+
+from ._histogram import pack_histogram
+from ._patterns import PackPatterns
+
+__all__ = ["pack_nnls", "MAX_NNLS_ENTRIES"]
+
+#: Largest bins x patterns matrix the baseline builds (dense).
+MAX_NNLS_ENTRIES = 40_000_000
+
+
+def _single_bin_patterns(n, e, count, node_limit, edge_limit, graph_limit):
+    big = np.iinfo(np.int64).max // 4
+    per = np.minimum(np.where(n > 0, node_limit // np.maximum(n, 1), big),
+                     np.where(e > 0, edge_limit // np.maximum(e, 1), big))
+    per = np.minimum(per, graph_limit)
+    per = np.minimum(per, np.maximum(count, 1))
+    idx = np.arange(n.shape[0])
+    return [((int(i),), (int(p),)) for i, p in zip(idx, per)]
+
+
+def pack_nnls(n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int,
+              heuristic: str = "product") -> PackPatterns:
+    """Pack a (nodes, edges) -> count histogram with the NNLS baseline (see module doc)."""
+    n = np.asarray(n, dtype=np.int64)
+    e = np.asarray(e, dtype=np.int64)
+    count = np.asarray(count, dtype=np.int64)
+    kw = dict(node_limit=node_limit, edge_limit=edge_limit, graph_limit=graph_limit)
+    cands: dict[tuple, None] = {}
+    for fit in ("best", "first"):
+        p = pack_histogram(n, e, count, heuristic=heuristic, fit=fit, **kw)
+        for t in range(p.num_patterns):
+            sl = slice(p.offsets[t], p.offsets[t + 1])
+            agg: dict[int, int] = {}
+            for b, c in zip(p.bins[sl].tolist(), p.copies[sl].tolist()):
+                agg[b] = agg.get(b, 0) + c
+            key = tuple(sorted(agg.items()))
+            cands[key] = None
+    for bins, copies in _single_bin_patterns(n, e, count, **kw):
+        cands[tuple(zip(bins, copies))] = None
+    patterns = list(cands)
+    nb, npat = n.shape[0], len(patterns)
+    if nb * npat > MAX_NNLS_ENTRIES:
+        raise ValueError(
+            f"NNLS packing would build a {nb} x {npat} matrix (> {MAX_NNLS_ENTRIES:,} entries); "
+            "use pack-lpf for histograms this large"
+        )
+    A = np.zeros((nb, npat), dtype=np.float64)
+    for t, pat in enumerate(patterns):
+        for b, c in pat:
+            A[b, t] = c
+    x, _ = nnls(A, count.astype(np.float64), maxiter=50 * npat)
+    xi = np.floor(x + 1e-9).astype(np.int64)
+    left = count.copy()
+    used_bins, used_copies, used_off, used_count = [], [], [0], []
+    for t in np.flatnonzero(xi > 0).tolist():
+        bins = np.array([b for b, _ in patterns[t]], np.int64)
+        cps = np.array([c for _, c in patterns[t]], np.int64)
+        reps = int(min(xi[t], (left[bins] // cps).min()))
+        if reps <= 0:
+            continue
+        left[bins] -= reps * cps
+        used_bins.extend(bins.tolist())
+        used_copies.extend(cps.tolist())
+        used_off.append(len(used_bins))
+        used_count.append(reps)
+    rest = pack_histogram(n, e, left, heuristic=heuristic, fit="best", **kw)
+    bins = np.concatenate([np.asarray(used_bins, np.int64), rest.bins])
+    copies = np.concatenate([np.asarray(used_copies, np.int64), rest.copies])
+    offsets = np.concatenate([np.asarray(used_off, np.int64), used_off[-1] + rest.offsets[1:]])
+    cnt = np.concatenate([np.asarray(used_count, np.int64), rest.count])
+    return PackPatterns.build(bins, copies, offsets, cnt, n, e)

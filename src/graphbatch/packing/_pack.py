@@ -1,0 +1,92 @@
+"""`pack_bins`: one entry point over the histogram packers, choosing by how many graphs a pack
+holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._balanced import balanced_pack
+from ._histogram import pack_histogram
+
+__all__ = ["PackResult", "pack_bins", "METHODS", "lower_bound"]
+
+METHODS = ("auto", "histogram", "balanced")
+
+#: ``auto`` tries balanced dealing when the lower bound leaves at least this many graphs per pack.
+BALANCE_MIN_GRAPHS = 4
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """Packs as slots: pack ``p`` holds graphs of bins ``slot_bin[offsets[p]:offsets[p+1]]``.
+
+    ``method`` is the packer whose packs these are; ``tried`` maps each packer run to its number
+    of packs; ``lower_bound`` is the max of the three capacity ceilings.
+    """
+
+    slot_bin: np.ndarray
+    offsets: np.ndarray
+    method: str
+    tried: dict
+    lower_bound: int
+
+    @property
+    def num_packs(self) -> int:
+        return int(self.offsets.shape[0] - 1)
+
+
+def lower_bound(n, e, count, node_limit: int, edge_limit: int, graph_limit: int) -> int:
+    """Fewest packs any packing needs: max of ceil(total / limit) over nodes, edges and graphs."""
+    tot_n = int((np.asarray(n) * count).sum())
+    tot_e = int((np.asarray(e) * count).sum())
+    num = int(np.asarray(count).sum())
+    lb_e = -(-tot_e // edge_limit) if edge_limit > 0 else (0 if tot_e == 0 else np.iinfo(np.int64).max)
+    return max(-(-tot_n // node_limit), lb_e, -(-num // graph_limit), 1 if num else 0)
+
+
+def pack_bins(
+    n,
+    e,
+    count,
+    *,
+    node_limit: int,
+    edge_limit: int,
+    graph_limit: int,
+    heuristic: str = "product",
+    fit: str = "best",
+    method: str = "auto",
+) -> PackResult:
+    """Pack the histogram bins ``(n, e, count)`` under real-content limits per pack.
+
+    ``method="histogram"``: tuple histogram packing (``fit="best"``: longest-pack-first,
+    ``"first"``: shortest-pack-first) with ``heuristic``. ``"balanced"``: balanced dealing with
+    repair. ``"auto"`` (default): histogram packing, and balanced dealing as well when the lower
+    bound leaves ``>= 4`` graphs per pack; the fewer packs win (histogram on a tie).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    n = np.asarray(n, dtype=np.int64)
+    e = np.asarray(e, dtype=np.int64)
+    count = np.asarray(count, dtype=np.int64)
+    kw = dict(node_limit=int(node_limit), edge_limit=int(edge_limit), graph_limit=int(graph_limit))
+    lb = lower_bound(n, e, count, **kw)
+    tried: dict[str, int] = {}
+    candidates = []
+    num = int(count.sum())
+    use_bal = method == "balanced" or (method == "auto" and lb and num / lb >= BALANCE_MIN_GRAPHS)
+    if use_bal:
+        bal = balanced_pack(n, e, count, heuristic=heuristic, **kw)
+        tried["balanced"] = bal.num_packs
+        candidates.append((bal.num_packs, 1, "balanced", bal.slot_bin, bal.offsets))
+    # balanced dealing within 0.2% of the bound is not beaten by enough to pay for a second run
+    skip_hist = method == "balanced" or (method == "auto" and use_bal
+                                          and tried["balanced"] <= lb + max(1, lb // 500))
+    if not skip_hist:
+        pats = pack_histogram(n, e, count, heuristic=heuristic, fit=fit, **kw)
+        tried["histogram"] = pats.num_packs
+        sb, off = pats.slots()
+        candidates.append((pats.num_packs, 0, "histogram", sb, off))
+    _, _, name, sb, off = min(candidates, key=lambda c: (c[0], c[1]))
+    return PackResult(sb, off, name, tried, lb)

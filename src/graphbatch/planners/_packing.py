@@ -1,0 +1,307 @@
+"""Tuple packing strategies: ``pack-lpf``, ``pack-spf``, ``pack-lpf-1d``, ``pack-nnls`` and
+``buckets`` (tuple-packing paper; IPU paper 4.1 / 5.5).
+
+Packing works on the (nodes, edges) histogram and yields packs of size bins; each epoch the
+concrete graphs of every bin are dealt to its slots in an order drawn from ``(seed, epoch)``,
+and the order of packs and of graphs within each pack is shuffled (``fixed_packs=True`` keeps
+the graph-to-pack assignment for the whole run and only shuffles orders).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._budget import Budget, round_up
+from .._validate import as_positive_int
+from ..packing import (
+    MAX_SHAPES,
+    assign_graphs,
+    choose_scales,
+    pack_bins,
+    pack_histogram,
+    pack_nnls,
+    pack_scales,
+    shape_for_scale,
+)
+from ..packing._heuristics import heuristic_function
+from ..packing._hist import size_histogram
+from ..packing._pack import METHODS
+from ._assemble import OversizeSplit, finish_plan, split_oversize
+from ._dynamic import budget_lower_bound
+from ._registry import PlanRequest, register
+
+__all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
+
+_COMMON = ("max_graphs_per_pack", "fixed_packs", "sample_size", "multiple")
+
+
+def _budget(req: PlanRequest) -> Budget:
+    budget = req.resolve_budget()
+    mg = req.option("max_graphs_per_pack", None)
+    if mg is not None:
+        mg = as_positive_int(mg, "max_graphs_per_pack")
+        budget = Budget(budget.n_node, budget.n_edge, min(budget.n_graph, mg + 1))
+    return budget
+
+
+def _rngs(req: PlanRequest):
+    """(assignment rng, order rng) for this epoch; ``None`` where nothing is shuffled."""
+    if not req.shuffle:
+        return None, None
+    fixed = req.option("fixed_packs", False)
+    if not isinstance(fixed, bool):
+        raise TypeError(f"fixed_packs must be True or False, got {fixed!r}")
+    if fixed:
+        assign = np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(2,)))
+        return assign, req.epoch_rng()
+    rng = req.epoch_rng()
+    return rng, rng
+
+
+def _kept(req: PlanRequest, budget: Budget):
+    split = split_oversize(req, np.arange(len(req.sizes), dtype=np.int64), budget)
+    kept = np.sort(split.kept)
+    return split, kept
+
+
+def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
+            lower_bound=None, **meta):
+    """Assign graphs for this epoch and build the plan; every pack padded to ``budget``."""
+    assign_rng, order_rng = _rngs(req)
+    order, offsets = assign_graphs(slot_bin, pack_offsets, hist_inverse, kept,
+                                   assign_rng=assign_rng, order_rng=order_rng)
+    nb = offsets.shape[0] - 1
+    pad_nodes = np.full(nb, budget.n_node, np.int64)
+    pad_edges = np.full(nb, budget.n_edge, np.int64)
+    pad_graphs = np.full(nb, budget.n_graph, np.int64)
+    if lower_bound is None:
+        sizes = req.sizes
+        lower_bound = budget_lower_bound(int(sizes.n_node[kept].sum()),
+                                         int(sizes.n_edge[kept].sum()), kept.shape[0], budget)
+    return finish_plan(req, order=order, offsets=offsets, pad_nodes=pad_nodes,
+                       pad_edges=pad_edges, pad_graphs=pad_graphs, lower_bound=lower_bound,
+                       split=split, budget=budget, **meta)
+
+
+def _heuristic(req: PlanRequest, default: str = "product") -> str:
+    h = req.option("heuristic", default)
+    heuristic_function(h)
+    return h
+
+
+def _empty_slots():
+    return np.zeros(0, np.int64), np.zeros(1, np.int64)
+
+
+def _plan_tuple(req: PlanRequest, fit: str):
+    budget = _budget(req)
+    heuristic = _heuristic(req)
+    method = req.option("method", "auto")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    split, kept = _kept(req, budget)
+    if kept.size == 0:
+        sb, off = _empty_slots()
+        return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
+                       heuristic=heuristic, method=method)
+    hist = size_histogram(req.sizes.subset(kept))
+    res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
+                    edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
+                    heuristic=heuristic, fit=fit, method=method)
+    return _finish(req, budget, split, kept, hist.inverse, res.slot_bin, res.offsets,
+                   heuristic=heuristic, packer=res.method, packs_tried=res.tried)
+
+
+@register(
+    "pack-lpf",
+    description="tuple longest-pack-first (best-fit) histogram packing on (nodes, edges) with a "
+    "monotone heuristic, plus balanced dealing when packs hold many graphs; every pack padded "
+    "to the budget",
+    options=("heuristic", "method", *_COMMON),
+    fixed_shape=True,
+)
+def plan_pack_lpf(req: PlanRequest):
+    return _plan_tuple(req, "best")
+
+
+@register(
+    "pack-spf",
+    description="tuple shortest-pack-first (first fit from the emptiest pack) histogram packing, "
+    "plus balanced dealing when packs hold many graphs; every pack padded to the budget",
+    options=("heuristic", "method", *_COMMON),
+    fixed_shape=True,
+)
+def plan_pack_spf(req: PlanRequest):
+    return _plan_tuple(req, "first")
+
+
+@register(
+    "pack-lpf-1d",
+    description="node-only longest-pack-first histogram packing (SchNet on IPUs); edges are a "
+    "limit unless edge_limit=False, then the padded edge count covers the worst pack",
+    options=("edge_limit", *_COMMON),
+    fixed_shape=True,
+)
+def plan_pack_lpf_1d(req: PlanRequest):
+    budget = _budget(req)
+    edge_limit = req.option("edge_limit", True)
+    if not isinstance(edge_limit, bool):
+        raise TypeError(f"edge_limit must be True or False, got {edge_limit!r}")
+    sizes = req.sizes
+    if edge_limit:
+        split, kept = _kept(req, budget)
+        if kept.size == 0:
+            sb, off = _empty_slots()
+            return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
+        hist = size_histogram(sizes.subset(kept))
+        pats = pack_histogram(hist.n_node, hist.n_edge, hist.count,
+                              node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
+                              graph_limit=budget.graph_capacity, heuristic="node", fit="best")
+        sb, off = pats.slots()
+        return _finish(req, budget, split, kept, hist.inverse, sb, off, edge_limit=True)
+    # edges unconstrained: pack node counts only; the padded edge count is the largest edge total
+    # any pack can reach with the graphs of its node counts (fixed across epochs)
+    wide = Budget(budget.n_node, np.iinfo(np.int32).max, budget.n_graph)
+    split, kept = _kept(req, wide)
+    if kept.size == 0:
+        sb, off = _empty_slots()
+        return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
+    nodes = sizes.n_node[kept]
+    uniq, inverse, count = np.unique(nodes, return_inverse=True, return_counts=True)
+    max_e = np.zeros(uniq.shape[0], np.int64)
+    np.maximum.at(max_e, inverse.reshape(-1), sizes.n_edge[kept])
+    pats = pack_histogram(uniq, np.zeros_like(uniq), count, node_limit=budget.node_capacity,
+                          edge_limit=0, graph_limit=budget.graph_capacity, heuristic="node")
+    worst = np.bincount(np.repeat(np.arange(pats.num_patterns), np.diff(pats.offsets)),
+                        weights=pats.copies * max_e[pats.bins], minlength=pats.num_patterns)
+    multiple = as_positive_int(req.option("multiple", 64), "multiple")
+    n_edge = round_up(int(worst.max()) if worst.size else 0, multiple)
+    shape = Budget(budget.n_node, n_edge, budget.n_graph)
+    sb, off = pats.slots()
+    lb = budget_lower_bound(int(nodes.sum()), 0, kept.shape[0], shape)
+    return _finish(req, shape, split, kept, inverse.reshape(-1), sb, off, lower_bound=lb,
+                   edge_limit=False)
+
+
+@register(
+    "pack-nnls",
+    description="non-negative least-squares packing (scipy.optimize.nnls over candidate pack "
+    "patterns) as a baseline; every pack padded to the budget",
+    options=("heuristic", *_COMMON),
+    fixed_shape=True,
+)
+def plan_pack_nnls(req: PlanRequest):
+    budget = _budget(req)
+    heuristic = _heuristic(req)
+    split, kept = _kept(req, budget)
+    if kept.size == 0:
+        sb, off = _empty_slots()
+        return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
+    hist = size_histogram(req.sizes.subset(kept))
+    pats = pack_nnls(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
+                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
+                     heuristic=heuristic)
+    sb, off = pats.slots()
+    return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic)
+
+
+@register(
+    "buckets",
+    description="K padded shapes (num_shapes, 1-16) chosen to minimise total padding: graphs "
+    "larger than the budget get larger shapes whose room is filled with small graphs, the rest "
+    "is packed to the budget; each batch is padded to the smallest shape it fits",
+    options=("num_shapes", "heuristic", *_COMMON),
+)
+def plan_buckets(req: PlanRequest):
+    k = req.option("num_shapes", 4)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"num_shapes must be an integer, got {k!r}")
+    if not 1 <= int(k) <= MAX_SHAPES:
+        raise ValueError(f"num_shapes must be in 1..{MAX_SHAPES}, got {k}")
+    k = int(k)
+    budget = _budget(req)
+    heuristic = _heuristic(req)
+    multiple = as_positive_int(req.option("multiple", 64), "multiple")
+    sizes = req.sizes
+    allidx = np.arange(len(sizes), dtype=np.int64)
+    big = (sizes.n_node > budget.node_capacity) | (sizes.n_edge > budget.edge_capacity)
+    skipped = np.zeros(0, np.int64)
+    if req.on_oversize == "skip":
+        skipped, alone = allidx[big], np.zeros(0, np.int64)
+    else:  # larger graphs get larger buckets: never an error, never an unbounded own shape
+        alone = allidx[big]
+    kept = allidx[~big]
+    lim = dict(node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
+               graph_limit=budget.graph_capacity, heuristic=heuristic)
+    a_n, a_e = sizes.n_node[alone], sizes.n_edge[alone]
+    if kept.size:
+        hist = size_histogram(sizes.subset(kept))
+        hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
+    else:
+        hn = he = hc = inverse = np.zeros(0, np.int64)
+    nbins = hn.shape[0]
+
+    def pack_totals(slot_bin, off, bn, be):
+        if off.shape[0] <= 1:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.add.reduceat(bn[slot_bin], off[:-1]), np.add.reduceat(be[slot_bin], off[:-1])
+
+    # 1. shapes from a first packing: small graphs to the budget, each large graph alone
+    if kept.size:
+        first = pack_bins(hn, he, hc, fit="best", **lim)
+        fn, fe = pack_totals(first.slot_bin, first.offsets, hn, he)
+    else:
+        fn = fe = np.zeros(0, np.int64)
+    scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), budget, multiple)
+    chosen, _ = choose_scales(scales, k, budget, multiple)
+    shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, budget, multiple))
+    # 2. each large graph gets the smallest chosen shape; its room is filled with small graphs
+    remaining = hc.copy()
+    fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * alone.shape[0]
+    if alone.size and kept.size:
+        grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
+                        & (shape_e[None, :] >= a_e[:, None]), axis=1)
+        room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e,
+                np.full(alone.shape[0], budget.graph_capacity - 1))
+        pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
+                                    **lim)
+        for t in np.flatnonzero(base >= 0).tolist():
+            sl = slice(pats.offsets[t], pats.offsets[t + 1])
+            items = np.repeat(pats.bins[sl], pats.copies[sl])
+            fill_bins[int(base[t])] = items
+            remaining -= np.bincount(items, minlength=nbins)
+    # 3. the remaining small graphs packed to the budget
+    if remaining.sum():
+        res = pack_bins(hn, he, remaining, fit="best", **lim)
+        slot_bin, pack_off, packer = res.slot_bin, res.offsets, res.method
+    else:
+        (slot_bin, pack_off), packer = _empty_slots(), None
+    # large-graph packs: bin nbins + i for large graph i, then its filling
+    parts = [slot_bin] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
+    lens = np.array([len(x) for x in parts[1:]], np.int64)
+    slot_bin = np.concatenate(parts)
+    pack_off = np.concatenate([pack_off, pack_off[-1] + np.cumsum(lens)])
+    graph_bin = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
+    graphs = np.concatenate([kept, alone])
+    assign_rng, order_rng = _rngs(req)
+    order, offsets = assign_graphs(slot_bin, pack_off, graph_bin, graphs,
+                                   assign_rng=assign_rng, order_rng=order_rng)
+    nb = offsets.shape[0] - 1
+    real_n = sizes.n_node[order]
+    real_e = sizes.n_edge[order]
+    tot_n = np.add.reduceat(real_n, offsets[:-1]) if nb else np.zeros(0, np.int64)
+    tot_e = np.add.reduceat(real_e, offsets[:-1]) if nb else np.zeros(0, np.int64)
+    # 4. every batch padded to the smallest chosen shape it fits
+    fits = (shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
+    group = np.argmax(fits, axis=1)
+    # bound of the graphs that fit the base budget (larger graphs share their packs, so no
+    # simple bound covers them)
+    lb = budget_lower_bound(int(sizes.n_node[kept].sum()), int(sizes.n_edge[kept].sum()),
+                            kept.shape[0], budget)
+    empty = np.zeros(0, np.int64)
+    split = OversizeSplit(kept, empty, empty, skipped, sizes.n_node[kept], sizes.n_edge[kept])
+    return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
+                       pad_edges=shape_e[group], pad_graphs=np.full(nb, budget.n_graph, np.int64),
+                       lower_bound=lb, split=split,
+                       budget=budget, heuristic=heuristic, num_shapes=k, packer=packer,
+                       shapes=[[int(a), int(b), budget.n_graph] for a, b in zip(shape_n, shape_e)])

@@ -1,0 +1,219 @@
+"""Tuple packing strategies through graphbatch.plan: rules per epoch, bounds, determinism,
+errors, CLI."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import graphbatch as gb
+from graphbatch.cli import main
+
+PACK = ["pack-lpf", "pack-spf", "pack-lpf-1d", "pack-nnls", "buckets"]
+QM9 = Path(__file__).resolve().parent.parent / "src" / "graphbatch" / "data" / "qm9_radius6_sizes.npz"
+
+
+def _sizes(seed=0, n=700):
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(3, 30, n)
+    edges = (nodes * rng.uniform(2, 12, n)).astype(np.int64)
+    return gb.GraphSizes(nodes, edges)
+
+
+def _bound(sizes, idx, budget):
+    """max of the three capacity ceilings, in plain integer arithmetic."""
+    nodes = int(sizes.n_node[idx].sum())
+    edges = int(sizes.n_edge[idx].sum())
+    return max(-(-nodes // (budget[0] - 1)), -(-edges // budget[1]), -(-len(idx) // (budget[2] - 1)))
+
+
+def test_strategies_registered():
+    names = gb.strategy_names()
+    for s in PACK:
+        assert s in names
+    assert "num_shapes" in gb.get_strategy("buckets").options
+
+
+@pytest.mark.parametrize("strategy", PACK)
+@pytest.mark.parametrize("batch_size", [8, 32])
+def test_every_graph_once_per_epoch_and_limits(strategy, batch_size):
+    sizes = _sizes(batch_size)
+    for epoch in range(3):
+        p = gb.plan(sizes, strategy, batch_size=batch_size, seed=5, epoch=epoch)
+        p.validate(sizes)  # each graph exactly once, real content within every padded shape
+        b = p.meta["budget"]
+        assert (p.graphs_per_batch <= b[2] - 1).all()
+        if strategy != "buckets":
+            assert p.shapes().tolist() == [b]
+            assert p.meta["lower_bound"] == _bound(sizes, np.arange(len(sizes)), b)
+        else:
+            assert p.stats().distinct_shapes <= 4
+
+
+@pytest.mark.parametrize("strategy", ["pack-lpf", "pack-spf"])
+def test_explicit_budget_and_graph_cap(strategy):
+    sizes = _sizes(3)
+    budget = (200, 1500, 50)
+    p = gb.plan(sizes, strategy, budget=budget, max_graphs_per_pack=6)
+    p.validate(sizes)
+    assert p.shapes().tolist() == [[200, 1500, 7]]
+    assert p.graphs_per_batch.max() <= 6
+    assert p.meta["lower_bound"] == _bound(sizes, np.arange(len(sizes)), (200, 1500, 7))
+
+
+def test_lpf_1d_without_edge_limit_pads_edges_to_worst_pack():
+    sizes = _sizes(4)
+    p = gb.plan(sizes, "pack-lpf-1d", batch_size=16, edge_limit=False)
+    p.validate(sizes)
+    assert p.shapes().shape[0] == 1
+    assert (p.real_edges <= p.pad_edges).all()
+
+
+def test_same_seed_epoch_same_plan_and_packs_change_with_epoch():
+    sizes = _sizes(1)
+    a = gb.plan(sizes, "pack-lpf", batch_size=16, seed=3, epoch=2)
+    b = gb.plan(sizes, "pack-lpf", batch_size=16, seed=3, epoch=2)
+    c = gb.plan(sizes, "pack-lpf", batch_size=16, seed=3, epoch=3)
+    assert np.array_equal(a.order, b.order) and np.array_equal(a.offsets, b.offsets)
+    assert not np.array_equal(a.order, c.order)
+    # the packs' size patterns stay; which graphs fill them changes
+    pat = lambda p: sorted(tuple(sorted(zip(sizes.n_node[x], sizes.n_edge[x])))  # noqa: E731
+                           for x in p.batches())
+    assert pat(a) == pat(c)
+    sets = lambda p: {frozenset(x.tolist()) for x in p.batches()}  # noqa: E731
+    assert sets(a) != sets(c)
+
+
+def test_fixed_packs_keep_graph_sets_and_shuffle_order():
+    sizes = _sizes(2)
+    plans = [gb.plan(sizes, "pack-lpf", batch_size=16, seed=1, epoch=e, fixed_packs=True)
+             for e in range(3)]
+    sets = [{frozenset(x.tolist()) for x in p.batches()} for p in plans]
+    assert sets[0] == sets[1] == sets[2]
+    assert not np.array_equal(plans[0].order, plans[1].order)
+
+
+def test_no_shuffle_is_deterministic_across_epochs():
+    sizes = _sizes(2)
+    a = gb.plan(sizes, "pack-spf", batch_size=16, epoch=0, shuffle=False)
+    b = gb.plan(sizes, "pack-spf", batch_size=16, epoch=9, shuffle=False)
+    assert np.array_equal(a.order, b.order)
+
+
+def test_oversize_policies():
+    sizes = gb.GraphSizes([5, 6, 400, 7, 3], [10, 12, 900, 14, 6])
+    budget = (64, 128, 4)
+    with pytest.raises(ValueError, match="graph 2 \\(400 nodes, 900 edges\\) does not fit"):
+        gb.plan(sizes, "pack-lpf", budget=budget)
+    p = gb.plan(sizes, "pack-lpf", budget=budget, on_oversize="skip")
+    p.validate(sizes)
+    assert p.skipped.tolist() == [2]
+    p = gb.plan(sizes, "pack-lpf", budget=budget, on_oversize="own_batch")
+    p.validate(sizes)
+    assert p.num_graphs == 5
+    # buckets give the large graph a larger shape instead
+    p = gb.plan(sizes, "buckets", budget=budget, num_shapes=2)
+    p.validate(sizes)
+    assert p.stats().distinct_shapes == 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, err, match",
+    [
+        (dict(heuristic="avg"), ValueError, "unknown heuristic 'avg'"),
+        (dict(max_graphs_per_pack=0), ValueError, "max_graphs_per_pack must be >= 1, got 0"),
+        (dict(max_graphs_per_pack=-3), ValueError, "got -3"),
+        (dict(method="magic"), ValueError, "method must be one of"),
+        (dict(fixed_packs="yes"), TypeError, "fixed_packs must be True or False"),
+        (dict(num_shapes=1), TypeError, "takes no option"),
+    ],
+)
+def test_bad_options(kwargs, err, match):
+    with pytest.raises(err, match=match):
+        gb.plan(_sizes(), "pack-lpf", batch_size=16, **kwargs)
+
+
+@pytest.mark.parametrize("k", [0, 17, -1])
+def test_num_shapes_out_of_range(k):
+    with pytest.raises(ValueError, match=f"num_shapes must be in 1..16, got {k}"):
+        gb.plan(_sizes(), "buckets", batch_size=16, num_shapes=k)
+
+
+def test_budget_smaller_than_smallest_graph_and_bad_budgets():
+    sizes = _sizes()
+    with pytest.raises(ValueError, match="does not fit the budget"):
+        gb.plan(sizes, "pack-lpf", budget=(3, 5, 8))
+    with pytest.raises(ValueError, match="Budget.n_node must be >= 1, got 0"):
+        gb.plan(sizes, "pack-lpf", budget=(0, 5, 8))
+    with pytest.raises(ValueError, match="Budget.n_edge must be >= 0, got -4"):
+        gb.plan(sizes, "pack-spf", budget=(64, -4, 8))
+    with pytest.raises(ValueError, match="needs a budget"):
+        gb.plan(sizes, "pack-lpf")
+
+
+@pytest.mark.skipif(not QM9.is_file(), reason="shipped QM9 table missing")
+@pytest.mark.parametrize("batch_size", [32, 128])
+def test_qm9_at_dynamic_budget_within_half_percent_of_bound(batch_size):
+    sizes = gb.GraphSizes.load(QM9)
+    p = gb.plan(sizes, "pack-lpf", batch_size=batch_size)
+    p.validate(sizes)
+    d = gb.plan(sizes, "dynamic", batch_size=batch_size)
+    assert p.meta["budget"] == d.meta["budget"]
+    assert p.meta["lower_bound"] == d.meta["lower_bound"]
+    assert len(p) <= 1.005 * p.meta["lower_bound"]
+    assert len(p) <= len(d)
+
+
+def test_cli_plan_flags_and_limits(tmp_path, capsys):
+    sizes = _sizes(6, 300)
+    table = tmp_path / "sizes.npz"
+    sizes.save(table)
+    out = tmp_path / "plan.npz"
+    assert main(["plan", str(table), "--strategy", "buckets", "--batch-size", "16",
+                 "--num-shapes", "3", "--heuristic", "sum", "--out", str(out), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["distinct_shapes"] <= 3
+    gb.BatchPlan.load(out).validate(sizes)
+    assert main(["plan", str(table), "--strategy", "pack-lpf", "--batch-size", "16",
+                 "--max-graphs-per-pack", "4", "--fixed-packs", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert gb.BatchPlan.load(out).graphs_per_batch.max() <= 4
+    assert main(["plan", str(table), "--strategy", "dynamic", "--batch-size", "16",
+                 "--heuristic", "sum", "--out", str(out)]) == 2
+    assert "takes no --heuristic" in capsys.readouterr().err
+    assert main(["limits", str(table), "--node-range", "40:60", "--edge-range", "300:400",
+                 "--grid", "3", "--json"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    feasible = [(a, b) for a in (40, 50, 60) for b in (300, 350, 400)
+                if a - 1 >= sizes.n_node.max() and b >= sizes.n_edge.max()]
+    assert sorted((r["max_nodes"], r["max_edges"]) for r in recs) == feasible
+    assert set(recs[0]) >= {"max_nodes", "max_edges", "max_graphs", "node_eff", "edge_eff",
+                            "harmonic_mean"}
+    assert main(["limits", str(table), "--node-range", "40:60", "--edge-range", "300:400",
+                 "--grid", "3"]) == 0
+    assert "harmonic_mean" in capsys.readouterr().out
+    assert main(["limits", str(table), "--node-range", "2:4"]) == 2
+    assert "cannot hold the largest graph" in capsys.readouterr().err
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(1, 12), st.integers(0, 40)), min_size=1, max_size=80),
+    strategy=st.sampled_from(PACK),
+    cap=st.integers(2, 9),
+    seed=st.integers(0, 3),
+)
+def test_property_every_graph_once_and_within_shape(pairs, strategy, cap, seed):
+    nodes = [p[0] for p in pairs]
+    edges = [p[1] for p in pairs]
+    sizes = gb.GraphSizes(nodes, edges)
+    budget = (max(nodes) * 3 + 1, max(max(edges) * 3, 1), cap)
+    p = gb.plan(sizes, strategy, budget=budget, seed=seed, epoch=seed + 1)
+    p.validate(sizes)
+    if strategy != "buckets":
+        assert len(p) >= p.meta["lower_bound"] == _bound(sizes, np.arange(len(sizes)), budget)
