@@ -32,7 +32,7 @@ import numpy as np
 
 from graphbatch.lowband import (
     EdgeGraphs, apply_reordering, band_coverage, bandwidth_summary, build_supergraphs,
-    reduce_bandwidth,
+    default_strategy, reduce_bandwidth,
 )
 
 def load_code_graphs(limit: int, source: Path) -> tuple[EdgeGraphs, str]:
@@ -61,7 +61,7 @@ def child(args) -> None:
     torch.set_num_threads(args.threads)
     graphs = EdgeGraphs.load(args.graphs_file)
     s, k = args.block_size, args.slots // args.block_size
-    res = build_supergraphs(graphs, s, k, seed=0)
+    res = build_supergraphs(graphs, s, k, strategy=args.strategy, seed=0)
     sgs = res.supergraphs[: args.supergraphs]
     torch.manual_seed(0)
     model = GGNN(args.hidden, graphs.num_edge_types, steps=args.steps)
@@ -161,6 +161,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2,
                     help="interleaved rounds over all configs; the fastest round is kept")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (shared machine: 1)")
+    ap.add_argument("--strategy", default=None,
+                    help="packing strategy for supergraphs (default: lowband.default_strategy())")
     # child mode (internal)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--backend", help=argparse.SUPPRESS)
@@ -170,6 +172,8 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    if args.strategy is None:
+        args.strategy = default_strategy()
     if args.quick:
         args.graphs, args.slots, args.supergraphs, args.repeats, args.rounds = 600, 2048, 2, 2, 1
 
@@ -197,10 +201,11 @@ def main() -> None:
     print(format_table([{"B": b, "RCM": summ.share_below[b], "original": summ.share_below_before[b],
                          "nodes < B": summ.share_nodes_below[b]} for b in summ.share_below]))
 
-    print(f"\n## Coverage per block size (supergraphs of N = {args.slots} slots)")
+    print(f"\n## Coverage per block size (supergraphs of N = {args.slots} slots, packed by "
+          f"{args.strategy!r})")
     cov = []
     for s in args.block_sizes:
-        cov += band_coverage(reordered, [s], args.slots // s)
+        cov += band_coverage(reordered, [s], args.slots // s, strategy=args.strategy)
     print(format_table(cov, ["block_size", "num_blocks", "graphs_bw_below_S",
                              "graphs_lossless_share", "graphs_oversize", "edges_kept_share",
                              "supergraphs", "node_slot_efficiency"]))
@@ -221,7 +226,8 @@ def main() -> None:
                            "--block-size", str(s), "--graphs-file", gfile,
                            "--slots", str(args.slots), "--hidden", str(args.hidden),
                            "--steps", str(args.steps), "--supergraphs", str(args.supergraphs),
-                           "--repeats", str(args.repeats), "--threads", str(args.threads)]
+                           "--repeats", str(args.repeats), "--threads", str(args.threads),
+                           "--strategy", args.strategy]
                     # fixed mmap threshold: large tensors are mmapped and returned to the OS on
                     # free, so RSS follows live tensor memory (no glibc heap reuse hiding a peak)
                     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536",
