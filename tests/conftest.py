@@ -20,3 +20,9 @@ def molecule_sizes() -> gb.GraphSizes:
     n = rng.integers(3, 30, size=2000)
     e = np.maximum(0, (n * (n - 1) * rng.uniform(0.5, 1.0, size=n.shape[0])).astype(np.int64))
     return gb.GraphSizes(n, e)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the JAX tests last: JAX starts threads, and tests that fork worker processes
+    (DataLoader workers, process pools) must not fork after that (risk of deadlock)."""
+    items.sort(key=lambda item: "jax" in item.nodeid.split("::")[0])
