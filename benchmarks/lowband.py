@@ -28,7 +28,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 from graphbatch.lowband import (
     EdgeGraphs, apply_reordering, band_coverage, bandwidth_summary, build_supergraphs,

@@ -10,7 +10,7 @@ pytest.importorskip("torch_geometric")
 import graphbatch as gb  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
 
-from ._torch_graphs import molecules, sizes_of  # noqa: E402
+from ._torch_graphs import molecules  # noqa: E402
 
 
 class TinyMPNN(torch.nn.Module):

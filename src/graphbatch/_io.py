@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["atomic_savez", "read_npz"]
+__all__ = ["atomic_savez", "json_default", "read_npz"]
 
 
 def atomic_savez(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> Path:
@@ -58,3 +58,14 @@ def read_npz(path: str | os.PathLike, what: str, required: tuple[str, ...]) -> d
         raise ValueError(f"cannot read {what} {str(path)!r}: {exc}") from exc
     except ValueError as exc:  # object arrays: numpy refuses to unpickle
         raise ValueError(f"cannot read {what} {str(path)!r}: {exc}") from exc
+
+
+def json_default(o):
+    """``json.dumps(default=...)`` for NumPy scalars and arrays."""
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"cannot store {type(o).__name__} as JSON")

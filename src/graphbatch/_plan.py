@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ._io import atomic_savez, read_npz
+from ._io import atomic_savez, json_default, read_npz
 
 __all__ = ["BatchPlan", "PlanStats", "PLAN_FORMAT_VERSION"]
 
@@ -398,7 +398,7 @@ class BatchPlan:
             if v is not None:
                 out[name] = v
         meta = dict(self.meta, format_version=PLAN_FORMAT_VERSION)
-        out["meta"] = np.array(json.dumps(meta, sort_keys=True, default=_json_default))
+        out["meta"] = np.array(json.dumps(meta, sort_keys=True, default=json_default))
         return out
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -423,12 +423,3 @@ class BatchPlan:
         kwargs = {k: arrays[k] for k in _OPTIONAL_INT_KEYS if k in arrays}
         return cls(*(arrays[k] for k in _REQUIRED_KEYS), meta=meta, **kwargs)
 
-
-def _json_default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"cannot store {type(o).__name__} in plan metadata")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Sequence
 
+from .._io import json_default
+
 __all__ = ["format_table", "format_value", "print_json"]
 
 
@@ -35,16 +37,5 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Iterable[str] | None =
 
 
 def print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=None, sort_keys=False, default=_default))
+    print(json.dumps(obj, indent=None, sort_keys=False, default=json_default))
 
-
-def _default(o):
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

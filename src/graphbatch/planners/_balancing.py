@@ -102,14 +102,7 @@ class _Setup:
     """Validated inputs shared by all balancing strategies."""
 
     def __init__(self, req: PlanRequest) -> None:
-        if req.budget is not None:
-            raise ValueError(
-                f"strategy {req.strategy!r} fixes the number of graphs per batch; "
-                "give batch_size, not a node/edge budget"
-            )
-        bs = as_positive_int(req.require_batch_size(), "batch_size")
-        if bs < 2:
-            raise ValueError(f"batch_size = {bs} leaves no room for the padding graph; it must be >= 2")
+        bs = req.fixed_batch_size("fixes the number of graphs per batch")
         n = len(req.sizes)
         if bs - 1 > n:
             raise ValueError(

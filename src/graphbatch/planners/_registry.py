@@ -54,6 +54,22 @@ class PlanRequest:
             raise ValueError(f"strategy {self.strategy!r} needs batch_size")
         return self.batch_size
 
+    def fixed_batch_size(self, why: str) -> int:
+        """``batch_size`` (>= 2) for strategies that take a fixed number of graphs per batch.
+
+        ``why`` completes "strategy X ..." in the error raised when a node/edge budget is given.
+        """
+        if self.budget is not None:
+            raise ValueError(
+                f"strategy {self.strategy!r} {why}; give batch_size, not a node/edge budget"
+            )
+        bs = self.require_batch_size()
+        if bs < 2:
+            raise ValueError(
+                f"batch_size = {bs} leaves no room for the padding graph; it must be >= 2"
+            )
+        return bs
+
     def resolve_budget(self) -> Budget:
         """The explicit budget, else Algorithm 1's estimate from ``batch_size`` (fixed per seed).
 

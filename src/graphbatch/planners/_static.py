@@ -19,20 +19,8 @@ def static_offsets(num_graphs: int, batch_size: int) -> np.ndarray:
     return np.append(np.arange(0, num_graphs, per, dtype=np.int64), np.int64(num_graphs))
 
 
-def _static_request(req: PlanRequest) -> int:
-    if req.budget is not None:
-        raise ValueError(
-            f"strategy {req.strategy!r} derives padded shapes from batch contents; "
-            "give batch_size, not a node/edge budget"
-        )
-    bs = as_positive_int(req.require_batch_size(), "batch_size")
-    if bs < 2:
-        raise ValueError(f"batch_size = {bs} leaves no room for the padding graph; it must be >= 2")
-    return bs
-
-
 def _plan_static(req: PlanRequest, pad_fn, **meta):
-    bs = _static_request(req)
+    bs = req.fixed_batch_size("derives padded shapes from batch contents")
     order = req.order()
     offsets = static_offsets(order.shape[0], bs)
     real_nodes = batch_totals(req.sizes.n_node[order], offsets)
