@@ -10,6 +10,7 @@ from ._plan import BatchPlan
 from ._sizes import GraphSizes
 from ._validate import as_nonnegative_int, as_positive_int
 from .planners import PlanRequest, get_strategy
+from .planners._distributed import distribute_plan
 from .planners._registry import OVERSIZE_POLICIES
 
 __all__ = ["plan"]
@@ -25,6 +26,7 @@ def plan(
     epoch: int = 0,
     shuffle: bool = True,
     on_oversize: str = "error",
+    world_size: int = 1,
     **options: Any,
 ) -> BatchPlan:
     """Plan one epoch of batches for the graphs in ``sizes`` with the strategy ``strategy``.
@@ -36,6 +38,11 @@ def plan(
     large for the budget: ``"error"`` (default), ``"skip"`` (listed in ``plan.skipped``) or
     ``"own_batch"`` (a batch of its own with an enlarged shape). Strategy-specific ``options``
     are listed by ``graphbatch.strategies()``; unknown ones raise ``TypeError``.
+
+    ``world_size > 1`` makes a distributed plan for any strategy: steps of ``world_size``
+    batches of equal padded shape (one per rank), every rank the same number of steps, every
+    graph exactly once (a rank may get a padding-only batch), real load balanced within a step;
+    see `BatchPlan.rank_batches` and docs/balancing.md.
     """
     if not isinstance(sizes, GraphSizes):
         raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
@@ -76,7 +83,12 @@ def plan(
         on_oversize=on_oversize,
         options=dict(options),
     )
+    world_size = as_positive_int(world_size, "world_size")
     t0 = time.perf_counter()
     result = strat.func(request)
+    if world_size > 1:
+        result = distribute_plan(
+            result, world_size, seed=request.seed, epoch=request.epoch, shuffle=request.shuffle
+        )
     result.meta["plan_seconds"] = time.perf_counter() - t0
     return result

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-from ._io import atomic_savez
+from ._io import atomic_savez, read_npz
 
 __all__ = ["BatchPlan", "PlanStats", "PLAN_FORMAT_VERSION"]
 
@@ -42,6 +41,27 @@ class PlanStats:
     max_pad_edges: int
     max_pad_graphs: int
     skipped: int
+    # memory statistics (issue 4), over batches holding >= 1 graph: batch cost = real_cost
+    # (bytes) when the plan has it, else the plan's linear model
+    # cost_per_node * real_nodes + cost_per_edge * real_edges; padded_cost_max applies the same
+    # coefficients (fitted by NNLS for bytes) to the padded shape, over all batches
+    cost_source: str = "linear"
+    cost_per_node: float = 1.0
+    cost_per_edge: float = 1.0
+    cost_max: float = 0.0
+    cost_p99: float = 0.0
+    cost_mean: float = 0.0
+    cost_max_over_mean: float = 1.0
+    padded_cost_max: float = 0.0
+    # distributed plans (world_size > 1): per-step max/mean across ranks, averaged and worst
+    world_size: int = 1
+    num_steps: int = 0
+    step_node_imbalance_mean: float = 1.0
+    step_node_imbalance_max: float = 1.0
+    step_edge_imbalance_mean: float = 1.0
+    step_edge_imbalance_max: float = 1.0
+    padding_only_batches: int = 0
+    padding_only_share: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,6 +186,59 @@ class BatchPlan:
             f"shapes={self.shapes().shape[0]})"
         )
 
+    # --------------------------------------------------------- distributed
+    @property
+    def num_steps(self) -> int:
+        """Training steps: batches per rank (= number of batches for a single-device plan)."""
+        if self.step is None:
+            return len(self)
+        return int(self.step.max()) + 1 if len(self) else 0
+
+    def rank_batches(self, rank: int = 0) -> np.ndarray:
+        """Batch indices of ``rank``, in step order (every rank gets ``num_steps`` of them).
+
+        A single-device plan has only rank 0, which gets every batch in plan order.
+        """
+        ws = self.world_size if self.rank is not None else 1
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
+            raise TypeError(f"rank must be an integer, got {rank!r}")
+        if not 0 <= int(rank) < ws:
+            raise ValueError(f"rank {rank} out of range for a plan of world size {ws}")
+        if self.rank is None:
+            return np.arange(len(self), dtype=np.int64)
+        idx = np.flatnonzero(self.rank == int(rank))
+        return idx[np.argsort(self.step[idx], kind="stable")].astype(np.int64)
+
+    # ------------------------------------------------------------------ costs
+    def cost_coefficients(self) -> tuple[str, float, float]:
+        """``(source, per_node, per_edge)``: how batch cost relates to real/padded nodes and edges.
+
+        A linear cost model stored in ``meta["cost_model"]`` is used as is. For plans with
+        ``real_cost`` (bytes), per-node/per-edge bytes are fitted by non-negative least squares
+        on the non-empty batches' totals (used for the padded size). Else cost = nodes + edges.
+        """
+        model = self.meta.get("cost_model") or {}
+        if model.get("source") == "linear":
+            return "linear", float(model["per_node"]), float(model["per_edge"])
+        if self.real_cost is None:
+            return "linear", 1.0, 1.0
+        keep = self.graphs_per_batch > 0
+        if not keep.any():
+            return "n_bytes", 0.0, 0.0
+        from scipy.optimize import nnls
+
+        a = np.stack([self.real_nodes[keep], self.real_edges[keep]], axis=1).astype(np.float64)
+        coef, _ = nnls(a, self.real_cost[keep].astype(np.float64))
+        return "n_bytes", float(coef[0]), float(coef[1])
+
+    def batch_costs(self) -> np.ndarray:
+        """Real cost per batch (float64): ``real_cost`` (bytes) when present, unless the plan was
+        balanced on a linear model (``meta["cost_model"]``); else the linear model."""
+        source, a, b = self.cost_coefficients()
+        if source == "n_bytes":
+            return self.real_cost.astype(np.float64)
+        return a * self.real_nodes.astype(np.float64) + b * self.real_edges.astype(np.float64)
+
     # ------------------------------------------------------------------ stats
     def stats(self) -> PlanStats:
         """Efficiencies, batch counts vs the lower bound, distinct shapes, graphs per batch."""
@@ -179,6 +252,16 @@ class BatchPlan:
         def ratio(a: int, b: int) -> float:
             return float(a) / float(b) if b else 1.0
 
+        def ratio_f(a: float, b: float) -> float:
+            return a / b if b > 0 else 1.0
+
+        source, per_node, per_edge = self.cost_coefficients()
+        full = gpb > 0  # memory stats over batches holding graphs (padding-only cost nothing)
+        cost = self.batch_costs()[full]
+        padded = per_node * self.pad_nodes.astype(np.float64) + per_edge * self.pad_edges
+        cost_mean = float(cost.mean()) if cost.shape[0] else 0.0
+        empty = int((~full).sum())
+        dist = self._step_imbalance()
         return PlanStats(
             strategy=self.strategy,
             num_graphs=self.num_graphs,
@@ -196,7 +279,40 @@ class BatchPlan:
             max_pad_edges=int(self.pad_edges.max()) if nb else 0,
             max_pad_graphs=int(self.pad_graphs.max()) if nb else 0,
             skipped=int(self.skipped.shape[0]),
+            cost_source=source,
+            cost_per_node=per_node,
+            cost_per_edge=per_edge,
+            cost_max=float(cost.max()) if cost.shape[0] else 0.0,
+            cost_p99=float(np.percentile(cost, 99)) if cost.shape[0] else 0.0,
+            cost_mean=cost_mean,
+            cost_max_over_mean=ratio_f(float(cost.max()) if cost.shape[0] else 0.0, cost_mean),
+            padded_cost_max=float(padded.max()) if nb else 0.0,
+            world_size=self.world_size if self.rank is not None else 1,
+            num_steps=self.num_steps,
+            step_node_imbalance_mean=dist[0],
+            step_node_imbalance_max=dist[1],
+            step_edge_imbalance_mean=dist[2],
+            step_edge_imbalance_max=dist[3],
+            padding_only_batches=empty,
+            padding_only_share=float(empty) / nb if nb else 0.0,
         )
+
+    def _step_imbalance(self) -> tuple[float, float, float, float]:
+        """Mean and max over steps of (max / mean across ranks) for real nodes, then edges.
+
+        A step whose mean is 0 counts as balanced (1.0). Single-device plans give 1.0.
+        """
+        if self.rank is None or self.step is None or len(self) == 0:
+            return 1.0, 1.0, 1.0, 1.0
+        r = self.world_size
+        out = []
+        for values in (self.real_nodes, self.real_edges):
+            grid = np.zeros((self.num_steps, r), dtype=np.float64)
+            grid[self.step, self.rank] = values
+            mean = grid.mean(axis=1)
+            ratio = np.where(mean > 0, grid.max(axis=1) / np.where(mean > 0, mean, 1.0), 1.0)
+            out += [float(ratio.mean()), float(ratio.max())]
+        return out[0], out[1], out[2], out[3]
 
     # ------------------------------------------------------------ validation
     def validate(self, sizes=None) -> None:
@@ -219,6 +335,8 @@ class BatchPlan:
                     f"{self.real_edges[b]} edges, over its padded shape {self.shape(b)} "
                     f"less the padding reservation ({name})"
                 )
+        if self.rank is not None or self.step is not None:
+            self._validate_distributed()
         if sizes is not None:
             n = len(sizes)
             allidx = np.concatenate([self.order, self.skipped])
@@ -241,6 +359,26 @@ class BatchPlan:
                     re[nonempty] = np.add.reduceat(sizes.n_edge[self.order], starts[nonempty])
                 if not (np.array_equal(rn, self.real_nodes) and np.array_equal(re, self.real_edges)):
                     raise ValueError("plan's real_nodes/real_edges disagree with the size table")
+
+    def _validate_distributed(self) -> None:
+        if self.rank is None or self.step is None:
+            raise ValueError("a distributed plan needs both rank and step arrays")
+        r = self.world_size
+        nb = len(self)
+        if r < 1 or nb % r:
+            raise ValueError(f"{nb} batches do not fill whole steps of world size {r}")
+        s = nb // r
+        if not (np.array_equal(self.step, np.repeat(np.arange(s), r))
+                and np.array_equal(self.rank, np.tile(np.arange(r), s))):
+            raise ValueError("distributed batches must be stored step-major: step s, ranks 0..R-1")
+        for name in ("pad_nodes", "pad_edges", "pad_graphs"):
+            grid = getattr(self, name).reshape(s, r)
+            bad = (grid != grid[:, :1]).any(axis=1)
+            if bad.any():
+                st = int(np.flatnonzero(bad)[0])
+                raise ValueError(
+                    f"step {st} mixes padded shapes across ranks ({name}: {grid[st].tolist()})"
+                )
 
     # ----------------------------------------------------------------- files
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -270,18 +408,7 @@ class BatchPlan:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BatchPlan":
         """Read a plan file; refuses pickled content and files of a newer format version."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"plan file {str(path)!r} does not exist")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                keys = set(data.files)
-                missing = [k for k in _REQUIRED_KEYS if k not in keys]
-                if missing:
-                    raise KeyError(f"plan file {str(path)!r} lacks key(s) {', '.join(missing)}")
-                arrays = {k: data[k] for k in keys}
-        except (OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"cannot read plan file {str(path)!r}: {exc}") from exc
+        arrays = read_npz(path, "plan file", _REQUIRED_KEYS)
         meta = json.loads(str(arrays.pop("meta"))) if "meta" in arrays else {}
         version = int(meta.get("format_version", 1))
         if version > PLAN_FORMAT_VERSION:

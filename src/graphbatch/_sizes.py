@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ._io import atomic_savez
+from ._io import atomic_savez, read_npz
 from ._validate import as_count_array
 
 __all__ = ["GraphSizes", "SizeHistogram"]
@@ -134,19 +133,5 @@ class GraphSizes:
 
         Never unpickles: object arrays are refused.
         """
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"size table {str(path)!r} does not exist")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                keys = set(data.files)
-                missing = [k for k in ("n_node", "n_edge") if k not in keys]
-                if missing:
-                    raise KeyError(
-                        f"size table {str(path)!r} lacks key(s) {', '.join(missing)} "
-                        f"(found: {', '.join(sorted(keys)) or 'none'})"
-                    )
-                n_bytes = data["n_bytes"] if "n_bytes" in keys else None
-                return cls(data["n_node"], data["n_edge"], n_bytes)
-        except (OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"cannot read size table {str(path)!r}: {exc}") from exc
+        data = read_npz(path, "size table", ("n_node", "n_edge"))
+        return cls(data["n_node"], data["n_edge"], data.get("n_bytes"))

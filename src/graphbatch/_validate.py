@@ -24,12 +24,12 @@ def as_count_array(values, name: str) -> np.ndarray:
         bad = ~np.isfinite(arr) | (arr != np.round(arr))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{name}[{i}] = {arr[i]!r} is not an integer")
+            raise ValueError(f"{name}[{i}] = {arr[i].item()!r} is not an integer")
     elif arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
     if arr.size and (arr < 0).any():
         i = int(np.flatnonzero(arr < 0)[0])
-        raise ValueError(f"{name}[{i}] = {arr[i]} is negative")
+        raise ValueError(f"{name}[{i}] = {arr[i].item()} is negative")
     return arr.astype(np.int64, copy=False)
 
 

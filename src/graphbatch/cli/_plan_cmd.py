@@ -38,6 +38,10 @@ def add_parser(sub) -> None:
     p.add_argument("--on-oversize", choices=("error", "skip", "own_batch"), default="error")
     p.add_argument("--multiple", type=int, help="rounding multiple (static-64, budget estimate)")
     p.add_argument("--sample-size", type=int, help="graphs sampled to estimate the budget")
+    p.add_argument("--pad", choices=("static-64", "pow2", "max"),
+                   help="padded shape of balancing strategies (default static-64)")
+    p.add_argument("--world-size", type=int, default=1,
+                   help="ranks per step: a distributed plan of equal-shape steps (default 1)")
     p.add_argument("--option", action="append", type=_parse_option, default=[], metavar="KEY=VALUE",
                    help="strategy option (repeatable), e.g. --option multiple=32")
     p.add_argument("--out", required=True, help="plan file to write (.npz)")
@@ -49,7 +53,7 @@ def collect_options(args) -> dict:
     """Strategy options from dedicated flags and ``--option``; only those the strategy takes."""
     strat = get_strategy(args.strategy)
     options = dict(args.option)
-    for flag in ("multiple", "sample_size"):
+    for flag in ("multiple", "sample_size", "pad"):
         value = getattr(args, flag, None)
         if value is None:
             continue
@@ -76,6 +80,7 @@ def run(args) -> int:
         epoch=args.epoch,
         shuffle=not args.no_shuffle,
         on_oversize=args.on_oversize,
+        world_size=args.world_size,
         **options,
     )
     result.save(args.out)

@@ -1,11 +1,36 @@
 """Planning strategies. Importing this package registers every built-in strategy."""
 
 from ._assemble import OversizeSplit, batch_totals, finish_plan, split_oversize
-from ._dynamic import budget_lower_bound, greedy_offsets, greedy_offsets_reference, plan_dynamic
+from ._dynamic import (
+    budget_lower_bound,
+    greedy_fill,
+    greedy_offsets,
+    greedy_offsets_reference,
+    plan_dynamic,
+)
 from ._registry import PlanRequest, Strategy, get_strategy, register, strategy_names
 from ._static import plan_static_constant, plan_static_multiple, plan_static_pow2, static_offsets
+from ._balancing import (
+    PAD_MODES,
+    plan_balance,
+    plan_iqr,
+    plan_kk,
+    plan_random,
+    plan_stratified,
+    plan_zscore,
+)
+from ._cost import CostModel, cost_model_from_options
 
 __all__ = [
+    "PAD_MODES",
+    "CostModel",
+    "cost_model_from_options",
+    "plan_balance",
+    "plan_iqr",
+    "plan_kk",
+    "plan_random",
+    "plan_stratified",
+    "plan_zscore",
     "OversizeSplit",
     "PlanRequest",
     "Strategy",
@@ -13,6 +38,7 @@ __all__ = [
     "budget_lower_bound",
     "finish_plan",
     "get_strategy",
+    "greedy_fill",
     "greedy_offsets",
     "greedy_offsets_reference",
     "plan_dynamic",

@@ -35,6 +35,8 @@ class OversizeSplit:
     own: np.ndarray
     own_after: np.ndarray
     skipped: np.ndarray
+    kept_nodes: np.ndarray
+    kept_edges: np.ndarray
 
 
 def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget) -> OversizeSplit:
@@ -52,7 +54,7 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget) -> Overs
     big = (nodes > budget.node_capacity) | (edges > budget.edge_capacity)
     empty = np.zeros(0, dtype=np.int64)
     if not big.any():
-        return OversizeSplit(order, empty, empty, empty)
+        return OversizeSplit(order, empty, empty, empty, nodes, edges)
     if req.on_oversize == "error":
         pos = np.flatnonzero(big)
         i = int(order[pos[0]])
@@ -62,12 +64,14 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget) -> Overs
             f"real edges); {pos.shape[0]} graph(s) are oversize. Raise the budget, or pass "
             "on_oversize='skip' or 'own_batch'"
         )
-    kept = order[~big]
+    fit = ~big
+    kept, kept_nodes, kept_edges = order[fit], nodes[fit], edges[fit]
     if req.on_oversize == "skip":
-        return OversizeSplit(kept, empty, empty, np.sort(order[big]))
+        return OversizeSplit(kept, empty, empty, np.sort(order[big]), kept_nodes, kept_edges)
     pos = np.flatnonzero(big)
     own_after = pos - np.arange(pos.shape[0])  # kept graphs before each oversize graph
-    return OversizeSplit(kept, order[big], own_after.astype(np.int64), empty)
+    return OversizeSplit(kept, order[big], own_after.astype(np.int64), empty, kept_nodes,
+                         kept_edges)
 
 
 def batch_totals(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -100,6 +104,8 @@ def finish_plan(
     pad_edges: np.ndarray,
     pad_graphs: np.ndarray,
     lower_bound: int,
+    real_nodes: np.ndarray | None = None,
+    real_edges: np.ndarray | None = None,
     split: OversizeSplit | None = None,
     budget: Budget | None = None,
     **meta,
@@ -107,7 +113,8 @@ def finish_plan(
     """Build the `BatchPlan`: insert own-batch graphs where they came up, add totals and meta.
 
     ``order``/``offsets``/``pad_*`` describe the batches of the kept graphs. ``lower_bound`` is
-    the bound for those batches; each own batch adds one to it.
+    the bound for those batches; each own batch adds one to it. ``real_nodes``/``real_edges``
+    may pass the per-batch real totals when the planner already has them.
     """
     order = np.asarray(order, dtype=np.int64)
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -126,8 +133,9 @@ def finish_plan(
                 req, order, offsets, pad_nodes, pad_edges, pad_graphs, split, budget
             )
     sizes = req.sizes
-    real_nodes = batch_totals(sizes.n_node[order], offsets)
-    real_edges = batch_totals(sizes.n_edge[order], offsets)
+    if n_own or real_nodes is None or real_edges is None:
+        real_nodes = batch_totals(sizes.n_node[order], offsets)
+        real_edges = batch_totals(sizes.n_edge[order], offsets)
     real_cost = None if sizes.n_bytes is None else batch_totals(sizes.n_bytes[order], offsets)
     info = {
         "strategy": req.strategy,

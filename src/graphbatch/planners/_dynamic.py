@@ -9,39 +9,54 @@ from .._budget import Budget
 from ._assemble import ceil_div, finish_plan, split_oversize
 from ._registry import PlanRequest, register
 
-__all__ = ["plan_dynamic", "greedy_offsets", "greedy_offsets_reference"]
+__all__ = ["plan_dynamic", "greedy_fill", "greedy_offsets", "greedy_offsets_reference"]
 
 
 def greedy_offsets(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.ndarray:
     """Batch boundaries of the sequential greedy fill (Algorithm 3) over graphs in this order.
 
     A batch takes graphs in order while real nodes <= ``budget.node_capacity``, edges <=
-    ``edge_capacity`` and graphs <= ``graph_capacity``; every graph must fit alone. Vectorised:
-    the end of a batch starting at each position is found for all positions at once with
-    ``searchsorted`` on prefix sums, then the chain of batch starts is followed.
+    ``edge_capacity`` and graphs <= ``graph_capacity``; every graph must fit alone.
+    """
+    return greedy_fill(nodes, edges, budget)[0]
+
+
+def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
+    """`greedy_offsets` plus the real node and edge totals of each batch.
+
+    Vectorised: for every start position the end of a greedy batch is the graph-cap window
+    where that window fits, else found with ``searchsorted`` on prefix sums; the chain of batch
+    starts is then followed (one step per batch).
     """
     m = nodes.shape[0]
     if m == 0:
-        return np.zeros(1, dtype=np.int64)
+        z = np.zeros(0, dtype=np.int64)
+        return np.zeros(1, dtype=np.int64), z, z
+    cap_v, cap_e = budget.node_capacity, budget.edge_capacity
     cn = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(nodes, out=cn[1:])
     ce = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(edges, out=ce[1:])
-    end = np.searchsorted(cn, cn[:-1] + budget.node_capacity, side="right") - 1
-    np.minimum(end, np.searchsorted(ce, ce[:-1] + budget.edge_capacity, side="right") - 1, out=end)
-    np.minimum(end, np.arange(budget.graph_capacity, m + budget.graph_capacity), out=end)
-    if (end <= np.arange(m)).any():  # a graph that does not fit alone: caller's bug
-        i = int(np.flatnonzero(end <= np.arange(m))[0])
-        raise ValueError(f"graph at position {i} does not fit the budget {budget} alone")
-    nxt = end.tolist()
+    end = np.minimum(np.arange(budget.graph_capacity, m + budget.graph_capacity), m)
+    over = (cn[end] - cn[:-1] > cap_v) | (ce[end] - ce[:-1] > cap_e)
+    if over.any():
+        pos = np.flatnonzero(over)
+        e = np.searchsorted(cn, cn[pos] + cap_v, side="right") - 1
+        np.minimum(e, np.searchsorted(ce, ce[pos] + cap_e, side="right") - 1, out=e)
+        end[pos] = np.minimum(e, end[pos])
+        if (end[pos] <= pos).any():  # a graph that does not fit alone: caller's bug
+            i = int(pos[np.flatnonzero(end[pos] <= pos)[0]])
+            raise ValueError(f"graph at position {i} does not fit the budget {budget} alone")
     starts = []
-    s = 0
     append = starts.append
+    item = end.item
+    s = 0
     while s < m:
         append(s)
-        s = nxt[s]
+        s = item(s)
     starts.append(m)
-    return np.asarray(starts, dtype=np.int64)
+    offsets = np.asarray(starts, dtype=np.int64)
+    return offsets, np.diff(cn[offsets]), np.diff(ce[offsets])
 
 
 def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:
@@ -81,15 +96,15 @@ def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: 
 def plan_dynamic(req: PlanRequest):
     budget = req.resolve_budget()
     split = split_oversize(req, req.order(), budget)
-    kept = split.kept
-    nodes = req.sizes.n_node[kept]
-    edges = req.sizes.n_edge[kept]
-    offsets = greedy_offsets(nodes, edges, budget)
+    kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
+    offsets, real_nodes, real_edges = greedy_fill(nodes, edges, budget)
     nb = offsets.shape[0] - 1
     lb = budget_lower_bound(int(nodes.sum()), int(edges.sum()), kept.shape[0], budget)
     return finish_plan(
         req,
         order=kept,
+        real_nodes=real_nodes,
+        real_edges=real_edges,
         offsets=offsets,
         pad_nodes=np.full(nb, budget.n_node, dtype=np.int64),
         pad_edges=np.full(nb, budget.n_edge, dtype=np.int64),

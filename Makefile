@@ -1,0 +1,40 @@
+# graphbatch: two commands work on a fresh machine.
+#   make demo   - set up a virtual environment and run the main job on the embedded dataset
+#   make test   - set up a virtual environment with every extra and run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
+
+.PHONY: demo test setup-core setup-all bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
+
+# Core + plotting only: what the demo needs.
+$(VENV)/.core: pyproject.toml | $(VENV)/bin/python
+	$(PIP) -e ".[bench]"
+	touch $@
+
+# Everything: torch (exact CPU pin, installed first), PyG, JAX, data and test tools.
+$(VENV)/.all: pyproject.toml | $(VENV)/bin/python
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[all]"
+	$(PIP) --no-deps qm9pack==1.0.3 molsets==0.3.1
+	touch $(VENV)/.core $@
+
+setup-core: $(VENV)/.core
+setup-all: $(VENV)/.all
+
+demo: setup-core
+	$(PY) -m graphbatch.cli demo
+
+test: setup-all
+	$(PY) -m pytest -q
+
+bench: setup-all
+	PYTHONPATH=src $(PY) benchmarks/plan_speed.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,338 @@
+"""Memory-balancing strategies with a fixed number of graphs per batch (HEP paper, Lee et al.
+2024, Section 3): ``random``, ``balance``, ``zscore``, ``iqr``, ``kk``, plus ``stratified``.
+
+Every strategy places ``N`` graphs in ``B = ceil(N / (batch_size - 1))`` batches whose real
+graph counts differ by at most one (never more than ``batch_size - 1``; one graph slot stays for
+padding, as for the static strategies). The cost of a graph is ``n_bytes`` when the size table
+has it, else ``cost_nodes * n_node + cost_edges * n_edge`` (see `CostModel`). Each batch still
+gets a padded shape (option ``pad``: ``static-64`` (default), ``pow2`` or ``max``), so the plan
+file stays complete.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .._budget import next_pow2, round_up
+from .._validate import as_nonnegative_int, as_positive_int
+from ._assemble import batch_totals, finish_plan
+from ._cost import CostModel, cost_model_from_options
+from ._partition import (
+    balanced_ldm,
+    refine_by_swaps,
+    round_matrix,
+    stratified_assignment,
+)
+from ._registry import PlanRequest, register
+
+__all__ = [
+    "PAD_MODES",
+    "balancing_batch_count",
+    "batch_counts",
+    "padded_shapes",
+    "outliers_zscore",
+    "outliers_iqr",
+    "spread_outliers",
+    "plan_random",
+    "plan_balance",
+    "plan_zscore",
+    "plan_iqr",
+    "plan_kk",
+    "plan_stratified",
+]
+
+#: Padded-shape rules for balancing plans.
+PAD_MODES = ("static-64", "pow2", "max")
+
+_COMMON = ("pad", "multiple", "cost_nodes", "cost_edges")
+
+
+# ------------------------------------------------------------------ helpers
+def balancing_batch_count(num_graphs: int, batch_size: int) -> int:
+    """Batches needed for ``num_graphs`` at ``batch_size - 1`` real graphs per batch."""
+    return -(-int(num_graphs) // (int(batch_size) - 1))
+
+
+def batch_counts(num_graphs: int, num_batches: int) -> np.ndarray:
+    """Real graphs per batch, as equal as possible: the first ``N % B`` batches hold one more."""
+    q, extra = divmod(int(num_graphs), int(num_batches))
+    counts = np.full(num_batches, q, dtype=np.int64)
+    counts[:extra] += 1
+    return counts
+
+
+def padded_shapes(
+    real_nodes: np.ndarray, real_edges: np.ndarray, mode: str, multiple: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """Padded (nodes, edges) per batch, one node reserved for the padding graph.
+
+    ``static-64``: totals rounded up to ``multiple``; ``pow2``: to the next power of two;
+    ``max``: every batch gets the epoch's largest totals (one shape for the epoch).
+    """
+    if mode == "static-64":
+        return round_up(real_nodes + 1, multiple), round_up(real_edges, multiple)
+    if mode == "pow2":
+        return next_pow2(real_nodes + 1), next_pow2(real_edges)
+    if mode == "max":
+        nb = real_nodes.shape[0]
+        top_n = int(real_nodes.max()) + 1 if nb else 1
+        top_e = int(real_edges.max()) if nb else 0
+        return np.full(nb, top_n, dtype=np.int64), np.full(nb, top_e, dtype=np.int64)
+    raise ValueError(f"pad must be one of {', '.join(PAD_MODES)}, got {mode!r}")
+
+
+def _real_option(req: PlanRequest, name: str, default: float, *, low=None, high=None) -> float:
+    value = req.option(name, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if low is not None and not v > low:
+        raise ValueError(f"{name} must be > {low}, got {value!r}")
+    if high is not None and v > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+    return v
+
+
+class _Setup:
+    """Validated inputs shared by all balancing strategies."""
+
+    def __init__(self, req: PlanRequest) -> None:
+        if req.budget is not None:
+            raise ValueError(
+                f"strategy {req.strategy!r} fixes the number of graphs per batch; "
+                "give batch_size, not a node/edge budget"
+            )
+        bs = as_positive_int(req.require_batch_size(), "batch_size")
+        if bs < 2:
+            raise ValueError(f"batch_size = {bs} leaves no room for the padding graph; it must be >= 2")
+        n = len(req.sizes)
+        if bs - 1 > n:
+            raise ValueError(
+                f"batch_size = {bs} asks for {bs - 1} real graphs per batch but the dataset has "
+                f"only {n} graph(s); use batch_size <= {n + 1}"
+            )
+        self.pad = req.option("pad", "static-64")
+        if self.pad not in PAD_MODES:
+            raise ValueError(f"pad must be one of {', '.join(PAD_MODES)}, got {self.pad!r}")
+        self.multiple = as_positive_int(req.option("multiple", 64), "multiple")
+        self.model: CostModel = cost_model_from_options(req.sizes, req.options)
+        self.costs = self.model.costs(req.sizes)
+        self.batch_size = bs
+        self.num_graphs = n
+        self.num_batches = balancing_batch_count(n, bs)
+
+
+def _order_rng(req: PlanRequest) -> np.random.Generator:
+    """Per-epoch stream for the batch order, independent of ``req.epoch_rng()``."""
+    return np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(3, req.epoch)))
+
+
+def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **meta):
+    """Turn an assignment into a plan: batch order shuffled per epoch, padded shapes.
+
+    Give ``batch_of`` (batch id per graph) or ``columns`` (``[R, B]`` graph ids, ``-1`` for
+    dummies, column = batch; avoids a sort).
+    """
+    nb = setup.num_batches
+    relabel = (_order_rng(req).permutation(nb) if req.shuffle else np.arange(nb)).astype(np.int64)
+    if columns is not None:
+        rows = columns.T[relabel]  # plan batch j = column relabel[j]
+        keep = rows >= 0
+        counts = keep.sum(axis=1).astype(np.int64)
+        order = rows[keep].astype(np.int64)  # row-major: batch after batch
+    else:
+        inverse = np.empty(nb, dtype=np.int64)
+        inverse[relabel] = np.arange(nb, dtype=np.int64)
+        batch_of = inverse[batch_of]
+        counts = np.bincount(batch_of, minlength=nb).astype(np.int64)
+        order = np.argsort(batch_of, kind="stable").astype(np.int64)
+    if counts.max() > setup.batch_size - 1:  # internal invariant, never expected
+        raise RuntimeError(f"balancing produced a batch of {counts.max()} graphs")
+    offsets = np.zeros(nb + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    sizes = req.sizes
+    real_nodes = batch_totals(sizes.n_node[order], offsets)
+    real_edges = batch_totals(sizes.n_edge[order], offsets)
+    pad_nodes, pad_edges = padded_shapes(real_nodes, real_edges, setup.pad, setup.multiple)
+    return finish_plan(
+        req,
+        order=order,
+        offsets=offsets,
+        pad_nodes=pad_nodes,
+        pad_edges=pad_edges,
+        pad_graphs=np.full(nb, setup.batch_size, dtype=np.int64),
+        lower_bound=nb,
+        cost_model=setup.model.as_meta(),
+        pad=setup.pad,
+        **meta,
+    )
+
+
+def outliers_zscore(costs: np.ndarray, threshold: float = 3.0) -> np.ndarray:
+    """Indices of graphs whose z-score ``(c - mean) / std`` exceeds ``threshold``."""
+    std = float(costs.std())
+    if std == 0.0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero((costs - costs.mean()) / std > threshold).astype(np.int64)
+
+
+def outliers_iqr(costs: np.ndarray, multiplier: float = 1.5) -> tuple[np.ndarray, float]:
+    """Indices of graphs above ``Q3 + multiplier * (Q3 - Q1)`` (upper fence), and the fence."""
+    q1, q3 = np.percentile(costs, [25.0, 75.0])
+    fence = float(q3 + multiplier * (q3 - q1))
+    return np.flatnonzero(costs > fence).astype(np.int64), fence
+
+
+def spread_outliers(
+    outliers: np.ndarray,
+    costs: np.ndarray,
+    num_graphs: int,
+    num_batches: int,
+    rng: np.random.Generator,
+    *,
+    snake: bool = True,
+    permute_batches: bool = True,
+) -> np.ndarray:
+    """Batch id per graph: outliers dealt round-robin, the rest filling free slots at random.
+
+    Outliers are sorted by cost (descending) and dealt one per batch per round over a batch
+    order (a random permutation when ``permute_batches``); with ``snake`` every other round runs
+    backwards. So no batch holds two outliers while there are at least as many batches as
+    outliers, and batch outlier counts differ by at most one. The remaining graphs are shuffled
+    into the free slots; batch sizes follow `batch_counts`, the larger sizes going to batches
+    with more outliers.
+    """
+    b = int(num_batches)
+    m = outliers.shape[0]
+    outliers = outliers[np.argsort(-costs[outliers], kind="stable")]
+    seq = rng.permutation(b) if permute_batches else np.arange(b)
+    pos = np.arange(m)
+    rnd, col = np.divmod(pos, b)
+    if snake:
+        col = np.where(rnd % 2 == 1, b - 1 - col, col)
+    out_batch = seq[col].astype(np.int64)
+    n_out = np.bincount(out_batch, minlength=b)
+    counts = np.empty(b, dtype=np.int64)
+    counts[np.argsort(-n_out, kind="stable")] = batch_counts(num_graphs, b)
+    free = counts - n_out
+    if (free < 0).any():  # impossible by construction (see docstring)
+        raise RuntimeError("outlier dealing overfilled a batch")
+    batch_of = np.empty(num_graphs, dtype=np.int64)
+    batch_of[outliers] = out_batch
+    is_out = np.zeros(num_graphs, dtype=bool)
+    is_out[outliers] = True
+    rest = np.flatnonzero(~is_out)
+    rest = rest[rng.permutation(rest.shape[0])]
+    batch_of[rest] = np.repeat(np.arange(b, dtype=np.int64), free)
+    return batch_of
+
+
+# --------------------------------------------------------------- strategies
+@register(
+    "random",
+    description="HEP baseline: batch_size-1 random graphs per batch (counts differ by <= 1), "
+    "padded per `pad` (static-64 | pow2 | max)",
+    options=_COMMON,
+    uses_budget=False,
+)
+def plan_random(req: PlanRequest):
+    s = _Setup(req)
+    rng = req.epoch_rng()
+    perm = req.order(rng)
+    batch_of = np.empty(s.num_graphs, dtype=np.int64)
+    batch_of[perm] = np.repeat(np.arange(s.num_batches, dtype=np.int64),
+                               batch_counts(s.num_graphs, s.num_batches))
+    return _finish(req, s, batch_of)
+
+
+@register(
+    "balance",
+    description="HEP balance sampler: the `fraction` (default 0.1) largest graphs by cost dealt "
+    "round-robin in size order, the rest at random; fraction 1 = bucket partitioning",
+    options=_COMMON + ("fraction",),
+    uses_budget=False,
+)
+def plan_balance(req: PlanRequest):
+    s = _Setup(req)
+    fraction = _real_option(req, "fraction", 0.1, low=0.0, high=1.0)
+    m = min(s.num_graphs, int(math.ceil(fraction * s.num_graphs)))
+    outliers = np.argsort(-s.costs, kind="stable")[:m].astype(np.int64)
+    batch_of = spread_outliers(outliers, s.costs, s.num_graphs, s.num_batches, req.epoch_rng(),
+                               snake=False, permute_batches=False)
+    return _finish(req, s, batch_of, outliers=m, fraction=fraction)
+
+
+@register(
+    "zscore",
+    description="HEP z-score sampler: graphs with cost z-score above `threshold` (default 3) "
+    "dealt one per batch (snake round-robin), the rest at random",
+    options=_COMMON + ("threshold",),
+    uses_budget=False,
+)
+def plan_zscore(req: PlanRequest):
+    s = _Setup(req)
+    threshold = _real_option(req, "threshold", 3.0)
+    outliers = outliers_zscore(s.costs, threshold)
+    batch_of = spread_outliers(outliers, s.costs, s.num_graphs, s.num_batches, req.epoch_rng())
+    return _finish(req, s, batch_of, outliers=int(outliers.shape[0]), threshold=threshold)
+
+
+@register(
+    "iqr",
+    description="HEP IQR sampler: graphs above Q3 + `multiplier` x IQR (default 1.5) dealt one "
+    "per batch (snake round-robin), the rest at random",
+    options=_COMMON + ("multiplier",),
+    uses_budget=False,
+)
+def plan_iqr(req: PlanRequest):
+    s = _Setup(req)
+    multiplier = _real_option(req, "multiplier", 1.5)
+    if multiplier < 0:
+        raise ValueError(f"multiplier must be >= 0, got {multiplier!r}")
+    outliers, fence = outliers_iqr(s.costs, multiplier)
+    batch_of = spread_outliers(outliers, s.costs, s.num_graphs, s.num_batches, req.epoch_rng())
+    return _finish(req, s, batch_of, outliers=int(outliers.shape[0]), multiplier=multiplier,
+                   fence=fence)
+
+
+@register(
+    "kk",
+    description="Karmarkar-Karp largest differencing with exact batch sizes: balanced LDM over "
+    "rounds of B graphs (O(N log N) time, O(N) memory) plus up to `passes` (default 16) swap "
+    "passes; batch contents fixed across epochs",
+    options=_COMMON + ("passes",),
+    uses_budget=False,
+)
+def plan_kk(req: PlanRequest):
+    s = _Setup(req)
+    passes = as_nonnegative_int(req.option("passes", 16), "passes")
+    value, ident = round_matrix(s.costs, s.num_batches)
+    value, ident = balanced_ldm(value, ident)
+    value, ident, swaps = refine_by_swaps(value, ident, passes)
+    return _finish(req, s, columns=ident, swaps=swaps)
+
+
+@register(
+    "stratified",
+    description="beyond the paper: graphs sorted into cost strata of B, each stratum dealt to "
+    "the batches by a fresh random permutation every epoch, then up to `passes` (default 8) "
+    "swap passes until max batch cost <= (1 + `tolerance`) x mean (default 0.01)",
+    options=_COMMON + ("passes", "tolerance"),
+    uses_budget=False,
+)
+def plan_stratified(req: PlanRequest):
+    s = _Setup(req)
+    passes = as_nonnegative_int(req.option("passes", 8), "passes")
+    tolerance = _real_option(req, "tolerance", 0.01)
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance!r}")
+    value, ident = round_matrix(s.costs, s.num_batches)
+    value, ident = stratified_assignment(value, ident, req.epoch_rng())
+    target = (1.0 + tolerance) * float(s.costs.sum()) / s.num_batches
+    value, ident, swaps = refine_by_swaps(value, ident, passes, target=target)
+    return _finish(req, s, columns=ident, swaps=swaps, tolerance=tolerance)

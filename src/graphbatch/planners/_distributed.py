@@ -1,0 +1,126 @@
+"""Distributed plans: any single-device plan dealt into steps of ``world_size`` equal-shape batches.
+
+Appendix F of the static-vs-dynamic paper: data-parallel devices (``pmap``, DDP) need every
+device's batch of one step to have the same padded shape; static-64/2^N batches rarely do. Here
+batches are sorted by padded shape, then by real nodes and edges (`balanced_sequence`), and cut
+into steps of ``R`` consecutive batches, so a step holds batches of equal (or nearly equal) shape
+and similar load; each step is padded to the elementwise maximum shape of its batches. When ``B``
+is not a multiple of ``R``,
+the ``S·R - B`` missing batches are padding-only batches (no graph, the step's shape) placed in
+the step of the lightest batches. No graph is repeated or dropped (unlike torch's
+``DistributedSampler``, which repeats samples to even out ranks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._plan import BatchPlan
+from .._validate import as_positive_int
+
+__all__ = ["distribute_plan", "balanced_sequence"]
+
+
+def _step_rng(seed: int, epoch: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(4, epoch)))
+
+
+def balanced_sequence(plan: BatchPlan, world_size: int) -> np.ndarray:
+    """Batch indices ordered so that consecutive runs of ``world_size`` share a shape and load.
+
+    Two-level sort balancing both real nodes and real edges: batches sorted by padded shape,
+    then real nodes, are cut into blocks of ``world_size * g`` (``g = ceil(sqrt(steps))``); each
+    block is re-sorted by shape, then real edges. A run of ``world_size`` consecutive batches
+    therefore has nodes within one block's narrow range and nearly equal edges.
+    """
+    nb = len(plan)
+    shape_keys = (plan.pad_graphs, plan.pad_edges, plan.pad_nodes)
+    idx = np.lexsort((np.arange(nb), plan.real_nodes) + shape_keys).astype(np.int64)
+    steps = -(-nb // world_size)
+    block = world_size * max(1, int(np.ceil(np.sqrt(steps))))
+    block_id = np.arange(nb) // block
+    edges_keys = (plan.real_edges[idx],) + tuple(k[idx] for k in shape_keys) + (block_id,)
+    return idx[np.lexsort((np.arange(nb),) + edges_keys)]
+
+
+def distribute_plan(
+    plan: BatchPlan, world_size: int, *, seed: int = 0, epoch: int = 0, shuffle: bool = True
+) -> BatchPlan:
+    """A step-major plan of ``ceil(B / R)`` steps x ``R`` ranks from the single-device ``plan``.
+
+    Batch ``s * R + r`` is rank ``r``'s batch of step ``s``; arrays ``rank``/``step`` say so.
+    Steps come in a per-``(seed, epoch)`` random order and ranks within a step are a random
+    permutation when ``shuffle``; otherwise steps follow the original batch order. Steps are
+    formed by `balanced_sequence` (shape first, then real nodes and real edges).
+    """
+    r = as_positive_int(world_size, "world_size")
+    if plan.rank is not None or plan.step is not None:
+        raise ValueError("plan is already distributed (it has rank/step arrays)")
+    nb = len(plan)
+    steps = -(-nb // r)
+    n_empty = steps * r - nb
+    by_shape = balanced_sequence(plan, r)
+    # slot sequence: empties first (they join the lightest batches of the smallest shape)
+    slots = np.concatenate([np.full(n_empty, -1, dtype=np.int64), by_shape])
+    grid = slots.reshape(steps, r)  # [S, R] original batch id or -1
+    real = grid >= 0
+    safe = np.where(real, grid, 0)
+
+    def step_max(values: np.ndarray) -> np.ndarray:
+        return np.where(real, values[safe], np.iinfo(np.int64).min).max(axis=1)
+
+    s_nodes = step_max(plan.pad_nodes)
+    s_edges = step_max(plan.pad_edges)
+    s_graphs = step_max(plan.pad_graphs)
+    if shuffle:
+        rng = _step_rng(seed, epoch)
+        step_order = rng.permutation(steps)
+        rank_perm = np.argsort(rng.random((steps, r)), axis=1)
+        grid = np.take_along_axis(grid, rank_perm, axis=1)
+    else:
+        first = np.where(real, grid, np.iinfo(np.int64).max).min(axis=1)
+        step_order = np.argsort(first, kind="stable")
+        key = np.where(grid >= 0, grid, np.iinfo(np.int64).max)
+        grid = np.take_along_axis(grid, np.argsort(key, axis=1, kind="stable"), axis=1)
+    grid = grid[step_order]
+    s_nodes, s_edges, s_graphs = s_nodes[step_order], s_edges[step_order], s_graphs[step_order]
+
+    src = grid.reshape(-1)
+    is_real = src >= 0
+    safe = np.where(is_real, src, 0)
+    gpb = np.where(is_real, plan.graphs_per_batch[safe], 0)
+    offsets = np.zeros(src.shape[0] + 1, dtype=np.int64)
+    np.cumsum(gpb, out=offsets[1:])
+    starts = np.where(is_real, plan.offsets[:-1][safe], 0)
+    total = int(offsets[-1])
+    gather = np.repeat(starts - offsets[:-1], gpb) + np.arange(total, dtype=np.int64)
+    order = plan.order[gather]
+
+    def per_batch(values):
+        if values is None:
+            return None
+        return np.where(is_real, values[safe], 0)
+
+    meta = dict(plan.meta)
+    lb_single = int(meta.get("lower_bound", nb))
+    meta.update(
+        world_size=r,
+        num_steps=steps,
+        padding_only_batches=n_empty,
+        lower_bound_single=lb_single,
+        lower_bound=r * (-(-lb_single // r)),
+    )
+    return BatchPlan(
+        order,
+        offsets,
+        np.repeat(s_nodes, r),
+        np.repeat(s_edges, r),
+        np.repeat(s_graphs, r),
+        plan.skipped,
+        real_nodes=per_batch(plan.real_nodes),
+        real_edges=per_batch(plan.real_edges),
+        real_cost=per_batch(plan.real_cost),
+        rank=np.tile(np.arange(r, dtype=np.int64), steps),
+        step=np.repeat(np.arange(steps, dtype=np.int64), r),
+        meta=meta,
+    )

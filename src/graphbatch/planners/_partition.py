@@ -1,0 +1,181 @@
+"""Equal-cardinality partition kernels on raw cost arrays (no plan objects).
+
+All kernels work on a *round matrix*: the graphs sorted by cost (descending) and cut into
+``R = ceil(N / B)`` rounds of ``B`` consecutive graphs (the last round padded with zero-cost
+dummies). Every batch takes exactly one entry of every round, so batch cardinalities differ by
+at most one and memory stays ``O(N)`` whatever the number of batches ``B``.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+__all__ = [
+    "round_matrix",
+    "balanced_ldm",
+    "stratified_assignment",
+    "refine_by_swaps",
+    "columns_to_batches",
+]
+
+
+def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.ndarray]:
+    """Graphs sorted by cost (descending, ties by index) cut into rounds of ``num_batches``.
+
+    Returns ``(value, ident)`` of shape ``[R, B]``: ``ident`` holds graph indices, or ``-1`` for
+    the zero-cost dummies that fill the last round.
+    """
+    n = costs.shape[0]
+    b = int(num_batches)
+    if b < 1:
+        raise ValueError(f"num_batches must be >= 1, got {num_batches}")
+    r = -(-n // b)
+    order = np.argsort(-costs, kind="stable")
+    ident = np.full(r * b, -1, dtype=np.int64)
+    ident[:n] = order
+    value = np.zeros(r * b, dtype=np.float64)
+    value[:n] = costs[order]
+    return value.reshape(r, b), ident.reshape(r, b)
+
+
+def balanced_ldm(value: np.ndarray, ident: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Karmarkar–Karp largest differencing over the rounds of a round matrix (balanced LDM).
+
+    Each round is a ``B``-tuple of partial batches. Repeatedly the two tuples with the largest
+    spread (max - min) are merged, the heaviest partial batch of one with the lightest of the
+    other, and so on, which keeps exactly one graph per round in every batch. The final spread
+    (heaviest - lightest batch) never exceeds the largest round spread. Time ``O(N log B)`` for
+    ``N = R·B`` entries, memory ``O(N)`` (the textbook k-way differencing keeps a ``B``-tuple per
+    graph, ``O(N·B)``).
+
+    Returns the matrix rearranged so that column ``j`` lists the entries of batch ``j``.
+    """
+    r, b = value.shape
+    n = r * b
+    # Each tuple: its partial-batch sums (sorted descending) and one representative flat
+    # position per partial batch; `parent` links merged positions to their representative.
+    parent = np.arange(n, dtype=np.int64)
+    sums = [value[i].copy() for i in range(r)]  # round rows are already sorted descending
+    reps = [np.arange(i * b, (i + 1) * b, dtype=np.int64) for i in range(r)]
+    heap = [(-(s[0] - s[-1]), i) for i, s in enumerate(sums)]
+    heapq.heapify(heap)
+    while len(heap) > 1:
+        _, i = heapq.heappop(heap)
+        _, j = heapq.heappop(heap)
+        merged = sums[i] + sums[j][::-1]
+        parent[reps[j][::-1]] = reps[i]
+        perm = np.argsort(-merged, kind="stable")
+        sums[i] = merged[perm]
+        reps[i] = reps[i][perm]
+        sums[j] = reps[j] = None
+        heapq.heappush(heap, (-(sums[i][0] - sums[i][-1]), i))
+    _, last = heap[0]
+    while True:  # pointer jumping: every position to its final representative
+        grand = parent[parent]
+        if np.array_equal(grand, parent):
+            break
+        parent = grand
+    column = np.empty(n, dtype=np.int64)
+    column[reps[last]] = np.arange(b, dtype=np.int64)
+    col = column[parent]  # batch of every flat position
+    # rearrange: column j lists batch j's entries, one per round (row = round)
+    flat = np.empty((r, b), dtype=np.int64)
+    rows = np.repeat(np.arange(r, dtype=np.int64), b)
+    flat[rows, col] = np.arange(n, dtype=np.int64)
+    return value.reshape(-1)[flat], ident.reshape(-1)[flat]
+
+
+def stratified_assignment(
+    value: np.ndarray, ident: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each round (stratum) dealt to the batches by an independent random permutation."""
+    r, b = value.shape
+    perm = rng.permuted(np.broadcast_to(np.arange(b), (r, b)), axis=1)
+    return np.take_along_axis(value, perm, axis=1), np.take_along_axis(ident, perm, axis=1)
+
+
+def refine_by_swaps(
+    value: np.ndarray, ident: np.ndarray, passes: int, target: float | None = None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pairwise one-for-one swap repair between heavy and light batches (columns).
+
+    Per pass, batches are ranked by load and the ``i``-th heaviest is paired with the ``i``-th
+    lightest; for each pair the single swap (any entry of one for any entry of the other) whose
+    moved cost is closest to half the gap is made when it lowers the pair's maximum (moved cost
+    strictly between 0 and the gap). Cardinalities never change. Vectorised over pairs with one
+    ``searchsorted``: ``O(N log R)`` per pass. Stops after ``passes`` passes, when no pair
+    improves, or once the heaviest load is ``<= target``. Dummies (``ident == -1``) never move.
+    Returns copies and the swap count.
+    """
+    r, b = value.shape
+    half = b // 2
+    if half == 0 or r == 0:
+        return value.copy(), ident.copy(), 0
+    # batch-major copies: row j = batch j, so gathering a batch's entries is contiguous
+    vt = np.array(value.T, order="C", copy=True)
+    it = np.array(ident.T, order="C", copy=True)
+    swaps = 0
+    pairs = np.arange(half)
+    base = pairs * r
+    for _ in range(int(passes)):
+        load = vt.sum(axis=1)
+        if target is not None and load.max() <= target:
+            break
+        idx = np.argsort(load, kind="stable")
+        lo = idx[:half]
+        hi = idx[::-1][:half]
+        gap = load[hi] - load[lo]  # >= 0
+        heavy = vt[hi]  # [P, R]
+        lord = np.argsort(vt[lo], axis=1, kind="stable")
+        lsorted = np.take_along_axis(vt[lo], lord, axis=1)
+        heavy_real = it[hi] >= 0  # dummies never move: cardinalities stay as dealt
+        light_real = np.take_along_axis(it[lo], lord, axis=1) >= 0
+        # rows side by side in one sorted vector: row p shifted by p * span (exact in float64
+        # while values stay far below 2**53 / P)
+        span = 2.0 * (float(np.abs(vt).max()) + float(gap.max())) + 1.0
+        shift = pairs * span
+        flat = (lsorted + shift[:, None]).ravel()
+        want = heavy - 0.5 * gap[:, None]  # the light entry that would halve the gap
+        pos = np.searchsorted(flat, (want + shift[:, None]).ravel()).reshape(half, r)
+        best = np.full(half, np.inf)
+        best_h = np.zeros(half, dtype=np.int64)
+        best_l = np.zeros(half, dtype=np.int64)
+        for cand in (pos - 1, pos):
+            c = np.clip(cand - base[:, None], 0, r - 1)  # column within the sorted light row
+            moved = heavy - np.take_along_axis(lsorted, c, axis=1)
+            ok = (moved > 0) & (moved < gap[:, None]) & heavy_real
+            ok &= np.take_along_axis(light_real, c, axis=1)
+            score = np.where(ok, np.abs(0.5 * gap[:, None] - moved), np.inf)
+            j = np.argmin(score, axis=1)
+            sc = score[pairs, j]
+            better = sc < best
+            best = np.where(better, sc, best)
+            best_h = np.where(better, j, best_h)
+            best_l = np.where(better, c[pairs, j], best_l)
+        p = np.flatnonzero(np.isfinite(best))
+        if p.shape[0] == 0:
+            break
+        rh = best_h[p]
+        rl = lord[p, best_l[p]]
+        h = hi[p]
+        lw = lo[p]
+        vh = vt[h, rh].copy()
+        vt[h, rh] = vt[lw, rl]
+        vt[lw, rl] = vh
+        ih = it[h, rh].copy()
+        it[h, rh] = it[lw, rl]
+        it[lw, rl] = ih
+        swaps += int(p.shape[0])
+    return np.ascontiguousarray(vt.T), np.ascontiguousarray(it.T), swaps
+
+
+def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:
+    """Batch id per graph from a column-per-batch identity matrix (dummies ``-1`` ignored)."""
+    r, b = ident.shape
+    batch_of = np.empty(num_graphs, dtype=np.int64)
+    cols = np.broadcast_to(np.arange(b, dtype=np.int64), (r, b))
+    real = ident >= 0
+    batch_of[ident[real]] = cols[real]
+    return batch_of
