@@ -13,7 +13,7 @@ import sys
 __all__ = ["main", "build_parser"]
 
 #: Subcommand modules, in the order ``graphbatch --help`` lists them.
-_COMMANDS = ("_plan_cmd",)
+_COMMANDS = ("_plan_cmd", "_bench_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
