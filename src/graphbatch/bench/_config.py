@@ -37,6 +37,8 @@ class BenchConfig:
     lr: float = 1e-3
     cutoff: float = 6.0
     full: bool = False
+    compile_backend: str = "inductor"
+    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     strategy_options: dict[str, Any] = field(default_factory=lambda: {"buckets": {"num_shapes": 4}})
 
     def validate(self) -> "BenchConfig":

@@ -109,7 +109,9 @@ def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Pa
             fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
             for ax, (mat, what) in zip(axes, mats):
                 a = np.array(mat, dtype=float)
-                im = ax.imshow(a, cmap="viridis")
+                is_p = what.startswith("p")
+                im = ax.imshow(a, cmap="viridis_r" if is_p else "viridis",
+                               vmin=0.0 if is_p else None, vmax=1.0 if is_p else None)
                 n = len(t["names"])
                 ax.set_xticks(range(n), t["names"], rotation=45, ha="right", fontsize=7)
                 ax.set_yticks(range(n), t["names"], fontsize=7)

@@ -91,6 +91,7 @@ def _build(spec: RunSpec, cfg: BenchConfig):
     kwargs: dict[str, Any] = {"cutoff": cfg.cutoff}
     if spec.model == "schnet":
         kwargs["pair_edges"] = True  # QM9 radius graphs: every edge has its reverse
+    kwargs.update(cfg.model_options.get(spec.model, {}))
     if spec.strategy in ("pyg-eager", "pyg-compile") and spec.model == "schnet":
         return _pyg_schnet(cfg.cutoff), True
     return build_model(spec.model, **kwargs), False
@@ -170,7 +171,8 @@ def run_one(spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None
     padded = spec.strategy not in BASELINES
     if spec.compiled:
         torch._dynamo.reset()  # count this run's compilations from zero
-        fn = torch.compile(model, dynamic=not padded, fullgraph=padded)
+        fn = torch.compile(model, dynamic=not padded, fullgraph=padded,
+                           backend=cfg.compile_backend)
     else:
         fn = model
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)

@@ -45,6 +45,8 @@ def add_parser(sub) -> None:
     p.add_argument("--compile", choices=["auto", "on", "off"], default=None,
                    help="torch.compile padded strategies (auto: on CUDA all, on CPU pack-lpf both "
                    "ways)")
+    p.add_argument("--compile-backend", default=None,
+                   help="torch.compile backend (default inductor; 'eager' traces only)")
     p.add_argument("--eval-every", type=int, help="steps between test evaluations")
     p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
@@ -65,7 +67,7 @@ def config_from_args(args):
         "batch_sizes": args.batch_sizes, "steps": args.steps, "repeats": args.repeats,
         "subset": args.subset, "device": args.device, "compile": args.compile,
         "eval_every": args.eval_every, "num_workers": args.num_workers,
-        "threads": args.threads, "seed": args.seed,
+        "threads": args.threads, "seed": args.seed, "compile_backend": args.compile_backend,
     }
     cfg = dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
     if cfg.eval_every > cfg.steps:
