@@ -1,0 +1,82 @@
+"""Where padding goes inside a padded batch: padding-edge wiring and padding-node positions.
+
+Pure NumPy, shared by the torch and jax adapters. A padded batch of shape ``(n_node, n_edge,
+n_graph)`` holding ``N`` real nodes and ``E`` real edges has ``P = n_node - N >= 1`` padding nodes
+(indices ``N .. n_node-1``, all owned by the first padding graph, as in ``jraph.pad_with_graphs``)
+and ``n_edge - E`` padding edges, which connect padding nodes only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import as_nonnegative_int, as_positive_int
+
+__all__ = [
+    "padding_edge_index",
+    "padding_positions",
+    "check_cutoff",
+    "short_padding_batches",
+]
+
+
+def check_cutoff(cutoff) -> float | None:
+    """``cutoff`` as a positive finite float (``None`` passes through), else ``ValueError``."""
+    if cutoff is None:
+        return None
+    try:
+        c = float(cutoff)
+    except (TypeError, ValueError):
+        raise TypeError(f"cutoff must be a number, got {cutoff!r}") from None
+    if not np.isfinite(c) or c <= 0:
+        raise ValueError(f"cutoff must be a positive finite distance, got {cutoff!r}")
+    return c
+
+
+def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, spread: bool):
+    """Sender/receiver indices ``[2, num_pad_edges]`` (int64) of the padding edges.
+
+    Without ``spread`` every padding edge is a self-loop of the first padding node (jraph's
+    convention). With ``spread`` and ``P >= 2`` padding nodes, padding edge ``k`` joins padding
+    node ``k mod P`` to ``(k + 1) mod P``, so no padding edge is a self-loop; with ``P == 1`` a
+    self-loop is the only choice and is returned.
+    """
+    n_real = as_nonnegative_int(num_real_nodes, "num_real_nodes")
+    n_node = as_positive_int(n_node, "n_node")
+    e = as_nonnegative_int(num_pad_edges, "num_pad_edges")
+    p = n_node - n_real
+    if p < 1:
+        raise ValueError(
+            f"{n_real} real nodes leave no padding node in a batch of {n_node} nodes"
+        )
+    if not spread or p == 1:
+        return np.full((2, e), n_real, dtype=np.int64)
+    k = np.arange(e, dtype=np.int64)
+    return np.stack([n_real + k % p, n_real + (k + 1) % p])
+
+
+def padding_positions(real_max, num_pad_nodes: int, cutoff: float, dtype=np.float64) -> np.ndarray:
+    """Coordinates ``[P, D]`` for the padding nodes so that padding edges are longer than ``cutoff``.
+
+    Padding node ``j`` sits at ``real_max + (j + 1) * 2 * cutoff`` on every axis, where
+    ``real_max[d]`` is the largest real coordinate on axis ``d`` (0 when there are no real nodes).
+    Hence two padding nodes are at least ``2 * cutoff`` apart and every padding node is farther
+    than ``2 * cutoff`` from every real node (on each axis separately).
+    """
+    real_max = np.asarray(real_max, dtype=np.float64).reshape(-1)
+    p = as_nonnegative_int(num_pad_nodes, "num_pad_nodes")
+    step = 2.0 * check_cutoff(cutoff)
+    j = np.arange(1, p + 1, dtype=np.float64)[:, None]
+    return (real_max[None, :] + j * step).astype(dtype)
+
+
+def short_padding_batches(plan) -> np.ndarray:
+    """Batches of ``plan`` where padding edges must be self-loops even with a ``cutoff``.
+
+    That happens when real nodes fill all but the one reserved padding node
+    (``pad_nodes - real_nodes == 1``) and there is at least one padding edge. Returns the batch
+    indices (int64). Empty means a ``cutoff`` is honoured by every batch of the plan.
+    """
+    one_pad_node = (plan.pad_nodes - plan.real_nodes) == 1
+    has_pad_edges = (plan.pad_edges - plan.real_edges) > 0
+    return np.flatnonzero(one_pad_node & has_pad_edges).astype(np.int64)

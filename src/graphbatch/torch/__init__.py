@@ -1,0 +1,31 @@
+"""PyTorch / PyG adapter: padded collation, the plan batch sampler, the loader, masked losses.
+
+Import explicitly (``import graphbatch.torch``); ``import graphbatch`` never imports torch.
+"""
+
+from .._padlayout import short_padding_batches
+from ._collate import collate_dict
+from ._loader import PlanCollater, PlanLoader, loader, read_sizes
+from ._loss import masked_mean
+from ._pyg import collate, unpad, unpad_graphs
+from ._sampler import PlanBatchSampler, PlannedBatch, distributed_world
+from ._schema import FieldSpec, Schema, infer_schema
+
+__all__ = [
+    "FieldSpec",
+    "PlanBatchSampler",
+    "PlanCollater",
+    "PlanLoader",
+    "PlannedBatch",
+    "Schema",
+    "collate",
+    "collate_dict",
+    "distributed_world",
+    "infer_schema",
+    "loader",
+    "masked_mean",
+    "read_sizes",
+    "short_padding_batches",
+    "unpad",
+    "unpad_graphs",
+]
