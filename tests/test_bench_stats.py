@@ -101,3 +101,12 @@ def test_bad_input():
         pairwise_mannwhitney({"a": [1.0], "b": [2.0]}, correction="holm")
     with pytest.raises(TypeError, match="map names"):
         pairwise_ttest([[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_statistics_import_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, graphbatch.bench, graphbatch.cli; graphbatch.cli.build_parser(); "
+            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -38,6 +38,7 @@ class BenchConfig:
     cutoff: float = 6.0
     full: bool = False
     compile_backend: str = "inductor"
+    compile_mode: str | None = None  # e.g. "reduce-overhead" (CUDA graphs; static shapes only)
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     strategy_options: dict[str, Any] = field(default_factory=lambda: {"buckets": {"num_shapes": 4}})
 

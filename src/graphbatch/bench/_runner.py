@@ -171,8 +171,9 @@ def run_one(spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None
     padded = spec.strategy not in BASELINES
     if spec.compiled:
         torch._dynamo.reset()  # count this run's compilations from zero
+        mode = cfg.compile_mode if padded else None  # CUDA graphs need static shapes
         fn = torch.compile(model, dynamic=not padded, fullgraph=padded,
-                           backend=cfg.compile_backend)
+                           backend=cfg.compile_backend, mode=mode)
     else:
         fn = model
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -255,6 +256,7 @@ def run_one(spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None
         "steps": n,
         "params": count_parameters(model),
         "model_impl": "pyg" if is_pyg_model else "graphbatch",
+        "compile_mode": (cfg.compile_mode or "default") if spec.compiled else None,
         "compiles": int(new_compiles.sum()),
         "compile_s": compile_s,
         "distinct_shapes": len(shapes) if padded else None,

@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
                    "ways)")
     p.add_argument("--compile-backend", default=None,
                    help="torch.compile backend (default inductor; 'eager' traces only)")
+    p.add_argument("--compile-mode", default=None,
+                   choices=["default", "reduce-overhead", "max-autotune"],
+                   help="torch.compile mode for padded strategies (reduce-overhead: CUDA graphs)")
     p.add_argument("--eval-every", type=int, help="steps between test evaluations")
     p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
@@ -68,6 +71,7 @@ def config_from_args(args):
         "subset": args.subset, "device": args.device, "compile": args.compile,
         "eval_every": args.eval_every, "num_workers": args.num_workers,
         "threads": args.threads, "seed": args.seed, "compile_backend": args.compile_backend,
+        "compile_mode": None if args.compile_mode in (None, "default") else args.compile_mode,
     }
     cfg = dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
     if cfg.eval_every > cfg.steps:
