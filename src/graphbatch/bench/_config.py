@@ -37,6 +37,7 @@ class BenchConfig:
     lr: float = 1e-3
     cutoff: float = 6.0
     full: bool = False
+    interleave: bool = True
     compile_backend: str = "inductor"
     compile_mode: str | None = None  # e.g. "reduce-overhead" (CUDA graphs; static shapes only)
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)

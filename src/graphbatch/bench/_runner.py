@@ -9,6 +9,7 @@ strategies) or PyG's ``DataLoader`` (baselines); models from `graphbatch.models`
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -155,134 +156,182 @@ def _rss() -> int:
 
 
 # --------------------------------------------------------------------------- one run
-def run_one(spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None] | None = None
-            ) -> dict[str, Any]:
-    """Train ``cfg.steps`` steps of ``spec`` and return its record (see docs/bench.md)."""
+_RUN_IDS = itertools.count()
+
+
+def _compile(model, **kwargs):
+    """``torch.compile`` of a wrapper whose code object is unique to this run.
+
+    Dynamo caches compiled code per code object; a fresh code object per run keeps runs that
+    are stepped in turn (interleaved) from sharing or evicting each other's compilations, so
+    each run's count is its own."""
+    import types
+
     import torch
-    from torch._dynamo.utils import counters
 
-    from ..models import batch_inputs, count_parameters, unpadded_inputs
-    from ..torch import masked_mean
+    def call(*args, **kw):
+        return model(*args, **kw)
 
-    device = torch.device(cfg.device)
-    cuda = device.type == "cuda"
-    model, is_pyg_model = _build(spec, cfg)
-    model = model.to(device)
-    padded = spec.strategy not in BASELINES
-    if spec.compiled:
-        torch._dynamo.reset()  # count this run's compilations from zero
-        mode = cfg.compile_mode if padded else None  # CUDA graphs need static shapes
-        fn = torch.compile(model, dynamic=not padded, fullgraph=padded,
-                           backend=cfg.compile_backend, mode=mode)
-    else:
-        fn = model
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    code = call.__code__.replace(co_name=f"bench_run_{next(_RUN_IDS)}")
+    fn = types.FunctionType(code, call.__globals__, code.co_name, call.__defaults__,
+                            call.__closure__)
+    return torch.compile(fn, **kwargs)
 
-    def predict(b, f):
-        if is_pyg_model:
+
+class _Run:
+    """State of one run; `step` trains one step and times it, `record` summarises."""
+
+    def __init__(self, spec: RunSpec, cfg: BenchConfig, data) -> None:
+        import torch
+
+        self.spec, self.cfg, self.data = spec, cfg, data
+        self.device = torch.device(cfg.device)
+        self.cuda = self.device.type == "cuda"
+        model, self.is_pyg_model = _build(spec, cfg)
+        self.model = model.to(self.device)
+        self.padded = spec.strategy not in BASELINES
+        if spec.compiled:
+            mode = cfg.compile_mode if self.padded else None  # CUDA graphs need static shapes
+            self.fn = _compile(self.model, dynamic=not self.padded,
+                               fullgraph=self.padded, backend=cfg.compile_backend, mode=mode)
+        else:
+            self.fn = self.model
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.batches = (_padded_batches(spec, cfg, data) if self.padded
+                        else _pyg_batches(spec, cfg, data))
+        n = cfg.steps
+        self.batching_ms = np.zeros(n)
+        self.update_ms = np.zeros(n)
+        self.real_graphs = np.zeros(n, dtype=np.int64)
+        self.new_compiles = np.zeros(n, dtype=np.int64)
+        self.shapes: set[tuple[int, int, int]] = set()
+        self.real_nodes = self.pad_nodes = 0
+        self.peak_rss, self.batch_bytes = _rss(), 0
+        self.eval_steps: list[int] = []
+        self.maes: list[float] = []
+        self.rmses: list[float] = []
+
+    def _predict(self, b, f):
+        from ..models import batch_inputs, unpadded_inputs
+
+        if self.is_pyg_model:
             return f(b.z, b.pos, b.edge_index, b.batch)
-        if padded:
+        if self.padded:
             return f(**batch_inputs(b))
         return f(**unpadded_inputs(b.z, b.pos, b.edge_index, b.batch, b.num_graphs))
 
-    batches = _padded_batches(spec, cfg, data) if padded else _pyg_batches(spec, cfg, data)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(device)
-    n = cfg.steps
-    batching_ms = np.zeros(n)
-    update_ms = np.zeros(n)
-    real_graphs = np.zeros(n, dtype=np.int64)
-    new_compiles = np.zeros(n, dtype=np.int64)
-    shapes: set[tuple[int, int, int]] = set()
-    real_nodes = pad_nodes = 0
-    peak_rss, batch_bytes = _rss(), 0
-    eval_steps, maes, rmses = [], [], []
-    graphs_seen = 0
-    for k in range(n):
+    def step(self, k: int) -> None:
+        import torch
+        from torch._dynamo.utils import counters
+
+        from ..torch import masked_mean
+
         t0 = time.perf_counter()
-        b = next(batches)
-        b = b.to(device)
+        b = next(self.batches)
+        b = b.to(self.device)
         t1 = time.perf_counter()
         before = counters["stats"]["unique_graphs"]
-        opt.zero_grad(set_to_none=True)
-        out = predict(b, fn)
-        if padded:
+        self.opt.zero_grad(set_to_none=True)
+        out = self._predict(b, self.fn)
+        if self.padded:
             loss = masked_mean((out - b.y.view(-1)) ** 2, b.graph_mask)
         else:
             loss = ((out - b.y.view(-1)) ** 2).mean()
         loss.backward()
-        opt.step()
-        if cuda:
-            torch.cuda.synchronize(device)
+        self.opt.step()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
-        new_compiles[k] = counters["stats"]["unique_graphs"] - before
-        batching_ms[k] = (t1 - t0) * 1e3
-        update_ms[k] = (t2 - t1) * 1e3
-        if padded:
+        self.new_compiles[k] = counters["stats"]["unique_graphs"] - before
+        self.batching_ms[k] = (t1 - t0) * 1e3
+        self.update_ms[k] = (t2 - t1) * 1e3
+        if self.padded:
             g = int(b.graph_mask.sum())
-            shapes.add((int(b.num_nodes), int(b.edge_index.shape[1]), int(b.num_graphs)))
-            real_nodes += int(b.node_mask.sum())
-            pad_nodes += int(b.num_nodes)
+            self.shapes.add((int(b.num_nodes), int(b.edge_index.shape[1]), int(b.num_graphs)))
+            self.real_nodes += int(b.node_mask.sum())
         else:
             g = int(b.num_graphs)
-            real_nodes += int(b.num_nodes)
-            pad_nodes += int(b.num_nodes)
-        real_graphs[k] = g
-        graphs_seen += g
-        batch_bytes = max(batch_bytes, _nbytes(b))
-        peak_rss = max(peak_rss, _rss())
-        if (k + 1) % cfg.eval_every == 0 or k + 1 == n:
-            mae, rmse = _evaluate(lambda bb: _predict_eval(model, bb, is_pyg_model), data, device)
-            eval_steps.append(k + 1)
-            maes.append(mae)
-            rmses.append(rmse)
+            self.real_nodes += int(b.num_nodes)
+        self.pad_nodes += int(b.num_nodes)
+        self.real_graphs[k] = g
+        self.batch_bytes = max(self.batch_bytes, _nbytes(b))
+        self.peak_rss = max(self.peak_rss, _rss())
+        if (k + 1) % self.cfg.eval_every == 0 or k + 1 == self.cfg.steps:
+            mae, rmse = _evaluate(lambda bb: _predict_eval(self.model, bb, self.is_pyg_model),
+                                  self.data, self.device)
+            self.eval_steps.append(k + 1)
+            self.maes.append(mae)
+            self.rmses.append(rmse)
+
+    def record(self, interleaved: bool) -> dict[str, Any]:
+        import torch
+
+        from ..models import count_parameters
+
+        spec, cfg, n = self.spec, self.cfg, self.cfg.steps
+        self.batches.close()
+        batching_ms, update_ms, real_graphs = self.batching_ms, self.update_ms, self.real_graphs
+        step_ms = batching_ms + update_ms
+        compiling = self.new_compiles > 0
+        steady = ~compiling if (~compiling).any() else np.ones(n, dtype=bool)
+        compile_s = float(np.clip(update_ms[compiling] - np.median(update_ms[steady]), 0,
+                                  None).sum() / 1e3)
+        peak = (int(torch.cuda.max_memory_reserved(self.device)) if self.cuda
+                else self.peak_rss)
+        graphs_seen = int(real_graphs.sum())
+        return {
+            "model": spec.model,
+            "strategy": spec.strategy,
+            "batch_size": spec.batch_size,
+            "repeat": spec.repeat,
+            "compiled": spec.compiled,
+            "device": cfg.device,
+            "num_workers": cfg.num_workers,
+            "interleaved": interleaved,
+            "steps": n,
+            "params": count_parameters(self.model),
+            "model_impl": "pyg" if self.is_pyg_model else "graphbatch",
+            "compile_mode": (cfg.compile_mode or "default") if spec.compiled else None,
+            "compiles": int(self.new_compiles.sum()),
+            "compile_s": compile_s,
+            "distinct_shapes": len(self.shapes) if self.padded else None,
+            "step_ms_mean": float(step_ms.mean()),
+            "step_ms_median": float(np.median(step_ms)),
+            "update_ms_mean": float(update_ms.mean()),
+            "update_ms_median": float(np.median(update_ms)),
+            "batching_ms_mean": float(batching_ms.mean()),
+            "batching_ms_median": float(np.median(batching_ms)),
+            "graphs_per_s": float(graphs_seen / (step_ms.sum() / 1e3)),
+            "steady_graphs_per_s": float(real_graphs[steady].sum()
+                                         / (step_ms[steady].sum() / 1e3)),
+            "update_us_per_graph": float(update_ms[steady].sum() * 1e3
+                                         / real_graphs[steady].sum()),
+            "real_graphs": graphs_seen,
+            "node_efficiency": float(self.real_nodes / self.pad_nodes) if self.pad_nodes else 1.0,
+            "peak_mem_bytes": int(peak),
+            "peak_mem_kind": ("cuda_max_memory_reserved" if self.cuda else "process_rss")
+            + ("_process_wide" if interleaved else ""),
+            "batch_bytes_max": int(self.batch_bytes),
+            "test_mae": self.maes[-1],
+            "test_rmse": self.rmses[-1],
+            "unit": self.data.unit,
+            "eval_steps": self.eval_steps,
+            "test_mae_curve": self.maes,
+            "test_rmse_curve": self.rmses,
+            "step_ms": [round(float(x), 4) for x in step_ms],
+            "compile_steps": [int(i) for i in np.flatnonzero(compiling)],
+        }
+
+
+def run_one(spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None] | None = None
+            ) -> dict[str, Any]:
+    """Train ``cfg.steps`` steps of ``spec`` alone and return its record (see docs/bench.md)."""
+    run = _Run(spec, cfg, data)
+    for k in range(cfg.steps):
+        run.step(k)
         if on_step is not None:
             on_step()
-    del batches
-    step_ms = batching_ms + update_ms
-    compiling = new_compiles > 0
-    steady = ~compiling if (~compiling).any() else np.ones(n, dtype=bool)
-    compile_s = float(np.clip(update_ms[compiling] - np.median(update_ms[steady]), 0, None).sum()
-                      / 1e3)
-    peak = int(torch.cuda.max_memory_reserved(device)) if cuda else peak_rss
-    return {
-        "model": spec.model,
-        "strategy": spec.strategy,
-        "batch_size": spec.batch_size,
-        "repeat": spec.repeat,
-        "compiled": spec.compiled,
-        "device": cfg.device,
-        "num_workers": cfg.num_workers,
-        "steps": n,
-        "params": count_parameters(model),
-        "model_impl": "pyg" if is_pyg_model else "graphbatch",
-        "compile_mode": (cfg.compile_mode or "default") if spec.compiled else None,
-        "compiles": int(new_compiles.sum()),
-        "compile_s": compile_s,
-        "distinct_shapes": len(shapes) if padded else None,
-        "step_ms_mean": float(step_ms.mean()),
-        "step_ms_median": float(np.median(step_ms)),
-        "update_ms_mean": float(update_ms.mean()),
-        "update_ms_median": float(np.median(update_ms)),
-        "batching_ms_mean": float(batching_ms.mean()),
-        "batching_ms_median": float(np.median(batching_ms)),
-        "graphs_per_s": float(graphs_seen / (step_ms.sum() / 1e3)),
-        "steady_graphs_per_s": float(real_graphs[steady].sum() / (step_ms[steady].sum() / 1e3)),
-        "update_us_per_graph": float(update_ms[steady].sum() * 1e3 / real_graphs[steady].sum()),
-        "real_graphs": int(graphs_seen),
-        "node_efficiency": float(real_nodes / pad_nodes) if pad_nodes else 1.0,
-        "peak_mem_bytes": int(peak),
-        "peak_mem_kind": "cuda_max_memory_reserved" if cuda else "process_rss",
-        "batch_bytes_max": int(batch_bytes),
-        "test_mae": maes[-1],
-        "test_rmse": rmses[-1],
-        "unit": data.unit,
-        "eval_steps": eval_steps,
-        "test_mae_curve": maes,
-        "test_rmse_curve": rmses,
-        "step_ms": [round(float(x), 4) for x in step_ms],
-        "compile_steps": [int(i) for i in np.flatnonzero(compiling)],
-    }
+    return run.record(interleaved=False)
 
 
 def _predict_eval(model, b, is_pyg_model):
@@ -294,7 +343,11 @@ def _predict_eval(model, b, is_pyg_model):
 
 
 def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dict[str, Any]]:
-    """Run every `RunSpec` of ``cfg`` (a tqdm bar over all steps) and return the records."""
+    """Run every `RunSpec` of ``cfg`` (a tqdm bar over all steps) and return the records.
+
+    ``cfg.interleave`` (default): the runs of one repeat are stepped in turn -- step k of every
+    strategy before step k+1 of any -- so that load changes on a shared machine hit all of them
+    alike; memory figures are then process-wide. Otherwise runs go one after another."""
     import torch
 
     from ._data import load_bench_data
@@ -302,21 +355,39 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
     cfg.validate()
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available to torch")
-    if data is None:
-        data = load_bench_data(cfg.dataset, subset=cfg.subset, cutoff=cfg.cutoff, seed=cfg.seed)
     if cfg.threads is not None:
         torch.set_num_threads(int(cfg.threads))
+    # static-64 can meet dozens of shapes: never fall back to eager silently
+    torch._dynamo.config.recompile_limit = 10_000
+    torch._dynamo.config.accumulated_recompile_limit = 100_000
+    torch._dynamo.reset()
+    if data is None:
+        data = load_bench_data(cfg.dataset, subset=cfg.subset, cutoff=cfg.cutoff, seed=cfg.seed)
     runs = plan_runs(cfg)
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(runs) * cfg.steps, unit="step", disable=not progress)
     records = []
     try:
-        for spec in runs:
-            bar.set_description(f"{spec.model} {spec.strategy}{' (compiled)' if spec.compiled else ''}"
-                                f" b={spec.batch_size} r={spec.repeat}")
-            records.append(run_one(spec, cfg, data, on_step=lambda: bar.update(1)))
+        if not cfg.interleave:
+            for spec in runs:
+                bar.set_description(_describe(spec))
+                records.append(run_one(spec, cfg, data, on_step=lambda: bar.update(1)))
+        else:
+            for r in range(cfg.repeats):
+                group = [_Run(s, cfg, data) for s in runs if s.repeat == r]
+                for k in range(cfg.steps):
+                    for run in group:
+                        bar.set_description(_describe(run.spec))
+                        run.step(k)
+                        bar.update(1)
+                records.extend(run.record(interleaved=True) for run in group)
+                del group
     finally:
         bar.close()
     return records
 
+
+def _describe(spec: RunSpec) -> str:
+    return (f"{spec.model} {spec.strategy}{' (compiled)' if spec.compiled else ''} "
+            f"b={spec.batch_size} r={spec.repeat}")

@@ -54,6 +54,9 @@ def add_parser(sub) -> None:
     p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     p.add_argument("--seed", type=int, help="base seed (repeat r uses seed + r)")
+    p.add_argument("--sequential", action="store_true",
+                   help="run configurations one after another (per-run peak memory) instead of "
+                   "stepping the runs of a repeat in turn")
     p.add_argument("--full", action="store_true", help="the paper's full grid (hours)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -74,6 +77,8 @@ def config_from_args(args):
         "compile_mode": None if args.compile_mode in (None, "default") else args.compile_mode,
     }
     cfg = dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
+    if args.sequential:
+        cfg = dataclasses.replace(cfg, interleave=False)
     if cfg.eval_every > cfg.steps:
         cfg = dataclasses.replace(cfg, eval_every=cfg.steps)
     return cfg.validate()
