@@ -306,6 +306,8 @@ class _Run:
                                          / (step_ms[steady].sum() / 1e3)),
             "update_us_per_graph": float(update_ms[steady].sum() * 1e3
                                          / real_graphs[steady].sum()),
+            "update_us_per_graph_median": float(np.median(update_ms[steady] * 1e3
+                                                          / np.maximum(real_graphs[steady], 1))),
             "real_graphs": graphs_seen,
             "node_efficiency": float(self.real_nodes / self.pad_nodes) if self.pad_nodes else 1.0,
             "peak_mem_bytes": int(peak),
@@ -319,6 +321,8 @@ class _Run:
             "test_mae_curve": self.maes,
             "test_rmse_curve": self.rmses,
             "step_ms": [round(float(x), 4) for x in step_ms],
+            "update_ms_steps": [round(float(x), 4) for x in update_ms],
+            "real_graphs_steps": [int(x) for x in real_graphs],
             "compile_steps": [int(i) for i in np.flatnonzero(compiling)],
         }
 
