@@ -12,9 +12,10 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 
-# Core + plotting only: what the demo needs.
+# Core + plotting + the QM9 data package: what the demo needs.
 $(VENV)/.core: pyproject.toml | $(VENV)/bin/python
 	$(PIP) -e ".[bench]"
+	$(PIP) --no-deps qm9pack==1.0.3
 	touch $@
 
 # Everything: torch (exact CPU pin, installed first), PyG, JAX, data and test tools.

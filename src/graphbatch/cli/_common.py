@@ -13,7 +13,13 @@ __all__ = ["add_budget_args", "budget_from_args", "load_sizes"]
 
 
 def load_sizes(path: str) -> GraphSizes:
-    """A size table from ``.npz`` (the plan contract); other formats are added by their issues."""
+    """A size table from ``.npz`` (the plan contract) or from a graph store (``.h5``/``.hdf5``,
+    read from its size metadata only)."""
+    if str(path).lower().endswith((".h5", ".hdf5")):
+        from ..datasets import GraphStore
+
+        with GraphStore(path, cache_size=0) as store:
+            return store.graph_sizes()
     return GraphSizes.load(path)
 
 

@@ -1,0 +1,46 @@
+"""Dataset and strategy analysis: numbers in, numbers out (NumPy/SciPy, no printing or plotting).
+
+- `describe`: the tuple-packing paper's Table 1 (padding efficiency when padding every graph to
+  the largest) plus quantiles, mean and excess kurtosis.
+- `compare_strategies`: every registered strategy on one budget, one row each.
+- `search_limits_if_available`: the efficiency-vs-limits grid when ``graphbatch.packing`` has it.
+- `load_bench` / `summarize_bench`: benchmark result files.
+"""
+
+from ._bench import BENCH_KEYS, BENCH_METRICS, load_bench, summarize_bench, validate_bench
+from ._compare import (
+    COMPARE_COLUMNS,
+    DEFAULT_VARIANTS,
+    Comparison,
+    StrategyResult,
+    Variant,
+    compare_columns,
+    compare_strategies,
+    comparison_variants,
+)
+from ._dataset import DEFAULT_QUANTILES, ColumnSummary, DatasetSummary, describe, describe_column
+from ._limits import LIMIT_RECORD_KEYS, LimitSearch, search_limits_if_available
+
+__all__ = [
+    "BENCH_KEYS",
+    "BENCH_METRICS",
+    "COMPARE_COLUMNS",
+    "DEFAULT_QUANTILES",
+    "DEFAULT_VARIANTS",
+    "LIMIT_RECORD_KEYS",
+    "ColumnSummary",
+    "Comparison",
+    "DatasetSummary",
+    "LimitSearch",
+    "StrategyResult",
+    "Variant",
+    "compare_columns",
+    "compare_strategies",
+    "comparison_variants",
+    "describe",
+    "describe_column",
+    "load_bench",
+    "search_limits_if_available",
+    "summarize_bench",
+    "validate_bench",
+]

@@ -1,0 +1,48 @@
+"""``graphbatch report``: one self-contained HTML page of figures and tables."""
+
+from __future__ import annotations
+
+import sys
+
+from ._common import load_sizes
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report (histograms, limits, strategies, benchmarks)",
+        description="Write one HTML page (figures embedded, no network needed to view it): size "
+        "histograms, the 2-D (nodes, edges) histogram, efficiency vs packing limits, the "
+        "strategy comparison, graphs per batch and, with --bench, timing, compilation and memory "
+        "figures. Needs matplotlib.",
+    )
+    p.add_argument("sizes", help="size table (.npz with n_node, n_edge[, n_bytes]) or graph store")
+    p.add_argument("--bench", nargs="+", action="extend", default=[], metavar="RESULTS.json",
+                   help="benchmark result files (JSON lists of records), repeatable")
+    p.add_argument("--batch-size", type=int, default=32,
+                   help="batch size of the strategy comparison (default 32)")
+    p.add_argument("--world-size", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dpi", type=int, default=100, help="figure resolution (default 100)")
+    p.add_argument("--out", required=True, help="HTML file to write")
+    p.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis import load_bench
+    from ..report import build_report, write_report
+
+    sizes = load_sizes(args.sizes)
+    bench = load_bench(args.bench) if args.bench else None
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"[report] {msg}", file=sys.stderr, flush=True)
+
+    text = build_report(sizes, source=str(args.sizes), batch_size=args.batch_size,
+                        world_size=args.world_size, seed=args.seed, bench=bench,
+                        progress=progress, dpi=args.dpi)
+    path = write_report(args.out, text)
+    print(path)
+    return 0

@@ -1,0 +1,169 @@
+"""Assemble the report: dataset statistics, limit search, strategy comparison, benchmarks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .. import __version__
+from .._sizes import GraphSizes
+from ..analysis import (
+    Comparison,
+    LimitSearch,
+    compare_strategies,
+    describe,
+    search_limits_if_available,
+    summarize_bench,
+    validate_bench,
+)
+from . import _figures as F
+from ._html import HtmlPage
+
+__all__ = ["build_report", "write_report", "REPORT_FIGURES"]
+
+#: Figure ids of a report, in page order (bench figures only when results are given).
+REPORT_FIGURES = (
+    "fig-size-hist", "fig-size-hist2d", "fig-limits", "fig-compare", "fig-graphs-per-batch",
+    "fig-bench-timing", "fig-bench-compile", "fig-bench-memory",
+)
+
+_BENCH_COLUMNS = (
+    ("model", "model"), ("strategy", "strategy"), ("batch_size", "batch size"),
+    ("repeats", "repeats"), ("step_ms_median", "step ms (median)"),
+    ("step_ms_mean", "step ms (mean)"), ("update_ms_median", "update ms"),
+    ("batching_ms_median", "batching ms"), ("graphs_per_s", "graphs/s"),
+    ("compiles", "compiles"), ("compile_s", "compile s"), ("peak_mem_mib", "peak MiB"),
+    ("test_rmse", "test RMSE"),
+)
+
+
+def _close(fig) -> None:
+    fig.clear()
+
+
+def build_report(
+    sizes: GraphSizes,
+    *,
+    source: str = "size table",
+    batch_size: int = 32,
+    world_size: int = 1,
+    seed: int = 0,
+    comparison: Comparison | None = None,
+    bench: Sequence[dict[str, Any]] | None = None,
+    limits: LimitSearch | None = None,
+    progress: Callable[[str], None] | None = None,
+    dpi: int = 100,
+) -> str:
+    """The HTML report for ``sizes`` as a string (self-contained, figures as base64 PNG).
+
+    ``comparison`` (from `compare_strategies`) is computed for ``batch_size``/``world_size`` when
+    not given; ``limits`` from ``graphbatch.packing.search_limits`` when present (else the figure
+    says it is unavailable); ``bench`` are benchmark records (see `graphbatch.analysis.BENCH_KEYS`).
+    ``progress(message)`` is called before each stage; ``dpi`` sets the figures' resolution.
+    """
+    say = progress or (lambda msg: None)
+    page = HtmlPage(f"graphbatch report — {source}", dpi=dpi)
+    page.paragraph(f"graphbatch {__version__}; {len(sizes):,} graphs from {source}; "
+                   f"strategy comparison at batch size {batch_size}"
+                   + (f", world size {world_size}" if world_size > 1 else "")
+                   + f", seed {seed}.", cls="meta")
+
+    say("dataset statistics")
+    summary = describe(sizes)
+    page.heading("Dataset sizes")
+    page.paragraph(
+        "Table 1 of the tuple-packing paper for this dataset: padding efficiency is the share of "
+        "useful node/edge slots when every graph is padded to the largest one; its inverse is the "
+        "speedup available from removing that padding. Excess kurtosis above 1 signals a long "
+        "tail, where padding to the maximum (static-constant batching) is most wasteful.")
+    cols = [("metric", "metric")] + [(c.name, c.name) for c in summary.columns()]
+    page.table(summary.table_rows(), cols, table_id="table-dataset")
+    say("size histograms")
+    fig = F.fig_size_histograms(sizes, summary)
+    page.figure("fig-size-hist", fig, "Histograms of nodes and edges per graph.")
+    _close(fig)
+    fig = F.fig_size_hist2d(sizes)
+    page.figure("fig-size-hist2d", fig, "2-D histogram of (nodes, edges) per graph.")
+    _close(fig)
+
+    if comparison is None:
+        say("comparing strategies")
+        comparison = compare_strategies(sizes, batch_size, world_size=world_size, seed=seed)
+    budget = comparison.budget
+
+    page.heading("Packing limits")
+    caption = ("Harmonic mean of node and edge packing efficiency for different node/edge limits "
+               "(tuple-packing paper, Figure 5), optimum marked.")
+    if limits is None:
+        say("searching packing limits")
+        limits = search_limits_if_available(sizes, max_graphs=budget.n_graph)
+    if limits.available:
+        fig = F.fig_limits_heatmap(limits.records)
+        page.figure("fig-limits", fig, caption)
+        _close(fig)
+        page.table(limits.records[:10], [
+            ("max_nodes", "max nodes"), ("max_edges", "max edges"), ("max_graphs", "max graphs"),
+            ("node_eff", "node eff"), ("edge_eff", "edge eff"), ("harmonic_mean", "harmonic mean"),
+        ], table_id="table-limits")
+    else:
+        page.unavailable("fig-limits", "Efficiency vs packing limits", limits.reason or "")
+
+    say("strategy figures")
+    page.heading("Strategy comparison")
+    page.paragraph(
+        f"Every registered strategy planned one epoch at batch size {comparison.batch_size}; "
+        f"strategies that take a node/edge budget share one: {budget}. Oversize graphs: "
+        f"{comparison.on_oversize}. Batch cost is the sum of the graphs' "
+        f"{comparison.cost_unit} "
+        "per batch; distinct shapes are the compilations a static-shape compiler performs.")
+    if any(r.ok for r in comparison.results):
+        fig = F.fig_strategy_comparison(comparison)
+        page.figure("fig-compare", fig, "Efficiency, batches over the lower bound, distinct "
+                    "shapes and batch-cost balance per strategy.")
+        _close(fig)
+    else:
+        page.unavailable("fig-compare", "Strategy comparison", "every strategy failed")
+    page.table(comparison.rows(), comparison.columns(), table_id="table-compare")
+    for r in comparison.results:
+        if not r.ok:
+            page.paragraph(f"{r.label}: {r.error}", cls="error")
+    page.heading("Graphs per batch")
+    if any(r.ok for r in comparison.results):
+        fig = F.fig_graphs_per_batch(comparison)
+        page.figure("fig-graphs-per-batch", fig, "Real graphs per batch for each strategy "
+                    "(static-vs-dynamic paper, Figure 3 right).")
+        _close(fig)
+    else:
+        page.unavailable("fig-graphs-per-batch", "Graphs per batch", "every strategy failed")
+
+    if bench:
+        say("benchmark figures")
+        rows = summarize_bench(validate_bench(list(bench)))
+        for r in rows:
+            for suffix in ("", "_min", "_max"):
+                r["peak_mem_mib" + suffix] = r["peak_mem_bytes" + suffix] / 2**20
+        page.heading("Benchmarks")
+        page.paragraph(f"{len(bench):,} benchmark runs in {len(rows):,} (model, strategy, batch "
+                       "size) groups; medians over repeats.")
+        for fig_id, func, cap in (
+            ("fig-bench-timing", F.fig_bench_timing, "Step, update and batching time and "
+             "throughput vs batch size."),
+            ("fig-bench-compile", F.fig_bench_compile, "Compilations and compilation time."),
+            ("fig-bench-memory", F.fig_bench_memory, "Peak memory."),
+        ):
+            fig = func(rows)
+            page.figure(fig_id, fig, cap)
+            _close(fig)
+        page.table(rows, _BENCH_COLUMNS, table_id="table-bench")
+    return page.render()
+
+
+def write_report(path: str | os.PathLike, text: str) -> Path:
+    """Write the report atomically-enough (temp file + rename in the same folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
