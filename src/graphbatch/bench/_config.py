@@ -25,12 +25,12 @@ class BenchConfig:
     models: tuple[str, ...] = ("schnet",)
     strategies: tuple[str, ...] = ("pack-lpf", "dynamic", "static-64", "unpadded", "pyg-eager")
     batch_sizes: tuple[int, ...] = (32, 128)
-    steps: int = 60
+    steps: int = 30
     repeats: int = 3
     subset: int | None = 2000
     device: str = "cpu"
     compile: str = "auto"
-    eval_every: int = 30
+    eval_every: int = 15
     num_workers: int = 0
     threads: int | None = None
     seed: int = 0
