@@ -1,0 +1,102 @@
+"""What `graphbatch bench` runs: the grid of (model, strategy, batch size, repeat) and options."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["BASELINES", "BenchConfig", "DEFAULT", "FULL", "PADDED_STRATEGIES"]
+
+#: Strategies that batch with PyG's ``DataLoader`` (no padding): PyG's SchNet (for ``schnet``;
+#: our model otherwise) eager or ``torch.compile(dynamic=True)``, and our model unpadded + eager.
+BASELINES = ("pyg-eager", "pyg-compile", "unpadded")
+#: Fixed-shape strategies of the paper and of graphbatch, batched by ``graphbatch.torch``.
+PADDED_STRATEGIES = ("static-constant", "static-64", "static-pow2", "dynamic", "pack-lpf",
+                     "buckets")
+COMPILE_MODES = ("auto", "on", "off")
+
+
+@dataclass
+class BenchConfig:
+    """One benchmark invocation. ``steps`` optimizer steps per run; ``eval_every`` steps between
+    test evaluations (and one at the end); ``subset`` molecules (``None`` = all of QM9)."""
+
+    dataset: str = "qm9"
+    models: tuple[str, ...] = ("schnet",)
+    strategies: tuple[str, ...] = ("pack-lpf", "dynamic", "static-64", "unpadded", "pyg-eager")
+    batch_sizes: tuple[int, ...] = (32, 128)
+    steps: int = 30
+    repeats: int = 3
+    subset: int | None = 2000
+    device: str = "cpu"
+    compile: str = "auto"
+    eval_every: int = 15
+    num_workers: int = 0
+    threads: int | None = None
+    seed: int = 0
+    lr: float = 1e-3
+    cutoff: float = 6.0
+    full: bool = False
+    interleave: bool = True
+    compile_backend: str = "inductor"
+    compile_mode: str | None = None  # e.g. "reduce-overhead" (CUDA graphs; static shapes only)
+    model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    strategy_options: dict[str, Any] = field(default_factory=lambda: {"buckets": {"num_shapes": 4}})
+
+    def validate(self) -> "BenchConfig":
+        from ..models import MODELS
+
+        for m in self.models:
+            if m not in MODELS:
+                raise ValueError(f"unknown model {m!r}; known: {', '.join(sorted(MODELS))}")
+        if not self.models or not self.strategies or not self.batch_sizes:
+            raise ValueError("--models, --strategies and --batch-sizes must each name something")
+        for s in self.strategies:
+            if s not in BASELINES:
+                from .. import strategy_names
+
+                if s not in strategy_names():
+                    raise ValueError(
+                        f"unknown strategy {s!r}; known: "
+                        f"{', '.join(sorted(set(strategy_names()) | set(BASELINES)))}"
+                    )
+        for b in self.batch_sizes:
+            if int(b) < 2:
+                raise ValueError(f"batch sizes must be >= 2 (one slot is the padding graph), got {b}")
+        for name in ("steps", "repeats", "eval_every"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.subset is not None and int(self.subset) < 10:
+            raise ValueError(f"subset must be >= 10 molecules, got {self.subset}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be cpu or cuda, got {self.device!r}")
+        if self.compile not in COMPILE_MODES:
+            raise ValueError(f"compile must be one of {COMPILE_MODES}, got {self.compile!r}")
+        if self.threads is not None and int(self.threads) < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if int(self.num_workers) < 0:
+            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+        return self
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("models", "strategies", "batch_sizes"):
+            d[k] = list(d[k])
+        return d
+
+
+#: Default: finishes on 2 CPU cores in minutes (QM9 subset, SchNet, batch sizes 32 and 128).
+DEFAULT = BenchConfig()
+
+#: ``--full``: the paper's grid (3 models x 4 batch sizes x all strategies x 10 repeats).
+FULL = BenchConfig(
+    models=("schnet", "mpeu", "painn"),
+    strategies=PADDED_STRATEGIES + BASELINES,
+    batch_sizes=(16, 32, 64, 128),
+    steps=2000,
+    repeats=10,
+    subset=None,
+    compile="on",
+    eval_every=200,
+    full=True,
+)

@@ -1,0 +1,127 @@
+"""Figures of a bench run (matplotlib, Agg): one PNG per figure type of the paper."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._report import label, summarize
+
+__all__ = ["plot_all"]
+
+
+def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Path
+             ) -> dict[str, Path]:
+    """Timing vs batch size (Figs. 5/7-10), running average of the combined time (Fig. 4),
+    compilations, peak memory, test RMSE vs step (Fig. 14), Mann-Whitney / t-test heatmaps
+    (Figs. 16-21). Returns ``{file name: path}``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths: dict[str, Path] = {}
+    rows = summarize(records)
+    models = sorted({r["model"] for r in rows})
+
+    def save(fig, name):
+        p = out / name
+        fig.tight_layout()
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths[name] = p
+
+    # timing vs batch size: batching, update, combined (median per step, median of repeats)
+    fig, axes = plt.subplots(3, len(models), figsize=(5 * len(models), 9), squeeze=False)
+    for j, m in enumerate(models):
+        by = defaultdict(list)
+        for r in rows:
+            if r["model"] == m:
+                by[r["strategy"]].append(r)
+        for i, (key, name) in enumerate((("batching_ms", "batching"), ("update_ms", "update"),
+                                         ("step_ms_median", "combined"))):
+            ax = axes[i, j]
+            for s, rs in sorted(by.items()):
+                rs = sorted(rs, key=lambda r: r["batch_size"])
+                ax.plot([r["batch_size"] for r in rs], [r[key] for r in rs], "o-", label=s)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("batch size")
+            ax.set_ylabel(f"median {name} time per step (ms)")
+            ax.set_title(f"{m}: {name}")
+        axes[0, j].legend(fontsize=7)
+    save(fig, "timing.png")
+
+    # running average of combined time vs step (repeat 0)
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
+    for j, m in enumerate(models):
+        ax = axes[0, j]
+        for r in records:
+            if r["model"] == m and r["repeat"] == 0:
+                x = np.asarray(r["step_ms"])
+                ax.plot(np.arange(1, x.size + 1), np.cumsum(x) / np.arange(1, x.size + 1),
+                        label=f"{label(r)} b={r['batch_size']}")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("running average combined time (ms)")
+        ax.set_yscale("log")
+        ax.set_title(f"{m}: running average (repeat 0)")
+        ax.legend(fontsize=6)
+    save(fig, "running_average.png")
+
+    # compilations and compile seconds; peak memory
+    for key, ylabel, name in (("compiles", "compilations per run", "compiles.png"),
+                              ("compile_s", "compile time per run (s)", "compile_seconds.png"),
+                              ("peak_mem_mb", "peak memory (MiB)", "memory.png"),
+                              ("graphs_per_s", "real graphs / s", "throughput.png")):
+        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(rows)), 4))
+        names = [f"{r['model']} b={r['batch_size']}\n{r['strategy']}" for r in rows]
+        ax.bar(range(len(rows)), [r[key] for r in rows])
+        ax.set_xticks(range(len(rows)), names, rotation=90, fontsize=6)
+        ax.set_ylabel(ylabel)
+        save(fig, name)
+
+    # test RMSE vs step, mean over repeats
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
+    for j, m in enumerate(models):
+        ax = axes[0, j]
+        curves = defaultdict(list)
+        for r in records:
+            if r["model"] == m:
+                curves[(label(r), r["batch_size"])].append((r["eval_steps"], r["test_rmse_curve"]))
+        for (s, b), cs in sorted(curves.items()):
+            steps = cs[0][0]
+            ys = np.mean([c[1] for c in cs if len(c[1]) == len(steps)], axis=0)
+            ax.plot(steps, ys, "o-", label=f"{s} b={b}")
+        ax.set_xlabel("training step")
+        ax.set_ylabel(f"test RMSE ({records[0]['unit'] if records else ''})")
+        ax.set_title(f"{m}: mean test RMSE over repeats")
+        ax.legend(fontsize=6)
+    save(fig, "test_rmse.png")
+
+    # pairwise test heatmaps
+    for t in tests:
+        for key, title, fname in (("mannwhitney", "Mann-Whitney U", "mwu"),
+                                  ("ttest", "Student's t", "ttest")):
+            mats = ((t[key]["U"], "U statistic"), (t[key]["p_bonferroni"], "p (Bonferroni)")) \
+                if key == "mannwhitney" else ((t[key]["t"], "t statistic"), (t[key]["p"], "p"))
+            fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+            for ax, (mat, what) in zip(axes, mats):
+                a = np.array(mat, dtype=float)
+                is_p = what.startswith("p")
+                im = ax.imshow(a, cmap="viridis_r" if is_p else "viridis",
+                               vmin=0.0 if is_p else None, vmax=1.0 if is_p else None)
+                n = len(t["names"])
+                ax.set_xticks(range(n), t["names"], rotation=45, ha="right", fontsize=7)
+                ax.set_yticks(range(n), t["names"], fontsize=7)
+                for i in range(n):
+                    for k in range(n):
+                        if np.isfinite(a[i, k]):
+                            ax.text(k, i, f"{a[i, k]:.3g}", ha="center", va="center",
+                                    fontsize=6, color="w")
+                ax.set_title(f"{title}: {what}")
+                fig.colorbar(im, ax=ax)
+            fig.suptitle(f"{t['model']}, batch size {t['batch_size']}, final test RMSE")
+            save(fig, f"{fname}_{t['model']}_b{t['batch_size']}.png")
+    return paths

@@ -1,0 +1,397 @@
+"""Train for N steps per (model, strategy, batch size, repeat) and measure every step.
+
+Per step: batching time (planning + collation: the wait for the next batch), update time
+(forward, backward, optimizer step; CUDA synchronised), combined time; Dynamo compilations;
+real graphs. Per run: mean/median times, compile count and seconds, peak memory, real graphs/s,
+test MAE/RMSE every ``eval_every`` steps. Batches come from `graphbatch.torch.loader` (padded
+strategies) or PyG's ``DataLoader`` (baselines); models from `graphbatch.models`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ._config import BASELINES, BenchConfig
+
+__all__ = ["RunSpec", "plan_runs", "run_one", "run_bench"]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: str
+    strategy: str
+    batch_size: int
+    repeat: int
+    compiled: bool
+
+
+def plan_runs(cfg: BenchConfig) -> list[RunSpec]:
+    """The runs of ``cfg``, repeat-major (so slow drifts of a shared machine spread over all
+    strategies). ``compile='auto'``: padded strategies run compiled on CUDA; on CPU they run
+    eager, and ``pack-lpf`` additionally runs compiled (so the bench can pick the faster)."""
+    runs = []
+    for r in range(cfg.repeats):
+        for m in cfg.models:
+            for b in cfg.batch_sizes:
+                for s in cfg.strategies:
+                    if s == "pyg-eager" or s == "unpadded":
+                        modes = [False]
+                    elif s == "pyg-compile":
+                        modes = [True]
+                    elif cfg.compile == "on":
+                        modes = [True]
+                    elif cfg.compile == "off":
+                        modes = [False]
+                    elif cfg.device == "cuda":
+                        modes = [True]
+                    else:
+                        modes = [False, True] if s == "pack-lpf" else [False]
+                    runs.extend(RunSpec(m, s, int(b), r, c) for c in modes)
+    return runs
+
+
+# --------------------------------------------------------------------------- models
+def _pyg_schnet(cutoff: float):
+    """PyG's SchNet with the hyperparameters of ours, on precomputed radius-graph edges."""
+    import torch
+    from torch_geometric.nn.models import SchNet as PygSchNet
+
+    class PygSchNetOnEdges(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = PygSchNet(hidden_channels=100, num_filters=100, num_interactions=4,
+                                 num_gaussians=25, cutoff=cutoff)
+
+        def forward(self, z, pos, edge_index, batch):
+            # PyG's SchNet.forward, with the batch's edges instead of its radius_graph call
+            net = self.net
+            h = net.embedding(z)
+            row, col = edge_index
+            w = (pos[row] - pos[col]).norm(dim=-1)
+            attr = net.distance_expansion(w)
+            for block in net.interactions:
+                h = h + block(h, edge_index, w, attr)
+            h = net.lin2(net.act(net.lin1(h)))
+            return net.readout(h, batch, dim=0).view(-1)
+
+    return PygSchNetOnEdges()
+
+
+def _build(spec: RunSpec, cfg: BenchConfig):
+    """(module, step callable inputs builder, uses_padding)."""
+    import torch
+
+    from ..models import build_model
+
+    torch.manual_seed(cfg.seed + spec.repeat)  # same initial weights for every strategy
+    kwargs: dict[str, Any] = {"cutoff": cfg.cutoff}
+    if spec.model == "schnet":
+        kwargs["pair_edges"] = True  # QM9 radius graphs: every edge has its reverse
+    kwargs.update(cfg.model_options.get(spec.model, {}))
+    if spec.strategy in ("pyg-eager", "pyg-compile") and spec.model == "schnet":
+        return _pyg_schnet(cfg.cutoff), True
+    return build_model(spec.model, **kwargs), False
+
+
+# --------------------------------------------------------------------------- batches
+def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+    from ..torch import loader
+
+    options = dict(cfg.strategy_options.get(spec.strategy, {}))
+    ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
+                batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
+                num_workers=cfg.num_workers, **options)
+    epoch = 0
+    while True:
+        ld.set_epoch(epoch)
+        yield from ld
+        epoch += 1
+
+
+def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+    import torch
+    from torch_geometric.loader import DataLoader
+
+    gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
+    ld = DataLoader(data.train, batch_size=spec.batch_size, shuffle=True, generator=gen,
+                    num_workers=cfg.num_workers)
+    while True:
+        yield from ld
+
+
+# --------------------------------------------------------------------------- evaluation
+def _evaluate(predict_unpadded: Callable, data, device) -> tuple[float, float]:
+    """Test MAE and RMSE in the target's unit (unpadded batches, eager, no grad)."""
+    import torch
+    from torch_geometric.loader import DataLoader
+
+    err = []
+    with torch.no_grad():
+        for b in DataLoader(data.test, batch_size=256, shuffle=False):
+            b = b.to(device)
+            err.append((predict_unpadded(b) - b.y.view(-1)).double().cpu())
+    e = torch.cat(err).numpy() * data.scale
+    return float(np.abs(e).mean()), float(np.sqrt((e * e).mean()))
+
+
+def _nbytes(batch) -> int:
+    import torch
+
+    total = 0
+    for v in (batch.to_dict().values() if hasattr(batch, "to_dict") else vars(batch).values()):
+        if isinstance(v, torch.Tensor):
+            total += v.element_size() * v.nelement()
+    return total
+
+
+def _rss() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+# --------------------------------------------------------------------------- one run
+_RUN_IDS = itertools.count()
+
+
+def _compile(model, **kwargs):
+    """``torch.compile`` of a wrapper whose code object is unique to this run.
+
+    Dynamo caches compiled code per code object; a fresh code object per run keeps runs that
+    are stepped in turn (interleaved) from sharing or evicting each other's compilations, so
+    each run's count is its own."""
+    import types
+
+    import torch
+
+    def call(*args, **kw):
+        return model(*args, **kw)
+
+    code = call.__code__.replace(co_name=f"bench_run_{next(_RUN_IDS)}")
+    fn = types.FunctionType(code, call.__globals__, code.co_name, call.__defaults__,
+                            call.__closure__)
+    return torch.compile(fn, **kwargs)
+
+
+class _Run:
+    """State of one run; `step` trains one step and times it, `record` summarises."""
+
+    def __init__(self, spec: RunSpec, cfg: BenchConfig, data) -> None:
+        import torch
+
+        self.spec, self.cfg, self.data = spec, cfg, data
+        self.device = torch.device(cfg.device)
+        self.cuda = self.device.type == "cuda"
+        model, self.is_pyg_model = _build(spec, cfg)
+        self.model = model.to(self.device)
+        self.padded = spec.strategy not in BASELINES
+        if spec.compiled:
+            mode = cfg.compile_mode if self.padded else None  # CUDA graphs need static shapes
+            self.fn = _compile(self.model, dynamic=not self.padded,
+                               fullgraph=self.padded, backend=cfg.compile_backend, mode=mode)
+        else:
+            self.fn = self.model
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.batches = (_padded_batches(spec, cfg, data) if self.padded
+                        else _pyg_batches(spec, cfg, data))
+        n = cfg.steps
+        self.batching_ms = np.zeros(n)
+        self.update_ms = np.zeros(n)
+        self.real_graphs = np.zeros(n, dtype=np.int64)
+        self.new_compiles = np.zeros(n, dtype=np.int64)
+        self.shapes: set[tuple[int, int, int]] = set()
+        self.real_nodes = self.pad_nodes = 0
+        self.peak_rss, self.batch_bytes = _rss(), 0
+        self.eval_steps: list[int] = []
+        self.maes: list[float] = []
+        self.rmses: list[float] = []
+
+    def _predict(self, b, f):
+        from ..models import batch_inputs, unpadded_inputs
+
+        if self.is_pyg_model:
+            return f(b.z, b.pos, b.edge_index, b.batch)
+        if self.padded:
+            return f(**batch_inputs(b))
+        return f(**unpadded_inputs(b.z, b.pos, b.edge_index, b.batch, b.num_graphs))
+
+    def step(self, k: int) -> None:
+        import torch
+        from torch._dynamo.utils import counters
+
+        from ..torch import masked_mean
+
+        t0 = time.perf_counter()
+        b = next(self.batches)
+        b = b.to(self.device)
+        t1 = time.perf_counter()
+        before = counters["stats"]["unique_graphs"]
+        self.opt.zero_grad(set_to_none=True)
+        out = self._predict(b, self.fn)
+        if self.padded:
+            loss = masked_mean((out - b.y.view(-1)) ** 2, b.graph_mask)
+        else:
+            loss = ((out - b.y.view(-1)) ** 2).mean()
+        loss.backward()
+        self.opt.step()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        t2 = time.perf_counter()
+        self.new_compiles[k] = counters["stats"]["unique_graphs"] - before
+        self.batching_ms[k] = (t1 - t0) * 1e3
+        self.update_ms[k] = (t2 - t1) * 1e3
+        if self.padded:
+            g = int(b.graph_mask.sum())
+            self.shapes.add((int(b.num_nodes), int(b.edge_index.shape[1]), int(b.num_graphs)))
+            self.real_nodes += int(b.node_mask.sum())
+        else:
+            g = int(b.num_graphs)
+            self.real_nodes += int(b.num_nodes)
+        self.pad_nodes += int(b.num_nodes)
+        self.real_graphs[k] = g
+        self.batch_bytes = max(self.batch_bytes, _nbytes(b))
+        self.peak_rss = max(self.peak_rss, _rss())
+        if (k + 1) % self.cfg.eval_every == 0 or k + 1 == self.cfg.steps:
+            mae, rmse = _evaluate(lambda bb: _predict_eval(self.model, bb, self.is_pyg_model),
+                                  self.data, self.device)
+            self.eval_steps.append(k + 1)
+            self.maes.append(mae)
+            self.rmses.append(rmse)
+
+    def record(self, interleaved: bool) -> dict[str, Any]:
+        import torch
+
+        from ..models import count_parameters
+
+        spec, cfg, n = self.spec, self.cfg, self.cfg.steps
+        self.batches.close()
+        batching_ms, update_ms, real_graphs = self.batching_ms, self.update_ms, self.real_graphs
+        step_ms = batching_ms + update_ms
+        compiling = self.new_compiles > 0
+        steady = ~compiling if (~compiling).any() else np.ones(n, dtype=bool)
+        compile_s = float(np.clip(update_ms[compiling] - np.median(update_ms[steady]), 0,
+                                  None).sum() / 1e3)
+        peak = (int(torch.cuda.max_memory_reserved(self.device)) if self.cuda
+                else self.peak_rss)
+        graphs_seen = int(real_graphs.sum())
+        return {
+            "model": spec.model,
+            "strategy": spec.strategy,
+            "batch_size": spec.batch_size,
+            "repeat": spec.repeat,
+            "compiled": spec.compiled,
+            "device": cfg.device,
+            "num_workers": cfg.num_workers,
+            "interleaved": interleaved,
+            "steps": n,
+            "params": count_parameters(self.model),
+            "model_impl": "pyg" if self.is_pyg_model else "graphbatch",
+            "compile_mode": (cfg.compile_mode or "default") if spec.compiled else None,
+            "compiles": int(self.new_compiles.sum()),
+            "compile_s": compile_s,
+            "distinct_shapes": len(self.shapes) if self.padded else None,
+            "step_ms_mean": float(step_ms.mean()),
+            "step_ms_median": float(np.median(step_ms)),
+            "update_ms_mean": float(update_ms.mean()),
+            "update_ms_median": float(np.median(update_ms)),
+            "batching_ms_mean": float(batching_ms.mean()),
+            "batching_ms_median": float(np.median(batching_ms)),
+            "graphs_per_s": float(graphs_seen / (step_ms.sum() / 1e3)),
+            "steady_graphs_per_s": float(real_graphs[steady].sum()
+                                         / (step_ms[steady].sum() / 1e3)),
+            "update_us_per_graph": float(update_ms[steady].sum() * 1e3
+                                         / real_graphs[steady].sum()),
+            "update_us_per_graph_median": float(np.median(update_ms[steady] * 1e3
+                                                          / np.maximum(real_graphs[steady], 1))),
+            "real_graphs": graphs_seen,
+            "node_efficiency": float(self.real_nodes / self.pad_nodes) if self.pad_nodes else 1.0,
+            "peak_mem_bytes": int(peak),
+            "peak_mem_kind": ("cuda_max_memory_reserved" if self.cuda else "process_rss")
+            + ("_process_wide" if interleaved else ""),
+            "batch_bytes_max": int(self.batch_bytes),
+            "test_mae": self.maes[-1],
+            "test_rmse": self.rmses[-1],
+            "unit": self.data.unit,
+            "eval_steps": self.eval_steps,
+            "test_mae_curve": self.maes,
+            "test_rmse_curve": self.rmses,
+            "step_ms": [round(float(x), 4) for x in step_ms],
+            "update_ms_steps": [round(float(x), 4) for x in update_ms],
+            "real_graphs_steps": [int(x) for x in real_graphs],
+            "compile_steps": [int(i) for i in np.flatnonzero(compiling)],
+        }
+
+
+def run_one(spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None] | None = None
+            ) -> dict[str, Any]:
+    """Train ``cfg.steps`` steps of ``spec`` alone and return its record (see docs/bench.md)."""
+    run = _Run(spec, cfg, data)
+    for k in range(cfg.steps):
+        run.step(k)
+        if on_step is not None:
+            on_step()
+    return run.record(interleaved=False)
+
+
+def _predict_eval(model, b, is_pyg_model):
+    from ..models import unpadded_inputs
+
+    if is_pyg_model:
+        return model(b.z, b.pos, b.edge_index, b.batch)
+    return model(**unpadded_inputs(b.z, b.pos, b.edge_index, b.batch, b.num_graphs))
+
+
+def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dict[str, Any]]:
+    """Run every `RunSpec` of ``cfg`` (a tqdm bar over all steps) and return the records.
+
+    ``cfg.interleave`` (default): the runs of one repeat are stepped in turn -- step k of every
+    strategy before step k+1 of any -- so that load changes on a shared machine hit all of them
+    alike; memory figures are then process-wide. Otherwise runs go one after another."""
+    import torch
+
+    from ._data import load_bench_data
+
+    cfg.validate()
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available to torch")
+    if cfg.threads is not None:
+        torch.set_num_threads(int(cfg.threads))
+    # static-64 can meet dozens of shapes: never fall back to eager silently
+    torch._dynamo.config.recompile_limit = 10_000
+    torch._dynamo.config.accumulated_recompile_limit = 100_000
+    torch._dynamo.reset()
+    if data is None:
+        data = load_bench_data(cfg.dataset, subset=cfg.subset, cutoff=cfg.cutoff, seed=cfg.seed)
+    runs = plan_runs(cfg)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(runs) * cfg.steps, unit="step", disable=not progress)
+    records = []
+    try:
+        if not cfg.interleave:
+            for spec in runs:
+                bar.set_description(_describe(spec))
+                records.append(run_one(spec, cfg, data, on_step=lambda: bar.update(1)))
+        else:
+            for r in range(cfg.repeats):
+                group = [_Run(s, cfg, data) for s in runs if s.repeat == r]
+                for k in range(cfg.steps):
+                    for run in group:
+                        bar.set_description(_describe(run.spec))
+                        run.step(k)
+                        bar.update(1)
+                records.extend(run.record(interleaved=True) for run in group)
+                del group
+    finally:
+        bar.close()
+    return records
+
+
+def _describe(spec: RunSpec) -> str:
+    return (f"{spec.model} {spec.strategy}{' (compiled)' if spec.compiled else ''} "
+            f"b={spec.batch_size} r={spec.repeat}")

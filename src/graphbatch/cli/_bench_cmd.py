@@ -1,0 +1,107 @@
+"""``graphbatch bench``: train the reference models under each batching strategy and measure."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from ._format import format_table
+
+__all__ = ["add_parser"]
+
+
+def _csv(kind):
+    def parse(text: str):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"empty list: {text!r}")
+        try:
+            return tuple(kind(t) for t in items)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad list {text!r}") from None
+
+    return parse
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="train models under each batching strategy; time, compile, memory, accuracy",
+        description="Train SchNet/MPEU/PaiNN for N steps per (model, strategy, batch size, "
+        "repeat) and write DIR/results.json (one record per run), results.csv, summary.json "
+        "(targets, Mann-Whitney/t-tests) and plots. Default: a QM9 subset on CPU in minutes; "
+        "--full: the static-vs-dynamic paper's grid.",
+    )
+    p.add_argument("--dataset", default=None, choices=["qm9"], help="dataset (default qm9)")
+    p.add_argument("--models", type=_csv(str), help="comma list of schnet,mpeu,painn")
+    p.add_argument("--strategies", type=_csv(str),
+                   help="comma list of planner strategies and baselines pyg-eager, pyg-compile, "
+                   "unpadded")
+    p.add_argument("--batch-sizes", type=_csv(int), help="comma list, e.g. 32,128")
+    p.add_argument("--steps", type=int, help="optimizer steps per run")
+    p.add_argument("--repeats", type=int, help="repeats per configuration")
+    p.add_argument("--subset", type=int, help="first N QM9 molecules (default 2000; --full: all)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    p.add_argument("--compile", choices=["auto", "on", "off"], default=None,
+                   help="torch.compile padded strategies (auto: on CUDA all, on CPU pack-lpf both "
+                   "ways)")
+    p.add_argument("--compile-backend", default=None,
+                   help="torch.compile backend (default inductor; 'eager' traces only)")
+    p.add_argument("--compile-mode", default=None,
+                   choices=["default", "reduce-overhead", "max-autotune"],
+                   help="torch.compile mode for padded strategies (reduce-overhead: CUDA graphs)")
+    p.add_argument("--eval-every", type=int, help="steps between test evaluations")
+    p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
+    p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
+    p.add_argument("--seed", type=int, help="base seed (repeat r uses seed + r)")
+    p.add_argument("--sequential", action="store_true",
+                   help="run configurations one after another (per-run peak memory) instead of "
+                   "stepping the runs of a repeat in turn")
+    p.add_argument("--full", action="store_true", help="the paper's full grid (hours)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args):
+    from ..bench import DEFAULT, FULL
+
+    base = FULL if args.full else DEFAULT
+    fields = {
+        "dataset": args.dataset, "models": args.models, "strategies": args.strategies,
+        "batch_sizes": args.batch_sizes, "steps": args.steps, "repeats": args.repeats,
+        "subset": args.subset, "device": args.device, "compile": args.compile,
+        "eval_every": args.eval_every, "num_workers": args.num_workers,
+        "threads": args.threads, "seed": args.seed, "compile_backend": args.compile_backend,
+        "compile_mode": None if args.compile_mode in (None, "default") else args.compile_mode,
+    }
+    cfg = dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
+    if args.sequential:
+        cfg = dataclasses.replace(cfg, interleave=False)
+    if cfg.eval_every > cfg.steps:
+        cfg = dataclasses.replace(cfg, eval_every=cfg.steps)
+    return cfg.validate()
+
+
+def run(args) -> int:
+    from ..bench import run_bench, summarize, targets, write_results
+
+    cfg = config_from_args(args)
+    records = run_bench(cfg, progress=not args.quiet)
+    paths = write_results(args.out, records, cfg.as_dict(), plots=not args.no_plots)
+    cols = ["model", "batch_size", "strategy", "compiles", "compile_s", "batching_ms",
+            "update_ms", "step_ms_median", "step_ms_mean", "graphs_per_s", "peak_mem_mb",
+            "test_rmse"]
+    print(format_table(summarize(records), cols))
+    for t in targets(records):
+        if "end_to_end" in t:
+            e = t["end_to_end"]
+            print(f"{t['model']} b={t['batch_size']}: {e['best']} {e['graphs_per_s']:.1f} "
+                  f"graphs/s vs pyg-eager {e['pyg_eager_graphs_per_s']:.1f} "
+                  f"-> {e['speedup']:.2f}x")
+        if "padding_cost" in t:
+            pc = ", ".join(f"{k} {v:.3f}" for k, v in t["padding_cost"].items())
+            print(f"{t['model']} b={t['batch_size']}: update time per real graph / unpadded: {pc}")
+    print(f"wrote {paths['results.json']} ({len(records)} records) and {len(paths) - 1} more files")
+    return 0

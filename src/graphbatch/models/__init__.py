@@ -1,0 +1,56 @@
+"""Reference GNNs on padded, fixed-shape batches: SchNet, MPEU and PaiNN.
+
+Each model maps a padded batch (``z``, ``pos``, ``edge_index``, ``batch``, ``node_mask``,
+``edge_mask``, ``num_graphs``) to one value per graph; padding contributes nothing to outputs or
+gradients, and the forward pass compiles with ``torch.compile(dynamic=False, fullgraph=True)``
+(one compilation per padded shape). Import explicitly: ``import graphbatch.models`` needs torch.
+"""
+
+from ._base import INPUT_FIELDS, GraphRegressor, batch_inputs, count_parameters, unpadded_inputs
+from ._ops import (
+    GaussianRBF,
+    ShiftedSoftplus,
+    cosine_cutoff,
+    edge_vectors,
+    masked_graph_sum,
+    pair_reverse_edges,
+    scatter_sum,
+    shifted_softplus,
+)
+from ._mpeu import MPEU
+from ._painn import PaiNN
+from ._schnet import SchNet
+
+#: Model classes by CLI name.
+MODELS = {"schnet": SchNet, "mpeu": MPEU, "painn": PaiNN}
+
+
+def build_model(name: str, **kwargs) -> GraphRegressor:
+    """A model by name (``schnet``, ``mpeu``, ``painn``) with keyword hyperparameters."""
+    try:
+        cls = MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
+    return cls(**kwargs)
+
+
+__all__ = [
+    "INPUT_FIELDS",
+    "MODELS",
+    "MPEU",
+    "PaiNN",
+    "GaussianRBF",
+    "GraphRegressor",
+    "SchNet",
+    "ShiftedSoftplus",
+    "batch_inputs",
+    "build_model",
+    "cosine_cutoff",
+    "count_parameters",
+    "edge_vectors",
+    "masked_graph_sum",
+    "pair_reverse_edges",
+    "scatter_sum",
+    "shifted_softplus",
+    "unpadded_inputs",
+]

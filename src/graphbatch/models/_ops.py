@@ -1,0 +1,140 @@
+"""Building blocks shared by the reference models: activations, radial bases, masked scatter.
+
+Every function works on fixed-shape tensors (no data-dependent shapes, no ``.item()``), so the
+models compile with ``torch.compile(dynamic=False, fullgraph=True)`` once per padded shape.
+Edge convention (PyG's ``source_to_target``): ``edge_index[0]`` is the sender ``j``,
+``edge_index[1]`` the receiver ``i``; messages flow ``j -> i``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+__all__ = [
+    "LOG2",
+    "GaussianRBF",
+    "ShiftedSoftplus",
+    "cosine_cutoff",
+    "edge_vectors",
+    "masked_graph_sum",
+    "pair_reverse_edges",
+    "scatter_sum",
+    "shifted_softplus",
+]
+
+LOG2 = math.log(2.0)
+
+
+def shifted_softplus(x: Tensor) -> Tensor:
+    """``softplus(x) - log 2`` in the stable branch-free form of the IPU paper (eq. 2, 4.3.2).
+
+    ``log(1 + exp(-|x|)) + max(x, 0) - log 2``; equals ``F.softplus(x) - log 2`` for all finite
+    ``x`` without a threshold branch, and is 0 at ``x = 0``. Under ``torch.compile`` this form is
+    fused into one loop; in eager mode, where each of its five operations would be a separate pass
+    over memory, the same function is evaluated as ``F.softplus(x) - log 2`` (one kernel; equal up
+    to float rounding, PyTorch's threshold branch returning ``x`` only where ``exp(-x) < 2e-9``).
+    """
+    if torch.compiler.is_compiling():
+        return torch.log1p(torch.exp(-x.abs())) + x.clamp_min(0.0) - LOG2
+    return F.softplus(x) - LOG2
+
+
+class ShiftedSoftplus(nn.Module):
+    """Module form of `shifted_softplus`."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return shifted_softplus(x)
+
+
+class GaussianRBF(nn.Module):
+    """``num`` Gaussians with centres evenly spaced on ``[start, stop]`` (Å); width = spacing.
+
+    ``rbf_k(d) = exp(-0.5 / spacing**2 * (d - mu_k)**2)`` (SchNet's expansion).
+    """
+
+    def __init__(self, start: float = 0.0, stop: float = 6.0, num: int = 25) -> None:
+        super().__init__()
+        if num < 2:
+            raise ValueError(f"GaussianRBF needs num >= 2 centres, got {num}")
+        if not stop > start:
+            raise ValueError(f"GaussianRBF needs stop > start, got start={start}, stop={stop}")
+        centres = torch.linspace(start, stop, num)
+        self.coeff = -0.5 / float(centres[1] - centres[0]) ** 2
+        self.register_buffer("centres", centres, persistent=False)
+
+    def forward(self, d: Tensor) -> Tensor:
+        diff = d.unsqueeze(-1) - self.centres
+        return torch.exp(self.coeff * diff * diff)
+
+
+def cosine_cutoff(d: Tensor, cutoff: float, edge_mask: Tensor) -> Tensor:
+    """``0.5 (cos(pi d / cutoff) + 1)`` for real edges with ``d < cutoff``, else exactly 0.
+
+    Padding edges (``edge_mask`` False) get weight 0, so they carry no message and no gradient,
+    wherever the collation placed their nodes.
+    """
+    c = 0.5 * (torch.cos(d * (math.pi / cutoff)) + 1.0)
+    keep = edge_mask & (d < cutoff)
+    return torch.where(keep, c, torch.zeros_like(c))
+
+
+def edge_vectors(pos: Tensor, edge_index: Tensor, edge_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Per edge: vector ``pos[i] - pos[j]`` (receiver minus sender, Å) and its length.
+
+    Padding edges get length 1 and a zero vector, so ``sqrt`` never sees 0 (its gradient there is
+    infinite, and ``0 * inf`` would put NaN into the gradients of real parameters).
+    """
+    vec = pos.index_select(0, edge_index[1]) - pos.index_select(0, edge_index[0])
+    vec = torch.where(edge_mask.unsqueeze(-1), vec, torch.zeros_like(vec))
+    d2 = (vec * vec).sum(-1)
+    d = torch.sqrt(torch.where(edge_mask, d2, torch.ones_like(d2)))
+    return vec, d
+
+
+def scatter_sum(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
+    """``out[index[k]] += src[k]`` along dim 0 with a static output length ``dim_size``."""
+    out = src.new_zeros((dim_size,) + tuple(src.shape[1:]))
+    return out.index_add_(0, index, src)
+
+
+def masked_graph_sum(x: Tensor, batch: Tensor, node_mask: Tensor, num_graphs: int) -> Tensor:
+    """Sum of node values per graph, padding nodes excluded: ``[num_graphs, *x.shape[1:]]``."""
+    mask = node_mask.view((-1,) + (1,) * (x.dim() - 1))
+    return scatter_sum(torch.where(mask, x, torch.zeros_like(x)), batch, num_graphs)
+
+
+def pair_reverse_edges(edge_index: Tensor, edge_mask: Tensor, num_nodes: int
+                       ) -> tuple[Tensor, Tensor]:
+    """Reorder edges so that each real edge ``j->i`` sits next to its reverse ``i->j``.
+
+    Returns ``(edge_index, edge_mask)`` permuted (and extended by one padding edge when ``E`` is
+    odd) so that edges ``2k`` and ``2k+1`` are reverses of each other for all real edges, and
+    padding edges come last. Requires every real edge to have exactly one real reverse edge (true
+    for radius and fully connected graphs, not for k-nearest-neighbour graphs); in eager mode a
+    violation raises ``ValueError``. Cost: one sort of ``E`` integer keys.
+    """
+    src, dst = edge_index[0], edge_index[1]
+    lo, hi = torch.minimum(src, dst), torch.maximum(src, dst)
+    n = int(num_nodes)
+    key = torch.where(edge_mask, lo * n + hi, torch.full_like(lo, n * n))
+    perm = torch.argsort(key, stable=True)
+    edge_index = edge_index.index_select(1, perm)
+    edge_mask = edge_mask.index_select(0, perm)
+    if edge_index.shape[1] % 2:
+        edge_index = torch.cat([edge_index, edge_index.new_zeros((2, 1))], dim=1)
+        edge_mask = torch.cat([edge_mask, edge_mask.new_zeros((1,))])
+    if not torch.compiler.is_compiling():
+        a, b = edge_index[:, 0::2], edge_index[:, 1::2]
+        real = edge_mask[0::2]
+        reverse = (a[0] == b[1]) & (a[1] == b[0]) & (a[0] != a[1])
+        if bool((real != edge_mask[1::2]).any()) or not bool((reverse | ~real).all()):
+            raise ValueError(
+                "pair_edges=True needs every real edge j->i to come with exactly one real reverse "
+                "edge i->j and no self loops (radius / fully connected graphs); this edge_index "
+                "is not symmetric"
+            )
+    return edge_index, edge_mask
