@@ -212,3 +212,27 @@ def test_heavy_tail_dealing_rules(seed):
     res = balanced_pack(n, e, c, node_limit=2000, edge_limit=4200, graph_limit=40)
     _check_slots(res.slot_bin, res.offsets, n, e, c, 2000, 4200, 40)
     assert res.num_packs >= lower_bound(n, e, c, 2000, 4200, 40)
+
+
+def test_assignment_with_few_large_bins_shuffles_within_each_bin():
+    # 3 bins of 200 graphs (the per-bin shuffle path), graph ids implicit (None = 0..m-1)
+    graph_bin = np.repeat([2, 0, 1], 200)
+    rng = np.random.default_rng(0)
+    slot_bin = rng.permutation(graph_bin)
+    offsets = np.arange(0, 601, 20)
+    seen_slots = set()
+    for seed in range(4):
+        order, offs = assign_graphs(slot_bin, offsets, graph_bin, None,
+                                    assign_rng=np.random.default_rng(seed), order_rng=None)
+        assert np.array_equal(offs, offsets)
+        assert sorted(order.tolist()) == list(range(600))
+        assert np.array_equal(graph_bin[order], slot_bin)  # every slot holds a graph of its bin
+        seen_slots.add(int(np.flatnonzero(order == 0)[0]))
+    assert len(seen_slots) > 1  # graph 0 moves between its bin's slots across draws
+    plan = assign_graphs(slot_bin, offsets, graph_bin, None, assign_rng=np.random.default_rng(1),
+                         order_rng=np.random.default_rng(2), return_pack_order=True)
+    order, offs, pack_order = plan
+    for b in range(30):  # batch b holds the bins of input pack pack_order[b]
+        p = pack_order[b]
+        assert sorted(graph_bin[order[offs[b]:offs[b + 1]]].tolist()) == \
+            sorted(slot_bin[offsets[p]:offsets[p + 1]].tolist())

@@ -59,7 +59,8 @@ def _deal(sn, se, end, P, wn, we, inv_n, inv_e):
     r = np.arange(R)[None, :]
     p = np.arange(P)[:, None]
     pos = r * P + np.where((r & 1) == 1, P - 1 - p, p)
-    return np.where(pos < N, np.searchsorted(end, np.minimum(pos, N - 1), side="right"), -1)
+    item = np.repeat(np.arange(end.shape[0]), np.diff(end, prepend=0))  # sorted bin per graph
+    return np.where(pos < N, item[np.minimum(pos, N - 1)], -1)
 
 
 def _deal_preloaded(sn, se, small_pos, pre_slot, pre_off, P, key):

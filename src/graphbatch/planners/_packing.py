@@ -60,17 +60,30 @@ def _rngs(req: PlanRequest):
 
 def _kept(req: PlanRequest, budget: Budget):
     split = split_oversize(req, np.arange(len(req.sizes), dtype=np.int64), budget)
-    kept = np.sort(split.kept)
-    return split, kept
+    return split, split.kept  # increasing: split_oversize keeps the given (sorted) order
+
+
+def _kept_sizes(req: PlanRequest, kept: np.ndarray):
+    sizes = req.sizes
+    return sizes if kept.shape[0] == len(sizes) else sizes.subset(kept)
 
 
 def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
-            lower_bound=None, **meta):
-    """Assign graphs for this epoch and build the plan; every pack padded to ``budget``."""
+            lower_bound=None, bin_nodes=None, bin_edges=None, **meta):
+    """Assign graphs for this epoch and build the plan; every pack padded to ``budget``.
+    ``bin_nodes``/``bin_edges`` (sizes of the bins) give the real totals per pack without
+    gathering per graph."""
     assign_rng, order_rng = _rngs(req)
-    order, offsets = assign_graphs(slot_bin, pack_offsets, hist_inverse, kept,
-                                   assign_rng=assign_rng, order_rng=order_rng)
+    ids = None if kept.shape[0] == len(req.sizes) else kept  # None: every graph, in order
+    order, offsets, pack_order = assign_graphs(slot_bin, pack_offsets, hist_inverse, ids,
+                                               assign_rng=assign_rng, order_rng=order_rng,
+                                               return_pack_order=True)
     nb = offsets.shape[0] - 1
+    real = {}
+    if bin_nodes is not None and bin_edges is not None and nb:
+        starts = pack_offsets[:-1]
+        real = dict(real_nodes=np.add.reduceat(bin_nodes[slot_bin], starts)[pack_order],
+                    real_edges=np.add.reduceat(bin_edges[slot_bin], starts)[pack_order])
     pad_nodes = np.full(nb, budget.n_node, np.int64)
     pad_edges = np.full(nb, budget.n_edge, np.int64)
     pad_graphs = np.full(nb, budget.n_graph, np.int64)
@@ -80,7 +93,7 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
                                          int(sizes.n_edge[kept].sum()), kept.shape[0], budget)
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=pad_nodes,
                        pad_edges=pad_edges, pad_graphs=pad_graphs, lower_bound=lower_bound,
-                       split=split, budget=budget, **meta)
+                       split=split, budget=budget, **real, **meta)
 
 
 def _heuristic(req: PlanRequest, default: str = "product") -> str:
@@ -104,11 +117,12 @@ def _plan_tuple(req: PlanRequest, fit: str):
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
                        heuristic=heuristic, method=method)
-    hist = size_histogram(req.sizes.subset(kept))
+    hist = size_histogram(_kept_sizes(req, kept))
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
     return _finish(req, budget, split, kept, hist.inverse, res.slot_bin, res.offsets,
+                   bin_nodes=hist.n_node, bin_edges=hist.n_edge,
                    heuristic=heuristic, packer=res.method, packs_tried=res.tried)
 
 
@@ -153,12 +167,13 @@ def plan_pack_lpf_1d(req: PlanRequest):
         if kept.size == 0:
             sb, off = _empty_slots()
             return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-        hist = size_histogram(sizes.subset(kept))
+        hist = size_histogram(_kept_sizes(req, kept))
         pats = pack_histogram(hist.n_node, hist.n_edge, hist.count,
                               node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
                               graph_limit=budget.graph_capacity, heuristic="node", fit="best")
         sb, off = pats.slots()
-        return _finish(req, budget, split, kept, hist.inverse, sb, off, edge_limit=True)
+        return _finish(req, budget, split, kept, hist.inverse, sb, off, edge_limit=True,
+                       bin_nodes=hist.n_node, bin_edges=hist.n_edge)
     # edges unconstrained: pack node counts only; the padded edge count is the largest edge total
     # any pack can reach with the graphs of its node counts (fixed across epochs)
     wide = Budget(budget.n_node, np.iinfo(np.int32).max, budget.n_graph)
@@ -197,12 +212,13 @@ def plan_pack_nnls(req: PlanRequest):
     if kept.size == 0:
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-    hist = size_histogram(req.sizes.subset(kept))
+    hist = size_histogram(_kept_sizes(req, kept))
     pats = pack_nnls(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                      edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                      heuristic=heuristic)
     sb, off = pats.slots()
-    return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic)
+    return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic,
+                   bin_nodes=hist.n_node, bin_edges=hist.n_edge)
 
 
 @register(
@@ -235,7 +251,7 @@ def plan_buckets(req: PlanRequest):
                graph_limit=budget.graph_capacity, heuristic=heuristic)
     a_n, a_e = sizes.n_node[alone], sizes.n_edge[alone]
     if kept.size:
-        hist = size_histogram(sizes.subset(kept))
+        hist = size_histogram(_kept_sizes(req, kept))
         hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
     else:
         hn = he = hc = inverse = np.zeros(0, np.int64)
