@@ -268,35 +268,67 @@ def plan_buckets(req: PlanRequest):
         fn, fe = pack_totals(first.slot_bin, first.offsets, hn, he)
     else:
         fn = fe = np.zeros(0, np.int64)
-    scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), budget, multiple)
-    chosen, _ = choose_scales(scales, k, budget, multiple)
+    ext_n, ext_e = np.concatenate([hn, a_n]), np.concatenate([he, a_e])
+
+    def filled(shape_n, shape_e):
+        """2. each large graph gets the smallest of the shapes; its room is filled with small
+        graphs; 3. the remaining small graphs packed to the budget. Returns the packs as slots
+        (bin ``nbins + i`` = large graph ``i``) and the packer of step 3."""
+        remaining = hc.copy()
+        fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * alone.shape[0]
+        if alone.size and kept.size:
+            grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
+                            & (shape_e[None, :] >= a_e[:, None]), axis=1)
+            room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e,
+                    np.full(alone.shape[0], budget.graph_capacity - 1))
+            pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
+                                        **lim)
+            for t in np.flatnonzero(base >= 0).tolist():
+                sl = slice(pats.offsets[t], pats.offsets[t + 1])
+                items = np.repeat(pats.bins[sl], pats.copies[sl])
+                fill_bins[int(base[t])] = items
+                remaining -= np.bincount(items, minlength=nbins)
+        if remaining.sum():
+            res = pack_bins(hn, he, remaining, fit="best", **lim)
+            sb, off, packer = res.slot_bin, res.offsets, res.method
+        else:
+            (sb, off), packer = _empty_slots(), None
+        parts = [sb] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
+        lens = np.array([len(x) for x in parts[1:]], np.int64)
+        return (np.concatenate(parts), np.concatenate([off, off[-1] + np.cumsum(lens)]),
+                packer)
+
+    def shaped(slot_bin, off):
+        """The best ``k`` shapes for these packs (exact) and their total cost."""
+        tn, te = pack_totals(slot_bin, off, ext_n, ext_e)
+        chosen, cost = choose_scales(pack_scales(tn, te, budget, multiple), k, budget, multiple)
+        return chosen, cost
+
+    # candidates: the first packing (each large graph alone), and for every k' <= k the packs
+    # filled around the k' shapes best for the first packing; each candidate's packs get the k
+    # shapes best for them and the cheapest wins, so k shapes never cost more than k - 1
+    a_slots = nbins + np.arange(alone.shape[0], dtype=np.int64)
+    f_sb, f_off = (first.slot_bin, first.offsets) if kept.size else _empty_slots()
+    cand_sb = np.concatenate([f_sb, a_slots])
+    cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(alone.shape[0])])
+    chosen, cost = shaped(cand_sb, cand_off)
+    best = (cost, chosen, cand_sb, cand_off, first.method if kept.size else None)
+    first_scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), budget,
+                               multiple)
+    tried_shapes: set = set()
+    for kk in range(1, k + 1) if alone.size and kept.size else ():
+        sc_k, _ = choose_scales(first_scales, kk, budget, multiple)
+        sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, budget, multiple))
+        key = (tuple(sn_k.tolist()), tuple(se_k.tolist()))
+        if key in tried_shapes:
+            continue
+        tried_shapes.add(key)
+        sb_k, off_k, packer_k = filled(sn_k, se_k)
+        chosen_k, cost_k = shaped(sb_k, off_k)
+        if cost_k < best[0] - 1e-9:
+            best = (cost_k, chosen_k, sb_k, off_k, packer_k)
+    _, chosen, slot_bin, pack_off, packer = best
     shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, budget, multiple))
-    # 2. each large graph gets the smallest chosen shape; its room is filled with small graphs
-    remaining = hc.copy()
-    fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * alone.shape[0]
-    if alone.size and kept.size:
-        grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
-                        & (shape_e[None, :] >= a_e[:, None]), axis=1)
-        room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e,
-                np.full(alone.shape[0], budget.graph_capacity - 1))
-        pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
-                                    **lim)
-        for t in np.flatnonzero(base >= 0).tolist():
-            sl = slice(pats.offsets[t], pats.offsets[t + 1])
-            items = np.repeat(pats.bins[sl], pats.copies[sl])
-            fill_bins[int(base[t])] = items
-            remaining -= np.bincount(items, minlength=nbins)
-    # 3. the remaining small graphs packed to the budget
-    if remaining.sum():
-        res = pack_bins(hn, he, remaining, fit="best", **lim)
-        slot_bin, pack_off, packer = res.slot_bin, res.offsets, res.method
-    else:
-        (slot_bin, pack_off), packer = _empty_slots(), None
-    # large-graph packs: bin nbins + i for large graph i, then its filling
-    parts = [slot_bin] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
-    lens = np.array([len(x) for x in parts[1:]], np.int64)
-    slot_bin = np.concatenate(parts)
-    pack_off = np.concatenate([pack_off, pack_off[-1] + np.cumsum(lens)])
     graph_bin = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
     graphs = np.concatenate([kept, alone])
     assign_rng, order_rng = _rngs(req)
