@@ -179,7 +179,10 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller synthetic tables, no listing "
                     "on large tables, coarser limit grid")
     ap.add_argument("--timeout", type=float, default=180, help="seconds per listing run")
+    ap.add_argument("--sections", default="1,2,3,4",
+                    help="comma-separated sections to run (default: all)")
     args = ap.parse_args(argv)
+    run = {int(x) for x in args.sections.split(",") if x.strip()}
     qm9, moses, code = T.real("qm9_radius6"), T.real("moses_train"), T.real("code_stdlib")
     ast = T.ast_like(100_000 if args.quick else 500_000)
     pcqm = T.pcqm_like(300_000 if args.quick else 3_378_606)
@@ -189,11 +192,31 @@ def main(argv=None) -> int:
         tables.append(("code_stdlib", code))
     tables.append(("ast_like", ast))
     listing = {"qm9_radius6"} if args.quick else {"qm9_radius6", "moses_train"}
-    print("== 1. batches / lower bound at the dynamic budget (Algorithm 1, seed 0) ==")
-    print(format_table(bound_section(tables, listing, args.timeout)))
-    print()
+    if 1 in run:
+        print("== 1. batches / lower bound at the dynamic budget (Algorithm 1, seed 0) ==")
+        print(format_table(bound_section(tables, listing, args.timeout)))
+        print()
+    if 2 in run:
+        limits_main(qm9, moses, pcqm, args.quick)
+    if 3 in run:
+        for name, table in (("code_stdlib", code), ("ast_like", ast)):
+            if table is None:
+                continue
+            print(f"== 3. heavy-tailed {name} at the batch-size-128 budget ==")
+            print(format_table(heavy_section(table)))
+            print()
+    if 4 in run:
+        print("== 4. planning time (one core) at the batch-size-128 budget ==")
+        ttables = [(n, s) for n, s in (("moses_train", moses),) if s is not None]
+        ttables += [("pcqm_like", pcqm), ("distinct_20k", d20k)]
+        print(format_table(timing_section(ttables, set() if args.quick else {"distinct_20k"},
+                                          args.timeout)))
+    return 0
+
+
+def limits_main(qm9, moses, pcqm, quick):
     print("== 2. limit search (method=auto), then pack-lpf at the best limits ==")
-    grid, refine = (4, False) if args.quick else (6, True)
+    grid, refine = (4, False) if quick else (6, True)
     cases = []
     if qm9 is not None:
         cases.append(("qm9_radius6", qm9, (240, 720), (4000, 12200)))
@@ -202,19 +225,6 @@ def main(argv=None) -> int:
     cases.append(("pcqm_like", pcqm, (21, 63), (54, 162)))
     print(format_table(limits_section(cases, grid, refine)))
     print()
-    for name, table in (("code_stdlib", code), ("ast_like", ast)):
-        if table is None:
-            continue
-        print(f"== 3. heavy-tailed {name} at the batch-size-128 budget ==")
-        print(format_table(heavy_section(table)))
-        print()
-    print()
-    print("== 4. planning time (one core) at the batch-size-128 budget ==")
-    ttables = [(n, s) for n, s in (("moses_train", moses),) if s is not None]
-    ttables += [("pcqm_like", pcqm), ("distinct_20k", d20k)]
-    print(format_table(timing_section(ttables, set() if args.quick else {"distinct_20k"},
-                                      args.timeout)))
-    return 0
 
 
 if __name__ == "__main__":

@@ -55,3 +55,22 @@ def test_plan_uses_at_most_k_shapes_each_batch_smallest_fitting(k):
         smallest = listed[np.flatnonzero(fits)[0]]
         assert p.shape(b) == tuple(smallest)
     assert n.max() + 1 <= shapes[:, 0].max()  # the largest graph has a bucket
+
+
+@pytest.mark.parametrize("policy", ["skip", "own_batch"])
+def test_more_shapes_never_cost_more_padding(policy):
+    # heavy tail: 2% of the graphs larger than the budget; padded slots (nodes / base nodes +
+    # edges / base edges, summed over batches) must not grow with K
+    rng = np.random.default_rng(5)
+    n = np.rint(20 * np.exp(1.1 * rng.standard_normal(3000))).clip(2, None).astype(np.int64)
+    big = rng.random(3000) < 0.02
+    n[big] = rng.integers(700, 5000, int(big.sum()))
+    sizes = gb.GraphSizes(n, 2 * n + rng.integers(0, 4, 3000))
+    budget = gb.Budget(1024, 2240, 32)
+    costs = []
+    for k in (1, 2, 3, 4, 6):
+        plan = gb.plan(sizes, "buckets", budget=budget, num_shapes=k, on_oversize=policy)
+        plan.validate(sizes)
+        assert plan.stats().distinct_shapes <= k
+        costs.append(plan.pad_nodes.sum() / 1024 + plan.pad_edges.sum() / 2240)
+    assert all(b <= a + 1e-9 for a, b in zip(costs, costs[1:])), costs

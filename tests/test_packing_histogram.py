@@ -187,3 +187,52 @@ def test_pack_bins_heavy_tail_tries_greedy_and_keeps_fewest():
     res = pack_bins(n, e, c, node_limit=700, edge_limit=1400, graph_limit=60)
     _check_slots(res.slot_bin, res.offsets, n, e, c, 700, 1400, 60)
     assert "greedy" in res.tried and res.num_packs == min(res.tried.values())
+
+
+def test_heavy_tail_fills_graph_slots_and_node_room_together():
+    # 40 large graphs (60 nodes) and 560 small ones, 10 graphs / 100 nodes per pack: the graph
+    # cap forces >= 60 packs, and 60 exist only when every large graph shares its pack with nine
+    # 4-node graphs (96 nodes) and the 9-node graphs fill the other 20 packs ten each (90 nodes)
+    n = np.array([4, 9, 60])
+    c = np.array([360, 200, 40])
+    lim = dict(node_limit=100, edge_limit=100, graph_limit=10)
+    assert lower_bound(n, n, c, 100, 100, 10) == 60
+    for res in (balanced_pack(n, n, c, **lim), pack_bins(n, n, c, **lim)):
+        _check_slots(res.slot_bin, res.offsets, n, n, c, 100, 100, 10)
+        assert res.num_packs == 60
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_heavy_tail_dealing_rules(seed):
+    rng = np.random.default_rng(seed)
+    nodes = np.rint(20 * np.exp(1.1 * rng.standard_normal(4000))).clip(2, 1900).astype(np.int64)
+    edges = 2 * nodes + rng.integers(0, 5, 4000)
+    u, c = np.unique(nodes * 10_000 + edges, return_counts=True)
+    n, e = u // 10_000, u % 10_000
+    res = balanced_pack(n, e, c, node_limit=2000, edge_limit=4200, graph_limit=40)
+    _check_slots(res.slot_bin, res.offsets, n, e, c, 2000, 4200, 40)
+    assert res.num_packs >= lower_bound(n, e, c, 2000, 4200, 40)
+
+
+def test_assignment_with_few_large_bins_shuffles_within_each_bin():
+    # 3 bins of 200 graphs (the per-bin shuffle path), graph ids implicit (None = 0..m-1)
+    graph_bin = np.repeat([2, 0, 1], 200)
+    rng = np.random.default_rng(0)
+    slot_bin = rng.permutation(graph_bin)
+    offsets = np.arange(0, 601, 20)
+    seen_slots = set()
+    for seed in range(4):
+        order, offs = assign_graphs(slot_bin, offsets, graph_bin, None,
+                                    assign_rng=np.random.default_rng(seed), order_rng=None)
+        assert np.array_equal(offs, offsets)
+        assert sorted(order.tolist()) == list(range(600))
+        assert np.array_equal(graph_bin[order], slot_bin)  # every slot holds a graph of its bin
+        seen_slots.add(int(np.flatnonzero(order == 0)[0]))
+    assert len(seen_slots) > 1  # graph 0 moves between its bin's slots across draws
+    plan = assign_graphs(slot_bin, offsets, graph_bin, None, assign_rng=np.random.default_rng(1),
+                         order_rng=np.random.default_rng(2), return_pack_order=True)
+    order, offs, pack_order = plan
+    for b in range(30):  # batch b holds the bins of input pack pack_order[b]
+        p = pack_order[b]
+        assert sorted(graph_bin[order[offs[b]:offs[b + 1]]].tolist()) == \
+            sorted(slot_bin[offsets[p]:offsets[p + 1]].tolist())

@@ -11,54 +11,75 @@ def assign_graphs(
     slot_bin: np.ndarray,
     pack_offsets: np.ndarray,
     graph_bin: np.ndarray,
-    graph_ids: np.ndarray,
+    graph_ids: np.ndarray | None,
     *,
     assign_rng: np.random.Generator | None,
     order_rng: np.random.Generator | None,
-) -> tuple[np.ndarray, np.ndarray]:
+    return_pack_order: bool = False,
+):
     """Fill every slot with a graph of its bin; returns ``(order, offsets)`` of the batches.
 
-    ``graph_bin[i]`` is the bin of graph ``graph_ids[i]``; the slots of each bin must number
-    exactly the graphs of that bin. ``assign_rng`` draws which graph of a bin fills which slot
+    ``graph_bin[i]`` is the bin of graph ``graph_ids[i]`` (``graph_ids=None``: of graph ``i``);
+    the slots of each bin must number exactly the graphs of that bin. ``assign_rng`` draws which graph of a bin fills which slot
     (``None``: graphs in the given order fill slots in pack order). ``order_rng`` shuffles the
     order of packs and the order of graphs within each pack (``None``: packs and slots as given).
+    With ``return_pack_order=True`` the result is ``(order, offsets, pack_order)`` where batch
+    ``b`` holds the graphs of input pack ``pack_order[b]``.
     """
     slot_bin = np.asarray(slot_bin, dtype=np.int64)
     graph_bin = np.asarray(graph_bin, dtype=np.int64)
-    graph_ids = np.asarray(graph_ids, dtype=np.int64)
+    if graph_ids is not None:
+        graph_ids = np.asarray(graph_ids, dtype=np.int64)
     pack_offsets = np.asarray(pack_offsets, dtype=np.int64)
     m = slot_bin.shape[0]
-    if graph_bin.shape[0] != m or graph_ids.shape[0] != m:
+    if graph_bin.shape[0] != m or (graph_ids is not None and graph_ids.shape[0] != m):
         raise ValueError(f"{m} slots but {graph_bin.shape[0]} graphs to assign")
     nb = int(max(slot_bin.max(initial=-1), graph_bin.max(initial=-1))) + 1
     per_bin_slots = np.bincount(slot_bin, minlength=nb)
     if not np.array_equal(per_bin_slots, np.bincount(graph_bin, minlength=nb)):
         raise ValueError("the packs' slots per size bin differ from the graphs per size bin")
     key_dtype = np.int16 if nb < 2**15 else (np.int32 if nb < 2**31 else np.int64)
-    if assign_rng is not None:
+    # graphs grouped by bin (stable radix sort), in a random order within each bin
+    gkey = graph_bin.astype(key_dtype)
+    if assign_rng is not None and np.count_nonzero(per_bin_slots > 1) * 16 > m:
         perm = assign_rng.permutation(m)
-        graph_ids, graph_bin = graph_ids[perm], graph_bin[perm]
-    g_sorted = graph_ids[np.argsort(graph_bin.astype(key_dtype), kind="stable")]
-    slot_graph = np.empty(m, np.int64)
-    slot_graph[np.argsort(slot_bin.astype(key_dtype), kind="stable")] = g_sorted
-    if order_rng is None:
-        return slot_graph, pack_offsets
+        g_pos = perm[np.argsort(gkey[perm], kind="stable")]
+    else:
+        g_pos = np.argsort(gkey, kind="stable")
+        if assign_rng is not None:  # few, large bins: shuffle each bin's segment (cache-sized)
+            ends = np.cumsum(per_bin_slots)
+            for b in np.flatnonzero(per_bin_slots > 1).tolist():
+                assign_rng.shuffle(g_pos[ends[b] - per_bin_slots[b] : ends[b]])
+    slot_pos = np.argsort(slot_bin.astype(key_dtype), kind="stable")
     num_packs = pack_offsets.shape[0] - 1
     sizes = np.diff(pack_offsets)
+    width = int(sizes.max()) if num_packs else 0
+    if order_rng is None or num_packs * width > 4 * m + 1024:
+        slot_graph = np.empty(m, np.int64)
+        slot_graph[slot_pos] = g_pos if graph_ids is None else graph_ids[g_pos]
+        if order_rng is None:
+            return _out(slot_graph, pack_offsets, np.arange(num_packs), return_pack_order)
+        perm_p = order_rng.permutation(num_packs)
+        new_sizes = sizes[perm_p]
+        new_offsets = np.concatenate([[0], np.cumsum(new_sizes)]).astype(np.int64)
+        pack_of = np.repeat(np.arange(num_packs), new_sizes)
+        order = slot_graph[pack_offsets[perm_p][pack_of] + (np.arange(m) - new_offsets[pack_of])]
+        # within-pack shuffle by a sort on (pack, uniform key)
+        key = pack_of + order_rng.random(m)
+        return _out(order[np.argsort(key, kind="stable")], new_offsets, perm_p,
+                    return_pack_order)
+    # packs as rows of a [packs, largest pack] matrix (-1 = empty): graphs scattered straight to
+    # their slots, rows put in a random order, each row permuted independently
+    pack_of = np.repeat(np.arange(num_packs, dtype=np.int64), sizes)
+    cell = np.arange(m, dtype=np.int64) + pack_of * width - pack_offsets[pack_of]
+    mat = np.full(num_packs * width, -1, np.int64)
+    mat[cell[slot_pos]] = g_pos if graph_ids is None else graph_ids[g_pos]
     perm_p = order_rng.permutation(num_packs)
-    new_sizes = sizes[perm_p]
-    new_offsets = np.concatenate([[0], np.cumsum(new_sizes)]).astype(np.int64)
-    pack_of = np.repeat(np.arange(num_packs), new_sizes)
-    within = np.arange(m) - new_offsets[pack_of]
-    order = slot_graph[pack_offsets[perm_p][pack_of] + within]
-    # within-pack shuffle: each row of a [packs, largest pack] matrix permuted independently
-    # (padding entries move too and are dropped after), else a sort by (pack, uniform key)
-    width = int(new_sizes.max()) if num_packs else 0
-    if num_packs * width <= 4 * m + 1024:
-        mat = np.full((num_packs, width), -1, np.int64)
-        mat[pack_of, within] = order
-        mat = order_rng.permuted(mat, axis=1)
-        flat = mat.reshape(-1)
-        return flat[flat >= 0], new_offsets
-    key = pack_of + order_rng.random(m)
-    return order[np.argsort(key, kind="stable")], new_offsets
+    mat = order_rng.permuted(mat.reshape(num_packs, width)[perm_p], axis=1)
+    flat = mat.reshape(-1)
+    new_offsets = np.concatenate([[0], np.cumsum(sizes[perm_p])]).astype(np.int64)
+    return _out(flat[flat >= 0], new_offsets, perm_p, return_pack_order)
+
+
+def _out(order, offsets, pack_order, with_pack_order):
+    return (order, offsets, pack_order) if with_pack_order else (order, offsets)

@@ -59,7 +59,8 @@ def _deal(sn, se, end, P, wn, we, inv_n, inv_e):
     r = np.arange(R)[None, :]
     p = np.arange(P)[:, None]
     pos = r * P + np.where((r & 1) == 1, P - 1 - p, p)
-    return np.where(pos < N, np.searchsorted(end, np.minimum(pos, N - 1), side="right"), -1)
+    item = np.repeat(np.arange(end.shape[0]), np.diff(end, prepend=0))  # sorted bin per graph
+    return np.where(pos < N, item[np.minimum(pos, N - 1)], -1)
 
 
 def _deal_preloaded(sn, se, small_pos, pre_slot, pre_off, P, key):
@@ -84,6 +85,61 @@ def _deal_preloaded(sn, se, small_pos, pre_slot, pre_off, P, key):
         grid1[packs, r] = b
         load[packs] += key[b]
     return np.concatenate([grid0, grid1], axis=1)
+
+
+def _deal_slots(big_pos, small_pos, P, key, cap_key, graph_limit, chunks=4, near=0.75):
+    """Two-resource dealing for heavy tails: large graphs first, spread over the ``P`` packs
+    (each to the least loaded pack), then the small ones, largest first, each to a pack with
+    the most room (``cap_key`` minus load, in units of ``key``) per free graph slot: packs that
+    hold a large graph get the smallest graphs, and every pack fills its graph slots and its
+    room together. Vectorised in rounds: a round gives one graph each to up to ``P / chunks``
+    of the roomiest packs, only those within ``near`` of the roomiest one's room per slot.
+    Graphs left when no pack has a free slot go to the least loaded packs (the repair spills
+    them). Grid [P, C] of sorted-bin indices (-1 = empty)."""
+    load = np.zeros(P, np.float64)
+    used = np.zeros(P, np.int64)
+    out_pack: list[np.ndarray] = []
+    out_item: list[np.ndarray] = []
+
+    def put(packs, b):
+        out_pack.append(packs)
+        out_item.append(b)
+        load[packs] += key[b]
+        used[packs] += 1
+
+    for r in range(0, big_pos.shape[0], P):
+        b = big_pos[r : r + P]
+        put(np.argsort(load, kind="stable")[: b.shape[0]], b)
+    m = small_pos.shape[0]
+    i = 0
+    while i < m:
+        active = np.flatnonzero(used < graph_limit)
+        if active.size == 0:
+            break
+        dens = (cap_key - load[active]) / (graph_limit - used[active])
+        take = max(1, active.shape[0] // chunks)
+        if take < active.shape[0]:
+            top = np.argpartition(-dens, take - 1)[:take]
+            top = top[np.argsort(-dens[top], kind="stable")]
+        else:
+            top = np.argsort(-dens, kind="stable")
+        # one graph per pack and round, so only packs close to the roomiest take part
+        top = top[: max(1, int(np.searchsorted(-dens[top], -near * dens[top[0]], "right")))]
+        b = small_pos[i : i + top.shape[0]]
+        put(active[top[: b.shape[0]]], b)
+        i += b.shape[0]
+    while i < m:  # no free slot left
+        b = small_pos[i : i + P]
+        put(np.argsort(load, kind="stable")[: b.shape[0]], b)
+        i += b.shape[0]
+    packs = np.concatenate(out_pack) if out_pack else np.zeros(0, np.int64)
+    items = np.concatenate(out_item) if out_item else np.zeros(0, np.int64)
+    o = np.argsort(packs, kind="stable")
+    packs, items = packs[o], items[o]
+    col = np.arange(packs.shape[0]) - np.searchsorted(packs, packs, "left")
+    grid = np.full((P, int(used.max(initial=0))), -1, np.int64)
+    grid[packs, col] = items
+    return grid
 
 
 def _loads(sn, se, grid):
@@ -198,6 +254,9 @@ def _try(sn, se, end, P, limits, heuristic, w, pre=None, max_room=2048):
     cn, ce, cg = limits
     if pre is None:
         grid = _deal(sn, se, end, P, w[0], w[1], 1.0 / max(cn, 1), 1.0 / max(ce, 1))
+    elif isinstance(pre[0], str):
+        _, big_pos, small_pos, key = pre
+        grid = _deal_slots(big_pos, small_pos, P, key, w[0] + w[1], cg)
     else:
         small_pos, pre_slot, pre_off, key = pre
         P = max(P, pre_off.shape[0] - 1)
@@ -264,8 +323,12 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
         key_s = w[0] * sn / max(node_limit, 1) + w[1] * se / max(edge_limit, 1)
         small_pos = np.repeat(np.flatnonzero(~big), sc[~big])
         pre = (small_pos, pre_slot, pre_off, key_s)
+        slots_variant = ("slots", np.repeat(np.flatnonzero(big), sc[big]), small_pos, key_s)
     best = None
-    for variant in ([None, pre] if pre is not None else [None]):
+    # heavy tails: the two-resource dealing first; a packing at the lower bound ends the search
+    for variant in ([slots_variant, None, pre] if pre is not None else [None]):
+        if best is not None and best[0] <= lb:
+            break
         prev = None
         for f in tries:
             P = min(lb + int(np.ceil(lb * f)), N)

@@ -90,7 +90,7 @@ def pack_bins(
     # graphs over a tenth of a limit (heavy tails): also a sequential greedy fill of the graphs in
     # a fixed random order (the `dynamic` rule), which mixes large and small graphs well
     big = bool(((n * 10 > node_limit) | (e * 10 > edge_limit))[count > 0].any())
-    if method == "auto" and big:
+    if method == "auto" and big and not (use_bal and tried["balanced"] <= lb):
         from .._budget import Budget
         from ..planners._dynamic import greedy_offsets
 

@@ -60,17 +60,30 @@ def _rngs(req: PlanRequest):
 
 def _kept(req: PlanRequest, budget: Budget):
     split = split_oversize(req, np.arange(len(req.sizes), dtype=np.int64), budget)
-    kept = np.sort(split.kept)
-    return split, kept
+    return split, split.kept  # increasing: split_oversize keeps the given (sorted) order
+
+
+def _kept_sizes(req: PlanRequest, kept: np.ndarray):
+    sizes = req.sizes
+    return sizes if kept.shape[0] == len(sizes) else sizes.subset(kept)
 
 
 def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
-            lower_bound=None, **meta):
-    """Assign graphs for this epoch and build the plan; every pack padded to ``budget``."""
+            lower_bound=None, bin_nodes=None, bin_edges=None, **meta):
+    """Assign graphs for this epoch and build the plan; every pack padded to ``budget``.
+    ``bin_nodes``/``bin_edges`` (sizes of the bins) give the real totals per pack without
+    gathering per graph."""
     assign_rng, order_rng = _rngs(req)
-    order, offsets = assign_graphs(slot_bin, pack_offsets, hist_inverse, kept,
-                                   assign_rng=assign_rng, order_rng=order_rng)
+    ids = None if kept.shape[0] == len(req.sizes) else kept  # None: every graph, in order
+    order, offsets, pack_order = assign_graphs(slot_bin, pack_offsets, hist_inverse, ids,
+                                               assign_rng=assign_rng, order_rng=order_rng,
+                                               return_pack_order=True)
     nb = offsets.shape[0] - 1
+    real = {}
+    if bin_nodes is not None and bin_edges is not None and nb:
+        starts = pack_offsets[:-1]
+        real = dict(real_nodes=np.add.reduceat(bin_nodes[slot_bin], starts)[pack_order],
+                    real_edges=np.add.reduceat(bin_edges[slot_bin], starts)[pack_order])
     pad_nodes = np.full(nb, budget.n_node, np.int64)
     pad_edges = np.full(nb, budget.n_edge, np.int64)
     pad_graphs = np.full(nb, budget.n_graph, np.int64)
@@ -80,7 +93,7 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
                                          int(sizes.n_edge[kept].sum()), kept.shape[0], budget)
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=pad_nodes,
                        pad_edges=pad_edges, pad_graphs=pad_graphs, lower_bound=lower_bound,
-                       split=split, budget=budget, **meta)
+                       split=split, budget=budget, **real, **meta)
 
 
 def _heuristic(req: PlanRequest, default: str = "product") -> str:
@@ -104,11 +117,12 @@ def _plan_tuple(req: PlanRequest, fit: str):
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
                        heuristic=heuristic, method=method)
-    hist = size_histogram(req.sizes.subset(kept))
+    hist = size_histogram(_kept_sizes(req, kept))
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
     return _finish(req, budget, split, kept, hist.inverse, res.slot_bin, res.offsets,
+                   bin_nodes=hist.n_node, bin_edges=hist.n_edge,
                    heuristic=heuristic, packer=res.method, packs_tried=res.tried)
 
 
@@ -153,12 +167,13 @@ def plan_pack_lpf_1d(req: PlanRequest):
         if kept.size == 0:
             sb, off = _empty_slots()
             return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-        hist = size_histogram(sizes.subset(kept))
+        hist = size_histogram(_kept_sizes(req, kept))
         pats = pack_histogram(hist.n_node, hist.n_edge, hist.count,
                               node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
                               graph_limit=budget.graph_capacity, heuristic="node", fit="best")
         sb, off = pats.slots()
-        return _finish(req, budget, split, kept, hist.inverse, sb, off, edge_limit=True)
+        return _finish(req, budget, split, kept, hist.inverse, sb, off, edge_limit=True,
+                       bin_nodes=hist.n_node, bin_edges=hist.n_edge)
     # edges unconstrained: pack node counts only; the padded edge count is the largest edge total
     # any pack can reach with the graphs of its node counts (fixed across epochs)
     wide = Budget(budget.n_node, np.iinfo(np.int32).max, budget.n_graph)
@@ -197,12 +212,13 @@ def plan_pack_nnls(req: PlanRequest):
     if kept.size == 0:
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-    hist = size_histogram(req.sizes.subset(kept))
+    hist = size_histogram(_kept_sizes(req, kept))
     pats = pack_nnls(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                      edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                      heuristic=heuristic)
     sb, off = pats.slots()
-    return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic)
+    return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic,
+                   bin_nodes=hist.n_node, bin_edges=hist.n_edge)
 
 
 @register(
@@ -235,7 +251,7 @@ def plan_buckets(req: PlanRequest):
                graph_limit=budget.graph_capacity, heuristic=heuristic)
     a_n, a_e = sizes.n_node[alone], sizes.n_edge[alone]
     if kept.size:
-        hist = size_histogram(sizes.subset(kept))
+        hist = size_histogram(_kept_sizes(req, kept))
         hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
     else:
         hn = he = hc = inverse = np.zeros(0, np.int64)
@@ -252,35 +268,67 @@ def plan_buckets(req: PlanRequest):
         fn, fe = pack_totals(first.slot_bin, first.offsets, hn, he)
     else:
         fn = fe = np.zeros(0, np.int64)
-    scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), budget, multiple)
-    chosen, _ = choose_scales(scales, k, budget, multiple)
+    ext_n, ext_e = np.concatenate([hn, a_n]), np.concatenate([he, a_e])
+
+    def filled(shape_n, shape_e):
+        """2. each large graph gets the smallest of the shapes; its room is filled with small
+        graphs; 3. the remaining small graphs packed to the budget. Returns the packs as slots
+        (bin ``nbins + i`` = large graph ``i``) and the packer of step 3."""
+        remaining = hc.copy()
+        fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * alone.shape[0]
+        if alone.size and kept.size:
+            grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
+                            & (shape_e[None, :] >= a_e[:, None]), axis=1)
+            room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e,
+                    np.full(alone.shape[0], budget.graph_capacity - 1))
+            pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
+                                        **lim)
+            for t in np.flatnonzero(base >= 0).tolist():
+                sl = slice(pats.offsets[t], pats.offsets[t + 1])
+                items = np.repeat(pats.bins[sl], pats.copies[sl])
+                fill_bins[int(base[t])] = items
+                remaining -= np.bincount(items, minlength=nbins)
+        if remaining.sum():
+            res = pack_bins(hn, he, remaining, fit="best", **lim)
+            sb, off, packer = res.slot_bin, res.offsets, res.method
+        else:
+            (sb, off), packer = _empty_slots(), None
+        parts = [sb] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
+        lens = np.array([len(x) for x in parts[1:]], np.int64)
+        return (np.concatenate(parts), np.concatenate([off, off[-1] + np.cumsum(lens)]),
+                packer)
+
+    def shaped(slot_bin, off):
+        """The best ``k`` shapes for these packs (exact) and their total cost."""
+        tn, te = pack_totals(slot_bin, off, ext_n, ext_e)
+        chosen, cost = choose_scales(pack_scales(tn, te, budget, multiple), k, budget, multiple)
+        return chosen, cost
+
+    # candidates: the first packing (each large graph alone), and for every k' <= k the packs
+    # filled around the k' shapes best for the first packing; each candidate's packs get the k
+    # shapes best for them and the cheapest wins, so k shapes never cost more than k - 1
+    a_slots = nbins + np.arange(alone.shape[0], dtype=np.int64)
+    f_sb, f_off = (first.slot_bin, first.offsets) if kept.size else _empty_slots()
+    cand_sb = np.concatenate([f_sb, a_slots])
+    cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(alone.shape[0])])
+    chosen, cost = shaped(cand_sb, cand_off)
+    best = (cost, chosen, cand_sb, cand_off, first.method if kept.size else None)
+    first_scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), budget,
+                               multiple)
+    tried_shapes: set = set()
+    for kk in range(1, k + 1) if alone.size and kept.size else ():
+        sc_k, _ = choose_scales(first_scales, kk, budget, multiple)
+        sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, budget, multiple))
+        key = (tuple(sn_k.tolist()), tuple(se_k.tolist()))
+        if key in tried_shapes:
+            continue
+        tried_shapes.add(key)
+        sb_k, off_k, packer_k = filled(sn_k, se_k)
+        chosen_k, cost_k = shaped(sb_k, off_k)
+        if cost_k < best[0] - 1e-9:
+            best = (cost_k, chosen_k, sb_k, off_k, packer_k)
+    _, chosen, slot_bin, pack_off, packer = best
     shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, budget, multiple))
-    # 2. each large graph gets the smallest chosen shape; its room is filled with small graphs
-    remaining = hc.copy()
-    fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * alone.shape[0]
-    if alone.size and kept.size:
-        grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
-                        & (shape_e[None, :] >= a_e[:, None]), axis=1)
-        room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e,
-                np.full(alone.shape[0], budget.graph_capacity - 1))
-        pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
-                                    **lim)
-        for t in np.flatnonzero(base >= 0).tolist():
-            sl = slice(pats.offsets[t], pats.offsets[t + 1])
-            items = np.repeat(pats.bins[sl], pats.copies[sl])
-            fill_bins[int(base[t])] = items
-            remaining -= np.bincount(items, minlength=nbins)
-    # 3. the remaining small graphs packed to the budget
-    if remaining.sum():
-        res = pack_bins(hn, he, remaining, fit="best", **lim)
-        slot_bin, pack_off, packer = res.slot_bin, res.offsets, res.method
-    else:
-        (slot_bin, pack_off), packer = _empty_slots(), None
-    # large-graph packs: bin nbins + i for large graph i, then its filling
-    parts = [slot_bin] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
-    lens = np.array([len(x) for x in parts[1:]], np.int64)
-    slot_bin = np.concatenate(parts)
-    pack_off = np.concatenate([pack_off, pack_off[-1] + np.cumsum(lens)])
     graph_bin = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
     graphs = np.concatenate([kept, alone])
     assign_rng, order_rng = _rngs(req)
