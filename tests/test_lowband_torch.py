@@ -124,8 +124,9 @@ def test_weights_trained_on_band_evaluate_on_all_edges_with_scatter():
         x = torch.as_tensor(sg.gather_nodes(graphs.node_data["x"]), dtype=torch.float32)
         y = torch.as_tensor(sg.gather_nodes(graphs.node_data["label"], fill=-100))
         batches.append((BandPropagation.from_supergraph(sg), x, y))
-    losses = []
+    losses = []  # summed over the same supergraphs, one entry per epoch
     for _ in range(5):
+        losses.append(0.0)
         for prop, x, y in batches:
             loss = torch.nn.functional.cross_entropy(head(model(embed(x), prop)), y,
                                                      ignore_index=-100)
@@ -133,7 +134,7 @@ def test_weights_trained_on_band_evaluate_on_all_edges_with_scatter():
             with torch.no_grad():  # plain SGD (torch.optim would import torch._dynamo: slow)
                 for p, g in zip(params, grads):
                     p -= 0.05 * g
-            losses.append(float(loss.detach()))
+            losses[-1] += float(loss.detach())
     assert losses[-1] < losses[0]
     fresh = GGNN(6, 2, steps=2)
     fresh.load_state_dict(model.state_dict())  # same parameters, no backend-specific state
