@@ -106,6 +106,8 @@ def test_one_budget_for_every_repeat_and_graph_cap(data):
     assert [r["budget"] for r in recs if r["strategy"] == "static-64"] == [None, None]
     with pytest.raises(ValueError, match="graph_cap"):
         BenchConfig(graph_cap=0.5).validate()
+    with pytest.raises(ValueError, match="sharing_strategy"):
+        BenchConfig(sharing_strategy="shm").validate()
 
 
 def test_padding_cost_per_repeat_hand_checked():

@@ -37,6 +37,7 @@ class BenchConfig:
     compile: str = "auto"
     eval_every: int = 30
     num_workers: int = 0
+    sharing_strategy: str | None = None  # torch.multiprocessing's, for batches from workers
     threads: int | None = None
     seed: int = 0
     graph_cap: float = 1.0
@@ -82,6 +83,9 @@ class BenchConfig:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if not float(self.graph_cap) >= 1.0:
             raise ValueError(f"graph_cap must be >= 1, got {self.graph_cap}")
+        if self.sharing_strategy not in (None, "file_descriptor", "file_system"):
+            raise ValueError("sharing_strategy must be file_descriptor or file_system, got "
+                             f"{self.sharing_strategy!r}")
         if int(self.num_workers) < 0:
             raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
         return self

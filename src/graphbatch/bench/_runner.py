@@ -126,7 +126,7 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
     options = _padded_options(spec, cfg, data)
     ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
                 batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
-                num_workers=cfg.num_workers, **options)
+                num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0, **options)
     epoch = 0
     while True:
         ld.set_epoch(epoch)
@@ -140,7 +140,7 @@ def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
 
     gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
     ld = DataLoader(data.train, batch_size=spec.batch_size, shuffle=True, generator=gen,
-                    num_workers=cfg.num_workers)
+                    num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0)
     while True:
         yield from ld
 
@@ -311,6 +311,7 @@ class _Run:
             "compiled": spec.compiled,
             "device": cfg.device,
             "num_workers": cfg.num_workers,
+            "sharing_strategy": cfg.sharing_strategy,
             "budget": self.budget,
             "graph_cap": cfg.graph_cap,
             "interleaved": interleaved,
@@ -398,6 +399,11 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
 
     bar = tqdm(total=len(runs) * cfg.steps, unit="step", disable=not progress)
     records = []
+    import torch.multiprocessing as tmp
+
+    sharing = tmp.get_sharing_strategy()
+    if cfg.sharing_strategy is not None:
+        tmp.set_sharing_strategy(cfg.sharing_strategy)
     try:
         if not cfg.interleave:
             for spec in runs:
@@ -415,6 +421,7 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
                 del group
     finally:
         bar.close()
+        tmp.set_sharing_strategy(sharing)
     return records
 
 

@@ -55,6 +55,9 @@ def add_parser(sub) -> None:
     p.add_argument("--graph-cap", type=float,
                    help="graph slots of the shared budget = F x batch size (default 1; e.g. 4 "
                    "so that the node/edge caps bind, not the graph cap)")
+    p.add_argument("--sharing-strategy", choices=["file_descriptor", "file_system"],
+                   help="torch.multiprocessing sharing strategy for batches from workers "
+                   "(file_system avoids a socket round trip per tensor; see docs/bench.md)")
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     p.add_argument("--seed", type=int, help="base seed (repeat r uses seed + r)")
     p.add_argument("--sequential", action="store_true",
@@ -76,7 +79,8 @@ def config_from_args(args):
         "batch_sizes": args.batch_sizes, "steps": args.steps, "repeats": args.repeats,
         "subset": args.subset, "device": args.device, "compile": args.compile,
         "eval_every": args.eval_every, "num_workers": args.num_workers,
-        "threads": args.threads, "graph_cap": args.graph_cap, "seed": args.seed, "compile_backend": args.compile_backend,
+        "threads": args.threads, "graph_cap": args.graph_cap,
+        "sharing_strategy": args.sharing_strategy, "seed": args.seed, "compile_backend": args.compile_backend,
         "compile_mode": None if args.compile_mode in (None, "default") else args.compile_mode,
     }
     cfg = dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
