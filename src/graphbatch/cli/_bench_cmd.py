@@ -80,7 +80,8 @@ def config_from_args(args):
         "subset": args.subset, "device": args.device, "compile": args.compile,
         "eval_every": args.eval_every, "num_workers": args.num_workers,
         "threads": args.threads, "graph_cap": args.graph_cap,
-        "sharing_strategy": args.sharing_strategy, "seed": args.seed, "compile_backend": args.compile_backend,
+        "sharing_strategy": args.sharing_strategy, "seed": args.seed,
+        "compile_backend": args.compile_backend,
         "compile_mode": None if args.compile_mode in (None, "default") else args.compile_mode,
     }
     cfg = dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
