@@ -87,3 +87,43 @@ def test_auto_compile_plan_and_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="batch sizes"):
         BenchConfig(strategies=("dynamic",), batch_sizes=(1,)).validate()
     assert main(["bench", "--strategies", "nope", "--out", str(tmp_path)]) == 2
+
+
+def test_one_budget_for_every_repeat_and_graph_cap(data):
+    """Budget-using strategies get Algorithm 1's budget from ``cfg.seed`` in every repeat (one
+    compiled shape across repeats); ``graph_cap`` multiplies only the graph slots."""
+    bs = 6
+    cfg = BenchConfig(models=("schnet",), strategies=("dynamic", "static-64"), batch_sizes=(bs,),
+                      steps=2, repeats=2, compile="off", eval_every=2, model_options=TINY,
+                      subset=80, graph_cap=2.5)
+    recs = run_bench(cfg, progress=False, data=data)
+    est = graphbatch.estimate_budget(data.train_sizes, bs, rng=np.random.default_rng(cfg.seed))
+    dyn = [r for r in recs if r["strategy"] == "dynamic"]
+    assert [r["repeat"] for r in dyn] == [0, 1]
+    for r in dyn:
+        assert r["budget"] == [est.n_node, est.n_edge, 15]  # round(2.5 * 6)
+        assert max(r["real_graphs_steps"]) <= 14
+    assert [r["budget"] for r in recs if r["strategy"] == "static-64"] == [None, None]
+    with pytest.raises(ValueError, match="graph_cap"):
+        BenchConfig(graph_cap=0.5).validate()
+    with pytest.raises(ValueError, match="sharing_strategy"):
+        BenchConfig(sharing_strategy="shm").validate()
+
+
+def test_padding_cost_per_repeat_hand_checked():
+    from graphbatch.bench import targets
+
+    def rec(strategy, repeat, us, compiled=False):
+        return {"model": "schnet", "batch_size": 8, "strategy": strategy, "repeat": repeat,
+                "compiled": compiled, "compiles": 0, "compile_s": 0.0, "batching_ms_median": 1.0,
+                "update_ms_median": 1.0, "step_ms_median": 1.0, "step_ms_mean": 1.0,
+                "graphs_per_s": 1.0, "steady_graphs_per_s": 1.0, "update_us_per_graph": us,
+                "update_us_per_graph_median": us, "peak_mem_bytes": 1, "test_rmse": 1.0}
+
+    recs = [rec("unpadded", 0, 100.0), rec("unpadded", 1, 200.0), rec("unpadded", 2, 100.0),
+            rec("pack-lpf", 0, 102.0), rec("pack-lpf", 1, 190.0), rec("pack-lpf", 2, 110.0),
+            rec("pack-lpf", 0, 50.0, compiled=True)]
+    (t,) = targets(recs)
+    assert t["padding_cost_repeats"]["pack-lpf"] == pytest.approx([1.02, 0.95, 1.10])
+    assert "pack-lpf+compile" not in t["padding_cost_repeats"]
+    assert t["padding_cost"]["pack-lpf"] == pytest.approx(110.0 / 100.0)  # medians over repeats

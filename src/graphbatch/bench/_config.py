@@ -19,21 +19,28 @@ COMPILE_MODES = ("auto", "on", "off")
 @dataclass
 class BenchConfig:
     """One benchmark invocation. ``steps`` optimizer steps per run; ``eval_every`` steps between
-    test evaluations (and one at the end); ``subset`` molecules (``None`` = all of QM9)."""
+    test evaluations (and one at the end); ``subset`` molecules (``None`` = all of QM9).
+
+    Budget-using strategies share one budget per batch size, estimated once from ``seed``
+    (Algorithm 1), in every repeat, so a compiled model meets the same shape in each repeat;
+    ``graph_cap`` scales its graph slots (``n_graph = round(graph_cap * batch_size)``; > 1 lets
+    the node/edge caps bind instead of the graph cap)."""
 
     dataset: str = "qm9"
     models: tuple[str, ...] = ("schnet",)
-    strategies: tuple[str, ...] = ("pack-lpf", "dynamic", "static-64", "unpadded", "pyg-eager")
+    strategies: tuple[str, ...] = ("pack-lpf", "dynamic", "unpadded", "pyg-eager")
     batch_sizes: tuple[int, ...] = (32, 128)
     steps: int = 30
     repeats: int = 3
     subset: int | None = 2000
     device: str = "cpu"
     compile: str = "auto"
-    eval_every: int = 15
+    eval_every: int = 30
     num_workers: int = 0
+    sharing_strategy: str | None = None  # torch.multiprocessing's, for batches from workers
     threads: int | None = None
     seed: int = 0
+    graph_cap: float = 1.0
     lr: float = 1e-3
     cutoff: float = 6.0
     full: bool = False
@@ -74,6 +81,11 @@ class BenchConfig:
             raise ValueError(f"compile must be one of {COMPILE_MODES}, got {self.compile!r}")
         if self.threads is not None and int(self.threads) < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if not float(self.graph_cap) >= 1.0:
+            raise ValueError(f"graph_cap must be >= 1, got {self.graph_cap}")
+        if self.sharing_strategy not in (None, "file_descriptor", "file_system"):
+            raise ValueError("sharing_strategy must be file_descriptor or file_system, got "
+                             f"{self.sharing_strategy!r}")
         if int(self.num_workers) < 0:
             raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
         return self
@@ -85,8 +97,10 @@ class BenchConfig:
         return d
 
 
-#: Default: finishes on 2 CPU cores in minutes (QM9 subset, SchNet, batch sizes 32 and 128).
-DEFAULT = BenchConfig()
+#: Default: finishes on 2 shared CPU cores in under 10 minutes (QM9 subset, SchNet, batch sizes
+#: 32 and 128, 3 repeats); one intra-op thread (on a loaded 2-core machine 2 threads were 2-4x
+#: slower from OpenMP waits).
+DEFAULT = BenchConfig(threads=1)
 
 #: ``--full``: the paper's grid (3 models x 4 batch sizes x all strategies x 10 repeats).
 FULL = BenchConfig(
@@ -98,5 +112,6 @@ FULL = BenchConfig(
     subset=None,
     compile="on",
     eval_every=200,
+    threads=None,
     full=True,
 )

@@ -80,6 +80,19 @@ def learning_tests(records: list[dict[str, Any]], alpha: float = 0.05) -> list[d
     return out
 
 
+def _per_repeat_cost(records, model, batch_size, names) -> dict[str, list[float]]:
+    """Padding cost of each repeat alone (its run over the same repeat's ``unpadded`` run): the
+    spread across repeats is the noise level of the median ratio."""
+    runs = {(label(r), r["repeat"]): r for r in records
+            if r["model"] == model and r["batch_size"] == batch_size}
+    out: dict[str, list[float]] = {}
+    for k in names:
+        out[k] = [runs[(k, rep)]["update_us_per_graph_median"]
+                  / runs[("unpadded", rep)]["update_us_per_graph_median"]
+                  for (lab, rep) in sorted(runs) if lab == k and ("unpadded", rep) in runs]
+    return out
+
+
 def targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The issue's targets, measured: compilations, padding cost, end-to-end speedup.
 
@@ -106,6 +119,7 @@ def targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             base = d["unpadded"]["update_us_per_graph"]
             t["padding_cost_mean"] = {k: v["update_us_per_graph"] / base
                                       for k, v in eager.items()}
+            t["padding_cost_repeats"] = _per_repeat_cost(records, m, b, eager)
         if "pyg-eager" in d:
             cands = {k: v for k, v in d.items() if k in ("pack-lpf", "pack-lpf+compile")}
             if cands:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._config import BASELINES, BenchConfig
 
-__all__ = ["RunSpec", "plan_runs", "run_one", "run_bench"]
+__all__ = ["RunSpec", "bench_budget", "plan_runs", "run_one", "run_bench"]
 
 
 @dataclass(frozen=True)
@@ -99,13 +99,34 @@ def _build(spec: RunSpec, cfg: BenchConfig):
 
 
 # --------------------------------------------------------------------------- batches
+def bench_budget(cfg: BenchConfig, sizes, batch_size: int):
+    """The budget every budget-using strategy gets at ``batch_size``: Algorithm 1 from
+    ``cfg.seed`` (the same in every repeat, so compiled runs of later repeats reuse the shape),
+    with ``round(cfg.graph_cap * batch_size)`` graph slots."""
+    from .. import Budget, estimate_budget
+
+    est = estimate_budget(sizes, int(batch_size), rng=np.random.default_rng(cfg.seed))
+    return Budget(est.n_node, est.n_edge, max(int(round(cfg.graph_cap * batch_size)),
+                                              est.n_graph))
+
+
+def _padded_options(spec: RunSpec, cfg: BenchConfig, data) -> dict[str, Any]:
+    """Loader options of a padded strategy: the shared budget where the strategy takes one."""
+    from .. import get_strategy
+
+    options = dict(cfg.strategy_options.get(spec.strategy, {}))
+    if get_strategy(spec.strategy).uses_budget and "budget" not in options:
+        options["budget"] = bench_budget(cfg, data.train_sizes, spec.batch_size)
+    return options
+
+
 def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
     from ..torch import loader
 
-    options = dict(cfg.strategy_options.get(spec.strategy, {}))
+    options = _padded_options(spec, cfg, data)
     ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
                 batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
-                num_workers=cfg.num_workers, **options)
+                num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0, **options)
     epoch = 0
     while True:
         ld.set_epoch(epoch)
@@ -119,7 +140,7 @@ def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
 
     gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
     ld = DataLoader(data.train, batch_size=spec.batch_size, shuffle=True, generator=gen,
-                    num_workers=cfg.num_workers)
+                    num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0)
     while True:
         yield from ld
 
@@ -190,6 +211,9 @@ class _Run:
         model, self.is_pyg_model = _build(spec, cfg)
         self.model = model.to(self.device)
         self.padded = spec.strategy not in BASELINES
+        budget = _padded_options(spec, cfg, data).get("budget") if self.padded else None
+        self.budget = None if budget is None else [int(budget.n_node), int(budget.n_edge),
+                                                   int(budget.n_graph)]
         if spec.compiled:
             mode = cfg.compile_mode if self.padded else None  # CUDA graphs need static shapes
             self.fn = _compile(self.model, dynamic=not self.padded,
@@ -287,6 +311,9 @@ class _Run:
             "compiled": spec.compiled,
             "device": cfg.device,
             "num_workers": cfg.num_workers,
+            "sharing_strategy": cfg.sharing_strategy,
+            "budget": self.budget,
+            "graph_cap": cfg.graph_cap,
             "interleaved": interleaved,
             "steps": n,
             "params": count_parameters(self.model),
@@ -372,6 +399,11 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
 
     bar = tqdm(total=len(runs) * cfg.steps, unit="step", disable=not progress)
     records = []
+    import torch.multiprocessing as tmp
+
+    sharing = tmp.get_sharing_strategy()
+    if cfg.sharing_strategy is not None:
+        tmp.set_sharing_strategy(cfg.sharing_strategy)
     try:
         if not cfg.interleave:
             for spec in runs:
@@ -389,6 +421,7 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
                 del group
     finally:
         bar.close()
+        tmp.set_sharing_strategy(sharing)
     return records
 
 

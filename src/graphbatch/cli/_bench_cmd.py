@@ -52,6 +52,12 @@ def add_parser(sub) -> None:
                    help="torch.compile mode for padded strategies (reduce-overhead: CUDA graphs)")
     p.add_argument("--eval-every", type=int, help="steps between test evaluations")
     p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
+    p.add_argument("--graph-cap", type=float,
+                   help="graph slots of the shared budget = F x batch size (default 1; e.g. 4 "
+                   "so that the node/edge caps bind, not the graph cap)")
+    p.add_argument("--sharing-strategy", choices=["file_descriptor", "file_system"],
+                   help="torch.multiprocessing sharing strategy for batches from workers "
+                   "(file_system avoids a socket round trip per tensor; see docs/bench.md)")
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
     p.add_argument("--seed", type=int, help="base seed (repeat r uses seed + r)")
     p.add_argument("--sequential", action="store_true",
@@ -73,7 +79,9 @@ def config_from_args(args):
         "batch_sizes": args.batch_sizes, "steps": args.steps, "repeats": args.repeats,
         "subset": args.subset, "device": args.device, "compile": args.compile,
         "eval_every": args.eval_every, "num_workers": args.num_workers,
-        "threads": args.threads, "seed": args.seed, "compile_backend": args.compile_backend,
+        "threads": args.threads, "graph_cap": args.graph_cap,
+        "sharing_strategy": args.sharing_strategy, "seed": args.seed,
+        "compile_backend": args.compile_backend,
         "compile_mode": None if args.compile_mode in (None, "default") else args.compile_mode,
     }
     cfg = dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
@@ -103,5 +111,8 @@ def run(args) -> int:
         if "padding_cost" in t:
             pc = ", ".join(f"{k} {v:.3f}" for k, v in t["padding_cost"].items())
             print(f"{t['model']} b={t['batch_size']}: update time per real graph / unpadded: {pc}")
+            reps = "; ".join(f"{k} " + " ".join(f"{x:.3f}" for x in v)
+                             for k, v in t["padding_cost_repeats"].items() if k != "unpadded")
+            print(f"{t['model']} b={t['batch_size']}: per repeat: {reps}")
     print(f"wrote {paths['results.json']} ({len(records)} records) and {len(paths) - 1} more files")
     return 0
