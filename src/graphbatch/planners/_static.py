@@ -35,6 +35,8 @@ def _plan_static(req: PlanRequest, pad_fn, **meta):
         pad_edges=pad_edges,
         pad_graphs=np.full(nb, bs, dtype=np.int64),
         lower_bound=ceil_div(order.shape[0], bs - 1),
+        real_nodes=real_nodes,
+        real_edges=real_edges,
         **meta,
     )
 
