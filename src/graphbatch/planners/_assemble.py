@@ -6,11 +6,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._budget import Budget, round_up
+from .._budget import Budget, next_pow2, round_up
 from .._plan import BatchPlan
 from ._registry import OVERSIZE_POLICIES, PlanRequest
 
-__all__ = ["OversizeSplit", "split_oversize", "finish_plan", "batch_totals", "ceil_div"]
+__all__ = [
+    "PAD_MODES",
+    "OversizeSplit",
+    "batch_totals",
+    "ceil_div",
+    "finish_plan",
+    "padded_shapes",
+    "split_oversize",
+]
+
+#: Padding rules for strategies with a fixed number of graphs per batch.
+PAD_MODES = ("static-64", "pow2", "max")
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -84,6 +95,25 @@ def batch_totals(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     nonempty = offsets[1:] > starts
     out[nonempty] = np.add.reduceat(values, starts[nonempty])
     return out
+
+def padded_shapes(
+    real_nodes: np.ndarray, real_edges: np.ndarray, mode: str, multiple: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """Padded (nodes, edges) per batch, one node reserved for the padding graph.
+
+    ``static-64``: totals rounded up to ``multiple``; ``pow2``: to the next power of two;
+    ``max``: every batch gets the epoch's largest totals (one shape for the epoch).
+    """
+    if mode == "static-64":
+        return round_up(real_nodes + 1, multiple), round_up(real_edges, multiple)
+    if mode == "pow2":
+        return next_pow2(real_nodes + 1), next_pow2(real_edges)
+    if mode == "max":
+        nb = real_nodes.shape[0]
+        top_n = int(real_nodes.max()) + 1 if nb else 1
+        top_e = int(real_edges.max()) if nb else 0
+        return np.full(nb, top_n, dtype=np.int64), np.full(nb, top_e, dtype=np.int64)
+    raise ValueError(f"pad must be one of {', '.join(PAD_MODES)}, got {mode!r}")
 
 
 def own_batch_shape(n_node: int, n_edge: int, budget: Budget, multiple: int = 64) -> Budget:

@@ -16,9 +16,8 @@ import numbers
 
 import numpy as np
 
-from .._budget import next_pow2, round_up
 from .._validate import as_nonnegative_int, as_positive_int
-from ._assemble import batch_totals, finish_plan
+from ._assemble import PAD_MODES, batch_totals, finish_plan, padded_shapes
 from ._cost import CostModel, cost_model_from_options
 from ._partition import (
     balanced_ldm,
@@ -45,7 +44,6 @@ __all__ = [
 ]
 
 #: Padded-shape rules for balancing plans.
-PAD_MODES = ("static-64", "pow2", "max")
 
 _COMMON = ("pad", "multiple", "cost_nodes", "cost_edges")
 
@@ -62,26 +60,6 @@ def batch_counts(num_graphs: int, num_batches: int) -> np.ndarray:
     counts = np.full(num_batches, q, dtype=np.int64)
     counts[:extra] += 1
     return counts
-
-
-def padded_shapes(
-    real_nodes: np.ndarray, real_edges: np.ndarray, mode: str, multiple: int = 64
-) -> tuple[np.ndarray, np.ndarray]:
-    """Padded (nodes, edges) per batch, one node reserved for the padding graph.
-
-    ``static-64``: totals rounded up to ``multiple``; ``pow2``: to the next power of two;
-    ``max``: every batch gets the epoch's largest totals (one shape for the epoch).
-    """
-    if mode == "static-64":
-        return round_up(real_nodes + 1, multiple), round_up(real_edges, multiple)
-    if mode == "pow2":
-        return next_pow2(real_nodes + 1), next_pow2(real_edges)
-    if mode == "max":
-        nb = real_nodes.shape[0]
-        top_n = int(real_nodes.max()) + 1 if nb else 1
-        top_e = int(real_edges.max()) if nb else 0
-        return np.full(nb, top_n, dtype=np.int64), np.full(nb, top_e, dtype=np.int64)
-    raise ValueError(f"pad must be one of {', '.join(PAD_MODES)}, got {mode!r}")
 
 
 def _real_option(req: PlanRequest, name: str, default: float, *, low=None, high=None) -> float:
@@ -160,6 +138,8 @@ def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **m
         pad_edges=pad_edges,
         pad_graphs=np.full(nb, setup.batch_size, dtype=np.int64),
         lower_bound=nb,
+        real_nodes=real_nodes,
+        real_edges=real_edges,
         cost_model=setup.model.as_meta(),
         pad=setup.pad,
         **meta,

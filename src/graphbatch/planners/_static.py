@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._budget import next_pow2, round_up
+from .._budget import round_up
 from .._validate import as_positive_int
-from ._assemble import batch_totals, ceil_div, finish_plan
+from ._assemble import batch_totals, ceil_div, finish_plan, padded_shapes
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_static_constant", "plan_static_multiple", "plan_static_pow2", "static_offsets"]
@@ -73,7 +73,7 @@ def plan_static_multiple(req: PlanRequest):
     multiple = as_positive_int(req.option("multiple", 64), "multiple")
 
     def pad(real_nodes, real_edges, bs):
-        return round_up(real_nodes + 1, multiple), round_up(real_edges, multiple)
+        return padded_shapes(real_nodes, real_edges, "static-64", multiple)
 
     return _plan_static(req, pad)
 
@@ -86,6 +86,6 @@ def plan_static_multiple(req: PlanRequest):
 )
 def plan_static_pow2(req: PlanRequest):
     def pad(real_nodes, real_edges, bs):
-        return next_pow2(real_nodes + 1), next_pow2(real_edges)
+        return padded_shapes(real_nodes, real_edges, "pow2")
 
     return _plan_static(req, pad)
