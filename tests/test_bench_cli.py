@@ -15,6 +15,8 @@ pytest.importorskip("graphbatch.datasets")
 
 import graphbatch  # noqa: E402
 from graphbatch.bench import BenchConfig, plan_runs, run_bench  # noqa: E402
+from graphbatch.bench._config import PACKING_GRAPH_CAP  # noqa: E402
+from graphbatch.bench._runner import bench_budget  # noqa: E402
 from graphbatch.bench._data import load_bench_data  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 
@@ -104,10 +106,25 @@ def test_one_budget_for_every_repeat_and_graph_cap(data):
         assert r["budget"] == [est.n_node, est.n_edge, 15]  # round(2.5 * 6)
         assert max(r["real_graphs_steps"]) <= 14
     assert [r["budget"] for r in recs if r["strategy"] == "static-64"] == [None, None]
+    # by default packing strategies get PACKING_GRAPH_CAP x the graph slots, dynamic Algorithm 1's
+    auto = BenchConfig()
+    assert auto.graph_cap_for("dynamic") == 1.0
+    assert auto.graph_cap_for("pack-lpf") == auto.graph_cap_for("buckets") == PACKING_GRAPH_CAP
+    assert bench_budget(auto, data.train_sizes, bs, "pack-lpf").n_graph == round(
+        PACKING_GRAPH_CAP * bs)
+    assert bench_budget(auto, data.train_sizes, bs, "dynamic").n_graph == est.n_graph
+    assert BenchConfig(graph_cap=3.0).graph_cap_for("dynamic") == 3.0
     with pytest.raises(ValueError, match="graph_cap"):
         BenchConfig(graph_cap=0.5).validate()
     with pytest.raises(ValueError, match="sharing_strategy"):
         BenchConfig(sharing_strategy="shm").validate()
+    from graphbatch.bench import effective_sharing_strategy
+
+    assert effective_sharing_strategy(BenchConfig()) is None  # no workers: torch's own
+    assert effective_sharing_strategy(BenchConfig(num_workers=2)) == "file_system"
+    assert effective_sharing_strategy(BenchConfig(num_workers=2,
+                                                  sharing_strategy="file_descriptor")) \
+        == "file_descriptor"
 
 
 def test_padding_cost_per_repeat_hand_checked():

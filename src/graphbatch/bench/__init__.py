@@ -2,20 +2,22 @@
 statistics. The statistics need only NumPy/SciPy; running imports torch, PyG and the
 `graphbatch.torch` / `graphbatch.datasets` adapters when called."""
 
-from ._config import BASELINES, DEFAULT, FULL, PADDED_STRATEGIES, BenchConfig
+from ._config import BASELINES, DEFAULT, FULL, PACKING_GRAPH_CAP, PADDED_STRATEGIES, BenchConfig
 from ._report import learning_tests, summarize, targets, write_results
-from ._runner import RunSpec, plan_runs, run_bench, run_one
+from ._runner import RunSpec, effective_sharing_strategy, plan_runs, run_bench, run_one
 from ._stats import PairwiseTests, bonferroni, pairwise_mannwhitney, pairwise_ttest
 
 __all__ = [
     "BASELINES",
     "DEFAULT",
     "FULL",
+    "PACKING_GRAPH_CAP",
     "PADDED_STRATEGIES",
     "BenchConfig",
     "PairwiseTests",
     "RunSpec",
     "bonferroni",
+    "effective_sharing_strategy",
     "learning_tests",
     "pairwise_mannwhitney",
     "pairwise_ttest",

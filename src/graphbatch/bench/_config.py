@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["BASELINES", "BenchConfig", "DEFAULT", "FULL", "PADDED_STRATEGIES"]
+__all__ = ["BASELINES", "BenchConfig", "DEFAULT", "FULL", "PACKING_GRAPH_CAP", "PADDED_STRATEGIES",
+           "is_packing"]
 
 #: Strategies that batch with PyG's ``DataLoader`` (no padding): PyG's SchNet (for ``schnet``;
 #: our model otherwise) eager or ``torch.compile(dynamic=True)``, and our model unpadded + eager.
@@ -14,6 +15,16 @@ BASELINES = ("pyg-eager", "pyg-compile", "unpadded")
 PADDED_STRATEGIES = ("static-constant", "static-64", "static-pow2", "dynamic", "pack-lpf",
                      "buckets")
 COMPILE_MODES = ("auto", "on", "off")
+#: Graph slots per batch-size unit that packing strategies get by default (``graph_cap=None``):
+#: packs are limited by nodes and edges (tuple-packing and IPU papers); a graph cap of twice the
+#: batch size leaves room for packs of many small graphs, so the node/edge caps bind and the
+#: padded nodes are filled to ~99% instead of the ~93% left when 128 graph slots run out first.
+PACKING_GRAPH_CAP = 2.0
+
+
+def is_packing(strategy: str) -> bool:
+    """Whether ``strategy`` packs to node/edge limits (``pack-*``, ``buckets``)."""
+    return strategy.startswith("pack-") or strategy == "buckets"
 
 
 @dataclass
@@ -24,23 +35,26 @@ class BenchConfig:
     Budget-using strategies share one budget per batch size, estimated once from ``seed``
     (Algorithm 1), in every repeat, so a compiled model meets the same shape in each repeat;
     ``graph_cap`` scales its graph slots (``n_graph = round(graph_cap * batch_size)``; > 1 lets
-    the node/edge caps bind instead of the graph cap)."""
+    the node/edge caps bind instead of the graph cap). ``graph_cap=None`` (default): packing
+    strategies get `PACKING_GRAPH_CAP`, the others (``dynamic``, ...) Algorithm 1's 1.
+
+    ``threads=None``: torch's default intra-op threads (the machine's cores)."""
 
     dataset: str = "qm9"
     models: tuple[str, ...] = ("schnet",)
     strategies: tuple[str, ...] = ("pack-lpf", "dynamic", "unpadded", "pyg-eager")
     batch_sizes: tuple[int, ...] = (32, 128)
-    steps: int = 30
+    steps: int = 100
     repeats: int = 3
-    subset: int | None = 2000
+    subset: int | None = 5000
     device: str = "cpu"
     compile: str = "auto"
-    eval_every: int = 30
+    eval_every: int = 50
     num_workers: int = 0
     sharing_strategy: str | None = None  # torch.multiprocessing's, for batches from workers
     threads: int | None = None
     seed: int = 0
-    graph_cap: float = 1.0
+    graph_cap: float | None = None
     lr: float = 1e-3
     cutoff: float = 6.0
     full: bool = False
@@ -81,7 +95,7 @@ class BenchConfig:
             raise ValueError(f"compile must be one of {COMPILE_MODES}, got {self.compile!r}")
         if self.threads is not None and int(self.threads) < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
-        if not float(self.graph_cap) >= 1.0:
+        if self.graph_cap is not None and not float(self.graph_cap) >= 1.0:
             raise ValueError(f"graph_cap must be >= 1, got {self.graph_cap}")
         if self.sharing_strategy not in (None, "file_descriptor", "file_system"):
             raise ValueError("sharing_strategy must be file_descriptor or file_system, got "
@@ -90,6 +104,13 @@ class BenchConfig:
             raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
         return self
 
+    def graph_cap_for(self, strategy: str) -> float:
+        """Graph-slot factor of ``strategy``'s budget: ``graph_cap``, or by default
+        `PACKING_GRAPH_CAP` for packing strategies and 1 for the others."""
+        if self.graph_cap is not None:
+            return float(self.graph_cap)
+        return PACKING_GRAPH_CAP if is_packing(strategy) else 1.0
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for k in ("models", "strategies", "batch_sizes"):
@@ -97,10 +118,9 @@ class BenchConfig:
         return d
 
 
-#: Default: finishes on 2 shared CPU cores in under 10 minutes (QM9 subset, SchNet, batch sizes
-#: 32 and 128, 3 repeats); one intra-op thread (on a loaded 2-core machine 2 threads were 2-4x
-#: slower from OpenMP waits).
-DEFAULT = BenchConfig(threads=1)
+#: Default: finishes on 2 CPU cores in under 10 minutes (QM9 subset, SchNet, batch sizes 32 and
+#: 128, 100 steps, 3 repeats; measured in benchmarks/RESULTS.md).
+DEFAULT = BenchConfig()
 
 #: ``--full``: the paper's grid (3 models x 4 batch sizes x all strategies x 10 repeats).
 FULL = BenchConfig(

@@ -18,7 +18,8 @@ import numpy as np
 
 from ._config import BASELINES, BenchConfig
 
-__all__ = ["RunSpec", "bench_budget", "plan_runs", "run_one", "run_bench"]
+__all__ = ["RunSpec", "bench_budget", "effective_sharing_strategy", "plan_runs", "run_one",
+           "run_bench"]
 
 
 @dataclass(frozen=True)
@@ -99,15 +100,15 @@ def _build(spec: RunSpec, cfg: BenchConfig):
 
 
 # --------------------------------------------------------------------------- batches
-def bench_budget(cfg: BenchConfig, sizes, batch_size: int):
-    """The budget every budget-using strategy gets at ``batch_size``: Algorithm 1 from
+def bench_budget(cfg: BenchConfig, sizes, batch_size: int, strategy: str = "dynamic"):
+    """The budget ``strategy`` gets at ``batch_size``: Algorithm 1's node and edge caps from
     ``cfg.seed`` (the same in every repeat, so compiled runs of later repeats reuse the shape),
-    with ``round(cfg.graph_cap * batch_size)`` graph slots."""
+    with ``round(cfg.graph_cap_for(strategy) * batch_size)`` graph slots."""
     from .. import Budget, estimate_budget
 
     est = estimate_budget(sizes, int(batch_size), rng=np.random.default_rng(cfg.seed))
-    return Budget(est.n_node, est.n_edge, max(int(round(cfg.graph_cap * batch_size)),
-                                              est.n_graph))
+    slots = int(round(cfg.graph_cap_for(strategy) * batch_size))
+    return Budget(est.n_node, est.n_edge, max(slots, est.n_graph))
 
 
 def _padded_options(spec: RunSpec, cfg: BenchConfig, data) -> dict[str, Any]:
@@ -116,7 +117,7 @@ def _padded_options(spec: RunSpec, cfg: BenchConfig, data) -> dict[str, Any]:
 
     options = dict(cfg.strategy_options.get(spec.strategy, {}))
     if get_strategy(spec.strategy).uses_budget and "budget" not in options:
-        options["budget"] = bench_budget(cfg, data.train_sizes, spec.batch_size)
+        options["budget"] = bench_budget(cfg, data.train_sizes, spec.batch_size, spec.strategy)
     return options
 
 
@@ -311,9 +312,9 @@ class _Run:
             "compiled": spec.compiled,
             "device": cfg.device,
             "num_workers": cfg.num_workers,
-            "sharing_strategy": cfg.sharing_strategy,
+            "sharing_strategy": effective_sharing_strategy(cfg),
             "budget": self.budget,
-            "graph_cap": cfg.graph_cap,
+            "graph_cap": cfg.graph_cap_for(spec.strategy) if self.budget is not None else None,
             "interleaved": interleaved,
             "steps": n,
             "params": count_parameters(self.model),
@@ -402,8 +403,8 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
     import torch.multiprocessing as tmp
 
     sharing = tmp.get_sharing_strategy()
-    if cfg.sharing_strategy is not None:
-        tmp.set_sharing_strategy(cfg.sharing_strategy)
+    if effective_sharing_strategy(cfg) is not None:
+        tmp.set_sharing_strategy(effective_sharing_strategy(cfg))
     try:
         if not cfg.interleave:
             for spec in runs:
@@ -423,6 +424,15 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
         bar.close()
         tmp.set_sharing_strategy(sharing)
     return records
+
+
+def effective_sharing_strategy(cfg: BenchConfig) -> str | None:
+    """``cfg.sharing_strategy``; with workers and none given, ``file_system``: torch's default
+    ``file_descriptor`` strategy costs a socket round trip per tensor received from a worker
+    (~9 ms per batch measured, more than collating in process; benchmarks/RESULTS.md)."""
+    if cfg.sharing_strategy is not None:
+        return cfg.sharing_strategy
+    return "file_system" if cfg.num_workers > 0 else None
 
 
 def _describe(spec: RunSpec) -> str:

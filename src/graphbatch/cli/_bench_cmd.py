@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
     p.add_argument("--batch-sizes", type=_csv(int), help="comma list, e.g. 32,128")
     p.add_argument("--steps", type=int, help="optimizer steps per run")
     p.add_argument("--repeats", type=int, help="repeats per configuration")
-    p.add_argument("--subset", type=int, help="first N QM9 molecules (default 2000; --full: all)")
+    p.add_argument("--subset", type=int, help="first N QM9 molecules (default 5000; --full: all)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None)
     p.add_argument("--compile", choices=["auto", "on", "off"], default=None,
                    help="torch.compile padded strategies (auto: on CUDA all, on CPU pack-lpf both "
@@ -53,12 +53,16 @@ def add_parser(sub) -> None:
     p.add_argument("--eval-every", type=int, help="steps between test evaluations")
     p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
     p.add_argument("--graph-cap", type=float,
-                   help="graph slots of the shared budget = F x batch size (default 1; e.g. 4 "
-                   "so that the node/edge caps bind, not the graph cap)")
+                   help="graph slots of the shared budget = F x batch size for every "
+                   "budget-using strategy (default: 2 for pack-*/buckets, so that their node/edge "
+                   "caps bind; 1 -- Algorithm 1's -- for dynamic and the others)")
     p.add_argument("--sharing-strategy", choices=["file_descriptor", "file_system"],
                    help="torch.multiprocessing sharing strategy for batches from workers "
-                   "(file_system avoids a socket round trip per tensor; see docs/bench.md)")
-    p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
+                   "(default with workers: file_system, which avoids a socket round trip per "
+                   "tensor; see docs/bench.md)")
+    p.add_argument("--threads", type=int,
+                   help="torch intra-op threads (default: torch's, i.e. the cores; use 1 when "
+                   "other jobs share the cores)")
     p.add_argument("--seed", type=int, help="base seed (repeat r uses seed + r)")
     p.add_argument("--sequential", action="store_true",
                    help="run configurations one after another (per-run peak memory) instead of "

@@ -16,6 +16,7 @@ from torch.nn import functional as F
 
 __all__ = [
     "LOG2",
+    "RBF_MIN_EXPONENT",
     "GaussianRBF",
     "ShiftedSoftplus",
     "cosine_cutoff",
@@ -27,6 +28,9 @@ __all__ = [
 ]
 
 LOG2 = math.log(2.0)
+#: Exponents below this give Gaussian features of exactly 0 (``exp(-87) = 1.6e-38`` is the
+#: smallest value kept: float32's smallest normal number is 1.18e-38).
+RBF_MIN_EXPONENT = -87.0
 
 
 def shifted_softplus(x: Tensor) -> Tensor:
@@ -53,7 +57,15 @@ class ShiftedSoftplus(nn.Module):
 class GaussianRBF(nn.Module):
     """``num`` Gaussians with centres evenly spaced on ``[start, stop]`` (Å); width = spacing.
 
-    ``rbf_k(d) = exp(-0.5 / spacing**2 * (d - mu_k)**2)`` (SchNet's expansion).
+    ``rbf_k(d) = exp(-0.5 / spacing**2 * (d - mu_k)**2)`` (SchNet's expansion), set to exactly 0
+    where the exponent is below `RBF_MIN_EXPONENT`.
+
+    Why the floor: float32 ``exp`` of exponents in (-103.3, -87.3) gives subnormal numbers
+    (< 1.2e-38), and x86 CPUs take a microcode assist for every multiply that touches one. With
+    spacing 0.25 Å a few of the 25 features of every edge fall there (centres 3.3-3.6 Å away), and
+    the weight gradient of the first filter layer -- a matrix product over all edges of these
+    features -- ran 20x slower than on normal numbers (measured: 126 ms instead of 6 ms per step
+    at batch size 128 on 2 cores). The floor changes features by < 1.7e-38.
     """
 
     def __init__(self, start: float = 0.0, stop: float = 6.0, num: int = 25) -> None:
@@ -68,7 +80,10 @@ class GaussianRBF(nn.Module):
 
     def forward(self, d: Tensor) -> Tensor:
         diff = d.unsqueeze(-1) - self.centres
-        return torch.exp(self.coeff * diff * diff)
+        arg = self.coeff * diff * diff
+        keep = arg > RBF_MIN_EXPONENT
+        # clamp first so that exp never produces a subnormal, even in the discarded branch
+        return torch.where(keep, torch.exp(arg.clamp_min(RBF_MIN_EXPONENT)), torch.zeros_like(arg))
 
 
 def cosine_cutoff(d: Tensor, cutoff: float, edge_mask: Tensor) -> Tensor:
