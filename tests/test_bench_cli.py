@@ -144,3 +144,18 @@ def test_padding_cost_per_repeat_hand_checked():
     assert t["padding_cost_repeats"]["pack-lpf"] == pytest.approx([1.02, 0.95, 1.10])
     assert "pack-lpf+compile" not in t["padding_cost_repeats"]
     assert t["padding_cost"]["pack-lpf"] == pytest.approx(110.0 / 100.0)  # medians over repeats
+
+
+def test_prefetch_thread_trains_on_the_same_batches(data):
+    """``prefetch`` only moves batch making into a thread: the same batches in the same order, so
+    the same losses, weights and test errors as without it."""
+    base = dict(models=("schnet",), strategies=("pack-lpf", "pyg-eager"), batch_sizes=(6,),
+                steps=4, repeats=1, compile="off", eval_every=4, model_options=TINY, subset=80)
+    plain = run_bench(BenchConfig(**base), progress=False, data=data)
+    fetched = run_bench(BenchConfig(**base, prefetch=2), progress=False, data=data)
+    for a, b in zip(plain, fetched):
+        assert (a["strategy"], b["prefetch"], a["prefetch"]) == (b["strategy"], 2, 0)
+        assert a["real_graphs_steps"] == b["real_graphs_steps"]
+        assert a["test_rmse"] == pytest.approx(b["test_rmse"], rel=1e-6)
+    with pytest.raises(ValueError, match="prefetch"):
+        BenchConfig(prefetch=-1).validate()

@@ -44,13 +44,14 @@ class BenchConfig:
     models: tuple[str, ...] = ("schnet",)
     strategies: tuple[str, ...] = ("pack-lpf", "dynamic", "unpadded", "pyg-eager")
     batch_sizes: tuple[int, ...] = (32, 128)
-    steps: int = 100
+    steps: int = 80
     repeats: int = 3
     subset: int | None = 5000
     device: str = "cpu"
     compile: str = "auto"
-    eval_every: int = 50
+    eval_every: int = 80
     num_workers: int = 0
+    prefetch: int = 0  # batches made ahead by a background thread (graphbatch.torch.prefetch)
     sharing_strategy: str | None = None  # torch.multiprocessing's, for batches from workers
     threads: int | None = None
     seed: int = 0
@@ -102,6 +103,8 @@ class BenchConfig:
                              f"{self.sharing_strategy!r}")
         if int(self.num_workers) < 0:
             raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+        if int(self.prefetch) < 0:
+            raise ValueError(f"prefetch must be >= 0, got {self.prefetch}")
         return self
 
     def graph_cap_for(self, strategy: str) -> float:
@@ -119,7 +122,7 @@ class BenchConfig:
 
 
 #: Default: finishes on 2 CPU cores in under 10 minutes (QM9 subset, SchNet, batch sizes 32 and
-#: 128, 100 steps, 3 repeats; measured in benchmarks/RESULTS.md).
+#: 128, 80 steps, 3 repeats; measured in benchmarks/RESULTS.md).
 DEFAULT = BenchConfig()
 
 #: ``--full``: the paper's grid (3 models x 4 batch sizes x all strategies x 10 repeats).

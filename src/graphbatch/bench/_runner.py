@@ -121,13 +121,19 @@ def _padded_options(spec: RunSpec, cfg: BenchConfig, data) -> dict[str, Any]:
     return options
 
 
+def _pin_in_loader(cfg: BenchConfig) -> bool:
+    """Pinned host batches for asynchronous copies to CUDA (by the prefetch thread if any)."""
+    return cfg.device == "cuda" and cfg.prefetch == 0
+
+
 def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
     from ..torch import loader
 
     options = _padded_options(spec, cfg, data)
     ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
                 batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
-                num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0, **options)
+                num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
+                pin_memory=_pin_in_loader(cfg), **options)
     epoch = 0
     while True:
         ld.set_epoch(epoch)
@@ -141,7 +147,8 @@ def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
 
     gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
     ld = DataLoader(data.train, batch_size=spec.batch_size, shuffle=True, generator=gen,
-                    num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0)
+                    num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
+                    pin_memory=_pin_in_loader(cfg))
     while True:
         yield from ld
 
@@ -224,6 +231,10 @@ class _Run:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
         self.batches = (_padded_batches(spec, cfg, data) if self.padded
                         else _pyg_batches(spec, cfg, data))
+        if cfg.prefetch > 0:
+            from ..torch import prefetch
+
+            self.batches = prefetch(self.batches, cfg.prefetch, pin_memory=self.cuda)
         n = cfg.steps
         self.batching_ms = np.zeros(n)
         self.update_ms = np.zeros(n)
@@ -253,7 +264,7 @@ class _Run:
 
         t0 = time.perf_counter()
         b = next(self.batches)
-        b = b.to(self.device)
+        b = b.to(self.device, non_blocking=True)
         t1 = time.perf_counter()
         before = counters["stats"]["unique_graphs"]
         self.opt.zero_grad(set_to_none=True)
@@ -312,6 +323,7 @@ class _Run:
             "compiled": spec.compiled,
             "device": cfg.device,
             "num_workers": cfg.num_workers,
+            "prefetch": cfg.prefetch,
             "sharing_strategy": effective_sharing_strategy(cfg),
             "budget": self.budget,
             "graph_cap": cfg.graph_cap_for(spec.strategy) if self.budget is not None else None,

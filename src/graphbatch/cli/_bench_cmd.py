@@ -52,6 +52,9 @@ def add_parser(sub) -> None:
                    help="torch.compile mode for padded strategies (reduce-overhead: CUDA graphs)")
     p.add_argument("--eval-every", type=int, help="steps between test evaluations")
     p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
+    p.add_argument("--prefetch", type=int,
+                   help="batches made ahead by a background thread of the training process "
+                   "(0: none; works with or without --num-workers)")
     p.add_argument("--graph-cap", type=float,
                    help="graph slots of the shared budget = F x batch size for every "
                    "budget-using strategy (default: 2 for pack-*/buckets, so that their node/edge "
@@ -83,6 +86,7 @@ def config_from_args(args):
         "batch_sizes": args.batch_sizes, "steps": args.steps, "repeats": args.repeats,
         "subset": args.subset, "device": args.device, "compile": args.compile,
         "eval_every": args.eval_every, "num_workers": args.num_workers,
+        "prefetch": args.prefetch,
         "threads": args.threads, "graph_cap": args.graph_cap,
         "sharing_strategy": args.sharing_strategy, "seed": args.seed,
         "compile_backend": args.compile_backend,

@@ -7,7 +7,14 @@ import torch
 from torch import Tensor, nn
 
 from ._base import GraphRegressor
-from ._ops import GaussianRBF, edge_vectors, masked_graph_sum, scatter_sum, shifted_softplus
+from ._ops import (
+    GaussianRBF,
+    edge_vectors,
+    gather_rows,
+    masked_graph_sum,
+    scatter_sum,
+    shifted_softplus,
+)
 
 __all__ = ["MPEU"]
 
@@ -26,10 +33,10 @@ class _MPEUStep(nn.Module):
 
     def forward(self, h: Tensor, e: Tensor, src: Tensor, dst: Tensor, emask: Tensor
                 ) -> tuple[Tensor, Tensor]:
-        hi, hj = h.index_select(0, dst), h.index_select(0, src)
+        hi, hj = gather_rows(h, dst), gather_rows(h, src)
         e = shifted_softplus(self.edge2(shifted_softplus(self.edge1(torch.cat([hi, hj, e], -1)))))
         gate = shifted_softplus(self.w3(shifted_softplus(self.w2(e))))
-        msg = self.w1(h).index_select(0, src) * gate  # eq. 4
+        msg = gather_rows(self.w1(h), src) * gate  # eq. 4
         msg = torch.where(emask, msg, torch.zeros_like(msg))  # padding edges send nothing
         m = scatter_sum(msg, dst, h.shape[0])  # eq. 3
         h = h + self.w5(shifted_softplus(self.w4(m)))  # eq. 5

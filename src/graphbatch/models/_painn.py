@@ -8,7 +8,14 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ._base import GraphRegressor
-from ._ops import GaussianRBF, cosine_cutoff, edge_vectors, masked_graph_sum, scatter_sum
+from ._ops import (
+    GaussianRBF,
+    cosine_cutoff,
+    edge_vectors,
+    gather_rows,
+    masked_graph_sum,
+    scatter_sum,
+)
 
 __all__ = ["PaiNN"]
 
@@ -24,9 +31,9 @@ class _Message(nn.Module):
 
     def forward(self, s: Tensor, v: Tensor, rbf: Tensor, cut: Tensor, unit: Tensor,
                 src: Tensor, dst: Tensor) -> tuple[Tensor, Tensor]:
-        x = self.phi(s).index_select(0, src) * (self.filt(rbf) * cut.unsqueeze(-1))
+        x = gather_rows(self.phi(s), src) * (self.filt(rbf) * cut.unsqueeze(-1))
         ds, dvv, dvs = x.split(self.f, dim=-1)
-        dv = v.index_select(0, src) * dvv.unsqueeze(1) + dvs.unsqueeze(1) * unit.unsqueeze(-1)
+        dv = gather_rows(v, src) * dvv.unsqueeze(1) + dvs.unsqueeze(1) * unit.unsqueeze(-1)
         n = s.shape[0]
         return s + scatter_sum(ds, dst, n), v + scatter_sum(dv, dst, n)
 

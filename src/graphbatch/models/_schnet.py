@@ -10,8 +10,10 @@ from ._ops import (
     GaussianRBF,
     cosine_cutoff,
     edge_vectors,
+    gather_rows,
     masked_graph_sum,
     pair_reverse_edges,
+    scatter_sum,
     shifted_softplus,
 )
 
@@ -33,12 +35,12 @@ class _Interaction(nn.Module):
         # continuous filter W(d_ij) = (ssp(f1) W2 + b2) * C(d_ij); padding edges have C = 0
         w = self.filter2(shifted_softplus(f1)) * cut.unsqueeze(-1)
         x = self.lin_in(h)
-        xj = x.index_select(0, src)
+        xj = gather_rows(x, src)
         if paired:  # edges 2k and 2k+1 share the filter row k
             msg = (xj.view(-1, 2, xj.shape[-1]) * w.unsqueeze(1)).view(-1, xj.shape[-1])
         else:
             msg = xj * w
-        agg = torch.zeros_like(x).index_add_(0, dst, msg)
+        agg = scatter_sum(msg, dst, x.shape[0])
         return self.lin(shifted_softplus(self.lin_out(agg)))
 
 

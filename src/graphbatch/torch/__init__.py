@@ -7,6 +7,7 @@ from .._padlayout import short_padding_batches
 from ._collate import collate_dict
 from ._loader import PlanCollater, PlanLoader, loader, read_sizes
 from ._loss import masked_mean
+from ._prefetch import Prefetcher, prefetch
 from ._pyg import collate, unpad, unpad_graphs
 from ._sampler import PlanBatchSampler, PlannedBatch, distributed_world
 from ._schema import FieldSpec, Schema, infer_schema
@@ -17,6 +18,7 @@ __all__ = [
     "PlanCollater",
     "PlanLoader",
     "PlannedBatch",
+    "Prefetcher",
     "Schema",
     "collate",
     "collate_dict",
@@ -24,6 +26,7 @@ __all__ = [
     "infer_schema",
     "loader",
     "masked_mean",
+    "prefetch",
     "read_sizes",
     "short_padding_batches",
     "unpad",

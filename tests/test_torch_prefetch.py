@@ -1,0 +1,122 @@
+"""`graphbatch.torch.prefetch`: a background thread that makes the next batches in order."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from graphbatch.torch import Prefetcher, prefetch  # noqa: E402
+
+
+def _threads() -> int:
+    return sum(t.name == "graphbatch-prefetch" for t in threading.enumerate())
+
+
+def _wait_for(cond, timeout=5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def test_same_items_in_order_and_runs_ahead():
+    made = []
+
+    def source():
+        for i in range(10):
+            made.append(i)
+            yield torch.full((3,), i)
+
+    p = prefetch(source(), depth=3)
+    assert _wait_for(lambda: len(made) >= 3)  # made before anyone asked
+    out = [int(b[0]) for b in p]
+    assert out == list(range(10))
+    with pytest.raises(StopIteration):
+        next(p)
+
+
+def test_error_of_the_source_is_raised_where_it_happened():
+    def source():
+        yield 1
+        yield 2
+        raise KeyError("graph 7 is missing")
+
+    p = prefetch(source())
+    assert next(p) == 1 and next(p) == 2
+    with pytest.raises(KeyError, match="graph 7"):
+        next(p)
+    with pytest.raises(StopIteration):
+        next(p)
+
+
+def test_close_stops_the_thread_without_draining_the_source():
+    made = []
+    closed = []
+
+    def source():
+        try:
+            for i in range(10**6):
+                made.append(i)
+                yield i
+        finally:
+            closed.append(True)
+
+    before = _threads()
+    with Prefetcher(source(), depth=2) as p:
+        assert next(p) == 0
+    assert _wait_for(lambda: _threads() == before)
+    assert closed == [True]
+    assert len(made) <= 5  # depth 2 + the one being made + the one consumed
+
+
+def test_abandoned_prefetcher_is_collected_and_its_thread_ends():
+    before = _threads()
+    p = prefetch(iter(range(10**6)), depth=2)
+    assert next(p) == 0
+    del p
+    gc.collect()
+    assert _wait_for(lambda: _threads() == before)
+
+
+def test_pin_memory_is_applied_in_the_thread():
+    class Pinnable:
+        def __init__(self):
+            self.pinned_in = None
+
+        def pin_memory(self):
+            self.pinned_in = threading.current_thread().name
+            return self
+
+    items = [Pinnable(), {"x": Pinnable(), "n": 3}]
+    got = list(prefetch(items, pin_memory=True))
+    assert got[0].pinned_in == "graphbatch-prefetch"
+    assert got[1]["x"].pinned_in == "graphbatch-prefetch" and got[1]["n"] == 3
+
+
+def test_bad_depth():
+    with pytest.raises(ValueError, match="depth"):
+        prefetch([1], depth=0)
+
+
+def test_prefetched_plan_loader_gives_the_same_batches():
+    pytest.importorskip("torch_geometric")
+    import graphbatch.torch as gt
+
+    from ._torch_graphs import molecules
+
+    graphs = molecules(60, seed=3)
+    ld = gt.loader(graphs, strategy="pack-lpf", batch_size=8, seed=5)
+    direct = list(ld)
+    ld.set_epoch(0)
+    fetched = list(prefetch(ld, depth=2))
+    assert len(fetched) == len(direct) > 1
+    for a, b in zip(direct, fetched):
+        for key in ("z", "pos", "edge_index", "batch", "node_mask", "edge_mask", "graph_mask"):
+            assert torch.equal(getattr(a, key), getattr(b, key))
