@@ -159,3 +159,35 @@ def test_prefetch_thread_trains_on_the_same_batches(data):
         assert a["test_rmse"] == pytest.approx(b["test_rmse"], rel=1e-6)
     with pytest.raises(ValueError, match="prefetch"):
         BenchConfig(prefetch=-1).validate()
+
+
+def test_full_grid_is_the_papers_and_runs_end_to_end(tmp_path):
+    """``--full``: 3 models x 4 batch sizes x every strategy x 10 repeats, compiled; a smoke run
+    of all its strategies (Dynamo's eager backend, tiny subset, 2 steps) writes the contract."""
+    import argparse
+
+    from graphbatch.bench import BASELINES, PADDED_STRATEGIES
+    from graphbatch.cli._bench_cmd import add_parser, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    full = config_from_args(parser.parse_args(["bench", "--full", "--out", str(tmp_path)]))
+    assert full.models == ("schnet", "mpeu", "painn") and full.batch_sizes == (16, 32, 64, 128)
+    assert set(full.strategies) == set(PADDED_STRATEGIES) | set(BASELINES)
+    assert full.repeats == 10 and full.compile == "on" and full.subset is None
+    runs = plan_runs(full)
+    assert len(runs) == 3 * 4 * 10 * len(full.strategies)
+    assert all(r.compiled for r in runs if r.strategy in PADDED_STRATEGIES + ("pyg-compile",))
+
+    out = tmp_path / "smoke"
+    rc = main(["bench", "--full", "--models", "schnet", "--batch-sizes", "6", "--steps", "2",
+               "--repeats", "1", "--subset", "60", "--compile-backend", "eager", "--quiet",
+               "--no-plots", "--out", str(out)])
+    assert rc == 0
+    records = json.loads((out / "results.json").read_text())
+    assert {r["strategy"] for r in records} == set(full.strategies)
+    for r in records:
+        assert all(k in r for k in REQUIRED)
+        assert math.isfinite(r["test_rmse"])
+        if r["strategy"] in PADDED_STRATEGIES:
+            assert r["compiled"] and r["compiles"] == r["distinct_shapes"] >= 1

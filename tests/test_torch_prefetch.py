@@ -120,3 +120,19 @@ def test_prefetched_plan_loader_gives_the_same_batches():
     for a, b in zip(direct, fetched):
         for key in ("z", "pos", "edge_index", "batch", "node_mask", "edge_mask", "graph_mask"):
             assert torch.equal(getattr(a, key), getattr(b, key))
+
+
+def test_iterating_a_plan_loader_leaves_the_global_rng_alone():
+    """The loader draws its DataLoader seed from its own generator: model initialisation that
+    runs while a (prefetched) loader iterates gets the same weights as without it."""
+    pytest.importorskip("torch_geometric")
+    import graphbatch.torch as gt
+
+    from ._torch_graphs import molecules
+
+    ld = gt.loader(molecules(20, seed=1), strategy="dynamic", batch_size=4, seed=0)
+    torch.manual_seed(123)
+    expect = torch.rand(3)
+    torch.manual_seed(123)
+    list(ld)
+    assert torch.equal(torch.rand(3), expect)

@@ -231,17 +231,14 @@ class _Run:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
         self.batches = (_padded_batches(spec, cfg, data) if self.padded
                         else _pyg_batches(spec, cfg, data))
-        if cfg.prefetch > 0:
-            from ..torch import prefetch
-
-            self.batches = prefetch(self.batches, cfg.prefetch, pin_memory=self.cuda)
+        self._prefetch_started = cfg.prefetch == 0
         n = cfg.steps
         self.batching_ms = np.zeros(n)
         self.update_ms = np.zeros(n)
         self.real_graphs = np.zeros(n, dtype=np.int64)
         self.new_compiles = np.zeros(n, dtype=np.int64)
         self.shapes: set[tuple[int, int, int]] = set()
-        self.real_nodes = self.pad_nodes = 0
+        self.real_nodes = self.pad_nodes = self.real_edges = self.pad_edges = 0
         self.peak_rss, self.batch_bytes = _rss(), 0
         self.eval_steps: list[int] = []
         self.maes: list[float] = []
@@ -262,6 +259,13 @@ class _Run:
 
         from ..torch import masked_mean
 
+        if not self._prefetch_started:
+            # started at the first step, after every run's model exists: the thread's loader
+            # then cannot interleave its RNG draws with another run's weight initialisation
+            from ..torch import prefetch
+
+            self.batches = prefetch(self.batches, self.cfg.prefetch, pin_memory=self.cuda)
+            self._prefetch_started = True
         t0 = time.perf_counter()
         b = next(self.batches)
         b = b.to(self.device, non_blocking=True)
@@ -285,10 +289,13 @@ class _Run:
             g = int(b.graph_mask.sum())
             self.shapes.add((int(b.num_nodes), int(b.edge_index.shape[1]), int(b.num_graphs)))
             self.real_nodes += int(b.node_mask.sum())
+            self.real_edges += int(b.edge_mask.sum())
         else:
             g = int(b.num_graphs)
             self.real_nodes += int(b.num_nodes)
+            self.real_edges += int(b.edge_index.shape[1])
         self.pad_nodes += int(b.num_nodes)
+        self.pad_edges += int(b.edge_index.shape[1])
         self.real_graphs[k] = g
         self.batch_bytes = max(self.batch_bytes, _nbytes(b))
         self.peak_rss = max(self.peak_rss, _rss())
@@ -350,6 +357,7 @@ class _Run:
                                                           / np.maximum(real_graphs[steady], 1))),
             "real_graphs": graphs_seen,
             "node_efficiency": float(self.real_nodes / self.pad_nodes) if self.pad_nodes else 1.0,
+            "edge_efficiency": float(self.real_edges / self.pad_edges) if self.pad_edges else 1.0,
             "peak_mem_bytes": int(peak),
             "peak_mem_kind": ("cuda_max_memory_reserved" if self.cuda else "process_rss")
             + ("_process_wide" if interleaved else ""),

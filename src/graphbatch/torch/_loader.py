@@ -6,6 +6,7 @@ import warnings
 from typing import Any, Iterator
 
 import numpy as np
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .._budget import Budget
@@ -232,6 +233,9 @@ def loader(
             )
     collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict)
     kwargs: dict[str, Any] = dict(
+        # the DataLoader draws its workers' base seed from this generator, not from torch's
+        # global RNG: iterating the loader leaves the global RNG (model init, dropout) untouched
+        generator=torch.Generator().manual_seed(int(seed)),
         num_workers=as_nonnegative_int(num_workers, "num_workers"),
         pin_memory=bool(pin_memory),
         persistent_workers=bool(persistent_workers),
