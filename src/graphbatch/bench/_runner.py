@@ -269,6 +269,8 @@ class _Run:
         t0 = time.perf_counter()
         b = next(self.batches)
         b = b.to(self.device, non_blocking=True)
+        if self.cuda:  # the copy belongs to batching, not to the update
+            torch.cuda.synchronize(self.device)
         t1 = time.perf_counter()
         before = counters["stats"]["unique_graphs"]
         self.opt.zero_grad(set_to_none=True)
@@ -378,6 +380,11 @@ class _Run:
 def run_one(spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None] | None = None
             ) -> dict[str, Any]:
     """Train ``cfg.steps`` steps of ``spec`` alone and return its record (see docs/bench.md)."""
+    if cfg.device == "cuda":  # peak memory of this run alone
+        import torch
+
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
     run = _Run(spec, cfg, data)
     for k in range(cfg.steps):
         run.step(k)
