@@ -191,3 +191,12 @@ def test_full_grid_is_the_papers_and_runs_end_to_end(tmp_path):
         assert math.isfinite(r["test_rmse"])
         if r["strategy"] in PADDED_STRATEGIES:
             assert r["compiled"] and r["compiles"] == r["distinct_shapes"] >= 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a CPU-only machine")
+def test_cuda_requested_without_a_gpu_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(ValueError, match="no CUDA device"):
+        run_bench(BenchConfig(device="cuda", steps=1, repeats=1), progress=False)
+    rc = main(["bench", "--device", "cuda", "--steps", "1", "--quiet", "--out", str(tmp_path)])
+    assert rc == 2 and "no CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "results.json").exists()
