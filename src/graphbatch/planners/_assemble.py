@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -15,6 +16,7 @@ __all__ = [
     "OversizeSplit",
     "batch_totals",
     "ceil_div",
+    "finish_fixed_count_plan",
     "finish_plan",
     "padded_shapes",
     "split_oversize",
@@ -122,6 +124,36 @@ def own_batch_shape(n_node: int, n_edge: int, budget: Budget, multiple: int = 64
         max(budget.n_node, round_up(n_node + 1, multiple)),
         max(budget.n_edge, round_up(n_edge, multiple)),
         budget.n_graph,
+    )
+
+
+def finish_fixed_count_plan(
+    req: PlanRequest,
+    *,
+    order: np.ndarray,
+    offsets: np.ndarray,
+    batch_size: int,
+    pad_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    lower_bound: int,
+    **meta,
+) -> BatchPlan:
+    """`finish_plan` for strategies with ``batch_size`` graph slots in every batch: the real
+    per-batch totals of ``order``/``offsets`` and their padded shapes ``pad_fn(real_nodes,
+    real_edges) -> (pad_nodes, pad_edges)``."""
+    real_nodes = batch_totals(req.sizes.n_node[order], offsets)
+    real_edges = batch_totals(req.sizes.n_edge[order], offsets)
+    pad_nodes, pad_edges = pad_fn(real_nodes, real_edges)
+    return finish_plan(
+        req,
+        order=order,
+        offsets=offsets,
+        pad_nodes=pad_nodes,
+        pad_edges=pad_edges,
+        pad_graphs=np.full(offsets.shape[0] - 1, batch_size, dtype=np.int64),
+        lower_bound=lower_bound,
+        real_nodes=real_nodes,
+        real_edges=real_edges,
+        **meta,
     )
 
 

@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from .._validate import as_nonnegative_int, as_positive_int
-from ._assemble import PAD_MODES, batch_totals, finish_plan, padded_shapes
+from ._assemble import PAD_MODES, finish_fixed_count_plan, padded_shapes
 from ._cost import CostModel, cost_model_from_options
 from ._partition import (
     balanced_ldm,
@@ -126,20 +126,14 @@ def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **m
         raise RuntimeError(f"balancing produced a batch of {counts.max()} graphs")
     offsets = np.zeros(nb + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    sizes = req.sizes
-    real_nodes = batch_totals(sizes.n_node[order], offsets)
-    real_edges = batch_totals(sizes.n_edge[order], offsets)
-    pad_nodes, pad_edges = padded_shapes(real_nodes, real_edges, setup.pad, setup.multiple)
-    return finish_plan(
+    return finish_fixed_count_plan(
         req,
         order=order,
         offsets=offsets,
-        pad_nodes=pad_nodes,
-        pad_edges=pad_edges,
-        pad_graphs=np.full(nb, setup.batch_size, dtype=np.int64),
+        batch_size=setup.batch_size,
+        pad_fn=lambda real_nodes, real_edges: padded_shapes(real_nodes, real_edges, setup.pad,
+                                                            setup.multiple),
         lower_bound=nb,
-        real_nodes=real_nodes,
-        real_edges=real_edges,
         cost_model=setup.model.as_meta(),
         pad=setup.pad,
         **meta,

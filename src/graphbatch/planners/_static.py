@@ -7,7 +7,7 @@ import numpy as np
 
 from .._budget import round_up
 from .._validate import as_positive_int
-from ._assemble import batch_totals, ceil_div, finish_plan, padded_shapes
+from ._assemble import ceil_div, finish_fixed_count_plan, padded_shapes
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_static_constant", "plan_static_multiple", "plan_static_pow2", "static_offsets"]
@@ -22,21 +22,13 @@ def static_offsets(num_graphs: int, batch_size: int) -> np.ndarray:
 def _plan_static(req: PlanRequest, pad_fn, **meta):
     bs = req.fixed_batch_size("derives padded shapes from batch contents")
     order = req.order()
-    offsets = static_offsets(order.shape[0], bs)
-    real_nodes = batch_totals(req.sizes.n_node[order], offsets)
-    real_edges = batch_totals(req.sizes.n_edge[order], offsets)
-    pad_nodes, pad_edges = pad_fn(real_nodes, real_edges, bs)
-    nb = offsets.shape[0] - 1
-    return finish_plan(
+    return finish_fixed_count_plan(
         req,
         order=order,
-        offsets=offsets,
-        pad_nodes=pad_nodes,
-        pad_edges=pad_edges,
-        pad_graphs=np.full(nb, bs, dtype=np.int64),
+        offsets=static_offsets(order.shape[0], bs),
+        batch_size=bs,
+        pad_fn=lambda real_nodes, real_edges: pad_fn(real_nodes, real_edges, bs),
         lower_bound=ceil_div(order.shape[0], bs - 1),
-        real_nodes=real_nodes,
-        real_edges=real_edges,
         **meta,
     )
 
