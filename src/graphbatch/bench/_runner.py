@@ -100,7 +100,7 @@ def _build(spec: RunSpec, cfg: BenchConfig):
 
 
 # --------------------------------------------------------------------------- batches
-def bench_budget(cfg: BenchConfig, sizes, batch_size: int, strategy: str = "dynamic"):
+def bench_budget(cfg: BenchConfig, sizes, batch_size: int, strategy: str):
     """The budget ``strategy`` gets at ``batch_size``: Algorithm 1's node and edge caps from
     ``cfg.seed`` (the same in every repeat, so compiled runs of later repeats reuse the shape),
     with ``round(cfg.graph_cap_for(strategy) * batch_size)`` graph slots."""
@@ -119,6 +119,16 @@ def _padded_options(spec: RunSpec, cfg: BenchConfig, data) -> dict[str, Any]:
     if get_strategy(spec.strategy).uses_budget and "budget" not in options:
         options["budget"] = bench_budget(cfg, data.train_sizes, spec.batch_size, spec.strategy)
     return options
+
+
+def _prefetched(batches: Iterator[Any], depth: int, pin_memory: bool) -> Iterator[Any]:
+    """``batches`` made ``depth`` ahead by `graphbatch.torch.prefetch`. A generator, so the thread
+    starts at the first step, after every run's model exists (no batch making overlaps another
+    run's weight initialisation), and stops when the run closes it."""
+    from ..torch import prefetch
+
+    with prefetch(batches, depth, pin_memory=pin_memory) as fetched:
+        yield from fetched
 
 
 def _pin_in_loader(cfg: BenchConfig) -> bool:
@@ -231,7 +241,8 @@ class _Run:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
         self.batches = (_padded_batches(spec, cfg, data) if self.padded
                         else _pyg_batches(spec, cfg, data))
-        self._prefetch_started = cfg.prefetch == 0
+        if cfg.prefetch > 0:
+            self.batches = _prefetched(self.batches, cfg.prefetch, self.cuda)
         n = cfg.steps
         self.batching_ms = np.zeros(n)
         self.update_ms = np.zeros(n)
@@ -259,13 +270,6 @@ class _Run:
 
         from ..torch import masked_mean
 
-        if not self._prefetch_started:
-            # started at the first step, after every run's model exists: the thread's loader
-            # then cannot interleave its RNG draws with another run's weight initialisation
-            from ..torch import prefetch
-
-            self.batches = prefetch(self.batches, self.cfg.prefetch, pin_memory=self.cuda)
-            self._prefetch_started = True
         t0 = time.perf_counter()
         b = next(self.batches)
         b = b.to(self.device, non_blocking=True)
@@ -430,8 +434,9 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
     import torch.multiprocessing as tmp
 
     sharing = tmp.get_sharing_strategy()
-    if effective_sharing_strategy(cfg) is not None:
-        tmp.set_sharing_strategy(effective_sharing_strategy(cfg))
+    wanted = effective_sharing_strategy(cfg)
+    if wanted is not None:
+        tmp.set_sharing_strategy(wanted)
     try:
         if not cfg.interleave:
             for spec in runs:
