@@ -56,8 +56,8 @@ def check_batch(b, graphs, idx, shape):
     assert b.edge_mask.tolist() == [True] * e_real + [False] * (n_edge - e_real)
     assert b.graph_mask.tolist() == [True] * g_real + [False] * (n_graph - g_real)
     assert b.graph_index.tolist() == list(idx) + [-1] * (n_graph - g_real)
-    # batch / ptr consistent, padding graph owns all padding nodes, later padding graphs empty
-    counts = [graphs[i].num_nodes for i in idx] + [n_node - n_real] + [0] * (n_graph - g_real - 1)
+    # batch / ptr consistent, the last slot owns all padding nodes, other padding graphs empty
+    counts = [graphs[i].num_nodes for i in idx] + [0] * (n_graph - g_real - 1) + [n_node - n_real]
     assert (b.ptr[1:] - b.ptr[:-1]).tolist() == counts
     assert b.batch.tolist() == [g for g, c in enumerate(counts) for _ in range(c)]
     # padding edges touch padding nodes only; real edges stay within their graph
@@ -343,7 +343,7 @@ def test_collate_dict_rules_hold_for_random_graphs(counts, slack, seed, cutoff):
     if graphs:
         assert torch.equal(d["edge_index"][:, :e_real], torch.cat(ei, 1))
     assert d["batch"][:n_real].tolist() == batch
-    assert (d["batch"][n_real:] == len(graphs)).all()
+    assert (d["batch"][n_real:] == shape[2] - 1).all()  # the last slot owns padding nodes
     pad = d["edge_index"][:, e_real:]
     assert ((pad >= n_real) & (pad < shape[0])).all()
     assert (d["w"][e_real:] == -1).all()

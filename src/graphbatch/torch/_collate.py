@@ -1,10 +1,11 @@
 """Collation of a list of graphs into one batch of an exact padded shape (plain torch tensors).
 
 Layout of a padded batch of shape ``(n_node, n_edge, n_graph)`` holding ``G`` real graphs with
-``N`` nodes and ``E`` edges (``jraph.pad_with_graphs`` conventions): real graphs first, in the
-given order; then one padding graph owning all ``n_node - N >= 1`` padding nodes and all
-``n_edge - E`` padding edges; then ``n_graph - G - 1`` empty padding graphs. Padding edges
-connect padding nodes only.
+``N`` nodes and ``E`` edges: real graphs first, in the given order; then ``n_graph - G - 1`` empty
+padding graphs; then the last graph slot ``n_graph - 1``, a padding graph owning all
+``n_node - N >= 1`` padding nodes and all ``n_edge - E`` padding edges. Padding edges connect
+padding nodes only. Because the last slot always owns a node, ``batch.max() + 1 == n_graph`` for
+every batch, so stock PyG reductions without ``size=`` return exactly ``n_graph`` rows.
 """
 
 from __future__ import annotations
@@ -191,10 +192,10 @@ def collate_parts(
 
     counts_n = np.zeros(n_graph, dtype=np.int64)
     counts_n[:g_real] = node_counts
-    counts_n[g_real] = n_pad
+    counts_n[n_graph - 1] = n_pad
     counts_e = np.zeros(n_graph, dtype=np.int64)
     counts_e[:g_real] = edge_counts
-    counts_e[g_real] = e_pad
+    counts_e[n_graph - 1] = e_pad
     node_ptr = np.zeros(n_graph + 1, dtype=np.int64)
     np.cumsum(counts_n, out=node_ptr[1:])
     edge_ptr = np.zeros(n_graph + 1, dtype=np.int64)

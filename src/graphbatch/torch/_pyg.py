@@ -35,9 +35,9 @@ def collate(
 ):
     """Collate PyG ``Data`` objects into a ``Batch`` padded to ``shape = (n_node, n_edge, n_graph)``.
 
-    Real graphs come first in the given order, then one padding graph owning every padding node
-    (at least one) and padding edge, then empty padding graphs (``jraph.pad_with_graphs``
-    layout). Every attribute is padded per its `FieldSpec` (inferred from ``__cat_dim__``,
+    Real graphs come first in the given order, then empty padding graphs, then the last graph
+    slot, a padding graph owning every padding node (at least one) and padding edge (so
+    ``batch.max() + 1 == n_graph`` always and stock PyG pooling returns ``n_graph`` rows). Every attribute is padded per its `FieldSpec` (inferred from ``__cat_dim__``,
     ``__inc__`` and shapes unless ``schema`` is given); node-index fields such as ``edge_index``
     point padding entries at padding nodes, so padding edges never touch a real node.
 
