@@ -60,7 +60,7 @@ def test_sizes_round_trip(tmp_path):
 
 def test_sizes_load_errors(tmp_path):
     np.savez(tmp_path / "bad.npz", nodes=[1, 2])
-    with pytest.raises(KeyError, match="lacks key"):
+    with pytest.raises(ValueError, match="lacks key"):
         gb.GraphSizes.load(tmp_path / "bad.npz")
     with pytest.raises(FileNotFoundError):
         gb.GraphSizes.load(tmp_path / "missing.npz")

@@ -126,7 +126,7 @@ def test_save_load_round_trip_and_size_table_error(tmp_path):
         assert np.array_equal(getattr(g, name), getattr(h, name))
     assert np.array_equal(g.node_data["x"], h.node_data["x"])
     g.sizes().save(tmp_path / "sizes.npz")
-    with pytest.raises(KeyError, match="size table has no edges"):
+    with pytest.raises(ValueError, match="size table has no edges"):
         EdgeGraphs.load(tmp_path / "sizes.npz")
 
 

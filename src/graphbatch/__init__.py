@@ -6,6 +6,7 @@ The core is pure NumPy: sizes in, a `BatchPlan` out. Framework adapters live in
 
 from ._api import plan
 from ._budget import Budget, estimate_budget, next_pow2, round_up
+from ._errors import GraphbatchError, InputError, InputTypeError, UnknownNameError
 from ._plan import PLAN_FORMAT_VERSION, BatchPlan, PlanStats
 from ._sizes import GraphSizes, SizeHistogram
 from .planners import get_strategy, strategy_names
@@ -23,8 +24,12 @@ __all__ = [
     "BatchPlan",
     "Budget",
     "GraphSizes",
+    "GraphbatchError",
+    "InputError",
+    "InputTypeError",
     "PlanStats",
     "SizeHistogram",
+    "UnknownNameError",
     "__version__",
     "estimate_budget",
     "get_strategy",

@@ -6,9 +6,10 @@ import time
 from typing import Any
 
 from ._budget import Budget
+from ._errors import InputError, InputTypeError
 from ._plan import BatchPlan
 from ._sizes import GraphSizes
-from ._validate import as_nonnegative_int, as_positive_int
+from ._validate import MAX_SHAPE, as_nonnegative_int, as_positive_int
 from .planners import PlanRequest, get_strategy
 from .planners._distributed import distribute_plan
 from .planners._registry import OVERSIZE_POLICIES
@@ -45,31 +46,31 @@ def plan(
     see `BatchPlan.rank_batches` and docs/balancing.md.
     """
     if not isinstance(sizes, GraphSizes):
-        raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+        raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     if not isinstance(strategy, str):
-        raise TypeError(f"strategy must be a name (str), got {strategy!r}")
+        raise InputTypeError(f"strategy must be a name (str), got {strategy!r}")
     strat = get_strategy(strategy)
     unknown = sorted(set(options) - set(strat.options))
     if unknown:
         accepted = ", ".join(strat.options) or "none"
-        raise TypeError(
+        raise InputTypeError(
             f"strategy {strategy!r} takes no option(s) {', '.join(unknown)} (accepts: {accepted})"
         )
     if budget is not None:
         if not strat.uses_budget:
-            raise ValueError(
+            raise InputError(
                 f"strategy {strategy!r} derives padded shapes from batch contents; "
                 "give batch_size, not a node/edge budget"
             )
         budget = Budget.coerce(budget)
     if batch_size is not None:
-        batch_size = as_positive_int(batch_size, "batch_size")
+        batch_size = as_positive_int(batch_size, "batch_size", MAX_SHAPE)
         if batch_size < 2:
-            raise ValueError(
+            raise InputError(
                 f"batch_size = {batch_size} leaves no room for the padding graph; it must be >= 2"
             )
     if on_oversize not in OVERSIZE_POLICIES:
-        raise ValueError(
+        raise InputError(
             f"on_oversize must be one of {', '.join(OVERSIZE_POLICIES)}, got {on_oversize!r}"
         )
     request = PlanRequest(
@@ -83,7 +84,7 @@ def plan(
         on_oversize=on_oversize,
         options=dict(options),
     )
-    world_size = as_positive_int(world_size, "world_size")
+    world_size = as_positive_int(world_size, "world_size", MAX_SHAPE)
     t0 = time.perf_counter()
     result = strat.func(request)
     if world_size > 1:

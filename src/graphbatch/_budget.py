@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._errors import InputError, InputTypeError
 from ._sizes import GraphSizes
-from ._validate import as_nonnegative_int, as_positive_int
+from ._validate import MAX_SHAPE, as_nonnegative_int, as_positive_int
 
 __all__ = ["Budget", "estimate_budget", "round_up", "next_pow2"]
 
@@ -35,7 +36,8 @@ class Budget:
     The shape includes the padding reservation (jraph's ``pad_with_graphs`` rule): every padded
     batch holds at least one padding graph owning at least one padding node, to which padding
     edges attach. Real content therefore fits when
-    ``nodes <= n_node - 1``, ``edges <= n_edge`` and ``graphs <= n_graph - 1``.
+    ``nodes <= n_node - 1``, ``edges <= n_edge`` and ``graphs <= n_graph - 1``. Each field is
+    at most ``MAX_SHAPE`` (2**40).
     """
 
     n_node: int
@@ -43,11 +45,13 @@ class Budget:
     n_graph: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n_node", as_positive_int(self.n_node, "Budget.n_node"))
-        object.__setattr__(self, "n_edge", as_nonnegative_int(self.n_edge, "Budget.n_edge"))
-        n_graph = as_positive_int(self.n_graph, "Budget.n_graph")
+        object.__setattr__(self, "n_node",
+                           as_positive_int(self.n_node, "Budget.n_node", MAX_SHAPE))
+        object.__setattr__(self, "n_edge",
+                           as_nonnegative_int(self.n_edge, "Budget.n_edge", MAX_SHAPE))
+        n_graph = as_positive_int(self.n_graph, "Budget.n_graph", MAX_SHAPE)
         if n_graph < 2:
-            raise ValueError(
+            raise InputError(
                 f"Budget.n_graph = {n_graph} leaves no room for a real graph beside the padding "
                 "graph; it must be >= 2"
             )
@@ -63,7 +67,7 @@ class Budget:
         try:
             n_node, n_edge, n_graph = value
         except (TypeError, ValueError):
-            raise TypeError(
+            raise InputTypeError(
                 f"budget must be a Budget or (n_node, n_edge, n_graph), got {value!r}"
             ) from None
         return cls(n_node, n_edge, n_graph)
@@ -113,12 +117,12 @@ def estimate_budget(
     rounds up to ``multiple``. ``n_graph = batch_size``: ``batch_size - 1`` real graphs plus one
     padding graph.
     """
-    batch_size = as_positive_int(batch_size, "batch_size")
+    batch_size = as_positive_int(batch_size, "batch_size", MAX_SHAPE)
     if batch_size < 2:
-        raise ValueError(
+        raise InputError(
             f"batch_size = {batch_size} leaves no room for the padding graph; it must be >= 2"
         )
-    multiple = as_positive_int(multiple, "multiple")
+    multiple = as_positive_int(multiple, "multiple", MAX_SHAPE)
     n = len(sizes)
     if sample_size is None or sample_size >= n:
         nodes, edges = sizes.n_node, sizes.n_edge
@@ -128,6 +132,15 @@ def estimate_budget(
         nodes, edges = sizes.n_node[pick], sizes.n_edge[pick]
     mean_v = float(nodes.mean())
     mean_e = float(edges.mean())
-    n_node = round_up(int(np.ceil(mean_v * batch_size)), multiple)
-    n_edge = round_up(int(np.ceil(mean_e * batch_size)), multiple)
+    shape = []
+    for what, mean in (("nodes", mean_v), ("edges", mean_e)):
+        total = max(int(np.ceil(mean * batch_size)), 1)
+        rounded = -(-total // multiple) * multiple  # Python ints: no overflow
+        if rounded > MAX_SHAPE:
+            raise InputError(
+                f"batch_size = {batch_size} times the mean {mean:.6g} {what} per graph, rounded "
+                f"to {multiple}, is {rounded}: over the padded-shape limit {MAX_SHAPE} (2**40)"
+            )
+        shape.append(rounded)
+    n_node, n_edge = shape
     return Budget(n_node, n_edge, batch_size)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ._errors import InputError, InputTypeError
 from ._io import atomic_savez, json_default, read_npz
 
 __all__ = ["BatchPlan", "PlanStats", "PLAN_FORMAT_VERSION"]
@@ -114,21 +116,21 @@ class BatchPlan:
     def _check_shapes(self) -> None:
         b = self.offsets.shape[0] - 1
         if b < 0:
-            raise ValueError("offsets must have length num_batches + 1 >= 1")
+            raise InputError("offsets must have length num_batches + 1 >= 1")
         if self.offsets[0] != 0 or self.offsets[-1] != self.order.shape[0]:
-            raise ValueError(
+            raise InputError(
                 f"offsets must start at 0 and end at len(order) = {self.order.shape[0]}, "
                 f"got {self.offsets[0]}..{self.offsets[-1]}"
             )
         if b and (np.diff(self.offsets) < 0).any():
-            raise ValueError("offsets must be non-decreasing")
+            raise InputError("offsets must be non-decreasing")
         for name in ("pad_nodes", "pad_edges", "pad_graphs", "real_nodes", "real_edges"):
             if getattr(self, name).shape[0] != b:
-                raise ValueError(f"{name} has {getattr(self, name).shape[0]} entries, expected {b}")
+                raise InputError(f"{name} has {getattr(self, name).shape[0]} entries, expected {b}")
         for name in ("real_cost", "rank", "step"):
             v = getattr(self, name)
             if v is not None and v.shape[0] != b:
-                raise ValueError(f"{name} has {v.shape[0]} entries, expected {b}")
+                raise InputError(f"{name} has {v.shape[0]} entries, expected {b}")
 
     def __len__(self) -> int:
         """Number of batches."""
@@ -201,9 +203,9 @@ class BatchPlan:
         """
         ws = self.world_size if self.rank is not None else 1
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
-            raise TypeError(f"rank must be an integer, got {rank!r}")
+            raise InputTypeError(f"rank must be an integer, got {rank!r}")
         if not 0 <= int(rank) < ws:
-            raise ValueError(f"rank {rank} out of range for a plan of world size {ws}")
+            raise InputError(f"rank {rank} out of range for a plan of world size {ws}")
         if self.rank is None:
             return np.arange(len(self), dtype=np.int64)
         idx = np.flatnonzero(self.rank == int(rank))
@@ -244,12 +246,13 @@ class BatchPlan:
         """Efficiencies, batch counts vs the lower bound, distinct shapes, graphs per batch."""
         gpb = self.graphs_per_batch
         nb = len(self)
-        pad_n = int(self.pad_nodes.sum())
-        pad_e = int(self.pad_edges.sum())
-        pad_g = int(self.pad_graphs.sum())
+        # totals as float64 sums: padded sums over many batches cannot overflow int64 this way
+        pad_n = float(np.sum(self.pad_nodes, dtype=np.float64))
+        pad_e = float(np.sum(self.pad_edges, dtype=np.float64))
+        pad_g = float(np.sum(self.pad_graphs, dtype=np.float64))
         lb = int(self.meta.get("lower_bound", nb))
 
-        def ratio(a: int, b: int) -> float:
+        def ratio(a: float, b: float) -> float:
             return float(a) / float(b) if b else 1.0
 
         def ratio_f(a: float, b: float) -> float:
@@ -268,8 +271,8 @@ class BatchPlan:
             num_batches=nb,
             lower_bound=lb,
             batches_over_bound=ratio(nb, lb),
-            node_efficiency=ratio(int(self.real_nodes.sum()), pad_n),
-            edge_efficiency=ratio(int(self.real_edges.sum()), pad_e),
+            node_efficiency=ratio(float(np.sum(self.real_nodes, dtype=np.float64)), pad_n),
+            edge_efficiency=ratio(float(np.sum(self.real_edges, dtype=np.float64)), pad_e),
             graph_efficiency=ratio(self.num_graphs, pad_g),
             distinct_shapes=int(self.shapes().shape[0]),
             graphs_per_batch_min=int(gpb.min()) if nb else 0,
@@ -318,11 +321,18 @@ class BatchPlan:
     def validate(self, sizes=None) -> None:
         """Check the plan's invariants; raise ``ValueError`` naming the first violation.
 
-        Without ``sizes``: structure and per-batch totals against the padded shapes. With
-        ``sizes`` (a `GraphSizes`): also every graph exactly once in ``order``/``skipped`` and the
-        per-batch totals recomputed from the sizes.
+        Without ``sizes``: structure, non-negative totals, per-batch totals against the padded
+        shapes, and ``order`` + ``skipped`` a permutation of ``0..M+S-1`` (no duplicate, no
+        negative or out-of-range index). With ``sizes`` (a `GraphSizes`): every graph of the
+        table exactly once and the per-batch totals recomputed from the sizes.
         """
         self._check_shapes()
+        self._check_indices(None if sizes is None else len(sizes))
+        for name in ("real_nodes", "real_edges", "real_cost"):
+            v = getattr(self, name)
+            if v is not None and v.shape[0] and int(v.min()) < 0:
+                b = int(np.argmin(v))
+                raise InputError(f"{name}[{b}] = {int(v[b])} is negative")
         gpb = self.graphs_per_batch
         over_g = gpb > self.pad_graphs - 1
         over_n = self.real_nodes > self.pad_nodes - 1
@@ -330,25 +340,14 @@ class BatchPlan:
         for name, bad in (("graphs", over_g), ("nodes", over_n), ("edges", over_e)):
             if bad.any():
                 b = int(np.flatnonzero(bad)[0])
-                raise ValueError(
+                raise InputError(
                     f"batch {b} holds {gpb[b]} graphs / {self.real_nodes[b]} nodes / "
                     f"{self.real_edges[b]} edges, over its padded shape {self.shape(b)} "
                     f"less the padding reservation ({name})"
                 )
-        if self.rank is not None or self.step is not None:
+        if self.rank is not None or self.step is not None or self.meta.get("world_size", 1) != 1:
             self._validate_distributed()
         if sizes is not None:
-            n = len(sizes)
-            allidx = np.concatenate([self.order, self.skipped])
-            if allidx.shape[0] != n or not np.array_equal(np.sort(allidx), np.arange(n)):
-                counts = np.bincount(allidx[(allidx >= 0) & (allidx < n)], minlength=n)
-                missing = np.flatnonzero(counts == 0)
-                dup = np.flatnonzero(counts > 1)
-                raise ValueError(
-                    f"plan does not hold each of the {n} graphs exactly once: "
-                    f"{missing.shape[0]} missing (first {missing[:5].tolist()}), "
-                    f"{dup.shape[0]} duplicated (first {dup[:5].tolist()})"
-                )
             if len(self):
                 starts = self.offsets[:-1]
                 nonempty = gpb > 0
@@ -358,25 +357,49 @@ class BatchPlan:
                     rn[nonempty] = np.add.reduceat(sizes.n_node[self.order], starts[nonempty])
                     re[nonempty] = np.add.reduceat(sizes.n_edge[self.order], starts[nonempty])
                 if not (np.array_equal(rn, self.real_nodes) and np.array_equal(re, self.real_edges)):
-                    raise ValueError("plan's real_nodes/real_edges disagree with the size table")
+                    raise InputError("plan's real_nodes/real_edges disagree with the size table")
+
+    def _check_indices(self, n: int | None) -> None:
+        """``order`` + ``skipped`` must be a permutation of ``0..n-1`` (``n`` defaults to their
+        combined length): raise ``ValueError`` counting negative, out-of-range, duplicated and
+        missing indices."""
+        allidx = np.concatenate([self.order, self.skipped])
+        n = allidx.shape[0] if n is None else int(n)
+        if allidx.shape[0] == n and np.array_equal(np.sort(allidx), np.arange(n)):
+            return
+        inside = (allidx >= 0) & (allidx < n)
+        counts = np.bincount(allidx[inside], minlength=n)
+        missing = np.flatnonzero(counts == 0)
+        dup = np.flatnonzero(counts > 1)
+        outside = allidx[~inside]
+        raise InputError(
+            f"plan does not hold each of the {n} graphs exactly once: "
+            f"{outside.shape[0]} index(es) outside 0..{n - 1} (first {outside[:5].tolist()}), "
+            f"{missing.shape[0]} missing (first {missing[:5].tolist()}), "
+            f"{dup.shape[0]} duplicated (first {dup[:5].tolist()})"
+        )
 
     def _validate_distributed(self) -> None:
         if self.rank is None or self.step is None:
-            raise ValueError("a distributed plan needs both rank and step arrays")
-        r = self.world_size
+            raise InputError("a distributed plan needs both rank and step arrays "
+                             f"(meta world_size = {self.meta.get('world_size', 1)!r})")
+        r = self.meta.get("world_size", 1)
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
+            raise InputError(f"meta world_size must be a positive integer, got {r!r}")
+        r = int(r)
         nb = len(self)
         if r < 1 or nb % r:
-            raise ValueError(f"{nb} batches do not fill whole steps of world size {r}")
+            raise InputError(f"{nb} batches do not fill whole steps of world size {r}")
         s = nb // r
         if not (np.array_equal(self.step, np.repeat(np.arange(s), r))
                 and np.array_equal(self.rank, np.tile(np.arange(r), s))):
-            raise ValueError("distributed batches must be stored step-major: step s, ranks 0..R-1")
+            raise InputError("distributed batches must be stored step-major: step s, ranks 0..R-1")
         for name in ("pad_nodes", "pad_edges", "pad_graphs"):
             grid = getattr(self, name).reshape(s, r)
             bad = (grid != grid[:, :1]).any(axis=1)
             if bad.any():
                 st = int(np.flatnonzero(bad)[0])
-                raise ValueError(
+                raise InputError(
                     f"step {st} mixes padded shapes across ranks ({name}: {grid[st].tolist()})"
                 )
 
@@ -407,19 +430,72 @@ class BatchPlan:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BatchPlan":
-        """Read a plan file; refuses pickled content and files of a newer format version."""
+        """Read a plan file and check it: refuses pickled content, files of a newer format
+        version, non-integer or multi-dimensional arrays, a ``meta`` that is not a JSON object,
+        and any plan that fails :meth:`validate` (duplicate/negative/out-of-range indices,
+        non-monotone offsets, inconsistent ranks/steps, totals over their shapes)."""
         arrays = read_npz(path, "plan file", _REQUIRED_KEYS)
-        meta = json.loads(str(arrays.pop("meta"))) if "meta" in arrays else {}
-        version = int(meta.get("format_version", 1))
+        where = f"plan file {str(path)!r}"
+        meta = _load_meta(arrays.pop("meta", None), where)
+        version = meta.get("format_version", 1)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise InputError(f"{where}: meta format_version must be an integer, got {version!r}")
         if version > PLAN_FORMAT_VERSION:
-            raise ValueError(
+            raise InputError(
                 f"plan file {str(path)!r} has format version {version}; this graphbatch reads "
                 f"up to {PLAN_FORMAT_VERSION}"
             )
         if "real_nodes" not in arrays or "real_edges" not in arrays:
-            raise KeyError(
+            raise InputError(
                 f"plan file {str(path)!r} lacks real_nodes/real_edges; re-plan with graphbatch"
             )
+        for key in _REQUIRED_KEYS + _OPTIONAL_INT_KEYS:
+            if key in arrays:
+                arrays[key] = _int_array(arrays[key], key, where)
         kwargs = {k: arrays[k] for k in _OPTIONAL_INT_KEYS if k in arrays}
-        return cls(*(arrays[k] for k in _REQUIRED_KEYS), meta=meta, **kwargs)
+        try:
+            plan = cls(*(arrays[k] for k in _REQUIRED_KEYS), meta=meta, **kwargs)
+            plan.validate()
+        except ValueError as exc:
+            raise InputError(f"{where} is not a valid plan: {exc}") from None
+        return plan
 
+
+def _load_meta(raw, where: str) -> dict[str, Any]:
+    """The ``meta`` JSON object of a plan file (``{}`` when absent)."""
+    if raw is None:
+        return {}
+    if raw.dtype.kind != "U" or raw.ndim != 0:
+        raise InputError(f"{where}: meta must be a 0-d string, got dtype {raw.dtype} "
+                         f"shape {raw.shape}")
+    try:
+        meta = json.loads(str(raw))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: meta is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{where}: meta must be a JSON object, got {type(meta).__name__}")
+    for key in ("world_size", "lower_bound", "format_version"):
+        v = meta.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise InputError(f"{where}: meta {key} must be a non-negative integer, got {v!r}")
+    model = meta.get("cost_model")
+    if model is not None:
+        ok = isinstance(model, dict) and model.get("source") in ("n_bytes", "linear")
+        if ok and model["source"] == "linear":
+            ok = all(isinstance(model.get(k), (int, float)) and not isinstance(model.get(k), bool)
+                     for k in ("per_node", "per_edge"))
+        if not ok:
+            raise InputError(f"{where}: meta cost_model must be {{'source': 'n_bytes'}} or "
+                             f"{{'source': 'linear', 'per_node': a, 'per_edge': b}}, got {model!r}")
+    return meta
+
+
+def _int_array(a: np.ndarray, key: str, where: str) -> np.ndarray:
+    """A plan-file array as 1-D int64; other dtypes, shapes or values past int64 are refused."""
+    if a.ndim != 1:
+        raise InputError(f"{where}: {key} must be 1-D, got shape {a.shape}")
+    if a.dtype.kind not in "iu":
+        raise InputError(f"{where}: {key} must hold integers, got dtype {a.dtype}")
+    if a.dtype.kind == "u" and a.size and int(a.max()) > np.iinfo(np.int64).max:
+        raise InputError(f"{where}: {key} holds {int(a.max())}, past the int64 range")
+    return a.astype(np.int64, copy=False)

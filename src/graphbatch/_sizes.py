@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ._errors import InputError
 from ._io import atomic_savez, read_npz
-from ._validate import as_count_array
+from ._validate import MAX_COUNT, MAX_TOTAL, as_count_array, check_total
 
-__all__ = ["GraphSizes", "SizeHistogram"]
+__all__ = ["GraphSizes", "SizeHistogram", "MAX_COUNT", "MAX_TOTAL"]
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,10 @@ class SizeHistogram:
 class GraphSizes:
     """Sizes of ``N`` graphs: ``n_node[i]``, ``n_edge[i]`` (counts) and optional ``n_bytes[i]``.
 
-    Invariants: 1-D int64 arrays of equal length ``N >= 1``, all values >= 0, and a graph with
-    edges has at least one node. Arrays are read-only views; the object is immutable.
+    Invariants: 1-D int64 arrays of equal length ``N >= 1``, all values in ``[0, MAX_COUNT]``
+    (2**36 per graph) with each column summing to at most ``MAX_TOTAL`` (2**53), and a graph
+    with edges has at least one node. The limits keep every sum a planner forms far from int64
+    overflow. Arrays are read-only views; the object is immutable.
     """
 
     __slots__ = ("n_node", "n_edge", "n_bytes")
@@ -44,25 +47,26 @@ class GraphSizes:
         nn = as_count_array(n_node, "n_node")
         ne = as_count_array(n_edge, "n_edge")
         if nn.shape[0] != ne.shape[0]:
-            raise ValueError(
+            raise InputError(
                 f"n_node has {nn.shape[0]} entries but n_edge has {ne.shape[0]}; "
                 "they must have one entry per graph"
             )
         if nn.shape[0] == 0:
-            raise ValueError("empty dataset: GraphSizes needs at least one graph")
+            raise InputError("empty dataset: GraphSizes needs at least one graph")
         bad = (nn == 0) & (ne > 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"graph {i} has {ne[i]} edges but no nodes")
+            raise InputError(f"graph {i} has {ne[i]} edges but no nodes")
         nb = None
         if n_bytes is not None:
             nb = as_count_array(n_bytes, "n_bytes")
             if nb.shape[0] != nn.shape[0]:
-                raise ValueError(
+                raise InputError(
                     f"n_bytes has {nb.shape[0]} entries but n_node has {nn.shape[0]}"
                 )
         for name, arr in (("n_node", nn), ("n_edge", ne), ("n_bytes", nb)):
             if arr is not None:
+                check_total(arr, name, MAX_TOTAL)
                 arr = np.array(arr, dtype=np.int64, copy=True)
                 arr.flags.writeable = False
             object.__setattr__(self, name, arr)
@@ -106,17 +110,20 @@ class GraphSizes:
     def histogram(self, return_inverse: bool = False) -> SizeHistogram:
         """The distinct (nodes, edges) pairs with their counts, sorted by nodes then edges."""
         max_e = int(self.n_edge.max()) + 1
-        key = self.n_node * max_e + self.n_edge
-        if return_inverse:
+        if (int(self.n_node.max()) + 1) * max_e < 2**63:  # one int64 key per pair: fast path
+            key = self.n_node * max_e + self.n_edge
             uniq, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
-        else:
-            uniq, count = np.unique(key, return_counts=True)
-            inverse = None
+            nodes, edges = uniq // max_e, uniq % max_e
+        else:  # the key would overflow int64: unique rows instead (same order)
+            pairs = np.stack([self.n_node, self.n_edge], axis=1)
+            uniq, inverse, count = np.unique(pairs, axis=0, return_inverse=True,
+                                             return_counts=True)
+            nodes, edges = uniq[:, 0], uniq[:, 1]
         return SizeHistogram(
-            n_node=uniq // max_e,
-            n_edge=uniq % max_e,
+            n_node=np.ascontiguousarray(nodes, dtype=np.int64),
+            n_edge=np.ascontiguousarray(edges, dtype=np.int64),
             count=count.astype(np.int64),
-            inverse=None if inverse is None else inverse.astype(np.int64).reshape(-1),
+            inverse=inverse.astype(np.int64).reshape(-1) if return_inverse else None,
         )
 
     # ------------------------------------------------------------------ files

@@ -6,52 +6,94 @@ import numbers
 
 import numpy as np
 
-__all__ = ["as_count_array", "as_positive_int", "as_nonnegative_int"]
+from ._errors import InputError, InputTypeError
+
+__all__ = ["MAX_COUNT", "MAX_SHAPE", "MAX_TOTAL", "as_count_array", "as_positive_int", "as_nonnegative_int",
+           "check_total"]
+
+#: Largest accepted per-graph count (nodes, edges, bytes): 2**36 (about 6.9e10).
+MAX_COUNT = 2**36
+#: Largest accepted padded-shape field (``Budget`` nodes/edges/graphs, ``batch_size``,
+#: ``world_size``, rounding ``multiple``): 2**40 (about 1.1e12), so a graph of ``MAX_COUNT``
+#: fits a budget and a shape times a small factor stays far from int64 overflow.
+MAX_SHAPE = 2**40
+#: Largest accepted total of one size-table column (sum over all graphs): 2**53, the largest
+#: integer float64 holds exactly, so int64 sums, float means and products of a total with a
+#: small factor cannot overflow.
+MAX_TOTAL = 2**53
 
 
-def as_count_array(values, name: str) -> np.ndarray:
-    """Return ``values`` as a 1-D int64 array of non-negative integers.
+def _limit(maximum: int) -> str:
+    """``maximum`` for messages, with its power of two when it is one: ``1024 (2**10)``."""
+    if maximum > 0 and maximum & (maximum - 1) == 0:
+        return f"{maximum} (2**{maximum.bit_length() - 1})"
+    return str(maximum)
+
+
+def as_count_array(values, name: str, maximum: int = MAX_COUNT) -> np.ndarray:
+    """Return ``values`` as a 1-D int64 array of integers in ``[0, maximum]``.
 
     Integral floats are accepted (``3.0`` -> 3); anything else raises ``ValueError`` or
-    ``TypeError`` naming the array, the first offending index and its value.
+    ``TypeError`` naming the array, the first offending index and its value. Bounds are checked
+    on the input dtype, before the cast (a ``uint64`` 2**64-1 is refused, not wrapped to -1).
     """
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
+        raise InputError(f"{name} must be a 1-D array, got shape {arr.shape}")
     if arr.dtype == bool:
-        raise TypeError(f"{name} must hold integers, got booleans")
+        raise InputTypeError(f"{name} must hold integers, got booleans")
     if arr.dtype.kind == "f":
         bad = ~np.isfinite(arr) | (arr != np.round(arr))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{name}[{i}] = {arr[i].item()!r} is not an integer")
+            raise InputError(f"{name}[{i}] = {arr[i].item()!r} is not an integer")
     elif arr.dtype.kind not in "iu":
-        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+        raise InputTypeError(f"{name} must hold integers, got dtype {arr.dtype}")
     if arr.size and (arr < 0).any():
         i = int(np.flatnonzero(arr < 0)[0])
-        raise ValueError(f"{name}[{i}] = {arr[i].item()} is negative")
+        raise InputError(f"{name}[{i}] = {arr[i].item()} is negative")
+    if arr.size and (arr > maximum).any():
+        i = int(np.flatnonzero(arr > maximum)[0])
+        raise InputError(f"{name}[{i}] = {arr[i].item()} exceeds the limit {_limit(maximum)}")
     return arr.astype(np.int64, copy=False)
+
+
+def check_total(arr: np.ndarray, name: str, maximum: int = MAX_TOTAL) -> None:
+    """Raise ``ValueError`` when the sum of the non-negative ``arr`` exceeds ``maximum``.
+
+    The sum is taken in float64, which cannot overflow (relative error ~1e-16 near the limit).
+    """
+    total = float(np.sum(arr, dtype=np.float64))
+    if total > maximum:
+        raise InputError(f"{name} sums to {total:.6g}, over the limit {_limit(maximum)} on a "
+                         "column total")
 
 
 def _as_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and float(value).is_integer():
             return int(value)
-        raise TypeError(f"{name} must be an integer, got {value!r}")
+        raise InputTypeError(f"{name} must be an integer, got {value!r}")
     return int(value)
 
 
-def as_positive_int(value, name: str) -> int:
-    """``value`` as an ``int`` >= 1, else a clear error quoting it."""
+def _check_max(v: int, name: str, maximum: int | None) -> int:
+    if maximum is not None and v > maximum:
+        raise InputError(f"{name} = {v} exceeds the limit {_limit(maximum)}")
+    return v
+
+
+def as_positive_int(value, name: str, maximum: int | None = None) -> int:
+    """``value`` as an ``int`` in ``[1, maximum]`` (``None``: unbounded), else a clear error."""
     v = _as_int(value, name)
     if v < 1:
-        raise ValueError(f"{name} must be >= 1, got {v}")
-    return v
+        raise InputError(f"{name} must be >= 1, got {v}")
+    return _check_max(v, name, maximum)
 
 
-def as_nonnegative_int(value, name: str) -> int:
-    """``value`` as an ``int`` >= 0, else a clear error quoting it."""
+def as_nonnegative_int(value, name: str, maximum: int | None = None) -> int:
+    """``value`` as an ``int`` in ``[0, maximum]`` (``None``: unbounded), else a clear error."""
     v = _as_int(value, name)
     if v < 0:
-        raise ValueError(f"{name} must be >= 0, got {v}")
-    return v
+        raise InputError(f"{name} must be >= 0, got {v}")
+    return _check_max(v, name, maximum)

@@ -16,6 +16,7 @@ from importlib import resources
 
 import numpy as np
 
+from ._errors import USER_ERRORS
 from ._sizes import GraphSizes
 
 __all__ = ["DEFAULT_TABLE", "default_sizes", "synthetic_qm9_like", "main", "add_arguments", "run"]
@@ -78,10 +79,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Load sizes, compare every strategy, write the report; progress on stderr."""
-    from .analysis import compare_strategies, load_bench
-    from .cli._common import load_sizes
-    from .cli._compare_cmd import comparison_table
-    from .report import build_report, write_report
+    from .analysis import compare_strategies, load_bench, load_sizes
+    from .report import build_report, comparison_table, write_report
 
     t0 = time.perf_counter()
 
@@ -124,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         return run(args)
-    except (ValueError, TypeError, KeyError, OSError) as exc:
+    except USER_ERRORS as exc:
         print(f"graphbatch demo: error: {exc}", file=sys.stderr)
         return 2
 

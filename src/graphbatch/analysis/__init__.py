@@ -5,6 +5,7 @@
 - `compare_strategies`: every registered strategy on one budget, one row each.
 - `search_limits_if_available`: the efficiency-vs-limits grid when ``graphbatch.packing`` has it.
 - `load_bench` / `summarize_bench`: benchmark result files.
+- `load_sizes`: a size table from an ``.npz`` or a graph store.
 """
 
 from ._bench import BENCH_KEYS, BENCH_METRICS, load_bench, summarize_bench, validate_bench
@@ -20,6 +21,7 @@ from ._compare import (
 )
 from ._dataset import DEFAULT_QUANTILES, ColumnSummary, DatasetSummary, describe, describe_column
 from ._limits import LIMIT_RECORD_KEYS, LimitSearch, search_limits_if_available
+from ._sources import load_sizes
 
 __all__ = [
     "BENCH_KEYS",
@@ -40,6 +42,7 @@ __all__ = [
     "describe",
     "describe_column",
     "load_bench",
+    "load_sizes",
     "search_limits_if_available",
     "summarize_bench",
     "validate_bench",

@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .._errors import InputError
+
 __all__ = ["BENCH_KEYS", "BENCH_METRICS", "load_bench", "summarize_bench", "validate_bench"]
 
 BENCH_KEYS = (
@@ -29,18 +31,18 @@ BENCH_METRICS = BENCH_KEYS[4:]
 def validate_bench(records: Any, source: str = "benchmark results") -> list[dict[str, Any]]:
     """Check ``records`` is a list of dicts with every key of `BENCH_KEYS`; return it as a list."""
     if not isinstance(records, list):
-        raise ValueError(f"{source}: expected a JSON list of records, got {type(records).__name__}")
+        raise InputError(f"{source}: expected a JSON list of records, got {type(records).__name__}")
     out = []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
-            raise ValueError(f"{source}: record {i} is a {type(rec).__name__}, not an object")
+            raise InputError(f"{source}: record {i} is a {type(rec).__name__}, not an object")
         missing = [k for k in BENCH_KEYS if k not in rec]
         if missing:
-            raise ValueError(f"{source}: record {i} lacks key(s) {', '.join(missing)}")
+            raise InputError(f"{source}: record {i} lacks key(s) {', '.join(missing)}")
         for k in BENCH_METRICS:
             v = rec[k]
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise ValueError(f"{source}: record {i} has non-numeric {k} = {v!r}")
+                raise InputError(f"{source}: record {i} has non-numeric {k} = {v!r}")
         out.append(dict(rec))
     return out
 
@@ -55,7 +57,7 @@ def load_bench(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"cannot read benchmark results {str(path)!r}: {exc}") from exc
+            raise InputError(f"cannot read benchmark results {str(path)!r}: {exc}") from exc
         records.extend(validate_bench(data, repr(str(path))))
     return records
 

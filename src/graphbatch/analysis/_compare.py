@@ -14,6 +14,7 @@ import numpy as np
 
 from .._api import plan as _plan
 from .._budget import Budget, estimate_budget
+from .._errors import InputError, InputTypeError
 from .._plan import BatchPlan, PlanStats
 from .._random import seed_rng
 from .._sizes import GraphSizes
@@ -100,7 +101,7 @@ def comparison_variants(
     labels = [v.label for v in out]
     dup = sorted({x for x in labels if labels.count(x) > 1})
     if dup:
-        raise ValueError(f"comparison labels must be unique, got duplicates {dup}")
+        raise InputError(f"comparison labels must be unique, got duplicates {dup}")
     return out
 
 
@@ -211,7 +212,7 @@ def compare_strategies(
     ``progress(i, n, variant)`` is called before run ``i`` of ``n``.
     """
     if not isinstance(sizes, GraphSizes):
-        raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+        raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     batch_size = as_positive_int(batch_size, "batch_size")
     world_size = as_positive_int(world_size, "world_size")
     budget = estimate_budget(sizes, batch_size, rng=seed_rng(seed))

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
 
 __all__ = ["ColumnSummary", "DatasetSummary", "DEFAULT_QUANTILES", "describe", "describe_column"]
@@ -122,11 +123,11 @@ def describe_column(values, name: str, quantiles=DEFAULT_QUANTILES) -> ColumnSum
 
     x = np.asarray(values, dtype=np.int64)
     if x.ndim != 1 or x.shape[0] == 0:
-        raise ValueError(f"{name}: need a non-empty 1-D array, got shape {x.shape}")
+        raise InputError(f"{name}: need a non-empty 1-D array, got shape {x.shape}")
     qs = tuple(float(q) for q in quantiles)
     for q in qs:
         if not 0.0 <= q <= 1.0:
-            raise ValueError(f"quantile {q!r} is outside [0, 1]")
+            raise InputError(f"quantile {q!r} is outside [0, 1]")
     n = int(x.shape[0])
     total = int(x.sum())
     vmax = int(x.max())
@@ -157,7 +158,7 @@ def describe_column(values, name: str, quantiles=DEFAULT_QUANTILES) -> ColumnSum
 def describe(sizes: GraphSizes, quantiles=DEFAULT_QUANTILES) -> DatasetSummary:
     """Table 1 of the tuple-packing paper for ``sizes``, plus quantiles, mean, std and kurtosis."""
     if not isinstance(sizes, GraphSizes):
-        raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+        raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     hist = sizes.histogram()
     return DatasetSummary(
         num_graphs=len(sizes),

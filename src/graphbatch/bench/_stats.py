@@ -15,6 +15,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
+from .._errors import InputError, InputTypeError
+
 __all__ = ["PairwiseTests", "bonferroni", "pairwise_mannwhitney", "pairwise_ttest"]
 
 
@@ -60,30 +62,30 @@ class PairwiseTests:
 def bonferroni(pvalues, num_comparisons: int) -> np.ndarray:
     """Bonferroni-adjusted p-values: ``min(1, p * num_comparisons)`` (NaN stays NaN)."""
     if int(num_comparisons) < 1:
-        raise ValueError(f"num_comparisons must be >= 1, got {num_comparisons}")
+        raise InputError(f"num_comparisons must be >= 1, got {num_comparisons}")
     return np.minimum(np.asarray(pvalues, dtype=np.float64) * int(num_comparisons), 1.0)
 
 
 def _prepare(samples: Mapping[str, Sequence[float]], min_size: int):
     if not isinstance(samples, Mapping):
-        raise TypeError(f"samples must map names to sequences, got {type(samples).__name__}")
+        raise InputTypeError(f"samples must map names to sequences, got {type(samples).__name__}")
     names = tuple(str(k) for k in samples)
     if len(names) < 2:
-        raise ValueError(f"pairwise tests need at least 2 samples, got {len(names)}: {names}")
+        raise InputError(f"pairwise tests need at least 2 samples, got {len(names)}: {names}")
     arrays = []
     for name, v in samples.items():
         a = np.asarray(v, dtype=np.float64).reshape(-1)
         if a.shape[0] < min_size:
-            raise ValueError(f"sample {name!r} has {a.shape[0]} values; need >= {min_size}")
+            raise InputError(f"sample {name!r} has {a.shape[0]} values; need >= {min_size}")
         if not np.isfinite(a).all():
-            raise ValueError(f"sample {name!r} holds non-finite values: {a.tolist()}")
+            raise InputError(f"sample {name!r} holds non-finite values: {a.tolist()}")
         arrays.append(a)
     return names, arrays
 
 
 def _pairwise(method, names, arrays, fn, correction: str, alpha: float) -> PairwiseTests:
     if correction not in ("bonferroni", "none"):
-        raise ValueError(f"correction must be 'bonferroni' or 'none', got {correction!r}")
+        raise InputError(f"correction must be 'bonferroni' or 'none', got {correction!r}")
     k = len(names)
     stat = np.full((k, k), np.nan)
     p = np.full((k, k), np.nan)

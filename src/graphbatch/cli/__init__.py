@@ -1,7 +1,10 @@
 """The ``graphbatch`` command line: subcommands over the library's public API.
 
 Each subcommand lives in its own module exposing ``add_parser(subparsers)``; the parser's
-``func(args) -> int`` runs it. Errors from bad input exit with status 2 and one line on stderr.
+``func(args) -> int`` runs it. Errors from bad input exit with status 2 and one line on stderr:
+``graphbatch._errors.USER_ERRORS`` (the library's own errors, ``ValueError``, ``OSError``).
+Anything else -- a ``KeyError``, ``AttributeError``, ``ZeroDivisionError``, a plain
+``TypeError`` -- is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from .._errors import USER_ERRORS
 
 __all__ = ["main", "build_parser"]
 
@@ -37,9 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, KeyError, OSError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"graphbatch {args.command}: error: {msg}", file=sys.stderr)
+    except USER_ERRORS as exc:
+        print(f"graphbatch {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("graphbatch: interrupted", file=sys.stderr)

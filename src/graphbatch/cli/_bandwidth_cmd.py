@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._errors import InputError
 from ._format import format_table, print_json
 
 _HELP_INPUT = ("graphs: an .h5 graph store, an EdgeGraphs .npz, a directory of .py files or one "
@@ -49,7 +50,7 @@ def load_graphs(path: str, limit: int | None = None):
 
         graphs = graphs_from_python(src, limit=limit)
     else:
-        raise ValueError(f"cannot read graphs from {path!r}: expected .npz, .h5 or .py "
+        raise InputError(f"cannot read graphs from {path!r}: expected .npz, .h5 or .py "
                          "files / a directory")
     if limit is not None and limit < len(graphs):
         graphs = graphs.subset(range(limit))
@@ -61,10 +62,10 @@ def run(args) -> int:
 
     out_h5 = args.out is not None and Path(args.out).suffix in (".h5", ".hdf5")
     if out_h5 and Path(args.input).suffix not in (".h5", ".hdf5"):
-        raise ValueError(f"--out {args.out!r}: writing a reordered .h5 store needs an .h5 input; "
+        raise InputError(f"--out {args.out!r}: writing a reordered .h5 store needs an .h5 input; "
                          "use an .npz output for other inputs")
     if out_h5 and args.limit is not None:
-        raise ValueError("--limit cannot be combined with a reordered .h5 output (it copies the "
+        raise InputError("--limit cannot be combined with a reordered .h5 output (it copies the "
                          "whole store)")
     graphs = load_graphs(args.input, args.limit)
     reorder = reduce_bandwidth(graphs)

@@ -6,21 +6,12 @@ import argparse
 import dataclasses
 
 from .._budget import Budget, estimate_budget
+from .._errors import InputError
 from .._random import seed_rng
 from .._sizes import GraphSizes
+from ..analysis import load_sizes
 
 __all__ = ["add_budget_args", "budget_from_args", "load_sizes"]
-
-
-def load_sizes(path: str) -> GraphSizes:
-    """A size table from ``.npz`` (the plan contract) or from a graph store (``.h5``/``.hdf5``,
-    read from its size metadata only)."""
-    if str(path).lower().endswith((".h5", ".hdf5")):
-        from ..datasets import GraphStore
-
-        with GraphStore(path, cache_size=0) as store:
-            return store.graph_sizes()
-    return GraphSizes.load(path)
 
 
 def add_budget_args(p: argparse.ArgumentParser) -> None:
@@ -48,7 +39,7 @@ def budget_from_args(args, sizes: GraphSizes, *, sample_size=1000, multiple=64) 
         if args.batch_size is None:
             flags = ", ".join("--max-" + {"n_node": "nodes", "n_edge": "edges", "n_graph": "graphs"}[k]
                               for k in missing)
-            raise ValueError(f"give {flags} too, or --batch-size to estimate them from")
+            raise InputError(f"give {flags} too, or --batch-size to estimate them from")
         est = estimate_budget(sizes, args.batch_size, rng=seed_rng(args.seed),
                               sample_size=sample_size, multiple=multiple)
         return dataclasses.replace(est, **{k: v for k, v in given.items() if v is not None})

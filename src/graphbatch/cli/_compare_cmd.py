@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from ..report import comparison_table
 from ._common import load_sizes
-from ._format import format_table, print_json
+from ._format import print_json
 
 
 def add_parser(sub) -> None:
@@ -26,23 +27,6 @@ def add_parser(sub) -> None:
                    help="policy for graphs larger than the budget (default: own_batch)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
-
-
-def comparison_table(comparison) -> str:
-    """The comparison as an aligned text table (failed runs show their error below it)."""
-    columns = comparison.columns()
-    rows = []
-    for row in comparison.rows():
-        if row["error"] is None:
-            rows.append({header: row.get(key) for key, header in columns})
-    text = format_table(rows, [h for _, h in columns])
-    b = comparison.budget
-    text += (f"\nshared budget: {b.n_node} nodes / {b.n_edge} edges / {b.n_graph} graphs; "
-             f"batch cost unit: {comparison.cost_unit}")
-    for r in comparison.results:
-        if not r.ok:
-            text += f"\nFAILED {r.label}: {r.error}"
-    return text
 
 
 def run(args) -> int:

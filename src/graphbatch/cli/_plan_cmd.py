@@ -6,6 +6,7 @@ import argparse
 import json
 
 from .._api import plan
+from .._errors import InputError
 from ..planners import get_strategy, strategy_names
 from ._common import add_budget_args, budget_from_args, load_sizes
 from ._format import format_table, print_json
@@ -77,7 +78,7 @@ def collect_options(args) -> dict:
             continue
         if flag not in strat.options:
             shown = "no-edge-limit" if flag == "edge_limit" else flag.replace("_", "-")
-            raise ValueError(f"strategy {args.strategy!r} takes no --{shown}")
+            raise InputError(f"strategy {args.strategy!r} takes no --{shown}")
         options[flag] = value
     return options
 

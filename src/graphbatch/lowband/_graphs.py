@@ -16,6 +16,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from .._io import atomic_savez
 from .._sizes import GraphSizes
 from .._validate import as_count_array, as_positive_int
@@ -55,26 +56,26 @@ class EdgeGraphs:
         nn = as_count_array(n_node, "n_node")
         ne = as_count_array(n_edge, "n_edge")
         if nn.shape != ne.shape:
-            raise ValueError(f"n_node has {nn.shape[0]} entries but n_edge has {ne.shape[0]}")
+            raise InputError(f"n_node has {nn.shape[0]} entries but n_edge has {ne.shape[0]}")
         s = as_count_array(senders, "senders")
         r = as_count_array(receivers, "receivers")
         e_total = int(ne.sum())
         if s.shape[0] != e_total or r.shape[0] != e_total:
-            raise ValueError(
+            raise InputError(
                 f"n_edge sums to {e_total} but senders has {s.shape[0]} and receivers "
                 f"{r.shape[0]} entries"
             )
         t = np.zeros(e_total, np.int64) if edge_type is None else as_count_array(edge_type,
                                                                                "edge_type")
         if t.shape[0] != e_total:
-            raise ValueError(f"edge_type has {t.shape[0]} entries, expected {e_total}")
+            raise InputError(f"edge_type has {t.shape[0]} entries, expected {e_total}")
         max_t = int(t.max()) + 1 if e_total else 1
         if num_edge_types is None:
             num_edge_types = max_t
         num_edge_types = as_positive_int(num_edge_types, "num_edge_types")
         if max_t > num_edge_types:
             i = int(np.flatnonzero(t >= num_edge_types)[0])
-            raise ValueError(f"edge_type[{i}] = {t[i]} is not below num_edge_types = "
+            raise InputError(f"edge_type[{i}] = {t[i]} is not below num_edge_types = "
                              f"{num_edge_types}")
         limit = np.repeat(nn, ne)  # each edge's own graph size
         for name, ids in (("senders", s), ("receivers", r)):
@@ -82,17 +83,17 @@ class EdgeGraphs:
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 g = int(np.searchsorted(_offsets(ne), i, side="right") - 1)
-                raise ValueError(f"{name}[{i}] = {ids[i]} is not a node of graph {g}, which has "
+                raise InputError(f"{name}[{i}] = {ids[i]} is not a node of graph {g}, which has "
                                  f"{limit[i]} nodes (ids are local to each graph)")
         n_total = int(nn.sum())
         data = {}
         for name, arr in (node_data or {}).items():
             arr = np.asarray(arr)
             if arr.ndim == 0 or arr.shape[0] != n_total:
-                raise ValueError(f"node_data[{name!r}] has shape {arr.shape}; its first axis must "
+                raise InputError(f"node_data[{name!r}] has shape {arr.shape}; its first axis must "
                                  f"run over all {n_total} nodes")
             if arr.dtype == object:
-                raise TypeError(f"node_data[{name!r}] is an object array; use numeric arrays")
+                raise InputTypeError(f"node_data[{name!r}] is an object array; use numeric arrays")
             data[str(name)] = _frozen(arr)
         set_ = object.__setattr__
         set_(self, "n_node", _frozen(nn))
@@ -121,15 +122,15 @@ class EdgeGraphs:
             elif len(item) == 3:
                 n, ei, et = item
             else:
-                raise TypeError(f"graph {k}: expected (num_nodes, edge_index[, edge_type]), "
+                raise InputTypeError(f"graph {k}: expected (num_nodes, edge_index[, edge_type]), "
                                 f"got {len(item)} items")
             ei = np.asarray(ei)
             if ei.size == 0:
                 ei = np.zeros((2, 0), np.int64)
             elif ei.ndim != 2 or ei.shape[0] != 2:
-                raise ValueError(f"graph {k}: edge_index must have shape [2, E], got {ei.shape}")
+                raise InputError(f"graph {k}: edge_index must have shape [2, E], got {ei.shape}")
             if ei.dtype.kind not in "iu":
-                raise TypeError(f"graph {k}: edge_index must hold integers, got {ei.dtype}")
+                raise InputTypeError(f"graph {k}: edge_index must hold integers, got {ei.dtype}")
             nn.append(int(n))
             ne.append(ei.shape[1])
             ss.append(ei[0])
@@ -137,7 +138,7 @@ class EdgeGraphs:
             tt.append(np.zeros(ei.shape[1], np.int64) if et is None
                       else np.asarray(et, dtype=np.int64).reshape(-1))
         if not nn:
-            raise ValueError("no graphs given")
+            raise InputError("no graphs given")
         return cls(nn, ne, np.concatenate(ss), np.concatenate(rr), np.concatenate(tt),
                    num_edge_types=num_edge_types)
 
@@ -146,11 +147,11 @@ class EdgeGraphs:
         """The graphs of ``parts`` one after another (node data keys must agree)."""
         parts = list(parts)
         if not parts:
-            raise ValueError("nothing to concatenate")
+            raise InputError("nothing to concatenate")
         keys = set(parts[0].node_data)
         for i, p in enumerate(parts):
             if set(p.node_data) != keys:
-                raise ValueError(f"part {i} has node data {sorted(p.node_data)}, part 0 has "
+                raise InputError(f"part {i} has node data {sorted(p.node_data)}, part 0 has "
                                  f"{sorted(keys)}")
         return cls(
             np.concatenate([p.n_node for p in parts]), np.concatenate([p.n_edge for p in parts]),
@@ -205,7 +206,7 @@ class EdgeGraphs:
         idx = np.asarray(index)
         if idx.dtype == bool:
             if idx.shape != (len(self),):
-                raise ValueError(f"mask has shape {idx.shape}, expected ({len(self)},)")
+                raise InputError(f"mask has shape {idx.shape}, expected ({len(self)},)")
             idx = np.flatnonzero(idx)
         idx = idx.astype(np.int64, copy=False).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
@@ -256,7 +257,7 @@ class EdgeGraphs:
                 need = ("n_node", "n_edge", "senders", "receivers")
                 missing = [k for k in need if k not in keys]
                 if missing:
-                    raise KeyError(
+                    raise InputError(
                         f"{str(path)!r} lacks {', '.join(missing)}: it is not an EdgeGraphs file "
                         "(a size table has no edges, so no bandwidth can be computed from it)"
                     )
@@ -269,7 +270,7 @@ class EdgeGraphs:
                                if k.startswith(_NODE_PREFIX)},
                 )
         except (OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"cannot read graph file {str(path)!r}: {exc}") from exc
+            raise InputError(f"cannot read graph file {str(path)!r}: {exc}") from exc
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from .._budget import Budget, next_pow2, round_up
+from .._errors import InputError
 from .._plan import BatchPlan
 from ._registry import OVERSIZE_POLICIES, PlanRequest
 
@@ -31,7 +32,7 @@ def ceil_div(a: int, b: int) -> int:
     if b <= 0:
         if a == 0:
             return 0
-        raise ValueError(f"cannot fit {a} items in batches of capacity {b}")
+        raise InputError(f"cannot fit {a} items in batches of capacity {b}")
     return -(-int(a) // int(b))
 
 
@@ -58,7 +59,7 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget) -> Overs
     ``"error"`` raises ``ValueError`` naming the first such graph, its size and the budget.
     """
     if req.on_oversize not in OVERSIZE_POLICIES:
-        raise ValueError(
+        raise InputError(
             f"on_oversize must be one of {', '.join(OVERSIZE_POLICIES)}, got {req.on_oversize!r}"
         )
     sizes = req.sizes
@@ -71,7 +72,7 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget) -> Overs
     if req.on_oversize == "error":
         pos = np.flatnonzero(big)
         i = int(order[pos[0]])
-        raise ValueError(
+        raise InputError(
             f"graph {i} ({sizes.n_node[i]} nodes, {sizes.n_edge[i]} edges) does not fit the budget "
             f"{budget} (room for {budget.node_capacity} real nodes and {budget.edge_capacity} "
             f"real edges); {pos.shape[0]} graph(s) are oversize. Raise the budget, or pass "
@@ -115,7 +116,7 @@ def padded_shapes(
         top_n = int(real_nodes.max()) + 1 if nb else 1
         top_e = int(real_edges.max()) if nb else 0
         return np.full(nb, top_n, dtype=np.int64), np.full(nb, top_e, dtype=np.int64)
-    raise ValueError(f"pad must be one of {', '.join(PAD_MODES)}, got {mode!r}")
+    raise InputError(f"pad must be one of {', '.join(PAD_MODES)}, got {mode!r}")
 
 
 def own_batch_shape(n_node: int, n_edge: int, budget: Budget, multiple: int = 64) -> Budget:
@@ -189,7 +190,7 @@ def finish_plan(
         skipped = split.skipped
         if split.own.shape[0]:
             if budget is None:
-                raise ValueError("own_batch graphs need the budget to enlarge")
+                raise InputError("own_batch graphs need the budget to enlarge")
             n_own = int(split.own.shape[0])
             order, offsets, pad_nodes, pad_edges, pad_graphs = _insert_own_batches(
                 req, order, offsets, pad_nodes, pad_edges, pad_graphs, split, budget

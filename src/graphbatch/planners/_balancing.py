@@ -16,7 +16,8 @@ import numbers
 
 import numpy as np
 
-from .._validate import as_nonnegative_int, as_positive_int
+from .._errors import InputError, InputTypeError
+from .._validate import MAX_SHAPE, as_nonnegative_int, as_positive_int
 from ._assemble import PAD_MODES, finish_fixed_count_plan, padded_shapes
 from ._cost import CostModel, cost_model_from_options
 from ._partition import (
@@ -65,14 +66,14 @@ def batch_counts(num_graphs: int, num_batches: int) -> np.ndarray:
 def _real_option(req: PlanRequest, name: str, default: float, *, low=None, high=None) -> float:
     value = req.option(name, default)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {value!r}")
+        raise InputTypeError(f"{name} must be a number, got {value!r}")
     v = float(value)
     if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise InputError(f"{name} must be finite, got {value!r}")
     if low is not None and not v > low:
-        raise ValueError(f"{name} must be > {low}, got {value!r}")
+        raise InputError(f"{name} must be > {low}, got {value!r}")
     if high is not None and v > high:
-        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+        raise InputError(f"{name} must be <= {high}, got {value!r}")
     return v
 
 
@@ -83,14 +84,14 @@ class _Setup:
         bs = req.fixed_batch_size("fixes the number of graphs per batch")
         n = len(req.sizes)
         if bs - 1 > n:
-            raise ValueError(
+            raise InputError(
                 f"batch_size = {bs} asks for {bs - 1} real graphs per batch but the dataset has "
                 f"only {n} graph(s); use batch_size <= {n + 1}"
             )
         self.pad = req.option("pad", "static-64")
         if self.pad not in PAD_MODES:
-            raise ValueError(f"pad must be one of {', '.join(PAD_MODES)}, got {self.pad!r}")
-        self.multiple = as_positive_int(req.option("multiple", 64), "multiple")
+            raise InputError(f"pad must be one of {', '.join(PAD_MODES)}, got {self.pad!r}")
+        self.multiple = as_positive_int(req.option("multiple", 64), "multiple", MAX_SHAPE)
         self.model: CostModel = cost_model_from_options(req.sizes, req.options)
         self.costs = self.model.costs(req.sizes)
         self.batch_size = bs
@@ -260,7 +261,7 @@ def plan_iqr(req: PlanRequest):
     s = _Setup(req)
     multiplier = _real_option(req, "multiplier", 1.5)
     if multiplier < 0:
-        raise ValueError(f"multiplier must be >= 0, got {multiplier!r}")
+        raise InputError(f"multiplier must be >= 0, got {multiplier!r}")
     outliers, fence = outliers_iqr(s.costs, multiplier)
     batch_of = spread_outliers(outliers, s.costs, s.num_graphs, s.num_batches, req.epoch_rng())
     return _finish(req, s, batch_of, outliers=int(outliers.shape[0]), multiplier=multiplier,
@@ -297,7 +298,7 @@ def plan_stratified(req: PlanRequest):
     passes = as_nonnegative_int(req.option("passes", 8), "passes")
     tolerance = _real_option(req, "tolerance", 0.01)
     if tolerance < 0:
-        raise ValueError(f"tolerance must be >= 0, got {tolerance!r}")
+        raise InputError(f"tolerance must be >= 0, got {tolerance!r}")
     value, ident = round_matrix(s.costs, s.num_batches)
     value, ident = stratified_assignment(value, ident, req.epoch_rng())
     target = (1.0 + tolerance) * float(s.costs.sum()) / s.num_batches

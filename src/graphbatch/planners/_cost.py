@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
 
 __all__ = ["CostModel", "cost_model_from_options", "DEFAULT_COST_NODES", "DEFAULT_COST_EDGES"]
@@ -19,12 +20,12 @@ DEFAULT_COST_EDGES = 1.0
 
 def _coefficient(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
+        raise InputTypeError(f"{name} must be a real number, got {value!r}")
     v = float(value)
     if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise InputError(f"{name} must be finite, got {value!r}")
     if v < 0:
-        raise ValueError(f"{name} = {value!r} is negative; cost coefficients must be >= 0")
+        raise InputError(f"{name} = {value!r} is negative; cost coefficients must be >= 0")
     return v
 
 
@@ -42,11 +43,11 @@ class CostModel:
 
     def __post_init__(self) -> None:
         if self.source not in ("n_bytes", "linear"):
-            raise ValueError(f"cost source must be 'n_bytes' or 'linear', got {self.source!r}")
+            raise InputError(f"cost source must be 'n_bytes' or 'linear', got {self.source!r}")
         a = _coefficient(self.per_node, "cost_nodes")
         b = _coefficient(self.per_edge, "cost_edges")
         if self.source == "linear" and a == 0 and b == 0:
-            raise ValueError("cost_nodes and cost_edges are both 0: every graph would cost nothing")
+            raise InputError("cost_nodes and cost_edges are both 0: every graph would cost nothing")
         object.__setattr__(self, "per_node", a)
         object.__setattr__(self, "per_edge", b)
 
@@ -54,7 +55,7 @@ class CostModel:
         """Per-graph cost as float64 (bytes, or the linear model's units)."""
         if self.source == "n_bytes":
             if sizes.n_bytes is None:
-                raise ValueError("cost source 'n_bytes' needs a size table with n_bytes")
+                raise InputError("cost source 'n_bytes' needs a size table with n_bytes")
             return sizes.n_bytes.astype(np.float64)
         return self.per_node * sizes.n_node.astype(np.float64) + self.per_edge * sizes.n_edge
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._budget import Budget
+from .._errors import InputError
 from ._assemble import ceil_div, finish_plan, split_oversize
 from ._registry import PlanRequest, register
 
@@ -46,7 +47,7 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
         end[pos] = np.minimum(e, end[pos])
         if (end[pos] <= pos).any():  # a graph that does not fit alone: caller's bug
             i = int(pos[np.flatnonzero(end[pos] <= pos)[0]])
-            raise ValueError(f"graph at position {i} does not fit the budget {budget} alone")
+            raise InputError(f"graph at position {i} does not fit the budget {budget} alone")
     starts = []
     append = starts.append
     item = end.item
@@ -66,7 +67,7 @@ def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:
     cv = ce = cg = 0
     for i, (v, e) in enumerate(zip(nodes.tolist(), edges.tolist())):
         if v > cap_v or e > cap_e:
-            raise ValueError(f"graph at position {i} exceeds the budget {budget}")
+            raise InputError(f"graph at position {i} exceeds the budget {budget}")
         if cv + v > cap_v or ce + e > cap_e or cg + 1 > cap_g:
             offsets.append(i)
             cv, ce, cg = v, e, 1

@@ -12,6 +12,8 @@ import heapq
 
 import numpy as np
 
+from .._errors import InputError
+
 __all__ = [
     "round_matrix",
     "balanced_ldm",
@@ -30,7 +32,7 @@ def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.nd
     n = costs.shape[0]
     b = int(num_batches)
     if b < 1:
-        raise ValueError(f"num_batches must be >= 1, got {num_batches}")
+        raise InputError(f"num_batches must be >= 1, got {num_batches}")
     r = -(-n // b)
     order = np.argsort(-costs, kind="stable")
     ident = np.full(r * b, -1, dtype=np.int64)

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._budget import Budget, estimate_budget
+from .._errors import InputError, UnknownNameError
 from .._plan import BatchPlan
 from .._random import epoch_rng, seed_rng
 from .._sizes import GraphSizes
@@ -51,7 +52,7 @@ class PlanRequest:
 
     def require_batch_size(self) -> int:
         if self.batch_size is None:
-            raise ValueError(f"strategy {self.strategy!r} needs batch_size")
+            raise InputError(f"strategy {self.strategy!r} needs batch_size")
         return self.batch_size
 
     def fixed_batch_size(self, why: str) -> int:
@@ -60,12 +61,12 @@ class PlanRequest:
         ``why`` completes "strategy X ..." in the error raised when a node/edge budget is given.
         """
         if self.budget is not None:
-            raise ValueError(
+            raise InputError(
                 f"strategy {self.strategy!r} {why}; give batch_size, not a node/edge budget"
             )
         bs = self.require_batch_size()
         if bs < 2:
-            raise ValueError(
+            raise InputError(
                 f"batch_size = {bs} leaves no room for the padding graph; it must be >= 2"
             )
         return bs
@@ -79,7 +80,7 @@ class PlanRequest:
         if self.budget is not None:
             return self.budget
         if self.batch_size is None:
-            raise ValueError(
+            raise InputError(
                 f"strategy {self.strategy!r} needs a budget (max nodes/edges/graphs) "
                 "or a batch_size to estimate one from"
             )
@@ -123,7 +124,7 @@ def register(
 
     def deco(func):
         if name in _REGISTRY:
-            raise ValueError(f"strategy {name!r} registered twice")
+            raise InputError(f"strategy {name!r} registered twice")
         _REGISTRY[name] = Strategy(name, func, tuple(options), description, fixed_shape, uses_budget)
         return func
 
@@ -131,11 +132,12 @@ def register(
 
 
 def get_strategy(name: str) -> Strategy:
-    """The strategy called ``name``; unknown names raise ``ValueError`` listing the known ones."""
+    """The strategy called ``name``; unknown names raise `UnknownNameError` (a ``ValueError``)
+    listing the known ones."""
     try:
         return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
+    except (KeyError, TypeError):
+        raise UnknownNameError(
             f"unknown strategy {name!r}; known strategies: {', '.join(strategy_names())}"
         ) from None
 

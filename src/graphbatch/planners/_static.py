@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._budget import round_up
-from .._validate import as_positive_int
+from .._errors import InputError
+from .._validate import MAX_SHAPE, MAX_TOTAL, as_positive_int
 from ._assemble import ceil_div, finish_fixed_count_plan, padded_shapes
 from ._registry import PlanRequest, register
 
@@ -42,10 +43,16 @@ def _plan_static(req: PlanRequest, pad_fn, **meta):
     uses_budget=False,
 )
 def plan_static_constant(req: PlanRequest):
-    multiple = as_positive_int(req.option("multiple", 64), "multiple")
+    multiple = as_positive_int(req.option("multiple", 64), "multiple", MAX_SHAPE)
     sizes = req.sizes
 
     def pad(real_nodes, real_edges, bs):
+        for what, largest in (("nodes", int(sizes.n_node.max())), ("edges", int(sizes.n_edge.max()))):
+            if largest * bs > MAX_TOTAL:
+                raise InputError(
+                    f"static-constant pads every batch to the largest graph's {largest} {what} x "
+                    f"batch_size {bs}, over the limit {MAX_TOTAL} (2**53); use static-64"
+                )
         t_v = round_up(int(sizes.n_node.max()) * bs, multiple)
         t_e = round_up(int(sizes.n_edge.max()) * bs, multiple)
         nb = real_nodes.shape[0]
@@ -62,7 +69,7 @@ def plan_static_constant(req: PlanRequest):
     uses_budget=False,
 )
 def plan_static_multiple(req: PlanRequest):
-    multiple = as_positive_int(req.option("multiple", 64), "multiple")
+    multiple = as_positive_int(req.option("multiple", 64), "multiple", MAX_SHAPE)
 
     def pad(real_nodes, real_edges, bs):
         return padded_shapes(real_nodes, real_edges, "static-64", multiple)

@@ -1,10 +1,27 @@
-"""The HTML report (matplotlib figures embedded in one self-contained page).
+"""The HTML report (matplotlib figures embedded in one self-contained page) and the text table
+of a strategy comparison.
 
-Optional extra: needs matplotlib (``graphbatch[bench]``). Import explicitly:
+Optional extra: the HTML report needs matplotlib (``graphbatch[bench]``), imported when
+``build_report``/``write_report``/``HtmlPage``/``figure_png`` are first used, so that
+``comparison_table`` works without it. Import explicitly:
 ``from graphbatch.report import build_report, write_report``.
 """
 
-from ._build import REPORT_FIGURES, build_report, write_report
-from ._html import HtmlPage, figure_png
+from __future__ import annotations
 
-__all__ = ["REPORT_FIGURES", "HtmlPage", "build_report", "figure_png", "write_report"]
+import importlib
+from typing import Any
+
+from ._text import comparison_table
+
+__all__ = ["REPORT_FIGURES", "HtmlPage", "build_report", "comparison_table", "figure_png",
+           "write_report"]
+
+_LAZY = {"REPORT_FIGURES": "._build", "build_report": "._build", "write_report": "._build",
+         "HtmlPage": "._html", "figure_png": "._html"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 
+from .._errors import InputError
 from .._sizes import GraphSizes
 from ..analysis import Comparison, DatasetSummary
 
@@ -117,7 +118,7 @@ def fig_limits_heatmap(records: Sequence[dict[str, Any]]) -> Figure:
     Figure 5 does) when present.
     """
     if not records:
-        raise ValueError("no limit records to plot")
+        raise InputError("no limit records to plot")
     xs = np.array([int(r["max_nodes"]) for r in records])
     ys = np.array([int(r["max_edges"]) for r in records])
     hm = np.array([float(r["harmonic_mean"]) for r in records])
@@ -169,7 +170,7 @@ def fig_strategy_comparison(comparison: Comparison) -> Figure:
     distinct padded shapes (compilations), and max over mean batch cost."""
     ok = [r for r in comparison.results if r.ok]
     if not ok:
-        raise ValueError("no successful strategy runs to plot")
+        raise InputError("no successful strategy runs to plot")
     labels = [r.label for r in ok]
     y = np.arange(len(ok))
     fig = Figure(figsize=(14, max(3.2, 1.4 + 0.42 * len(ok))), layout="constrained")
@@ -222,7 +223,7 @@ def fig_graphs_per_batch(comparison: Comparison, ncols: int = 4) -> Figure:
     paper, Figure 3 right)."""
     ok = [r for r in comparison.results if r.ok and r.graphs_per_batch is not None]
     if not ok:
-        raise ValueError("no successful strategy runs to plot")
+        raise InputError("no successful strategy runs to plot")
     colors = strategy_colors([r.label for r in comparison.results])
     nrows = -(-len(ok) // ncols)
     fig = Figure(figsize=(3.4 * ncols, 2.6 * nrows + 0.6), layout="constrained")

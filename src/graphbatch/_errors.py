@@ -1,0 +1,34 @@
+"""The library's error types: what the CLI reports as one line (anything else is a bug and keeps
+its traceback).
+
+`InputError` and `InputTypeError` subclass `ValueError` and `TypeError`, so code that catches
+those keeps working; `UnknownNameError` is an `InputError` for an unknown user-supplied name
+(strategy, heuristic, ...), never a `KeyError`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["GraphbatchError", "InputError", "InputTypeError", "UnknownNameError", "USER_ERRORS"]
+
+
+class GraphbatchError(Exception):
+    """Base of the errors graphbatch raises on purpose for bad input or files."""
+
+
+class InputError(GraphbatchError, ValueError):
+    """A value, file or option graphbatch refuses; the message names it and the limit."""
+
+
+class InputTypeError(GraphbatchError, TypeError):
+    """An argument of the wrong type; the message names it and what was expected."""
+
+
+class UnknownNameError(InputError):
+    """An unknown user-supplied name; the message lists the known ones."""
+
+
+#: What the CLI and the demo report as one line with exit status 2: the library's own errors,
+#: ``ValueError`` (the documented type of input validation, e.g. ``StoreFormatError``) and
+#: ``OSError`` (files). A ``KeyError``, ``AttributeError``, ``ZeroDivisionError`` or plain
+#: ``TypeError`` is a bug and keeps its traceback.
+USER_ERRORS = (GraphbatchError, ValueError, OSError)
