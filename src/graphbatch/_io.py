@@ -13,8 +13,8 @@ import numpy as np
 
 from ._errors import InputError
 
-__all__ = ["atomic_savez", "atomic_write", "atomic_write_text", "json_default", "read_npz",
-           "same_file"]
+__all__ = ["atomic_savez", "atomic_write", "atomic_write_text", "check_output_path", "json_default",
+           "read_npz", "same_file"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> Path:
@@ -74,6 +74,15 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     except OSError:
         pass
     return pa.resolve() == pb.resolve()
+
+
+def check_output_path(out: str | os.PathLike, inputs, flag: str = "--out") -> None:
+    """Raise `InputError` when the output path ``out`` names one of the ``inputs`` (paths; ``None``
+    entries are ignored): an output file must never replace what it was computed from."""
+    for src in inputs:
+        if src is not None and same_file(out, src):
+            raise InputError(f"{flag} {str(out)!r} is the input file {str(src)!r}; "
+                             "write to another path")
 
 
 def read_npz(path: str | os.PathLike, what: str, required: tuple[str, ...]) -> dict[str, np.ndarray]:

@@ -17,6 +17,7 @@ from importlib import resources
 import numpy as np
 
 from ._errors import USER_ERRORS
+from ._io import check_output_path
 from ._sizes import GraphSizes
 
 __all__ = ["DEFAULT_TABLE", "default_sizes", "synthetic_qm9_like", "main", "add_arguments", "run"]
@@ -82,6 +83,7 @@ def run(args) -> int:
     from .analysis import compare_strategies, load_bench, load_sizes
     from .report import build_report, comparison_table, write_report
 
+    check_output_path(args.out, [args.sizes, *args.bench])
     t0 = time.perf_counter()
 
     def say(msg: str) -> None:

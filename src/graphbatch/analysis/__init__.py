@@ -4,11 +4,21 @@
   the largest) plus quantiles, mean and excess kurtosis.
 - `compare_strategies`: every registered strategy on one budget, one row each.
 - `search_limits_if_available`: the efficiency-vs-limits grid when ``graphbatch.packing`` has it.
-- `load_bench` / `summarize_bench`: benchmark result files.
+- `load_bench` / `summarize_bench` / `bench_label`: benchmark records (the one owner of their
+  keys and of their summary over repeats).
 - `load_sizes`: a size table from an ``.npz`` or a graph store.
 """
 
-from ._bench import BENCH_KEYS, BENCH_METRICS, load_bench, summarize_bench, validate_bench
+from ._bench import (
+    BENCH_KEYS,
+    BENCH_METRICS,
+    BENCH_OPTIONAL_METRICS,
+    LIST_KEYS,
+    bench_label,
+    load_bench,
+    summarize_bench,
+    validate_bench,
+)
 from ._compare import (
     COMPARE_COLUMNS,
     DEFAULT_VARIANTS,
@@ -26,16 +36,19 @@ from ._sources import load_sizes
 __all__ = [
     "BENCH_KEYS",
     "BENCH_METRICS",
+    "BENCH_OPTIONAL_METRICS",
     "COMPARE_COLUMNS",
     "DEFAULT_QUANTILES",
     "DEFAULT_VARIANTS",
     "LIMIT_RECORD_KEYS",
+    "LIST_KEYS",
     "ColumnSummary",
     "Comparison",
     "DatasetSummary",
     "LimitSearch",
     "StrategyResult",
     "Variant",
+    "bench_label",
     "compare_columns",
     "compare_strategies",
     "comparison_variants",

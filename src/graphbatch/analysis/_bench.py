@@ -1,8 +1,11 @@
-"""Benchmark result files: read, validate and summarise over repeats (no plotting here).
+"""Benchmark records: the one owner of their keys, their validation and their summary.
 
-A results file is a JSON list of records, one per (model, strategy, batch_size, repeat) run, with
-the keys in `BENCH_KEYS` (extra keys are kept). Times are milliseconds (``*_ms_*``) or seconds
-(``compile_s``), memory in bytes, throughput in graphs per second.
+A results file is a JSON list of records, one per (model, strategy, batch_size, repeat) run
+(written by ``graphbatch bench`` and by any other framework's bench), with the keys of
+`BENCH_KEYS` (extra keys are kept). Times are milliseconds (``*_ms_*``) or seconds
+(``compile_s``), memory in bytes, throughput in graphs per second. ``compiled`` (optional, bool)
+marks a compiled run of a padded strategy: runs are grouped by `label`, so eager and compiled
+runs of one strategy are summarised apart.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import numpy as np
 
 from .._errors import InputError
 
-__all__ = ["BENCH_KEYS", "BENCH_METRICS", "load_bench", "summarize_bench", "validate_bench"]
+__all__ = ["BENCH_KEYS", "BENCH_METRICS", "BENCH_OPTIONAL_METRICS", "LIST_KEYS", "bench_label",
+           "load_bench", "summarize_bench", "validate_bench"]
 
 BENCH_KEYS = (
     "model", "strategy", "batch_size", "repeat", "compiles", "compile_s", "step_ms_mean",
@@ -26,6 +30,23 @@ BENCH_KEYS = (
 )
 #: Numeric keys summarised over repeats (``None`` values count as missing).
 BENCH_METRICS = BENCH_KEYS[4:]
+#: Numeric keys summarised when present (NaN in the summary when no record has them).
+BENCH_OPTIONAL_METRICS = ("steady_graphs_per_s", "update_us_per_graph",
+                          "update_us_per_graph_median")
+#: Record keys that hold per-step or per-evaluation lists (kept in JSON, left out of the CSV).
+LIST_KEYS = ("eval_steps", "test_mae_curve", "test_rmse_curve", "step_ms", "compile_steps",
+             "update_ms_steps", "real_graphs_steps")
+#: Baselines whose name already says whether they compile (no ``+compile`` suffix).
+_SELF_NAMED = ("pyg-compile",)
+
+
+def bench_label(rec: dict[str, Any]) -> str:
+    """The strategy name, with ``+compile`` for compiled runs of padded strategies (baselines
+    keep their name): the group a record is summarised in."""
+    s = str(rec["strategy"])
+    if rec.get("compiled") and s not in _SELF_NAMED:
+        return f"{s}+compile"
+    return s
 
 
 def validate_bench(records: Any, source: str = "benchmark results") -> list[dict[str, Any]]:
@@ -39,10 +60,13 @@ def validate_bench(records: Any, source: str = "benchmark results") -> list[dict
         missing = [k for k in BENCH_KEYS if k not in rec]
         if missing:
             raise InputError(f"{source}: record {i} lacks key(s) {', '.join(missing)}")
-        for k in BENCH_METRICS:
-            v = rec[k]
+        for k in BENCH_METRICS + BENCH_OPTIONAL_METRICS:
+            v = rec.get(k)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 raise InputError(f"{source}: record {i} has non-numeric {k} = {v!r}")
+        b = rec["batch_size"]
+        if isinstance(b, bool) or not isinstance(b, int):
+            raise InputError(f"{source}: record {i} has non-integer batch_size = {b!r}")
         out.append(dict(rec))
     return out
 
@@ -63,20 +87,23 @@ def load_bench(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
 
 
 def summarize_bench(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (model, strategy, batch_size): ``repeats`` and, for each metric of
-    `BENCH_METRICS`, its median, min and max over repeats (``<metric>``, ``<metric>_min``,
-    ``<metric>_max``; NaN when no repeat has a value). Rows sorted by model, batch size, strategy."""
+    """One row per (model, `bench_label`, batch_size): ``repeats``, ``compiled`` and, for each
+    metric of `BENCH_METRICS` and `BENCH_OPTIONAL_METRICS`, its median, min and max over
+    repeats (``<metric>``, ``<metric>_min``, ``<metric>_max``; missing, ``None`` and non-finite
+    values are left out, NaN when no repeat has a value). ``strategy`` is the label. Rows sorted
+    by model, batch size, label."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for rec in records:
-        key = (str(rec["model"]), str(rec["strategy"]), int(rec["batch_size"]))
+        key = (str(rec["model"]), bench_label(rec), int(rec["batch_size"]))
         groups.setdefault(key, []).append(rec)
     rows = []
-    for (model, strategy, bs), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2],
-                                                                               kv[0][1])):
-        row: dict[str, Any] = {"model": model, "strategy": strategy, "batch_size": bs,
-                               "repeats": len(recs)}
-        for k in BENCH_METRICS:
-            vals = np.array([float(r[k]) for r in recs if r[k] is not None
+    for (model, lab, bs), recs in sorted(groups.items(),
+                                         key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+        row: dict[str, Any] = {"model": model, "strategy": lab, "batch_size": bs,
+                               "repeats": len(recs),
+                               "compiled": bool(recs[0].get("compiled", False))}
+        for k in BENCH_METRICS + BENCH_OPTIONAL_METRICS:
+            vals = np.array([float(r[k]) for r in recs if r.get(k) is not None
                              and math.isfinite(float(r[k]))], dtype=np.float64)
             if vals.size:
                 row[k], row[k + "_min"], row[k + "_max"] = (

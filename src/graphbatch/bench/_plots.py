@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ._report import label, summarize
+from .._io import atomic_write
+from ..analysis._bench import bench_label as label
+from ..analysis._bench import summarize_bench
 
 __all__ = ["plot_all"]
 
@@ -24,15 +26,15 @@ def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Pa
     import matplotlib.pyplot as plt
 
     paths: dict[str, Path] = {}
-    rows = summarize(records)
+    rows = summarize_bench(records)
+    for r in rows:
+        r["peak_mem_mb"] = r["peak_mem_bytes"] / 2**20
     models = sorted({r["model"] for r in rows})
 
     def save(fig, name):
-        p = out / name
         fig.tight_layout()
-        fig.savefig(p, dpi=110)
+        paths[name] = atomic_write(out / name, lambda fh: fig.savefig(fh, format="png", dpi=110))
         plt.close(fig)
-        paths[name] = p
 
     # timing vs batch size: batching, update, combined (median per step, median of repeats)
     fig, axes = plt.subplots(3, len(models), figsize=(5 * len(models), 9), squeeze=False)
@@ -41,7 +43,8 @@ def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Pa
         for r in rows:
             if r["model"] == m:
                 by[r["strategy"]].append(r)
-        for i, (key, name) in enumerate((("batching_ms", "batching"), ("update_ms", "update"),
+        for i, (key, name) in enumerate((("batching_ms_median", "batching"),
+                                         ("update_ms_median", "update"),
                                          ("step_ms_median", "combined"))):
             ax = axes[i, j]
             for s, rs in sorted(by.items()):

@@ -1,56 +1,56 @@
-"""Summaries of bench records: learning-effect tests, the issue's targets, files on disk."""
+"""Summaries of bench records: learning-effect tests, the issue's targets, files on disk.
+
+The record keys and the summary over repeats belong to `graphbatch.analysis` (`BENCH_KEYS`,
+`bench_label`, `summarize_bench`); this module derives the CLI table, the targets and the
+learning tests from them.
+"""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from .._io import atomic_write_text
+from ..analysis._bench import LIST_KEYS, bench_label, summarize_bench
 from ._stats import pairwise_mannwhitney, pairwise_ttest
 
-__all__ = ["label", "learning_tests", "summarize", "targets", "write_results"]
+__all__ = ["LIST_KEYS", "label", "learning_tests", "summarize", "targets", "write_results"]
 
-#: Record keys that hold per-step or per-evaluation lists (kept in JSON, left out of the CSV).
-LIST_KEYS = ("eval_steps", "test_mae_curve", "test_rmse_curve", "step_ms", "compile_steps",
-             "update_ms_steps", "real_graphs_steps")
+#: The grouping label of a record (``+compile`` for compiled padded runs).
+label = bench_label
 
-
-def label(rec: dict[str, Any]) -> str:
-    """Strategy name with ``+compile`` for compiled padded runs (baselines keep their name)."""
-    s = rec["strategy"]
-    if rec.get("compiled") and s not in ("pyg-compile",):
-        return f"{s}+compile"
-    return s
+#: Columns of the CLI/summary.json table: ``(table key, summarize_bench key, scale)``.
+_TABLE = (
+    ("compile_s", "compile_s", 1.0),
+    ("batching_ms", "batching_ms_median", 1.0),
+    ("update_ms", "update_ms_median", 1.0),
+    ("step_ms_median", "step_ms_median", 1.0),
+    ("step_ms_mean", "step_ms_mean", 1.0),
+    ("graphs_per_s", "graphs_per_s", 1.0),
+    ("steady_graphs_per_s", "steady_graphs_per_s", 1.0),
+    ("update_us_per_graph", "update_us_per_graph", 1.0),
+    ("update_us_per_graph_median", "update_us_per_graph_median", 1.0),
+    ("peak_mem_mb", "peak_mem_bytes", 1.0 / 2**20),
+    ("test_rmse", "test_rmse", 1.0),
+)
 
 
 def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Medians over repeats per (model, batch size, label): the table the CLI prints."""
-    groups: dict[tuple, list] = defaultdict(list)
-    for r in records:
-        groups[(r["model"], r["batch_size"], label(r))].append(r)
+    """The table the CLI prints: `summarize_bench`'s medians over repeats per (model, batch
+    size, label), with short column names, fastest first within a (model, batch size)."""
     rows = []
-    for (m, b, lab), rs in groups.items():
-        med = lambda k: float(np.median([x[k] for x in rs]))  # noqa: E731
-        rows.append({
-            "model": m, "batch_size": b, "strategy": lab, "repeats": len(rs),
-            "compiles": int(np.median([x["compiles"] for x in rs])),
-            "compile_s": med("compile_s"),
-            "batching_ms": med("batching_ms_median"),
-            "update_ms": med("update_ms_median"),
-            "step_ms_median": med("step_ms_median"),
-            "step_ms_mean": med("step_ms_mean"),
-            "graphs_per_s": med("graphs_per_s"),
-            "steady_graphs_per_s": med("steady_graphs_per_s"),
-            "update_us_per_graph": med("update_us_per_graph"),
-            "update_us_per_graph_median": med("update_us_per_graph_median"),
-            "peak_mem_mb": med("peak_mem_bytes") / 2**20,
-            "test_rmse": med("test_rmse"),
-        })
+    for r in summarize_bench(records):
+        row = {"model": r["model"], "batch_size": r["batch_size"], "strategy": r["strategy"],
+               "repeats": r["repeats"],
+               "compiles": int(r["compiles"]) if math.isfinite(r["compiles"]) else None}
+        row.update({key: r[src] * scale for key, src, scale in _TABLE})
+        rows.append(row)
     rows.sort(key=lambda r: (r["model"], r["batch_size"], -r["graphs_per_s"]))
     return rows
 
@@ -145,25 +145,18 @@ def write_results(out_dir: str | os.PathLike, records: list[dict[str, Any]],
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results.json": out / "results.json", "results.csv": out / "results.csv",
              "summary.json": out / "summary.json"}
-    _atomic_text(paths["results.json"], json.dumps(records, indent=1))
+    atomic_write_text(paths["results.json"], json.dumps(records, indent=1))
     cols = [k for k in records[0] if k not in LIST_KEYS] if records else []
-    tmp = paths["results.csv"].with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(records)
-    os.replace(tmp, paths["results.csv"])
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(records)
+    atomic_write_text(paths["results.csv"], buf.getvalue())
     summary = {"config": config, "summary": summarize(records), "targets": targets(records),
                "learning_tests": learning_tests(records)}
-    _atomic_text(paths["summary.json"], json.dumps(summary, indent=1))
+    atomic_write_text(paths["summary.json"], json.dumps(summary, indent=1))
     if plots:
         from ._plots import plot_all
 
         paths.update(plot_all(records, summary["learning_tests"], out))
     return paths
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -105,8 +105,10 @@ def bench_budget(cfg: BenchConfig, sizes, batch_size: int, strategy: str):
     ``cfg.seed`` (the same in every repeat, so compiled runs of later repeats reuse the shape),
     with ``round(cfg.graph_cap_for(strategy) * batch_size)`` graph slots."""
     from .. import Budget, estimate_budget
+    from .._random import seed_rng
 
-    est = estimate_budget(sizes, int(batch_size), rng=np.random.default_rng(cfg.seed))
+    # the run-wide generator of plan/compare (graphbatch._random.seed_rng): same seed, same budget
+    est = estimate_budget(sizes, int(batch_size), rng=seed_rng(cfg.seed))
     slots = int(round(cfg.graph_cap_for(strategy) * batch_size))
     return Budget(est.n_node, est.n_edge, max(slots, est.n_graph))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._errors import InputError
+from .._io import check_output_path
+from ._common import nonnegative_int, positive_int
 from ._format import format_table, print_json
 
 _HELP_INPUT = ("graphs: an .h5 graph store, an EdgeGraphs .npz, a directory of .py files or one "
@@ -20,12 +22,12 @@ def add_parser(sub) -> None:
         "distribution; optionally the edge coverage of block sizes S.",
     )
     p.add_argument("input", help=_HELP_INPUT)
-    p.add_argument("--bounds", type=int, nargs="+", default=[128, 256, 512, 1024],
+    p.add_argument("--bounds", type=positive_int, nargs="+", default=[128, 256, 512, 1024],
                    help="bandwidth bounds B for the share of graphs with bandwidth < B")
-    p.add_argument("--block-sizes", type=int, nargs="*", default=[],
+    p.add_argument("--block-sizes", type=positive_int, nargs="*", default=[],
                    help="block sizes S: share of graphs/edges covered in supergraphs of K*S")
-    p.add_argument("--num-blocks", type=int, default=16, help="K, blocks per supergraph")
-    p.add_argument("--limit", type=int, help="at most this many graphs (directory input)")
+    p.add_argument("--num-blocks", type=positive_int, default=16, help="K, blocks per supergraph")
+    p.add_argument("--limit", type=nonnegative_int, help="at most this many graphs (directory input)")
     p.add_argument("--out", help="write the reordered graphs: an EdgeGraphs .npz, or (for an "
                    ".h5 input) a new .h5 store with node fields permuted")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -60,6 +62,8 @@ def load_graphs(path: str, limit: int | None = None):
 def run(args) -> int:
     from ..lowband import apply_reordering, band_coverage, bandwidth_summary, reduce_bandwidth
 
+    if args.out is not None:
+        check_output_path(args.out, [args.input])
     out_h5 = args.out is not None and Path(args.out).suffix in (".h5", ".hdf5")
     if out_h5 and Path(args.input).suffix not in (".h5", ".hdf5"):
         raise InputError(f"--out {args.out!r}: writing a reordered .h5 store needs an .h5 input; "

@@ -11,7 +11,29 @@ from .._random import seed_rng
 from .._sizes import GraphSizes
 from ..analysis import load_sizes
 
-__all__ = ["add_budget_args", "budget_from_args", "load_sizes"]
+__all__ = ["add_budget_args", "budget_from_args", "load_sizes", "nonnegative_int", "positive_int"]
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
 
 
 def add_budget_args(p: argparse.ArgumentParser) -> None:

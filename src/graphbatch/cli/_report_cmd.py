@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from .._io import check_output_path
 from ._common import load_sizes
 
 
@@ -33,6 +34,7 @@ def run(args) -> int:
     from ..analysis import load_bench
     from ..report import build_report, write_report
 
+    check_output_path(args.out, [args.sizes, *args.bench])
     sizes = load_sizes(args.sizes)
     bench = load_bench(args.bench) if args.bench else None
 

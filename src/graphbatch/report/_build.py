@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .. import __version__
+from .._io import atomic_write_text
 from .._sizes import GraphSizes
 from ..analysis import (
     Comparison,
@@ -160,10 +161,5 @@ def build_report(
 
 
 def write_report(path: str | os.PathLike, text: str) -> Path:
-    """Write the report atomically-enough (temp file + rename in the same folder)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    """Write the report (UTF-8) atomically: temp file + rename in the same folder."""
+    return atomic_write_text(path, text)
