@@ -14,11 +14,11 @@ import numpy as np
 
 from .._api import plan as _plan
 from .._budget import Budget, estimate_budget
-from .._errors import InputError, InputTypeError
+from .._errors import USER_ERRORS, InputError, InputTypeError
 from .._plan import BatchPlan, PlanStats
 from .._random import seed_rng
 from .._sizes import GraphSizes
-from .._validate import as_positive_int
+from .._validate import MAX_SHAPE, as_positive_int
 from ..planners import get_strategy, strategy_names
 
 __all__ = [
@@ -208,13 +208,14 @@ def compare_strategies(
     The budget is Algorithm 1's estimate for ``batch_size`` (seeded by ``seed``), computed once and
     given to every strategy that takes a budget; static strategies get ``batch_size``. Oversize
     graphs follow ``on_oversize`` (default ``"own_batch"`` so every strategy yields a plan). A run
-    whose strategy raises ``ValueError``/``TypeError`` is kept with its ``error`` message.
+    whose strategy refuses the input (``graphbatch._errors.USER_ERRORS``) is kept with its
+    ``error`` message; other exceptions (bugs) propagate.
     ``progress(i, n, variant)`` is called before run ``i`` of ``n``.
     """
     if not isinstance(sizes, GraphSizes):
         raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
-    batch_size = as_positive_int(batch_size, "batch_size")
-    world_size = as_positive_int(world_size, "world_size")
+    batch_size = as_positive_int(batch_size, "batch_size", MAX_SHAPE)
+    world_size = as_positive_int(world_size, "world_size", MAX_SHAPE)
     budget = estimate_budget(sizes, batch_size, rng=seed_rng(seed))
     runs = comparison_variants(DEFAULT_VARIANTS if variants is None else variants)
     results: list[StrategyResult] = []
@@ -233,7 +234,7 @@ def compare_strategies(
                 world_size=world_size,
                 **variant.options,
             )
-        except (ValueError, TypeError) as exc:
+        except USER_ERRORS as exc:  # the strategy refused this input; bugs propagate
             results.append(StrategyResult(variant, error=str(exc)))
             continue
         results.append(

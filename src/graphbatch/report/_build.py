@@ -96,6 +96,9 @@ def build_report(
     page.heading("Packing limits")
     caption = ("Harmonic mean of node and edge packing efficiency for different node/edge limits "
                "(tuple-packing paper, Figure 5), optimum marked.")
+    if limits is None and not int(sizes.n_node.max()):
+        limits = LimitSearch(records=None,
+                             reason="every graph has 0 nodes: there are no limits to search")
     if limits is None:
         say("searching packing limits")
         limits = search_limits_if_available(sizes, max_graphs=budget.n_graph)
