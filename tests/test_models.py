@@ -219,7 +219,7 @@ def test_bad_hyperparameters_and_missing_inputs():
         PaiNN(num_layers=0)
     with pytest.raises(ValueError, match="hidden"):
         MPEU(hidden=0)
-    with pytest.raises(KeyError, match="unknown model"):
+    with pytest.raises(ValueError, match="unknown model"):
         build_model("gcn")
 
     class Half:

@@ -6,6 +6,7 @@ gradients, and the forward pass compiles with ``torch.compile(dynamic=False, ful
 (one compilation per padded shape). Import explicitly: ``import graphbatch.models`` needs torch.
 """
 
+from .._errors import UnknownNameError
 from ._base import INPUT_FIELDS, GraphRegressor, batch_inputs, count_parameters, unpadded_inputs
 from ._ops import (
     GaussianRBF,
@@ -30,8 +31,9 @@ def build_model(name: str, **kwargs) -> GraphRegressor:
     """A model by name (``schnet``, ``mpeu``, ``painn``) with keyword hyperparameters."""
     try:
         cls = MODELS[name]
-    except KeyError:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
+    except (KeyError, TypeError):
+        raise UnknownNameError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}"
+                               ) from None
     return cls(**kwargs)
 
 
