@@ -335,6 +335,14 @@ def test_nonsense_counts_are_refused(tmp_path):
         assert "Traceback" not in res.stderr
 
 
+def test_report_resolution_is_bounded():
+    from graphbatch.report import HtmlPage
+
+    with pytest.raises(ValueError, match="dpi = 100000000 exceeds the limit 1200"):
+        HtmlPage("t", dpi=10**8)
+    assert HtmlPage("t", dpi=1200).dpi == 1200
+
+
 def test_all_zero_and_capped_tables_report_cleanly(tmp_path):
     zero = tmp_path / "zero.npz"
     gb.GraphSizes(np.zeros(10), np.zeros(10)).save(zero)

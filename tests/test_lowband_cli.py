@@ -49,8 +49,10 @@ def test_bandwidth_table_and_errors(tmp_path, capsys):
     (tmp_path / "x.csv").write_text("1,2\n")
     assert main(["bandwidth", str(tmp_path / "x.csv")]) == 2
     assert "cannot read graphs" in capsys.readouterr().err
-    assert main(["bandwidth", str(tmp_path / "g.npz"), "--block-sizes", "0"]) == 2
-    assert "block_size must be >= 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # refused by argparse, before any work
+        main(["bandwidth", str(tmp_path / "g.npz"), "--block-sizes", "0"])
+    assert exit_info.value.code == 2
+    assert "expected an integer >= 1, got '0'" in capsys.readouterr().err
 
 
 def test_code_graphs_and_store_through_datasets(tmp_path, capsys):

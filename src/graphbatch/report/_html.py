@@ -67,12 +67,16 @@ def _cell(v: Any) -> tuple[str, bool]:
     return str(v), False
 
 
+#: Largest accepted figure resolution (a larger one renders images of gigabytes).
+MAX_DPI = 1200
+
+
 class HtmlPage:
     """Collects headings, text, tables and figures; `render` returns one HTML document."""
 
     def __init__(self, title: str, dpi: int = 100) -> None:
         self.title = title
-        self.dpi = as_positive_int(dpi, "dpi")
+        self.dpi = as_positive_int(dpi, "dpi", MAX_DPI)
         self._parts: list[str] = []
         self.figure_ids: list[str] = []
         self.unavailable_ids: list[str] = []
