@@ -318,6 +318,17 @@ def test_cli_main_reports_library_errors_and_keeps_bug_tracebacks(monkeypatch, c
             main(["analyze", "x.npz"])
 
 
+def test_wrongly_typed_strategy_options_are_one_line_errors(tmp_path):
+    path = tmp_path / "s.npz"
+    gb.GraphSizes([3, 4, 5], [2, 2, 2]).save(path)
+    for option in ("fixed_packs=3", "edge_limit=7", "num_shapes=1.5", "nope=1"):
+        strategy = {"edge_limit=7": "pack-lpf-1d", "num_shapes=1.5": "buckets"}.get(option,
+                                                                                  "pack-lpf")
+        one_line_error(cli("plan", str(path), "--strategy", strategy, "--batch-size", "4",
+                           "--option", option, "--out", str(tmp_path / "p.npz")),
+                       option.split("=")[0])
+
+
 def test_unknown_names_are_value_errors_not_key_errors():
     with pytest.raises(gb.UnknownNameError, match="unknown strategy 'nope'") as info:
         gb.get_strategy("nope")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._budget import Budget, round_up
+from .._errors import InputTypeError
 from .._validate import as_positive_int
 from ..packing import (
     MAX_SHAPES,
@@ -50,7 +51,7 @@ def _rngs(req: PlanRequest):
         return None, None
     fixed = req.option("fixed_packs", False)
     if not isinstance(fixed, bool):
-        raise TypeError(f"fixed_packs must be True or False, got {fixed!r}")
+        raise InputTypeError(f"fixed_packs must be True or False, got {fixed!r}")
     if fixed:
         assign = np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(2,)))
         return assign, req.epoch_rng()
@@ -160,7 +161,7 @@ def plan_pack_lpf_1d(req: PlanRequest):
     budget = _budget(req)
     edge_limit = req.option("edge_limit", True)
     if not isinstance(edge_limit, bool):
-        raise TypeError(f"edge_limit must be True or False, got {edge_limit!r}")
+        raise InputTypeError(f"edge_limit must be True or False, got {edge_limit!r}")
     sizes = req.sizes
     if edge_limit:
         split, kept = _kept(req, budget)
@@ -231,7 +232,7 @@ def plan_pack_nnls(req: PlanRequest):
 def plan_buckets(req: PlanRequest):
     k = req.option("num_shapes", 4)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"num_shapes must be an integer, got {k!r}")
+        raise InputTypeError(f"num_shapes must be an integer, got {k!r}")
     if not 1 <= int(k) <= MAX_SHAPES:
         raise ValueError(f"num_shapes must be in 1..{MAX_SHAPES}, got {k}")
     k = int(k)
