@@ -107,6 +107,9 @@ def test_budget_and_batch_size_limits(tmp_path):
     one_line_error(cli("plan", str(path), "--strategy", "static-64", "--batch-size", huge,
                        "--out", str(tmp_path / "p.npz")), "batch_size", "exceeds the limit")
     one_line_error(cli("compare", str(path), "--batch-size", huge), "exceeds the limit")
+    one_line_error(cli("plan", str(path), "--strategy", "dynamic", "--batch-size", "4",
+                       "--world-size", str(2**40), "--out", str(tmp_path / "p.npz")),
+                   "world_size = 1099511627776 exceeds the limit 1048576 (2**20)")
     one_line_error(cli("plan", str(path), "--strategy", "dynamic", "--max-nodes", huge,
                        "--max-edges", "8", "--max-graphs", "4", "--out", str(tmp_path / "p.npz")),
                    "Budget.n_node")

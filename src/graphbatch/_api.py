@@ -9,7 +9,7 @@ from ._budget import Budget
 from ._errors import InputError, InputTypeError
 from ._plan import BatchPlan
 from ._sizes import GraphSizes
-from ._validate import MAX_SHAPE, as_nonnegative_int, as_positive_int
+from ._validate import MAX_SHAPE, MAX_WORLD_SIZE, as_nonnegative_int, as_positive_int
 from .planners import PlanRequest, get_strategy
 from .planners._distributed import distribute_plan
 from .planners._registry import OVERSIZE_POLICIES
@@ -84,7 +84,7 @@ def plan(
         on_oversize=on_oversize,
         options=dict(options),
     )
-    world_size = as_positive_int(world_size, "world_size", MAX_SHAPE)
+    world_size = as_positive_int(world_size, "world_size", MAX_WORLD_SIZE)
     t0 = time.perf_counter()
     result = strat.func(request)
     if world_size > 1:

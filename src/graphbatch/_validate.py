@@ -8,7 +8,7 @@ import numpy as np
 
 from ._errors import InputError, InputTypeError
 
-__all__ = ["MAX_COUNT", "MAX_SHAPE", "MAX_TOTAL", "as_count_array", "as_positive_int", "as_nonnegative_int",
+__all__ = ["MAX_COUNT", "MAX_SHAPE", "MAX_TOTAL", "MAX_WORLD_SIZE", "as_count_array", "as_positive_int", "as_nonnegative_int",
            "check_total"]
 
 #: Largest accepted per-graph count (nodes, edges, bytes): 2**36 (about 6.9e10).
@@ -17,6 +17,9 @@ MAX_COUNT = 2**36
 #: ``world_size``, rounding ``multiple``): 2**40 (about 1.1e12), so a graph of ``MAX_COUNT``
 #: fits a budget and a shape times a small factor stays far from int64 overflow.
 MAX_SHAPE = 2**40
+#: Largest accepted ``world_size`` (ranks of a distributed plan): 2**20. A plan holds one batch
+#: per rank and step, so the bound keeps a plan's arrays small for any size table.
+MAX_WORLD_SIZE = 2**20
 #: Largest accepted total of one size-table column (sum over all graphs): 2**53, the largest
 #: integer float64 holds exactly, so int64 sums, float means and products of a total with a
 #: small factor cannot overflow.

@@ -18,7 +18,7 @@ from .._errors import USER_ERRORS, InputError, InputTypeError
 from .._plan import BatchPlan, PlanStats
 from .._random import seed_rng
 from .._sizes import GraphSizes
-from .._validate import MAX_SHAPE, as_positive_int
+from .._validate import MAX_SHAPE, MAX_WORLD_SIZE, as_positive_int
 from ..planners import get_strategy, strategy_names
 
 __all__ = [
@@ -215,7 +215,7 @@ def compare_strategies(
     if not isinstance(sizes, GraphSizes):
         raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     batch_size = as_positive_int(batch_size, "batch_size", MAX_SHAPE)
-    world_size = as_positive_int(world_size, "world_size", MAX_SHAPE)
+    world_size = as_positive_int(world_size, "world_size", MAX_WORLD_SIZE)
     budget = estimate_budget(sizes, batch_size, rng=seed_rng(seed))
     runs = comparison_variants(DEFAULT_VARIANTS if variants is None else variants)
     results: list[StrategyResult] = []
