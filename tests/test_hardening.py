@@ -141,7 +141,7 @@ def _save(path, arrays):
     ("str", "integers"), ("2d", "1-D"), ("offsets", "offsets"), ("rank", "step-major"),
     ("rank_only", "both rank and step"), ("meta_list", "JSON object"),
     ("meta_ws", "world_size"), ("meta_cost", "cost_model"), ("uint", "int64 range"),
-    ("totals", "over its padded shape"), ("neg_real", "negative"),
+    ("totals", "over its padded shape"), ("neg_real", "below 0"), ("pad_min", "below 1"),
 ])
 def test_load_refuses_damaged_plans(tmp_path, case, match):
     sizes, p, a = _plan_arrays()
@@ -179,6 +179,8 @@ def test_load_refuses_damaged_plans(tmp_path, case, match):
         a["order"][0] = np.uint64(2**64 - 1)
     elif case == "totals":
         a["real_nodes"] = a["pad_nodes"].copy()
+    elif case == "pad_min":  # pad_nodes - 1 would wrap to int64 max and 'fit' anything
+        a["pad_nodes"] = np.full_like(a["pad_nodes"], np.iinfo(np.int64).min)
     elif case == "neg_real":
         a["real_edges"] = a["real_edges"].copy()
         a["real_edges"][0] = -5

@@ -328,11 +328,12 @@ class BatchPlan:
         """
         self._check_shapes()
         self._check_indices(None if sizes is None else len(sizes))
-        for name in ("real_nodes", "real_edges", "real_cost"):
-            v = getattr(self, name)
-            if v is not None and v.shape[0] and int(v.min()) < 0:
+        for name, least in (("real_nodes", 0), ("real_edges", 0), ("real_cost", 0),
+                            ("pad_nodes", 1), ("pad_edges", 0), ("pad_graphs", 1)):
+            v = getattr(self, name)  # checked first: pad - 1 below must not wrap around
+            if v is not None and v.shape[0] and int(v.min()) < least:
                 b = int(np.argmin(v))
-                raise InputError(f"{name}[{b}] = {int(v[b])} is negative")
+                raise InputError(f"{name}[{b}] = {int(v[b])} is below {least}")
         gpb = self.graphs_per_batch
         over_g = gpb > self.pad_graphs - 1
         over_n = self.real_nodes > self.pad_nodes - 1
