@@ -139,6 +139,7 @@ def reference_losses(store: Path, world: int) -> list[float]:
     return losses
 
 
+@pytest.mark.slow
 def test_torchrun_two_nodes_sigkill_and_stall_resume_exactly_once(store, tmp_path):
     world = 2  # two node agents x one worker: the smallest multi-node job
     from graphbatch.datasets import GraphStore
