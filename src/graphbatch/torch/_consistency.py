@@ -1,11 +1,11 @@
 """Start-up check that every rank of a distributed job planned the same epoch.
 
 graphbatch never sends a plan between processes: each rank plans alone from
-``(sizes, strategy, options, seed, epoch, world_size)``. That is only correct when every node has
-the same size table (store), the same plan arguments and the same graphbatch. `check_plan_consistency`
-all-gathers SHA-256 digests of those inputs and of the resulting plan, and raises
-`PlanMismatchError` on every rank (the same message everywhere, so no rank is left waiting in a
-collective) when any of them differ.
+``(sizes, strategy, options, seed, epoch, world_size)``. That is only correct when every node
+has the same size table (store), the same plan arguments and the same graphbatch.
+`check_plan_consistency` all-gathers SHA-256 digests of those inputs and of the resulting plan,
+and raises `PlanMismatchError` on every rank (the same message everywhere, so no rank is left
+waiting in a collective) when any of them differ.
 """
 
 from __future__ import annotations
