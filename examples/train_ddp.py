@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -81,6 +82,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "itself) or stall (sleep forever)")
     args = p.parse_args(argv)
     args.faults = [parse_fault(f) for f in args.fault]
+    if not Path(args.store).is_file():
+        p.error(f"--store {args.store!r} does not exist (build it: graphbatch data build qm9 ...)")
     for name in ("epochs", "batch_size", "checkpoint_every", "hidden", "interactions"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -186,6 +189,12 @@ def main(argv=None) -> int:
     out = Path(args.out)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if "RANK" not in os.environ:  # plain `python train_ddp.py`: a group of one process
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(port))
     use_cuda = torch.cuda.is_available()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if use_cuda:
