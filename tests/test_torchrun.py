@@ -155,7 +155,7 @@ def test_torchrun_two_nodes_sigkill_and_stall_resume_exactly_once(store, tmp_pat
     # rank 0 stalls after step 2 of epoch 1 (the watchdog ends it; the third attempt resumes
     # from the last checkpoint before it: end of epoch 0 or a multiple of 3)
     results = torchrun_nodes(2, 1, store, out, [
-        "--fault", "kill:1:0:4", "--fault", "stall:0:1:2", "--step-timeout", "3",
+        "--fault", "kill:1:0:4", "--fault", "stall:0:1:2", "--step-timeout", "5",
         "--timeout", "20"], tmp_path)
     logs = "\n".join(text for _, text in results)
     assert [rc for rc, _ in results] == [0, 0], logs[-4000:]
@@ -223,6 +223,10 @@ def test_plan_digest_depends_on_the_plan_not_on_timing():
     p1 = gb.plan(s, "dynamic", batch_size=8, seed=3, world_size=2)
     p2 = gb.plan(s, "dynamic", batch_size=8, seed=3, world_size=2)
     assert gt.plan_digest(p1) == gt.plan_digest(p2)
+    retimed = gb.BatchPlan(p1.order, p1.offsets, p1.pad_nodes, p1.pad_edges, p1.pad_graphs,
+                           real_nodes=p1.real_nodes, real_edges=p1.real_edges, rank=p1.rank,
+                           step=p1.step, meta=dict(p1.meta, plan_seconds=123.0))
+    assert gt.plan_digest(retimed) == gt.plan_digest(p1)
     assert gt.plan_digest(p1) != gt.plan_digest(gb.plan(s, "dynamic", batch_size=8, seed=4,
                                                         world_size=2))
     assert gt.plan_digest(p1) != gt.plan_digest(gb.plan(s, "dynamic", batch_size=8, seed=3,
@@ -259,7 +263,7 @@ def test_consistency_digests_of_a_loader():
         gt.check_plan_consistency(ld)
 
 
-CASES = ("same", "sizes", "seed", "extra")
+CASES = ("same", "sizes", "seed", "extra", "world", "ranks")
 
 
 def _consistency_worker(rank, port, out_dir):
@@ -269,8 +273,9 @@ def _consistency_worker(rank, port, out_dir):
     for case in CASES:  # one process group for all cases: a mismatch leaves it usable
         bump = 5 if (case == "sizes" and rank == 1) else None
         seed = 1 + rank if case == "seed" else 1
+        replicas = 3 if case == "world" else 2
         p = gt.PlanBatchSampler(_sizes(bump=bump), "dynamic", batch_size=8, seed=seed,
-                                num_replicas=2, rank=rank)
+                                num_replicas=replicas, rank=0 if case == "ranks" else rank)
         extra = {"resume_step": rank} if case == "extra" else None
         try:
             gt.check_plan_consistency(p, extra=extra)
@@ -300,9 +305,15 @@ def test_check_plan_consistency_across_two_processes(case, consistency_run):
     assert msg.startswith("graphbatch plan consistency check failed across 2 ranks (epoch 0)")
     expected = {"sizes": ["size table differs", "plan differs"],
                 "seed": ["plan request differs", "plan differs"],
-                "extra": ["extra differs"]}[case]
+                "extra": ["extra differs"],
+                "world": ["the plan is for world_size=3 but the process group has 2 ranks"],
+                "ranks": ["loader ranks by process-group rank are [0, 0], expected each of 0..1 "
+                          "once"]}[case]
     for part in expected:
         assert part in msg
+    if case in ("world", "ranks"):  # same inputs on both ranks: no digest differs
+        assert " differs " not in msg
+        return
     differing = {"sizes": {"size table", "plan"}, "seed": {"plan request", "plan"},
                  "extra": {"extra"}}[case]
     for name in {"graphbatch version", "size table", "plan request", "plan", "extra"} - differing:
