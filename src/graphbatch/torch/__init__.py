@@ -5,6 +5,13 @@ Import explicitly (``import graphbatch.torch``); ``import graphbatch`` never imp
 
 from .._padlayout import short_padding_batches
 from ._collate import collate_dict
+from ._consistency import (
+    PlanMismatchError,
+    check_plan_consistency,
+    consistency_digests,
+    plan_digest,
+    sizes_digest,
+)
 from ._loader import PlanCollater, PlanLoader, loader, read_sizes
 from ._loss import masked_mean
 from ._prefetch import Prefetcher, prefetch
@@ -17,18 +24,23 @@ __all__ = [
     "PlanBatchSampler",
     "PlanCollater",
     "PlanLoader",
+    "PlanMismatchError",
     "PlannedBatch",
     "Prefetcher",
     "Schema",
+    "check_plan_consistency",
     "collate",
     "collate_dict",
+    "consistency_digests",
     "distributed_world",
     "infer_schema",
     "loader",
     "masked_mean",
+    "plan_digest",
     "prefetch",
     "read_sizes",
     "short_padding_batches",
+    "sizes_digest",
     "unpad",
     "unpad_graphs",
 ]
