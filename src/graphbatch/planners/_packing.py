@@ -26,13 +26,14 @@ from ..packing import (
 from ..packing._heuristics import heuristic_function
 from ..packing._hist import size_histogram
 from ..packing._pack import METHODS
-from ._assemble import OversizeSplit, finish_plan, split_oversize
+from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
 from ._dynamic import budget_lower_bound
+from ._partition import balanced_ldm, refine_by_swaps, round_matrix
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
 
-_COMMON = ("max_graphs_per_pack", "fixed_packs", "sample_size", "multiple")
+_COMMON = ("max_graphs_per_pack", "fixed_packs", "sample_size", "multiple", "tight_shape")
 
 
 def _budget(req: PlanRequest) -> Budget:
@@ -42,6 +43,99 @@ def _budget(req: PlanRequest) -> Budget:
         mg = as_positive_int(mg, "max_graphs_per_pack")
         budget = Budget(budget.n_node, budget.n_edge, min(budget.n_graph, mg + 1))
     return budget
+
+
+def tight_budget(nodes, edges, graphs, budget: Budget) -> Budget:
+    """The smallest shape holding batches of real totals ``nodes``/``edges``/``graphs``
+    (one padding node and graph reserved), never above ``budget``."""
+    if nodes.size == 0:
+        return budget
+    return Budget(min(int(nodes.max()) + 1, budget.n_node),
+                  min(int(edges.max()), budget.n_edge),
+                  max(2, min(int(graphs.max()) + 1, budget.n_graph)))
+
+
+def _pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
+    starts = offsets[:-1]
+    if starts.size == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    return (np.add.reduceat(bin_nodes[slot_bin], starts), np.add.reduceat(bin_edges[slot_bin],
+            starts), np.diff(offsets))
+
+
+def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
+    """(tight shape, padded slots relative to the real totals) of packs as slots."""
+    tn, te, tg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+    shape = tight_budget(tn, te, tg, budget)
+    area = shape.n_node / max(int(tn.sum()), 1) + (shape.n_edge / int(te.sum())
+                                                   if te.sum() else 0.0)
+    return shape, area
+
+
+def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int,
+                   budget: Budget):
+    """Candidate packings into exactly ``num_packs`` packs (graph counts differing by at most
+    one) that minimise the largest pack: Karmarkar-Karp over rounds plus swap repair
+    (`planners._partition`, the ``kk`` kernels) on per-graph costs ``nodes + edges`` (``kk``'s
+    default model, first) and weighted mixes of ``nodes / total`` and ``edges / total``.
+    ``nodes``/``edges`` are the graphs in a seed- and epoch-free order (dataset order), so the
+    packs depend on the sizes only. Returns ``(slot_bin, offsets)`` pairs for the candidates
+    that fit ``budget``, ``kk``'s cost first (or ``None`` in its place when it does not fit)."""
+    n, e = nodes.astype(np.float64), edges.astype(np.float64)
+    tn, te = max(float(n.sum()), 1.0), max(float(e.sum()), 1.0)
+    out = []
+    for w in (None, 0.5):
+        cost = n + e if w is None else w * n / tn + (1 - w) * e / te
+        value, ident = round_matrix(cost, num_packs)
+        value, ident = balanced_ldm(value, ident)
+        value, ident, _ = refine_by_swaps(value, ident, 16)
+        cols = ident.T  # row = pack
+        keep = cols >= 0
+        slot_bin = graph_bin[cols[keep]]
+        offsets = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(np.int64)
+        pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+        fits = (pn.max(initial=0) <= budget.node_capacity
+                and pe.max(initial=0) <= budget.edge_capacity
+                and pg.max(initial=0) <= budget.graph_capacity)
+        out.append((slot_bin, offsets) if fits else None)
+    return out
+
+
+def _tightest(req, kept, hist, res, budget):
+    """Packs and tight shape for ``pack-lpf``/``pack-spf`` when the shape is tight: the packing
+    ``res``, or, when packs at the lower bound exist, balanced packs at the bound. Among the
+    balanced candidates, those at least as tight as ``kk``'s cost in both dimensions are
+    preferred; the smallest padded area (slots over real totals, nodes plus edges) wins."""
+    sb, off, packer = res.slot_bin, res.offsets, res.method
+    shape, area = _slots_area(sb, off, hist.n_node, hist.n_edge, budget)
+    if res.lower_bound == 0:
+        return sb, off, packer, shape
+    nodes, edges = req.sizes.n_node[kept], req.sizes.n_edge[kept]
+    cands = balanced_packs(nodes, edges, hist.inverse, hist.n_node, hist.n_edge,
+                           res.lower_bound, budget)
+    if all(c is None for c in cands) and res.num_packs > res.lower_bound:
+        cands = balanced_packs(nodes, edges, hist.inverse, hist.n_node, hist.n_edge,
+                               res.num_packs, budget)
+    ref = None
+    if cands[0] is not None:
+        ref, _ = _slots_area(*cands[0], hist.n_node, hist.n_edge, budget)
+    n_c = int(cands[0][1].shape[0] - 1) if cands[0] is not None else res.lower_bound
+    best = None if res.num_packs > n_c else (area, sb, off, packer, shape)
+    if best is not None and ref is not None and (shape.n_node > ref.n_node
+                                                 or shape.n_edge > ref.n_edge):
+        best = None  # not as tight as kk's cost in both dimensions
+    for c in cands:
+        if c is None:
+            continue
+        sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget)
+        if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
+            continue
+        if best is None or ar < best[0]:
+            best = (ar, c[0], c[1], "balanced-kk", sh)
+    if best is None:
+        return sb, off, packer, shape
+    return best[1], best[2], best[3], best[4]
 
 
 def _rngs(req: PlanRequest):
@@ -69,10 +163,15 @@ def _kept_sizes(req: PlanRequest, kept: np.ndarray):
 
 
 def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
-            lower_bound=None, bin_nodes=None, bin_edges=None, **meta):
-    """Assign graphs for this epoch and build the plan; every pack padded to ``budget``.
+            lower_bound=None, bin_nodes=None, bin_edges=None, shape=None, **meta):
+    """Assign graphs for this epoch and build the plan; every pack padded to ``shape``
+    (default ``budget``; packs depend on the sizes only, so a tight shape holds every epoch).
     ``bin_nodes``/``bin_edges`` (sizes of the bins) give the real totals per pack without
     gathering per graph."""
+    if shape is None:
+        shape = budget
+    else:
+        meta["padded_shape"] = list(shape.as_tuple())
     assign_rng, order_rng = _rngs(req)
     ids = None if kept.shape[0] == len(req.sizes) else kept  # None: every graph, in order
     order, offsets, pack_order = assign_graphs(slot_bin, pack_offsets, hist_inverse, ids,
@@ -84,9 +183,9 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
         starts = pack_offsets[:-1]
         real = dict(real_nodes=np.add.reduceat(bin_nodes[slot_bin], starts)[pack_order],
                     real_edges=np.add.reduceat(bin_edges[slot_bin], starts)[pack_order])
-    pad_nodes = np.full(nb, budget.n_node, np.int64)
-    pad_edges = np.full(nb, budget.n_edge, np.int64)
-    pad_graphs = np.full(nb, budget.n_graph, np.int64)
+    pad_nodes = np.full(nb, shape.n_node, np.int64)
+    pad_edges = np.full(nb, shape.n_edge, np.int64)
+    pad_graphs = np.full(nb, shape.n_graph, np.int64)
     if lower_bound is None:
         sizes = req.sizes
         lower_bound = budget_lower_bound(int(sizes.n_node[kept].sum()),
@@ -121,9 +220,12 @@ def _plan_tuple(req: PlanRequest, fit: str):
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
-    return _finish(req, budget, split, kept, hist.inverse, res.slot_bin, res.offsets,
-                   bin_nodes=hist.n_node, bin_edges=hist.n_edge,
-                   heuristic=heuristic, packer=res.method, packs_tried=res.tried)
+    sb, off, packer, shape = res.slot_bin, res.offsets, res.method, None
+    if tight_shape_wanted(req):
+        sb, off, packer, shape = _tightest(req, kept, hist, res, budget)
+    return _finish(req, budget, split, kept, hist.inverse, sb, off,
+                   bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape,
+                   heuristic=heuristic, packer=packer, packs_tried=res.tried)
 
 
 @register(
@@ -172,8 +274,10 @@ def plan_pack_lpf_1d(req: PlanRequest):
                               node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
                               graph_limit=budget.graph_capacity, heuristic="node", fit="best")
         sb, off = pats.slots()
+        shape = (_slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
+                 if tight_shape_wanted(req) else None)
         return _finish(req, budget, split, kept, hist.inverse, sb, off, edge_limit=True,
-                       bin_nodes=hist.n_node, bin_edges=hist.n_edge)
+                       bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape)
     # edges unconstrained: pack node counts only; the padded edge count is the largest edge total
     # any pack can reach with the graphs of its node counts (fixed across epochs)
     wide = Budget(budget.n_node, np.iinfo(np.int32).max, budget.n_graph)
@@ -217,8 +321,10 @@ def plan_pack_nnls(req: PlanRequest):
                      edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                      heuristic=heuristic)
     sb, off = pats.slots()
+    shape = (_slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
+             if tight_shape_wanted(req) else None)
     return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic,
-                   bin_nodes=hist.n_node, bin_edges=hist.n_edge)
+                   bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape)
 
 
 @register(
