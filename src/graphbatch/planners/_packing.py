@@ -102,40 +102,49 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     return out
 
 
-def _tightest(req, kept, hist, res, budget):
-    """Packs and tight shape for ``pack-lpf``/``pack-spf`` when the shape is tight: the packing
-    ``res``, or, when packs at the lower bound exist, balanced packs at the bound. Among the
-    balanced candidates, those at least as tight as ``kk``'s cost in both dimensions are
-    preferred; the smallest padded area (slots over real totals, nodes plus edges) wins."""
+def _choose_packs(req, kept, hist, res, budget, tight: bool):
+    """The packs and padded shape of ``pack-lpf``/``pack-spf``.
+
+    The number of packs is the packing's, rounded up to a multiple of ``req.world_size``
+    (`PlanRequest.batch_count_for_ranks`), and where the shape is tight the fewest packs that
+    allow it: the lower bound (rounded up likewise). At that count, balanced packs (`balanced_packs`)
+    are tried besides the packing itself; with a tight shape those at least as tight as ``kk``'s
+    cost in both dimensions are preferred and the smallest padded area (slots over real totals,
+    nodes plus edges) wins. Returns ``(slot_bin, offsets, packer, shape or None)``."""
     sb, off, packer = res.slot_bin, res.offsets, res.method
-    shape, area = _slots_area(sb, off, hist.n_node, hist.n_edge, budget)
-    if res.lower_bound == 0:
-        return sb, off, packer, shape
+    num = int(kept.shape[0])
+    want = lambda p: req.batch_count_for_ranks(p, num)  # noqa: E731
+    res_ok = res.num_packs == want(res.num_packs)
+    counts = sorted({want(res.lower_bound), want(res.num_packs)})
+    if not tight:
+        counts = [c for c in counts if not res_ok or c < res.num_packs]
     nodes, edges = req.sizes.n_node[kept], req.sizes.n_edge[kept]
-    cands = balanced_packs(nodes, edges, hist.inverse, hist.n_node, hist.n_edge,
-                           res.lower_bound, budget)
-    if all(c is None for c in cands) and res.num_packs > res.lower_bound:
-        cands = balanced_packs(nodes, edges, hist.inverse, hist.n_node, hist.n_edge,
-                               res.num_packs, budget)
-    ref = None
-    if cands[0] is not None:
-        ref, _ = _slots_area(*cands[0], hist.n_node, hist.n_edge, budget)
-    n_c = int(cands[0][1].shape[0] - 1) if cands[0] is not None else res.lower_bound
-    best = None if res.num_packs > n_c else (area, sb, off, packer, shape)
-    if best is not None and ref is not None and (shape.n_node > ref.n_node
-                                                 or shape.n_edge > ref.n_edge):
-        best = None  # not as tight as kk's cost in both dimensions
-    for c in cands:
-        if c is None:
+    for count in counts:
+        if res.lower_bound == 0 or (res_ok and count > res.num_packs):
+            break
+        cands = balanced_packs(nodes, edges, hist.inverse, hist.n_node, hist.n_edge, count,
+                               budget)
+        if res_ok and count == res.num_packs:
+            cands.append((sb, off))
+        if all(c is None for c in cands):
             continue
-        sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget)
-        if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
-            continue
-        if best is None or ar < best[0]:
-            best = (ar, c[0], c[1], "balanced-kk", sh)
-    if best is None:
-        return sb, off, packer, shape
-    return best[1], best[2], best[3], best[4]
+        if not tight:
+            c = next(c for c in cands[::-1] if c is not None)
+            return c[0], c[1], packer if c[0] is sb else "balanced-kk", None
+        ref = (_slots_area(*cands[0], hist.n_node, hist.n_edge, budget)[0]
+               if cands[0] is not None else None)
+        best = None
+        for c in cands:
+            if c is None:
+                continue
+            sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget)
+            if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
+                continue  # not as tight as kk's cost in both dimensions
+            if best is None or ar < best[0]:
+                best = (ar, c[0], c[1], packer if c[0] is sb else "balanced-kk", sh)
+        return best[1], best[2], best[3], best[4]
+    shape = _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0] if tight else None
+    return sb, off, packer, shape
 
 
 def _rngs(req: PlanRequest):
@@ -220,9 +229,8 @@ def _plan_tuple(req: PlanRequest, fit: str):
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
-    sb, off, packer, shape = res.slot_bin, res.offsets, res.method, None
-    if tight_shape_wanted(req):
-        sb, off, packer, shape = _tightest(req, kept, hist, res, budget)
+    sb, off, packer, shape = _choose_packs(req, kept, hist, res, budget,
+                                           tight_shape_wanted(req))
     return _finish(req, budget, split, kept, hist.inverse, sb, off,
                    bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape,
                    heuristic=heuristic, packer=packer, packs_tried=res.tried)
