@@ -30,7 +30,6 @@ import graphbatch as gb  # noqa: E402
 from graphbatch._random import seed_rng  # noqa: E402
 from graphbatch.cli._format import format_table  # noqa: E402
 from graphbatch.packing import pack_bins, search_limits  # noqa: E402
-from graphbatch.packing._hist import size_histogram  # noqa: E402
 
 
 class _Timeout(Exception):
@@ -155,7 +154,7 @@ def timing_section(tables, listing_tables, timeout):
     for name, sizes in tables:
         est = gb.estimate_budget(sizes, 128, rng=seed_rng(0))
         p, st, dt = run_plan(sizes, "pack-lpf", budget=est)
-        h = size_histogram(sizes)
+        h = sizes.histogram(return_inverse=True)
         t0 = time.perf_counter()
         pack_bins(h.n_node, h.n_edge, h.count, node_limit=est.node_capacity,
                   edge_limit=est.edge_capacity, graph_limit=est.graph_capacity)

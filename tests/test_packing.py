@@ -125,7 +125,10 @@ def test_oversize_policies():
     # buckets give the large graph a larger shape instead
     p = gb.plan(sizes, "buckets", budget=budget, num_shapes=2)
     p.validate(sizes)
-    assert p.stats().distinct_shapes == 2
+    assert p.num_graphs == 5 and p.stats().distinct_shapes <= 2
+    assert p.pad_nodes.max() >= 401 and p.pad_edges.max() >= 900
+    # the large graph's shape has graph slots to spare for small graphs (issue 18): one batch
+    assert len(p) == 1 and p.pad_graphs[0] >= 6
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,10 @@ from ._validate import as_count_array
 __all__ = ["GraphSizes", "SizeHistogram"]
 
 
+#: Largest key range `GraphSizes.histogram` counts densely (else it sorts).
+_DENSE_HISTOGRAM = 1 << 24
+
+
 @dataclass(frozen=True)
 class SizeHistogram:
     """The (nodes, edges) -> count table of a dataset.
@@ -104,19 +108,37 @@ class GraphSizes:
         )
 
     def histogram(self, return_inverse: bool = False) -> SizeHistogram:
-        """The distinct (nodes, edges) pairs with their counts, sorted by nodes then edges."""
-        max_e = int(self.n_edge.max()) + 1
-        key = self.n_node * max_e + self.n_edge
-        if return_inverse:
-            uniq, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
-        else:
-            uniq, count = np.unique(key, return_counts=True)
+        """The distinct (nodes, edges) pairs with their counts, sorted by nodes then edges.
+
+        Counting in O(N) when ``(max nodes + 1) * (max edges + 1)`` is at most 2**24, else a
+        sort; pairs whose combined key would overflow int64 are sorted as pairs."""
+        n, e = self.n_node, self.n_edge
+        max_e = int(e.max()) + 1
+        span = (int(n.max()) + 1) * max_e  # Python int: no overflow
+        if span <= _DENSE_HISTOGRAM:
+            key = n * max_e + e
+            counts = np.bincount(key, minlength=span)
+            uniq = np.flatnonzero(counts)
             inverse = None
+            if return_inverse:
+                rank = np.zeros(span, np.int64)
+                rank[uniq] = np.arange(uniq.shape[0])
+                inverse = rank[key]
+            return SizeHistogram(n_node=uniq // max_e, n_edge=uniq % max_e,
+                                 count=counts[uniq].astype(np.int64), inverse=inverse)
+        if span < 2**63:
+            key = n * max_e + e
+            uniq, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
+            un, ue = uniq // max_e, uniq % max_e
+        else:
+            pairs, inverse, count = np.unique(np.stack([n, e], axis=1), axis=0,
+                                              return_inverse=True, return_counts=True)
+            un, ue = pairs[:, 0], pairs[:, 1]
         return SizeHistogram(
-            n_node=uniq // max_e,
-            n_edge=uniq % max_e,
+            n_node=un.astype(np.int64),
+            n_edge=ue.astype(np.int64),
             count=count.astype(np.int64),
-            inverse=None if inverse is None else inverse.astype(np.int64).reshape(-1),
+            inverse=inverse.astype(np.int64).reshape(-1) if return_inverse else None,
         )
 
     # ------------------------------------------------------------------ files

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._greedy import batches_lower_bound
 from ._histogram import pack_histogram
 from ._patterns import PackPatterns
 
@@ -293,7 +294,7 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     e = np.asarray(e, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
     node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
-    if node_limit < 1 or edge_limit < 0 or graph_limit < 1:
+    if node_limit < 0 or edge_limit < 0 or graph_limit < 1:
         raise ValueError(f"limits must be positive, got {node_limit} nodes / {edge_limit} edges "
                          f"/ {graph_limit} graphs")
     if n.shape[0] and ((n > node_limit) | (e > edge_limit))[count > 0].any():
@@ -308,9 +309,9 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     if N == 0:
         return BalancedPacking(np.zeros(0, np.int64), np.zeros(1, np.int64), 0)
     limits = (node_limit, edge_limit, graph_limit)
-    lb = max(-(-int((sn * sc).sum()) // node_limit),
-             -(-int((se * sc).sum()) // edge_limit) if edge_limit else 0,
-             -(-N // graph_limit), 1)
+    lb = batches_lower_bound(sum(int(a) * int(c) for a, c in zip(sn.tolist(), sc.tolist())),
+                             sum(int(a) * int(c) for a, c in zip(se.tolist(), sc.tolist())),
+                             N, node_limit, edge_limit, graph_limit)
     # with graphs over a tenth of a limit, a second variant packs those first (best fit) and
     # deals the rest around them; the variant with fewer packs wins
     big = (sn * 10 > node_limit) | (se * 10 > edge_limit)

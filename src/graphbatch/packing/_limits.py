@@ -34,7 +34,8 @@ import math
 import numpy as np
 
 from .._sizes import GraphSizes
-from ._pack import lower_bound, pack_bins
+from ._greedy import batches_lower_bound
+from ._pack import pack_bins
 
 __all__ = ["search_limits", "evaluate_limits", "LimitRecords", "DEFAULT_TOLERANCE"]
 
@@ -164,8 +165,25 @@ class _Search:
 
     # -- bounds and points
     def packs_lb(self, mn: int, me: int) -> int:
-        return max(-(-self.tn // (mn - 1)), -(-self.te // me) if me else (0 if not self.te
-                   else 1 << 62), -(-self.num // self.gcap), 1)
+        return batches_lower_bound(self.tn, self.te, self.num, mn - 1, me, self.gcap)
+
+    def aligned(self, lo: int, hi: int, points: int) -> list[int]:
+        """Node limits strictly between ``lo`` and ``hi`` at which ``k`` graphs of mean size
+        fill a pack exactly (``ceil(nodes / ceil(graphs / k)) + 1``; the sweet spots of
+        tables with few distinct sizes), at most ``points`` of them, evenly spread in ``k``."""
+        mean = self.tn / max(self.num, 1)
+        if mean <= 0:
+            return []
+        k_lo, k_hi = max(1, int((lo - 1) / mean)), int((hi - 1) / mean) + 1
+        ks = np.unique(np.rint(np.linspace(k_lo, k_hi, min(points, k_hi - k_lo + 1)))
+                       .astype(np.int64)) if k_hi >= k_lo else np.zeros(0, np.int64)
+        out = set()
+        for k in ks.tolist():
+            p = -(-self.num // max(min(k, self.gcap), 1))
+            mn = -(-self.tn // p) + 1
+            if lo < mn < hi:
+                out.add(int(mn))
+        return sorted(out)
 
     def upper_bound(self, mn: int, me: int) -> float:
         return _record(self.tn, self.te, self.packs_lb(mn, me), mn, me, None, False)[
@@ -300,7 +318,7 @@ def search_limits(
         extent = min(extent, 2 * (s.gcap * max_n + 1))
     extent = min(n_cap, max(extent, n_lo))
 
-    def best_at(mn: int, slacks=(0.005,)) -> dict:
+    def best_at(mn: int, slacks=(0.0, 0.01)) -> dict:
         return max((s.estimate(mn, s.edge_limit(mn, d)) for d in slacks),
                    key=lambda r: r["harmonic_mean"])
 
@@ -326,9 +344,10 @@ def search_limits(
     # packs hold few graphs), then edge slack at the optimal node limits
     if refine and len(ladder) > 1:
         spans = [(ladder[j], ladder[j + 1]) for j in range(len(ladder) - 1)]
-        cands = [list(range(a + 1, b)) if b - a <= 4 * int(grid) else
-                 np.unique(np.rint(np.geomspace(a, b, 2 * int(grid) + 1)).astype(np.int64))
-                 .tolist()[1:-1] for a, b in spans]
+        cands = [sorted(set(list(range(a + 1, b)) if b - a <= 4 * int(grid) else
+                            np.unique(np.rint(np.geomspace(a, b, int(grid) + 2))
+                                      .astype(np.int64)).tolist()[1:-1])
+                        | set(s.aligned(a, b, int(grid)))) for a, b in spans]
         ubs = [max((s.upper_bound(mn, s.edge_limit(mn, 0.0)) for mn in c), default=0.0)
                for c in cands]
         near = [j for j in (i - 1, i) if 0 <= j < len(spans)]
@@ -338,7 +357,7 @@ def search_limits(
                 top = max(r["harmonic_mean"] for r in s.points())
                 if s.upper_bound(mn, s.edge_limit(mn, 0.0)) < top - s.tol:
                     continue  # cannot reach the optimal set
-                best_at(mn)
+                best_at(mn, (0.0, 0.01))
     slack_done: set[int] = set()
 
     def refine_edges(mn: int) -> None:
@@ -357,7 +376,11 @@ def search_limits(
                       slacks + [2 * slacks[-1] + 0.01])
 
     if refine:
-        for mn in sorted({r["max_nodes"] for r in s.chosen(s.points())})[:3]:
+        tops: list[int] = []
+        for r in sorted(s.points(), key=lambda r: -r["harmonic_mean"]):
+            if r["max_nodes"] not in tops:
+                tops.append(r["max_nodes"])
+        for mn in sorted({r["max_nodes"] for r in s.chosen(s.points())})[:2] + tops[:2]:
             refine_edges(mn)
     # 3. exact packing of the best candidates; the optimum is chosen among exact records
     pool = sorted(s.points(), key=lambda r: -r["harmonic_mean"])

@@ -6,84 +6,23 @@ from __future__ import annotations
 import numpy as np
 
 from .._budget import Budget
-from ._assemble import ceil_div, finish_plan, split_oversize, tight_shape_wanted
+from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in packing/)
+    batches_lower_bound,
+    greedy_fill,
+    greedy_offsets,
+    greedy_offsets_reference,
+)
+from ._assemble import finish_plan, split_oversize, tight_shape_wanted
 from ._registry import PlanRequest, register
 
-__all__ = ["plan_dynamic", "greedy_fill", "greedy_offsets", "greedy_offsets_reference"]
-
-
-def greedy_offsets(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.ndarray:
-    """Batch boundaries of the sequential greedy fill (Algorithm 3) over graphs in this order.
-
-    A batch takes graphs in order while real nodes <= ``budget.node_capacity``, edges <=
-    ``edge_capacity`` and graphs <= ``graph_capacity``; every graph must fit alone.
-    """
-    return greedy_fill(nodes, edges, budget)[0]
-
-
-def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
-    """`greedy_offsets` plus the real node and edge totals of each batch.
-
-    Vectorised: for every start position the end of a greedy batch is the graph-cap window
-    where that window fits, else found with ``searchsorted`` on prefix sums; the chain of batch
-    starts is then followed (one step per batch).
-    """
-    m = nodes.shape[0]
-    if m == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return np.zeros(1, dtype=np.int64), z, z
-    cap_v, cap_e = budget.node_capacity, budget.edge_capacity
-    cn = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(nodes, out=cn[1:])
-    ce = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(edges, out=ce[1:])
-    end = np.minimum(np.arange(budget.graph_capacity, m + budget.graph_capacity), m)
-    over = (cn[end] - cn[:-1] > cap_v) | (ce[end] - ce[:-1] > cap_e)
-    if over.any():
-        pos = np.flatnonzero(over)
-        e = np.searchsorted(cn, cn[pos] + cap_v, side="right") - 1
-        np.minimum(e, np.searchsorted(ce, ce[pos] + cap_e, side="right") - 1, out=e)
-        end[pos] = np.minimum(e, end[pos])
-        if (end[pos] <= pos).any():  # a graph that does not fit alone: caller's bug
-            i = int(pos[np.flatnonzero(end[pos] <= pos)[0]])
-            raise ValueError(f"graph at position {i} does not fit the budget {budget} alone")
-    starts = []
-    append = starts.append
-    item = end.item
-    s = 0
-    while s < m:
-        append(s)
-        s = item(s)
-    starts.append(m)
-    offsets = np.asarray(starts, dtype=np.int64)
-    return offsets, np.diff(cn[offsets]), np.diff(ce[offsets])
-
-
-def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:
-    """Plain per-graph loop of Algorithm 3, kept as the reference for tests and benchmarks."""
-    cap_v, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
-    offsets = [0]
-    cv = ce = cg = 0
-    for i, (v, e) in enumerate(zip(nodes.tolist(), edges.tolist())):
-        if v > cap_v or e > cap_e:
-            raise ValueError(f"graph at position {i} exceeds the budget {budget}")
-        if cv + v > cap_v or ce + e > cap_e or cg + 1 > cap_g:
-            offsets.append(i)
-            cv, ce, cg = v, e, 1
-        else:
-            cv, ce, cg = cv + v, ce + e, cg + 1
-    if cg:
-        offsets.append(len(nodes))
-    return np.asarray(offsets, dtype=np.int64)
+__all__ = ["plan_dynamic", "budget_lower_bound", "greedy_fill", "greedy_offsets",
+           "greedy_offsets_reference"]
 
 
 def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: Budget) -> int:
-    """Fewest batches any plan under ``budget`` needs: max of the three capacity ceilings."""
-    return max(
-        ceil_div(nodes_total, budget.node_capacity),
-        ceil_div(edges_total, budget.edge_capacity),
-        ceil_div(graphs, budget.graph_capacity),
-    )
+    """Fewest batches any plan under ``budget`` needs (`packing.batches_lower_bound`)."""
+    return batches_lower_bound(nodes_total, edges_total, graphs, budget.node_capacity,
+                               budget.edge_capacity, budget.graph_capacity)
 
 
 @register(

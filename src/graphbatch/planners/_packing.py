@@ -17,6 +17,7 @@ from ..packing import (
     MAX_SHAPES,
     assign_graphs,
     choose_scales,
+    graphs_for_scale,
     pack_bins,
     pack_histogram,
     pack_nnls,
@@ -24,7 +25,6 @@ from ..packing import (
     shape_for_scale,
 )
 from ..packing._heuristics import heuristic_function
-from ..packing._hist import size_histogram
 from ..packing._pack import METHODS
 from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
 from ._dynamic import budget_lower_bound
@@ -225,7 +225,7 @@ def _plan_tuple(req: PlanRequest, fit: str):
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
                        heuristic=heuristic, method=method)
-    hist = size_histogram(_kept_sizes(req, kept))
+    hist = _kept_sizes(req, kept).histogram(return_inverse=True)
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
@@ -277,7 +277,7 @@ def plan_pack_lpf_1d(req: PlanRequest):
         if kept.size == 0:
             sb, off = _empty_slots()
             return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-        hist = size_histogram(_kept_sizes(req, kept))
+        hist = _kept_sizes(req, kept).histogram(return_inverse=True)
         pats = pack_histogram(hist.n_node, hist.n_edge, hist.count,
                               node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
                               graph_limit=budget.graph_capacity, heuristic="node", fit="best")
@@ -324,7 +324,7 @@ def plan_pack_nnls(req: PlanRequest):
     if kept.size == 0:
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-    hist = size_histogram(_kept_sizes(req, kept))
+    hist = _kept_sizes(req, kept).histogram(return_inverse=True)
     pats = pack_nnls(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                      edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                      heuristic=heuristic)
@@ -361,11 +361,17 @@ def plan_buckets(req: PlanRequest):
     else:  # larger graphs get larger buckets: never an error, never an unbounded own shape
         alone = allidx[big]
     kept = allidx[~big]
+    # the shape family: the budget scaled; an edge budget of 0 scales as `multiple` edges when
+    # planned graphs have edges (issue 14: 0-edge shapes were written for batches with edges)
+    planned = np.concatenate([kept, alone])
+    fam = budget
+    if budget.n_edge == 0 and planned.size and sizes.n_edge[planned].max() > 0:
+        fam = Budget(budget.n_node, multiple, budget.n_graph)
     lim = dict(node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
                graph_limit=budget.graph_capacity, heuristic=heuristic)
     a_n, a_e = sizes.n_node[alone], sizes.n_edge[alone]
     if kept.size:
-        hist = size_histogram(_kept_sizes(req, kept))
+        hist = _kept_sizes(req, kept).histogram(return_inverse=True)
         hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
     else:
         hn = he = hc = inverse = np.zeros(0, np.int64)
@@ -384,7 +390,7 @@ def plan_buckets(req: PlanRequest):
         fn = fe = np.zeros(0, np.int64)
     ext_n, ext_e = np.concatenate([hn, a_n]), np.concatenate([he, a_e])
 
-    def filled(shape_n, shape_e):
+    def filled(shape_n, shape_e, shape_g):
         """2. each large graph gets the smallest of the shapes; its room is filled with small
         graphs; 3. the remaining small graphs packed to the budget. Returns the packs as slots
         (bin ``nbins + i`` = large graph ``i``) and the packer of step 3."""
@@ -393,8 +399,7 @@ def plan_buckets(req: PlanRequest):
         if alone.size and kept.size:
             grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
                             & (shape_e[None, :] >= a_e[:, None]), axis=1)
-            room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e,
-                    np.full(alone.shape[0], budget.graph_capacity - 1))
+            room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e, shape_g[grp] - 2)
             pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
                                         **lim)
             for t in np.flatnonzero(base >= 0).tolist():
@@ -415,7 +420,8 @@ def plan_buckets(req: PlanRequest):
     def shaped(slot_bin, off):
         """The best ``k`` shapes for these packs (exact) and their total cost."""
         tn, te = pack_totals(slot_bin, off, ext_n, ext_e)
-        chosen, cost = choose_scales(pack_scales(tn, te, budget, multiple), k, budget, multiple)
+        chosen, cost = choose_scales(pack_scales(tn, te, fam, multiple, np.diff(off)), k, fam,
+                                     multiple)
         return chosen, cost
 
     # candidates: the first packing (each large graph alone), and for every k' <= k the packs
@@ -427,22 +433,23 @@ def plan_buckets(req: PlanRequest):
     cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(alone.shape[0])])
     chosen, cost = shaped(cand_sb, cand_off)
     best = (cost, chosen, cand_sb, cand_off, first.method if kept.size else None)
-    first_scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), budget,
+    first_scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), fam,
                                multiple)
     tried_shapes: set = set()
     for kk in range(1, k + 1) if alone.size and kept.size else ():
-        sc_k, _ = choose_scales(first_scales, kk, budget, multiple)
-        sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, budget, multiple))
+        sc_k, _ = choose_scales(first_scales, kk, fam, multiple)
+        sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, fam, multiple))
         key = (tuple(sn_k.tolist()), tuple(se_k.tolist()))
         if key in tried_shapes:
             continue
         tried_shapes.add(key)
-        sb_k, off_k, packer_k = filled(sn_k, se_k)
+        sb_k, off_k, packer_k = filled(sn_k, se_k, np.atleast_1d(graphs_for_scale(sc_k, fam)))
         chosen_k, cost_k = shaped(sb_k, off_k)
         if cost_k < best[0] - 1e-9:
             best = (cost_k, chosen_k, sb_k, off_k, packer_k)
     _, chosen, slot_bin, pack_off, packer = best
-    shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, budget, multiple))
+    shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, fam, multiple))
+    shape_g = np.atleast_1d(graphs_for_scale(chosen, fam))
     graph_bin = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
     graphs = np.concatenate([kept, alone])
     assign_rng, order_rng = _rngs(req)
@@ -454,16 +461,21 @@ def plan_buckets(req: PlanRequest):
     tot_n = np.add.reduceat(real_n, offsets[:-1]) if nb else np.zeros(0, np.int64)
     tot_e = np.add.reduceat(real_e, offsets[:-1]) if nb else np.zeros(0, np.int64)
     # 4. every batch padded to the smallest chosen shape it fits
-    fits = (shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
-    group = np.argmax(fits, axis=1)
-    # bound of the graphs that fit the base budget (larger graphs share their packs, so no
-    # simple bound covers them)
-    lb = budget_lower_bound(int(sizes.n_node[kept].sum()), int(sizes.n_edge[kept].sum()),
-                            kept.shape[0], budget)
+    gpb = np.diff(offsets)
+    fits = ((shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
+            & (shape_g[None, :] >= gpb[:, None] + 1))
+    group = np.argmax(fits, axis=1) if nb else np.zeros(0, np.int64)
+    # bound for packs of at most the largest chosen shape, every planned graph counted (it
+    # never exceeds the batch count; issue 14: the bound of the budget-sized graphs did)
+    lb = budget_lower_bound(int(sizes.n_node[planned].sum()), int(sizes.n_edge[planned].sum()),
+                            planned.shape[0],
+                            Budget(int(shape_n.max(initial=1)), int(shape_e.max(initial=0)),
+                                   int(max(shape_g.max(initial=2), 2)))) if nb else 0
     empty = np.zeros(0, np.int64)
     split = OversizeSplit(kept, empty, empty, skipped, sizes.n_node[kept], sizes.n_edge[kept])
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
-                       pad_edges=shape_e[group], pad_graphs=np.full(nb, budget.n_graph, np.int64),
+                       pad_edges=shape_e[group], pad_graphs=shape_g[group],
                        lower_bound=lb, split=split,
                        budget=budget, heuristic=heuristic, num_shapes=k, packer=packer,
-                       shapes=[[int(a), int(b), budget.n_graph] for a, b in zip(shape_n, shape_e)])
+                       shapes=[[int(a), int(b), int(g)]
+                               for a, b, g in zip(shape_n, shape_e, shape_g)])
