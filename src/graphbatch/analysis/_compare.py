@@ -221,6 +221,9 @@ def compare_strategies(
         if progress is not None:
             progress(i, len(runs), variant)
         strat = get_strategy(variant.strategy)
+        options = dict(variant.options)
+        if "tight_shape" in strat.options:  # the shared budget is the estimate: shapes as
+            options.setdefault("tight_shape", True)  # `plan --batch-size` pads them
         try:
             p = _plan(
                 sizes,
@@ -230,7 +233,7 @@ def compare_strategies(
                 seed=seed,
                 on_oversize=on_oversize,
                 world_size=world_size,
-                **variant.options,
+                **options,
             )
         except (ValueError, TypeError) as exc:
             results.append(StrategyResult(variant, error=str(exc)))
