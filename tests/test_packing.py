@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import graphbatch as gb
 from graphbatch.cli import main
@@ -238,3 +240,53 @@ def test_property_every_graph_once_and_within_shape(pairs, strategy, cap, seed):
     p.validate(sizes)
     if strategy != "buckets":
         assert len(p) >= p.meta["lower_bound"] == _bound(sizes, np.arange(len(sizes)), budget)
+
+
+FIXED_BUDGET_STRATEGIES = ["dynamic", "pack-lpf", "pack-spf", "pack-lpf-1d", "pack-nnls"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 120), bs=st.integers(2, 20), seed=st.integers(0, 5),
+       strategy=st.sampled_from(FIXED_BUDGET_STRATEGIES), data=st.data())
+def test_tight_shapes_hold_every_batch_of_every_epoch(n, bs, seed, strategy, data):
+    # issue 18: with an estimated budget the shape is tight, never above the budget, holds every
+    # batch, and is the same every epoch (one compilation)
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(0, 25, n)
+    edges = np.where(nodes > 0, rng.integers(0, 60, n), 0)
+    sizes = gb.GraphSizes(nodes, edges)
+    shapes = set()
+    for epoch in data.draw(st.lists(st.integers(0, 50), min_size=2, max_size=3, unique=True)):
+        p = gb.plan(sizes, strategy, batch_size=bs, seed=seed, epoch=epoch,
+                    on_oversize="skip")
+        p.validate(sizes)
+        budget = p.meta["budget"]
+        (shape,) = p.shapes().tolist() or [p.meta.get("padded_shape", budget)]
+        assert all(x <= y for x, y in zip(shape, budget))
+        assert (p.real_nodes + 1 <= shape[0]).all() and (p.real_edges <= shape[1]).all()
+        assert (p.graphs_per_batch + 1 <= shape[2]).all()
+        shapes.add(tuple(shape))
+    assert len(shapes) == 1
+
+
+@pytest.mark.parametrize("strategy", FIXED_BUDGET_STRATEGIES)
+def test_user_budget_stays_as_given(strategy):
+    sizes = _sizes(2)
+    budget = (640, 5120, 40)
+    p = gb.plan(sizes, strategy, budget=budget)
+    assert p.shapes().tolist() == [list(budget)] and "padded_shape" not in p.meta
+    t = gb.plan(sizes, strategy, budget=budget, tight_shape=True)
+    t.validate(sizes)
+    assert t.meta["budget"] == list(budget)
+    (shape,) = t.shapes().tolist()
+    assert shape == t.meta["padded_shape"] and all(x <= y for x, y in zip(shape, budget))
+
+
+@pytest.mark.parametrize("batch_size", [32, 128])
+def test_pack_lpf_at_least_as_tight_as_kk_on_qm9(batch_size):
+    sizes = gb.GraphSizes.load(QM9)
+    lpf = gb.plan(sizes, "pack-lpf", batch_size=batch_size).stats()
+    kk = gb.plan(sizes, "kk", batch_size=batch_size, pad="max").stats()
+    assert lpf.node_efficiency >= kk.node_efficiency
+    assert lpf.edge_efficiency >= kk.edge_efficiency
+    assert lpf.num_batches <= 1.002 * lpf.lower_bound
