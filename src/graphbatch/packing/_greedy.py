@@ -91,3 +91,4 @@ def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:
     if cg:
         offsets.append(len(nodes))
     return np.asarray(offsets, dtype=np.int64)
+
