@@ -158,3 +158,21 @@ def test_cli_json_contract(tmp_path, capsys):
     assert main(["limits", str(path), "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("optimum ") and "interior" in out
+
+
+def test_report_and_compare_use_the_same_search(tmp_path, capsys):
+    # issue 18 item 5: one search; its optimum, range and exact efficiency are shown
+    from graphbatch.analysis import compare_strategies, search_limits_if_available
+
+    sizes = _table(400, 4)
+    direct = search_limits(sizes, max_graphs=16)
+    res = search_limits_if_available(sizes, max_graphs=16)
+    assert res.records[0] == direct[0] and res.summary == direct.summary()
+    assert res.interior == direct.interior and res.node_range == direct.node_range
+    cmp = compare_strategies(sizes, 16, search_limits=True)
+    assert cmp.as_dict()["limits"]["optimum"] == direct[0]
+    path = tmp_path / "s.npz"
+    sizes.save(path)
+    main(["compare", str(path), "--batch-size", "16", "--limits"])
+    out = capsys.readouterr().out
+    assert f"pack limits: {direct.summary()}" in out
