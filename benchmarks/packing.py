@@ -72,7 +72,7 @@ def run_plan(sizes, strategy, **kw):
 
 
 def _eff(st) -> str:
-    return f"{st.node_efficiency:.3f}/{st.edge_efficiency:.3f}"
+    return f"{st.node_efficiency:.4f}/{st.edge_efficiency:.4f}"
 
 
 def bound_section(tables, listing_tables, timeout):
