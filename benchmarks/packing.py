@@ -217,7 +217,10 @@ def v2_tight(tables):
                 p, st, dt = run_plan(sizes, strat, batch_size=bs, **kw)
                 row[f"{strat} batches/LB"] = f"{st.num_batches}/{st.lower_bound}"
                 row[f"{strat} node/edge eff"] = _eff(st)
-            row["lpf shape"] = "/".join(str(x) for x in p.meta.get("padded_shape", []))
+                if strat == "pack-lpf":
+                    row["lpf budget -> shape"] = (
+                        "/".join(str(x) for x in p.meta["budget"]) + " -> "
+                        + "/".join(str(x) for x in p.meta.get("padded_shape", [])))
             rows.append(row)
         print(f"  .. v2 tight {name}", file=sys.stderr)
     return rows
