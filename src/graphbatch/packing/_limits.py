@@ -12,15 +12,17 @@ Search (deterministic, no timing involved):
 
 1. *Scale ladder.* Node limits ``lo, 2 lo, 4 lo, ...`` from the smallest limit that holds the
    largest graph; at every node limit the edge limit follows the table's edge/node ratio (edges
-   exactly filled at the node lower bound, plus a small slack). The ladder grows until doubling
-   the node limit stops raising the best HM by more than ``tolerance / 2`` (the range adapts),
-   and stops at the user's ``node_range``.
-2. *Refinement* between the ladder neighbours of the knee: ``grid`` node limits and, at each, edge
-   limits from 2% below to 4% above the ratio; the edge variants widen while the best one is at
-   their edge.
+   exactly filled at the node lower bound, and 1% more). The ladder covers packs of at least 64
+   mean graphs and grows until doubling the node limit stops raising the best HM by more than
+   ``tolerance / 2`` (the range adapts), and stops at the user's ``node_range``.
+2. *Refinement* between the ladder neighbours of the knee and in the one other interval with
+   the highest upper bound: ``grid`` node limits per interval (every integer when narrow) plus
+   the limits where ``k`` mean graphs fill a pack exactly; then, at the best node limits, edge
+   limits from 2% below to 4% above the ratio, widened while the best one is at their edge.
 3. *Evaluation.* Points are estimated by packing a proportional sample of at most
-   ``sample_graphs`` graphs (exact when the table is that small) and pruned by an upper bound
-   (efficiency at the lower bound); the ``exact_points`` best candidates under the rule above are
+   ``sample_graphs`` graphs (exact when the table is that small) and skipped where an upper bound
+   (efficiency at the lower bound) cannot reach the optimal set; the ``exact_points`` best
+   candidates under the rule above are
    then packed exactly on the whole table, and the optimum is chosen among exact records only.
 
 ``search_limits`` returns a `LimitRecords` list, best first; its ``interior`` says whether the
@@ -339,8 +341,8 @@ def search_limits(
         mn = min(2 * mn, n_cap)
     knee = s.chosen(recs)[0]
     i = ladder.index(knee["max_nodes"])
-    # 2. refinement: node limits between ladder neighbours (the knee's intervals and the two
-    # others whose upper bound is highest: efficiency is not smooth in the node limit when
+    # 2. refinement: node limits between ladder neighbours (the knee's intervals and the one
+    # other whose upper bound is highest: efficiency is not smooth in the node limit when
     # packs hold few graphs), then edge slack at the optimal node limits
     if refine and len(ladder) > 1:
         spans = [(ladder[j], ladder[j + 1]) for j in range(len(ladder) - 1)]
