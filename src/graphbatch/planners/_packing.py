@@ -74,18 +74,19 @@ def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
 
 
 def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int,
-                   budget: Budget):
+                   budget: Budget, costs=(None,)):
     """Candidate packings into exactly ``num_packs`` packs (graph counts differing by at most
     one) that minimise the largest pack: Karmarkar-Karp over rounds plus swap repair
-    (`planners._partition`, the ``kk`` kernels) on per-graph costs ``nodes + edges`` (``kk``'s
-    default model, first) and weighted mixes of ``nodes / total`` and ``edges / total``.
+    (`planners._partition`, the ``kk`` kernels) on per-graph costs: ``costs`` entries ``None``
+    for ``nodes + edges`` (``kk``'s default model; the default, first) or a weight ``w`` for
+    ``w * nodes / total + (1 - w) * edges / total``.
     ``nodes``/``edges`` are the graphs in a seed- and epoch-free order (dataset order), so the
     packs depend on the sizes only. Returns ``(slot_bin, offsets)`` pairs for the candidates
     that fit ``budget``, ``kk``'s cost first (or ``None`` in its place when it does not fit)."""
     n, e = nodes.astype(np.float64), edges.astype(np.float64)
     tn, te = max(float(n.sum()), 1.0), max(float(e.sum()), 1.0)
     out = []
-    for w in (None, 0.5):
+    for w in costs:
         cost = n + e if w is None else w * n / tn + (1 - w) * e / te
         value, ident = round_matrix(cost, num_packs)
         value, ident = balanced_ldm(value, ident)
