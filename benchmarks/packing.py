@@ -5,7 +5,8 @@
 Prints, in one run: (1) batches vs the lower bound at the dynamic budget for batch size 32 and
 128 (graph cap = batch size, and 4 x batch size); (2) limits from the limit search and the
 efficiency there; (3) a heavy-tailed table with oversize policies and K shapes; (4) planning
-time on one core. Tables: see benchmarks/_packing_tables.py.
+time on one core; (5) the issue-18 targets side by side: default limit search, buckets with
+default options, tight shapes vs kk, distributed plans. Tables: see benchmarks/_packing_tables.py.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import graphbatch as gb  # noqa: E402
 from graphbatch._random import seed_rng  # noqa: E402
 from graphbatch.cli._format import format_table  # noqa: E402
 from graphbatch.packing import pack_bins, search_limits  # noqa: E402
-from graphbatch.packing._hist import size_histogram  # noqa: E402
 
 
 class _Timeout(Exception):
@@ -72,7 +72,7 @@ def run_plan(sizes, strategy, **kw):
 
 
 def _eff(st) -> str:
-    return f"{st.node_efficiency:.3f}/{st.edge_efficiency:.3f}"
+    return f"{st.node_efficiency:.4f}/{st.edge_efficiency:.4f}"
 
 
 def bound_section(tables, listing_tables, timeout):
@@ -155,7 +155,7 @@ def timing_section(tables, listing_tables, timeout):
     for name, sizes in tables:
         est = gb.estimate_budget(sizes, 128, rng=seed_rng(0))
         p, st, dt = run_plan(sizes, "pack-lpf", budget=est)
-        h = size_histogram(sizes)
+        h = sizes.histogram(return_inverse=True)
         t0 = time.perf_counter()
         pack_bins(h.n_node, h.n_edge, h.count, node_limit=est.node_capacity,
                   edge_limit=est.edge_capacity, graph_limit=est.graph_capacity)
@@ -174,12 +174,99 @@ def timing_section(tables, listing_tables, timeout):
     return rows
 
 
+def v2_limits(tables):
+    """Issue 18 target 1: default `search_limits`, then pack-lpf at json[0]'s limits."""
+    rows = []
+    for name, sizes in tables:
+        t0 = time.perf_counter()
+        recs = search_limits(sizes)
+        dt = time.perf_counter() - t0
+        best = recs[0]
+        _, st, _ = run_plan(sizes, "pack-lpf",
+                            budget=(best["max_nodes"], best["max_edges"], len(sizes) + 1))
+        rows.append({"table": name, "search s": round(dt, 2), "interior": recs.interior,
+                     "optimum nodes/edges": f"{best['max_nodes']}/{best['max_edges']}",
+                     "searched nodes": f"{recs.node_range[0]}..{recs.node_range[1]}",
+                     "points exact/est": f"{recs.exact_points}/{recs.estimated_points}",
+                     "json[0] node/edge eff": f"{best['node_eff']:.4f}/{best['edge_eff']:.4f}",
+                     "pack-lpf node/edge eff": _eff(st)})
+        print(f"  .. v2 limits {name}", file=sys.stderr)
+    return rows
+
+
+def v2_buckets(tables):
+    """Issue 18 target 2: `plan --strategy buckets --batch-size 128 --num-shapes K`."""
+    rows = []
+    for name, sizes in tables:
+        for k in (4, 8):
+            _, st, dt = run_plan(sizes, "buckets", batch_size=128, num_shapes=k)
+            rows.append({"table": name, "graphs": len(sizes), "max nodes": int(sizes.n_node.max()),
+                         "K": k, "shapes": st.distinct_shapes, "batches": st.num_batches,
+                         "node/edge eff": _eff(st), "seconds": round(dt, 2)})
+        print(f"  .. v2 buckets {name}", file=sys.stderr)
+    return rows
+
+
+def v2_tight(tables):
+    """Issue 18 target 3: estimated budgets, pack-lpf (tight shape) vs kk (pad=max)."""
+    rows = []
+    for name, sizes in tables:
+        for bs in (32, 128):
+            row = {"table": name, "bs": bs}
+            for strat, kw in (("kk", {"pad": "max"}), ("pack-lpf", {}), ("dynamic", {})):
+                p, st, dt = run_plan(sizes, strat, batch_size=bs, **kw)
+                row[f"{strat} batches/LB"] = f"{st.num_batches}/{st.lower_bound}"
+                row[f"{strat} node/edge eff"] = _eff(st)
+                if strat == "pack-lpf":
+                    row["lpf budget -> shape"] = (
+                        "/".join(str(x) for x in p.meta["budget"]) + " -> "
+                        + "/".join(str(x) for x in p.meta.get("padded_shape", [])))
+            rows.append(row)
+        print(f"  .. v2 tight {name}", file=sys.stderr)
+    return rows
+
+
+def v2_distributed(tables):
+    """Issue 18 target 4: world_size 8 and 64 at batch size 128."""
+    rows = []
+    for name, sizes in tables:
+        for world in (8, 64):
+            for strat, kw in (("pack-lpf", {}), ("dynamic", {}), ("kk", {"pad": "max"})):
+                p, st, dt = run_plan(sizes, strat, batch_size=128, world_size=world, **kw)
+                rows.append({"table": name, "world": world, "strategy": strat,
+                             "batches": st.num_batches, "steps": st.num_steps,
+                             "padding-only": st.padding_only_batches,
+                             "node/edge eff": _eff(st),
+                             "worst step node imbalance": round(st.step_node_imbalance_max, 3),
+                             "seconds": round(dt, 2)})
+        print(f"  .. v2 distributed {name}", file=sys.stderr)
+    return rows
+
+
+def v2_main(qm9, moses, code, quick):
+    real = [(n, s) for n, s in (("qm9_radius6", qm9), ("moses_train", moses)) if s is not None]
+    print("== 5a. issue 18: default limit search, pack-lpf at json[0] (one core) ==")
+    print(format_table(v2_limits(real)))
+    print()
+    heavy = [(n, s) for n, s in (("code_stdlib", code),) if s is not None]
+    heavy.append(("ast_like_270k", T.ast_like(60_000 if quick else 270_000)))
+    print("== 5b. issue 18: buckets at batch size 128, default options ==")
+    print(format_table(v2_buckets(heavy)))
+    print()
+    print("== 5c. issue 18: estimated budgets, pack-lpf tight shape vs kk (pad=max) ==")
+    print(format_table(v2_tight(real)))
+    print()
+    print("== 5d. issue 18: distributed plans at batch size 128 ==")
+    print(format_table(v2_distributed(real)))
+    print()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller synthetic tables, no listing "
                     "on large tables, coarser limit grid")
     ap.add_argument("--timeout", type=float, default=180, help="seconds per listing run")
-    ap.add_argument("--sections", default="1,2,3,4",
+    ap.add_argument("--sections", default="1,2,3,4,5",
                     help="comma-separated sections to run (default: all)")
     args = ap.parse_args(argv)
     run = {int(x) for x in args.sections.split(",") if x.strip()}
@@ -205,6 +292,8 @@ def main(argv=None) -> int:
             print(f"== 3. heavy-tailed {name} at the batch-size-128 budget ==")
             print(format_table(heavy_section(table)))
             print()
+    if 5 in run:
+        v2_main(qm9, moses, code, args.quick)
     if 4 in run:
         print("== 4. planning time (one core) at the batch-size-128 budget ==")
         ttables = [(n, s) for n, s in (("moses_train", moses),) if s is not None]

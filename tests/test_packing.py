@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import graphbatch as gb
 from graphbatch.cli import main
@@ -41,16 +43,24 @@ def test_strategies_registered():
 @pytest.mark.parametrize("batch_size", [8, 32])
 def test_every_graph_once_per_epoch_and_limits(strategy, batch_size):
     sizes = _sizes(batch_size)
+    shapes = set()
     for epoch in range(3):
         p = gb.plan(sizes, strategy, batch_size=batch_size, seed=5, epoch=epoch)
         p.validate(sizes)  # each graph exactly once, real content within every padded shape
         b = p.meta["budget"]
         assert (p.graphs_per_batch <= b[2] - 1).all()
         if strategy != "buckets":
-            assert p.shapes().tolist() == [b]
+            # estimated budget: one tight shape, within the budget, the same every epoch
+            (shape,) = p.shapes().tolist()
+            assert shape == p.meta["padded_shape"]
+            assert all(x <= y for x, y in zip(shape, b))
+            assert shape == [int(p.real_nodes.max()) + 1, int(p.real_edges.max()),
+                             int(p.graphs_per_batch.max()) + 1]
+            shapes.add(tuple(shape))
             assert p.meta["lower_bound"] == _bound(sizes, np.arange(len(sizes)), b)
         else:
             assert p.stats().distinct_shapes <= 4
+    assert len(shapes) <= 1  # compile once
 
 
 @pytest.mark.parametrize("strategy", ["pack-lpf", "pack-spf"])
@@ -117,7 +127,10 @@ def test_oversize_policies():
     # buckets give the large graph a larger shape instead
     p = gb.plan(sizes, "buckets", budget=budget, num_shapes=2)
     p.validate(sizes)
-    assert p.stats().distinct_shapes == 2
+    assert p.num_graphs == 5 and p.stats().distinct_shapes <= 2
+    assert p.pad_nodes.max() >= 401 and p.pad_edges.max() >= 900
+    # the large graph's shape has graph slots to spare for small graphs (issue 18): one batch
+    assert len(p) == 1 and p.pad_graphs[0] >= 6
 
 
 @pytest.mark.parametrize(
@@ -187,11 +200,19 @@ def test_cli_plan_flags_and_limits(tmp_path, capsys):
     assert main(["limits", str(table), "--node-range", "40:60", "--edge-range", "300:400",
                  "--grid", "3", "--method", "auto", "--json"]) == 0
     recs = json.loads(capsys.readouterr().out)
-    feasible = [(a, b) for a in (40, 50, 60) for b in (300, 350, 400)
-                if a - 1 >= sizes.n_node.max() and b >= sizes.n_edge.max()]
-    assert sorted((r["max_nodes"], r["max_edges"]) for r in recs) == feasible
+    assert all(40 <= r["max_nodes"] <= 60 and 300 <= r["max_edges"] <= 400 for r in recs)
     assert set(recs[0]) >= {"max_nodes", "max_edges", "max_graphs", "node_eff", "edge_eff",
                             "harmonic_mean"}
+    # json[0] packs to what it says
+    best = recs[0]
+    st = gb.plan(sizes, "pack-lpf", budget=(best["max_nodes"], best["max_edges"],
+                                            len(sizes) + 1)).stats()
+    assert (st.node_efficiency, st.edge_efficiency) == pytest.approx(
+        (best["node_eff"], best["edge_eff"]))
+    with pytest.raises(SystemExit) as exc:  # issue 14: --top -1 was accepted
+        main(["limits", str(table), "--top", "-1"])
+    assert exc.value.code == 2
+    assert "--top" in capsys.readouterr().err
     assert main(["limits", str(table), "--node-range", "40:60", "--edge-range", "300:400",
                  "--grid", "3"]) == 0
     assert "harmonic_mean" in capsys.readouterr().out
@@ -219,3 +240,53 @@ def test_property_every_graph_once_and_within_shape(pairs, strategy, cap, seed):
     p.validate(sizes)
     if strategy != "buckets":
         assert len(p) >= p.meta["lower_bound"] == _bound(sizes, np.arange(len(sizes)), budget)
+
+
+FIXED_BUDGET_STRATEGIES = ["dynamic", "pack-lpf", "pack-spf", "pack-lpf-1d", "pack-nnls"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 120), bs=st.integers(2, 20), seed=st.integers(0, 5),
+       strategy=st.sampled_from(FIXED_BUDGET_STRATEGIES), data=st.data())
+def test_tight_shapes_hold_every_batch_of_every_epoch(n, bs, seed, strategy, data):
+    # issue 18: with an estimated budget the shape is tight, never above the budget, holds every
+    # batch, and is the same every epoch (one compilation)
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(0, 25, n)
+    edges = np.where(nodes > 0, rng.integers(0, 60, n), 0)
+    sizes = gb.GraphSizes(nodes, edges)
+    shapes = set()
+    for epoch in data.draw(st.lists(st.integers(0, 50), min_size=2, max_size=3, unique=True)):
+        p = gb.plan(sizes, strategy, batch_size=bs, seed=seed, epoch=epoch,
+                    on_oversize="skip")
+        p.validate(sizes)
+        budget = p.meta["budget"]
+        (shape,) = p.shapes().tolist() or [p.meta.get("padded_shape", budget)]
+        assert all(x <= y for x, y in zip(shape, budget))
+        assert (p.real_nodes + 1 <= shape[0]).all() and (p.real_edges <= shape[1]).all()
+        assert (p.graphs_per_batch + 1 <= shape[2]).all()
+        shapes.add(tuple(shape))
+    assert len(shapes) == 1
+
+
+@pytest.mark.parametrize("strategy", FIXED_BUDGET_STRATEGIES)
+def test_user_budget_stays_as_given(strategy):
+    sizes = _sizes(2)
+    budget = (640, 5120, 40)
+    p = gb.plan(sizes, strategy, budget=budget)
+    assert p.shapes().tolist() == [list(budget)] and "padded_shape" not in p.meta
+    t = gb.plan(sizes, strategy, budget=budget, tight_shape=True)
+    t.validate(sizes)
+    assert t.meta["budget"] == list(budget)
+    (shape,) = t.shapes().tolist()
+    assert shape == t.meta["padded_shape"] and all(x <= y for x, y in zip(shape, budget))
+
+
+@pytest.mark.parametrize("batch_size", [32, 128])
+def test_pack_lpf_at_least_as_tight_as_kk_on_qm9(batch_size):
+    sizes = gb.GraphSizes.load(QM9)
+    lpf = gb.plan(sizes, "pack-lpf", batch_size=batch_size).stats()
+    kk = gb.plan(sizes, "kk", batch_size=batch_size, pad="max").stats()
+    assert lpf.node_efficiency >= kk.node_efficiency
+    assert lpf.edge_efficiency >= kk.edge_efficiency
+    assert lpf.num_batches <= 1.002 * lpf.lower_bound

@@ -74,3 +74,53 @@ def test_more_shapes_never_cost_more_padding(policy):
         assert plan.stats().distinct_shapes <= k
         costs.append(plan.pad_nodes.sum() / 1024 + plan.pad_edges.sum() / 2240)
     assert all(b <= a + 1e-9 for a, b in zip(costs, costs[1:])), costs
+
+
+def test_zero_edge_budget_never_writes_zero_edge_shapes_for_edges():
+    # issue 14: budget edges 0 gave shapes of 0 edges to batches holding edges (exit 0)
+    sizes = gb.GraphSizes([5, 6, 7, 8, 3], [3, 0, 4, 2, 0])
+    p = gb.plan(sizes, "buckets", budget=(20, 0, 4), num_shapes=2)
+    p.validate(sizes)  # real content within every padded shape
+    assert (p.real_edges <= p.pad_edges).all() and p.num_graphs == 5
+    assert p.meta["lower_bound"] <= len(p)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_lower_bound_never_exceeds_batches(k):
+    # issue 14: the bound of the budget-sized graphs exceeded the batch count when small graphs
+    # filled the room of large shapes
+    rng = np.random.default_rng(k)
+    n = np.rint(20 * np.exp(rng.standard_normal(2000))).astype(np.int64) + 1
+    n[:15] = rng.integers(400, 3000, 15)
+    sizes = gb.GraphSizes(n, 2 * (n - 1))
+    p = gb.plan(sizes, "buckets", batch_size=32, num_shapes=k)
+    p.validate(sizes)
+    assert p.meta["lower_bound"] <= len(p)
+    # 15-node graphs ride in the room of the 200-node graph's shape: fewer batches than the
+    # budget-sized bound of the four small graphs alone (4)
+    small = gb.GraphSizes([200, 15, 15, 15, 15], [10, 1, 1, 1, 1])
+    p = gb.plan(small, "buckets", budget=(20, 64, 10), num_shapes=k)
+    p.validate(small)
+    assert p.meta["lower_bound"] <= len(p) < 4
+
+
+def test_skip_with_every_graph_oversize():
+    # issue 14: raised "attempt to get argmax of an empty sequence"
+    sizes = gb.GraphSizes([50, 60], [10, 20])
+    p = gb.plan(sizes, "buckets", budget=(20, 100, 4), on_oversize="skip")
+    assert len(p) == 0 and p.skipped.tolist() == [0, 1]
+
+
+def test_heavy_tail_large_shapes_get_graph_slots():
+    # issue 18: a large graph's shape holds more graph slots, so its room fills with small ones
+    rng = np.random.default_rng(5)
+    n = rng.integers(5, 40, 3000)
+    n[:6] = [900, 1500, 2500, 4000, 6000, 9000]
+    sizes = gb.GraphSizes(n, 2 * n)
+    for k in (2, 4):
+        p = gb.plan(sizes, "buckets", batch_size=32, num_shapes=k)
+        p.validate(sizes)
+        st = p.stats()
+        assert st.distinct_shapes <= k
+        assert p.pad_graphs.max() > 32
+        assert min(st.node_efficiency, st.edge_efficiency) > 0.9

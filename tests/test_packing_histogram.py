@@ -115,7 +115,9 @@ def test_lower_bound_is_max_of_three_ceilings():
 def test_graph_that_does_not_fit_is_an_error():
     with pytest.raises(ValueError, match="exceed the limits of 4 nodes"):
         pack_histogram([5], [1], [1], node_limit=4, edge_limit=10, graph_limit=3)
-    with pytest.raises(ValueError, match="node limit must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="node limit must be >= 0, got -1"):
+        pack_histogram([1], [1], [1], node_limit=-1, edge_limit=10, graph_limit=3)
+    with pytest.raises(ValueError, match="exceed the limits of 0 nodes"):
         pack_histogram([1], [1], [1], node_limit=0, edge_limit=10, graph_limit=3)
     with pytest.raises(ValueError, match="graph limit"):
         pack_histogram([1], [1], [1], node_limit=4, edge_limit=10, graph_limit=-1)

@@ -1,74 +1,138 @@
-"""Limit search against exhaustive evaluation and brute-force packing on small grids."""
+"""Limit search (issue 18): the optimum of the packing pack-lpf produces, interior, exact."""
 
-import itertools
+import json
+import time
 
 import numpy as np
 import pytest
 
 import graphbatch as gb
-from graphbatch.packing import search_limits
-
-from ._packing_util import brute_force_min_packs
-
-
-def _records_by_point(records):
-    return {(r["max_nodes"], r["max_edges"]): r for r in records}
+from graphbatch.cli import main
+from graphbatch.packing import LimitRecords, evaluate_limits, search_limits
 
 
-def test_small_grid_equals_brute_force():
-    # graphs where best fit is optimal at every limit of the grid (checked against brute force)
-    nodes = [4, 4, 3, 3, 2, 2, 1, 5]
-    edges = [6, 5, 4, 4, 3, 2, 1, 7]
-    sizes = gb.GraphSizes(nodes, edges)
-    items = list(zip(nodes, edges))
-    recs = search_limits(sizes, node_range=(6, 11), edge_range=(7, 12), grid=6)
-    got = _records_by_point(recs)
-    assert set(got) == set(itertools.product(range(6, 12), range(7, 13)))
-    total_n, total_e = sum(nodes), sum(edges)
-    best_hm = 0.0
-    for (mn, me), r in got.items():
-        opt = brute_force_min_packs(items, mn - 1, me, len(items))
-        assert r["num_packs"] >= opt
-        assert r["node_eff"] == pytest.approx(total_n / (r["num_packs"] * mn))
-        assert r["edge_eff"] == pytest.approx(total_e / (r["num_packs"] * me))
-        ne, ee = total_n / (opt * mn), total_e / (opt * me)
-        best_hm = max(best_hm, 2 * ne * ee / (ne + ee))
-    # the best record is the brute-force best over the grid
-    assert recs[0]["harmonic_mean"] == pytest.approx(best_hm)
-    hms = [r["harmonic_mean"] for r in recs]
-    assert hms == sorted(hms, reverse=True)
+def _plan_effs(sizes, rec):
+    g = rec["max_graphs"] if rec["max_graphs"] is not None else len(sizes) + 1
+    st = gb.plan(sizes, "pack-lpf", budget=(rec["max_nodes"], rec["max_edges"], g)).stats()
+    return st.node_efficiency, st.edge_efficiency, st.num_batches
 
 
-def test_graph_cap_and_record_keys():
-    sizes = gb.GraphSizes([2] * 12, [2] * 12)
-    recs = search_limits(sizes, max_graphs=4, node_range=(13, 13), edge_range=(24, 24))
-    (r,) = recs
-    # 3 real graphs per pack -> 4 packs; 24 nodes in 4 * 13 padded, 24 edges in 4 * 24
-    assert r == {"max_nodes": 13, "max_edges": 24, "max_graphs": 4, "node_eff": 24 / 52,
-                 "edge_eff": 24 / 96, "harmonic_mean": pytest.approx(2 * (24 / 52) * (24 / 96)
-                                                                     / (24 / 52 + 24 / 96)),
-                 "num_packs": 4}
+@pytest.mark.parametrize("a, b, g", [(5, 7, 9), (3, 10, 5), (4, 4, 17)])
+def test_known_optimum_is_found_and_interior(a, b, g):
+    # every graph a nodes / b edges, at most g - 1 per pack: the unique best limits hold
+    # exactly g - 1 graphs, (g - 1) a + 1 nodes (one padding node) and (g - 1) b edges
+    sizes = gb.GraphSizes([a] * 800, [b] * 800)
+    recs = search_limits(sizes, max_graphs=g, tolerance=0.0)
+    best = recs[0]
+    assert (best["max_nodes"], best["max_edges"]) == ((g - 1) * a + 1, (g - 1) * b)
+    assert best["exact"] and recs.interior
+    assert best["edge_eff"] == pytest.approx(1.0)
+    assert best["node_eff"] == pytest.approx((g - 1) * a / ((g - 1) * a + 1))
+    lo, hi = recs.node_range
+    assert lo < best["max_nodes"] < hi
 
 
-def test_defaults_and_refine():
-    rng = np.random.default_rng(0)
-    n = rng.integers(2, 9, 200)
-    sizes = gb.GraphSizes(n, 2 * n)
-    recs = search_limits(sizes, grid=4)
-    assert recs and all(r["max_nodes"] >= n.max() + 1 for r in recs)
-    fine = search_limits(sizes, grid=4, refine=True)
-    assert len(fine) > len(recs)
-    assert fine[0]["harmonic_mean"] >= recs[0]["harmonic_mean"]
+def test_tolerance_picks_the_smallest_nearly_best():
+    # 3/10 graphs, cap 4 real: 4 per pack (13/40) beats 3 per pack by far more than 0.2 pp
+    sizes = gb.GraphSizes([3] * 400, [10] * 400)
+    recs = search_limits(sizes, max_graphs=5)
+    assert (recs[0]["max_nodes"], recs[0]["max_edges"]) == (13, 40)
+    top = max(r["harmonic_mean"] for r in recs if r["exact"])
+    optimal = [r for r in recs if r["exact"] and r["harmonic_mean"] >= top - recs.tolerance]
+    assert recs[0] == min(optimal, key=lambda r: (r["max_nodes"], r["max_edges"]))
+
+
+def _table(n=6000, seed=0):
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(4, 40, n)
+    edges = (nodes * rng.uniform(1.5, 3.0, n)).astype(np.int64)
+    return gb.GraphSizes(nodes, edges)
+
+
+@pytest.mark.parametrize("sample", [2000, 100_000])
+def test_first_record_equals_direct_pack_lpf(sample):
+    sizes = _table()
+    recs = search_limits(sizes, sample_graphs=sample)
+    assert isinstance(recs, LimitRecords) and recs.interior
+    best = recs[0]
+    assert best["exact"] and best["max_graphs"] is None
+    ne, ee, nb = _plan_effs(sizes, best)
+    assert (ne, ee, nb) == (pytest.approx(best["node_eff"]), pytest.approx(best["edge_eff"]),
+                            best["num_packs"])
+    # exact records equal evaluate_limits; records come in the documented order
+    hist = sizes.histogram()
+    for r in [r for r in recs if r["exact"]][:3]:
+        again = evaluate_limits(hist, r["max_nodes"], r["max_edges"], None)
+        assert again["num_packs"] == r["num_packs"]
+    exact = [r["exact"] for r in recs]
+    assert exact == sorted(exact, reverse=True)  # exact records first
+    est = [r["harmonic_mean"] for r in recs if not r["exact"]]
+    assert est == sorted(est, reverse=True)
+    if sample < len(sizes):
+        assert recs.estimated_points > 0
+
+
+def test_ranges_are_respected_and_edge_reported():
+    sizes = _table(2000, 1)
+    recs = search_limits(sizes, node_range=(41, 60), edge_range=(100, 400))
+    assert all(41 <= r["max_nodes"] <= 60 and 100 <= r["max_edges"] <= 400 for r in recs)
+    # uniform 5/7 graphs: 5 per pack (26 nodes) is the best a range up to 26 allows
+    sizes = gb.GraphSizes([5] * 300, [7] * 300)
+    recs = search_limits(sizes, node_range=(6, 26), tolerance=0.0)
+    assert recs[0]["max_nodes"] == 26 and not recs.interior
+    assert "ON THE EDGE" in recs.summary()
+
+
+@pytest.mark.parametrize("n_node, n_edge", [
+    ([0, 0, 0], [0, 0, 0]),          # all-zero table (issue 14: ZeroDivisionError)
+    ([3, 4, 5], [0, 0, 0]),          # no edges
+    ([2**39, 5], [3, 2**39]),        # huge graphs (issue 14: overflow / hang)
+])
+def test_degenerate_tables_finish_quickly(n_node, n_edge):
+    sizes = gb.GraphSizes(n_node, n_edge)
+    t0 = time.perf_counter()
+    recs = search_limits(sizes)
+    assert time.perf_counter() - t0 < 10
+    best = recs[0]
+    assert best["max_nodes"] >= max(n_node) + 1 and best["max_edges"] >= max(n_edge)
+    assert 0.0 <= best["harmonic_mean"] <= 1.0
+
+
+def test_histogram_of_huge_pairs_is_exact():
+    # issue 14: the combined key n * (max_e + 1) + e overflowed int64 and merged pairs
+    sizes = gb.GraphSizes([2**39, 5, 5], [3, 2**39, 2**39])
+    h = sizes.histogram(return_inverse=True)
+    assert h.n_node.tolist() == [5, 2**39] and h.n_edge.tolist() == [2**39, 3]
+    assert h.count.tolist() == [2, 1] and h.inverse.tolist() == [1, 0, 0]
+
+
+def test_histogram_dense_and_sorted_paths_agree():
+    rng = np.random.default_rng(3)
+    n = rng.integers(1, 50, 3000)
+    e = rng.integers(0, 90, 3000)
+    small = gb.GraphSizes(n, e).histogram(return_inverse=True)
+    big = gb.GraphSizes(n * 10**6, e * 10**6).histogram(return_inverse=True)  # sorted path
+    assert np.array_equal(small.n_node * 10**6, big.n_node)
+    assert np.array_equal(small.n_edge * 10**6, big.n_edge)
+    assert np.array_equal(small.count, big.count) and np.array_equal(small.inverse, big.inverse)
+
+
+def test_too_large_graph_is_a_clean_error():
+    with pytest.raises(ValueError, match="exceeds the largest limit searched"):
+        search_limits(gb.GraphSizes([2**50], [1]))
 
 
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(node_range=(0, 5)), "node_range must satisfy"),
+        (dict(node_range=(5, 3)), "node_range must satisfy"),
         (dict(edge_range=(9, 3)), "edge_range must satisfy"),
         (dict(node_range=(2, 3)), "cannot hold the largest graph"),
         (dict(max_graphs=1), "max_graphs must be an integer >= 2"),
-        (dict(grid=0), "grid must be >= 1"),
+        (dict(grid=0), "grid must be an integer >= 1"),
+        (dict(exact_points=0), "exact_points must be an integer >= 1"),
+        (dict(tolerance=1.5), "tolerance must be a number in"),
+        (dict(sample_graphs=0), "sample_graphs must be an integer >= 1"),
     ],
 )
 def test_bad_input(kwargs, match):
@@ -79,17 +143,36 @@ def test_bad_input(kwargs, match):
         search_limits([3, 4])
 
 
-def test_record_matches_plan_at_those_limits():
-    rng = np.random.default_rng(5)
-    n = rng.integers(3, 20, 400)
-    sizes = gb.GraphSizes(n, n * rng.integers(2, 5, 400))
-    for method in ("histogram", "auto"):
-        recs = search_limits(sizes, max_graphs=40, node_range=(100, 300), edge_range=(300, 900),
-                             grid=3, method=method)
-        for r in recs[:3]:
-            p = gb.plan(sizes, "pack-lpf", budget=(r["max_nodes"], r["max_edges"], 40),
-                        method=method)
-            st = p.stats()
-            assert st.num_batches == r["num_packs"]
-            assert st.node_efficiency == pytest.approx(r["node_eff"])
-            assert st.edge_efficiency == pytest.approx(r["edge_eff"])
+def test_cli_json_contract(tmp_path, capsys):
+    sizes = _table(3000, 2)
+    path = tmp_path / "s.npz"
+    sizes.save(path)
+    assert main(["limits", str(path), "--json"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    assert isinstance(recs, list) and recs
+    for key in ("max_nodes", "max_edges", "max_graphs", "node_eff", "edge_eff",
+                "harmonic_mean"):
+        assert key in recs[0]
+    ne, ee, _ = _plan_effs(sizes, recs[0])
+    assert (ne, ee) == (pytest.approx(recs[0]["node_eff"]), pytest.approx(recs[0]["edge_eff"]))
+    assert main(["limits", str(path), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("optimum ") and "interior" in out
+
+
+def test_report_and_compare_use_the_same_search(tmp_path, capsys):
+    # issue 18 item 5: one search; its optimum, range and exact efficiency are shown
+    from graphbatch.analysis import compare_strategies, search_limits_if_available
+
+    sizes = _table(400, 4)
+    direct = search_limits(sizes, max_graphs=16)
+    res = search_limits_if_available(sizes, max_graphs=16)
+    assert res.records[0] == direct[0] and res.summary == direct.summary()
+    assert res.interior == direct.interior and res.node_range == direct.node_range
+    cmp = compare_strategies(sizes, 16, search_limits=True)
+    assert cmp.as_dict()["limits"]["optimum"] == direct[0]
+    path = tmp_path / "s.npz"
+    sizes.save(path)
+    main(["compare", str(path), "--batch-size", "16", "--limits"])
+    out = capsys.readouterr().out
+    assert f"pack limits: {direct.summary()}" in out

@@ -83,13 +83,15 @@ def plan(
         shuffle=bool(shuffle),
         on_oversize=on_oversize,
         options=dict(options),
+        world_size=as_positive_int(world_size, "world_size", MAX_WORLD_SIZE),
     )
-    world_size = as_positive_int(world_size, "world_size", MAX_WORLD_SIZE)
+    world_size = request.world_size
     t0 = time.perf_counter()
     result = strat.func(request)
     if world_size > 1:
         result = distribute_plan(
-            result, world_size, seed=request.seed, epoch=request.epoch, shuffle=request.shuffle
+            result, world_size, seed=request.seed, epoch=request.epoch, shuffle=request.shuffle,
+            sizes=sizes,
         )
     result.meta["plan_seconds"] = time.perf_counter() - t0
     return result

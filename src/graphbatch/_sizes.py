@@ -15,6 +15,10 @@ from ._validate import MAX_COUNT, MAX_TOTAL, as_count_array, check_total
 __all__ = ["GraphSizes", "SizeHistogram", "MAX_COUNT", "MAX_TOTAL"]
 
 
+#: Largest key range `GraphSizes.histogram` counts densely (else it sorts).
+_DENSE_HISTOGRAM = 1 << 24
+
+
 @dataclass(frozen=True)
 class SizeHistogram:
     """The (nodes, edges) -> count table of a dataset.
@@ -108,20 +112,35 @@ class GraphSizes:
         )
 
     def histogram(self, return_inverse: bool = False) -> SizeHistogram:
-        """The distinct (nodes, edges) pairs with their counts, sorted by nodes then edges."""
-        max_e = int(self.n_edge.max()) + 1
-        if (int(self.n_node.max()) + 1) * max_e < 2**63:  # one int64 key per pair: fast path
-            key = self.n_node * max_e + self.n_edge
+        """The distinct (nodes, edges) pairs with their counts, sorted by nodes then edges.
+
+        Counting in O(N) when ``(max nodes + 1) * (max edges + 1)`` is at most 2**24, else a
+        sort; pairs whose combined key would overflow int64 are sorted as pairs."""
+        n, e = self.n_node, self.n_edge
+        max_e = int(e.max()) + 1
+        span = (int(n.max()) + 1) * max_e  # Python int: no overflow
+        if span <= _DENSE_HISTOGRAM:
+            key = n * max_e + e
+            counts = np.bincount(key, minlength=span)
+            uniq = np.flatnonzero(counts)
+            inverse = None
+            if return_inverse:
+                rank = np.zeros(span, np.int64)
+                rank[uniq] = np.arange(uniq.shape[0])
+                inverse = rank[key]
+            return SizeHistogram(n_node=uniq // max_e, n_edge=uniq % max_e,
+                                 count=counts[uniq].astype(np.int64), inverse=inverse)
+        if span < 2**63:
+            key = n * max_e + e
             uniq, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
-            nodes, edges = uniq // max_e, uniq % max_e
-        else:  # the key would overflow int64: unique rows instead (same order)
-            pairs = np.stack([self.n_node, self.n_edge], axis=1)
-            uniq, inverse, count = np.unique(pairs, axis=0, return_inverse=True,
-                                             return_counts=True)
-            nodes, edges = uniq[:, 0], uniq[:, 1]
+            un, ue = uniq // max_e, uniq % max_e
+        else:
+            pairs, inverse, count = np.unique(np.stack([n, e], axis=1), axis=0,
+                                              return_inverse=True, return_counts=True)
+            un, ue = pairs[:, 0], pairs[:, 1]
         return SizeHistogram(
-            n_node=np.ascontiguousarray(nodes, dtype=np.int64),
-            n_edge=np.ascontiguousarray(edges, dtype=np.int64),
+            n_node=un.astype(np.int64),
+            n_edge=ue.astype(np.int64),
             count=count.astype(np.int64),
             inverse=inverse.astype(np.int64).reshape(-1) if return_inverse else None,
         )

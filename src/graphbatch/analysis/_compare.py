@@ -167,6 +167,8 @@ class Comparison:
     on_oversize: str
     budget: Budget
     results: list[StrategyResult]
+    #: The limit search (`graphbatch.packing.search_limits`, graph cap = batch size) when asked.
+    limits: Any = None
 
     def rows(self) -> list[dict[str, Any]]:
         return [r.as_dict() for r in self.results]
@@ -182,7 +184,7 @@ class Comparison:
         return compare_columns(self.world_size)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "batch_size": self.batch_size,
             "world_size": self.world_size,
             "seed": self.seed,
@@ -190,6 +192,9 @@ class Comparison:
             "budget": list(self.budget.as_tuple()),
             "results": self.rows(),
         }
+        if self.limits is not None:
+            out["limits"] = self.limits.as_dict()
+        return out
 
 
 def compare_strategies(
@@ -202,6 +207,7 @@ def compare_strategies(
     variants: Sequence[Variant] | None = None,
     keep_plans: bool = False,
     progress: Callable[[int, int, Variant], None] | None = None,
+    search_limits: bool = False,
 ) -> Comparison:
     """Plan one epoch with every run of `comparison_variants` on one budget.
 
@@ -223,6 +229,9 @@ def compare_strategies(
         if progress is not None:
             progress(i, len(runs), variant)
         strat = get_strategy(variant.strategy)
+        options = dict(variant.options)
+        if "tight_shape" in strat.options:  # the shared budget is the estimate: shapes as
+            options.setdefault("tight_shape", True)  # `plan --batch-size` pads them
         try:
             p = _plan(
                 sizes,
@@ -232,7 +241,7 @@ def compare_strategies(
                 seed=seed,
                 on_oversize=on_oversize,
                 world_size=world_size,
-                **variant.options,
+                **options,
             )
         except USER_ERRORS as exc:  # the strategy refused this input; bugs propagate
             results.append(StrategyResult(variant, error=str(exc)))
@@ -246,6 +255,11 @@ def compare_strategies(
                 plan=p if keep_plans else None,
             )
         )
+    limits = None
+    if search_limits:  # the same search as `graphbatch limits` and the report
+        from ._limits import search_limits_if_available
+
+        limits = search_limits_if_available(sizes, max_graphs=batch_size)
     return Comparison(
         batch_size=batch_size,
         world_size=world_size,
@@ -253,4 +267,5 @@ def compare_strategies(
         on_oversize=on_oversize,
         budget=budget,
         results=results,
+        limits=limits,
     )

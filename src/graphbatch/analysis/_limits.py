@@ -26,10 +26,24 @@ class LimitSearch:
 
     records: list[dict[str, Any]] | None
     reason: str | None = None
+    #: One line from the search (`LimitRecords.summary`): the optimum, whether it is interior,
+    #: the ranges searched and the efficiency of the exact packing at the optimum.
+    summary: str | None = None
+    interior: bool | None = None
+    node_range: tuple[int, int] | None = None
+    edge_range: tuple[int, int] | None = None
 
     @property
     def available(self) -> bool:
         return self.records is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The optimum (``records[0]``) and the search summary, for JSON output."""
+        return {"available": self.available, "reason": self.reason, "summary": self.summary,
+                "interior": self.interior,
+                "node_range": None if self.node_range is None else list(self.node_range),
+                "edge_range": None if self.edge_range is None else list(self.edge_range),
+                "optimum": self.records[0] if self.records else None}
 
 
 def search_limits_if_available(sizes: GraphSizes, **kwargs: Any) -> LimitSearch:
@@ -48,10 +62,14 @@ def search_limits_if_available(sizes: GraphSizes, **kwargs: Any) -> LimitSearch:
     params = inspect.signature(func).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     accepted = {k: v for k, v in kwargs.items() if takes_any or k in params}
-    records = [dict(r) for r in func(sizes, **accepted)]
+    found = func(sizes, **accepted)
+    records = [dict(r) for r in found]
     if not records:
         raise ValueError("search_limits returned no records")
     missing = [k for k in LIMIT_RECORD_KEYS if k not in records[0]]
     if missing:
         raise ValueError(f"search_limits records lack key(s) {', '.join(missing)}")
-    return LimitSearch(records)
+    summary = found.summary() if hasattr(found, "summary") else None
+    return LimitSearch(records, summary=summary, interior=getattr(found, "interior", None),
+                       node_range=getattr(found, "node_range", None),
+                       edge_range=getattr(found, "edge_range", None))

@@ -25,6 +25,9 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--on-oversize", choices=("error", "skip", "own_batch"), default="own_batch",
                    help="policy for graphs larger than the budget (default: own_batch)")
+    p.add_argument("--limits", action="store_true",
+                   help="also run the limit search (as `graphbatch limits --max-graphs "
+                   "BATCH_SIZE`) and print its optimum, range and packing efficiency")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -34,7 +37,8 @@ def run(args) -> int:
 
     sizes = load_sizes(args.sizes)
     comparison = compare_strategies(sizes, args.batch_size, world_size=args.world_size,
-                                    seed=args.seed, on_oversize=args.on_oversize)
+                                    seed=args.seed, on_oversize=args.on_oversize,
+                                    search_limits=args.limits)
     if args.json:
         print_json({"source": str(args.sizes), **comparison.as_dict()})
     else:

@@ -7,10 +7,10 @@ Pure NumPy/SciPy; the planning strategies built on it are ``pack-lpf``, ``pack-s
 
 from ._assign import assign_graphs
 from ._balanced import BalancedPacking, balanced_pack
-from ._buckets import MAX_SHAPES, choose_scales, pack_scales, shape_for_scale
+from ._buckets import MAX_SHAPES, choose_scales, graphs_for_scale, pack_scales, shape_for_scale
 from ._heuristics import HEURISTICS, heuristic_function
 from ._histogram import FITS, pack_histogram
-from ._limits import evaluate_limits, search_limits
+from ._limits import LimitRecords, evaluate_limits, search_limits
 from ._nnls import pack_nnls
 from ._pack import METHODS, PackResult, lower_bound, pack_bins
 from ._patterns import PackPatterns, patterns_from_slots
@@ -18,6 +18,7 @@ from ._patterns import PackPatterns, patterns_from_slots
 __all__ = [
     "FITS",
     "HEURISTICS",
+    "LimitRecords",
     "MAX_SHAPES",
     "METHODS",
     "BalancedPacking",
@@ -27,6 +28,7 @@ __all__ = [
     "balanced_pack",
     "choose_scales",
     "evaluate_limits",
+    "graphs_for_scale",
     "heuristic_function",
     "lower_bound",
     "pack_bins",

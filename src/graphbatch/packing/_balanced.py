@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._greedy import batches_lower_bound
 from ._histogram import pack_histogram
 from ._patterns import PackPatterns
 
@@ -51,7 +52,7 @@ def _weights(n, e, count, node_limit, edge_limit):
     return tn / top, te / top
 
 
-def _deal(sn, se, end, P, wn, we, inv_n, inv_e):
+def _deal(end, P):
     """Snake dealing of the sorted graphs to P packs: grid [P, R] of sorted-bin indices (-1 =
     empty). Row r (graphs r*P .. r*P+P-1) goes to packs 0..P-1 for even r, P-1..0 for odd r."""
     N = int(end[-1])
@@ -63,7 +64,7 @@ def _deal(sn, se, end, P, wn, we, inv_n, inv_e):
     return np.where(pos < N, item[np.minimum(pos, N - 1)], -1)
 
 
-def _deal_preloaded(sn, se, small_pos, pre_slot, pre_off, P, key):
+def _deal_preloaded(small_pos, pre_slot, pre_off, P, key):
     """Large graphs first (their own packs, best fit), then the small ones dealt row by row to
     the least loaded packs (longest processing time first per row). Grid [P, C] of sorted-bin
     indices (-1 = empty)."""
@@ -250,17 +251,53 @@ def _spill(sn, se, grid, limits):
     return removed, grid, (ln, le, lk)
 
 
-def _try(sn, se, end, P, limits, heuristic, w, pre=None, max_room=2048):
+@dataclass(frozen=True)
+class SnakeDealer:
+    """Sorted graphs dealt in snake order (`_deal`); ``end``: cumulative counts of the sorted
+    bins."""
+
+    end: np.ndarray
+
+    def deal(self, P: int) -> np.ndarray:
+        return _deal(self.end, P)
+
+
+@dataclass(frozen=True)
+class SlotsDealer:
+    """Two-resource dealing for heavy tails (`_deal_slots`): large graphs ``big_pos`` spread
+    first, then the small ones ``small_pos`` by room per free graph slot; ``key`` is each sorted
+    bin's load, ``cap_key`` a pack's capacity in that unit."""
+
+    big_pos: np.ndarray
+    small_pos: np.ndarray
+    key: np.ndarray
+    cap_key: float
+    graph_limit: int
+
+    def deal(self, P: int) -> np.ndarray:
+        return _deal_slots(self.big_pos, self.small_pos, P, self.key, self.cap_key,
+                           self.graph_limit)
+
+
+@dataclass(frozen=True)
+class PreloadedDealer:
+    """Large graphs packed best-fit first (packs ``pre_slot``/``pre_off``), the small ones
+    ``small_pos`` dealt around them (`_deal_preloaded`); uses at least the preloaded packs."""
+
+    small_pos: np.ndarray
+    pre_slot: np.ndarray
+    pre_off: np.ndarray
+    key: np.ndarray
+
+    def deal(self, P: int) -> np.ndarray:
+        P = max(P, self.pre_off.shape[0] - 1)
+        return _deal_preloaded(self.small_pos, self.pre_slot, self.pre_off, P, self.key)
+
+
+def _try(sn, se, P, limits, heuristic, dealer, max_room=2048):
     cn, ce, cg = limits
-    if pre is None:
-        grid = _deal(sn, se, end, P, w[0], w[1], 1.0 / max(cn, 1), 1.0 / max(ce, 1))
-    elif isinstance(pre[0], str):
-        _, big_pos, small_pos, key = pre
-        grid = _deal_slots(big_pos, small_pos, P, key, w[0] + w[1], cg)
-    else:
-        small_pos, pre_slot, pre_off, key = pre
-        P = max(P, pre_off.shape[0] - 1)
-        grid = _deal_preloaded(sn, se, small_pos, pre_slot, pre_off, P, key)
+    grid = dealer.deal(P)
+    P = grid.shape[0]
     grid = _swap_repair(sn, se, grid, limits)
     removed, grid, (ln, le, lk) = _spill(sn, se, grid, limits)
     if removed.size == 0:
@@ -293,7 +330,7 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     e = np.asarray(e, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
     node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
-    if node_limit < 1 or edge_limit < 0 or graph_limit < 1:
+    if node_limit < 0 or edge_limit < 0 or graph_limit < 1:
         raise ValueError(f"limits must be positive, got {node_limit} nodes / {edge_limit} edges "
                          f"/ {graph_limit} graphs")
     if n.shape[0] and ((n > node_limit) | (e > edge_limit))[count > 0].any():
@@ -308,13 +345,13 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     if N == 0:
         return BalancedPacking(np.zeros(0, np.int64), np.zeros(1, np.int64), 0)
     limits = (node_limit, edge_limit, graph_limit)
-    lb = max(-(-int((sn * sc).sum()) // node_limit),
-             -(-int((se * sc).sum()) // edge_limit) if edge_limit else 0,
-             -(-N // graph_limit), 1)
+    lb = batches_lower_bound(sum(int(a) * int(c) for a, c in zip(sn.tolist(), sc.tolist())),
+                             sum(int(a) * int(c) for a, c in zip(se.tolist(), sc.tolist())),
+                             N, node_limit, edge_limit, graph_limit)
     # with graphs over a tenth of a limit, a second variant packs those first (best fit) and
     # deals the rest around them; the variant with fewer packs wins
     big = (sn * 10 > node_limit) | (se * 10 > edge_limit)
-    pre = None
+    dealers: list = [SnakeDealer(end)]
     if big.any():
         big_count = np.where(big, sc, 0)
         pats = pack_histogram(sn, se, big_count, node_limit=node_limit, edge_limit=edge_limit,
@@ -322,11 +359,12 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
         pre_slot, pre_off = pats.slots()
         key_s = w[0] * sn / max(node_limit, 1) + w[1] * se / max(edge_limit, 1)
         small_pos = np.repeat(np.flatnonzero(~big), sc[~big])
-        pre = (small_pos, pre_slot, pre_off, key_s)
-        slots_variant = ("slots", np.repeat(np.flatnonzero(big), sc[big]), small_pos, key_s)
+        dealers = [SlotsDealer(np.repeat(np.flatnonzero(big), sc[big]), small_pos, key_s,
+                               w[0] + w[1], graph_limit),
+                   SnakeDealer(end), PreloadedDealer(small_pos, pre_slot, pre_off, key_s)]
     best = None
     # heavy tails: the two-resource dealing first; a packing at the lower bound ends the search
-    for variant in ([slots_variant, None, pre] if pre is not None else [None]):
+    for dealer in dealers:
         if best is not None and best[0] <= lb:
             break
         prev = None
@@ -334,7 +372,7 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
             P = min(lb + int(np.ceil(lb * f)), N)
             if prev is not None and P >= prev:
                 break
-            total, detail = _try(sn, se, end, P, limits, heuristic, w, variant)
+            total, detail = _try(sn, se, P, limits, heuristic, dealer)
             if prev is not None and total >= prev:
                 break  # more dealt packs stopped paying off
             prev = total

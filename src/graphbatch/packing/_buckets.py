@@ -15,7 +15,7 @@ import numpy as np
 
 from .._budget import Budget, round_up
 
-__all__ = ["MAX_SHAPES", "pack_scales", "shape_for_scale", "choose_scales"]
+__all__ = ["MAX_SHAPES", "pack_scales", "shape_for_scale", "graphs_for_scale", "choose_scales"]
 
 #: Largest number of shapes ``buckets`` accepts.
 MAX_SHAPES = 16
@@ -30,13 +30,27 @@ def shape_for_scale(scale, base: Budget, multiple: int):
     return nn, ne
 
 
-def pack_scales(nodes, edges, base: Budget, multiple: int) -> np.ndarray:
-    """Smallest scale of the family whose shape holds each pack of real ``nodes``/``edges``."""
+def graphs_for_scale(scale, base: Budget):
+    """Padded graphs of the family at ``scale``: the budget's, grown with scales above 1 (so a
+    large shape's room can be filled with small graphs)."""
+    s = np.maximum(np.asarray(scale, dtype=np.float64), 1.0)
+    return np.ceil(s * base.n_graph - 1e-9).astype(np.int64)
+
+
+def pack_scales(nodes, edges, base: Budget, multiple: int, graphs=None) -> np.ndarray:
+    """Smallest scale of the family whose shape holds each pack of real ``nodes``/``edges``
+    (and ``graphs``, when given)."""
+    if base.n_edge == 0 and np.any(np.asarray(edges) > 0):
+        raise ValueError("the shape family has 0 edges but packs hold edges; give the family "
+                         "an edge count > 0")
     need_n = round_up(np.asarray(nodes, np.int64) + 1, multiple)
     need_e = round_up(np.asarray(edges, np.int64), multiple)
     s = need_n / base.n_node
     if base.n_edge:
         s = np.maximum(s, need_e / base.n_edge)
+    if graphs is not None:
+        g = np.asarray(graphs, np.int64) + 1
+        s = np.maximum(s, np.where(g > base.n_graph, g / base.n_graph, 0.0))
     return s
 
 

@@ -26,8 +26,8 @@ _BIG = np.iinfo(np.int64).max // 4
 
 
 def _check_limits(n, e, node_limit, edge_limit, graph_limit):
-    if node_limit < 1:
-        raise ValueError(f"node limit must be >= 1, got {node_limit}")
+    if node_limit < 0:
+        raise ValueError(f"node limit must be >= 0, got {node_limit}")
     if edge_limit < 0:
         raise ValueError(f"edge limit must be >= 0, got {edge_limit}")
     if graph_limit < 1:

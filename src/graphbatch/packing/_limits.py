@@ -1,18 +1,138 @@
-"""Limit search: node and edge efficiency of histogram packing over a grid of (node, edge)
-limits (tuple-packing paper, Section 2.5 and Figure 5, as data)."""
+"""Limit search: the padded (max_nodes, max_edges) at which ``pack-lpf`` packs best.
+
+The objective is the harmonic mean (HM) of node and edge efficiency of the packing that
+``pack_bins`` (the packer of ``pack-lpf``) actually produces at the limits. Efficiency keeps
+creeping up with the pack size (the padding node and the last partly filled graph weigh less in
+larger packs), so "the maximum" is taken to a resolution ``tolerance``: every point whose HM is
+within ``tolerance`` of the highest HM found is optimal, and the smallest of them (fewest nodes,
+then edges) is *the optimum* (the tuple-packing paper, Section 2.5: "the smallest combination
+that achieves a certain packing efficiency").
+
+Search (deterministic, no timing involved):
+
+1. *Scale ladder.* Node limits ``lo, 2 lo, 4 lo, ...`` from the smallest limit that holds the
+   largest graph; at every node limit the edge limit follows the table's edge/node ratio (edges
+   exactly filled at the node lower bound, and 1% more). The ladder covers packs of at least 64
+   mean graphs and grows until doubling the node limit stops raising the best HM by more than
+   ``tolerance / 2`` (the range adapts), and stops at the user's ``node_range``.
+2. *Refinement* between the ladder neighbours of the knee and in the one other interval with
+   the highest upper bound: ``grid`` node limits per interval (every integer when narrow) plus
+   the limits where ``k`` mean graphs fill a pack exactly; then, at the best node limits, edge
+   limits from 2% below to 4% above the ratio, widened while the best one is at their edge.
+3. *Evaluation.* Points are estimated by packing a proportional sample of at most
+   ``sample_graphs`` graphs (exact when the table is that small) and skipped where an upper bound
+   (efficiency at the lower bound) cannot reach the optimal set; the ``exact_points`` best
+   candidates under the rule above are
+   then packed exactly on the whole table, and the optimum is chosen among exact records only.
+
+``search_limits`` returns a `LimitRecords` list, best first; its ``interior`` says whether the
+optimum lies strictly inside the searched node and edge ranges.
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from .._sizes import GraphSizes
+from ._greedy import batches_lower_bound
 from ._pack import pack_bins
 
-__all__ = ["search_limits", "evaluate_limits"]
+__all__ = ["search_limits", "evaluate_limits", "LimitRecords", "DEFAULT_TOLERANCE"]
+
+#: HM resolution of the search: points within this of the best HM count as optimal.
+DEFAULT_TOLERANCE = 0.002
+#: Graphs packed per estimate (a proportional sample of the histogram).
+DEFAULT_SAMPLE_GRAPHS = 32_768
+#: Largest limit the search considers (keeps every product and sum inside int64).
+MAX_LIMIT = 2**40
+#: Edge slack (fraction of the ratio-matched edge limit) tried at every node limit.
+_EDGE_SLACK = (-0.02, -0.01, 0.0, 0.005, 0.01, 0.02, 0.04)
 
 
-def _axis(lo: int, hi: int, points: int) -> np.ndarray:
-    return np.unique(np.rint(np.linspace(lo, hi, max(points, 1))).astype(np.int64))
+class LimitRecords(list):
+    """Records of a limit search, best first (a plain ``list`` of dicts), with a summary.
+
+    ``node_range`` / ``edge_range``: the inclusive ranges the search covered; ``interior``:
+    whether the optimum (``self[0]``) lies strictly inside both (not on a searched edge);
+    ``tolerance``: the HM resolution; ``exact_points`` / ``estimated_points``: records packed
+    on the whole table / estimated from a sample.
+    """
+
+    def __init__(self, records, *, node_range, edge_range, interior, tolerance):
+        super().__init__(records)
+        self.node_range = node_range
+        self.edge_range = edge_range
+        self.interior = bool(interior)
+        self.tolerance = float(tolerance)
+
+    @property
+    def exact_points(self) -> int:
+        return sum(1 for r in self if r.get("exact"))
+
+    @property
+    def estimated_points(self) -> int:
+        return len(self) - self.exact_points
+
+    def summary(self) -> str:
+        """One line: the optimum, whether it is interior, the ranges and the point counts."""
+        if not self:
+            return "no limits evaluated"
+        b = self[0]
+        where = "interior" if self.interior else "ON THE EDGE of the searched range"
+        graphs = "" if b["max_graphs"] is None else f" / {b['max_graphs']} graphs"
+        return (f"optimum {b['max_nodes']} nodes / {b['max_edges']} edges{graphs}: "
+                f"node {100 * b['node_eff']:.2f}%, edge {100 * b['edge_eff']:.2f}%, "
+                f"harmonic mean {100 * b['harmonic_mean']:.2f}% ({where}; nodes "
+                f"{self.node_range[0]}..{self.node_range[1]}, edges {self.edge_range[0]}.."
+                f"{self.edge_range[1]}; {self.exact_points} exact, {self.estimated_points} "
+                f"estimated points; tolerance {100 * self.tolerance:.2f} pp)")
+
+
+def _record(n_tot, e_tot, packs: float, max_nodes, max_edges, max_graphs, exact) -> dict:
+    ne = n_tot / (packs * max_nodes) if packs > 0 else 1.0
+    ee = e_tot / (packs * max_edges) if packs > 0 and max_edges > 0 else 1.0
+    hm = 2 * ne * ee / (ne + ee) if ne + ee > 0 else 0.0
+    return {"max_nodes": int(max_nodes), "max_edges": int(max_edges),
+            "max_graphs": None if max_graphs is None else int(max_graphs),
+            "node_eff": float(ne), "edge_eff": float(ee), "harmonic_mean": float(hm),
+            "num_packs": int(math.ceil(packs - 1e-9)), "exact": bool(exact)}
+
+
+def evaluate_limits(hist, max_nodes: int, max_edges: int, max_graphs: int | None, *,
+                    heuristic: str = "product", method: str = "auto") -> dict:
+    """One exact record for padded limits ``max_nodes`` (incl. one padding node),
+    ``max_edges`` and ``max_graphs`` (incl. one padding graph; ``None`` = no cap): the packs
+    ``pack_bins`` needs on the whole histogram and the efficiencies real / padded. Equals
+    ``graphbatch.plan(sizes, "pack-lpf", budget=(max_nodes, max_edges, max_graphs or N + 1),
+    method=method)``."""
+    total = int(hist.count.sum())
+    cap_g = total if max_graphs is None else int(max_graphs) - 1
+    res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=int(max_nodes) - 1,
+                    edge_limit=int(max_edges), graph_limit=max(cap_g, 1), heuristic=heuristic,
+                    method=method)
+    n_tot, e_tot = _totals(hist.n_node, hist.n_edge, hist.count)
+    return _record(n_tot, e_tot, res.num_packs, max_nodes, max_edges, max_graphs, True)
+
+
+def _totals(n, e, count) -> tuple[int, int]:
+    """Exact Python-int totals (no int64 overflow)."""
+    return (sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist())),
+            sum(int(a) * int(c) for a, c in zip(e.tolist(), count.tolist())))
+
+
+def _sample_counts(count: np.ndarray, m: int) -> np.ndarray:
+    """Counts scaled to ``m`` graphs in total (largest remainders), deterministic."""
+    total = int(count.sum())
+    if total <= m:
+        return count
+    x = count * (m / total)
+    f = np.floor(x).astype(np.int64)
+    rest = m - int(f.sum())
+    if rest > 0:
+        f[np.argsort(-(x - f), kind="stable")[:rest]] += 1
+    return f
 
 
 def _check_range(value, name: str):
@@ -20,30 +140,105 @@ def _check_range(value, name: str):
         lo, hi = (int(v) for v in value)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a pair (low, high) of integers, got {value!r}") from None
-    if lo < 1 or hi < lo:
-        raise ValueError(f"{name} must satisfy 1 <= low <= high, got {value!r}")
+    if lo < 0 or hi < lo:
+        raise ValueError(f"{name} must satisfy 0 <= low <= high, got {value!r}")
+    if hi > MAX_LIMIT:
+        raise ValueError(f"{name} high end {hi} exceeds the largest limit searched, {MAX_LIMIT}")
     return lo, hi
 
 
-def evaluate_limits(hist, max_nodes: int, max_edges: int, max_graphs: int | None, *,
-                    heuristic: str = "product", method: str = "histogram") -> dict:
-    """One record for padded limits ``max_nodes`` (incl. one padding node), ``max_edges`` and
-    ``max_graphs`` (incl. one padding graph; ``None`` = no cap): the packs histogram packing needs
-    and the efficiencies real / padded."""
-    total = int(hist.count.sum())
-    cap_g = total if max_graphs is None else int(max_graphs) - 1
-    res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=int(max_nodes) - 1,
-                    edge_limit=int(max_edges), graph_limit=max(cap_g, 1), heuristic=heuristic,
-                    method=method)
-    p = res.num_packs
-    nodes = float((hist.n_node * hist.count).sum())
-    edges = float((hist.n_edge * hist.count).sum())
-    ne = nodes / (p * max_nodes) if p else 1.0
-    ee = edges / (p * max_edges) if p and max_edges else 1.0
-    hm = 2 * ne * ee / (ne + ee) if ne + ee > 0 else 0.0
-    return {"max_nodes": int(max_nodes), "max_edges": int(max_edges),
-            "max_graphs": None if max_graphs is None else int(max_graphs),
-            "node_eff": ne, "edge_eff": ee, "harmonic_mean": hm, "num_packs": p}
+class _Search:
+    """State of one search: the histogram, its sample, the evaluated points."""
+
+    def __init__(self, hist, max_graphs, heuristic, method, tolerance, sample_graphs,
+                 e_lo, e_hi):
+        self.hist = hist
+        self.max_graphs = max_graphs
+        self.heuristic, self.method, self.tol = heuristic, method, tolerance
+        self.num = int(hist.count.sum())
+        self.tn, self.te = _totals(hist.n_node, hist.n_edge, hist.count)
+        self.gcap = self.num if max_graphs is None else max_graphs - 1
+        self.sample = _sample_counts(hist.count, sample_graphs)
+        self.sampled = int(self.sample.sum()) < self.num
+        self.sn, self.se = _totals(hist.n_node, hist.n_edge, self.sample)
+        self.e_lo, self.e_hi = e_lo, e_hi
+        self.est: dict[tuple[int, int], dict] = {}
+        self.exact: dict[tuple[int, int], dict] = {}
+
+    # -- bounds and points
+    def packs_lb(self, mn: int, me: int) -> int:
+        return batches_lower_bound(self.tn, self.te, self.num, mn - 1, me, self.gcap)
+
+    def aligned(self, lo: int, hi: int, points: int) -> list[int]:
+        """Node limits strictly between ``lo`` and ``hi`` at which ``k`` graphs of mean size
+        fill a pack exactly (``ceil(nodes / ceil(graphs / k)) + 1``; the sweet spots of
+        tables with few distinct sizes), at most ``points`` of them, evenly spread in ``k``."""
+        mean = self.tn / max(self.num, 1)
+        if mean <= 0:
+            return []
+        k_lo, k_hi = max(1, int((lo - 1) / mean)), int((hi - 1) / mean) + 1
+        ks = np.unique(np.rint(np.linspace(k_lo, k_hi, min(points, k_hi - k_lo + 1)))
+                       .astype(np.int64)) if k_hi >= k_lo else np.zeros(0, np.int64)
+        out = set()
+        for k in ks.tolist():
+            p = -(-self.num // max(min(k, self.gcap), 1))
+            mn = -(-self.tn // p) + 1
+            if lo < mn < hi:
+                out.add(int(mn))
+        return sorted(out)
+
+    def upper_bound(self, mn: int, me: int) -> float:
+        return _record(self.tn, self.te, self.packs_lb(mn, me), mn, me, None, False)[
+            "harmonic_mean"]
+
+    def edge_limit(self, mn: int, slack: float) -> int:
+        """Edge limit matched to the node limit: edges exactly filled at the node (or graph)
+        lower bound, times ``1 + slack``, inside the edge range."""
+        p0 = max(-(-self.tn // (mn - 1)), -(-self.num // self.gcap), 1)
+        me = math.ceil(self.te * (1.0 + slack) / p0) if self.te else 0
+        return int(min(max(me, self.e_lo), self.e_hi))
+
+    # -- evaluation
+    def estimate(self, mn: int, me: int) -> dict:
+        key = (mn, me)
+        if key in self.exact:
+            return self.exact[key]
+        if key not in self.est:
+            if not self.sampled:
+                return self.evaluate(mn, me)
+            h = self.hist
+            res = pack_bins(h.n_node, h.n_edge, self.sample, node_limit=mn - 1, edge_limit=me,
+                            graph_limit=self.gcap, heuristic=self.heuristic, method=self.method)
+            # packs over the bound scale with the table; the bound itself is exact
+            over = (res.num_packs - res.lower_bound) * self.num / int(self.sample.sum())
+            packs = self.packs_lb(mn, me) + over
+            self.est[key] = _record(self.tn, self.te, packs, mn, me, self.max_graphs, False)
+        return self.est[key]
+
+    def evaluate(self, mn: int, me: int) -> dict:
+        key = (mn, me)
+        if key not in self.exact:
+            rec = evaluate_limits(self.hist, mn, me, self.max_graphs, heuristic=self.heuristic,
+                                  method=self.method)
+            self.exact[key] = rec
+            self.est.pop(key, None)
+        return self.exact[key]
+
+    def points(self) -> list[dict]:
+        return list(self.est.values()) + list(self.exact.values())
+
+    # -- the rule
+    def chosen(self, records: list[dict]) -> list[dict]:
+        """Records optimal under the rule (within ``tol`` of the best HM), smallest first."""
+        if not records:
+            return []
+        top = max(r["harmonic_mean"] for r in records)
+        ok = [r for r in records if r["harmonic_mean"] >= top - self.tol]
+        return sorted(ok, key=_size_key)
+
+
+def _size_key(r: dict):
+    return (r["max_nodes"], r["max_edges"], -r["harmonic_mean"])
 
 
 def search_limits(
@@ -52,64 +247,174 @@ def search_limits(
     max_graphs: int | None = None,
     node_range: tuple[int, int] | None = None,
     edge_range: tuple[int, int] | None = None,
-    grid: int = 16,
-    refine: bool = False,
+    grid: int = 8,
+    refine: bool = True,
     heuristic: str = "product",
-    method: str = "histogram",
-) -> list[dict]:
-    """Evaluate a grid of padded (node, edge) limits; records best first.
+    method: str = "auto",
+    tolerance: float = DEFAULT_TOLERANCE,
+    exact_points: int = 4,
+    sample_graphs: int = DEFAULT_SAMPLE_GRAPHS,
+) -> LimitRecords:
+    """Search the padded (node, edge) limits at which ``pack-lpf`` packs ``sizes`` best.
 
-    Each record: ``max_nodes`` (padded, incl. the padding node), ``max_edges``, ``max_graphs``
-    (padded, incl. the padding graph, or ``None``), ``node_eff``, ``edge_eff`` (real / padded,
-    fractions 0-1), ``harmonic_mean`` and ``num_packs``. Ranges are inclusive ``(low, high)``;
-    by default ``low`` is the smallest limit that holds the largest graph and ``high`` four times
-    it. ``grid`` points per axis (all integers when the range is narrower). Limits that cannot
-    hold the largest graph are left out. ``refine=True`` adds a grid with a step of one coarse
-    step / ``grid`` around the best point. Sorted by harmonic mean (then smaller limits first).
-    Packing is longest-pack-first histogram packing (``method="auto"`` adds balanced dealing).
+    Returns a `LimitRecords` list, best first. Each record: ``max_nodes`` (padded, incl. the
+    padding node), ``max_edges``, ``max_graphs`` (padded, incl. the padding graph, or
+    ``None``), ``node_eff``, ``edge_eff`` (real / padded, 0-1), ``harmonic_mean``,
+    ``num_packs`` and ``exact`` (packed on the whole table; else estimated from a sample).
+    ``records[0]`` is exact and is the optimum: the smallest limits whose HM is within
+    ``tolerance`` of the best exact HM; it equals ``graphbatch.plan(sizes, "pack-lpf",
+    budget=(max_nodes, max_edges, max_graphs or len(sizes) + 1), heuristic=heuristic,
+    method=method)``. Exact records within the tolerance come first (smallest first), then the
+    other exact records, then the estimates, each by decreasing HM.
+
+    ``node_range``/``edge_range``: inclusive bounds on the padded limits (default: from the
+    smallest limit that holds the largest graph, growing until the optimum is interior).
+    ``grid``: node limits per refinement interval; ``refine=False`` keeps the ladder only.
+    See the module docstring for the search.
     """
     if not isinstance(sizes, GraphSizes):
         raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
-    grid = int(grid)
-    if grid < 1:
-        raise ValueError(f"grid must be >= 1 points per axis, got {grid}")
+    if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or grid < 1:
+        raise ValueError(f"grid must be an integer >= 1 points per interval, got {grid!r}")
+    if isinstance(exact_points, bool) or not isinstance(exact_points, (int, np.integer)) \
+            or exact_points < 1:
+        raise ValueError(f"exact_points must be an integer >= 1, got {exact_points!r}")
+    if isinstance(sample_graphs, bool) or not isinstance(sample_graphs, (int, np.integer)) \
+            or sample_graphs < 1:
+        raise ValueError(f"sample_graphs must be an integer >= 1, got {sample_graphs!r}")
+    if not (isinstance(tolerance, (int, float, np.floating)) and 0 <= tolerance < 1):
+        raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
     if max_graphs is not None:
-        if isinstance(max_graphs, bool) or int(max_graphs) != max_graphs or max_graphs < 2:
+        if isinstance(max_graphs, bool) or not isinstance(max_graphs, (int, np.integer)) \
+                or max_graphs < 2:
             raise ValueError(f"max_graphs must be an integer >= 2 (one graph is padding), "
                              f"got {max_graphs!r}")
         max_graphs = int(max_graphs)
+    if len(sizes) == 0:
+        raise ValueError("the size table holds no graphs; nothing to pack")
     hist = sizes.histogram()
-    need_n = int(hist.n_node.max()) + 1
-    need_e = max(int(hist.n_edge.max()), 1)
-    n_lo, n_hi = _check_range(node_range, "node_range") if node_range is not None else \
-        (need_n, 4 * need_n)
-    e_lo, e_hi = _check_range(edge_range, "edge_range") if edge_range is not None else \
-        (need_e, 4 * need_e)
+    need_n = max(int(hist.n_node.max()) + 1, 2)  # one padding node, at least one real node
+    need_e = int(hist.n_edge.max())
+    if need_n > MAX_LIMIT or need_e > MAX_LIMIT:
+        raise ValueError(f"the largest graph ({need_n - 1} nodes, {need_e} edges) exceeds the "
+                         f"largest limit searched, {MAX_LIMIT}")
+    user_n = _check_range(node_range, "node_range") if node_range is not None else None
+    user_e = _check_range(edge_range, "edge_range") if edge_range is not None else None
+    n_lo = max(need_n, user_n[0]) if user_n else need_n
+    n_hi = user_n[1] if user_n else MAX_LIMIT
+    e_lo = max(need_e, user_e[0]) if user_e else need_e
+    e_hi = user_e[1] if user_e else MAX_LIMIT
     if n_hi < need_n or e_hi < need_e:
         raise ValueError(
             f"limits up to {n_hi} nodes / {e_hi} edges cannot hold the largest graph "
             f"({need_n - 1} nodes + 1 padding node, {need_e} edges)"
         )
-    seen: dict[tuple[int, int], dict] = {}
+    s = _Search(hist, max_graphs, heuristic, method, float(tolerance), int(sample_graphs),
+                e_lo, e_hi)
+    # a pack never needs more than every graph: cap the ladder there
+    n_cap = min(n_hi, max(n_lo, s.tn + 1))
+    # the ladder covers at least packs of 64 mean graphs (twice the most a graph cap allows)
+    max_n = int(hist.n_node.max())
+    extent = 64 * max(-(-s.tn // s.num), 1) + 1
+    if max_graphs is not None:
+        extent = min(extent, 2 * (s.gcap * max_n + 1))
+    extent = min(n_cap, max(extent, n_lo))
 
-    def run(nodes_axis, edges_axis):
-        for mn in nodes_axis.tolist():
-            if mn < need_n:
-                continue
-            for me in edges_axis.tolist():
-                if me < need_e or (mn, me) in seen:
-                    continue
-                seen[(mn, me)] = evaluate_limits(hist, mn, me, max_graphs,
-                                                 heuristic=heuristic, method=method)
+    def best_at(mn: int, slacks=(0.0, 0.01)) -> dict:
+        return max((s.estimate(mn, s.edge_limit(mn, d)) for d in slacks),
+                   key=lambda r: r["harmonic_mean"])
 
-    n_axis, e_axis = _axis(n_lo, n_hi, grid), _axis(e_lo, e_hi, grid)
-    run(n_axis, e_axis)
-    if refine and seen:
-        best = max(seen.values(), key=lambda r: r["harmonic_mean"])
-        dn = max(1, int(np.ceil((n_hi - n_lo) / max(grid - 1, 1))))
-        de = max(1, int(np.ceil((e_hi - e_lo) / max(grid - 1, 1))))
-        run(_axis(max(n_lo, best["max_nodes"] - dn), min(n_hi, best["max_nodes"] + dn), grid),
-            _axis(max(e_lo, best["max_edges"] - de), min(e_hi, best["max_edges"] + de), grid))
-    return sorted(seen.values(),
-                  key=lambda r: (-r["harmonic_mean"], r["max_nodes"] + r["max_edges"],
-                                 r["max_nodes"]))
+    # 1. scale ladder, growing until doubling stops paying (or the range ends)
+    ladder: list[int] = []
+    recs: list[dict] = []
+    mn = n_lo
+    while True:
+        ladder.append(mn)
+        recs.append(best_at(mn))
+        if mn >= n_cap:
+            break
+        if len(recs) >= 3 and mn >= extent:
+            prev_best = max(r["harmonic_mean"] for r in recs[:-2])
+            gain = max(recs[-1]["harmonic_mean"], recs[-2]["harmonic_mean"]) - prev_best
+            if gain <= s.tol / 2:
+                break
+        mn = min(2 * mn, n_cap)
+    knee = s.chosen(recs)[0]
+    i = ladder.index(knee["max_nodes"])
+    # 2. refinement: node limits between ladder neighbours (the knee's intervals and the one
+    # other whose upper bound is highest: efficiency is not smooth in the node limit when
+    # packs hold few graphs), then edge slack at the optimal node limits
+    if refine and len(ladder) > 1:
+        spans = [(ladder[j], ladder[j + 1]) for j in range(len(ladder) - 1)]
+        cands = [sorted(set(list(range(a + 1, b)) if b - a <= 4 * int(grid) else
+                            np.unique(np.rint(np.geomspace(a, b, int(grid) + 2))
+                                      .astype(np.int64)).tolist()[1:-1])
+                        | set(s.aligned(a, b, int(grid)))) for a, b in spans]
+        ubs = [max((s.upper_bound(mn, s.edge_limit(mn, 0.0)) for mn in c), default=0.0)
+               for c in cands]
+        near = [j for j in (i - 1, i) if 0 <= j < len(spans)]
+        others = sorted((j for j in range(len(spans)) if j not in near), key=lambda j: -ubs[j])
+        for j in near + others[:1]:
+            for mn in cands[j]:
+                top = max(r["harmonic_mean"] for r in s.points())
+                if s.upper_bound(mn, s.edge_limit(mn, 0.0)) < top - s.tol:
+                    continue  # cannot reach the optimal set
+                best_at(mn, (0.0, 0.01))
+    slack_done: set[int] = set()
+
+    def refine_edges(mn: int) -> None:
+        """Edge slack around the ratio at node limit ``mn``, widened while the best is on an
+        edge of the slacks tried (so the optimum is interior in the edge limit)."""
+        if mn in slack_done:
+            return
+        slack_done.add(mn)
+        slacks = list(_EDGE_SLACK)
+        while True:
+            rs = [s.estimate(mn, s.edge_limit(mn, d)) for d in slacks]
+            j = max(range(len(rs)), key=lambda k: rs[k]["harmonic_mean"])
+            if 0 < j < len(rs) - 1 or len(slacks) > 16 or slacks[0] <= -0.5:
+                return
+            slacks = ([2 * slacks[0] - 0.01] + slacks if j == 0 else
+                      slacks + [2 * slacks[-1] + 0.01])
+
+    if refine:
+        tops: list[int] = []
+        for r in sorted(s.points(), key=lambda r: -r["harmonic_mean"]):
+            if r["max_nodes"] not in tops:
+                tops.append(r["max_nodes"])
+        for mn in sorted({r["max_nodes"] for r in s.chosen(s.points())})[:2] + tops[:2]:
+            refine_edges(mn)
+    # 3. exact packing of the best candidates; the optimum is chosen among exact records
+    pool = sorted(s.points(), key=lambda r: -r["harmonic_mean"])
+    s.evaluate(pool[0]["max_nodes"], pool[0]["max_edges"])
+    for _ in range(6):
+        exact = list(s.exact.values())
+        top = max(r["harmonic_mean"] for r in exact)
+        head = s.chosen(exact)[0]
+        cands = sorted((r for r in s.points() if not r["exact"]
+                        and r["harmonic_mean"] >= top - s.tol
+                        and _size_key(r) < _size_key(head)), key=_size_key)
+        if cands and len(s.exact) < 2 * exact_points:
+            for r in cands[: max(1, exact_points - 1)]:
+                s.evaluate(r["max_nodes"], r["max_edges"])
+            continue
+        if refine and head["max_nodes"] not in slack_done:
+            refine_edges(head["max_nodes"])  # then look again
+            continue
+        break
+    exact = list(s.exact.values())
+    ok = s.chosen(exact)
+    ok_keys = {(r["max_nodes"], r["max_edges"]) for r in ok}
+    rest_exact = sorted((r for r in exact if (r["max_nodes"], r["max_edges"]) not in ok_keys),
+                        key=lambda r: (-r["harmonic_mean"],) + _size_key(r))
+    estimates = sorted(s.est.values(), key=lambda r: (-r["harmonic_mean"],) + _size_key(r))
+    out = ok + rest_exact + estimates
+    best = out[0]
+    all_n = [r["max_nodes"] for r in out]
+    same_n = [r["max_edges"] for r in out if r["max_nodes"] == best["max_nodes"]]
+    interior = (min(all_n) < best["max_nodes"] < max(all_n)
+                and min(same_n) < best["max_edges"] < max(same_n))
+    e_all = [r["max_edges"] for r in out]
+    return LimitRecords(out, node_range=(min(all_n), max(all_n)),
+                        edge_range=(min(e_all), max(e_all)), interior=interior,
+                        tolerance=tolerance)

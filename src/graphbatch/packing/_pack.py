@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._budget import Budget
 from ._balanced import balanced_pack
+from ._greedy import batches_lower_bound, greedy_offsets
 from ._histogram import pack_histogram
 
 __all__ = ["PackResult", "pack_bins", "METHODS", "lower_bound"]
@@ -38,15 +40,11 @@ class PackResult:
 
 
 def lower_bound(n, e, count, node_limit: int, edge_limit: int, graph_limit: int) -> int:
-    """Fewest packs any packing needs: max of ceil(total / limit) over nodes, edges and graphs."""
-    tot_n = int((np.asarray(n) * count).sum())
-    tot_e = int((np.asarray(e) * count).sum())
-    num = int(np.asarray(count).sum())
-    if edge_limit > 0:
-        lb_e = -(-tot_e // edge_limit)
-    else:
-        lb_e = 0 if tot_e == 0 else np.iinfo(np.int64).max
-    return max(-(-tot_n // node_limit), lb_e, -(-num // graph_limit), 1 if num else 0)
+    """Fewest packs any packing of the histogram needs (`batches_lower_bound` of its totals)."""
+    count = np.asarray(count).tolist()
+    tot_n = sum(int(a) * c for a, c in zip(np.asarray(n).tolist(), count))
+    tot_e = sum(int(a) * c for a, c in zip(np.asarray(e).tolist(), count))
+    return batches_lower_bound(tot_n, tot_e, sum(count), node_limit, edge_limit, graph_limit)
 
 
 def pack_bins(
@@ -91,9 +89,6 @@ def pack_bins(
     # a fixed random order (the `dynamic` rule), which mixes large and small graphs well
     big = bool(((n * 10 > node_limit) | (e * 10 > edge_limit))[count > 0].any())
     if method == "auto" and big and not (use_bal and tried["balanced"] <= lb):
-        from .._budget import Budget
-        from ..planners._dynamic import greedy_offsets
-
         items = np.random.default_rng(0).permutation(np.repeat(np.arange(n.shape[0]), count))
         off = greedy_offsets(n[items], e[items],
                              Budget(int(node_limit) + 1, int(edge_limit), int(graph_limit) + 1))

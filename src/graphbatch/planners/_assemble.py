@@ -21,6 +21,7 @@ __all__ = [
     "finish_plan",
     "padded_shapes",
     "split_oversize",
+    "tight_shape_wanted",
 ]
 
 #: Padding rules for strategies with a fixed number of graphs per batch.
@@ -86,6 +87,18 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget) -> Overs
     own_after = pos - np.arange(pos.shape[0])  # kept graphs before each oversize graph
     return OversizeSplit(kept, order[big], own_after.astype(np.int64), empty, kept_nodes,
                          kept_edges)
+
+
+def tight_shape_wanted(req: PlanRequest) -> bool:
+    """Option ``tight_shape`` of the fixed-shape budget strategies: pad to the smallest shape
+    that holds every batch (of every epoch) instead of the budget. Default: ``True`` when the
+    budget is estimated from ``batch_size``, ``False`` for a user-given budget (kept as given)."""
+    v = req.option("tight_shape", None)
+    if v is None:
+        return req.budget is None
+    if not isinstance(v, bool):
+        raise TypeError(f"tight_shape must be True or False, got {v!r}")
+    return v
 
 
 def batch_totals(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:

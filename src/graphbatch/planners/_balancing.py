@@ -96,7 +96,7 @@ class _Setup:
         self.costs = self.model.costs(req.sizes)
         self.batch_size = bs
         self.num_graphs = n
-        self.num_batches = balancing_batch_count(n, bs)
+        self.num_batches = req.batch_count_for_ranks(balancing_batch_count(n, bs), n)
 
 
 def _order_rng(req: PlanRequest) -> np.random.Generator:

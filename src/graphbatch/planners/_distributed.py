@@ -18,7 +18,7 @@ import numpy as np
 from .._plan import BatchPlan
 from .._validate import as_positive_int
 
-__all__ = ["distribute_plan", "balanced_sequence"]
+__all__ = ["distribute_plan", "balanced_sequence", "split_to_multiple"]
 
 
 def _step_rng(seed: int, epoch: int) -> np.random.Generator:
@@ -43,19 +43,72 @@ def balanced_sequence(plan: BatchPlan, world_size: int) -> np.ndarray:
     return idx[np.lexsort((np.arange(nb),) + edges_keys)]
 
 
+def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
+    """The plan with batches split in two (largest real node totals first, each into halves
+    by graph count) until their number is a multiple of ``world_size`` (or, with fewer graphs
+    than that, until every batch holds one graph); a part of a batch fits that batch's padded
+    shape, so every rule of the plan still holds. Returns ``plan`` itself when nothing splits.
+    """
+    nb, r = len(plan), int(world_size)
+    gpb = plan.graphs_per_batch.astype(np.int64)
+    target = min(-(-nb // r) * r, int(gpb.sum()))  # too few graphs: one graph per batch
+    if target <= nb:
+        return plan
+    counts = [[int(c)] for c in gpb.tolist()]  # per original batch: graph counts of its parts
+    need = target - nb
+    # split the batch whose largest part holds the most graphs, ties by real nodes
+    load = plan.real_nodes.astype(np.float64) if plan.real_nodes is not None else gpb
+    while need:
+        b = max(range(nb), key=lambda i: (max(counts[i]), load[i] / len(counts[i]), -i))
+        parts = counts[b]
+        k = parts.index(max(parts))
+        if parts[k] < 2:
+            break
+        parts[k:k + 1] = [parts[k] - parts[k] // 2, parts[k] // 2]
+        need -= 1
+    sub = np.concatenate([np.asarray(c, np.int64) for c in counts])
+    parent = np.repeat(np.arange(nb, dtype=np.int64), [len(c) for c in counts])
+    offsets = np.concatenate([[0], np.cumsum(sub)]).astype(np.int64)
+    order = plan.order
+    real_cost = None
+    if sizes.n_bytes is not None:
+        real_cost = _sums(sizes.n_bytes[order], offsets)
+    meta = dict(plan.meta)
+    meta["split_batches"] = int(len(sub) - nb)
+    return BatchPlan(order, offsets, plan.pad_nodes[parent], plan.pad_edges[parent],
+                     plan.pad_graphs[parent], plan.skipped,
+                     real_nodes=_sums(sizes.n_node[order], offsets),
+                     real_edges=_sums(sizes.n_edge[order], offsets),
+                     real_cost=real_cost, meta=meta)
+
+
+def _sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    out = np.zeros(offsets.shape[0] - 1, np.int64)
+    nonempty = np.flatnonzero(offsets[1:] > offsets[:-1])
+    if nonempty.size:
+        out[nonempty] = np.add.reduceat(values, offsets[:-1][nonempty])
+    return out
+
+
 def distribute_plan(
-    plan: BatchPlan, world_size: int, *, seed: int = 0, epoch: int = 0, shuffle: bool = True
+    plan: BatchPlan, world_size: int, *, seed: int = 0, epoch: int = 0, shuffle: bool = True,
+    sizes=None,
 ) -> BatchPlan:
     """A step-major plan of ``ceil(B / R)`` steps x ``R`` ranks from the single-device ``plan``.
 
     Batch ``s * R + r`` is rank ``r``'s batch of step ``s``; arrays ``rank``/``step`` say so.
     Steps come in a per-``(seed, epoch)`` random order and ranks within a step are a random
     permutation when ``shuffle``; otherwise steps follow the original batch order. Steps are
-    formed by `balanced_sequence` (shape first, then real nodes and real edges).
+    formed by `balanced_sequence` (shape first, then real nodes and real edges). With the
+    plan's ``sizes``, batches are first split until their number is a multiple of ``R``
+    (`split_to_multiple`), so padding-only batches remain only when the graphs are fewer than
+    ``R * ceil(B / R)`` (then ``R * ceil(B / R) - graphs`` of them).
     """
     r = as_positive_int(world_size, "world_size")
     if plan.rank is not None or plan.step is not None:
         raise ValueError("plan is already distributed (it has rank/step arrays)")
+    if sizes is not None:
+        plan = split_to_multiple(plan, sizes, r)
     nb = len(plan)
     steps = -(-nb // r)
     n_empty = steps * r - nb

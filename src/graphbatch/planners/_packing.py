@@ -18,6 +18,7 @@ from ..packing import (
     MAX_SHAPES,
     assign_graphs,
     choose_scales,
+    graphs_for_scale,
     pack_bins,
     pack_histogram,
     pack_nnls,
@@ -25,15 +26,15 @@ from ..packing import (
     shape_for_scale,
 )
 from ..packing._heuristics import heuristic_function
-from ..packing._hist import size_histogram
 from ..packing._pack import METHODS
-from ._assemble import OversizeSplit, finish_plan, split_oversize
+from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
 from ._dynamic import budget_lower_bound
+from ._partition import balanced_ldm, refine_by_swaps, round_matrix
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
 
-_COMMON = ("max_graphs_per_pack", "fixed_packs", "sample_size", "multiple")
+_COMMON = ("max_graphs_per_pack", "fixed_packs", "sample_size", "multiple", "tight_shape")
 
 
 def _budget(req: PlanRequest) -> Budget:
@@ -43,6 +44,109 @@ def _budget(req: PlanRequest) -> Budget:
         mg = as_positive_int(mg, "max_graphs_per_pack")
         budget = Budget(budget.n_node, budget.n_edge, min(budget.n_graph, mg + 1))
     return budget
+
+
+def tight_budget(nodes, edges, graphs, budget: Budget) -> Budget:
+    """The smallest shape holding batches of real totals ``nodes``/``edges``/``graphs``
+    (one padding node and graph reserved), never above ``budget``."""
+    if nodes.size == 0:
+        return budget
+    return Budget(min(int(nodes.max()) + 1, budget.n_node),
+                  min(int(edges.max()), budget.n_edge),
+                  max(2, min(int(graphs.max()) + 1, budget.n_graph)))
+
+
+def _pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
+    starts = offsets[:-1]
+    if starts.size == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    return (np.add.reduceat(bin_nodes[slot_bin], starts), np.add.reduceat(bin_edges[slot_bin],
+            starts), np.diff(offsets))
+
+
+def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
+    """(tight shape, padded slots relative to the real totals) of packs as slots."""
+    tn, te, tg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+    shape = tight_budget(tn, te, tg, budget)
+    area = shape.n_node / max(int(tn.sum()), 1) + (shape.n_edge / int(te.sum())
+                                                   if te.sum() else 0.0)
+    return shape, area
+
+
+def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int,
+                   budget: Budget, costs=(None,)):
+    """Candidate packings into exactly ``num_packs`` packs (graph counts differing by at most
+    one) that minimise the largest pack: Karmarkar-Karp over rounds plus swap repair
+    (`planners._partition`, the ``kk`` kernels) on per-graph costs: ``costs`` entries ``None``
+    for ``nodes + edges`` (``kk``'s default model; the default, first) or a weight ``w`` for
+    ``w * nodes / total + (1 - w) * edges / total``.
+    ``nodes``/``edges`` are the graphs in a seed- and epoch-free order (dataset order), so the
+    packs depend on the sizes only. Returns ``(slot_bin, offsets)`` pairs for the candidates
+    that fit ``budget``, ``kk``'s cost first (or ``None`` in its place when it does not fit)."""
+    n, e = nodes.astype(np.float64), edges.astype(np.float64)
+    tn, te = max(float(n.sum()), 1.0), max(float(e.sum()), 1.0)
+    out = []
+    for w in costs:
+        cost = n + e if w is None else w * n / tn + (1 - w) * e / te
+        value, ident = round_matrix(cost, num_packs)
+        value, ident = balanced_ldm(value, ident)
+        value, ident, _ = refine_by_swaps(value, ident, 16)
+        cols = ident.T  # row = pack
+        keep = cols >= 0
+        slot_bin = graph_bin[cols[keep]]
+        offsets = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(np.int64)
+        pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+        fits = (pn.max(initial=0) <= budget.node_capacity
+                and pe.max(initial=0) <= budget.edge_capacity
+                and pg.max(initial=0) <= budget.graph_capacity)
+        out.append((slot_bin, offsets) if fits else None)
+    return out
+
+
+def _choose_packs(req, kept, hist, res, budget, tight: bool):
+    """The packs and padded shape of ``pack-lpf``/``pack-spf``.
+
+    The number of packs is the packing's, rounded up to a multiple of ``req.world_size``
+    (`PlanRequest.batch_count_for_ranks`), and where the shape is tight the fewest packs that
+    allow it: the lower bound (rounded up likewise). At that count, balanced packs (`balanced_packs`)
+    are tried besides the packing itself; with a tight shape those at least as tight as ``kk``'s
+    cost in both dimensions are preferred and the smallest padded area (slots over real totals,
+    nodes plus edges) wins. Returns ``(slot_bin, offsets, packer, shape or None)``."""
+    sb, off, packer = res.slot_bin, res.offsets, res.method
+    num = int(kept.shape[0])
+    want = lambda p: req.batch_count_for_ranks(p, num)  # noqa: E731
+    res_ok = res.num_packs == want(res.num_packs)
+    counts = sorted({want(res.lower_bound), want(res.num_packs)})
+    if not tight:
+        counts = [c for c in counts if not res_ok or c < res.num_packs]
+    nodes, edges = req.sizes.n_node[kept], req.sizes.n_edge[kept]
+    for count in counts:
+        if res.lower_bound == 0 or (res_ok and count > res.num_packs):
+            break
+        cands = balanced_packs(nodes, edges, hist.inverse, hist.n_node, hist.n_edge, count,
+                               budget)
+        if res_ok and count == res.num_packs:
+            cands.append((sb, off))
+        if all(c is None for c in cands):
+            continue
+        if not tight:
+            c = next(c for c in cands[::-1] if c is not None)
+            return c[0], c[1], packer if c[0] is sb else "balanced-kk", None
+        ref = (_slots_area(*cands[0], hist.n_node, hist.n_edge, budget)[0]
+               if cands[0] is not None else None)
+        best = None
+        for c in cands:
+            if c is None:
+                continue
+            sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget)
+            if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
+                continue  # not as tight as kk's cost in both dimensions
+            if best is None or ar < best[0]:
+                best = (ar, c[0], c[1], packer if c[0] is sb else "balanced-kk", sh)
+        return best[1], best[2], best[3], best[4]
+    shape = _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0] if tight else None
+    return sb, off, packer, shape
 
 
 def _rngs(req: PlanRequest):
@@ -70,10 +174,15 @@ def _kept_sizes(req: PlanRequest, kept: np.ndarray):
 
 
 def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
-            lower_bound=None, bin_nodes=None, bin_edges=None, **meta):
-    """Assign graphs for this epoch and build the plan; every pack padded to ``budget``.
+            lower_bound=None, bin_nodes=None, bin_edges=None, shape=None, **meta):
+    """Assign graphs for this epoch and build the plan; every pack padded to ``shape``
+    (default ``budget``; packs depend on the sizes only, so a tight shape holds every epoch).
     ``bin_nodes``/``bin_edges`` (sizes of the bins) give the real totals per pack without
     gathering per graph."""
+    if shape is None:
+        shape = budget
+    else:
+        meta["padded_shape"] = list(shape.as_tuple())
     assign_rng, order_rng = _rngs(req)
     ids = None if kept.shape[0] == len(req.sizes) else kept  # None: every graph, in order
     order, offsets, pack_order = assign_graphs(slot_bin, pack_offsets, hist_inverse, ids,
@@ -85,9 +194,9 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
         starts = pack_offsets[:-1]
         real = dict(real_nodes=np.add.reduceat(bin_nodes[slot_bin], starts)[pack_order],
                     real_edges=np.add.reduceat(bin_edges[slot_bin], starts)[pack_order])
-    pad_nodes = np.full(nb, budget.n_node, np.int64)
-    pad_edges = np.full(nb, budget.n_edge, np.int64)
-    pad_graphs = np.full(nb, budget.n_graph, np.int64)
+    pad_nodes = np.full(nb, shape.n_node, np.int64)
+    pad_edges = np.full(nb, shape.n_edge, np.int64)
+    pad_graphs = np.full(nb, shape.n_graph, np.int64)
     if lower_bound is None:
         sizes = req.sizes
         lower_bound = budget_lower_bound(int(sizes.n_node[kept].sum()),
@@ -118,13 +227,15 @@ def _plan_tuple(req: PlanRequest, fit: str):
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
                        heuristic=heuristic, method=method)
-    hist = size_histogram(_kept_sizes(req, kept))
+    hist = _kept_sizes(req, kept).histogram(return_inverse=True)
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
-    return _finish(req, budget, split, kept, hist.inverse, res.slot_bin, res.offsets,
-                   bin_nodes=hist.n_node, bin_edges=hist.n_edge,
-                   heuristic=heuristic, packer=res.method, packs_tried=res.tried)
+    sb, off, packer, shape = _choose_packs(req, kept, hist, res, budget,
+                                           tight_shape_wanted(req))
+    return _finish(req, budget, split, kept, hist.inverse, sb, off,
+                   bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape,
+                   heuristic=heuristic, packer=packer, packs_tried=res.tried)
 
 
 @register(
@@ -168,13 +279,15 @@ def plan_pack_lpf_1d(req: PlanRequest):
         if kept.size == 0:
             sb, off = _empty_slots()
             return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-        hist = size_histogram(_kept_sizes(req, kept))
+        hist = _kept_sizes(req, kept).histogram(return_inverse=True)
         pats = pack_histogram(hist.n_node, hist.n_edge, hist.count,
                               node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
                               graph_limit=budget.graph_capacity, heuristic="node", fit="best")
         sb, off = pats.slots()
+        shape = (_slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
+                 if tight_shape_wanted(req) else None)
         return _finish(req, budget, split, kept, hist.inverse, sb, off, edge_limit=True,
-                       bin_nodes=hist.n_node, bin_edges=hist.n_edge)
+                       bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape)
     # edges unconstrained: pack node counts only; the padded edge count is the largest edge total
     # any pack can reach with the graphs of its node counts (fixed across epochs)
     wide = Budget(budget.n_node, np.iinfo(np.int32).max, budget.n_graph)
@@ -213,13 +326,15 @@ def plan_pack_nnls(req: PlanRequest):
     if kept.size == 0:
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
-    hist = size_histogram(_kept_sizes(req, kept))
+    hist = _kept_sizes(req, kept).histogram(return_inverse=True)
     pats = pack_nnls(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                      edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                      heuristic=heuristic)
     sb, off = pats.slots()
+    shape = (_slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
+             if tight_shape_wanted(req) else None)
     return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic,
-                   bin_nodes=hist.n_node, bin_edges=hist.n_edge)
+                   bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape)
 
 
 @register(
@@ -248,11 +363,17 @@ def plan_buckets(req: PlanRequest):
     else:  # larger graphs get larger buckets: never an error, never an unbounded own shape
         alone = allidx[big]
     kept = allidx[~big]
+    # the shape family: the budget scaled; an edge budget of 0 scales as `multiple` edges when
+    # planned graphs have edges (issue 14: 0-edge shapes were written for batches with edges)
+    planned = np.concatenate([kept, alone])
+    fam = budget
+    if budget.n_edge == 0 and planned.size and sizes.n_edge[planned].max() > 0:
+        fam = Budget(budget.n_node, multiple, budget.n_graph)
     lim = dict(node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
                graph_limit=budget.graph_capacity, heuristic=heuristic)
     a_n, a_e = sizes.n_node[alone], sizes.n_edge[alone]
     if kept.size:
-        hist = size_histogram(_kept_sizes(req, kept))
+        hist = _kept_sizes(req, kept).histogram(return_inverse=True)
         hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
     else:
         hn = he = hc = inverse = np.zeros(0, np.int64)
@@ -271,7 +392,7 @@ def plan_buckets(req: PlanRequest):
         fn = fe = np.zeros(0, np.int64)
     ext_n, ext_e = np.concatenate([hn, a_n]), np.concatenate([he, a_e])
 
-    def filled(shape_n, shape_e):
+    def filled(shape_n, shape_e, shape_g):
         """2. each large graph gets the smallest of the shapes; its room is filled with small
         graphs; 3. the remaining small graphs packed to the budget. Returns the packs as slots
         (bin ``nbins + i`` = large graph ``i``) and the packer of step 3."""
@@ -280,8 +401,7 @@ def plan_buckets(req: PlanRequest):
         if alone.size and kept.size:
             grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
                             & (shape_e[None, :] >= a_e[:, None]), axis=1)
-            room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e,
-                    np.full(alone.shape[0], budget.graph_capacity - 1))
+            room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e, shape_g[grp] - 2)
             pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
                                         **lim)
             for t in np.flatnonzero(base >= 0).tolist():
@@ -302,7 +422,8 @@ def plan_buckets(req: PlanRequest):
     def shaped(slot_bin, off):
         """The best ``k`` shapes for these packs (exact) and their total cost."""
         tn, te = pack_totals(slot_bin, off, ext_n, ext_e)
-        chosen, cost = choose_scales(pack_scales(tn, te, budget, multiple), k, budget, multiple)
+        chosen, cost = choose_scales(pack_scales(tn, te, fam, multiple, np.diff(off)), k, fam,
+                                     multiple)
         return chosen, cost
 
     # candidates: the first packing (each large graph alone), and for every k' <= k the packs
@@ -314,22 +435,23 @@ def plan_buckets(req: PlanRequest):
     cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(alone.shape[0])])
     chosen, cost = shaped(cand_sb, cand_off)
     best = (cost, chosen, cand_sb, cand_off, first.method if kept.size else None)
-    first_scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), budget,
+    first_scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), fam,
                                multiple)
     tried_shapes: set = set()
     for kk in range(1, k + 1) if alone.size and kept.size else ():
-        sc_k, _ = choose_scales(first_scales, kk, budget, multiple)
-        sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, budget, multiple))
+        sc_k, _ = choose_scales(first_scales, kk, fam, multiple)
+        sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, fam, multiple))
         key = (tuple(sn_k.tolist()), tuple(se_k.tolist()))
         if key in tried_shapes:
             continue
         tried_shapes.add(key)
-        sb_k, off_k, packer_k = filled(sn_k, se_k)
+        sb_k, off_k, packer_k = filled(sn_k, se_k, np.atleast_1d(graphs_for_scale(sc_k, fam)))
         chosen_k, cost_k = shaped(sb_k, off_k)
         if cost_k < best[0] - 1e-9:
             best = (cost_k, chosen_k, sb_k, off_k, packer_k)
     _, chosen, slot_bin, pack_off, packer = best
-    shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, budget, multiple))
+    shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, fam, multiple))
+    shape_g = np.atleast_1d(graphs_for_scale(chosen, fam))
     graph_bin = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
     graphs = np.concatenate([kept, alone])
     assign_rng, order_rng = _rngs(req)
@@ -341,16 +463,21 @@ def plan_buckets(req: PlanRequest):
     tot_n = np.add.reduceat(real_n, offsets[:-1]) if nb else np.zeros(0, np.int64)
     tot_e = np.add.reduceat(real_e, offsets[:-1]) if nb else np.zeros(0, np.int64)
     # 4. every batch padded to the smallest chosen shape it fits
-    fits = (shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
-    group = np.argmax(fits, axis=1)
-    # bound of the graphs that fit the base budget (larger graphs share their packs, so no
-    # simple bound covers them)
-    lb = budget_lower_bound(int(sizes.n_node[kept].sum()), int(sizes.n_edge[kept].sum()),
-                            kept.shape[0], budget)
+    gpb = np.diff(offsets)
+    fits = ((shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
+            & (shape_g[None, :] >= gpb[:, None] + 1))
+    group = np.argmax(fits, axis=1) if nb else np.zeros(0, np.int64)
+    # bound for packs of at most the largest chosen shape, every planned graph counted (it
+    # never exceeds the batch count; issue 14: the bound of the budget-sized graphs did)
+    lb = budget_lower_bound(int(sizes.n_node[planned].sum()), int(sizes.n_edge[planned].sum()),
+                            planned.shape[0],
+                            Budget(int(shape_n.max(initial=1)), int(shape_e.max(initial=0)),
+                                   int(max(shape_g.max(initial=2), 2)))) if nb else 0
     empty = np.zeros(0, np.int64)
     split = OversizeSplit(kept, empty, empty, skipped, sizes.n_node[kept], sizes.n_edge[kept])
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
-                       pad_edges=shape_e[group], pad_graphs=np.full(nb, budget.n_graph, np.int64),
+                       pad_edges=shape_e[group], pad_graphs=shape_g[group],
                        lower_bound=lb, split=split,
                        budget=budget, heuristic=heuristic, num_shapes=k, packer=packer,
-                       shapes=[[int(a), int(b), budget.n_graph] for a, b in zip(shape_n, shape_e)])
+                       shapes=[[int(a), int(b), int(g)]
+                               for a, b, g in zip(shape_n, shape_e, shape_g)])

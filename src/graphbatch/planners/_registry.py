@@ -31,6 +31,16 @@ class PlanRequest:
     shuffle: bool
     on_oversize: str
     options: dict[str, Any] = field(default_factory=dict)
+    #: Ranks the plan will be dealt to (`planners._distributed`); strategies may choose a
+    #: number of batches that is a multiple of it.
+    world_size: int = 1
+
+    def batch_count_for_ranks(self, batches: int, graphs: int) -> int:
+        """``batches`` rounded up to a multiple of ``world_size`` (no padding-only batch),
+        unless that needs more batches than there are ``graphs``."""
+        r = self.world_size
+        up = -(-int(batches) // r) * r
+        return up if up <= graphs else int(batches)
 
     def epoch_rng(self) -> np.random.Generator:
         """Generator for this epoch's random choices (from ``(seed, epoch)``)."""

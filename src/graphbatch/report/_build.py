@@ -106,6 +106,8 @@ def build_report(
         fig = F.fig_limits_heatmap(limits.records)
         page.figure("fig-limits", fig, caption)
         _close(fig)
+        if limits.summary:  # the search's optimum, range and the exact packing's efficiency
+            page.paragraph(f"Limit search (graphbatch limits): {limits.summary}.")
         page.table(limits.records[:10], [
             ("max_nodes", "max nodes"), ("max_edges", "max edges"), ("max_graphs", "max graphs"),
             ("node_eff", "node eff"), ("edge_eff", "edge eff"), ("harmonic_mean", "harmonic mean"),

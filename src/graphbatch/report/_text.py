@@ -22,4 +22,7 @@ def comparison_table(comparison: Comparison) -> str:
     for r in comparison.results:
         if not r.ok:
             text += f"\nFAILED {r.label}: {r.error}"
+    limits = getattr(comparison, "limits", None)
+    if limits is not None:
+        text += f"\npack limits: {limits.summary or limits.reason}"
     return text

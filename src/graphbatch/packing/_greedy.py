@@ -1,0 +1,95 @@
+"""Sequential greedy fill under a node/edge/graph budget (the `dynamic` rule, Algorithm 3 of the
+static-vs-dynamic paper), and the lower bound on the number of batches any plan needs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._budget import Budget
+from .._errors import InputError
+
+__all__ = ["greedy_fill", "greedy_offsets", "greedy_offsets_reference", "batches_lower_bound"]
+
+
+def batches_lower_bound(nodes_total: int, edges_total: int, graphs: int, node_capacity: int,
+                        edge_capacity: int, graph_capacity: int) -> int:
+    """Fewest batches any plan needs: the max of ``ceil(total / capacity)`` over real nodes,
+    edges and graphs (at least one batch when there are graphs). A capacity of 0 holds a total
+    of 0; a positive total for it raises ``ValueError``. Python integers: no overflow."""
+    out = 1 if int(graphs) else 0
+    for total, cap, what in ((nodes_total, node_capacity, "nodes"),
+                             (edges_total, edge_capacity, "edges"),
+                             (graphs, graph_capacity, "graphs")):
+        total, cap = int(total), int(cap)
+        if cap <= 0:
+            if total > 0:
+                raise ValueError(f"{total} real {what} cannot fit batches of capacity {cap}")
+            continue
+        out = max(out, -(-total // cap))
+    return out
+
+
+def greedy_offsets(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.ndarray:
+    """Batch boundaries of the sequential greedy fill (Algorithm 3) over graphs in this order.
+
+    A batch takes graphs in order while real nodes <= ``budget.node_capacity``, edges <=
+    ``edge_capacity`` and graphs <= ``graph_capacity``; every graph must fit alone.
+    """
+    return greedy_fill(nodes, edges, budget)[0]
+
+
+def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
+    """`greedy_offsets` plus the real node and edge totals of each batch.
+
+    Vectorised: for every start position the end of a greedy batch is the graph-cap window
+    where that window fits, else found with ``searchsorted`` on prefix sums; the chain of batch
+    starts is then followed (one step per batch).
+    """
+    m = nodes.shape[0]
+    if m == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return np.zeros(1, dtype=np.int64), z, z
+    cap_v, cap_e = budget.node_capacity, budget.edge_capacity
+    cn = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(nodes, out=cn[1:])
+    ce = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(edges, out=ce[1:])
+    end = np.minimum(np.arange(budget.graph_capacity, m + budget.graph_capacity), m)
+    over = (cn[end] - cn[:-1] > cap_v) | (ce[end] - ce[:-1] > cap_e)
+    if over.any():
+        pos = np.flatnonzero(over)
+        e = np.searchsorted(cn, cn[pos] + cap_v, side="right") - 1
+        np.minimum(e, np.searchsorted(ce, ce[pos] + cap_e, side="right") - 1, out=e)
+        end[pos] = np.minimum(e, end[pos])
+        if (end[pos] <= pos).any():  # a graph that does not fit alone: caller's bug
+            i = int(pos[np.flatnonzero(end[pos] <= pos)[0]])
+            raise InputError(f"graph at position {i} does not fit the budget {budget} alone")
+    starts = []
+    append = starts.append
+    item = end.item
+    s = 0
+    while s < m:
+        append(s)
+        s = item(s)
+    starts.append(m)
+    offsets = np.asarray(starts, dtype=np.int64)
+    return offsets, np.diff(cn[offsets]), np.diff(ce[offsets])
+
+
+def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:
+    """Plain per-graph loop of Algorithm 3, kept as the reference for tests and benchmarks."""
+    cap_v, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
+    offsets = [0]
+    cv = ce = cg = 0
+    for i, (v, e) in enumerate(zip(nodes.tolist(), edges.tolist())):
+        if v > cap_v or e > cap_e:
+            raise InputError(f"graph at position {i} exceeds the budget {budget}")
+        if cv + v > cap_v or ce + e > cap_e or cg + 1 > cap_g:
+            offsets.append(i)
+            cv, ce, cg = v, e, 1
+        else:
+            cv, ce, cg = cv + v, ce + e, cg + 1
+    if cg:
+        offsets.append(len(nodes))
+    return np.asarray(offsets, dtype=np.int64)
+
