@@ -86,13 +86,13 @@ def test_ranges_are_respected_and_edge_reported():
 @pytest.mark.parametrize("n_node, n_edge", [
     ([0, 0, 0], [0, 0, 0]),          # all-zero table (issue 14: ZeroDivisionError)
     ([3, 4, 5], [0, 0, 0]),          # no edges
-    ([2**39, 5], [3, 2**39]),        # huge graphs (issue 14: overflow / hang)
+    ([2**36, 5], [3, 2**36]),        # graphs at the per-graph limit (issue 14: overflow / hang)
 ])
 def test_degenerate_tables_finish_quickly(n_node, n_edge):
     sizes = gb.GraphSizes(n_node, n_edge)
     t0 = time.perf_counter()
     recs = search_limits(sizes)
-    assert time.perf_counter() - t0 < 10
+    assert time.perf_counter() - t0 < 60  # a hang guard, not a speed target
     best = recs[0]
     assert best["max_nodes"] >= max(n_node) + 1 and best["max_edges"] >= max(n_edge)
     assert 0.0 <= best["harmonic_mean"] <= 1.0
@@ -100,9 +100,9 @@ def test_degenerate_tables_finish_quickly(n_node, n_edge):
 
 def test_histogram_of_huge_pairs_is_exact():
     # issue 14: the combined key n * (max_e + 1) + e overflowed int64 and merged pairs
-    sizes = gb.GraphSizes([2**39, 5, 5], [3, 2**39, 2**39])
+    sizes = gb.GraphSizes([2**36, 5, 5], [3, 2**36, 2**36])
     h = sizes.histogram(return_inverse=True)
-    assert h.n_node.tolist() == [5, 2**39] and h.n_edge.tolist() == [2**39, 3]
+    assert h.n_node.tolist() == [5, 2**36] and h.n_edge.tolist() == [2**36, 3]
     assert h.count.tolist() == [2, 1] and h.inverse.tolist() == [1, 0, 0]
 
 
@@ -118,7 +118,8 @@ def test_histogram_dense_and_sorted_paths_agree():
 
 
 def test_too_large_graph_is_a_clean_error():
-    with pytest.raises(ValueError, match="exceeds the largest limit searched"):
+    # refused by the size table's per-graph limit (2**36) before the search's own 2**40 ceiling
+    with pytest.raises(ValueError, match=r"exceeds the limit .*2\*\*36"):
         search_limits(gb.GraphSizes([2**50], [1]))
 
 

@@ -16,10 +16,7 @@ import graphbatch as gb
 
 MAX_COUNT, MAX_TOTAL = 2**36, 2**53  # documented limits (docs/plan-format.md)
 
-# Packing strategies are included when they pass. Those listed here still fail at these edges
-# (issue 14, owned by the packing work): `buckets` writes 0-edge shapes for batches with edges
-# under an edge budget of 0 (item 5), and buckets/pack-lpf/pack-spf raise ZeroDivisionError for
-# a 1-node limit. Remove a name once its fix lands.
+# Every registered strategy, the packing ones included.
 STRATEGIES = list(gb.strategy_names())
 
 
