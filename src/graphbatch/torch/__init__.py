@@ -9,13 +9,20 @@ from ._loader import PlanCollater, PlanLoader, loader, read_sizes
 from ._loss import masked_mean
 from ._prefetch import Prefetcher, prefetch
 from ._pyg import collate, unpad, unpad_graphs
-from ._sampler import PlanBatchSampler, PlannedBatch, distributed_world
+from ._sampler import (
+    PlanBatchSampler,
+    PlanGraphSampler,
+    PlannedBatch,
+    distributed_world,
+    plan_fingerprint,
+)
 from ._schema import FieldSpec, Schema, infer_schema
 
 __all__ = [
     "FieldSpec",
     "PlanBatchSampler",
     "PlanCollater",
+    "PlanGraphSampler",
     "PlanLoader",
     "PlannedBatch",
     "Prefetcher",
@@ -26,6 +33,7 @@ __all__ = [
     "infer_schema",
     "loader",
     "masked_mean",
+    "plan_fingerprint",
     "prefetch",
     "read_sizes",
     "short_padding_batches",
