@@ -193,7 +193,30 @@ class PlanLoader(DataLoader):
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_iterator"] = None  # a live (multiprocess) iterator does not travel
+        g = state.get("generator")
+        if isinstance(g, torch.Generator):
+            # torch.multiprocessing (ddp_spawn) cannot share a Generator's state tensor: send bytes
+            state["generator"] = _GeneratorState(str(g.device), g.get_state().numpy().tobytes())
         return state
+
+    def __setstate__(self, state) -> None:
+        g = state.get("generator")
+        if isinstance(g, _GeneratorState):
+            state["generator"] = g.rebuild()
+        self.__dict__.update(state)
+
+
+class _GeneratorState:
+    """A ``torch.Generator`` as plain bytes (pickles under every start method)."""
+
+    def __init__(self, device: str, state: bytes) -> None:
+        self.device = device
+        self.state = state
+
+    def rebuild(self) -> torch.Generator:
+        g = torch.Generator(device=self.device)
+        g.set_state(torch.frombuffer(bytearray(self.state), dtype=torch.uint8))
+        return g
 
 
 _DL_SIGNATURE = inspect.signature(DataLoader.__init__).parameters
