@@ -27,6 +27,8 @@ import graphbatch as gb  # noqa: E402
 
 from ._torch_graphs import molecules, sizes_of  # noqa: E402
 
+pytestmark = pytest.mark.slow  # about 40 CPU-seconds of process start-up, run concurrently
+
 SCRIPT = Path(__file__).with_name("_lightning_script.py")
 GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)  # as in the script
 PLAN = dict(batch_size=6, seed=3)

@@ -7,6 +7,14 @@ from .._padlayout import short_padding_batches
 from ._collate import collate_dict
 from ._loader import PlanCollater, PlanLoader, loader, read_sizes
 from ._loss import masked_mean
+from ._norm import (
+    MaskedBatchNorm,
+    PaddingMasks,
+    active_masks,
+    batch_edges,
+    convert_masked_norm,
+    padding_masks,
+)
 from ._prefetch import Prefetcher, prefetch
 from ._pyg import collate, unpad, unpad_graphs
 from ._sampler import (
@@ -20,6 +28,8 @@ from ._schema import FieldSpec, Schema, infer_schema
 
 __all__ = [
     "FieldSpec",
+    "MaskedBatchNorm",
+    "PaddingMasks",
     "PlanBatchSampler",
     "PlanCollater",
     "PlanGraphSampler",
@@ -27,12 +37,16 @@ __all__ = [
     "PlannedBatch",
     "Prefetcher",
     "Schema",
+    "active_masks",
+    "batch_edges",
     "collate",
     "collate_dict",
+    "convert_masked_norm",
     "distributed_world",
     "infer_schema",
     "loader",
     "masked_mean",
+    "padding_masks",
     "plan_fingerprint",
     "prefetch",
     "read_sizes",
