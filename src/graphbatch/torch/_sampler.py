@@ -360,7 +360,8 @@ class PlanGraphSampler(DistributedSampler):
     which tells frameworks that inject a distributed sampler (Lightning's
     ``use_distributed_sampler``) that the loader distributes already. ``set_epoch`` moves the
     batch sampler's one epoch cursor. Attributes ``num_replicas``, ``rank``, ``epoch``,
-    ``shuffle`` and ``seed`` read the batch sampler.
+    ``shuffle`` and ``seed`` read the batch sampler, and so does every other public attribute
+    (``plan_for_epoch``, ``state_dict``, ...).
     """
 
     def __init__(self, batch_sampler: PlanBatchSampler) -> None:  # noqa: D107
@@ -376,6 +377,13 @@ class PlanGraphSampler(DistributedSampler):
 
     def set_epoch(self, epoch: int) -> None:
         self.batch_sampler.set_epoch(epoch)
+
+    def __getattr__(self, name: str):
+        # the rest of the batch sampler's interface (plan_for_epoch, state_dict, ...), so code
+        # written when `PlanLoader.sampler` was the batch sampler keeps working
+        if name.startswith("_") or name == "batch_sampler":
+            raise AttributeError(name)
+        return getattr(self.batch_sampler, name)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.batch_sampler.rank_graphs().tolist())
