@@ -8,6 +8,7 @@ the OGB featurisation parity on MOSES."""
 from __future__ import annotations
 
 import copy
+import itertools
 
 import numpy as np
 import pytest
@@ -213,6 +214,49 @@ def test_stock_batchnorm_sees_padding_without_conversion(ogb_graphs):
     out_p = gt.unpad(model(b).detach(), b)
     out_u = model(unpadded(ogb_graphs, b)).detach()
     assert not torch.allclose(out_p, out_u, rtol=RTOL, atol=1e-3)
+
+
+def test_per_graph_norms_ignore_padding_as_they_are(graphs):
+    """PyG's per-graph normalisations called with `batch`: padding nodes form their own graph."""
+    from torch_geometric.nn.norm import GraphNorm, InstanceNorm, LayerNorm, PairNorm
+
+    ld = gt.loader(graphs, strategy="dynamic", batch_size=6, seed=5)
+    norms = [LayerNorm(4, mode="graph"), GraphNorm(4), InstanceNorm(4), PairNorm()]
+    for b in itertools.islice(ld, 3):
+        ub = unpadded(graphs, b)
+        x = torch.cat([b.pos, b.z[:, None].float()], dim=1)
+        ux = torch.cat([ub.pos, ub.z[:, None].float()], dim=1)
+        n_real = int(b.node_mask.sum())
+        for norm in norms:
+            torch.testing.assert_close(norm(x, b.batch)[:n_real], norm(ux, ub.batch),
+                                       rtol=RTOL, atol=ATOL, msg=type(norm).__name__)
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("rows", [(7, 3), (5, 4, 2)])
+def test_masked_batchnorm_equals_batchnorm_on_real_rows(momentum, rows):
+    torch.manual_seed(1)
+    ref = torch.nn.BatchNorm1d(rows[1], momentum=momentum)
+    bn = gt.convert_masked_norm(copy.deepcopy(ref), hook=False)
+    assert isinstance(bn, gt.MaskedBatchNorm)
+    for step in range(3):
+        x = torch.randn(*rows) * (step + 1) + step
+        pad = torch.randn((4,) + rows[1:]) * 100  # padding rows with wild values
+        mask = torch.tensor([True] * rows[0] + [False] * 4)
+        xp = torch.cat([x, pad]).requires_grad_()
+        xr = x.clone().requires_grad_()
+        out, out_ref = bn(xp, mask=mask), ref(xr)
+        torch.testing.assert_close(out[: rows[0]], out_ref, rtol=RTOL, atol=ATOL)
+        (out[: rows[0]] ** 2).sum().backward()
+        (out_ref ** 2).sum().backward()
+        torch.testing.assert_close(xp.grad[: rows[0]], xr.grad, rtol=RTOL, atol=ATOL)
+        assert (xp.grad[rows[0]:] == 0).all()
+    for k, v in ref.state_dict().items():
+        torch.testing.assert_close(bn.state_dict()[k], v, msg=k)
+    before = {k: v.clone() for k, v in bn.state_dict().items()}
+    bn(torch.randn((4,) + rows[1:]), mask=torch.zeros(4, dtype=torch.bool))  # no real row
+    for k in ("running_mean", "running_var"):
+        torch.testing.assert_close(bn.state_dict()[k], before[k])
 
 
 def test_masked_batchnorm_needs_a_mask_in_training():

@@ -5,7 +5,7 @@ Import explicitly (``import graphbatch.torch``); ``import graphbatch`` never imp
 
 from .._padlayout import short_padding_batches
 from ._collate import collate_dict
-from ._loader import PlanCollater, PlanLoader, loader, read_sizes
+from ._loader import DATALOADER_ARGS, PlanCollater, PlanLoader, loader, read_sizes
 from ._loss import masked_mean
 from ._norm import (
     MaskedBatchNorm,
@@ -27,6 +27,7 @@ from ._sampler import (
 from ._schema import FieldSpec, Schema, infer_schema
 
 __all__ = [
+    "DATALOADER_ARGS",
     "FieldSpec",
     "MaskedBatchNorm",
     "PaddingMasks",
