@@ -186,6 +186,8 @@ def test_dataloader_arguments_the_plan_decides_are_refused(graphs):
             gt.loader(graphs, **KW, **{key: None})
     with pytest.raises(TypeError, match="option"):
         gt.loader(graphs, not_an_option=3, **KW)
+    with pytest.raises(ValueError, match="timeout=60 needs num_workers > 0"):
+        gt.loader(graphs, timeout=60, **KW)
 
 
 def test_lightning_style_reinstantiation_keeps_the_plan(graphs):
@@ -241,3 +243,23 @@ def test_state_of_a_finished_epoch_resumes_with_the_next(graphs):
     assert again.epoch == 1 and [ids(b) for b in again] == plan_batches(sizes, 1)
     assert np.array_equal(np.sort(np.concatenate([np.array(x) for x in plan_batches(sizes, 1)])),
                           np.arange(len(graphs)))
+
+
+def test_lightning_reinstantiation_and_sampler_epoch_helpers(graphs):
+    """Lightning's own helpers: its distributed-sampler check leaves the loader alone, its
+    prediction re-instantiation keeps the plan, and its set_epoch helper reaches the plan."""
+    pytest.importorskip("lightning")
+    from lightning.fabric.utilities.data import _set_sampler_epoch
+    from lightning.pytorch.trainer.states import RunningStage
+    from lightning.pytorch.utilities.data import _update_dataloader
+
+    sizes = sizes_of(graphs)
+    ld = gt.loader(graphs, worker_init_fn=record_worker, **KW)
+    assert isinstance(ld.sampler, DistributedSampler)  # `_requires_distributed_sampler` is False
+    _set_sampler_epoch(ld, 2)
+    assert [ids(b) for b in ld] == plan_batches(sizes, 2)
+    with pytest.warns(Warning):
+        again = _update_dataloader(ld, ld.sampler, mode=RunningStage.PREDICTING)
+    assert isinstance(again, gt.PlanLoader) and again.worker_init_fn is record_worker
+    again.set_epoch(1)
+    assert [ids(b) for b in again] == plan_batches(sizes, 1)

@@ -323,4 +323,7 @@ def loader(
         dl_kwargs["generator"] = torch.Generator().manual_seed(int(seed))
     if "num_workers" in dl_kwargs:
         dl_kwargs["num_workers"] = as_nonnegative_int(dl_kwargs["num_workers"], "num_workers")
+    if dl_kwargs.get("timeout") and not dl_kwargs.get("num_workers"):
+        raise ValueError(f"timeout={dl_kwargs['timeout']} needs num_workers > 0 (the DataLoader "
+                         "waits for workers only)")
     return PlanLoader(dataset, batch_sampler=sampler, collate_fn=collater, **dl_kwargs)
