@@ -259,6 +259,23 @@ def test_masked_batchnorm_equals_batchnorm_on_real_rows(momentum, rows):
         torch.testing.assert_close(bn.state_dict()[k], before[k])
 
 
+def test_convert_handles_pyg_batchnorm_and_refuses_syncbatchnorm():
+    from torch_geometric.nn import BatchNorm
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), BatchNorm(4), torch.nn.BatchNorm1d(4))
+    ref = copy.deepcopy(model)
+    out = gt.convert_masked_norm(model)
+    assert out is model and sum(isinstance(m, gt.MaskedBatchNorm) for m in out.modules()) == 2
+    x = torch.randn(6, 3)
+    mask = torch.tensor([True] * 4 + [False] * 2)
+    with gt.padding_masks(gt.PaddingMasks(mask, mask[:0], mask[:1])):
+        y = model(x)
+    torch.testing.assert_close(y[:4], ref(x[:4]), rtol=RTOL, atol=ATOL)
+    with pytest.raises(ValueError, match="SyncBatchNorm"):
+        gt.convert_masked_norm(torch.nn.Sequential(torch.nn.SyncBatchNorm(4)))
+
+
 def test_masked_batchnorm_needs_a_mask_in_training():
     bn = gt.MaskedBatchNorm(4)
     with pytest.raises(RuntimeError, match="padding mask"):

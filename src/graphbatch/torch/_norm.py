@@ -198,8 +198,13 @@ def _pop_hook(module, args, kwargs, output):
 
 
 def _swap(module: torch.nn.Module) -> torch.nn.Module:
-    if isinstance(module, (torch.nn.BatchNorm1d, torch.nn.SyncBatchNorm)) and not isinstance(
-            module, MaskedBatchNorm):
+    if isinstance(module, torch.nn.SyncBatchNorm):
+        raise ValueError(
+            "convert_masked_norm found a SyncBatchNorm: a masked BatchNorm synchronised across "
+            "ranks is not provided; convert the model before SyncBatchNorm.convert_sync_batchnorm "
+            "(each rank then normalises over its own real nodes)"
+        )
+    if isinstance(module, torch.nn.BatchNorm1d) and not isinstance(module, MaskedBatchNorm):
         new = MaskedBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
                               module.track_running_stats)
         new.train(module.training)
@@ -222,14 +227,15 @@ def _swap(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def convert_masked_norm(module: torch.nn.Module, *, hook: bool = True) -> torch.nn.Module:
-    """Replace every ``BatchNorm1d`` (and ``SyncBatchNorm``) in ``module`` by a `MaskedBatchNorm`
+    """Replace every ``BatchNorm1d`` in ``module`` by a `MaskedBatchNorm`
     sharing its parameters and buffers (like ``SyncBatchNorm.convert_sync_batchnorm``); returns
     the converted module (a new object only when ``module`` itself is a BatchNorm).
 
     With ``hook`` (default) the returned module gets a forward pre-hook that, when one of its
     arguments is a padded batch (has ``node_mask``), makes that batch's masks active for the
     call, so the user's forward is unchanged. (PyG's ``BatchNorm`` wraps a ``BatchNorm1d`` and
-    is converted through it.)
+    is converted through it.) A ``SyncBatchNorm`` raises ``ValueError``: no masked synchronised
+    variant exists, and silently dropping the synchronisation would change the model.
     """
     out = _swap(module)
     if hook and not getattr(out, "_graphbatch_hooked", False):
