@@ -171,7 +171,7 @@ class PlanBatchSampler(Sampler[list]):
         self.cursor = EpochCursor()
         self.counted_by_loader = False  # a PlanLoader reports consumption instead of yields
         self._world_seen: tuple[int, int] | None = None  # world of the latest pass
-        self._cache: tuple[tuple[int, int], BatchPlan, np.ndarray] | None = None
+        self._cache: tuple[tuple[int, int, int], BatchPlan, np.ndarray] | None = None
         self._graph_sampler = PlanGraphSampler(self)
         self._rank_batches(0)  # plan epoch 0 now: bad arguments fail here, not in a worker
 
