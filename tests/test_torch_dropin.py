@@ -263,3 +263,59 @@ def test_lightning_reinstantiation_and_sampler_epoch_helpers(graphs):
     assert isinstance(again, gt.PlanLoader) and again.worker_init_fn is record_worker
     again.set_epoch(1)
     assert [ids(b) for b in again] == plan_batches(sizes, 1)
+
+
+# ------------------------------------------------------------- epoch rules, property-tested
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("take"), st.integers(1, 9)),
+    st.tuples(st.just("set_epoch"), st.integers(0, 5)),
+    st.tuples(st.just("resume"), st.just(0)),
+), min_size=1, max_size=8)
+
+
+@given(ops=_OPS)
+def test_epoch_rules_hold_for_any_sequence(ops):
+    """Each pass yields a contiguous run of one epoch's plan: after set_epoch(e) (with a pass
+    consumed before it) the next pass starts epoch e at batch 0; otherwise a consumed pass is
+    followed by the next epoch from batch 0; a resumed sampler continues right after the last
+    consumed batch (or with the next epoch when that one was the epoch's last)."""
+    sizes = gb.GraphSizes(np.arange(2, 26) % 7 + 1, np.arange(24) % 5)
+    make = lambda: gt.PlanBatchSampler(sizes, "dynamic", batch_size=4, seed=1)  # noqa: E731
+    plans = {}
+
+    def batches(epoch):
+        if epoch not in plans:
+            plans[epoch] = [b.tolist() for b in gb.plan(sizes, "dynamic", batch_size=4, seed=1,
+                                                         epoch=epoch).batches()]
+        return plans[epoch]
+
+    s = make()
+    expect, armed, stopped = (0, 0), True, None  # next pass; set explicitly?; early stop point
+    for op, arg in ops:
+        if op == "set_epoch":
+            s.set_epoch(arg)
+            if not (armed and arg == expect[0]):  # a no-op keeps a loaded resume point
+                expect, armed = (arg, 0), True
+        elif op == "resume":
+            state = s.state_dict()
+            s = make()
+            s.load_state_dict(state)
+            if not armed:  # resuming an early-stopped pass continues it
+                expect, armed = stopped, True
+        else:
+            got = list(itertools.islice(s, arg))
+            epoch, start = expect
+            plan = batches(epoch)
+            assert [list(b) for b in got] == plan[start:start + arg]
+            assert all(b.epoch == epoch for b in got)
+            end = start + len(got)
+            expect, armed, stopped = (epoch + 1, 0), end == len(plan), (epoch, end)
+            state = s.state_dict()
+            if end < len(plan):
+                assert (state["epoch"], state["offset"]) == (epoch, end)
+            else:  # the epoch's last batch was consumed: its state resumes with the next epoch
+                assert (state["epoch"], state["offset"]) in ((epoch, end), (epoch + 1, 0))
+                stopped = (epoch + 1, 0)
