@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -89,7 +88,6 @@ def main() -> None:
         trainer.fit(model, train_dataloaders=loader, ckpt_path=a.resume)
     else:
         trainer.fit(model, datamodule=GraphDataModule(graphs, **LOADER), ckpt_path=a.resume)
-    os.environ.get("LOCAL_RANK")  # (the ddp launcher's ranks read their rank from the env)
 
 
 if __name__ == "__main__":

@@ -162,9 +162,6 @@ def test_sizes_samplers_and_loaders_pickle_copy_and_deepcopy(graphs):
     assert [ids(b) for b in ld2] == expect == plan_batches(sizes, 1)
 
 
-_WORKER_INIT_CALLS = []
-
-
 def record_worker(worker_id):  # module level: spawn workers import it by name
     info = torch.utils.data.get_worker_info()
     assert info is not None and info.id == worker_id

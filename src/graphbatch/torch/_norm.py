@@ -18,7 +18,7 @@ statistics from its own nodes only; node-wise ``torch.nn.LayerNorm`` never cross
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator, NamedTuple
+from typing import Iterator, NamedTuple
 
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
