@@ -89,9 +89,9 @@ class EpochCursor:
         self.armed = True
 
     @property
-    def next_epoch(self) -> int:
-        """The epoch the next pass runs when nothing else is said before it."""
-        return self.epoch if self.armed else self.epoch + 1
+    def latest_pass(self) -> int:
+        """Id of the latest started pass (0: none yet)."""
+        return self._pass_id
 
     def __getstate__(self):
         return {k: getattr(self, k) for k in self.__slots__}

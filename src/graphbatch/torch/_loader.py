@@ -173,7 +173,7 @@ class PlanLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:
         it = super().__iter__()  # starts the pass: the batch sampler's iter() ran
-        return self._counted(it, self.plan_sampler.cursor._pass_id)
+        return self._counted(it, self.plan_sampler.cursor.latest_pass)
 
     def _counted(self, it, pass_id: int):
         cursor = self.plan_sampler.cursor
