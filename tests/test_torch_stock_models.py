@@ -259,6 +259,33 @@ def test_masked_batchnorm_equals_batchnorm_on_real_rows(momentum, rows):
         torch.testing.assert_close(bn.state_dict()[k], before[k])
 
 
+def test_pyg_norms_without_batch_are_masked_after_conversion(graphs):
+    """Called without `batch` (the whole batch as one graph), PyG's norms see padding; the
+    converted ones take the statistics from the real nodes only, like the unpadded call."""
+    import pickle
+
+    from torch_geometric.nn.norm import GraphNorm, InstanceNorm, LayerNorm, PairNorm
+
+    ld = gt.loader(graphs, strategy="dynamic", batch_size=6, seed=5)
+    b = next(iter(ld))
+    ub = unpadded(graphs, b)
+    x = torch.cat([b.pos, b.z[:, None].float()], dim=1)
+    ux = torch.cat([ub.pos, ub.z[:, None].float()], dim=1)
+    n_real = int(b.node_mask.sum())
+    for norm in (LayerNorm(4, mode="graph"), GraphNorm(4), InstanceNorm(4), PairNorm()):
+        stock = copy.deepcopy(norm)
+        model = gt.convert_masked_norm(torch.nn.Sequential(norm))
+        assert type(model[0]).__name__ == "Masked" + type(stock).__name__
+        assert model.state_dict().keys() == torch.nn.Sequential(stock).state_dict().keys()
+        assert not torch.allclose(stock(x)[:n_real], stock(ux), atol=1e-3)  # stock sees padding
+        with gt.padding_masks(b):
+            torch.testing.assert_close(model(x)[:n_real], stock(ux), rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(model[0](x, b.batch), stock(x, b.batch))  # with batch: same
+        pickle.loads(pickle.dumps(model))  # importable classes (ddp_spawn, torch.save)
+    with pytest.raises(ValueError, match="running"):
+        gt.convert_masked_norm(torch.nn.Sequential(InstanceNorm(4, track_running_stats=True)))
+
+
 def test_convert_handles_pyg_batchnorm_and_refuses_syncbatchnorm():
     from torch_geometric.nn import BatchNorm
 

@@ -12,7 +12,9 @@ takes the batch, needs no change. A model that takes tensors runs inside
 Per-graph normalisations need nothing: in the torch layout the padding nodes form their own graph
 (the last slot), so PyG's ``LayerNorm(mode="graph")``, ``GraphNorm``, ``InstanceNorm``,
 ``PairNorm`` and ``MeanSubtractionNorm`` called with ``batch`` compute every real graph's
-statistics from its own nodes only; node-wise ``torch.nn.LayerNorm`` never crosses nodes.
+statistics from its own nodes only (``InstanceNorm``'s optional running statistics excepted: they
+average over every graph slot); node-wise ``torch.nn.LayerNorm`` never crosses nodes. Called
+without ``batch`` (the whole batch as one graph), they are converted to masked subclasses.
 """
 
 from __future__ import annotations
@@ -197,7 +199,25 @@ def _pop_hook(module, args, kwargs, output):
     return None
 
 
-def _swap(module: torch.nn.Module) -> torch.nn.Module:
+def _pyg_norms() -> dict:
+    try:
+        from ._pyg_norm import MASKED_PYG_NORMS
+    except ImportError:  # pragma: no cover - without PyG there is nothing to convert
+        return {}
+    return MASKED_PYG_NORMS
+
+
+def _swap(module: torch.nn.Module, pyg: dict) -> torch.nn.Module:
+    masked_cls = pyg.get(type(module))
+    if masked_cls is not None:
+        if getattr(module, "track_running_stats", False):
+            raise ValueError(
+                f"{type(module).__name__}(track_running_stats=True) averages its running "
+                "statistics over every graph slot, padding included; use "
+                "track_running_stats=False or a BatchNorm1d"
+            )
+        module.__class__ = masked_cls  # same parameters, buffers and state_dict keys
+        return module
     if isinstance(module, torch.nn.SyncBatchNorm):
         raise ValueError(
             "convert_masked_norm found a SyncBatchNorm: a masked BatchNorm synchronised across "
@@ -220,7 +240,7 @@ def _swap(module: torch.nn.Module) -> torch.nn.Module:
             new.qconfig = module.qconfig
         return new
     for name, child in module.named_children():
-        new_child = _swap(child)
+        new_child = _swap(child, pyg)
         if new_child is not child:
             setattr(module, name, new_child)
     return module
@@ -234,10 +254,13 @@ def convert_masked_norm(module: torch.nn.Module, *, hook: bool = True) -> torch.
     With ``hook`` (default) the returned module gets a forward pre-hook that, when one of its
     arguments is a padded batch (has ``node_mask``), makes that batch's masks active for the
     call, so the user's forward is unchanged. (PyG's ``BatchNorm`` wraps a ``BatchNorm1d`` and
-    is converted through it.) A ``SyncBatchNorm`` raises ``ValueError``: no masked synchronised
-    variant exists, and silently dropping the synchronisation would change the model.
+    is converted through it.) PyG's ``LayerNorm``, ``GraphNorm``, ``PairNorm`` and
+    ``InstanceNorm`` become their masked subclasses (`graphbatch.torch._pyg_norm`): unchanged when
+    called with ``batch`` (already padding-safe), statistics over real nodes when called without.
+    A ``SyncBatchNorm``, or an ``InstanceNorm`` with running statistics, raises ``ValueError``:
+    no masked variant exists, and silently changing them would change the model.
     """
-    out = _swap(module)
+    out = _swap(module, _pyg_norms())
     if hook and not getattr(out, "_graphbatch_hooked", False):
         out.register_forward_pre_hook(_masks_hook, with_kwargs=True)
         out.register_forward_hook(_pop_hook, with_kwargs=True, always_call=True)
