@@ -286,7 +286,7 @@ def test_pyg_norms_without_batch_are_masked_after_conversion(graphs):
         gt.convert_masked_norm(torch.nn.Sequential(InstanceNorm(4, track_running_stats=True)))
 
 
-def test_convert_handles_pyg_batchnorm_and_refuses_syncbatchnorm():
+def test_convert_handles_pyg_batchnorm_and_syncbatchnorm():
     from torch_geometric.nn import BatchNorm
 
     torch.manual_seed(0)
@@ -299,8 +299,66 @@ def test_convert_handles_pyg_batchnorm_and_refuses_syncbatchnorm():
     with gt.padding_masks(gt.PaddingMasks(mask, mask[:0], mask[:1])):
         y = model(x)
     torch.testing.assert_close(y[:4], ref(x[:4]), rtol=RTOL, atol=ATOL)
-    with pytest.raises(ValueError, match="SyncBatchNorm"):
-        gt.convert_masked_norm(torch.nn.Sequential(torch.nn.SyncBatchNorm(4)))
+    sync = gt.convert_masked_norm(torch.nn.Sequential(torch.nn.SyncBatchNorm(4)))
+    assert isinstance(sync[0], gt.MaskedBatchNorm) and sync[0].sync
+    z = torch.randn(6, 4)
+    torch.testing.assert_close(sync[0](z, mask=mask)[:4], torch.nn.BatchNorm1d(4)(z[:4]),
+                               rtol=RTOL, atol=ATOL)  # one process: plain masked statistics
+
+
+_SYNC_ROWS = ((5, 3), (2, 4))  # (real rows, padding rows) of ranks 0 and 1
+
+
+def _sync_inputs(rank):
+    g = torch.Generator().manual_seed(10 + rank)
+    real, pad = _SYNC_ROWS[rank]
+    x = torch.randn(real + pad, 3, generator=g) * (rank + 1) + rank
+    x[real:] = 1e3  # padding rows with wild values
+    w = torch.randn(real + pad, 3, generator=g)
+    mask = torch.arange(real + pad) < real
+    return x, w, mask
+
+
+def _sync_worker(rank, port, out):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    torch.manual_seed(0)
+    bn = gt.convert_masked_norm(torch.nn.SyncBatchNorm(3), hook=False)
+    x, w, mask = _sync_inputs(rank)
+    x.requires_grad_()
+    y = bn(x, mask=mask)
+    (y[mask] * w[mask]).sum().backward()
+    torch.save({"y": y.detach(), "grad": x.grad, "state": bn.state_dict()}, f"{out}/r{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_masked_syncbatchnorm_across_two_ranks(tmp_path):
+    """Two gloo ranks with different numbers of real rows: outputs, input gradients and running
+    statistics equal BatchNorm1d over the real rows of both ranks in one process."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.start_processes(_sync_worker, args=(port, str(tmp_path)), nprocs=2, join=True,
+                       start_method="spawn")
+    res = [torch.load(tmp_path / f"r{r}.pt") for r in range(2)]
+    xs, ws, masks = zip(*[_sync_inputs(r) for r in range(2)])
+    reals = [x[m].clone().requires_grad_() for x, m in zip(xs, masks)]
+    ref = torch.nn.BatchNorm1d(3)
+    y = ref(torch.cat(reals))
+    (y * torch.cat([w[m] for w, m in zip(ws, masks)])).sum().backward()
+    n0 = _SYNC_ROWS[0][0]
+    for r, (y_r, real) in enumerate(zip((y[:n0], y[n0:]), reals)):
+        torch.testing.assert_close(res[r]["y"][masks[r]], y_r.detach(), rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(res[r]["grad"][masks[r]], real.grad, rtol=RTOL, atol=ATOL)
+        assert (res[r]["grad"][~masks[r]] == 0).all()
+        for k, v in ref.state_dict().items():
+            torch.testing.assert_close(res[r]["state"][k], v, rtol=RTOL, atol=ATOL, msg=k)
 
 
 def test_masked_batchnorm_needs_a_mask_in_training():

@@ -126,7 +126,25 @@ class MaskedBatchNorm(_BatchNorm):
     normalised with those statistics (padding outputs stay finite). In eval mode with running
     statistics it is ``BatchNorm1d``. Same parameters, buffers and ``state_dict`` keys as
     ``BatchNorm1d``.
+
+    ``sync=True`` (what `convert_masked_norm` makes of a ``SyncBatchNorm``): in training, when
+    ``torch.distributed`` is initialised, the statistics are those of the real rows of every rank
+    of ``process_group`` (sums and counts all-reduced, differentiably), like ``SyncBatchNorm``.
     """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, *, sync: bool = False,
+                 process_group=None, device=None, dtype=None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.sync = bool(sync)
+        self.process_group = process_group
+
+    def _world(self) -> int:
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return 1
+        return dist.get_world_size(self.process_group)
 
     def _check_input_dim(self, x: torch.Tensor) -> None:
         if x.dim() not in (2, 3):
@@ -157,10 +175,22 @@ class MaskedBatchNorm(_BatchNorm):
         for d in x.shape[2:]:
             per_row *= d
         count = m.sum() * per_row
-        denom = count.clamp(min=1)
-        mean = (x * m).sum(dims) / denom
-        centred = x - mean.view(shape)
-        var = (centred * centred * m).sum(dims) / denom
+        if self.sync and self._world() > 1:
+            import torch.distributed.nn.functional as dist_fn
+
+            sums = torch.cat([(x * m).sum(dims), (x * x * m).sum(dims), count.view(1)])
+            sums = dist_fn.all_reduce(sums, group=self.process_group)
+            c = x.shape[1]
+            count = sums[2 * c]
+            denom = count.clamp(min=1)
+            mean = sums[:c] / denom
+            var = (sums[c: 2 * c] / denom - mean * mean).clamp(min=0)
+            centred = x - mean.view(shape)
+        else:
+            denom = count.clamp(min=1)
+            mean = (x * m).sum(dims) / denom
+            centred = x - mean.view(shape)
+            var = (centred * centred * m).sum(dims) / denom
         y = centred * torch.rsqrt(var.view(shape) + self.eps)
         if self.affine:
             y = y * self.weight.view(shape) + self.bias.view(shape)
@@ -218,15 +248,12 @@ def _swap(module: torch.nn.Module, pyg: dict) -> torch.nn.Module:
             )
         module.__class__ = masked_cls  # same parameters, buffers and state_dict keys
         return module
-    if isinstance(module, torch.nn.SyncBatchNorm):
-        raise ValueError(
-            "convert_masked_norm found a SyncBatchNorm: a masked BatchNorm synchronised across "
-            "ranks is not provided; convert the model before SyncBatchNorm.convert_sync_batchnorm "
-            "(each rank then normalises over its own real nodes)"
-        )
-    if isinstance(module, torch.nn.BatchNorm1d) and not isinstance(module, MaskedBatchNorm):
+    sync = isinstance(module, torch.nn.SyncBatchNorm)
+    if (sync or isinstance(module, torch.nn.BatchNorm1d)) and not isinstance(
+            module, MaskedBatchNorm):
         new = MaskedBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
-                              module.track_running_stats)
+                              module.track_running_stats, sync=sync,
+                              process_group=getattr(module, "process_group", None))
         new.train(module.training)
         with torch.no_grad():
             if module.affine:
@@ -247,7 +274,8 @@ def _swap(module: torch.nn.Module, pyg: dict) -> torch.nn.Module:
 
 
 def convert_masked_norm(module: torch.nn.Module, *, hook: bool = True) -> torch.nn.Module:
-    """Replace every ``BatchNorm1d`` in ``module`` by a `MaskedBatchNorm`
+    """Replace every ``BatchNorm1d`` (and ``SyncBatchNorm``, by a synchronised one) in ``module``
+    by a `MaskedBatchNorm`
     sharing its parameters and buffers (like ``SyncBatchNorm.convert_sync_batchnorm``); returns
     the converted module (a new object only when ``module`` itself is a BatchNorm).
 
@@ -257,8 +285,8 @@ def convert_masked_norm(module: torch.nn.Module, *, hook: bool = True) -> torch.
     is converted through it.) PyG's ``LayerNorm``, ``GraphNorm``, ``PairNorm`` and
     ``InstanceNorm`` become their masked subclasses (`graphbatch.torch._pyg_norm`): unchanged when
     called with ``batch`` (already padding-safe), statistics over real nodes when called without.
-    A ``SyncBatchNorm``, or an ``InstanceNorm`` with running statistics, raises ``ValueError``:
-    no masked variant exists, and silently changing them would change the model.
+    An ``InstanceNorm`` with running statistics raises ``ValueError``: no masked variant exists,
+    and silently changing it would change the model.
     """
     out = _swap(module, _pyg_norms())
     if hook and not getattr(out, "_graphbatch_hooked", False):
