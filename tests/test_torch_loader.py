@@ -28,15 +28,17 @@ def test_sampler_yields_plan_batches_with_exact_len(graphs):
     sizes = sizes_of(graphs)
     s = gt.PlanBatchSampler(sizes, "dynamic", batch_size=8, seed=4)
     p = gb.plan(sizes, "dynamic", batch_size=8, seed=4, epoch=0)
+    n = len(s)
     got = list(s)
-    assert len(s) == len(p) == len(got)
+    assert n == len(p) == len(got)
     for b, (item, idx) in enumerate(zip(got, p.batches())):
         assert list(item) == idx.tolist() and item.shape == p.shape(b)
         assert isinstance(item, list)
+    assert s.epoch == 1  # a complete pass moves to the next epoch
     s.set_epoch(3)
     p3 = gb.plan(sizes, "dynamic", batch_size=8, seed=4, epoch=3)
-    assert [list(x) for x in s] == [i.tolist() for i in p3.batches()]
     assert len(s) == len(p3)
+    assert [list(x) for x in s] == [i.tolist() for i in p3.batches()]
 
 
 def test_planned_batch_pickles():
@@ -60,6 +62,7 @@ def test_sampler_resume_mid_epoch(graphs):
     s = gt.PlanBatchSampler(sizes, "dynamic", batch_size=8, seed=1)
     s.set_epoch(2)
     full = [list(b) for b in s]
+    s.set_epoch(2)
     it = iter(s)
     for _ in range(4):
         next(it)
@@ -67,9 +70,9 @@ def test_sampler_resume_mid_epoch(graphs):
     assert state["epoch"] == 2 and state["offset"] == 4
     fresh = gt.PlanBatchSampler(sizes, "dynamic", batch_size=8, seed=1)
     fresh.load_state_dict(state)
-    assert len(fresh) == len(full) - 4
+    assert len(fresh) == len(full)  # len is the epoch's; the pass yields the remaining ones
     assert [list(b) for b in fresh] == full[4:]
-    assert len(fresh) == len(full)  # the next pass is a whole epoch again
+    assert fresh.epoch == 3  # the resumed epoch ended: the next pass is epoch 3
     with pytest.raises(ValueError, match="seed"):
         gt.PlanBatchSampler(sizes, "dynamic", batch_size=8, seed=9).load_state_dict(state)
 
@@ -102,7 +105,7 @@ def test_sampler_rank_selection_from_distributed_plan(graphs, monkeypatch):
 
 
 def test_loader_shapes_epochs_and_every_graph_once(graphs):
-    ld = gt.loader(graphs, strategy="static-pow2", batch_size=8, seed=5)
+    ld = gt.loader(graphs, strategy="static-pow2", batch_size=8, seed=5, spare_padding_node=False)
     sizes = sizes_of(graphs)
     for epoch in range(2):
         p = gb.plan(sizes, "static-pow2", batch_size=8, seed=5, epoch=epoch)
@@ -142,7 +145,7 @@ def test_loader_resume_with_workers_is_exact(graphs):
     assert first == full[:3] and state["offset"] == 3 and state["epoch"] == 1
     again = gt.loader(graphs, **kw)
     again.load_state_dict(state)
-    assert len(again) == len(full) - 3
+    assert len(again) == len(full)
     assert [b.graph_index.tolist() for b in again] == full[3:]
     assert again.epoch == 2
 
@@ -185,7 +188,8 @@ def test_loader_warns_when_cutoff_cannot_hold(graphs):
     short = gt.short_padding_batches(p)
     assert short.shape[0] > 0  # this seeded data set has such batches under this budget
     with pytest.warns(UserWarning, match=f"{short.shape[0]} of {len(p)} batches"):
-        ld = gt.loader(graphs, strategy="dynamic", budget=(40, 400, 8), cutoff=1.0)
+        ld = gt.loader(graphs, strategy="dynamic", budget=(40, 400, 8), cutoff=1.0,
+                       spare_padding_node=False)
     for b, batch in enumerate(ld):
         e_real = int(batch.edge_mask.sum())
         pad = batch.edge_index[:, e_real:]

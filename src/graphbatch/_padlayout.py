@@ -2,8 +2,10 @@
 
 Pure NumPy, shared by the torch and jax adapters. A padded batch of shape ``(n_node, n_edge,
 n_graph)`` holding ``N`` real nodes and ``E`` real edges has ``P = n_node - N >= 1`` padding nodes
-(indices ``N .. n_node-1``, all owned by the first padding graph, as in ``jraph.pad_with_graphs``)
-and ``n_edge - E`` padding edges, which connect padding nodes only.
+(indices ``N .. n_node-1``) and ``n_edge - E`` padding edges, which connect padding nodes only.
+Which graph owns them is the adapter's layout: the torch adapter gives them to the last graph slot
+``n_graph - 1`` (so ``batch.max() + 1 == n_graph``); the JAX adapter keeps
+``jraph.pad_with_graphs``' layout, where the first padding graph owns them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 from ._validate import as_nonnegative_int, as_positive_int
 
 __all__ = [
+    "auto_spacing",
     "padding_edge_index",
     "padding_positions",
     "check_cutoff",
@@ -38,8 +41,9 @@ def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, 
 
     Without ``spread`` every padding edge is a self-loop of the first padding node (jraph's
     convention). With ``spread`` and ``P >= 2`` padding nodes, padding edge ``k`` joins padding
-    node ``k mod P`` to ``(k + 1) mod P``, so no padding edge is a self-loop; with ``P == 1`` a
-    self-loop is the only choice and is returned.
+    node ``j = k mod (P - 1)`` to ``j + 1``: no padding edge is a self-loop, and every one joins
+    two consecutive padding nodes (with `padding_positions`, all have the same length). With
+    ``P == 1`` a self-loop is the only choice and is returned.
     """
     n_real = as_nonnegative_int(num_real_nodes, "num_real_nodes")
     n_node = as_positive_int(n_node, "n_node")
@@ -51,8 +55,8 @@ def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, 
         )
     if not spread or p == 1:
         return np.full((2, e), n_real, dtype=np.int64)
-    k = np.arange(e, dtype=np.int64)
-    return np.stack([n_real + k % p, n_real + (k + 1) % p])
+    j = np.arange(e, dtype=np.int64) % (p - 1)
+    return np.stack([n_real + j, n_real + j + 1])
 
 
 def padding_positions(real_max, num_pad_nodes: int, cutoff: float, dtype=np.float64) -> np.ndarray:
@@ -60,14 +64,31 @@ def padding_positions(real_max, num_pad_nodes: int, cutoff: float, dtype=np.floa
 
     Padding node ``j`` sits at ``real_max + (j + 1) * 2 * cutoff`` on every axis, where
     ``real_max[d]`` is the largest real coordinate on axis ``d`` (0 when there are no real nodes).
-    Hence two padding nodes are at least ``2 * cutoff`` apart and every padding node is farther
-    than ``2 * cutoff`` from every real node (on each axis separately).
+    Hence two padding nodes are at least ``2 * cutoff`` apart (consecutive ones exactly
+    ``2 * cutoff * sqrt(D)``) and every padding node is farther than ``2 * cutoff`` from every
+    real node (on each axis separately).
     """
     real_max = np.asarray(real_max, dtype=np.float64).reshape(-1)
+    if not np.isfinite(real_max).all():
+        raise ValueError(f"real node positions must be finite, got a maximum of {real_max.tolist()}")
     p = as_nonnegative_int(num_pad_nodes, "num_pad_nodes")
     step = 2.0 * check_cutoff(cutoff)
     j = np.arange(1, p + 1, dtype=np.float64)[:, None]
     return (real_max[None, :] + j * step).astype(dtype)
+
+
+def auto_spacing(real_positions) -> float:
+    """The default padding spacing when no ``cutoff`` is given: ``max(1, R)`` where ``R`` is the
+    largest coordinate range (max - min on one axis) of the real nodes ``[N, D]`` (1 without
+    real nodes). Used as `padding_positions`' ``cutoff``, it makes every padding edge (length
+    ``2 * s * sqrt(D)``) longer than twice the diameter of every real graph of the batch."""
+    pos = np.asarray(real_positions, dtype=np.float64)
+    if pos.shape[0] == 0:
+        return 1.0
+    pos = pos.reshape(pos.shape[0], int(np.prod(pos.shape[1:])))
+    if not np.isfinite(pos).all():
+        raise ValueError("real node positions must be finite to place padding nodes")
+    return float(max(1.0, (pos.max(axis=0) - pos.min(axis=0)).max(initial=0.0)))
 
 
 def short_padding_batches(plan) -> np.ndarray:

@@ -78,6 +78,9 @@ class GraphSizes:
     def __setattr__(self, name, value):  # immutability
         raise AttributeError("GraphSizes is immutable")
 
+    def __reduce__(self):  # pickle, copy and deepcopy rebuild through __init__ (validated)
+        return (GraphSizes, (self.n_node, self.n_edge, self.n_bytes))
+
     def __len__(self) -> int:
         return int(self.n_node.shape[0])
 

@@ -12,31 +12,54 @@ from ._consistency import (
     plan_digest,
     sizes_digest,
 )
-from ._loader import PlanCollater, PlanLoader, loader, read_sizes
+from ._loader import DATALOADER_ARGS, PlanCollater, PlanLoader, loader, read_sizes
 from ._loss import masked_mean
+from ._norm import (
+    MaskedBatchNorm,
+    PaddingMasks,
+    active_masks,
+    batch_edges,
+    convert_masked_norm,
+    padding_masks,
+)
 from ._prefetch import Prefetcher, prefetch
 from ._pyg import collate, unpad, unpad_graphs
-from ._sampler import PlanBatchSampler, PlannedBatch, distributed_world
+from ._sampler import (
+    PlanBatchSampler,
+    PlanGraphSampler,
+    PlannedBatch,
+    distributed_world,
+    plan_fingerprint,
+)
 from ._schema import FieldSpec, Schema, infer_schema
 
 __all__ = [
+    "DATALOADER_ARGS",
     "FieldSpec",
+    "MaskedBatchNorm",
+    "PaddingMasks",
     "PlanBatchSampler",
     "PlanCollater",
+    "PlanGraphSampler",
     "PlanLoader",
     "PlanMismatchError",
     "PlannedBatch",
     "Prefetcher",
     "Schema",
+    "active_masks",
+    "batch_edges",
     "check_plan_consistency",
     "collate",
     "collate_dict",
     "consistency_digests",
+    "convert_masked_norm",
     "distributed_world",
     "infer_schema",
     "loader",
     "masked_mean",
+    "padding_masks",
     "plan_digest",
+    "plan_fingerprint",
     "prefetch",
     "read_sizes",
     "short_padding_batches",

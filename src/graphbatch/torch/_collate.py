@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .._budget import Budget
-from .._padlayout import check_cutoff, padding_edge_index, padding_positions
+from .._padlayout import auto_spacing, check_cutoff, padding_edge_index, padding_positions
 from ._schema import EDGE_INDEX, FieldSpec, Schema, infer_schema
 
 __all__ = ["collate_dict", "collate_parts", "CollatedParts"]
@@ -109,27 +109,32 @@ def _first_mismatch(sizes: list[int], expected: list[int]) -> int:
     return next(i for i, (a, b) in enumerate(zip(sizes, expected)) if a != b)
 
 
-def collate_parts(
-    graphs: Sequence[Any],
-    shape,
-    *,
-    graph_index=None,
-    cutoff: float | None = None,
-    schema: Schema | None = None,
-    position_key: str = "pos",
-) -> CollatedParts:
-    """Concatenate ``graphs`` (PyG ``Data`` or dicts of tensors) and pad to ``shape`` exactly.
+class _Checked:
+    """What `_check_batch` established about a batch: counts, pointers and each field's values."""
 
-    Returns the padded fields and the bookkeeping arrays; `collate_dict` and
-    :func:`graphbatch.torch.collate` wrap them.
+    __slots__ = ("shape", "graph_index", "schema", "values", "g_real", "n_real", "e_real",
+                 "node_counts", "edge_counts", "counts_n", "node_ptr", "edge_ptr", "geometric",
+                 "cutoff", "position_key")
 
-    ``shape`` is ``(n_node, n_edge, n_graph)`` (or a `Budget`); the real content must leave the
-    padding reservation free (nodes <= n_node - 1, edges <= n_edge, graphs <= n_graph - 1), else
-    ``ValueError``. ``graph_index`` gives the dataset index of each graph (default: positions).
-    ``cutoff``: see :func:`graphbatch.torch.collate`.
-    """
+    def __init__(self, **kw) -> None:
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+def _has_float_positions(schema: Schema, values: dict, position_key: str) -> bool:
+    spec = schema.get(position_key)
+    if spec is None or spec.level != "node" or spec.kind != "tensor":
+        return False
+    if spec.dtype is not None:
+        return spec.dtype.is_floating_point
+    vals = values[position_key]
+    return bool(vals) and isinstance(vals[0], torch.Tensor) and vals[0].is_floating_point()
+
+
+def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _Checked:
+    """Every check of `collate_parts` (raises ``ValueError``/``TypeError`` naming the graph, the
+    field and the sizes); returns the counts and field values the padding kernel needs."""
     n_node, n_edge, n_graph = _coerce_shape(shape)
-    graphs = list(graphs)
     g_real = len(graphs)
     if graph_index is not None:
         graph_index = np.asarray(graph_index, dtype=np.int64).reshape(-1)
@@ -187,103 +192,148 @@ def collate_parts(
             f"shape ({n_node}, {n_edge}, {n_graph}), which has room for {n_node - 1} real nodes "
             f"and {n_edge} real edges; the plan and the data disagree about graph sizes"
         )
-    n_pad = n_node - n_real
-    e_pad = n_edge - e_real
+
+    # ---- every tensor field's per-graph size along its concatenation dim
+    expected = {"node": node_counts, "edge": edge_counts, "graph": [1] * g_real}
+    for key, spec in schema.items():
+        if spec.kind != "tensor":
+            continue
+        vals = values[key]
+        if spec.cat_dim is None:
+            _check_tensors(vals, key, graph_index)
+            continue
+        sizes = _sizes(vals, spec.cat_dim, key, graph_index)
+        if sizes != expected[spec.level]:
+            i = _first_mismatch(sizes, expected[spec.level])
+            source = {"node": f"its node-level field {anchor!r}" if anchor else "num_nodes",
+                      "edge": "its edge_index", "graph": "a graph-level field"}[spec.level]
+            raise ValueError(
+                f"{_label(i, graph_index)}: mismatched attribute sizes: {spec.level}-level "
+                f"field {key!r} has {sizes[i]} entries along dim {spec.cat_dim}, but {source} "
+                f"says {expected[spec.level][i]}"
+            )
 
     counts_n = np.zeros(n_graph, dtype=np.int64)
     counts_n[:g_real] = node_counts
-    counts_n[n_graph - 1] = n_pad
+    counts_n[n_graph - 1] = n_node - n_real
     counts_e = np.zeros(n_graph, dtype=np.int64)
     counts_e[:g_real] = edge_counts
-    counts_e[n_graph - 1] = e_pad
+    counts_e[n_graph - 1] = n_edge - e_real
     node_ptr = np.zeros(n_graph + 1, dtype=np.int64)
     np.cumsum(counts_n, out=node_ptr[1:])
     edge_ptr = np.zeros(n_graph + 1, dtype=np.int64)
     np.cumsum(counts_e, out=edge_ptr[1:])
-    node_off = torch.from_numpy(node_ptr[:g_real])
-    expected = {"node": node_counts, "edge": edge_counts, "graph": [1] * g_real}
-    target = {"node": n_node, "edge": n_edge, "graph": n_graph}
+    return _Checked(
+        shape=(n_node, n_edge, n_graph), graph_index=graph_index, schema=schema, values=values,
+        g_real=g_real, n_real=n_real, e_real=e_real, node_counts=node_counts,
+        edge_counts=edge_counts, counts_n=counts_n, node_ptr=node_ptr, edge_ptr=edge_ptr,
+        geometric=cutoff is not None or _has_float_positions(schema, values, position_key),
+        cutoff=cutoff, position_key=position_key,
+    )
 
+
+def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
+    """The padding kernel for one field of a checked batch: ``(padded value, increments)``
+    (increments: per-graph offsets added to a node-indexing field, else ``None``)."""
+    n_node, n_edge, n_graph = c.shape
+    g_real = c.g_real
+    vals = c.values[key]
+    if spec.kind == "object":
+        return list(vals) + [spec.pad] * (n_graph - g_real), None
+    if spec.kind == "number":
+        return torch.tensor(list(vals) + [spec.pad] * (n_graph - g_real)), None
+    d = spec.cat_dim
+    inc_full = None
+    if d is None:  # 0-d / stacked graph-level values
+        real = torch.stack(vals) if vals else _empty(spec, key)
+        cat_d = 0
+    else:
+        try:
+            real = torch.cat(vals, dim=d) if vals else _empty(spec, key)
+        except RuntimeError as exc:
+            raise ValueError(f"field {key!r}: graphs cannot be concatenated: {exc}") from None
+        cat_d = d
+        if spec.inc != "none" and g_real:
+            if spec.inc == "node":
+                per_graph = torch.from_numpy(c.node_ptr[:g_real])
+            else:
+                per_graph = torch.as_tensor(
+                    [int(g.__inc__(key, v)) for g, v in zip(graphs, vals)], dtype=torch.int64
+                )
+            inc_full = torch.zeros(n_graph, dtype=torch.int64)
+            inc_full[:g_real] = per_graph
+            counts = c.node_counts if spec.level == "node" else (
+                c.edge_counts if spec.level == "edge" else [1] * g_real)
+            inc_vec = torch.repeat_interleave(
+                per_graph, torch.as_tensor(counts), output_size=int(real.shape[d])
+            ).to(real.dtype)
+            view = [1] * real.dim()
+            view[d] = -1
+            real = real + inc_vec.view(view)
+    target = {"node": n_node, "edge": n_edge, "graph": n_graph}[spec.level]
+    missing = target - int(real.shape[cat_d])
+    pad_shape = list(real.shape)
+    pad_shape[cat_d] = missing
+    if spec.inc == "node":
+        if spec.level == "edge" and real.dim() == 2 and real.shape[1 - cat_d] == 2:
+            if "pad_ei" not in cache:
+                cache["pad_ei"] = torch.from_numpy(padding_edge_index(
+                    c.n_real, n_node, n_edge - c.e_real, spread=c.geometric))
+            block = cache["pad_ei"].to(real.dtype)
+            block = block if cat_d == 1 else block.t()
+        else:
+            block = torch.full(pad_shape, c.n_real, dtype=real.dtype)
+    elif c.geometric and key == c.position_key:
+        pos = real.detach().cpu().double().numpy()
+        pos = pos.reshape(pos.shape[0], int(np.prod(pos.shape[1:])))
+        spacing = c.cutoff if c.cutoff is not None else auto_spacing(pos)
+        rmax = pos.max(axis=0) if pos.shape[0] else np.zeros(pos.shape[1])
+        block = torch.from_numpy(
+            padding_positions(rmax, missing, spacing)
+        ).to(real.dtype).reshape(pad_shape)
+    else:
+        block = torch.full(pad_shape, spec.pad, dtype=real.dtype)
+    return torch.cat([real, block], dim=cat_d), inc_full
+
+
+def collate_parts(
+    graphs: Sequence[Any],
+    shape,
+    *,
+    graph_index=None,
+    cutoff: float | None = None,
+    schema: Schema | None = None,
+    position_key: str = "pos",
+) -> CollatedParts:
+    """Concatenate ``graphs`` (PyG ``Data`` or dicts of tensors) and pad to ``shape`` exactly.
+
+    Returns the padded fields and the bookkeeping arrays; `collate_dict` and
+    :func:`graphbatch.torch.collate` wrap them. `_check_batch` does every check first; then
+    `_pad_field` pads each field.
+
+    ``shape`` is ``(n_node, n_edge, n_graph)`` (or a `Budget`); the real content must leave the
+    padding reservation free (nodes <= n_node - 1, edges <= n_edge, graphs <= n_graph - 1), else
+    ``ValueError``. ``graph_index`` gives the dataset index of each graph (default: positions).
+    ``cutoff`` and the padding geometry: see :func:`graphbatch.torch.collate`.
+    """
+    graphs = list(graphs)
+    c = _check_batch(graphs, shape, graph_index, cutoff, schema, position_key)
     fields: dict[str, Any] = {}
     incs: dict[str, Any] = {}
-    pad_ei = None
-    for key, spec in schema.items():
-        vals = values[key]
-        if spec.kind == "object":
-            fields[key] = list(vals) + [spec.pad] * (n_graph - g_real)
-            continue
-        if spec.kind == "number":
-            t = torch.tensor(list(vals) + [spec.pad] * (n_graph - g_real))
-            fields[key] = t
-            continue
-        d = spec.cat_dim
-        if d is None:  # 0-d / stacked graph-level values
-            _check_tensors(vals, key, graph_index)
-            real = torch.stack(vals) if vals else _empty(spec, key)
-            cat_d = 0
-        else:
-            sizes = _sizes(vals, d, key, graph_index)
-            if sizes != expected[spec.level]:
-                i = _first_mismatch(sizes, expected[spec.level])
-                source = {"node": f"its node-level field {anchor!r}" if anchor else "num_nodes",
-                          "edge": "its edge_index", "graph": "a graph-level field"}[spec.level]
-                raise ValueError(
-                    f"{_label(i, graph_index)}: mismatched attribute sizes: {spec.level}-level "
-                    f"field {key!r} has {sizes[i]} entries along dim {d}, but {source} says "
-                    f"{expected[spec.level][i]}"
-                )
-            try:
-                real = torch.cat(vals, dim=d) if vals else _empty(spec, key)
-            except RuntimeError as exc:
-                raise ValueError(f"field {key!r}: graphs cannot be concatenated: {exc}") from None
-            cat_d = d
-            if spec.inc != "none" and g_real:
-                if spec.inc == "node":
-                    per_graph = node_off
-                else:
-                    per_graph = torch.as_tensor(
-                        [int(g.__inc__(key, v)) for g, v in zip(graphs, vals)], dtype=torch.int64
-                    )
-                inc_full = torch.zeros(n_graph, dtype=torch.int64)
-                inc_full[:g_real] = per_graph
-                incs[key] = inc_full
-                inc_vec = torch.repeat_interleave(
-                    per_graph, torch.as_tensor(sizes), output_size=int(real.shape[d])
-                ).to(real.dtype)
-                view = [1] * real.dim()
-                view[d] = -1
-                real = real + inc_vec.view(view)
-        missing = target[spec.level] - int(real.shape[cat_d])
-        pad_shape = list(real.shape)
-        pad_shape[cat_d] = missing
-        if spec.inc == "node":
-            if spec.level == "edge" and real.dim() == 2 and real.shape[1 - cat_d] == 2:
-                if pad_ei is None:
-                    pad_ei = torch.from_numpy(
-                        padding_edge_index(n_real, n_node, e_pad, spread=cutoff is not None)
-                    )
-                block = pad_ei.to(real.dtype)
-                block = block if cat_d == 1 else block.t()
-            else:
-                block = torch.full(pad_shape, n_real, dtype=real.dtype)
-        elif cutoff is not None and key == position_key:
-            rmax = real.max(dim=0).values if n_real else torch.zeros(real.shape[1:])
-            block = torch.from_numpy(
-                padding_positions(rmax.detach().cpu().double().numpy(), missing, cutoff)
-            ).to(real.dtype).reshape(pad_shape)
-        else:
-            block = torch.full(pad_shape, spec.pad, dtype=real.dtype)
-        fields[key] = torch.cat([real, block], dim=cat_d)
-
+    cache: dict[str, Any] = {}
+    for key, spec in c.schema.items():
+        fields[key], inc = _pad_field(key, spec, graphs, c, cache)
+        if inc is not None:
+            incs[key] = inc
     return CollatedParts(
         fields=fields,
-        graph_index=graph_index,
-        node_ptr=node_ptr,
-        edge_ptr=edge_ptr,
-        num_real=(g_real, n_real, e_real),
-        shape=(n_node, n_edge, n_graph),
-        schema=schema,
-        node_counts=counts_n,
+        graph_index=c.graph_index,
+        node_ptr=c.node_ptr,
+        edge_ptr=c.edge_ptr,
+        num_real=(c.g_real, c.n_real, c.e_real),
+        shape=c.shape,
+        schema=c.schema,
+        node_counts=c.counts_n,
         incs=incs,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any, Iterator
 
@@ -18,7 +19,7 @@ from ._pyg import collate
 from ._sampler import PlanBatchSampler, PlannedBatch
 from ._schema import Schema, _num_nodes, infer_schema
 
-__all__ = ["loader", "PlanLoader", "read_sizes"]
+__all__ = ["loader", "PlanLoader", "read_sizes", "DATALOADER_ARGS"]
 
 _SCHEMA_SAMPLE = 32
 
@@ -64,6 +65,10 @@ class _PlannedDataset(Dataset):
     def __init__(self, dataset) -> None:
         self.dataset = dataset
 
+    @classmethod
+    def wrap(cls, dataset) -> "_PlannedDataset":
+        return dataset if isinstance(dataset, cls) else cls(dataset)
+
     def __len__(self) -> int:
         return len(self.dataset)
 
@@ -100,69 +105,134 @@ class PlanCollater:
         )
 
 
-class PlanLoader:
-    """Iterable of padded batches, one per batch of this rank's share of the epoch's plan.
+def _plan_sampler_of(batch_sampler) -> PlanBatchSampler:
+    """The `PlanBatchSampler` in ``batch_sampler`` (itself, or wrapped by a framework, e.g.
+    Lightning's prediction wrapper, which keeps it as ``_batch_sampler``)."""
+    seen = 0
+    while not isinstance(batch_sampler, PlanBatchSampler) and seen < 4:
+        batch_sampler = getattr(batch_sampler, "_batch_sampler",
+                                getattr(batch_sampler, "batch_sampler", None))
+        seen += 1
+    if not isinstance(batch_sampler, PlanBatchSampler):
+        raise TypeError("PlanLoader needs batch_sampler= a PlanBatchSampler (build it with "
+                        "graphbatch.torch.loader)")
+    return batch_sampler
 
-    Each pass over it is one epoch; the epoch advances by one after a complete pass (or set it
-    with ``set_epoch``). The plan is made in the main process; every batch travels to the
-    DataLoader workers with its padded shape, so re-planning reaches persistent workers too.
-    ``len()`` is the exact number of batches of the next pass.
+
+class PlanLoader(DataLoader):
+    """A ``torch.utils.data.DataLoader`` of padded batches, one per batch of this rank's share of
+    the epoch's plan. Build it with `graphbatch.torch.loader`.
+
+    It is a real ``DataLoader`` (its ``batch_sampler`` is the `PlanBatchSampler`, its
+    ``collate_fn`` the `PlanCollater`), so frameworks treat it as one; re-instantiating it with
+    DataLoader arguments (as Lightning does) keeps the plan. ``sampler`` is the rank's
+    `PlanGraphSampler`, a ``DistributedSampler``, so Lightning does not inject another.
+
+    Epochs: ``set_epoch`` here, on ``sampler`` or on ``batch_sampler`` takes effect at the next
+    iteration; each pass, complete or stopped early, is followed by the next epoch (rules in
+    `graphbatch.torch._epoch`). ``len()`` is the number of batches of the current epoch. The plan
+    is made in the main process; every batch travels to the workers with its padded shape.
+    ``state_dict`` counts batches *consumed*, so resuming with workers is exact; Lightning saves
+    and restores it in checkpoints.
     """
 
-    def __init__(self, dataset, sampler: PlanBatchSampler, collater: PlanCollater,
-                 dataloader_kwargs: dict[str, Any]) -> None:
-        self.dataset = dataset
-        self.sampler = sampler
-        self.collater = collater
-        self.epoch = 0
-        self._consumed = 0
-        self.dataloader = DataLoader(
-            _PlannedDataset(dataset),
-            batch_sampler=sampler,
-            collate_fn=collater,
-            **dataloader_kwargs,
-        )
+    def __init__(self, dataset, batch_sampler=None, collate_fn=None, **kwargs: Any) -> None:
+        plan_sampler = _plan_sampler_of(batch_sampler)
+        if not callable(collate_fn):
+            raise TypeError("PlanLoader needs collate_fn= a PlanCollater")
+        super().__init__(_PlannedDataset.wrap(dataset), batch_sampler=batch_sampler,
+                         collate_fn=collate_fn, **kwargs)
+        self.plan_sampler = plan_sampler
+        plan_sampler.counted_by_loader = True
+        # DataLoader sets `sampler` to a SequentialSampler it never uses once a batch_sampler is
+        # given, and refuses to reassign it after __init__; the rank's graph sampler replaces it
+        # so that `loader.sampler.set_epoch` (Lightning, the DistributedSampler idiom) works.
+        object.__setattr__(self, "sampler", plan_sampler.sampler)
+
+    @property
+    def collater(self) -> PlanCollater:
+        return self.collate_fn
 
     @property
     def schema(self) -> Schema:
-        return self.collater.schema
+        return self.collate_fn.schema
 
     @property
     def plan(self):
         """The whole plan (all ranks) of the current epoch."""
-        return self.sampler.plan_for_epoch(self.epoch)
+        return self.plan_sampler.plan_for_epoch()
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the pass in progress, or of the next pass when none is."""
+        return self.plan_sampler.epoch
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = as_nonnegative_int(epoch, "epoch")
-        self._consumed = 0
-        self.sampler.set_epoch(self.epoch)
-
-    def __len__(self) -> int:
-        if self.sampler.epoch != self.epoch:
-            self.sampler.set_epoch(self.epoch)
-        return len(self.sampler)
+        """Run ``epoch`` from its first batch at the next iteration."""
+        self.plan_sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
-        if self.sampler.epoch != self.epoch:
-            self.sampler.set_epoch(self.epoch)
-        self._consumed = self.sampler._resume
-        for batch in self.dataloader:
-            self._consumed += 1
+        it = super().__iter__()  # starts the pass: the batch sampler's iter() ran
+        return self._counted(it, self.plan_sampler.cursor.latest_pass)
+
+    def _counted(self, it, pass_id: int):
+        cursor = self.plan_sampler.cursor
+        for batch in it:
+            cursor.consumed(pass_id)
             yield batch
-        self.epoch += 1
-        self._consumed = 0
-        self.sampler.set_epoch(self.epoch)
+        cursor.finished(pass_id)
 
     def state_dict(self) -> dict[str, Any]:
-        """Epoch and number of its batches consumed: resuming gives exactly the next batch."""
-        state = self.sampler.state_dict()
-        state.update(epoch=self.epoch, offset=self._consumed)
-        return state
+        """Epoch, number of its batches consumed and the plan request's fingerprint: resuming
+        gives exactly the next batch (see `PlanBatchSampler.state_dict`)."""
+        return self.plan_sampler.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.sampler.load_state_dict(state)
-        self.epoch = self.sampler.epoch
-        self._consumed = self.sampler._resume
+        self.plan_sampler.load_state_dict(state)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_iterator"] = None  # a live (multiprocess) iterator does not travel
+        g = state.get("generator")
+        if isinstance(g, torch.Generator):
+            # torch.multiprocessing (ddp_spawn) cannot share a Generator's state tensor: send bytes
+            state["generator"] = _GeneratorState(str(g.device), g.get_state().numpy().tobytes())
+        return state
+
+    def __setstate__(self, state) -> None:
+        g = state.get("generator")
+        if isinstance(g, _GeneratorState):
+            state["generator"] = g.rebuild()
+        self.__dict__.update(state)
+
+
+class _GeneratorState:
+    """A ``torch.Generator`` as plain bytes (pickles under every start method)."""
+
+    def __init__(self, device: str, state: bytes) -> None:
+        self.device = device
+        self.state = state
+
+    def rebuild(self) -> torch.Generator:
+        g = torch.Generator(device=self.device)
+        g.set_state(torch.frombuffer(bytearray(self.state), dtype=torch.uint8))
+        return g
+
+
+_DL_SIGNATURE = inspect.signature(DataLoader.__init__).parameters
+#: DataLoader arguments `loader` passes through (everything but what the plan decides).
+DATALOADER_ARGS = tuple(k for k in _DL_SIGNATURE if k not in (
+    "self", "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "collate_fn",
+    "drop_last"))
+_PLAN_DECIDES = {"sampler": "the plan orders the graphs", "batch_sampler": "the plan is the "
+                 "batch sampler", "collate_fn": "batches are collated to the plan's shapes "
+                 "(use as_dict/schema)", "drop_last": "every graph is used once per epoch"}
+
+
+def _has_positions(schema: Schema, position_key: str) -> bool:
+    spec = schema.get(position_key)
+    return (spec is not None and spec.level == "node" and spec.kind == "tensor"
+            and spec.dtype is not None and spec.dtype.is_floating_point)
 
 
 def loader(
@@ -173,39 +243,56 @@ def loader(
     batch_size: int | None = None,
     budget: Budget | tuple[int, int, int] | None = None,
     seed: int = 0,
-    num_workers: int = 0,
-    prefetch_factor: int | None = None,
-    pin_memory: bool = False,
-    persistent_workers: bool = False,
-    cutoff: float | None = None,
     shuffle: bool = True,
     on_oversize: str = "error",
     num_replicas: int | None = None,
     rank: int | None = None,
+    cutoff: float | None = None,
+    spare_padding_node: bool | None = None,
     schema: Schema | None = None,
     position_key: str = "pos",
     as_dict: bool = False,
-    multiprocessing_context=None,
     **options: Any,
 ) -> PlanLoader:
     """A `PlanLoader` over ``dataset`` (map-style: ``len`` and ``dataset[i]`` giving a PyG
     ``Data`` or a dict of tensors) batched by ``graphbatch.plan(sizes, strategy, ...)``.
 
+    ``options`` holding a ``torch.utils.data.DataLoader`` argument (``num_workers``,
+    ``pin_memory``, ``timeout``, ``worker_init_fn``, ``multiprocessing_context``, ``generator``,
+    ``prefetch_factor``, ``persistent_workers``, ``pin_memory_device``, ``in_order``: see
+    `DATALOADER_ARGS`) go to the DataLoader; the others are strategy options for
+    ``graphbatch.plan``. ``sampler``, ``batch_sampler``, ``collate_fn`` and ``drop_last`` are
+    the plan's business (``TypeError``). ``generator`` defaults to one seeded with ``seed``, so
+    iterating leaves torch's global RNG untouched.
+
     ``sizes`` default: `read_sizes(dataset)` (once). The schema is inferred once from up to 32
     graphs spread over the dataset unless given. Batches are PyG ``Batch`` objects
     (`graphbatch.torch.collate`), or dicts with ``as_dict=True``, padded to the plan's shapes and
     collated in the DataLoader's workers. ``num_replicas``/``rank`` default to
-    ``torch.distributed``'s. ``cutoff``: see `collate`; a warning names how many batches of
-    epoch 0 cannot honour it. ``multiprocessing_context`` goes to the DataLoader (e.g.
-    ``"spawn"`` when the process already runs JAX threads). Strategy ``options`` pass through to
-    ``graphbatch.plan``.
+    ``torch.distributed``'s, read when each pass starts.
+
+    Geometry: when the graphs have node positions (float node field ``position_key``),
+    ``spare_padding_node`` (default: True exactly then) adds one padding node to every padded
+    shape, so every batch has at least two padding nodes and no padding edge is a self-loop;
+    padding positions are then safe by default (see `collate`; ``cutoff`` sets their spacing).
+    Without the spare node, a warning names how many batches of epoch 0 have one padding node.
     """
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise TypeError(f"dataset must be map-style (len and [i]), got {type(dataset).__name__}")
+    dl_kwargs = {k: options.pop(k) for k in list(options) if k in DATALOADER_ARGS}
+    for k in list(options):
+        if k in _PLAN_DECIDES:
+            raise TypeError(f"loader() takes no {k}=: {_PLAN_DECIDES[k]}")
     if sizes is None:
         sizes = read_sizes(dataset)
     elif len(sizes) != len(dataset):
         raise ValueError(f"sizes has {len(sizes)} entries for a dataset of {len(dataset)} graphs")
+    if schema is None:
+        n = len(dataset)
+        pick = np.unique(np.linspace(0, n - 1, num=min(n, _SCHEMA_SAMPLE)).astype(np.int64))
+        schema = infer_schema([dataset[int(i)] for i in pick])
+    if spare_padding_node is None:
+        spare_padding_node = _has_positions(schema, position_key)
     sampler = PlanBatchSampler(
         sizes,
         strategy,
@@ -216,32 +303,27 @@ def loader(
         on_oversize=on_oversize,
         num_replicas=num_replicas,
         rank=rank,
+        extra_padding_nodes=1 if spare_padding_node else 0,
         **options,
     )
-    if schema is None:
-        n = len(dataset)
-        pick = np.unique(np.linspace(0, n - 1, num=min(n, _SCHEMA_SAMPLE)).astype(np.int64))
-        schema = infer_schema([dataset[int(i)] for i in pick])
     cutoff = check_cutoff(cutoff)
-    if cutoff is not None:
+    if not spare_padding_node and _has_positions(schema, position_key):
         short = short_padding_batches(sampler.plan_for_epoch(0))
         if short.shape[0]:
             warnings.warn(
-                f"cutoff={cutoff}: {short.shape[0]} of {len(sampler.plan)} batches of epoch 0 have "
-                "a single padding node, so their padding edges are self-loops (length 0)",
+                f"spare_padding_node=False: {short.shape[0]} of {len(sampler.plan)} batches of "
+                "epoch 0 have a single padding node, so their padding edges are self-loops "
+                "(length 0)",
                 stacklevel=2,
             )
     collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict)
-    kwargs: dict[str, Any] = dict(
+    if dl_kwargs.get("generator") is None:
         # the DataLoader draws its workers' base seed from this generator, not from torch's
         # global RNG: iterating the loader leaves the global RNG (model init, dropout) untouched
-        generator=torch.Generator().manual_seed(int(seed)),
-        num_workers=as_nonnegative_int(num_workers, "num_workers"),
-        pin_memory=bool(pin_memory),
-        persistent_workers=bool(persistent_workers),
-    )
-    if prefetch_factor is not None:
-        kwargs["prefetch_factor"] = prefetch_factor
-    if multiprocessing_context is not None:
-        kwargs["multiprocessing_context"] = multiprocessing_context
-    return PlanLoader(dataset, sampler, collater, kwargs)
+        dl_kwargs["generator"] = torch.Generator().manual_seed(int(seed))
+    if "num_workers" in dl_kwargs:
+        dl_kwargs["num_workers"] = as_nonnegative_int(dl_kwargs["num_workers"], "num_workers")
+    if dl_kwargs.get("timeout") and not dl_kwargs.get("num_workers"):
+        raise ValueError(f"timeout={dl_kwargs['timeout']} needs num_workers > 0 (the DataLoader "
+                         "waits for workers only)")
+    return PlanLoader(dataset, batch_sampler=sampler, collate_fn=collater, **dl_kwargs)

@@ -37,7 +37,8 @@ def collate(
 
     Real graphs come first in the given order, then empty padding graphs, then the last graph
     slot, a padding graph owning every padding node (at least one) and padding edge (so
-    ``batch.max() + 1 == n_graph`` always and stock PyG pooling returns ``n_graph`` rows). Every attribute is padded per its `FieldSpec` (inferred from ``__cat_dim__``,
+    ``batch.max() + 1 == n_graph`` always and stock PyG pooling returns ``n_graph`` rows).
+    Every attribute is padded per its `FieldSpec` (inferred from ``__cat_dim__``,
     ``__inc__`` and shapes unless ``schema`` is given); node-index fields such as ``edge_index``
     point padding entries at padding nodes, so padding edges never touch a real node.
 
@@ -45,12 +46,18 @@ def collate(
     ``ptr`` and ``graph_index`` (dataset index of each real graph -- ``graph_index`` argument, or
     positions in ``data_list`` -- and -1 for padding graphs). ``num_graphs`` is the padded count.
 
-    ``cutoff`` (a distance, for geometric models): padding nodes get positions (field
-    ``position_key``) farther than ``2 * cutoff`` from every real node and from each other, and
-    padding edge ``k`` joins padding nodes ``k mod P`` and ``(k + 1) mod P``. Guarantee: when the
-    batch has ``P >= 2`` padding nodes, every padding edge is longer than ``cutoff``. With
-    ``P == 1`` (real nodes fill ``n_node - 1``) padding edges can only be self-loops of length 0;
-    `graphbatch.torch.short_padding_batches` lists the plan's batches where that happens.
+    Geometry (safe by default whenever the graphs have positions: a float node-level field
+    ``position_key``, or with ``cutoff``): padding node ``j`` (of ``P``) sits at
+    ``max real coordinate + (j + 1) * 2s`` on every axis and padding edge ``k`` joins padding
+    nodes ``k mod (P - 1)`` and the next one, where ``s = cutoff`` if given, else
+    ``max(1, largest coordinate range of the real nodes)``. Guarantee, when ``P >= 2``: every
+    padding edge joins two distinct padding nodes at distance exactly ``2 s sqrt(D)`` (> 0,
+    finite, longer than ``cutoff``, and by default longer than twice the diameter of every real
+    graph), and every padding node is farther than ``2s`` from every real node. With ``P == 1``
+    (real nodes fill ``n_node - 1``) padding edges can only be self-loops of length 0:
+    `graphbatch.torch.loader` avoids it by adding a spare padding node to every shape when
+    positions exist; `graphbatch.torch.short_padding_batches` lists a plan's batches where it
+    happens otherwise. Without positions padding edges are self-loops of the first padding node.
 
     Raises ``ValueError`` if the graphs do not fit ``shape`` with its padding reservation, lack an
     attribute the others have, or have attribute sizes that disagree with their node/edge counts.

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import warnings
 from typing import Any, Iterator
 
 import numpy as np
-from torch.utils.data import Sampler
+from torch.utils.data import DistributedSampler, Sampler
 
 from .._api import plan as make_plan
 from .._budget import Budget
 from .._plan import BatchPlan
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int, as_positive_int
+from ._epoch import EpochCursor, Pass
 
-__all__ = ["PlanBatchSampler", "PlannedBatch", "distributed_world"]
+__all__ = ["PlanBatchSampler", "PlanGraphSampler", "PlannedBatch", "distributed_world",
+           "plan_fingerprint"]
 
 
 class PlannedBatch(list):
@@ -38,16 +42,20 @@ class PlannedBatch(list):
         return f"PlannedBatch({list.__repr__(self)}, shape={self.shape})"
 
 
+def _dist():
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
 def distributed_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     """``(num_replicas, rank)``: given values, else ``torch.distributed``'s when initialised,
     else ``(1, 0)``."""
-    import torch.distributed as dist
-
-    initialised = dist.is_available() and dist.is_initialized()
+    dist = _dist()
     if num_replicas is None:
-        num_replicas = dist.get_world_size() if initialised else 1
+        num_replicas = dist.get_world_size() if dist else 1
     if rank is None:
-        rank = dist.get_rank() if initialised else 0
+        rank = dist.get_rank() if dist else 0
     num_replicas = as_positive_int(num_replicas, "num_replicas")
     rank = as_nonnegative_int(rank, "rank")
     if rank >= num_replicas:
@@ -55,21 +63,75 @@ def distributed_world(num_replicas: int | None, rank: int | None) -> tuple[int, 
     return num_replicas, rank
 
 
+def _canonical(value) -> Any:
+    """A plain, comparable form of a planning option (tuples -> lists, numpy -> Python)."""
+    if isinstance(value, Budget):
+        return [value.n_node, value.n_edge, value.n_graph]
+    if isinstance(value, (tuple, list)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in sorted(value.items())}
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def sizes_digest(sizes: GraphSizes) -> str:
+    """SHA-256 (hex) of the size table's arrays: equal tables, equal digests."""
+    h = hashlib.sha256()
+    for name in ("n_node", "n_edge", "n_bytes"):
+        arr = getattr(sizes, name)
+        h.update(name.encode())
+        if arr is not None:
+            h.update(np.ascontiguousarray(arr, dtype="<i8").tobytes())
+    return h.hexdigest()
+
+
+def plan_fingerprint(sizes: GraphSizes, strategy: str, options: dict[str, Any],
+                     extra_padding_nodes: int = 0) -> dict[str, Any]:
+    """What a resumed run must share with the saved one: the strategy, every planning option
+    (``batch_size``, ``budget``, ``seed``, ``shuffle``, ``on_oversize``, strategy options), the
+    number of graphs, a digest of the size table and the extra padding nodes per batch."""
+    fp: dict[str, Any] = {"strategy": strategy}
+    for key, value in sorted(options.items()):
+        fp[key] = _canonical(value)
+    fp["num_graphs"] = len(sizes)
+    fp["sizes_sha256"] = sizes_digest(sizes)
+    fp["extra_padding_nodes"] = int(extra_padding_nodes)
+    return fp
+
+
 class PlanBatchSampler(Sampler[list]):
     """Yields, for this rank, the dataset indices of each batch of ``graphbatch.plan(...)``.
 
     Use as ``DataLoader(dataset, batch_sampler=sampler, collate_fn=...)``. Each yielded item is a
     `PlannedBatch` (a ``list`` of ints carrying its padded ``shape``). The plan of epoch ``e`` is
-    ``graphbatch.plan(sizes, strategy, ..., seed=seed, epoch=e, world_size=num_replicas)``:
-    ``set_epoch(e)`` re-plans, as with ``DistributedSampler`` (the epoch does not advance by
-    itself). ``len()`` is exact: the number of batches the next iteration yields. With
-    ``num_replicas > 1`` (default: ``torch.distributed``'s world size when initialised) every rank
-    gets the same number of steps, and the batches of one step share one padded shape.
+    ``graphbatch.plan(sizes, strategy, ..., seed=seed, epoch=e, world_size=num_replicas)``.
 
-    ``state_dict()`` records the epoch and how many batches of it this sampler has yielded;
-    after ``load_state_dict`` the next iteration continues with the following batch. (A
-    ``DataLoader`` with workers prefetches: save the count of batches *consumed* instead, as
-    `graphbatch.torch.PlanLoader.state_dict` does.)
+    Epochs (see `graphbatch.torch._epoch` for the exact rules): the epoch and the position in it
+    live in one `EpochCursor`, shared by ``set_epoch`` here, on `sampler` (the per-rank graph
+    sampler Lightning calls) and on `PlanLoader`. ``set_epoch(e)`` takes effect at the next
+    iteration; a pass that ends, or is stopped early, is followed by the next epoch.
+
+    Ranks: ``num_replicas``/``rank`` default to ``torch.distributed``'s world size and rank, read
+    when each iteration starts (not at construction), so a sampler built before the process
+    group (or pickled into spawned processes) takes its share. With ``num_replicas > 1`` every
+    rank gets the same number of steps, and the batches of one step share one padded shape. A
+    ``UserWarning`` says when an explicit ``num_replicas`` differs from an initialised
+    ``torch.distributed`` world size.
+
+    ``len()`` is the number of batches of the epoch (this rank's share) of the pass in progress,
+    or of the next pass when none is; after ``load_state_dict`` the next pass yields the
+    ``len() - offset`` remaining ones (as Lightning expects of a stateful loader).
+    ``extra_padding_nodes`` adds that many padding nodes to every padded shape (see
+    `graphbatch.torch.loader`'s ``spare_padding_node``).
+
+    ``state_dict()`` records the epoch, the batches of it consumed (yielded, for a sampler used
+    directly: a ``DataLoader`` with workers runs ahead, so save `PlanLoader.state_dict`, which
+    counts batches consumed) and a fingerprint of the plan request; ``load_state_dict`` refuses
+    a state whose fingerprint differs, naming the field.
     """
 
     def __init__(
@@ -84,13 +146,17 @@ class PlanBatchSampler(Sampler[list]):
         on_oversize: str = "error",
         num_replicas: int | None = None,
         rank: int | None = None,
+        extra_padding_nodes: int = 0,
         **options: Any,
     ) -> None:
         if not isinstance(sizes, GraphSizes):
             raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
         self.sizes = sizes
         self.strategy = strategy
-        self.num_replicas, self.rank = distributed_world(num_replicas, rank)
+        self._world_arg = (
+            None if num_replicas is None else as_positive_int(num_replicas, "num_replicas"),
+            None if rank is None else as_nonnegative_int(rank, "rank"),
+        )
         self._kwargs = dict(
             batch_size=batch_size,
             budget=budget,
@@ -100,13 +166,39 @@ class PlanBatchSampler(Sampler[list]):
             **options,
         )
         self.seed = self._kwargs["seed"]
-        self.epoch = 0
-        self._resume = 0  # batches of the current epoch to skip on the next iteration
-        self._position = 0  # batches of the current epoch yielded so far
-        self._cache: tuple[int, BatchPlan, np.ndarray] | None = None
+        self.shuffle = self._kwargs["shuffle"]
+        self.extra_padding_nodes = as_nonnegative_int(extra_padding_nodes, "extra_padding_nodes")
+        self.cursor = EpochCursor()
+        self.counted_by_loader = False  # a PlanLoader reports consumption instead of yields
+        self._world_seen: tuple[int, int] | None = None  # world of the latest pass
+        self._cache: tuple[tuple[int, int, int], BatchPlan, np.ndarray] | None = None
+        self._graph_sampler = PlanGraphSampler(self)
         self._rank_batches(0)  # plan epoch 0 now: bad arguments fail here, not in a worker
 
-    # ------------------------------------------------------------------ plans
+    # ------------------------------------------------------------- world
+    def world(self) -> tuple[int, int]:
+        """``(num_replicas, rank)`` as of now (explicit values, else ``torch.distributed``'s)."""
+        num_replicas, rank = self._world_arg
+        world = distributed_world(num_replicas, rank)
+        dist = _dist()
+        if dist is not None and num_replicas is not None and dist.get_world_size() != world[0]:
+            warnings.warn(
+                f"PlanBatchSampler: num_replicas = {world[0]} but torch.distributed's world size "
+                f"is {dist.get_world_size()}; ranks will not cover the data set exactly once "
+                "(leave num_replicas/rank unset to follow torch.distributed)",
+                stacklevel=3,
+            )
+        return world
+
+    @property
+    def num_replicas(self) -> int:
+        return (self._world_seen or self.world())[0]
+
+    @property
+    def rank(self) -> int:
+        return (self._world_seen or self.world())[1]
+
+    # ------------------------------------------------------------- plans
     def plan_for_epoch(self, epoch: int | None = None) -> BatchPlan:
         """The whole plan (all ranks) of ``epoch`` (default: the current one)."""
         epoch = self.epoch if epoch is None else as_nonnegative_int(epoch, "epoch")
@@ -117,87 +209,184 @@ class PlanBatchSampler(Sampler[list]):
         """The current epoch's plan."""
         return self.plan_for_epoch()
 
-    def _planned(self, epoch: int) -> tuple[BatchPlan, np.ndarray]:
-        if self._cache is None or self._cache[0] != epoch:
+    def _planned(self, epoch: int, world: tuple[int, int] | None = None):
+        world = world or self._world_seen or self.world()
+        if self._cache is None or self._cache[0] != (epoch, world[0], world[1]):
             kwargs = dict(self._kwargs)
-            if self.num_replicas > 1:
-                kwargs["world_size"] = self.num_replicas
+            if world[0] > 1:
+                kwargs["world_size"] = world[0]
             p = make_plan(self.sizes, self.strategy, epoch=epoch, **kwargs)
-            self._cache = (epoch, p, self._select(p))
+            self._cache = ((epoch, world[0], world[1]), p, self._select(p, *world))
         return self._cache[1], self._cache[2]
 
-    def _select(self, p: BatchPlan) -> np.ndarray:
+    @staticmethod
+    def _select(p: BatchPlan, num_replicas: int, rank: int) -> np.ndarray:
         nb = len(p)
-        if self.num_replicas == 1:
+        if num_replicas == 1:
             if p.rank is not None and (p.rank != 0).any():
                 raise ValueError("a single-replica sampler got a plan for several ranks")
             return np.arange(nb, dtype=np.int64)
         if p.rank is None or p.step is None:
+            raise ValueError(f"plan for world_size={num_replicas} lacks per-batch rank/step arrays")
+        counts = np.bincount(p.rank, minlength=num_replicas)
+        if counts.shape[0] != num_replicas or (counts != counts[0]).any():
             raise ValueError(
-                f"plan for world_size={self.num_replicas} lacks per-batch rank/step arrays"
+                f"distributed plan gives ranks unequal step counts {counts.tolist()}; DDP would hang"
             )
-        counts = np.bincount(p.rank, minlength=self.num_replicas)
-        if counts.shape[0] != self.num_replicas or (counts != counts[0]).any():
-            raise ValueError(
-                f"distributed plan gives ranks unequal step counts {counts.tolist()}; "
-                "DDP would hang"
-            )
-        return p.rank_batches(self.rank)
+        return p.rank_batches(rank)
 
     def _rank_batches(self, epoch: int) -> np.ndarray:
         return self._planned(epoch)[1]
 
-    # --------------------------------------------------------------- protocol
-    def set_epoch(self, epoch: int) -> None:
-        """Use the plan of ``epoch`` from the next iteration on (and forget any resume point)."""
-        self.epoch = as_nonnegative_int(epoch, "epoch")
-        self._resume = 0
-        self._position = 0
+    def rank_graphs(self, epoch: int | None = None) -> np.ndarray:
+        """Dataset indices of this rank's graphs in ``epoch`` (default: current), batch order."""
+        epoch = self.epoch if epoch is None else as_nonnegative_int(epoch, "epoch")
+        p, mine = self._planned(epoch)
+        parts = [p.order[p.offsets[b]: p.offsets[b + 1]] for b in mine.tolist()]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
+    # ------------------------------------------------------------- epochs
+    @property
+    def epoch(self) -> int:
+        """The epoch of the pass in progress, or of the next pass when none is."""
+        return self.cursor.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Run ``epoch`` (from its first batch) at the next iteration."""
+        self.cursor.set_epoch(epoch)
+
+    @property
+    def sampler(self) -> "PlanGraphSampler":
+        """This rank's graphs of the current epoch as a ``DistributedSampler`` (see
+        `PlanGraphSampler`); ``set_epoch`` on it moves this sampler's epoch."""
+        return self._graph_sampler
+
+    # ------------------------------------------------------------ protocol
     def __len__(self) -> int:
-        return int(self._rank_batches(self.epoch).shape[0]) - self._resume
+        return int(self._rank_batches(self.cursor.epoch).shape[0])
+
+    def begin_pass(self) -> Pass:
+        """Start a pass: resolve the world, move the cursor. (Used by ``__iter__``.)"""
+        self._world_seen = self.world()
+        return self.cursor.begin()
 
     def __iter__(self) -> Iterator[PlannedBatch]:
-        epoch = self.epoch
-        p, mine = self._planned(epoch)
-        start, self._resume = self._resume, 0
-        self._position = start
+        this = self.begin_pass()
+        p, mine = self._planned(this.epoch, self._world_seen)
+        total = int(mine.shape[0])
+        if this.start > total:
+            raise ValueError(f"resume offset {this.start} is past the {total} batches of epoch "
+                             f"{this.epoch}")
+        return self._batches(this, p, mine[this.start:].tolist(), not self.counted_by_loader)
+
+    def _batches(self, this: Pass, p: BatchPlan, ids: list[int], count: bool):
         order, offsets = p.order, p.offsets
         pn, pe, pg = p.pad_nodes, p.pad_edges, p.pad_graphs
-        for b in mine[start:].tolist():
-            self._position += 1
-            yield PlannedBatch(
-                order[offsets[b] : offsets[b + 1]].tolist(),
-                (pn[b], pe[b], pg[b]),
-                epoch,
-                b,
-            )
+        extra = self.extra_padding_nodes
+        for b in ids:
+            if count:
+                self.cursor.consumed(this.id)
+            yield PlannedBatch(order[offsets[b]: offsets[b + 1]].tolist(),
+                               (pn[b] + extra, pe[b], pg[b]), this.epoch, b)
+        if count:
+            self.cursor.finished(this.id)
 
-    # ------------------------------------------------------------------ state
+    # --------------------------------------------------------------- state
+    def fingerprint(self) -> dict[str, Any]:
+        """The plan request (see `plan_fingerprint`) plus the number of replicas."""
+        fp = plan_fingerprint(self.sizes, self.strategy, self._kwargs, self.extra_padding_nodes)
+        fp["num_replicas"] = self.num_replicas
+        return fp
+
     def state_dict(self) -> dict[str, Any]:
-        """``epoch`` and ``offset`` (batches of it yielded so far), plus checks for resuming."""
+        """``epoch`` and ``offset`` (its batches consumed), the ``fingerprint`` of the plan request
+        and, for reading, its ``seed``, ``strategy``, ``num_replicas`` and ``num_graphs``."""
+        fp = self.fingerprint()
         return {
-            "epoch": self.epoch,
-            "offset": self._position,
+            "epoch": self.cursor.epoch,
+            "offset": self.cursor.offset,
             "seed": self.seed,
             "strategy": self.strategy,
-            "num_replicas": self.num_replicas,
+            "num_replicas": fp["num_replicas"],
             "num_graphs": len(self.sizes),
+            "fingerprint": fp,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``state``: the next iteration starts at batch ``offset`` of ``epoch``."""
-        for key in ("seed", "strategy", "num_replicas", "num_graphs"):
-            mine = self.state_dict()[key]
-            if key in state and state[key] != mine:
+        """Continue from ``state``: the next iteration starts at batch ``offset`` of ``epoch``.
+
+        Refuses (``ValueError`` naming the field) a state saved under another plan request:
+        strategy, options, seed, size table, number of replicas.
+        """
+        if not isinstance(state, dict) or "epoch" not in state:
+            raise ValueError("not a PlanBatchSampler state: no 'epoch' key")
+        mine = self.fingerprint()
+        saved = state.get("fingerprint")
+        if saved is None:  # states written before fingerprints: check what they hold
+            saved = {k: state[k] for k in ("seed", "strategy", "num_replicas", "num_graphs")
+                     if k in state}
+        for key in sorted(saved):
+            if saved[key] != mine.get(key, "<absent>"):
                 raise ValueError(
-                    f"state was saved with {key} = {state[key]!r}, this sampler has {mine!r}"
+                    f"state was saved with {key} = {saved[key]!r}, this sampler has "
+                    f"{mine.get(key, '<absent>')!r}; resuming would skip or repeat graphs"
                 )
+        if "fingerprint" in state:
+            for key in sorted(set(mine) - set(saved)):
+                raise ValueError(f"state has no {key!r} in its fingerprint; this sampler has "
+                                 f"{key} = {mine[key]!r}")
         epoch = as_nonnegative_int(state["epoch"], "epoch")
         offset = as_nonnegative_int(state.get("offset", 0), "offset")
         total = int(self._rank_batches(epoch).shape[0])
         if offset > total:
             raise ValueError(f"offset {offset} is past the {total} batches of epoch {epoch}")
-        self.epoch = epoch
-        self._resume = offset
-        self._position = offset
+        if offset == total:  # the epoch was complete: continue with the next one
+            epoch, offset = epoch + 1, 0
+        self.cursor.resume_at(epoch, offset)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_cache"] = None  # re-planned on demand (a plan can be large)
+        state["_world_seen"] = None  # the world is read again where it is unpickled
+        return state
+
+
+class PlanGraphSampler(DistributedSampler):
+    """The graphs of a `PlanBatchSampler`'s current epoch on this rank, as a ``Sampler`` of
+    dataset indices (plan order, padding excluded).
+
+    It is what ``PlanLoader.sampler`` and ``PlanBatchSampler.sampler`` return. It subclasses
+    ``DistributedSampler`` because it *is* one -- each rank draws its own share of every epoch --
+    which tells frameworks that inject a distributed sampler (Lightning's
+    ``use_distributed_sampler``) that the loader distributes already. ``set_epoch`` moves the
+    batch sampler's one epoch cursor. Attributes ``num_replicas``, ``rank``, ``epoch``,
+    ``shuffle`` and ``seed`` read the batch sampler, and so does every other public attribute
+    (``plan_for_epoch``, ``state_dict``, ...).
+    """
+
+    def __init__(self, batch_sampler: PlanBatchSampler) -> None:  # noqa: D107
+        # DistributedSampler.__init__ needs a dataset and a process group; none applies here
+        self.batch_sampler = batch_sampler
+        self.drop_last = False
+
+    num_replicas = property(lambda self: self.batch_sampler.num_replicas)
+    rank = property(lambda self: self.batch_sampler.rank)
+    epoch = property(lambda self: self.batch_sampler.epoch)
+    shuffle = property(lambda self: self.batch_sampler.shuffle)
+    seed = property(lambda self: self.batch_sampler.seed)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.batch_sampler.set_epoch(epoch)
+
+    def __getattr__(self, name: str):
+        # the rest of the batch sampler's interface (plan_for_epoch, state_dict, ...), so code
+        # written when `PlanLoader.sampler` was the batch sampler keeps working
+        if name.startswith("_") or name == "batch_sampler":
+            raise AttributeError(name)
+        return getattr(self.batch_sampler, name)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.batch_sampler.rank_graphs().tolist())
+
+    def __len__(self) -> int:
+        return int(self.batch_sampler.rank_graphs().shape[0])

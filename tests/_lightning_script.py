@@ -1,0 +1,94 @@
+"""One Lightning training run for tests/test_torch_lightning.py (run as a script: Lightning's
+``ddp`` launcher starts this file again for rank 1). Each rank writes the graph indices of every
+batch it trained on to ``OUT/TAG_rank{r}.json``. The data module is the one in docs/lightning.md,
+executed from the document."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import lightning as L  # noqa: E402
+from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
+from torch_geometric.nn import global_add_pool  # noqa: E402
+
+import graphbatch.torch as gt  # noqa: E402
+from _torch_graphs import molecules  # noqa: E402
+
+DOC = HERE.parent / "docs" / "lightning.md"
+exec(re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[0])  # defines GraphDataModule
+
+GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)
+LOADER = dict(strategy="dynamic", batch_size=6, seed=3)
+
+
+class Recorder(L.LightningModule):
+    def __init__(self, out: str, tag: str) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(16, 4)
+        self.out = torch.nn.Linear(4, 1)
+        self.path = out
+        self.tag = tag
+        self.records: list = []
+
+    def training_step(self, batch, batch_idx):
+        ids = batch.graph_index[batch.graph_mask].tolist()
+        self.records.append([self.current_epoch, batch_idx, ids, list(batch.z.shape)])
+        pred = self.out(global_add_pool(self.emb(batch.z), batch.batch)).squeeze(-1)
+        return gt.masked_mean((pred - batch.y[:, 0]) ** 2, batch.graph_mask)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def on_train_end(self) -> None:
+        rank = self.global_rank
+        Path(self.path, f"{self.tag}_rank{rank}.json").write_text(json.dumps(self.records))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strategy", default="ddp")
+    ap.add_argument("--build", choices=["before", "after"], default="after")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--max-steps", type=int, default=-1)
+    ap.add_argument("--ckpt-every", type=int, default=None)
+    ap.add_argument("--resume", default=None)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tag", required=True)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    graphs = molecules(**GRAPHS)
+    devices = 1 if a.strategy == "single" else 2
+    callbacks = []
+    if a.ckpt_every:
+        callbacks.append(ModelCheckpoint(dirpath=a.out, every_n_train_steps=a.ckpt_every,
+                                         save_top_k=-1, filename="{step}"))
+    trainer = L.Trainer(
+        accelerator="cpu", devices=devices,
+        strategy="auto" if a.strategy == "single" else a.strategy,
+        max_epochs=a.epochs, max_steps=a.max_steps,
+        limit_train_batches=a.limit if a.limit else 1.0,
+        reload_dataloaders_every_n_epochs=1,
+        logger=False, enable_progress_bar=False, enable_model_summary=False,
+        enable_checkpointing=bool(a.ckpt_every), callbacks=callbacks,
+        num_sanity_val_steps=0,
+    )
+    model = Recorder(a.out, a.tag)
+    if a.build == "before":  # built before the process group exists
+        loader = gt.loader(graphs, **LOADER)
+        trainer.fit(model, train_dataloaders=loader, ckpt_path=a.resume)
+    else:
+        trainer.fit(model, datamodule=GraphDataModule(graphs, **LOADER), ckpt_path=a.resume)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Lightning drives `gt.loader` like any DataLoader: 2 CPU processes (gloo) under ``ddp`` and
+``ddp_spawn``, the loader built before the process group (passed to ``fit``) and after it (the
+``LightningDataModule`` of docs/lightning.md), ``limit_train_batches``, ``max_steps`` with a
+mid-epoch checkpoint and its resume, and a single-process run.
+
+Every run records, per rank, the dataset indices of each batch it trained on; the test compares
+them with the plans computed here independently (``graphbatch.plan(..., world_size=2)``): every
+rank trains on exactly its share of each epoch's plan, so every graph exactly once per epoch
+across ranks, and each epoch has its own plan. The runs start together (Lightning's launcher
+sleeps between processes), so the file takes about as long as its slowest run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lightning")
+pytest.importorskip("torch_geometric")
+
+import graphbatch as gb  # noqa: E402
+
+from ._torch_graphs import molecules, sizes_of  # noqa: E402
+
+pytestmark = pytest.mark.slow  # about 40 CPU-seconds of process start-up, run concurrently
+
+SCRIPT = Path(__file__).with_name("_lightning_script.py")
+GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)  # as in the script
+PLAN = dict(batch_size=6, seed=3)
+RUNS = {
+    "ddp-before": ["--strategy", "ddp", "--build", "before", "--epochs", "2"],
+    "spawn-before": ["--strategy", "ddp_spawn", "--build", "before", "--epochs", "2"],
+    "spawn-after-limit": ["--strategy", "ddp_spawn", "--build", "after", "--epochs", "3",
+                          "--limit", "2"],
+    "ddp-after-stop": ["--strategy", "ddp", "--build", "after", "--epochs", "3",
+                       "--max-steps", "6", "--ckpt-every", "6"],
+    "single": ["--strategy", "single", "--build", "after", "--epochs", "2"],
+}
+RESUME = ["--strategy", "ddp", "--build", "after", "--epochs", "3"]
+
+
+def _start(args, out: Path, tag: str):
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    log = open(out / f"{tag}.log", "w")
+    return subprocess.Popen([sys.executable, str(SCRIPT), *args, "--out", str(out),
+                             "--tag", tag], stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _wait(proc, out: Path, tag: str) -> None:
+    try:
+        rc = proc.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = "timeout"
+    if rc != 0:
+        pytest.fail(f"Lightning run {tag} failed ({rc}):\n"
+                    + (out / f"{tag}.log").read_text()[-4000:])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lightning")
+    procs = {tag: _start(args, out, tag) for tag, args in RUNS.items()}
+    _wait(procs.pop("ddp-after-stop"), out, "ddp-after-stop")
+    ckpt = out / "step=6.ckpt"
+    assert ckpt.exists(), sorted(p.name for p in out.iterdir())
+    procs["ddp-after-resume"] = _start(RESUME + ["--resume", str(ckpt)], out, "ddp-after-resume")
+    for tag, proc in procs.items():
+        _wait(proc, out, tag)
+    return out
+
+
+def records(out: Path, tag: str, rank: int) -> dict[int, list[list[int]]]:
+    """epoch -> the batches (dataset indices) that rank trained on, in order."""
+    by_epoch: dict[int, list[list[int]]] = {}
+    for epoch, _, ids, _ in json.loads((out / f"{tag}_rank{rank}.json").read_text()):
+        by_epoch.setdefault(epoch, []).append(ids)
+    return by_epoch
+
+
+def expected(epoch: int, rank: int, world: int = 2) -> list[list[int]]:
+    sizes = sizes_of(molecules(**GRAPHS))
+    p = gb.plan(sizes, "dynamic", epoch=epoch, world_size=world, **PLAN)
+    return [p.batch(b).tolist() for b in p.rank_batches(rank)]
+
+
+def check_exactly_once(per_rank: list[dict[int, list[list[int]]]], epochs: int) -> None:
+    n = GRAPHS["n_graphs"]
+    for e in range(epochs):
+        seen = sorted(i for rec in per_rank for batch in rec[e] for i in batch)
+        assert seen == list(range(n)), f"epoch {e}"
+    first = [i for rec in per_rank for batch in rec[0] for i in batch]
+    second = [i for rec in per_rank for batch in rec[1] for i in batch]
+    assert first != second  # epoch 1 has its own plan
+
+
+@pytest.mark.parametrize("tag", ["ddp-before", "spawn-before"])
+def test_full_epochs_every_graph_once_across_ranks(runs, tag):
+    per_rank = [records(runs, tag, r) for r in range(2)]
+    for r in range(2):
+        assert sorted(per_rank[r]) == [0, 1]
+        for e in (0, 1):
+            assert per_rank[r][e] == expected(e, r)
+    check_exactly_once(per_rank, 2)
+
+
+def test_limit_train_batches_keeps_epochs_apart(runs):
+    per_rank = [records(runs, "spawn-after-limit", r) for r in range(2)]
+    for r in range(2):
+        for e in range(3):
+            assert per_rank[r][e] == expected(e, r)[:2]
+    for e in range(3):
+        ids = [i for rec in per_rank for batch in rec[e] for i in batch]
+        assert len(ids) == len(set(ids))  # no graph twice within an epoch
+    assert per_rank[0][0] != per_rank[0][1] != per_rank[0][2]
+
+
+def test_max_steps_checkpoint_and_resume(runs):
+    stopped = [records(runs, "ddp-after-stop", r) for r in range(2)]
+    resumed = [records(runs, "ddp-after-resume", r) for r in range(2)]
+    steps = len(expected(0, 0))
+    assert steps < 6 < 2 * steps  # the checkpoint is taken mid-epoch 1
+    combined = []
+    for r in range(2):
+        assert stopped[r][0] == expected(0, r)
+        assert stopped[r][1] == expected(1, r)[: 6 - steps]
+        assert 0 not in resumed[r]
+        assert resumed[r][1] == expected(1, r)[6 - steps:]  # continues with the next batch
+        assert resumed[r][2] == expected(2, r)
+        combined.append({0: stopped[r][0], 1: stopped[r][1] + resumed[r][1], 2: resumed[r][2]})
+    check_exactly_once(combined, 3)
+
+
+def test_single_process_data_module(runs):
+    (rec,) = [records(runs, "single", 0)]
+    for e in (0, 1):
+        assert rec[e] == expected(e, 0, world=1)
+    check_exactly_once([rec], 2)
