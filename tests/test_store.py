@@ -45,7 +45,7 @@ def _write(path, graphs, pieces=3, **kw):
     cut = np.linspace(0, len(graphs), pieces + 1).astype(int)
     chunks = [graphs.take(np.arange(a, b)) for a, b in zip(cut[:-1], cut[1:]) if b > a]
     return write_store(path, chunks, name="test", meta={"note": "ünïcode ok"},
-                       failed_index=[7, 11], chunk_rows=64, **kw)
+                       failed_index=[7, 11], **kw)
 
 
 @pytest.fixture()

@@ -11,6 +11,7 @@ from ._prefetch import Prefetcher, prefetch
 from ._pyg import collate, unpad, unpad_graphs
 from ._sampler import PlanBatchSampler, PlannedBatch, distributed_world
 from ._schema import FieldSpec, Schema, infer_schema
+from ._store_batch import StoreCollater, store_batch, store_schema
 
 __all__ = [
     "FieldSpec",
@@ -20,6 +21,7 @@ __all__ = [
     "PlannedBatch",
     "Prefetcher",
     "Schema",
+    "StoreCollater",
     "collate",
     "collate_dict",
     "distributed_world",
@@ -29,6 +31,8 @@ __all__ = [
     "prefetch",
     "read_sizes",
     "short_padding_batches",
+    "store_batch",
+    "store_schema",
     "unpad",
     "unpad_graphs",
 ]

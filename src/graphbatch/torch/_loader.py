@@ -17,6 +17,7 @@ from ._collate import collate_dict
 from ._pyg import collate
 from ._sampler import PlanBatchSampler, PlannedBatch
 from ._schema import Schema, _num_nodes, infer_schema
+from ._store_batch import StoreCollater, StoreIndices, is_graph_store
 
 __all__ = ["loader", "PlanLoader", "read_sizes"]
 
@@ -190,6 +191,9 @@ def loader(
 ) -> PlanLoader:
     """A `PlanLoader` over ``dataset`` (map-style: ``len`` and ``dataset[i]`` giving a PyG
     ``Data`` or a dict of tensors) batched by ``graphbatch.plan(sizes, strategy, ...)``.
+    A `graphbatch.datasets.GraphStore` takes the store batch path: each batch is read from the
+    store's arrays straight into its padded layout (`graphbatch.torch.store_batch`), with the
+    same result as collating ``store.to_torch()`` graphs.
 
     ``sizes`` default: `read_sizes(dataset)` (once). The schema is inferred once from up to 32
     graphs spread over the dataset unless given. Batches are PyG ``Batch`` objects
@@ -218,7 +222,8 @@ def loader(
         rank=rank,
         **options,
     )
-    if schema is None:
+    store = dataset if is_graph_store(dataset) else None  # the store batch path
+    if schema is None and store is None:
         n = len(dataset)
         pick = np.unique(np.linspace(0, n - 1, num=min(n, _SCHEMA_SAMPLE)).astype(np.int64))
         schema = infer_schema([dataset[int(i)] for i in pick])
@@ -231,7 +236,13 @@ def loader(
                 "a single padding node, so their padding edges are self-loops (length 0)",
                 stacklevel=2,
             )
-    collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict)
+    if store is not None:
+        collater = StoreCollater(store, schema, cutoff=cutoff, position_key=position_key,
+                                 as_dict=as_dict)
+        dataset = StoreIndices(store)
+    else:
+        collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key,
+                                as_dict=as_dict)
     kwargs: dict[str, Any] = dict(
         # the DataLoader draws its workers' base seed from this generator, not from torch's
         # global RNG: iterating the loader leaves the global RNG (model init, dropout) untouched
