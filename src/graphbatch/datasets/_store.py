@@ -20,7 +20,9 @@ carries a checksum::
 Every dataset is stored contiguously without filters, so a reader memory-maps it with NumPy
 (``np.memmap`` at the dataset's file offset) and a batch is a fancy index into the page cache --
 no HDF5 call, no decompression, nothing copied per DataLoader worker. HDF5 is parsed only on
-open. Integrity: the metadata checksums are HDF5's; the data checksums are CRC-32 per dataset,
+open. Integrity: the metadata checksums are HDF5's, plus a CRC-32 of the header attributes
+(``header_crc``: HDF5 keeps variable-length strings in its unchecksummed global heap); the data
+checksums are CRC-32 per dataset,
 checked on open for the size/offset/failed arrays and for all arrays by `GraphStore.verify` (or
 ``graphbatch data verify``, or ``GraphStore(path, verify=True)``); each store has a random
 ``uuid`` checked whenever a process re-opens it, so a store replaced on disk is never read
@@ -269,6 +271,7 @@ class GraphStoreWriter:
             f.attrs["fields"] = json.dumps(self._fields)
             f.attrs["meta"] = json.dumps(self.meta)
             f.attrs["checksums"] = json.dumps(checksums)
+            f.attrs["header_crc"] = _header_crc(f.attrs)
         _read_header(target)  # the layout a reader needs (contiguous, in bounds) really holds
         os.chmod(target, 0o644)
         os.replace(target, self.path)
@@ -324,6 +327,19 @@ class _Header:
     checksums: dict
     edge_dtype: np.dtype
     layout: dict           # dataset path -> (file offset or None, shape, dtype)
+
+
+_HEADER_KEYS = ("format", "format_version", "uuid", "name", "n_graph", "n_node_total",
+                "n_edge_total", "edge_index_dtype", "fields", "meta", "checksums")
+
+
+def _header_crc(attrs) -> int:
+    """CRC-32 of the header attributes. HDF5 checksums object headers, but variable-length
+    string values live in its global heap, which has no checksum: this covers them."""
+    values = {k: (attrs[k].decode() if isinstance(attrs[k], bytes) else attrs[k]) for k in
+              _HEADER_KEYS}
+    values = {k: (v if isinstance(v, str) else int(v)) for k, v in values.items()}
+    return zlib.crc32(json.dumps(values, sort_keys=True).encode())
 
 
 def _attr_str(attrs, key: str) -> str:
@@ -404,6 +420,9 @@ def _parse_header(path: Path, f) -> _Header:
     if version != STORE_VERSION:
         raise StoreFormatError(f"{str(path)!r} has store format version {version}; "
                                f"this graphbatch reads version {STORE_VERSION}")
+    if _attr_count(f.attrs, "header_crc") != _header_crc(f.attrs):
+        raise StoreFormatError(f"{str(path)!r}: the header attributes do not match their "
+                               "checksum (damaged file)")
     n_graph = _attr_count(f.attrs, "n_graph")
     totals = {"node": _attr_count(f.attrs, "n_node_total"),
               "edge": _attr_count(f.attrs, "n_edge_total"), "graph": n_graph}
