@@ -157,7 +157,7 @@ def test_truncated_and_garbage_files(tmp_path, stored):
 def test_corrupted_data_is_detected(tmp_path, stored):
     path, _ = stored
     with GraphStore(path) as s:
-        offset = s.packed().node["x"].offset
+        offset = s._arrays()["node/x"].offset
     raw = bytearray(path.read_bytes())
     for b in range(offset + 8, offset + 24):
         raw[b] ^= 0xFF

@@ -186,7 +186,7 @@ def test_damaged_edge_index_raises_on_read(tmp_path):
     g = _graphs(n=20, seed=3)
     path = _write(tmp_path / "e.h5", g)
     with GraphStore(path) as s:
-        offset = s.packed().edge_index.offset
+        offset = s._arrays()["edge_index"].offset
     raw = bytearray(path.read_bytes())
     raw[offset:offset + 4] = np.int32(5000).tobytes()       # first source -> node 5000
     path.write_bytes(bytes(raw))

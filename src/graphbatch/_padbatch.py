@@ -199,18 +199,21 @@ def pad_batch(
 
     fields: dict[str, np.ndarray] = {}
     # edge_index: local -> batch-global indices, range-checked against each graph's node count
-    ei = np.empty((2, n_edge), dtype=index_dtype)
-    local = source.edge_index[:, edge_rows]
+    # (gather strategies timed on memory maps: ``take`` along axis 1 for [2, E], plain fancy
+    # indexing along axis 0 -- ``np.take`` on a 1-D array and ``a[:, rows]`` were 10-100x slower)
+    local = np.take(source.edge_index, edge_rows, axis=1, mode="clip")
     if e_real:
-        limit = np.repeat(nn, ne)
-        bad = (local < 0).any(axis=0) | (local >= limit).any(axis=0)
-        if bad.any():
-            e = int(np.flatnonzero(bad)[0])
+        # one unsigned comparison catches negative and too-large indices alike
+        unsigned = local.view(local.dtype.str.replace("i", "u"))
+        limit = np.repeat(nn.astype(unsigned.dtype), ne)
+        if (unsigned >= limit).any():
+            e = int(np.flatnonzero((unsigned >= limit).any(axis=0))[0])
             g = int(idx[np.searchsorted(np.cumsum(ne), e, side="right")])
             raise ValueError(f"stored edge_index of graph {g} holds {local[:, e].tolist()}, "
                              f"outside its {int(limit[e])} nodes (damaged store?)")
     edge_inc = np.zeros(n_graph, dtype=np.int64)
     edge_inc[:g_real] = node_ptr[:g_real]
+    ei = np.empty((2, n_edge), dtype=index_dtype)
     np.add(local, np.repeat(node_ptr[:g_real], ne), out=ei[:, :e_real], casting="unsafe")
     ei[:, e_real:] = padding_edge_index(n_real, n_node, e_pad, spread=cutoff is not None)
     fields["edge_index"] = ei
@@ -223,10 +226,7 @@ def pad_batch(
             dt = np.dtype(dtypes.get(name, arr.dtype))
             out = np.empty((target[level], *arr.shape[1:]), dtype=dt)
             k = real_n[level]
-            if dt == arr.dtype:
-                np.take(arr, rows[level], axis=0, out=out[:k])
-            else:
-                out[:k] = arr[rows[level]]
+            out[:k] = arr[rows[level]]
             if cutoff is not None and name == position_key:
                 rmax = (out[:k].max(axis=0) if k else np.zeros(out.shape[1:], dtype=dt))
                 out[k:] = padding_positions(rmax.astype(np.float64), target[level] - k,

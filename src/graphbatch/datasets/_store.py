@@ -508,6 +508,7 @@ class GraphStore:
         self.hits = 0
         self.misses = 0
         self._maps: dict[str, np.ndarray] | None = None
+        self._packed: PackedGraphs | None = None
         header = _read_header(self.path)
         self.uuid = header.uuid
         self.name = header.name
@@ -561,6 +562,7 @@ class GraphStore:
     def close(self) -> None:
         """Drop the memory maps (they are re-opened, with the identity check, on next use)."""
         self._maps = None
+        self._packed = None
         self._cache.clear()
 
     def __enter__(self) -> "GraphStore":
@@ -571,7 +573,7 @@ class GraphStore:
 
     def __getstate__(self) -> dict:  # for worker processes: no maps, no cache
         state = self.__dict__.copy()
-        state.update(_maps=None, _cache=OrderedDict(), hits=0, misses=0)
+        state.update(_maps=None, _packed=None, _cache=OrderedDict(), hits=0, misses=0)
         return state
 
     # ------------------------------------------------------------ metadata
@@ -624,14 +626,18 @@ class GraphStore:
 
     # ------------------------------------------------------------ graph data
     def packed(self) -> PackedGraphs:
-        """All graphs as `graphbatch._padbatch.PackedGraphs` (memory maps, nothing is read)."""
-        maps = self._arrays()
-        per_level = {level: {} for level in LEVELS}
-        for name, spec in self.fields.items():
-            per_level[spec["level"]][name] = maps[f"{spec['level']}/{name}"]
-        return PackedGraphs(n_node=maps["sizes/n_node"], n_edge=maps["sizes/n_edge"],
-                            node_offsets=maps["offsets/node"], edge_offsets=maps["offsets/edge"],
-                            edge_index=maps["edge_index"], **per_level)
+        """All graphs as `graphbatch._padbatch.PackedGraphs` over the memory maps (plain
+        ``ndarray`` views of them: nothing is read until rows are gathered)."""
+        if self._packed is None or self._maps is None:
+            maps = {k: np.asarray(v) for k, v in self._arrays().items()}
+            per_level = {level: {} for level in LEVELS}
+            for name, spec in self.fields.items():
+                per_level[spec["level"]][name] = maps[f"{spec['level']}/{name}"]
+            self._packed = PackedGraphs(
+                n_node=maps["sizes/n_node"], n_edge=maps["sizes/n_edge"],
+                node_offsets=maps["offsets/node"], edge_offsets=maps["offsets/edge"],
+                edge_index=maps["edge_index"], **per_level)
+        return self._packed
 
     def read_batch(self, index, shape, **options) -> PaddedArrays:
         """Graphs ``index`` as one padded batch of ``shape`` (`graphbatch._padbatch.pad_batch`,

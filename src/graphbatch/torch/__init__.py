@@ -11,7 +11,7 @@ from ._prefetch import Prefetcher, prefetch
 from ._pyg import collate, unpad, unpad_graphs
 from ._sampler import PlanBatchSampler, PlannedBatch, distributed_world
 from ._schema import FieldSpec, Schema, infer_schema
-from ._store_batch import StoreCollater, store_batch, store_schema
+from ._store_batch import StoreBatcher, StoreCollater, store_batch, store_schema
 
 __all__ = [
     "FieldSpec",
@@ -21,6 +21,7 @@ __all__ = [
     "PlannedBatch",
     "Prefetcher",
     "Schema",
+    "StoreBatcher",
     "StoreCollater",
     "collate",
     "collate_dict",

@@ -23,7 +23,7 @@ from ._pyg import _new_batch, _pyg
 from ._sampler import PlannedBatch
 from ._schema import EDGE_INDEX, FieldSpec, Schema
 
-__all__ = ["StoreCollater", "StoreIndices", "is_graph_store", "store_batch", "store_schema"]
+__all__ = ["StoreBatcher", "StoreCollater", "StoreIndices", "is_graph_store", "store_batch", "store_schema"]
 
 _STRUCTURE = ("batch", "ptr", "node_mask", "edge_mask", "graph_mask", "graph_index")
 
@@ -79,48 +79,69 @@ def _tensors(padded: PaddedArrays) -> dict[str, torch.Tensor]:
     }
 
 
+class StoreBatcher:
+    """Reads padded batches of one store: ``batcher(index, shape)`` -> PyG ``Batch`` (or the
+    `graphbatch.torch.collate_dict` dict with ``as_dict=True``). Schema, dtypes and pad values
+    are resolved once here, not per batch. ``schema`` (optional) may change pad values; its
+    levels must be the store's. Picklable (the store re-opens in another process and checks
+    it is still the same file)."""
+
+    def __init__(self, store, schema: Schema | None = None, *, cutoff: float | None = None,
+                 position_key: str = "pos", as_dict: bool = False) -> None:
+        self.store = store
+        self.schema = store_schema(store) if schema is None else schema
+        self._pads = _check_schema(store, self.schema)
+        self._dtypes = _torch_dtypes(store)
+        self._keys = list(self.schema)
+        self._levels = {key: spec.level for key, spec in self.schema.items()}
+        self._anchored = self.schema.node_anchor() is not None
+        self.cutoff = check_cutoff(cutoff)
+        self.position_key = position_key
+        self.as_dict = bool(as_dict)
+
+    def __call__(self, index, shape):
+        from ..datasets._torch import StoreData
+
+        padded = self.store.read_batch(index, shape, layout="torch", cutoff=self.cutoff,
+                                       position_key=self.position_key, dtypes=self._dtypes,
+                                       index_dtype=np.int64, pad=self._pads)
+        n_graph = padded.shape[2]
+        fields = {key: torch.from_numpy(padded.fields[key]) for key in self._keys}
+        structure = _tensors(padded)
+        if self.as_dict:
+            out = dict(fields)
+            out.update(structure)
+            out["edge_ptr"] = torch.from_numpy(padded.edge_ptr)
+            out["num_graphs"] = n_graph
+            return out
+        Batch, Data = _pyg()
+        # like `collate`, whose Batch inherits from the type of its first graph (plain Data
+        # when an all-padding batch of a distributed plan has no graph)
+        out = _new_batch(Batch, StoreData if padded.num_real[0] else Data)
+        for key, value in fields.items():
+            out[key] = value
+        for key, value in structure.items():
+            out[key] = value
+        if not self._anchored:
+            out.num_nodes = padded.shape[0]
+            out._store._num_nodes = padded.node_counts.tolist()
+        ptr = {"node": structure["ptr"], "edge": torch.from_numpy(padded.edge_ptr),
+               "graph": torch.arange(n_graph + 1)}
+        out._slice_dict = {key: ptr[level] for key, level in self._levels.items()}
+        inc = torch.from_numpy(padded.edge_inc) if padded.num_real[0] else None
+        out._inc_dict = {key: (inc if key == EDGE_INDEX else None) for key in self._keys}
+        out._num_graphs = n_graph
+        return out
+
+
 def store_batch(store, index, shape, *, schema: Schema | None = None,
                 cutoff: float | None = None, position_key: str = "pos", as_dict: bool = False):
     """Graphs ``index`` of ``store`` as one padded PyG ``Batch`` of ``shape`` (or the
     `graphbatch.torch.collate_dict` dict with ``as_dict=True``), equal to
     ``collate([store.to_torch()[i] for i in index], shape, graph_index=index, ...)``.
-
-    ``schema`` (optional) may change pad values; its levels must be the store's.
-    """
-    from ..datasets._torch import StoreData
-
-    schema = store_schema(store) if schema is None else schema
-    pads = _check_schema(store, schema)
-    padded = store.read_batch(index, shape, layout="torch", cutoff=check_cutoff(cutoff),
-                              position_key=position_key, dtypes=_torch_dtypes(store),
-                              index_dtype=np.int64, pad=pads)
-    n_graph = padded.shape[2]
-    fields = {key: torch.from_numpy(padded.fields[key]) for key in schema}
-    structure = _tensors(padded)
-    if as_dict:
-        out = dict(fields)
-        out.update(structure)
-        out["edge_ptr"] = torch.from_numpy(padded.edge_ptr)
-        out["num_graphs"] = n_graph
-        return out
-    Batch, Data = _pyg()
-    # like `collate`, whose Batch inherits from the type of its first graph (plain Data when
-    # an all-padding batch of a distributed plan has no graph)
-    out = _new_batch(Batch, StoreData if padded.num_real[0] else Data)
-    for key, value in fields.items():
-        out[key] = value
-    for key, value in structure.items():
-        out[key] = value
-    if schema.node_anchor() is None:
-        out.num_nodes = padded.shape[0]
-        out._store._num_nodes = padded.node_counts.tolist()
-    ptr = {"node": structure["ptr"], "edge": torch.from_numpy(padded.edge_ptr),
-           "graph": torch.arange(n_graph + 1)}
-    out._slice_dict = {key: ptr[spec.level] for key, spec in schema.items()}
-    inc = torch.from_numpy(padded.edge_inc) if padded.num_real[0] else None
-    out._inc_dict = {key: (inc if key == EDGE_INDEX else None) for key in schema}
-    out._num_graphs = n_graph
-    return out
+    For many batches, build a `StoreBatcher` once."""
+    return StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key,
+                        as_dict=as_dict)(index, shape)
 
 
 class StoreIndices(Dataset):
@@ -141,22 +162,19 @@ class StoreIndices(Dataset):
 
 
 class StoreCollater:
-    """``collate_fn`` of the store batch path (picklable: the store re-opens in a worker and
-    checks it is still the same file)."""
+    """``collate_fn`` of the store batch path: a `StoreBatcher` fed by `PlannedBatch`es."""
 
     def __init__(self, store, schema: Schema | None = None, *, cutoff=None,
                  position_key: str = "pos", as_dict: bool = False) -> None:
-        self.store = store
-        self.schema = store_schema(store) if schema is None else schema
-        _check_schema(store, self.schema)
-        self.cutoff = check_cutoff(cutoff)
-        self.position_key = position_key
-        self.as_dict = bool(as_dict)
+        self.batcher = StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key,
+                                    as_dict=as_dict)
+
+    @property
+    def schema(self) -> Schema:
+        return self.batcher.schema
 
     def __call__(self, item):
         batch, _ = item
         if not isinstance(batch, PlannedBatch):
             raise TypeError("StoreCollater needs batches from a PlanBatchSampler")
-        return store_batch(self.store, np.asarray(batch, dtype=np.int64), batch.shape,
-                           schema=self.schema, cutoff=self.cutoff,
-                           position_key=self.position_key, as_dict=self.as_dict)
+        return self.batcher(np.asarray(batch, dtype=np.int64), batch.shape)
