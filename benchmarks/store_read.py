@@ -92,11 +92,20 @@ def rss_child(path: str, strategy: str, batch_size: int) -> None:
     planned = _status()
     secs, graphs, batches, _ = _timed(ld)
     after = _status()
+    import psutil
+
+    wl = gt.loader(store, strategy=strategy, batch_size=batch_size, seed=0, num_workers=2,
+                   persistent_workers=True)
+    _timed(wl)
+    workers = []
+    for child in psutil.Process().children():
+        mem = child.memory_full_info()
+        workers.append({"rss": mem.rss, "uss": mem.uss, "shared": mem.shared})
     size_table = sum(a.nbytes for a in (store.n_node, store.n_edge, store.node_offsets,
                                         store.edge_offsets))
     print(json.dumps({"before": before, "opened": opened, "planned": planned, "after": after,
                       "file_bytes": os.path.getsize(path), "size_table_bytes": size_table,
-                      "graphs": graphs, "seconds": secs}))
+                      "graphs": graphs, "seconds": secs, "workers": workers}))
 
 
 def drop_cache(path: str) -> None:
@@ -136,17 +145,26 @@ def bench_store(path: str, args) -> list[dict]:
 
     ld = gt.loader(store, **kw)
     plan = ld.plan
-    rows.append(_row("store batch", *_timed(ld, limit), note="memory map, 0 workers"))
+    rows.append(_row("store batch", *_timed(ld, limit), note="memory map, 0 workers, epoch 0"))
+    rows.append(_row("store batch, next epoch", *_timed(ld, limit),
+                     note="same maps: pages already mapped"))
     mem = GraphStore(path, in_memory=True)
     rows.append(_row("store batch, in_memory", *_timed(gt.loader(mem, **kw), limit),
                      note="arrays read into RAM once"))
     rows.append(_row("store per-graph", *_timed(gt.loader(store.to_torch(), **kw),
                                                 args.per_graph_batches),
                      note=f"first {args.per_graph_batches} batches"))
-    for workers in (1, 2):
-        secs, g, nb, _ = _timed(gt.loader(store, num_workers=workers, **kw), limit)
-        rows.append(_row(f"store batch, {workers} worker{'s' * (workers > 1)}", secs, g, nb,
-                         note="DataLoader workers (wall clock only)"))
+    import torch.multiprocessing as tmp
+
+    default_sharing = tmp.get_sharing_strategy()
+    for sharing in (default_sharing, "file_system"):
+        tmp.set_sharing_strategy(sharing)
+        for workers in (1, 2):
+            secs, g, nb, _ = _timed(gt.loader(store, num_workers=workers, **kw), limit)
+            rows.append(_row(f"store batch, {workers} worker{'s' * (workers > 1)}"
+                             + ("" if sharing == default_sharing else ", fs"), secs, g, nb,
+                             note=f"DataLoader workers, sharing {sharing} (wall clock only)"))
+    tmp.set_sharing_strategy(default_sharing)
 
     # baselines over the same graphs held in memory as Data
     n_base = min(len(store), args.baseline_graphs)
@@ -220,6 +238,9 @@ def bench_store(path: str, args) -> list[dict]:
           f"{a['RssFile'] / mib:,.0f} -> {b['RssFile'] / mib:,.0f}); peak {b['VmHWM'] / mib:,.0f} "
           f"MiB; store file {rss['file_bytes'] / mib:,.0f} MiB, size table "
           f"{rss['size_table_bytes'] / mib:,.1f} MiB")
+    for k, w in enumerate(rss["workers"]):
+        print(f"worker {k} after a full epoch with 2 workers: RSS {w['rss'] / mib:,.0f} MiB, of "
+              f"which shared {w['shared'] / mib:,.0f} MiB; private (USS) {w['uss'] / mib:,.0f} MiB")
     growth = b["VmRSS"] - a["VmRSS"]
     budget = 1.5 * (rss["file_bytes"] + rss["size_table_bytes"])
     print(f"RSS growth {growth / mib:,.0f} MiB (after imports, before opening the store) vs "
@@ -239,10 +260,14 @@ def print_rows(rows: list[dict]) -> None:
         x = f"{r['graphs/s'] / base:6.1f}" if base else ""
         c = r["cpu graphs/s"]
         cx = f"{c / cbase:6.1f}" if c and cbase else ""
-        print(f"{r['path']:<28} {r['graphs']:>10,} {r['batches']:>7,} {r['seconds']:>8.2f} "
+        print(f"{r['path']:<30} {r['graphs']:>10,} {r['batches']:>7,} {r['seconds']:>8.2f} "
               f"{r['graphs/s']:>9,} {x:>6} {(f'{c:,}' if c else '-'):>12} {cx:>6}  {r['note']}")
-    if one and ref.get("store batch, 2 workers"):
-        print(f"2 workers / 1 worker: {ref['store batch, 2 workers'] / one:.2f}x")
+    for suffix in ("", ", fs"):
+        one, two = ref.get("store batch, 1 worker" + suffix), ref.get("store batch, 2 workers"
+                                                                       + suffix)
+        if one and two:
+            print(f"2 workers / 1 worker{suffix}: {two / one:.2f}x; 2 workers / one process "
+                  f"(0 workers): {two / ref['store batch']:.2f}x")
 
 
 def main() -> None:

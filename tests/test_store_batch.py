@@ -197,3 +197,20 @@ def test_damaged_edge_index_raises_on_read(tmp_path):
         s.read_batch([1, 0], (500, 2000, 4))
     with pytest.raises(StoreFormatError, match="checksum of edge_index"):
         s.verify()
+
+
+def test_prefetch_thread_and_pin_memory_on_batch_path(store):
+    ref = _collect(gt.loader(store, strategy="buckets", batch_size=7, seed=3))
+    with gt.prefetch(gt.loader(store, strategy="buckets", batch_size=7, seed=3), 3) as fetched:
+        got = list(fetched)
+    assert len(got) == len(ref)
+    for x, y in zip(got, ref):
+        assert_same_batch(x, y)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                   # no accelerator here: pinning is a no-op
+        pinned = _collect(gt.loader(store, strategy="buckets", batch_size=7, seed=3,
+                                    pin_memory=True))
+    for x, y in zip(pinned, ref):
+        assert_same_batch(x, y)
