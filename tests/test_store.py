@@ -410,3 +410,14 @@ def test_temporaries_of_killed_builds_are_removed(tmp_path, stored):
             w.append(graphs)
             raise RuntimeError("boom")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, alive.name])
+
+
+def test_worker_copies_map_the_file(stored):
+    """A pickled store (a spawned DataLoader worker) re-opens memory-mapped, never with a
+    private copy of the arrays, even when the original read them into RAM."""
+    path, graphs = stored
+    mem = GraphStore(path, in_memory=True)
+    assert not isinstance(mem._arrays()["node/x"], np.memmap)
+    clone = pickle.loads(pickle.dumps(mem))
+    assert not clone.in_memory and isinstance(clone._arrays()["node/x"], np.memmap)
+    np.testing.assert_array_equal(clone[3]["x"], graphs.graph_dict(3)["x"])

@@ -490,7 +490,9 @@ class GraphStore:
 
     Arrays are memory-mapped (``in_memory=False``, the default: the page cache holds the data,
     shared by every process reading the file, so DataLoader workers add no copy) or read whole
-    into RAM once (``in_memory=True``; forked workers share those pages copy-on-write).
+    into RAM once (``in_memory=True``: faster random gathers for stores that fit in RAM --
+    NumPy asks for transparent huge pages for large arrays, a file map uses 4 KiB pages; forked workers share those pages copy-on-write, pickled copies
+    re-open memory-mapped).
     ``verify=True`` checks every array's checksum on open (reads the whole file once).
     ``get``/``[i]`` go through an LRU cache of ``cache_size`` graphs (read-only arrays).
 
@@ -571,9 +573,12 @@ class GraphStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __getstate__(self) -> dict:  # for worker processes: no maps, no cache
+    def __getstate__(self) -> dict:
+        """For worker processes: no maps, no cache; a copy always re-opens memory-mapped (also
+        from an ``in_memory`` store), so spawned workers never hold a private copy of the data."""
         state = self.__dict__.copy()
-        state.update(_maps=None, _packed=None, _cache=OrderedDict(), hits=0, misses=0)
+        state.update(_maps=None, _packed=None, _cache=OrderedDict(), hits=0, misses=0,
+                     in_memory=False)
         return state
 
     # ------------------------------------------------------------ metadata
