@@ -13,7 +13,10 @@ seed 0, epoch 0), one process and ``torch.set_num_threads(1)`` unless stated:
   ``Data`` held in memory (the first ``--baseline-graphs`` graphs, re-planned on that subset);
 - ``PyG DataLoader, list``: ``torch_geometric.loader.DataLoader(list, batch_size, shuffle=True)``
   over that list (no padding: the baseline users have);
-- ``store batch, 2 workers`` vs ``1 worker``: DataLoader workers (``num_workers``);
+- ``store batch, 2 workers`` vs ``1 worker``: DataLoader workers (``num_workers``), with torch's
+  default and the ``file_system`` sharing strategy;
+- ``[interleaved]``: store batch (memory map, in memory) and the PyG baseline in alternating
+  rounds, so that each ratio compares throughputs measured in the same minute;
 - ``kernel only``: the NumPy gather (`graphbatch._padbatch.pad_batch`) without torch, for the
   store layouts: memory map, in memory, and a version-1 store (chunked gzip HDF5, read per graph
   through h5py) when ``--v1`` is given -- the layout choice;
@@ -180,7 +183,14 @@ def bench_store(path: str, args) -> list[dict]:
     pyg = PygLoader(data, batch_size=args.batch_size, shuffle=True,
                     generator=torch.Generator().manual_seed(0))
     rows.append(_row("PyG DataLoader, list", *_timed(pyg), note=note + ", unpadded"))
-    del data
+
+    # interleaved rounds: the same moment for every path (other jobs share the cores)
+    rows += interleaved({
+        "store batch": gt.loader(store, **kw),
+        "store batch, in_memory": gt.loader(mem, **kw),
+        "PyG DataLoader, list": pyg,
+    }, args.rounds, args.round_batches)
+    del data, pyg
 
     # kernel only: the layouts
     idx_batches = list(plan.batches())[: args.kernel_batches]
@@ -249,6 +259,38 @@ def bench_store(path: str, args) -> list[dict]:
     return rows
 
 
+def _cycle(loader):
+    while True:
+        yield from loader
+
+
+def interleaved(loaders: dict, rounds: int, n: int) -> list[dict]:
+    """``rounds`` rounds; in each, ``n`` batches from every loader in turn. Rows: the median
+    round of each path, and the median over rounds of each path's ratio to the last loader
+    (measured in the same round, so a busy minute slows both sides)."""
+    its = {k: _cycle(v) for k, v in loaders.items()}
+    wall = {k: [] for k in loaders}
+    cpu = {k: [] for k in loaders}
+    graphs = {k: 0 for k in loaders}
+    for _ in range(rounds):
+        for k, it in its.items():
+            secs, g, _, c = _timed(it, n)
+            wall[k].append(g / secs)
+            cpu[k].append(g / c)
+            graphs[k] += g
+    base = list(loaders)[-1]
+    out = []
+    for k in loaders:
+        rw = np.median(np.array(wall[k]) / np.array(wall[base]))
+        rc = np.median(np.array(cpu[k]) / np.array(cpu[base]))
+        out.append({"path": f"{k} [interleaved]", "graphs": graphs[k], "batches": n * rounds,
+                    "seconds": float("nan"), "graphs/s": round(float(np.median(wall[k]))),
+                    "cpu graphs/s": round(float(np.median(cpu[k]))),
+                    "note": f"median of {rounds} rounds of {n} batches; same-round ratio to "
+                            f"{base}: wall {rw:.1f}x, cpu {rc:.1f}x"})
+    return out
+
+
 def print_rows(rows: list[dict]) -> None:
     ref = {r["path"]: r["graphs/s"] for r in rows}
     base = ref.get("PyG DataLoader, list")
@@ -284,6 +326,8 @@ def main() -> None:
     p.add_argument("--cold-batches", type=int, default=200)
     p.add_argument("--chunk-graphs", type=int, default=4096)
     p.add_argument("--window-chunks", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
+    p.add_argument("--round-batches", type=int, default=150, help="batches per path per round")
     p.add_argument("--rss-child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rss_child:
