@@ -421,3 +421,25 @@ def test_worker_copies_map_the_file(stored):
     clone = pickle.loads(pickle.dumps(mem))
     assert not clone.in_memory and isinstance(clone._arrays()["node/x"], np.memmap)
     np.testing.assert_array_equal(clone[3]["x"], graphs.graph_dict(3)["x"])
+
+
+def test_sigterm_during_data_build_leaves_no_temporaries(tmp_path):
+    pytest.importorskip("graphbatch.datasets._qm9")
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    out = tmp_path / "q.h5"
+    proc = subprocess.Popen([sys.executable, "-m", "graphbatch.cli", "data", "build", "qm9",
+                             "--limit", "20000", "--no-progress", "--out", str(out)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(p.name.endswith(".tmp")
+                                             for p in tmp_path.iterdir()):
+        if proc.poll() is not None:
+            pytest.skip("the build ended before a temporary appeared")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+    if proc.returncode == 0:  # pragma: no cover - finished before the signal arrived
+        pytest.skip("the build finished before SIGTERM")
+    assert list(tmp_path.iterdir()) == []                  # no store, no temporary
