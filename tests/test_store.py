@@ -396,20 +396,24 @@ def test_temporaries_of_killed_builds_are_removed(tmp_path, stored):
     assert out.returncode == -signal.SIGKILL
     left = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert len(left) == 1 and left[0].is_dir()                # the killed build's spill folder
-    old_style = tmp_path / f".{path.name}.abc123.tmp"          # an earlier version's temp file
+    old_style = tmp_path / f".{path.name}.abc12_yz.tmp"          # an earlier version's temp file
     old_style.write_bytes(b"x")
     os.utime(old_style, (0, 0))
-    dead = tmp_path / f".{path.name}.{_dead_pid()}.xyz.tmp"
+    dead = tmp_path / f".{path.name}.{_dead_pid()}.xyz12345.tmp"
     dead.write_bytes(b"y")
-    alive = tmp_path / f".{path.name}.1.live.tmp"              # pid 1 is alive: not touched
+    alive = tmp_path / f".{path.name}.1.live1234.tmp"          # pid 1 is alive: not touched
     alive.write_bytes(b"z")
+    other = tmp_path / f".{path.name}.bak.{_dead_pid()}.abcdefgh.tmp"   # another target's
+    other.write_bytes(b"o")
+    os.utime(other, (0, 0))
     write_store(path, [graphs], name="again")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, alive.name])
+    keep = sorted([path.name, alive.name, other.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == keep
     with pytest.raises(RuntimeError):                          # a failed build cleans up too
         with GraphStoreWriter(path, name="x") as w:
             w.append(graphs)
             raise RuntimeError("boom")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, alive.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == keep
 
 
 def test_worker_copies_map_the_file(stored):

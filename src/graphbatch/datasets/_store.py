@@ -120,14 +120,17 @@ def remove_stale_temporaries(path: str | os.PathLike, *, max_age_s: float = 3600
         name = p.name
         if not (name.startswith(prefix) and name.endswith(".tmp")):
             continue
-        m = re.fullmatch(r"(\d+)\.[^.]+", name[len(prefix):-len(".tmp")])
+        middle = name[len(prefix):-len(".tmp")]
+        m = re.fullmatch(r"(\d+)\.[a-z0-9_]{8}", middle)   # tempfile's 8 random characters
         if m is not None:
             stale = int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1)))
-        else:
+        elif re.fullmatch(r"[a-z0-9_]{8}", middle):
             try:
                 stale = time.time() - p.stat().st_mtime > max_age_s
             except FileNotFoundError:
                 continue
+        else:  # another target's temporary (e.g. of "<name>.bak"): not ours
+            continue
         if stale:
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
