@@ -80,9 +80,9 @@ def bench_reads(tmp: Path, quick: bool, store: str | None = None) -> tuple[list[
                      "us/graph": f"{dt / reads * 1e6:.1f}"})
 
     with GraphStore(path, cache_size=n) as store:
-        timed("read_graph (no LRU; 16 MiB chunk cache/array)", store.read_graph)
-    with GraphStore(path, cache_size=n, chunk_cache_mb=0) as store:
-        timed("read_graph (no LRU, no chunk cache)", store.read_graph)
+        timed("read_graph (no LRU; memory map)", store.read_graph)
+    with GraphStore(path, cache_size=n, in_memory=True) as store:
+        timed("read_graph (no LRU; in memory)", store.read_graph)
     with GraphStore(path, cache_size=n) as store:
         timed("get, LRU cold", store.get)
         timed("get, LRU warm (all hits)", store.get)
@@ -100,9 +100,9 @@ def bench_reads(tmp: Path, quick: bool, store: str | None = None) -> tuple[list[
 def bench_size(tmp: Path, quick: bool) -> list[dict]:
     n = 5000 if quick else 30000
     rows = []
-    for compression in ("gzip", "lzf", None):
+    for compression in (None,):  # store format 2: contiguous, uncompressed (memory-mapped)
         path = tmp / f"qm9-size-{compression}.h5"
-        build_store("qm9", path, graph="radius", cutoff=6.0, limit=n, compression=compression)
+        build_store("qm9", path, graph="radius", cutoff=6.0, limit=n)
         with GraphStore(path) as store:
             arrays = store.arrays()
             raw = arrays.edge_index.nbytes + sum(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,7 @@ h5py = pytest.importorskip("h5py")
 from graphbatch import GraphSizes  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 from graphbatch.cli._common import load_sizes  # noqa: E402
+from graphbatch.datasets._store import _header_crc  # noqa: E402
 from graphbatch.datasets import (  # noqa: E402
     GraphArrays,
     GraphStore,
@@ -45,7 +49,7 @@ def _write(path, graphs, pieces=3, **kw):
     cut = np.linspace(0, len(graphs), pieces + 1).astype(int)
     chunks = [graphs.take(np.arange(a, b)) for a, b in zip(cut[:-1], cut[1:]) if b > a]
     return write_store(path, chunks, name="test", meta={"note": "ünïcode ok"},
-                       failed_index=[7, 11], chunk_rows=64, **kw)
+                       failed_index=[7, 11], **kw)
 
 
 @pytest.fixture()
@@ -55,11 +59,11 @@ def stored(tmp_path):
     return path, graphs
 
 
-@pytest.mark.parametrize("compression", ["gzip", "lzf", None])
-def test_round_trip_equality(tmp_path, compression):
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_round_trip_equality(tmp_path, in_memory):
     graphs = _graphs(seed=5)
-    path = _write(tmp_path / "g.h5", graphs, compression=compression)
-    with GraphStore(path) as store:
+    path = _write(tmp_path / "g.h5", graphs)
+    with GraphStore(path, in_memory=in_memory, verify=True) as store:
         assert len(store) == len(graphs) and store.name == "test"
         assert store.meta == {"note": "ünïcode ok"}
         assert store.failed_index.tolist() == [7, 11]
@@ -77,6 +81,9 @@ def test_round_trip_equality(tmp_path, compression):
                 np.testing.assert_array_equal(getattr(back, level)[k], v)
         np.testing.assert_array_equal(store.graph_field("y"), graphs.graph["y"])
         store.verify()
+    with h5py.File(path, "r") as f:                     # contiguous, unfiltered, latest format
+        assert f["node/x"].chunks is None and f["node/x"].compression is None
+    assert path.read_bytes()[8] >= 2              # superblock v2+: checksummed metadata
 
 
 def test_sizes_come_from_metadata(stored):
@@ -147,38 +154,135 @@ def test_truncated_and_garbage_files(tmp_path, stored):
         GraphStore(tmp_path / "missing.h5")
 
 
-def test_corrupted_chunk_is_detected(tmp_path, stored):
+def test_corrupted_data_is_detected(tmp_path, stored):
     path, _ = stored
-    with h5py.File(path, "r") as f:
-        info = f["node/x"].id.get_chunk_info(0)
+    with GraphStore(path) as s:
+        offset = s._arrays()["node/x"].offset
     raw = bytearray(path.read_bytes())
-    for b in range(info.byte_offset + 8, info.byte_offset + 24):
+    for b in range(offset + 8, offset + 24):
         raw[b] ^= 0xFF
     bad = tmp_path / "bad.h5"
     bad.write_bytes(bytes(raw))
     store = GraphStore(bad)                   # metadata intact: opens
     with pytest.raises(StoreFormatError, match="node/x"):
-        store.read_graph(0)
-    with pytest.raises(StoreFormatError):
         store.verify()
+    with pytest.raises(StoreFormatError, match="node/x"):
+        GraphStore(bad, verify=True)
+    assert main(["data", "verify", str(bad)]) == 2
+    assert main(["data", "verify", str(path)]) == 0
 
 
 def test_other_format_or_version(tmp_path, stored):
     path, _ = stored
     for attr, value, match in (("format_version", 99, "version 99"),
-                               ("format", "something-else", "not a graphbatch graph store")):
+                               ("format", "something-else", "not a graphbatch graph store"),
+                               ("fields", "[1, 2]", "not a complete graph store"),
+                               ("meta", "3", "not a complete graph store"),
+                               ("n_graph", 2**63 - 1, "out of range")):
         copy = tmp_path / f"{attr}.h5"
         copy.write_bytes(path.read_bytes())
         with h5py.File(copy, "r+") as f:
             f.attrs[attr] = value
+        with pytest.raises(StoreFormatError, match="format|version|do not match"):
+            GraphStore(copy)                           # caught by the header checksum
+        with h5py.File(copy, "r+") as f:               # a writer that got it wrong
+            f.attrs["header_crc"] = _header_crc(f.attrs)
         with pytest.raises(StoreFormatError, match=match):
             GraphStore(copy)
     copy = tmp_path / "inconsistent.h5"
     copy.write_bytes(path.read_bytes())
     with h5py.File(copy, "r+") as f:
         f["sizes/n_edge"][0] += 1
+    with pytest.raises(StoreFormatError, match="checksum of sizes/n_edge"):
+        GraphStore(copy)
+    with h5py.File(copy, "r+") as f:                  # a consistent checksum of wrong sizes
+        sums = json.loads(f.attrs["checksums"])
+        sums["sizes/n_edge"] = zlib.crc32(f["sizes/n_edge"][...])
+        f.attrs["checksums"] = json.dumps(sums)
+        f.attrs["header_crc"] = _header_crc(f.attrs)
     with pytest.raises(StoreFormatError, match="offsets disagree"):
         GraphStore(copy)
+
+
+def test_damaged_store_cli_gives_one_line_errors(tmp_path, stored, capsys):
+    """Issue 14: `data sizes` on a damaged store raised AttributeError (a traceback)."""
+    path, _ = stored
+    copy = tmp_path / "fields.h5"
+    copy.write_bytes(path.read_bytes())
+    with h5py.File(copy, "r+") as f:
+        f.attrs["fields"] = "[1, 2]"
+    capsys.readouterr()
+    assert main(["data", "sizes", str(copy), "--out", str(tmp_path / "s.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "damaged file" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    with h5py.File(copy, "r+") as f:
+        f.attrs["header_crc"] = _header_crc(f.attrs)
+    assert main(["data", "sizes", str(copy), "--out", str(tmp_path / "s.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "not a complete graph store" in err and "Traceback" not in err
+    assert not (tmp_path / "s.npz").exists()
+
+
+def _layout(path):
+    from graphbatch.datasets._store import _read_header
+
+    return list(_read_header(Path(path)).layout.values())
+
+
+def _content(store):
+    p = store.packed()
+    out = {"edge_index": np.array(p.edge_index), "n_node": np.array(p.n_node),
+           "n_edge": np.array(p.n_edge), "failed": np.array(store.failed_index)}
+    for level in ("node", "edge", "graph"):
+        out.update({f"{level}/{k}": np.array(v) for k, v in getattr(p, level).items()})
+    return (store.name, store.meta, store.fields, store.uuid), out
+
+
+def test_single_byte_flips_anywhere_are_detected(tmp_path):
+    """Issue 14 item 2: every single-byte flip of the file -- HDF5 metadata (superblock,
+    object headers, attributes) and data -- raises StoreFormatError on open or in verify(),
+    or leaves everything a reader sees unchanged (bytes nobody reads); never garbage, never
+    another exception, never a hang."""
+    graphs = _graphs(n=4, seed=9)
+    path = write_store(tmp_path / "small.h5", [graphs], name="flip", meta={"k": [1, 2]},
+                       failed_index=[3])
+    raw = path.read_bytes()
+    with GraphStore(path) as s:
+        ref_meta, ref = _content(s)
+    data = np.zeros(len(raw), dtype=bool)
+    for off, shape, dt in _layout(path):
+        if off is not None:
+            data[off:off + int(np.prod(shape)) * dt.itemsize] = True
+    arr = np.frombuffer(raw, dtype=np.uint8)
+    meta_set = np.flatnonzero(~data & (arr != 0))      # every byte of HDF5 structure/attrs
+    assert meta_set.shape[0] > 1000
+    masks = (0x01, 0xFF, 0x10, 0x80)                    # a full scan is in benchmarks/RESULTS.md
+    picks = (meta_set[::5].tolist() + np.flatnonzero(~data & (arr == 0))[::97].tolist()
+             + np.flatnonzero(data)[::53].tolist())
+    flips = [(int(p), masks[k % 4]) for k, p in enumerate(picks)]
+    bad = tmp_path / "flipped.h5"
+    outcomes = {"open": 0, "verify": 0, "unchanged": 0}
+    for pos, mask in flips:
+        if True:
+            flipped = bytearray(raw)
+            flipped[pos] ^= mask
+            bad.write_bytes(bytes(flipped))
+            try:
+                store = GraphStore(bad)
+            except StoreFormatError:
+                outcomes["open"] += 1
+                continue
+            try:
+                store.verify()
+            except StoreFormatError:
+                outcomes["verify"] += 1
+                continue
+            meta, got = _content(store)
+            assert meta == ref_meta, f"byte {pos} ^ {mask:#x} changed the metadata silently"
+            for k in ref:
+                assert np.array_equal(got[k], ref[k]), f"byte {pos} ^ {mask:#x} changed {k}"
+            outcomes["unchanged"] += 1
+    assert outcomes["open"] > 0 and outcomes["verify"] > 0
 
 
 def test_numpy_access_works_without_torch(stored):
@@ -228,3 +332,118 @@ def test_cli_build_and_sizes(tmp_path, capsys):
     (tmp_path / "bad.h5").write_bytes(b"garbage")
     assert main(["data", "sizes", str(tmp_path / "bad.h5"), "--out", str(tmp_path / "t.npz")]) == 2
     assert "cannot open" in capsys.readouterr().err
+
+
+def _write_v1(path, graphs: GraphArrays) -> Path:
+    """A version-1 store as graphbatch wrote it before (chunked, gzip, Fletcher-32)."""
+    filters = {"compression": "gzip", "shuffle": True, "fletcher32": True}
+    with h5py.File(path, "w") as f:
+        def put(where, arr):
+            arr = np.asarray(arr)
+            f.create_dataset(where, data=arr, chunks=tuple(max(1, min(s, 64)) for s in arr.shape)
+                             if arr.size else None, **(filters if arr.size else {}))
+        put("sizes/n_node", graphs.n_node)
+        put("sizes/n_edge", graphs.n_edge)
+        put("offsets/node", graphs.node_offsets)
+        put("offsets/edge", graphs.edge_offsets)
+        put("edge_index", graphs.edge_index)
+        put("failed_index", np.array([5], np.int64))
+        fields = {}
+        for level in ("node", "edge", "graph"):
+            for k, v in getattr(graphs, level).items():
+                put(f"{level}/{k}", v)
+                fields[k] = {"level": level, "dtype": v.dtype.str, "shape": list(v.shape[1:])}
+        f.attrs.update(format="graphbatch-graph-store", format_version=1, name="old",
+                       n_graph=len(graphs), fields=json.dumps(fields), meta=json.dumps({"a": 1}))
+    return Path(path)
+
+
+def test_old_store_names_convert_and_converts(tmp_path, capsys):
+    graphs = _graphs(n=50, seed=4)
+    old = _write_v1(tmp_path / "old.h5", graphs)
+    with pytest.raises(StoreFormatError, match="graphbatch data convert"):
+        GraphStore(old)
+    assert main(["data", "sizes", str(old), "--out", str(tmp_path / "s.npz")]) == 2
+    assert "graphbatch data convert" in capsys.readouterr().err
+    assert main(["data", "convert", str(old), "--out", str(old)]) == 2      # never in place
+    assert main(["data", "convert", str(old), "--out", str(tmp_path / "new.h5")]) == 0
+    with GraphStore(tmp_path / "new.h5", verify=True) as s:
+        assert s.name == "old" and s.meta == {"a": 1} and s.failed_index.tolist() == [5]
+        for i in range(len(graphs)):
+            got, want = s[i], graphs.graph_dict(i)
+            for k in want:
+                assert got[k].dtype == want[k].dtype
+                np.testing.assert_array_equal(got[k], want[k])
+
+
+def _dead_pid() -> int:
+    p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                       capture_output=True, text=True)
+    return int(p.stdout)
+
+
+def test_temporaries_of_killed_builds_are_removed(tmp_path, stored):
+    """Issue 14: a killed `data build` left `.tmp` files behind for good."""
+    path, graphs = stored
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    code = ("import os, sys, numpy as np\n"
+            "from graphbatch.datasets import GraphStoreWriter, synthetic_graphs, synthetic_sizes\n"
+            "g = synthetic_graphs(synthetic_sizes(30, rng=0), rng=1)\n"
+            f"w = GraphStoreWriter({str(path)!r}, name='x')\n"
+            "w.append(g)\n"
+            "os.kill(os.getpid(), 9)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
+    assert out.returncode == -signal.SIGKILL
+    left = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(left) == 1 and left[0].is_dir()                # the killed build's spill folder
+    old_style = tmp_path / f".{path.name}.abc12_yz.tmp"          # an earlier version's temp file
+    old_style.write_bytes(b"x")
+    os.utime(old_style, (0, 0))
+    dead = tmp_path / f".{path.name}.{_dead_pid()}.xyz12345.tmp"
+    dead.write_bytes(b"y")
+    alive = tmp_path / f".{path.name}.1.live1234.tmp"          # pid 1 is alive: not touched
+    alive.write_bytes(b"z")
+    other = tmp_path / f".{path.name}.bak.{_dead_pid()}.abcdefgh.tmp"   # another target's
+    other.write_bytes(b"o")
+    os.utime(other, (0, 0))
+    write_store(path, [graphs], name="again")
+    keep = sorted([path.name, alive.name, other.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == keep
+    with pytest.raises(RuntimeError):                          # a failed build cleans up too
+        with GraphStoreWriter(path, name="x") as w:
+            w.append(graphs)
+            raise RuntimeError("boom")
+    assert sorted(p.name for p in tmp_path.iterdir()) == keep
+
+
+def test_worker_copies_map_the_file(stored):
+    """A pickled store (a spawned DataLoader worker) re-opens memory-mapped, never with a
+    private copy of the arrays, even when the original read them into RAM."""
+    path, graphs = stored
+    mem = GraphStore(path, in_memory=True)
+    assert not isinstance(mem._arrays()["node/x"], np.memmap)
+    clone = pickle.loads(pickle.dumps(mem))
+    assert not clone.in_memory and isinstance(clone._arrays()["node/x"], np.memmap)
+    np.testing.assert_array_equal(clone[3]["x"], graphs.graph_dict(3)["x"])
+
+
+def test_sigterm_during_data_build_leaves_no_temporaries(tmp_path):
+    pytest.importorskip("graphbatch.datasets._qm9")
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    out = tmp_path / "q.h5"
+    proc = subprocess.Popen([sys.executable, "-m", "graphbatch.cli", "data", "build", "qm9",
+                             "--limit", "20000", "--no-progress", "--out", str(out)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(p.name.endswith(".tmp")
+                                             for p in tmp_path.iterdir()):
+        if proc.poll() is not None:
+            pytest.skip("the build ended before a temporary appeared")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+    if proc.returncode == 0:  # pragma: no cover - finished before the signal arrived
+        pytest.skip("the build finished before SIGTERM")
+    assert list(tmp_path.iterdir()) == []                  # no store, no temporary

@@ -41,6 +41,11 @@ class BenchConfig:
     ``threads=None``: torch's default intra-op threads (the machine's cores)."""
 
     dataset: str = "qm9"
+    #: where training batches come from: "memory" (QM9 graphs built in memory, batched by
+    #: `graphbatch.torch.loader`) or "store" (the graph store at ``store``, read by the store
+    #: batch path; the wait for a batch is the read from the store)
+    data: str = "memory"
+    store: str | None = None
     models: tuple[str, ...] = ("schnet",)
     strategies: tuple[str, ...] = ("pack-lpf", "dynamic", "unpadded", "pyg-eager")
     batch_sizes: tuple[int, ...] = (32, 128)
@@ -105,6 +110,13 @@ class BenchConfig:
             raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
         if int(self.prefetch) < 0:
             raise ValueError(f"prefetch must be >= 0, got {self.prefetch}")
+        if self.data not in ("memory", "store"):
+            raise ValueError(f"data must be 'memory' or 'store', got {self.data!r}")
+        if self.data == "store" and self.store is None:
+            raise ValueError("--data store needs a graph store: --store PATH")
+        if self.data == "store" and int(self.num_workers) > 0:
+            raise ValueError("--data store reads batches in the training process; use "
+                             "--prefetch N (a background thread) instead of --num-workers")
         return self
 
     def graph_cap_for(self, strategy: str) -> float:

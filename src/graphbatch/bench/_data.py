@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BenchData", "load_bench_data", "TARGET"]
+__all__ = ["BenchData", "load_bench_data", "load_store_data", "TARGET"]
 
 #: The regression target (the paper's QM9 target: internal energy at 0 K).
 TARGET = "U0"
@@ -27,6 +27,11 @@ class BenchData:
     scale: float
     unit: str
     num_graphs: int
+    #: ``--data store``: the open GraphStore, the store indices of the training graphs (the
+    #: plan's index i is store graph ``train_index[i]``) and the target of every store graph
+    store: object = None
+    train_index: object = None
+    target: object = None
 
 
 def _element_counts(z: np.ndarray, n_node: np.ndarray) -> np.ndarray:
@@ -82,3 +87,49 @@ def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fra
     train = [data(int(i)) for i in train_idx]
     test = [data(int(i)) for i in test_idx]
     return BenchData(train, test, ga.sizes().subset(train_idx), scale, unit, g)
+
+
+def load_store_data(path: str, *, subset: int | None = None, test_fraction: float = 0.1,
+                    seed: int = 0) -> BenchData:
+    """`BenchData` read from a QM9 graph store (``graphbatch data build qm9``): the first
+    ``subset`` graphs (all with ``None``), split at random (``seed``). Training batches are read
+    by the store batch path (``data.store``, ``data.train_index``, ``data.target``); only the
+    test graphs are materialised as ``Data``. Targets as in `load_bench_data`."""
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    import torch
+
+    from ..datasets import QM9_TARGETS, GraphStore
+
+    store = GraphStore(path)
+    missing = {"z", "pos", "y"} - set(store.fields)
+    if missing:
+        raise ValueError(f"store {path!r} lacks the QM9 fields {sorted(missing)} the bench needs "
+                         "(build it with `graphbatch data build qm9`)")
+    g = len(store) if subset is None else min(int(subset), len(store))
+    if g < 10:
+        raise ValueError(f"subset={subset} gives {g} graphs; the bench needs >= 10")
+    names = [t[0] for t in QM9_TARGETS]
+    col = names.index(TARGET)
+    unit = QM9_TARGETS[col][2]
+    y = np.asarray(store.graph_field("y")[:g, col], dtype=np.float64)
+    n_node = store.n_node[:g]
+    z = np.asarray(store.packed().node["z"][: int(store.node_offsets[g])], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(g)
+    n_test = max(1, int(round(g * test_fraction)))
+    test_idx, train_idx = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    counts = _element_counts(z, n_node)
+    ref, *_ = np.linalg.lstsq(counts[train_idx], y[train_idx], rcond=None)
+    resid = y - counts @ ref
+    scale = float(resid[train_idx].std()) or 1.0
+    target = torch.from_numpy((resid / scale).astype(np.float32))
+    ds = store.to_torch()
+    test = []
+    for i in test_idx.tolist():
+        d = ds[i]
+        test.append(type(d)(z=d.z, pos=d.pos, edge_index=d.edge_index, y=target[i:i + 1],
+                            num_nodes=d.num_nodes))
+    return BenchData(train=[], test=test, train_sizes=store.graph_sizes().subset(train_idx),
+                     scale=scale, unit=unit, num_graphs=g, store=store,
+                     train_index=train_idx.astype(np.int64), target=target)

@@ -4,7 +4,8 @@ Per step: batching time (planning + collation: the wait for the next batch), upd
 (forward, backward, optimizer step; CUDA synchronised), combined time; Dynamo compilations;
 real graphs. Per run: mean/median times, compile count and seconds, peak memory, real graphs/s,
 test MAE/RMSE every ``eval_every`` steps. Batches come from `graphbatch.torch.loader` (padded
-strategies) or PyG's ``DataLoader`` (baselines); models from `graphbatch.models`.
+strategies; with ``data="store"`` from the graph store's batch path, `graphbatch.torch.StoreBatcher`)
+or PyG's ``DataLoader`` (baselines); models from `graphbatch.models`.
 """
 
 from __future__ import annotations
@@ -153,12 +154,45 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
         epoch += 1
 
 
+def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+    """``--data store``: the plan's batches read by the store batch path (one vectorised gather
+    per array, no per-graph ``Data``), ``y`` replaced by the bench target (0 for padding)."""
+    import torch
+
+    from ..torch import PlanBatchSampler, StoreBatcher
+
+    options = _padded_options(spec, cfg, data)
+    sampler = PlanBatchSampler(data.train_sizes, spec.strategy, batch_size=spec.batch_size,
+                               seed=cfg.seed + spec.repeat, **options)
+    batcher = StoreBatcher(data.store)
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        for planned in sampler:
+            b = batcher(data.train_index[np.asarray(planned, dtype=np.int64)], planned.shape)
+            real = b.graph_mask
+            b.y = torch.where(real, data.target[b.graph_index.clamp(min=0)], 0.0).view(-1, 1)
+            if _pin_in_loader(cfg):
+                b = b.pin_memory()
+            yield b
+        epoch += 1
+
+
 def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
     import torch
     from torch_geometric.loader import DataLoader
 
     gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
-    ld = DataLoader(data.train, batch_size=spec.batch_size, shuffle=True, generator=gen,
+    train = data.train
+    if data.store is not None:  # the baselines get the same training graphs as Data
+        ds = data.store.to_torch()
+        train = []
+        for i in data.train_index.tolist():
+            d = ds[i]
+            train.append(type(d)(z=d.z, pos=d.pos, edge_index=d.edge_index,
+                                 y=data.target[i:i + 1], num_nodes=d.num_nodes))
+        data.train = train
+    ld = DataLoader(train, batch_size=spec.batch_size, shuffle=True, generator=gen,
                     num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
                     pin_memory=_pin_in_loader(cfg))
     while True:
@@ -241,8 +275,12 @@ class _Run:
         else:
             self.fn = self.model
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
-        self.batches = (_padded_batches(spec, cfg, data) if self.padded
-                        else _pyg_batches(spec, cfg, data))
+        if not self.padded:
+            self.batches = _pyg_batches(spec, cfg, data)
+        elif data.store is not None:
+            self.batches = _store_batches(spec, cfg, data)
+        else:
+            self.batches = _padded_batches(spec, cfg, data)
         if cfg.prefetch > 0:
             self.batches = _prefetched(self.batches, cfg.prefetch, self.cuda)
         n = cfg.steps
@@ -426,7 +464,11 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
     torch._dynamo.config.recompile_limit = 10_000
     torch._dynamo.config.accumulated_recompile_limit = 100_000
     torch._dynamo.reset()
-    if data is None:
+    if data is None and cfg.store is not None and cfg.data == "store":
+        from ._data import load_store_data
+
+        data = load_store_data(cfg.store, subset=cfg.subset, seed=cfg.seed)
+    elif data is None:
         data = load_bench_data(cfg.dataset, subset=cfg.subset, cutoff=cfg.cutoff, seed=cfg.seed)
     runs = plan_runs(cfg)
     from tqdm.auto import tqdm

@@ -6,6 +6,8 @@ store (`GraphStore.to_torch`, ``graphbatch.datasets._torch``) imports torch only
 
 from ._build import DATASETS, BuildReport, build_store
 from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, code_graphs, function_graph, python_files
+from ._chunked import chunk_shuffled_plan, chunk_windows
+from ._convert import convert_store
 from ._construct import GRAPH_METHODS, EdgeSet, build_edges, full_edges, knn_edges, radius_edges
 from ._graphs import LEVELS, GraphArrays
 from ._moses import MOSES_TRAIN_SIZE, load_moses_smiles, moses_graphs, moses_sizes, smiles_graphs
@@ -25,6 +27,7 @@ from ._store import (
     GraphStore,
     GraphStoreWriter,
     StoreFormatError,
+    remove_stale_temporaries,
     write_store,
 )
 from ._synthetic import SIZE_DISTRIBUTIONS, synthetic_graphs, synthetic_sizes
@@ -41,6 +44,10 @@ __all__ = [
     "atom_feature_dims",
     "bond_feature_dims",
     "build_store",
+    "chunk_shuffled_plan",
+    "chunk_windows",
+    "convert_store",
+    "remove_stale_temporaries",
     "code_graphs",
     "function_graph",
     "load_moses_smiles",

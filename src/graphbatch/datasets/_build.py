@@ -49,15 +49,15 @@ def _tqdm_chunks(chunks, total: int | None, unit: str, desc: str):
 def build_store(dataset: str, out: str | os.PathLike, *, graph: str = "radius",
                 cutoff: float = 6.0, k: int = 24, limit: int | None = None,
                 source: str | os.PathLike | None = None, workers: int | None = None,
-                reverse_edges: bool = False, progress: bool = False,
-                **store_options) -> BuildReport:
+                reverse_edges: bool = False, progress: bool = False) -> BuildReport:
     """Build ``dataset`` (``qm9``, ``moses`` or ``code``) into a graph store at ``out``.
 
     ``graph``/``cutoff`` (Å)/``k`` choose QM9's construction; ``limit`` keeps the first N records;
     ``source`` overrides the data location (qm9pack's ``data/`` folder, a MOSES ``.csv[.gz]``,
     or a folder of ``.py`` files); ``workers`` processes convert MOSES SMILES; ``reverse_edges``
-    adds reversed edges to code graphs. ``store_options`` go to `GraphStoreWriter`.
-    The file appears at ``out`` only when complete.
+    adds reversed edges to code graphs. The file appears at ``out`` only when complete; a
+    failed build leaves no temporary behind, and temporaries of killed earlier builds of the
+    same ``out`` are removed (`remove_stale_temporaries`).
     """
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {DATASETS}")
@@ -96,7 +96,7 @@ def build_store(dataset: str, out: str | os.PathLike, *, graph: str = "radius",
                     node_types=list(AST_NODE_TYPES), edge_types=list(CODE_EDGE_TYPES),
                     reverse_edges=reverse_edges)
     n_graph = n_node = n_edge = 0
-    with GraphStoreWriter(out, name=dataset, meta=meta, **store_options) as writer:
+    with GraphStoreWriter(out, name=dataset, meta=meta) as writer:
         for chunk in chunks:
             writer.append(chunk)
             n_graph += len(chunk)

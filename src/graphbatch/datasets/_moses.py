@@ -93,10 +93,17 @@ def _convert(task: tuple[int, Sequence[str], bool]):
 
 
 def _context():
-    """``fork`` where the platform has it (workers inherit the loaded modules and need no
-    importable ``__main__``), else ``spawn``."""
+    """``fork`` where the platform has it and the process is single-threaded (workers inherit
+    the loaded modules and need no importable ``__main__``), else ``spawn``. A process with other
+    threads -- Python threads, or torch's, once torch is imported -- is not forked: a child can
+    inherit a lock some other thread held at the fork and wait on it forever (seen once in the
+    test suite after torch had run)."""
+    import sys
+    import threading
+
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    single = threading.active_count() == 1 and "torch" not in sys.modules
+    return multiprocessing.get_context("fork" if "fork" in methods and single else "spawn")
 
 
 def _blocks(smiles: Sequence[str], chunk_size: int, sizes_only: bool):

@@ -1,8 +1,12 @@
-"""On-disk graph store (HDF5 via h5py): concatenated, chunked, compressed arrays with offsets.
+"""On-disk graph store (HDF5 via h5py): contiguous, uncompressed, memory-mapped arrays.
 
-File layout (format ``graphbatch-graph-store``, version `STORE_VERSION`)::
+File layout (format ``graphbatch-graph-store``, version `STORE_VERSION` = 2), written with
+``libver="latest"`` so every piece of HDF5 metadata (superblock, object headers, attributes)
+carries a checksum::
 
-    /                 attrs: format, format_version, name, n_graph, fields (JSON), meta (JSON)
+    /                 attrs: format, format_version, uuid, name, n_graph, n_node_total,
+                             n_edge_total, edge_index_dtype, fields (JSON), meta (JSON),
+                             checksums (JSON: CRC-32 of every dataset's bytes)
     /sizes/n_node     int64 [G]      per-graph counts: the planner reads only these
     /sizes/n_edge     int64 [G]
     /offsets/node     int64 [G + 1]  graph g's node rows: offsets/node[g]:offsets/node[g+1]
@@ -13,24 +17,39 @@ File layout (format ``graphbatch-graph-store``, version `STORE_VERSION`)::
     /graph/<field>    [G, ...]       graph-level arrays (targets ``y``, ids, ...)
     /failed_index     int64 [F]      source records that could not be converted (may be empty)
 
-Every array is chunked, compressed and carries HDF5 Fletcher-32 checksums, so a damaged chunk is
-reported on read instead of returning garbage. Files are written to a temporary name and renamed
-when complete; no pickled object is ever written or read (metadata is JSON).
+Every dataset is stored contiguously without filters, so a reader memory-maps it with NumPy
+(``np.memmap`` at the dataset's file offset) and a batch is a fancy index into the page cache --
+no HDF5 call, no decompression, nothing copied per DataLoader worker. HDF5 is parsed only on
+open. Integrity: the metadata checksums are HDF5's, plus a CRC-32 of the header attributes
+(``header_crc``: HDF5 keeps variable-length strings in its unchecksummed global heap); the data
+checksums are CRC-32 per dataset,
+checked on open for the size/offset/failed arrays and for all arrays by `GraphStore.verify` (or
+``graphbatch data verify``, or ``GraphStore(path, verify=True)``); each store has a random
+``uuid`` checked whenever a process re-opens it, so a store replaced on disk is never read
+with the old one's offsets. Files are written to a temporary folder and renamed when complete;
+no pickled object is ever written or read (metadata is JSON).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import tempfile
+import time
+import uuid as uuidlib
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .._padbatch import PackedGraphs, PaddedArrays, pad_batch
 from .._sizes import GraphSizes
-from .._validate import as_nonnegative_int, as_positive_int
+from .._validate import as_nonnegative_int
 from ._graphs import LEVELS, GraphArrays
 
 __all__ = [
@@ -39,15 +58,20 @@ __all__ = [
     "GraphStore",
     "GraphStoreWriter",
     "StoreFormatError",
+    "remove_stale_temporaries",
     "write_store",
 ]
 
 STORE_FORMAT = "graphbatch-graph-store"
-STORE_VERSION = 1
+STORE_VERSION = 2
+_BLOCK_BYTES = 1 << 25      # 32 MiB: streaming unit for writes and checksums
+_MAX_COUNT = 1 << 48        # no store holds more rows than this (header values are bounded)
+_SMALL = ("sizes/n_node", "sizes/n_edge", "offsets/node", "offsets/edge", "failed_index")
 
 
 class StoreFormatError(ValueError):
-    """The file is not a readable graph store: truncated, corrupted, or another format/version."""
+    """The file is not a readable graph store: truncated, corrupted, replaced, or another
+    format/version."""
 
 
 def _h5py():
@@ -64,65 +88,95 @@ def _torch_nbytes(dtype: np.dtype) -> int:
     return 1 if kind == "b" else 8 if kind in "iu" else 4
 
 
+# ====================================================================== temporaries
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - another user's live process
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: str | os.PathLike, *, max_age_s: float = 3600.0) -> list[Path]:
+    """Delete temporaries left next to ``path`` by killed or crashed builds of the same target.
+
+    Temporaries are named ``.<name>.<pid>.<random>.tmp``; one whose writer process is no longer
+    alive is stale. Older temporaries without a pid (``.<name>.<random>.tmp``, written by earlier
+    versions) count as stale once untouched for ``max_age_s`` seconds. Returns what was deleted.
+    """
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        return []
+    prefix = _temp_prefix(path)
+    removed = []
+    for p in directory.iterdir():
+        name = p.name
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        middle = name[len(prefix):-len(".tmp")]
+        m = re.fullmatch(r"(\d+)\.[a-z0-9_]{8}", middle)   # tempfile's 8 random characters
+        if m is not None:
+            stale = int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1)))
+        elif re.fullmatch(r"[a-z0-9_]{8}", middle):
+            try:
+                stale = time.time() - p.stat().st_mtime > max_age_s
+            except FileNotFoundError:
+                continue
+        else:  # another target's temporary (e.g. of "<name>.bak"): not ours
+            continue
+        if stale:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
 # ====================================================================== writing
 class GraphStoreWriter:
-    """Append `GraphArrays` chunks to a new store; `commit` renames the finished file into place.
+    """Append `GraphArrays` chunks to a new store; `commit` writes the file and renames it into
+    place.
 
-    Use as a context manager: leaving the block normally commits, an exception discards the
-    temporary file and leaves any existing ``path`` untouched.
+    Chunks are spilled to raw files in a temporary folder ``.<name>.<pid>.<random>.tmp`` next to
+    ``path`` (removed on commit or on any error; a killed build's folder is removed by the next
+    build of the same target, see `remove_stale_temporaries`). Use as a context manager: leaving
+    the block normally commits, an exception discards everything and leaves an existing
+    ``path`` untouched.
     """
 
-    def __init__(self, path: str | os.PathLike, *, name: str, meta: dict | None = None,
-                 compression: str | None = "gzip", compression_level: int = 4,
-                 chunk_rows: int = 4096) -> None:
-        h5py = _h5py()
+    def __init__(self, path: str | os.PathLike, *, name: str, meta: dict | None = None) -> None:
+        _h5py()
         self.path = Path(path)
         self.name = str(name)
         self.meta = dict(meta or {})
         json.dumps(self.meta)  # fail early on metadata that JSON cannot hold
-        if compression not in (None, "gzip", "lzf"):
-            raise ValueError(f"compression must be None, 'gzip' or 'lzf', got {compression!r}")
-        self._filters = {"compression": compression, "shuffle": compression is not None,
-                         "fletcher32": True}
-        if compression == "gzip":
-            self._filters["compression_opts"] = int(compression_level)
-        self.chunk_rows = as_positive_int(chunk_rows, "chunk_rows")
         directory = self.path.parent if str(self.path.parent) else Path(".")
         directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
-        os.close(fd)
-        self._tmp = Path(tmp)
-        self._file = h5py.File(self._tmp, "w")
+        remove_stale_temporaries(self.path)
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"{_temp_prefix(self.path)}{os.getpid()}.",
+                                          suffix=".tmp", dir=directory))
+        self._spill: dict[str, object] = {}
         self._fields: dict[str, dict] | None = None
+        self._edge_dtype = None
         self._n_node: list[np.ndarray] = []
         self._n_edge: list[np.ndarray] = []
         self._failed: list[np.ndarray] = []
         self._done = False
 
-    # ------------------------------------------------------------ helpers
-    def _create(self, where: str, arr: np.ndarray, axis: int = 0) -> None:
-        shape = list(arr.shape)
-        shape[axis] = 0
-        maxshape = list(arr.shape)
-        maxshape[axis] = None
-        chunks = list(arr.shape)
-        chunks[axis] = self.chunk_rows
-        chunks = [max(1, c) for c in chunks]
-        self._file.create_dataset(where, shape=tuple(shape), maxshape=tuple(maxshape),
-                                  dtype=arr.dtype, chunks=tuple(chunks), **self._filters)
+    def _write(self, key: str, arr: np.ndarray) -> None:
+        fh = self._spill.get(key)
+        if fh is None:
+            fh = self._spill[key] = open(self._tmp / f"{len(self._spill)}.bin", "wb")
+        fh.write(np.ascontiguousarray(arr).tobytes())
 
-    def _extend(self, where: str, arr: np.ndarray, axis: int = 0) -> None:
-        ds = self._file[where]
-        n0 = ds.shape[axis]
-        n = arr.shape[axis]
-        if n == 0:
-            return
-        ds.resize(n0 + n, axis=axis)
-        index = [slice(None)] * arr.ndim
-        index[axis] = slice(n0, n0 + n)
-        ds[tuple(index)] = arr
-
-    # ------------------------------------------------------------ public
     def append(self, graphs: GraphArrays) -> None:
         """Add ``graphs`` after those already written (same fields, dtypes, trailing shapes)."""
         if self._done:
@@ -135,14 +189,13 @@ class GraphStoreWriter:
         if self._fields is None:
             self._fields = fields
             self._edge_dtype = graphs.edge_index.dtype
-            self._create("edge_index", graphs.edge_index, axis=1)
-            for name, spec in fields.items():
-                self._create(f"{spec['level']}/{name}", getattr(graphs, spec["level"])[name])
         elif fields != self._fields:
             raise ValueError(f"chunk fields {fields} differ from the first chunk's {self._fields}")
-        self._extend("edge_index", graphs.edge_index.astype(self._edge_dtype, copy=False), axis=1)
+        ei = graphs.edge_index.astype(self._edge_dtype, copy=False)
+        self._write("edge_index/0", ei[0])
+        self._write("edge_index/1", ei[1])
         for name, spec in fields.items():
-            self._extend(f"{spec['level']}/{name}", getattr(graphs, spec["level"])[name])
+            self._write(f"{spec['level']}/{name}", getattr(graphs, spec["level"])[name])
         self._n_node.append(graphs.n_node)
         self._n_edge.append(graphs.n_edge)
 
@@ -150,63 +203,114 @@ class GraphStoreWriter:
         """Record source-record indices that could not be converted (stored in ``failed_index``)."""
         self._failed.append(np.asarray(index, dtype=np.int64).reshape(-1))
 
+    def _copy_spill(self, ds, key: str, dtype: np.dtype, row_shape: tuple, crc: int,
+                    row: int | None = None) -> int:
+        """Stream spill file ``key`` into dataset ``ds`` (row ``row`` of a 2-D one); returns the
+        CRC-32 chained over the bytes written."""
+        fh = self._spill.get(key)
+        if fh is None:
+            return crc
+        fh.close()
+        per_row = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
+        step = max(1, _BLOCK_BYTES // max(1, per_row))
+        with open(fh.name, "rb") as src:
+            start = 0
+            while True:
+                block = np.fromfile(src, dtype=dtype, count=step * int(np.prod(row_shape,
+                                                                               dtype=np.int64)))
+                if block.size == 0:
+                    break
+                block = block.reshape(-1, *row_shape)
+                stop = start + block.shape[0]
+                if row is None:
+                    ds[start:stop] = block
+                else:
+                    ds[row, start:stop] = block
+                crc = zlib.crc32(block, crc)
+                start = stop
+        return crc
+
     def commit(self) -> Path:
-        """Write sizes, offsets and metadata, close, and rename the file to ``path``."""
+        """Write the store file, check its layout, and rename it to ``path``."""
         if self._done:
             raise ValueError("this writer is already committed or closed")
         if self._fields is None:
             raise ValueError("no graphs were appended; refusing to write an empty store")
-        f = self._file
-        nn = np.concatenate(self._n_node)
-        ne = np.concatenate(self._n_edge)
-        small = {k: v for k, v in self._filters.items()}
-        for where, arr in (("sizes/n_node", nn), ("sizes/n_edge", ne),
-                           ("offsets/node", np.concatenate([[0], np.cumsum(nn)])),
-                           ("offsets/edge", np.concatenate([[0], np.cumsum(ne)])),
-                           ("failed_index", np.concatenate(self._failed) if self._failed
-                            else np.zeros(0, np.int64))):
-            arr = arr.astype(np.int64)
-            f.create_dataset(where, data=arr, maxshape=(None,),
-                             chunks=(max(1, min(arr.shape[0], 1 << 16)),),
-                             **small)
-        f.attrs["format"] = STORE_FORMAT
-        f.attrs["format_version"] = STORE_VERSION
-        f.attrs["name"] = self.name
-        f.attrs["n_graph"] = int(nn.shape[0])
-        f.attrs["fields"] = json.dumps(self._fields)
-        f.attrs["meta"] = json.dumps(self.meta)
-        f.close()
-        os.chmod(self._tmp, 0o644)
-        os.replace(self._tmp, self.path)
+        h5py = _h5py()
+        nn = np.concatenate(self._n_node).astype(np.int64)
+        ne = np.concatenate(self._n_edge).astype(np.int64)
+        n_graph, n_tot, e_tot = int(nn.shape[0]), int(nn.sum()), int(ne.sum())
+        small = {"sizes/n_node": nn, "sizes/n_edge": ne,
+                 "offsets/node": np.concatenate([[0], np.cumsum(nn)]).astype(np.int64),
+                 "offsets/edge": np.concatenate([[0], np.cumsum(ne)]).astype(np.int64),
+                 "failed_index": (np.concatenate(self._failed) if self._failed
+                                  else np.zeros(0, np.int64))}
+        target = self._tmp / "store.h5"
+        checksums: dict[str, int] = {}
+        with h5py.File(target, "w", libver="latest") as f:
+            for where, arr in small.items():
+                f.create_dataset(where, data=arr)
+                checksums[where] = zlib.crc32(np.ascontiguousarray(arr))
+            ds = f.create_dataset("edge_index", shape=(2, e_tot), dtype=self._edge_dtype)
+            crc = 0
+            for r in (0, 1):
+                crc = self._copy_spill(ds, f"edge_index/{r}", self._edge_dtype, (), crc, row=r)
+            checksums["edge_index"] = crc
+            counts = {"node": n_tot, "edge": e_tot, "graph": n_graph}
+            for name, spec in self._fields.items():
+                where = f"{spec['level']}/{name}"
+                dtype = np.dtype(spec["dtype"])
+                ds = f.create_dataset(where, shape=(counts[spec["level"]], *spec["shape"]),
+                                      dtype=dtype)
+                checksums[where] = self._copy_spill(ds, where, dtype, tuple(spec["shape"]), 0)
+            f.attrs["format"] = STORE_FORMAT
+            f.attrs["format_version"] = STORE_VERSION
+            f.attrs["uuid"] = uuidlib.uuid4().hex
+            f.attrs["name"] = self.name
+            f.attrs["n_graph"] = n_graph
+            f.attrs["n_node_total"] = n_tot
+            f.attrs["n_edge_total"] = e_tot
+            f.attrs["edge_index_dtype"] = np.dtype(self._edge_dtype).str
+            f.attrs["fields"] = json.dumps(self._fields)
+            f.attrs["meta"] = json.dumps(self.meta)
+            f.attrs["checksums"] = json.dumps(checksums)
+            f.attrs["header_crc"] = _header_crc(f.attrs)
+        _read_header(target)  # the layout a reader needs (contiguous, in bounds) really holds
+        os.chmod(target, 0o644)
+        os.replace(target, self.path)
         self._done = True
+        self._cleanup()
         return self.path
 
+    def _cleanup(self) -> None:
+        for fh in self._spill.values():
+            fh.close()
+        self._spill = {}
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
     def discard(self) -> None:
-        """Close and delete the temporary file (nothing is written to ``path``)."""
+        """Delete the temporary folder (nothing is written to ``path``)."""
         if not self._done:
             self._done = True
-            try:
-                self._file.close()
-            finally:
-                self._tmp.unlink(missing_ok=True)
+            self._cleanup()
 
     def __enter__(self) -> "GraphStoreWriter":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None and not self._done:
-            self.commit()
+            try:
+                self.commit()
+            finally:
+                self.discard()
         else:
             self.discard()
 
 
 def write_store(path: str | os.PathLike, chunks: Iterable[GraphArrays], *, name: str,
-                meta: dict | None = None, failed_index=None, **options) -> Path:
-    """Write all ``chunks`` to a new store at ``path`` atomically; returns the path.
-
-    ``options`` go to `GraphStoreWriter` (``compression``, ``compression_level``, ``chunk_rows``).
-    """
-    with GraphStoreWriter(path, name=name, meta=meta, **options) as w:
+                meta: dict | None = None, failed_index=None) -> Path:
+    """Write all ``chunks`` to a new store at ``path`` atomically; returns the path."""
+    with GraphStoreWriter(path, name=name, meta=meta) as w:
         for chunk in chunks:
             w.append(chunk)
         if failed_index is not None:
@@ -214,99 +318,257 @@ def write_store(path: str | os.PathLike, chunks: Iterable[GraphArrays], *, name:
     return Path(path)
 
 
+# ====================================================================== header
+@dataclass(frozen=True)
+class _Header:
+    uuid: str
+    name: str
+    n_graph: int
+    totals: dict           # level -> rows
+    fields: dict
+    meta: dict
+    checksums: dict
+    edge_dtype: np.dtype
+    layout: dict           # dataset path -> (file offset or None, shape, dtype)
+
+
+_HEADER_KEYS = ("format", "format_version", "uuid", "name", "n_graph", "n_node_total",
+                "n_edge_total", "edge_index_dtype", "fields", "meta", "checksums")
+
+
+def _header_crc(attrs) -> int:
+    """CRC-32 of the header attributes. HDF5 checksums object headers, but variable-length
+    string values live in its global heap, which has no checksum: this covers them."""
+    values = {k: (attrs[k].decode() if isinstance(attrs[k], bytes) else attrs[k]) for k in
+              _HEADER_KEYS}
+    values = {k: (v if isinstance(v, str) else int(v)) for k, v in values.items()}
+    return zlib.crc32(json.dumps(values, sort_keys=True).encode())
+
+
+def _attr_str(attrs, key: str) -> str:
+    v = attrs[key]
+    if isinstance(v, bytes):
+        v = v.decode()
+    if not isinstance(v, str):
+        raise TypeError(f"attribute {key!r} is not a string")
+    return v
+
+
+def _attr_count(attrs, key: str) -> int:
+    v = attrs[key]
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v[()]
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"attribute {key!r} is not an integer")
+    v = int(v)
+    if not 0 <= v <= _MAX_COUNT:
+        raise ValueError(f"attribute {key!r} = {v} is out of range")
+    return v
+
+
+def _check_dtype(text) -> np.dtype:
+    dt = np.dtype(str(text))
+    if dt.kind not in "biuf" or dt.itemsize > 8 or dt.shape or dt.names:
+        raise ValueError(f"unsupported dtype {text!r}")
+    return dt
+
+
+def _check_fields(fields) -> dict:
+    if not isinstance(fields, dict):
+        raise TypeError("fields is not a JSON object")
+    for name, spec in fields.items():
+        if (not isinstance(spec, dict) or spec.get("level") not in LEVELS
+                or not isinstance(spec.get("shape"), list) or len(spec["shape"]) > 8
+                or not all(type(s) is int and 0 <= s <= _MAX_COUNT for s in spec["shape"])
+                or name == "edge_index" or "/" in name):
+            raise ValueError(f"bad field description {name!r}: {spec!r}")
+        _check_dtype(spec.get("dtype"))
+    return fields
+
+
+def _read_header(path: Path) -> _Header:
+    """Parse and check everything HDF5 knows about ``path`` (no data arrays are read)."""
+    h5py = _h5py()
+    if not path.is_file():
+        raise FileNotFoundError(f"graph store {str(path)!r} does not exist")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise StoreFormatError(f"cannot open {str(path)!r} as HDF5 "
+                               f"(truncated or corrupt file?): {exc}") from exc
+    try:
+        with f:
+            return _parse_header(path, f)
+    except StoreFormatError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure to parse is a format error
+        raise StoreFormatError(f"{str(path)!r} is not a complete graph store "
+                               f"(corrupt or truncated?): {type(exc).__name__}: {exc}") from exc
+
+
+def _parse_header(path: Path, f) -> _Header:
+    fmt = f.attrs.get("format")
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if fmt != STORE_FORMAT:
+        raise StoreFormatError(f"{str(path)!r} is not a graphbatch graph store "
+                               f"(format attribute {fmt!r})")
+    version = f.attrs.get("format_version", -1)
+    version = int(version) if isinstance(version, (int, np.integer)) else -1
+    if version == 1:
+        raise StoreFormatError(
+            f"{str(path)!r} is a version-1 graph store (chunked, compressed arrays); this "
+            f"graphbatch reads version {STORE_VERSION}: convert it once with "
+            f"`graphbatch data convert {path} --out NEW.h5`")
+    if version != STORE_VERSION:
+        raise StoreFormatError(f"{str(path)!r} has store format version {version}; "
+                               f"this graphbatch reads version {STORE_VERSION}")
+    if _attr_count(f.attrs, "header_crc") != _header_crc(f.attrs):
+        raise StoreFormatError(f"{str(path)!r}: the header attributes do not match their "
+                               "checksum (damaged file)")
+    n_graph = _attr_count(f.attrs, "n_graph")
+    totals = {"node": _attr_count(f.attrs, "n_node_total"),
+              "edge": _attr_count(f.attrs, "n_edge_total"), "graph": n_graph}
+    fields = _check_fields(json.loads(_attr_str(f.attrs, "fields")))
+    meta = json.loads(_attr_str(f.attrs, "meta"))
+    if not isinstance(meta, dict):
+        raise TypeError("meta is not a JSON object")
+    checksums = json.loads(_attr_str(f.attrs, "checksums"))
+    edge_dtype = _check_dtype(_attr_str(f.attrs, "edge_index_dtype"))
+    if edge_dtype.kind not in "iu":
+        raise ValueError(f"edge_index dtype {edge_dtype} is not an integer type")
+    expected = {
+        "sizes/n_node": ((n_graph,), np.dtype("<i8")),
+        "sizes/n_edge": ((n_graph,), np.dtype("<i8")),
+        "offsets/node": ((n_graph + 1,), np.dtype("<i8")),
+        "offsets/edge": ((n_graph + 1,), np.dtype("<i8")),
+        "edge_index": ((2, totals["edge"]), edge_dtype),
+    }
+    for name, spec in fields.items():
+        expected[f"{spec['level']}/{name}"] = ((totals[spec["level"]], *spec["shape"]),
+                                               _check_dtype(spec["dtype"]))
+    size = path.stat().st_size
+    layout = {}
+    for where in [*expected, "failed_index"]:
+        ds = f[where]
+        if not isinstance(ds, _h5py().Dataset):
+            raise ValueError(f"{where} is not a dataset")
+        if where == "failed_index":
+            if ds.ndim != 1 or ds.shape[0] > _MAX_COUNT:
+                raise ValueError(f"failed_index has shape {ds.shape}")
+            shape, dtype = ds.shape, np.dtype("<i8")
+        else:
+            shape, dtype = expected[where]
+        if ds.shape != shape:
+            raise ValueError(f"{where} has shape {ds.shape}, the header says {shape}")
+        if ds.dtype != dtype:
+            raise ValueError(f"{where} has dtype {ds.dtype}, the header says {dtype}")
+        if ds.chunks is not None or ds.compression is not None:
+            raise ValueError(f"{where} is not stored contiguously")
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        offset = ds.id.get_offset() if nbytes else None
+        if nbytes and (offset is None or offset < 0 or offset + nbytes > size):
+            raise ValueError(f"{where} ({nbytes} bytes at offset {offset}) lies outside the "
+                             f"{size}-byte file")
+        if where not in checksums or type(checksums[where]) is not int:
+            raise ValueError(f"no checksum for {where}")
+        layout[where] = (offset, shape, dtype)
+    return _Header(uuid=_attr_str(f.attrs, "uuid"), name=_attr_str(f.attrs, "name"),
+                   n_graph=n_graph, totals=totals, fields=fields, meta=meta,
+                   checksums=checksums, edge_dtype=edge_dtype, layout=layout)
+
+
+def _crc(arr: np.ndarray) -> int:
+    flat = arr.reshape(-1)
+    step = max(1, _BLOCK_BYTES // max(1, arr.dtype.itemsize))
+    crc = 0
+    for s in range(0, flat.shape[0], step):
+        crc = zlib.crc32(np.ascontiguousarray(flat[s:s + step]), crc)
+    return crc
+
+
 # ====================================================================== reading
 class GraphStore:
-    """Read access to a store: sizes without graph data, one graph at a time, or ranges.
+    """Read access to a store: sizes without graph data, one graph, a padded batch, or ranges.
 
-    ``cache_size`` materialised graphs are kept in an LRU cache (level 2) on top of HDF5's own
-    chunk cache of ``chunk_cache_mb`` MiB per array (level 1), the IPU paper's two-level cache.
-    Graph-level arrays (targets, ids) are O(G) like the sizes and are read whole on first use.
-    Cached arrays are read-only. The file handle is opened lazily per process, so the store can
-    be handed to DataLoader worker processes.
+    Arrays are memory-mapped (``in_memory=False``, the default: the page cache holds the data,
+    shared by every process reading the file, so DataLoader workers add no copy) or read whole
+    into RAM once (``in_memory=True``: faster random gathers for stores that fit in RAM --
+    NumPy asks for transparent huge pages for large arrays, a file map uses 4 KiB pages; forked workers share those pages copy-on-write, pickled copies
+    re-open memory-mapped).
+    ``verify=True`` checks every array's checksum on open (reads the whole file once).
+    ``get``/``[i]`` go through an LRU cache of ``cache_size`` graphs (read-only arrays).
+
+    The store can be pickled to worker processes: the copy re-opens the file by path and
+    raises `StoreFormatError` if the file there is no longer the same store (its ``uuid``
+    differs). Forked workers keep the parent's memory maps, i.e. the file the parent opened.
     """
 
     def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
-                 chunk_cache_mb: float = 16.0) -> None:
+                 in_memory: bool = False, verify: bool = False) -> None:
         self.path = Path(path)
         self.cache_size = as_nonnegative_int(cache_size, "cache_size")
-        self.chunk_cache_mb = float(chunk_cache_mb)
-        self._file = None
-        self._pid = None
-        self._datasets: dict = {}
-        self._graph_arrays: dict[str, np.ndarray] = {}
+        self.in_memory = bool(in_memory)
         self._cache: OrderedDict[int, dict] = OrderedDict()
         self.hits = 0
         self.misses = 0
-        f = self._h5()
-        try:
-            self.name = str(f.attrs["name"])
-            self.fields: dict[str, dict] = json.loads(f.attrs["fields"])
-            self.meta: dict = json.loads(f.attrs["meta"])
-            self.n_node = np.asarray(f["sizes/n_node"][...], dtype=np.int64)
-            self.n_edge = np.asarray(f["sizes/n_edge"][...], dtype=np.int64)
-            self.node_offsets = np.asarray(f["offsets/node"][...], dtype=np.int64)
-            self.edge_offsets = np.asarray(f["offsets/edge"][...], dtype=np.int64)
-            n_graph = int(f.attrs["n_graph"])
-            lengths = {"node": int(self.node_offsets[-1]), "edge": int(self.edge_offsets[-1]),
-                       "graph": n_graph}
-            bad = []
-            if self.n_node.shape[0] != n_graph or self.n_edge.shape[0] != n_graph:
-                bad.append("size table length differs from n_graph")
-            if not (np.array_equal(np.diff(self.node_offsets), self.n_node)
-                    and np.array_equal(np.diff(self.edge_offsets), self.n_edge)
-                    and self.node_offsets[0] == 0 and self.edge_offsets[0] == 0):
-                bad.append("offsets disagree with sizes")
-            if f["edge_index"].shape != (2, lengths["edge"]):
-                bad.append(f"edge_index has shape {f['edge_index'].shape}")
-            for name, spec in self.fields.items():
-                ds = f[f"{spec['level']}/{name}"]
-                if ds.shape != (lengths[spec["level"]], *spec["shape"]):
-                    bad.append(f"{spec['level']} field {name!r} has shape {ds.shape}")
-        except (KeyError, ValueError, OSError, TypeError, IndexError) as exc:
-            self.close()
-            raise StoreFormatError(f"{str(self.path)!r} is not a complete graph store "
-                                   f"(corrupt or truncated?): {exc}") from exc
-        if bad:
-            self.close()
-            raise StoreFormatError(f"{str(self.path)!r} is inconsistent: {'; '.join(bad)}")
-        for arr in (self.n_node, self.n_edge, self.node_offsets, self.edge_offsets):
-            arr.flags.writeable = False
+        self._maps: dict[str, np.ndarray] | None = None
+        self._packed: PackedGraphs | None = None
+        header = _read_header(self.path)
+        self.uuid = header.uuid
+        self.name = header.name
+        self.fields: dict[str, dict] = header.fields
+        self.meta: dict = header.meta
+        self._checksums = header.checksums
+        self._open(header)
+        if verify:
+            self.verify()
 
-    # ------------------------------------------------------------ file handle
-    def _h5(self):
-        if self._file is not None and self._pid == os.getpid():
-            return self._file
-        h5py = _h5py()
-        if not self.path.is_file():
-            raise FileNotFoundError(f"graph store {str(self.path)!r} does not exist")
-        try:
-            f = h5py.File(self.path, "r")
-        except OSError as exc:
-            raise StoreFormatError(f"cannot open {str(self.path)!r} as HDF5 "
-                                   f"(truncated or corrupt file?): {exc}") from exc
-        fmt = f.attrs.get("format")
-        if isinstance(fmt, bytes):
-            fmt = fmt.decode()
-        if fmt != STORE_FORMAT:
-            f.close()
-            raise StoreFormatError(f"{str(self.path)!r} is not a graphbatch graph store "
-                                   f"(format attribute {fmt!r})")
-        version = int(f.attrs.get("format_version", -1))
-        if version != STORE_VERSION:
-            f.close()
-            raise StoreFormatError(f"{str(self.path)!r} has store format version {version}; "
-                                   f"this graphbatch reads version {STORE_VERSION}")
-        self._file, self._pid = f, os.getpid()
-        self._datasets = {}
-        self._cache.clear()
-        return f
+    # ------------------------------------------------------------ arrays
+    def _open(self, header: _Header) -> None:
+        maps = {}
+        for where, (offset, shape, dtype) in header.layout.items():
+            if offset is None:
+                arr = np.zeros(shape, dtype=dtype)
+            else:
+                try:
+                    arr = np.memmap(self.path, dtype=dtype, mode="r", offset=offset, shape=shape)
+                except (OSError, ValueError) as exc:
+                    raise StoreFormatError(f"{str(self.path)!r}: cannot map {where}: "
+                                           f"{exc}") from exc
+                if self.in_memory or where in _SMALL:
+                    arr = np.array(arr)
+            arr.flags.writeable = False
+            maps[where] = arr
+        for where in _SMALL:
+            if _crc(maps[where]) != header.checksums[where]:
+                raise StoreFormatError(f"{str(self.path)!r}: checksum of {where} does not "
+                                       "match (damaged file)")
+        nn, ne = maps["sizes/n_node"], maps["sizes/n_edge"]
+        no, eo = maps["offsets/node"], maps["offsets/edge"]
+        if (nn < 0).any() or (ne < 0).any() or not (
+                no[0] == 0 and eo[0] == 0 and np.array_equal(np.diff(no), nn)
+                and np.array_equal(np.diff(eo), ne) and no[-1] == header.totals["node"]
+                and eo[-1] == header.totals["edge"]):
+            raise StoreFormatError(f"{str(self.path)!r} is inconsistent: offsets disagree with "
+                                   "sizes or totals")
+        self._maps = maps
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        if self._maps is None:  # a copy in another process: re-open, same store or nothing
+            header = _read_header(self.path)
+            if header.uuid != self.uuid:
+                raise StoreFormatError(
+                    f"{str(self.path)!r} was replaced since it was opened (store id "
+                    f"{self.uuid}, the file now holds {header.uuid}); open it again")
+            self._open(header)
+        return self._maps
 
     def close(self) -> None:
-        """Close the HDF5 file (it is reopened on the next read)."""
-        if self._file is not None and self._pid == os.getpid():
-            self._file.close()
-        self._file = None
-        self._datasets = {}
+        """Drop the memory maps (they are re-opened, with the identity check, on next use)."""
+        self._maps = None
+        self._packed = None
+        self._cache.clear()
 
     def __enter__(self) -> "GraphStore":
         return self
@@ -314,13 +576,31 @@ class GraphStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __getstate__(self) -> dict:  # for DataLoader workers: no handle, no cache
+    def __getstate__(self) -> dict:
+        """For worker processes: no maps, no cache; a copy always re-opens memory-mapped (also
+        from an ``in_memory`` store), so spawned workers never hold a private copy of the data."""
         state = self.__dict__.copy()
-        state.update(_file=None, _pid=None, _datasets={}, _graph_arrays={},
-                     _cache=OrderedDict(), hits=0, misses=0)
+        state.update(_maps=None, _packed=None, _cache=OrderedDict(), hits=0, misses=0,
+                     in_memory=False)
         return state
 
     # ------------------------------------------------------------ metadata
+    @property
+    def n_node(self) -> np.ndarray:
+        return self._arrays()["sizes/n_node"]
+
+    @property
+    def n_edge(self) -> np.ndarray:
+        return self._arrays()["sizes/n_edge"]
+
+    @property
+    def node_offsets(self) -> np.ndarray:
+        return self._arrays()["offsets/node"]
+
+    @property
+    def edge_offsets(self) -> np.ndarray:
+        return self._arrays()["offsets/edge"]
+
     def __len__(self) -> int:
         return int(self.n_node.shape[0])
 
@@ -331,49 +611,52 @@ class GraphStore:
     def graph_sizes(self) -> GraphSizes:
         """Per-graph ``n_node``, ``n_edge`` and ``n_bytes`` (bytes of the graph's tensors once
         materialised in torch: ints as int64, floats as float32), read from metadata only."""
-        node_b = sum(_torch_nbytes(s["dtype"]) * int(np.prod(s["shape"], dtype=np.int64))
-                     for s in self.fields.values() if s["level"] == "node")
-        edge_b = 16 + sum(_torch_nbytes(s["dtype"]) * int(np.prod(s["shape"], dtype=np.int64))
-                          for s in self.fields.values() if s["level"] == "edge")
-        graph_b = sum(_torch_nbytes(s["dtype"]) * int(np.prod(s["shape"], dtype=np.int64))
-                      for s in self.fields.values() if s["level"] == "graph")
-        n_bytes = self.n_node * node_b + self.n_edge * edge_b + graph_b
+        def per_row(level: str) -> int:
+            return sum(_torch_nbytes(s["dtype"]) * int(np.prod(s["shape"], dtype=np.int64))
+                       for s in self.fields.values() if s["level"] == level)
+
+        n_bytes = self.n_node * per_row("node") + self.n_edge * (16 + per_row("edge")) \
+            + per_row("graph")
         return GraphSizes(self.n_node, self.n_edge, n_bytes)
 
     @property
     def failed_index(self) -> np.ndarray:
         """Source-record indices that failed conversion when the store was built."""
-        return np.asarray(self._h5()["failed_index"][...], dtype=np.int64)
+        return self._arrays()["failed_index"]
 
     def graph_field(self, name: str) -> np.ndarray:
-        """The whole graph-level array ``name`` (e.g. targets ``y`` as ``[G, T]``)."""
+        """The whole graph-level array ``name`` (e.g. targets ``y`` as ``[G, T]``, read-only)."""
         spec = self.fields.get(name)
         if spec is None or spec["level"] != "graph":
             graph_fields = [k for k, s in self.fields.items() if s["level"] == "graph"]
             raise KeyError(f"no graph-level field {name!r}; available: {graph_fields}")
-        return self._graph_array(name)
+        return self._arrays()[f"graph/{name}"]
 
     # ------------------------------------------------------------ graph data
-    def _dataset(self, where: str):
-        """The open h5py dataset ``where``; kept open so its chunk cache survives between reads."""
-        f = self._h5()
-        ds = self._datasets.get(where)
-        if ds is None:
-            # a per-dataset chunk cache: HDF5 shares one open file between handles, so the
-            # file-level setting of whoever opened the file first would otherwise win
-            h5py = _h5py()
-            dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
-            dapl.set_chunk_cache(10007, int(self.chunk_cache_mb * 2**20), 0.75)
-            ds = h5py.Dataset(h5py.h5d.open(f.id, where.encode(), dapl))
-            self._datasets[where] = ds
-        return ds
+    def packed(self) -> PackedGraphs:
+        """All graphs as `graphbatch._padbatch.PackedGraphs` over the memory maps (plain
+        ``ndarray`` views of them: nothing is read until rows are gathered)."""
+        if self._packed is None or self._maps is None:
+            maps = {k: np.asarray(v) for k, v in self._arrays().items()}
+            per_level = {level: {} for level in LEVELS}
+            for name, spec in self.fields.items():
+                per_level[spec["level"]][name] = maps[f"{spec['level']}/{name}"]
+            self._packed = PackedGraphs(
+                n_node=maps["sizes/n_node"], n_edge=maps["sizes/n_edge"],
+                node_offsets=maps["offsets/node"], edge_offsets=maps["offsets/edge"],
+                edge_index=maps["edge_index"], **per_level)
+        return self._packed
 
-    def _read(self, where: str, index) -> np.ndarray:
+    def read_batch(self, index, shape, **options) -> PaddedArrays:
+        """Graphs ``index`` as one padded batch of ``shape`` (`graphbatch._padbatch.pad_batch`,
+        whose keyword ``options`` pass through); a damaged edge index raises
+        `StoreFormatError`."""
         try:
-            return self._dataset(where)[index]
-        except OSError as exc:
-            raise StoreFormatError(f"{str(self.path)!r}: cannot read {where} "
-                                   f"(damaged data, checksum failed?): {exc}") from exc
+            return pad_batch(self.packed(), index, shape, **options)
+        except ValueError as exc:
+            if "damaged store" in str(exc):
+                raise StoreFormatError(f"{str(self.path)!r}: {exc}") from exc
+            raise
 
     def _index(self, i) -> int:
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
@@ -384,32 +667,27 @@ class GraphStore:
         return int(i) % n
 
     def read_graph(self, i: int) -> dict[str, np.ndarray]:
-        """Graph ``i`` read from disk (no LRU cache): ``{"edge_index": [2, E], field: array}``;
-        graph-level fields keep a leading dimension of 1."""
+        """Graph ``i`` (no LRU cache): ``{"edge_index": [2, E], field: array}`` as read-only
+        arrays; graph-level fields keep a leading dimension of 1. The edge indices are
+        range-checked (`StoreFormatError` if one points outside the graph)."""
         i = self._index(i)
-        a, b = self.node_offsets[i], self.node_offsets[i + 1]
-        c, d = self.edge_offsets[i], self.edge_offsets[i + 1]
-        rows = {"node": slice(a, b), "edge": slice(c, d)}
-        out = {"edge_index": self._read("edge_index", (slice(None), slice(c, d)))}
+        maps = self._arrays()
+        no, eo = maps["offsets/node"], maps["offsets/edge"]
+        rows = {"node": slice(no[i], no[i + 1]), "edge": slice(eo[i], eo[i + 1]),
+                "graph": slice(i, i + 1)}
+        ei = maps["edge_index"][:, rows["edge"]]
+        n = int(no[i + 1] - no[i])
+        if ei.size and (int(ei.min()) < 0 or int(ei.max()) >= n):
+            raise StoreFormatError(f"{str(self.path)!r}: stored edge_index of graph {i} points "
+                                   f"outside its {n} nodes (damaged store?)")
+        out = {"edge_index": np.asarray(ei)}
         for name, spec in self.fields.items():
-            if spec["level"] == "graph":
-                out[name] = self._graph_array(name)[i:i + 1].copy()
-            else:
-                out[name] = self._read(f"{spec['level']}/{name}", rows[spec["level"]])
+            out[name] = np.asarray(maps[f"{spec['level']}/{name}"][rows[spec["level"]]])
         return out
-
-    def _graph_array(self, name: str) -> np.ndarray:
-        """Graph-level arrays are O(G) like the sizes: read whole on first use, kept in memory."""
-        arr = self._graph_arrays.get(name)
-        if arr is None:
-            arr = self._graph_arrays[name] = self._read(f"graph/{name}", slice(None))
-            arr.flags.writeable = False
-        return arr
 
     def get(self, i: int) -> dict[str, np.ndarray]:
         """Graph ``i`` through the LRU cache (arrays are read-only; copy before modifying)."""
         i = self._index(i)
-        self._h5()  # a new process starts with an empty cache
         hit = self._cache.get(i)
         if hit is not None:
             self._cache.move_to_end(i)
@@ -417,8 +695,6 @@ class GraphStore:
             return hit
         self.misses += 1
         graph = self.read_graph(i)
-        for arr in graph.values():
-            arr.flags.writeable = False
         if self.cache_size:
             self._cache[i] = graph
             if len(self._cache) > self.cache_size:
@@ -441,38 +717,34 @@ class GraphStore:
         self.hits = self.misses = 0
 
     def arrays(self, start: int = 0, stop: int | None = None) -> GraphArrays:
-        """Graphs ``start:stop`` as one `GraphArrays` (one contiguous read per array)."""
+        """Graphs ``start:stop`` as one `GraphArrays` (copies; edge indices are checked)."""
         stop = len(self) if stop is None else int(stop)
         if not 0 <= start <= stop <= len(self):
             raise IndexError(f"range {start}:{stop} is outside 0:{len(self)}")
-        rows = {"node": slice(self.node_offsets[start], self.node_offsets[stop]),
-                "edge": slice(self.edge_offsets[start], self.edge_offsets[stop]),
+        maps = self._arrays()
+        no, eo = maps["offsets/node"], maps["offsets/edge"]
+        rows = {"node": slice(no[start], no[stop]), "edge": slice(eo[start], eo[stop]),
                 "graph": slice(start, stop)}
         per_level = {level: {} for level in LEVELS}
         for name, spec in self.fields.items():
-            per_level[spec["level"]][name] = self._read(f"{spec['level']}/{name}",
-                                                        rows[spec["level"]])
-        return GraphArrays(n_node=self.n_node[start:stop], n_edge=self.n_edge[start:stop],
-                           edge_index=self._read("edge_index", (slice(None), rows["edge"])),
-                           **per_level)
+            per_level[spec["level"]][name] = np.array(
+                maps[f"{spec['level']}/{name}"][rows[spec["level"]]])
+        try:
+            return GraphArrays(n_node=np.array(self.n_node[start:stop]),
+                               n_edge=np.array(self.n_edge[start:stop]),
+                               edge_index=np.array(maps["edge_index"][:, rows["edge"]]),
+                               **per_level)
+        except ValueError as exc:
+            raise StoreFormatError(f"{str(self.path)!r}: graphs {start}:{stop} are damaged: "
+                                   f"{exc}") from exc
 
     def verify(self) -> None:
-        """Read every array once so that HDF5 checks all chunk checksums; raises
-        `StoreFormatError` on the first damaged one."""
-        f = self._h5()
-        names = ["edge_index", "failed_index"] + [f"{s['level']}/{k}"
-                                                  for k, s in self.fields.items()]
-        for where in names:
-            ds = f[where]
-            if ds.chunks is None or ds.size == 0:
-                self._read(where, ...)
-                continue
-            axis = 1 if where == "edge_index" else 0
-            step = ds.chunks[axis] * 64
-            for s in range(0, ds.shape[axis], step):
-                idx = [slice(None)] * ds.ndim
-                idx[axis] = slice(s, s + step)
-                self._read(where, tuple(idx))
+        """Check the CRC-32 of every array (reads the whole file once); raises
+        `StoreFormatError` naming the first damaged array."""
+        for where, arr in self._arrays().items():
+            if _crc(arr) != self._checksums[where]:
+                raise StoreFormatError(f"{str(self.path)!r}: checksum of {where} does not match "
+                                       "(damaged data)")
 
     def to_torch(self, **options):
         """This store as a ``torch.utils.data.Dataset`` of PyG ``Data`` (imports torch now)."""

@@ -10,27 +10,45 @@ from torch_geometric.data import Data
 from .._sizes import GraphSizes
 from ._store import GraphStore
 
-__all__ = ["GraphStoreDataset", "to_data"]
+__all__ = ["GraphStoreDataset", "StoreData", "to_data", "torch_dtype"]
+
+
+def torch_dtype(dtype) -> np.dtype:
+    """The NumPy dtype a stored array becomes in torch: ints -> int64, floats -> float32,
+    bools stay bool."""
+    kind = np.dtype(dtype).kind
+    return np.dtype(np.bool_ if kind == "b" else np.int64 if kind in "iu" else np.float32)
+
+
+class StoreData(Data):
+    """A store graph as PyG ``Data`` whose batching follows the store's levels, not PyG's
+    name rules: ``edge_index`` is ``[2, E]`` and offset by node counts; every other field is
+    concatenated along dim 0 and never offset. (Plain ``Data`` would treat any field whose
+    name contains ``index`` -- QM9's GDB id ``index``, code graphs' ``file_index`` -- as node
+    indices and add node offsets to it in a batch.)"""
+
+    def __cat_dim__(self, key, value, *args, **kwargs):
+        return 1 if key == "edge_index" else 0
+
+    def __inc__(self, key, value, *args, **kwargs):
+        return self.num_nodes if key == "edge_index" else 0
 
 
 def _tensor(arr: np.ndarray) -> torch.Tensor:
-    kind = arr.dtype.kind
-    if kind == "b":
-        return torch.from_numpy(np.array(arr, dtype=np.bool_))
-    if kind in "iu":
-        return torch.from_numpy(np.array(arr, dtype=np.int64))
-    return torch.from_numpy(np.array(arr, dtype=np.float32))
+    return torch.from_numpy(np.array(arr, dtype=torch_dtype(arr.dtype)))
 
 
-def to_data(graph: dict[str, np.ndarray], num_nodes: int):
-    """One graph dict (from `GraphStore.get`) as a PyG ``Data``: integer fields become ``long``,
+def to_data(graph: dict[str, np.ndarray], num_nodes: int) -> StoreData:
+    """One graph dict (from `GraphStore.get`) as a `StoreData`: integer fields become ``long``,
     float fields ``float32``; ``edge_index`` is ``long [2, E]``; graph fields keep ``[1, ...]``."""
-    return Data(num_nodes=int(num_nodes), **{k: _tensor(v) for k, v in graph.items()})
+    return StoreData(num_nodes=int(num_nodes), **{k: _tensor(v) for k, v in graph.items()})
 
 
 class GraphStoreDataset(Dataset):
-    """``dataset[i]`` is graph ``i`` of ``store`` as a PyG ``Data`` (through the store's LRU
-    cache). ``graph_sizes()`` reads sizes from the store's metadata without loading graphs."""
+    """``dataset[i]`` is graph ``i`` of ``store`` as a `StoreData` (through the store's LRU
+    cache): the per-graph path. ``graph_sizes()`` reads sizes from the store's metadata.
+    (``graphbatch.torch.loader(store, ...)`` on the `GraphStore` itself reads whole padded
+    batches instead, without per-graph objects.)"""
 
     def __init__(self, store: GraphStore | str, **store_options) -> None:
         self.store = store if isinstance(store, GraphStore) else GraphStore(store, **store_options)

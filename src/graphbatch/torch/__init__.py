@@ -32,6 +32,7 @@ from ._sampler import (
     plan_fingerprint,
 )
 from ._schema import FieldSpec, Schema, infer_schema
+from ._store_batch import StoreBatcher, StoreCollater, store_batch, store_schema
 
 __all__ = [
     "DATALOADER_ARGS",
@@ -46,6 +47,8 @@ __all__ = [
     "PlannedBatch",
     "Prefetcher",
     "Schema",
+    "StoreBatcher",
+    "StoreCollater",
     "active_masks",
     "batch_edges",
     "check_plan_consistency",
@@ -64,6 +67,8 @@ __all__ = [
     "read_sizes",
     "short_padding_batches",
     "sizes_digest",
+    "store_batch",
+    "store_schema",
     "unpad",
     "unpad_graphs",
 ]

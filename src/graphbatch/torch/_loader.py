@@ -18,6 +18,7 @@ from ._collate import collate_dict
 from ._pyg import collate
 from ._sampler import PlanBatchSampler, PlannedBatch
 from ._schema import Schema, _num_nodes, infer_schema
+from ._store_batch import StoreCollater, StoreIndices, is_graph_store, store_schema
 
 __all__ = ["loader", "PlanLoader", "read_sizes", "DATALOADER_ARGS"]
 
@@ -256,6 +257,9 @@ def loader(
 ) -> PlanLoader:
     """A `PlanLoader` over ``dataset`` (map-style: ``len`` and ``dataset[i]`` giving a PyG
     ``Data`` or a dict of tensors) batched by ``graphbatch.plan(sizes, strategy, ...)``.
+    A `graphbatch.datasets.GraphStore` takes the store batch path: each batch is read from the
+    store's arrays straight into its padded layout (`graphbatch.torch.store_batch`), with the
+    same result as collating ``store.to_torch()`` graphs.
 
     ``options`` holding a ``torch.utils.data.DataLoader`` argument (``num_workers``,
     ``pin_memory``, ``timeout``, ``worker_init_fn``, ``multiprocessing_context``, ``generator``,
@@ -287,7 +291,10 @@ def loader(
         sizes = read_sizes(dataset)
     elif len(sizes) != len(dataset):
         raise ValueError(f"sizes has {len(sizes)} entries for a dataset of {len(dataset)} graphs")
-    if schema is None:
+    store = dataset if is_graph_store(dataset) else None  # the store batch path
+    if schema is None and store is not None:
+        schema = store_schema(store)
+    elif schema is None:
         n = len(dataset)
         pick = np.unique(np.linspace(0, n - 1, num=min(n, _SCHEMA_SAMPLE)).astype(np.int64))
         schema = infer_schema([dataset[int(i)] for i in pick])
@@ -316,7 +323,13 @@ def loader(
                 "(length 0)",
                 stacklevel=2,
             )
-    collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict)
+    if store is not None:
+        collater = StoreCollater(store, schema, cutoff=cutoff, position_key=position_key,
+                                 as_dict=as_dict)
+        dataset = StoreIndices(store)
+    else:
+        collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key,
+                                as_dict=as_dict)
     if dl_kwargs.get("generator") is None:
         # the DataLoader draws its workers' base seed from this generator, not from torch's
         # global RNG: iterating the loader leaves the global RNG (model init, dropout) untouched

@@ -1,0 +1,341 @@
+"""Input pipeline from the graph store (issue 15): padded PyG batches per second, side by side.
+
+For each store given (QM9 radius 6 Å, MOSES, ...), one run measures real graphs per second
+delivered as padded PyG ``Batch``es under the same plan (``--strategy``, ``--batch-size``,
+seed 0, epoch 0), one process and ``torch.set_num_threads(1)`` unless stated:
+
+- ``store batch``: ``graphbatch.torch.loader(GraphStore(path), ...)`` -- the batch path (memory
+  maps, one vectorised gather per array straight into the padded layout);
+- ``store batch, in_memory``: the same with ``GraphStore(path, in_memory=True)``;
+- ``store per-graph``: ``graphbatch.torch.loader(GraphStore(path).to_torch(), ...)`` -- one PyG
+  ``Data`` per graph, then ``collate`` (the path issue 15 measured), on the first batches only;
+- ``gt.loader, list``: ``graphbatch.torch.loader`` over a Python list of the same graphs as
+  ``Data`` held in memory (the first ``--baseline-graphs`` graphs, re-planned on that subset);
+- ``PyG DataLoader, list``: ``torch_geometric.loader.DataLoader(list, batch_size, shuffle=True)``
+  over that list (no padding: the baseline users have);
+- ``store batch, 2 workers`` vs ``1 worker``: DataLoader workers (``num_workers``), with torch's
+  default and the ``file_system`` sharing strategy;
+- ``[interleaved]``: store batch (memory map, in memory) and the PyG baseline in alternating
+  rounds, so that each ratio compares throughputs measured in the same minute;
+- ``kernel only``: the NumPy gather (`graphbatch._padbatch.pad_batch`) without torch, for the
+  store layouts: memory map, in memory, and a version-1 store (chunked gzip HDF5, read per graph
+  through h5py) when ``--v1`` is given -- the layout choice;
+- cold cache: the store file dropped from the page cache (``posix_fadvise DONTNEED``) before
+  reading the first ``--cold-batches`` batches, for a shuffled plan and a chunk-aware one
+  (`graphbatch.datasets.chunk_shuffled_plan`);
+- memory: a child process opens the store and iterates one full epoch on the batch path; its
+  RSS split into anonymous and file-backed pages (``/proc/self/status``) before and after.
+
+    PYTHONPATH=src python benchmarks/store_read.py --store qm9.h5 [--store moses.h5] \\
+        [--v1 qm9-v1.h5] [--baseline-graphs 100000] [--epoch-batches 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import graphbatch as gb
+import graphbatch.torch as gt
+from graphbatch._padbatch import pad_batch
+from graphbatch.datasets import GraphStore, chunk_shuffled_plan
+
+
+def _real(batch) -> int:
+    return int(batch.graph_mask.sum())
+
+
+def _timed(it, limit: int | None = None) -> tuple[float, int, int, float]:
+    """Wall seconds, real graphs, batches and this process's CPU seconds of iterating ``it``
+    (at most ``limit`` batches)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    graphs = batches = 0
+    for b in it:
+        graphs += _real(b) if hasattr(b, "graph_mask") else int(b.num_graphs)
+        batches += 1
+        if limit and batches >= limit:
+            break
+    return time.perf_counter() - t0, graphs, batches, time.process_time() - c0
+
+
+def _row(name, secs, graphs, batches, cpu=None, note=""):
+    """``graphs/s`` is wall-clock; ``cpu graphs/s`` divides by this process's CPU time (what one
+    free core would give; meaningless with workers, which run in other processes)."""
+    return {"path": name, "graphs": graphs, "batches": batches, "seconds": round(secs, 3),
+            "graphs/s": round(graphs / secs) if secs > 0 else float("inf"),
+            "cpu graphs/s": round(graphs / cpu) if cpu else None, "note": note}
+
+
+def _status() -> dict[str, int]:
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        if k in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+            out[k] = int(v.split()[0]) * 1024
+    return out
+
+
+def rss_child(path: str, strategy: str, batch_size: int) -> None:
+    """One full epoch on the batch path; prints RSS figures as JSON (run in a fresh process)."""
+    torch.set_num_threads(1)
+    import torch_geometric.data  # noqa: F401 - imported by the first batch anyway
+
+    before = _status()
+    store = GraphStore(path)
+    opened = _status()
+    ld = gt.loader(store, strategy=strategy, batch_size=batch_size, seed=0)
+    planned = _status()
+    secs, graphs, batches, _ = _timed(ld)
+    after = _status()
+    import psutil
+
+    wl = gt.loader(store, strategy=strategy, batch_size=batch_size, seed=0, num_workers=2,
+                   persistent_workers=True)
+    _timed(wl)
+    workers = []
+    for child in psutil.Process().children():
+        mem = child.memory_full_info()
+        workers.append({"rss": mem.rss, "uss": mem.uss, "shared": mem.shared})
+    size_table = sum(a.nbytes for a in (store.n_node, store.n_edge, store.node_offsets,
+                                        store.edge_offsets))
+    print(json.dumps({"before": before, "opened": opened, "planned": planned, "after": after,
+                      "file_bytes": os.path.getsize(path), "size_table_bytes": size_table,
+                      "graphs": graphs, "seconds": secs, "workers": workers}))
+
+
+def drop_cache(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def v1_batch(f, fields, no, eo, idx) -> int:
+    """Read the graphs ``idx`` of a version-1 store per graph through h5py (the old layout)."""
+    n = 0
+    for i in idx.tolist():
+        f["edge_index"][:, eo[i]:eo[i + 1]]
+        for name, spec in fields.items():
+            lo, hi = {"node": (no[i], no[i + 1]), "edge": (eo[i], eo[i + 1]),
+                      "graph": (i, i + 1)}[spec["level"]]
+            f[f"{spec['level']}/{name}"][lo:hi]
+        n += 1
+    return n
+
+
+def bench_store(path: str, args) -> list[dict]:
+    rows = []
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    store = GraphStore(path)
+    open_s = time.perf_counter() - t0
+    sizes = store.graph_sizes()
+    kw = dict(strategy=args.strategy, batch_size=args.batch_size, seed=0)
+    print(f"\n## {path}: {len(store):,} graphs, {int(sizes.n_node.sum()):,} nodes, "
+          f"{int(sizes.n_edge.sum()):,} edges, file {os.path.getsize(path) / 2**20:,.0f} MiB, "
+          f"opened in {open_s * 1e3:.0f} ms", flush=True)
+    limit = args.epoch_batches or None
+
+    ld = gt.loader(store, **kw)
+    plan = ld.plan
+    rows.append(_row("store batch", *_timed(ld, limit), note="memory map, 0 workers, epoch 0"))
+    rows.append(_row("store batch, next epoch", *_timed(ld, limit),
+                     note="same maps: pages already mapped"))
+    mem = GraphStore(path, in_memory=True)
+    rows.append(_row("store batch, in_memory", *_timed(gt.loader(mem, **kw), limit),
+                     note="arrays read into RAM once"))
+    rows.append(_row("store per-graph", *_timed(gt.loader(store.to_torch(), **kw),
+                                                args.per_graph_batches),
+                     note=f"first {args.per_graph_batches} batches"))
+    import torch.multiprocessing as tmp
+
+    default_sharing = tmp.get_sharing_strategy()
+    for sharing in (default_sharing, "file_system"):
+        tmp.set_sharing_strategy(sharing)
+        for workers in (1, 2):
+            secs, g, nb, _ = _timed(gt.loader(store, num_workers=workers, **kw), limit)
+            rows.append(_row(f"store batch, {workers} worker{'s' * (workers > 1)}"
+                             + ("" if sharing == default_sharing else ", fs"), secs, g, nb,
+                             note=f"DataLoader workers, sharing {sharing} (wall clock only)"))
+    tmp.set_sharing_strategy(default_sharing)
+
+    # baselines over the same graphs held in memory as Data
+    n_base = min(len(store), args.baseline_graphs)
+    ds = store.to_torch()
+    t0 = time.perf_counter()
+    data = [ds[i] for i in range(n_base)]
+    make_s = time.perf_counter() - t0
+    sub = gb.GraphSizes(sizes.n_node[:n_base], sizes.n_edge[:n_base])
+    note = f"first {n_base:,} graphs as Data (made in {make_s:.0f} s)"
+    rows.append(_row("gt.loader, list", *_timed(gt.loader(data, sizes=sub, **kw)), note=note))
+    from torch_geometric.loader import DataLoader as PygLoader
+
+    pyg = PygLoader(data, batch_size=args.batch_size, shuffle=True,
+                    generator=torch.Generator().manual_seed(0))
+    rows.append(_row("PyG DataLoader, list", *_timed(pyg), note=note + ", unpadded"))
+
+    # interleaved rounds: the same moment for every path (other jobs share the cores)
+    rows += interleaved({
+        "store batch": gt.loader(store, **kw),
+        "store batch, in_memory": gt.loader(mem, **kw),
+        "PyG DataLoader, list": pyg,
+    }, args.rounds, args.round_batches)
+    del data, pyg
+
+    # kernel only: the layouts
+    idx_batches = list(plan.batches())[: args.kernel_batches]
+    shapes = [plan.shape(b) for b in range(len(idx_batches))]
+    for name, src in (("kernel, memory map", store.packed()), ("kernel, in_memory", mem.packed())):
+        t0, c0 = time.perf_counter(), time.process_time()
+        g = 0
+        for idx, shape in zip(idx_batches, shapes):
+            g += pad_batch(src, idx, shape).num_real[0]
+        rows.append(_row(name, time.perf_counter() - t0, g, len(idx_batches),
+                         time.process_time() - c0, "NumPy only"))
+    if args.v1 and Path(args.v1).is_file() and Path(args.v1).stat().st_size:
+        import h5py
+
+        with h5py.File(args.v1, "r") as f:
+            fields = json.loads(f.attrs["fields"])
+            no, eo = store.node_offsets, store.edge_offsets
+            t0, c0 = time.perf_counter(), time.process_time()
+            g = sum(v1_batch(f, fields, no, eo, idx) for idx in idx_batches[:20])
+            rows.append(_row("kernel, v1 gzip chunks", time.perf_counter() - t0, g,
+                             min(20, len(idx_batches)), time.process_time() - c0,
+                             "h5py per graph (no padding)"))
+
+    # cold cache: shuffled vs chunk-aware plan
+    for label, p in (("shuffled", plan),
+                     ("chunk-aware", chunk_shuffled_plan(sizes, args.strategy,
+                                                         batch_size=args.batch_size, seed=0,
+                                                         chunk_graphs=args.chunk_graphs,
+                                                         window_chunks=args.window_chunks))):
+        batcher = gt.StoreBatcher(GraphStore(path))
+        for warm in (False, True):
+            if not warm:
+                drop_cache(path)
+            t0, c0 = time.perf_counter(), time.process_time()
+            g = 0
+            for b, idx in enumerate(p.batches()):
+                if b >= args.cold_batches:
+                    break
+                g += _real(batcher(idx, p.shape(b)))
+            rows.append(_row(f"{'warm' if warm else 'cold'} cache, {label}",
+                             time.perf_counter() - t0, g, min(args.cold_batches, len(p)),
+                             time.process_time() - c0, f"first {args.cold_batches} batches"))
+
+    # memory of one full epoch, in a fresh process
+    out = subprocess.run([sys.executable, __file__, "--rss-child", path, "--strategy",
+                          args.strategy, "--batch-size", str(args.batch_size)],
+                         capture_output=True, text=True, check=True)
+    rss = json.loads(out.stdout.strip().splitlines()[-1])
+    print_rows(rows)
+    a, b = rss["before"], rss["after"]
+    mib = 2**20
+    print(f"\nmemory, one full epoch on the batch path ({rss['graphs']:,} graphs in "
+          f"{rss['seconds']:.1f} s): RSS {a['VmRSS'] / mib:,.0f} -> {b['VmRSS'] / mib:,.0f} MiB "
+          f"(anonymous {a['RssAnon'] / mib:,.0f} -> {b['RssAnon'] / mib:,.0f}, file-backed "
+          f"{a['RssFile'] / mib:,.0f} -> {b['RssFile'] / mib:,.0f}); peak {b['VmHWM'] / mib:,.0f} "
+          f"MiB; store file {rss['file_bytes'] / mib:,.0f} MiB, size table "
+          f"{rss['size_table_bytes'] / mib:,.1f} MiB")
+    for k, w in enumerate(rss["workers"]):
+        print(f"worker {k} after a full epoch with 2 workers: RSS {w['rss'] / mib:,.0f} MiB, of "
+              f"which shared {w['shared'] / mib:,.0f} MiB; private (USS) {w['uss'] / mib:,.0f} MiB")
+    growth = b["VmRSS"] - a["VmRSS"]
+    budget = 1.5 * (rss["file_bytes"] + rss["size_table_bytes"])
+    print(f"RSS growth {growth / mib:,.0f} MiB (after imports, before opening the store) vs "
+          f"1.5 x (one epoch's working set = the whole file + size table) = "
+          f"{budget / mib:,.0f} MiB: {'PASS' if growth < budget else 'FAIL'}")
+    return rows
+
+
+def _cycle(loader):
+    while True:
+        yield from loader
+
+
+def interleaved(loaders: dict, rounds: int, n: int) -> list[dict]:
+    """``rounds`` rounds; in each, ``n`` batches from every loader in turn. Rows: the median
+    round of each path, and the median over rounds of each path's ratio to the last loader
+    (measured in the same round, so a busy minute slows both sides)."""
+    its = {k: _cycle(v) for k, v in loaders.items()}
+    wall = {k: [] for k in loaders}
+    cpu = {k: [] for k in loaders}
+    graphs = {k: 0 for k in loaders}
+    for _ in range(rounds):
+        for k, it in its.items():
+            secs, g, _, c = _timed(it, n)
+            wall[k].append(g / secs)
+            cpu[k].append(g / c)
+            graphs[k] += g
+    base = list(loaders)[-1]
+    out = []
+    for k in loaders:
+        rw = np.median(np.array(wall[k]) / np.array(wall[base]))
+        rc = np.median(np.array(cpu[k]) / np.array(cpu[base]))
+        out.append({"path": f"{k} [interleaved]", "graphs": graphs[k], "batches": n * rounds,
+                    "seconds": float("nan"), "graphs/s": round(float(np.median(wall[k]))),
+                    "cpu graphs/s": round(float(np.median(cpu[k]))),
+                    "note": f"median of {rounds} rounds of {n} batches; same-round ratio to "
+                            f"{base}: wall {rw:.1f}x, cpu {rc:.1f}x"})
+    return out
+
+
+def print_rows(rows: list[dict]) -> None:
+    ref = {r["path"]: r["graphs/s"] for r in rows}
+    base = ref.get("PyG DataLoader, list")
+    one = ref.get("store batch, 1 worker")
+    cbase = {r["path"]: r["cpu graphs/s"] for r in rows}.get("PyG DataLoader, list")
+    print(f"\n{'path':<28} {'graphs':>10} {'batches':>7} {'seconds':>8} {'graphs/s':>9} "
+          f"{'x PyG':>6} {'cpu graphs/s':>12} {'x PyG':>6}  note")
+    for r in rows:
+        x = f"{r['graphs/s'] / base:6.1f}" if base else ""
+        c = r["cpu graphs/s"]
+        cx = f"{c / cbase:6.1f}" if c and cbase else ""
+        print(f"{r['path']:<30} {r['graphs']:>10,} {r['batches']:>7,} {r['seconds']:>8.2f} "
+              f"{r['graphs/s']:>9,} {x:>6} {(f'{c:,}' if c else '-'):>12} {cx:>6}  {r['note']}")
+    for suffix in ("", ", fs"):
+        one, two = ref.get("store batch, 1 worker" + suffix), ref.get("store batch, 2 workers"
+                                                                       + suffix)
+        if one and two:
+            print(f"2 workers / 1 worker{suffix}: {two / one:.2f}x; 2 workers / one process "
+                  f"(0 workers): {two / ref['store batch']:.2f}x")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--store", action="append", default=[], help="graph store (repeatable)")
+    p.add_argument("--v1", help="a version-1 store of the first --store's graphs (layout bench)")
+    p.add_argument("--strategy", default="pack-lpf")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--baseline-graphs", type=int, default=10**9,
+                   help="graphs held as Data for the in-memory baselines (default all)")
+    p.add_argument("--epoch-batches", type=int, default=0, help="0 = full epochs")
+    p.add_argument("--per-graph-batches", type=int, default=100)
+    p.add_argument("--kernel-batches", type=int, default=300)
+    p.add_argument("--cold-batches", type=int, default=200)
+    p.add_argument("--chunk-graphs", type=int, default=4096)
+    p.add_argument("--window-chunks", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
+    p.add_argument("--round-batches", type=int, default=150, help="batches per path per round")
+    p.add_argument("--rss-child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.rss_child:
+        rss_child(args.rss_child, args.strategy, args.batch_size)
+        return
+    for path in args.store:
+        bench_store(path, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""The store batch path: padded PyG ``Batch``es read straight from a `GraphStore`.
+
+A planned batch (index list + padded shape) is gathered by the NumPy kernel
+`graphbatch._padbatch.pad_batch` from the store's memory-mapped arrays and wrapped with
+``torch.from_numpy`` (zero-copy) into exactly the ``Batch`` that `graphbatch.torch.collate`
+builds from the store's per-graph ``Data`` (``store.to_torch()``): same fields, dtypes,
+padding layout, masks, ``batch``/``ptr``, ``graph_index``, slice and increment dicts. No
+per-graph object is made. `graphbatch.torch.loader` takes this path for a `GraphStore`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from .._padbatch import PaddedArrays
+from .._padlayout import check_cutoff
+from ._pyg import _new_batch, _pyg
+from ._sampler import PlannedBatch
+from ._schema import EDGE_INDEX, FieldSpec, Schema
+
+__all__ = ["StoreBatcher", "StoreCollater", "StoreIndices", "is_graph_store", "store_batch", "store_schema"]
+
+_STRUCTURE = ("batch", "ptr", "node_mask", "edge_mask", "graph_mask", "graph_index")
+
+
+def is_graph_store(obj) -> bool:
+    """Whether ``obj`` is a `graphbatch.datasets.GraphStore` (without importing the datasets
+    package when it was never imported)."""
+    mod = sys.modules.get("graphbatch.datasets._store")
+    return mod is not None and isinstance(obj, mod.GraphStore)
+
+
+def _torch_dtypes(store) -> dict[str, np.dtype]:
+    from ..datasets._torch import torch_dtype
+
+    return {name: torch_dtype(spec["dtype"]) for name, spec in store.fields.items()}
+
+
+def store_schema(store) -> Schema:
+    """The `Schema` of a store's torch view, from its field table: ``edge_index`` ``[2, E]``
+    offset by node counts; node/edge fields along dim 0; graph fields ``[1, ...]`` per graph;
+    nothing else offset. Equals `infer_schema` of ``store.to_torch()`` graphs."""
+    dtypes = _torch_dtypes(store)
+    fields = {EDGE_INDEX: FieldSpec("edge", 1, "node", 0, dtype=torch.int64, shape=(2, -1))}
+    for name, spec in store.fields.items():
+        fields[name] = FieldSpec(spec["level"], 0, "none", 0,
+                                 dtype=getattr(torch, dtypes[name].name),
+                                 shape=(-1, *spec["shape"]))
+    return Schema(fields)
+
+
+def _check_schema(store, schema: Schema) -> dict[str, Any]:
+    """Pad values of a user schema, after checking it describes the store's fields."""
+    want = store_schema(store)
+    if set(schema) != set(want):
+        raise ValueError(f"schema fields {sorted(schema)} differ from the store's "
+                         f"{sorted(want)}")
+    for key, spec in schema.items():
+        w = want[key]
+        if (spec.level, spec.cat_dim, spec.inc, spec.kind) != (w.level, w.cat_dim, w.inc, w.kind):
+            raise ValueError(f"schema entry {key!r} = {spec} does not match the store's field "
+                             f"({w.level}-level, cat_dim {w.cat_dim}, inc {w.inc!r})")
+    return {k: s.pad for k, s in schema.items() if k != EDGE_INDEX and s.pad != 0}
+
+
+def _tensors(padded: PaddedArrays) -> dict[str, torch.Tensor]:
+    return {
+        "batch": torch.from_numpy(padded.batch),
+        "ptr": torch.from_numpy(padded.node_ptr),
+        "node_mask": torch.from_numpy(padded.node_mask),
+        "edge_mask": torch.from_numpy(padded.edge_mask),
+        "graph_mask": torch.from_numpy(padded.graph_mask),
+        "graph_index": torch.from_numpy(padded.graph_index),
+    }
+
+
+class StoreBatcher:
+    """Reads padded batches of one store: ``batcher(index, shape)`` -> PyG ``Batch`` (or the
+    `graphbatch.torch.collate_dict` dict with ``as_dict=True``). Schema, dtypes and pad values
+    are resolved once here, not per batch. ``schema`` (optional) may change pad values; its
+    levels must be the store's. Picklable (the store re-opens in another process and checks
+    it is still the same file)."""
+
+    def __init__(self, store, schema: Schema | None = None, *, cutoff: float | None = None,
+                 position_key: str = "pos", as_dict: bool = False) -> None:
+        self.store = store
+        self.schema = store_schema(store) if schema is None else schema
+        self._pads = _check_schema(store, self.schema)
+        self._dtypes = _torch_dtypes(store)
+        self._keys = list(self.schema)
+        self._levels = {key: spec.level for key, spec in self.schema.items()}
+        self._anchored = self.schema.node_anchor() is not None
+        self.cutoff = check_cutoff(cutoff)
+        self.position_key = position_key
+        self.as_dict = bool(as_dict)
+
+    def __call__(self, index, shape):
+        from ..datasets._torch import StoreData
+
+        padded = self.store.read_batch(index, shape, layout="torch", cutoff=self.cutoff,
+                                       position_key=self.position_key, dtypes=self._dtypes,
+                                       index_dtype=np.int64, pad=self._pads)
+        n_graph = padded.shape[2]
+        fields = {key: torch.from_numpy(padded.fields[key]) for key in self._keys}
+        structure = _tensors(padded)
+        if self.as_dict:
+            out = dict(fields)
+            out.update(structure)
+            out["edge_ptr"] = torch.from_numpy(padded.edge_ptr)
+            out["num_graphs"] = n_graph
+            return out
+        Batch, Data = _pyg()
+        # like `collate`, whose Batch inherits from the type of its first graph (plain Data
+        # when an all-padding batch of a distributed plan has no graph)
+        out = _new_batch(Batch, StoreData if padded.num_real[0] else Data)
+        for key, value in fields.items():
+            out[key] = value
+        for key, value in structure.items():
+            out[key] = value
+        if not self._anchored:
+            out.num_nodes = padded.shape[0]
+            out._store._num_nodes = padded.node_counts.tolist()
+        ptr = {"node": structure["ptr"], "edge": torch.from_numpy(padded.edge_ptr),
+               "graph": torch.arange(n_graph + 1)}
+        out._slice_dict = {key: ptr[level] for key, level in self._levels.items()}
+        inc = torch.from_numpy(padded.edge_inc) if padded.num_real[0] else None
+        out._inc_dict = {key: (inc if key == EDGE_INDEX else None) for key in self._keys}
+        out._num_graphs = n_graph
+        return out
+
+
+def store_batch(store, index, shape, *, schema: Schema | None = None,
+                cutoff: float | None = None, position_key: str = "pos", as_dict: bool = False):
+    """Graphs ``index`` of ``store`` as one padded PyG ``Batch`` of ``shape`` (or the
+    `graphbatch.torch.collate_dict` dict with ``as_dict=True``), equal to
+    ``collate([store.to_torch()[i] for i in index], shape, graph_index=index, ...)``.
+    For many batches, build a `StoreBatcher` once."""
+    return StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key,
+                        as_dict=as_dict)(index, shape)
+
+
+class StoreIndices(Dataset):
+    """A store seen by the DataLoader on the batch path: fetching a batch returns its index
+    list unchanged; `StoreCollater` reads the graphs, knowing the padded shape."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __getitem__(self, i):
+        return i
+
+    def __getitems__(self, batch):
+        return batch
+
+
+class StoreCollater:
+    """``collate_fn`` of the store batch path: a `StoreBatcher` fed by `PlannedBatch`es."""
+
+    def __init__(self, store, schema: Schema | None = None, *, cutoff=None,
+                 position_key: str = "pos", as_dict: bool = False) -> None:
+        self.batcher = StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key,
+                                    as_dict=as_dict)
+
+    @property
+    def schema(self) -> Schema:
+        return self.batcher.schema
+
+    def __call__(self, item):
+        batch, _ = item
+        if not isinstance(batch, PlannedBatch):
+            raise TypeError("StoreCollater needs batches from a PlanBatchSampler")
+        return self.batcher(np.asarray(batch, dtype=np.int64), batch.shape)

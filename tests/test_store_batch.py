@@ -1,0 +1,216 @@
+"""The store batch path equals the per-graph path (`gt.collate` over ``store.to_torch()``) bit for
+bit, for every strategy family; workers, resume and a replaced store on the batch path."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+pytest.importorskip("h5py")
+
+import graphbatch as gb  # noqa: E402
+import graphbatch.torch as gt  # noqa: E402
+from graphbatch._padbatch import pad_batch  # noqa: E402
+from graphbatch.datasets import (  # noqa: E402
+    GraphArrays,
+    GraphStore,
+    StoreFormatError,
+    synthetic_graphs,
+    synthetic_sizes,
+    write_store,
+)
+
+
+def _graphs(n=150, seed=0) -> GraphArrays:
+    sizes = synthetic_sizes(n, "heavy", rng=seed, mean_nodes=9)
+    g = synthetic_graphs(sizes, rng=seed + 1, node_dim=3, n_targets=2)
+    rng = np.random.default_rng(seed + 2)
+    E = int(sizes.n_edge.sum())
+    return GraphArrays(
+        n_node=g.n_node, n_edge=g.n_edge, edge_index=g.edge_index.astype(np.int32),
+        node={**g.node, "z": rng.integers(1, 10, int(sizes.n_node.sum())).astype(np.uint8)},
+        edge={"edge_dist": rng.random(E).astype(np.float32), "flag": rng.random(E) < 0.5,
+              "bond": rng.integers(0, 4, (E, 3)).astype(np.uint8)},
+        graph={**g.graph, "index": np.arange(1000, 1000 + n, dtype=np.int64),
+               "w": rng.random(n).astype(np.float64)},
+    )
+
+
+def _write(path, graphs):
+    chunks = [graphs.take(np.arange(a, min(a + 40, len(graphs))))
+              for a in range(0, len(graphs), 40)]
+    return write_store(path, chunks, name="t")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = _write(tmp_path_factory.mktemp("sb") / "g.h5", _graphs())
+    return GraphStore(path)
+
+
+def assert_same_batch(a, b):
+    """Every field, dtype, structure tensor and PyG bookkeeping dict equal."""
+    assert type(a) is type(b)
+    assert sorted(a.keys()) == sorted(b.keys())
+    for k in a.keys():
+        va, vb = a[k], b[k]
+        assert va.dtype == vb.dtype and va.shape == vb.shape, k
+        assert torch.equal(va, vb), k
+    assert a.num_graphs == b.num_graphs and a._num_graphs == b._num_graphs
+    assert a._slice_dict.keys() == b._slice_dict.keys()
+    for k in a._slice_dict:
+        assert torch.equal(a._slice_dict[k], b._slice_dict[k]), k
+        ia, ib = a._inc_dict[k], b._inc_dict[k]
+        assert (ia is None) == (ib is None), k
+        if ia is not None:
+            assert torch.equal(ia, ib), k
+
+
+def _per_graph(store, idx, shape, **kw):
+    ds = store.to_torch()
+    return gt.collate([ds[int(i)] for i in idx], shape, graph_index=list(idx),
+                      schema=gt.store_schema(store), **kw)
+
+
+@pytest.mark.parametrize("strategy,kw", [
+    ("static-64", {}), ("static-pow2", {}), ("dynamic", {}), ("pack-lpf", {}),
+    ("buckets", {}), ("kk", {}), ("random", {}), ("zscore", {}),
+    ("dynamic", {"world_size": 3}), ("pack-lpf", {"world_size": 2}), ("kk", {"world_size": 2}),
+])
+def test_batch_path_equals_per_graph_path(store, strategy, kw):
+    plan = gb.plan(store.graph_sizes(), strategy, batch_size=9, seed=5, **kw)
+    empty = 0
+    for b, idx in enumerate(plan.batches()):
+        shape = plan.shape(b)
+        empty += len(idx) == 0
+        for cutoff in (None, 1.5):
+            got = gt.store_batch(store, idx, shape, cutoff=cutoff)
+            want = _per_graph(store, idx, shape, cutoff=cutoff)
+            assert_same_batch(got, want)
+        d = gt.store_batch(store, idx, shape, as_dict=True)
+        ds = store.to_torch()
+        want_d = gt.collate_dict([ds[int(i)] for i in idx], shape, graph_index=list(idx),
+                                 schema=gt.store_schema(store))
+        assert d.keys() == want_d.keys()
+        for k in d:
+            if isinstance(d[k], torch.Tensor):
+                assert d[k].dtype == want_d[k].dtype and torch.equal(d[k], want_d[k]), k
+            else:
+                assert d[k] == want_d[k]
+    if "world_size" in kw:
+        assert plan.rank is not None
+
+
+def test_layout_rules_and_ids_are_not_offset(store):
+    idx = [4, 0, 17]
+    b = gt.store_batch(store, idx, (400, 3000, 6))
+    n_real = int(store.n_node[idx].sum())
+    assert int(b.batch.max()) + 1 == 6                      # padding owned by the last slot
+    assert (b.batch[n_real:] == 5).all()
+    assert b.graph_index.tolist() == [4, 0, 17, -1, -1, -1]
+    # graph-level ids keep their values (plain PyG Data would add node offsets to "index")
+    assert b.index[:3].tolist() == [1004, 1000, 1017]
+    assert torch.equal(b.y[:3], torch.from_numpy(store.graph_field("y")[idx]))
+    pad = pad_batch(store.packed(), idx, (400, 3000, 6), layout="jraph")
+    assert pad.node_counts[3] == 400 - n_real and pad.node_counts[5] == 0   # jraph: slot G
+    assert pad.fields["z"].dtype == np.uint8                # stored dtypes unless asked
+
+
+def test_schema_matches_inference(store):
+    ds = store.to_torch()
+    inferred = gt.infer_schema([ds[i] for i in range(0, len(ds), 7)])
+    assert dict(inferred) == dict(gt.store_schema(store))
+
+
+def _collect(loader):
+    return [b for b in loader]
+
+
+def test_loader_on_store_equals_loader_on_dataset(store):
+    for kw in ({}, {"num_replicas": 2, "rank": 1}):
+        a = gt.loader(store, strategy="pack-lpf", batch_size=10, seed=2, **kw)
+        b = gt.loader(store.to_torch(), strategy="pack-lpf", batch_size=10, seed=2, **kw)
+        assert isinstance(a.collater, gt.StoreCollater)
+        for _ in range(2):                                   # two epochs
+            n = len(a)
+            ga, gb_ = _collect(a), _collect(b)
+            assert len(ga) == len(gb_) == n > 0
+            for x, y in zip(ga, gb_):
+                assert_same_batch(x, y)
+
+
+def test_workers_and_resume_on_batch_path(store):
+    ref = _collect(gt.loader(store, strategy="dynamic", batch_size=8, seed=1))
+    two = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=2)
+    for x, y in zip(_collect(two), ref):
+        assert_same_batch(x, y)
+    first = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    it = iter(first)
+    for _ in range(5):
+        next(it)
+    state = first.state_dict()
+    again = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    again.load_state_dict(state)
+    rest = _collect(again)
+    assert len(rest) == len(ref) - 5
+    for x, y in zip(rest, ref[5:]):
+        assert_same_batch(x, y)
+
+
+def test_replaced_store_is_never_read_with_old_offsets(tmp_path):
+    """Issue 14 item 1: rebuild the file between epochs (workers are re-forked each epoch)."""
+    path = _write(tmp_path / "s.h5", _graphs(seed=1))
+    store = GraphStore(path)
+    keep = GraphStore(path, in_memory=True)               # reference content of the old file
+    ld = gt.loader(store, strategy="static-64", batch_size=6, seed=0, shuffle=False,
+                   num_workers=1)
+    _collect(ld)
+    _write(path, _graphs(seed=2))                          # same path, other graphs
+    for batch in _collect(ld):                             # workers keep the opened file
+        idx = batch.graph_index[batch.graph_mask].numpy()
+        want = gt.store_batch(keep, idx, (batch.num_nodes, batch.edge_index.shape[1],
+                                          batch.num_graphs))
+        assert_same_batch(batch, want)
+    clone = pickle.loads(pickle.dumps(store))              # a spawned worker re-opens by path
+    with pytest.raises(StoreFormatError, match="replaced"):
+        clone.read_graph(0)
+    with pytest.raises(StoreFormatError, match="replaced"):
+        len(clone)
+
+
+def test_damaged_edge_index_raises_on_read(tmp_path):
+    g = _graphs(n=20, seed=3)
+    path = _write(tmp_path / "e.h5", g)
+    with GraphStore(path) as s:
+        offset = s._arrays()["edge_index"].offset
+    raw = bytearray(path.read_bytes())
+    raw[offset:offset + 4] = np.int32(5000).tobytes()       # first source -> node 5000
+    path.write_bytes(bytes(raw))
+    s = GraphStore(path)
+    with pytest.raises(StoreFormatError, match="edge_index"):
+        s.read_graph(0)
+    with pytest.raises(StoreFormatError, match="outside"):
+        s.read_batch([1, 0], (500, 2000, 4))
+    with pytest.raises(StoreFormatError, match="checksum of edge_index"):
+        s.verify()
+
+
+def test_prefetch_thread_and_pin_memory_on_batch_path(store):
+    ref = _collect(gt.loader(store, strategy="buckets", batch_size=7, seed=3))
+    with gt.prefetch(gt.loader(store, strategy="buckets", batch_size=7, seed=3), 3) as fetched:
+        got = list(fetched)
+    assert len(got) == len(ref)
+    for x, y in zip(got, ref):
+        assert_same_batch(x, y)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                   # no accelerator here: pinning is a no-op
+        pinned = _collect(gt.loader(store, strategy="buckets", batch_size=7, seed=3,
+                                    pin_memory=True))
+    for x, y in zip(pinned, ref):
+        assert_same_batch(x, y)
