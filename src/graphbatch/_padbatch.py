@@ -31,7 +31,7 @@ from typing import Mapping
 import numpy as np
 
 from ._budget import Budget
-from ._padlayout import check_cutoff, padding_edge_index, padding_positions
+from ._padlayout import auto_spacing, check_cutoff, padding_edge_index, padding_positions
 
 __all__ = ["LAYOUTS", "PackedGraphs", "PaddedArrays", "pad_batch", "row_ranges"]
 
@@ -153,6 +153,8 @@ def pad_batch(
     output ``edge_index``. ``pad``: pad value per field (default 0). ``cutoff`` (a distance):
     padding nodes get positions (field ``position_key``) farther than ``2 * cutoff`` from real
     nodes and each other, and padding edges join distinct padding nodes where there are >= 2.
+    In the torch layout the same geometry is used by default whenever ``position_key`` is a
+    float node field, spaced by `graphbatch._padlayout.auto_spacing` (as `graphbatch.torch.collate`).
 
     Raises ``IndexError`` for an index outside ``source``, and ``ValueError`` when a stored edge
     index points outside its graph (damaged data: never returned as a batch).
@@ -183,6 +185,12 @@ def pad_batch(
             "the data disagree about graph sizes")
     n_pad, e_pad = n_node - n_real, n_edge - e_real
     owner = n_graph - 1 if layout == "torch" else g_real
+    # padding geometry: with a cutoff always; in the torch layout also by default whenever the
+    # graphs have float node positions (as `graphbatch.torch.collate` does)
+    pos_arr = source.node.get(position_key)
+    geometric = cutoff is not None or (
+        layout == "torch" and pos_arr is not None and np.issubdtype(
+            np.dtype(dtypes.get(position_key, pos_arr.dtype)), np.floating))
 
     node_counts = np.zeros(n_graph, dtype=np.int64)
     node_counts[:g_real] = nn
@@ -215,7 +223,7 @@ def pad_batch(
     edge_inc[:g_real] = node_ptr[:g_real]
     ei = np.empty((2, n_edge), dtype=index_dtype)
     np.add(local, np.repeat(node_ptr[:g_real], ne), out=ei[:, :e_real], casting="unsafe")
-    ei[:, e_real:] = padding_edge_index(n_real, n_node, e_pad, spread=cutoff is not None)
+    ei[:, e_real:] = padding_edge_index(n_real, n_node, e_pad, spread=geometric)
     fields["edge_index"] = ei
 
     rows = {"node": node_rows, "edge": edge_rows, "graph": idx}
@@ -227,10 +235,12 @@ def pad_batch(
             out = np.empty((target[level], *arr.shape[1:]), dtype=dt)
             k = real_n[level]
             out[:k] = arr[rows[level]]
-            if cutoff is not None and name == position_key:
-                rmax = (out[:k].max(axis=0) if k else np.zeros(out.shape[1:], dtype=dt))
-                out[k:] = padding_positions(rmax.astype(np.float64), target[level] - k,
-                                            cutoff).reshape(out[k:].shape)
+            if geometric and level == "node" and name == position_key:
+                real = out[:k].astype(np.float64).reshape(k, -1)
+                spacing = cutoff if cutoff is not None else auto_spacing(real)
+                rmax = real.max(axis=0) if k else np.zeros(real.shape[1])
+                out[k:] = padding_positions(rmax, target[level] - k,
+                                            spacing).reshape(out[k:].shape)
             else:
                 out[k:] = pad.get(name, 0)
             fields[name] = out
