@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BenchData", "load_bench_data", "TARGET"]
+__all__ = ["BenchArrays", "BenchData", "load_bench_arrays", "load_bench_data", "TARGET"]
 
 #: The regression target (the paper's QM9 target: internal energy at 0 K).
 TARGET = "U0"
@@ -36,17 +36,28 @@ def _element_counts(z: np.ndarray, n_node: np.ndarray) -> np.ndarray:
     return counts
 
 
-def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fraction: float = 0.1,
-                    cutoff: float = 6.0, seed: int = 0) -> BenchData:
+@dataclass
+class BenchArrays:
+    """The bench split as NumPy: all graphs (``graphs``, a `GraphArrays`), the standardised
+    target per graph, train/test indices, the target scale and unit (framework-neutral)."""
+
+    graphs: object  # GraphArrays
+    target: np.ndarray
+    train_idx: np.ndarray
+    test_idx: np.ndarray
+    scale: float
+    unit: str
+
+
+def load_bench_arrays(dataset: str = "qm9", *, subset: int | None = 2000,
+                      test_fraction: float = 0.1, cutoff: float = 6.0,
+                      seed: int = 0) -> BenchArrays:
     """The first ``subset`` QM9 molecules (all with ``None``) as radius-``cutoff`` graphs (Å),
-    split at random (``seed``) into train and test."""
+    split at random (``seed``) into train and test, target as in `BenchData`. NumPy only."""
     if dataset != "qm9":
         raise ValueError(f"unknown bench dataset {dataset!r}; available: qm9")
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    import torch
-    from torch_geometric.data import Data
-
     from ..datasets import QM9_TARGETS, GraphArrays, qm9_graphs
 
     ga = GraphArrays.concat(list(qm9_graphs("radius", cutoff=cutoff, limit=subset)))
@@ -66,8 +77,20 @@ def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fra
     ref, *_ = np.linalg.lstsq(counts[train_idx], y[train_idx], rcond=None)
     resid = y - counts @ ref
     scale = float(resid[train_idx].std()) or 1.0
-    target = resid / scale
+    return BenchArrays(ga, resid / scale, train_idx, test_idx, scale, unit)
 
+
+def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fraction: float = 0.1,
+                    cutoff: float = 6.0, seed: int = 0) -> BenchData:
+    """`load_bench_arrays` as PyG ``Data`` lists."""
+    import torch
+    from torch_geometric.data import Data
+
+    arrays = load_bench_arrays(dataset, subset=subset, test_fraction=test_fraction,
+                               cutoff=cutoff, seed=seed)
+    ga, target, train_idx, test_idx = (arrays.graphs, arrays.target, arrays.train_idx,
+                                       arrays.test_idx)
+    z = ga.node["z"].astype(np.int64)
     no, eo = ga.node_offsets, ga.edge_offsets
     zt = torch.from_numpy(z)
     pos = torch.from_numpy(np.ascontiguousarray(ga.node["pos"], dtype=np.float32))
@@ -81,4 +104,5 @@ def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fra
 
     train = [data(int(i)) for i in train_idx]
     test = [data(int(i)) for i in test_idx]
-    return BenchData(train, test, ga.sizes().subset(train_idx), scale, unit, g)
+    return BenchData(train, test, ga.sizes().subset(train_idx), arrays.scale, arrays.unit,
+                     len(ga))

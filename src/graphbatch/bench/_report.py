@@ -21,9 +21,10 @@ LIST_KEYS = ("eval_steps", "test_mae_curve", "test_rmse_curve", "step_ms", "comp
 
 
 def label(rec: dict[str, Any]) -> str:
-    """Strategy name with ``+compile`` for compiled padded runs (baselines keep their name)."""
+    """Strategy name with ``+compile`` for compiled padded torch runs (baselines and JAX runs,
+    which are all jitted, keep their name)."""
     s = rec["strategy"]
-    if rec.get("compiled") and s not in ("pyg-compile",):
+    if rec.get("compiled") and s not in ("pyg-compile",) and rec.get("framework") != "jax":
         return f"{s}+compile"
     return s
 
@@ -138,9 +139,11 @@ def targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_results(out_dir: str | os.PathLike, records: list[dict[str, Any]],
-                  config: dict[str, Any], *, plots: bool = True) -> dict[str, Path]:
+                  config: dict[str, Any], *, plots: bool = True,
+                  extra: dict[str, Any] | None = None) -> dict[str, Path]:
     """Write ``results.json`` (the records), ``results.csv`` (scalar fields), ``summary.json``
-    (config, summary table, targets, learning tests) and, with matplotlib, ``*.png``."""
+    (config, summary table, targets, learning tests, plus ``extra`` entries) and, with
+    matplotlib, ``*.png``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results.json": out / "results.json", "results.csv": out / "results.csv",
@@ -154,7 +157,7 @@ def write_results(out_dir: str | os.PathLike, records: list[dict[str, Any]],
         w.writerows(records)
     os.replace(tmp, paths["results.csv"])
     summary = {"config": config, "summary": summarize(records), "targets": targets(records),
-               "learning_tests": learning_tests(records)}
+               "learning_tests": learning_tests(records), **(extra or {})}
     _atomic_text(paths["summary.json"], json.dumps(summary, indent=1))
     if plots:
         from ._plots import plot_all
