@@ -279,10 +279,7 @@ class _JaxRun:
             return optax.apply_updates(params, updates), opt_state, loss
 
         self.step_fn = jax.jit(train_step)  # this run's own cache: its compile count
-        first = data.train[0]
-        init_pg = _masked(jraph_pad(first))
-        inputs = graph_inputs(init_pg)
-        self.params = model.init(jax.random.PRNGKey(seed), **inputs)
+        self.params = _initial_params(model, self.model_key, data.train[0], seed)
         self.opt_state = self.opt.init(self.params)
         self.unpadded = spec.strategy == "unpadded"
         n = cfg.steps
@@ -406,6 +403,24 @@ class _JaxRun:
             "real_graphs_steps": [int(x) for x in real_graphs],
             "compile_steps": [int(i) for i in np.flatnonzero(compiling)],
         }
+
+
+_INITS: dict[str, Callable] = {}
+
+
+def _initial_params(model, key: str, graph, seed: int):
+    """``model.init`` with ``PRNGKey(seed)``: the same initial weights for every strategy of a
+    repeat (as the torch bench); one jitted init per model configuration (op-by-op init costs
+    a compilation per primitive)."""
+    import jax
+
+    from ..jax.models import graph_inputs
+
+    inputs = graph_inputs(_masked(jraph_pad(graph)))
+    init = _INITS.get(key)
+    if init is None:
+        init = _INITS[key] = jax.jit(model.init, static_argnames="num_graphs")
+    return init(jax.random.PRNGKey(seed), **inputs)
 
 
 def jraph_pad(graph):
