@@ -272,3 +272,36 @@ def test_two_host_devices_shard_steps_and_compile_once(strategy):
     assert out["shardings"] == ["P('data',)"]
     assert out["compiles"] == 1
     assert sorted(out["small_graph_mask"]) == [0, 3]  # one rank gets an all-padding batch
+
+
+FIXED = [n for n in gb.strategy_names() if gb.get_strategy(n).fixed_shape]
+
+
+@pytest.mark.parametrize("strategy", FIXED)
+def test_fixed_shape_strategies_compile_once_per_run_on_one_device(graphs, strategy):
+    kw = ({"budget": (70, 500, 10)} if gb.get_strategy(strategy).uses_budget
+          and strategy != "dynamic" else {"batch_size": 6})
+
+    @jax.jit
+    def step(pg):
+        g = pg.graphs
+        return jax.numpy.sum(jax.numpy.where(pg.edge_mask, g.senders, 0)) + pg.node_mask.sum()
+
+    ld = gj.loader(graphs, strategy=strategy, seed=0, prefetch=1, **kw)
+    for _ in range(2):
+        for pg in ld:
+            step(pg)
+    assert step._cache_size() == 1
+
+
+def test_per_shape_strategies_compile_once_per_distinct_shape(graphs):
+    @jax.jit
+    def step(pg):
+        return pg.node_mask.sum() + pg.edge_mask.sum()
+
+    ld = gj.loader(graphs, strategy="static-pow2", batch_size=5, seed=0, prefetch=0)
+    shapes = {tuple(map(int, s)) for e in range(2) for s in ld.plan_for_epoch(e).shapes()}
+    for _ in range(2):
+        for pg in ld:
+            step(pg)
+    assert step._cache_size() == len(shapes) > 1
