@@ -97,3 +97,13 @@ def test_cli_framework_jax_writes_results(tmp_path, monkeypatch):
     assert summary["jax_targets"][0]["compiles"] == {"pack-lpf": 1, "jraph-dynamic": 1}
     assert main(["bench", "--framework", "jax", "--strategies", "pyg-eager",
                  "--out", str(out)]) == 2  # a torch baseline: a one-line error
+
+
+def test_jax_bench_path_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, graphbatch.bench._jax_runner, graphbatch.jax.models, graphbatch.jax; "
+            "from graphbatch.bench import JAX_DEFAULT; JAX_DEFAULT.validate(); "
+            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
