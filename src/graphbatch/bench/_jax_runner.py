@@ -159,17 +159,6 @@ def _unpadded(data, batch_size: int, seed: int) -> Iterator[Any]:
                            np.zeros(g, np.int64))
 
 
-def _prefetched(batches: Iterator[Any], depth: int) -> Iterator[Any]:
-    """A baseline's batches made ``depth`` ahead by a thread (the loader does this itself)."""
-    if depth <= 0:
-        yield from batches
-        return
-    from ..jax._loader import _ahead
-
-    it = iter(batches)
-    yield from _ahead(lambda _: next(it), iter(int, 1), depth)
-
-
 def _loader_batches(spec: RunSpec, cfg: BenchConfig, data, options) -> Iterator[Any]:
     from ..jax import loader
 
@@ -257,7 +246,7 @@ class _JaxRun:
                 batches = _jraph_pad64(data, spec.batch_size, seed)
             else:
                 batches = _unpadded(data, spec.batch_size, seed)
-            self.batches = _prefetched(batches, 0)  # users' recipes run in the training thread
+            self.batches = batches  # users' recipes run in the training thread
         else:
             options = dict(cfg.strategy_options.get(spec.strategy, {}))
             if get_strategy(spec.strategy).uses_budget and "budget" not in options:
