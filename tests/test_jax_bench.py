@@ -28,7 +28,7 @@ REQUIRED = ("framework", "model", "strategy", "batch_size", "repeat", "compiled"
             "update_us_per_graph_median", "node_efficiency", "edge_efficiency",
             "peak_mem_bytes", "test_rmse", "input_wait_fraction") + LIST_KEYS
 TINY = {"schnet": {"hidden": 8, "filters": 8, "num_interactions": 1, "num_gaussians": 6}}
-STRATEGIES = ("pack-lpf", "static-64", "jraph-dynamic", "jraph-pad64", "unpadded")
+STRATEGIES = ("pack-lpf", "jraph-dynamic", "jraph-pad64", "unpadded")
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_compilations_come_from_the_jitted_steps_cache(records):
         if r["strategy"] in ("pack-lpf", "jraph-dynamic"):
             assert r["compiles"] == 1 and r["distinct_shapes"] == 1
             assert r["compile_steps"] == [0]
-        else:  # one compilation per distinct shape met, exactly
+        else:  # pad-64, unpadded: one compilation per distinct shape met, exactly
             assert r["compiles"] == r["distinct_shapes"] >= 1
         assert len(r["compile_steps"]) <= r["compiles"]
 
@@ -73,7 +73,7 @@ def test_learning_tests_and_targets(records):
     assert set(tests[0]["names"]) == set(STRATEGIES)  # JAX runs keep their strategy name
     t = jax_targets(records)[0]
     assert t["compiles"]["pack-lpf"] == 1
-    assert set(t["padding_cost"]) == {"pack-lpf", "static-64"}
+    assert set(t["padding_cost"]) == {"pack-lpf"}
     assert t["pack_lpf_over_jraph_dynamic"] > 0 and t["pack_lpf_over_jraph_pad64"] > 0
 
 
