@@ -41,10 +41,11 @@ _SELF_NAMED = ("pyg-compile",)
 
 
 def bench_label(rec: dict[str, Any]) -> str:
-    """The strategy name, with ``+compile`` for compiled runs of padded strategies (baselines
-    keep their name): the group a record is summarised in."""
+    """The strategy name, with ``+compile`` for compiled runs of padded torch strategies
+    (baselines and JAX runs, which are all jitted, keep their name): the group a record is
+    summarised in."""
     s = str(rec["strategy"])
-    if rec.get("compiled") and s not in _SELF_NAMED:
+    if rec.get("compiled") and s not in _SELF_NAMED and rec.get("framework") != "jax":
         return f"{s}+compile"
     return s
 

@@ -2,7 +2,17 @@
 statistics. The statistics need only NumPy/SciPy; running imports torch, PyG and the
 `graphbatch.torch` / `graphbatch.datasets` adapters when called."""
 
-from ._config import BASELINES, DEFAULT, FULL, PACKING_GRAPH_CAP, PADDED_STRATEGIES, BenchConfig
+from ._config import (
+    BASELINES,
+    DEFAULT,
+    FULL,
+    JAX_BASELINES,
+    JAX_DEFAULT,
+    JAX_FULL,
+    PACKING_GRAPH_CAP,
+    PADDED_STRATEGIES,
+    BenchConfig,
+)
 from ._report import learning_tests, summarize, targets, write_results
 from ._runner import RunSpec, effective_sharing_strategy, plan_runs, run_bench, run_one
 from ._stats import PairwiseTests, bonferroni, pairwise_mannwhitney, pairwise_ttest
@@ -11,6 +21,9 @@ __all__ = [
     "BASELINES",
     "DEFAULT",
     "FULL",
+    "JAX_BASELINES",
+    "JAX_DEFAULT",
+    "JAX_FULL",
     "PACKING_GRAPH_CAP",
     "PADDED_STRATEGIES",
     "BenchConfig",

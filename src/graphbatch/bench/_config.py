@@ -5,13 +5,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["BASELINES", "BenchConfig", "DEFAULT", "FULL", "PACKING_GRAPH_CAP", "PADDED_STRATEGIES",
-           "is_packing"]
+__all__ = ["BASELINES", "BenchConfig", "DEFAULT", "FULL", "JAX_BASELINES", "JAX_DEFAULT",
+           "JAX_FULL", "PACKING_GRAPH_CAP", "PADDED_STRATEGIES", "is_packing"]
 
 #: Strategies that batch with PyG's ``DataLoader`` (no padding): PyG's SchNet (for ``schnet``;
 #: our model otherwise) eager or ``torch.compile(dynamic=True)``, and our model unpadded + eager.
 BASELINES = ("pyg-eager", "pyg-compile", "unpadded")
 #: Fixed-shape strategies of the paper and of graphbatch, batched by ``graphbatch.torch``.
+#: Baselines of ``--framework jax`` (jraph users' own batching, feeding the same Flax model):
+#: ``jraph-dynamic`` (``jraph.dynamically_batch`` to the dynamic strategy's budget),
+#: ``jraph-pad64`` (``jraph.pad_with_graphs`` to the next multiples of 64: one compilation per
+#: new shape), ``unpadded`` (exact-size batches; update time measured after a warm-up call).
+JAX_BASELINES = ("jraph-dynamic", "jraph-pad64", "unpadded")
 PADDED_STRATEGIES = ("static-constant", "static-64", "static-pow2", "dynamic", "pack-lpf",
                      "buckets")
 COMPILE_MODES = ("auto", "on", "off")
@@ -46,6 +51,7 @@ class BenchConfig:
     #: batch path; the wait for a batch is the read from the store)
     data: str = "memory"
     store: str | None = None
+    framework: str = "torch"
     models: tuple[str, ...] = ("schnet",)
     strategies: tuple[str, ...] = ("pack-lpf", "dynamic", "unpadded", "pyg-eager")
     batch_sizes: tuple[int, ...] = (32, 128)
@@ -71,21 +77,27 @@ class BenchConfig:
     strategy_options: dict[str, Any] = field(default_factory=lambda: {"buckets": {"num_shapes": 4}})
 
     def validate(self) -> "BenchConfig":
-        from ..models import MODELS
-
+        if self.framework not in ("torch", "jax"):
+            raise ValueError(f"framework must be torch or jax, got {self.framework!r}")
+        jax = self.framework == "jax"
+        if jax:
+            from ..jax.models import MODELS
+        else:
+            from ..models import MODELS
+        baselines = JAX_BASELINES if jax else BASELINES
         for m in self.models:
             if m not in MODELS:
                 raise ValueError(f"unknown model {m!r}; known: {', '.join(sorted(MODELS))}")
         if not self.models or not self.strategies or not self.batch_sizes:
             raise ValueError("--models, --strategies and --batch-sizes must each name something")
         for s in self.strategies:
-            if s not in BASELINES:
+            if s not in baselines:
                 from .. import strategy_names
 
                 if s not in strategy_names():
                     raise ValueError(
-                        f"unknown strategy {s!r}; known: "
-                        f"{', '.join(sorted(set(strategy_names()) | set(BASELINES)))}"
+                        f"unknown strategy {s!r} for --framework {self.framework}; known: "
+                        f"{', '.join(sorted(set(strategy_names()) | set(baselines)))}"
                     )
         for b in self.batch_sizes:
             if int(b) < 2:
@@ -148,5 +160,23 @@ FULL = BenchConfig(
     compile="on",
     eval_every=200,
     threads=None,
+    full=True,
+)
+
+
+#: ``--framework jax`` default: finishes on 2 CPU cores in under 10 minutes (measured in
+#: benchmarks/RESULTS.md): SchNet, pack-lpf and dynamic against jraph.dynamically_batch.
+JAX_DEFAULT = BenchConfig(framework="jax", strategies=("pack-lpf", "dynamic", "jraph-dynamic"))
+
+#: ``--framework jax --full``: the paper's grid in JAX.
+JAX_FULL = BenchConfig(
+    framework="jax",
+    models=("schnet", "mpeu", "painn"),
+    strategies=PADDED_STRATEGIES + JAX_BASELINES,
+    batch_sizes=(16, 32, 64, 128),
+    steps=2000,
+    repeats=10,
+    subset=None,
+    eval_every=200,
     full=True,
 )

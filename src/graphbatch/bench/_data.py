@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BenchData", "load_bench_data", "load_store_data", "TARGET"]
+__all__ = ["BenchArrays", "BenchData", "load_bench_arrays", "load_bench_data", "load_store_data",
+           "TARGET"]
 
 #: The regression target (the paper's QM9 target: internal energy at 0 K).
 TARGET = "U0"
@@ -41,17 +42,44 @@ def _element_counts(z: np.ndarray, n_node: np.ndarray) -> np.ndarray:
     return counts
 
 
-def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fraction: float = 0.1,
-                    cutoff: float = 6.0, seed: int = 0) -> BenchData:
+def _split_and_standardise(z: np.ndarray, n_node: np.ndarray, y: np.ndarray,
+                           test_fraction: float, seed: int):
+    """Random train/test split (``seed``) and the target as the standardised residual of a
+    per-element linear baseline fitted on the training graphs: ``(train_idx, test_idx,
+    target, scale)`` (indices sorted, int64)."""
+    g = n_node.shape[0]
+    perm = np.random.default_rng(seed).permutation(g)
+    n_test = max(1, int(round(g * test_fraction)))
+    test_idx, train_idx = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    counts = _element_counts(z, n_node)
+    ref, *_ = np.linalg.lstsq(counts[train_idx], y[train_idx], rcond=None)
+    resid = y - counts @ ref
+    scale = float(resid[train_idx].std()) or 1.0
+    return train_idx, test_idx, resid / scale, scale
+
+
+@dataclass
+class BenchArrays:
+    """The bench split as NumPy: all graphs (``graphs``, a `GraphArrays`), the standardised
+    target per graph, train/test indices, the target scale and unit (framework-neutral)."""
+
+    graphs: object  # GraphArrays
+    target: np.ndarray
+    train_idx: np.ndarray
+    test_idx: np.ndarray
+    scale: float
+    unit: str
+
+
+def load_bench_arrays(dataset: str = "qm9", *, subset: int | None = 2000,
+                      test_fraction: float = 0.1, cutoff: float = 6.0,
+                      seed: int = 0) -> BenchArrays:
     """The first ``subset`` QM9 molecules (all with ``None``) as radius-``cutoff`` graphs (Å),
-    split at random (``seed``) into train and test."""
+    split at random (``seed``) into train and test, target as in `BenchData`. NumPy only."""
     if dataset != "qm9":
         raise ValueError(f"unknown bench dataset {dataset!r}; available: qm9")
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    import torch
-    from torch_geometric.data import Data
-
     from ..datasets import QM9_TARGETS, GraphArrays, qm9_graphs
 
     ga = GraphArrays.concat(list(qm9_graphs("radius", cutoff=cutoff, limit=subset)))
@@ -63,16 +91,22 @@ def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fra
     unit = QM9_TARGETS[col][2]
     y = ga.graph["y"][:, col].astype(np.float64)
     z = ga.node["z"].astype(np.int64)
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(g)
-    n_test = max(1, int(round(g * test_fraction)))
-    test_idx, train_idx = np.sort(perm[:n_test]), np.sort(perm[n_test:])
-    counts = _element_counts(z, ga.n_node)
-    ref, *_ = np.linalg.lstsq(counts[train_idx], y[train_idx], rcond=None)
-    resid = y - counts @ ref
-    scale = float(resid[train_idx].std()) or 1.0
-    target = resid / scale
+    train_idx, test_idx, target, scale = _split_and_standardise(z, ga.n_node, y, test_fraction,
+                                                                seed)
+    return BenchArrays(ga, target, train_idx, test_idx, scale, unit)
 
+
+def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fraction: float = 0.1,
+                    cutoff: float = 6.0, seed: int = 0) -> BenchData:
+    """`load_bench_arrays` as PyG ``Data`` lists."""
+    import torch
+    from torch_geometric.data import Data
+
+    arrays = load_bench_arrays(dataset, subset=subset, test_fraction=test_fraction,
+                               cutoff=cutoff, seed=seed)
+    ga, target, train_idx, test_idx = (arrays.graphs, arrays.target, arrays.train_idx,
+                                       arrays.test_idx)
+    z = ga.node["z"].astype(np.int64)
     no, eo = ga.node_offsets, ga.edge_offsets
     zt = torch.from_numpy(z)
     pos = torch.from_numpy(np.ascontiguousarray(ga.node["pos"], dtype=np.float32))
@@ -86,7 +120,8 @@ def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fra
 
     train = [data(int(i)) for i in train_idx]
     test = [data(int(i)) for i in test_idx]
-    return BenchData(train, test, ga.sizes().subset(train_idx), scale, unit, g)
+    return BenchData(train, test, ga.sizes().subset(train_idx), arrays.scale, arrays.unit,
+                     len(ga))
 
 
 def load_store_data(path: str, *, subset: int | None = None, test_fraction: float = 0.1,
@@ -115,15 +150,8 @@ def load_store_data(path: str, *, subset: int | None = None, test_fraction: floa
     y = np.asarray(store.graph_field("y")[:g, col], dtype=np.float64)
     n_node = store.n_node[:g]
     z = np.asarray(store.packed().node["z"][: int(store.node_offsets[g])], dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(g)
-    n_test = max(1, int(round(g * test_fraction)))
-    test_idx, train_idx = np.sort(perm[:n_test]), np.sort(perm[n_test:])
-    counts = _element_counts(z, n_node)
-    ref, *_ = np.linalg.lstsq(counts[train_idx], y[train_idx], rcond=None)
-    resid = y - counts @ ref
-    scale = float(resid[train_idx].std()) or 1.0
-    target = torch.from_numpy((resid / scale).astype(np.float32))
+    train_idx, test_idx, resid, scale = _split_and_standardise(z, n_node, y, test_fraction, seed)
+    target = torch.from_numpy(resid.astype(np.float32))
     ds = store.to_torch()
     test = []
     for i in test_idx.tolist():

@@ -138,9 +138,11 @@ def targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_results(out_dir: str | os.PathLike, records: list[dict[str, Any]],
-                  config: dict[str, Any], *, plots: bool = True) -> dict[str, Path]:
+                  config: dict[str, Any], *, plots: bool = True,
+                  extra: dict[str, Any] | None = None) -> dict[str, Path]:
     """Write ``results.json`` (the records), ``results.csv`` (scalar fields), ``summary.json``
-    (config, summary table, targets, learning tests) and, with matplotlib, ``*.png``."""
+    (config, summary table, targets, learning tests, plus ``extra`` entries) and, with
+    matplotlib, ``*.png``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results.json": out / "results.json", "results.csv": out / "results.csv",
@@ -153,7 +155,7 @@ def write_results(out_dir: str | os.PathLike, records: list[dict[str, Any]],
     w.writerows(records)
     atomic_write_text(paths["results.csv"], buf.getvalue())
     summary = {"config": config, "summary": summarize(records), "targets": targets(records),
-               "learning_tests": learning_tests(records)}
+               "learning_tests": learning_tests(records), **(extra or {})}
     atomic_write_text(paths["summary.json"], json.dumps(summary, indent=1))
     if plots:
         from ._plots import plot_all

@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
         "(targets, Mann-Whitney/t-tests) and plots. Default: a QM9 subset on CPU in minutes; "
         "--full: the static-vs-dynamic paper's grid.",
     )
+    p.add_argument("--framework", choices=["torch", "jax"], default="torch",
+                   help="torch (graphbatch.torch + torch models) or jax (graphbatch.jax.loader "
+                   "+ Flax models; baselines jraph-dynamic, jraph-pad64, unpadded)")
     p.add_argument("--dataset", default=None, choices=["qm9"], help="dataset (default qm9)")
     p.add_argument("--store", help="train from this QM9 graph store (graphbatch data build qm9 "
                    "--out PATH); implies --data store")
@@ -83,9 +86,12 @@ def add_parser(sub) -> None:
 
 
 def config_from_args(args):
-    from ..bench import DEFAULT, FULL
+    from ..bench import DEFAULT, FULL, JAX_DEFAULT, JAX_FULL
 
-    base = FULL if args.full else DEFAULT
+    if getattr(args, "framework", "torch") == "jax":
+        base = JAX_FULL if args.full else JAX_DEFAULT
+    else:
+        base = FULL if args.full else DEFAULT
     fields = {
         "dataset": args.dataset, "models": args.models, "store": args.store,
         "data": args.data or ("store" if args.store else None), "strategies": args.strategies,
@@ -110,6 +116,8 @@ def run(args) -> int:
     from ..bench import run_bench, summarize, targets, write_results
 
     cfg = config_from_args(args)
+    if cfg.framework == "jax":
+        return _run_jax(args, cfg)
     records = run_bench(cfg, progress=not args.quiet)
     paths = write_results(args.out, records, cfg.as_dict(), plots=not args.no_plots)
     if cfg.data == "store":
@@ -131,5 +139,30 @@ def run(args) -> int:
             reps = "; ".join(f"{k} " + " ".join(f"{x:.3f}" for x in v)
                              for k, v in t["padding_cost_repeats"].items() if k != "unpadded")
             print(f"{t['model']} b={t['batch_size']}: per repeat: {reps}")
+    print(f"wrote {paths['results.json']} ({len(records)} records) and {len(paths) - 1} more files")
+    return 0
+
+
+def _run_jax(args, cfg) -> int:
+    from ..bench import summarize, write_results
+    from ..bench._jax_runner import jax_targets, run_jax_bench
+
+    records = run_jax_bench(cfg, progress=not args.quiet)
+    tj = jax_targets(records)
+    paths = write_results(args.out, records, cfg.as_dict(), plots=not args.no_plots,
+                          extra={"jax_targets": tj})
+    cols = ["model", "batch_size", "strategy", "compiles", "compile_s", "batching_ms",
+            "update_ms", "step_ms_median", "graphs_per_s", "steady_graphs_per_s", "test_rmse"]
+    print(format_table(summarize(records), cols))
+    for t in tj:
+        head = f"{t['model']} b={t['batch_size']}:"
+        for k in ("jraph_dynamic", "jraph_pad64"):
+            if f"pack_lpf_over_{k}" in t:
+                print(f"{head} pack-lpf / {k} real graphs/s = {t[f'pack_lpf_over_{k}']:.2f}x")
+        if "padding_cost" in t:
+            pc = ", ".join(f"{k} {v:.3f}" for k, v in t["padding_cost"].items())
+            print(f"{head} update time per real graph / unpadded: {pc}")
+        waits = ", ".join(f"{k} {v:.3f}" for k, v in t["input_wait_fraction"].items())
+        print(f"{head} input wait / step time: {waits}")
     print(f"wrote {paths['results.json']} ({len(records)} records) and {len(paths) - 1} more files")
     return 0

@@ -1,9 +1,13 @@
-"""JAX / jraph adapter: collate plans into padded ``jraph.GraphsTuple`` batches with masks.
+"""JAX / jraph adapter: padded ``jraph.GraphsTuple`` batches with masks, and `loader`, planned
+device-resident batches (background prefetch, multi-device data parallelism).
 
 Import explicitly (``import graphbatch.jax``); ``import graphbatch`` never imports jax.
 """
 
 from .._padlayout import short_padding_batches
 from ._collate import PaddedGraphs, batches, collate, unpad
+from ._loader import DATA_AXIS, JaxPlanLoader, loader
+from ._source import StoreGraphs, make_padded
 
-__all__ = ["PaddedGraphs", "batches", "collate", "short_padding_batches", "unpad"]
+__all__ = ["DATA_AXIS", "JaxPlanLoader", "PaddedGraphs", "StoreGraphs", "batches", "collate",
+           "loader", "make_padded", "short_padding_batches", "unpad"]

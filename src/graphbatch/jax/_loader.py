@@ -1,0 +1,337 @@
+"""`loader`: planned, padded, device-resident batches for a jitted JAX step.
+
+One plan per epoch from ``(seed, epoch)``; a background thread collates and ``jax.device_put``s
+``prefetch`` steps ahead; with ``devices=[...]`` every step is one `PaddedGraphs` whose leaves
+carry a leading axis of ``len(devices)``, sharded over a 1-D mesh (one equal-shape batch per
+device).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import queue
+import threading
+import warnings
+from typing import Any, Callable, Iterator, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from .._api import plan as make_plan
+from .._budget import Budget
+from .._padlayout import check_cutoff, short_padding_batches
+from .._plan import BatchPlan
+from .._sizes import GraphSizes
+from .._validate import as_nonnegative_int
+from ._collate import PaddedGraphs
+from ._source import as_graph_source, graph_sizes_of, make_padded
+
+__all__ = ["DATA_AXIS", "JaxPlanLoader", "loader", "step_table"]
+
+#: Name of the mesh axis the loader shards the leading (device) axis over.
+DATA_AXIS = "data"
+
+
+def _fingerprint(sizes: GraphSizes, request: dict[str, Any]) -> str:
+    """SHA-256 (hex, 16 chars) of the plan request: sizes, strategy, seed, budget, options,
+    world size. Two loaders with equal fingerprints make identical plans for every epoch."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(sizes.n_node, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(sizes.n_edge, dtype=np.int64).tobytes())
+    if sizes.n_bytes is not None:
+        h.update(np.ascontiguousarray(sizes.n_bytes, dtype=np.int64).tobytes())
+    h.update(json.dumps(request, sort_keys=True, default=repr).encode())
+    return h.hexdigest()[:16]
+
+
+def _budget_list(budget) -> list[int]:
+    b = Budget.coerce(budget)
+    return [b.n_node, b.n_edge, b.n_graph]
+
+
+def _check_devices(devices) -> list:
+    try:
+        devs = list(devices)
+    except TypeError:
+        raise TypeError(f"devices must be a sequence of jax devices, got {devices!r}") from None
+    if not devs:
+        raise ValueError("devices must name at least one device, got an empty sequence")
+    for d in devs:
+        if not isinstance(d, jax.Device):
+            raise TypeError(f"devices must hold jax.Device objects, got {d!r}")
+    if len({id(d) for d in devs}) != len(devs):
+        raise ValueError(f"devices must be distinct, got {devs}")
+    return devs
+
+
+def step_table(plan: BatchPlan, world_size: int) -> np.ndarray:
+    """``[num_steps, world_size]`` batch ids of ``plan``: row ``s`` holds each rank's batch at
+    step ``s`` (for ``world_size=1``, the batches in plan order)."""
+    if world_size == 1:
+        return np.arange(len(plan), dtype=np.int64)[:, None]
+    if plan.world_size != world_size:
+        raise ValueError(f"plan is for world size {plan.world_size}, not {world_size}")
+    ranks = [plan.rank_batches(r) for r in range(world_size)]
+    counts = [r.shape[0] for r in ranks]
+    if len(set(counts)) != 1:
+        raise ValueError(f"distributed plan gives ranks unequal step counts {counts}")
+    return np.stack(ranks, axis=1)
+
+
+class _End:
+    pass
+
+
+class _Failed:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _ahead(make: Callable[[Any], Any], items: Sequence[Any], depth: int) -> Iterator[Any]:
+    """``make(item)`` for each item, computed ``depth`` items ahead by one background thread.
+
+    Closing the generator stops the thread (it finishes at most the item in hand); an exception
+    in ``make`` is re-raised here at the item that failed."""
+    if depth == 0:
+        for item in items:
+            yield make(item)
+        return
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(x) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(x, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for item in items:
+                if stop.is_set() or not put(make(item)):
+                    return
+            put(_End())
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            put(_Failed(exc))
+
+    thread = threading.Thread(target=work, name="graphbatch-jax-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            x = q.get()
+            if isinstance(x, _End):
+                return
+            if isinstance(x, _Failed):
+                raise x.exc
+            yield x
+    finally:
+        stop.set()
+        while True:  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                break
+        thread.join()
+
+
+class JaxPlanLoader:
+    """Iterable of device-resident `PaddedGraphs`, one per training step of the epoch's plan.
+
+    The epoch lives here only: iteration uses ``epoch``; when it ends -- exhausted, or stopped
+    early (``break``, closing the iterator) -- ``epoch`` advances by one. ``set_epoch(e)`` sets the
+    epoch of the next iteration (an iteration in progress keeps its plan). ``len()`` is the exact
+    number of steps the next iteration yields. ``state_dict()`` taken after receiving step ``k``
+    of an epoch resumes (via ``load_state_dict`` on an equal loader) at step ``k + 1``.
+    """
+
+    def __init__(self, source, sizes: GraphSizes, request: dict[str, Any], *,
+                 devices: list | None, prefetch: int, cutoff: float | None,
+                 position_key: str) -> None:
+        self.source = source
+        self.sizes = sizes
+        self._request = dict(request)
+        self.devices = devices
+        self.world_size = 1 if devices is None else len(devices)
+        self.prefetch = prefetch
+        self.cutoff = cutoff
+        self.position_key = position_key
+        self.fingerprint = _fingerprint(sizes, {**self._request, "world_size": self.world_size})
+        self._epoch = 0
+        self._offset = 0  # steps of self._epoch consumed
+        self._generation = 0  # bumped by every iteration start, set_epoch and load_state_dict
+        self._cache: tuple[int, BatchPlan, np.ndarray] | None = None
+        self.template = source[int(np.argmax(sizes.n_node))] if len(sizes) else None
+        if devices is not None:
+            self.mesh = Mesh(np.asarray(devices, dtype=object), (DATA_AXIS,))
+            self.sharding = NamedSharding(self.mesh, PartitionSpec(DATA_AXIS))
+            me = jax.process_index()
+            self._local = [r for r, d in enumerate(devices) if d.process_index == me]
+            if not self._local:
+                raise ValueError("none of devices belongs to this process "
+                                 f"(jax.process_index() = {me})")
+        else:
+            self.mesh = self.sharding = None
+            self._local = [0]
+        self._steps(0)  # plan epoch 0 now: bad arguments fail here
+
+    # ------------------------------------------------------------------ plans
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration plays (or the one in progress)."""
+        return self._epoch
+
+    def plan_for_epoch(self, epoch: int | None = None) -> BatchPlan:
+        """The whole plan (all ranks) of ``epoch`` (default: the current one)."""
+        epoch = self._epoch if epoch is None else as_nonnegative_int(epoch, "epoch")
+        return self._planned(epoch)[0]
+
+    @property
+    def plan(self) -> BatchPlan:
+        return self.plan_for_epoch()
+
+    def _planned(self, epoch: int) -> tuple[BatchPlan, np.ndarray]:
+        cache = self._cache
+        if cache is None or cache[0] != epoch:
+            kwargs = dict(self._request)
+            options = kwargs.pop("options")
+            p = make_plan(self.sizes, epoch=epoch, world_size=self.world_size, **kwargs,
+                          **options)
+            cache = self._cache = (epoch, p, step_table(p, self.world_size))
+        return cache[1], cache[2]
+
+    def _steps(self, epoch: int) -> np.ndarray:
+        return self._planned(epoch)[1]
+
+    # --------------------------------------------------------------- protocol
+    def set_epoch(self, epoch: int) -> None:
+        """Play ``epoch`` from its first step at the next iteration."""
+        self._epoch = as_nonnegative_int(epoch, "epoch")
+        self._offset = 0
+        self._generation += 1
+
+    def __len__(self) -> int:
+        return int(self._steps(self._epoch).shape[0]) - self._offset
+
+    def host_batch(self, epoch: int, step: int, rank: int = 0) -> PaddedGraphs:
+        """Host (NumPy) `PaddedGraphs` of ``rank``'s batch at ``step`` of ``epoch``."""
+        p, table = self._planned(epoch)
+        b = int(table[step, rank])
+        return make_padded(self.source, p.batch(b), p.shape(b), template=self.template,
+                           cutoff=self.cutoff, position_key=self.position_key)
+
+    def _device_batch(self, epoch: int, step: int) -> PaddedGraphs:
+        if self.devices is None:
+            return jax.device_put(self.host_batch(epoch, step))
+        parts = {r: self.host_batch(epoch, step, r) for r in self._local}
+        first = parts[self._local[0]]
+        treedef = jax.tree_util.tree_structure(first)
+        leaves = {r: jax.tree_util.tree_leaves(parts[r]) for r in self._local}
+        out = []
+        for k, leaf in enumerate(jax.tree_util.tree_leaves(first)):
+            shards = [jax.device_put(leaves[r][k][None], self.devices[r]) for r in self._local]
+            out.append(jax.make_array_from_single_device_arrays(
+                (self.world_size,) + np.shape(leaf), self.sharding, shards))
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+    def __iter__(self) -> Iterator[PaddedGraphs]:
+        self._generation += 1
+        mine = self._generation
+        epoch, start = self._epoch, self._offset
+        n = int(self._steps(epoch).shape[0])
+        made = _ahead(lambda s: self._device_batch(epoch, s), range(start, n), self.prefetch)
+        try:
+            for batch in made:
+                if self._generation == mine:
+                    self._offset += 1
+                yield batch
+        finally:
+            made.close()
+            if self._generation == mine:  # no set_epoch / load_state_dict / new iteration since
+                self._epoch, self._offset = epoch + 1, 0
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """``epoch``, ``offset`` (its steps consumed) and the plan request's ``fingerprint``."""
+        return {"epoch": self._epoch, "offset": self._offset, "fingerprint": self.fingerprint,
+                "world_size": self.world_size, "num_graphs": len(self.sizes)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state``: the next iteration starts at step ``offset`` of ``epoch``.
+        Raises ``ValueError`` when ``state`` came from a different plan request."""
+        if state.get("fingerprint") != self.fingerprint:
+            raise ValueError(
+                f"state was saved for plan request {state.get('fingerprint')!r}; this loader's is "
+                f"{self.fingerprint!r} (different sizes, strategy, seed, budget, options or "
+                "number of devices)"
+            )
+        epoch = as_nonnegative_int(state["epoch"], "epoch")
+        offset = as_nonnegative_int(state.get("offset", 0), "offset")
+        total = int(self._steps(epoch).shape[0])
+        if offset > total:
+            raise ValueError(f"offset {offset} is past the {total} steps of epoch {epoch}")
+        self._epoch, self._offset = epoch, offset
+        self._generation += 1
+
+
+def loader(
+    source,
+    *,
+    strategy: str,
+    batch_size: int | None = None,
+    budget: Budget | tuple[int, int, int] | None = None,
+    seed: int = 0,
+    devices: Sequence[Any] | None = None,
+    prefetch: int = 2,
+    on_oversize: str = "error",
+    cutoff: float | None = None,
+    shuffle: bool = True,
+    sizes: GraphSizes | None = None,
+    position_key: str = "pos",
+    **options: Any,
+) -> JaxPlanLoader:
+    """A `JaxPlanLoader` over ``source`` batched by ``graphbatch.plan(sizes, strategy, ...)``.
+
+    ``source``: a `graphbatch.datasets.GraphStore` or a map-style dataset whose items are
+    single-graph ``jraph.GraphsTuple``s with NumPy leaves. ``sizes`` default: the source's
+    ``graph_sizes()`` (a store's metadata) or one pass over its graphs. ``devices=None``: each
+    step is one `PaddedGraphs` on JAX's default device. ``devices=[d0, ..., dR-1]``: the plan is
+    made with ``world_size=R``; each step's leaves have a leading axis ``R`` (entry ``r`` =
+    rank ``r``'s batch, all of one padded shape, possibly all padding), placed with
+    ``NamedSharding(Mesh(devices, ("data",)), PartitionSpec("data"))``. Under ``jax.distributed``
+    give every process the same global ``devices`` list: each collates only the ranks of its
+    own devices from the same deterministic plan. ``prefetch`` steps are collated and
+    transferred ahead by a background thread (0: in the caller's thread). ``cutoff``: padding
+    edges longer than ``cutoff`` (see `collate`). Strategy ``options`` pass to the planner.
+    """
+    source = as_graph_source(source)
+    prefetch = as_nonnegative_int(prefetch, "prefetch")
+    if sizes is None:
+        sizes = graph_sizes_of(source)
+    elif not isinstance(sizes, GraphSizes):
+        raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+    if len(sizes) != len(source):
+        raise ValueError(f"sizes has {len(sizes)} entries for a source of {len(source)} graphs")
+    if len(sizes) == 0:
+        raise ValueError("source holds no graphs")
+    devs = None if devices is None else _check_devices(devices)
+    request = {"strategy": strategy, "batch_size": batch_size,
+               "budget": None if budget is None else _budget_list(budget),
+               "seed": as_nonnegative_int(seed, "seed"), "shuffle": bool(shuffle),
+               "on_oversize": on_oversize, "options": dict(options)}
+    cutoff = check_cutoff(cutoff)
+    ld = JaxPlanLoader(source, sizes, request, devices=devs, prefetch=prefetch, cutoff=cutoff,
+                       position_key=position_key)
+    if cutoff is not None:
+        short = short_padding_batches(ld.plan_for_epoch(0))
+        if short.shape[0]:
+            warnings.warn(
+                f"cutoff={cutoff}: {short.shape[0]} of {len(ld.plan_for_epoch(0))} batches of "
+                "epoch 0 have a single padding node, so their padding edges are self-loops",
+                stacklevel=2,
+            )
+    return ld

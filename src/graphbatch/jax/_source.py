@@ -1,0 +1,122 @@
+"""Graph sources of the JAX loader: a map-style dataset of single-graph ``jraph.GraphsTuple``s,
+or a `graphbatch.datasets.GraphStore` viewed as one; and `make_padded`, the one step that turns
+an index list and a padded shape into host arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jraph
+import numpy as np
+
+from .._sizes import GraphSizes
+from ._collate import PaddedGraphs, collate
+
+__all__ = ["StoreGraphs", "as_graph_source", "graph_sizes_of", "make_padded"]
+
+
+def _store_type():
+    from ..datasets import GraphStore  # NumPy/h5py only: no framework
+
+    return GraphStore
+
+
+class StoreGraphs:
+    """A `GraphStore` as a map-style dataset of single-graph ``jraph.GraphsTuple``s.
+
+    ``nodes``/``edges``/``globals`` are dicts of the store's node-, edge- and graph-level fields
+    (graph fields keep their leading dimension of 1); ``senders``/``receivers`` are the store's
+    ``edge_index`` rows as int32; counts are int32. Reads go through the store's LRU cache.
+    ``graph_sizes()`` comes from the store's metadata (no graph is read).
+    """
+
+    def __init__(self, store) -> None:
+        self.store = store
+        levels = {name: spec["level"] for name, spec in store.fields.items()}
+        self._fields = {lvl: [k for k, v in levels.items() if v == lvl]
+                        for lvl in ("node", "edge", "graph")}
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def graph_sizes(self) -> GraphSizes:
+        return self.store.graph_sizes()
+
+    def __getitem__(self, i) -> jraph.GraphsTuple:
+        g = self.store[i]
+        ei = g["edge_index"]
+        n = next((g[k].shape[0] for k in self._fields["node"]), None)
+        if n is None:  # no node fields: the node count comes from the size table
+            n = int(self.store.n_node[int(i)])
+        return jraph.GraphsTuple(
+            n_node=np.array([n], dtype=np.int32),
+            n_edge=np.array([ei.shape[1]], dtype=np.int32),
+            nodes={k: g[k] for k in self._fields["node"]},
+            edges={k: g[k] for k in self._fields["edge"]},
+            globals={k: g[k] for k in self._fields["graph"]},
+            senders=np.asarray(ei[0], dtype=np.int32),
+            receivers=np.asarray(ei[1], dtype=np.int32),
+        )
+
+
+def as_graph_source(source) -> Any:
+    """``source`` as a map-style dataset of ``GraphsTuple``s (a `GraphStore` becomes a
+    `StoreGraphs`); anything without ``len`` and ``[i]`` raises ``TypeError``."""
+    try:
+        if isinstance(source, _store_type()):
+            return StoreGraphs(source)
+    except ImportError:  # pragma: no cover - datasets always importable (NumPy only)
+        pass
+    if not hasattr(source, "__len__") or not hasattr(source, "__getitem__"):
+        raise TypeError(
+            f"source must be a GraphStore or a map-style dataset (len and [i]) of "
+            f"jraph.GraphsTuple, got {type(source).__name__}"
+        )
+    return source
+
+
+def graph_sizes_of(source) -> GraphSizes:
+    """Node and edge counts of every graph: ``source.graph_sizes()`` when it has one (a store's
+    metadata), else read from each graph's ``n_node``/``n_edge`` (one pass over the dataset)."""
+    get = getattr(source, "graph_sizes", None)
+    if callable(get):
+        sizes = get()
+        if not isinstance(sizes, GraphSizes) or len(sizes) != len(source):
+            raise ValueError(
+                f"{type(source).__name__}.graph_sizes() must return a GraphSizes with one entry "
+                f"per graph ({len(source)})"
+            )
+        return sizes
+    n = len(source)
+    nodes = np.empty(n, dtype=np.int64)
+    edges = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        g = source[i]
+        if not isinstance(g, jraph.GraphsTuple):
+            raise TypeError(f"source[{i}] is a {type(g).__name__}, not a jraph.GraphsTuple")
+        if np.shape(g.n_node) != (1,):
+            raise ValueError(f"source[{i}] holds {np.shape(g.n_node)} graphs; each item must be "
+                             "a single graph (n_node of shape (1,))")
+        nodes[i] = int(g.n_node[0])
+        edges[i] = int(g.n_edge[0])
+    return GraphSizes(nodes, edges)
+
+
+def make_padded(
+    source,
+    indices: Sequence[int],
+    shape: tuple[int, int, int],
+    *,
+    template: jraph.GraphsTuple | None,
+    cutoff: float | None = None,
+    position_key: str = "pos",
+) -> PaddedGraphs:
+    """Host (NumPy) `PaddedGraphs` of the graphs ``indices`` of ``source`` padded to ``shape``.
+
+    The loader's only data path: the per-graph reads plus `collate`. A batch-level kernel over
+    a store's arrays replaces this function's body without touching the loader.
+    """
+    graphs = [source[int(i)] for i in indices]
+    return collate(graphs, shape, graph_index=np.asarray(indices, dtype=np.int64),
+                   cutoff=cutoff, position_key=position_key, template=template)
