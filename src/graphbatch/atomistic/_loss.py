@@ -8,9 +8,10 @@
 
 where ``w``, ``ew``, ``fw``, ``sw`` are the batch's ``weight``, ``energy_weight``, ...
 fields when present (MACE's), else 1 -- exactly MACE's ``WeightedEnergyForcesLoss`` /
-``WeightedEnergyForcesStressLoss`` on the unpadded batch. Padding is excluded by masks (padding
-graphs' atom counts are replaced by 1 before dividing, so no 0/0 reaches the backward pass), and
-means are `graphbatch.torch.masked_mean` (global counts under ``torch.distributed``).
+``WeightedEnergyForcesStressLoss`` on the unpadded batch. Padding rows of predictions and references
+are replaced by 0 with ``torch.where`` before any arithmetic and padding graphs' atom counts by 1,
+so NaN/inf on padding reach neither the loss nor any gradient; the means are
+`graphbatch.torch.masked_mean` (global counts under ``torch.distributed``).
 """
 
 from __future__ import annotations
@@ -40,29 +41,36 @@ def _weights(batch, name: str, like: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _real_only(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor):
+    """``pred`` and ``ref`` with padding rows set to 0 *before* any arithmetic: ``torch.where``
+    passes a zero gradient to the rows it drops, so NaN/inf predictions on padding (a model's
+    padding graphs) never meet a multiplication in the backward pass."""
+    ref = ref.to(pred.dtype)
+    m = mask.view(-1, *([1] * (pred.dim() - 1)))
+    zero = torch.zeros((), dtype=pred.dtype, device=pred.device)
+    return torch.where(m, pred, zero), torch.where(m, ref, zero)
+
+
 def _energy_term(pred, batch, key: str) -> torch.Tensor:
     graph_mask = batch["graph_mask"]
     ptr = batch["ptr"]
     n_atoms = (ptr[1:] - ptr[:-1]).to(pred[key].dtype)
     n_atoms = torch.where(graph_mask, n_atoms, torch.ones_like(n_atoms))
-    e_pred = pred[key].reshape(-1)
-    e_ref = batch[key].reshape(-1).to(e_pred.dtype)
+    e_pred, e_ref = _real_only(pred[key].reshape(-1), batch[key].reshape(-1), graph_mask)
     per_graph = _weights(batch, "energy_weight", e_pred) * ((e_ref - e_pred) / n_atoms) ** 2
     return masked_mean(per_graph, graph_mask)
 
 
 def _forces_term(pred, batch, key: str) -> torch.Tensor:
-    f_pred = pred[key]
-    f_ref = batch[key].to(f_pred.dtype)
+    f_pred, f_ref = _real_only(pred[key], batch[key], batch["node_mask"])
     w = _weights(batch, "forces_weight", f_pred.new_ones(batch["graph_mask"].shape[0]))
     per_atom = w[batch["batch"]].unsqueeze(-1) * (f_ref - f_pred) ** 2
     return masked_mean(per_atom, batch["node_mask"])
 
 
 def _stress_term(pred, batch, key: str) -> torch.Tensor:
-    s_pred = pred[key]
     graph_mask = batch["graph_mask"]
-    s_ref = batch[key].reshape(s_pred.shape).to(s_pred.dtype)
+    s_pred, s_ref = _real_only(pred[key], batch[key].reshape(pred[key].shape), graph_mask)
     w = _weights(batch, "stress_weight", s_pred.new_ones(graph_mask.shape[0]))
     per_graph = w.view(-1, *([1] * (s_pred.dim() - 1))) * (s_ref - s_pred) ** 2
     return masked_mean(per_graph, graph_mask)
