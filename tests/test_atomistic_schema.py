@@ -81,7 +81,7 @@ def test_count_fields_follow_the_padded_layout_and_are_checked():
     vec = d["pos"][src] - d["pos"][dst] + torch.einsum(
         "ej,ejk->ek", d["cell_offsets"][11:], d["cell"][d["batch"][src]])
     assert (vec.norm(dim=1) > 2.5).all()
-    assert d["sid"][:3] == [g["sid"] for g in graphs] and d["sid"][3:] == [None] * 3
+    assert d["sid"][:3] == [g["sid"] for g in graphs] and d["sid"][3:] == [[""]] * 3
     graphs[1]["natoms"] = torch.tensor([6])
     with pytest.raises(ValueError, match="count field 'natoms' holds \\[6\\], but the graph has 5"):
         pre.collate(graphs, (14, 20, 6), schema=schema)

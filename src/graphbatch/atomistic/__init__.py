@@ -12,6 +12,6 @@ See docs/atomistic.md.
 """
 
 from ._loss import energy_force_loss, energy_force_stress_loss
-from ._presets import fairchem, mace
+from ._presets import fairchem, mace, to_fairchem
 
-__all__ = ["energy_force_loss", "energy_force_stress_loss", "fairchem", "mace"]
+__all__ = ["energy_force_loss", "energy_force_stress_loss", "fairchem", "mace", "to_fairchem"]

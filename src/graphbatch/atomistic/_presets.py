@@ -18,7 +18,8 @@ import torch
 from .._padlayout import check_cutoff
 from ..torch._preset import Preset
 
-__all__ = ["mace", "fairchem"]
+__all__ = ["mace", "fairchem", "to_fairchem"]
+
 
 
 def _eye(c: float) -> torch.Tensor:
@@ -66,9 +67,41 @@ def fairchem(r_max: float, *, as_dict: bool = True) -> Preset:
     ``(1, 1, 1)``, so padding edges are longer than ``r_max``; the per-atom ``batch`` they carry is
     recomputed by the batch. Use the model with ``otf_graph=False`` (the batch's edges): an
     on-the-fly radius graph depends on the data, so it cannot keep a fixed shape. Batches are
-    dicts unless ``as_dict=False`` (then PyG ``Batch`` objects).
+    dicts unless ``as_dict=False`` (then PyG ``Batch`` objects); fairchem's models index their
+    input with ``data.get(key, default=...)``, so turn a dict batch into fairchem's own
+    ``AtomicData`` with `to_fairchem` before the call.
     """
     c = check_cutoff(r_max)
-    pads = {"cell": _eye(c), "cell_offsets": torch.ones(3, dtype=torch.float64)}
+    pads = {"cell": _eye(c), "cell_offsets": torch.ones(3, dtype=torch.float64),
+            "sid": [""]}
     return Preset("fairchem", position_key="pos", cutoff=c, as_dict=as_dict, pads=pads,
                   counts={"natoms": "node", "nedges": "edge"})
+
+
+def to_fairchem(batch: dict):
+    """A padded `collate_dict` batch of fairchem graphs as fairchem's batched ``AtomicData``
+    (needs ``fairchem-core``). ``sid`` becomes the flat list fairchem batches hold (``""`` for
+    padding graphs); a per-graph ``dataset`` name is repeated from the first real graph on
+    padding graphs (fairchem embeds it); masks, ``ptr``, ``edge_ptr`` and ``graph_index`` are kept
+    as extra attributes."""
+    from fairchem.core.datasets.atomic_data import AtomicData
+
+    if not isinstance(batch, dict) or "graph_mask" not in batch:
+        raise TypeError("to_fairchem needs a padded dict batch (graphbatch.atomistic.fairchem "
+                        "preset with as_dict=True)")
+    n_graph = int(batch["graph_mask"].shape[0])
+    g = int(batch["graph_mask"].sum())
+    d = {k: v for k, v in batch.items() if k != "num_graphs"}
+    if "sid" in d:
+        d["sid"] = [_one(s, "") for s in d["sid"][:g]] + [""] * (n_graph - g)
+    if "dataset" in d:
+        real = [_one(s, None) for s in d["dataset"][:g]]
+        fill = real[0] if real else ""
+        d["dataset"] = real + [fill] * (n_graph - g)
+    return AtomicData.from_dict(d)
+
+
+def _one(value, default):
+    if isinstance(value, (list, tuple)):
+        return value[0] if value else default
+    return default if value is None else value
