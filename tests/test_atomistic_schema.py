@@ -200,3 +200,14 @@ def test_losses_equal_unpadded_recomputation_with_nan_in_padding():
     ef = ga.energy_force_loss(pred, d)
     assert torch.isclose(ef, _unpadded_loss(graphs, pe[:3], pf[:n_real], ps[:3], 1, 1, 0),
                          rtol=1e-13, atol=0)
+
+
+def test_dict_without_num_nodes_names_the_node_count_source():
+    graphs = [{"cell": torch.eye(3), "pos": torch.rand(n, 3), "charges": torch.rand(n),
+               "edge_index": torch.zeros(2, 0, dtype=torch.int64)} for n in (4, 5)]
+    with pytest.raises(ValueError, match="node count was taken from 'cell'.*set num_nodes"):
+        gt.infer_schema(graphs)
+    for g in graphs:
+        g["num_nodes"] = g["pos"].shape[0]
+    schema = gt.infer_schema(graphs)
+    assert schema["cell"].level == "graph" and schema["charges"].level == "node"

@@ -213,7 +213,16 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
     for key in keys:
         value = first[key]
         if isinstance(value, torch.Tensor):
-            fields[key] = _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping)
+            try:
+                fields[key] = _infer_tensor_field(key, graphs, node_counts, edge_counts,
+                                                  is_mapping)
+            except ValueError as exc:
+                source = _node_count_source(first) if is_mapping else None
+                if source is None:
+                    raise
+                raise ValueError(f"{exc} (the node count was taken from {source!r}, the first "
+                                 "tensor field of a dict without 'num_nodes': set num_nodes)"
+                                 ) from None
         elif isinstance(value, numbers.Number) and not isinstance(value, bool):
             fields[key] = FieldSpec("graph", None, "none", 0, "number")
         else:
@@ -224,6 +233,14 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
     if unknown:
         raise KeyError(f"pad given for unknown field(s) {', '.join(unknown)}; fields: {list(fields)}")
     return Schema(fields)
+
+
+def _node_count_source(graph) -> str | None:
+    """The field a dict without ``num_nodes`` takes its node count from (see `_num_nodes`)."""
+    if "num_nodes" in graph:
+        return None
+    return next((k for k, v in graph.items()
+                 if k != EDGE_INDEX and isinstance(v, torch.Tensor) and v.dim() >= 1), None)
 
 
 def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> FieldSpec:
