@@ -158,3 +158,44 @@ def test_loader_with_mace_preset(molecules, models):
         assert (out["forces"][:n_real] - ref["forces"]).abs().max() <= TOL
     assert sorted(seen) == list(range(len(molecules)))
     assert len(shapes) == 1  # a fixed-shape plan: one padded shape for the epoch
+
+
+def test_mace_graphs_view_of_graphbatch_radius_graphs(models):
+    """graphbatch's own QM9 radius graphs (as a store holds them) through `ga.MACEGraphs` give
+    MACE's energies and forces on its own AtomicData (same positions, its neighbour list)."""
+    from mace.data import AtomicData, Configuration
+    from mace.tools import torch_geometric
+
+    from graphbatch.datasets import qm9_graphs as build_qm9
+    from graphbatch.datasets._torch import to_data
+
+    from ._mace_graphs import ZS, _float64, z_table
+
+    arrays = next(build_qm9("radius", cutoff=R_MAX, limit=6))
+    data = [to_data(arrays.graph_dict(i), int(arrays.n_node[i])) for i in range(len(arrays))]
+    view = ga.MACEGraphs(data, ZS, dtype=torch.float64,
+                         targets=lambda g: {"energy": g.y[0, 10]})
+    model = models["MACE"]
+    loader = gt.loader(view, strategy="dynamic", batch_size=3, seed=1,
+                       preset=ga.mace(r_max=R_MAX))
+    with _float64():
+        for batch in loader:
+            real = batch["graph_index"][batch["graph_mask"]].tolist()
+            out = model(batch, training=False)
+            atoms = []
+            for i in real:
+                g = data[i]
+                conf = Configuration(atomic_numbers=g.z.numpy().astype(int),
+                                     positions=g.pos.double().numpy(), properties={},
+                                     property_weights={}, cell=None, pbc=(False,) * 3)
+                atoms.append(AtomicData.from_config(conf, z_table(), R_MAX))
+            ref_batch = torch_geometric.Batch.from_data_list(atoms)
+            assert ref_batch.edge_index.shape[1] == int(batch["edge_mask"].sum())
+            ref = model(ref_batch.to_dict(), training=False)
+            assert (out["energy"][:len(real)] - ref["energy"]).abs().max() <= 1e-10
+            n = int(batch["node_mask"].sum())
+            assert (out["forces"][:n] - ref["forces"]).abs().max() <= 1e-10
+            assert torch.equal(batch["energy"][:len(real)],
+                               torch.stack([data[i].y[0, 10].double() for i in real]))
+    with pytest.raises(ValueError, match="atomic number 6 is not in atomic_numbers"):
+        ga.MACEGraphs(data, [1, 7, 8])[0]
