@@ -211,3 +211,56 @@ def test_dict_without_num_nodes_names_the_node_count_source():
         g["num_nodes"] = g["pos"].shape[0]
     schema = gt.infer_schema(graphs)
     assert schema["cell"].level == "graph" and schema["charges"].level == "node"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    counts=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6)), min_size=0, max_size=5),
+    slack=st.tuples(st.integers(1, 4), st.integers(0, 5), st.integers(1, 3)),
+    rows=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_fixed_rows_and_counts_property(counts, slack, rows, seed):
+    """For any graphs and padded shape: the real part of a fixed-row graph field is the
+    concatenation of the graphs' values and every padding graph holds the pad item; count
+    fields equal ptr.diff()/edge_ptr.diff(); a callable pad fills exactly its block."""
+    rng = np.random.default_rng(seed)
+    graphs = []
+    for n, e in counts:
+        e = e if n else 0
+        graphs.append({
+            "num_nodes": n,
+            "pos": torch.from_numpy(rng.normal(size=(n, 3))),
+            "edge_index": torch.from_numpy(rng.integers(0, max(n, 1), size=(2, e))),
+            "shift": torch.from_numpy(rng.normal(size=(e, 3))),
+            "lat": torch.from_numpy(rng.normal(size=(rows, 3))),
+        })
+    n_real = sum(n for n, _ in counts)
+    e_real = sum(e if n else 0 for n, e in counts)
+    shape = (n_real + slack[0], e_real + slack[1], max(2, len(graphs) + slack[2]))
+    item = torch.arange(rows * 3, dtype=torch.float64).reshape(rows, 3)
+    schema = gt.Schema({
+        "pos": gt.FieldSpec("node", 0, dtype=torch.float64, shape=(-1, 3)),
+        "edge_index": gt.FieldSpec("edge", 1, "node", dtype=torch.int64, shape=(2, -1)),
+        "shift": gt.FieldSpec("edge", 0, dtype=torch.float64, shape=(-1, 3),
+                              pad=lambda ctx: torch.full(ctx.block_shape, float(ctx.num_real[2]),
+                                                         dtype=ctx.dtype)),
+        "lat": gt.FieldSpec("graph", 0, dtype=torch.float64, shape=(rows, 3), pad=item),
+        "natoms": gt.FieldSpec("graph", None, dtype=torch.int64, shape=(), count="node"),
+        "nedges": gt.FieldSpec("graph", None, dtype=torch.int64, shape=(), count="edge"),
+    })
+    d = gt.collate_dict(graphs, shape, schema=schema)
+    g = len(graphs)
+    assert d["lat"].shape == (rows * shape[2], 3)
+    if graphs:
+        assert torch.equal(d["lat"][:rows * g], torch.cat([x["lat"] for x in graphs]))
+        assert torch.equal(d["shift"][:e_real], torch.cat([x["shift"] for x in graphs]))
+    assert torch.equal(d["lat"][rows * g:].view(-1, rows, 3),
+                       item.expand(shape[2] - g, rows, 3))
+    assert (d["shift"][e_real:] == float(e_real)).all()
+    assert torch.equal(d["natoms"], d["ptr"].diff()) and torch.equal(d["nedges"], d["edge_ptr"].diff())
+    assert int(d["natoms"].sum()) == shape[0] and int(d["nedges"].sum()) == shape[1]
