@@ -160,21 +160,23 @@ def test_loader_with_mace_preset(molecules, models):
     assert len(shapes) == 1  # a fixed-shape plan: one padded shape for the epoch
 
 
-def test_mace_graphs_view_of_graphbatch_radius_graphs(models):
-    """graphbatch's own QM9 radius graphs (as a store holds them) through `ga.MACEGraphs` give
-    MACE's energies and forces on its own AtomicData (same positions, its neighbour list)."""
+def test_mace_graphs_view_of_a_graphbatch_store(models, tmp_path):
+    """A graphbatch store of QM9 radius graphs built with MACE's cutoff, through
+    `ga.MACEGraphs` and the loader, gives MACE's energies and forces on its own AtomicData
+    (same positions, MACE's neighbour list)."""
     from mace.data import AtomicData, Configuration
     from mace.tools import torch_geometric
 
-    from graphbatch.datasets import qm9_graphs as build_qm9
-    from graphbatch.datasets._torch import to_data
+    from graphbatch.datasets import GraphStore, build_store
 
     from ._mace_graphs import ZS, _float64, z_table
 
-    arrays = next(build_qm9("radius", cutoff=R_MAX, limit=6))
-    data = [to_data(arrays.graph_dict(i), int(arrays.n_node[i])) for i in range(len(arrays))]
-    view = ga.MACEGraphs(data, ZS, dtype=torch.float64,
+    build_store("qm9", tmp_path / "qm9.h5", graph="radius", cutoff=R_MAX, limit=6)
+    store = GraphStore(tmp_path / "qm9.h5").to_torch()
+    data = [store[i] for i in range(len(store))]
+    view = ga.MACEGraphs(store, ZS, dtype=torch.float64,
                          targets=lambda g: {"energy": g.y[0, 10]})
+    assert view.graph_sizes().n_node.tolist() == [g.num_nodes for g in data]
     model = models["MACE"]
     loader = gt.loader(view, strategy="dynamic", batch_size=3, seed=1,
                        preset=ga.mace(r_max=R_MAX))
