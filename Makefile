@@ -18,7 +18,8 @@ $(VENV)/.core: pyproject.toml | $(VENV)/bin/python
 	$(PIP) --no-deps qm9pack==1.0.3
 	touch $@
 
-# Everything: torch (exact CPU pin, installed first), PyG, JAX, data and test tools.
+# Everything: torch (exact CPU pin, installed first), PyG, JAX, data, test tools and MACE
+# (the atomistic extra).
 $(VENV)/.all: pyproject.toml | $(VENV)/bin/python
 	$(PIP) torch==2.13.0
 	$(PIP) -e ".[all]"

@@ -22,7 +22,9 @@ from ._norm import (
     convert_masked_norm,
     padding_masks,
 )
+from ._collate import PadContext
 from ._prefetch import Prefetcher, prefetch
+from ._preset import Preset
 from ._pyg import collate, unpad, unpad_graphs
 from ._sampler import (
     PlanBatchSampler,
@@ -38,6 +40,7 @@ __all__ = [
     "DATALOADER_ARGS",
     "FieldSpec",
     "MaskedBatchNorm",
+    "PadContext",
     "PaddingMasks",
     "PlanBatchSampler",
     "PlanCollater",
@@ -46,6 +49,7 @@ __all__ = [
     "PlanMismatchError",
     "PlannedBatch",
     "Prefetcher",
+    "Preset",
     "Schema",
     "StoreBatcher",
     "StoreCollater",

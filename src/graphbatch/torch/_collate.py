@@ -19,7 +19,28 @@ from .._budget import Budget
 from .._padlayout import auto_spacing, check_cutoff, padding_edge_index, padding_positions
 from ._schema import EDGE_INDEX, FieldSpec, Schema, infer_schema
 
-__all__ = ["collate_dict", "collate_parts", "CollatedParts"]
+__all__ = ["collate_dict", "collate_parts", "CollatedParts", "PadContext"]
+
+
+class PadContext:
+    """What a callable ``FieldSpec.pad`` sees of the batch it pads.
+
+    ``key``/``spec``: the field; ``shape``: the padded ``(n_node, n_edge, n_graph)``;
+    ``num_real``: ``(G, N, E)`` real graphs, nodes and edges; ``block_shape``: the shape of the
+    padding block to fill; ``spacing``: the padding geometry's spacing ``s`` of this batch
+    (``cutoff`` when given, else the automatic one; ``None`` without positions); ``dtype`` of the
+    field. The callable returns a tensor broadcastable to ``block_shape``.
+    """
+
+    __slots__ = ("key", "spec", "shape", "num_real", "block_shape", "spacing", "dtype")
+
+    def __init__(self, **kw) -> None:
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+    def __repr__(self) -> str:
+        return (f"PadContext(key={self.key!r}, shape={self.shape}, num_real={self.num_real}, "
+                f"block_shape={self.block_shape}, spacing={self.spacing})")
 
 
 class CollatedParts:
@@ -51,11 +72,20 @@ def _label(i: int, graph_index) -> str:
     return f"graph {i} (dataset index {int(graph_index[i])})"
 
 
+def _is_old_style(g) -> bool:
+    """An old-style PyG ``Data`` (MACE's vendored one): ``keys`` is a property, attributes live in
+    the instance ``__dict__`` and missing ones read as ``None``."""
+    return hasattr(g, "__cat_dim__") and isinstance(getattr(type(g), "keys", None), property)
+
+
 def _mappings(graphs) -> list | None:
     """The attribute dicts of PyG ``Data`` graphs (plain dict look-ups are ~10x faster than
-    ``data[key]``), or the graphs themselves when they are dicts; ``None`` for anything else."""
+    ``data[key]``), the instance dicts of old-style ``Data`` (``None`` values dropped), or the
+    graphs themselves when they are dicts; ``None`` for anything else."""
     if all(type(g) is dict for g in graphs):
         return graphs
+    if graphs and all(_is_old_style(g) for g in graphs):
+        return [{k: v for k, v in vars(g).items() if v is not None} for g in graphs]
     try:
         maps = [g._store._mapping for g in graphs]
     except AttributeError:
@@ -68,11 +98,14 @@ def _values(graphs, key: str, graph_index, maps=None) -> list:
         if maps is not None:
             return [m[key] for m in maps]
         return [g[key] for g in graphs]
-    except KeyError:
+    except (KeyError, AttributeError):
         for i, g in enumerate(graphs):
             try:
-                g[key]
-            except KeyError:
+                if maps is not None:
+                    maps[i][key]
+                else:
+                    g[key]
+            except (KeyError, AttributeError):
                 raise ValueError(
                     f"{_label(i, graph_index)} has no attribute {key!r}, which the schema "
                     "(the other graphs) requires"
@@ -164,7 +197,8 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
 
     # ---- per-graph counts from the structural fields
     maps = _mappings(graphs)
-    values = {key: _values(graphs, key, graph_index, maps) for key in schema}
+    values = {key: (_count_values(graphs, key, maps) if spec.count else
+                    _values(graphs, key, graph_index, maps)) for key, spec in schema.items()}
     ei_vals = values[EDGE_INDEX]
     try:
         edge_counts = [v.shape[1] for v in ei_vals]
@@ -194,11 +228,16 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
         )
 
     # ---- every tensor field's per-graph size along its concatenation dim
-    expected = {"node": node_counts, "edge": edge_counts, "graph": [1] * g_real}
+    expected = {"node": node_counts, "edge": edge_counts}
     for key, spec in schema.items():
         if spec.kind != "tensor":
             continue
         vals = values[key]
+        if spec.count:
+            _check_counts(vals, key, node_counts if spec.count == "node" else edge_counts,
+                          spec.count, graph_index)
+            continue
+        expected["graph"] = [spec.rows] * g_real
         if spec.cat_dim is None:
             _check_tensors(vals, key, graph_index)
             continue
@@ -232,12 +271,92 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     )
 
 
+def _count_values(graphs, key, maps) -> list | None:
+    """A count field's real values when every graph has it, else ``None`` (it is derived)."""
+    try:
+        if maps is not None:
+            return [m[key] for m in maps]
+        vals = [g[key] for g in graphs]
+        return None if any(v is None for v in vals) else vals
+    except (KeyError, AttributeError):
+        return None
+
+
+def _check_counts(vals, key, counts, what, graph_index) -> None:
+    """A count field's own values must equal the counts of the graphs carrying them."""
+    if vals is None:
+        return
+    _check_tensors(vals, key, graph_index)
+    for i, (v, n) in enumerate(zip(vals, counts)):
+        if v.numel() != 1 or int(v.reshape(-1)[0]) != n:
+            raise ValueError(
+                f"{_label(i, graph_index)}: count field {key!r} holds {v.reshape(-1).tolist()}, "
+                f"but the graph has {n} {what}s"
+            )
+
+
+def _count_field(spec: FieldSpec, key: str, c: "_Checked") -> torch.Tensor:
+    """A count field's padded value: every graph slot's node or edge count (``ptr.diff()``)."""
+    ptr = c.node_ptr if spec.count == "node" else c.edge_ptr
+    out = torch.from_numpy(np.diff(ptr)).to(spec.dtype or torch.int64)
+    if spec.shape is not None and spec.cat_dim is not None and len(spec.shape) > 1:
+        shape = [1] * len(spec.shape)
+        shape[spec.cat_dim] = -1
+        out = out.reshape(shape)
+    return out
+
+
+def _spacing(c: "_Checked", cache: dict) -> float | None:
+    """The padding geometry's spacing ``s`` of this batch (``None`` without positions)."""
+    if not c.geometric:
+        return None
+    if "spacing" not in cache:
+        if c.cutoff is not None:
+            cache["spacing"] = c.cutoff
+        else:
+            vals = c.values[c.position_key]
+            pos = torch.cat(vals, dim=0).detach().cpu().double().numpy() if vals else None
+            cache["spacing"] = (auto_spacing(pos.reshape(pos.shape[0], -1))
+                                if pos is not None and pos.shape[0] else 1.0)
+    return cache["spacing"]
+
+
+def _pad_block(key: str, spec: FieldSpec, pad_shape: list, dtype, c: "_Checked",
+               cache: dict) -> torch.Tensor:
+    """The padding block of one field: ``spec.pad`` as a number, a tensor broadcast to each
+    padding item, or a callable of a `PadContext`."""
+    pad = spec.pad
+    if callable(pad) and not isinstance(pad, torch.Tensor):
+        pad = pad(PadContext(key=key, spec=spec, shape=c.shape,
+                             num_real=(c.g_real, c.n_real, c.e_real),
+                             block_shape=tuple(pad_shape), spacing=_spacing(c, cache),
+                             dtype=dtype))
+    if not isinstance(pad, torch.Tensor):
+        return torch.full(pad_shape, pad, dtype=dtype)
+    pad = pad.to(dtype)
+    try:
+        if spec.level == "graph" and spec.cat_dim is not None and spec.rows > 1 \
+                and pad.dim() == len(pad_shape) and pad.shape[spec.cat_dim] == spec.rows:
+            # one padding item (e.g. a [3, 3] cell) repeated for every padding graph
+            reps = [1] * pad.dim()
+            reps[spec.cat_dim] = pad_shape[spec.cat_dim] // spec.rows
+            return pad.repeat(reps).expand(pad_shape).clone()
+        return pad.expand(pad_shape).clone()
+    except RuntimeError:
+        raise ValueError(
+            f"field {key!r}: pad value of shape {tuple(pad.shape)} does not fit the padding "
+            f"block {tuple(pad_shape)}"
+        ) from None
+
+
 def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
     """The padding kernel for one field of a checked batch: ``(padded value, increments)``
     (increments: per-graph offsets added to a node-indexing field, else ``None``)."""
     n_node, n_edge, n_graph = c.shape
     g_real = c.g_real
     vals = c.values[key]
+    if spec.count:
+        return _count_field(spec, key, c), None
     if spec.kind == "object":
         return list(vals) + [spec.pad] * (n_graph - g_real), None
     if spec.kind == "number":
@@ -263,14 +382,14 @@ def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
             inc_full = torch.zeros(n_graph, dtype=torch.int64)
             inc_full[:g_real] = per_graph
             counts = c.node_counts if spec.level == "node" else (
-                c.edge_counts if spec.level == "edge" else [1] * g_real)
+                c.edge_counts if spec.level == "edge" else [spec.rows] * g_real)
             inc_vec = torch.repeat_interleave(
                 per_graph, torch.as_tensor(counts), output_size=int(real.shape[d])
             ).to(real.dtype)
             view = [1] * real.dim()
             view[d] = -1
             real = real + inc_vec.view(view)
-    target = {"node": n_node, "edge": n_edge, "graph": n_graph}[spec.level]
+    target = {"node": n_node, "edge": n_edge, "graph": n_graph * spec.rows}[spec.level]
     missing = target - int(real.shape[cat_d])
     pad_shape = list(real.shape)
     pad_shape[cat_d] = missing
@@ -286,13 +405,13 @@ def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
     elif c.geometric and key == c.position_key:
         pos = real.detach().cpu().double().numpy()
         pos = pos.reshape(pos.shape[0], int(np.prod(pos.shape[1:])))
-        spacing = c.cutoff if c.cutoff is not None else auto_spacing(pos)
+        spacing = _spacing(c, cache)
         rmax = pos.max(axis=0) if pos.shape[0] else np.zeros(pos.shape[1])
         block = torch.from_numpy(
             padding_positions(rmax, missing, spacing)
         ).to(real.dtype).reshape(pad_shape)
     else:
-        block = torch.full(pad_shape, spec.pad, dtype=real.dtype)
+        block = _pad_block(key, spec, pad_shape, real.dtype, c, cache)
     return torch.cat([real, block], dim=cat_d), inc_full
 
 
@@ -346,7 +465,8 @@ def _empty(spec: FieldSpec, key: str) -> torch.Tensor:
         )
     if spec.cat_dim is None:
         return torch.empty((0,) + tuple(spec.shape), dtype=spec.dtype)
-    return torch.empty(tuple(0 if s == -1 else s for s in spec.shape), dtype=spec.dtype)
+    d = spec.cat_dim % len(spec.shape)
+    return torch.empty(tuple(0 if j == d else s for j, s in enumerate(spec.shape)), dtype=spec.dtype)
 
 
 def structure(parts: CollatedParts) -> dict[str, torch.Tensor]:

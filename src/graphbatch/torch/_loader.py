@@ -15,6 +15,7 @@ from .._padlayout import check_cutoff, short_padding_batches
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int
 from ._collate import collate_dict
+from ._preset import Preset
 from ._pyg import collate
 from ._sampler import PlanBatchSampler, PlannedBatch
 from ._schema import Schema, _num_nodes, infer_schema
@@ -29,7 +30,8 @@ def read_sizes(dataset) -> GraphSizes:
     """Node and edge counts of every graph, read once and without collating anything.
 
     Uses ``dataset.graph_sizes()`` when the dataset has it (an on-disk store's metadata), else
-    each graph's ``num_nodes`` and ``num_edges`` (PyG ``Data``) or, for dicts, ``num_nodes`` (else
+    each graph's ``num_nodes`` and ``edge_index.shape[1]`` (PyG ``Data``, old-style ``Data``, fairchem's
+    ``AtomicData``) or, for dicts, ``num_nodes`` (else
     the dim-0 size of the first tensor other than ``edge_index``) and ``edge_index.shape[1]``.
     """
     get_sizes = getattr(dataset, "graph_sizes", None)
@@ -56,7 +58,7 @@ def read_sizes(dataset) -> GraphSizes:
             edges[i] = int(g["edge_index"].shape[1])
         else:
             nodes[i] = int(g.num_nodes)
-            edges[i] = int(g.num_edges)
+            edges[i] = int(g["edge_index"].shape[1])
     return GraphSizes(nodes, edges)
 
 
@@ -253,6 +255,7 @@ def loader(
     schema: Schema | None = None,
     position_key: str = "pos",
     as_dict: bool = False,
+    preset: Preset | None = None,
     **options: Any,
 ) -> PlanLoader:
     """A `PlanLoader` over ``dataset`` (map-style: ``len`` and ``dataset[i]`` giving a PyG
@@ -280,6 +283,10 @@ def loader(
     shape, so every batch has at least two padding nodes and no padding edge is a self-loop;
     padding positions are then safe by default (see `collate`; ``cutoff`` sets their spacing).
     Without the spare node, a warning names how many batches of epoch 0 have one padding node.
+
+    ``preset`` (a `Preset`, e.g. ``graphbatch.atomistic.mace(r_max=5.0)``) supplies the schema
+    (inferred from the sample, then the preset's pads and count fields), ``cutoff``,
+    ``position_key`` and ``as_dict``; arguments given with other than their default values win.
     """
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise TypeError(f"dataset must be map-style (len and [i]), got {type(dataset).__name__}")
@@ -291,13 +298,20 @@ def loader(
         sizes = read_sizes(dataset)
     elif len(sizes) != len(dataset):
         raise ValueError(f"sizes has {len(sizes)} entries for a dataset of {len(dataset)} graphs")
+    if preset is not None:
+        if not isinstance(preset, Preset):
+            raise TypeError(f"preset must be a graphbatch Preset, got {type(preset).__name__}")
+        cutoff = preset.cutoff if cutoff is None else cutoff
+        position_key = preset.position_key if position_key == "pos" else position_key
+        as_dict = as_dict or preset.as_dict
     store = dataset if is_graph_store(dataset) else None  # the store batch path
     if schema is None and store is not None:
         schema = store_schema(store)
     elif schema is None:
         n = len(dataset)
         pick = np.unique(np.linspace(0, n - 1, num=min(n, _SCHEMA_SAMPLE)).astype(np.int64))
-        schema = infer_schema([dataset[int(i)] for i in pick])
+        sample = [dataset[int(i)] for i in pick]
+        schema = preset.schema_for(sample) if preset is not None else infer_schema(sample)
     if spare_padding_node is None:
         spare_padding_node = _has_positions(schema, position_key)
     sampler = PlanBatchSampler(

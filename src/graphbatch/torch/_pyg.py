@@ -68,6 +68,8 @@ def collate(
         position_key=position_key,
     )
     base = type(data_list[0]) if len(data_list) else Data
+    if not (isinstance(base, type) and issubclass(base, Data)):
+        base = Data  # dicts and old-style Data (MACE's AtomicData) become a plain PyG Batch
     out = _new_batch(Batch, base)
     for key, value in parts.fields.items():
         out[key] = value
@@ -83,7 +85,7 @@ def collate(
     slices = {}
     inc_dict = {}
     for key, spec in parts.schema.items():
-        slices[key] = {"node": node_ptr, "edge": edge_ptr, "graph": graph_ptr}[spec.level]
+        slices[key] = {"node": node_ptr, "edge": edge_ptr, "graph": graph_ptr * spec.rows}[spec.level]
         inc_dict[key] = parts.incs.get(key)
     out._slice_dict = slices
     out._inc_dict = inc_dict

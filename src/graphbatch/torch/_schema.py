@@ -2,7 +2,8 @@
 
 Inferred from PyG's own conventions (``Data.__cat_dim__`` / ``Data.__inc__``) and tensor shapes,
 never from attribute names: a field whose size along its concatenation dimension equals the
-graph's node count is node-level, its edge count edge-level, and 1 (or a 0-d tensor) graph-level.
+graph's node count is node-level, its edge count edge-level, and the same fixed number in every
+graph (1, a 0-d tensor, or e.g. the 3 rows of a ``[3, 3]`` cell) graph-level.
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-__all__ = ["FieldSpec", "Schema", "infer_schema", "RESERVED_KEYS"]
+__all__ = ["FieldSpec", "Schema", "infer_schema", "RESERVED_KEYS", "RECOMPUTED_KEYS"]
 
 LEVELS = ("node", "edge", "graph")
 INCS = ("none", "node", "call")
 
 #: Attributes the collated batch adds; input graphs must not carry them.
 RESERVED_KEYS = ("batch", "ptr", "edge_ptr", "node_mask", "edge_mask", "graph_mask", "graph_index")
+
+#: Reserved names that describe a graph's own place in a batch (a single graph's ``batch`` vector,
+#: its ``ptr``): `infer_schema` ignores them in input graphs (fairchem's graphs carry ``batch``);
+#: the collated batch recomputes them from its layout. Other reserved names raise.
+RECOMPUTED_KEYS = ("batch", "ptr", "edge_ptr")
 
 #: The structural field: ``[2, E]`` sender/receiver node indices of each graph.
 EDGE_INDEX = "edge_index"
@@ -33,11 +39,20 @@ class FieldSpec:
     ``cat_dim``: tensor dimension graphs are concatenated along (``None``: 0-d values stacked).
     ``inc``: ``"none"``; ``"node"`` (values index nodes and are offset by the node counts of the
     preceding graphs, like ``edge_index``); ``"call"`` (offset by ``data.__inc__`` per graph).
-    ``pad``: value written in padding slots (node-indexing fields point at padding nodes instead).
+    ``pad``: value written in padding slots (node-indexing fields point at padding nodes instead):
+    a number, a tensor broadcast to each padding item's shape (e.g. ``r_max * torch.eye(3)`` for
+    a ``[3, 3]`` cell), or a callable ``pad(ctx: PadContext) -> tensor`` broadcast to the whole
+    padding block (values that depend on the batch, e.g. on its padding spacing).
+    ``count``: ``None``, or ``"node"``/``"edge"`` for a graph-level *count* field derived from the
+    padded layout: its padded value is every graph slot's node (edge) count, i.e. ``ptr.diff()``
+    (``edge_ptr.diff()``), padding graphs included (fairchem's ``natoms``/``nedges``). Real graphs'
+    own values are checked against their counts; the field may be absent from the graphs.
     ``kind``: ``"tensor"``, ``"number"`` (Python scalars, batched into a tensor) or ``"object"``
     (anything else, kept as a list with ``None`` for padding graphs).
     ``dtype``/``shape``: a tensor field's dtype and per-graph shape with ``-1`` at ``cat_dim``
-    (recorded by inference; needed to build batches holding no real graph).
+    for node/edge fields; graph-level fields record their fixed per-graph size there (``rows``,
+    e.g. 3 for a ``[3, 3]`` cell concatenated along dim 0; default 1). Recorded by inference;
+    needed to build batches holding no real graph.
     """
 
     level: str
@@ -47,6 +62,15 @@ class FieldSpec:
     kind: str = "tensor"
     dtype: torch.dtype | None = None
     shape: tuple[int, ...] | None = None
+    count: str | None = None
+
+    @property
+    def rows(self) -> int:
+        """Entries per graph along ``cat_dim`` of a graph-level field (1 unless ``shape`` says)."""
+        if self.cat_dim is None or self.shape is None or not self.shape:
+            return 1
+        k = self.shape[self.cat_dim]
+        return 1 if k == -1 else int(k)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -59,6 +83,13 @@ class FieldSpec:
             raise ValueError(f"a {self.kind!r} field must be graph-level, got {self.level!r}")
         if self.cat_dim is not None and not isinstance(self.cat_dim, int):
             raise TypeError(f"FieldSpec.cat_dim must be an int or None, got {self.cat_dim!r}")
+        if self.count is not None:
+            if self.count not in ("node", "edge"):
+                raise ValueError(f"FieldSpec.count must be None, 'node' or 'edge', got {self.count!r}")
+            if self.level != "graph" or self.kind != "tensor" or self.inc != "none":
+                raise ValueError("a count field must be a graph-level tensor without increment")
+            if self.rows != 1:
+                raise ValueError(f"a count field holds one count per graph, got {self.rows} rows")
 
 
 class Schema(Mapping[str, FieldSpec]):
@@ -113,10 +144,19 @@ class Schema(Mapping[str, FieldSpec]):
 
 
 def _keys(graph) -> list[str]:
-    keys = graph.keys() if callable(getattr(graph, "keys", None)) else None
-    if keys is None:
+    """Attribute names of a graph: a mapping's keys, PyG ``Data.keys()``, or ``keys`` of an
+    old-style ``Data`` where it is a property listing the non-``None`` attributes (MACE's
+    ``AtomicData``)."""
+    keys = getattr(graph, "keys", None)
+    if callable(keys):
+        keys = keys()
+    if keys is None or isinstance(keys, (str, bytes)):
         raise TypeError(f"a graph must be a PyG Data or a mapping, got {type(graph).__name__}")
-    return [k for k in keys if k != "num_nodes"]
+    try:
+        keys = list(keys)
+    except TypeError:
+        raise TypeError(f"a graph must be a PyG Data or a mapping, got {type(graph).__name__}") from None
+    return [k for k in keys if k != "num_nodes" and k not in RECOMPUTED_KEYS]
 
 
 def _num_nodes(graph, edge_index) -> int:
@@ -145,7 +185,10 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
     ``num_nodes`` or else the dim-0 size of the first other tensor field. The level of each field is
     the one (node, edge, graph) its size matches in *every* given graph; where several match (e.g.
     every graph has as many nodes as edges) node beats edge beats graph -- give more graphs or
-    an explicit schema to resolve it. ``pad`` sets pad values per field (default 0).
+    an explicit schema to resolve it. A graph-level field may hold any fixed number of entries
+    per graph along its concatenation dim (a ``[3, 3]`` cell: 3). ``pad`` sets pad values per
+    field (default 0; numbers, tensors or callables, see `FieldSpec`). Attributes named like the
+    batch's structural fields (`RECOMPUTED_KEYS`: ``batch``, ``ptr``, ``edge_ptr``) are ignored.
     """
     graphs = list(graphs)
     if not graphs:
@@ -170,7 +213,16 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
     for key in keys:
         value = first[key]
         if isinstance(value, torch.Tensor):
-            fields[key] = _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping)
+            try:
+                fields[key] = _infer_tensor_field(key, graphs, node_counts, edge_counts,
+                                                  is_mapping)
+            except ValueError as exc:
+                source = _node_count_source(first) if is_mapping else None
+                if source is None:
+                    raise
+                raise ValueError(f"{exc} (the node count was taken from {source!r}, the first "
+                                 "tensor field of a dict without 'num_nodes': set num_nodes)"
+                                 ) from None
         elif isinstance(value, numbers.Number) and not isinstance(value, bool):
             fields[key] = FieldSpec("graph", None, "none", 0, "number")
         else:
@@ -181,6 +233,14 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
     if unknown:
         raise KeyError(f"pad given for unknown field(s) {', '.join(unknown)}; fields: {list(fields)}")
     return Schema(fields)
+
+
+def _node_count_source(graph) -> str | None:
+    """The field a dict without ``num_nodes`` takes its node count from (see `_num_nodes`)."""
+    if "num_nodes" in graph:
+        return None
+    return next((k for k, v in graph.items()
+                 if k != EDGE_INDEX and isinstance(v, torch.Tensor) and v.dim() >= 1), None)
 
 
 def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> FieldSpec:
@@ -213,7 +273,7 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
     candidates = [
         level
         for level, counts in (("node", node_counts), ("edge", edge_counts), ("graph", None))
-        if (counts is None and all(s == 1 for s in sizes))
+        if (counts is None and sizes[0] >= 1 and all(s == sizes[0] for s in sizes))
         or (counts is not None and sizes == counts)
     ]
     if key == EDGE_INDEX:
@@ -223,8 +283,8 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
         i = odd[0] if odd else 0
         raise ValueError(
             f"field {key!r} has size {sizes[i]} along dim {d} in graph {i}, matching neither its "
-            f"{node_counts[i]} nodes, its {edge_counts[i]} edges nor 1 (graph-level) consistently "
-            "across graphs; fix the data or pass an explicit schema"
+            f"{node_counts[i]} nodes, its {edge_counts[i]} edges nor one fixed size (graph-level) "
+            "consistently across graphs; fix the data or pass an explicit schema"
         )
     if all(x == 0 for x in incs):
         inc = "none"
@@ -234,8 +294,9 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
         inc = "call"
     if key == EDGE_INDEX and inc != "node":
         raise ValueError("edge_index must be offset by node counts (check __inc__ overrides)")
-    shape = tuple(-1 if j == d else int(s) for j, s in enumerate(value.shape))
-    return FieldSpec(candidates[0], d, inc, 0, dtype=value.dtype, shape=shape)
+    level = candidates[0]
+    shape = tuple(-1 if j == d and level != "graph" else int(s) for j, s in enumerate(value.shape))
+    return FieldSpec(level, d, inc, 0, dtype=value.dtype, shape=shape)
 
 
 def _describe(v) -> str:
