@@ -48,9 +48,11 @@ def store_schema(store) -> Schema:
     dtypes = _torch_dtypes(store)
     fields = {EDGE_INDEX: FieldSpec("edge", 1, "node", 0, dtype=torch.int64, shape=(2, -1))}
     for name, spec in store.fields.items():
+        # node/edge fields: -1 rows per graph; graph fields: one row per graph (`FieldSpec.rows`)
+        rows = 1 if spec["level"] == "graph" else -1
         fields[name] = FieldSpec(spec["level"], 0, "none", 0,
                                  dtype=getattr(torch, dtypes[name].name),
-                                 shape=(-1, *spec["shape"]))
+                                 shape=(rows, *spec["shape"]))
     return Schema(fields)
 
 
