@@ -21,7 +21,8 @@ import numpy as np
 from .._errors import InputError
 
 __all__ = ["BENCH_KEYS", "BENCH_METRICS", "BENCH_OPTIONAL_METRICS", "LIST_KEYS", "bench_label",
-           "load_bench", "summarize_bench", "validate_bench"]
+           "load_bench", "step_timing_fields", "step_list_fields", "summarize_bench",
+           "validate_bench"]
 
 BENCH_KEYS = (
     "model", "strategy", "batch_size", "repeat", "compiles", "compile_s", "step_ms_mean",
@@ -36,6 +37,41 @@ BENCH_OPTIONAL_METRICS = ("steady_graphs_per_s", "update_us_per_graph",
 #: Record keys that hold per-step or per-evaluation lists (kept in JSON, left out of the CSV).
 LIST_KEYS = ("eval_steps", "test_mae_curve", "test_rmse_curve", "step_ms", "compile_steps",
              "update_ms_steps", "real_graphs_steps")
+
+
+def step_timing_fields(batching_ms: np.ndarray, update_ms: np.ndarray, real_graphs: np.ndarray,
+                       steady: np.ndarray, *, overhead_ms: float = 0.0) -> dict[str, float]:
+    """The timing keys of a record from per-step arrays (milliseconds; real graphs per step;
+    ``steady``: bool mask of the steps without a compilation). ``graphs_per_s`` counts every
+    step plus ``overhead_ms`` (e.g. untimed warm-up calls); the ``steady_*``/``update_us_*`` keys
+    only the steady steps."""
+    step_ms = batching_ms + update_ms
+    return {
+        "step_ms_mean": float(step_ms.mean()),
+        "step_ms_median": float(np.median(step_ms)),
+        "update_ms_mean": float(update_ms.mean()),
+        "update_ms_median": float(np.median(update_ms)),
+        "batching_ms_mean": float(batching_ms.mean()),
+        "batching_ms_median": float(np.median(batching_ms)),
+        "graphs_per_s": float(real_graphs.sum() / ((step_ms.sum() + overhead_ms) / 1e3)),
+        "steady_graphs_per_s": float(real_graphs[steady].sum() / (step_ms[steady].sum() / 1e3)),
+        "update_us_per_graph": float(update_ms[steady].sum() * 1e3 / real_graphs[steady].sum()),
+        "update_us_per_graph_median": float(np.median(update_ms[steady] * 1e3
+                                                      / np.maximum(real_graphs[steady], 1))),
+    }
+
+
+def step_list_fields(batching_ms: np.ndarray, update_ms: np.ndarray, real_graphs: np.ndarray,
+                     compiling: np.ndarray) -> dict[str, list]:
+    """The per-step list keys of a record (``LIST_KEYS`` without the evaluation curves)."""
+    return {
+        "step_ms": [round(float(x), 4) for x in batching_ms + update_ms],
+        "update_ms_steps": [round(float(x), 4) for x in update_ms],
+        "real_graphs_steps": [int(x) for x in real_graphs],
+        "compile_steps": [int(i) for i in np.flatnonzero(compiling)],
+    }
+
+
 #: Baselines whose name already says whether they compile (no ``+compile`` suffix).
 _SELF_NAMED = ("pyg-compile",)
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ..analysis._bench import step_list_fields, step_timing_fields
 from ._config import JAX_BASELINES, BenchConfig
 from ._runner import RunSpec, bench_budget
 
@@ -361,20 +362,9 @@ class _JaxRun:
             "compiles": int(self.new_compiles.sum()),
             "compile_s": float(self.compile_s.sum()),
             "distinct_shapes": len(self.shapes),
-            "step_ms_mean": float(step_ms.mean()),
-            "step_ms_median": float(np.median(step_ms)),
-            "update_ms_mean": float(update_ms.mean()),
-            "update_ms_median": float(np.median(update_ms)),
-            "batching_ms_mean": float(batching_ms.mean()),
-            "batching_ms_median": float(np.median(batching_ms)),
+            **step_timing_fields(batching_ms, update_ms, real_graphs, steady,
+                                 overhead_ms=float(self.warmup_ms.sum())),
             "input_wait_fraction": float(batching_ms[steady].sum() / step_ms[steady].sum()),
-            "graphs_per_s": float(graphs_seen / ((step_ms.sum() + self.warmup_ms.sum()) / 1e3)),
-            "steady_graphs_per_s": float(real_graphs[steady].sum()
-                                         / (step_ms[steady].sum() / 1e3)),
-            "update_us_per_graph": float(update_ms[steady].sum() * 1e3
-                                         / real_graphs[steady].sum()),
-            "update_us_per_graph_median": float(np.median(update_ms[steady] * 1e3
-                                                          / np.maximum(real_graphs[steady], 1))),
             "real_graphs": graphs_seen,
             "node_efficiency": float(self.real_nodes / self.pad_nodes) if self.pad_nodes else 1.0,
             "edge_efficiency": float(self.real_edges / self.pad_edges) if self.pad_edges else 1.0,
@@ -387,10 +377,7 @@ class _JaxRun:
             "eval_steps": self.eval_steps,
             "test_mae_curve": self.maes,
             "test_rmse_curve": self.rmses,
-            "step_ms": [round(float(x), 4) for x in step_ms],
-            "update_ms_steps": [round(float(x), 4) for x in update_ms],
-            "real_graphs_steps": [int(x) for x in real_graphs],
-            "compile_steps": [int(i) for i in np.flatnonzero(compiling)],
+            **step_list_fields(batching_ms, update_ms, real_graphs, compiling),
         }
 
 

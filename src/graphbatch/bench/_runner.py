@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ..analysis._bench import step_list_fields, step_timing_fields
 from ._config import BASELINES, BenchConfig
 
 __all__ = ["RunSpec", "bench_budget", "effective_sharing_strategy", "plan_runs", "run_one",
@@ -388,19 +389,7 @@ class _Run:
             "compiles": int(self.new_compiles.sum()),
             "compile_s": compile_s,
             "distinct_shapes": len(self.shapes) if self.padded else None,
-            "step_ms_mean": float(step_ms.mean()),
-            "step_ms_median": float(np.median(step_ms)),
-            "update_ms_mean": float(update_ms.mean()),
-            "update_ms_median": float(np.median(update_ms)),
-            "batching_ms_mean": float(batching_ms.mean()),
-            "batching_ms_median": float(np.median(batching_ms)),
-            "graphs_per_s": float(graphs_seen / (step_ms.sum() / 1e3)),
-            "steady_graphs_per_s": float(real_graphs[steady].sum()
-                                         / (step_ms[steady].sum() / 1e3)),
-            "update_us_per_graph": float(update_ms[steady].sum() * 1e3
-                                         / real_graphs[steady].sum()),
-            "update_us_per_graph_median": float(np.median(update_ms[steady] * 1e3
-                                                          / np.maximum(real_graphs[steady], 1))),
+            **step_timing_fields(batching_ms, update_ms, real_graphs, steady),
             "real_graphs": graphs_seen,
             "node_efficiency": float(self.real_nodes / self.pad_nodes) if self.pad_nodes else 1.0,
             "edge_efficiency": float(self.real_edges / self.pad_edges) if self.pad_edges else 1.0,
@@ -414,10 +403,7 @@ class _Run:
             "eval_steps": self.eval_steps,
             "test_mae_curve": self.maes,
             "test_rmse_curve": self.rmses,
-            "step_ms": [round(float(x), 4) for x in step_ms],
-            "update_ms_steps": [round(float(x), 4) for x in update_ms],
-            "real_graphs_steps": [int(x) for x in real_graphs],
-            "compile_steps": [int(i) for i in np.flatnonzero(compiling)],
+            **step_list_fields(batching_ms, update_ms, real_graphs, compiling),
         }
 
 
