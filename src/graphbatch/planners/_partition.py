@@ -13,6 +13,7 @@ import heapq
 import numpy as np
 
 from .._errors import InputError
+from ..packing._greedy import index_dtype
 
 __all__ = [
     "round_matrix",
@@ -26,23 +27,66 @@ __all__ = [
 def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.ndarray]:
     """Graphs sorted by cost (descending, ties by index) cut into rounds of ``num_batches``.
 
-    Returns ``(value, ident)`` of shape ``[R, B]``: ``ident`` holds graph indices, or ``-1`` for
-    the zero-cost dummies that fill the last round.
+    Returns ``(value, ident)`` of shape ``[R, B]``: ``ident`` holds graph indices (int32 when
+    there are fewer than 2**31 graphs, else int64), or ``-1`` for the zero-cost dummies that fill
+    the last round; ``value`` (float64) their costs.
     """
     n = costs.shape[0]
     b = int(num_batches)
     if b < 1:
         raise InputError(f"num_batches must be >= 1, got {num_batches}")
     r = -(-n // b)
-    order = np.argsort(-costs, kind="stable")
-    ident = np.full(r * b, -1, dtype=np.int64)
-    ident[:n] = order
+    ident = np.full(r * b, -1, dtype=index_dtype(n))
+    ident[:n] = descending_order(costs)
     value = np.zeros(r * b, dtype=np.float64)
-    value[:n] = costs[order]
+    value[:n] = costs[ident[:n]]
     return value.reshape(r, b), ident.reshape(r, b)
 
 
-def balanced_ldm(value: np.ndarray, ident: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+#: Largest integral cost `descending_order` counts by value (else a comparison sort).
+_COUNTING_MAX = 1 << 20
+_CHUNK = 1 << 20
+
+
+def descending_order(costs: np.ndarray) -> np.ndarray:
+    """``np.argsort(-costs, kind="stable")`` (indices, int32 below 2**31 graphs): costs in
+    descending order, ties by index. Small non-negative integral costs (the linear model on
+    counts) are placed by a counting sort chunk by chunk (no per-graph int64 temporaries)."""
+    n = costs.shape[0]
+    dtype = index_dtype(n)
+    if n == 0:
+        return np.zeros(0, dtype)
+    lo, hi = float(costs.min()), float(costs.max())
+    integral = lo >= 0 and hi <= _COUNTING_MAX
+    if integral:
+        for s0 in range(0, n, _CHUNK):
+            c = costs[s0:s0 + _CHUNK]
+            if not np.array_equal(c, np.floor(c)):
+                integral = False
+                break
+    if not integral:
+        return np.argsort(-costs, kind="stable").astype(dtype, copy=False)
+    top = int(hi)
+    counts = np.zeros(top + 1, np.int64)
+    for s0 in range(0, n, _CHUNK):
+        counts += np.bincount((top - costs[s0:s0 + _CHUNK]).astype(np.int64), minlength=top + 1)
+    ptr = np.zeros(top + 1, np.int64)  # next free position of each key (key 0 = largest cost)
+    np.cumsum(counts[:-1], out=ptr[1:])
+    out = np.empty(n, dtype)
+    for s0 in range(0, n, _CHUNK):
+        key = (top - costs[s0:s0 + _CHUNK]).astype(np.int64)
+        srt = np.argsort(key, kind="stable")
+        ks = key[srt]
+        c = np.bincount(ks, minlength=top + 1)
+        first = np.zeros(top + 1, np.int64)  # first position of each key within this chunk
+        np.cumsum(c[:-1], out=first[1:])
+        out[ptr[ks] + np.arange(ks.shape[0]) - first[ks]] = srt + s0
+        ptr += c
+    return out
+
+
+def balanced_ldm(value: np.ndarray, ident: np.ndarray, *,
+                 inplace: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Karmarkar–Karp largest differencing over the rounds of a round matrix (balanced LDM).
 
     Each round is a ``B``-tuple of partial batches. Repeatedly the two tuples with the largest
@@ -50,27 +94,36 @@ def balanced_ldm(value: np.ndarray, ident: np.ndarray) -> tuple[np.ndarray, np.n
     other, and so on, which keeps exactly one graph per round in every batch. The final spread
     (heaviest - lightest batch) never exceeds the largest round spread. Time ``O(N log B)`` for
     ``N = R·B`` entries, memory ``O(N)`` (the textbook k-way differencing keeps a ``B``-tuple per
-    graph, ``O(N·B)``).
+    graph, ``O(N·B)``): two int32 arrays of ``N`` besides the matrix (int64 past 2**31 entries).
 
-    Returns the matrix rearranged so that column ``j`` lists the entries of batch ``j``.
+    Returns the matrix rearranged so that column ``j`` lists the entries of batch ``j`` (each
+    round's entries permuted within the round): new arrays, or ``value``/``ident`` themselves
+    rearranged in place with ``inplace=True``.
     """
     r, b = value.shape
     n = r * b
+    idt = index_dtype(n)
     # Each tuple: its partial-batch sums (sorted descending) and one representative flat
-    # position per partial batch; `parent` links merged positions to their representative.
-    parent = np.arange(n, dtype=np.int64)
-    sums = [value[i].copy() for i in range(r)]  # round rows are already sorted descending
-    reps = [np.arange(i * b, (i + 1) * b, dtype=np.int64) for i in range(r)]
+    # position per partial batch (None: round i's own positions, in order); `parent` links
+    # merged positions to their representative.
+    parent = np.arange(n, dtype=idt)
+    sums = [value[i] for i in range(r)]  # round rows are already sorted descending (views)
+    reps: list = [None] * r
+
+    def rep(i):
+        return np.arange(i * b, (i + 1) * b, dtype=idt) if reps[i] is None else reps[i]
+
     heap = [(-(s[0] - s[-1]), i) for i, s in enumerate(sums)]
     heapq.heapify(heap)
     while len(heap) > 1:
         _, i = heapq.heappop(heap)
         _, j = heapq.heappop(heap)
         merged = sums[i] + sums[j][::-1]
-        parent[reps[j][::-1]] = reps[i]
+        ri = rep(i)
+        parent[rep(j)[::-1]] = ri
         perm = np.argsort(-merged, kind="stable")
         sums[i] = merged[perm]
-        reps[i] = reps[i][perm]
+        reps[i] = ri[perm]
         sums[j] = reps[j] = None
         heapq.heappush(heap, (-(sums[i][0] - sums[i][-1]), i))
     _, last = heap[0]
@@ -79,14 +132,20 @@ def balanced_ldm(value: np.ndarray, ident: np.ndarray) -> tuple[np.ndarray, np.n
         if np.array_equal(grand, parent):
             break
         parent = grand
-    column = np.empty(n, dtype=np.int64)
-    column[reps[last]] = np.arange(b, dtype=np.int64)
-    col = column[parent]  # batch of every flat position
-    # rearrange: column j lists batch j's entries, one per round (row = round)
-    flat = np.empty((r, b), dtype=np.int64)
-    rows = np.repeat(np.arange(r, dtype=np.int64), b)
-    flat[rows, col] = np.arange(n, dtype=np.int64)
-    return value.reshape(-1)[flat], ident.reshape(-1)[flat]
+    del grand
+    column = np.zeros(n, dtype=idt)
+    column[rep(last)] = np.arange(b, dtype=idt)
+    for s0 in range(0, n, _CHUNK):  # parent -> batch of every flat position, in place
+        parent[s0:s0 + _CHUNK] = column[parent[s0:s0 + _CHUNK]]
+    del column
+    col = parent.reshape(r, b)
+    if not inplace:
+        value, ident = value.copy(), ident.copy()
+    # row i: the entry at column p goes to column col[i, p] (a permutation within the round)
+    for i in range(r):
+        value[i, col[i]] = value[i].copy()
+        ident[i, col[i]] = ident[i].copy()
+    return value, ident
 
 
 def stratified_assignment(
