@@ -173,8 +173,8 @@ def finish_fixed_count_plan(
     """`finish_plan` for strategies with ``batch_size`` graph slots in every batch: the real
     per-batch totals of ``order``/``offsets`` and their padded shapes ``pad_fn(real_nodes,
     real_edges) -> (pad_nodes, pad_edges)``."""
-    real_nodes = batch_totals(req.sizes.n_node[order], offsets)
-    real_edges = batch_totals(req.sizes.n_edge[order], offsets)
+    real_nodes = batch_totals(gather_counts(req.sizes.n_node, order), offsets)
+    real_edges = batch_totals(gather_counts(req.sizes.n_edge, order), offsets)
     pad_nodes, pad_edges = pad_fn(real_nodes, real_edges)
     return finish_plan(
         req,

@@ -20,6 +20,7 @@ __all__ = [
     "balanced_ldm",
     "stratified_assignment",
     "refine_by_swaps",
+    "refine_in_place",
     "columns_to_batches",
 ]
 
@@ -168,68 +169,97 @@ def refine_by_swaps(
     strictly between 0 and the gap). Cardinalities never change. Vectorised over pairs with one
     ``searchsorted``: ``O(N log R)`` per pass. Stops after ``passes`` passes, when no pair
     improves, or once the heaviest load is ``<= target``. Dummies (``ident == -1``) never move.
-    Returns copies and the swap count.
+    Returns copies and the swap count (`refine_in_place` changes the arrays themselves).
     """
+    value, ident = value.copy(), ident.copy()
+    swaps = refine_in_place(value, ident, passes, target)
+    return value, ident, swaps
+
+
+def _batch_loads(value: np.ndarray) -> np.ndarray:
+    """Per-batch (column) sums, each summed as a contiguous row of its entries (the float order
+    of a batch-major sum), chunk by chunk."""
+    r, b = value.shape
+    load = np.empty(b, np.float64)
+    step = max(1, _CHUNK // max(r, 1))
+    for c0 in range(0, b, step):
+        load[c0:c0 + step] = np.ascontiguousarray(value[:, c0:c0 + step].T).sum(axis=1)
+    return load
+
+
+def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
+                    target: float | None = None) -> int:
+    """`refine_by_swaps` on the round matrix itself (rounds x batches), changed in place; the
+    pairs are handled in chunks, so extra memory stays O(chunk) whatever the number of graphs.
+    Returns the swap count."""
     r, b = value.shape
     half = b // 2
     if half == 0 or r == 0:
-        return value.copy(), ident.copy(), 0
-    # batch-major copies: row j = batch j, so gathering a batch's entries is contiguous
-    vt = np.array(value.T, order="C", copy=True)
-    it = np.array(ident.T, order="C", copy=True)
+        return 0
     swaps = 0
     pairs = np.arange(half)
-    base = pairs * r
+    step = max(1, _CHUNK // r)  # pairs per chunk
+    vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
     for _ in range(int(passes)):
-        load = vt.sum(axis=1)
+        load = _batch_loads(value)
         if target is not None and load.max() <= target:
             break
         idx = np.argsort(load, kind="stable")
         lo = idx[:half]
         hi = idx[::-1][:half]
         gap = load[hi] - load[lo]  # >= 0
-        heavy = vt[hi]  # [P, R]
-        lord = np.argsort(vt[lo], axis=1, kind="stable")
-        lsorted = np.take_along_axis(vt[lo], lord, axis=1)
-        heavy_real = it[hi] >= 0  # dummies never move: cardinalities stay as dealt
-        light_real = np.take_along_axis(it[lo], lord, axis=1) >= 0
         # rows side by side in one sorted vector: row p shifted by p * span (exact in float64
-        # while values stay far below 2**53 / P)
-        span = 2.0 * (float(np.abs(vt).max()) + float(gap.max())) + 1.0
-        shift = pairs * span
-        flat = (lsorted + shift[:, None]).ravel()
-        want = heavy - 0.5 * gap[:, None]  # the light entry that would halve the gap
-        pos = np.searchsorted(flat, (want + shift[:, None]).ravel()).reshape(half, r)
-        best = np.full(half, np.inf)
-        best_h = np.zeros(half, dtype=np.int64)
-        best_l = np.zeros(half, dtype=np.int64)
-        for cand in (pos - 1, pos):
-            c = np.clip(cand - base[:, None], 0, r - 1)  # column within the sorted light row
-            moved = heavy - np.take_along_axis(lsorted, c, axis=1)
-            ok = (moved > 0) & (moved < gap[:, None]) & heavy_real
-            ok &= np.take_along_axis(light_real, c, axis=1)
-            score = np.where(ok, np.abs(0.5 * gap[:, None] - moved), np.inf)
-            j = np.argmin(score, axis=1)
-            sc = score[pairs, j]
-            better = sc < best
-            best = np.where(better, sc, best)
-            best_h = np.where(better, j, best_h)
-            best_l = np.where(better, c[pairs, j], best_l)
-        p = np.flatnonzero(np.isfinite(best))
-        if p.shape[0] == 0:
+        # while values stay far below 2**53 / P); a chunk of pairs keeps its global shifts
+        span = 2.0 * (vmax + float(gap.max())) + 1.0
+        improved = 0
+        for p0 in range(0, half, step):
+            p1 = min(half, p0 + step)
+            h, lw, g = hi[p0:p1], lo[p0:p1], gap[p0:p1]
+            k = p1 - p0
+            local = np.arange(k)
+            heavy = np.ascontiguousarray(value[:, h].T)  # [k, R]
+            light = np.ascontiguousarray(value[:, lw].T)
+            lord = np.argsort(light, axis=1, kind="stable")
+            lsorted = np.take_along_axis(light, lord, axis=1)
+            heavy_real = ident[:, h].T >= 0  # dummies never move: cardinalities stay as dealt
+            light_real = np.take_along_axis(ident[:, lw].T, lord, axis=1) >= 0
+            shift = pairs[p0:p1] * span
+            flat = (lsorted + shift[:, None]).ravel()
+            want = heavy - 0.5 * g[:, None]  # the light entry that would halve the gap
+            pos = np.searchsorted(flat, (want + shift[:, None]).ravel()).reshape(k, r)
+            best = np.full(k, np.inf)
+            best_h = np.zeros(k, dtype=np.int64)
+            best_l = np.zeros(k, dtype=np.int64)
+            base = local * r
+            for cand in (pos - 1, pos):
+                c = np.clip(cand - base[:, None], 0, r - 1)  # column within the sorted light row
+                moved = heavy - np.take_along_axis(lsorted, c, axis=1)
+                ok = (moved > 0) & (moved < g[:, None]) & heavy_real
+                ok &= np.take_along_axis(light_real, c, axis=1)
+                score = np.where(ok, np.abs(0.5 * g[:, None] - moved), np.inf)
+                j = np.argmin(score, axis=1)
+                sc = score[local, j]
+                better = sc < best
+                best = np.where(better, sc, best)
+                best_h = np.where(better, j, best_h)
+                best_l = np.where(better, c[local, j], best_l)
+            p = np.flatnonzero(np.isfinite(best))
+            if p.shape[0] == 0:
+                continue
+            rh = best_h[p]
+            rl = lord[p, best_l[p]]
+            bh, bl = h[p], lw[p]
+            vh = value[rh, bh].copy()
+            value[rh, bh] = value[rl, bl]
+            value[rl, bl] = vh
+            ih = ident[rh, bh].copy()
+            ident[rh, bh] = ident[rl, bl]
+            ident[rl, bl] = ih
+            improved += int(p.shape[0])
+        if improved == 0:
             break
-        rh = best_h[p]
-        rl = lord[p, best_l[p]]
-        h = hi[p]
-        lw = lo[p]
-        vh = vt[h, rh].copy()
-        vt[h, rh] = vt[lw, rl]
-        vt[lw, rl] = vh
-        ih = it[h, rh].copy()
-        it[h, rh] = it[lw, rl]
-        it[lw, rl] = ih
-        swaps += int(p.shape[0])
-    return np.ascontiguousarray(vt.T), np.ascontiguousarray(it.T), swaps
+        swaps += improved  # swaps exchange entries: vmax stays the same
+    return swaps
 
 
 def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:
