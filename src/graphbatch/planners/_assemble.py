@@ -56,13 +56,14 @@ class OversizeSplit:
 
 
 def gather_counts(column: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``column[index]`` as int32 when every value of ``column`` is below 2**31 (else int64),
-    gathered in chunks: no int64 copy of the whole gather. Sums of the result must ask for an
-    int64 accumulator where ``np.sum`` would not (``np.add.reduceat``)."""
+    """``column[index]`` in the narrowest of int16/int32/int64 holding every value of
+    ``column``, gathered in chunks: no int64 copy of the whole gather. Sums of the result must
+    ask for an int64 accumulator where ``np.sum`` would not (``np.add.reduceat``)."""
     n = index.shape[0]
-    if column.shape[0] == 0 or int(column.max()) >= 2**31:
+    top = int(column.max()) if column.shape[0] else 0
+    if top >= 2**31:
         return column[index]
-    out = np.empty(n, np.int32)
+    out = np.empty(n, np.int16 if top < 2**15 else np.int32)
     step = 1 << 20
     for s in range(0, n, step):
         out[s:s + step] = column[index[s:s + step]]

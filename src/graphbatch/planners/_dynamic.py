@@ -36,13 +36,14 @@ def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: 
     fixed_shape=True,
 )
 def plan_dynamic(req: PlanRequest):
-    # memory-lean: int32 sizes where they fit, per-graph arrays dropped as soon as they are used
+    # memory-lean: int16/int32 sizes where they fit, per-graph arrays dropped as soon as they are used
     # (a 100M-graph epoch plans in a few GB; benchmarks/plan_scale.py)
     budget = req.resolve_budget()
     sizes = req.sizes
-    order = req.order()
     any_big = bool(((sizes.n_node > budget.node_capacity)
                     | (sizes.n_edge > budget.edge_capacity)).any())
+    # with no oversize graph the epoch order is drawn after the seed pass (independent streams)
+    order = req.order() if any_big else None
     split = split_oversize(req, order, budget, narrow=True) if any_big else None
     shape, meta = budget, {}
     ranks = req.world_size
@@ -69,8 +70,8 @@ def plan_dynamic(req: PlanRequest):
         shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
         meta["padded_shape"] = list(shape.as_tuple())
     if split is None:
-        split = split_oversize(req, order, budget, narrow=True)
-    del order
+        split = split_oversize(req, req.order(), budget, narrow=True)
+    order = None
     kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
     split = replace(split, kept_nodes=None, kept_edges=None)  # finish_plan needs neither
     lb = budget_lower_bound(int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)),
