@@ -59,13 +59,13 @@ def plan_dynamic(req: PlanRequest):
         se_all = gather_counts(sizes.n_edge, seed_order)
         del seed_order
         if ranks > 1:
-            _, off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True)
+            off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True)[1:]
             steps = (off.shape[0] - 1) // ranks
             # 0.3% room for the epoch's own imbalance within a step (never above the budget)
             sn = np.minimum(np.ceil(sn * 1.003).astype(np.int64), budget.node_capacity)
             se = np.minimum(np.ceil(se * 1.003).astype(np.int64), budget.edge_capacity)
         else:
-            _, sn, se = greedy_fill(sn_all, se_all, budget)
+            sn, se = greedy_fill(sn_all, se_all, budget)[1:]
         del sn_all, se_all
         shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
         meta["padded_shape"] = list(shape.as_tuple())
