@@ -89,12 +89,15 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
             grid = np.full((r, int(row.max()) + 1), -1, np.int64)
             grid[batch, row] = t
             sn, se = ln[srt], le[srt]
-            # one-for-one exchanges bring over-full batches within the shape
-            grid = _swap_repair(sn, se, grid, (cap_n, cap_e, cap_g))
-            present = grid >= 0
-            safe = np.where(present, grid, 0)
-            bn = np.where(present, sn[safe], 0).sum(axis=1)
-            be = np.where(present, se[safe], 0).sum(axis=1)
+            for repaired in (False, True):
+                present = grid >= 0
+                safe = np.where(present, grid, 0)
+                bn = np.where(present, sn[safe], 0).sum(axis=1)
+                be = np.where(present, se[safe], 0).sum(axis=1)
+                if repaired or ((bn <= cap_n).all() and (be <= cap_e).all()):
+                    break  # (the repair leaves a grid without over-full batches as it is)
+                # one-for-one exchanges bring over-full batches within the shape
+                grid = _swap_repair(sn, se, grid, (cap_n, cap_e, cap_g))
             bg = present.sum(axis=1)
             if ((bn <= cap_n).all() and (be <= cap_e).all() and (bg <= cap_g).all()) \
                     or j - pos <= 1:
