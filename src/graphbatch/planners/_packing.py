@@ -27,6 +27,7 @@ from ..packing import (
     pack_scales,
     shape_for_scale,
 )
+from ..packing._greedy import index_dtype
 from ..packing._heuristics import heuristic_function
 from ..packing._pack import METHODS
 from ._assemble import (
@@ -189,7 +190,8 @@ def _rngs(req: PlanRequest):
 
 
 def _kept(req: PlanRequest, budget: Budget):
-    split = split_oversize(req, np.arange(len(req.sizes), dtype=np.int64), budget, narrow=True)
+    n = len(req.sizes)
+    split = split_oversize(req, np.arange(n, dtype=index_dtype(n)), budget, narrow=True)
     split = replace(split, kept_nodes=None, kept_edges=None)  # not needed: free them
     return split, split.kept  # increasing: split_oversize keeps the given (sorted) order
 
