@@ -8,7 +8,8 @@ import numpy as np
 from .._budget import Budget
 from .._errors import InputError
 
-__all__ = ["index_dtype", "greedy_fill", "greedy_offsets", "greedy_offsets_reference", "batches_lower_bound"]
+__all__ = ["index_dtype", "greedy_fill", "greedy_offsets", "greedy_offsets_reference",
+           "batches_lower_bound"]
 
 
 def batches_lower_bound(nodes_total: int, edges_total: int, graphs: int, node_capacity: int,

@@ -36,7 +36,7 @@ def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: 
     fixed_shape=True,
 )
 def plan_dynamic(req: PlanRequest):
-    # memory-lean: int16/int32 sizes where they fit, per-graph arrays dropped as soon as they are used
+    # memory-lean: int16/int32 sizes where they fit, per-graph arrays dropped once used
     # (a 100M-graph epoch plans in a few GB; benchmarks/plan_scale.py)
     budget = req.resolve_budget()
     sizes = req.sizes
