@@ -41,9 +41,9 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     tot_n = int(nodes.sum(dtype=np.int64))
     tot_e = int(edges.sum(dtype=np.int64))
     perm = np.empty(m, index_dtype(m))
-    counts: list[np.ndarray] = []
-    sums_n: list[np.ndarray] = []
-    sums_e: list[np.ndarray] = []
+    # per step: graphs, real nodes, real edges of its `ranks` batches (grown by doubling)
+    per_step = np.zeros((64, 3, r), np.int64)
+    n_steps = 0
     # steps needed at `fill` of the capacity; every step then gets an even share of what is left
     if steps is None:
         steps = batches_lower_bound(tot_n, tot_e, m, int(r * cap_n * fill),
@@ -64,7 +64,7 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
             wn[1:] += base_n
             we[1:] += base_e
         cpos_n, cpos_e = int(wn[pos - a]), int(we[pos - a])
-        left = max(steps - len(counts), 1)
+        left = max(steps - n_steps, 1)
         # integer targets: a float key would convert the whole prefix array on every call
         t_n = cpos_n + int(min(r * cap_n * fill, (tot_n - cpos_n) / left))
         t_e = cpos_e + int(min(r * cap_e * fill, (tot_e - cpos_e) / left))
@@ -107,17 +107,14 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
         placed = srt[grid[present]] + pos
         perm[done:done + placed.shape[0]] = placed
         done += placed.shape[0]
-        counts.append(bg)
-        sums_n.append(bn)
-        sums_e.append(be)
+        if n_steps == per_step.shape[0]:
+            per_step = np.concatenate([per_step, np.zeros_like(per_step)])
+        per_step[n_steps] = (bg, bn, be)
+        n_steps += 1
         pos = j
-    if not counts:
-        z = np.zeros(0, np.int64)
-        out = (perm, np.zeros(1, np.int64))
-        return out + (z, z) if return_totals else out
-    offsets = np.zeros(len(counts) * r + 1, np.int64)
-    np.cumsum(np.concatenate(counts), out=offsets[1:])
+    per_step = per_step[:n_steps]
+    offsets = np.zeros(n_steps * r + 1, np.int64)
+    np.cumsum(per_step[:, 0].reshape(-1), out=offsets[1:])
     if return_totals:
-        return (perm, offsets, np.concatenate(sums_n).astype(np.int64),
-                np.concatenate(sums_e).astype(np.int64))
+        return perm, offsets, per_step[:, 1].reshape(-1), per_step[:, 2].reshape(-1)
     return perm, offsets
