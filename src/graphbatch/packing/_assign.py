@@ -105,10 +105,11 @@ def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None 
     ptr = np.zeros(counts.shape[0], np.int64)  # next free position of each key
     np.cumsum(counts[:-1], out=ptr[1:])
     out = np.empty(n, index_dtype(n))
+    kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
     for s0 in range(0, n, _CHUNK):
         pos = (np.arange(s0, min(n, s0 + _CHUNK)) if index is None
                else index[s0:s0 + _CHUNK].astype(np.int64))
-        k = keys[pos].astype(np.int64)
+        k = keys[pos].astype(kdt)  # 16-bit keys sort by radix
         srt = np.argsort(k, kind="stable")
         ks = k[srt]
         starts = np.concatenate([[0], np.flatnonzero(ks[1:] != ks[:-1]) + 1])

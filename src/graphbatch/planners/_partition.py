@@ -71,11 +71,12 @@ def descending_order(costs: np.ndarray) -> np.ndarray:
     counts = np.zeros(top + 1, np.int64)
     for s0 in range(0, n, _CHUNK):
         counts += np.bincount((top - costs[s0:s0 + _CHUNK]).astype(np.int64), minlength=top + 1)
+    kdt = np.uint16 if top < 2**16 else np.int64
     ptr = np.zeros(top + 1, np.int64)  # next free position of each key (key 0 = largest cost)
     np.cumsum(counts[:-1], out=ptr[1:])
     out = np.empty(n, dtype)
     for s0 in range(0, n, _CHUNK):
-        key = (top - costs[s0:s0 + _CHUNK]).astype(np.int64)
+        key = (top - costs[s0:s0 + _CHUNK]).astype(kdt)  # 16-bit keys sort by radix
         srt = np.argsort(key, kind="stable")
         ks = key[srt]
         c = np.bincount(ks, minlength=top + 1)
