@@ -38,9 +38,9 @@ def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.nd
         raise InputError(f"num_batches must be >= 1, got {num_batches}")
     r = -(-n // b)
     ident = np.full(r * b, -1, dtype=index_dtype(n))
-    ident[:n] = descending_order(costs)
+    descending_order(costs, out=ident[:n])
     value = np.zeros(r * b, dtype=np.float64)
-    value[:n] = costs[ident[:n]]
+    np.take(costs, ident[:n], out=value[:n], mode="clip")  # unbuffered: no temporary
     return value.reshape(r, b), ident.reshape(r, b)
 
 
@@ -49,14 +49,16 @@ _COUNTING_MAX = 1 << 20
 _CHUNK = 1 << 20
 
 
-def descending_order(costs: np.ndarray) -> np.ndarray:
+def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``np.argsort(-costs, kind="stable")`` (indices, int32 below 2**31 graphs): costs in
     descending order, ties by index. Small non-negative integral costs (the linear model on
-    counts) are placed by a counting sort chunk by chunk (no per-graph int64 temporaries)."""
+    counts) are placed by a counting sort chunk by chunk (no per-graph int64 temporaries).
+    ``out`` (an int array of ``len(costs)``) receives the result when given."""
     n = costs.shape[0]
-    dtype = index_dtype(n)
+    if out is None:
+        out = np.empty(n, index_dtype(n))
     if n == 0:
-        return np.zeros(0, dtype)
+        return out
     lo, hi = float(costs.min()), float(costs.max())
     integral = lo >= 0 and hi <= _COUNTING_MAX
     if integral:
@@ -66,7 +68,8 @@ def descending_order(costs: np.ndarray) -> np.ndarray:
                 integral = False
                 break
     if not integral:
-        return np.argsort(-costs, kind="stable").astype(dtype, copy=False)
+        out[:] = np.argsort(-costs, kind="stable")
+        return out
     top = int(hi)
     counts = np.zeros(top + 1, np.int64)
     for s0 in range(0, n, _CHUNK):
@@ -74,7 +77,6 @@ def descending_order(costs: np.ndarray) -> np.ndarray:
     kdt = np.uint16 if top < 2**16 else np.int64
     ptr = np.zeros(top + 1, np.int64)  # next free position of each key (key 0 = largest cost)
     np.cumsum(counts[:-1], out=ptr[1:])
-    out = np.empty(n, dtype)
     for s0 in range(0, n, _CHUNK):
         key = (top - costs[s0:s0 + _CHUNK]).astype(kdt)  # 16-bit keys sort by radix
         srt = np.argsort(key, kind="stable")
