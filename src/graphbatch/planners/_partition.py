@@ -40,7 +40,8 @@ def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.nd
     ident = np.full(r * b, -1, dtype=index_dtype(n))
     descending_order(costs, out=ident[:n])
     value = np.zeros(r * b, dtype=np.float64)
-    np.take(costs, ident[:n], out=value[:n], mode="clip")  # unbuffered: no temporary
+    for s0 in range(0, n, _CHUNK):  # chunk by chunk: no whole-array temporary
+        value[s0:min(n, s0 + _CHUNK)] = costs[ident[s0:min(n, s0 + _CHUNK)]]
     return value.reshape(r, b), ident.reshape(r, b)
 
 
