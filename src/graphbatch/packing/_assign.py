@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["assign_graphs"]
+from ._greedy import index_dtype
+
+__all__ = ["assign_graphs", "group_by_key"]
 
 
 def assign_graphs(
@@ -26,10 +28,10 @@ def assign_graphs(
     With ``return_pack_order=True`` the result is ``(order, offsets, pack_order)`` where batch
     ``b`` holds the graphs of input pack ``pack_order[b]``.
     """
-    slot_bin = np.asarray(slot_bin, dtype=np.int64)
-    graph_bin = np.asarray(graph_bin, dtype=np.int64)
+    slot_bin = _as_int(slot_bin)
+    graph_bin = _as_int(graph_bin)
     if graph_ids is not None:
-        graph_ids = np.asarray(graph_ids, dtype=np.int64)
+        graph_ids = _as_int(graph_ids)
     pack_offsets = np.asarray(pack_offsets, dtype=np.int64)
     m = slot_bin.shape[0]
     if graph_bin.shape[0] != m or (graph_ids is not None and graph_ids.shape[0] != m):
@@ -38,24 +40,24 @@ def assign_graphs(
     per_bin_slots = np.bincount(slot_bin, minlength=nb)
     if not np.array_equal(per_bin_slots, np.bincount(graph_bin, minlength=nb)):
         raise ValueError("the packs' slots per size bin differ from the graphs per size bin")
-    key_dtype = np.int16 if nb < 2**15 else (np.int32 if nb < 2**31 else np.int64)
-    # graphs grouped by bin (stable radix sort), in a random order within each bin
-    gkey = graph_bin.astype(key_dtype)
+    # graphs grouped by bin (stable), in a random order within each bin; int32 positions
     if assign_rng is not None and np.count_nonzero(per_bin_slots > 1) * 16 > m:
         perm = assign_rng.permutation(m)
-        g_pos = perm[np.argsort(gkey[perm], kind="stable")]
+        g_pos = group_by_key(graph_bin, per_bin_slots, perm)
+        del perm
     else:
-        g_pos = np.argsort(gkey, kind="stable")
+        g_pos = group_by_key(graph_bin, per_bin_slots)
         if assign_rng is not None:  # few, large bins: shuffle each bin's segment (cache-sized)
             ends = np.cumsum(per_bin_slots)
             for b in np.flatnonzero(per_bin_slots > 1).tolist():
                 assign_rng.shuffle(g_pos[ends[b] - per_bin_slots[b] : ends[b]])
-    slot_pos = np.argsort(slot_bin.astype(key_dtype), kind="stable")
+    slot_pos = group_by_key(slot_bin, per_bin_slots)
+    idt = index_dtype(max(m, 0 if graph_ids is None else int(graph_ids.max(initial=0)) + 1))
     num_packs = pack_offsets.shape[0] - 1
     sizes = np.diff(pack_offsets)
     width = int(sizes.max()) if num_packs else 0
     if order_rng is None or num_packs * width > 4 * m + 1024:
-        slot_graph = np.empty(m, np.int64)
+        slot_graph = np.empty(m, idt)
         slot_graph[slot_pos] = g_pos if graph_ids is None else graph_ids[g_pos]
         if order_rng is None:
             return _out(slot_graph, pack_offsets, np.arange(num_packs), return_pack_order)
@@ -69,16 +71,53 @@ def assign_graphs(
         return _out(order[np.argsort(key, kind="stable")], new_offsets, perm_p,
                     return_pack_order)
     # packs as rows of a [packs, largest pack] matrix (-1 = empty): graphs scattered straight to
-    # their slots, rows put in a random order, each row permuted independently
-    pack_of = np.repeat(np.arange(num_packs, dtype=np.int64), sizes)
-    cell = np.arange(m, dtype=np.int64) + pack_of * width - pack_offsets[pack_of]
-    mat = np.full(num_packs * width, -1, np.int64)
-    mat[cell[slot_pos]] = g_pos if graph_ids is None else graph_ids[g_pos]
+    # their slots (in chunks), rows put in a random order, each row permuted independently
+    pack_of = np.repeat(np.arange(num_packs, dtype=index_dtype(num_packs)), sizes)
+    mat = np.full(num_packs * width, -1, idt)
+    for s0 in range(0, m, _CHUNK):
+        sp = slot_pos[s0:s0 + _CHUNK].astype(np.int64)
+        po = pack_of[sp].astype(np.int64)
+        gp = g_pos[s0:s0 + _CHUNK]
+        mat[sp + po * width - pack_offsets[po]] = gp if graph_ids is None else graph_ids[gp]
+    del pack_of, slot_pos, g_pos
     perm_p = order_rng.permutation(num_packs)
-    mat = order_rng.permuted(mat.reshape(num_packs, width)[perm_p], axis=1)
+    mat = mat.reshape(num_packs, width)[perm_p]
+    order_rng.permuted(mat, axis=1, out=mat)
     flat = mat.reshape(-1)
     new_offsets = np.concatenate([[0], np.cumsum(sizes[perm_p])]).astype(np.int64)
     return _out(flat[flat >= 0], new_offsets, perm_p, return_pack_order)
+
+
+_CHUNK = 1 << 20
+
+
+def _as_int(a) -> np.ndarray:
+    a = np.asarray(a)
+    return a if a.dtype.kind in "iu" else a.astype(np.int64)
+
+
+def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None = None):
+    """``index[np.argsort(keys[index], kind="stable")]`` (``index`` defaults to ``arange``):
+    positions grouped by their key, in ``index`` order within a key. ``counts[k]`` is how many
+    keys equal ``k``. A chunked counting sort: int32 result (below 2**31 positions), no
+    per-graph int64 temporaries."""
+    n = keys.shape[0] if index is None else index.shape[0]
+    ptr = np.zeros(counts.shape[0], np.int64)  # next free position of each key
+    np.cumsum(counts[:-1], out=ptr[1:])
+    out = np.empty(n, index_dtype(n))
+    kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
+    for s0 in range(0, n, _CHUNK):
+        pos = (np.arange(s0, min(n, s0 + _CHUNK)) if index is None
+               else index[s0:s0 + _CHUNK].astype(np.int64))
+        k = keys[pos].astype(kdt)  # 16-bit keys sort by radix
+        srt = np.argsort(k, kind="stable")
+        ks = k[srt]
+        starts = np.concatenate([[0], np.flatnonzero(ks[1:] != ks[:-1]) + 1])
+        cnt = np.diff(np.append(starts, ks.shape[0]))
+        rank = np.arange(ks.shape[0]) - np.repeat(starts, cnt)
+        out[ptr[ks] + rank] = pos[srt]
+        ptr[ks[starts]] += cnt
+    return out
 
 
 def _out(order, offsets, pack_order, with_pack_order):

@@ -8,7 +8,8 @@ import numpy as np
 from .._budget import Budget
 from .._errors import InputError
 
-__all__ = ["greedy_fill", "greedy_offsets", "greedy_offsets_reference", "batches_lower_bound"]
+__all__ = ["index_dtype", "greedy_fill", "greedy_offsets", "greedy_offsets_reference",
+           "batches_lower_bound"]
 
 
 def batches_lower_bound(nodes_total: int, edges_total: int, graphs: int, node_capacity: int,
@@ -38,42 +39,65 @@ def greedy_offsets(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.n
     return greedy_fill(nodes, edges, budget)[0]
 
 
-def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
-    """`greedy_offsets` plus the real node and edge totals of each batch.
+def index_dtype(n: int):
+    """The narrowest of int32/int64 holding positions ``0..n``."""
+    return np.int32 if n < 2**31 else np.int64
 
-    Vectorised: for every start position the end of a greedy batch is the graph-cap window
-    where that window fits, else found with ``searchsorted`` on prefix sums; the chain of batch
-    starts is then followed (one step per batch).
+
+#: Graphs per window of prefix sums in `greedy_fill` (memory O(window), not O(graphs)).
+_WINDOW = 1 << 20
+
+
+def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
+    """`greedy_offsets` plus the real node and edge totals of each batch (all int64).
+
+    Vectorised per window of graphs: for every start position the end of a greedy batch is the
+    graph-cap window where that window fits, else found with ``searchsorted`` on the window's
+    prefix sums; the chain of batch starts is then followed (one step per batch). ``nodes`` and
+    ``edges`` may be any integer dtype; memory beyond the result is O(window).
     """
     m = nodes.shape[0]
     if m == 0:
         z = np.zeros(0, dtype=np.int64)
         return np.zeros(1, dtype=np.int64), z, z
-    cap_v, cap_e = budget.node_capacity, budget.edge_capacity
-    cn = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(nodes, out=cn[1:])
-    ce = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(edges, out=ce[1:])
-    end = np.minimum(np.arange(budget.graph_capacity, m + budget.graph_capacity), m)
-    over = (cn[end] - cn[:-1] > cap_v) | (ce[end] - ce[:-1] > cap_e)
-    if over.any():
-        pos = np.flatnonzero(over)
-        e = np.searchsorted(cn, cn[pos] + cap_v, side="right") - 1
-        np.minimum(e, np.searchsorted(ce, ce[pos] + cap_e, side="right") - 1, out=e)
-        end[pos] = np.minimum(e, end[pos])
-        if (end[pos] <= pos).any():  # a graph that does not fit alone: caller's bug
-            i = int(pos[np.flatnonzero(end[pos] <= pos)[0]])
-            raise InputError(f"graph at position {i} does not fit the budget {budget} alone")
-    starts = []
-    append = starts.append
-    item = end.item
-    s = 0
-    while s < m:
-        append(s)
-        s = item(s)
-    starts.append(m)
-    offsets = np.asarray(starts, dtype=np.int64)
-    return offsets, np.diff(cn[offsets]), np.diff(ce[offsets])
+    cap_v, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
+    starts_all: list[np.ndarray] = []
+    tot_n: list[np.ndarray] = []
+    tot_e: list[np.ndarray] = []
+    a = 0
+    while a < m:
+        # prefix sums over a..hi cover every batch starting in a..a+length-1 (<= cap_g graphs)
+        length = min(_WINDOW, m - a)
+        hi = min(m, a + length + cap_g)
+        cn = np.zeros(hi - a + 1, dtype=np.int64)
+        np.cumsum(nodes[a:hi], out=cn[1:], dtype=np.int64)
+        ce = np.zeros(hi - a + 1, dtype=np.int64)
+        np.cumsum(edges[a:hi], out=ce[1:], dtype=np.int64)
+        end = np.minimum(np.arange(cap_g, length + cap_g), hi - a)
+        over = (cn[end] - cn[:length] > cap_v) | (ce[end] - ce[:length] > cap_e)
+        if over.any():
+            pos = np.flatnonzero(over)
+            e = np.searchsorted(cn, cn[pos] + cap_v, side="right") - 1
+            np.minimum(e, np.searchsorted(ce, ce[pos] + cap_e, side="right") - 1, out=e)
+            end[pos] = np.minimum(e, end[pos])
+            if (end[pos] <= pos).any():  # a graph that does not fit alone: caller's bug
+                i = a + int(pos[np.flatnonzero(end[pos] <= pos)[0]])
+                raise InputError(f"graph at position {i} does not fit the budget {budget} alone")
+        starts = []
+        append = starts.append
+        item = end.item
+        s = 0
+        while s < length:
+            append(s)
+            s = item(s)
+        st = np.asarray(starts, dtype=np.int64)
+        en = end[st]
+        starts_all.append(st + a)
+        tot_n.append(cn[en] - cn[st])
+        tot_e.append(ce[en] - ce[st])
+        a += s  # the next batch starts here
+    offsets = np.concatenate(starts_all + [np.array([m], np.int64)])
+    return offsets, np.concatenate(tot_n), np.concatenate(tot_e)
 
 
 def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:

@@ -19,6 +19,7 @@ __all__ = [
     "ceil_div",
     "finish_fixed_count_plan",
     "finish_plan",
+    "gather_counts",
     "padded_shapes",
     "split_oversize",
     "tight_shape_wanted",
@@ -54,18 +55,37 @@ class OversizeSplit:
     kept_edges: np.ndarray
 
 
-def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget) -> OversizeSplit:
+def gather_counts(column: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``column[index]`` in the narrowest of int16/int32/int64 holding every value of
+    ``column``, gathered in chunks: no int64 copy of the whole gather. Sums of the result must
+    ask for an int64 accumulator where ``np.sum`` would not (``np.add.reduceat``)."""
+    n = index.shape[0]
+    top = int(column.max()) if column.shape[0] else 0
+    if top >= 2**31:
+        return column[index]
+    out = np.empty(n, np.int16 if top < 2**15 else np.int32)
+    step = 1 << 20
+    for s in range(0, n, step):
+        out[s:s + step] = column[index[s:s + step]]
+    return out
+
+
+def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
+                   narrow: bool = False) -> OversizeSplit:
     """Apply ``req.on_oversize`` to graphs that do not fit ``budget`` alone.
 
     ``"error"`` raises ``ValueError`` naming the first such graph, its size and the budget.
+    ``narrow=True`` gives ``kept_nodes``/``kept_edges`` as int32 where they fit
+    (`gather_counts`), for the memory-lean planners.
     """
     if req.on_oversize not in OVERSIZE_POLICIES:
         raise InputError(
             f"on_oversize must be one of {', '.join(OVERSIZE_POLICIES)}, got {req.on_oversize!r}"
         )
     sizes = req.sizes
-    nodes = sizes.n_node[order]
-    edges = sizes.n_edge[order]
+    take = gather_counts if narrow else (lambda col, idx: col[idx])
+    nodes = take(sizes.n_node, order)
+    edges = take(sizes.n_edge, order)
     big = (nodes > budget.node_capacity) | (edges > budget.edge_capacity)
     empty = np.zeros(0, dtype=np.int64)
     if not big.any():
@@ -109,7 +129,7 @@ def batch_totals(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         return out
     starts = offsets[:-1]
     nonempty = offsets[1:] > starts
-    out[nonempty] = np.add.reduceat(values, starts[nonempty])
+    out[nonempty] = np.add.reduceat(values, starts[nonempty], dtype=np.int64)
     return out
 
 def padded_shapes(
@@ -154,8 +174,8 @@ def finish_fixed_count_plan(
     """`finish_plan` for strategies with ``batch_size`` graph slots in every batch: the real
     per-batch totals of ``order``/``offsets`` and their padded shapes ``pad_fn(real_nodes,
     real_edges) -> (pad_nodes, pad_edges)``."""
-    real_nodes = batch_totals(req.sizes.n_node[order], offsets)
-    real_edges = batch_totals(req.sizes.n_edge[order], offsets)
+    real_nodes = batch_totals(gather_counts(req.sizes.n_node, order), offsets)
+    real_edges = batch_totals(gather_counts(req.sizes.n_edge, order), offsets)
     pad_nodes, pad_edges = pad_fn(real_nodes, real_edges)
     return finish_plan(
         req,

@@ -23,6 +23,7 @@ from ._cost import CostModel, cost_model_from_options
 from ._partition import (
     balanced_ldm,
     refine_by_swaps,
+    refine_in_place,
     round_matrix,
     stratified_assignment,
 )
@@ -117,6 +118,7 @@ def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **m
         keep = rows >= 0
         counts = keep.sum(axis=1).astype(np.int64)
         order = rows[keep].astype(np.int64)  # row-major: batch after batch
+        del rows, keep
     else:
         inverse = np.empty(nb, dtype=np.int64)
         inverse[relabel] = np.arange(nb, dtype=np.int64)
@@ -279,9 +281,12 @@ def plan_iqr(req: PlanRequest):
 def plan_kk(req: PlanRequest):
     s = _Setup(req)
     passes = as_nonnegative_int(req.option("passes", 16), "passes")
+    # memory-lean: the round matrix is rearranged and refined in place, costs dropped once used
     value, ident = round_matrix(s.costs, s.num_batches)
-    value, ident = balanced_ldm(value, ident)
-    value, ident, swaps = refine_by_swaps(value, ident, passes)
+    s.costs = None
+    balanced_ldm(value, ident, inplace=True)
+    swaps = refine_in_place(value, ident, passes)
+    del value
     return _finish(req, s, columns=ident, swaps=swaps)
 
 

@@ -57,7 +57,14 @@ class CostModel:
             if sizes.n_bytes is None:
                 raise InputError("cost source 'n_bytes' needs a size table with n_bytes")
             return sizes.n_bytes.astype(np.float64)
-        return self.per_node * sizes.n_node.astype(np.float64) + self.per_edge * sizes.n_edge
+        # chunk by chunk: no whole-table float temporaries (same values as the one-line formula)
+        n = len(sizes)
+        out = np.empty(n, np.float64)
+        step = 1 << 20
+        for s0 in range(0, n, step):
+            nn, ne = sizes.n_node[s0:s0 + step], sizes.n_edge[s0:s0 + step]
+            out[s0:s0 + step] = self.per_node * nn.astype(np.float64) + self.per_edge * ne
+        return out
 
     def as_meta(self) -> dict:
         """JSON-able description stored in ``plan.meta["cost_model"]``."""

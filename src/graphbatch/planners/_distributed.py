@@ -90,6 +90,23 @@ def _sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return out
 
 
+def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The graphs of ``order[starts[b] : starts[b] + n_b]`` for each new batch ``b`` (``n_b`` =
+    ``offsets[b+1] - offsets[b]``), concatenated; built in chunks of batches so the temporary
+    index arrays stay small."""
+    out = np.empty(int(offsets[-1]), order.dtype)
+    nb = starts.shape[0]
+    chunk = 1 << 16
+    for b0 in range(0, nb, chunk):
+        b1 = min(nb, b0 + chunk)
+        lo, hi = int(offsets[b0]), int(offsets[b1])
+        if hi == lo:
+            continue
+        shift = np.repeat(starts[b0:b1] - offsets[b0:b1], np.diff(offsets[b0:b1 + 1]))
+        out[lo:hi] = order[shift + np.arange(lo, hi, dtype=np.int64)]
+    return out
+
+
 def distribute_plan(
     plan: BatchPlan, world_size: int, *, seed: int = 0, epoch: int = 0, shuffle: bool = True,
     sizes=None,
@@ -145,9 +162,7 @@ def distribute_plan(
     offsets = np.zeros(src.shape[0] + 1, dtype=np.int64)
     np.cumsum(gpb, out=offsets[1:])
     starts = np.where(is_real, plan.offsets[:-1][safe], 0)
-    total = int(offsets[-1])
-    gather = np.repeat(starts - offsets[:-1], gpb) + np.arange(total, dtype=np.int64)
-    order = plan.order[gather]
+    order = _gather_batches(plan.order, starts, offsets)
 
     def per_batch(values):
         if values is None:

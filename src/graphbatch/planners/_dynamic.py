@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._budget import Budget
@@ -13,7 +15,7 @@ from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in
     greedy_offsets_reference,
 )
 from ..packing._steps import step_fill
-from ._assemble import batch_totals, finish_plan, split_oversize, tight_shape_wanted
+from ._assemble import finish_plan, gather_counts, split_oversize, tight_shape_wanted
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_dynamic", "budget_lower_bound", "greedy_fill", "greedy_offsets",
@@ -34,41 +36,63 @@ def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: 
     fixed_shape=True,
 )
 def plan_dynamic(req: PlanRequest):
+    # memory-lean: int16/int32 sizes where they fit, per-graph arrays dropped once used
+    # (a 100M-graph epoch plans in a few GB; benchmarks/plan_scale.py)
     budget = req.resolve_budget()
-    split = split_oversize(req, req.order(), budget)
-    kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
+    sizes = req.sizes
+    any_big = bool(((sizes.n_node > budget.node_capacity)
+                    | (sizes.n_edge > budget.edge_capacity)).any())
+    # with no oversize graph the epoch order is drawn after the seed pass (independent streams)
+    order = req.order() if any_big else None
+    split = split_oversize(req, order, budget, narrow=True) if any_big else None
     shape, meta = budget, {}
     ranks = req.world_size
-    if tight_shape_wanted(req) and kept.size:
+    n_kept = len(sizes) if split is None else split.kept.shape[0]
+    if tight_shape_wanted(req) and n_kept:
         # the tight shape from a seed-only pass (the same every epoch): the largest batch of the
         # fill over a seed-drawn order; each epoch then fills up to that shape
-        seed_order = np.sort(kept)[np.random.default_rng(
-            np.random.SeedSequence(req.seed, spawn_key=(5,))).permutation(kept.shape[0])]
-        sn_all, se_all = req.sizes.n_node[seed_order], req.sizes.n_edge[seed_order]
+        seed_order = np.random.default_rng(
+            np.random.SeedSequence(req.seed, spawn_key=(5,))).permutation(n_kept)
+        if split is not None:  # the kept graphs in dataset order, drawn by the same permutation
+            seed_order = np.sort(split.kept)[seed_order]
+        sn_all = gather_counts(sizes.n_node, seed_order)
+        se_all = gather_counts(sizes.n_edge, seed_order)
+        del seed_order
         if ranks > 1:
-            perm, off = step_fill(sn_all, se_all, budget, ranks)
+            off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True)[1:]
             steps = (off.shape[0] - 1) // ranks
-            sn, se = batch_totals(sn_all[perm], off), batch_totals(se_all[perm], off)
             # 0.3% room for the epoch's own imbalance within a step (never above the budget)
             sn = np.minimum(np.ceil(sn * 1.003).astype(np.int64), budget.node_capacity)
             se = np.minimum(np.ceil(se * 1.003).astype(np.int64), budget.edge_capacity)
         else:
-            _, sn, se = greedy_fill(sn_all, se_all, budget)
+            sn, se = greedy_fill(sn_all, se_all, budget)[1:]
+        del sn_all, se_all
         shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
         meta["padded_shape"] = list(shape.as_tuple())
+    if split is None:
+        split = split_oversize(req, req.order(), budget, narrow=True)
+    order = None
+    kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
+    split = replace(split, kept_nodes=None, kept_edges=None)  # finish_plan needs neither
+    lb = budget_lower_bound(int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)),
+                            kept.shape[0], budget)
     offsets, real_nodes, real_edges = greedy_fill(nodes, edges, shape)
     if ranks > 1:
         # data-parallel: steps of `ranks` evenly filled batches, a multiple of `ranks` in all;
         # kept when it needs no more batches than the greedy fill split to a multiple of ranks
-        perm, off = step_fill(nodes, edges, shape, ranks,
-                              **(dict(fill=1.0, steps=steps) if "padded_shape" in meta else {}))
+        perm, off, bn, be = step_fill(
+            nodes, edges, shape, ranks, return_totals=True,
+            **(dict(fill=1.0, steps=steps) if "padded_shape" in meta else {}))
+        del nodes, edges
         greedy_nb = -(-(offsets.shape[0] - 1) // ranks) * ranks
         if off.shape[0] - 1 <= greedy_nb and (np.diff(off) > 0).all():
-            kept, nodes, edges, offsets = kept[perm], nodes[perm], edges[perm], off
-            real_nodes, real_edges = batch_totals(nodes, offsets), batch_totals(edges, offsets)
+            kept = kept[perm]
+            offsets, real_nodes, real_edges = off, bn, be
             meta["step_fill"] = True
+        del perm
+    else:
+        del nodes, edges
     nb = offsets.shape[0] - 1
-    lb = budget_lower_bound(int(nodes.sum()), int(edges.sum()), kept.shape[0], budget)
     return finish_plan(
         req,
         order=kept,
@@ -83,4 +107,3 @@ def plan_dynamic(req: PlanRequest):
         budget=budget,
         **meta,
     )
-

@@ -9,6 +9,8 @@ the graph-to-pack assignment for the whole run and only shuffles orders).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._budget import Budget, round_up
@@ -25,11 +27,18 @@ from ..packing import (
     pack_scales,
     shape_for_scale,
 )
+from ..packing._greedy import index_dtype
 from ..packing._heuristics import heuristic_function
 from ..packing._pack import METHODS
-from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
+from ._assemble import (
+    OversizeSplit,
+    finish_plan,
+    gather_counts,
+    split_oversize,
+    tight_shape_wanted,
+)
 from ._dynamic import budget_lower_bound
-from ._partition import balanced_ldm, refine_by_swaps, round_matrix
+from ._partition import balanced_ldm, refine_in_place, round_matrix
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
@@ -61,8 +70,9 @@ def _pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
     if starts.size == 0:
         z = np.zeros(0, np.int64)
         return z, z, z
-    return (np.add.reduceat(bin_nodes[slot_bin], starts), np.add.reduceat(bin_edges[slot_bin],
-            starts), np.diff(offsets))
+    return (np.add.reduceat(gather_counts(bin_nodes, slot_bin), starts, dtype=np.int64),
+            np.add.reduceat(gather_counts(bin_edges, slot_bin), starts, dtype=np.int64),
+            np.diff(offsets))
 
 
 def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
@@ -72,6 +82,18 @@ def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
     area = shape.n_node / max(int(tn.sum()), 1) + (shape.n_edge / int(te.sum())
                                                    if te.sum() else 0.0)
     return shape, area
+
+
+def _pack_costs(nodes, edges, w, tn: float, te: float) -> np.ndarray:
+    """Per-graph float64 cost of `balanced_packs`, chunk by chunk (same values as the formula
+    on whole float arrays)."""
+    out = np.empty(nodes.shape[0], np.float64)
+    step = 1 << 20
+    for s0 in range(0, out.shape[0], step):
+        n = nodes[s0:s0 + step].astype(np.float64)
+        e = edges[s0:s0 + step].astype(np.float64)
+        out[s0:s0 + step] = n + e if w is None else w * n / tn + (1 - w) * e / te
+    return out
 
 
 def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int,
@@ -84,18 +106,22 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     ``nodes``/``edges`` are the graphs in a seed- and epoch-free order (dataset order), so the
     packs depend on the sizes only. Returns ``(slot_bin, offsets)`` pairs for the candidates
     that fit ``budget``, ``kk``'s cost first (or ``None`` in its place when it does not fit)."""
-    n, e = nodes.astype(np.float64), edges.astype(np.float64)
-    tn, te = max(float(n.sum()), 1.0), max(float(e.sum()), 1.0)
+    # totals as float(int sum): exact (column sums are <= 2**53), as the float sums were
+    tn = max(float(int(nodes.sum(dtype=np.int64))), 1.0)
+    te = max(float(int(edges.sum(dtype=np.int64))), 1.0)
     out = []
     for w in costs:
-        cost = n + e if w is None else w * n / tn + (1 - w) * e / te
+        cost = _pack_costs(nodes, edges, w, tn, te)
         value, ident = round_matrix(cost, num_packs)
-        value, ident = balanced_ldm(value, ident)
-        value, ident, _ = refine_by_swaps(value, ident, 16)
+        del cost
+        balanced_ldm(value, ident, inplace=True)  # memory-lean: rearranged and refined in place
+        refine_in_place(value, ident, 16)
+        del value
         cols = ident.T  # row = pack
         keep = cols >= 0
         slot_bin = graph_bin[cols[keep]]
         offsets = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(np.int64)
+        del ident, cols, keep
         pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
         fits = (pn.max(initial=0) <= budget.node_capacity
                 and pe.max(initial=0) <= budget.edge_capacity
@@ -120,7 +146,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
     counts = sorted({want(res.lower_bound), want(res.num_packs)})
     if not tight:
         counts = [c for c in counts if not res_ok or c < res.num_packs]
-    nodes, edges = req.sizes.n_node[kept], req.sizes.n_edge[kept]
+    nodes, edges = _kept_column(req, kept, "n_node"), _kept_column(req, kept, "n_edge")
     for count in counts:
         if res.lower_bound == 0 or (res_ok and count > res.num_packs):
             break
@@ -164,8 +190,24 @@ def _rngs(req: PlanRequest):
 
 
 def _kept(req: PlanRequest, budget: Budget):
-    split = split_oversize(req, np.arange(len(req.sizes), dtype=np.int64), budget)
+    n = len(req.sizes)
+    split = split_oversize(req, np.arange(n, dtype=index_dtype(n)), budget, narrow=True)
+    split = replace(split, kept_nodes=None, kept_edges=None)  # not needed: free them
     return split, split.kept  # increasing: split_oversize keeps the given (sorted) order
+
+
+def _kept_column(req: PlanRequest, kept: np.ndarray, name: str) -> np.ndarray:
+    """Column ``name`` of the size table for the graphs ``kept`` (the column itself, no copy,
+    when every graph is kept; else a narrow gather)."""
+    col = getattr(req.sizes, name)
+    return col if kept.shape[0] == col.shape[0] else gather_counts(col, kept)
+
+
+def _narrow_inverse(hist):
+    """The histogram with its per-graph bin index as int16/int32 where the bins allow."""
+    inv = hist.inverse
+    dt = np.int16 if len(hist) < 2**15 else (np.int32 if len(hist) < 2**31 else np.int64)
+    return replace(hist, inverse=inv.astype(dt))
 
 
 def _kept_sizes(req: PlanRequest, kept: np.ndarray):
@@ -192,15 +234,18 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     real = {}
     if bin_nodes is not None and bin_edges is not None and nb:
         starts = pack_offsets[:-1]
-        real = dict(real_nodes=np.add.reduceat(bin_nodes[slot_bin], starts)[pack_order],
-                    real_edges=np.add.reduceat(bin_edges[slot_bin], starts)[pack_order])
+        real = dict(real_nodes=np.add.reduceat(gather_counts(bin_nodes, slot_bin), starts,
+                                               dtype=np.int64)[pack_order],
+                    real_edges=np.add.reduceat(gather_counts(bin_edges, slot_bin), starts,
+                                               dtype=np.int64)[pack_order])
     pad_nodes = np.full(nb, shape.n_node, np.int64)
     pad_edges = np.full(nb, shape.n_edge, np.int64)
     pad_graphs = np.full(nb, shape.n_graph, np.int64)
     if lower_bound is None:
         sizes = req.sizes
-        lower_bound = budget_lower_bound(int(sizes.n_node[kept].sum()),
-                                         int(sizes.n_edge[kept].sum()), kept.shape[0], budget)
+        lower_bound = budget_lower_bound(
+            int(_kept_column(req, kept, "n_node").sum(dtype=np.int64)),
+            int(_kept_column(req, kept, "n_edge").sum(dtype=np.int64)), kept.shape[0], budget)
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=pad_nodes,
                        pad_edges=pad_edges, pad_graphs=pad_graphs, lower_bound=lower_bound,
                        split=split, budget=budget, **real, **meta)
@@ -227,7 +272,7 @@ def _plan_tuple(req: PlanRequest, fit: str):
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
                        heuristic=heuristic, method=method)
-    hist = _kept_sizes(req, kept).histogram(return_inverse=True)
+    hist = _narrow_inverse(_kept_sizes(req, kept).histogram(return_inverse=True))
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)

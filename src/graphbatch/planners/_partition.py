@@ -13,12 +13,14 @@ import heapq
 import numpy as np
 
 from .._errors import InputError
+from ..packing._greedy import index_dtype
 
 __all__ = [
     "round_matrix",
     "balanced_ldm",
     "stratified_assignment",
     "refine_by_swaps",
+    "refine_in_place",
     "columns_to_batches",
 ]
 
@@ -26,23 +28,70 @@ __all__ = [
 def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.ndarray]:
     """Graphs sorted by cost (descending, ties by index) cut into rounds of ``num_batches``.
 
-    Returns ``(value, ident)`` of shape ``[R, B]``: ``ident`` holds graph indices, or ``-1`` for
-    the zero-cost dummies that fill the last round.
+    Returns ``(value, ident)`` of shape ``[R, B]``: ``ident`` holds graph indices (int32 when
+    there are fewer than 2**31 graphs, else int64), or ``-1`` for the zero-cost dummies that fill
+    the last round; ``value`` (float64) their costs.
     """
     n = costs.shape[0]
     b = int(num_batches)
     if b < 1:
         raise InputError(f"num_batches must be >= 1, got {num_batches}")
     r = -(-n // b)
-    order = np.argsort(-costs, kind="stable")
-    ident = np.full(r * b, -1, dtype=np.int64)
-    ident[:n] = order
+    ident = np.full(r * b, -1, dtype=index_dtype(n))
+    descending_order(costs, out=ident[:n])
     value = np.zeros(r * b, dtype=np.float64)
-    value[:n] = costs[order]
+    for s0 in range(0, n, _CHUNK):  # chunk by chunk: no whole-array temporary
+        value[s0:min(n, s0 + _CHUNK)] = costs[ident[s0:min(n, s0 + _CHUNK)]]
     return value.reshape(r, b), ident.reshape(r, b)
 
 
-def balanced_ldm(value: np.ndarray, ident: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+#: Largest integral cost `descending_order` counts by value (else a comparison sort).
+_COUNTING_MAX = 1 << 20
+_CHUNK = 1 << 20
+
+
+def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.argsort(-costs, kind="stable")`` (indices, int32 below 2**31 graphs): costs in
+    descending order, ties by index. Small non-negative integral costs (the linear model on
+    counts) are placed by a counting sort chunk by chunk (no per-graph int64 temporaries).
+    ``out`` (an int array of ``len(costs)``) receives the result when given."""
+    n = costs.shape[0]
+    if out is None:
+        out = np.empty(n, index_dtype(n))
+    if n == 0:
+        return out
+    lo, hi = float(costs.min()), float(costs.max())
+    integral = lo >= 0 and hi <= _COUNTING_MAX
+    if integral:
+        for s0 in range(0, n, _CHUNK):
+            c = costs[s0:s0 + _CHUNK]
+            if not np.array_equal(c, np.floor(c)):
+                integral = False
+                break
+    if not integral:
+        out[:] = np.argsort(-costs, kind="stable")
+        return out
+    top = int(hi)
+    counts = np.zeros(top + 1, np.int64)
+    for s0 in range(0, n, _CHUNK):
+        counts += np.bincount((top - costs[s0:s0 + _CHUNK]).astype(np.int64), minlength=top + 1)
+    kdt = np.uint16 if top < 2**16 else np.int64
+    ptr = np.zeros(top + 1, np.int64)  # next free position of each key (key 0 = largest cost)
+    np.cumsum(counts[:-1], out=ptr[1:])
+    for s0 in range(0, n, _CHUNK):
+        key = (top - costs[s0:s0 + _CHUNK]).astype(kdt)  # 16-bit keys sort by radix
+        srt = np.argsort(key, kind="stable")
+        ks = key[srt]
+        c = np.bincount(ks, minlength=top + 1)
+        first = np.zeros(top + 1, np.int64)  # first position of each key within this chunk
+        np.cumsum(c[:-1], out=first[1:])
+        out[ptr[ks] + np.arange(ks.shape[0]) - first[ks]] = srt + s0
+        ptr += c
+    return out
+
+
+def balanced_ldm(value: np.ndarray, ident: np.ndarray, *,
+                 inplace: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Karmarkar–Karp largest differencing over the rounds of a round matrix (balanced LDM).
 
     Each round is a ``B``-tuple of partial batches. Repeatedly the two tuples with the largest
@@ -50,27 +99,36 @@ def balanced_ldm(value: np.ndarray, ident: np.ndarray) -> tuple[np.ndarray, np.n
     other, and so on, which keeps exactly one graph per round in every batch. The final spread
     (heaviest - lightest batch) never exceeds the largest round spread. Time ``O(N log B)`` for
     ``N = R·B`` entries, memory ``O(N)`` (the textbook k-way differencing keeps a ``B``-tuple per
-    graph, ``O(N·B)``).
+    graph, ``O(N·B)``): two int32 arrays of ``N`` besides the matrix (int64 past 2**31 entries).
 
-    Returns the matrix rearranged so that column ``j`` lists the entries of batch ``j``.
+    Returns the matrix rearranged so that column ``j`` lists the entries of batch ``j`` (each
+    round's entries permuted within the round): new arrays, or ``value``/``ident`` themselves
+    rearranged in place with ``inplace=True``.
     """
     r, b = value.shape
     n = r * b
+    idt = index_dtype(n)
     # Each tuple: its partial-batch sums (sorted descending) and one representative flat
-    # position per partial batch; `parent` links merged positions to their representative.
-    parent = np.arange(n, dtype=np.int64)
-    sums = [value[i].copy() for i in range(r)]  # round rows are already sorted descending
-    reps = [np.arange(i * b, (i + 1) * b, dtype=np.int64) for i in range(r)]
+    # position per partial batch (None: round i's own positions, in order); `parent` links
+    # merged positions to their representative.
+    parent = np.arange(n, dtype=idt)
+    sums = [value[i] for i in range(r)]  # round rows are already sorted descending (views)
+    reps: list = [None] * r
+
+    def rep(i):
+        return np.arange(i * b, (i + 1) * b, dtype=idt) if reps[i] is None else reps[i]
+
     heap = [(-(s[0] - s[-1]), i) for i, s in enumerate(sums)]
     heapq.heapify(heap)
     while len(heap) > 1:
         _, i = heapq.heappop(heap)
         _, j = heapq.heappop(heap)
         merged = sums[i] + sums[j][::-1]
-        parent[reps[j][::-1]] = reps[i]
+        ri = rep(i)
+        parent[rep(j)[::-1]] = ri
         perm = np.argsort(-merged, kind="stable")
         sums[i] = merged[perm]
-        reps[i] = reps[i][perm]
+        reps[i] = ri[perm]
         sums[j] = reps[j] = None
         heapq.heappush(heap, (-(sums[i][0] - sums[i][-1]), i))
     _, last = heap[0]
@@ -79,14 +137,20 @@ def balanced_ldm(value: np.ndarray, ident: np.ndarray) -> tuple[np.ndarray, np.n
         if np.array_equal(grand, parent):
             break
         parent = grand
-    column = np.empty(n, dtype=np.int64)
-    column[reps[last]] = np.arange(b, dtype=np.int64)
-    col = column[parent]  # batch of every flat position
-    # rearrange: column j lists batch j's entries, one per round (row = round)
-    flat = np.empty((r, b), dtype=np.int64)
-    rows = np.repeat(np.arange(r, dtype=np.int64), b)
-    flat[rows, col] = np.arange(n, dtype=np.int64)
-    return value.reshape(-1)[flat], ident.reshape(-1)[flat]
+    del grand
+    column = np.zeros(n, dtype=idt)
+    column[rep(last)] = np.arange(b, dtype=idt)
+    for s0 in range(0, n, _CHUNK):  # parent -> batch of every flat position, in place
+        parent[s0:s0 + _CHUNK] = column[parent[s0:s0 + _CHUNK]]
+    del column
+    col = parent.reshape(r, b)
+    if not inplace:
+        value, ident = value.copy(), ident.copy()
+    # row i: the entry at column p goes to column col[i, p] (a permutation within the round)
+    for i in range(r):
+        value[i, col[i]] = value[i].copy()
+        ident[i, col[i]] = ident[i].copy()
+    return value, ident
 
 
 def stratified_assignment(
@@ -109,68 +173,97 @@ def refine_by_swaps(
     strictly between 0 and the gap). Cardinalities never change. Vectorised over pairs with one
     ``searchsorted``: ``O(N log R)`` per pass. Stops after ``passes`` passes, when no pair
     improves, or once the heaviest load is ``<= target``. Dummies (``ident == -1``) never move.
-    Returns copies and the swap count.
+    Returns copies and the swap count (`refine_in_place` changes the arrays themselves).
     """
+    value, ident = value.copy(), ident.copy()
+    swaps = refine_in_place(value, ident, passes, target)
+    return value, ident, swaps
+
+
+def _batch_loads(value: np.ndarray) -> np.ndarray:
+    """Per-batch (column) sums, each summed as a contiguous row of its entries (the float order
+    of a batch-major sum), chunk by chunk."""
+    r, b = value.shape
+    load = np.empty(b, np.float64)
+    step = max(1, _CHUNK // max(r, 1))
+    for c0 in range(0, b, step):
+        load[c0:c0 + step] = np.ascontiguousarray(value[:, c0:c0 + step].T).sum(axis=1)
+    return load
+
+
+def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
+                    target: float | None = None) -> int:
+    """`refine_by_swaps` on the round matrix itself (rounds x batches), changed in place; the
+    pairs are handled in chunks, so extra memory stays O(chunk) whatever the number of graphs.
+    Returns the swap count."""
     r, b = value.shape
     half = b // 2
     if half == 0 or r == 0:
-        return value.copy(), ident.copy(), 0
-    # batch-major copies: row j = batch j, so gathering a batch's entries is contiguous
-    vt = np.array(value.T, order="C", copy=True)
-    it = np.array(ident.T, order="C", copy=True)
+        return 0
     swaps = 0
     pairs = np.arange(half)
-    base = pairs * r
+    step = max(1, _CHUNK // r)  # pairs per chunk
+    vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
     for _ in range(int(passes)):
-        load = vt.sum(axis=1)
+        load = _batch_loads(value)
         if target is not None and load.max() <= target:
             break
         idx = np.argsort(load, kind="stable")
         lo = idx[:half]
         hi = idx[::-1][:half]
         gap = load[hi] - load[lo]  # >= 0
-        heavy = vt[hi]  # [P, R]
-        lord = np.argsort(vt[lo], axis=1, kind="stable")
-        lsorted = np.take_along_axis(vt[lo], lord, axis=1)
-        heavy_real = it[hi] >= 0  # dummies never move: cardinalities stay as dealt
-        light_real = np.take_along_axis(it[lo], lord, axis=1) >= 0
         # rows side by side in one sorted vector: row p shifted by p * span (exact in float64
-        # while values stay far below 2**53 / P)
-        span = 2.0 * (float(np.abs(vt).max()) + float(gap.max())) + 1.0
-        shift = pairs * span
-        flat = (lsorted + shift[:, None]).ravel()
-        want = heavy - 0.5 * gap[:, None]  # the light entry that would halve the gap
-        pos = np.searchsorted(flat, (want + shift[:, None]).ravel()).reshape(half, r)
-        best = np.full(half, np.inf)
-        best_h = np.zeros(half, dtype=np.int64)
-        best_l = np.zeros(half, dtype=np.int64)
-        for cand in (pos - 1, pos):
-            c = np.clip(cand - base[:, None], 0, r - 1)  # column within the sorted light row
-            moved = heavy - np.take_along_axis(lsorted, c, axis=1)
-            ok = (moved > 0) & (moved < gap[:, None]) & heavy_real
-            ok &= np.take_along_axis(light_real, c, axis=1)
-            score = np.where(ok, np.abs(0.5 * gap[:, None] - moved), np.inf)
-            j = np.argmin(score, axis=1)
-            sc = score[pairs, j]
-            better = sc < best
-            best = np.where(better, sc, best)
-            best_h = np.where(better, j, best_h)
-            best_l = np.where(better, c[pairs, j], best_l)
-        p = np.flatnonzero(np.isfinite(best))
-        if p.shape[0] == 0:
+        # while values stay far below 2**53 / P); a chunk of pairs keeps its global shifts
+        span = 2.0 * (vmax + float(gap.max())) + 1.0
+        improved = 0
+        for p0 in range(0, half, step):
+            p1 = min(half, p0 + step)
+            h, lw, g = hi[p0:p1], lo[p0:p1], gap[p0:p1]
+            k = p1 - p0
+            local = np.arange(k)
+            heavy = np.ascontiguousarray(value[:, h].T)  # [k, R]
+            light = np.ascontiguousarray(value[:, lw].T)
+            lord = np.argsort(light, axis=1, kind="stable")
+            lsorted = np.take_along_axis(light, lord, axis=1)
+            heavy_real = ident[:, h].T >= 0  # dummies never move: cardinalities stay as dealt
+            light_real = np.take_along_axis(ident[:, lw].T, lord, axis=1) >= 0
+            shift = pairs[p0:p1] * span
+            flat = (lsorted + shift[:, None]).ravel()
+            want = heavy - 0.5 * g[:, None]  # the light entry that would halve the gap
+            pos = np.searchsorted(flat, (want + shift[:, None]).ravel()).reshape(k, r)
+            best = np.full(k, np.inf)
+            best_h = np.zeros(k, dtype=np.int64)
+            best_l = np.zeros(k, dtype=np.int64)
+            base = local * r
+            for cand in (pos - 1, pos):
+                c = np.clip(cand - base[:, None], 0, r - 1)  # column within the sorted light row
+                moved = heavy - np.take_along_axis(lsorted, c, axis=1)
+                ok = (moved > 0) & (moved < g[:, None]) & heavy_real
+                ok &= np.take_along_axis(light_real, c, axis=1)
+                score = np.where(ok, np.abs(0.5 * g[:, None] - moved), np.inf)
+                j = np.argmin(score, axis=1)
+                sc = score[local, j]
+                better = sc < best
+                best = np.where(better, sc, best)
+                best_h = np.where(better, j, best_h)
+                best_l = np.where(better, c[local, j], best_l)
+            p = np.flatnonzero(np.isfinite(best))
+            if p.shape[0] == 0:
+                continue
+            rh = best_h[p]
+            rl = lord[p, best_l[p]]
+            bh, bl = h[p], lw[p]
+            vh = value[rh, bh].copy()
+            value[rh, bh] = value[rl, bl]
+            value[rl, bl] = vh
+            ih = ident[rh, bh].copy()
+            ident[rh, bh] = ident[rl, bl]
+            ident[rl, bl] = ih
+            improved += int(p.shape[0])
+        if improved == 0:
             break
-        rh = best_h[p]
-        rl = lord[p, best_l[p]]
-        h = hi[p]
-        lw = lo[p]
-        vh = vt[h, rh].copy()
-        vt[h, rh] = vt[lw, rl]
-        vt[lw, rl] = vh
-        ih = it[h, rh].copy()
-        it[h, rh] = it[lw, rl]
-        it[lw, rl] = ih
-        swaps += int(p.shape[0])
-    return np.ascontiguousarray(vt.T), np.ascontiguousarray(it.T), swaps
+        swaps += improved  # swaps exchange entries: vmax stays the same
+    return swaps
 
 
 def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:

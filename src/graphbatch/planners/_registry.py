@@ -55,7 +55,7 @@ class PlanRequest:
         n = len(self.sizes)
         if not self.shuffle:
             return np.arange(n, dtype=np.int64)
-        return (rng or self.epoch_rng()).permutation(n).astype(np.int64)
+        return (rng or self.epoch_rng()).permutation(n).astype(np.int64, copy=False)
 
     def option(self, name: str, default: Any) -> Any:
         return self.options.get(name, default)
