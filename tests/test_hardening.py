@@ -452,3 +452,17 @@ def test_bench_budget_uses_the_plan_generator():
         b = bench_budget(cfg, sizes, 16, "dynamic")
         planned = gb.plan(sizes, "dynamic", batch_size=16, seed=seed).meta["budget"]
         assert [b.n_node, b.n_edge] == planned[:2]
+
+
+def test_unknown_field_and_model_names_are_value_errors():
+    # issue 14: unknown user-supplied names raise ValueError (UnknownNameError), not KeyError
+    import torch
+    from torch_geometric.data import Data
+
+    import graphbatch.torch as gt
+
+    g = [Data(x=torch.ones(3, 2), edge_index=torch.zeros(2, 0, dtype=torch.long))]
+    schema = gt.infer_schema(g)
+    for call in (lambda: schema.with_pad(nope=1), lambda: gt.infer_schema(g, pad={"nope": 1})):
+        with pytest.raises(gb.UnknownNameError, match="nope"):
+            call()

@@ -107,7 +107,7 @@ def test_padding_changes_nothing_and_gradients_are_finite(batch, name):
 def test_bad_hyperparameters_and_weights(batch):
     with pytest.raises(ValueError, match="hidden must be >= 1"):
         gjm.SchNet(hidden=0).init(jax.random.PRNGKey(0), **gjm.graph_inputs(batch))
-    with pytest.raises(KeyError, match="unknown model"):
+    with pytest.raises(ValueError, match="unknown model"):
         gjm.build_model("gcn")
     with pytest.raises(ValueError, match="not a layer"):
         gjm.params_from_torch({"centres": np.zeros(3)})

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import UnknownNameError
 from .._padbatch import PackedGraphs, PaddedArrays, pad_batch
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int
@@ -629,7 +630,7 @@ class GraphStore:
         spec = self.fields.get(name)
         if spec is None or spec["level"] != "graph":
             graph_fields = [k for k, s in self.fields.items() if s["level"] == "graph"]
-            raise KeyError(f"no graph-level field {name!r}; available: {graph_fields}")
+            raise UnknownNameError(f"no graph-level field {name!r}; available: {graph_fields}")
         return self._arrays()[f"graph/{name}"]
 
     # ------------------------------------------------------------ graph data

@@ -14,6 +14,8 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
+from .._errors import UnknownNameError
+
 __all__ = ["FieldSpec", "Schema", "infer_schema", "RESERVED_KEYS", "RECOMPUTED_KEYS"]
 
 LEVELS = ("node", "edge", "graph")
@@ -132,7 +134,7 @@ class Schema(Mapping[str, FieldSpec]):
         """A copy with other pad values, e.g. ``schema.with_pad(y=float("nan"))``."""
         unknown = sorted(set(pads) - set(self._fields))
         if unknown:
-            raise KeyError(f"schema has no field(s) {', '.join(unknown)}; fields: {list(self)}")
+            raise UnknownNameError(f"schema has no field(s) {', '.join(unknown)}; fields: {list(self)}")
         return Schema({k: replace(v, pad=pads[k]) if k in pads else v for k, v in self._fields.items()})
 
     def node_anchor(self) -> str | None:
@@ -231,7 +233,7 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
             fields[key] = replace(fields[key], pad=pad[key])
     unknown = sorted(set(pad) - set(fields))
     if unknown:
-        raise KeyError(f"pad given for unknown field(s) {', '.join(unknown)}; fields: {list(fields)}")
+        raise UnknownNameError(f"pad given for unknown field(s) {', '.join(unknown)}; fields: {list(fields)}")
     return Schema(fields)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._errors import UnknownNameError
 from ._convert import params_from_torch
 from ._models import MPEU, PaiNN, SchNet
 from ._ops import node_graph_index
@@ -22,7 +23,7 @@ def build_model(name: str, **kwargs: Any):
     try:
         cls = MODELS[name]
     except KeyError:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
+        raise UnknownNameError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
     return cls(**kwargs)
 
 
