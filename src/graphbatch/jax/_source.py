@@ -43,6 +43,31 @@ class StoreGraphs:
     def graph_sizes(self) -> GraphSizes:
         return self.store.graph_sizes()
 
+    def read_batch(self, indices: Sequence[int], shape, *, cutoff: float | None = None,
+                   position_key: str = "pos") -> PaddedGraphs:
+        """Graphs ``indices`` padded to ``shape`` in jraph's layout, read at batch level through
+        the store's memory maps (equal to `collate` of ``[self[i] for i in indices]``)."""
+        from .._padbatch import pad_batch
+
+        if cutoff is not None and position_key not in self._fields["node"]:
+            raise ValueError(f"cutoff needs node positions: the store has no node-level field "
+                             f"{position_key!r}")
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        pad = pad_batch(self.store.packed(), idx, shape, layout="jraph", cutoff=cutoff,
+                        position_key=position_key, index_dtype=np.int64)
+        f = pad.fields
+        graphs = jraph.GraphsTuple(
+            n_node=pad.node_counts.astype(np.int32),
+            n_edge=pad.edge_counts.astype(np.int32),
+            nodes={k: f[k] for k in self._fields["node"]},
+            edges={k: f[k] for k in self._fields["edge"]},
+            globals={k: f[k] for k in self._fields["graph"]},
+            senders=f["edge_index"][0],
+            receivers=f["edge_index"][1],
+        )
+        return PaddedGraphs(graphs=graphs, node_mask=pad.node_mask, edge_mask=pad.edge_mask,
+                            graph_mask=pad.graph_mask, graph_index=pad.graph_index)
+
     def __getitem__(self, i) -> jraph.GraphsTuple:
         g = self.store[i]
         ei = g["edge_index"]
@@ -114,9 +139,13 @@ def make_padded(
 ) -> PaddedGraphs:
     """Host (NumPy) `PaddedGraphs` of the graphs ``indices`` of ``source`` padded to ``shape``.
 
-    The loader's only data path: the per-graph reads plus `collate`. A batch-level kernel over
-    a store's arrays replaces this function's body without touching the loader.
+    The loader's only data path. A `StoreGraphs` source is read at batch level: one vectorised
+    gather per array of the store straight into jraph's padded layout
+    (`graphbatch._padbatch.pad_batch` with ``layout="jraph"``, no per-graph objects); the result
+    equals the per-graph reads plus `collate`. Other sources: per-graph reads plus `collate`.
     """
+    if isinstance(source, StoreGraphs):
+        return source.read_batch(indices, shape, cutoff=cutoff, position_key=position_key)
     graphs = [source[int(i)] for i in indices]
     return collate(graphs, shape, graph_index=np.asarray(indices, dtype=np.int64),
                    cutoff=cutoff, position_key=position_key, template=template)
