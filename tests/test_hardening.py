@@ -3,7 +3,6 @@ outputs over inputs and file modes, clean CLI errors, one bench summary, layerin
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import os
@@ -18,6 +17,8 @@ import pytest
 import graphbatch as gb
 from graphbatch.analysis import compare_strategies, summarize_bench
 from graphbatch.cli import main
+
+from ._imports import imports_of
 
 SRC = Path(gb.__file__).resolve().parent
 #: The documented limits (docs/plan-format.md), stated here independently of the code.
@@ -419,20 +420,9 @@ def test_one_bench_summary_keeps_eager_and_compiled_apart():
     assert "pack-lpf+compile" in html
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            out.add("." * node.level + (node.module or ""))
-        elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-    return out
-
-
-def test_no_upward_or_cyclic_imports():
-    assert not any("cli" in m for m in _imports(SRC / "demo.py"))
-    assert "._report" not in _imports(SRC / "bench" / "_plots.py")
+def test_no_upward_or_cyclicimports_of():
+    assert not any("cli" in m for m in imports_of(SRC / "demo.py"))
+    assert "._report" not in imports_of(SRC / "bench" / "_plots.py")
     res = subprocess.run([sys.executable, "-c", "import sys, graphbatch.demo; "
                           "print(any(m.startswith('graphbatch.cli') for m in sys.modules))"],
                          capture_output=True, text=True)

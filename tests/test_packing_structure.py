@@ -1,7 +1,6 @@
 """Issue 14 structure items for the packing layer: kernels below the planners, one batch lower
 bound, one histogram, named dealers."""
 
-import ast
 import importlib
 from pathlib import Path
 
@@ -13,23 +12,14 @@ from graphbatch.packing import _balanced, lower_bound
 from graphbatch.packing._greedy import batches_lower_bound
 from graphbatch.planners._dynamic import budget_lower_bound
 
+from ._imports import imports_of
+
 PACKING = Path(gb.__file__).parent / "packing"
-
-
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            out.add("." * node.level + (node.module or ""))
-        elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-    return out
 
 
 def test_packing_never_imports_planners():
     for path in PACKING.glob("*.py"):
-        assert not any("planners" in m for m in _imports(path)), path.name
+        assert not any("planners" in m for m in imports_of(path)), path.name
 
 
 def test_one_histogram():
