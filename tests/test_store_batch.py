@@ -214,3 +214,10 @@ def test_prefetch_thread_and_pin_memory_on_batch_path(store):
                                     pin_memory=True))
     for x, y in zip(pinned, ref):
         assert_same_batch(x, y)
+
+
+def test_preset_with_a_store_is_refused(store):
+    # the store batch path uses the store's own schema: a preset would be silently ignored
+    ga = pytest.importorskip("graphbatch.atomistic")
+    with pytest.raises(TypeError, match="preset= needs a dataset of graph objects"):
+        gt.loader(store, strategy="dynamic", batch_size=4, preset=ga.mace(r_max=5.0))

@@ -305,6 +305,10 @@ def loader(
         position_key = preset.position_key if position_key == "pos" else position_key
         as_dict = as_dict or preset.as_dict
     store = dataset if is_graph_store(dataset) else None  # the store batch path
+    if preset is not None and store is not None:
+        raise TypeError("preset= needs a dataset of graph objects, not a GraphStore (the store "
+                        "batch path has the store's own schema); for MACE wrap the store, e.g. "
+                        "graphbatch.atomistic.MACEGraphs(store.to_torch(), ...)")
     if schema is None and store is not None:
         schema = store_schema(store)
     elif schema is None:
