@@ -124,3 +124,12 @@ def test_heavy_tail_large_shapes_get_graph_slots():
         assert st.distinct_shapes <= k
         assert p.pad_graphs.max() > 32
         assert min(st.node_efficiency, st.edge_efficiency) > 0.9
+
+
+def test_skewed_budget_shapes_do_not_overflow():
+    # found by the edge fuzz: a scale set by the nodes of a (1, 2**40, 2) budget overflowed int64
+    # in the edge dimension and wrote a 64-edge shape for a graph of 1.85e10 edges
+    sizes = gb.GraphSizes([68719476587], [18539601800])
+    plan = gb.plan(sizes, "buckets", budget=(1, 2**40, 2), on_oversize="own_batch")
+    plan.validate(sizes)
+    assert plan.shape(0)[1] >= 18539601800

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._budget import Budget, round_up
+from .._validate import MAX_SHAPE
 
 __all__ = ["MAX_SHAPES", "pack_scales", "shape_for_scale", "graphs_for_scale", "choose_scales"]
 
@@ -24,17 +25,24 @@ MAX_SHAPES = 16
 def shape_for_scale(scale, base: Budget, multiple: int):
     """Padded ``(n_node, n_edge)`` of the family at ``scale`` (scalar or array)."""
     s = np.asarray(scale, dtype=np.float64)
-    nn = round_up(np.ceil(s * base.n_node - 1e-9).astype(np.int64), multiple)
-    ne = round_up(np.ceil(s * base.n_edge - 1e-9).astype(np.int64), multiple) if base.n_edge else \
+    nn = round_up(_scaled(s, base.n_node), multiple)
+    ne = round_up(_scaled(s, base.n_edge), multiple) if base.n_edge else \
         np.zeros_like(np.asarray(nn))
     return nn, ne
+
+
+def _scaled(s: np.ndarray, n: int) -> np.ndarray:
+    """``ceil(s * n)`` as int64, capped at ``MAX_SHAPE``: a scale set by one dimension of a
+    skewed base budget can blow the other past int64; every pack (planned under a budget of
+    at most ``MAX_SHAPE``, or a single graph of at most ``MAX_COUNT``) fits the cap."""
+    return np.ceil(np.minimum(s * n, float(MAX_SHAPE)) - 1e-9).astype(np.int64)
 
 
 def graphs_for_scale(scale, base: Budget):
     """Padded graphs of the family at ``scale``: the budget's, grown with scales above 1 (so a
     large shape's room can be filled with small graphs)."""
     s = np.maximum(np.asarray(scale, dtype=np.float64), 1.0)
-    return np.ceil(s * base.n_graph - 1e-9).astype(np.int64)
+    return _scaled(s, base.n_graph)
 
 
 def pack_scales(nodes, edges, base: Budget, multiple: int, graphs=None) -> np.ndarray:
