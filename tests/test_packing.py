@@ -289,4 +289,6 @@ def test_pack_lpf_at_least_as_tight_as_kk_on_qm9(batch_size):
     kk = gb.plan(sizes, "kk", batch_size=batch_size, pad="max").stats()
     assert lpf.node_efficiency >= kk.node_efficiency
     assert lpf.edge_efficiency >= kk.edge_efficiency
-    assert lpf.num_batches <= 1.002 * lpf.lower_bound
+    # issue 18, second round: at the bound (bs 128 emitted 1034 for a bound of 1033: the
+    # balanced candidate at the bound overflowed the edge limit by a few edges in 47 packs)
+    assert lpf.num_batches == lpf.lower_bound

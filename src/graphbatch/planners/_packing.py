@@ -29,6 +29,7 @@ from ..packing import (
 )
 from ..packing._greedy import index_dtype
 from ..packing._heuristics import heuristic_function
+from ..packing._repair import repair_overflow
 from ..packing._pack import METHODS
 from ._assemble import (
     OversizeSplit,
@@ -104,8 +105,10 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     for ``nodes + edges`` (``kk``'s default model; the default, first) or a weight ``w`` for
     ``w * nodes / total + (1 - w) * edges / total``.
     ``nodes``/``edges`` are the graphs in a seed- and epoch-free order (dataset order), so the
-    packs depend on the sizes only. Returns ``(slot_bin, offsets)`` pairs for the candidates
-    that fit ``budget``, ``kk``'s cost first (or ``None`` in its place when it does not fit)."""
+    packs depend on the sizes only. A candidate over a node or edge limit in some packs is
+    repaired by swaps into the others' room (`packing._repair.repair_overflow`; graph counts
+    unchanged). Returns ``(slot_bin, offsets)`` pairs for the candidates that fit ``budget``,
+    ``kk``'s cost first (or ``None`` in its place when it does not fit)."""
     # totals as float(int sum): exact (column sums are <= 2**53), as the float sums were
     tn = max(float(int(nodes.sum(dtype=np.int64))), 1.0)
     te = max(float(int(edges.sum(dtype=np.int64))), 1.0)
@@ -123,10 +126,15 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
         offsets = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(np.int64)
         del ident, cols, keep
         pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-        fits = (pn.max(initial=0) <= budget.node_capacity
-                and pe.max(initial=0) <= budget.edge_capacity
-                and pg.max(initial=0) <= budget.graph_capacity)
-        out.append((slot_bin, offsets) if fits else None)
+        if pg.max(initial=0) > budget.graph_capacity:
+            out.append(None)
+            continue
+        if (pn.max(initial=0) > budget.node_capacity
+                or pe.max(initial=0) > budget.edge_capacity):
+            # balanced but a few packs over a limit: swap graphs into the others' room
+            slot_bin = repair_overflow(slot_bin, offsets, bin_nodes, bin_edges,
+                                       budget.node_capacity, budget.edge_capacity)
+        out.append(None if slot_bin is None else (slot_bin, offsets))
     return out
 
 

@@ -1,0 +1,82 @@
+"""`packing.repair_overflow`: swaps between packs until every pack fits (issue 18)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphbatch.packing._repair import repair_overflow
+
+
+def _totals(slot_bin, offsets, bn, be):
+    """Per-pack real totals by a plain loop."""
+    out = []
+    for p in range(len(offsets) - 1):
+        bins = slot_bin[offsets[p]:offsets[p + 1]]
+        out.append((int(sum(bn[b] for b in bins)), int(sum(be[b] for b in bins))))
+    return np.array(out, np.int64).reshape(-1, 2)
+
+
+def test_one_swap_fixes_the_overflowing_pack():
+    # bins: (5, 10), (4, 8), (1, 1); pack 0 = two (5, 10) -> 10 nodes, 20 edges (over 19);
+    # pack 1 = (4, 8) + (1, 1) -> 5 nodes, 9 edges: swapping a (5, 10) for the (4, 8) fixes it
+    bn, be = np.array([5, 4, 1]), np.array([10, 8, 1])
+    sb, off = np.array([0, 0, 1, 2]), np.array([0, 2, 4])
+    out = repair_overflow(sb, off, bn, be, node_limit=10, edge_limit=19)
+    assert out is not None and (sb == [0, 0, 1, 2]).all()  # input untouched
+    tot = _totals(out, off, bn, be)
+    assert (tot[:, 0] <= 10).all() and (tot[:, 1] <= 19).all()
+    assert sorted(out.tolist()) == [0, 0, 1, 2]
+
+
+def test_totals_over_the_limits_give_none():
+    bn, be = np.array([6]), np.array([1])
+    assert repair_overflow(np.array([0, 0, 0]), np.array([0, 2, 3]), bn, be, 11, 10) is None
+
+
+def test_already_fitting_packs_come_back_unchanged():
+    bn, be = np.array([3, 2]), np.array([4, 1])
+    sb, off = np.array([1, 0, 1]), np.array([0, 1, 3])
+    assert repair_overflow(sb, off, bn, be, 5, 5).tolist() == sb.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), packs=st.integers(1, 12), per=st.integers(1, 9),
+       slack=st.floats(0.0, 0.2))
+def test_property_counts_and_bins_kept_and_result_fits(seed, packs, per, slack):
+    rng = np.random.default_rng(seed)
+    nb = int(rng.integers(1, 15))
+    bn = rng.integers(0, 30, nb)
+    be = rng.integers(0, 80, nb)
+    sizes = rng.integers(max(0, per - 1), per + 1, packs)
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    sb = rng.integers(0, nb, int(off[-1]))
+    tot = _totals(sb, off, bn, be)
+    # limits near the mean load: some packs over, totals (usually) fitting
+    lim_n = int(np.ceil(tot[:, 0].mean() * (1 + slack)))
+    lim_e = int(np.ceil(tot[:, 1].mean() * (1 + slack)))
+    out = repair_overflow(sb, off, bn, be, lim_n, lim_e)
+    if out is None:
+        return
+    assert sorted(out.tolist()) == sorted(sb.tolist())
+    new = _totals(out, off, bn, be)
+    assert (new[:, 0] <= lim_n).all() and (new[:, 1] <= lim_e).all()
+
+
+@pytest.mark.parametrize("n_over", [1, 40])
+def test_many_small_overflows_repaired(n_over):
+    # 200 packs of 20 graphs with edges 95..105, limits 2000 edges: a balanced-but-not-quite
+    # partition where n_over packs hold one edge too many and the others have room
+    rng = np.random.default_rng(n_over)
+    bn = np.arange(11, dtype=np.int64)
+    be = 95 + np.arange(11, dtype=np.int64)  # bin b: b nodes, 95 + b edges
+    sb = np.full((200, 20), 5, np.int64)  # every pack 20 x (5, 100) = 2000 edges
+    over = rng.choice(200, n_over, replace=False)
+    sb[over, 0] = 6  # one edge over
+    under = rng.choice(np.setdiff1d(np.arange(200), over), n_over, replace=False)
+    sb[under, 0] = 4  # totals still fit
+    off = np.arange(0, 4001, 20, dtype=np.int64)
+    out = repair_overflow(sb.ravel(), off, bn, be, node_limit=1000, edge_limit=2000)
+    assert out is not None
+    tot = _totals(out, off, bn, be)
+    assert (tot[:, 1] <= 2000).all()
