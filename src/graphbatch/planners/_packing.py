@@ -97,6 +97,12 @@ def _pack_costs(nodes, edges, w, tn: float, te: float) -> np.ndarray:
     return out
 
 
+def _optimal_max(cost: np.ndarray, num_packs: int) -> float:
+    """A lower bound on the largest pack's load for integral per-graph ``cost``: the ceiling of
+    the mean load (exact: integral float64 sums below 2**53)."""
+    return float(-(-int(cost.sum()) // int(num_packs)))
+
+
 def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int,
                    budget: Budget, costs=(None,)):
     """Candidate packings into exactly ``num_packs`` packs (graph counts differing by at most
@@ -115,10 +121,13 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     out = []
     for w in costs:
         cost = _pack_costs(nodes, edges, w, tn, te)
+        # integral costs (nodes + edges): no pack can load less than the mean's ceiling, so
+        # the swap repair stops at once where Karmarkar-Karp already reached it (the usual case)
+        target = _optimal_max(cost, num_packs) if w is None else None
         value, ident = round_matrix(cost, num_packs)
         del cost
         balanced_ldm(value, ident, inplace=True)  # memory-lean: rearranged and refined in place
-        refine_in_place(value, ident, 16)
+        refine_in_place(value, ident, 16, target)
         del value
         cols = ident.T  # row = pack
         keep = cols >= 0
