@@ -80,3 +80,52 @@ def test_many_small_overflows_repaired(n_over):
     assert out is not None
     tot = _totals(out, off, bn, be)
     assert (tot[:, 1] <= 2000).all()
+
+
+def _equal_count_partition_fits(nodes, edges, packs, caps):
+    """Brute force: some assignment of the graphs to ``packs`` packs with graph counts differing
+    by at most one fits the real-content caps (nodes, edges, graphs)."""
+    import itertools
+
+    n = len(nodes)
+    for assign in itertools.product(range(packs), repeat=n):
+        counts = np.bincount(assign, minlength=packs)
+        if counts.max() - counts.min() > 1 or counts.max() > caps[2]:
+            continue
+        tn = np.bincount(assign, weights=nodes, minlength=packs)
+        te = np.bincount(assign, weights=edges, minlength=packs)
+        if tn.max() <= caps[0] and te.max() <= caps[1]:
+            return True
+    return False
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 7), packs=st.integers(1, 3))
+def test_equal_counts_cannot_fit_is_a_necessary_condition(seed, n, packs):
+    import graphbatch as gb
+    from graphbatch.planners._packing import equal_counts_cannot_fit
+
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(0, 12, n)
+    edges = rng.integers(0, 20, n)
+    budget = gb.Budget(int(rng.integers(8, 30)), int(rng.integers(10, 50)),
+                       int(rng.integers(2, 6)))
+    caps = (budget.node_capacity, budget.edge_capacity, budget.graph_capacity)
+    bins, inv, count = np.unique(np.stack([nodes, edges], 1), axis=0, return_inverse=True,
+                                 return_counts=True)
+    if equal_counts_cannot_fit(bins[:, 0], bins[:, 1], count, packs, budget):
+        assert not _equal_count_partition_fits(nodes, edges, packs, caps)
+
+
+def test_equal_counts_cannot_fit_heavy_graph():
+    import graphbatch as gb
+    from graphbatch.planners._packing import equal_counts_cannot_fit
+
+    # 9 graphs in 3 packs of 3 (95 real nodes per pack): the 90-node graph shares its pack with
+    # two others, at least 3 + 3 nodes; with a 2-node graph in the table 90 + 2 + 3 = 95 fits
+    budget = gb.Budget(96, 1000, 10)
+    zero = np.zeros(3, np.int64)
+    assert equal_counts_cannot_fit(np.array([90, 3, 2]), zero, [1, 8, 0], 3, budget)
+    assert not equal_counts_cannot_fit(np.array([90, 3, 2]), zero, [1, 7, 1], 3, budget)
+    # 4 graphs per pack over a graph capacity of 3
+    assert equal_counts_cannot_fit(np.array([1]), np.array([0]), [12], 3, gb.Budget(96, 0, 4))

@@ -110,8 +110,9 @@ def repair_overflow(slot_bin, offsets, bin_nodes, bin_edges, node_limit: int, ed
     already fit grows only when it must), then the one leaving the least overflow.
 
     Pack graph counts and the multiset of bins never change; the result is a new array
-    (``slot_bin`` itself untouched). A swap fixes at most one pack, so more overflowing packs
-    than ``max_steps`` give ``None`` at once; each step costs ``O(P)`` plus ``O(distinct bins
+    (``slot_bin`` itself untouched). At most ``min(max_steps, 2 x overflowing packs + 16)``
+    swaps; a swap fixes at most one pack, so the search gives up once more packs overflow than
+    swaps are left. Each step costs ``O(P)`` plus ``O(distinct bins
     of the pack x distinct bins of its partners)``, at most ``_PAIRS_PER_STEP`` pairs.
     """
     slot_bin = np.asarray(slot_bin)
@@ -129,11 +130,14 @@ def repair_overflow(slot_bin, offsets, bin_nodes, bin_edges, node_limit: int, ed
     ceiling = np.array([loads[loads[:, d] <= lim[d], d].max(initial=0) for d in range(2)])
     ceiling = np.where((loads <= lim).any(axis=0), ceiling, lim)
     state = _Repair(slot_bin.copy(), offsets, bn, be, lim, ceiling)
-    for _ in range(int(max_steps)):
+    steps = min(int(max_steps), 2 * n_over + 16)
+    for step in range(steps):
         excess = state.excess(state.loads)
         h = int(np.argmax(excess))
         if excess[h] == 0:
             return state.sb
+        if int((excess > 0).sum()) > steps - step:
+            return None  # more overflowing packs than swaps left
         swap = None
         for k in (partners, 8 * partners):
             cand = state.partners(h, k)

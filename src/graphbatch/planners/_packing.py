@@ -103,6 +103,31 @@ def _optimal_max(cost: np.ndarray, num_packs: int) -> float:
     return float(-(-int(cost.sum()) // int(num_packs)))
 
 
+def equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs: int,
+                            budget: Budget) -> bool:
+    """Whether no partition of the histogram's graphs into ``num_packs`` packs whose graph counts
+    differ by at most one fits ``budget``: the pack holding the largest graph of a dimension also
+    holds at least ``N // num_packs - 1`` others, no fewer than the smallest ones of the table
+    (a necessary condition only; ``False`` says nothing)."""
+    count = np.asarray(bin_count, np.int64)
+    present = count > 0
+    total = int(count.sum())
+    q = total // int(num_packs)
+    if q > budget.graph_capacity:
+        return True
+    if q < 2:
+        return False
+    for vals, cap in ((bin_nodes, budget.node_capacity), (bin_edges, budget.edge_capacity)):
+        v = np.asarray(vals, np.int64)[present]
+        c = count[present]
+        order = np.argsort(v, kind="stable")
+        v, c = v[order], c[order]
+        take = np.minimum(c, np.maximum(q - 1 - np.concatenate([[0], np.cumsum(c)[:-1]]), 0))
+        if int(v[-1]) + int((v * take).sum()) > cap:
+            return True
+    return False
+
+
 def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int,
                    budget: Budget, costs=(None,)):
     """Candidate packings into exactly ``num_packs`` packs (graph counts differing by at most
@@ -118,6 +143,10 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     # totals as float(int sum): exact (column sums are <= 2**53), as the float sums were
     tn = max(float(int(nodes.sum(dtype=np.int64))), 1.0)
     te = max(float(int(edges.sum(dtype=np.int64))), 1.0)
+    if equal_counts_cannot_fit(bin_nodes, bin_edges,
+                               np.bincount(graph_bin, minlength=bin_nodes.shape[0]), num_packs,
+                               budget):
+        return [None] * len(costs)  # no balanced candidate can fit: skip the work
     out = []
     for w in costs:
         cost = _pack_costs(nodes, edges, w, tn, te)
