@@ -97,6 +97,27 @@ def _pack_costs(nodes, edges, w, tn: float, te: float) -> np.ndarray:
     return out
 
 
+#: Swap-repair passes of the balanced candidates (the ``kk`` default).
+_REFINE_PASSES = 16
+
+
+class _HopelessRefine:
+    """``stop`` rule for `refine_in_place`: ends the passes once the heaviest pack is further
+    above ``full`` (the cost of a pack at the budget's capacities, which a fitting pack never
+    exceeds) than the remaining passes could remove at the last pass's drop."""
+
+    def __init__(self, full: float, passes: int):
+        self.full, self.passes = float(full), int(passes)
+        self.last: float | None = None
+        self.stopped = False
+
+    def __call__(self, index: int, heaviest: float) -> bool:
+        drop = np.inf if self.last is None else self.last - heaviest
+        self.last = heaviest
+        self.stopped = heaviest - self.full > drop * (self.passes - index)
+        return self.stopped
+
+
 def _optimal_max(cost: np.ndarray, num_packs: int) -> float:
     """A lower bound on the largest pack's load for integral per-graph ``cost``: the ceiling of
     the mean load (exact: integral float64 sums below 2**53)."""
@@ -156,8 +177,14 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
         value, ident = round_matrix(cost, num_packs)
         del cost
         balanced_ldm(value, ident, inplace=True)  # memory-lean: rearranged and refined in place
-        refine_in_place(value, ident, 16, target)
+        full = (budget.node_capacity + budget.edge_capacity if w is None else
+                w * budget.node_capacity / tn + (1 - w) * budget.edge_capacity / te)
+        hopeless = _HopelessRefine(full, _REFINE_PASSES)
+        refine_in_place(value, ident, _REFINE_PASSES, target, stop=hopeless)
         del value
+        if hopeless.stopped:
+            out.append(None)  # far over the budget, and the swaps were not closing the gap
+            continue
         cols = ident.T  # row = pack
         keep = cols >= 0
         slot_bin = graph_bin[cols[keep]]
