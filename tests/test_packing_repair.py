@@ -129,3 +129,31 @@ def test_equal_counts_cannot_fit_heavy_graph():
     assert not equal_counts_cannot_fit(np.array([90, 3, 2]), zero, [1, 7, 1], 3, budget)
     # 4 graphs per pack over a graph capacity of 3
     assert equal_counts_cannot_fit(np.array([1]), np.array([0]), [12], 3, gb.Budget(96, 0, 4))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 300), extra=st.integers(1, 6))
+def test_property_spread_packs_keeps_graphs_and_fits(seed, n, extra):
+    import graphbatch as gb
+    from graphbatch.packing import pack_bins
+    from graphbatch.planners._packing import spread_packs
+
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(1, 20, n)
+    edges = rng.integers(0, 50, n)
+    bins, inv, count = np.unique(np.stack([nodes, edges], 1), axis=0, return_inverse=True,
+                                 return_counts=True)
+    budget = gb.Budget(int(rng.integers(40, 200)), int(rng.integers(100, 500)),
+                       int(rng.integers(3, 20)))
+    res = pack_bins(bins[:, 0], bins[:, 1], count, node_limit=budget.node_capacity,
+                    edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity)
+    out = spread_packs(res.slot_bin, res.offsets, res.num_packs + extra, bins[:, 0], bins[:, 1],
+                       budget)
+    if out is None:
+        return
+    sb, off = out
+    assert off.shape[0] - 1 == res.num_packs + extra and (np.diff(off) >= 1).all()
+    assert sorted(sb.tolist()) == sorted(res.slot_bin.tolist())
+    tot = _totals(sb, off, bins[:, 0], bins[:, 1])
+    assert (tot[:, 0] <= budget.node_capacity).all() and (tot[:, 1] <= budget.edge_capacity).all()
+    assert (np.diff(off) <= budget.graph_capacity).all()

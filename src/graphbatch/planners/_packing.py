@@ -203,6 +203,69 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     return out
 
 
+def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Budget):
+    """The packs spread over ``count > P`` packs (``P`` the packs given): the ``count - P`` new
+    packs take ``N // count`` graphs each, one graph at a time from the heaviest packs (load
+    relative to the budget's capacities), the graph of each donor closest in size to the mean
+    graph (relative distance in nodes plus edges), dealt to the new packs in snake order by
+    size; the heaviest packs get lighter and no pack gets heavier. New packs above the largest
+    totals of the packs given are repaired by swaps (`repair_overflow`) under those totals (the
+    tight shape kept), else under the budget. ``None`` when there are too few graphs (``count``
+    of them at least, every donor keeping one) or the repair fails."""
+    p = offsets.shape[0] - 1
+    extra = int(count) - p
+    n = int(offsets[-1])
+    g = n // int(count)
+    take = extra * g
+    sizes = np.diff(offsets)
+    if extra <= 0 or g == 0 or take > n - p:
+        return None
+    bn = np.asarray(bin_nodes, np.float64)
+    be = np.asarray(bin_edges, np.float64)
+    cost = (bn / max(budget.node_capacity, 1) + be / max(budget.edge_capacity, 1))
+    tn, te, _ = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+    load = tn / max(budget.node_capacity, 1) + te / max(budget.edge_capacity, 1)
+    # donations per pack: round-robin over the packs, heaviest first, each keeping one graph
+    donors = np.argsort(-load, kind="stable")
+    rounds = -(-take // p)
+    give = np.zeros(p, np.int64)
+    give[donors] = np.minimum(rounds, np.maximum(0, (take - np.arange(p)) + p - 1) // p)
+    if (sizes - give < 1).any() or give.sum() != take:
+        return None
+    # per donor, its `give` slots closest in cost to the mean graph
+    pack_of = np.repeat(np.arange(p), sizes)
+    mean_n, mean_e = max(float(tn.sum()) / n, 1e-9), max(float(te.sum()) / n, 1e-9)
+    dist = np.abs(bn / mean_n - 1) + np.abs(be / mean_e - 1)
+    dist = dist[slot_bin]
+    order = np.lexsort((dist, pack_of))  # by pack, then distance
+    rank = np.arange(n) - offsets[pack_of[order]]  # position within its pack's sorted slots
+    moved = np.zeros(n, bool)
+    moved[order[rank < give[pack_of[order]]]] = True
+    pool = slot_bin[moved]
+    pool = pool[np.argsort(-cost[pool], kind="stable")]
+    i = np.arange(take)
+    r, j = i // extra, i % extra
+    new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
+    new_sb = pool[np.argsort(new_pack, kind="stable")]
+    kept_sb = slot_bin[~moved]
+    kept_sizes = sizes - give
+    out_sb = np.concatenate([kept_sb, new_sb]).astype(slot_bin.dtype)
+    out_off = np.concatenate([[0], np.cumsum(np.concatenate(
+        [kept_sizes, np.full(extra, g, np.int64)]))]).astype(np.int64)
+    nn, ne, _ = _pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes,
+                             bin_edges)
+    if nn.max() > tn.max() or ne.max() > te.max():
+        # a new pack above the packs given: swaps into the others' room, under their largest
+        # totals (the tight shape kept) or else under the budget
+        for lim_n, lim_e in ((int(tn.max()), int(te.max())),
+                             (budget.node_capacity, budget.edge_capacity)):
+            fixed = repair_overflow(out_sb, out_off, bin_nodes, bin_edges, lim_n, lim_e)
+            if fixed is not None:
+                return fixed, out_off
+        return None
+    return out_sb, out_off
+
+
 def _choose_packs(req, kept, hist, res, budget, tight: bool):
     """The packs and padded shape of ``pack-lpf``/``pack-spf``.
 
@@ -227,6 +290,10 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
                                budget)
         if res_ok and count == res.num_packs:
             cands.append((sb, off))
+        elif tight and count > res.num_packs:  # ranks round the count up: spread the packing
+            spread = spread_packs(sb, off, count, hist.n_node, hist.n_edge, budget)
+            if spread is not None:
+                cands.append(spread)
         if all(c is None for c in cands):
             continue
         if not tight:
@@ -242,7 +309,9 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
             if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
                 continue  # not as tight as kk's cost in both dimensions
             if best is None or ar < best[0]:
-                best = (ar, c[0], c[1], packer if c[0] is sb else "balanced-kk", sh)
+                name = ("balanced-kk" if c is cands[0] else
+                        packer if c[0] is sb else f"{packer}-spread")
+                best = (ar, c[0], c[1], name, sh)
         return best[1], best[2], best[3], best[4]
     shape = _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0] if tight else None
     return sb, off, packer, shape
