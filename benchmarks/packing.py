@@ -169,10 +169,12 @@ def timing_section(tables, listing_tables, timeout):
         _, _, ddt = run_plan(sizes, "dynamic", budget=est)
         # what users run: batch_size= (estimated budget, then the tight shape)
         bs_cpu = {bs: timed_plan(sizes, "pack-lpf", batch_size=bs)[3] for bs in (32, 128)}
+        ws_cpu = timed_plan(sizes, "pack-lpf", batch_size=128, world_size=8)[3]
         row = {"table": name, "graphs": len(sizes), "distinct pairs": len(h),
                "budget": str(est), "pack-lpf plan s": round(dt, 3),
                "pack-lpf plan cpu s": round(cpu, 3),
                "batch_size=32/128 cpu s": f"{bs_cpu[32]:.3f}/{bs_cpu[128]:.3f}",
+               "bs128 world 8 cpu s": round(ws_cpu, 3),
                "packing only s": round(pdt, 3),
                "dynamic plan s": round(ddt, 3), "lpf/LB": round(st.batches_over_bound, 4)}
         if name in listing_tables:
@@ -256,7 +258,7 @@ def v2_distributed(tables):
     return rows
 
 
-def v2_main(qm9, moses, code, quick):
+def v2_main(qm9, moses, code, quick, pcqm=None):
     real = [(n, s) for n, s in (("qm9_radius6", qm9), ("moses_train", moses)) if s is not None]
     print("== 5a. issue 18: default limit search, pack-lpf at json[0] (one core) ==")
     print(format_table(v2_limits(real)))
@@ -270,7 +272,8 @@ def v2_main(qm9, moses, code, quick):
     print(format_table(v2_tight(real)))
     print()
     print("== 5d. issue 18: distributed plans at batch size 128 ==")
-    print(format_table(v2_distributed(real)))
+    print(format_table(v2_distributed(real + ([("pcqm_like", pcqm)] if pcqm is not None
+                                              else []))))
     print()
 
 
@@ -306,7 +309,7 @@ def main(argv=None) -> int:
             print(format_table(heavy_section(table)))
             print()
     if 5 in run:
-        v2_main(qm9, moses, code, args.quick)
+        v2_main(qm9, moses, code, args.quick, pcqm)
     if 4 in run:
         print("== 4. planning time (one core) at the batch-size-128 budget ==")
         ttables = [(n, s) for n, s in (("moses_train", moses),) if s is not None]

@@ -29,8 +29,8 @@ from ..packing import (
 )
 from ..packing._greedy import index_dtype
 from ..packing._heuristics import heuristic_function
-from ..packing._repair import repair_overflow
 from ..packing._pack import METHODS
+from ..packing._repair import repair_overflow
 from ._assemble import (
     OversizeSplit,
     finish_plan,
@@ -232,7 +232,7 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
     give[donors] = np.minimum(rounds, np.maximum(0, (take - np.arange(p)) + p - 1) // p)
     if (sizes - give < 1).any() or give.sum() != take:
         return None
-    # per donor, its `give` slots closest in cost to the mean graph
+    # per donor, its `give` slots closest to the mean graph (nodes and edges relative to it)
     pack_of = np.repeat(np.arange(p), sizes)
     mean_n, mean_e = max(float(tn.sum()) / n, 1e-9), max(float(te.sum()) / n, 1e-9)
     dist = np.abs(bn / mean_n - 1) + np.abs(be / mean_e - 1)
@@ -271,10 +271,12 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
 
     The number of packs is the packing's, rounded up to a multiple of ``req.world_size``
     (`PlanRequest.batch_count_for_ranks`), and where the shape is tight the fewest packs that
-    allow it: the lower bound (rounded up likewise). At that count, balanced packs (`balanced_packs`)
-    are tried besides the packing itself; with a tight shape those at least as tight as ``kk``'s
-    cost in both dimensions are preferred and the smallest padded area (slots over real totals,
-    nodes plus edges) wins. Returns ``(slot_bin, offsets, packer, shape or None)``."""
+    allow it: the lower bound (rounded up likewise). At that count, balanced packs
+    (`balanced_packs`) are tried besides the packing itself (with a tight shape and a count above
+    the packing's, the packing spread over the extra packs, `spread_packs`); with a tight shape
+    those at least as tight as ``kk``'s cost in both dimensions are preferred and the smallest
+    padded area (slots over real totals, nodes plus edges) wins. Returns ``(slot_bin, offsets,
+    packer, shape or None)``."""
     sb, off, packer = res.slot_bin, res.offsets, res.method
     num = int(kept.shape[0])
     want = lambda p: req.batch_count_for_ranks(p, num)  # noqa: E731
