@@ -309,3 +309,27 @@ def test_pack_lpf_world_size_keeps_the_packing_tightness():
     assert eight.num_batches % 8 == 0 and eight.padding_only_batches == 0
     assert eight.node_efficiency >= one.node_efficiency - 0.002
     assert eight.edge_efficiency >= one.edge_efficiency - 0.002
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 400), bs=st.integers(3, 40), world=st.integers(2, 9),
+       seed=st.integers(0, 5), strategy=st.sampled_from(["pack-lpf", "pack-spf"]))
+def test_property_ranks_with_tight_shapes(n, bs, world, seed, strategy):
+    # issue 18: with world_size and an estimated budget (spread / balanced / repaired packs) every
+    # graph is in one batch, batches come in whole steps, and one tight shape holds them all
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(1, 30, n)
+    edges = rng.integers(0, 90, n)
+    sizes = gb.GraphSizes(nodes, edges)
+    shapes = set()
+    for epoch in (0, 3):
+        p = gb.plan(sizes, strategy, batch_size=bs, world_size=world, seed=seed, epoch=epoch)
+        p.validate(sizes)
+        assert len(p) % world == 0
+        if n >= len(p):
+            assert p.stats().padding_only_batches == 0
+        (shape,) = p.shapes().tolist()
+        assert all(x <= y for x, y in zip(shape, p.meta["budget"]))
+        assert (p.real_nodes + 1 <= shape[0]).all() and (p.real_edges <= shape[1]).all()
+        shapes.add(tuple(shape))
+    assert len(shapes) == 1
