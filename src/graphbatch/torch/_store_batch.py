@@ -108,32 +108,40 @@ class StoreBatcher:
                                        position_key=self.position_key, dtypes=self._dtypes,
                                        index_dtype=np.int64, pad=self._pads)
         n_graph = padded.shape[2]
-        fields = {key: torch.from_numpy(padded.fields[key]) for key in self._keys}
-        structure = _tensors(padded)
+        # zero-copy views of this batch's freshly allocated arrays (never reused afterwards)
+        tensors = {key: torch.from_numpy(padded.fields[key]) for key in self._keys}
+        tensors.update(_tensors(padded))
+        edge_ptr = torch.from_numpy(padded.edge_ptr)
         if self.as_dict:
-            out = dict(fields)
-            out.update(structure)
-            out["edge_ptr"] = torch.from_numpy(padded.edge_ptr)
-            out["num_graphs"] = n_graph
-            return out
+            tensors["edge_ptr"] = edge_ptr
+            tensors["num_graphs"] = n_graph
+            return tensors
         Batch, Data = _pyg()
         # like `collate`, whose Batch inherits from the type of its first graph (plain Data
         # when an all-padding batch of a distributed plan has no graph)
         out = _new_batch(Batch, StoreData if padded.num_real[0] else Data)
-        for key, value in fields.items():
-            out[key] = value
-        for key, value in structure.items():
-            out[key] = value
+        _set_all(out, tensors)
         if not self._anchored:
             out.num_nodes = padded.shape[0]
             out._store._num_nodes = padded.node_counts.tolist()
-        ptr = {"node": structure["ptr"], "edge": torch.from_numpy(padded.edge_ptr),
-               "graph": torch.arange(n_graph + 1)}
+        ptr = {"node": tensors["ptr"], "edge": edge_ptr, "graph": torch.arange(n_graph + 1)}
         out._slice_dict = {key: ptr[level] for key, level in self._levels.items()}
         inc = torch.from_numpy(padded.edge_inc) if padded.num_real[0] else None
         out._inc_dict = {key: (inc if key == EDGE_INDEX else None) for key in self._keys}
         out._num_graphs = n_graph
         return out
+
+
+def _set_all(batch, tensors: dict[str, torch.Tensor]) -> None:
+    """``batch[key] = value`` for every entry, on a ``Batch`` just made: straight into its
+    storage's mapping (what PyG's ``__setitem__`` does for a non-``None`` value after dropping
+    cached keys, of which a new ``Batch`` has none), else item by item."""
+    mapping = getattr(getattr(batch, "_store", None), "_mapping", None)
+    if isinstance(mapping, dict) and not getattr(batch._store, "_cached_attr", None):
+        mapping.update(tensors)
+    else:  # pragma: no cover - other PyG storage layouts
+        for key, value in tensors.items():
+            batch[key] = value
 
 
 def store_batch(store, index, shape, *, schema: Schema | None = None,
