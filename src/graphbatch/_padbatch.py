@@ -26,6 +26,7 @@ Padding edges connect padding nodes only (`graphbatch._padlayout.padding_edge_in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Mapping
 
 import numpy as np
@@ -61,6 +62,7 @@ class PackedGraphs:
     edge: Mapping[str, np.ndarray] = field(default_factory=dict)
     graph: Mapping[str, np.ndarray] = field(default_factory=dict)
     _rows: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _layouts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return int(self.n_node.shape[0])
@@ -172,6 +174,9 @@ class PaddedArrays:
     ``graph_mask``: bool, real = True; ``graph_index``: int64 ``[n_graph]`` dataset index of each
     real graph, -1 for padding; ``edge_inc``: int64 ``[n_graph]`` the node offset added to each
     graph's ``edge_index`` (0 for padding graphs); ``num_real``: ``(graphs, nodes, edges)``.
+    ``buffer``: the one ``uint8`` block all these arrays are views of, ``offsets`` their byte
+    offsets in it (fields by name, the others by attribute name); ``graph_ptr``:
+    ``arange(n_graph + 1)`` (one row per graph slot).
     """
 
     fields: dict[str, np.ndarray]
@@ -188,6 +193,58 @@ class PaddedArrays:
     num_real: tuple[int, int, int]
     shape: tuple[int, int, int]
     layout: str
+    buffer: np.ndarray | None = None
+    offsets: Mapping[str, int] | None = None
+    graph_ptr: np.ndarray | None = None
+
+
+#: Byte alignment of every array inside a batch's buffer (a cache line; enough for any dtype).
+ALIGN = 64
+#: The structure arrays of a batch, in buffer order: (name, level of its length, dtype).
+_STRUCT = (("node_counts", "graph", np.int64), ("edge_counts", "graph", np.int64),
+           ("node_ptr", "graph+1", np.int64), ("edge_ptr", "graph+1", np.int64),
+           ("batch", "node", np.int64), ("node_mask", "node", np.bool_),
+           ("edge_mask", "edge", np.bool_), ("graph_mask", "graph", np.bool_),
+           ("graph_index", "graph", np.int64), ("edge_inc", "graph", np.int64),
+           ("graph_ptr", "graph+1", np.int64))
+
+
+class _Layout:
+    """Where each output array of a batch lies in its one buffer: ``{name: (offset, shape,
+    dtype)}`` (fields by name, structure arrays by their `PaddedArrays` attribute name) and
+    the buffer's size in bytes; offsets are multiples of `ALIGN`."""
+
+    __slots__ = ("entries", "nbytes", "offsets")
+
+    def __init__(self, source: PackedGraphs, shape: tuple[int, int, int], dtypes, index_dtype):
+        n = {"node": shape[0], "edge": shape[1], "graph": shape[2], "graph+1": shape[2] + 1}
+        specs = [("edge_index", (2, shape[1]), np.dtype(index_dtype))]
+        for level in ("node", "edge", "graph"):
+            for name, arr in getattr(source, level).items():
+                specs.append((name, (n[level], *arr.shape[1:]),
+                              np.dtype(dtypes.get(name, arr.dtype))))
+        specs += [(name, (n[level],), np.dtype(dt)) for name, level, dt in _STRUCT]
+        self.entries = {}
+        at = 0
+        for name, shp, dt in specs:
+            nbytes = dt.itemsize * int(np.prod(shp, dtype=np.int64))
+            self.entries[name] = (at, at + nbytes, shp, dt)
+            at += -(-nbytes // ALIGN) * ALIGN
+        self.nbytes = max(at, ALIGN)
+        self.offsets = MappingProxyType({name: e[0] for name, e in self.entries.items()})
+
+
+def _layout(source: PackedGraphs, shape, dtypes, index_dtype) -> _Layout:
+    """The buffer layout for ``shape``, cached per source (a few distinct shapes per plan)."""
+    cache = source._layouts
+    key = (shape, np.dtype(index_dtype).str, tuple(sorted(
+        (k, np.dtype(v).str) for k, v in dtypes.items())) if dtypes else ())
+    lay = cache.get(key)
+    if lay is None:
+        if len(cache) >= 256:
+            cache.clear()
+        lay = cache[key] = _Layout(source, shape, dtypes, index_dtype)
+    return lay
 
 
 def row_ranges(starts: np.ndarray, lengths: np.ndarray, first: np.ndarray | None = None,
@@ -241,6 +298,7 @@ def pad_batch(
     dtypes: Mapping[str, np.dtype] | None = None,
     index_dtype=np.int64,
     pad: Mapping[str, object] | None = None,
+    allocate=None,
 ) -> PaddedArrays:
     """Gather graphs ``index`` of ``source`` into one batch padded to ``shape`` exactly.
 
@@ -253,6 +311,13 @@ def pad_batch(
     nodes and each other, and padding edges join distinct padding nodes where there are >= 2.
     In the torch layout the same geometry is used by default whenever ``position_key`` is a
     float node field, spaced by `graphbatch._padlayout.auto_spacing` (as `graphbatch.torch.collate`).
+
+    Every output array is a view into one new buffer per batch (``PaddedArrays.buffer``, 1-D
+    ``uint8``; ``PaddedArrays.offsets``: byte offset of each array, fields by name, structure
+    arrays by attribute name), so a batch crosses a process boundary as one block; the buffer
+    lives as long as any of its arrays. ``allocate(nbytes)`` (optional) returns that buffer: a
+    new, writable, C-contiguous ``uint8`` array of at least ``nbytes`` (e.g. in shared memory);
+    default ``np.empty``. Buffers are never reused by the kernel.
 
     Raises ``IndexError`` for an index outside ``source``, and ``ValueError`` when a stored edge
     index points outside its graph (damaged data: never returned as a batch).
@@ -284,6 +349,17 @@ def pad_batch(
     n_pad, e_pad = n_node - n_real, n_edge - e_real
     owner = n_graph - 1 if layout == "torch" else g_real
     views = source.row_views()
+    lay = _layout(source, (n_node, n_edge, n_graph), dtypes, index_dtype)
+    buf = np.empty(lay.nbytes, dtype=np.uint8) if allocate is None else allocate(lay.nbytes)
+    if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1
+            and buf.shape[0] >= lay.nbytes and buf.flags.c_contiguous and buf.flags.writeable):
+        raise TypeError(f"allocate({lay.nbytes}) must return a writable 1-D uint8 array of at "
+                        f"least {lay.nbytes} bytes")
+
+    def new(name):
+        at, end, shp, dt = lay.entries[name]
+        return buf[at:end].view(dt).reshape(shp)
+
     # padding geometry: with a cutoff always; in the torch layout also by default whenever the
     # graphs have float node positions (as `graphbatch.torch.collate` does)
     pos_arr = source.node.get(position_key)
@@ -291,16 +367,15 @@ def pad_batch(
         layout == "torch" and pos_arr is not None and np.issubdtype(
             np.dtype(dtypes.get(position_key, pos_arr.dtype)), np.floating))
 
-    node_counts = np.zeros(n_graph, dtype=np.int64)
-    node_counts[:g_real] = nn
-    node_counts[owner] = n_pad
-    edge_counts = np.zeros(n_graph, dtype=np.int64)
-    edge_counts[:g_real] = ne
-    edge_counts[owner] = e_pad
-    node_ptr = np.zeros(n_graph + 1, dtype=np.int64)
-    np.cumsum(node_counts, out=node_ptr[1:])
-    edge_ptr = np.zeros(n_graph + 1, dtype=np.int64)
-    np.cumsum(edge_counts, out=edge_ptr[1:])
+    node_counts, edge_counts = new("node_counts"), new("edge_counts")
+    for counts, real, n_extra in ((node_counts, nn, n_pad), (edge_counts, ne, e_pad)):
+        counts[:g_real] = real
+        counts[g_real:] = 0
+        counts[owner] = n_extra
+    node_ptr, edge_ptr = new("node_ptr"), new("edge_ptr")
+    for ptr, counts in ((node_ptr, node_counts), (edge_ptr, edge_counts)):
+        ptr[0] = 0
+        np.cumsum(counts, out=ptr[1:])
     # real graphs come first in both layouts: ptr[:g_real] are their exclusive prefix sums
     node_first, edge_first = node_ptr[:g_real], edge_ptr[:g_real]
     node_rows = _rows(source.node_offsets, idx, nn, node_first, n_real)
@@ -323,9 +398,10 @@ def pad_batch(
             g = int(idx[np.searchsorted(np.cumsum(ne), e, side="right")])
             raise ValueError(f"stored edge_index of graph {g} holds {local[:, e].tolist()}, "
                              f"outside its {int(limit[e])} nodes (damaged store?)")
-    edge_inc = np.zeros(n_graph, dtype=np.int64)
+    edge_inc = new("edge_inc")
     edge_inc[:g_real] = node_first
-    ei = np.empty((2, n_edge), dtype=index_dtype)
+    edge_inc[g_real:] = 0
+    ei = new("edge_index")
     np.add(local, np.repeat(node_first, ne), out=ei[:, :e_real], casting="unsafe")
     ei[:, e_real:] = padding_edge_index(n_real, n_node, e_pad, spread=geometric)
     fields["edge_index"] = ei
@@ -335,8 +411,7 @@ def pad_batch(
     real_n = {"node": n_real, "edge": e_real, "graph": g_real}
     for level in ("node", "edge", "graph"):
         for name, arr in getattr(source, level).items():
-            dt = np.dtype(dtypes.get(name, arr.dtype))
-            out = np.empty((target[level], *arr.shape[1:]), dtype=dt)
+            out = new(name)
             k = real_n[level]
             _take_rows(arr, views[name], rows[level], out[:k])
             if geometric and level == "node" and name == position_key:
@@ -346,20 +421,26 @@ def pad_batch(
                 out[k:] = pad.get(name, 0)
             fields[name] = out
 
-    batch = np.repeat(np.arange(n_graph, dtype=np.int64), node_counts)
-    node_mask = np.zeros(n_node, dtype=bool)
-    node_mask[:n_real] = True
-    edge_mask = np.zeros(n_edge, dtype=bool)
-    edge_mask[:e_real] = True
-    graph_mask = np.zeros(n_graph, dtype=bool)
-    graph_mask[:g_real] = True
-    graph_index = np.full(n_graph, -1, dtype=np.int64)
+    batch = new("batch")
+    batch[:] = np.repeat(np.arange(n_graph, dtype=np.int64), node_counts)
+    masks = []
+    for name, k in (("node_mask", n_real), ("edge_mask", e_real), ("graph_mask", g_real)):
+        m = new(name)
+        m[:k] = True
+        m[k:] = False
+        masks.append(m)
+    node_mask, edge_mask, graph_mask = masks
+    graph_index = new("graph_index")
     graph_index[:g_real] = idx
+    graph_index[g_real:] = -1
+    graph_ptr = new("graph_ptr")
+    graph_ptr[:] = np.arange(n_graph + 1, dtype=np.int64)
     return PaddedArrays(
         fields=fields, node_counts=node_counts, edge_counts=edge_counts, node_ptr=node_ptr,
         edge_ptr=edge_ptr, batch=batch, node_mask=node_mask, edge_mask=edge_mask,
         graph_mask=graph_mask, graph_index=graph_index, edge_inc=edge_inc,
         num_real=(g_real, n_real, e_real), shape=(n_node, n_edge, n_graph), layout=layout,
+        buffer=buf, offsets=lay.offsets, graph_ptr=graph_ptr,
     )
 
 
