@@ -9,8 +9,8 @@ from typing import Any, Iterator
 import numpy as np
 from torch.utils.data import DistributedSampler, Sampler
 
-from .._api import plan as make_plan
 from .._budget import Budget
+from .._chunkplan import check_shuffle, plan_epoch
 from .._plan import BatchPlan
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int, as_positive_int
@@ -142,7 +142,7 @@ class PlanBatchSampler(Sampler[list]):
         batch_size: int | None = None,
         budget: Budget | tuple[int, int, int] | None = None,
         seed: int = 0,
-        shuffle: bool = True,
+        shuffle: bool | str = True,
         on_oversize: str = "error",
         num_replicas: int | None = None,
         rank: int | None = None,
@@ -161,7 +161,7 @@ class PlanBatchSampler(Sampler[list]):
             batch_size=batch_size,
             budget=budget,
             seed=as_nonnegative_int(seed, "seed"),
-            shuffle=bool(shuffle),
+            shuffle=check_shuffle(shuffle),
             on_oversize=on_oversize,
             **options,
         )
@@ -215,7 +215,7 @@ class PlanBatchSampler(Sampler[list]):
             kwargs = dict(self._kwargs)
             if world[0] > 1:
                 kwargs["world_size"] = world[0]
-            p = make_plan(self.sizes, self.strategy, epoch=epoch, **kwargs)
+            p = plan_epoch(self.sizes, self.strategy, epoch=epoch, **kwargs)
             self._cache = ((epoch, world[0], world[1]), p, self._select(p, *world))
         return self._cache[1], self._cache[2]
 
