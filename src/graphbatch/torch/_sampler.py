@@ -10,7 +10,8 @@ import numpy as np
 from torch.utils.data import DistributedSampler, Sampler
 
 from .._budget import Budget
-from .._chunkplan import check_shuffle, plan_epoch
+from .._chunkplan import check_shuffle
+from .._chunkplan import plan_epoch as make_plan
 from .._plan import BatchPlan
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int, as_positive_int
@@ -215,7 +216,7 @@ class PlanBatchSampler(Sampler[list]):
             kwargs = dict(self._kwargs)
             if world[0] > 1:
                 kwargs["world_size"] = world[0]
-            p = plan_epoch(self.sizes, self.strategy, epoch=epoch, **kwargs)
+            p = make_plan(self.sizes, self.strategy, epoch=epoch, **kwargs)
             self._cache = ((epoch, world[0], world[1]), p, self._select(p, *world))
         return self._cache[1], self._cache[2]
 
