@@ -20,14 +20,19 @@ seed 0, epoch 0), one process and ``torch.set_num_threads(1)`` unless stated:
 - ``kernel only``: the NumPy gather (`graphbatch._padbatch.pad_batch`) without torch, for the
   store layouts: memory map, in memory, and a version-1 store (chunked gzip HDF5, read per graph
   through h5py) when ``--v1`` is given -- the layout choice;
-- cold cache: the store file dropped from the page cache (``posix_fadvise DONTNEED``) before
-  reading the first ``--cold-batches`` batches, for a shuffled plan and a chunk-aware one
-  (`graphbatch.datasets.chunk_shuffled_plan`);
+- cold cache: in a fresh process that has never mapped the file (run before this process
+  opens it: ``posix_fadvise DONTNEED`` cannot drop pages a process maps), the file is dropped
+  from the page cache and the first ``--cold-batches`` batches are read (cold), then the same
+  batches again (warm), with ``shuffle=True`` and with ``shuffle="chunks"`` (chunk-aware); the
+  share of the file resident in the page cache (``mincore``) is printed before and after;
 - memory: a child process opens the store and iterates one full epoch on the batch path; its
   RSS split into anonymous and file-backed pages (``/proc/self/status``) before and after.
 
     PYTHONPATH=src python benchmarks/store_read.py --store qm9.h5 [--store moses.h5] \\
         [--v1 qm9-v1.h5] [--baseline-graphs 100000] [--epoch-batches 0]
+
+Each store's header gives the CPU count and the 1-minute load average at the start (and the
+table's last line at the end): on 2 cores, a load average near or above 2 means no free core.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import torch
 import graphbatch as gb
 import graphbatch.torch as gt
 from graphbatch._padbatch import pad_batch
-from graphbatch.datasets import GraphStore, chunk_shuffled_plan
+from graphbatch.datasets import GraphStore
 
 
 def _real(batch) -> int:
@@ -111,6 +116,50 @@ def rss_child(path: str, strategy: str, batch_size: int) -> None:
                       "graphs": graphs, "seconds": secs, "workers": workers}))
 
 
+def resident_share(path: str) -> float:
+    """Share of the file's pages in the page cache (``mincore`` on a fresh map of it)."""
+    import ctypes
+    import mmap
+
+    size = os.path.getsize(path)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            return float("nan")
+        vec = (ctypes.c_ubyte * -(-size // mmap.PAGESIZE))()
+        ok = libc.mincore(ctypes.c_void_p(addr), size, vec) == 0
+        libc.munmap(ctypes.c_void_p(addr), size)
+    finally:
+        os.close(fd)
+    return float((np.frombuffer(vec, dtype=np.uint8) & 1).mean()) if ok else float("nan")
+
+
+def cold_child(path: str, mode: str, args) -> None:
+    """Cold, then warm, reads of the first ``--cold-batches`` batches of ``gt.loader`` with
+    ``shuffle=True`` (``mode="shuffled"``) or ``"chunks"``; prints JSON. Run in a fresh process
+    (nothing maps the file yet, so dropping it from the page cache works)."""
+    torch.set_num_threads(1)
+    import torch_geometric.data  # noqa: F401 - imported by the first batch anyway
+
+    kw = dict(strategy=args.strategy, batch_size=args.batch_size, seed=0)
+    if mode == "chunks":
+        kw.update(shuffle="chunks", chunk_graphs=args.chunk_graphs,
+                  window_chunks=args.window_chunks)
+    drop_cache(path)
+    out = {"mode": mode, "resident_before": resident_share(path)}
+    for when in ("cold", "warm"):
+        out[when] = _timed(gt.loader(GraphStore(path), **kw), args.cold_batches)
+        out[f"resident_after_{when}"] = resident_share(path)
+    print(json.dumps(out))
+
+
 def drop_cache(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -133,9 +182,22 @@ def v1_batch(f, fields, no, eo, idx) -> int:
     return n
 
 
+def _child(args, *extra: str) -> dict:
+    cmd = [sys.executable, __file__, "--strategy", args.strategy, "--batch-size",
+           str(args.batch_size), "--cold-batches", str(args.cold_batches), "--chunk-graphs",
+           str(args.chunk_graphs), "--window-chunks", str(args.window_chunks), *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def bench_store(path: str, args) -> list[dict]:
     rows = []
     torch.set_num_threads(1)
+    print(f"\n## {path}: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} at start",
+          flush=True)
+    # cold cache first, in fresh processes, while this process does not map the file
+    cold = [_child(args, "--cold-child", path, "--cold-mode", mode)
+            for mode in ("shuffled", "chunks")]
     t0 = time.perf_counter()
     store = GraphStore(path)
     open_s = time.perf_counter() - t0
@@ -214,25 +276,14 @@ def bench_store(path: str, args) -> list[dict]:
                              min(20, len(idx_batches)), time.process_time() - c0,
                              "h5py per graph (no padding)"))
 
-    # cold cache: shuffled vs chunk-aware plan
-    for label, p in (("shuffled", plan),
-                     ("chunk-aware", chunk_shuffled_plan(sizes, args.strategy,
-                                                         batch_size=args.batch_size, seed=0,
-                                                         chunk_graphs=args.chunk_graphs,
-                                                         window_chunks=args.window_chunks))):
-        batcher = gt.StoreBatcher(GraphStore(path))
-        for warm in (False, True):
-            if not warm:
-                drop_cache(path)
-            t0, c0 = time.perf_counter(), time.process_time()
-            g = 0
-            for b, idx in enumerate(p.batches()):
-                if b >= args.cold_batches:
-                    break
-                g += _real(batcher(idx, p.shape(b)))
-            rows.append(_row(f"{'warm' if warm else 'cold'} cache, {label}",
-                             time.perf_counter() - t0, g, min(args.cold_batches, len(p)),
-                             time.process_time() - c0, f"first {args.cold_batches} batches"))
+    # cold cache (measured first, above): shuffle=True vs shuffle="chunks"
+    for c in cold:
+        label = "chunk-aware" if c["mode"] == "chunks" else "shuffled"
+        for when, start in (("cold", "resident_before"), ("warm", "resident_after_cold")):
+            secs, g, nb, cpu = c[when]
+            rows.append(_row(f"{when} cache, {label}", secs, g, nb, cpu,
+                             f"first {args.cold_batches} batches; file in page cache "
+                             f"{c[start]:.0%} -> {c['resident_after_' + when]:.0%}"))
 
     # memory of one full epoch, in a fresh process
     out = subprocess.run([sys.executable, __file__, "--rss-child", path, "--strategy",
@@ -240,6 +291,8 @@ def bench_store(path: str, args) -> list[dict]:
                          capture_output=True, text=True, check=True)
     rss = json.loads(out.stdout.strip().splitlines()[-1])
     print_rows(rows)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+          f"(1, 5, 15 min) on {os.cpu_count()} CPUs")
     a, b = rss["before"], rss["after"]
     mib = 2**20
     print(f"\nmemory, one full epoch on the batch path ({rss['graphs']:,} graphs in "
@@ -329,7 +382,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
     p.add_argument("--round-batches", type=int, default=150, help="batches per path per round")
     p.add_argument("--rss-child", help=argparse.SUPPRESS)
+    p.add_argument("--cold-child", help=argparse.SUPPRESS)
+    p.add_argument("--cold-mode", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.cold_child:
+        cold_child(args.cold_child, args.cold_mode, args)
+        return
     if args.rss_child:
         rss_child(args.rss_child, args.strategy, args.batch_size)
         return

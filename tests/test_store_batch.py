@@ -221,3 +221,100 @@ def test_preset_with_a_store_is_refused(store):
     ga = pytest.importorskip("graphbatch.atomistic")
     with pytest.raises(TypeError, match="preset= needs a dataset of graph objects"):
         gt.loader(store, strategy="dynamic", batch_size=4, preset=ga.mace(r_max=5.0))
+
+
+# ------------------------------------------------------- kernel gathers (issue 15, second round)
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import graphbatch._padbatch as pb  # noqa: E402
+
+
+def _unaligned(arr: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``arr`` starting at an odd address (as a memory map after a uint8
+    array is): NumPy reports it unaligned for any itemsize > 1."""
+    raw = np.zeros(arr.nbytes + 1, dtype=np.uint8)
+    raw[1:] = np.frombuffer(np.ascontiguousarray(arr).tobytes(), dtype=np.uint8)
+    out = np.frombuffer(raw.data, dtype=arr.dtype, count=arr.size, offset=1).reshape(arr.shape)
+    out.flags.writeable = False
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(n_node=st.lists(st.integers(0, 9), min_size=1, max_size=12),
+       edges_per_node=st.integers(0, 3), data=st.data(),
+       run_rows=st.sampled_from([1, 4, 10**9]), unaligned=st.booleans())
+def test_kernel_gathers_equal_per_graph_slices(n_node, edges_per_node, data, run_rows,
+                                               unaligned):
+    rng = np.random.default_rng(len(n_node) * 31 + edges_per_node)
+    nn = np.array(n_node, dtype=np.int64)
+    ne = np.array([k * edges_per_node if k else 0 for k in n_node], dtype=np.int64)
+    N, E, G = int(nn.sum()), int(ne.sum()), len(n_node)
+    ei = np.concatenate([rng.integers(0, max(k, 1), (2, m)) for k, m in zip(nn, ne)]
+                        + [np.zeros((2, 0), dtype=np.int64)], axis=1).astype(np.int32)
+    arrays = {"node": {"z": rng.integers(0, 255, N).astype(np.uint8),
+                       "pos": rng.normal(size=(N, 3)).astype(np.float32)},
+              "edge": {"d": rng.random(E).astype(np.float64),
+                       "b": rng.integers(0, 4, (E, 2)).astype(np.int16)},
+              "graph": {"y": rng.normal(size=(G, 2)).astype(np.float32),
+                        "i": np.arange(G, dtype=np.int64)}}
+    wrap = _unaligned if unaligned else (lambda a: a)
+    src = pb.PackedGraphs(
+        n_node=nn, n_edge=ne, node_offsets=np.r_[0, np.cumsum(nn)],
+        edge_offsets=np.r_[0, np.cumsum(ne)], edge_index=wrap(ei),
+        **{lv: {k: wrap(v) for k, v in d.items()} for lv, d in arrays.items()})
+    if unaligned and N:
+        assert not src.node["pos"].flags.aligned
+    idx = np.array(data.draw(st.lists(st.integers(0, G - 1), max_size=6)), dtype=np.int64)
+    shape = (int(nn[idx].sum()) + 3, int(ne[idx].sum()) + 2, len(idx) + 2)
+    old = pb.RUN_ROWS
+    pb.RUN_ROWS = run_rows
+    try:
+        casts = {"z": np.int64, "d": np.float32} if run_rows == 4 else {}
+        got = pb.pad_batch(src, idx, shape, dtypes=casts, pad={"i": -7})
+    finally:
+        pb.RUN_ROWS = old
+    no, eo = src.node_offsets, src.edge_offsets
+    for level, rows in (("node", [slice(no[g], no[g + 1]) for g in idx]),
+                        ("edge", [slice(eo[g], eo[g + 1]) for g in idx]),
+                        ("graph", [slice(g, g + 1) for g in idx])):
+        for name, arr in arrays[level].items():
+            want = np.concatenate([arr[r] for r in rows] + [arr[:0]])
+            out = got.fields[name]
+            assert out.dtype == np.dtype(casts.get(name, arr.dtype))
+            assert np.array_equal(out[:want.shape[0]], want.astype(out.dtype)), name
+            if name == "i":
+                assert (out[want.shape[0]:] == -7).all()
+    local = np.concatenate([ei[:, eo[g]:eo[g + 1]] + got.node_ptr[k]
+                            for k, g in enumerate(idx)] + [np.zeros((2, 0), np.int64)], axis=1)
+    assert np.array_equal(got.fields["edge_index"][:, :local.shape[1]], local)
+    # every output array is a view of the batch's one buffer, at its recorded offset
+    base = got.buffer.__array_interface__["data"][0]
+    for name, arr in [*got.fields.items(), ("batch", got.batch), ("graph_ptr", got.graph_ptr)]:
+        assert arr.__array_interface__["data"][0] - base == got.offsets[name], name
+    assert np.array_equal(got.graph_ptr, np.arange(shape[2] + 1))
+
+
+def test_batches_never_share_buffers(store):
+    a = store.read_batch([0, 1], (400, 3000, 4))
+    b = store.read_batch([0, 1], (400, 3000, 4))
+    assert not np.shares_memory(a.buffer, b.buffer)
+    a.fields["pos"][:] = 99                                   # a consumer writing to a batch
+    assert not (b.fields["pos"] == 99).all()
+    with pytest.raises(TypeError, match="allocate"):
+        store.read_batch([0], (400, 3000, 4), allocate=lambda n: np.empty(n - 1, np.uint8))
+    seen = []
+    c = store.read_batch([2], (400, 3000, 4),
+                         allocate=lambda n: seen.append(n) or np.empty(n + 8, np.uint8))
+    assert seen and c.buffer.shape[0] == seen[0] + 8
+
+
+def test_worker_batches_arrive_as_one_shared_block(store):
+    ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    b = next(iter(ld))
+    storages = {b[k].untyped_storage().data_ptr() for k in b.keys()
+                if isinstance(b[k], torch.Tensor)}
+    assert len(storages) == 1                                  # one block per batch
+    ref = gt.store_batch(store, b.graph_index[b.graph_mask].numpy(),
+                         (b.num_nodes, b.edge_index.shape[1], b.num_graphs))
+    assert_same_batch(b, ref)

@@ -19,8 +19,9 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .._api import plan as make_plan
 from .._budget import Budget
+from .._chunkplan import check_shuffle
+from .._chunkplan import plan_epoch as make_plan
 from .._padlayout import check_cutoff, short_padding_batches
 from .._plan import BatchPlan
 from .._sizes import GraphSizes
@@ -321,7 +322,7 @@ def loader(
     devs = None if devices is None else _check_devices(devices)
     request = {"strategy": strategy, "batch_size": batch_size,
                "budget": None if budget is None else _budget_list(budget),
-               "seed": as_nonnegative_int(seed, "seed"), "shuffle": bool(shuffle),
+               "seed": as_nonnegative_int(seed, "seed"), "shuffle": check_shuffle(shuffle),
                "on_oversize": on_oversize, "options": dict(options)}
     cutoff = check_cutoff(cutoff)
     ld = JaxPlanLoader(source, sizes, request, devices=devs, prefetch=prefetch, cutoff=cutoff,

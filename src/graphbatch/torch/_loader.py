@@ -246,7 +246,7 @@ def loader(
     batch_size: int | None = None,
     budget: Budget | tuple[int, int, int] | None = None,
     seed: int = 0,
-    shuffle: bool = True,
+    shuffle: bool | str = True,
     on_oversize: str = "error",
     num_replicas: int | None = None,
     rank: int | None = None,
@@ -271,6 +271,17 @@ def loader(
     ``graphbatch.plan``. ``sampler``, ``batch_sampler``, ``collate_fn`` and ``drop_last`` are
     the plan's business (``TypeError``). ``generator`` defaults to one seeded with ``seed``, so
     iterating leaves torch's global RNG untouched.
+
+    ``shuffle``: ``True`` (every epoch a new order of the whole dataset), ``False``, or
+    ``"chunks"``: chunk-aware shuffling for stores bigger than RAM
+    (`graphbatch.datasets.chunk_shuffled_plan`; options ``chunk_graphs``, default 4,096
+    consecutive graphs per chunk, and ``window_chunks``, default 8 chunks per window; the
+    same in `graphbatch.jax.loader`): each epoch permutes the
+    chunks and deals them into windows, and each batch holds graphs of one window only, so a
+    batch reads at most ``window_chunks`` stretches of the file. Every graph still comes once
+    per epoch (per rank set), deterministically per ``(seed, epoch)``; but a batch mixes only
+    graphs that were within ``chunk_graphs`` of each other in the store, and graphs of
+    different chunks meet in a batch only in epochs where their chunks share a window.
 
     ``sizes`` default: `read_sizes(dataset)` (once). The schema is inferred once from up to 32
     graphs spread over the dataset unless given. Batches are PyG ``Batch`` objects

@@ -9,8 +9,9 @@ from typing import Any, Iterator
 import numpy as np
 from torch.utils.data import DistributedSampler, Sampler
 
-from .._api import plan as make_plan
 from .._budget import Budget
+from .._chunkplan import check_shuffle
+from .._chunkplan import plan_epoch as make_plan
 from .._plan import BatchPlan
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int, as_positive_int
@@ -142,7 +143,7 @@ class PlanBatchSampler(Sampler[list]):
         batch_size: int | None = None,
         budget: Budget | tuple[int, int, int] | None = None,
         seed: int = 0,
-        shuffle: bool = True,
+        shuffle: bool | str = True,
         on_oversize: str = "error",
         num_replicas: int | None = None,
         rank: int | None = None,
@@ -161,7 +162,7 @@ class PlanBatchSampler(Sampler[list]):
             batch_size=batch_size,
             budget=budget,
             seed=as_nonnegative_int(seed, "seed"),
-            shuffle=bool(shuffle),
+            shuffle=check_shuffle(shuffle),
             on_oversize=on_oversize,
             **options,
         )

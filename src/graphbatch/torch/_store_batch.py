@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, get_worker_info
 
 from .._padbatch import PaddedArrays
 from .._padlayout import check_cutoff
@@ -70,15 +70,49 @@ def _check_schema(store, schema: Schema) -> dict[str, Any]:
     return {k: s.pad for k, s in schema.items() if k != EDGE_INDEX and s.pad != 0}
 
 
-def _tensors(padded: PaddedArrays) -> dict[str, torch.Tensor]:
-    return {
-        "batch": torch.from_numpy(padded.batch),
-        "ptr": torch.from_numpy(padded.node_ptr),
-        "node_mask": torch.from_numpy(padded.node_mask),
-        "edge_mask": torch.from_numpy(padded.edge_mask),
-        "graph_mask": torch.from_numpy(padded.graph_mask),
-        "graph_index": torch.from_numpy(padded.graph_index),
-    }
+_STRUCT_KEYS = {"batch": "batch", "ptr": "node_ptr", "node_mask": "node_mask",
+                "edge_mask": "edge_mask", "graph_mask": "graph_mask",
+                "graph_index": "graph_index", "edge_ptr": "edge_ptr", "edge_inc": "edge_inc",
+                "graph_ptr": "graph_ptr"}
+_TORCH_DTYPES: dict[np.dtype, torch.dtype] = {}
+
+
+def _torch_dtype(dt: np.dtype) -> torch.dtype:
+    t = _TORCH_DTYPES.get(dt)
+    if t is None:
+        t = _TORCH_DTYPES[dt] = torch.from_numpy(np.empty(0, dtype=dt)).dtype
+    return t
+
+
+def _shared_allocator():
+    """``(allocate, holder)``: ``allocate(nbytes)`` makes a ``uint8`` tensor in shared memory
+    (appended to ``holder``) and returns its NumPy view, for `pad_batch` in a DataLoader
+    worker: the batch then travels to the main process as one shared block, not one per
+    tensor (as ``default_collate`` does for the tensors it stacks)."""
+    holder: list[torch.Tensor] = []
+
+    def allocate(nbytes: int) -> np.ndarray:
+        base = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(nbytes))
+        holder.append(base)
+        return base.numpy()
+
+    return allocate, holder
+
+
+def _as_tensors(padded: PaddedArrays, keys, base: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """The batch's field and structure arrays as tensors sharing its memory: views of ``base``
+    (the batch's buffer as one tensor, in workers) or ``torch.from_numpy`` per array."""
+    arrays = {key: padded.fields[key] for key in keys}
+    arrays.update({key: getattr(padded, attr) for key, attr in _STRUCT_KEYS.items()})
+    if base is None:
+        return {key: torch.from_numpy(a) for key, a in arrays.items()}
+    offsets = padded.offsets
+    attr = {**{key: key for key in keys}, **_STRUCT_KEYS}
+    out = {}
+    for key, a in arrays.items():
+        at = offsets[attr[key]]
+        out[key] = base[at:at + a.nbytes].view(_torch_dtype(a.dtype)).view(a.shape)
+    return out
 
 
 class StoreBatcher:
@@ -104,36 +138,51 @@ class StoreBatcher:
     def __call__(self, index, shape):
         from ..datasets._torch import StoreData
 
+        base = None
+        options = {}
+        if get_worker_info() is not None:
+            options["allocate"], holder = _shared_allocator()
         padded = self.store.read_batch(index, shape, layout="torch", cutoff=self.cutoff,
                                        position_key=self.position_key, dtypes=self._dtypes,
-                                       index_dtype=np.int64, pad=self._pads)
+                                       index_dtype=np.int64, pad=self._pads, **options)
+        if options:
+            base = holder[0]
         n_graph = padded.shape[2]
-        fields = {key: torch.from_numpy(padded.fields[key]) for key in self._keys}
-        structure = _tensors(padded)
+        # tensors share this batch's new buffer (never reused for another batch)
+        tensors = _as_tensors(padded, self._keys, base)
+        edge_ptr = tensors.pop("edge_ptr")
+        edge_inc = tensors.pop("edge_inc")
+        graph_ptr = tensors.pop("graph_ptr")
         if self.as_dict:
-            out = dict(fields)
-            out.update(structure)
-            out["edge_ptr"] = torch.from_numpy(padded.edge_ptr)
-            out["num_graphs"] = n_graph
-            return out
+            tensors["edge_ptr"] = edge_ptr
+            tensors["num_graphs"] = n_graph
+            return tensors
         Batch, Data = _pyg()
         # like `collate`, whose Batch inherits from the type of its first graph (plain Data
         # when an all-padding batch of a distributed plan has no graph)
         out = _new_batch(Batch, StoreData if padded.num_real[0] else Data)
-        for key, value in fields.items():
-            out[key] = value
-        for key, value in structure.items():
-            out[key] = value
+        _set_all(out, tensors)
         if not self._anchored:
             out.num_nodes = padded.shape[0]
             out._store._num_nodes = padded.node_counts.tolist()
-        ptr = {"node": structure["ptr"], "edge": torch.from_numpy(padded.edge_ptr),
-               "graph": torch.arange(n_graph + 1)}
+        ptr = {"node": tensors["ptr"], "edge": edge_ptr, "graph": graph_ptr}
         out._slice_dict = {key: ptr[level] for key, level in self._levels.items()}
-        inc = torch.from_numpy(padded.edge_inc) if padded.num_real[0] else None
+        inc = edge_inc if padded.num_real[0] else None
         out._inc_dict = {key: (inc if key == EDGE_INDEX else None) for key in self._keys}
         out._num_graphs = n_graph
         return out
+
+
+def _set_all(batch, tensors: dict[str, torch.Tensor]) -> None:
+    """``batch[key] = value`` for every entry, on a ``Batch`` just made: straight into its
+    storage's mapping (what PyG's ``__setitem__`` does for a non-``None`` value after dropping
+    cached keys, of which a new ``Batch`` has none), else item by item."""
+    mapping = getattr(getattr(batch, "_store", None), "_mapping", None)
+    if isinstance(mapping, dict) and not getattr(batch._store, "_cached_attr", None):
+        mapping.update(tensors)
+    else:  # pragma: no cover - other PyG storage layouts
+        for key, value in tensors.items():
+            batch[key] = value
 
 
 def store_batch(store, index, shape, *, schema: Schema | None = None,
