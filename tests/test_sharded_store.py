@@ -43,7 +43,7 @@ QM9_N = 420
 def cluster():
     """A local Dask cluster of 2 thread workers in this process (fast to start)."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as c:
+                                  dashboard_address=":0") as c:
         yield c.scheduler_address
 
 
@@ -92,6 +92,21 @@ def test_sharded_store_equals_single_file_build(qm9):
     with pytest.raises(TypeError, match="read_batch"):
         b.packed()
     b.verify()
+
+
+def test_plan_reads_the_manifest_sizes(qm9, tmp_path, capsys):
+    from graphbatch.analysis._sources import load_sizes
+
+    single, manifest = qm9
+    a, b = load_sizes(single), load_sizes(manifest)
+    assert np.array_equal(a.n_node, b.n_node) and np.array_equal(a.n_bytes, b.n_bytes)
+    outs = []
+    for src in (single, manifest):
+        out = tmp_path / f"{src.stem}.npz"
+        assert main(["plan", str(src), "--strategy", "pack-lpf", "--batch-size", "32",
+                     "--out", str(out)]) == 0
+        outs.append(gb.BatchPlan.load(out))
+    assert np.array_equal(outs[0].order, outs[1].order)
 
 
 def _assert_same_padded(x, y):
@@ -364,7 +379,7 @@ def test_killed_worker_partition_is_retried_and_the_build_equals_single_file(tmp
     out = tmp_path / "set" / "m.json"
     out.parent.mkdir()
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         pids = set(client.run(os.getpid).values())
         box: dict = {}

@@ -101,8 +101,9 @@ def _client(address: str | None, workers: int | None):
     if address is not None:
         return Client(address, timeout="30s"), None
     n = (os.cpu_count() or 1) if workers is None else as_positive_int(workers, "workers")
+    # ":0": the scheduler's HTTP endpoint on a free port (builds side by side never collide)
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
+                           dashboard_address=":0")
     return Client(cluster), cluster
 
 
