@@ -80,12 +80,26 @@ def partition_bounds(n_records: int, shards: int) -> np.ndarray:
     return (np.arange(shards + 1, dtype=np.int64) * n_records) // shards
 
 
+def _aborted(name: str) -> bool:
+    """Whether the driver has called this build off (a Dask ``Event`` on the scheduler)."""
+    from distributed import Event
+
+    return Event(name).is_set()
+
+
 def _build_shard(task: dict) -> dict:
-    """Cluster task: build one shard store; returns its summary (runs on a worker)."""
+    """Cluster task: build one shard store; returns its summary (runs on a worker). A build the
+    driver has called off (another shard failed) writes nothing: the task returns at once, or
+    deletes the shard it has just written (the driver deletes the shards written before)."""
     wall0, cpu0 = time.perf_counter(), time.process_time()
+    if _aborted(task["abort"]):
+        return {"aborted": True}
     opts = BuildOptions(**task["options"])
     report = write_partition(task["path"], opts, task["records"], task["meta"],
                              start=task["start"], workers=1)
+    if _aborted(task["abort"]):   # checked after the rename: the driver's cleanup or this one
+        report.path.unlink(missing_ok=True)
+        return {"aborted": True}
     store = GraphStore(report.path, cache_size=0)
     return {"path": str(report.path), "uuid": store.uuid, "header_crc": store.header_crc,
             "n_graph": report.n_graph, "n_node": report.n_node, "n_edge": report.n_edge,
@@ -105,6 +119,19 @@ def _client(address: str | None, workers: int | None):
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                            dashboard_address=":0")
     return Client(cluster), cluster
+
+
+def _call_off(client, abort: str, futures, *, wait: bool = True) -> None:
+    """Stop a failing build: tasks not yet started return at once, running ones delete their
+    shard after writing it; with ``wait``, return once every task has ended."""
+    from distributed import Event, wait as wait_for
+
+    try:
+        Event(abort, client=client).set()
+        if wait:
+            wait_for(list(futures), timeout=3600)
+    except Exception:  # noqa: BLE001 - best effort: the build is failing anyway
+        pass
 
 
 def _remove(paths) -> None:
@@ -166,12 +193,14 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
     client, cluster = _client(address, workers)
     results: list[dict | None] = [None] * shards
     committed = False
+    abort = f"graphbatch-abort-{build_id}"
+    futures: dict = {}
     try:
         t_submit = time.perf_counter()
-        futures = {}
         for s in range(shards):
             a, b = int(bounds[s]), int(bounds[s + 1])
             task = {"path": str(paths[s]), "options": opts.as_json(), "start": a,
+                    "abort": abort,
                     "records": slice_records(records, a, b),
                     "meta": {**meta, "shard": {"index": s, "of": shards, "records": [a, b],
                                                "build_id": build_id}}}
@@ -191,8 +220,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                 try:
                     results[s] = fut.result()
                 except Exception as exc:  # noqa: BLE001 - reported as one line, shard named
-                    for other in futures:
-                        other.cancel()
+                    _call_off(client, abort, futures)
                     msg = " ".join(str(exc).split()) or type(exc).__name__
                     raise ShardBuildError(f"shard {s} ({paths[s].name}, records "
                                           f"{int(bounds[s])}:{int(bounds[s + 1])}) failed "
@@ -237,8 +265,10 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                        n_edge=np.concatenate(n_edges))
         committed = True
         _remove(previous)
-    except BaseException:
+    except BaseException as exc:
         if not committed:
+            if futures and not isinstance(exc, ShardBuildError):
+                _call_off(client, abort, futures, wait=False)  # interrupted: do not wait for workers
             _remove(paths)  # this build's shards: no manifest refers to them
         raise
     finally:

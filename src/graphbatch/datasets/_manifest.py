@@ -28,13 +28,13 @@ from __future__ import annotations
 import base64
 import json
 import os
-import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .._io import atomic_write
 from ._store import StoreFormatError
 
 __all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "Manifest", "ShardEntry", "read_manifest",
@@ -116,7 +116,8 @@ def _body_crc(body: dict) -> int:
 def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict, fields: dict,
                    edge_index_dtype: str, build: dict, shards: list[ShardEntry],
                    n_node: np.ndarray, n_edge: np.ndarray) -> Path:
-    """Write the manifest atomically (temporary file in the same folder, fsync, rename)."""
+    """Write the manifest atomically (`graphbatch._io.atomic_write`: temporary file in the same
+    folder, fsync, rename)."""
     path = Path(path)
     n_node = np.asarray(n_node, dtype=np.int64)
     n_edge = np.asarray(n_edge, dtype=np.int64)
@@ -135,20 +136,14 @@ def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict,
                   "n_node_crc32": crc_n, "n_edge": enc_e, "n_edge_crc32": crc_e},
     }
     body["manifest_crc"] = _body_crc(body)
-    text = json.dumps(body, indent=1, sort_keys=True)
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    data = json.dumps(body, indent=1, sort_keys=True).encode("utf-8")
+
+    def write(fh) -> None:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())  # the manifest marks the set complete: on disk before the rename
+
+    atomic_write(path, write)
     return path
 
 
