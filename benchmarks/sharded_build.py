@@ -12,7 +12,10 @@ One run builds the first ``--limit`` MOSES SMILES
 and reports per build: driver wall seconds (records loaded, cluster started, manifest written),
 engine wall seconds (first task submitted to last shard done: the part the workers speed up),
 CPU seconds per graph summed over the shard tasks (``time.process_time`` in each worker), and
-the load average. Then it checks that every sharded store's size table and graphs (every
+the load average. Next to each round, a control with no Dask and no I/O: the same pure-Python
+CPU loop split over 1 and over 2 processes (``multiprocessing``), whose ratio is the parallel
+speed-up the machine offers this build at that moment (on a shared machine with the kernel's
+per-session CPU fairness, ``sched_autogroup``, it can be far below 2). Then it checks that every sharded store's size table and graphs (every
 array of ``arrays(0, N)``) equal the single-file build's.
 
     PYTHONPATH=src python benchmarks/sharded_build.py --limit 50000 --shards 4 \\
@@ -41,6 +44,27 @@ def _cpu_model() -> str:
                     if line.startswith("Model name"))
     except (OSError, subprocess.CalledProcessError, StopIteration):
         return platform.processor() or "unknown"
+
+
+def _burn(n: int) -> float:
+    t = time.process_time()
+    s = 0
+    for i in range(n):
+        s += i * i
+    return time.process_time() - t
+
+
+def _control(n: int = 6_000_000) -> float:
+    """Wall-time ratio of 4 equal CPU loops on 1 process vs on 2 processes."""
+    import multiprocessing
+
+    walls = {}
+    for procs in (1, 2):
+        t = time.perf_counter()
+        with multiprocessing.get_context("spawn").Pool(procs) as pool:
+            pool.map(_burn, [n] * 4)
+        walls[procs] = time.perf_counter() - t
+    return walls[1] / walls[2]
 
 
 def _same(a: GraphStore, b: GraphStore) -> bool:
@@ -77,7 +101,11 @@ def main() -> None:
     single = GraphStore(ref.path)
 
     rows = []
+    controls = []
     for r in range(args.rounds):
+        controls.append(_control())
+        print(f"round {r}: control (pure CPU loop, 2 processes vs 1): x{controls[-1]:.2f}; "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
         for w in args.workers:
             manifest = out / f"w{w}-r{r}" / "moses.json"
             load0 = os.getloadavg()[0]
@@ -105,7 +133,7 @@ def main() -> None:
             one, two = by_w[1], by_w[2]
             print(f"round {r}: 2 workers vs 1: engine wall "
                   f"x{one.engine_seconds / two.engine_seconds:.2f}, driver wall "
-                  f"x{one.seconds / two.seconds:.2f}")
+                  f"x{one.seconds / two.seconds:.2f}; control (machine) x{controls[r]:.2f}")
     print(f"load average at end {os.getloadavg()}")
 
 

@@ -89,9 +89,53 @@ def test_sharded_store_equals_single_file_build(qm9):
     assert np.array_equal(a.graph_field("y"), b.graph_field("y"))
     assert np.array_equal(a.failed_index, b.failed_index)
     assert np.array_equal(a.node_offsets, b.node_offsets)
+    assert repr(b).startswith("ShardedGraphStore(") and "shards=3" in repr(b)
     with pytest.raises(TypeError, match="read_batch"):
         b.packed()
     b.verify()
+
+
+def _assert_same_store(a, b):
+    assert len(a) == len(b) and a.fields == b.fields
+    assert np.array_equal(a.n_node, b.n_node) and np.array_equal(a.n_edge, b.n_edge)
+    x, y = a.arrays(), b.arrays()
+    assert np.array_equal(x.edge_index, y.edge_index)
+    for level in ("node", "edge", "graph"):
+        for k, v in getattr(x, level).items():
+            assert v.dtype == getattr(y, level)[k].dtype
+            assert np.array_equal(v, getattr(y, level)[k]), k
+    assert np.array_equal(a.failed_index, b.failed_index)
+
+
+def test_moses_ids_and_failures_are_global_record_indices(tmp_path, cluster):
+    """Invalid SMILES in several partitions: failed_index and the graph ids equal the
+    single-file build's (partition offsets added)."""
+    pytest.importorskip("rdkit")
+    smiles = ["CCO", "c1ccccc1", "not-a-smiles", "CC(=O)O", "N#N", "C1CC", "CCN(CC)CC",
+              "O=C=O", "xyz", "CC", "CCCC", "c1ccncc1", "C(", "OCCO", "CS(=O)C", "F"]
+    csv = tmp_path / "m.csv"
+    csv.write_text("SMILES,SPLIT\n" + "".join(f"{s},train\n" for s in smiles))
+    single = GraphStore(build_store("moses", tmp_path / "one.h5", source=csv, workers=1).path)
+    rep = build_sharded_store("moses", tmp_path / "set" / "m.json", shards=5, source=csv,
+                              address=cluster)
+    sharded = GraphStore(rep.path)
+    assert single.failed_index.tolist() == [2, 5, 8, 12]
+    assert [i for i, _ in rep.failures] == [2, 5, 8, 12]
+    assert sharded.graph_field("index").tolist() == [i for i in range(16)
+                                                     if i not in (2, 5, 8, 12)]
+    _assert_same_store(single, sharded)
+
+
+def test_code_file_indices_are_global(tmp_path, cluster):
+    import graphbatch.datasets as pkg
+
+    folder = Path(pkg.__file__).parent
+    single = GraphStore(build_store("code", tmp_path / "one.h5", source=folder).path)
+    rep = build_sharded_store("code", tmp_path / "set" / "c.json", shards=4, source=folder,
+                              address=cluster)
+    sharded = GraphStore(rep.path)
+    assert sharded.graph_field("file_index").max() > 4
+    _assert_same_store(single, sharded)
 
 
 def test_plan_reads_the_manifest_sizes(qm9, tmp_path, capsys):
