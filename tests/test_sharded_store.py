@@ -138,6 +138,26 @@ def test_code_file_indices_are_global(tmp_path, cluster):
     _assert_same_store(single, sharded)
 
 
+def test_partitions_without_graphs_have_no_shard(tmp_path, cluster):
+    """Code files without functions (and SMILES that all fail) make partitions with no graph:
+    no shard file for them, their failures kept in the manifest, the set still equal."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, text in (("a.py", "def f(x):\n    return x + 1\n"), ("b.py", "X = 1\n"),
+                       ("c.py", "def (:\n"), ("d.py", "Y = 2\n"),
+                       ("e.py", "def g():\n    pass\n\ndef h(a, b):\n    return a * b\n")):
+        (src / name).write_text(text)
+    single = GraphStore(build_store("code", tmp_path / "one.h5", source=src).path)
+    rep = build_sharded_store("code", tmp_path / "set" / "c.json", shards=5, source=src,
+                              address=cluster)
+    sharded = GraphStore(rep.path, verify=True)
+    assert sharded.n_shards == 2 and len(rep.shards) == 2
+    assert sorted(p.name for p in rep.path.parent.iterdir()) == sorted(
+        [rep.path.name] + [p.name for p in rep.shards])
+    assert single.failed_index.tolist() == sharded.failed_index.tolist() == [2]
+    _assert_same_store(single, sharded)
+
+
 def test_plan_reads_the_manifest_sizes(qm9, tmp_path, capsys):
     from graphbatch.analysis._sources import load_sizes
 

@@ -190,9 +190,11 @@ def convert_records(opts: BuildOptions, records, *, start: int = 0, workers: int
 
 def write_partition(out: str | os.PathLike, opts: BuildOptions, records, meta: dict, *,
                     start: int = 0, workers: int | None = 1, progress: bool = False,
-                    ) -> BuildReport:
+                    allow_empty: bool = False) -> BuildReport:
     """Convert ``records`` (starting at global record ``start``) and write them to one store at
-    ``out`` atomically (`GraphStoreWriter`: the file appears only when complete)."""
+    ``out`` atomically (`GraphStoreWriter`: the file appears only when complete). If no record
+    converts, raises ``ValueError`` -- or, with ``allow_empty`` (a shard of a bigger build),
+    writes nothing and reports ``n_graph == 0`` with the failures."""
     t0 = time.perf_counter()
     failures: list = []
     n_graph = n_node = n_edge = 0
@@ -204,7 +206,9 @@ def write_partition(out: str | os.PathLike, opts: BuildOptions, records, meta: d
             n_node += int(chunk.n_node.sum())
             n_edge += int(chunk.n_edge.sum())
         writer.add_failed(np.asarray([i for i, _ in failures], dtype=np.int64))
-        if n_graph == 0:
+        if n_graph == 0 and allow_empty:
+            writer.discard()
+        elif n_graph == 0:
             raise ValueError(f"no {opts.dataset} graphs were built (limit={opts.limit}, "
                              f"records {start}:{start + record_count(records)}, "
                              f"{len(failures)} failures)")

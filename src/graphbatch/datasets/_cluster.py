@@ -96,7 +96,10 @@ def _build_shard(task: dict) -> dict:
         return {"aborted": True}
     opts = BuildOptions(**task["options"])
     report = write_partition(task["path"], opts, task["records"], task["meta"],
-                             start=task["start"], workers=1)
+                             start=task["start"], workers=1, allow_empty=True)
+    if report.n_graph == 0:        # every record failed: no file (the manifest keeps them)
+        return {"empty": True, "failures": report.failures,
+                "seconds": time.perf_counter() - wall0, "cpu_seconds": time.process_time() - cpu0}
     if _aborted(task["abort"]):   # checked after the rename: the driver's cleanup or this one
         report.path.unlink(missing_ok=True)
         return {"aborted": True}
@@ -233,7 +236,11 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                 bar.close()
         engine_seconds = time.perf_counter() - t_submit
         entries, n_nodes, n_edges, fields, edge_dtype = [], [], [], None, None
+        unsharded = sorted(int(i) for res in results if res.get("empty")
+                           for i, _ in res["failures"])
         for s, res in enumerate(results):
+            if res.get("empty"):
+                continue
             store = GraphStore(paths[s], cache_size=0)
             if store.uuid != res["uuid"] or len(store) != res["n_graph"]:
                 raise ShardBuildError(f"shard {s} ({paths[s].name}) on disk is not the one its "
@@ -253,6 +260,9 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                                       uuid=store.uuid, header_crc=store.header_crc,
                                       bytes=paths[s].stat().st_size))
             store.close()
+        if not entries:
+            raise ValueError(f"no {dataset} graphs were built (limit={limit}, "
+                             f"{len(unsharded)} failures)")
         previous = [p for p in _previous_shards(out) if p not in paths]
         n_workers = len(client.scheduler_info().get("workers", {}))
         write_manifest(out, uuid=uuidlib.uuid4().hex, name=dataset, meta=meta, fields=fields,
@@ -262,7 +272,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                               "build_id": build_id,
                               "records": [int(bounds[0]), int(bounds[-1])]},
                        shards=entries, n_node=np.concatenate(n_nodes),
-                       n_edge=np.concatenate(n_edges))
+                       n_edge=np.concatenate(n_edges), failed_without_shard=unsharded)
         committed = True
         _remove(previous)
     except BaseException as exc:
@@ -277,7 +287,9 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
             cluster.close()
     failures = sorted(f for res in results for f in (tuple(x) for x in res["failures"]))
     return ShardedBuildReport(
-        path=out, dataset=dataset, shards=paths, n_graph=sum(e.n_graph for e in entries),
+        path=out, dataset=dataset,
+        shards=[p for p, r in zip(paths, results) if not r.get("empty")],
+        n_graph=sum(e.n_graph for e in entries),
         n_node=sum(e.n_node for e in entries), n_edge=sum(e.n_edge for e in entries),
         seconds=time.perf_counter() - t0, engine_seconds=engine_seconds,
         shard_seconds=[r["seconds"] for r in results],

@@ -10,12 +10,14 @@ Format ``graphbatch-sharded-store``, version `MANIFEST_VERSION` = 1 (a JSON obje
     n_graph, n_node_total, n_edge_total
     build                    build options (dataset, limit, shards, engine, workers, ...)
     shards                   [{file, n_graph, n_node, n_edge, n_failed, uuid, header_crc, bytes}]
+                             (a partition whose every record failed has no shard file)
                              ``file`` is relative to the manifest's folder; ``uuid`` and
                              ``header_crc`` are the shard store's (a replaced or re-written
                              shard has another uuid); ``bytes`` its file size
     sizes                    combined size table in global graph order: int64 ``n_node`` and
                              ``n_edge`` as base64 of zlib-compressed little-endian bytes, and
                              ``crc32`` of the uncompressed bytes of each
+    failed_without_shard     sorted source indices of the records of those partitions
     manifest_crc             CRC-32 of the canonical JSON (sorted keys) of everything else
 
 Reading checks the format, the version, ``manifest_crc`` (an edited manifest is refused), the
@@ -79,6 +81,7 @@ class Manifest:
     shards: tuple[ShardEntry, ...]
     n_node: np.ndarray
     n_edge: np.ndarray
+    failed_without_shard: np.ndarray
 
     @property
     def n_graph(self) -> int:
@@ -115,7 +118,8 @@ def _body_crc(body: dict) -> int:
 
 def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict, fields: dict,
                    edge_index_dtype: str, build: dict, shards: list[ShardEntry],
-                   n_node: np.ndarray, n_edge: np.ndarray) -> Path:
+                   n_node: np.ndarray, n_edge: np.ndarray,
+                   failed_without_shard: list[int] = ()) -> Path:
     """Write the manifest atomically (`graphbatch._io.atomic_write`: temporary file in the same
     folder, fsync, rename)."""
     path = Path(path)
@@ -132,6 +136,7 @@ def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict,
         "n_graph": int(n_node.shape[0]), "n_node_total": int(n_node.sum()),
         "n_edge_total": int(n_edge.sum()), "build": build,
         "shards": [s.as_json() for s in shards],
+        "failed_without_shard": sorted(int(i) for i in failed_without_shard),
         "sizes": {"encoding": "zlib+base64", "dtype": "<i8", "n_node": enc_n,
                   "n_node_crc32": crc_n, "n_edge": enc_e, "n_edge_crc32": crc_e},
     }
@@ -222,6 +227,11 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
 
         _check_fields(body["fields"])
         _check_dtype(body["edge_index_dtype"])
+        extra = body.get("failed_without_shard")
+        if not isinstance(extra, list):
+            raise ValueError("failed_without_shard is not a list")
+        failed_extra = np.asarray([_count(i, "failed_without_shard entry") for i in extra],
+                                  dtype=np.int64)
     except StoreFormatError:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure to parse is a format error
@@ -229,4 +239,5 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
                                f"{type(exc).__name__}: {exc}") from exc
     return Manifest(path=path, uuid=body["uuid"], name=body["name"], meta=body["meta"],
                     fields=body["fields"], edge_index_dtype=body["edge_index_dtype"],
-                    build=body["build"], shards=entries, n_node=n_node, n_edge=n_edge)
+                    build=body["build"], shards=entries, n_node=n_node, n_edge=n_edge,
+                    failed_without_shard=failed_extra)

@@ -177,9 +177,11 @@ class ShardedGraphStore(GraphStore):
     @property
     def failed_index(self) -> np.ndarray:
         """Source-record indices that failed conversion (global, from every shard)."""
-        parts = [self.shard(s).failed_index for s in range(self.n_shards)
+        parts = [np.asarray(self.shard(s).failed_index) for s in range(self.n_shards)
                  if self._manifest.shards[s].n_failed]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        out = np.sort(np.concatenate([*parts, self._manifest.failed_without_shard]))
+        out.flags.writeable = False
+        return out
 
     def graph_field(self, name: str) -> np.ndarray:
         """The whole graph-level array ``name`` across shards (a read-only copy)."""
@@ -203,13 +205,14 @@ class ShardedGraphStore(GraphStore):
         stop = len(self) if stop is None else int(stop)
         if not 0 <= start <= stop <= len(self):
             raise IndexError(f"range {start}:{stop} is outside 0:{len(self)}")
+        if start == stop:
+            return self.shard(0).arrays(0, 0)
         parts = []
         for s in range(self.n_shards):
-            a, b = max(start, self._starts[s]), min(stop, self._starts[s + 1])
-            if a < b or (not parts and s == self.n_shards - 1):
+            a, b = max(start, int(self._starts[s])), min(stop, int(self._starts[s + 1]))
+            if a < b:
                 base = int(self._starts[s])
-                parts.append(self.shard(s).arrays(int(a - base) if a < b else 0,
-                                                  int(b - base) if a < b else 0))
+                parts.append(self.shard(s).arrays(a - base, b - base))
         if len(parts) == 1:
             return parts[0]
         return GraphArrays(
