@@ -15,11 +15,12 @@ CPU seconds per graph summed over the shard tasks (``time.process_time`` in each
 the load average. Next to each round, a control with no Dask and no I/O: the same pure-Python
 CPU loop split over 1 and over 2 processes (``multiprocessing``), whose ratio is the parallel
 speed-up the machine offers this build at that moment (on a shared machine with the kernel's
-per-session CPU fairness, ``sched_autogroup``, it can be far below 2). Then it checks that every sharded store's size table and graphs (every
-array of ``arrays(0, N)``) equal the single-file build's.
+per-session CPU fairness, ``sched_autogroup``, it can be far below 2). Then it checks that
+every sharded store's size table and graphs (every array of ``arrays(0, N)``) equal the
+single-file build's. ``--read-batches N`` then times N batch reads from both stores.
 
     PYTHONPATH=src python benchmarks/sharded_build.py --limit 50000 --shards 4 \\
-        --out-dir /tmp/shardbench [--rounds 2]
+        --out-dir /tmp/shardbench [--rounds 2] [--read-batches 300]
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def main() -> None:
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--read-batches", type=int, default=0,
+                   help="then time this many pack-lpf batches (batch size 128) read by "
+                        "read_batch from the single file and from the last sharded build")
     p.add_argument("--out-dir", required=True)
     args = p.parse_args()
     out = Path(args.out_dir)
@@ -134,7 +138,31 @@ def main() -> None:
             print(f"round {r}: 2 workers vs 1: engine wall "
                   f"x{one.engine_seconds / two.engine_seconds:.2f}, driver wall "
                   f"x{one.seconds / two.seconds:.2f}; control (machine) x{controls[r]:.2f}")
+    if args.read_batches and rows:
+        _read_speed(single, GraphStore(rows[-1][2].path), args.read_batches)
     print(f"load average at end {os.getloadavg()}")
+
+
+def _read_speed(single: GraphStore, sharded: GraphStore, n: int) -> None:
+    """Batch reads (torch layout) of one plan from both stores in alternating rounds."""
+    import graphbatch as gb
+
+    plan = gb.plan(single.graph_sizes(), "pack-lpf", batch_size=128, seed=0)
+    batches = [(idx, plan.shape(b)) for b, idx in zip(range(n), plan.batches())]
+    best = {"single file": [], "sharded": []}
+    for _ in range(3):
+        for name, store in (("single file", single), ("sharded", sharded)):
+            t, c = time.perf_counter(), time.process_time()
+            for idx, shape in batches:
+                store.read_batch(idx, shape)
+            best[name].append((time.perf_counter() - t, time.process_time() - c))
+    for name, runs in best.items():
+        wall, cpu = min(runs)
+        print(f"read_batch, {name}: {1e3 * wall / len(batches):.2f} ms/batch wall, "
+              f"{1e3 * cpu / len(batches):.2f} ms/batch CPU (best of 3, {len(batches)} "
+              f"batches of {sharded.n_shards} shards)")
+    ratio = min(best["sharded"])[1] / min(best["single file"])[1]
+    print(f"sharded / single-file CPU per batch: x{ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,12 @@ from graphbatch.datasets import (  # noqa: E402
     build_store,
 )
 from graphbatch.datasets import _cluster  # noqa: E402
-from graphbatch.datasets._build import BuildOptions, load_records, slice_records, write_partition  # noqa: E402,E501
+from graphbatch.datasets._build import (  # noqa: E402
+    BuildOptions,
+    load_records,
+    slice_records,
+    write_partition,
+)
 
 QM9_N = 420
 

@@ -277,8 +277,8 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
         _remove(previous)
     except BaseException as exc:
         if not committed:
-            if futures and not isinstance(exc, ShardBuildError):
-                _call_off(client, abort, futures, wait=False)  # interrupted: do not wait for workers
+            if futures and not isinstance(exc, ShardBuildError):  # interrupted: do not wait
+                _call_off(client, abort, futures, wait=False)
             _remove(paths)  # this build's shards: no manifest refers to them
         raise
     finally:
