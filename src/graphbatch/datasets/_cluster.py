@@ -29,7 +29,7 @@ import numpy as np
 
 from .._validate import as_positive_int
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
-from ._manifest import ShardEntry, read_manifest, write_manifest
+from ._manifest import read_manifest, write_manifest_of_shards
 from ._store import GraphStore, StoreFormatError
 
 __all__ = ["ENGINES", "ShardBuildError", "ShardedBuildReport", "build_sharded_store",
@@ -235,44 +235,20 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
             if bar is not None:
                 bar.close()
         engine_seconds = time.perf_counter() - t_submit
-        entries, n_nodes, n_edges, fields, edge_dtype = [], [], [], None, None
         unsharded = sorted(int(i) for res in results if res.get("empty")
                            for i, _ in res["failures"])
-        for s, res in enumerate(results):
-            if res.get("empty"):
-                continue
-            store = GraphStore(paths[s], cache_size=0)
-            if store.uuid != res["uuid"] or len(store) != res["n_graph"]:
-                raise ShardBuildError(f"shard {s} ({paths[s].name}) on disk is not the one its "
-                                      "task reported (written twice?); no manifest was written")
-            if fields is None:
-                fields = store.fields
-                edge_dtype = np.dtype(store.packed().edge_index.dtype).str
-            elif store.fields != fields:
-                raise ShardBuildError(f"shard {s} ({paths[s].name}) has fields {store.fields}, "
-                                      f"shard 0 has {fields}")
-            n_nodes.append(np.array(store.n_node))
-            n_edges.append(np.array(store.n_edge))
-            entries.append(ShardEntry(file=paths[s].name, n_graph=len(store),
-                                      n_node=int(store.n_node.sum()),
-                                      n_edge=int(store.n_edge.sum()),
-                                      n_failed=int(store.failed_index.shape[0]),
-                                      uuid=store.uuid, header_crc=store.header_crc,
-                                      bytes=paths[s].stat().st_size))
-            store.close()
-        if not entries:
+        built = [(paths[s], res) for s, res in enumerate(results) if not res.get("empty")]
+        if not built:
             raise ValueError(f"no {dataset} graphs were built (limit={limit}, "
                              f"{len(unsharded)} failures)")
         previous = [p for p in _previous_shards(out) if p not in paths]
         n_workers = len(client.scheduler_info().get("workers", {}))
-        write_manifest(out, uuid=uuidlib.uuid4().hex, name=dataset, meta=meta, fields=fields,
-                       edge_index_dtype=edge_dtype,
-                       build={**opts.as_json(), "shards": shards, "engine": engine,
-                              "address": address, "workers": n_workers, "retries": retries,
-                              "build_id": build_id,
-                              "records": [int(bounds[0]), int(bounds[-1])]},
-                       shards=entries, n_node=np.concatenate(n_nodes),
-                       n_edge=np.concatenate(n_edges), failed_without_shard=unsharded)
+        entries = write_manifest_of_shards(
+            out, [p for p, _ in built], name=dataset, meta=meta,
+            build={**opts.as_json(), "shards": shards, "engine": engine, "address": address,
+                   "workers": n_workers, "retries": retries, "build_id": build_id,
+                   "records": [int(bounds[0]), int(bounds[-1])]},
+            failed_without_shard=unsharded, expect_uuids=[r["uuid"] for _, r in built])
         committed = True
         _remove(previous)
     except BaseException as exc:

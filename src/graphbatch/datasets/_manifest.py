@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import uuid as uuidlib
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ from .._io import atomic_write
 from ._store import StoreFormatError
 
 __all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "Manifest", "ShardEntry", "read_manifest",
-           "write_manifest"]
+           "write_manifest", "write_manifest_of_shards"]
 
 MANIFEST_FORMAT = "graphbatch-sharded-store"
 MANIFEST_VERSION = 1
@@ -150,6 +151,50 @@ def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict,
 
     atomic_write(path, write)
     return path
+
+
+def write_manifest_of_shards(path: str | os.PathLike, shard_paths, *, name: str, meta: dict,
+                             build: dict, failed_without_shard=(),
+                             expect_uuids: list[str] | None = None) -> list[ShardEntry]:
+    """Open every shard store (in global order; each in the manifest's folder), check that they
+    agree (fields, edge dtype; ``expect_uuids``: the store ids their writers reported), and
+    write the manifest at ``path`` with their entries and combined size table. Returns the
+    entries. Raises ``ValueError`` naming the first shard that does not fit."""
+    from ._store import GraphStore
+
+    path = Path(path)
+    directory = (path.parent if str(path.parent) else Path(".")).resolve()
+    entries, n_nodes, n_edges, fields, edge_dtype = [], [], [], None, None
+    for k, shard_path in enumerate(map(Path, shard_paths)):
+        if shard_path.resolve().parent != directory:
+            raise ValueError(f"shard {str(shard_path)!r} is not in the manifest's folder "
+                             f"{str(directory)!r}")
+        with GraphStore(shard_path, cache_size=0) as store:
+            if expect_uuids is not None and store.uuid != expect_uuids[k]:
+                raise ValueError(f"shard {k} ({shard_path.name}) on disk is not the store its "
+                                 f"writer reported (store id {store.uuid}, reported "
+                                 f"{expect_uuids[k]}): written twice?")
+            dtype = np.dtype(store.packed().edge_index.dtype).str
+            if fields is None:
+                fields, edge_dtype = store.fields, dtype
+            elif store.fields != fields or dtype != edge_dtype:
+                raise ValueError(f"shard {k} ({shard_path.name}) has fields {store.fields} and "
+                                 f"edge dtype {dtype}; shard 0 has {fields} and {edge_dtype}")
+            n_nodes.append(np.array(store.n_node))
+            n_edges.append(np.array(store.n_edge))
+            entries.append(ShardEntry(file=shard_path.name, n_graph=len(store),
+                                      n_node=int(store.n_node.sum()),
+                                      n_edge=int(store.n_edge.sum()),
+                                      n_failed=int(store.failed_index.shape[0]),
+                                      uuid=store.uuid, header_crc=store.header_crc,
+                                      bytes=shard_path.stat().st_size))
+    if not entries:
+        raise ValueError("a sharded store needs at least one shard")
+    write_manifest(path, uuid=uuidlib.uuid4().hex, name=name, meta=meta, fields=fields,
+                   edge_index_dtype=edge_dtype, build=build, shards=entries,
+                   n_node=np.concatenate(n_nodes), n_edge=np.concatenate(n_edges),
+                   failed_without_shard=failed_without_shard)
+    return entries
 
 
 def _count(value, what: str) -> int:
