@@ -374,7 +374,14 @@ def test_failed_shard_leaves_no_new_manifest_and_no_shards(qm9, tmp_path, cluste
 def test_rebuild_replaces_the_set_and_removes_old_shards(qm9, tmp_path, cluster):
     manifest = _copy_set(qm9[1], tmp_path / "s")
     old = GraphStore(manifest).shard_paths
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = int(gone.stdout)                                  # a writer killed earlier
+    stale = manifest.parent / f".set-0123abcd-00001-of-00003.h5.{dead}.x1y2z3w4.tmp"
+    stale.mkdir()
+    (stale / "0.bin").write_bytes(b"partial")
     build_sharded_store("qm9", manifest, shards=2, limit=100, address=cluster)
+    assert not stale.exists()
     new = GraphStore(manifest, verify=True)
     assert len(new) == 100 and new.n_shards == 2
     assert not any(p.exists() for p in old)

@@ -20,6 +20,7 @@ new manifest is in place the shards of the manifest it replaced are deleted.
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid as uuidlib
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ import numpy as np
 from .._validate import as_positive_int
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
 from ._manifest import read_manifest, write_manifest_of_shards
-from ._store import GraphStore, StoreFormatError
+from ._store import GraphStore, StoreFormatError, remove_stale_temporaries
 
 __all__ = ["ENGINES", "ShardBuildError", "ShardedBuildReport", "build_sharded_store",
            "partition_bounds"]
@@ -142,6 +143,14 @@ def _remove(paths) -> None:
         Path(p).unlink(missing_ok=True)
 
 
+def _remove_dead_writers(directory: Path, stem: str) -> None:
+    """Delete temporaries of shard writers (of earlier builds of this manifest) whose process
+    is gone, e.g. after the whole build was killed (`remove_stale_temporaries`)."""
+    pattern = re.compile(rf"\.({re.escape(stem)}-[0-9a-f]{{8}}-\d{{5}}-of-\d{{5}}\.h5)\..+\.tmp")
+    for name in {m.group(1) for p in directory.iterdir() if (m := pattern.fullmatch(p.name))}:
+        remove_stale_temporaries(directory / name)
+
+
 def _previous_shards(out: Path) -> list[Path]:
     """Shard files of a complete manifest already at ``out`` (none if absent or unreadable)."""
     try:
@@ -190,6 +199,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
     bounds = partition_bounds(record_count(records), shards)
     directory = out.parent if str(out.parent) else Path(".")
     directory.mkdir(parents=True, exist_ok=True)
+    _remove_dead_writers(directory, out.stem)
     build_id = uuidlib.uuid4().hex[:8]
     paths = [directory / f"{out.stem}-{build_id}-{s:05d}-of-{shards:05d}.h5"
              for s in range(shards)]
