@@ -173,7 +173,8 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
     (``limit`` is not supported for ``code``, whose records are files but whose limit counts
     functions). ``retries``: re-runs of a task that raised. Open the result with
     ``GraphStore(out)``. Raises `ShardBuildError` if a shard fails after its retries; no
-    manifest is written then.
+    manifest is written then. A local cluster spawns its workers, which re-import the calling
+    script: call this under ``if __name__ == "__main__":``.
     """
     t0 = time.perf_counter()
     if engine not in ENGINES:
