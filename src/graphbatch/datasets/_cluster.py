@@ -146,7 +146,7 @@ def _remove(paths) -> None:
 def _remove_dead_writers(directory: Path, stem: str) -> None:
     """Delete temporaries of shard writers (of earlier builds of this manifest) whose process
     is gone, e.g. after the whole build was killed (`remove_stale_temporaries`)."""
-    pattern = re.compile(rf"\.({re.escape(stem)}-[0-9a-f]{{8}}-\d{{5}}-of-\d{{5}}\.h5)\..+\.tmp")
+    pattern = re.compile(rf"\.({re.escape(stem)}-[0-9a-f]{{8}}-\d{{5}}-of-\d{{5}}\.h5)\..+\.tmp$")
     for name in {m.group(1) for p in directory.iterdir() if (m := pattern.fullmatch(p.name))}:
         remove_stale_temporaries(directory / name)
 
