@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ..datasets._cluster import ENGINES
 from ._format import format_table
 
 __all__ = ["add_parser"]
@@ -29,11 +30,19 @@ def add_parser(sub) -> None:
     b.add_argument("--limit", type=int, help="use only the first N records")
     b.add_argument("--source", help="data location: qm9pack data/ folder, MOSES .csv[.gz], "
                    "or a folder of .py files")
-    b.add_argument("--workers", type=int, help="processes for SMILES conversion (default: CPUs)")
+    b.add_argument("--workers", type=int, help="processes for SMILES conversion; with --shards: "
+                   "workers of the local cluster (default: CPUs)")
     b.add_argument("--reverse-edges", action="store_true",
                    help="code graphs: also add reversed AST and next-token edges")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
-    b.add_argument("--out", required=True, help="graph store to write (.h5)")
+    b.add_argument("--shards", type=int, help="build N shard stores on a cluster engine plus a "
+                   "JSON manifest (--out MANIFEST.json); open it with GraphStore(MANIFEST)")
+    b.add_argument("--engine", choices=ENGINES, help="cluster engine for --shards (default "
+                   f"{ENGINES[0]})")
+    b.add_argument("--address", help="with --shards: the running cluster's scheduler address "
+                   "(default: start a local cluster of --workers processes)")
+    b.add_argument("--out", required=True, help="graph store to write (.h5), or the manifest "
+                   "(.json) with --shards")
     b.set_defaults(func=run_build)
 
     s = dsub.add_parser("sizes", help="write a store's size table (.npz)",
@@ -45,9 +54,10 @@ def add_parser(sub) -> None:
 
     v = dsub.add_parser("verify", help="check every checksum of a graph store",
                         description="Read a graph store once and check the CRC-32 checksum of "
-                        "every array (HDF5 checks its own metadata checksums on open). Exit 0 if "
-                        "intact, 2 with a one-line message naming the damaged array if not.")
-    v.add_argument("store", help="graph store (.h5)")
+                        "every array (HDF5 checks its own metadata checksums on open). For a "
+                        "sharded store's manifest: check the manifest and every shard. Exit 0 if "
+                        "intact, 2 with a one-line message naming the damaged file if not.")
+    v.add_argument("store", help="graph store (.h5) or sharded store manifest (.json)")
     v.set_defaults(func=run_verify)
 
     c = dsub.add_parser("convert", help="rewrite a version-1 store in the current format",
@@ -72,7 +82,15 @@ def run_build(args) -> int:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.shards is None:
+        for flag in ("engine", "address"):
+            if getattr(args, flag) is not None:
+                raise ValueError(f"--{flag} needs --shards (a sharded build)")
+    elif args.shards < 1:
+        raise ValueError(f"--shards must be >= 1, got {args.shards}")
     signal.signal(signal.SIGTERM, _terminate_cleanly)
+    if args.shards is not None:
+        return _run_sharded_build(args)
     report = build_store(args.dataset, args.out, graph=args.graph, cutoff=args.cutoff, k=args.k,
                          limit=args.limit, source=args.source, workers=args.workers,
                          reverse_edges=args.reverse_edges, progress=not args.no_progress)
@@ -89,6 +107,30 @@ def run_build(args) -> int:
               f"store (indices also stored as failed_index): {shown}{more}")
         print(f"first failure: {report.failures[0][1]}")
     print(f"wrote {report.path}")
+    return 0
+
+
+def _run_sharded_build(args) -> int:
+    from ..datasets import build_sharded_store
+
+    report = build_sharded_store(
+        args.dataset, args.out, shards=args.shards, engine=args.engine or ENGINES[0],
+        address=args.address, workers=args.workers, graph=args.graph, cutoff=args.cutoff,
+        k=args.k, limit=args.limit, source=args.source, reverse_edges=args.reverse_edges,
+        progress=not args.no_progress)
+    print(format_table([{
+        "dataset": report.dataset, "shards": len(report.shards), "graphs": report.n_graph,
+        "nodes": report.n_node, "edges": report.n_edge, "failed": len(report.failures),
+        "graphs/s": round(report.graphs_per_second, 1),
+        "CPU ms/graph": round(1e3 * report.cpu_seconds_per_graph, 3),
+        "MB": round(sum(os.path.getsize(p) for p in report.shards) / 2**20, 2),
+    }]))
+    if report.failures:
+        shown = ", ".join(str(i) for i, _ in report.failures[:20])
+        more = f" (+{len(report.failures) - 20} more)" if len(report.failures) > 20 else ""
+        print(f"{len(report.failures)} record(s) could not be converted and are not in the "
+              f"store (indices also stored as failed_index): {shown}{more}")
+    print(f"wrote {len(report.shards)} shards and the manifest {report.path}")
     return 0
 
 
@@ -109,7 +151,9 @@ def run_verify(args) -> int:
     with GraphStore(args.store, cache_size=0) as store:
         store.verify()
         n = len(store.fields) + 6
-        print(f"{args.store}: intact ({len(store):,} graphs, {n} arrays, store id {store.uuid})")
+        shards = getattr(store, "n_shards", None)
+        where = f"{shards} shards of {n} arrays each" if shards else f"{n} arrays"
+        print(f"{args.store}: intact ({len(store):,} graphs, {where}, store id {store.uuid})")
     return 0
 
 

@@ -5,6 +5,7 @@ store (`GraphStore.to_torch`, ``graphbatch.datasets._torch``) imports torch only
 """
 
 from ._build import DATASETS, BuildReport, build_store
+from ._cluster import ENGINES, ShardBuildError, ShardedBuildReport, build_sharded_store
 from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, code_graphs, function_graph, python_files
 from ._chunked import chunk_shuffled_plan, chunk_windows
 from ._convert import convert_store
@@ -19,6 +20,7 @@ from ._ogb import (
     smiles_size,
     smiles_to_graph,
 )
+from ._manifest import MANIFEST_FORMAT, MANIFEST_VERSION
 from ._qm9 import QM9_NUM_MOLECULES, QM9_TARGETS, QM9Molecules, load_qm9, qm9_graphs
 from ._resources import package_data_path
 from ._store import (
@@ -30,6 +32,7 @@ from ._store import (
     remove_stale_temporaries,
     write_store,
 )
+from ._shards import ShardedGraphStore
 from ._synthetic import SIZE_DISTRIBUTIONS, synthetic_graphs, synthetic_sizes
 
 __all__ = [
@@ -38,11 +41,15 @@ __all__ = [
     "BOND_FEATURES",
     "CODE_EDGE_TYPES",
     "DATASETS",
+    "ENGINES",
+    "MANIFEST_FORMAT",
+    "MANIFEST_VERSION",
     "MOSES_TRAIN_SIZE",
     "SIZE_DISTRIBUTIONS",
     "BuildReport",
     "atom_feature_dims",
     "bond_feature_dims",
+    "build_sharded_store",
     "build_store",
     "chunk_shuffled_plan",
     "chunk_windows",
@@ -70,6 +77,9 @@ __all__ = [
     "GraphStore",
     "GraphStoreWriter",
     "QM9Molecules",
+    "ShardBuildError",
+    "ShardedBuildReport",
+    "ShardedGraphStore",
     "StoreFormatError",
     "build_edges",
     "full_edges",

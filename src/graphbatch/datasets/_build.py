@@ -1,4 +1,12 @@
-"""`build_store`: one call from a dataset name to a finished graph store on disk."""
+"""Dataset builds: source records -> graphs -> one graph store on disk.
+
+One implementation serves both builds. `build_store` writes one file; the sharded build
+(`graphbatch.datasets._cluster.build_sharded_store`) loads the records once
+(`load_records`), cuts them into contiguous partitions (`slice_records`) and runs
+`write_partition` for each on a cluster worker. Graph-level ids and failure indices are always
+*global* source-record indices (a partition starting at record ``start`` adds ``start``), so a
+sharded build holds exactly the graphs of the single-file build of the same records.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +15,50 @@ import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 
 from ._construct import GRAPH_METHODS
+from ._graphs import GraphArrays
 from ._store import GraphStoreWriter
 
-__all__ = ["DATASETS", "BuildReport", "build_store"]
+__all__ = ["DATASETS", "BuildOptions", "BuildReport", "build_store", "load_records",
+           "record_count", "slice_records", "write_partition"]
 
 #: Dataset names understood by `build_store` (and ``graphbatch data build``).
 DATASETS = ("qm9", "moses", "code")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What to build: dataset name and its conversion options (validated by `check`).
+
+    ``graph``/``cutoff`` (Å)/``k``: QM9's graph construction; ``limit``: the first N records
+    (for ``code``: N functions); ``source``: data location; ``reverse_edges``: code graphs."""
+
+    dataset: str
+    graph: str = "radius"
+    cutoff: float = 6.0
+    k: int = 24
+    limit: int | None = None
+    source: str | None = None
+    reverse_edges: bool = False
+
+    def check(self) -> "BuildOptions":
+        if self.dataset not in DATASETS:
+            raise ValueError(f"unknown dataset {self.dataset!r}; choose one of {DATASETS}")
+        if self.graph not in GRAPH_METHODS:
+            raise ValueError(f"unknown graph construction {self.graph!r}; choose one of "
+                             f"{GRAPH_METHODS}")
+        if self.limit is not None and (isinstance(self.limit, bool) or int(self.limit) < 0):
+            raise ValueError(f"limit must be >= 0, got {self.limit!r}")
+        return self
+
+    def as_json(self) -> dict:
+        return {"dataset": self.dataset, "graph": self.graph, "cutoff": self.cutoff,
+                "k": self.k, "limit": self.limit, "source": self.source,
+                "reverse_edges": self.reverse_edges}
 
 
 @dataclass(frozen=True)
@@ -46,6 +88,134 @@ def _tqdm_chunks(chunks, total: int | None, unit: str, desc: str):
             yield chunk
 
 
+def load_records(opts: BuildOptions) -> tuple[Any, dict]:
+    """``(records, meta)``: the source records of ``opts.dataset`` and the store metadata.
+
+    Records: QM9 -> `QM9Molecules` (first ``limit`` molecules); MOSES -> list of SMILES (first
+    ``limit``); code -> list of ``.py`` file paths (``limit`` counts functions, applied during
+    conversion)."""
+    opts.check()
+    meta: dict = {"dataset": opts.dataset, "limit": opts.limit,
+                  "python": platform.python_version()}
+    if opts.dataset == "qm9":
+        from ._qm9 import QM9_TARGETS, load_qm9
+
+        records = load_qm9(opts.limit, opts.source)
+        meta.update(graph=opts.graph,
+                    cutoff_angstrom=opts.cutoff if opts.graph == "radius" else None,
+                    k=opts.k if opts.graph == "knn" else None,
+                    source="qm9pack 1.0.3 (data/qm9_part*.csv)",
+                    targets=[{"name": n, "column": c, "unit": u} for n, c, u in QM9_TARGETS],
+                    units={"pos": "angstrom", "edge_dist": "angstrom"})
+    elif opts.dataset == "moses":
+        from ._moses import load_moses_smiles
+        from ._ogb import atom_feature_dims, bond_feature_dims
+
+        records = load_moses_smiles("train", opts.limit, opts.source)
+        meta.update(source="molsets 0.3.1 (moses/dataset/data/train.csv.gz)",
+                    featurisation="OGB smiles2graph (9 atom, 3 bond features)",
+                    atom_feature_dims=atom_feature_dims(), bond_feature_dims=bond_feature_dims())
+    else:
+        from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, python_files
+
+        root, records = python_files(opts.source)
+        meta.update(source=str(root), files=[str(f.relative_to(root)) for f in records],
+                    node_types=list(AST_NODE_TYPES), edge_types=list(CODE_EDGE_TYPES),
+                    reverse_edges=opts.reverse_edges)
+    return records, meta
+
+
+def record_count(records) -> int:
+    """Number of source records (molecules, SMILES or files)."""
+    return len(records)
+
+
+def slice_records(records, start: int, stop: int):
+    """Records ``start:stop`` (a contiguous partition) of what `load_records` returned."""
+    from ._qm9 import QM9Molecules
+
+    if isinstance(records, QM9Molecules):
+        first = np.zeros(len(records) + 1, dtype=np.int64)
+        np.cumsum(records.n_node, out=first[1:])
+        a, b = first[start], first[stop]
+        return QM9Molecules(z=records.z[a:b], pos=records.pos[a:b],
+                            n_node=records.n_node[start:stop], y=records.y[start:stop],
+                            index=records.index[start:stop])
+    return list(records[start:stop])
+
+
+def _shift_graph_field(chunk: GraphArrays, name: str, start: int) -> GraphArrays:
+    if start == 0:
+        return chunk
+    graph = dict(chunk.graph)
+    graph[name] = (graph[name] + start).astype(graph[name].dtype)
+    return GraphArrays(n_node=chunk.n_node, n_edge=chunk.n_edge, edge_index=chunk.edge_index,
+                       node=chunk.node, edge=chunk.edge, graph=graph)
+
+
+def convert_records(opts: BuildOptions, records, *, start: int = 0, workers: int | None = 1,
+                    progress: bool = False, failures: list | None = None,
+                    ) -> Iterator[GraphArrays]:
+    """Graphs of ``records`` (records ``start:start + len(records)`` of the whole source) in
+    chunks. Ids and ``failures`` entries ``(index, message)`` use global record indices.
+    ``workers``: processes for MOSES SMILES conversion (1 = in this process)."""
+    local: list = []
+    if opts.dataset == "qm9":
+        from ._qm9 import qm9_graphs
+
+        chunks = qm9_graphs(opts.graph, cutoff=opts.cutoff, k=opts.k, mols=records,
+                            chunk_size=2048)
+        if progress:
+            chunks = _tqdm_chunks(chunks, len(records), "mol", f"QM9 -> {opts.graph} graphs")
+        yield from chunks  # QM9's graph id is the GDB-9 id: global already
+        return
+    try:
+        if opts.dataset == "moses":
+            from ._moses import smiles_graphs
+
+            for chunk in smiles_graphs(records, workers=workers, progress=progress,
+                                       failures=local):
+                yield _shift_graph_field(chunk, "index", start)
+        else:
+            from ._code import code_graphs
+
+            for chunk in code_graphs(files=records, limit=opts.limit,
+                                     reverse_edges=opts.reverse_edges, progress=progress,
+                                     failures=local):
+                yield _shift_graph_field(chunk, "file_index", start)
+    finally:
+        if failures is not None:
+            failures.extend((start + int(i), msg) for i, msg in local)
+
+
+def write_partition(out: str | os.PathLike, opts: BuildOptions, records, meta: dict, *,
+                    start: int = 0, workers: int | None = 1, progress: bool = False,
+                    allow_empty: bool = False) -> BuildReport:
+    """Convert ``records`` (starting at global record ``start``) and write them to one store at
+    ``out`` atomically (`GraphStoreWriter`: the file appears only when complete). If no record
+    converts, raises ``ValueError`` -- or, with ``allow_empty`` (a shard of a bigger build),
+    writes nothing and reports ``n_graph == 0`` with the failures."""
+    t0 = time.perf_counter()
+    failures: list = []
+    n_graph = n_node = n_edge = 0
+    with GraphStoreWriter(out, name=opts.dataset, meta=meta) as writer:
+        for chunk in convert_records(opts, records, start=start, workers=workers,
+                                     progress=progress, failures=failures):
+            writer.append(chunk)
+            n_graph += len(chunk)
+            n_node += int(chunk.n_node.sum())
+            n_edge += int(chunk.n_edge.sum())
+        writer.add_failed(np.asarray([i for i, _ in failures], dtype=np.int64))
+        if n_graph == 0 and allow_empty:
+            writer.discard()
+        elif n_graph == 0:
+            raise ValueError(f"no {opts.dataset} graphs were built (limit={opts.limit}, "
+                             f"records {start}:{start + record_count(records)}, "
+                             f"{len(failures)} failures)")
+    return BuildReport(path=Path(out), dataset=opts.dataset, n_graph=n_graph, n_node=n_node,
+                       n_edge=n_edge, seconds=time.perf_counter() - t0, failures=failures)
+
+
 def build_store(dataset: str, out: str | os.PathLike, *, graph: str = "radius",
                 cutoff: float = 6.0, k: int = 24, limit: int | None = None,
                 source: str | os.PathLike | None = None, workers: int | None = None,
@@ -57,54 +227,15 @@ def build_store(dataset: str, out: str | os.PathLike, *, graph: str = "radius",
     or a folder of ``.py`` files); ``workers`` processes convert MOSES SMILES; ``reverse_edges``
     adds reversed edges to code graphs. The file appears at ``out`` only when complete; a
     failed build leaves no temporary behind, and temporaries of killed earlier builds of the
-    same ``out`` are removed (`remove_stale_temporaries`).
+    same ``out`` are removed (`remove_stale_temporaries`). For a sharded build on a cluster see
+    `graphbatch.datasets.build_sharded_store`.
     """
-    if dataset not in DATASETS:
-        raise ValueError(f"unknown dataset {dataset!r}; choose one of {DATASETS}")
-    if graph not in GRAPH_METHODS:
-        raise ValueError(f"unknown graph construction {graph!r}; choose one of {GRAPH_METHODS}")
     t0 = time.perf_counter()
-    failures: list = []
-    meta: dict = {"dataset": dataset, "limit": limit, "python": platform.python_version()}
-    if dataset == "qm9":
-        from ._qm9 import QM9_TARGETS, load_qm9, qm9_graphs
-
-        mols = load_qm9(limit, source)
-        chunks = qm9_graphs(graph, cutoff=cutoff, k=k, mols=mols, chunk_size=2048)
-        if progress:
-            chunks = _tqdm_chunks(chunks, len(mols), "mol", f"QM9 -> {graph} graphs")
-        meta.update(graph=graph, cutoff_angstrom=cutoff if graph == "radius" else None,
-                    k=k if graph == "knn" else None, source="qm9pack 1.0.3 (data/qm9_part*.csv)",
-                    targets=[{"name": n, "column": c, "unit": u} for n, c, u in QM9_TARGETS],
-                    units={"pos": "angstrom", "edge_dist": "angstrom"})
-    elif dataset == "moses":
-        from ._moses import load_moses_smiles, smiles_graphs
-        from ._ogb import atom_feature_dims, bond_feature_dims
-
-        smiles = load_moses_smiles("train", limit, source)
-        chunks = smiles_graphs(smiles, workers=workers, progress=progress, failures=failures)
-        meta.update(source="molsets 0.3.1 (moses/dataset/data/train.csv.gz)",
-                    featurisation="OGB smiles2graph (9 atom, 3 bond features)",
-                    atom_feature_dims=atom_feature_dims(), bond_feature_dims=bond_feature_dims())
-    else:
-        from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, code_graphs, python_files
-
-        root, files = python_files(source)
-        chunks = code_graphs(files=files, limit=limit, reverse_edges=reverse_edges,
-                             progress=progress, failures=failures)
-        meta.update(source=str(root), files=[str(f.relative_to(root)) for f in files],
-                    node_types=list(AST_NODE_TYPES), edge_types=list(CODE_EDGE_TYPES),
-                    reverse_edges=reverse_edges)
-    n_graph = n_node = n_edge = 0
-    with GraphStoreWriter(out, name=dataset, meta=meta) as writer:
-        for chunk in chunks:
-            writer.append(chunk)
-            n_graph += len(chunk)
-            n_node += int(chunk.n_node.sum())
-            n_edge += int(chunk.n_edge.sum())
-        writer.add_failed(np.asarray([i for i, _ in failures], dtype=np.int64))
-        if n_graph == 0:
-            raise ValueError(f"no {dataset} graphs were built (limit={limit}, "
-                             f"{len(failures)} failures)")
-    return BuildReport(path=Path(out), dataset=dataset, n_graph=n_graph, n_node=n_node,
-                       n_edge=n_edge, seconds=time.perf_counter() - t0, failures=failures)
+    opts = BuildOptions(dataset, graph=graph, cutoff=cutoff, k=k, limit=limit,
+                        source=None if source is None else str(source),
+                        reverse_edges=reverse_edges).check()
+    records, meta = load_records(opts)
+    report = write_partition(out, opts, records, meta, workers=workers, progress=progress)
+    return BuildReport(path=report.path, dataset=dataset, n_graph=report.n_graph,
+                       n_node=report.n_node, n_edge=report.n_edge,
+                       seconds=time.perf_counter() - t0, failures=report.failures)

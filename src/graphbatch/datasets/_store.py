@@ -331,6 +331,7 @@ class _Header:
     checksums: dict
     edge_dtype: np.dtype
     layout: dict           # dataset path -> (file offset or None, shape, dtype)
+    header_crc: int = 0    # CRC-32 of the header attributes (`_header_crc`)
 
 
 _HEADER_KEYS = ("format", "format_version", "uuid", "name", "n_graph", "n_node_total",
@@ -476,7 +477,8 @@ def _parse_header(path: Path, f) -> _Header:
         layout[where] = (offset, shape, dtype)
     return _Header(uuid=_attr_str(f.attrs, "uuid"), name=_attr_str(f.attrs, "name"),
                    n_graph=n_graph, totals=totals, fields=fields, meta=meta,
-                   checksums=checksums, edge_dtype=edge_dtype, layout=layout)
+                   checksums=checksums, edge_dtype=edge_dtype, layout=layout,
+                   header_crc=_attr_count(f.attrs, "header_crc"))
 
 
 def _crc(arr: np.ndarray) -> int:
@@ -489,6 +491,16 @@ def _crc(arr: np.ndarray) -> int:
 
 
 # ====================================================================== reading
+def _is_manifest(path) -> bool:
+    """Whether ``path`` is a JSON file (a sharded store's manifest) rather than HDF5."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except (OSError, TypeError):
+        return False  # a missing file is reported by the store's own open
+    return head.lstrip()[:1] == b"{"
+
+
 class GraphStore:
     """Read access to a store: sizes without graph data, one graph, a padded batch, or ranges.
 
@@ -503,7 +515,18 @@ class GraphStore:
     The store can be pickled to worker processes: the copy re-opens the file by path and
     raises `StoreFormatError` if the file there is no longer the same store (its ``uuid``
     differs). Forked workers keep the parent's memory maps, i.e. the file the parent opened.
+
+    ``path`` may also be the JSON manifest of a sharded store (written by
+    `graphbatch.datasets.build_sharded_store`): the result is then a
+    `graphbatch.datasets.ShardedGraphStore`, which reads the shards as one store.
     """
+
+    def __new__(cls, path=None, *args, **kwargs):
+        if cls is GraphStore and path is not None and _is_manifest(path):
+            from ._shards import ShardedGraphStore
+
+            cls = ShardedGraphStore
+        return super().__new__(cls)
 
     def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
                  in_memory: bool = False, verify: bool = False) -> None:
@@ -517,6 +540,7 @@ class GraphStore:
         self._packed: PackedGraphs | None = None
         header = _read_header(self.path)
         self.uuid = header.uuid
+        self.header_crc = header.header_crc
         self.name = header.name
         self.fields: dict[str, dict] = header.fields
         self.meta: dict = header.meta

@@ -45,16 +45,15 @@ class StoreGraphs:
 
     def read_batch(self, indices: Sequence[int], shape, *, cutoff: float | None = None,
                    position_key: str = "pos") -> PaddedGraphs:
-        """Graphs ``indices`` padded to ``shape`` in jraph's layout, read at batch level through
-        the store's memory maps (equal to `collate` of ``[self[i] for i in indices]``)."""
-        from .._padbatch import pad_batch
-
+        """Graphs ``indices`` padded to ``shape`` in jraph's layout, read at batch level by the
+        store's ``read_batch`` (memory maps; per shard for a sharded store), equal to `collate`
+        of ``[self[i] for i in indices]``."""
         if cutoff is not None and position_key not in self._fields["node"]:
             raise ValueError(f"cutoff needs node positions: the store has no node-level field "
                              f"{position_key!r}")
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        pad = pad_batch(self.store.packed(), idx, shape, layout="jraph", cutoff=cutoff,
-                        position_key=position_key, index_dtype=np.int64)
+        pad = self.store.read_batch(idx, shape, layout="jraph", cutoff=cutoff,
+                                    position_key=position_key, index_dtype=np.int64)
         f = pad.fields
         graphs = jraph.GraphsTuple(
             n_node=pad.node_counts.astype(np.int32),

@@ -1,0 +1,283 @@
+"""Sharded store builds on a cluster engine (Dask ``distributed``): `build_sharded_store`.
+
+The driver loads the source records once (`graphbatch.datasets._build.load_records`), cuts
+them into ``shards`` contiguous partitions and submits one task per partition; each task runs
+`graphbatch.datasets._build.write_partition` on a worker (one store file per shard, written
+atomically by `GraphStoreWriter`). The records travel inside the task, so the scheduler can
+re-run a task anywhere: a task that raises is retried ``retries`` times, and a task whose
+worker dies (killed, out of memory) is re-scheduled on another worker by Dask (up to its
+``distributed.scheduler.allowed-failures``, default 3), whose nanny restarts the dead worker.
+A killed writer's temporary folder is removed by the retry (`remove_stale_temporaries`).
+
+The driver then opens every shard, checks it against the task's result, and writes the
+manifest (`graphbatch.datasets._manifest.write_manifest`) last and atomically. Shard files
+carry the build's random id (``<stem>-<id>-00003-of-00008.h5``), so a failed or killed build
+never touches a complete earlier set: the old manifest still opens its old shards, and no
+manifest refers to the new build's shards. A failed build removes the shards it wrote; once a
+new manifest is in place the shards of the manifest it replaced are deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .._validate import as_positive_int
+from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
+from ._manifest import read_manifest, write_manifest_of_shards
+from ._store import GraphStore, StoreFormatError, remove_stale_temporaries
+
+__all__ = ["ENGINES", "ShardBuildError", "ShardedBuildReport", "build_sharded_store",
+           "partition_bounds"]
+
+#: Cluster engines a sharded build can run on.
+ENGINES = ("dask",)
+
+
+class ShardBuildError(RuntimeError):
+    """A shard could not be built (after the engine's retries); no manifest was written."""
+
+
+@dataclass(frozen=True)
+class ShardedBuildReport:
+    """What a sharded build produced. ``shard_seconds``/``shard_cpu_seconds``: wall and CPU
+    (process) seconds each shard's final attempt took on its worker; ``engine_seconds``: wall
+    time from submitting the tasks to the last shard's result; ``seconds``: driver wall time,
+    loading the records, cluster start-up and the manifest included."""
+
+    path: Path
+    dataset: str
+    shards: list[Path]
+    n_graph: int
+    n_node: int
+    n_edge: int
+    seconds: float
+    engine_seconds: float
+    shard_seconds: list[float]
+    shard_cpu_seconds: list[float]
+    failures: list = field(default_factory=list)
+
+    @property
+    def graphs_per_second(self) -> float:
+        return self.n_graph / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def cpu_seconds_per_graph(self) -> float:
+        return sum(self.shard_cpu_seconds) / self.n_graph if self.n_graph else 0.0
+
+
+def partition_bounds(n_records: int, shards: int) -> np.ndarray:
+    """int64 ``[shards + 1]``: partition ``s`` holds records ``bounds[s]:bounds[s+1]``
+    (contiguous, sizes differ by at most one, none empty)."""
+    shards = as_positive_int(shards, "shards")
+    if shards > n_records:
+        raise ValueError(f"--shards {shards} is more than the {n_records} source records")
+    return (np.arange(shards + 1, dtype=np.int64) * n_records) // shards
+
+
+def _aborted(name: str) -> bool:
+    """Whether the driver has called this build off (a Dask ``Event`` on the scheduler)."""
+    from distributed import Event
+
+    return Event(name).is_set()
+
+
+def _build_shard(task: dict) -> dict:
+    """Cluster task: build one shard store; returns its summary (runs on a worker). A build the
+    driver has called off (another shard failed) writes nothing: the task returns at once, or
+    deletes the shard it has just written (the driver deletes the shards written before)."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    if _aborted(task["abort"]):
+        return {"aborted": True}
+    opts = BuildOptions(**task["options"])
+    report = write_partition(task["path"], opts, task["records"], task["meta"],
+                             start=task["start"], workers=1, allow_empty=True)
+    if report.n_graph == 0:        # every record failed: no file (the manifest keeps them)
+        return {"empty": True, "failures": report.failures,
+                "seconds": time.perf_counter() - wall0, "cpu_seconds": time.process_time() - cpu0}
+    if _aborted(task["abort"]):   # checked after the rename: the driver's cleanup or this one
+        report.path.unlink(missing_ok=True)
+        return {"aborted": True}
+    store = GraphStore(report.path, cache_size=0)
+    return {"path": str(report.path), "uuid": store.uuid, "header_crc": store.header_crc,
+            "n_graph": report.n_graph, "n_node": report.n_node, "n_edge": report.n_edge,
+            "bytes": report.path.stat().st_size, "failures": report.failures,
+            "seconds": time.perf_counter() - wall0, "cpu_seconds": time.process_time() - cpu0}
+
+
+def _client(address: str | None, workers: int | None):
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:  # pragma: no cover - distributed is in the cluster extra
+        raise ImportError("sharded builds need Dask: pip install 'graphbatch[cluster]'") from exc
+    if address is not None:
+        return Client(address, timeout="30s"), None
+    n = (os.cpu_count() or 1) if workers is None else as_positive_int(workers, "workers")
+    # ":0": the scheduler's HTTP endpoint on a free port (builds side by side never collide)
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                           dashboard_address=":0")
+    return Client(cluster), cluster
+
+
+def _call_off(client, abort: str, futures, *, wait: bool = True) -> None:
+    """Stop a failing build: tasks not yet started return at once, running ones delete their
+    shard after writing it; with ``wait``, return once every task has ended."""
+    from distributed import Event, wait as wait_for
+
+    try:
+        Event(abort, client=client).set()
+        if wait:
+            wait_for(list(futures), timeout=3600)
+    except Exception:  # noqa: BLE001 - best effort: the build is failing anyway
+        pass
+
+
+def _remove(paths) -> None:
+    for p in paths:
+        Path(p).unlink(missing_ok=True)
+
+
+def _remove_dead_writers(directory: Path, stem: str) -> None:
+    """Delete temporaries of shard writers (of earlier builds of this manifest) whose process
+    is gone, e.g. after the whole build was killed (`remove_stale_temporaries`)."""
+    pattern = re.compile(rf"\.({re.escape(stem)}-[0-9a-f]{{8}}-\d{{5}}-of-\d{{5}}\.h5)\..+\.tmp$")
+    for name in {m.group(1) for p in directory.iterdir() if (m := pattern.fullmatch(p.name))}:
+        remove_stale_temporaries(directory / name)
+
+
+def _previous_shards(out: Path) -> list[Path]:
+    """Shard files of a complete manifest already at ``out`` (none if absent or unreadable)."""
+    try:
+        old = read_manifest(out)
+    except (OSError, StoreFormatError):
+        return []
+    return [old.shard_path(s) for s in range(len(old.shards))]
+
+
+def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
+                        engine: str = "dask", address: str | None = None,
+                        workers: int | None = None, retries: int = 2, graph: str = "radius",
+                        cutoff: float = 6.0, k: int = 24, limit: int | None = None,
+                        source: str | os.PathLike | None = None, reverse_edges: bool = False,
+                        progress: bool = False) -> ShardedBuildReport:
+    """Build ``dataset`` as ``shards`` store files plus a JSON manifest at ``out``, converting
+    the partitions on a Dask cluster: a local one with ``workers`` processes (default: CPUs),
+    or the running cluster at ``address`` (its workers need graphbatch installed and the output
+    folder on a shared file system). Dataset options as `graphbatch.datasets.build_store`
+    (``limit`` is not supported for ``code``, whose records are files but whose limit counts
+    functions). ``retries``: re-runs of a task that raised. Open the result with
+    ``GraphStore(out)``. Raises `ShardBuildError` if a shard fails after its retries; no
+    manifest is written then. A local cluster spawns its workers, which re-import the calling
+    script: call this under ``if __name__ == "__main__":``.
+    """
+    t0 = time.perf_counter()
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
+    out = Path(out)
+    if out.suffix != ".json":
+        raise ValueError(f"the manifest of a sharded store is a .json file, got {str(out)!r}")
+    if address is not None and workers is not None:
+        raise ValueError("--workers sizes a local cluster; a running cluster (--address) has "
+                         "its own workers")
+    retries = int(retries)
+    if retries < 0:
+        raise ValueError(f"retries must be >= 0, got {retries}")
+    opts = BuildOptions(dataset, graph=graph, cutoff=cutoff, k=k, limit=limit,
+                        source=None if source is None else str(source),
+                        reverse_edges=reverse_edges).check()
+    if dataset == "code" and limit is not None:
+        raise ValueError("--limit counts functions, but a sharded code build partitions files: "
+                         "build code shards without --limit (or use --source on a smaller "
+                         "folder)")
+    shards = as_positive_int(shards, "shards")
+    records, meta = load_records(opts)
+    bounds = partition_bounds(record_count(records), shards)
+    directory = out.parent if str(out.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)
+    _remove_dead_writers(directory, out.stem)
+    build_id = uuidlib.uuid4().hex[:8]
+    paths = [directory / f"{out.stem}-{build_id}-{s:05d}-of-{shards:05d}.h5"
+             for s in range(shards)]
+    client, cluster = _client(address, workers)
+    results: list[dict | None] = [None] * shards
+    committed = False
+    abort = f"graphbatch-abort-{build_id}"
+    futures: dict = {}
+    try:
+        t_submit = time.perf_counter()
+        for s in range(shards):
+            a, b = int(bounds[s]), int(bounds[s + 1])
+            task = {"path": str(paths[s]), "options": opts.as_json(), "start": a,
+                    "abort": abort,
+                    "records": slice_records(records, a, b),
+                    "meta": {**meta, "shard": {"index": s, "of": shards, "records": [a, b],
+                                               "build_id": build_id}}}
+            futures[client.submit(_build_shard, task, retries=retries, pure=False,
+                                  key=f"graphbatch-shard-{build_id}-{s:05d}")] = s
+        del records
+        from distributed import as_completed
+
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=shards, unit="shard", desc=f"{dataset} shards ({engine})")
+        try:
+            for fut in as_completed(list(futures)):
+                s = futures[fut]
+                try:
+                    results[s] = fut.result()
+                except Exception as exc:  # noqa: BLE001 - reported as one line, shard named
+                    _call_off(client, abort, futures)
+                    msg = " ".join(str(exc).split()) or type(exc).__name__
+                    raise ShardBuildError(f"shard {s} ({paths[s].name}, records "
+                                          f"{int(bounds[s])}:{int(bounds[s + 1])}) failed "
+                                          f"after the engine's retries: {type(exc).__name__}: "
+                                          f"{msg}; no manifest was written") from exc
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        engine_seconds = time.perf_counter() - t_submit
+        unsharded = sorted(int(i) for res in results if res.get("empty")
+                           for i, _ in res["failures"])
+        built = [(paths[s], res) for s, res in enumerate(results) if not res.get("empty")]
+        if not built:
+            raise ValueError(f"no {dataset} graphs were built (limit={limit}, "
+                             f"{len(unsharded)} failures)")
+        previous = [p for p in _previous_shards(out) if p not in paths]
+        n_workers = len(client.scheduler_info().get("workers", {}))
+        entries = write_manifest_of_shards(
+            out, [p for p, _ in built], name=dataset, meta=meta,
+            build={**opts.as_json(), "shards": shards, "engine": engine, "address": address,
+                   "workers": n_workers, "retries": retries, "build_id": build_id,
+                   "records": [int(bounds[0]), int(bounds[-1])]},
+            failed_without_shard=unsharded, expect_uuids=[r["uuid"] for _, r in built])
+        committed = True
+        _remove(previous)
+    except BaseException as exc:
+        if not committed:
+            if futures and not isinstance(exc, ShardBuildError):  # interrupted: do not wait
+                _call_off(client, abort, futures, wait=False)
+            _remove(paths)  # this build's shards: no manifest refers to them
+        raise
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    failures = sorted(f for res in results for f in (tuple(x) for x in res["failures"]))
+    return ShardedBuildReport(
+        path=out, dataset=dataset,
+        shards=[p for p, r in zip(paths, results) if not r.get("empty")],
+        n_graph=sum(e.n_graph for e in entries),
+        n_node=sum(e.n_node for e in entries), n_edge=sum(e.n_edge for e in entries),
+        seconds=time.perf_counter() - t0, engine_seconds=engine_seconds,
+        shard_seconds=[r["seconds"] for r in results],
+        shard_cpu_seconds=[r["cpu_seconds"] for r in results], failures=failures)

@@ -1,0 +1,288 @@
+"""The manifest of a sharded graph store: one JSON file naming the shard stores and holding the
+combined size table, written last and atomically by the build.
+
+Format ``graphbatch-sharded-store``, version `MANIFEST_VERSION` = 1 (a JSON object)::
+
+    format, format_version   "graphbatch-sharded-store", 1
+    uuid                     random id of this sharded store (new per build)
+    name, meta               dataset name and metadata (as in each shard store's header)
+    fields, edge_index_dtype the shards' field table and edge index dtype (all shards equal)
+    n_graph, n_node_total, n_edge_total
+    build                    build options (dataset, limit, shards, engine, workers, ...)
+    shards                   [{file, n_graph, n_node, n_edge, n_failed, uuid, header_crc, bytes}]
+                             (a partition whose every record failed has no shard file)
+                             ``file`` is relative to the manifest's folder; ``uuid`` and
+                             ``header_crc`` are the shard store's (a replaced or re-written
+                             shard has another uuid); ``bytes`` its file size
+    sizes                    combined size table in global graph order: int64 ``n_node`` and
+                             ``n_edge`` as base64 of zlib-compressed little-endian bytes, and
+                             ``crc32`` of the uncompressed bytes of each
+    failed_without_shard     sorted source indices of the records of those partitions
+    manifest_crc             CRC-32 of the canonical JSON (sorted keys) of everything else
+
+Reading checks the format, the version, ``manifest_crc`` (an edited manifest is refused), the
+size table against its CRCs and the shard counts, and the shard entries' types -- without
+opening any shard. No pickled object is written or read.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid as uuidlib
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._io import atomic_write
+from ._store import StoreFormatError
+
+__all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "Manifest", "ShardEntry", "read_manifest",
+           "write_manifest", "write_manifest_of_shards"]
+
+MANIFEST_FORMAT = "graphbatch-sharded-store"
+MANIFEST_VERSION = 1
+_MAX_COUNT = 1 << 48
+_MAX_MANIFEST_BYTES = 1 << 31
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One shard as the manifest records it (``file`` relative to the manifest's folder)."""
+
+    file: str
+    n_graph: int
+    n_node: int
+    n_edge: int
+    n_failed: int
+    uuid: str
+    header_crc: int
+    bytes: int
+
+    def as_json(self) -> dict:
+        return {"file": self.file, "n_graph": self.n_graph, "n_node": self.n_node,
+                "n_edge": self.n_edge, "n_failed": self.n_failed, "uuid": self.uuid,
+                "header_crc": self.header_crc, "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed, checked manifest. ``n_node``/``n_edge``: the combined int64 size table."""
+
+    path: Path
+    uuid: str
+    name: str
+    meta: dict
+    fields: dict
+    edge_index_dtype: str
+    build: dict
+    shards: tuple[ShardEntry, ...]
+    n_node: np.ndarray
+    n_edge: np.ndarray
+    failed_without_shard: np.ndarray
+
+    @property
+    def n_graph(self) -> int:
+        return int(self.n_node.shape[0])
+
+    def shard_path(self, s: int) -> Path:
+        return self.path.parent / self.shards[s].file
+
+
+def _encode(arr: np.ndarray) -> tuple[str, int]:
+    raw = np.ascontiguousarray(arr, dtype="<i8").tobytes()
+    return base64.b64encode(zlib.compress(raw, 6)).decode("ascii"), zlib.crc32(raw)
+
+
+def _decode(text, crc, n: int, what: str) -> np.ndarray:
+    if not isinstance(text, str) or type(crc) is not int:
+        raise ValueError(f"sizes/{what} is not an encoded array with a crc32")
+    raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True),
+                         bufsize=max(1, 8 * n))
+    if len(raw) != 8 * n:
+        raise ValueError(f"sizes/{what} holds {len(raw) // 8} values, the manifest says {n}")
+    if zlib.crc32(raw) != crc:
+        raise ValueError(f"sizes/{what} does not match its crc32")
+    arr = np.frombuffer(raw, dtype="<i8").astype(np.int64)
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"sizes/{what} holds negative counts")
+    arr.flags.writeable = False
+    return arr
+
+
+def _body_crc(body: dict) -> int:
+    return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+
+
+def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict, fields: dict,
+                   edge_index_dtype: str, build: dict, shards: list[ShardEntry],
+                   n_node: np.ndarray, n_edge: np.ndarray,
+                   failed_without_shard: list[int] = ()) -> Path:
+    """Write the manifest atomically (`graphbatch._io.atomic_write`: temporary file in the same
+    folder, fsync, rename)."""
+    path = Path(path)
+    n_node = np.asarray(n_node, dtype=np.int64)
+    n_edge = np.asarray(n_edge, dtype=np.int64)
+    if n_node.shape != n_edge.shape or n_node.shape[0] != sum(s.n_graph for s in shards):
+        raise ValueError(f"size table of {n_node.shape[0]} graphs does not match the shards' "
+                         f"{sum(s.n_graph for s in shards)}")
+    enc_n, crc_n = _encode(n_node)
+    enc_e, crc_e = _encode(n_edge)
+    body = {
+        "format": MANIFEST_FORMAT, "format_version": MANIFEST_VERSION, "uuid": uuid,
+        "name": name, "meta": meta, "fields": fields, "edge_index_dtype": edge_index_dtype,
+        "n_graph": int(n_node.shape[0]), "n_node_total": int(n_node.sum()),
+        "n_edge_total": int(n_edge.sum()), "build": build,
+        "shards": [s.as_json() for s in shards],
+        "failed_without_shard": sorted(int(i) for i in failed_without_shard),
+        "sizes": {"encoding": "zlib+base64", "dtype": "<i8", "n_node": enc_n,
+                  "n_node_crc32": crc_n, "n_edge": enc_e, "n_edge_crc32": crc_e},
+    }
+    body["manifest_crc"] = _body_crc(body)
+    data = json.dumps(body, indent=1, sort_keys=True).encode("utf-8")
+
+    def write(fh) -> None:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())  # the manifest marks the set complete: on disk before the rename
+
+    atomic_write(path, write)
+    return path
+
+
+def write_manifest_of_shards(path: str | os.PathLike, shard_paths, *, name: str, meta: dict,
+                             build: dict, failed_without_shard=(),
+                             expect_uuids: list[str] | None = None) -> list[ShardEntry]:
+    """Open every shard store (in global order; each in the manifest's folder), check that they
+    agree (fields, edge dtype; ``expect_uuids``: the store ids their writers reported), and
+    write the manifest at ``path`` with their entries and combined size table. Returns the
+    entries. Raises ``ValueError`` naming the first shard that does not fit."""
+    from ._store import GraphStore
+
+    path = Path(path)
+    directory = (path.parent if str(path.parent) else Path(".")).resolve()
+    entries, n_nodes, n_edges, fields, edge_dtype = [], [], [], None, None
+    for k, shard_path in enumerate(map(Path, shard_paths)):
+        if shard_path.resolve().parent != directory:
+            raise ValueError(f"shard {str(shard_path)!r} is not in the manifest's folder "
+                             f"{str(directory)!r}")
+        with GraphStore(shard_path, cache_size=0) as store:
+            if expect_uuids is not None and store.uuid != expect_uuids[k]:
+                raise ValueError(f"shard {k} ({shard_path.name}) on disk is not the store its "
+                                 f"writer reported (store id {store.uuid}, reported "
+                                 f"{expect_uuids[k]}): written twice?")
+            dtype = np.dtype(store.packed().edge_index.dtype).str
+            if fields is None:
+                fields, edge_dtype = store.fields, dtype
+            elif store.fields != fields or dtype != edge_dtype:
+                raise ValueError(f"shard {k} ({shard_path.name}) has fields {store.fields} and "
+                                 f"edge dtype {dtype}; shard 0 has {fields} and {edge_dtype}")
+            n_nodes.append(np.array(store.n_node))
+            n_edges.append(np.array(store.n_edge))
+            entries.append(ShardEntry(file=shard_path.name, n_graph=len(store),
+                                      n_node=int(store.n_node.sum()),
+                                      n_edge=int(store.n_edge.sum()),
+                                      n_failed=int(store.failed_index.shape[0]),
+                                      uuid=store.uuid, header_crc=store.header_crc,
+                                      bytes=shard_path.stat().st_size))
+    if not entries:
+        raise ValueError("a sharded store needs at least one shard")
+    write_manifest(path, uuid=uuidlib.uuid4().hex, name=name, meta=meta, fields=fields,
+                   edge_index_dtype=edge_dtype, build=build, shards=entries,
+                   n_node=np.concatenate(n_nodes), n_edge=np.concatenate(n_edges),
+                   failed_without_shard=failed_without_shard)
+    return entries
+
+
+def _count(value, what: str) -> int:
+    if type(value) is not int or not 0 <= value <= _MAX_COUNT:
+        raise ValueError(f"{what} = {value!r} is not a count")
+    return value
+
+
+def _shard(entry, k: int) -> ShardEntry:
+    if not isinstance(entry, dict):
+        raise ValueError(f"shard {k} is not a JSON object")
+    file = entry.get("file")
+    if (not isinstance(file, str) or not file or "/" in file or "\\" in file
+            or file in (".", "..")):
+        raise ValueError(f"shard {k} has a bad file name {file!r} (must be a plain name in the "
+                         "manifest's folder)")
+    uuid = entry.get("uuid")
+    if not isinstance(uuid, str):
+        raise ValueError(f"shard {k} has no uuid")
+    return ShardEntry(file=file, uuid=uuid,
+                      **{key: _count(entry.get(key), f"shard {k} {key}") for key in
+                         ("n_graph", "n_node", "n_edge", "n_failed", "header_crc", "bytes")})
+
+
+def read_manifest(path: str | os.PathLike) -> Manifest:
+    """Parse and check the manifest at ``path`` (no shard is opened); raises
+    `StoreFormatError` naming the file if it is not a complete, unedited manifest."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"sharded store manifest {str(path)!r} does not exist")
+    try:
+        if path.stat().st_size > _MAX_MANIFEST_BYTES:
+            raise ValueError(f"larger than {_MAX_MANIFEST_BYTES} bytes")
+        body = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(body, dict):
+            raise ValueError("not a JSON object")
+        if body.get("format") != MANIFEST_FORMAT:
+            raise StoreFormatError(f"{str(path)!r} is not a graphbatch sharded store manifest "
+                                   f"(format {body.get('format')!r})")
+        if body.get("format_version") != MANIFEST_VERSION:
+            raise StoreFormatError(f"{str(path)!r} has manifest version "
+                                   f"{body.get('format_version')!r}; this graphbatch reads "
+                                   f"version {MANIFEST_VERSION}")
+        crc = body.pop("manifest_crc", None)
+        if type(crc) is not int or crc != _body_crc(body):
+            raise StoreFormatError(f"{str(path)!r}: the manifest does not match its checksum "
+                                   "(edited or damaged manifest)")
+        shards = body.get("shards")
+        if not isinstance(shards, list) or not shards:
+            raise ValueError("no shards listed")
+        entries = tuple(_shard(e, k) for k, e in enumerate(shards))
+        if len({e.file for e in entries}) != len(entries):
+            raise ValueError("a shard file is listed twice")
+        n_graph = _count(body.get("n_graph"), "n_graph")
+        if n_graph != sum(e.n_graph for e in entries):
+            raise ValueError(f"n_graph {n_graph} differs from the shards' sum")
+        sizes = body.get("sizes")
+        if not isinstance(sizes, dict) or sizes.get("encoding") != "zlib+base64":
+            raise ValueError("sizes is not a zlib+base64 size table")
+        n_node = _decode(sizes.get("n_node"), sizes.get("n_node_crc32"), n_graph, "n_node")
+        n_edge = _decode(sizes.get("n_edge"), sizes.get("n_edge_crc32"), n_graph, "n_edge")
+        bounds = np.cumsum([0] + [e.n_graph for e in entries])
+        for k, e in enumerate(entries):
+            a, b = bounds[k], bounds[k + 1]
+            if int(n_node[a:b].sum()) != e.n_node or int(n_edge[a:b].sum()) != e.n_edge:
+                raise ValueError(f"shard {k} node/edge totals differ from the size table")
+        if (_count(body.get("n_node_total"), "n_node_total") != int(n_node.sum())
+                or _count(body.get("n_edge_total"), "n_edge_total") != int(n_edge.sum())):
+            raise ValueError("totals differ from the size table")
+        for key, kind in (("uuid", str), ("name", str), ("meta", dict), ("fields", dict),
+                          ("edge_index_dtype", str), ("build", dict)):
+            if not isinstance(body.get(key), kind):
+                raise ValueError(f"{key} is not a JSON {kind.__name__}")
+        from ._store import _check_dtype, _check_fields
+
+        _check_fields(body["fields"])
+        _check_dtype(body["edge_index_dtype"])
+        extra = body.get("failed_without_shard")
+        if not isinstance(extra, list):
+            raise ValueError("failed_without_shard is not a list")
+        failed_extra = np.asarray([_count(i, "failed_without_shard entry") for i in extra],
+                                  dtype=np.int64)
+    except StoreFormatError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure to parse is a format error
+        raise StoreFormatError(f"{str(path)!r} is not a complete sharded store manifest: "
+                               f"{type(exc).__name__}: {exc}") from exc
+    return Manifest(path=path, uuid=body["uuid"], name=body["name"], meta=body["meta"],
+                    fields=body["fields"], edge_index_dtype=body["edge_index_dtype"],
+                    build=body["build"], shards=entries, n_node=n_node, n_edge=n_edge,
+                    failed_without_shard=failed_extra)

@@ -1,0 +1,104 @@
+"""The sharded store's reader on its own (no cluster engine): for random partitions of the same
+graphs into shards, every read equals the single-file store's (property test)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("h5py")
+
+from graphbatch.datasets import (  # noqa: E402
+    GraphArrays,
+    GraphStore,
+    ShardedGraphStore,
+    synthetic_graphs,
+    synthetic_sizes,
+    write_store,
+)
+from graphbatch.datasets._manifest import write_manifest_of_shards  # noqa: E402
+
+N = 40
+
+
+def _graphs() -> GraphArrays:
+    sizes = synthetic_sizes(N, "heavy", rng=3, mean_nodes=6)
+    g = synthetic_graphs(sizes, rng=4, node_dim=2, n_targets=2)
+    rng = np.random.default_rng(5)
+    n, e = int(sizes.n_node.sum()), int(sizes.n_edge.sum())
+    return GraphArrays(
+        n_node=g.n_node, n_edge=g.n_edge, edge_index=g.edge_index.astype(np.int32),
+        node={**g.node, "pos": rng.normal(size=(n, 3)).astype(np.float32),
+              "z": rng.integers(1, 9, n).astype(np.uint8)},
+        edge={"w": rng.random(e).astype(np.float32)},
+        graph={**g.graph, "index": np.arange(100, 100 + N, dtype=np.int64)})
+
+
+GRAPHS = _graphs()
+
+
+def _same(x, y) -> None:
+    for f in dataclasses.fields(x):
+        u, v = getattr(x, f.name), getattr(y, f.name)
+        if isinstance(u, dict):
+            assert u.keys() == v.keys()
+            for k in u:
+                assert u[k].dtype == v[k].dtype and np.array_equal(u[k], v[k]), (f.name, k)
+        elif isinstance(u, np.ndarray):
+            assert u.dtype == v.dtype and np.array_equal(u, v), f.name
+        else:
+            assert u == v, f.name
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_partitions_read_like_one_file(tmp_path_factory, data):
+    cuts = sorted(data.draw(st.sets(st.integers(1, N - 1), max_size=5), label="cuts"))
+    bounds = [0, *cuts, N]
+    folder = tmp_path_factory.mktemp("shards")
+    single = GraphStore(write_store(folder / "one.h5", [GRAPHS], name="t"))
+    paths = [write_store(folder / f"s{k}.h5", [GRAPHS.take(np.arange(a, b))], name="t")
+             for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    write_manifest_of_shards(folder / "m.json", paths, name="t", meta={}, build={})
+    store = GraphStore(folder / "m.json")
+    assert isinstance(store, ShardedGraphStore) and store.n_shards == len(paths)
+    assert store.shard_starts.tolist() == bounds
+    idx = np.asarray(data.draw(st.lists(st.integers(0, N - 1), unique=True, max_size=12),
+                               label="index"), dtype=np.int64)
+    extra = data.draw(st.tuples(st.integers(1, 20), st.integers(0, 20), st.integers(1, 3)),
+                      label="padding")
+    shape = (int(single.n_node[idx].sum()) + extra[0], int(single.n_edge[idx].sum()) + extra[1],
+             max(2, len(idx) + extra[2]))
+    layout = data.draw(st.sampled_from(["torch", "jraph"]), label="layout")
+    cutoff = data.draw(st.sampled_from([None, 1.5]), label="cutoff") if len(idx) else None
+    options = {"layout": layout, "cutoff": cutoff}
+    if len(idx) == 0:
+        options["position_key"] = "none"   # the kernel's padding geometry needs a real node
+    _same(single.read_batch(idx, shape, **options), store.read_batch(idx, shape, **options))
+    for i in idx[:3]:
+        a, b = single.read_graph(int(i)), store.read_graph(int(i))
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    lo, hi = sorted(data.draw(st.tuples(st.integers(0, N), st.integers(0, N)), label="range"))
+    x, y = single.arrays(lo, hi), store.arrays(lo, hi)
+    assert np.array_equal(x.edge_index, y.edge_index) and np.array_equal(x.n_node, y.n_node)
+    assert all(np.array_equal(v, y.node[k]) for k, v in x.node.items())
+
+
+def test_shards_outside_the_manifest_folder_or_disagreeing_are_refused(tmp_path):
+    (tmp_path / "a").mkdir()
+    p0 = write_store(tmp_path / "a" / "s0.h5", [GRAPHS.take(np.arange(10))], name="t")
+    p1 = write_store(tmp_path / "s1.h5", [GRAPHS.take(np.arange(10, 20))], name="t")
+    with pytest.raises(ValueError, match="not in the manifest's folder"):
+        write_manifest_of_shards(tmp_path / "m.json", [p1, p0], name="t", meta={}, build={})
+    other = GraphArrays(n_node=GRAPHS.n_node[:5], n_edge=GRAPHS.n_edge[:5],
+                        edge_index=GRAPHS.take(np.arange(5)).edge_index,
+                        node={"z": GRAPHS.take(np.arange(5)).node["z"]})
+    p2 = write_store(tmp_path / "s2.h5", [other], name="t")
+    with pytest.raises(ValueError, match="s2.h5.*has fields"):
+        write_manifest_of_shards(tmp_path / "m.json", [p1, p2], name="t", meta={}, build={})
+    assert not (tmp_path / "m.json").exists()
