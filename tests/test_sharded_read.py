@@ -43,6 +43,8 @@ GRAPHS = _graphs()
 
 def _same(x, y) -> None:
     for f in dataclasses.fields(x):
+        if f.name in ("buffer", "offsets"):  # memory layout: not content (gaps are undefined)
+            continue
         u, v = getattr(x, f.name), getattr(y, f.name)
         if isinstance(u, dict):
             assert u.keys() == v.keys()
@@ -75,10 +77,8 @@ def test_random_partitions_read_like_one_file(tmp_path_factory, data):
     shape = (int(single.n_node[idx].sum()) + extra[0], int(single.n_edge[idx].sum()) + extra[1],
              max(2, len(idx) + extra[2]))
     layout = data.draw(st.sampled_from(["torch", "jraph"]), label="layout")
-    cutoff = data.draw(st.sampled_from([None, 1.5]), label="cutoff") if len(idx) else None
+    cutoff = data.draw(st.sampled_from([None, 1.5]), label="cutoff")
     options = {"layout": layout, "cutoff": cutoff}
-    if len(idx) == 0:
-        options["position_key"] = "none"   # the kernel's padding geometry needs a real node
     _same(single.read_batch(idx, shape, **options), store.read_batch(idx, shape, **options))
     for i in idx[:3]:
         a, b = single.read_graph(int(i)), store.read_graph(int(i))

@@ -180,6 +180,8 @@ def test_plan_reads_the_manifest_sizes(qm9, tmp_path, capsys):
 
 def _assert_same_padded(x, y):
     for f in dataclasses.fields(x):
+        if f.name in ("buffer", "offsets"):  # memory layout: not content (gaps are undefined)
+            continue
         u, v = getattr(x, f.name), getattr(y, f.name)
         if isinstance(u, dict):
             assert u.keys() == v.keys(), f.name
@@ -201,8 +203,6 @@ def test_read_batch_across_shards_is_bit_identical(qm9):
         options = ({}, {"layout": "jraph"}, {"cutoff": 2.0}, {"layout": "jraph", "cutoff": 3.0},
                    {"dtypes": {"z": np.int64, "y": np.float32}, "index_dtype": np.int32,
                     "pad": {"y": -1.0}})
-        if len(idx) == 0:  # the kernel's padding geometry needs >= 1 real node (see report)
-            options = ({"layout": "jraph"}, {"layout": "jraph", "dtypes": {"z": np.int64}})
         for kw in options:
             _assert_same_padded(a.read_batch(idx, shape, **kw), b.read_batch(idx, shape, **kw))
     with pytest.raises(IndexError, match="out of range"):
