@@ -161,6 +161,7 @@ def _has_symbolic_inputs(gm) -> bool:
 
 
 def _cycle(loader, set_epoch: bool):
+    """``loader``'s batches epoch after epoch (a plan loader gets each epoch's number)."""
     epoch = 0
     while True:
         if set_epoch:
@@ -183,9 +184,6 @@ class MaceRun(_Run):
         import torch
         from mace.modules.loss import WeightedEnergyForcesLoss
         from mace.tools import torch_geometric
-
-        from ._config import MACE_BASELINES
-        from ._runner import _compile, _padded_options, _rss
 
         self.spec, self.cfg, self.data = spec, cfg, data
         self.device = torch.device(cfg.device)
