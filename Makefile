@@ -1,12 +1,13 @@
 # graphbatch: two commands work on a fresh machine.
 #   make demo   - set up a virtual environment and run the main job on the embedded dataset
 #   make test   - set up a virtual environment with every extra and run the test suite
+#   make test-fairchem - fairchem's preset against fairchem itself, in its own environment
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 
-.PHONY: demo test setup-core setup-all bench clean
+.PHONY: demo test test-fairchem setup-core setup-all bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +36,26 @@ demo: setup-core
 test: setup-all
 	$(PY) -m pytest -q
 
+# fairchem-core needs e3nn 0.6 and mace-torch e3nn 0.4, so fairchem gets its own environment:
+# torch (exact CPU pin) first, then fairchem-core and the test tools, then this package without
+# its dependencies (numpy and scipy come with fairchem).
+FCVENV ?= .venv-fairchem
+FCPY   := $(FCVENV)/bin/python
+FCPIP  := $(FCPY) -m pip install --quiet --disable-pip-version-check
+
+$(FCVENV)/.fairchem: pyproject.toml
+	$(PYTHON) -m venv $(FCVENV)
+	$(FCPIP) --upgrade pip
+	$(FCPIP) torch==2.13.0
+	$(FCPIP) fairchem-core==2.24.0 pytest hypothesis
+	$(FCPIP) --no-deps -e .
+	touch $@
+
+test-fairchem: $(FCVENV)/.fairchem
+	$(FCPY) -m pytest -q tests/fairchem
+
 bench: setup-all
 	PYTHONPATH=src $(PY) benchmarks/plan_speed.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(FCVENV) .pytest_cache .hypothesis

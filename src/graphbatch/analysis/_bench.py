@@ -73,7 +73,7 @@ def step_list_fields(batching_ms: np.ndarray, update_ms: np.ndarray, real_graphs
 
 
 #: Baselines whose name already says whether they compile (no ``+compile`` suffix).
-_SELF_NAMED = ("pyg-compile",)
+_SELF_NAMED = ("pyg-compile", "mace-compile")
 
 
 def bench_label(rec: dict[str, Any]) -> str:

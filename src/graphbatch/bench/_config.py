@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = ["BASELINES", "BenchConfig", "DEFAULT", "FULL", "JAX_BASELINES", "JAX_DEFAULT",
-           "JAX_FULL", "PACKING_GRAPH_CAP", "PADDED_STRATEGIES", "is_packing"]
+           "JAX_FULL", "MACE_BASELINES", "MACE_DEFAULT", "PACKING_GRAPH_CAP", "PADDED_STRATEGIES",
+           "is_packing"]
 
 #: Strategies that batch with PyG's ``DataLoader`` (no padding): PyG's SchNet (for ``schnet``;
 #: our model otherwise) eager or ``torch.compile(dynamic=True)``, and our model unpadded + eager.
@@ -17,6 +18,9 @@ BASELINES = ("pyg-eager", "pyg-compile", "unpadded")
 #: ``jraph-pad64`` (``jraph.pad_with_graphs`` to the next multiples of 64: one compilation per
 #: new shape), ``unpadded`` (exact-size batches; update time measured after a warm-up call).
 JAX_BASELINES = ("jraph-dynamic", "jraph-pad64", "unpadded")
+#: Baselines of ``--models mace`` (MACE's own unpadded batches): ``mace-eager`` (MACE's usual
+#: path) and ``mace-compile`` (``mace.tools.compile.prepare`` + ``torch.compile(dynamic=None)``).
+MACE_BASELINES = ("mace-eager", "mace-compile")
 PADDED_STRATEGIES = ("static-constant", "static-64", "static-pow2", "dynamic", "pack-lpf",
                      "buckets")
 COMPILE_MODES = ("auto", "on", "off")
@@ -85,8 +89,11 @@ class BenchConfig:
         else:
             from ..models import MODELS
         baselines = JAX_BASELINES if jax else BASELINES
+        if "mace" in self.models and not jax:
+            self._validate_mace()
+            baselines = MACE_BASELINES
         for m in self.models:
-            if m not in MODELS:
+            if m not in MODELS and not (m == "mace" and not jax):
                 raise ValueError(f"unknown model {m!r}; known: {', '.join(sorted(MODELS))}")
         if not self.models or not self.strategies or not self.batch_sizes:
             raise ValueError("--models, --strategies and --batch-sizes must each name something")
@@ -131,6 +138,21 @@ class BenchConfig:
                              "--prefetch N (a background thread) instead of --num-workers")
         return self
 
+    def _validate_mace(self) -> None:
+        """``mace`` runs alone (its own data and baselines) on the memory path."""
+        if self.models != ("mace",):
+            raise ValueError(f"model mace runs alone (its own data and baselines), got models "
+                             f"{', '.join(self.models)}")
+        if self.data != "memory":
+            raise ValueError("model mace reads QM9 built in memory as MACE AtomicData; "
+                             "--store/--data store do not apply")
+        wrong = [s for s in self.strategies if s in BASELINES]
+        if wrong:
+            raise ValueError(f"strategy {wrong[0]!r} is a PyG baseline; model mace's baselines "
+                             f"are {', '.join(MACE_BASELINES)}")
+        if self.prefetch:
+            raise ValueError("model mace does not take --prefetch")
+
     def graph_cap_for(self, strategy: str) -> float:
         """Graph-slot factor of ``strategy``'s budget: ``graph_cap``, or by default
         `PACKING_GRAPH_CAP` for packing strategies and 1 for the others."""
@@ -163,6 +185,13 @@ FULL = BenchConfig(
     full=True,
 )
 
+
+#: ``--models mace``: a small MACE on 512 QM9 molecules at r_max 5 Å, batch size 32, padded
+#: ``dynamic`` (eager, and compiled once; ``--compile auto``) against MACE eager and
+#: ``torch.compile(dynamic=None)`` unpadded.
+MACE_DEFAULT = BenchConfig(models=("mace",), strategies=("dynamic",) + MACE_BASELINES,
+                           batch_sizes=(32,), steps=100, repeats=1, subset=512, cutoff=5.0,
+                           eval_every=100)
 
 #: ``--framework jax`` default: finishes on 2 CPU cores in under 10 minutes (measured in
 #: benchmarks/RESULTS.md): SchNet, pack-lpf and dynamic against jraph.dynamically_batch.

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..analysis._bench import step_list_fields, step_timing_fields
-from ._config import BASELINES, BenchConfig
+from ._config import BASELINES, MACE_BASELINES, BenchConfig
 
 __all__ = ["RunSpec", "bench_budget", "effective_sharing_strategy", "plan_runs", "run_one",
            "run_bench"]
@@ -36,13 +36,17 @@ class RunSpec:
 def plan_runs(cfg: BenchConfig) -> list[RunSpec]:
     """The runs of ``cfg``, repeat-major (so slow drifts of a shared machine spread over all
     strategies). ``compile='auto'``: padded strategies run compiled on CUDA; on CPU they run
-    eager, and ``pack-lpf`` additionally runs compiled (so the bench can pick the faster)."""
+    eager, and ``pack-lpf`` additionally runs compiled (so the bench can pick the faster); for
+    ``mace`` every padded strategy runs both ways. MACE's baselines: ``mace-eager`` eager,
+    ``mace-compile`` compiled."""
     runs = []
     for r in range(cfg.repeats):
         for m in cfg.models:
             for b in cfg.batch_sizes:
                 for s in cfg.strategies:
-                    if s == "pyg-eager" or s == "unpadded":
+                    if s in MACE_BASELINES:
+                        modes = [s == "mace-compile"]
+                    elif s == "pyg-eager" or s == "unpadded":
                         modes = [False]
                     elif s == "pyg-compile":
                         modes = [True]
@@ -52,6 +56,8 @@ def plan_runs(cfg: BenchConfig) -> list[RunSpec]:
                         modes = [False]
                     elif cfg.device == "cuda":
                         modes = [True]
+                    elif m == "mace":  # padding cost (eager) and compile-once, side by side
+                        modes = [False, True]
                     else:
                         modes = [False, True] if s == "pack-lpf" else [False]
                     runs.extend(RunSpec(m, s, int(b), r, c) for c in modes)
@@ -415,12 +421,21 @@ def run_one(spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None
 
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    run = _Run(spec, cfg, data)
+    run = _make_run(spec, cfg, data)
     for k in range(cfg.steps):
         run.step(k)
         if on_step is not None:
             on_step()
     return run.record(interleaved=False)
+
+
+def _make_run(spec: RunSpec, cfg: BenchConfig, data) -> _Run:
+    """`_Run` of ``spec``; MACE's runs are `graphbatch.bench._mace.MaceRun`."""
+    if spec.model == "mace":
+        from ._mace import MaceRun
+
+        return MaceRun(spec, cfg, data)
+    return _Run(spec, cfg, data)
 
 
 def _predict_eval(model, b, is_pyg_model):
@@ -450,7 +465,11 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
     torch._dynamo.config.recompile_limit = 10_000
     torch._dynamo.config.accumulated_recompile_limit = 100_000
     torch._dynamo.reset()
-    if data is None and cfg.store is not None and cfg.data == "store":
+    if data is None and "mace" in cfg.models:
+        from ._mace import load_mace_data
+
+        data = load_mace_data(subset=cfg.subset, r_max=cfg.cutoff, seed=cfg.seed)
+    elif data is None and cfg.store is not None and cfg.data == "store":
         from ._data import load_store_data
 
         data = load_store_data(cfg.store, subset=cfg.subset, seed=cfg.seed)
@@ -474,7 +493,7 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
                 records.append(run_one(spec, cfg, data, on_step=lambda: bar.update(1)))
         else:
             for r in range(cfg.repeats):
-                group = [_Run(s, cfg, data) for s in runs if s.repeat == r]
+                group = [_make_run(s, cfg, data) for s in runs if s.repeat == r]
                 for k in range(cfg.steps):
                     for run in group:
                         bar.set_description(_describe(run.spec))

@@ -1,0 +1,372 @@
+"""MACE (``mace-torch``) as a model of ``graphbatch bench``: data, model, runs and targets.
+
+Three ways to train one small MACE on the same QM9 molecules (MACE's own ``AtomicData`` at
+``r_max = cfg.cutoff`` Å), energies + forces, Adam:
+
+- a padded strategy (``dynamic``, ``pack-lpf``, ...): ``gt.loader(..., preset=ga.mace(r_max))``
+  batches of one fixed shape, the model built with MACE's compile recipe
+  (``mace.tools.compile.prepare``) and ``torch.compile(dynamic=False)`` (eager with
+  ``--compile off``), loss `graphbatch.atomistic.energy_force_loss`;
+- ``mace-eager``: MACE's own ``DataLoader`` (unpadded ``Batch.from_data_list``), model eager --
+  MACE's usual path; loss MACE's ``WeightedEnergyForcesLoss``;
+- ``mace-compile``: MACE's unpadded batches, ``prepare`` + ``torch.compile(dynamic=None)`` --
+  torch's default, which compiles the first shape static and, when a size changes, recompiles
+  with the changed sizes symbolic (automatic dynamic shapes).
+
+Targets: the standardised U0 residual of the bench (`graphbatch.bench._data`) as the energy
+(atomic energies E0 = 0: the per-element baseline is already removed) and zero forces (QM9
+geometries are DFT-relaxed). Test error: energy RMSE in the target's unit.
+
+Each compiled graph is counted by Dynamo (``counters["stats"]["unique_graphs"]``) and by a
+wrapper around the compile backend that records whether the graph has symbolic (dynamic)
+shapes and the seconds spent in the backend.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._config import MACE_BASELINES, BenchConfig
+from ._runner import _compile, _padded_options, _Run, _rss
+
+__all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targets", "small_mace"]
+
+#: QM9's elements (H, C, N, O, F), the one-hot order of ``node_attrs``.
+MACE_ELEMENTS = (1, 6, 7, 8, 9)
+
+#: The small MACE of the bench (``cfg.model_options["mace"]`` overrides any key).
+SMALL_MACE = {"hidden_irreps": "16x0e + 16x1o", "MLP_irreps": "16x0e", "max_ell": 2,
+              "num_bessel": 8, "num_polynomial_cutoff": 5, "num_interactions": 2,
+              "correlation": 2}
+#: Loss weights (MACE's ``WeightedEnergyForcesLoss`` and `energy_force_loss` alike).
+ENERGY_WEIGHT, FORCES_WEIGHT = 1.0, 10.0
+
+
+@dataclass
+class MaceData:
+    """Train/test lists of MACE ``AtomicData`` (float: torch's default dtype) and what the runs
+    need: the training graphs' sizes (`GraphSizes`, for plans and budgets), the target scale
+    and unit, ``avg_num_neighbors`` (edges per atom over the training graphs), ``r_max``."""
+
+    train: list
+    test: list
+    train_sizes: object
+    scale: float
+    unit: str
+    num_graphs: int
+    avg_num_neighbors: float
+    r_max: float
+    store: object = None  # the memory path only (the runner's store path does not apply)
+
+
+def load_mace_data(*, subset: int | None, r_max: float, seed: int) -> MaceData:
+    """The bench split of the first ``subset`` QM9 molecules as MACE ``AtomicData`` built by
+    MACE's own neighbour list at ``r_max`` Å (``AtomicData.from_config``)."""
+    from mace.data import AtomicData, Configuration
+    from mace.tools import AtomicNumberTable
+
+    from .. import GraphSizes
+    from ._data import load_bench_arrays
+
+    arrays = load_bench_arrays("qm9", subset=subset, cutoff=r_max, seed=seed)
+    ga = arrays.graphs
+    z = ga.node["z"].astype(np.int64)
+    pos = np.asarray(ga.node["pos"], dtype=np.float64)
+    no = ga.node_offsets
+    table = AtomicNumberTable(list(MACE_ELEMENTS))
+
+    def atomic(i: int):
+        a, b = int(no[i]), int(no[i + 1])
+        conf = Configuration(atomic_numbers=z[a:b], positions=pos[a:b], pbc=(False,) * 3,
+                             cell=None, properties={"energy": float(arrays.target[i]),
+                                                    "forces": np.zeros((b - a, 3))},
+                             property_weights={})
+        return AtomicData.from_config(conf, z_table=table, cutoff=float(r_max))
+
+    train = [atomic(int(i)) for i in arrays.train_idx]
+    test = [atomic(int(i)) for i in arrays.test_idx]
+    n_node = np.array([int(d.positions.shape[0]) for d in train])
+    n_edge = np.array([int(d.edge_index.shape[1]) for d in train])
+    return MaceData(train, test, GraphSizes(n_node, n_edge), arrays.scale, arrays.unit,
+                    len(ga), float(n_edge.sum() / max(n_node.sum(), 1)), float(r_max))
+
+
+def small_mace(data: MaceData, *, compiled: bool, seed: int, **options: Any):
+    """The bench's small MACE (`SMALL_MACE` updated by ``options``), E0 = 0, built with
+    ``mace.tools.compile.prepare`` when ``compiled`` (same parameters for the same ``seed``)."""
+    import torch
+    from e3nn import o3
+    from mace import modules
+
+    cfg = {**SMALL_MACE, **options}
+    block = modules.interaction_classes["RealAgnosticResidualInteractionBlock"]
+    torch.manual_seed(seed)
+    kw = dict(
+        r_max=data.r_max, num_bessel=int(cfg["num_bessel"]),
+        num_polynomial_cutoff=int(cfg["num_polynomial_cutoff"]), max_ell=int(cfg["max_ell"]),
+        interaction_cls=block, interaction_cls_first=block,
+        num_interactions=int(cfg["num_interactions"]), num_elements=len(MACE_ELEMENTS),
+        hidden_irreps=o3.Irreps(cfg["hidden_irreps"]), MLP_irreps=o3.Irreps(cfg["MLP_irreps"]),
+        atomic_energies=np.zeros(len(MACE_ELEMENTS)), avg_num_neighbors=data.avg_num_neighbors,
+        atomic_numbers=list(MACE_ELEMENTS), correlation=int(cfg["correlation"]),
+        gate=torch.nn.functional.silu,
+    )
+    if compiled:
+        from mace.tools.compile import prepare
+
+        return prepare(modules.MACE)(**kw)
+    return modules.MACE(**kw)
+
+
+@dataclass
+class CompileLog:
+    """Graphs a compile backend received: per graph, whether any input size is symbolic
+    (automatic dynamic shapes) and the seconds spent in the backend."""
+
+    dynamic: list[bool] = field(default_factory=list)
+    backend_s: list[float] = field(default_factory=list)
+
+    def backend(self, name: str):
+        """``name`` (e.g. ``"inductor"``, ``"eager"``) wrapped to log each graph."""
+        import torch
+
+        inner = torch._dynamo.lookup_backend(name)
+
+        def logged(gm, example_inputs, **kwargs):
+            self.dynamic.append(_has_symbolic_inputs(gm))
+            t0 = time.perf_counter()
+            out = inner(gm, example_inputs, **kwargs)
+            self.backend_s.append(time.perf_counter() - t0)
+            return out
+
+        return logged
+
+
+def _has_symbolic_inputs(gm) -> bool:
+    import torch
+
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        v = node.meta.get("example_value")
+        if isinstance(v, torch.SymInt):
+            return True
+        if isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape):
+            return True
+    return False
+
+
+def _cycle(loader, set_epoch: bool):
+    """``loader``'s batches epoch after epoch (a plan loader gets each epoch's number)."""
+    epoch = 0
+    while True:
+        if set_epoch:
+            loader.set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
+def _dict_nbytes(batch: dict) -> int:
+    import torch
+
+    return sum(v.element_size() * v.nelement() for v in batch.values()
+               if isinstance(v, torch.Tensor))
+
+
+class MaceRun(_Run):
+    """One MACE run with `_Run`'s timing and record; see the module docstring."""
+
+    def __init__(self, spec, cfg: BenchConfig, data: MaceData) -> None:  # noqa: D107
+        import torch
+        from mace.modules.loss import WeightedEnergyForcesLoss
+        from mace.tools import torch_geometric
+
+        self.spec, self.cfg, self.data = spec, cfg, data
+        self.device = torch.device(cfg.device)
+        self.cuda = self.device.type == "cuda"
+        self.is_pyg_model = False
+        self.padded = spec.strategy not in MACE_BASELINES
+        options = cfg.model_options.get("mace", {})
+        self.model = small_mace(data, compiled=spec.compiled, seed=cfg.seed + spec.repeat,
+                                **options).to(self.device)
+        self.compile_log = CompileLog()
+        if spec.compiled:
+            backend = self.compile_log.backend(cfg.compile_backend)
+            self.fn = _compile(self.model, dynamic=False if self.padded else None,
+                               backend=backend)
+        else:
+            self.fn = self.model
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.budget = None
+        if self.padded:
+            import graphbatch.atomistic as ga
+
+            from ..torch import loader
+
+            opts = _padded_options(spec, cfg, data)
+            budget = opts.get("budget")
+            if budget is not None:
+                self.budget = [int(budget.n_node), int(budget.n_edge), int(budget.n_graph)]
+            ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
+                        batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
+                        preset=ga.mace(r_max=data.r_max), num_workers=cfg.num_workers,
+                        persistent_workers=cfg.num_workers > 0, **opts)
+            self.batches = _cycle(ld, set_epoch=True)
+            self.loss_fn = None
+        else:
+            gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
+            ld = torch_geometric.dataloader.DataLoader(
+                data.train, batch_size=spec.batch_size, shuffle=True, drop_last=False,
+                generator=gen, num_workers=cfg.num_workers,
+                persistent_workers=cfg.num_workers > 0)
+            self.batches = _cycle(ld, set_epoch=False)
+            self.loss_fn = WeightedEnergyForcesLoss(ENERGY_WEIGHT, FORCES_WEIGHT)
+        n = cfg.steps
+        self.batching_ms = np.zeros(n)
+        self.update_ms = np.zeros(n)
+        self.real_graphs = np.zeros(n, dtype=np.int64)
+        self.new_compiles = np.zeros(n, dtype=np.int64)
+        self.shapes: set[tuple[int, int, int]] = set()
+        self.real_nodes = self.pad_nodes = self.real_edges = self.pad_edges = 0
+        self.peak_rss, self.batch_bytes = _rss(), 0
+        self.eval_steps: list[int] = []
+        self.maes: list[float] = []
+        self.rmses: list[float] = []
+
+    def step(self, k: int) -> None:
+        import torch
+        from torch._dynamo.utils import counters
+
+        import graphbatch.atomistic as ga
+
+
+        t0 = time.perf_counter()
+        b = next(self.batches)
+        if self.padded:
+            d = {key: v.to(self.device) if isinstance(v, torch.Tensor) else v
+                 for key, v in b.items()}
+        else:
+            b = b.to(self.device)
+            d = b.to_dict()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        t1 = time.perf_counter()
+        before = counters["stats"]["unique_graphs"]
+        self.opt.zero_grad(set_to_none=True)
+        if self.spec.compiled:  # MACE's prepare_graph leaves this to the caller
+            d["positions"].requires_grad_(True)
+        out = self.fn(d, training=True)
+        if self.padded:
+            loss = ga.energy_force_loss(out, d, energy_weight=ENERGY_WEIGHT,
+                                        forces_weight=FORCES_WEIGHT)
+        else:
+            loss = self.loss_fn(b, out)
+        loss.backward()
+        self.opt.step()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        t2 = time.perf_counter()
+        self.new_compiles[k] = counters["stats"]["unique_graphs"] - before
+        self.batching_ms[k] = (t1 - t0) * 1e3
+        self.update_ms[k] = (t2 - t1) * 1e3
+        n_node, n_edge = int(d["positions"].shape[0]), int(d["edge_index"].shape[1])
+        if self.padded:
+            g = int(d["graph_mask"].sum())
+            self.shapes.add((n_node, n_edge, int(d["graph_mask"].shape[0])))
+            self.real_nodes += int(d["node_mask"].sum())
+            self.real_edges += int(d["edge_mask"].sum())
+        else:
+            g = int(b.num_graphs)
+            self.real_nodes += n_node
+            self.real_edges += n_edge
+        self.pad_nodes += n_node
+        self.pad_edges += n_edge
+        self.real_graphs[k] = g
+        self.batch_bytes = max(self.batch_bytes, _dict_nbytes(d))
+        self.peak_rss = max(self.peak_rss, _rss())
+        if (k + 1) % self.cfg.eval_every == 0 or k + 1 == self.cfg.steps:
+            mae, rmse = _evaluate_mace(self.model, self.data, self.device)
+            self.eval_steps.append(k + 1)
+            self.maes.append(mae)
+            self.rmses.append(rmse)
+
+    def record(self, interleaved: bool) -> dict[str, Any]:
+        rec = super().record(interleaved)
+        log = self.compile_log
+        rec.update({
+            "model_impl": "mace-torch",
+            "compile_backend": self.cfg.compile_backend if self.spec.compiled else None,
+            "compile_dynamic": (None if not self.spec.compiled
+                                else (False if self.padded else None)),
+            "r_max": self.data.r_max,
+            "forces_weight": FORCES_WEIGHT,
+            "dynamic_graphs": int(sum(log.dynamic)),
+            "graph_dynamic": [bool(x) for x in log.dynamic],
+            "backend_compile_s": [round(float(x), 3) for x in log.backend_s],
+        })
+        return rec
+
+
+def _evaluate_mace(model, data: MaceData, device) -> tuple[float, float]:
+    """Test energy MAE and RMSE in the target's unit (MACE's unpadded batches, eager)."""
+    import torch
+    from mace.tools import torch_geometric
+
+    err = []
+    for b in torch_geometric.dataloader.DataLoader(data.test, batch_size=64, shuffle=False):
+        b = b.to(device)
+        out = model(b.to_dict(), training=False, compute_force=False)
+        err.append((out["energy"].detach() - b.energy).double().cpu())
+    e = torch.cat(err).numpy() * data.scale
+    return float(np.abs(e).mean()), float(np.sqrt((e * e).mean()))
+
+
+def mace_targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (batch size, repeat): each padded run's speed over ``mace-eager`` and
+    ``mace-compile`` -- the median over the steps where neither compiled of the same-step ratio
+    of step time per real graph (interleaved runs meet the same machine load step by step; a
+    padded batch holds at most ``batch_size - 1`` real graphs), and the ratio of real
+    graphs/s with compile time included (``graphs_per_s``) and excluded
+    (``steady_graphs_per_s``) -- with the compilations and dynamic graphs of every run."""
+    out = []
+    mace = [r for r in records if r.get("model") == "mace"]
+    keys = sorted({(r["batch_size"], r["repeat"]) for r in mace})
+    for b, rep in keys:
+        runs = {_label(r): r for r in mace if r["batch_size"] == b and r["repeat"] == rep}
+        t: dict[str, Any] = {"model": "mace", "batch_size": b, "repeat": rep,
+                             "compiles": {k: r["compiles"] for k, r in runs.items()},
+                             "dynamic_graphs": {k: r.get("dynamic_graphs") for k, r in runs.items()},
+                             "compile_s": {k: round(r["compile_s"], 2) for k, r in runs.items()}}
+        ratios: dict[str, dict[str, float]] = {}
+        for name, r in runs.items():
+            if r["strategy"] in ("mace-eager", "mace-compile"):
+                continue
+            for base in ("mace-eager", "mace-compile"):
+                if base not in runs:
+                    continue
+                o = runs[base]
+                steady = sorted(set(range(len(r["step_ms"]))) - set(r["compile_steps"])
+                                - set(o["compile_steps"]))
+                per_step = [(o["step_ms"][i] / max(o["real_graphs_steps"][i], 1))
+                            / (r["step_ms"][i] / max(r["real_graphs_steps"][i], 1))
+                            for i in steady]
+                ratios[f"{name} vs {base}"] = {
+                    "median_step_ratio": float(np.median(per_step)) if per_step else float("nan"),
+                    "steady_steps": len(per_step),
+                    "graphs_per_s_ratio_compile_included": r["graphs_per_s"] / o["graphs_per_s"],
+                    "graphs_per_s_ratio_compile_excluded":
+                        r["steady_graphs_per_s"] / o["steady_graphs_per_s"],
+                }
+        t["speedup"] = ratios
+        out.append(t)
+    return out
+
+
+def _label(rec: dict[str, Any]) -> str:
+    from ..analysis._bench import bench_label
+
+    return bench_label(rec)
