@@ -165,8 +165,10 @@ FULL = BenchConfig(
 
 
 #: ``--framework jax`` default: finishes on 2 CPU cores in under 10 minutes (measured in
-#: benchmarks/RESULTS.md): SchNet, pack-lpf and dynamic against jraph.dynamically_batch.
-JAX_DEFAULT = BenchConfig(framework="jax", strategies=("pack-lpf", "dynamic", "jraph-dynamic"))
+#: benchmarks/RESULTS.md): SchNet, pack-lpf and dynamic against jraph.dynamically_batch, the
+#: loader as users run it (`graphbatch.jax.loader`'s default ``prefetch=2``).
+JAX_DEFAULT = BenchConfig(framework="jax", strategies=("pack-lpf", "dynamic", "jraph-dynamic"),
+                          prefetch=2)
 
 #: ``--framework jax --full``: the paper's grid in JAX.
 JAX_FULL = BenchConfig(
@@ -178,5 +180,6 @@ JAX_FULL = BenchConfig(
     repeats=10,
     subset=None,
     eval_every=200,
+    prefetch=2,
     full=True,
 )

@@ -1,8 +1,9 @@
 """``graphbatch bench --framework jax``: the torch bench's runs, records and statistics with
 `graphbatch.jax.loader` batches and the Flax models of `graphbatch.jax.models`.
 
-Per step: batching time (the wait for the next batch: the loader's prefetch thread collates and
-transfers ahead), update time (jitted forward, backward and Adam update, ``block_until_ready``),
+Per step: batching time = input wait (the training thread's wait for the next device-resident
+batch: ``next()`` plus ``block_until_ready``; the loader's prefetch thread collates and
+transfers ahead, the jraph baselines batch and transfer in the training thread), update time (jitted forward, backward and Adam update, ``block_until_ready``),
 new compilations of the run's own jitted step (``jitted._cache_size()``) and their seconds
 (JAX's ``/jax/core/compile/*`` duration events while the step ran). Records carry the torch
 bench's keys plus ``framework: "jax"``.
@@ -365,6 +366,9 @@ class _JaxRun:
             **step_timing_fields(batching_ms, update_ms, real_graphs, steady,
                                  overhead_ms=float(self.warmup_ms.sum())),
             "input_wait_fraction": float(batching_ms[steady].sum() / step_ms[steady].sum()),
+            "input_wait_fraction_median": float(np.median(batching_ms[steady]
+                                                          / step_ms[steady])),
+            "input_wait_ms_steps": [round(float(x), 4) for x in batching_ms],
             "real_graphs": graphs_seen,
             "node_efficiency": float(self.real_nodes / self.pad_nodes) if self.pad_nodes else 1.0,
             "edge_efficiency": float(self.real_edges / self.pad_edges) if self.pad_edges else 1.0,
