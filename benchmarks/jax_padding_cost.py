@@ -11,9 +11,10 @@ time. By default XLA runs single-threaded (``--xla_cpu_multi_thread_eigen=false
 intra_op_parallelism_threads=1``), so the CPU time of a call is the work of the step and hardly
 depends on what other processes do on a shared machine.
 
-Per pair (one padded and one unpadded call of the same batch in the same round): ratio =
-padded / unpadded = the padded step time per real graph over the unpadded one (both hold the
-same real graphs; 1.0 = padding costs nothing). Reported: the median of all per-pair ratios,
+XLA's FLOP count of each compiled step (``cost_analysis``) gives the padding's extra work
+without timing noise. Per pair (one padded and one unpadded call of the same batch in the same
+round): ratio = padded / unpadded = the padded step time per real graph over the unpadded one
+(both hold the same real graphs; 1.0 = padding costs nothing). Reported: the median of all per-pair ratios,
 with a 95% bootstrap confidence interval (pairs resampled within each batch), per batch and
 overall, for CPU and wall time.
 
@@ -124,6 +125,20 @@ def main(argv=None) -> int:
                       "nodes": n, "edges": e, "padded_cpu": [], "unpadded_cpu": [],
                       "padded_wall": [], "unpadded_wall": [], "pg": (padded, exact)})
     compiles = step._cache_size()
+
+    flops_of: dict[tuple, float] = {}
+
+    def flops(pg) -> float:
+        """XLA's own FLOP count of the compiled step for ``pg``'s shape (noise-free work)."""
+        key = (pg.node_mask.shape[0], pg.edge_mask.shape[0], pg.graph_mask.shape[0])
+        if key not in flops_of:
+            cost = step.lower(params, state, pg).compile().cost_analysis()
+            cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+            flops_of[key] = float(cost.get("flops", float("nan")))
+        return flops_of[key]
+
+    for p in pairs:
+        p["padded_flops"], p["unpadded_flops"] = (flops(x) for x in p["pg"])
     t_start = time.perf_counter()
     for r in range(args.rounds):
         for p in pairs:
@@ -144,7 +159,8 @@ def main(argv=None) -> int:
     print(f"{args.model}, pack-lpf budget {shape}, {nb} batches x "
           f"{args.rounds} alternating pairs, XLA "
           f"{'single-threaded' if not args.multi_thread else 'default threads'}; "
-          f"{compiles} compilations (1 padded shape + {nb} unpadded)")
+          f"{compiles} compilations (1 padded shape + "
+          f"{len({(p['nodes'], p['edges']) for p in pairs})} distinct unpadded shapes)")
     print(f"{'batch':>5} {'graphs':>6} {'padded shape':>20} {'real nodes':>10} {'real edges':>10}"
           f" {'pad cpu ms':>10} {'unpad cpu ms':>12} {'cpu ratio':>9} {'wall ratio':>10}")
     cpu_groups, wall_groups = [], []
@@ -168,6 +184,10 @@ def main(argv=None) -> int:
               f"over {sum(map(len, groups))} pairs, 95% bootstrap CI [{lo:.4f}, {hi:.4f}] "
               f"(width {hi - lo:.4f}); within 3%: "
               f"{'yes' if hi <= 1.03 else ('no' if lo > 1.03 else 'not resolved')}")
+    fr = np.array([p["padded_flops"] / p["unpadded_flops"] for p in pairs])
+    out["flops_ratio"] = {"per_batch": fr.tolist(), "mean": float(fr.mean())}
+    print(f"padded / unpadded XLA FLOPs of the step (cost_analysis): mean {fr.mean():.4f}, "
+          f"range [{fr.min():.4f}, {fr.max():.4f}]")
     nodes = sum(p["nodes"] for p in pairs) / (nb * pairs[0]["shape"][0])
     edges = sum(p["edges"] for p in pairs) / (nb * pairs[0]["shape"][1])
     out["node_fill"], out["edge_fill"] = nodes, edges
