@@ -14,9 +14,9 @@ depends on what other processes do on a shared machine.
 XLA's FLOP count of each compiled step (``cost_analysis``) gives the padding's extra work
 without timing noise. Per pair (one padded and one unpadded call of the same batch in the same
 round): ratio = padded / unpadded = the padded step time per real graph over the unpadded one
-(both hold the same real graphs; 1.0 = padding costs nothing). Reported: the median of all per-pair ratios,
-with a 95% bootstrap confidence interval (pairs resampled within each batch), per batch and
-overall, for CPU and wall time.
+(both hold the same real graphs; 1.0 = padding costs nothing). Reported: the median of all
+per-pair ratios, with a 95% bootstrap confidence interval (pairs resampled within each batch),
+per batch and overall, for CPU and wall time.
 
     PYTHONPATH=src python benchmarks/jax_padding_cost.py --batches 6 --rounds 25 --json OUT.json
 """

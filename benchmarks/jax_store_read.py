@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", default="/tmp/storebench/qm9.h5")
     ap.add_argument("--batch-size", type=int, default=128)
-    ap.add_argument("--batches", type=int, default=300, help="batches per path per round")
+    ap.add_argument("--batches", type=int, default=150, help="batches per path per round")
     ap.add_argument("--per-graph-batches", type=int, default=60,
                     help="batches per round for the (slow) per-graph path")
     ap.add_argument("--rounds", type=int, default=5)
