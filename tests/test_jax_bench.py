@@ -57,6 +57,36 @@ def test_records_follow_the_bench_schema(records):
     json.loads(json.dumps(records))  # plain JSON values only
 
 
+def test_input_wait_is_recorded_per_step(records):
+    for r in records:
+        wait = np.asarray(r["input_wait_ms_steps"])
+        assert wait.shape == (r["steps"],) and (wait >= 0).all()
+        # the step time is the input wait plus the update time, step by step
+        np.testing.assert_allclose(wait + np.asarray(r["update_ms_steps"]), r["step_ms"],
+                                   atol=1e-3)
+        steady = [k for k in range(r["steps"]) if k not in r["compile_steps"]]
+        if not steady or r["strategy"] == "unpadded":  # unpadded: timed after a warm-up call
+            steady = list(range(r["steps"]))
+        frac = np.asarray(r["step_ms"])[steady]
+        assert r["input_wait_fraction"] == pytest.approx(wait[steady].sum() / frac.sum(),
+                                                         rel=1e-3, abs=1e-6)
+        assert 0 <= r["input_wait_fraction_median"] <= 1
+        # graphbatch's loader runs with the configured prefetch; the baselines in the loop
+        assert r["prefetch"] == (0 if r["strategy"] in ("jraph-dynamic", "jraph-pad64",
+                                                        "unpadded") else 2)
+
+
+def test_default_jax_bench_uses_the_loaders_default_prefetch():
+    import inspect
+
+    from graphbatch.bench import JAX_DEFAULT, JAX_FULL
+    from graphbatch.jax import loader
+
+    default = inspect.signature(loader).parameters["prefetch"].default
+    assert default > 0
+    assert JAX_DEFAULT.prefetch == JAX_FULL.prefetch == default
+
+
 def test_compilations_come_from_the_jitted_steps_cache(records):
     for r in records:
         if r["strategy"] in ("pack-lpf", "jraph-dynamic"):

@@ -36,7 +36,7 @@ BENCH_OPTIONAL_METRICS = ("steady_graphs_per_s", "update_us_per_graph",
                           "update_us_per_graph_median")
 #: Record keys that hold per-step or per-evaluation lists (kept in JSON, left out of the CSV).
 LIST_KEYS = ("eval_steps", "test_mae_curve", "test_rmse_curve", "step_ms", "compile_steps",
-             "update_ms_steps", "real_graphs_steps")
+             "update_ms_steps", "real_graphs_steps", "input_wait_ms_steps")
 
 
 def step_timing_fields(batching_ms: np.ndarray, update_ms: np.ndarray, real_graphs: np.ndarray,
@@ -63,7 +63,8 @@ def step_timing_fields(batching_ms: np.ndarray, update_ms: np.ndarray, real_grap
 
 def step_list_fields(batching_ms: np.ndarray, update_ms: np.ndarray, real_graphs: np.ndarray,
                      compiling: np.ndarray) -> dict[str, list]:
-    """The per-step list keys of a record (``LIST_KEYS`` without the evaluation curves)."""
+    """The per-step list keys of a record (``LIST_KEYS`` without the evaluation curves and
+    the JAX bench's ``input_wait_ms_steps``)."""
     return {
         "step_ms": [round(float(x), 4) for x in batching_ms + update_ms],
         "update_ms_steps": [round(float(x), 4) for x in update_ms],

@@ -1,11 +1,14 @@
 """``graphbatch bench --framework jax``: the torch bench's runs, records and statistics with
 `graphbatch.jax.loader` batches and the Flax models of `graphbatch.jax.models`.
 
-Per step: batching time (the wait for the next batch: the loader's prefetch thread collates and
-transfers ahead), update time (jitted forward, backward and Adam update, ``block_until_ready``),
-new compilations of the run's own jitted step (``jitted._cache_size()``) and their seconds
-(JAX's ``/jax/core/compile/*`` duration events while the step ran). Records carry the torch
-bench's keys plus ``framework: "jax"``.
+Per step: batching time = input wait (the training thread's wait for the next device-resident
+batch: ``next()`` plus ``block_until_ready``; the loader's prefetch thread collates and
+transfers ahead, the jraph baselines batch and transfer in the training thread), update time
+(jitted forward, backward and Adam update, ``block_until_ready``), new compilations of the
+run's own jitted step (``jitted._cache_size()``) and their seconds (JAX's
+``/jax/core/compile/*`` duration events while the step ran). Records carry the torch bench's
+keys plus ``framework: "jax"``. Each model's train step is compiled once untimed before the
+runs, so no run pays the process's first-compilation costs.
 """
 
 from __future__ import annotations
@@ -228,14 +231,12 @@ def _rss() -> int:
 class _JaxRun:
     def __init__(self, spec: RunSpec, cfg: BenchConfig, data, evaluator: _Evaluator) -> None:
         import jax
-        import jax.numpy as jnp
         import optax
 
         from .. import get_strategy
-        from ..jax.models import build_model, graph_inputs
 
         self.spec, self.cfg, self.data, self.evaluator = spec, cfg, data, evaluator
-        self.model = build_model(spec.model, **_model_kwargs(spec, cfg))
+        self.model = build_jax_model(spec, cfg)
         self.model_key = f"{spec.model}:{sorted(_model_kwargs(spec, cfg).items())}"
         seed = cfg.seed + spec.repeat
         self.budget = None
@@ -257,18 +258,8 @@ class _JaxRun:
             self.batches = _loader_batches(spec, cfg, data, options)
         model = self.model
         self.opt = optax.adam(cfg.lr)
-
-        def loss_fn(params, pg):
-            pred = model.apply(params, **graph_inputs(pg))
-            err = jnp.where(pg.graph_mask, (pred - pg.graphs.globals["y"][:, 0]) ** 2, 0.0)
-            return err.sum() / jnp.maximum(pg.graph_mask.sum(), 1)
-
-        def train_step(params, opt_state, pg):
-            loss, grads = jax.value_and_grad(loss_fn)(params, pg)
-            updates, opt_state = self.opt.update(grads, opt_state, params)
-            return optax.apply_updates(params, updates), opt_state, loss
-
-        self.step_fn = jax.jit(train_step)  # this run's own cache: its compile count
+        # this run's own jitted step and cache: its compile count
+        self.step_fn = jax.jit(_train_step(model, self.opt))
         self.params = _initial_params(model, self.model_key, data.train[0], seed)
         self.opt_state = self.opt.init(self.params)
         self.unpadded = spec.strategy == "unpadded"
@@ -365,6 +356,9 @@ class _JaxRun:
             **step_timing_fields(batching_ms, update_ms, real_graphs, steady,
                                  overhead_ms=float(self.warmup_ms.sum())),
             "input_wait_fraction": float(batching_ms[steady].sum() / step_ms[steady].sum()),
+            "input_wait_fraction_median": float(np.median(batching_ms[steady]
+                                                          / step_ms[steady])),
+            "input_wait_ms_steps": [round(float(x), 4) for x in batching_ms],
             "real_graphs": graphs_seen,
             "node_efficiency": float(self.real_nodes / self.pad_nodes) if self.pad_nodes else 1.0,
             "edge_efficiency": float(self.real_edges / self.pad_edges) if self.pad_edges else 1.0,
@@ -379,6 +373,50 @@ class _JaxRun:
             "test_rmse_curve": self.rmses,
             **step_list_fields(batching_ms, update_ms, real_graphs, compiling),
         }
+
+
+def _train_step(model, opt) -> Callable:
+    """``(params, opt_state, pg) -> (params, opt_state, loss)``: masked MSE over the real
+    graphs, gradient, optimizer update (not jitted: each run jits its own)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from ..jax.models import graph_inputs
+
+    def loss_fn(params, pg):
+        pred = model.apply(params, **graph_inputs(pg))
+        err = jnp.where(pg.graph_mask, (pred - pg.graphs.globals["y"][:, 0]) ** 2, 0.0)
+        return err.sum() / jnp.maximum(pg.graph_mask.sum(), 1)
+
+    def train_step(params, opt_state, pg):
+        loss, grads = jax.value_and_grad(loss_fn)(params, pg)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return train_step
+
+
+def _warm_up(spec: RunSpec, cfg: BenchConfig, data) -> None:
+    """Compile and run the model's train step once on one padded graph, untimed, before any
+    run: JAX's one-time costs of a process's first compilation of a model (lowering rules,
+    tracing caches) would otherwise fall on whichever strategy steps first."""
+    import jax
+    import optax
+
+    model = build_jax_model(spec, cfg)
+    opt = optax.adam(cfg.lr)
+    key = f"{spec.model}:{sorted(_model_kwargs(spec, cfg).items())}"
+    params = _initial_params(model, key, data.train[0], cfg.seed)
+    pg = jax.device_put(_masked(jraph_pad(data.train[0])))
+    jax.block_until_ready(jax.jit(_train_step(model, opt))(params, opt.init(params), pg))
+
+
+def build_jax_model(spec: RunSpec, cfg: BenchConfig):
+    """The Flax model of ``spec`` with the bench's options."""
+    from ..jax.models import build_model
+
+    return build_model(spec.model, **_model_kwargs(spec, cfg))
 
 
 _INITS: dict[str, Callable] = {}
@@ -417,6 +455,8 @@ def run_jax_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list
                                    seed=cfg.seed)
     evaluator = _Evaluator(data, cfg)
     runs = plan_jax_runs(cfg)
+    for m in cfg.models:
+        _warm_up(next(r for r in runs if r.model == m), cfg, data)
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(runs) * cfg.steps, unit="step", disable=not progress)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import queue
 import threading
+import time
 import warnings
 from typing import Any, Callable, Iterator, Sequence
 
@@ -90,25 +91,47 @@ class _Failed:
         self.exc = exc
 
 
+#: Bounds (seconds) of the producer's poll while the prefetch queue is full, and the share of
+#: the consumer's time between items it waits at most (see `_ahead`).
+POLL_MIN_S, POLL_MAX_S, POLL_SHARE = 0.0005, 0.01, 0.125
+
+
+def poll_interval(consumer_interval_s: float | None) -> float:
+    """The producer's poll (s) while the queue is full: ``POLL_SHARE`` of the consumer's time
+    between items, within ``[POLL_MIN_S, POLL_MAX_S]`` (``POLL_MAX_S`` before it is known)."""
+    if consumer_interval_s is None:
+        return POLL_MAX_S
+    return min(POLL_MAX_S, max(POLL_MIN_S, POLL_SHARE * consumer_interval_s))
+
+
 def _ahead(make: Callable[[Any], Any], items: Sequence[Any], depth: int) -> Iterator[Any]:
     """``make(item)`` for each item, computed ``depth`` items ahead by one background thread.
 
     Closing the generator stops the thread (it finishes at most the item in hand); an exception
-    in ``make`` is re-raised here at the item that failed."""
+    in ``make`` is re-raised here at the item that failed.
+
+    Taking an item does not wake the producer: while the queue is full it polls on a timer
+    (`poll_interval` of the consumer's pace). A wake-up at every take would start the
+    producer's GIL-holding collation exactly while the training thread still runs Python, and
+    on a busy machine the woken thread preempts it: the step's wait for an already prepared
+    batch grew from ~0.1 ms to a scheduler time slice (median 1.5 ms, p90 11 ms at load 10 on
+    2 cores; benchmarks/RESULTS.md, issue 16 second round). Polling, the producer mostly wakes
+    while the jitted step runs with the GIL released."""
     if depth == 0:
         for item in items:
             yield make(item)
         return
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
+    pace: list[float | None] = [None]  # consumer's smoothed time between items (s)
 
     def put(x) -> bool:
         while not stop.is_set():
-            try:
-                q.put(x, timeout=0.05)
-                return True
-            except queue.Full:
+            if q.full():  # only this thread puts: a free slot stays free until we fill it
+                stop.wait(poll_interval(pace[0]))
                 continue
+            q.put_nowait(x)
+            return True
         return False
 
     def work() -> None:
@@ -122,9 +145,15 @@ def _ahead(make: Callable[[Any], Any], items: Sequence[Any], depth: int) -> Iter
 
     thread = threading.Thread(target=work, name="graphbatch-jax-prefetch", daemon=True)
     thread.start()
+    last: float | None = None
     try:
         while True:
             x = q.get()
+            now = time.perf_counter()
+            if last is not None:
+                dt = now - last
+                pace[0] = dt if pace[0] is None else 0.7 * pace[0] + 0.3 * dt
+            last = now
             if isinstance(x, _End):
                 return
             if isinstance(x, _Failed):
@@ -132,7 +161,7 @@ def _ahead(make: Callable[[Any], Any], items: Sequence[Any], depth: int) -> Iter
             yield x
     finally:
         stop.set()
-        while True:  # unblock a producer waiting on a full queue
+        while True:  # drop the prepared batches
             try:
                 q.get_nowait()
             except queue.Empty:
