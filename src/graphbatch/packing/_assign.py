@@ -42,7 +42,10 @@ def assign_graphs(
         raise ValueError("the packs' slots per size bin differ from the graphs per size bin")
     # graphs grouped by bin (stable), in a random order within each bin; int32 positions
     if assign_rng is not None and np.count_nonzero(per_bin_slots > 1) * 16 > m:
-        perm = assign_rng.permutation(m)
+        # assign_rng.permutation(m) as int32 below 2**31 graphs (the same draws: a shuffle
+        # of arange(m), whatever its dtype)
+        perm = np.arange(m, dtype=index_dtype(m))
+        assign_rng.shuffle(perm)
         g_pos = group_by_key(graph_bin, per_bin_slots, perm)
         del perm
     else:
