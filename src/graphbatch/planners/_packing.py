@@ -38,7 +38,7 @@ from ._assemble import (
     tight_shape_wanted,
 )
 from ._dynamic import budget_lower_bound
-from ._partition import balanced_ldm, refine_in_place, round_matrix
+from ._partition import balanced_ldm, descending_order, refine_in_place
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
@@ -84,16 +84,33 @@ def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
     return shape, area
 
 
-def _pack_costs(nodes, edges, w, tn: float, te: float) -> np.ndarray:
+def _pack_costs(nodes, edges, w, tn: float, te: float, out=None) -> np.ndarray:
     """Per-graph float64 cost of `balanced_packs`, chunk by chunk (same values as the formula
-    on whole float arrays)."""
-    out = np.empty(nodes.shape[0], np.float64)
+    on whole float arrays), into ``out`` when given."""
+    out = np.empty(nodes.shape[0], np.float64) if out is None else out
     step = 1 << 20
     for s0 in range(0, out.shape[0], step):
         n = nodes[s0:s0 + step].astype(np.float64)
         e = edges[s0:s0 + step].astype(np.float64)
         out[s0:s0 + step] = n + e if w is None else w * n / tn + (1 - w) * e / te
     return out
+
+
+def _cost_round_matrix(nodes, edges, w, tn: float, te: float, num_packs: int):
+    """`round_matrix` of the `_pack_costs`, memory-lean: the sorted values are written over the
+    costs (one float64 array of ``N``, not two), recomputed from ``nodes``/``edges`` gathered
+    in chunks."""
+    n, b = nodes.shape[0], int(num_packs)
+    r = -(-n // b)
+    value = np.zeros(r * b, np.float64)  # costs first, then the round matrix's values
+    _pack_costs(nodes, edges, w, tn, te, out=value[:n])
+    ident = np.full(r * b, -1, index_dtype(n))
+    descending_order(value[:n], out=ident[:n])
+    step = 1 << 20
+    for s0 in range(0, n, step):
+        idx = ident[s0:min(n, s0 + step)]
+        _pack_costs(nodes[idx], edges[idx], w, tn, te, out=value[s0:s0 + idx.shape[0]])
+    return value.reshape(r, b), ident.reshape(r, b)
 
 
 def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int,
@@ -111,9 +128,7 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     te = max(float(int(edges.sum(dtype=np.int64))), 1.0)
     out = []
     for w in costs:
-        cost = _pack_costs(nodes, edges, w, tn, te)
-        value, ident = round_matrix(cost, num_packs)
-        del cost
+        value, ident = _cost_round_matrix(nodes, edges, w, tn, te, num_packs)
         balanced_ldm(value, ident, inplace=True)  # memory-lean: rearranged and refined in place
         refine_in_place(value, ident, 16)
         del value
