@@ -155,7 +155,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
     cost in both dimensions are preferred and the smallest padded area (slots over real totals,
     nodes plus edges) wins. Returns ``(slot_bin, offsets, packer, shape or None)``."""
     sb, off, packer = res.slot_bin, res.offsets, res.method
-    num = int(kept.shape[0])
+    num = len(req.sizes) if kept is None else int(kept.shape[0])
     want = lambda p: req.batch_count_for_ranks(p, num)  # noqa: E731
     res_ok = res.num_packs == want(res.num_packs)
     counts = sorted({want(res.lower_bound), want(res.num_packs)})
@@ -215,7 +215,7 @@ def _kept_column(req: PlanRequest, kept: np.ndarray, name: str) -> np.ndarray:
     """Column ``name`` of the size table for the graphs ``kept`` (the column itself, no copy,
     when every graph is kept; else a narrow gather)."""
     col = getattr(req.sizes, name)
-    return col if kept.shape[0] == col.shape[0] else gather_counts(col, kept)
+    return col if kept is None or kept.shape[0] == col.shape[0] else gather_counts(col, kept)
 
 
 def _narrow_inverse(hist):
@@ -227,7 +227,7 @@ def _narrow_inverse(hist):
 
 def _kept_sizes(req: PlanRequest, kept: np.ndarray):
     sizes = req.sizes
-    return sizes if kept.shape[0] == len(sizes) else sizes.subset(kept)
+    return sizes if kept is None or kept.shape[0] == len(sizes) else sizes.subset(kept)
 
 
 def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
@@ -241,7 +241,8 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     else:
         meta["padded_shape"] = list(shape.as_tuple())
     assign_rng, order_rng = _rngs(req)
-    ids = None if kept.shape[0] == len(req.sizes) else kept  # None: every graph, in order
+    n_kept = len(req.sizes) if kept is None else kept.shape[0]  # kept None: every graph
+    ids = None if n_kept == len(req.sizes) else kept  # None: every graph, in order
     order, offsets, pack_order = assign_graphs(slot_bin, pack_offsets, hist_inverse, ids,
                                                assign_rng=assign_rng, order_rng=order_rng,
                                                return_pack_order=True)
@@ -260,7 +261,7 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
         sizes = req.sizes
         lower_bound = budget_lower_bound(
             int(_kept_column(req, kept, "n_node").sum(dtype=np.int64)),
-            int(_kept_column(req, kept, "n_edge").sum(dtype=np.int64)), kept.shape[0], budget)
+            int(_kept_column(req, kept, "n_edge").sum(dtype=np.int64)), n_kept, budget)
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=pad_nodes,
                        pad_edges=pad_edges, pad_graphs=pad_graphs, lower_bound=lower_bound,
                        split=split, budget=budget, **real, **meta)
@@ -287,15 +288,19 @@ def _plan_tuple(req: PlanRequest, fit: str):
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
                        heuristic=heuristic, method=method)
+    if kept.shape[0] == len(req.sizes):  # every graph kept: no index array (4 bytes a graph)
+        split, kept = None, None
     hist = _narrow_inverse(_kept_sizes(req, kept).histogram(return_inverse=True))
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
     sb, off, packer, shape = _choose_packs(req, kept, hist, res, budget,
                                            tight_shape_wanted(req))
+    tried = res.tried
+    del res  # its packs, unless chosen, are no longer needed
     return _finish(req, budget, split, kept, hist.inverse, sb, off,
                    bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape,
-                   heuristic=heuristic, packer=packer, packs_tried=res.tried)
+                   heuristic=heuristic, packer=packer, packs_tried=tried)
 
 
 @register(

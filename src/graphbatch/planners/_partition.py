@@ -132,17 +132,30 @@ def balanced_ldm(value: np.ndarray, ident: np.ndarray, *,
         sums[j] = reps[j] = None
         heapq.heappush(heap, (-(sums[i][0] - sums[i][-1]), i))
     _, last = heap[0]
-    while True:  # pointer jumping: every position to its final representative
-        grand = parent[parent]
-        if np.array_equal(grand, parent):
+    del sums, heap
+    # pointer jumping in place, chunk by chunk (no second array of N): every position ends at
+    # the root of its tree, its final representative, whatever order the chunks take
+    while True:
+        changed = False
+        for s0 in range(0, n, _CHUNK):
+            p = parent[s0:s0 + _CHUNK]
+            g = parent[p]
+            if not changed and not np.array_equal(g, p):
+                changed = True
+            parent[s0:s0 + _CHUNK] = g
+        if not changed:
             break
-        parent = grand
-    del grand
-    column = np.zeros(n, dtype=idt)
-    column[rep(last)] = np.arange(b, dtype=idt)
-    for s0 in range(0, n, _CHUNK):  # parent -> batch of every flat position, in place
-        parent[s0:s0 + _CHUNK] = column[parent[s0:s0 + _CHUNK]]
-    del column
+    # root -> batch (column) in place: roots hold -1 - column, then every other position takes
+    # its root's column, then the roots theirs (no lookup array of N)
+    roots = rep(last)
+    reps = None
+    parent[roots] = -1 - np.arange(b, dtype=idt)
+    for s0 in range(0, n, _CHUNK):
+        p = parent[s0:s0 + _CHUNK]
+        inner = p >= 0
+        p[inner] = -1 - parent[p[inner]]
+    parent[roots] = -1 - parent[roots]
+    del roots
     col = parent.reshape(r, b)
     if not inplace:
         value, ident = value.copy(), ident.copy()
