@@ -228,11 +228,11 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     size = ln.shape[0]
     seg = np.repeat(np.arange(k, dtype=np.uint16 if k <= 2**16 else np.int64), lens)
     srt = np.lexsort((ranker.keys(ln, le), seg))  # by step, then share (largest first), stable
-    t = np.arange(size) - np.repeat(rel, lens)  # rank within its step
-    row, col = t // r, t % r
-    batch = np.where(row % 2 == 0, col, r - 1 - col)
-    seg = seg.astype(np.int64)  # (seg[srt] == seg: the sort keeps steps in place)
-    key = seg * r + batch
+    t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)  # rank in step
+    row = t // r
+    col = t - row * r
+    batch = np.where(row & 1, r - 1 - col, col)  # snake order over the batches
+    key = seg.astype(np.int32) * r + batch  # (seg[srt] == seg: the sort keeps steps in place)
     bn = np.bincount(key, weights=ln[srt], minlength=k * r).astype(np.int64)  # exact: < 2**53
     be = np.bincount(key, weights=le[srt], minlength=k * r).astype(np.int64)
     bg = np.bincount(key, minlength=k * r).astype(np.int64)
@@ -240,10 +240,10 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     tot = np.stack([bg.reshape(k, r), bn.reshape(k, r), be.reshape(k, r)], axis=1)
     # batch-major order within a step: batch b starts after the graphs of batches < b (every
     # batch holds `full` rows; the partial last row fills batches 0.. (even row) or ..r-1 (odd))
-    full, rem = lens // r, lens % r
-    f, rm = full[seg], rem[seg]
-    before = batch * f + np.where(f % 2 == 1, np.maximum(0, batch - (r - rm)),
-                                  np.minimum(batch, rm))
+    full, rem = (lens // r)[:, None], (lens % r)[:, None]
+    b = np.arange(r)[None, :]
+    extra = np.where(full % 2 == 1, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
+    first = (rel[:, None] + b * full + extra).reshape(-1)  # block position of each batch
     placed = np.empty(size, index_dtype(int(ends[-1])))
-    placed[rel[seg] + before + row] = srt + pos
+    placed[first[key] + row] = srt + pos
     return placed, tot, fits

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._plan import BatchPlan
 from .._validate import as_positive_int
+from ._assemble import batch_totals, gather_counts
 
 __all__ = ["distribute_plan", "balanced_sequence", "split_to_multiple"]
 
@@ -54,40 +55,43 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
     target = min(-(-nb // r) * r, int(gpb.sum()))  # too few graphs: one graph per batch
     if target <= nb:
         return plan
-    counts = [[int(c)] for c in gpb.tolist()]  # per original batch: graph counts of its parts
+    # per original batch: graph counts of its parts (only split batches are listed)
+    parts_of: dict[int, list[int]] = {}
+    top = gpb.copy()  # each batch's largest part
+    n_parts = np.ones(nb, np.int64)
     need = target - nb
-    # split the batch whose largest part holds the most graphs, ties by real nodes
+    # split the batch whose largest part holds the most graphs, ties by real nodes per part
+    # (then the first batch); one vectorised pick per split
     load = plan.real_nodes.astype(np.float64) if plan.real_nodes is not None else gpb
     while need:
-        b = max(range(nb), key=lambda i: (max(counts[i]), load[i] / len(counts[i]), -i))
-        parts = counts[b]
+        cand = np.flatnonzero(top == top.max())
+        share = load[cand] / n_parts[cand]
+        b = int(cand[np.flatnonzero(share == share.max())[0]])
+        parts = parts_of.setdefault(b, [int(gpb[b])])
         k = parts.index(max(parts))
         if parts[k] < 2:
             break
         parts[k:k + 1] = [parts[k] - parts[k] // 2, parts[k] // 2]
+        top[b], n_parts[b] = max(parts), len(parts)
         need -= 1
-    sub = np.concatenate([np.asarray(c, np.int64) for c in counts])
-    parent = np.repeat(np.arange(nb, dtype=np.int64), [len(c) for c in counts])
+    parent = np.repeat(np.arange(nb, dtype=np.int64), n_parts)
+    sub = gpb[parent]
+    first = np.zeros(nb + 1, np.int64)
+    np.cumsum(n_parts, out=first[1:])
+    for b, parts in parts_of.items():
+        sub[first[b]:first[b + 1]] = parts
     offsets = np.concatenate([[0], np.cumsum(sub)]).astype(np.int64)
     order = plan.order
     real_cost = None
     if sizes.n_bytes is not None:
-        real_cost = _sums(sizes.n_bytes[order], offsets)
+        real_cost = batch_totals(gather_counts(sizes.n_bytes, order), offsets)
     meta = dict(plan.meta)
     meta["split_batches"] = int(len(sub) - nb)
     return BatchPlan(order, offsets, plan.pad_nodes[parent], plan.pad_edges[parent],
                      plan.pad_graphs[parent], plan.skipped,
-                     real_nodes=_sums(sizes.n_node[order], offsets),
-                     real_edges=_sums(sizes.n_edge[order], offsets),
+                     real_nodes=batch_totals(gather_counts(sizes.n_node, order), offsets),
+                     real_edges=batch_totals(gather_counts(sizes.n_edge, order), offsets),
                      real_cost=real_cost, meta=meta)
-
-
-def _sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    out = np.zeros(offsets.shape[0] - 1, np.int64)
-    nonempty = np.flatnonzero(offsets[1:] > offsets[:-1])
-    if nonempty.size:
-        out[nonempty] = np.add.reduceat(values, offsets[:-1][nonempty])
-    return out
 
 
 def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
