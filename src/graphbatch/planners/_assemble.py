@@ -122,15 +122,30 @@ def tight_shape_wanted(req: PlanRequest) -> bool:
 
 
 def batch_totals(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Per-batch sums of ``values`` (already in plan order) for batch boundaries ``offsets``."""
+    """Per-batch sums of ``values`` (already in plan order) for batch boundaries ``offsets``,
+    int64. Summed in chunks of about `_TOTALS_CHUNK` values: ``np.add.reduceat`` with an int64
+    accumulator casts its whole input first, so narrow values are cast chunk by chunk."""
     nb = offsets.shape[0] - 1
     out = np.zeros(nb, dtype=np.int64)
     if nb == 0 or values.shape[0] == 0:
         return out
-    starts = offsets[:-1]
-    nonempty = offsets[1:] > starts
-    out[nonempty] = np.add.reduceat(values, starts[nonempty], dtype=np.int64)
+    b0 = 0
+    while b0 < nb:
+        lo = int(offsets[b0])
+        b1 = int(np.searchsorted(offsets, lo + _TOTALS_CHUNK, "right")) - 1
+        b1 = min(nb, max(b1, b0 + 1))
+        starts = offsets[b0:b1] - lo
+        chunk = values[lo:int(offsets[b1])].astype(np.int64, copy=False)
+        nonempty = offsets[b0 + 1:b1 + 1] > offsets[b0:b1]
+        if chunk.shape[0]:
+            out[b0:b1][nonempty] = np.add.reduceat(chunk, starts[nonempty])
+        b0 = b1
     return out
+
+
+#: Values per chunk of `batch_totals`.
+_TOTALS_CHUNK = 1 << 20
+
 
 def padded_shapes(
     real_nodes: np.ndarray, real_edges: np.ndarray, mode: str, multiple: int = 64

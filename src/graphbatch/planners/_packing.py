@@ -32,6 +32,7 @@ from ..packing._heuristics import heuristic_function
 from ..packing._pack import METHODS
 from ._assemble import (
     OversizeSplit,
+    batch_totals,
     finish_plan,
     gather_counts,
     split_oversize,
@@ -249,11 +250,10 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     nb = offsets.shape[0] - 1
     real = {}
     if bin_nodes is not None and bin_edges is not None and nb:
-        starts = pack_offsets[:-1]
-        real = dict(real_nodes=np.add.reduceat(gather_counts(bin_nodes, slot_bin), starts,
-                                               dtype=np.int64)[pack_order],
-                    real_edges=np.add.reduceat(gather_counts(bin_edges, slot_bin), starts,
-                                               dtype=np.int64)[pack_order])
+        real = dict(real_nodes=batch_totals(gather_counts(bin_nodes, slot_bin),
+                                            pack_offsets)[pack_order],
+                    real_edges=batch_totals(gather_counts(bin_edges, slot_bin),
+                                            pack_offsets)[pack_order])
     pad_nodes = np.full(nb, shape.n_node, np.int64)
     pad_edges = np.full(nb, shape.n_edge, np.int64)
     pad_graphs = np.full(nb, shape.n_graph, np.int64)
