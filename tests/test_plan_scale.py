@@ -196,6 +196,7 @@ def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypa
     monkeypatch.setattr(steps_mod, "_WINDOW", 97)
     monkeypatch.setattr(greedy_mod, "_WINDOW", 61)
     monkeypatch.setattr(partition_mod, "_CHUNK", 53)
+    monkeypatch.setattr(partition_mod, "_REFINE_CHUNK", 47)
     monkeypatch.setattr(assign_mod, "_CHUNK", 71)
     monkeypatch.setattr(steps_mod, "_BLOCK_STEPS", 5)
     monkeypatch.setattr(balanced_mod, "_ROWS", 89)

@@ -48,6 +48,9 @@ def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.nd
 #: Largest integral cost `descending_order` counts by value (else a comparison sort).
 _COUNTING_MAX = 1 << 20
 _CHUNK = 1 << 20
+#: Round-matrix entries per chunk of batch pairs in `refine_in_place` (a sorted chunk fits
+#: the cache: its binary searches stay cheap).
+_REFINE_CHUNK = 1 << 16
 
 
 def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -215,7 +218,7 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
         return 0
     swaps = 0
     pairs = np.arange(half)
-    step = max(1, _CHUNK // r)  # pairs per chunk
+    step = max(1, _REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
     vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
     for _ in range(int(passes)):
         load = _batch_loads(value)
@@ -237,22 +240,28 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
             heavy = np.ascontiguousarray(value[:, h].T)  # [k, R]
             light = np.ascontiguousarray(value[:, lw].T)
             lord = np.argsort(light, axis=1, kind="stable")
-            lsorted = np.take_along_axis(light, lord, axis=1)
+            base = local * r
+            at = (lord + base[:, None]).ravel()  # flat positions: light rows sorted
+            lsorted = light.ravel().take(at).reshape(k, r)
             heavy_real = ident[:, h].T >= 0  # dummies never move: cardinalities stay as dealt
-            light_real = np.take_along_axis(ident[:, lw].T, lord, axis=1) >= 0
+            light_real = np.ascontiguousarray(ident[:, lw].T).ravel().take(at) >= 0
             shift = pairs[p0:p1] * span
             flat = (lsorted + shift[:, None]).ravel()
             want = heavy - 0.5 * g[:, None]  # the light entry that would halve the gap
-            pos = np.searchsorted(flat, (want + shift[:, None]).ravel()).reshape(k, r)
+            # a batch's entries run from large (early rounds) to small: searched last to first,
+            # the keys mostly ascend, which keeps each binary search short
+            keys = (want + shift[:, None])[:, ::-1].ravel()
+            pos = np.searchsorted(flat, keys).reshape(k, r)[:, ::-1]
             best = np.full(k, np.inf)
             best_h = np.zeros(k, dtype=np.int64)
             best_l = np.zeros(k, dtype=np.int64)
-            base = local * r
+            lflat = lsorted.ravel()
             for cand in (pos - 1, pos):
                 c = np.clip(cand - base[:, None], 0, r - 1)  # column within the sorted light row
-                moved = heavy - np.take_along_axis(lsorted, c, axis=1)
+                fi = c + base[:, None]
+                moved = heavy - lflat.take(fi)
                 ok = (moved > 0) & (moved < g[:, None]) & heavy_real
-                ok &= np.take_along_axis(light_real, c, axis=1)
+                ok &= light_real.take(fi)
                 score = np.where(ok, np.abs(0.5 * g[:, None] - moved), np.inf)
                 j = np.argmin(score, axis=1)
                 sc = score[local, j]
