@@ -160,13 +160,20 @@ def distribute_plan(
     s_nodes, s_edges, s_graphs = s_nodes[step_order], s_edges[step_order], s_graphs[step_order]
 
     src = grid.reshape(-1)
+    # memory-lean: per-batch temporaries dropped before the per-graph gather
+    del slots, grid, real, by_shape
+    if shuffle:
+        del rank_perm
     is_real = src >= 0
     safe = np.where(is_real, src, 0)
+    del src
     gpb = np.where(is_real, plan.graphs_per_batch[safe], 0)
-    offsets = np.zeros(src.shape[0] + 1, dtype=np.int64)
+    offsets = np.zeros(gpb.shape[0] + 1, dtype=np.int64)
     np.cumsum(gpb, out=offsets[1:])
+    del gpb
     starts = np.where(is_real, plan.offsets[:-1][safe], 0)
     order = _gather_batches(plan.order, starts, offsets)
+    del starts
 
     def per_batch(values):
         if values is None:
