@@ -65,21 +65,23 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     wn = we = np.zeros(1, np.int64)
     pos = done = 0
 
+    room_n, room_e, room_g = r * cap_n * fill, r * cap_e * fill, r * cap_g  # per step
+
     def step_end(pos: int, k: int) -> int:
         """End of the step starting at ``pos`` when ``k`` steps came before (before the
-        dealing's fit check)."""
-        cpos_n, cpos_e = int(wn[pos - a]), int(we[pos - a])
+        dealing's fit check). Scalar code: it runs once per step."""
+        cpos_n, cpos_e = wn.item(pos - a), we.item(pos - a)
         left = max(steps - k, 1)
         # integer targets: a float key would convert the whole prefix array on every call
-        t_n = cpos_n + int(min(r * cap_n * fill, (tot_n - cpos_n) / left))
-        t_e = cpos_e + int(min(r * cap_e * fill, (tot_e - cpos_e) / left))
+        t_n = cpos_n + int(min(room_n, (tot_n - cpos_n) / left))
+        t_e = cpos_e + int(min(room_e, (tot_e - cpos_e) / left))
         # within the window (a step's end lies before hi, or the graph cap below binds first)
-        j = min(a + int(np.searchsorted(wn, t_n, "right")) - 1,
-                a + int(np.searchsorted(we, t_e, "right")) - 1,
-                pos + min(r * cap_g, -(-(m - pos) // left)), m)
+        j = min(a + int(wn.searchsorted(t_n, "right")) - 1,
+                a + int(we.searchsorted(t_e, "right")) - 1,
+                pos + min(room_g, -(-(m - pos) // left)), m)
         if left == 1:
-            j = m if (tot_n - cpos_n <= r * cap_n * fill and tot_e - cpos_e <= r * cap_e * fill
-                      and m - pos <= r * cap_g) else j
+            j = m if (tot_n - cpos_n <= room_n and tot_e - cpos_e <= room_e
+                      and m - pos <= room_g) else j
         j = max(j, min(pos + r, m))
         if 0 < m - j < r:  # leave the last step at least `ranks` graphs
             j = max(pos + 1, m - r)

@@ -82,16 +82,29 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
         sub[first[b]:first[b + 1]] = parts
     offsets = np.concatenate([[0], np.cumsum(sub)]).astype(np.int64)
     order = plan.order
-    real_cost = None
-    if sizes.n_bytes is not None:
-        real_cost = batch_totals(gather_counts(sizes.n_bytes, order), offsets)
+    # real totals: an unsplit batch keeps the plan's; the parts of split batches are summed
+    # from the size table (their graphs only, not a gather of the whole epoch)
+    split = np.flatnonzero(n_parts > 1)
+    part_of_split = np.concatenate([np.arange(first[b], first[b + 1]) for b in split.tolist()]
+                                   ) if split.size else np.zeros(0, np.int64)
+
+    def totals(column, plan_totals):
+        if column is None:
+            return None
+        if plan_totals is None:
+            return batch_totals(gather_counts(column, order), offsets)
+        out = plan_totals[parent]
+        for q in part_of_split.tolist():
+            out[q] = int(column[order[offsets[q]:offsets[q + 1]]].sum())
+        return out
+
     meta = dict(plan.meta)
     meta["split_batches"] = int(len(sub) - nb)
     return BatchPlan(order, offsets, plan.pad_nodes[parent], plan.pad_edges[parent],
                      plan.pad_graphs[parent], plan.skipped,
-                     real_nodes=batch_totals(gather_counts(sizes.n_node, order), offsets),
-                     real_edges=batch_totals(gather_counts(sizes.n_edge, order), offsets),
-                     real_cost=real_cost, meta=meta)
+                     real_nodes=totals(sizes.n_node, plan.real_nodes),
+                     real_edges=totals(sizes.n_edge, plan.real_edges),
+                     real_cost=totals(sizes.n_bytes, plan.real_cost), meta=meta)
 
 
 def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
