@@ -496,3 +496,17 @@ def test_vectorised_split_to_multiple_equals_the_python_loop(n, ws, seed, equal)
     assert np.array_equal(out.graphs_per_batch,
                           _split_counts_reference(plan.graphs_per_batch, load, target))
     out.validate(sizes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.lists(st.integers(0, 2**15 + 5), min_size=1, max_size=200),
+       e_top=st.sampled_from([10, 2**15 - 1, 2**15 + 10, 2**16 + 3]), seed=st.integers(0, 2**16))
+def test_packed_sizes_gather_like_the_narrow_column_gathers(n, e_top, seed):
+    rng = np.random.default_rng(seed)
+    nodes = np.asarray(n, np.int64)
+    edges = rng.integers(0, e_top, nodes.shape[0])
+    index = rng.permutation(nodes.shape[0]).astype(np.int32)
+    got = assemble_mod.PackedSizes(nodes, edges).gather(index)
+    want = (assemble_mod.gather_counts(nodes, index), assemble_mod.gather_counts(edges, index))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and np.array_equal(g, w)

@@ -16,7 +16,7 @@ from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in
     index_dtype,
 )
 from ..packing._steps import step_fill
-from ._assemble import finish_plan, gather_counts, split_oversize, tight_shape_wanted
+from ._assemble import PackedSizes, finish_plan, split_oversize, tight_shape_wanted
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_dynamic", "budget_lower_bound", "greedy_fill", "greedy_offsets",
@@ -58,8 +58,10 @@ def plan_dynamic(req: PlanRequest):
     any_big = bool(((sizes.n_node > budget.node_capacity)
                     | (sizes.n_edge > budget.edge_capacity)).any())
     # with no oversize graph the epoch order is drawn after the seed pass (independent streams)
+    # one int32 per graph read in random orders instead of two int64 columns
+    packed = PackedSizes(sizes.n_node, sizes.n_edge)
     order = _epoch_order(req) if any_big else None
-    split = split_oversize(req, order, budget, narrow=True) if any_big else None
+    split = split_oversize(req, order, budget, narrow=True, packed=packed) if any_big else None
     shape, meta = budget, {}
     ranks = req.world_size
     n_kept = len(sizes) if split is None else split.kept.shape[0]
@@ -70,8 +72,7 @@ def plan_dynamic(req: PlanRequest):
             np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(5,))), n_kept)
         if split is not None:  # the kept graphs in dataset order, drawn by the same permutation
             seed_order = np.sort(split.kept)[seed_order]
-        sn_all = gather_counts(sizes.n_node, seed_order)
-        se_all = gather_counts(sizes.n_edge, seed_order)
+        sn_all, se_all = packed.gather(seed_order)
         del seed_order
         if ranks > 1:
             off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True)[1:]
@@ -85,7 +86,8 @@ def plan_dynamic(req: PlanRequest):
         shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
         meta["padded_shape"] = list(shape.as_tuple())
     if split is None:
-        split = split_oversize(req, _epoch_order(req), budget, narrow=True)
+        split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=packed)
+    del packed
     order = None
     kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
     split = replace(split, kept_nodes=None, kept_edges=None)  # finish_plan needs neither
