@@ -63,12 +63,18 @@ def published(sizes, budget, timeout):
             "seconds": dt}, dt
 
 
-def run_plan(sizes, strategy, **kw):
-    t0 = time.perf_counter()
+def timed_plan(sizes, strategy, **kw):
+    """(plan, stats, wall seconds, CPU seconds of this process) of one `gb.plan` call."""
+    t0, c0 = time.perf_counter(), time.process_time()
     p = gb.plan(sizes, strategy, **kw)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     p.validate(sizes)
-    return p, p.stats(), dt
+    return p, p.stats(), dt, cpu
+
+
+def run_plan(sizes, strategy, **kw):
+    p, st, dt, _ = timed_plan(sizes, strategy, **kw)
+    return p, st, dt
 
 
 def _eff(st) -> str:
@@ -154,15 +160,22 @@ def timing_section(tables, listing_tables, timeout):
     rows = []
     for name, sizes in tables:
         est = gb.estimate_budget(sizes, 128, rng=seed_rng(0))
-        p, st, dt = run_plan(sizes, "pack-lpf", budget=est)
+        p, st, dt, cpu = timed_plan(sizes, "pack-lpf", budget=est)
         h = sizes.histogram(return_inverse=True)
         t0 = time.perf_counter()
         pack_bins(h.n_node, h.n_edge, h.count, node_limit=est.node_capacity,
                   edge_limit=est.edge_capacity, graph_limit=est.graph_capacity)
         pdt = time.perf_counter() - t0
         _, _, ddt = run_plan(sizes, "dynamic", budget=est)
+        # what users run: batch_size= (estimated budget, then the tight shape)
+        bs_cpu = {bs: timed_plan(sizes, "pack-lpf", batch_size=bs)[3] for bs in (32, 128)}
+        ws_cpu = timed_plan(sizes, "pack-lpf", batch_size=128, world_size=8)[3]
         row = {"table": name, "graphs": len(sizes), "distinct pairs": len(h),
-               "budget": str(est), "pack-lpf plan s": round(dt, 3), "packing only s": round(pdt, 3),
+               "budget": str(est), "pack-lpf plan s": round(dt, 3),
+               "pack-lpf plan cpu s": round(cpu, 3),
+               "batch_size=32/128 cpu s": f"{bs_cpu[32]:.3f}/{bs_cpu[128]:.3f}",
+               "bs128 world 8 cpu s": round(ws_cpu, 3),
+               "packing only s": round(pdt, 3),
                "dynamic plan s": round(ddt, 3), "lpf/LB": round(st.batches_over_bound, 4)}
         if name in listing_tables:
             res, ldt = published(sizes, est, timeout)
@@ -178,13 +191,14 @@ def v2_limits(tables):
     """Issue 18 target 1: default `search_limits`, then pack-lpf at json[0]'s limits."""
     rows = []
     for name, sizes in tables:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         recs = search_limits(sizes)
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         best = recs[0]
         _, st, _ = run_plan(sizes, "pack-lpf",
                             budget=(best["max_nodes"], best["max_edges"], len(sizes) + 1))
-        rows.append({"table": name, "search s": round(dt, 2), "interior": recs.interior,
+        rows.append({"table": name, "search s": round(dt, 2), "search cpu s": round(cpu, 2),
+                     "interior": recs.interior,
                      "optimum nodes/edges": f"{best['max_nodes']}/{best['max_edges']}",
                      "searched nodes": f"{recs.node_range[0]}..{recs.node_range[1]}",
                      "points exact/est": f"{recs.exact_points}/{recs.estimated_points}",
@@ -214,13 +228,14 @@ def v2_tight(tables):
         for bs in (32, 128):
             row = {"table": name, "bs": bs}
             for strat, kw in (("kk", {"pad": "max"}), ("pack-lpf", {}), ("dynamic", {})):
-                p, st, dt = run_plan(sizes, strat, batch_size=bs, **kw)
+                p, st, dt, cpu = timed_plan(sizes, strat, batch_size=bs, **kw)
                 row[f"{strat} batches/LB"] = f"{st.num_batches}/{st.lower_bound}"
                 row[f"{strat} node/edge eff"] = _eff(st)
                 if strat == "pack-lpf":
                     row["lpf budget -> shape"] = (
                         "/".join(str(x) for x in p.meta["budget"]) + " -> "
                         + "/".join(str(x) for x in p.meta.get("padded_shape", [])))
+                    row["lpf cpu s"] = round(cpu, 2)
             rows.append(row)
         print(f"  .. v2 tight {name}", file=sys.stderr)
     return rows
@@ -232,18 +247,18 @@ def v2_distributed(tables):
     for name, sizes in tables:
         for world in (8, 64):
             for strat, kw in (("pack-lpf", {}), ("dynamic", {}), ("kk", {"pad": "max"})):
-                p, st, dt = run_plan(sizes, strat, batch_size=128, world_size=world, **kw)
+                p, st, dt, cpu = timed_plan(sizes, strat, batch_size=128, world_size=world, **kw)
                 rows.append({"table": name, "world": world, "strategy": strat,
                              "batches": st.num_batches, "steps": st.num_steps,
                              "padding-only": st.padding_only_batches,
                              "node/edge eff": _eff(st),
                              "worst step node imbalance": round(st.step_node_imbalance_max, 3),
-                             "seconds": round(dt, 2)})
+                             "seconds": round(dt, 2), "cpu s": round(cpu, 2)})
         print(f"  .. v2 distributed {name}", file=sys.stderr)
     return rows
 
 
-def v2_main(qm9, moses, code, quick):
+def v2_main(qm9, moses, code, quick, pcqm=None):
     real = [(n, s) for n, s in (("qm9_radius6", qm9), ("moses_train", moses)) if s is not None]
     print("== 5a. issue 18: default limit search, pack-lpf at json[0] (one core) ==")
     print(format_table(v2_limits(real)))
@@ -257,7 +272,8 @@ def v2_main(qm9, moses, code, quick):
     print(format_table(v2_tight(real)))
     print()
     print("== 5d. issue 18: distributed plans at batch size 128 ==")
-    print(format_table(v2_distributed(real)))
+    print(format_table(v2_distributed(real + ([("pcqm_like", pcqm)] if pcqm is not None
+                                              else []))))
     print()
 
 
@@ -293,7 +309,7 @@ def main(argv=None) -> int:
             print(format_table(heavy_section(table)))
             print()
     if 5 in run:
-        v2_main(qm9, moses, code, args.quick)
+        v2_main(qm9, moses, code, args.quick, pcqm)
     if 4 in run:
         print("== 4. planning time (one core) at the batch-size-128 budget ==")
         ttables = [(n, s) for n, s in (("moses_train", moses),) if s is not None]

@@ -30,6 +30,7 @@ from ..packing import (
 from ..packing._greedy import index_dtype
 from ..packing._heuristics import heuristic_function
 from ..packing._pack import METHODS
+from ..packing._repair import repair_overflow
 from ._assemble import (
     OversizeSplit,
     batch_totals,
@@ -114,6 +115,58 @@ def _cost_round_matrix(nodes, edges, w, tn: float, te: float, num_packs: int):
     return value.reshape(r, b), ident.reshape(r, b)
 
 
+#: Swap-repair passes of the balanced candidates (the ``kk`` default).
+_REFINE_PASSES = 16
+
+
+class _HopelessRefine:
+    """``stop`` rule for `refine_in_place`: ends the passes once the heaviest pack is further
+    above ``full`` (the cost of a pack at the budget's capacities, which a fitting pack never
+    exceeds) than the remaining passes could remove at the last pass's drop."""
+
+    def __init__(self, full: float, passes: int):
+        self.full, self.passes = float(full), int(passes)
+        self.last: float | None = None
+        self.stopped = False
+
+    def __call__(self, index: int, heaviest: float) -> bool:
+        drop = np.inf if self.last is None else self.last - heaviest
+        self.last = heaviest
+        self.stopped = heaviest - self.full > drop * (self.passes - index)
+        return self.stopped
+
+
+def _optimal_max(cost: np.ndarray, num_packs: int) -> float:
+    """A lower bound on the largest pack's load for integral per-graph ``cost``: the ceiling of
+    the mean load (exact: integral float64 sums below 2**53)."""
+    return float(-(-int(cost.sum()) // int(num_packs)))
+
+
+def equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs: int,
+                            budget: Budget) -> bool:
+    """Whether no partition of the histogram's graphs into ``num_packs`` packs whose graph counts
+    differ by at most one fits ``budget``: the pack holding the largest graph of a dimension also
+    holds at least ``N // num_packs - 1`` others, no fewer than the smallest ones of the table
+    (a necessary condition only; ``False`` says nothing)."""
+    count = np.asarray(bin_count, np.int64)
+    present = count > 0
+    total = int(count.sum())
+    q = total // int(num_packs)
+    if q > budget.graph_capacity:
+        return True
+    if q < 2:
+        return False
+    for vals, cap in ((bin_nodes, budget.node_capacity), (bin_edges, budget.edge_capacity)):
+        v = np.asarray(vals, np.int64)[present]
+        c = count[present]
+        order = np.argsort(v, kind="stable")
+        v, c = v[order], c[order]
+        take = np.minimum(c, np.maximum(q - 1 - np.concatenate([[0], np.cumsum(c)[:-1]]), 0))
+        if int(v[-1]) + int((v * take).sum()) > cap:
+            return True
+    return False
+
+
 def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int,
                    budget: Budget, costs=(None,)):
     """Candidate packings into exactly ``num_packs`` packs (graph counts differing by at most
@@ -122,28 +175,111 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     for ``nodes + edges`` (``kk``'s default model; the default, first) or a weight ``w`` for
     ``w * nodes / total + (1 - w) * edges / total``.
     ``nodes``/``edges`` are the graphs in a seed- and epoch-free order (dataset order), so the
-    packs depend on the sizes only. Returns ``(slot_bin, offsets)`` pairs for the candidates
-    that fit ``budget``, ``kk``'s cost first (or ``None`` in its place when it does not fit)."""
+    packs depend on the sizes only. A candidate over a node or edge limit in some packs is
+    repaired by swaps into the others' room (`packing._repair.repair_overflow`; graph counts
+    unchanged). Returns ``(slot_bin, offsets)`` pairs for the candidates that fit ``budget``,
+    ``kk``'s cost first (or ``None`` in its place when it does not fit)."""
     # totals as float(int sum): exact (column sums are <= 2**53), as the float sums were
     tn = max(float(int(nodes.sum(dtype=np.int64))), 1.0)
     te = max(float(int(edges.sum(dtype=np.int64))), 1.0)
+    if equal_counts_cannot_fit(bin_nodes, bin_edges,
+                               np.bincount(graph_bin, minlength=bin_nodes.shape[0]), num_packs,
+                               budget):
+        return [None] * len(costs)  # no balanced candidate can fit: skip the work
     out = []
     for w in costs:
         value, ident = _cost_round_matrix(nodes, edges, w, tn, te, num_packs)
+        # integral costs (nodes + edges): no pack can load less than the mean's ceiling, so
+        # the swap repair stops at once where Karmarkar-Karp already reached it (the usual case)
+        target = _optimal_max(value, num_packs) if w is None else None
         balanced_ldm(value, ident, inplace=True)  # memory-lean: rearranged and refined in place
-        refine_in_place(value, ident, 16)
+        full = (budget.node_capacity + budget.edge_capacity if w is None else
+                w * budget.node_capacity / tn + (1 - w) * budget.edge_capacity / te)
+        hopeless = _HopelessRefine(full, _REFINE_PASSES)
+        refine_in_place(value, ident, _REFINE_PASSES, target, stop=hopeless)
         del value
+        if hopeless.stopped:
+            out.append(None)  # far over the budget, and the swaps were not closing the gap
+            continue
         cols = ident.T  # row = pack
         keep = cols >= 0
         slot_bin = graph_bin[cols[keep]]
         offsets = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(np.int64)
         del ident, cols, keep
         pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-        fits = (pn.max(initial=0) <= budget.node_capacity
-                and pe.max(initial=0) <= budget.edge_capacity
-                and pg.max(initial=0) <= budget.graph_capacity)
-        out.append((slot_bin, offsets) if fits else None)
+        if pg.max(initial=0) > budget.graph_capacity:
+            out.append(None)
+            continue
+        if (pn.max(initial=0) > budget.node_capacity
+                or pe.max(initial=0) > budget.edge_capacity):
+            # balanced but a few packs over a limit: swap graphs into the others' room
+            slot_bin = repair_overflow(slot_bin, offsets, bin_nodes, bin_edges,
+                                       budget.node_capacity, budget.edge_capacity)
+        out.append(None if slot_bin is None else (slot_bin, offsets))
     return out
+
+
+def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Budget):
+    """The packs spread over ``count > P`` packs (``P`` the packs given): the ``count - P`` new
+    packs take ``N // count`` graphs each, one graph at a time from the heaviest packs (load
+    relative to the budget's capacities), the graph of each donor closest in size to the mean
+    graph (relative distance in nodes plus edges), dealt to the new packs in snake order by
+    size; the heaviest packs get lighter and no pack gets heavier. New packs above the largest
+    totals of the packs given are repaired by swaps (`repair_overflow`) under those totals (the
+    tight shape kept), else under the budget. ``None`` when there are too few graphs (``count``
+    of them at least, every donor keeping one) or the repair fails."""
+    p = offsets.shape[0] - 1
+    extra = int(count) - p
+    n = int(offsets[-1])
+    g = n // int(count)
+    take = extra * g
+    sizes = np.diff(offsets)
+    if extra <= 0 or g == 0 or take > n - p:
+        return None
+    bn = np.asarray(bin_nodes, np.float64)
+    be = np.asarray(bin_edges, np.float64)
+    cost = (bn / max(budget.node_capacity, 1) + be / max(budget.edge_capacity, 1))
+    tn, te, _ = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+    load = tn / max(budget.node_capacity, 1) + te / max(budget.edge_capacity, 1)
+    # donations per pack: round-robin over the packs, heaviest first, each keeping one graph
+    donors = np.argsort(-load, kind="stable")
+    rounds = -(-take // p)
+    give = np.zeros(p, np.int64)
+    give[donors] = np.minimum(rounds, np.maximum(0, (take - np.arange(p)) + p - 1) // p)
+    if (sizes - give < 1).any() or give.sum() != take:
+        return None
+    # per donor, its `give` slots closest to the mean graph (nodes and edges relative to it)
+    pack_of = np.repeat(np.arange(p), sizes)
+    mean_n, mean_e = max(float(tn.sum()) / n, 1e-9), max(float(te.sum()) / n, 1e-9)
+    dist = np.abs(bn / mean_n - 1) + np.abs(be / mean_e - 1)
+    dist = dist[slot_bin]
+    order = np.lexsort((dist, pack_of))  # by pack, then distance
+    rank = np.arange(n) - offsets[pack_of[order]]  # position within its pack's sorted slots
+    moved = np.zeros(n, bool)
+    moved[order[rank < give[pack_of[order]]]] = True
+    pool = slot_bin[moved]
+    pool = pool[np.argsort(-cost[pool], kind="stable")]
+    i = np.arange(take)
+    r, j = i // extra, i % extra
+    new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
+    new_sb = pool[np.argsort(new_pack, kind="stable")]
+    kept_sb = slot_bin[~moved]
+    kept_sizes = sizes - give
+    out_sb = np.concatenate([kept_sb, new_sb]).astype(slot_bin.dtype)
+    out_off = np.concatenate([[0], np.cumsum(np.concatenate(
+        [kept_sizes, np.full(extra, g, np.int64)]))]).astype(np.int64)
+    nn, ne, _ = _pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes,
+                             bin_edges)
+    if nn.max() > tn.max() or ne.max() > te.max():
+        # a new pack above the packs given: swaps into the others' room, under their largest
+        # totals (the tight shape kept) or else under the budget
+        for lim_n, lim_e in ((int(tn.max()), int(te.max())),
+                             (budget.node_capacity, budget.edge_capacity)):
+            fixed = repair_overflow(out_sb, out_off, bin_nodes, bin_edges, lim_n, lim_e)
+            if fixed is not None:
+                return fixed, out_off
+        return None
+    return out_sb, out_off
 
 
 def _choose_packs(req, kept, hist, res, budget, tight: bool):
@@ -151,10 +287,12 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
 
     The number of packs is the packing's, rounded up to a multiple of ``req.world_size``
     (`PlanRequest.batch_count_for_ranks`), and where the shape is tight the fewest packs that
-    allow it: the lower bound (rounded up likewise). At that count, balanced packs (`balanced_packs`)
-    are tried besides the packing itself; with a tight shape those at least as tight as ``kk``'s
-    cost in both dimensions are preferred and the smallest padded area (slots over real totals,
-    nodes plus edges) wins. Returns ``(slot_bin, offsets, packer, shape or None)``."""
+    allow it: the lower bound (rounded up likewise). At that count, balanced packs
+    (`balanced_packs`) are tried besides the packing itself (with a tight shape and a count above
+    the packing's, the packing spread over the extra packs, `spread_packs`); with a tight shape
+    those at least as tight as ``kk``'s cost in both dimensions are preferred and the smallest
+    padded area (slots over real totals, nodes plus edges) wins. Returns ``(slot_bin, offsets,
+    packer, shape or None)``."""
     sb, off, packer = res.slot_bin, res.offsets, res.method
     num = len(req.sizes) if kept is None else int(kept.shape[0])
     want = lambda p: req.batch_count_for_ranks(p, num)  # noqa: E731
@@ -170,6 +308,10 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
                                budget)
         if res_ok and count == res.num_packs:
             cands.append((sb, off))
+        elif tight and count > res.num_packs:  # ranks round the count up: spread the packing
+            spread = spread_packs(sb, off, count, hist.n_node, hist.n_edge, budget)
+            if spread is not None:
+                cands.append(spread)
         if all(c is None for c in cands):
             continue
         if not tight:
@@ -185,7 +327,9 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
             if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
                 continue  # not as tight as kk's cost in both dimensions
             if best is None or ar < best[0]:
-                best = (ar, c[0], c[1], packer if c[0] is sb else "balanced-kk", sh)
+                name = ("balanced-kk" if c is cands[0] else
+                        packer if c[0] is sb else f"{packer}-spread")
+                best = (ar, c[0], c[1], name, sh)
         return best[1], best[2], best[3], best[4]
     shape = _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0] if tight else None
     return sb, off, packer, shape

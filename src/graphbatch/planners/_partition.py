@@ -208,10 +208,11 @@ def _batch_loads(value: np.ndarray) -> np.ndarray:
 
 
 def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
-                    target: float | None = None) -> int:
+                    target: float | None = None, stop=None) -> int:
     """`refine_by_swaps` on the round matrix itself (rounds x batches), changed in place; the
     pairs are handled in chunks, so extra memory stays O(chunk) whatever the number of graphs.
-    Returns the swap count."""
+    ``stop(pass_index, heaviest_load)``, when given, is asked before every pass (after the
+    ``target`` test) and ends the refinement when it returns ``True``. Returns the swap count."""
     r, b = value.shape
     half = b // 2
     if half == 0 or r == 0:
@@ -220,9 +221,11 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
     pairs = np.arange(half)
     step = max(1, _REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
     vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
-    for _ in range(int(passes)):
+    for _pass in range(int(passes)):
         load = _batch_loads(value)
         if target is not None and load.max() <= target:
+            break
+        if stop is not None and stop(_pass, float(load.max())):
             break
         idx = np.argsort(load, kind="stable")
         lo = idx[:half]

@@ -1,0 +1,154 @@
+"""`repair_overflow`: one-for-one swaps between packs until every pack fits its limits.
+
+Packs are slots (pack ``p`` holds graphs of bins ``slot_bin[offsets[p]:offsets[p+1]]``, bins of a
+(nodes, edges) histogram). A balanced partition into exactly the lower bound of packs (the ``kk``
+candidate of ``pack-lpf``'s tight-shape step) often overflows a limit by a few edges in a few
+packs although the totals fit; swapping one graph of an overflowing pack for a slightly smaller
+one of a pack with room fixes that without changing any pack's graph count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["repair_overflow"]
+
+#: Candidate (bin of the overflowing pack, bin of a partner) pairs evaluated per swap at most.
+_PAIRS_PER_STEP = 1 << 20
+#: Most swaps one repair makes (each fixes at most one overflowing pack): bounds the work.
+MAX_STEPS = 512
+
+
+def _loads(slot_bin, offsets, bin_nodes, bin_edges) -> np.ndarray:
+    """Real ``[nodes, edges]`` totals per pack, int64 ``[P, 2]`` (empty packs hold 0)."""
+    p = offsets.shape[0] - 1
+    out = np.zeros((p, 2), np.int64)
+    nonempty = np.flatnonzero(np.diff(offsets) > 0)
+    if nonempty.size:
+        starts = offsets[:-1][nonempty]
+        out[nonempty, 0] = np.add.reduceat(bin_nodes[slot_bin], starts, dtype=np.int64)
+        out[nonempty, 1] = np.add.reduceat(bin_edges[slot_bin], starts, dtype=np.int64)
+    return out
+
+
+class _Repair:
+    """State of one repair: slots, per-pack loads, limits and the ceiling (see
+    `repair_overflow`)."""
+
+    def __init__(self, slot_bin, offsets, bn, be, lim, ceiling):
+        self.sb, self.off, self.bn, self.be = slot_bin, offsets, bn, be
+        self.lim, self.ceiling = lim, ceiling
+        self.scale = np.maximum(lim, 1).astype(np.float64)
+        self.loads = _loads(slot_bin, offsets, bn, be)
+        self.nbins = int(bn.shape[0])
+
+    def excess(self, loads) -> np.ndarray:
+        """Overflow over the limits, relative to them, summed over nodes and edges."""
+        return (np.maximum(loads - self.lim, 0) / self.scale).sum(axis=-1)
+
+    def partners(self, h: int, k: int) -> np.ndarray:
+        """The ``k`` in-limit packs with the most room under the ceiling where pack ``h``
+        overflows (all of them when fewer)."""
+        fits = (self.loads <= self.lim).all(axis=1)
+        fits[h] = False
+        cand = np.flatnonzero(fits)
+        dims = self.loads[h] > self.lim
+        if cand.size > k:
+            room = ((self.ceiling - self.loads[cand]) / self.scale)[:, dims].sum(axis=1)
+            cand = cand[np.argpartition(-room, k - 1)[:k]]
+        return cand
+
+    def best_swap(self, h: int, cand: np.ndarray):
+        """``(slot in h, slot in a partner, partner, [dn, de] moved out of h)`` of the best swap
+        that lowers ``h``'s overflow and keeps the partner within the limits, or ``None``."""
+        sb, off, bn, be, lim = self.sb, self.off, self.bn, self.be, self.lim
+        h_slots = np.arange(off[h], off[h + 1])
+        hb, h_first = np.unique(sb[h_slots], return_index=True)
+        sizes = off[cand + 1] - off[cand]
+        keep = np.cumsum(sizes) <= max(1, _PAIRS_PER_STEP // max(hb.shape[0], 1))
+        keep[0] = True
+        cand, sizes = cand[keep], sizes[keep]
+        p_slots = np.concatenate([np.arange(off[c], off[c + 1]) for c in cand])
+        owner = np.repeat(np.arange(cand.shape[0]), sizes)
+        _, first = np.unique(owner * self.nbins + sb[p_slots], return_index=True)
+        p_slots, owner = p_slots[first], owner[first]
+        pb = sb[p_slots]
+        dn = bn[hb][:, None] - bn[pb][None, :]  # moved out of h (bin hb[i] for bin pb[j])
+        de = be[hb][:, None] - be[pb][None, :]
+        pl = self.loads[cand[owner]]
+        part_n, part_e = pl[None, :, 0] + dn, pl[None, :, 1] + de
+        new_n, new_e = self.loads[h, 0] - dn, self.loads[h, 1] - de
+        left = (np.maximum(new_n - lim[0], 0) / self.scale[0]
+                + np.maximum(new_e - lim[1], 0) / self.scale[1])
+        ok = (part_n <= lim[0]) & (part_e <= lim[1]) & (left < self.excess(self.loads[h]))
+        if not ok.any():
+            return None
+        above = np.zeros(ok.shape)
+        for v, d in ((new_n, 0), (new_e, 1), (part_n, 0), (part_e, 1)):
+            above += np.maximum(v - self.ceiling[d], 0) / self.scale[d]
+        # order: overflow removed, then least growth past the ceiling, then least overflow left
+        rank = np.where(ok, (left > 0).astype(np.float64), np.inf).ravel()
+        flat = np.flatnonzero(rank == rank.min())
+        ab = above.ravel()[flat]
+        flat = flat[ab == ab.min()]
+        i, j = divmod(int(flat[np.argmin(left.ravel()[flat])]), pb.shape[0])
+        return (int(h_slots[h_first[i]]), int(p_slots[j]), int(cand[owner[j]]),
+                np.array([dn[i, j], de[i, j]], np.int64))
+
+
+def repair_overflow(slot_bin, offsets, bin_nodes, bin_edges, node_limit: int, edge_limit: int,
+                    *, partners: int = 4, max_steps: int = MAX_STEPS) -> np.ndarray | None:
+    """Swap graphs between packs until every pack holds ``<= node_limit`` real nodes and
+    ``<= edge_limit`` real edges; ``None`` when the bounded search does not get there.
+
+    Each step takes the pack with the largest overflow (relative to the limits) and, among the
+    ``partners`` in-limit packs with the most room in its overflowing dimensions (8 times as many
+    when those offer no swap), makes one swap (one of its graphs for one graph of a partner)
+    that lowers its overflow and keeps the partner within the limits: a swap that removes the
+    overflow first, then the one that grows the two packs least past the *ceiling* (the largest
+    in-limit load of each dimension before the repair, so that the tight shape of the packs that
+    already fit grows only when it must), then the one leaving the least overflow.
+
+    Pack graph counts and the multiset of bins never change; the result is a new array
+    (``slot_bin`` itself untouched). At most ``min(max_steps, 2 x overflowing packs + 16)``
+    swaps; a swap fixes at most one pack, so the search gives up once more packs overflow than
+    swaps are left. Each step costs ``O(P)`` plus ``O(distinct bins
+    of the pack x distinct bins of its partners)``, at most ``_PAIRS_PER_STEP`` pairs.
+    """
+    slot_bin = np.asarray(slot_bin)
+    offsets = np.asarray(offsets, np.int64)
+    bn = np.asarray(bin_nodes, np.int64)
+    be = np.asarray(bin_edges, np.int64)
+    lim = np.array([int(node_limit), int(edge_limit)], np.int64)
+    loads = _loads(slot_bin, offsets, bn, be)
+    over = (loads > lim).any(axis=1)
+    n_over = int(over.sum())
+    if n_over == 0:
+        return slot_bin.copy()
+    if n_over > max_steps or (loads.sum(axis=0) > lim * loads.shape[0]).any():
+        return None  # beyond the step bound, or the totals do not fit: no swap can help
+    ceiling = np.array([loads[loads[:, d] <= lim[d], d].max(initial=0) for d in range(2)])
+    ceiling = np.where((loads <= lim).any(axis=0), ceiling, lim)
+    state = _Repair(slot_bin.copy(), offsets, bn, be, lim, ceiling)
+    steps = min(int(max_steps), 2 * n_over + 16)
+    for step in range(steps):
+        excess = state.excess(state.loads)
+        h = int(np.argmax(excess))
+        if excess[h] == 0:
+            return state.sb
+        if int((excess > 0).sum()) > steps - step:
+            return None  # more overflowing packs than swaps left
+        swap = None
+        for k in (partners, 8 * partners):
+            cand = state.partners(h, k)
+            if cand.size:
+                swap = state.best_swap(h, cand)
+            if swap is not None or cand.size < k:
+                break
+        if swap is None:
+            return None
+        a, b, p, moved = swap
+        state.sb[a], state.sb[b] = state.sb[b], state.sb[a]
+        state.loads[h] -= moved
+        state.loads[p] += moved
+    return state.sb if not (state.loads > lim).any() else None
