@@ -517,3 +517,77 @@ def test_packed_sizes_gather_like_the_narrow_column_gathers(n, e_top, seed):
     want = (assemble_mod.gather_counts(nodes, index), assemble_mod.gather_counts(edges, index))
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+
+def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budget):
+    """`spread_packs` as first written (issue 18): per-slot pack, distance and rank arrays."""
+    from graphbatch.planners._packing import _pack_totals, repair_overflow
+
+    p = offsets.shape[0] - 1
+    extra = int(count) - p
+    n = int(offsets[-1])
+    g = n // int(count)
+    take = extra * g
+    sizes = np.diff(offsets)
+    if extra <= 0 or g == 0 or take > n - p:
+        return None
+    bn = np.asarray(bin_nodes, np.float64)
+    be = np.asarray(bin_edges, np.float64)
+    cost = (bn / max(budget.node_capacity, 1) + be / max(budget.edge_capacity, 1))
+    tn, te, _ = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+    load = tn / max(budget.node_capacity, 1) + te / max(budget.edge_capacity, 1)
+    donors = np.argsort(-load, kind="stable")
+    rounds = -(-take // p)
+    give = np.zeros(p, np.int64)
+    give[donors] = np.minimum(rounds, np.maximum(0, (take - np.arange(p)) + p - 1) // p)
+    if (sizes - give < 1).any() or give.sum() != take:
+        return None
+    pack_of = np.repeat(np.arange(p), sizes)
+    mean_n, mean_e = max(float(tn.sum()) / n, 1e-9), max(float(te.sum()) / n, 1e-9)
+    dist = np.abs(bn / mean_n - 1) + np.abs(be / mean_e - 1)
+    dist = dist[slot_bin]
+    order = np.lexsort((dist, pack_of))
+    rank = np.arange(n) - offsets[pack_of[order]]
+    moved = np.zeros(n, bool)
+    moved[order[rank < give[pack_of[order]]]] = True
+    pool = slot_bin[moved]
+    pool = pool[np.argsort(-cost[pool], kind="stable")]
+    i = np.arange(take)
+    r, j = i // extra, i % extra
+    new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
+    new_sb = pool[np.argsort(new_pack, kind="stable")]
+    out_sb = np.concatenate([slot_bin[~moved], new_sb]).astype(slot_bin.dtype)
+    out_off = np.concatenate([[0], np.cumsum(np.concatenate(
+        [sizes - give, np.full(extra, g, np.int64)]))]).astype(np.int64)
+    nn, ne, _ = _pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes,
+                             bin_edges)
+    if nn.max() > tn.max() or ne.max() > te.max():
+        for lim_n, lim_e in ((int(tn.max()), int(te.max())),
+                             (budget.node_capacity, budget.edge_capacity)):
+            fixed = repair_overflow(out_sb, out_off, bin_nodes, bin_edges, lim_n, lim_e)
+            if fixed is not None:
+                return fixed, out_off
+        return None
+    return out_sb, out_off
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), packs=st.integers(2, 40), extra=st.integers(1, 6),
+       cap=st.sampled_from([(400, 900, 40), (60, 120, 12)]))
+def test_lean_spread_packs_equals_the_per_slot_form(seed, packs, extra, cap):
+    from graphbatch.planners._packing import spread_packs
+
+    rng = np.random.default_rng(seed)
+    bin_nodes = rng.integers(1, 12, 15)
+    bin_edges = rng.integers(0, 30, 15)
+    sizes = rng.integers(1, 9, packs)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    slot_bin = rng.integers(0, 15, int(offsets[-1])).astype(np.int16)
+    budget = gb.Budget(*cap)
+    got = spread_packs(slot_bin, offsets, packs + extra, bin_nodes, bin_edges, budget)
+    want = _spread_packs_reference(slot_bin, offsets, packs + extra, bin_nodes, bin_edges,
+                                   budget)
+    assert (got is None) == (want is None)
+    if got is not None:
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

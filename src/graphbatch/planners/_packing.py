@@ -248,15 +248,20 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
     give[donors] = np.minimum(rounds, np.maximum(0, (take - np.arange(p)) + p - 1) // p)
     if (sizes - give < 1).any() or give.sum() != take:
         return None
-    # per donor, its `give` slots closest to the mean graph (nodes and edges relative to it)
-    pack_of = np.repeat(np.arange(p), sizes)
+    # per donor, its `give` slots closest to the mean graph (nodes and edges relative to it);
+    # only the donors' slots are looked at (memory-lean: no per-slot arrays of the epoch)
     mean_n, mean_e = max(float(tn.sum()) / n, 1e-9), max(float(te.sum()) / n, 1e-9)
     dist = np.abs(bn / mean_n - 1) + np.abs(be / mean_e - 1)
-    dist = dist[slot_bin]
-    order = np.lexsort((dist, pack_of))  # by pack, then distance
-    rank = np.arange(n) - offsets[pack_of[order]]  # position within its pack's sorted slots
+    donor = np.flatnonzero(give > 0)  # in pack order
+    d_sizes = sizes[donor]
+    d_first = np.concatenate([[0], np.cumsum(d_sizes)]).astype(np.int64)
+    local = np.arange(int(d_first[-1])) - np.repeat(d_first[:-1], d_sizes)
+    d_pack = np.repeat(np.arange(donor.shape[0]), d_sizes)
+    slots = offsets[donor][d_pack] + local  # the donors' slots, pack after pack
+    order = np.lexsort((dist[slot_bin[slots]], d_pack))  # by pack, then distance
+    rank = np.arange(order.shape[0]) - d_first[d_pack[order]]  # within its pack's sorted slots
     moved = np.zeros(n, bool)
-    moved[order[rank < give[pack_of[order]]]] = True
+    moved[slots[order[rank < give[donor][d_pack[order]]]]] = True
     pool = slot_bin[moved]
     pool = pool[np.argsort(-cost[pool], kind="stable")]
     i = np.arange(take)
