@@ -72,9 +72,9 @@ def _pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
     if starts.size == 0:
         z = np.zeros(0, np.int64)
         return z, z, z
-    return (np.add.reduceat(gather_counts(bin_nodes, slot_bin), starts, dtype=np.int64),
-            np.add.reduceat(gather_counts(bin_edges, slot_bin), starts, dtype=np.int64),
-            np.diff(offsets))
+    # batch_totals: narrow values cast chunk by chunk (reduceat would cast them all at once)
+    return (batch_totals(gather_counts(bin_nodes, slot_bin), offsets),
+            batch_totals(gather_counts(bin_edges, slot_bin), offsets), np.diff(offsets))
 
 
 def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
