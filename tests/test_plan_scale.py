@@ -591,3 +591,22 @@ def test_lean_spread_packs_equals_the_per_slot_form(seed, packs, extra, cap):
     assert (got is None) == (want is None)
     if got is not None:
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 400), b=st.integers(1, 40), seed=st.integers(0, 2**16))
+def test_balanced_ldm_with_lazy_rows_equals_the_value_matrix_form(n, b, seed):
+    costs = np.random.default_rng(seed).integers(0, 60, n).astype(np.float64)
+    value, ident = round_matrix(costs, b)
+    v1, i1 = balanced_ldm(value, ident)
+
+    def row_costs(idx):
+        return np.where(idx >= 0, costs[np.maximum(idx, 0)], 0.0)
+
+    i2 = ident.copy()
+    v2, out = balanced_ldm(None, i2, inplace=True, row_costs=row_costs)
+    assert v2 is None and out is i2
+    assert np.array_equal(i1, i2)
+    assert np.array_equal(v1, row_costs(i2.reshape(-1)).reshape(i2.shape))
+    with pytest.raises(ValueError, match="row_costs"):
+        balanced_ldm(None, ident.copy())

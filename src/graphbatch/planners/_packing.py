@@ -99,20 +99,35 @@ def _pack_costs(nodes, edges, w, tn: float, te: float, out=None) -> np.ndarray:
 
 
 def _cost_round_matrix(nodes, edges, w, tn: float, te: float, num_packs: int):
-    """`round_matrix` of the `_pack_costs`, memory-lean: the sorted values are written over the
-    costs (one float64 array of ``N``, not two), recomputed from ``nodes``/``edges`` gathered
-    in chunks."""
+    """`round_matrix` of the `_pack_costs` arranged by `balanced_ldm`, memory-lean: the costs
+    are needed only for the descending order; Karmarkar-Karp computes each round's values
+    from ``nodes``/``edges`` when it first merges the round, and the value matrix is filled
+    from the rearranged identities afterwards (never two float64 arrays of ``N``, nor one
+    next to the differencing's work arrays). Returns ``(value, ident, sum of the costs)``."""
     n, b = nodes.shape[0], int(num_packs)
     r = -(-n // b)
-    value = np.zeros(r * b, np.float64)  # costs first, then the round matrix's values
-    _pack_costs(nodes, edges, w, tn, te, out=value[:n])
     ident = np.full(r * b, -1, index_dtype(n))
-    descending_order(value[:n], out=ident[:n])
+    cost = _pack_costs(nodes, edges, w, tn, te)
+    total = cost.sum()
+    descending_order(cost, out=ident[:n])
+    del cost
+    ident = ident.reshape(r, b)
+
+    def row_costs(idx):
+        out = np.zeros(idx.shape[0], np.float64)
+        real = idx >= 0
+        if real.any():
+            sel = idx[real]
+            out[real] = _pack_costs(nodes[sel], edges[sel], w, tn, te)
+        return out
+
+    balanced_ldm(None, ident, inplace=True, row_costs=row_costs)
+    value = np.empty(r * b, np.float64)
+    flat = ident.reshape(-1)
     step = 1 << 20
-    for s0 in range(0, n, step):
-        idx = ident[s0:min(n, s0 + step)]
-        _pack_costs(nodes[idx], edges[idx], w, tn, te, out=value[s0:s0 + idx.shape[0]])
-    return value.reshape(r, b), ident.reshape(r, b)
+    for s0 in range(0, r * b, step):
+        value[s0:s0 + step] = row_costs(flat[s0:s0 + step])
+    return value.reshape(r, b), ident, total
 
 
 #: Swap-repair passes of the balanced candidates (the ``kk`` default).
@@ -136,10 +151,11 @@ class _HopelessRefine:
         return self.stopped
 
 
-def _optimal_max(cost: np.ndarray, num_packs: int) -> float:
-    """A lower bound on the largest pack's load for integral per-graph ``cost``: the ceiling of
-    the mean load (exact: integral float64 sums below 2**53)."""
-    return float(-(-int(cost.sum()) // int(num_packs)))
+def _optimal_max(cost_sum: float, num_packs: int) -> float:
+    """A lower bound on the largest pack's load for integral per-graph costs summing to
+    ``cost_sum`` (``cost.sum()``): the ceiling of the mean load (exact: integral float64 sums
+    below 2**53)."""
+    return float(-(-int(cost_sum) // int(num_packs)))
 
 
 def equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs: int,
@@ -188,11 +204,11 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
         return [None] * len(costs)  # no balanced candidate can fit: skip the work
     out = []
     for w in costs:
-        value, ident = _cost_round_matrix(nodes, edges, w, tn, te, num_packs)
+        # the round matrix arranged by Karmarkar-Karp (`balanced_ldm`), memory-lean
+        value, ident, total = _cost_round_matrix(nodes, edges, w, tn, te, num_packs)
         # integral costs (nodes + edges): no pack can load less than the mean's ceiling, so
         # the swap repair stops at once where Karmarkar-Karp already reached it (the usual case)
-        target = _optimal_max(value, num_packs) if w is None else None
-        balanced_ldm(value, ident, inplace=True)  # memory-lean: rearranged and refined in place
+        target = _optimal_max(total, num_packs) if w is None else None
         full = (budget.node_capacity + budget.edge_capacity if w is None else
                 w * budget.node_capacity / tn + (1 - w) * budget.edge_capacity / te)
         hopeless = _HopelessRefine(full, _REFINE_PASSES)

@@ -93,8 +93,8 @@ def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.nda
     return out
 
 
-def balanced_ldm(value: np.ndarray, ident: np.ndarray, *,
-                 inplace: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool = False,
+                 row_costs=None) -> tuple[np.ndarray | None, np.ndarray]:
     """Karmarkar–Karp largest differencing over the rounds of a round matrix (balanced LDM).
 
     Each round is a ``B``-tuple of partial batches. Repeatedly the two tuples with the largest
@@ -107,26 +107,43 @@ def balanced_ldm(value: np.ndarray, ident: np.ndarray, *,
     Returns the matrix rearranged so that column ``j`` lists the entries of batch ``j`` (each
     round's entries permuted within the round): new arrays, or ``value``/``ident`` themselves
     rearranged in place with ``inplace=True``.
+
+    Memory-lean form: ``value=None`` with ``row_costs`` (a function from an array of graph ids,
+    ``-1`` for dummies, to their float64 costs, ``0`` for dummies: the values the matrix would
+    hold) computes each round's values when it is first merged, so the value matrix need not
+    exist meanwhile; only ``ident`` is rearranged (in place) and ``(None, ident)`` returned.
     """
-    r, b = value.shape
+    r, b = ident.shape
     n = r * b
     idt = index_dtype(n)
+    lazy = value is None
+    if lazy and (row_costs is None or not inplace):
+        raise ValueError("balanced_ldm without a value matrix needs row_costs and inplace=True")
     # Each tuple: its partial-batch sums (sorted descending) and one representative flat
     # position per partial batch (None: round i's own positions, in order); `parent` links
     # merged positions to their representative.
     parent = np.arange(n, dtype=idt)
-    sums = [value[i] for i in range(r)]  # round rows are already sorted descending (views)
+    # round rows are already sorted descending (views; None: computed when first merged)
+    sums = [None] * r if lazy else [value[i] for i in range(r)]
     reps: list = [None] * r
 
     def rep(i):
         return np.arange(i * b, (i + 1) * b, dtype=idt) if reps[i] is None else reps[i]
 
-    heap = [(-(s[0] - s[-1]), i) for i, s in enumerate(sums)]
+    def tuple_sums(i):
+        return row_costs(ident[i]) if sums[i] is None else sums[i]
+
+    if lazy:
+        ends = [row_costs(ident[i, [0, b - 1]]) for i in range(r)]
+        heap = [(-(e[0] - e[1]), i) for i, e in enumerate(ends)]
+        del ends
+    else:
+        heap = [(-(s[0] - s[-1]), i) for i, s in enumerate(sums)]
     heapq.heapify(heap)
     while len(heap) > 1:
         _, i = heapq.heappop(heap)
         _, j = heapq.heappop(heap)
-        merged = sums[i] + sums[j][::-1]
+        merged = tuple_sums(i) + tuple_sums(j)[::-1]
         ri = rep(i)
         parent[rep(j)[::-1]] = ri
         perm = np.argsort(-merged, kind="stable")
@@ -160,6 +177,10 @@ def balanced_ldm(value: np.ndarray, ident: np.ndarray, *,
     parent[roots] = -1 - parent[roots]
     del roots
     col = parent.reshape(r, b)
+    if lazy:
+        for i in range(r):
+            ident[i, col[i]] = ident[i].copy()
+        return None, ident
     if not inplace:
         value, ident = value.copy(), ident.copy()
     # row i: the entry at column p goes to column col[i, p] (a permutation within the round)
