@@ -98,33 +98,32 @@ def _pack_costs(nodes, edges, w, tn: float, te: float, out=None) -> np.ndarray:
     return out
 
 
-def _cost_round_matrix(nodes, edges, w, tn: float, te: float, num_packs: int):
-    """`round_matrix` of the `_pack_costs` arranged by `balanced_ldm`, memory-lean: the costs
-    are needed only for the descending order; Karmarkar-Karp computes each round's values
-    from ``nodes``/``edges`` when it first merges the round, and the value matrix is filled
-    from the rearranged identities afterwards (never two float64 arrays of ``N``, nor one
-    next to the differencing's work arrays). Returns ``(value, ident, sum of the costs)``."""
-    n, b = nodes.shape[0], int(num_packs)
+def _cost_round_matrix(graph_bin, bin_cost, num_packs: int):
+    """`round_matrix` of the per-graph costs ``bin_cost[graph_bin]`` arranged by
+    `balanced_ldm`, memory-lean: the costs are needed only for the descending order;
+    Karmarkar-Karp computes each round's values (through the graphs' bins) when it first merges
+    the round, and the value matrix is filled from the rearranged identities afterwards (never
+    two float64 arrays of ``N``, nor one next to the differencing's work arrays). Returns
+    ``(value, ident, sum of the costs)``."""
+    n, b = graph_bin.shape[0], int(num_packs)
     r = -(-n // b)
     ident = np.full(r * b, -1, index_dtype(n))
-    cost = _pack_costs(nodes, edges, w, tn, te)
+    cost = np.empty(n, np.float64)
+    step = 1 << 20
+    for s0 in range(0, n, step):
+        cost[s0:s0 + step] = bin_cost[graph_bin[s0:s0 + step]]
     total = cost.sum()
     descending_order(cost, out=ident[:n])
     del cost
     ident = ident.reshape(r, b)
 
     def row_costs(idx):
-        out = np.zeros(idx.shape[0], np.float64)
         real = idx >= 0
-        if real.any():
-            sel = idx[real]
-            out[real] = _pack_costs(nodes[sel], edges[sel], w, tn, te)
-        return out
+        return np.where(real, bin_cost[graph_bin[np.where(real, idx, 0)]], 0.0)
 
     balanced_ldm(None, ident, inplace=True, row_costs=row_costs)
     value = np.empty(r * b, np.float64)
     flat = ident.reshape(-1)
-    step = 1 << 20
     for s0 in range(0, r * b, step):
         value[s0:s0 + step] = row_costs(flat[s0:s0 + step])
     return value.reshape(r, b), ident, total
@@ -205,7 +204,9 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     out = []
     for w in costs:
         # the round matrix arranged by Karmarkar-Karp (`balanced_ldm`), memory-lean
-        value, ident, total = _cost_round_matrix(nodes, edges, w, tn, te, num_packs)
+        # a graph's cost is its bin's (the same float64 formula on the bin's counts)
+        bin_cost = _pack_costs(np.asarray(bin_nodes), np.asarray(bin_edges), w, tn, te)
+        value, ident, total = _cost_round_matrix(graph_bin, bin_cost, num_packs)
         # integral costs (nodes + edges): no pack can load less than the mean's ceiling, so
         # the swap repair stops at once where Karmarkar-Karp already reached it (the usual case)
         target = _optimal_max(total, num_packs) if w is None else None
