@@ -206,6 +206,7 @@ def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypa
     monkeypatch.setattr(partition_mod, "_REFINE_CHUNK", 47)
     monkeypatch.setattr(assign_mod, "_CHUNK", 71)
     monkeypatch.setattr(steps_mod, "_BLOCK_STEPS", 5)
+    monkeypatch.setattr(steps_mod, "_BLOCK_GRAPHS", 301)
     monkeypatch.setattr(balanced_mod, "_ROWS", 89)
     monkeypatch.setattr(patterns_mod, "_SLOTS", 67)
     monkeypatch.setattr(assemble_mod, "_TOTALS_CHUNK", 59)
@@ -325,13 +326,16 @@ def test_vectorised_step_fill_equals_the_per_step_fill(sizes, ranks, cap, fill, 
     nodes = np.array([x[0] for x in sizes], dtype)
     edges = np.array([x[1] for x in sizes], dtype)
     budget = gb.Budget((13, 20, 40, 25)[cap], (31, 40, 90, 31)[cap], (4, 6, 9, 3)[cap])
-    olds = (steps_mod._BLOCK_STEPS, steps_mod._WINDOW, steps_mod._RANK_SPAN)
+    olds = (steps_mod._BLOCK_STEPS, steps_mod._WINDOW, steps_mod._RANK_SPAN,
+            steps_mod._BLOCK_GRAPHS)
     steps_mod._BLOCK_STEPS, steps_mod._WINDOW = block, window
     steps_mod._RANK_SPAN = 1 if small_table else olds[2]  # 1: shares compared as floats
+    steps_mod._BLOCK_GRAPHS = window + block  # blocks cut by graphs as well as by steps
     try:
         vec, seq = _step_fill_both(nodes, edges, budget, ranks, fill=fill, steps=steps)
     finally:
-        steps_mod._BLOCK_STEPS, steps_mod._WINDOW, steps_mod._RANK_SPAN = olds
+        (steps_mod._BLOCK_STEPS, steps_mod._WINDOW, steps_mod._RANK_SPAN,
+         steps_mod._BLOCK_GRAPHS) = olds
     for a, b in zip(vec, seq):
         assert a.dtype == b.dtype
         assert np.array_equal(a, b)

@@ -15,6 +15,8 @@ _WINDOW = 1 << 20
 #: Most steps dealt together in one vectorised block (0: every step dealt on its own, the
 #: sequential path; tests compare the two).
 _BLOCK_STEPS = (1 << 16) - 1
+#: Graphs per vectorised block (a shortened step redoes the rest of its block: kept short).
+_BLOCK_GRAPHS = 1 << 16
 #: Largest ``(max nodes + 1) * (max edges + 1)`` for which shares are ranked through a table.
 _RANK_SPAN = 1 << 22
 
@@ -117,7 +119,8 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
         # the chain of step ends inside this window, then the block dealt at once
         ends = []
         p = pos
-        while p < m and not (p + reach > hi and hi < m) and len(ends) < _BLOCK_STEPS:
+        while (p < m and not (p + reach > hi and hi < m) and len(ends) < _BLOCK_STEPS
+               and p - pos < _BLOCK_GRAPHS):
             p = step_end(p, n_steps + len(ends))
             ends.append(p)
         placed, tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r,
