@@ -115,6 +115,10 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument("--target-seconds", type=float, default=30.0,
+                    help="CPU-time target per plan at the largest graph count")
+    ap.add_argument("--target-bytes", type=float, default=4.0e9,
+                    help="peak-memory target (bytes) per plan at the largest graph count")
     # child mode
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--table", help=argparse.SUPPRESS)
@@ -142,8 +146,46 @@ def main() -> None:
                     print(f"{table:<6}{strategy:<10}{ws:>4}{n:>12,}{r['wall_s']:>9.1f}"
                           f"{r['cpu_s']:>8.1f}{r['peak_plan_mib']:>10.0f}{r['table_mib']:>10.0f}"
                           f"{r['plan_mib']:>10.0f}{r['batches']:>10,}", flush=True)
+    report(rows, args.target_seconds, args.target_bytes)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def report(rows, target_s: float, target_bytes: float) -> None:
+    """Targets per configuration at the largest graph count (CPU seconds and peak bytes during
+    planning, both measured in the child), and the growth from the smallest to the largest."""
+    ok = [r for r in rows if "error" not in r]
+    if not ok:
+        return
+    top = max(r["n"] for r in ok)
+    low = min(r["n"] for r in ok)
+    print(f"\ntargets at {top:,} graphs: cpu <= {target_s:g} s, peak <= {target_bytes:.3g} bytes "
+          f"({target_bytes / 2**20:.0f} MiB)")
+    print(f"{'table':<6}{'strategy':<10}{'ws':>4}{'cpu s':>8}{'peak MiB':>10}  time    memory")
+    for r in ok:
+        if r["n"] != top:
+            continue
+        t_ok = r["cpu_s"] <= target_s
+        m_ok = r["peak_plan_mib"] * 2**20 <= target_bytes
+        print(f"{r['table']:<6}{r['strategy']:<10}{r['world_size']:>4}{r['cpu_s']:>8.1f}"
+              f"{r['peak_plan_mib']:>10.0f}  {'met' if t_ok else 'NOT met':<8}"
+              f"{'met' if m_ok else 'NOT met'}")
+    if low == top:
+        return
+    counts = sorted({r["n"] for r in ok})
+    print(f"\ngrowth (cpu s / peak MiB) from {low:,} to {top:,} graphs")
+    print(f"{'table':<6}{'strategy':<10}{'ws':>4}"
+          + "".join(f"{n:>16,}" for n in counts) + f"{'time x':>9}{'B/graph':>9}")
+    keys = sorted({(r["table"], r["strategy"], r["world_size"]) for r in ok})
+    for key in keys:
+        by_n = {r["n"]: r for r in ok if (r["table"], r["strategy"], r["world_size"]) == key}
+        cells = "".join(f"{by_n[n]['cpu_s']:>9.1f}/{by_n[n]['peak_plan_mib']:<6.0f}"
+                        if n in by_n else f"{'-':>16}" for n in counts)
+        ratio = (f"{by_n[top]['cpu_s'] / max(by_n[low]['cpu_s'], 1e-9):>8.0f}x"
+                 if top in by_n and low in by_n else f"{'-':>9}")
+        per = (f"{by_n[top]['peak_plan_mib'] * 2**20 / top:>9.1f}" if top in by_n
+               else f"{'-':>9}")
+        print(f"{key[0]:<6}{key[1]:<10}{key[2]:>4}{cells}{ratio}{per}")
 
 
 if __name__ == "__main__":

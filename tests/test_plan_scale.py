@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 
 import graphbatch as gb
 import graphbatch.packing._assign as assign_mod
+import graphbatch.packing._balanced as balanced_mod
 import graphbatch.packing._greedy as greedy_mod
+import graphbatch.packing._patterns as patterns_mod
 import graphbatch.packing._steps as steps_mod
+import graphbatch.planners._assemble as assemble_mod
 import graphbatch.planners._partition as partition_mod
 from graphbatch.packing._assign import group_by_key
 from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
@@ -200,7 +203,13 @@ def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypa
     monkeypatch.setattr(steps_mod, "_WINDOW", 97)
     monkeypatch.setattr(greedy_mod, "_WINDOW", 61)
     monkeypatch.setattr(partition_mod, "_CHUNK", 53)
+    monkeypatch.setattr(partition_mod, "_REFINE_CHUNK", 47)
     monkeypatch.setattr(assign_mod, "_CHUNK", 71)
+    monkeypatch.setattr(steps_mod, "_BLOCK_STEPS", 5)
+    monkeypatch.setattr(steps_mod, "_BLOCK_GRAPHS", 301)
+    monkeypatch.setattr(balanced_mod, "_ROWS", 89)
+    monkeypatch.setattr(patterns_mod, "_SLOTS", 67)
+    monkeypatch.setattr(assemble_mod, "_TOTALS_CHUNK", 59)
     # the smaller tables only: tiny windows make every plan slow
     assert len(_check_cases(lambda key: "50001" not in key)) == 62
 
@@ -290,3 +299,318 @@ def test_balanced_ldm_in_place_equals_the_copying_call():
     v2, i2 = balanced_ldm(value, ident, inplace=True)
     assert v2 is value and i2 is ident
     assert np.array_equal(v1, v2) and np.array_equal(i1, i2)
+
+
+# ---------------------------------------------------------------- vectorised kernels (round 2)
+def _step_fill_both(nodes, edges, budget, ranks, monkeypatch=None, **kw):
+    """`step_fill` vectorised (blocks of steps) and sequential (every step on its own)."""
+    vec = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
+    old = steps_mod._BLOCK_STEPS
+    steps_mod._BLOCK_STEPS = 0
+    try:
+        seq = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
+    finally:
+        steps_mod._BLOCK_STEPS = old
+    return vec, seq
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 30)), min_size=1,
+                      max_size=400),
+       ranks=st.sampled_from([1, 2, 3, 4, 8]), cap=st.integers(0, 3),
+       fill=st.sampled_from([0.9, 0.99, 1.0]), steps=st.one_of(st.none(), st.integers(1, 60)),
+       block=st.integers(1, 9), window=st.integers(1, 50), small_table=st.booleans(),
+       dtype=st.sampled_from([np.int16, np.int64]))
+def test_vectorised_step_fill_equals_the_per_step_fill(sizes, ranks, cap, fill, steps, block,
+                                                       window, small_table, dtype):
+    nodes = np.array([x[0] for x in sizes], dtype)
+    edges = np.array([x[1] for x in sizes], dtype)
+    budget = gb.Budget((13, 20, 40, 25)[cap], (31, 40, 90, 31)[cap], (4, 6, 9, 3)[cap])
+    olds = (steps_mod._BLOCK_STEPS, steps_mod._WINDOW, steps_mod._RANK_SPAN,
+            steps_mod._BLOCK_GRAPHS)
+    steps_mod._BLOCK_STEPS, steps_mod._WINDOW = block, window
+    steps_mod._RANK_SPAN = 1 if small_table else olds[2]  # 1: shares compared as floats
+    steps_mod._BLOCK_GRAPHS = window + block  # blocks cut by graphs as well as by steps
+    try:
+        vec, seq = _step_fill_both(nodes, edges, budget, ranks, fill=fill, steps=steps)
+    finally:
+        (steps_mod._BLOCK_STEPS, steps_mod._WINDOW, steps_mod._RANK_SPAN,
+         steps_mod._BLOCK_GRAPHS) = olds
+    for a, b in zip(vec, seq):
+        assert a.dtype == b.dtype
+        assert np.array_equal(a, b)
+    perm, off, bn, be = vec
+    assert np.array_equal(np.sort(perm), np.arange(nodes.shape[0]))
+    assert (np.diff(off) <= budget.graph_capacity).all()
+    assert np.array_equal(bn, [int(nodes[perm[off[i]:off[i + 1]]].sum())
+                               for i in range(off.shape[0] - 1)])
+
+
+def test_step_fill_takes_the_per_step_path_where_a_dealt_step_does_not_fit():
+    # one huge graph per step: snake dealing overloads a batch, so the repair and shortening
+    # run inside a vectorised block; both paths must agree
+    rng = np.random.default_rng(3)
+    nodes = rng.integers(1, 6, 3000)
+    nodes[::37] = 60
+    edges = rng.integers(0, 9, 3000)
+    budget = gb.Budget(81, 200, 17)
+    vec, seq = _step_fill_both(nodes, edges, budget, 4, fill=1.0)
+    for a, b in zip(vec, seq):
+        assert np.array_equal(a, b)
+
+
+def _share_order_reference(ln, le, cap_n, cap_e):
+    share = ln.astype(np.int64) / max(cap_n, 1) + le.astype(np.int64) / max(cap_e, 1)
+    return np.argsort(-share, kind="stable")
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 900)), min_size=1,
+                      max_size=300),
+       cap_n=st.integers(0, 700), cap_e=st.integers(0, 2000))
+def test_share_ranks_sort_like_the_float_shares(sizes, cap_n, cap_e):
+    ln = np.array([x[0] for x in sizes], np.int64)
+    le = np.array([x[1] for x in sizes], np.int64)
+    keys = steps_mod._ShareRanks(ln, le, cap_n, cap_e).keys(ln, le)
+    assert np.array_equal(np.argsort(keys, kind="stable"),
+                          _share_order_reference(ln, le, cap_n, cap_e))
+
+
+def _deal_reference(end, P):
+    """The snake dealing as first written: per-graph int64 position arithmetic."""
+    N = int(end[-1])
+    R = -(-N // P)
+    r = np.arange(R)[None, :]
+    p = np.arange(P)[:, None]
+    pos = r * P + np.where((r & 1) == 1, P - 1 - p, p)
+    item = np.repeat(np.arange(end.shape[0]), np.diff(end, prepend=0))
+    return np.where(pos < N, item[np.minimum(pos, N - 1)], -1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(count=st.lists(st.integers(1, 9), min_size=1, max_size=60), P=st.integers(1, 40),
+       rows=st.integers(1, 50))
+def test_narrow_snake_dealing_equals_the_int64_formula(count, P, rows):
+    end = np.cumsum(count)
+    old = balanced_mod._ROWS
+    balanced_mod._ROWS = rows
+    try:
+        grid = balanced_mod._deal(end, P)
+    finally:
+        balanced_mod._ROWS = old
+    assert grid.dtype == np.int16
+    assert np.array_equal(grid, _deal_reference(end, P))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.lists(st.integers(1, 30), min_size=1, max_size=25, unique=True),
+       seed=st.integers(0, 2**16), limits=st.sampled_from([(60, 90, 6), (100, 200, 12)]),
+       rows=st.integers(1, 40))
+def test_balanced_pack_is_the_same_in_chunks_of_rows(n, seed, limits, rows):
+    rng = np.random.default_rng(seed)
+    n = np.asarray(n, np.int64)
+    e = rng.integers(0, 40, n.shape[0])
+    count = rng.integers(1, 60, n.shape[0])
+    kw = dict(node_limit=limits[0], edge_limit=limits[1], graph_limit=limits[2])
+    whole = balanced_mod.balanced_pack(n, e, count, **kw)
+    old = balanced_mod._ROWS
+    balanced_mod._ROWS = rows
+    try:
+        chunked = balanced_mod.balanced_pack(n, e, count, **kw)
+    finally:
+        balanced_mod._ROWS = old
+    assert np.array_equal(whole.slot_bin, chunked.slot_bin)
+    assert np.array_equal(whole.offsets, chunked.offsets)
+    # every graph of every bin placed once, no pack over a limit
+    assert np.array_equal(np.bincount(whole.slot_bin, minlength=n.shape[0]), count)
+    tot_n = np.add.reduceat(n[whole.slot_bin], whole.offsets[:-1])
+    tot_e = np.add.reduceat(e[whole.slot_bin], whole.offsets[:-1])
+    assert (tot_n <= limits[0]).all() and (tot_e <= limits[1]).all()
+    assert (np.diff(whole.offsets) <= limits[2]).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(pats=st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 3)),
+                                        min_size=1, max_size=4), st.integers(0, 6)),
+                     min_size=1, max_size=12),
+       chunk=st.integers(1, 30))
+def test_pattern_slots_in_chunks_equal_the_expanded_patterns(pats, chunk):
+    bins = np.array([b for items, _ in pats for b, _ in items], np.int64)
+    copies = np.array([c for items, _ in pats for _, c in items], np.int64)
+    offsets = np.concatenate([[0], np.cumsum([len(items) for items, _ in pats])])
+    count = np.array([c for _, c in pats], np.int64)
+    sizes_n = np.arange(21, dtype=np.int64) + 1
+    p = patterns_mod.PackPatterns.build(bins, copies, offsets, count, sizes_n, sizes_n)
+    old = patterns_mod._SLOTS
+    patterns_mod._SLOTS = chunk
+    try:
+        slot_bin, pack_off = p.slots()
+    finally:
+        patterns_mod._SLOTS = old
+    expect, bounds = [], [0]  # every pack of every used pattern, in pattern order
+    for items, c in pats:
+        one = [b for b, k in items for _ in range(k)]
+        for _ in range(c):
+            expect += one
+            bounds.append(len(expect))
+    assert slot_bin.dtype == np.int16
+    assert np.array_equal(slot_bin, expect) and np.array_equal(pack_off, bounds)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 6), min_size=1, max_size=80), chunk=st.integers(1, 20),
+       seed=st.integers(0, 2**16))
+def test_chunked_batch_totals_equal_the_direct_sums(sizes, chunk, seed):
+    counts = np.asarray(sizes, np.int64)  # graphs per batch, empty batches included
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    values = np.random.default_rng(seed).integers(0, 2**15, int(offsets[-1])).astype(np.int16)
+    old = assemble_mod._TOTALS_CHUNK
+    assemble_mod._TOTALS_CHUNK = chunk
+    try:
+        got = assemble_mod.batch_totals(values, offsets)
+    finally:
+        assemble_mod._TOTALS_CHUNK = old
+    assert got.dtype == np.int64
+    assert np.array_equal(got, [int(values[offsets[i]:offsets[i + 1]].astype(np.int64).sum())
+                                for i in range(counts.shape[0])])
+
+
+def _split_counts_reference(gpb, load, target):
+    """`split_to_multiple`'s choice of splits as first written (a Python max per split)."""
+    nb = gpb.shape[0]
+    counts = [[int(c)] for c in gpb.tolist()]
+    need = target - nb
+    while need:
+        b = max(range(nb), key=lambda i: (max(counts[i]), load[i] / len(counts[i]), -i))
+        parts = counts[b]
+        k = parts.index(max(parts))
+        if parts[k] < 2:
+            break
+        parts[k:k + 1] = [parts[k] - parts[k] // 2, parts[k] // 2]
+        need -= 1
+    return np.concatenate([np.asarray(c, np.int64) for c in counts])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 300), ws=st.integers(2, 16), seed=st.integers(0, 2**16),
+       equal=st.booleans())
+def test_vectorised_split_to_multiple_equals_the_python_loop(n, ws, seed, equal):
+    from graphbatch.planners._distributed import split_to_multiple
+
+    rng = np.random.default_rng(seed)
+    nodes = np.full(n, 3) if equal else rng.integers(1, 9, n)  # equal: ties everywhere
+    sizes = gb.GraphSizes(nodes, rng.integers(0, 12, n))
+    plan = gb.plan(sizes, "dynamic", budget=(40, 60, 9), seed=seed)
+    out = split_to_multiple(plan, sizes, ws)
+    target = min(-(-len(plan) // ws) * ws, n)
+    load = plan.real_nodes.astype(np.float64)
+    assert np.array_equal(out.graphs_per_batch,
+                          _split_counts_reference(plan.graphs_per_batch, load, target))
+    out.validate(sizes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.lists(st.integers(0, 2**15 + 5), min_size=1, max_size=200),
+       e_top=st.sampled_from([10, 2**15 - 1, 2**15 + 10, 2**16 + 3]), seed=st.integers(0, 2**16))
+def test_packed_sizes_gather_like_the_narrow_column_gathers(n, e_top, seed):
+    rng = np.random.default_rng(seed)
+    nodes = np.asarray(n, np.int64)
+    edges = rng.integers(0, e_top, nodes.shape[0])
+    index = rng.permutation(nodes.shape[0]).astype(np.int32)
+    got = assemble_mod.PackedSizes(nodes, edges).gather(index)
+    want = (assemble_mod.gather_counts(nodes, index), assemble_mod.gather_counts(edges, index))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+
+def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budget):
+    """`spread_packs` as first written (issue 18): per-slot pack, distance and rank arrays."""
+    from graphbatch.planners._packing import _pack_totals, repair_overflow
+
+    p = offsets.shape[0] - 1
+    extra = int(count) - p
+    n = int(offsets[-1])
+    g = n // int(count)
+    take = extra * g
+    sizes = np.diff(offsets)
+    if extra <= 0 or g == 0 or take > n - p:
+        return None
+    bn = np.asarray(bin_nodes, np.float64)
+    be = np.asarray(bin_edges, np.float64)
+    cost = (bn / max(budget.node_capacity, 1) + be / max(budget.edge_capacity, 1))
+    tn, te, _ = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+    load = tn / max(budget.node_capacity, 1) + te / max(budget.edge_capacity, 1)
+    donors = np.argsort(-load, kind="stable")
+    rounds = -(-take // p)
+    give = np.zeros(p, np.int64)
+    give[donors] = np.minimum(rounds, np.maximum(0, (take - np.arange(p)) + p - 1) // p)
+    if (sizes - give < 1).any() or give.sum() != take:
+        return None
+    pack_of = np.repeat(np.arange(p), sizes)
+    mean_n, mean_e = max(float(tn.sum()) / n, 1e-9), max(float(te.sum()) / n, 1e-9)
+    dist = np.abs(bn / mean_n - 1) + np.abs(be / mean_e - 1)
+    dist = dist[slot_bin]
+    order = np.lexsort((dist, pack_of))
+    rank = np.arange(n) - offsets[pack_of[order]]
+    moved = np.zeros(n, bool)
+    moved[order[rank < give[pack_of[order]]]] = True
+    pool = slot_bin[moved]
+    pool = pool[np.argsort(-cost[pool], kind="stable")]
+    i = np.arange(take)
+    r, j = i // extra, i % extra
+    new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
+    new_sb = pool[np.argsort(new_pack, kind="stable")]
+    out_sb = np.concatenate([slot_bin[~moved], new_sb]).astype(slot_bin.dtype)
+    out_off = np.concatenate([[0], np.cumsum(np.concatenate(
+        [sizes - give, np.full(extra, g, np.int64)]))]).astype(np.int64)
+    nn, ne, _ = _pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes,
+                             bin_edges)
+    if nn.max() > tn.max() or ne.max() > te.max():
+        for lim_n, lim_e in ((int(tn.max()), int(te.max())),
+                             (budget.node_capacity, budget.edge_capacity)):
+            fixed = repair_overflow(out_sb, out_off, bin_nodes, bin_edges, lim_n, lim_e)
+            if fixed is not None:
+                return fixed, out_off
+        return None
+    return out_sb, out_off
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), packs=st.integers(2, 40), extra=st.integers(1, 6),
+       cap=st.sampled_from([(400, 900, 40), (60, 120, 12)]))
+def test_lean_spread_packs_equals_the_per_slot_form(seed, packs, extra, cap):
+    from graphbatch.planners._packing import spread_packs
+
+    rng = np.random.default_rng(seed)
+    bin_nodes = rng.integers(1, 12, 15)
+    bin_edges = rng.integers(0, 30, 15)
+    sizes = rng.integers(1, 9, packs)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    slot_bin = rng.integers(0, 15, int(offsets[-1])).astype(np.int16)
+    budget = gb.Budget(*cap)
+    got = spread_packs(slot_bin, offsets, packs + extra, bin_nodes, bin_edges, budget)
+    want = _spread_packs_reference(slot_bin, offsets, packs + extra, bin_nodes, bin_edges,
+                                   budget)
+    assert (got is None) == (want is None)
+    if got is not None:
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 400), b=st.integers(1, 40), seed=st.integers(0, 2**16))
+def test_balanced_ldm_with_lazy_rows_equals_the_value_matrix_form(n, b, seed):
+    costs = np.random.default_rng(seed).integers(0, 60, n).astype(np.float64)
+    value, ident = round_matrix(costs, b)
+    v1, i1 = balanced_ldm(value, ident)
+
+    def row_costs(idx):
+        return np.where(idx >= 0, costs[np.maximum(idx, 0)], 0.0)
+
+    i2 = ident.copy()
+    v2, out = balanced_ldm(None, i2, inplace=True, row_costs=row_costs)
+    assert v2 is None and out is i2
+    assert np.array_equal(i1, i2)
+    assert np.array_equal(v1, row_costs(i2.reshape(-1)).reshape(i2.shape))
+    with pytest.raises(ValueError, match="row_costs"):
+        balanced_ldm(None, ident.copy())

@@ -87,11 +87,14 @@ def plan(
     )
     world_size = request.world_size
     t0 = time.perf_counter()
-    result = strat.func(request)
     if world_size > 1:
+        # the single-device plan is passed on without a name here, so that its per-batch
+        # arrays are freed once distribute_plan has split it (planning at scale)
         result = distribute_plan(
-            result, world_size, seed=request.seed, epoch=request.epoch, shuffle=request.shuffle,
-            sizes=sizes,
+            strat.func(request), world_size, seed=request.seed, epoch=request.epoch,
+            shuffle=request.shuffle, sizes=sizes,
         )
+    else:
+        result = strat.func(request)
     result.meta["plan_seconds"] = time.perf_counter() - t0
     return result

@@ -42,7 +42,10 @@ def assign_graphs(
         raise ValueError("the packs' slots per size bin differ from the graphs per size bin")
     # graphs grouped by bin (stable), in a random order within each bin; int32 positions
     if assign_rng is not None and np.count_nonzero(per_bin_slots > 1) * 16 > m:
-        perm = assign_rng.permutation(m)
+        # assign_rng.permutation(m) as int32 below 2**31 graphs (the same draws: a shuffle
+        # of arange(m), whatever its dtype)
+        perm = np.arange(m, dtype=index_dtype(m))
+        assign_rng.shuffle(perm)
         g_pos = group_by_key(graph_bin, per_bin_slots, perm)
         del perm
     else:
@@ -51,14 +54,15 @@ def assign_graphs(
             ends = np.cumsum(per_bin_slots)
             for b in np.flatnonzero(per_bin_slots > 1).tolist():
                 assign_rng.shuffle(g_pos[ends[b] - per_bin_slots[b] : ends[b]])
-    slot_pos = group_by_key(slot_bin, per_bin_slots)
     idt = index_dtype(max(m, 0 if graph_ids is None else int(graph_ids.max(initial=0)) + 1))
+    # the graph filling every slot: the k-th slot of a bin (in slot order) gets the k-th graph
+    # of that bin in g_pos
+    slot_graph = _slot_graphs(slot_bin, per_bin_slots, g_pos, graph_ids, idt)
+    del g_pos
     num_packs = pack_offsets.shape[0] - 1
     sizes = np.diff(pack_offsets)
     width = int(sizes.max()) if num_packs else 0
     if order_rng is None or num_packs * width > 4 * m + 1024:
-        slot_graph = np.empty(m, idt)
-        slot_graph[slot_pos] = g_pos if graph_ids is None else graph_ids[g_pos]
         if order_rng is None:
             return _out(slot_graph, pack_offsets, np.arange(num_packs), return_pack_order)
         perm_p = order_rng.permutation(num_packs)
@@ -70,22 +74,50 @@ def assign_graphs(
         key = pack_of + order_rng.random(m)
         return _out(order[np.argsort(key, kind="stable")], new_offsets, perm_p,
                     return_pack_order)
-    # packs as rows of a [packs, largest pack] matrix (-1 = empty): graphs scattered straight to
-    # their slots (in chunks), rows put in a random order, each row permuted independently
-    pack_of = np.repeat(np.arange(num_packs, dtype=index_dtype(num_packs)), sizes)
-    mat = np.full(num_packs * width, -1, idt)
-    for s0 in range(0, m, _CHUNK):
-        sp = slot_pos[s0:s0 + _CHUNK].astype(np.int64)
-        po = pack_of[sp].astype(np.int64)
-        gp = g_pos[s0:s0 + _CHUNK]
-        mat[sp + po * width - pack_offsets[po]] = gp if graph_ids is None else graph_ids[gp]
-    del pack_of, slot_pos, g_pos
+    # packs as rows of a [packs, largest pack] matrix (-1 = empty), put in a random order and
+    # each row permuted independently; built, permuted and compacted in chunks of rows (the
+    # rows draw from order_rng in row order, as one call on the whole matrix would)
     perm_p = order_rng.permutation(num_packs)
-    mat = mat.reshape(num_packs, width)[perm_p]
-    order_rng.permuted(mat, axis=1, out=mat)
-    flat = mat.reshape(-1)
-    new_offsets = np.concatenate([[0], np.cumsum(sizes[perm_p])]).astype(np.int64)
-    return _out(flat[flat >= 0], new_offsets, perm_p, return_pack_order)
+    new_sizes = sizes[perm_p]
+    new_offsets = np.concatenate([[0], np.cumsum(new_sizes)]).astype(np.int64)
+    order = np.empty(m, np.int64)
+    step = max(1, _CHUNK // max(width, 1))
+    cols = np.arange(width)
+    for q0 in range(0, num_packs, step):
+        q1 = min(num_packs, q0 + step)
+        sz = new_sizes[q0:q1]
+        lo, hi = int(new_offsets[q0]), int(new_offsets[q1])
+        src = (np.repeat(pack_offsets[perm_p[q0:q1]] - (new_offsets[q0:q1] - lo), sz)
+               + np.arange(hi - lo))  # slot of each graph of these packs, packs in new order
+        rows = np.full((q1 - q0, width), -1, idt)
+        rows[cols < sz[:, None]] = slot_graph[src]
+        order_rng.permuted(rows, axis=1, out=rows)
+        flat = rows.reshape(-1)
+        order[lo:hi] = flat[flat >= 0]
+    return _out(order, new_offsets, perm_p, return_pack_order)
+
+
+def _slot_graphs(slot_bin, counts, g_pos, graph_ids, idt):
+    """``slot_graph[s]``: the graph of slot ``s``, the ``k``-th slot of bin ``b`` (in slot
+    order) taking ``g_pos[start_b + k]`` (``start_b``: the first position of bin ``b`` in
+    ``g_pos``), mapped through ``graph_ids`` when given. A chunked counting sort of the slots
+    by bin (``slot_graph[group_by_key(slot_bin, counts)] = g_pos``, without that array)."""
+    m = slot_bin.shape[0]
+    ptr = np.zeros(counts.shape[0], np.int64)  # next position of each bin in g_pos
+    np.cumsum(counts[:-1], out=ptr[1:])
+    out = np.empty(m, idt)
+    kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
+    for s0 in range(0, m, _CHUNK):
+        k = slot_bin[s0:s0 + _CHUNK].astype(kdt)  # 16-bit keys sort by radix
+        srt = np.argsort(k, kind="stable")
+        ks = k[srt]
+        starts = np.concatenate([[0], np.flatnonzero(ks[1:] != ks[:-1]) + 1])
+        cnt = np.diff(np.append(starts, ks.shape[0]))
+        rank = np.arange(ks.shape[0]) - np.repeat(starts, cnt)
+        src = g_pos[ptr[ks] + rank]
+        out[srt + s0] = src if graph_ids is None else graph_ids[src]
+        ptr[ks[starts]] += cnt
+    return out
 
 
 _CHUNK = 1 << 20

@@ -52,16 +52,39 @@ def _weights(n, e, count, node_limit, edge_limit):
     return tn / top, te / top
 
 
+def bin_dtype(num_bins: int):
+    """The narrowest of int16/int32/int64 holding bin indices ``0..num_bins - 1`` and ``-1``."""
+    return np.int16 if num_bins <= 2**15 else (np.int32 if num_bins <= 2**31 else np.int64)
+
+
+#: Grid entries per chunk of rows in the loads, the spill and the slot assembly.
+_ROWS = 1 << 20
+
+
+def _row_chunks(rows: int, width: int):
+    """``(p0, p1)`` ranges of rows holding about `_ROWS` entries of ``width`` columns each."""
+    step = max(1, _ROWS // max(int(width), 1))
+    for p0 in range(0, rows, step):
+        yield p0, min(rows, p0 + step)
+
+
 def _deal(end, P):
     """Snake dealing of the sorted graphs to P packs: grid [P, R] of sorted-bin indices (-1 =
-    empty). Row r (graphs r*P .. r*P+P-1) goes to packs 0..P-1 for even r, P-1..0 for odd r."""
+    empty). Row r (graphs r*P .. r*P+P-1) goes to packs 0..P-1 for even r, P-1..0 for odd r.
+
+    Memory-lean: the grid is a transposed view of an ``[R, P]`` array of the narrowest bin
+    dtype (`bin_dtype`), written with no per-graph int64 temporary."""
     N = int(end[-1])
     R = -(-N // P)
-    r = np.arange(R)[None, :]
-    p = np.arange(P)[:, None]
-    pos = r * P + np.where((r & 1) == 1, P - 1 - p, p)
-    item = np.repeat(np.arange(end.shape[0]), np.diff(end, prepend=0))  # sorted bin per graph
-    return np.where(pos < N, item[np.minimum(pos, N - 1)], -1)
+    dt = bin_dtype(end.shape[0])
+    flat = np.full(R * P, -1, dt)
+    flat[:N] = np.repeat(np.arange(end.shape[0], dtype=dt), np.diff(end, prepend=0))
+    rounds = flat.reshape(R, P)  # round r: sorted graphs r*P .. r*P+P-1
+    step = max(1, _ROWS // max(P, 1)) * 2
+    for r0 in range(1, R, step):  # odd rounds are dealt from the last pack to the first
+        odd = rounds[r0:r0 + step:2]
+        odd[:] = odd[:, ::-1].copy()
+    return rounds.T
 
 
 def _deal_preloaded(small_pos, pre_slot, pre_off, P, key):
@@ -144,10 +167,17 @@ def _deal_slots(big_pos, small_pos, P, key, cap_key, graph_limit, chunks=4, near
 
 
 def _loads(sn, se, grid):
-    present = grid >= 0
-    safe = np.where(present, grid, 0)
-    return (np.where(present, sn[safe], 0).sum(axis=1), np.where(present, se[safe], 0).sum(axis=1),
-            present.sum(axis=1))
+    """Per-pack (row) real nodes, edges and graphs of ``grid`` (int64), chunk by chunk."""
+    P = grid.shape[0]
+    ln, le, lk = np.empty(P, np.int64), np.empty(P, np.int64), np.empty(P, np.int64)
+    for p0, p1 in _row_chunks(P, grid.shape[1]):
+        sub = grid[p0:p1]
+        present = sub >= 0
+        safe = np.where(present, sub, 0)
+        ln[p0:p1] = np.where(present, sn[safe], 0).sum(axis=1)
+        le[p0:p1] = np.where(present, se[safe], 0).sum(axis=1)
+        lk[p0:p1] = present.sum(axis=1)
+    return ln, le, lk
 
 
 def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
@@ -208,23 +238,22 @@ def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
 
 
 def _spill(sn, se, grid, limits):
-    """Give back graphs from packs over a limit. Returns (removed bins, grid, loads)."""
+    """Give back graphs from packs over a limit. Returns (removed bins, grid, loads); ``grid``
+    is changed in place. The packs over a limit are handled in chunks of rows (each pack's
+    give-backs depend on that pack only)."""
     cn, ce, cg = limits
-    present = grid >= 0
-    safe = np.where(present, grid, 0)
-    ln = np.where(present, sn[safe], 0).sum(axis=1)
-    le = np.where(present, se[safe], 0).sum(axis=1)
-    lk = present.sum(axis=1)
-    bad = np.flatnonzero((ln > cn) | (le > ce) | (lk > cg))
+    ln, le, lk = _loads(sn, se, grid)
+    bad_all = np.flatnonzero((ln > cn) | (le > ce) | (lk > cg))
     removed = []
-    if bad.size:
+    R = grid.shape[1]
+    for b0, b1 in _row_chunks(bad_all.shape[0], R):
+        bad = bad_all[b0:b1]
         sub = grid[bad]
         pres = sub >= 0
         sb = np.where(pres, sub, 0)
         vn = np.where(pres, sn[sb], 0)
         ve = np.where(pres, se[sb], 0)
         rows = np.arange(bad.shape[0])
-        R = grid.shape[1]
         for _ in range(R + 1):
             xn = ln[bad] - cn
             xe = le[bad] - ce
@@ -245,7 +274,6 @@ def _spill(sn, se, grid, limits):
             lk[bad[rr]] -= 1
             pres[rr, cc] = False
             sub[rr, cc] = -1
-        grid = grid.copy()
         grid[bad] = sub
     removed = np.concatenate(removed) if removed else np.zeros(0, np.int64)
     return removed, grid, (ln, le, lk)
@@ -394,14 +422,9 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
             o = np.argsort(add_pack, kind="stable")
             add_pack, add_item = add_pack[o], add_item[o]
             col = np.arange(add_pack.shape[0]) - np.searchsorted(add_pack, add_pack, "left")
-            extra = np.full((P, int(col.max()) + 1), -1, np.int64)
+            extra = np.full((P, int(col.max()) + 1), -1, grid.dtype)
             extra[add_pack, col] = add_item
-    if extra is not None:
-        grid = np.concatenate([grid, extra], axis=1)
-    sizes = (grid >= 0).sum(axis=1)
-    flat = grid.reshape(-1)
-    slot_bin = flat[flat >= 0]
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    newp = None
     if pats is not None and (base < 0).any():
         sub = np.flatnonzero(base < 0)
         lens = np.diff(pats.offsets)
@@ -409,7 +432,33 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
         newp = PackPatterns.build(pats.bins[entry], pats.copies[entry],
                                   np.concatenate([[0], np.cumsum(lens[sub])]),
                                   pats.count[sub], sn, se)
-        sb2, off2 = newp.slots()
-        slot_bin = np.concatenate([slot_bin, sb2])
-        offsets = np.concatenate([offsets, offsets[-1] + off2[1:]])
-    return BalancedPacking(order[slot_bin], offsets, P)
+    slot_bin, offsets = _grid_slots(grid, extra, order, n.shape[0], newp)
+    return BalancedPacking(slot_bin, offsets, P)
+
+
+def _grid_slots(grid, extra, order, num_bins, newp):
+    """Slots of the dealt packs (``grid`` rows, then the ``extra`` columns of each row, empty
+    entries skipped) and of the repair's new packs ``newp``, as input bins (``order`` maps the
+    sorted bins to them) of the narrowest dtype (`bin_dtype`); built chunk by chunk of rows.
+    Returns ``(slot_bin, int64 offsets)``."""
+    P = grid.shape[0]
+    width = grid.shape[1] + (0 if extra is None else extra.shape[1])
+    sizes = np.empty(P, np.int64)
+    for p0, p1 in _row_chunks(P, width):
+        sizes[p0:p1] = (grid[p0:p1] >= 0).sum(axis=1)
+        if extra is not None:
+            sizes[p0:p1] += (extra[p0:p1] >= 0).sum(axis=1)
+    sb2, off2 = newp.slots() if newp is not None else (np.zeros(0, np.int64), np.zeros(1, np.int64))
+    offsets = np.zeros(P + off2.shape[0], np.int64)
+    np.cumsum(sizes, out=offsets[1:P + 1])
+    offsets[P + 1:] = offsets[P] + off2[1:]
+    dt = bin_dtype(num_bins)
+    to_bin = order.astype(dt)
+    slot_bin = np.empty(int(offsets[-1]), dt)
+    for p0, p1 in _row_chunks(P, width):
+        rows = grid[p0:p1] if extra is None else np.concatenate([grid[p0:p1], extra[p0:p1]],
+                                                                 axis=1)
+        flat = rows.reshape(-1)
+        slot_bin[offsets[p0]:offsets[p1]] = to_bin[flat[flat >= 0]]
+    slot_bin[offsets[P]:] = to_bin[sb2]
+    return slot_bin, offsets

@@ -68,15 +68,32 @@ class PackPatterns:
                 np.repeat(self.graphs, self.count))
 
     def slots(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(slot_bin, pack_offsets)``: the bin of every graph slot, packs in pattern order."""
-        items = np.repeat(self.bins, self.copies)  # items of each pattern, pattern-major
+        """``(slot_bin, pack_offsets)``: the bin of every graph slot, packs in pattern order.
+
+        ``slot_bin`` has the narrowest dtype holding the bins (int16/int32/int64) and is built
+        in chunks of about `_SLOTS` slots (no per-slot int64 temporaries); offsets are int64."""
+        top = int(self.bins.max(initial=0)) + 1
+        dt = np.int16 if top <= 2**15 else (np.int32 if top <= 2**31 else np.int64)
+        items = np.repeat(self.bins, self.copies).astype(dt)  # items of each pattern
         item_off = np.concatenate([[0], np.cumsum(self.graphs)]).astype(np.int64)
         pack_pat = np.repeat(np.arange(self.num_patterns), self.count)
         sizes = self.graphs[pack_pat]
         pack_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        within = np.arange(pack_offsets[-1], dtype=np.int64) - np.repeat(pack_offsets[:-1], sizes)
-        slot_bin = items[np.repeat(item_off[pack_pat], sizes) + within]
+        slot_bin = np.empty(int(pack_offsets[-1]), dt)
+        q0, num = 0, pack_pat.shape[0]
+        while q0 < num:  # chunks of whole packs
+            q1 = int(np.searchsorted(pack_offsets, pack_offsets[q0] + _SLOTS, "right")) - 1
+            q1 = min(num, max(q1, q0 + 1))
+            lo, hi = int(pack_offsets[q0]), int(pack_offsets[q1])
+            sz = sizes[q0:q1]
+            within = np.arange(hi - lo, dtype=np.int64) - np.repeat(pack_offsets[q0:q1] - lo, sz)
+            slot_bin[lo:hi] = items[np.repeat(item_off[pack_pat[q0:q1]], sz) + within]
+            q0 = q1
         return slot_bin, pack_offsets
+
+
+#: Slots per chunk of `PackPatterns.slots`.
+_SLOTS = 1 << 20
 
 
 def patterns_from_slots(slot_bin, pack_offsets, bin_nodes, bin_edges) -> PackPatterns:

@@ -12,6 +12,13 @@ __all__ = ["step_fill"]
 
 #: Graphs per window of prefix sums (memory O(window), not O(graphs)).
 _WINDOW = 1 << 20
+#: Most steps dealt together in one vectorised block (0: every step dealt on its own, the
+#: sequential path; tests compare the two).
+_BLOCK_STEPS = (1 << 16) - 1
+#: Graphs per vectorised block (a shortened step redoes the rest of its block: kept short).
+_BLOCK_GRAPHS = 1 << 16
+#: Largest ``(max nodes + 1) * (max edges + 1)`` for which shares are ranked through a table.
+_RANK_SPAN = 1 << 22
 
 
 def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
@@ -30,7 +37,13 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     planned step make further steps.
 
     ``nodes``/``edges`` may be any integer dtype (e.g. int32); sums are int64. Memory beyond the
-    result is one window of prefix sums (``_WINDOW`` graphs) and one step.
+    result is one window of prefix sums (``_WINDOW`` graphs) and one block of steps.
+
+    Vectorised: the step boundaries are a chain (each step's end depends on its start), found
+    one step at a time from the prefix sums; the dealing and the fit check of up to
+    ``_BLOCK_STEPS`` consecutive steps are then done together (one sort by step and share),
+    and only a step whose dealt batches do not fit goes through the per-step repair and
+    shortening (after a shortened step the chain is found again from its new end).
 
     Returns ``(perm, offsets)``: positions in batch order (int32 when fewer than 2**31 graphs,
     else int64) and int64 batch boundaries; with ``return_totals`` also the int64 real node and
@@ -49,9 +62,44 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
         steps = batches_lower_bound(tot_n, tot_e, m, int(r * cap_n * fill),
                                     int(r * cap_e * fill), r * cap_g)
     reach = r * cap_g + 1  # a step never spans more graphs than this
+    ranker = _ShareRanks(nodes, edges, cap_n, cap_e) if _BLOCK_STEPS and m else None
     a = hi = 0  # window: cn[a..hi] as wn[0..hi-a]
     wn = we = np.zeros(1, np.int64)
     pos = done = 0
+
+    room_n, room_e, room_g = r * cap_n * fill, r * cap_e * fill, r * cap_g  # per step
+
+    def step_end(pos: int, k: int) -> int:
+        """End of the step starting at ``pos`` when ``k`` steps came before (before the
+        dealing's fit check). Scalar code: it runs once per step."""
+        cpos_n, cpos_e = wn.item(pos - a), we.item(pos - a)
+        left = max(steps - k, 1)
+        # integer targets: a float key would convert the whole prefix array on every call
+        t_n = cpos_n + int(min(room_n, (tot_n - cpos_n) / left))
+        t_e = cpos_e + int(min(room_e, (tot_e - cpos_e) / left))
+        # within the window (a step's end lies before hi, or the graph cap below binds first)
+        j = min(a + int(wn.searchsorted(t_n, "right")) - 1,
+                a + int(we.searchsorted(t_e, "right")) - 1,
+                pos + min(room_g, -(-(m - pos) // left)), m)
+        if left == 1:
+            j = m if (tot_n - cpos_n <= room_n and tot_e - cpos_e <= room_e
+                      and m - pos <= room_g) else j
+        j = max(j, min(pos + r, m))
+        if 0 < m - j < r:  # leave the last step at least `ranks` graphs
+            j = max(pos + 1, m - r)
+        return j
+
+    def keep(placed, tot):
+        """Record consecutive steps: their graphs in batch order and [steps, 3, ranks] totals."""
+        nonlocal per_step, n_steps, done
+        perm[done:done + placed.shape[0]] = placed
+        done += placed.shape[0]
+        k = tot.shape[0]
+        while n_steps + k > per_step.shape[0]:
+            per_step = np.concatenate([per_step, np.zeros_like(per_step)])
+        per_step[n_steps:n_steps + k] = tot
+        n_steps += k
+
     while pos < m:
         if pos + reach > hi and hi < m:  # slide the window of prefix sums to start at pos
             base_n, base_e = int(wn[pos - a]), int(we[pos - a])  # cn[pos]: pos is in the window
@@ -63,58 +111,144 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
             np.cumsum(edges[a:hi], out=we[1:], dtype=np.int64)
             wn[1:] += base_n
             we[1:] += base_e
-        cpos_n, cpos_e = int(wn[pos - a]), int(we[pos - a])
-        left = max(steps - n_steps, 1)
-        # integer targets: a float key would convert the whole prefix array on every call
-        t_n = cpos_n + int(min(r * cap_n * fill, (tot_n - cpos_n) / left))
-        t_e = cpos_e + int(min(r * cap_e * fill, (tot_e - cpos_e) / left))
-        # within the window (a step's end lies before hi, or the graph cap below binds first)
-        j = min(a + int(np.searchsorted(wn, t_n, "right")) - 1,
-                a + int(np.searchsorted(we, t_e, "right")) - 1,
-                pos + min(r * cap_g, -(-(m - pos) // left)), m)
-        if left == 1:
-            j = m if (tot_n - cpos_n <= r * cap_n * fill and tot_e - cpos_e <= r * cap_e * fill
-                      and m - pos <= r * cap_g) else j
-        j = max(j, min(pos + r, m))
-        if 0 < m - j < r:  # leave the last step at least `ranks` graphs
-            j = max(pos + 1, m - r)
-        while True:
-            ln = nodes[pos:j].astype(np.int64)
-            le = edges[pos:j].astype(np.int64)
-            share = ln / max(cap_n, 1) + le / max(cap_e, 1)
-            srt = np.argsort(-share, kind="stable")  # positions relative to pos
-            t = np.arange(srt.shape[0])
-            row, col = t // r, t % r
-            batch = np.where(row % 2 == 0, col, r - 1 - col)
-            grid = np.full((r, int(row.max()) + 1), -1, np.int64)
-            grid[batch, row] = t
-            sn, se = ln[srt], le[srt]
-            for repaired in (False, True):
-                present = grid >= 0
-                safe = np.where(present, grid, 0)
-                bn = np.where(present, sn[safe], 0).sum(axis=1)
-                be = np.where(present, se[safe], 0).sum(axis=1)
-                if repaired or ((bn <= cap_n).all() and (be <= cap_e).all()):
-                    break  # (the repair leaves a grid without over-full batches as it is)
-                # one-for-one exchanges bring over-full batches within the shape
-                grid = _swap_repair(sn, se, grid, (cap_n, cap_e, cap_g))
-            bg = present.sum(axis=1)
-            if ((bn <= cap_n).all() and (be <= cap_e).all() and (bg <= cap_g).all()) \
-                    or j - pos <= 1:
+        if ranker is None:
+            placed, tot, pos = _one_step(nodes, edges, pos, step_end(pos, n_steps), r,
+                                         cap_n, cap_e, cap_g)
+            keep(placed, tot[None])
+            continue
+        # the chain of step ends inside this window, then the block dealt at once
+        ends = []
+        p = pos
+        while (p < m and not (p + reach > hi and hi < m) and len(ends) < _BLOCK_STEPS
+               and p - pos < _BLOCK_GRAPHS):
+            p = step_end(p, n_steps + len(ends))
+            ends.append(p)
+        placed, tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r,
+                                        cap_n, cap_e, cap_g, ranker)
+        base, i = pos, 0
+        while i < len(ends):
+            bad = np.flatnonzero(~fits[i:])
+            f = len(ends) if bad.size == 0 else i + int(bad[0])
+            if f > i:  # steps i..f-1 fit as dealt
+                keep(placed[pos - base:ends[f - 1] - base], tot[i:f])
+                pos, i = ends[f - 1], f
+                if i == len(ends):
+                    break
+            # step i does not fit as dealt: the per-step repair, and shortening if needed
+            pl, tt, j = _one_step(nodes, edges, pos, ends[i], r, cap_n, cap_e, cap_g)
+            keep(pl, tt[None])
+            shortened = j != ends[i]
+            pos, i = j, i + 1
+            if shortened:  # the chain goes on from the new end
                 break
-            # shorten the step; its last graphs go to the following steps
-            j = pos + max(1, min(j - pos - 1, int((j - pos) * 0.98)))
-        placed = srt[grid[present]] + pos
-        perm[done:done + placed.shape[0]] = placed
-        done += placed.shape[0]
-        if n_steps == per_step.shape[0]:
-            per_step = np.concatenate([per_step, np.zeros_like(per_step)])
-        per_step[n_steps] = (bg, bn, be)
-        n_steps += 1
-        pos = j
     per_step = per_step[:n_steps]
     offsets = np.zeros(n_steps * r + 1, np.int64)
     np.cumsum(per_step[:, 0].reshape(-1), out=offsets[1:])
     if return_totals:
         return perm, offsets, per_step[:, 1].reshape(-1), per_step[:, 2].reshape(-1)
     return perm, offsets
+
+
+def _one_step(nodes, edges, pos: int, j: int, r: int, cap_n: int, cap_e: int, cap_g: int):
+    """One step from ``pos`` to at most ``j``: the graphs sorted by share, dealt in snake order
+    over the ``r`` batches, repaired by one-for-one exchanges when a batch is over the budget,
+    and shortened until the batches fit. Returns ``(placed positions in batch order, int64
+    [3, r] totals (graphs, nodes, edges) per batch, the step's end)``."""
+    while True:
+        ln = nodes[pos:j].astype(np.int64)
+        le = edges[pos:j].astype(np.int64)
+        share = ln / max(cap_n, 1) + le / max(cap_e, 1)
+        srt = np.argsort(-share, kind="stable")  # positions relative to pos
+        t = np.arange(srt.shape[0])
+        row, col = t // r, t % r
+        batch = np.where(row % 2 == 0, col, r - 1 - col)
+        grid = np.full((r, int(row.max()) + 1), -1, np.int64)
+        grid[batch, row] = t
+        sn, se = ln[srt], le[srt]
+        for repaired in (False, True):
+            present = grid >= 0
+            safe = np.where(present, grid, 0)
+            bn = np.where(present, sn[safe], 0).sum(axis=1)
+            be = np.where(present, se[safe], 0).sum(axis=1)
+            if repaired or ((bn <= cap_n).all() and (be <= cap_e).all()):
+                break  # (the repair leaves a grid without over-full batches as it is)
+            # one-for-one exchanges bring over-full batches within the shape
+            grid = _swap_repair(sn, se, grid, (cap_n, cap_e, cap_g))
+        bg = present.sum(axis=1)
+        if ((bn <= cap_n).all() and (be <= cap_e).all() and (bg <= cap_g).all()) \
+                or j - pos <= 1:
+            break
+        # shorten the step; its last graphs go to the following steps
+        j = pos + max(1, min(j - pos - 1, int((j - pos) * 0.98)))
+    return srt[grid[present]] + pos, np.stack([bg, bn, be]), j
+
+
+class _ShareRanks:
+    """Sort keys of the graphs' shares ``n / cap_n + e / cap_e`` (the float64 values of
+    `_one_step`), largest share first: a uint16 rank per distinct ``(n, e)`` pair (equal shares,
+    equal ranks) looked up in a table, or ``-share`` itself when the pairs are too many."""
+
+    def __init__(self, nodes, edges, cap_n: int, cap_e: int) -> None:
+        self.cn, self.ce = max(cap_n, 1), max(cap_e, 1)
+        self.table = None
+        lo = min(int(nodes.min()), int(edges.min()))
+        top_n, top_e = int(nodes.max()), int(edges.max())
+        span = (top_n + 1) * (top_e + 1)
+        if lo < 0 or span > _RANK_SPAN:
+            return
+        self.width = top_e + 1
+        present = np.zeros(span, bool)
+        for s0 in range(0, nodes.shape[0], _WINDOW):
+            present[self._pair(nodes[s0:s0 + _WINDOW], edges[s0:s0 + _WINDOW])] = True
+        pairs = np.flatnonzero(present)
+        share = (pairs // self.width) / self.cn + (pairs % self.width) / self.ce
+        uniq, inv = np.unique(share, return_inverse=True)  # ascending
+        if uniq.shape[0] > 2**16:
+            return
+        table = np.zeros(span, np.uint16)
+        table[pairs] = (uniq.shape[0] - 1 - inv.reshape(-1)).astype(np.uint16)
+        self.table = table
+
+    def _pair(self, ln, le):
+        return ln.astype(np.int64) * self.width + le
+
+    def keys(self, ln, le) -> np.ndarray:
+        if self.table is not None:
+            return self.table[self._pair(ln, le)]
+        return -(ln.astype(np.int64) / self.cn + le.astype(np.int64) / self.ce)
+
+
+def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, cap_e: int,
+                cap_g: int, ranker: _ShareRanks):
+    """The steps ``pos..ends[0], ends[0]..ends[1], ...`` dealt as `_one_step` deals them before
+    any repair, all at once: one stable sort by (step, share descending). Returns ``(placed
+    positions in batch order, step after step; int64 [steps, 3, r] totals; whether each
+    step's batches fit the budget as dealt)``."""
+    k = ends.shape[0]
+    starts = np.concatenate([[pos], ends[:-1]])
+    lens = ends - starts
+    rel = starts - pos  # each step's first position within the block
+    ln = nodes[pos:int(ends[-1])]
+    le = edges[pos:int(ends[-1])]
+    size = ln.shape[0]
+    seg = np.repeat(np.arange(k, dtype=np.uint16 if k <= 2**16 else np.int64), lens)
+    srt = np.lexsort((ranker.keys(ln, le), seg))  # by step, then share (largest first), stable
+    t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)  # rank in step
+    row = t // r
+    col = t - row * r
+    batch = np.where(row & 1, r - 1 - col, col)  # snake order over the batches
+    key = seg.astype(np.int32) * r + batch  # (seg[srt] == seg: the sort keeps steps in place)
+    bn = np.bincount(key, weights=ln[srt], minlength=k * r).astype(np.int64)  # exact: < 2**53
+    be = np.bincount(key, weights=le[srt], minlength=k * r).astype(np.int64)
+    bg = np.bincount(key, minlength=k * r).astype(np.int64)
+    fits = ((bn <= cap_n) & (be <= cap_e) & (bg <= cap_g)).reshape(k, r).all(axis=1)
+    tot = np.stack([bg.reshape(k, r), bn.reshape(k, r), be.reshape(k, r)], axis=1)
+    # batch-major order within a step: batch b starts after the graphs of batches < b (every
+    # batch holds `full` rows; the partial last row fills batches 0.. (even row) or ..r-1 (odd))
+    full, rem = (lens // r)[:, None], (lens % r)[:, None]
+    b = np.arange(r)[None, :]
+    extra = np.where(full % 2 == 1, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
+    first = (rel[:, None] + b * full + extra).reshape(-1)  # block position of each batch
+    placed = np.empty(size, index_dtype(int(ends[-1])))
+    placed[first[key] + row] = srt + pos
+    return placed, tot, fits

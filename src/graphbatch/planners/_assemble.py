@@ -15,6 +15,7 @@ from ._registry import OVERSIZE_POLICIES, PlanRequest
 __all__ = [
     "PAD_MODES",
     "OversizeSplit",
+    "PackedSizes",
     "batch_totals",
     "ceil_div",
     "finish_fixed_count_plan",
@@ -70,22 +71,58 @@ def gather_counts(column: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out
 
 
+class PackedSizes:
+    """The size table's node and edge counts packed into one int32 per graph (``n << 16 | e``)
+    when every node count is below 2**15 and every edge count below 2**16, so that a gather in
+    a random order reads one array, not two (`gather`). ``packed`` is ``None`` otherwise."""
+
+    def __init__(self, n_node: np.ndarray, n_edge: np.ndarray) -> None:
+        self.n_node, self.n_edge = n_node, n_edge
+        self.packed = None
+        n = n_node.shape[0]
+        if n and int(n_node.min()) >= 0 and int(n_edge.min()) >= 0 \
+                and int(n_node.max()) < 2**15 and int(n_edge.max()) < 2**16:
+            self.packed = np.empty(n, np.int32)
+            self.edge_dtype = np.int16 if int(n_edge.max()) < 2**15 else np.int32
+            step = 1 << 20
+            for s0 in range(0, n, step):
+                self.packed[s0:s0 + step] = ((n_node[s0:s0 + step] << 16)
+                                             | n_edge[s0:s0 + step])
+
+    def gather(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(gather_counts(n_node, index), gather_counts(n_edge, index))``."""
+        if self.packed is None:
+            return gather_counts(self.n_node, index), gather_counts(self.n_edge, index)
+        m = index.shape[0]
+        nodes, edges = np.empty(m, np.int16), np.empty(m, self.edge_dtype)
+        step = 1 << 20
+        for s0 in range(0, m, step):
+            v = self.packed[index[s0:s0 + step]]
+            nodes[s0:s0 + step] = v >> 16
+            edges[s0:s0 + step] = v & 0xFFFF
+        return nodes, edges
+
+
 def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
-                   narrow: bool = False) -> OversizeSplit:
+                   narrow: bool = False, packed: PackedSizes | None = None) -> OversizeSplit:
     """Apply ``req.on_oversize`` to graphs that do not fit ``budget`` alone.
 
     ``"error"`` raises ``ValueError`` naming the first such graph, its size and the budget.
     ``narrow=True`` gives ``kept_nodes``/``kept_edges`` as int32 where they fit
-    (`gather_counts`), for the memory-lean planners.
+    (`gather_counts`), for the memory-lean planners; ``packed`` (the table's `PackedSizes`)
+    gathers them with one read per graph.
     """
     if req.on_oversize not in OVERSIZE_POLICIES:
         raise InputError(
             f"on_oversize must be one of {', '.join(OVERSIZE_POLICIES)}, got {req.on_oversize!r}"
         )
     sizes = req.sizes
-    take = gather_counts if narrow else (lambda col, idx: col[idx])
-    nodes = take(sizes.n_node, order)
-    edges = take(sizes.n_edge, order)
+    if narrow and packed is not None:
+        nodes, edges = packed.gather(order)
+    else:
+        take = gather_counts if narrow else (lambda col, idx: col[idx])
+        nodes = take(sizes.n_node, order)
+        edges = take(sizes.n_edge, order)
     big = (nodes > budget.node_capacity) | (edges > budget.edge_capacity)
     empty = np.zeros(0, dtype=np.int64)
     if not big.any():
@@ -122,15 +159,30 @@ def tight_shape_wanted(req: PlanRequest) -> bool:
 
 
 def batch_totals(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Per-batch sums of ``values`` (already in plan order) for batch boundaries ``offsets``."""
+    """Per-batch sums of ``values`` (already in plan order) for batch boundaries ``offsets``,
+    int64. Summed in chunks of about `_TOTALS_CHUNK` values: ``np.add.reduceat`` with an int64
+    accumulator casts its whole input first, so narrow values are cast chunk by chunk."""
     nb = offsets.shape[0] - 1
     out = np.zeros(nb, dtype=np.int64)
     if nb == 0 or values.shape[0] == 0:
         return out
-    starts = offsets[:-1]
-    nonempty = offsets[1:] > starts
-    out[nonempty] = np.add.reduceat(values, starts[nonempty], dtype=np.int64)
+    b0 = 0
+    while b0 < nb:
+        lo = int(offsets[b0])
+        b1 = int(np.searchsorted(offsets, lo + _TOTALS_CHUNK, "right")) - 1
+        b1 = min(nb, max(b1, b0 + 1))
+        starts = offsets[b0:b1] - lo
+        chunk = values[lo:int(offsets[b1])].astype(np.int64, copy=False)
+        nonempty = offsets[b0 + 1:b1 + 1] > offsets[b0:b1]
+        if chunk.shape[0]:
+            out[b0:b1][nonempty] = np.add.reduceat(chunk, starts[nonempty])
+        b0 = b1
     return out
+
+
+#: Values per chunk of `batch_totals`.
+_TOTALS_CHUNK = 1 << 20
+
 
 def padded_shapes(
     real_nodes: np.ndarray, real_edges: np.ndarray, mode: str, multiple: int = 64

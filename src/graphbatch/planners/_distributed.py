@@ -17,6 +17,7 @@ import numpy as np
 
 from .._plan import BatchPlan
 from .._validate import as_positive_int
+from ._assemble import batch_totals, gather_counts
 
 __all__ = ["distribute_plan", "balanced_sequence", "split_to_multiple"]
 
@@ -54,40 +55,56 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
     target = min(-(-nb // r) * r, int(gpb.sum()))  # too few graphs: one graph per batch
     if target <= nb:
         return plan
-    counts = [[int(c)] for c in gpb.tolist()]  # per original batch: graph counts of its parts
+    # per original batch: graph counts of its parts (only split batches are listed)
+    parts_of: dict[int, list[int]] = {}
+    top = gpb.copy()  # each batch's largest part
+    n_parts = np.ones(nb, np.int64)
     need = target - nb
-    # split the batch whose largest part holds the most graphs, ties by real nodes
+    # split the batch whose largest part holds the most graphs, ties by real nodes per part
+    # (then the first batch); one vectorised pick per split
     load = plan.real_nodes.astype(np.float64) if plan.real_nodes is not None else gpb
     while need:
-        b = max(range(nb), key=lambda i: (max(counts[i]), load[i] / len(counts[i]), -i))
-        parts = counts[b]
+        cand = np.flatnonzero(top == top.max())
+        share = load[cand] / n_parts[cand]
+        b = int(cand[np.flatnonzero(share == share.max())[0]])
+        parts = parts_of.setdefault(b, [int(gpb[b])])
         k = parts.index(max(parts))
         if parts[k] < 2:
             break
         parts[k:k + 1] = [parts[k] - parts[k] // 2, parts[k] // 2]
+        top[b], n_parts[b] = max(parts), len(parts)
         need -= 1
-    sub = np.concatenate([np.asarray(c, np.int64) for c in counts])
-    parent = np.repeat(np.arange(nb, dtype=np.int64), [len(c) for c in counts])
+    parent = np.repeat(np.arange(nb, dtype=np.int64), n_parts)
+    sub = gpb[parent]
+    first = np.zeros(nb + 1, np.int64)
+    np.cumsum(n_parts, out=first[1:])
+    for b, parts in parts_of.items():
+        sub[first[b]:first[b + 1]] = parts
     offsets = np.concatenate([[0], np.cumsum(sub)]).astype(np.int64)
     order = plan.order
-    real_cost = None
-    if sizes.n_bytes is not None:
-        real_cost = _sums(sizes.n_bytes[order], offsets)
+    # real totals: an unsplit batch keeps the plan's; the parts of split batches are summed
+    # from the size table (their graphs only, not a gather of the whole epoch)
+    split = np.flatnonzero(n_parts > 1)
+    part_of_split = np.concatenate([np.arange(first[b], first[b + 1]) for b in split.tolist()]
+                                   ) if split.size else np.zeros(0, np.int64)
+
+    def totals(column, plan_totals):
+        if column is None:
+            return None
+        if plan_totals is None:
+            return batch_totals(gather_counts(column, order), offsets)
+        out = plan_totals[parent]
+        for q in part_of_split.tolist():
+            out[q] = int(column[order[offsets[q]:offsets[q + 1]]].sum())
+        return out
+
     meta = dict(plan.meta)
     meta["split_batches"] = int(len(sub) - nb)
     return BatchPlan(order, offsets, plan.pad_nodes[parent], plan.pad_edges[parent],
                      plan.pad_graphs[parent], plan.skipped,
-                     real_nodes=_sums(sizes.n_node[order], offsets),
-                     real_edges=_sums(sizes.n_edge[order], offsets),
-                     real_cost=real_cost, meta=meta)
-
-
-def _sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    out = np.zeros(offsets.shape[0] - 1, np.int64)
-    nonempty = np.flatnonzero(offsets[1:] > offsets[:-1])
-    if nonempty.size:
-        out[nonempty] = np.add.reduceat(values, offsets[:-1][nonempty])
-    return out
+                     real_nodes=totals(sizes.n_node, plan.real_nodes),
+                     real_edges=totals(sizes.n_edge, plan.real_edges),
+                     real_cost=totals(sizes.n_bytes, plan.real_cost), meta=meta)
 
 
 def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -156,13 +173,20 @@ def distribute_plan(
     s_nodes, s_edges, s_graphs = s_nodes[step_order], s_edges[step_order], s_graphs[step_order]
 
     src = grid.reshape(-1)
+    # memory-lean: per-batch temporaries dropped before the per-graph gather
+    del slots, grid, real, by_shape
+    if shuffle:
+        del rank_perm
     is_real = src >= 0
     safe = np.where(is_real, src, 0)
+    del src
     gpb = np.where(is_real, plan.graphs_per_batch[safe], 0)
-    offsets = np.zeros(src.shape[0] + 1, dtype=np.int64)
+    offsets = np.zeros(gpb.shape[0] + 1, dtype=np.int64)
     np.cumsum(gpb, out=offsets[1:])
+    del gpb
     starts = np.where(is_real, plan.offsets[:-1][safe], 0)
     order = _gather_batches(plan.order, starts, offsets)
+    del starts
 
     def per_batch(values):
         if values is None:

@@ -13,9 +13,10 @@ from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in
     greedy_fill,
     greedy_offsets,
     greedy_offsets_reference,
+    index_dtype,
 )
 from ..packing._steps import step_fill
-from ._assemble import finish_plan, gather_counts, split_oversize, tight_shape_wanted
+from ._assemble import PackedSizes, finish_plan, split_oversize, tight_shape_wanted
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_dynamic", "budget_lower_bound", "greedy_fill", "greedy_offsets",
@@ -26,6 +27,20 @@ def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: 
     """Fewest batches any plan under ``budget`` needs (`packing.batches_lower_bound`)."""
     return batches_lower_bound(nodes_total, edges_total, graphs, budget.node_capacity,
                                budget.edge_capacity, budget.graph_capacity)
+
+
+def _permutation(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``rng.permutation(n)`` as int32 below 2**31 graphs: the same draws (a shuffle of
+    ``arange(n)``, whatever its dtype), half the memory."""
+    out = np.arange(n, dtype=index_dtype(n))
+    rng.shuffle(out)
+    return out
+
+
+def _epoch_order(req: PlanRequest) -> np.ndarray:
+    """`PlanRequest.order` (this epoch's graph order) as int32 below 2**31 graphs."""
+    n = len(req.sizes)
+    return _permutation(req.epoch_rng(), n) if req.shuffle else np.arange(n, dtype=index_dtype(n))
 
 
 @register(
@@ -43,20 +58,21 @@ def plan_dynamic(req: PlanRequest):
     any_big = bool(((sizes.n_node > budget.node_capacity)
                     | (sizes.n_edge > budget.edge_capacity)).any())
     # with no oversize graph the epoch order is drawn after the seed pass (independent streams)
-    order = req.order() if any_big else None
-    split = split_oversize(req, order, budget, narrow=True) if any_big else None
+    # one int32 per graph read in random orders instead of two int64 columns
+    packed = PackedSizes(sizes.n_node, sizes.n_edge)
+    order = _epoch_order(req) if any_big else None
+    split = split_oversize(req, order, budget, narrow=True, packed=packed) if any_big else None
     shape, meta = budget, {}
     ranks = req.world_size
     n_kept = len(sizes) if split is None else split.kept.shape[0]
     if tight_shape_wanted(req) and n_kept:
         # the tight shape from a seed-only pass (the same every epoch): the largest batch of the
         # fill over a seed-drawn order; each epoch then fills up to that shape
-        seed_order = np.random.default_rng(
-            np.random.SeedSequence(req.seed, spawn_key=(5,))).permutation(n_kept)
+        seed_order = _permutation(
+            np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(5,))), n_kept)
         if split is not None:  # the kept graphs in dataset order, drawn by the same permutation
             seed_order = np.sort(split.kept)[seed_order]
-        sn_all = gather_counts(sizes.n_node, seed_order)
-        se_all = gather_counts(sizes.n_edge, seed_order)
+        sn_all, se_all = packed.gather(seed_order)
         del seed_order
         if ranks > 1:
             off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True)[1:]
@@ -70,7 +86,8 @@ def plan_dynamic(req: PlanRequest):
         shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
         meta["padded_shape"] = list(shape.as_tuple())
     if split is None:
-        split = split_oversize(req, req.order(), budget, narrow=True)
+        split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=packed)
+    del packed
     order = None
     kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
     split = replace(split, kept_nodes=None, kept_edges=None)  # finish_plan needs neither

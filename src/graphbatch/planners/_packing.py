@@ -33,13 +33,14 @@ from ..packing._pack import METHODS
 from ..packing._repair import repair_overflow
 from ._assemble import (
     OversizeSplit,
+    batch_totals,
     finish_plan,
     gather_counts,
     split_oversize,
     tight_shape_wanted,
 )
 from ._dynamic import budget_lower_bound
-from ._partition import balanced_ldm, refine_in_place, round_matrix
+from ._partition import balanced_ldm, descending_order, refine_in_place
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
@@ -71,9 +72,9 @@ def _pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
     if starts.size == 0:
         z = np.zeros(0, np.int64)
         return z, z, z
-    return (np.add.reduceat(gather_counts(bin_nodes, slot_bin), starts, dtype=np.int64),
-            np.add.reduceat(gather_counts(bin_edges, slot_bin), starts, dtype=np.int64),
-            np.diff(offsets))
+    # batch_totals: narrow values cast chunk by chunk (reduceat would cast them all at once)
+    return (batch_totals(gather_counts(bin_nodes, slot_bin), offsets),
+            batch_totals(gather_counts(bin_edges, slot_bin), offsets), np.diff(offsets))
 
 
 def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
@@ -85,16 +86,47 @@ def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
     return shape, area
 
 
-def _pack_costs(nodes, edges, w, tn: float, te: float) -> np.ndarray:
+def _pack_costs(nodes, edges, w, tn: float, te: float, out=None) -> np.ndarray:
     """Per-graph float64 cost of `balanced_packs`, chunk by chunk (same values as the formula
-    on whole float arrays)."""
-    out = np.empty(nodes.shape[0], np.float64)
+    on whole float arrays), into ``out`` when given."""
+    out = np.empty(nodes.shape[0], np.float64) if out is None else out
     step = 1 << 20
     for s0 in range(0, out.shape[0], step):
         n = nodes[s0:s0 + step].astype(np.float64)
         e = edges[s0:s0 + step].astype(np.float64)
         out[s0:s0 + step] = n + e if w is None else w * n / tn + (1 - w) * e / te
     return out
+
+
+def _cost_round_matrix(graph_bin, bin_cost, num_packs: int):
+    """`round_matrix` of the per-graph costs ``bin_cost[graph_bin]`` arranged by
+    `balanced_ldm`, memory-lean: the costs are needed only for the descending order;
+    Karmarkar-Karp computes each round's values (through the graphs' bins) when it first merges
+    the round, and the value matrix is filled from the rearranged identities afterwards (never
+    two float64 arrays of ``N``, nor one next to the differencing's work arrays). Returns
+    ``(value, ident, sum of the costs)``."""
+    n, b = graph_bin.shape[0], int(num_packs)
+    r = -(-n // b)
+    ident = np.full(r * b, -1, index_dtype(n))
+    cost = np.empty(n, np.float64)
+    step = 1 << 20
+    for s0 in range(0, n, step):
+        cost[s0:s0 + step] = bin_cost[graph_bin[s0:s0 + step]]
+    total = cost.sum()
+    descending_order(cost, out=ident[:n])
+    del cost
+    ident = ident.reshape(r, b)
+
+    def row_costs(idx):
+        real = idx >= 0
+        return np.where(real, bin_cost[graph_bin[np.where(real, idx, 0)]], 0.0)
+
+    balanced_ldm(None, ident, inplace=True, row_costs=row_costs)
+    value = np.empty(r * b, np.float64)
+    flat = ident.reshape(-1)
+    for s0 in range(0, r * b, step):
+        value[s0:s0 + step] = row_costs(flat[s0:s0 + step])
+    return value.reshape(r, b), ident, total
 
 
 #: Swap-repair passes of the balanced candidates (the ``kk`` default).
@@ -118,10 +150,11 @@ class _HopelessRefine:
         return self.stopped
 
 
-def _optimal_max(cost: np.ndarray, num_packs: int) -> float:
-    """A lower bound on the largest pack's load for integral per-graph ``cost``: the ceiling of
-    the mean load (exact: integral float64 sums below 2**53)."""
-    return float(-(-int(cost.sum()) // int(num_packs)))
+def _optimal_max(cost_sum: float, num_packs: int) -> float:
+    """A lower bound on the largest pack's load for integral per-graph costs summing to
+    ``cost_sum`` (``cost.sum()``): the ceiling of the mean load (exact: integral float64 sums
+    below 2**53)."""
+    return float(-(-int(cost_sum) // int(num_packs)))
 
 
 def equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs: int,
@@ -170,13 +203,13 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
         return [None] * len(costs)  # no balanced candidate can fit: skip the work
     out = []
     for w in costs:
-        cost = _pack_costs(nodes, edges, w, tn, te)
+        # the round matrix arranged by Karmarkar-Karp (`balanced_ldm`), memory-lean
+        # a graph's cost is its bin's (the same float64 formula on the bin's counts)
+        bin_cost = _pack_costs(np.asarray(bin_nodes), np.asarray(bin_edges), w, tn, te)
+        value, ident, total = _cost_round_matrix(graph_bin, bin_cost, num_packs)
         # integral costs (nodes + edges): no pack can load less than the mean's ceiling, so
         # the swap repair stops at once where Karmarkar-Karp already reached it (the usual case)
-        target = _optimal_max(cost, num_packs) if w is None else None
-        value, ident = round_matrix(cost, num_packs)
-        del cost
-        balanced_ldm(value, ident, inplace=True)  # memory-lean: rearranged and refined in place
+        target = _optimal_max(total, num_packs) if w is None else None
         full = (budget.node_capacity + budget.edge_capacity if w is None else
                 w * budget.node_capacity / tn + (1 - w) * budget.edge_capacity / te)
         hopeless = _HopelessRefine(full, _REFINE_PASSES)
@@ -232,15 +265,20 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
     give[donors] = np.minimum(rounds, np.maximum(0, (take - np.arange(p)) + p - 1) // p)
     if (sizes - give < 1).any() or give.sum() != take:
         return None
-    # per donor, its `give` slots closest to the mean graph (nodes and edges relative to it)
-    pack_of = np.repeat(np.arange(p), sizes)
+    # per donor, its `give` slots closest to the mean graph (nodes and edges relative to it);
+    # only the donors' slots are looked at (memory-lean: no per-slot arrays of the epoch)
     mean_n, mean_e = max(float(tn.sum()) / n, 1e-9), max(float(te.sum()) / n, 1e-9)
     dist = np.abs(bn / mean_n - 1) + np.abs(be / mean_e - 1)
-    dist = dist[slot_bin]
-    order = np.lexsort((dist, pack_of))  # by pack, then distance
-    rank = np.arange(n) - offsets[pack_of[order]]  # position within its pack's sorted slots
+    donor = np.flatnonzero(give > 0)  # in pack order
+    d_sizes = sizes[donor]
+    d_first = np.concatenate([[0], np.cumsum(d_sizes)]).astype(np.int64)
+    local = np.arange(int(d_first[-1])) - np.repeat(d_first[:-1], d_sizes)
+    d_pack = np.repeat(np.arange(donor.shape[0]), d_sizes)
+    slots = offsets[donor][d_pack] + local  # the donors' slots, pack after pack
+    order = np.lexsort((dist[slot_bin[slots]], d_pack))  # by pack, then distance
+    rank = np.arange(order.shape[0]) - d_first[d_pack[order]]  # within its pack's sorted slots
     moved = np.zeros(n, bool)
-    moved[order[rank < give[pack_of[order]]]] = True
+    moved[slots[order[rank < give[donor][d_pack[order]]]]] = True
     pool = slot_bin[moved]
     pool = pool[np.argsort(-cost[pool], kind="stable")]
     i = np.arange(take)
@@ -278,7 +316,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
     padded area (slots over real totals, nodes plus edges) wins. Returns ``(slot_bin, offsets,
     packer, shape or None)``."""
     sb, off, packer = res.slot_bin, res.offsets, res.method
-    num = int(kept.shape[0])
+    num = len(req.sizes) if kept is None else int(kept.shape[0])
     want = lambda p: req.batch_count_for_ranks(p, num)  # noqa: E731
     res_ok = res.num_packs == want(res.num_packs)
     counts = sorted({want(res.lower_bound), want(res.num_packs)})
@@ -344,7 +382,7 @@ def _kept_column(req: PlanRequest, kept: np.ndarray, name: str) -> np.ndarray:
     """Column ``name`` of the size table for the graphs ``kept`` (the column itself, no copy,
     when every graph is kept; else a narrow gather)."""
     col = getattr(req.sizes, name)
-    return col if kept.shape[0] == col.shape[0] else gather_counts(col, kept)
+    return col if kept is None or kept.shape[0] == col.shape[0] else gather_counts(col, kept)
 
 
 def _narrow_inverse(hist):
@@ -356,7 +394,7 @@ def _narrow_inverse(hist):
 
 def _kept_sizes(req: PlanRequest, kept: np.ndarray):
     sizes = req.sizes
-    return sizes if kept.shape[0] == len(sizes) else sizes.subset(kept)
+    return sizes if kept is None or kept.shape[0] == len(sizes) else sizes.subset(kept)
 
 
 def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
@@ -370,18 +408,18 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     else:
         meta["padded_shape"] = list(shape.as_tuple())
     assign_rng, order_rng = _rngs(req)
-    ids = None if kept.shape[0] == len(req.sizes) else kept  # None: every graph, in order
+    n_kept = len(req.sizes) if kept is None else kept.shape[0]  # kept None: every graph
+    ids = None if n_kept == len(req.sizes) else kept  # None: every graph, in order
     order, offsets, pack_order = assign_graphs(slot_bin, pack_offsets, hist_inverse, ids,
                                                assign_rng=assign_rng, order_rng=order_rng,
                                                return_pack_order=True)
     nb = offsets.shape[0] - 1
     real = {}
     if bin_nodes is not None and bin_edges is not None and nb:
-        starts = pack_offsets[:-1]
-        real = dict(real_nodes=np.add.reduceat(gather_counts(bin_nodes, slot_bin), starts,
-                                               dtype=np.int64)[pack_order],
-                    real_edges=np.add.reduceat(gather_counts(bin_edges, slot_bin), starts,
-                                               dtype=np.int64)[pack_order])
+        real = dict(real_nodes=batch_totals(gather_counts(bin_nodes, slot_bin),
+                                            pack_offsets)[pack_order],
+                    real_edges=batch_totals(gather_counts(bin_edges, slot_bin),
+                                            pack_offsets)[pack_order])
     pad_nodes = np.full(nb, shape.n_node, np.int64)
     pad_edges = np.full(nb, shape.n_edge, np.int64)
     pad_graphs = np.full(nb, shape.n_graph, np.int64)
@@ -389,7 +427,7 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
         sizes = req.sizes
         lower_bound = budget_lower_bound(
             int(_kept_column(req, kept, "n_node").sum(dtype=np.int64)),
-            int(_kept_column(req, kept, "n_edge").sum(dtype=np.int64)), kept.shape[0], budget)
+            int(_kept_column(req, kept, "n_edge").sum(dtype=np.int64)), n_kept, budget)
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=pad_nodes,
                        pad_edges=pad_edges, pad_graphs=pad_graphs, lower_bound=lower_bound,
                        split=split, budget=budget, **real, **meta)
@@ -416,15 +454,19 @@ def _plan_tuple(req: PlanRequest, fit: str):
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
                        heuristic=heuristic, method=method)
+    if kept.shape[0] == len(req.sizes):  # every graph kept: no index array (4 bytes a graph)
+        split, kept = None, None
     hist = _narrow_inverse(_kept_sizes(req, kept).histogram(return_inverse=True))
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
     sb, off, packer, shape = _choose_packs(req, kept, hist, res, budget,
                                            tight_shape_wanted(req))
+    tried = res.tried
+    del res  # its packs, unless chosen, are no longer needed
     return _finish(req, budget, split, kept, hist.inverse, sb, off,
                    bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape,
-                   heuristic=heuristic, packer=packer, packs_tried=res.tried)
+                   heuristic=heuristic, packer=packer, packs_tried=tried)
 
 
 @register(

@@ -48,6 +48,9 @@ def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.nd
 #: Largest integral cost `descending_order` counts by value (else a comparison sort).
 _COUNTING_MAX = 1 << 20
 _CHUNK = 1 << 20
+#: Round-matrix entries per chunk of batch pairs in `refine_in_place` (a sorted chunk fits
+#: the cache: its binary searches stay cheap).
+_REFINE_CHUNK = 1 << 16
 
 
 def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -90,8 +93,8 @@ def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.nda
     return out
 
 
-def balanced_ldm(value: np.ndarray, ident: np.ndarray, *,
-                 inplace: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool = False,
+                 row_costs=None) -> tuple[np.ndarray | None, np.ndarray]:
     """Karmarkar–Karp largest differencing over the rounds of a round matrix (balanced LDM).
 
     Each round is a ``B``-tuple of partial batches. Repeatedly the two tuples with the largest
@@ -104,26 +107,43 @@ def balanced_ldm(value: np.ndarray, ident: np.ndarray, *,
     Returns the matrix rearranged so that column ``j`` lists the entries of batch ``j`` (each
     round's entries permuted within the round): new arrays, or ``value``/``ident`` themselves
     rearranged in place with ``inplace=True``.
+
+    Memory-lean form: ``value=None`` with ``row_costs`` (a function from an array of graph ids,
+    ``-1`` for dummies, to their float64 costs, ``0`` for dummies: the values the matrix would
+    hold) computes each round's values when it is first merged, so the value matrix need not
+    exist meanwhile; only ``ident`` is rearranged (in place) and ``(None, ident)`` returned.
     """
-    r, b = value.shape
+    r, b = ident.shape
     n = r * b
     idt = index_dtype(n)
+    lazy = value is None
+    if lazy and (row_costs is None or not inplace):
+        raise ValueError("balanced_ldm without a value matrix needs row_costs and inplace=True")
     # Each tuple: its partial-batch sums (sorted descending) and one representative flat
     # position per partial batch (None: round i's own positions, in order); `parent` links
     # merged positions to their representative.
     parent = np.arange(n, dtype=idt)
-    sums = [value[i] for i in range(r)]  # round rows are already sorted descending (views)
+    # round rows are already sorted descending (views; None: computed when first merged)
+    sums = [None] * r if lazy else [value[i] for i in range(r)]
     reps: list = [None] * r
 
     def rep(i):
         return np.arange(i * b, (i + 1) * b, dtype=idt) if reps[i] is None else reps[i]
 
-    heap = [(-(s[0] - s[-1]), i) for i, s in enumerate(sums)]
+    def tuple_sums(i):
+        return row_costs(ident[i]) if sums[i] is None else sums[i]
+
+    if lazy:
+        ends = [row_costs(ident[i, [0, b - 1]]) for i in range(r)]
+        heap = [(-(e[0] - e[1]), i) for i, e in enumerate(ends)]
+        del ends
+    else:
+        heap = [(-(s[0] - s[-1]), i) for i, s in enumerate(sums)]
     heapq.heapify(heap)
     while len(heap) > 1:
         _, i = heapq.heappop(heap)
         _, j = heapq.heappop(heap)
-        merged = sums[i] + sums[j][::-1]
+        merged = tuple_sums(i) + tuple_sums(j)[::-1]
         ri = rep(i)
         parent[rep(j)[::-1]] = ri
         perm = np.argsort(-merged, kind="stable")
@@ -132,18 +152,35 @@ def balanced_ldm(value: np.ndarray, ident: np.ndarray, *,
         sums[j] = reps[j] = None
         heapq.heappush(heap, (-(sums[i][0] - sums[i][-1]), i))
     _, last = heap[0]
-    while True:  # pointer jumping: every position to its final representative
-        grand = parent[parent]
-        if np.array_equal(grand, parent):
+    del sums, heap
+    # pointer jumping in place, chunk by chunk (no second array of N): every position ends at
+    # the root of its tree, its final representative, whatever order the chunks take
+    while True:
+        changed = False
+        for s0 in range(0, n, _CHUNK):
+            p = parent[s0:s0 + _CHUNK]
+            g = parent[p]
+            if not changed and not np.array_equal(g, p):
+                changed = True
+            parent[s0:s0 + _CHUNK] = g
+        if not changed:
             break
-        parent = grand
-    del grand
-    column = np.zeros(n, dtype=idt)
-    column[rep(last)] = np.arange(b, dtype=idt)
-    for s0 in range(0, n, _CHUNK):  # parent -> batch of every flat position, in place
-        parent[s0:s0 + _CHUNK] = column[parent[s0:s0 + _CHUNK]]
-    del column
+    # root -> batch (column) in place: roots hold -1 - column, then every other position takes
+    # its root's column, then the roots theirs (no lookup array of N)
+    roots = rep(last)
+    reps = None
+    parent[roots] = -1 - np.arange(b, dtype=idt)
+    for s0 in range(0, n, _CHUNK):
+        p = parent[s0:s0 + _CHUNK]
+        inner = p >= 0
+        p[inner] = -1 - parent[p[inner]]
+    parent[roots] = -1 - parent[roots]
+    del roots
     col = parent.reshape(r, b)
+    if lazy:
+        for i in range(r):
+            ident[i, col[i]] = ident[i].copy()
+        return None, ident
     if not inplace:
         value, ident = value.copy(), ident.copy()
     # row i: the entry at column p goes to column col[i, p] (a permutation within the round)
@@ -203,7 +240,7 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
         return 0
     swaps = 0
     pairs = np.arange(half)
-    step = max(1, _CHUNK // r)  # pairs per chunk
+    step = max(1, _REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
     vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
     for _pass in range(int(passes)):
         load = _batch_loads(value)
@@ -227,22 +264,28 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
             heavy = np.ascontiguousarray(value[:, h].T)  # [k, R]
             light = np.ascontiguousarray(value[:, lw].T)
             lord = np.argsort(light, axis=1, kind="stable")
-            lsorted = np.take_along_axis(light, lord, axis=1)
+            base = local * r
+            at = (lord + base[:, None]).ravel()  # flat positions: light rows sorted
+            lsorted = light.ravel().take(at).reshape(k, r)
             heavy_real = ident[:, h].T >= 0  # dummies never move: cardinalities stay as dealt
-            light_real = np.take_along_axis(ident[:, lw].T, lord, axis=1) >= 0
+            light_real = np.ascontiguousarray(ident[:, lw].T).ravel().take(at) >= 0
             shift = pairs[p0:p1] * span
             flat = (lsorted + shift[:, None]).ravel()
             want = heavy - 0.5 * g[:, None]  # the light entry that would halve the gap
-            pos = np.searchsorted(flat, (want + shift[:, None]).ravel()).reshape(k, r)
+            # a batch's entries run from large (early rounds) to small: searched last to first,
+            # the keys mostly ascend, which keeps each binary search short
+            keys = (want + shift[:, None])[:, ::-1].ravel()
+            pos = np.searchsorted(flat, keys).reshape(k, r)[:, ::-1]
             best = np.full(k, np.inf)
             best_h = np.zeros(k, dtype=np.int64)
             best_l = np.zeros(k, dtype=np.int64)
-            base = local * r
+            lflat = lsorted.ravel()
             for cand in (pos - 1, pos):
                 c = np.clip(cand - base[:, None], 0, r - 1)  # column within the sorted light row
-                moved = heavy - np.take_along_axis(lsorted, c, axis=1)
+                fi = c + base[:, None]
+                moved = heavy - lflat.take(fi)
                 ok = (moved > 0) & (moved < g[:, None]) & heavy_real
-                ok &= np.take_along_axis(light_real, c, axis=1)
+                ok &= light_real.take(fi)
                 score = np.where(ok, np.abs(0.5 * g[:, None] - moved), np.inf)
                 j = np.argmin(score, axis=1)
                 sc = score[local, j]
