@@ -21,7 +21,7 @@ import numpy as np
 
 from ..analysis._bench import step_list_fields, step_timing_fields
 from ._config import JAX_BASELINES, BenchConfig
-from ._runner import RunSpec, bench_budget
+from ._runner import RunSpec, _reset_counters, _rss, bench_budget
 
 __all__ = ["JaxBenchData", "load_jax_bench_data", "plan_jax_runs", "run_jax_bench",
            "compile_seconds"]
@@ -222,12 +222,6 @@ class _Evaluator:
         return float(np.abs(e).mean()), float(np.sqrt((e * e).mean()))
 
 
-def _rss() -> int:
-    import psutil
-
-    return int(psutil.Process().memory_info().rss)
-
-
 class _JaxRun:
     def __init__(self, spec: RunSpec, cfg: BenchConfig, data, evaluator: _Evaluator) -> None:
         import jax
@@ -264,18 +258,9 @@ class _JaxRun:
         self.opt_state = self.opt.init(self.params)
         self.unpadded = spec.strategy == "unpadded"
         n = cfg.steps
-        self.batching_ms = np.zeros(n)
-        self.update_ms = np.zeros(n)
-        self.real_graphs = np.zeros(n, dtype=np.int64)
-        self.new_compiles = np.zeros(n, dtype=np.int64)
+        _reset_counters(self, n)
         self.compile_s = np.zeros(n)
         self.warmup_ms = np.zeros(n)  # unpadded only: the untimed first call of each batch
-        self.shapes: set[tuple[int, int, int]] = set()
-        self.real_nodes = self.pad_nodes = self.real_edges = self.pad_edges = 0
-        self.peak_rss, self.batch_bytes = _rss(), 0
-        self.eval_steps: list[int] = []
-        self.maes: list[float] = []
-        self.rmses: list[float] = []
 
     def step(self, k: int) -> None:
         import jax

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ._config import MACE_BASELINES, BenchConfig
-from ._runner import _compile, _padded_options, _Run, _rss
+from ._runner import _compile, _padded_options, _reset_counters, _Run, _rss
 
 __all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targets", "small_mace"]
 
@@ -225,17 +225,7 @@ class MaceRun(_Run):
                 persistent_workers=cfg.num_workers > 0)
             self.batches = _cycle(ld, set_epoch=False)
             self.loss_fn = WeightedEnergyForcesLoss(ENERGY_WEIGHT, FORCES_WEIGHT)
-        n = cfg.steps
-        self.batching_ms = np.zeros(n)
-        self.update_ms = np.zeros(n)
-        self.real_graphs = np.zeros(n, dtype=np.int64)
-        self.new_compiles = np.zeros(n, dtype=np.int64)
-        self.shapes: set[tuple[int, int, int]] = set()
-        self.real_nodes = self.pad_nodes = self.real_edges = self.pad_edges = 0
-        self.peak_rss, self.batch_bytes = _rss(), 0
-        self.eval_steps: list[int] = []
-        self.maes: list[float] = []
-        self.rmses: list[float] = []
+        _reset_counters(self, cfg.steps)
 
     def step(self, k: int) -> None:
         import torch

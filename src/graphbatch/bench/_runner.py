@@ -237,6 +237,22 @@ def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+def _reset_counters(run: Any, steps: int) -> None:
+    """The per-step and per-run counters every bench run (torch, MACE, JAX) records: step times
+    in ms, real graphs and new compilations per step, shapes met, real/padded node and edge
+    totals, peak RSS in bytes and the evaluation history."""
+    run.batching_ms = np.zeros(steps)
+    run.update_ms = np.zeros(steps)
+    run.real_graphs = np.zeros(steps, dtype=np.int64)
+    run.new_compiles = np.zeros(steps, dtype=np.int64)
+    run.shapes = set()
+    run.real_nodes = run.pad_nodes = run.real_edges = run.pad_edges = 0
+    run.peak_rss, run.batch_bytes = _rss(), 0
+    run.eval_steps = []
+    run.maes = []
+    run.rmses = []
+
+
 # --------------------------------------------------------------------------- one run
 _RUN_IDS = itertools.count()
 
@@ -290,17 +306,7 @@ class _Run:
             self.batches = _padded_batches(spec, cfg, data)
         if cfg.prefetch > 0:
             self.batches = _prefetched(self.batches, cfg.prefetch, self.cuda)
-        n = cfg.steps
-        self.batching_ms = np.zeros(n)
-        self.update_ms = np.zeros(n)
-        self.real_graphs = np.zeros(n, dtype=np.int64)
-        self.new_compiles = np.zeros(n, dtype=np.int64)
-        self.shapes: set[tuple[int, int, int]] = set()
-        self.real_nodes = self.pad_nodes = self.real_edges = self.pad_edges = 0
-        self.peak_rss, self.batch_bytes = _rss(), 0
-        self.eval_steps: list[int] = []
-        self.maes: list[float] = []
-        self.rmses: list[float] = []
+        _reset_counters(self, cfg.steps)
 
     def _predict(self, b, f):
         from ..models import batch_inputs, unpadded_inputs
