@@ -26,7 +26,6 @@ import numpy as np
 
 from .._budget import Budget
 from .._padbatch import PackedGraphs, PaddedArrays, pad_batch
-from .._validate import as_nonnegative_int
 from ._graphs import LEVELS, GraphArrays
 from ._manifest import Manifest, read_manifest
 from ._store import GraphStore, StoreFormatError
@@ -45,12 +44,7 @@ class ShardedGraphStore(GraphStore):
 
     def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
                  in_memory: bool = False, verify: bool = False) -> None:
-        self.path = Path(path)
-        self.cache_size = as_nonnegative_int(cache_size, "cache_size")
-        self.in_memory = bool(in_memory)
-        self._cache: OrderedDict[int, dict] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
+        self._open_common(path, cache_size, in_memory)
         manifest = read_manifest(self.path)
         self._manifest: Manifest = manifest
         self.uuid = manifest.uuid

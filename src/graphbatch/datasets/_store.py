@@ -528,14 +528,19 @@ class GraphStore:
             cls = ShardedGraphStore
         return super().__new__(cls)
 
-    def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
-                 in_memory: bool = False, verify: bool = False) -> None:
+    def _open_common(self, path: str | os.PathLike, cache_size: int, in_memory: bool) -> None:
+        """The options every store (single file or sharded) keeps: its path, the per-graph LRU
+        cache of ``cache_size`` graphs with its hit/miss counts, and ``in_memory``."""
         self.path = Path(path)
         self.cache_size = as_nonnegative_int(cache_size, "cache_size")
         self.in_memory = bool(in_memory)
         self._cache: OrderedDict[int, dict] = OrderedDict()
         self.hits = 0
         self.misses = 0
+
+    def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
+                 in_memory: bool = False, verify: bool = False) -> None:
+        self._open_common(path, cache_size, in_memory)
         self._maps: dict[str, np.ndarray] | None = None
         self._packed: PackedGraphs | None = None
         header = _read_header(self.path)
