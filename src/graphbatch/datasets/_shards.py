@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .._budget import Budget
-from .._padbatch import PackedGraphs, PaddedArrays, pad_batch
+from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from ._graphs import LEVELS, GraphArrays
 from ._manifest import Manifest, read_manifest
 from ._store import GraphStore, StoreFormatError
@@ -209,25 +209,7 @@ class ShardedGraphStore(GraphStore):
                 parts.append(self.shard(s).arrays(a - base, b - base))
         if len(parts) == 1:
             return parts[0]
-        return GraphArrays(
-            n_node=np.concatenate([p.n_node for p in parts]),
-            n_edge=np.concatenate([p.n_edge for p in parts]),
-            edge_index=np.concatenate([p.edge_index for p in parts], axis=1),
-            **{level: {name: np.concatenate([getattr(p, level)[name] for p in parts])
-                       for name in getattr(parts[0], level)} for level in LEVELS})
-
-    def _check_index(self, index) -> np.ndarray:
-        idx = np.asarray(index)
-        if idx.ndim != 1:
-            raise ValueError(f"a batch index list must be 1-D, got shape {idx.shape}")
-        if idx.size and idx.dtype.kind not in "iu":
-            raise TypeError(f"graph indices must be integers, got dtype {idx.dtype}")
-        idx = idx.astype(np.int64, copy=False)
-        n = len(self)
-        if idx.size and (idx.min() < 0 or idx.max() >= n):
-            bad = idx[(idx < 0) | (idx >= n)][0]
-            raise IndexError(f"graph index {int(bad)} out of range for {n} graphs")
-        return idx
+        return GraphArrays.concat(parts)
 
     def _gather(self, idx: np.ndarray) -> tuple[PackedGraphs, np.ndarray]:
         """The graphs ``idx`` as an in-memory `PackedGraphs` grouped by shard, and the index
@@ -274,7 +256,7 @@ class ShardedGraphStore(GraphStore):
     def read_batch(self, index, shape, **options) -> PaddedArrays:
         """Graphs ``index`` (global) as one padded batch of ``shape``: equal to what a
         single-file store with the same graphs returns (options as `GraphStore.read_batch`)."""
-        idx = self._check_index(index)
+        idx = _index(index, len(self))
         budget = Budget.coerce(shape)
         n_real, e_real = int(self.n_node[idx].sum()), int(self.n_edge[idx].sum())
         if (idx.shape[0] > budget.graph_capacity or n_real > budget.node_capacity
