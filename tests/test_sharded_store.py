@@ -5,7 +5,6 @@ leaves no manifest that opens; a killed worker's partition is retried."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -40,6 +39,7 @@ from graphbatch.datasets._build import (  # noqa: E402
     slice_records,
     write_partition,
 )
+from ._padded import assert_same_padded  # noqa: E402
 
 QM9_N = 420
 
@@ -178,21 +178,6 @@ def test_plan_reads_the_manifest_sizes(qm9, tmp_path, capsys):
     assert np.array_equal(outs[0].order, outs[1].order)
 
 
-def _assert_same_padded(x, y):
-    for f in dataclasses.fields(x):
-        if f.name in ("buffer", "offsets"):  # memory layout: not content (gaps are undefined)
-            continue
-        u, v = getattr(x, f.name), getattr(y, f.name)
-        if isinstance(u, dict):
-            assert u.keys() == v.keys(), f.name
-            for k in u:
-                assert u[k].dtype == v[k].dtype and np.array_equal(u[k], v[k]), (f.name, k)
-        elif isinstance(u, np.ndarray):
-            assert u.dtype == v.dtype and np.array_equal(u, v), f.name
-        else:
-            assert u == v, f.name
-
-
 def test_read_batch_across_shards_is_bit_identical(qm9):
     single, manifest = qm9
     a, b = GraphStore(single), GraphStore(manifest)
@@ -204,7 +189,7 @@ def test_read_batch_across_shards_is_bit_identical(qm9):
                    {"dtypes": {"z": np.int64, "y": np.float32}, "index_dtype": np.int32,
                     "pad": {"y": -1.0}})
         for kw in options:
-            _assert_same_padded(a.read_batch(idx, shape, **kw), b.read_batch(idx, shape, **kw))
+            assert_same_padded(a.read_batch(idx, shape, **kw), b.read_batch(idx, shape, **kw))
     with pytest.raises(IndexError, match="out of range"):
         b.read_batch([0, QM9_N], (4000, 40000, 4))
     with pytest.raises(ValueError, match=r"dataset indices \[419, 0\]"):
@@ -247,7 +232,7 @@ def test_pickled_copy_reopens_shards_and_checks_them(qm9, tmp_path):
     want = store.read_batch([5, 300, 150], (200, 4000, 5))
     clone = pickle.loads(pickle.dumps(store))
     assert all(s is None for s in clone._shards)
-    _assert_same_padded(clone.read_batch([5, 300, 150], (200, 4000, 5)), want)
+    assert_same_padded(clone.read_batch([5, 300, 150], (200, 4000, 5)), want)
     victim = store.shard_paths[2]
     opts = BuildOptions("qm9", limit=QM9_N)
     records, meta = load_records(opts)
