@@ -21,7 +21,7 @@ import numpy as np
 
 from ..analysis._bench import step_list_fields, step_timing_fields
 from ._config import JAX_BASELINES, BenchConfig
-from ._runner import RunSpec, _reset_counters, _rss, bench_budget
+from ._runner import RunSpec, _evaluate_on_schedule, _reset_counters, _rss, bench_budget
 
 __all__ = ["JaxBenchData", "load_jax_bench_data", "plan_jax_runs", "run_jax_bench",
            "compile_seconds"]
@@ -296,11 +296,8 @@ class _JaxRun:
         self.batch_bytes = max(self.batch_bytes, sum(int(x.nbytes)
                                                      for x in jax.tree_util.tree_leaves(pg)))
         self.peak_rss = max(self.peak_rss, _rss())
-        if (k + 1) % self.cfg.eval_every == 0 or k + 1 == self.cfg.steps:
-            mae, rmse = self.evaluator(self.model, self.model_key, self.params)
-            self.eval_steps.append(k + 1)
-            self.maes.append(mae)
-            self.rmses.append(rmse)
+        _evaluate_on_schedule(self, k,
+                              lambda: self.evaluator(self.model, self.model_key, self.params))
 
     def record(self, interleaved: bool) -> dict[str, Any]:
         import jax

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from ._config import MACE_BASELINES, BenchConfig
-from ._runner import _compile, _padded_options, _reset_counters, _Run, _rss
+from ._runner import (_compile, _evaluate_on_schedule, _padded_options, _reset_counters,
+                      _Run, _rss)
 
 __all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targets", "small_mace"]
 
@@ -278,11 +279,7 @@ class MaceRun(_Run):
         self.real_graphs[k] = g
         self.batch_bytes = max(self.batch_bytes, _dict_nbytes(d))
         self.peak_rss = max(self.peak_rss, _rss())
-        if (k + 1) % self.cfg.eval_every == 0 or k + 1 == self.cfg.steps:
-            mae, rmse = _evaluate_mace(self.model, self.data, self.device)
-            self.eval_steps.append(k + 1)
-            self.maes.append(mae)
-            self.rmses.append(rmse)
+        _evaluate_on_schedule(self, k, lambda: _evaluate_mace(self.model, self.data, self.device))
 
     def record(self, interleaved: bool) -> dict[str, Any]:
         rec = super().record(interleaved)

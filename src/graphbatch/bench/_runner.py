@@ -253,6 +253,16 @@ def _reset_counters(run: Any, steps: int) -> None:
     run.rmses = []
 
 
+def _evaluate_on_schedule(run: Any, k: int, evaluate: Callable[[], tuple[float, float]]) -> None:
+    """After step ``k`` (0-based): every ``eval_every`` steps and after the last one, append
+    ``evaluate()``'s (MAE, RMSE) to the run's evaluation history."""
+    if (k + 1) % run.cfg.eval_every == 0 or k + 1 == run.cfg.steps:
+        mae, rmse = evaluate()
+        run.eval_steps.append(k + 1)
+        run.maes.append(mae)
+        run.rmses.append(rmse)
+
+
 # --------------------------------------------------------------------------- one run
 _RUN_IDS = itertools.count()
 
@@ -358,12 +368,8 @@ class _Run:
         self.real_graphs[k] = g
         self.batch_bytes = max(self.batch_bytes, _nbytes(b))
         self.peak_rss = max(self.peak_rss, _rss())
-        if (k + 1) % self.cfg.eval_every == 0 or k + 1 == self.cfg.steps:
-            mae, rmse = _evaluate(lambda bb: _predict_eval(self.model, bb, self.is_pyg_model),
-                                  self.data, self.device)
-            self.eval_steps.append(k + 1)
-            self.maes.append(mae)
-            self.rmses.append(rmse)
+        _evaluate_on_schedule(self, k, lambda: _evaluate(
+            lambda bb: _predict_eval(self.model, bb, self.is_pyg_model), self.data, self.device))
 
     def record(self, interleaved: bool) -> dict[str, Any]:
         import torch
