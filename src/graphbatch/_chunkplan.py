@@ -45,11 +45,17 @@ def chunk_windows(n_graph: int, chunk_graphs: int, window_chunks: int, *, seed: 
                   epoch: int) -> list[np.ndarray]:
     """The epoch's windows: lists of graph indices (each the union of ``window_chunks``
     randomly chosen chunks of ``chunk_graphs`` consecutive graphs, in ascending order)."""
+    return _windows(n_graph, chunk_graphs, window_chunks, epoch_rng(seed, epoch))
+
+
+def _windows(n_graph: int, chunk_graphs: int, window_chunks: int,
+             rng: np.random.Generator) -> list[np.ndarray]:
+    """`chunk_windows` with the chunk permutation drawn from ``rng`` (advanced by it)."""
     n = as_nonnegative_int(n_graph, "n_graph")
     c = as_positive_int(chunk_graphs, "chunk_graphs")
     w = as_positive_int(window_chunks, "window_chunks")
     n_chunks = -(-n // c)
-    perm = epoch_rng(seed, epoch).permutation(n_chunks)
+    perm = rng.permutation(n_chunks)
     out = []
     for k in range(0, n_chunks, w):
         chunks = np.sort(perm[k:k + w])
@@ -66,8 +72,9 @@ def chunk_shuffled_plan(sizes: GraphSizes, strategy: str, *,
 
     Window ``k`` is planned with ``graphbatch.plan(window_sizes, strategy, seed=s_k,
     epoch=epoch, **plan_options)``, ``s_k`` the ``k``-th of the window seeds drawn from
-    ``(seed, epoch)`` (deterministic; not ``shuffle=False``: that is a plain plan). Fixed-shape strategies choose their shape per window from
-    the window's sizes: pass an explicit ``budget`` for one shape across the epoch.
+    ``(seed, epoch)`` (deterministic; not ``shuffle=False``: that is a plain plan).
+    Fixed-shape strategies choose their shape per window from the window's sizes: pass an
+    explicit ``budget`` for one shape across the epoch.
     Distributed plans (``world_size``) keep equal-shape steps per window; steps are numbered
     through the epoch. Strategies that need a minimum number of graphs (``kk``, ``random``:
     ``batch_size - 1``) need it in every window, the last (partial) one included. The plan's
@@ -79,12 +86,11 @@ def chunk_shuffled_plan(sizes: GraphSizes, strategy: str, *,
     epoch = as_nonnegative_int(epoch, "epoch")
     if "shuffle" in plan_options:
         raise TypeError("chunk_shuffled_plan takes no shuffle= (it always shuffles)")
-    windows = chunk_windows(len(sizes), chunk_graphs, window_chunks, seed=seed, epoch=epoch)
+    rng = epoch_rng(seed, epoch)
+    windows = _windows(len(sizes), chunk_graphs, window_chunks, rng)
     if not windows:
         return make_plan(sizes, strategy, seed=seed, epoch=epoch, **plan_options)
     # one seed per window: the permutation's generator continued (same (seed, epoch) stream)
-    rng = epoch_rng(seed, epoch)
-    rng.permutation(-(-len(sizes) // as_positive_int(chunk_graphs, "chunk_graphs")))
     seeds = rng.integers(0, 2**31 - 1, size=len(windows))
     parts = []
     for win, s in zip(windows, seeds.tolist()):
