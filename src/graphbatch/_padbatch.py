@@ -34,7 +34,7 @@ import numpy as np
 from ._budget import Budget
 from ._padlayout import auto_spacing, check_cutoff, padding_edge_index, padding_positions
 
-__all__ = ["LAYOUTS", "PackedGraphs", "PaddedArrays", "pad_batch", "row_ranges"]
+__all__ = ["LAYOUTS", "PackedGraphs", "PaddedArrays", "buffer_layout", "pad_batch", "row_ranges"]
 
 #: Which graph slot owns the padding nodes and edges: the last one, or the first padding graph.
 LAYOUTS = ("torch", "jraph")
@@ -245,6 +245,17 @@ def _layout(source: PackedGraphs, shape, dtypes, index_dtype) -> _Layout:
             cache.clear()
         lay = cache[key] = _Layout(source, shape, dtypes, index_dtype)
     return lay
+
+
+def buffer_layout(source: PackedGraphs, shape, dtypes: Mapping[str, np.dtype] | None = None,
+                  index_dtype=np.int64) -> _Layout:
+    """Where `pad_batch` puts each array of a batch of ``shape`` from ``source`` with these
+    ``dtypes``/``index_dtype``: ``.entries`` ``{name: (start, end, shape, dtype)}`` (byte
+    range in the buffer; fields by name, structure arrays by their `PaddedArrays` attribute
+    name) and ``.nbytes``, the buffer's size. Only the fields' trailing shapes and dtypes of
+    ``source`` matter (zero-row arrays do). Bytes grow with each of ``n_node``, ``n_edge``,
+    ``n_graph``."""
+    return _layout(source, _shape(shape), dtypes or {}, index_dtype)
 
 
 def row_ranges(starts: np.ndarray, lengths: np.ndarray, first: np.ndarray | None = None,

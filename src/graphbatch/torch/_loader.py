@@ -175,12 +175,18 @@ class PlanLoader(DataLoader):
         self.plan_sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
-        it = super().__iter__()  # starts the pass: the batch sampler's iter() ran
-        return self._counted(it, self.plan_sampler.cursor.latest_pass)
+        # starts the pass: the batch sampler's iter() ran; the store batch path hands its
+        # workers a slot ring (`StoreCollater.start_pass`) and receives batches from it
+        start_pass = getattr(self.collate_fn, "start_pass", None)
+        it, receive = (start_pass(self, super().__iter__) if callable(start_pass)
+                       else (super().__iter__(), None))
+        return self._counted(it, self.plan_sampler.cursor.latest_pass, receive)
 
-    def _counted(self, it, pass_id: int):
+    def _counted(self, it, pass_id: int, receive=None):
         cursor = self.plan_sampler.cursor
         for batch in it:
+            if receive is not None:
+                batch = receive(batch)  # before the next batch is asked for (slot reuse)
             cursor.consumed(pass_id)
             yield batch
         cursor.finished(pass_id)

@@ -11,17 +11,18 @@ per-graph object is made. `graphbatch.torch.loader` takes this path for a `Graph
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from .._padbatch import PaddedArrays
+from .._padbatch import PackedGraphs, PaddedArrays, buffer_layout
 from .._padlayout import check_cutoff
 from ._pyg import _new_batch, _pyg
 from ._sampler import PlannedBatch
 from ._schema import EDGE_INDEX, FieldSpec, Schema
+from ._slots import START_LOCK, SlotBatch, SlotReceiver, SlotRing
 
 __all__ = ["StoreBatcher", "StoreCollater", "StoreIndices", "is_graph_store", "store_batch", "store_schema"]
 
@@ -134,22 +135,105 @@ class StoreBatcher:
         self.cutoff = check_cutoff(cutoff)
         self.position_key = position_key
         self.as_dict = bool(as_dict)
+        self._view_cache: dict = {}
+        self._fields_only: PackedGraphs | None = None
 
-    def __call__(self, index, shape):
-        from ..datasets._torch import StoreData
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_view_cache"] = {}       # layout caches are remade where needed
+        state["_fields_only"] = None
+        return state
 
-        base = None
-        options = {}
-        if get_worker_info() is not None:
-            options["allocate"], holder = _shared_allocator()
+    def __call__(self, index, shape, ring: SlotRing | None = None):
+        """The padded batch of graphs ``index``. In a DataLoader worker given the ``ring`` of
+        its pass (`StoreCollater` does), the batch is written into the worker's next slot and
+        a `SlotBatch` message comes back instead (the main's `SlotReceiver` turns it into the
+        batch); a batch that does not fit a slot, or a worker without a ring, gets a new shared
+        block, so it crosses to the main process as one storage."""
+        options: dict[str, Any] = {}
+        claimed = None
+        info = get_worker_info()
+        if info is not None:
+            shared, holder = _shared_allocator()
+            if ring is not None and ring.serves(info.id, info.num_workers):
+                def allocate(nbytes: int) -> np.ndarray:
+                    nonlocal claimed
+                    got = ring.claim(info.id, nbytes)
+                    if got is None:
+                        return shared(nbytes)
+                    claimed = (*got[:2], nbytes)
+                    return got[2]
+
+                options["allocate"] = allocate
+            else:
+                options["allocate"] = shared
         padded = self.store.read_batch(index, shape, layout="torch", cutoff=self.cutoff,
                                        position_key=self.position_key, dtypes=self._dtypes,
                                        index_dtype=np.int64, pad=self._pads, **options)
-        if options:
-            base = holder[0]
-        n_graph = padded.shape[2]
+        if claimed is not None:
+            slot, ticket, nbytes = claimed
+            return SlotBatch(ring.token, slot, ticket, nbytes, padded.shape, padded.num_real[0])
         # tensors share this batch's new buffer (never reused for another batch)
-        tensors = _as_tensors(padded, self._keys, base)
+        tensors = _as_tensors(padded, self._keys, holder[0] if options else None)
+        return self._assemble(tensors, padded.shape, padded.num_real[0],
+                              padded.node_counts.tolist)
+
+    # ------------------------------------------------- batches from a buffer (main process)
+    def _views(self, shape: tuple[int, int, int]) -> tuple[int, list, tuple[int, int]]:
+        """For batches of ``shape``: buffer bytes, ``[(key, start, end, torch dtype, shape)]``
+        of every output tensor, and where ``node_counts`` lies -- the layout `pad_batch` uses
+        (`graphbatch._padbatch.buffer_layout` of the store's fields), cached per shape."""
+        hit = self._view_cache.get(shape)
+        if hit is None:
+            lay = buffer_layout(self._field_source(), shape, self._dtypes, np.int64)
+            attr = {**{key: key for key in self._keys}, **_STRUCT_KEYS}
+            views = []
+            for key, name in attr.items():
+                at, end, shp, dt = lay.entries[name]
+                views.append((key, at, end, _torch_dtype(dt), shp))
+            counts = lay.entries["node_counts"][:2]
+            if len(self._view_cache) >= 256:
+                self._view_cache.clear()
+            hit = self._view_cache[shape] = (lay.nbytes, views, counts)
+        return hit
+
+    def _field_source(self) -> PackedGraphs:
+        """The store's fields as zero-row arrays (their trailing shapes and dtypes, in the
+        store's order): enough for `buffer_layout`, without reading the file here."""
+        if self._fields_only is None:
+            per_level: dict[str, dict[str, np.ndarray]] = {"node": {}, "edge": {}, "graph": {}}
+            for name, spec in self.store.fields.items():
+                per_level[spec["level"]][name] = np.empty((0, *spec["shape"]),
+                                                          dtype=np.dtype(spec["dtype"]))
+            empty = np.zeros(0, dtype=np.int64)
+            self._fields_only = PackedGraphs(empty, empty, np.zeros(1, np.int64),
+                                             np.zeros(1, np.int64),
+                                             np.zeros((2, 0), np.int64), **per_level)
+        return self._fields_only
+
+    def buffer_bytes(self, shape) -> int:
+        """Bytes of the buffer of one padded batch of ``shape`` (``(n_node, n_edge,
+        n_graph)``)."""
+        return self._views(tuple(int(s) for s in shape))[0]
+
+    def from_buffer(self, base: torch.Tensor, msg: SlotBatch):
+        """The batch of a `SlotBatch` from its copied-out buffer ``base`` (``uint8``): the same
+        ``Batch`` (or dict) the worker would have built, as views of ``base``."""
+        nbytes, views, (at, end) = self._views(msg.shape)
+        if nbytes != msg.nbytes or base.shape[0] != nbytes:
+            raise RuntimeError(f"{msg} has {msg.nbytes} bytes, but a batch of shape "
+                               f"{msg.shape} of this store has {nbytes}")
+        tensors = {key: base[a:e].view(dt).view(shp) for key, a, e, dt, shp in views}
+        return self._assemble(tensors, msg.shape, msg.real_graphs,
+                              lambda: base[at:end].view(torch.int64).tolist())
+
+    def _assemble(self, tensors: dict[str, torch.Tensor], shape: tuple[int, int, int],
+                  real_graphs: int, node_counts):
+        """The ``Batch`` (or dict) of one padded batch from its tensors (`_as_tensors`);
+        ``node_counts()`` gives the nodes per graph slot (read only when needed)."""
+        from ..datasets._torch import StoreData
+
+        n_graph = shape[2]
         edge_ptr = tensors.pop("edge_ptr")
         edge_inc = tensors.pop("edge_inc")
         graph_ptr = tensors.pop("graph_ptr")
@@ -160,14 +244,14 @@ class StoreBatcher:
         Batch, Data = _pyg()
         # like `collate`, whose Batch inherits from the type of its first graph (plain Data
         # when an all-padding batch of a distributed plan has no graph)
-        out = _new_batch(Batch, StoreData if padded.num_real[0] else Data)
+        out = _new_batch(Batch, StoreData if real_graphs else Data)
         _set_all(out, tensors)
         if not self._anchored:
-            out.num_nodes = padded.shape[0]
-            out._store._num_nodes = padded.node_counts.tolist()
+            out.num_nodes = shape[0]
+            out._store._num_nodes = node_counts()
         ptr = {"node": tensors["ptr"], "edge": edge_ptr, "graph": graph_ptr}
         out._slice_dict = {key: ptr[level] for key, level in self._levels.items()}
-        inc = edge_inc if padded.num_real[0] else None
+        inc = edge_inc if real_graphs else None
         out._inc_dict = {key: (inc if key == EDGE_INDEX else None) for key in self._keys}
         out._num_graphs = n_graph
         return out
@@ -213,12 +297,24 @@ class StoreIndices(Dataset):
 
 
 class StoreCollater:
-    """``collate_fn`` of the store batch path: a `StoreBatcher` fed by `PlannedBatch`es."""
+    """``collate_fn`` of the store batch path: a `StoreBatcher` fed by `PlannedBatch`es.
+
+    With DataLoader workers, `PlanLoader` starts each set of workers through `start_pass`: the
+    workers write batches into a `graphbatch.torch._slots.SlotRing` made for them and the main
+    process copies each one out (`SlotReceiver`), so a batch costs the main one ``memcpy``
+    instead of torch's per-storage IPC. Used directly as a DataLoader's ``collate_fn``
+    (without `PlanLoader`), workers return batches in one shared block each."""
+
+    #: Spare slot capacity over the largest batch buffer known when a ring is made (later
+    #: epochs of a static strategy may have somewhat larger shapes; bigger batches still work,
+    #: through a shared block of their own).
+    HEADROOM = 1.25
 
     def __init__(self, store, schema: Schema | None = None, *, cutoff=None,
                  position_key: str = "pos", as_dict: bool = False) -> None:
         self.batcher = StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key,
                                     as_dict=as_dict)
+        self._ring: SlotRing | None = None  # set only while `start_pass` starts workers
 
     @property
     def schema(self) -> Schema:
@@ -228,4 +324,47 @@ class StoreCollater:
         batch, _ = item
         if not isinstance(batch, PlannedBatch):
             raise TypeError("StoreCollater needs batches from a PlanBatchSampler")
-        return self.batcher(np.asarray(batch, dtype=np.int64), batch.shape)
+        return self.batcher(np.asarray(batch, dtype=np.int64), batch.shape, self._ring)
+
+    def slot_bytes(self, loader) -> int:
+        """Slot capacity for ``loader``'s workers: the largest batch buffer of its current
+        epoch's plan or of its budget (plus the spare padding nodes), times `HEADROOM`."""
+        sampler = loader.plan_sampler
+        plan = sampler.plan_for_epoch()
+        extra = sampler.extra_padding_nodes
+        shapes = [(int(n) + extra, int(e), int(g)) for n, e, g in plan.shapes()]
+        budget = plan.meta.get("budget")
+        if budget is not None:
+            shapes.append((int(budget[0]) + extra, int(budget[1]), int(budget[2])))
+        most = max((self.batcher.buffer_bytes(s) for s in shapes), default=0)
+        return int(most * self.HEADROOM)
+
+    def start_pass(self, loader, start: Callable[[], Any]):
+        """Start a pass of ``loader`` (a `PlanLoader` over this collater) with ``start()`` (the
+        ``DataLoader.__iter__``): ``(iterator, receive)``, where ``receive(batch)`` turns what
+        the iterator yields into the batch (``None`` without workers). New workers get a new
+        ring (this collater carries it while they start: inherited on fork, pickled for spawn);
+        persistent workers keep theirs, found on the reused iterator."""
+        workers = int(loader.num_workers or 0)
+        if workers == 0:
+            return start(), None
+        with START_LOCK:
+            reused = getattr(loader, "_iterator", None) if loader.persistent_workers else None
+            receiver = getattr(reused, "_graphbatch_receiver", None)
+            if receiver is not None:
+                it = start()
+                if it is not reused:  # pragma: no cover - DataLoader made new workers anyway
+                    receiver = None
+                return it, receiver
+            ring = SlotRing(workers, int(loader.prefetch_factor) + 2, self.slot_bytes(loader))
+            receiver = SlotReceiver(ring, self.batcher.from_buffer)
+            self._ring = ring
+            try:
+                it = start()
+            finally:
+                self._ring = None
+            try:
+                it._graphbatch_receiver = receiver  # kept as long as its workers live
+            except AttributeError:  # pragma: no cover - an iterator with __slots__
+                pass
+        return it, receiver

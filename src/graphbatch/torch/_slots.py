@@ -1,0 +1,204 @@
+"""Worker hand-off through a ring of shared-memory slots: a DataLoader worker writes a padded
+batch into a slot made before the workers started and sends back only a small `SlotBatch`
+message; the main process copies the slot out into a fresh buffer (one ``memcpy``).
+
+Why: a tensor (or storage) a worker returns crosses to the main process through torch's
+per-storage IPC (an fd passed over a socket per storage with the default ``file_descriptor``
+strategy, the shm manager with ``file_system``), and the main pays ~1-2 ms per batch for it
+-- more than reading the batch itself -- so workers could not beat one process. Here the main
+pays for unpickling a few integers and copying the batch's bytes.
+
+Invariant (no slot is rewritten before the main has copied it out), from
+``torch.utils.data.dataloader._MultiProcessingDataLoaderIter`` (map-style dataset, ``W``
+workers, ``P = prefetch_factor``):
+
+* Each worker takes its tasks from its own index queue, in order, and the ring gives worker
+  ``w`` its own ``P + 2`` slots, used in turn: the ``c``-th batch it writes goes to slot
+  ``w * (P + 2) + c % (P + 2)``.
+* A task goes to worker ``w`` only while fewer than ``P`` of ``w``'s earlier tasks are sent and
+  not yet handed to the main (``_process_data``): with ``in_order=False`` by
+  ``_workers_num_tasks[w] < P * W // W``; with ``in_order=True`` because tasks go round robin
+  (every worker of a map-style dataset stays active) and ``_send_idx - _rcvd_idx <= P * W``
+  (``_reset`` primes ``P * W`` tasks, each ``_process_data`` sends at most one more after one
+  was taken). So when ``w`` starts its ``c``-th batch, its batches ``<= c - P`` have reached the
+  main, and only batch ``c - P`` may still be being copied out (``_process_data`` sends the next
+  task just before it returns the batch; the copy follows, before the next ``__next__``).
+  Batches ``c - P .. c`` need ``P + 1`` distinct slots; ``P + 2`` leaves one spare.
+* The main copies a batch out as soon as it receives it: `PlanLoader` does it before the batch
+  is yielded, or DataLoader's pin-memory thread does it (``SlotBatch.pin_memory``) before it
+  queues the batch for the main thread, which takes it only after that.
+* Persistent workers: a new pass (``_reset``) first drains every worker with
+  ``_ResumeIteration``, so no batch of the old pass is written or unread afterwards; a fresh
+  (non-persistent) set of workers gets a new ring.
+
+Checked, not trusted: a worker writes the batch's ticket into the slot's header before writing
+the batch, and the main reads it before and after copying: a slot rewritten during the copy (a
+broken invariant, e.g. another DataLoader implementation) raises ``RuntimeError`` instead of
+yielding a mixed batch (the header is written first and read last; stores and loads keep their
+order on x86, so the check is exact there and best effort elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+__all__ = ["SlotBatch", "SlotRing", "SlotReceiver", "HEADER_BYTES"]
+
+#: Bytes before each slot's batch: its ticket (int64), padded to a cache line so the batch
+#: starts 64-byte aligned like a buffer of `graphbatch._padbatch.pad_batch`.
+HEADER_BYTES = 64
+_ALIGN = 64
+
+#: Serialises "hand a ring to the collate_fn, start the workers, take it back" across threads.
+START_LOCK = threading.Lock()
+
+#: Main process: the receiver of each live ring by token (for ``SlotBatch.pin_memory``).
+_RECEIVERS: "weakref.WeakValueDictionary[int, SlotReceiver]" = weakref.WeakValueDictionary()
+
+
+class SlotBatch:
+    """What a worker returns for a batch written into a ring slot: ring ``token``, ``slot``,
+    ``ticket`` (the number in the slot's header), ``nbytes`` of the batch buffer, padded
+    ``shape`` and ``real_graphs``. Pickles as a tuple of ints."""
+
+    __slots__ = ("token", "slot", "ticket", "nbytes", "shape", "real_graphs")
+
+    def __init__(self, token: int, slot: int, ticket: int, nbytes: int,
+                 shape: tuple[int, int, int], real_graphs: int) -> None:
+        self.token = token
+        self.slot = slot
+        self.ticket = ticket
+        self.nbytes = nbytes
+        self.shape = shape
+        self.real_graphs = real_graphs
+
+    def __reduce__(self):
+        return (SlotBatch, (self.token, self.slot, self.ticket, self.nbytes, self.shape,
+                            self.real_graphs))
+
+    def pin_memory(self, device=None):
+        """The batch copied out of its slot straight into pinned memory (called by DataLoader's
+        pin-memory thread in the main process; ``device`` is ignored, as by ``Tensor``)."""
+        receiver = _RECEIVERS.get(self.token)
+        if receiver is None:
+            raise RuntimeError(f"no live slot ring with token {self.token} in this process (the "
+                               "loader's pass that made it has ended)")
+        return receiver.receive(self, pin=True)
+
+    def __repr__(self) -> str:
+        return (f"SlotBatch(slot={self.slot}, ticket={self.ticket}, nbytes={self.nbytes}, "
+                f"shape={self.shape})")
+
+
+class SlotRing:
+    """``workers * per_worker`` slots of ``capacity`` bytes (plus a header each) in one shared
+    torch storage, made in the main process before the workers start (inherited on fork,
+    shared through torch's reductions when pickled for spawn/forkserver workers).
+
+    Worker side: `claim` (slot by the worker's own count, see the module docstring). Main side:
+    `copy_out`. ``token`` identifies the ring (random, per ring)."""
+
+    def __init__(self, workers: int, per_worker: int, capacity: int) -> None:
+        if workers < 1 or per_worker < 2 or capacity < 0:
+            raise ValueError(f"slot ring of {workers} workers x {per_worker} slots of "
+                             f"{capacity} bytes")
+        self.workers = int(workers)
+        self.per_worker = int(per_worker)
+        self.capacity = -(-int(capacity) // _ALIGN) * _ALIGN
+        self.stride = HEADER_BYTES + self.capacity
+        self.token = int.from_bytes(os.urandom(7), "little") + 1
+        storage = torch.UntypedStorage._new_shared(self.stride * self.slots)
+        self.memory = torch.empty(0, dtype=torch.uint8).set_(storage)
+        self._count = 0
+        self._array: np.ndarray | None = None
+
+    @property
+    def slots(self) -> int:
+        return self.workers * self.per_worker
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the worker's own batch count starts at 0; the NumPy view is remade
+        return {k: getattr(self, k) for k in ("workers", "per_worker", "capacity", "stride",
+                                              "token", "memory")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._count = 0
+        self._array = None
+
+    def _bytes(self) -> np.ndarray:
+        if self._array is None:
+            self._array = self.memory.numpy()
+        return self._array
+
+    def serves(self, worker: int, num_workers: int) -> bool:
+        """Whether worker ``worker`` of ``num_workers`` has slots in this ring."""
+        return num_workers == self.workers and 0 <= worker < self.workers
+
+    def claim(self, worker: int, nbytes: int) -> tuple[int, int, np.ndarray] | None:
+        """Worker side: ``(slot, ticket, buffer)`` for this worker's next batch of ``nbytes``
+        (``buffer``: the slot's ``uint8`` NumPy view, at least ``nbytes`` long), with the
+        ticket already in the slot's header; ``None`` when the batch does not fit a slot."""
+        if nbytes > self.capacity:
+            return None
+        count = self._count
+        self._count += 1
+        slot = worker * self.per_worker + count % self.per_worker
+        ticket = count * self.workers + worker + 1
+        at = slot * self.stride
+        raw = self._bytes()
+        raw[at:at + 8].view(np.int64)[0] = ticket          # before the batch is written
+        return slot, ticket, raw[at + HEADER_BYTES:at + HEADER_BYTES + self.capacity]
+
+    def _ticket(self, slot: int) -> int:
+        at = slot * self.stride
+        return int(self._bytes()[at:at + 8].view(np.int64)[0])
+
+    def copy_out(self, msg: SlotBatch, *, pin: bool = False) -> torch.Tensor:
+        """Main side: the batch of ``msg`` copied into a new ``uint8`` tensor (pinned with
+        ``pin``); ``RuntimeError`` when the slot does not hold that batch, before or after
+        the copy (it was rewritten: the hand-off invariant broke)."""
+        if not (0 <= msg.slot < self.slots and 0 <= msg.nbytes <= self.capacity):
+            raise RuntimeError(f"{msg} does not fit a ring of {self.slots} slots of "
+                               f"{self.capacity} bytes")
+        if self._ticket(msg.slot) != msg.ticket:
+            raise RuntimeError(f"slot {msg.slot} no longer holds {msg} (ticket "
+                               f"{self._ticket(msg.slot)}): the worker hand-off invariant broke")
+        at = msg.slot * self.stride + HEADER_BYTES
+        out = _new_buffer(msg.nbytes, pin)
+        out.copy_(self.memory[at:at + msg.nbytes])
+        if self._ticket(msg.slot) != msg.ticket:
+            raise RuntimeError(f"slot {msg.slot} was rewritten while {msg} was copied out: "
+                               "the worker hand-off invariant broke")
+        return out
+
+
+def _new_buffer(nbytes: int, pin: bool) -> torch.Tensor:
+    """A new ``uint8`` tensor of ``nbytes`` (page-locked with ``pin``)."""
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin)
+
+
+class SlotReceiver:
+    """Main side of one ring: turns a `SlotBatch` into the batch ``build(buffer, msg)`` makes
+    from the copied-out buffer; passes anything else through (a worker's batch that did not fit
+    a slot). Registered by the ring's token while it lives (for ``SlotBatch.pin_memory``)."""
+
+    def __init__(self, ring: SlotRing, build: Callable[[torch.Tensor, SlotBatch], Any]) -> None:
+        self.ring = ring
+        self.build = build
+        _RECEIVERS[ring.token] = self
+
+    def receive(self, item, *, pin: bool = False):
+        if not isinstance(item, SlotBatch):
+            return item
+        if item.token != self.ring.token:
+            raise RuntimeError(f"{item} comes from another slot ring than this pass's")
+        return self.build(self.ring.copy_out(item, pin=pin), item)
+
+    __call__ = receive
