@@ -160,10 +160,11 @@ class SlotRing:
         at = slot * self.stride
         return int(self._bytes()[at:at + 8].view(np.int64)[0])
 
-    def copy_out(self, msg: SlotBatch, *, pin: bool = False) -> torch.Tensor:
-        """Main side: the batch of ``msg`` copied into a new ``uint8`` tensor (pinned with
-        ``pin``); ``RuntimeError`` when the slot does not hold that batch, before or after
-        the copy (it was rewritten: the hand-off invariant broke)."""
+    def copy_out(self, msg: SlotBatch, *, pin: bool = False) -> np.ndarray | torch.Tensor:
+        """Main side: the batch of ``msg`` copied into a new 1-D ``uint8`` buffer: a NumPy
+        array, or with ``pin`` a page-locked tensor; ``RuntimeError`` when the slot does not
+        hold that batch, before or after the copy (it was rewritten: the hand-off invariant
+        broke)."""
         if not (0 <= msg.slot < self.slots and 0 <= msg.nbytes <= self.capacity):
             raise RuntimeError(f"{msg} does not fit a ring of {self.slots} slots of "
                                f"{self.capacity} bytes")
@@ -171,17 +172,21 @@ class SlotRing:
             raise RuntimeError(f"slot {msg.slot} no longer holds {msg} (ticket "
                                f"{self._ticket(msg.slot)}): the worker hand-off invariant broke")
         at = msg.slot * self.stride + HEADER_BYTES
-        out = _new_buffer(msg.nbytes, pin)
-        out.copy_(self.memory[at:at + msg.nbytes])
+        if pin:
+            out = _pinned_buffer(msg.nbytes)
+            out.copy_(self.memory[at:at + msg.nbytes])
+        else:
+            out = np.empty(msg.nbytes, dtype=np.uint8)
+            np.copyto(out, self._bytes()[at:at + msg.nbytes])
         if self._ticket(msg.slot) != msg.ticket:
             raise RuntimeError(f"slot {msg.slot} was rewritten while {msg} was copied out: "
                                "the worker hand-off invariant broke")
         return out
 
 
-def _new_buffer(nbytes: int, pin: bool) -> torch.Tensor:
-    """A new ``uint8`` tensor of ``nbytes`` (page-locked with ``pin``)."""
-    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin)
+def _pinned_buffer(nbytes: int) -> torch.Tensor:
+    """A new page-locked ``uint8`` tensor of ``nbytes`` (needs an accelerator)."""
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
 
 
 class SlotReceiver:
@@ -189,7 +194,8 @@ class SlotReceiver:
     from the copied-out buffer; passes anything else through (a worker's batch that did not fit
     a slot). Registered by the ring's token while it lives (for ``SlotBatch.pin_memory``)."""
 
-    def __init__(self, ring: SlotRing, build: Callable[[torch.Tensor, SlotBatch], Any]) -> None:
+    def __init__(self, ring: SlotRing,
+                 build: Callable[[np.ndarray | torch.Tensor, SlotBatch], Any]) -> None:
         self.ring = ring
         self.build = build
         _RECEIVERS[ring.token] = self

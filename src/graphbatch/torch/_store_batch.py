@@ -180,9 +180,10 @@ class StoreBatcher:
 
     # ------------------------------------------------- batches from a buffer (main process)
     def _views(self, shape: tuple[int, int, int]) -> tuple[int, list, tuple[int, int]]:
-        """For batches of ``shape``: buffer bytes, ``[(key, start, end, torch dtype, shape)]``
-        of every output tensor, and where ``node_counts`` lies -- the layout `pad_batch` uses
-        (`graphbatch._padbatch.buffer_layout` of the store's fields), cached per shape."""
+        """For batches of ``shape``: buffer bytes, ``[(key, start, end, shape, NumPy dtype,
+        torch dtype)]`` of every output tensor, and the byte range of ``node_counts`` -- the
+        layout `pad_batch` uses (`graphbatch._padbatch.buffer_layout` of the store's fields),
+        cached per shape."""
         hit = self._view_cache.get(shape)
         if hit is None:
             lay = buffer_layout(self._field_source(), shape, self._dtypes, np.int64)
@@ -190,7 +191,7 @@ class StoreBatcher:
             views = []
             for key, name in attr.items():
                 at, end, shp, dt = lay.entries[name]
-                views.append((key, at, end, _torch_dtype(dt), shp))
+                views.append((key, at, end, shp, dt, _torch_dtype(dt)))
             counts = lay.entries["node_counts"][:2]
             if len(self._view_cache) >= 256:
                 self._view_cache.clear()
@@ -216,16 +217,24 @@ class StoreBatcher:
         n_graph)``)."""
         return self._views(tuple(int(s) for s in shape))[0]
 
-    def from_buffer(self, base: torch.Tensor, msg: SlotBatch):
-        """The batch of a `SlotBatch` from its copied-out buffer ``base`` (``uint8``): the same
-        ``Batch`` (or dict) the worker would have built, as views of ``base``."""
+    def from_buffer(self, base: np.ndarray | torch.Tensor, msg: SlotBatch):
+        """The batch of a `SlotBatch` from its copied-out buffer ``base`` (1-D ``uint8``, NumPy
+        or -- pinned -- torch): the same ``Batch`` (or dict) the worker would have built, every
+        tensor a view of ``base``."""
         nbytes, views, (at, end) = self._views(msg.shape)
         if nbytes != msg.nbytes or base.shape[0] != nbytes:
             raise RuntimeError(f"{msg} has {msg.nbytes} bytes, but a batch of shape "
                                f"{msg.shape} of this store has {nbytes}")
-        tensors = {key: base[a:e].view(dt).view(shp) for key, a, e, dt, shp in views}
-        return self._assemble(tensors, msg.shape, msg.real_graphs,
-                              lambda: base[at:end].view(torch.int64).tolist())
+        if isinstance(base, np.ndarray):
+            # NumPy views wrapped by from_numpy: ~3x faster than slicing a tensor
+            tensors = {key: torch.from_numpy(np.ndarray(shp, dt, base, a))
+                       for key, a, e, shp, dt, tdt in views}
+            counts = base[at:end].view(np.int64)
+        else:
+            # views of the tensor itself keep its (pinned) storage
+            tensors = {key: base[a:e].view(tdt).view(shp) for key, a, e, shp, dt, tdt in views}
+            counts = base[at:end].view(torch.int64)
+        return self._assemble(tensors, msg.shape, msg.real_graphs, counts.tolist)
 
     def _assemble(self, tensors: dict[str, torch.Tensor], shape: tuple[int, int, int],
                   real_graphs: int, node_counts):
