@@ -309,12 +309,187 @@ def test_batches_never_share_buffers(store):
     assert seen and c.buffer.shape[0] == seen[0] + 8
 
 
-def test_worker_batches_arrive_as_one_shared_block(store):
+# ------------------------------------------ worker hand-off through slots (issue 15, third round)
+import torch.utils.data._utils.pin_memory as torch_pin  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
+
+from graphbatch.torch import _slots  # noqa: E402
+
+
+def _tensor_ranges(b):
+    """``(start, end)`` byte addresses of every tensor of a batch."""
+    return [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+            for t in b.values() if isinstance(t, torch.Tensor)] if isinstance(b, dict) else \
+        [(b[k].data_ptr(), b[k].data_ptr() + b[k].numel() * b[k].element_size())
+         for k in b.keys() if isinstance(b[k], torch.Tensor)]
+
+
+def test_worker_batches_arrive_through_slots_not_shared_storages(store):
     ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
-    b = next(iter(ld))
-    storages = {b[k].untyped_storage().data_ptr() for k in b.keys()
-                if isinstance(b[k], torch.Tensor)}
-    assert len(storages) == 1                                  # one block per batch
+    it, receive = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
+    raw = next(it)                                   # what crossed from the worker
+    assert isinstance(raw, _slots.SlotBatch)
+    assert len(pickle.dumps(raw)) < 200              # a few ints, no storage
+    b = receive(raw)
+    assert type(b).__name__ == "StoreDataBatch"
+    for k in b.keys():
+        if isinstance(b[k], torch.Tensor):
+            assert not b[k].is_shared(), k           # a private copy in the main process
+    lo = min(a for a, _ in _tensor_ranges(b))
+    assert max(e for _, e in _tensor_ranges(b)) - lo <= raw.nbytes   # one buffer per batch
     ref = gt.store_batch(store, b.graph_index[b.graph_mask].numpy(),
                          (b.num_nodes, b.edge_index.shape[1], b.num_graphs))
     assert_same_batch(b, ref)
+    del it
+
+
+def test_batches_bigger_than_a_slot_arrive_as_one_shared_block(store, monkeypatch):
+    ref = _collect(gt.loader(store, strategy="dynamic", batch_size=8, seed=1))
+    ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=2)
+    monkeypatch.setattr(ld.collate_fn, "slot_bytes", lambda loader: 1024)   # nothing fits
+    got = _collect(ld)
+    assert len(got) == len(ref)
+    for x, y in zip(got, ref):
+        assert_same_batch(x, y)
+        assert len({x[k].untyped_storage().data_ptr() for k in x.keys()
+                    if isinstance(x[k], torch.Tensor)}) == 1          # one shared block
+        assert x.edge_index.is_shared()
+
+
+@settings(max_examples=8, deadline=None)
+@given(workers=st.integers(1, 2), prefetch=st.integers(1, 3), in_order=st.booleans(),
+       persistent=st.booleans(), as_dict=st.booleans(), delays=st.lists(
+           st.sampled_from([0.0, 0.0, 0.002, 0.01]), min_size=1, max_size=6))
+def test_slot_hand_off_equals_one_process_under_any_pace(store, workers, prefetch, in_order,
+                                                          persistent, as_dict, delays):
+    """Two epochs with workers equal 0 workers bit for bit, whatever the consumer's pace
+    (a slow consumer lets workers run ahead to the DataLoader's limit); a slot rewritten
+    before its copy would raise in `SlotRing.copy_out` or show as a different batch."""
+    import time
+
+    kw = dict(strategy="pack-lpf", batch_size=6, seed=4, as_dict=as_dict)
+    ref = gt.loader(store, **kw)
+    ld = gt.loader(store, num_workers=workers, prefetch_factor=prefetch, in_order=in_order,
+                   persistent_workers=persistent, **kw)
+    key = (lambda b: b["graph_index"].tolist()) if as_dict else (
+        lambda b: b.graph_index.tolist())
+    for _ in range(2):
+        want = {tuple(key(b)): b for b in ref}
+        got = []
+        for k, b in enumerate(ld):
+            time.sleep(delays[k % len(delays)])
+            got.append(b)
+        assert len(got) == len(want)
+        for b in got:
+            w = want[tuple(key(b))]
+            if as_dict:
+                assert b.keys() == w.keys()
+                for name in b:
+                    if isinstance(b[name], torch.Tensor):
+                        assert torch.equal(b[name], w[name]), name
+            else:
+                assert_same_batch(b, w)
+
+
+@settings(max_examples=40, deadline=None)
+@given(workers=st.integers(1, 4), per_worker=st.integers(2, 5), data=st.data())
+def test_ring_slots_of_recent_batches_never_collide(workers, per_worker, data):
+    """The slot rule: a worker's last ``per_worker`` batches sit in distinct slots, and no two
+    workers ever share a slot; each claim writes its ticket first."""
+    ring = _slots.SlotRing(workers, per_worker, 256)
+    from multiprocessing.reduction import ForkingPickler      # as for a spawned worker
+
+    clones = [pickle.loads(ForkingPickler.dumps(ring)) for _ in range(workers)]
+    order = data.draw(st.lists(st.integers(0, workers - 1), max_size=40))
+    recent = {w: [] for w in range(workers)}
+    owner = {}
+    for w in order:
+        slot, ticket, buf = clones[w].claim(w, 100)
+        assert buf.shape[0] >= 100 and owner.setdefault(slot, w) == w
+        assert ring._ticket(slot) == ticket                    # visible through the ring
+        recent[w] = (recent[w] + [slot])[-per_worker:]
+        assert len(set(recent[w])) == len(recent[w])
+    assert ring.claim(0, 257) is None                           # too big for a slot
+
+
+def test_rewritten_slot_is_detected_not_returned(store):
+    ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1)
+    col = ld.collate_fn
+    ring = _slots.SlotRing(1, 2, col.slot_bytes(ld))
+    recv = _slots.SlotReceiver(ring, col.batcher.from_buffer)
+    plan = ld.plan
+    shape = (plan.shape(0)[0] + 1, *plan.shape(0)[1:])          # the spare padding node
+    slot, ticket, buf = ring.claim(0, col.batcher.buffer_bytes(shape))
+    padded = store.read_batch(plan.batch(0), shape, dtypes=col.batcher._dtypes,
+                              allocate=lambda n: buf)
+    msg = _slots.SlotBatch(ring.token, slot, ticket, col.batcher.buffer_bytes(shape),
+                           padded.shape, padded.num_real[0])
+    ref = gt.store_batch(store, plan.batch(0), shape)
+    assert_same_batch(recv(msg), ref)
+    for _ in range(2):
+        ring.claim(0, 64)                                       # the worker wraps around
+    with pytest.raises(RuntimeError, match="no longer holds"):
+        recv(msg)
+    other = _slots.SlotBatch(ring.token + 1, slot, ticket, msg.nbytes, msg.shape, 1)
+    with pytest.raises(RuntimeError, match="another slot ring"):
+        recv(other)
+    with pytest.raises(RuntimeError, match="no live slot ring"):
+        _slots.SlotBatch(12345, 0, 1, 8, shape, 1).pin_memory()
+
+
+def test_pin_memory_thread_copies_slots_straight_into_pinned_buffers(store, monkeypatch):
+    """DataLoader's pin thread calls ``pin_memory()`` on what workers return: a `SlotBatch`
+    is copied out once, into a page-locked buffer (faked here: no accelerator), every tensor
+    a view of it."""
+    made = []
+
+    def fake_pinned(nbytes):
+        made.append(torch.empty(nbytes, dtype=torch.uint8))
+        return made[-1]
+
+    monkeypatch.setattr(_slots, "_pinned_buffer", fake_pinned)
+    ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    it, receive = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
+    raw = next(it)
+    b = torch_pin.pin_memory(raw)                            # what the pin thread does
+    assert receive(b) is b and len(made) == 1
+    lo, hi = made[0].data_ptr(), made[0].data_ptr() + made[0].numel()
+    assert all(lo <= a and e <= hi for a, e in _tensor_ranges(b))
+    assert_same_batch(b, gt.store_batch(store, b.graph_index[b.graph_mask].numpy(),
+                                        (b.num_nodes, b.edge_index.shape[1], b.num_graphs)))
+    del it
+
+
+@pytest.mark.parametrize("context,workers", [("fork", 2), ("spawn", 1)])
+def test_slot_hand_off_with_start_methods_init_fn_and_ranks(store, context, workers):
+    """Fork inherits the ring; spawn pickles it (torch shares the storage). A spawned worker
+    imports torch and PyG anew (seconds), hence one worker there."""
+    kw = dict(strategy="pack-lpf", batch_size=7, seed=2, num_replicas=2, rank=1)
+    ref_loader = gt.loader(store, **kw)
+    refs = [_collect(ref_loader), _collect(ref_loader)]      # epochs 0 and 1
+    ld = gt.loader(store, num_workers=workers, multiprocessing_context=context,
+                   worker_init_fn=_init_fn, persistent_workers=True, **kw)
+    for ref in refs:
+        got = _collect(ld)
+        assert len(got) == len(ref) > 0
+        for x, y in zip(got, ref):
+            assert_same_batch(x, y)
+
+
+def _init_fn(worker_id):
+    torch.manual_seed(1000 + worker_id)                       # a user's init runs as before
+
+
+def test_buffer_layout_is_the_kernels(store):
+    from graphbatch._padbatch import buffer_layout
+
+    b = gt.StoreBatcher(store)
+    for shape in [(40, 300, 4), (200, 1500, 9)]:
+        got = store.read_batch([3, 1], shape, dtypes=b._dtypes)
+        lay = buffer_layout(store.packed(), shape, b._dtypes)
+        assert lay.nbytes == got.buffer.shape[0] == b.buffer_bytes(shape)
+        assert dict(lay.offsets) == dict(got.offsets)
+        stand_in = buffer_layout(b._field_source(), shape, b._dtypes)
+        assert stand_in.entries == lay.entries
+    small, big = b.buffer_bytes((40, 300, 4)), b.buffer_bytes((41, 301, 5))
+    assert small < big
