@@ -13,8 +13,10 @@ seed 0, epoch 0), one process and ``torch.set_num_threads(1)`` unless stated:
   ``Data`` held in memory (the first ``--baseline-graphs`` graphs, re-planned on that subset);
 - ``PyG DataLoader, list``: ``torch_geometric.loader.DataLoader(list, batch_size, shuffle=True)``
   over that list (no padding: the baseline users have);
-- ``store batch, 2 workers`` vs ``1 worker``: DataLoader workers (``num_workers``), with torch's
-  default and the ``file_system`` sharing strategy;
+- ``store batch, N workers``: DataLoader workers (``num_workers`` 0, 1, 2, persistent), A/B in
+  interleaved rounds: the slot-ring hand-off (``graphbatch.torch._slots``) against the previous
+  one (one shared storage per batch, with torch's default and the ``file_system`` sharing
+  strategy), with the main process's CPU per batch -- what workers cost the training process;
 - ``[interleaved]``: store batch (memory map, in memory) and the PyG baseline in alternating
   rounds, so that each ratio compares throughputs measured in the same minute;
 - ``kernel only``: the NumPy gather (`graphbatch._padbatch.pad_batch`) without torch, for the
@@ -195,6 +197,14 @@ def bench_store(path: str, args) -> list[dict]:
     torch.set_num_threads(1)
     print(f"\n## {path}: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} at start",
           flush=True)
+    if args.workers_only:
+        kw = dict(strategy=args.strategy, batch_size=args.batch_size, seed=0)
+        rows, summary = workers_ab(GraphStore(path), kw, args.worker_rounds, args.round_batches)
+        print_rows(rows)
+        print("\n".join(summary))
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+              f"(1, 5, 15 min) on {os.cpu_count()} CPUs")
+        return rows
     # cold cache first, in fresh processes, while this process does not map the file
     cold = [_child(args, "--cold-child", path, "--cold-mode", mode)
             for mode in ("shuffled", "chunks")]
@@ -219,17 +229,8 @@ def bench_store(path: str, args) -> list[dict]:
     rows.append(_row("store per-graph", *_timed(gt.loader(store.to_torch(), **kw),
                                                 args.per_graph_batches),
                      note=f"first {args.per_graph_batches} batches"))
-    import torch.multiprocessing as tmp
-
-    default_sharing = tmp.get_sharing_strategy()
-    for sharing in (default_sharing, "file_system"):
-        tmp.set_sharing_strategy(sharing)
-        for workers in (1, 2):
-            secs, g, nb, _ = _timed(gt.loader(store, num_workers=workers, **kw), limit)
-            rows.append(_row(f"store batch, {workers} worker{'s' * (workers > 1)}"
-                             + ("" if sharing == default_sharing else ", fs"), secs, g, nb,
-                             note=f"DataLoader workers, sharing {sharing} (wall clock only)"))
-    tmp.set_sharing_strategy(default_sharing)
+    wrows, worker_summary = workers_ab(store, kw, args.worker_rounds, args.round_batches)
+    rows += wrows
 
     # baselines over the same graphs held in memory as Data
     n_base = min(len(store), args.baseline_graphs)
@@ -291,6 +292,7 @@ def bench_store(path: str, args) -> list[dict]:
                          capture_output=True, text=True, check=True)
     rss = json.loads(out.stdout.strip().splitlines()[-1])
     print_rows(rows)
+    print("\n".join(worker_summary))
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
           f"(1, 5, 15 min) on {os.cpu_count()} CPUs")
     a, b = rss["before"], rss["after"]
@@ -310,6 +312,82 @@ def bench_store(path: str, args) -> list[dict]:
           f"1.5 x (one epoch's working set = the whole file + size table) = "
           f"{budget / mib:,.0f} MiB: {'PASS' if growth < budget else 'FAIL'}")
     return rows
+
+
+def _previous_hand_off(loader):
+    """``loader`` with the hand-off before the slot ring: each worker batch crosses as one
+    shared storage (torch's per-storage IPC), for the A/B. (An instance attribute hides
+    `StoreCollater.start_pass`, so `PlanLoader` starts its workers without a ring.)"""
+    loader.collate_fn.start_pass = None
+    return loader
+
+
+def workers_ab(store, kw: dict, rounds: int, n: int) -> tuple[list[dict], list[str]]:
+    """DataLoader workers on the batch path, A/B in one run: 0 workers, and 1 and 2
+    persistent workers with the slot-ring hand-off (new) and with the previous one (one
+    shared storage per batch, with torch's default sharing strategy and ``file_system``), in
+    ``rounds`` interleaved rounds of ``n`` batches per configuration (after 20 warm-up
+    batches; workers start before the first round). Rows: median round of each; lines: the
+    2/0 and 2/1 worker ratios and the main process's CPU per batch (``time.process_time``:
+    what the workers cost the training process)."""
+    import torch.multiprocessing as tmp
+
+    default = tmp.get_sharing_strategy()
+    configs = {"store batch, 0 workers": (0, None, default)}
+    for workers in (1, 2):
+        name = f"store batch, {workers} worker{'s' * (workers > 1)}"
+        configs[name] = (workers, "new", default)
+        configs[name + ", previous hand-off"] = (workers, "old", default)
+        configs[name + ", previous hand-off, fs"] = (workers, "old", "file_system")
+    its = {}
+    for name, (workers, hand_off, sharing) in configs.items():
+        tmp.set_sharing_strategy(sharing)
+        ld = gt.loader(store, num_workers=workers, persistent_workers=workers > 0, **kw)
+        if hand_off == "old":
+            _previous_hand_off(ld)
+        its[name] = _cycle(ld)
+        _timed(its[name], 20)
+    wall = {k: [] for k in configs}
+    cpu = {k: [] for k in configs}
+    graphs = {k: 0 for k in configs}
+    for _ in range(rounds):
+        for name, it in its.items():
+            tmp.set_sharing_strategy(configs[name][2])  # the main unpickles with it too
+            secs, g, nb, c = _timed(it, n)
+            wall[name].append(g / secs)
+            cpu[name].append(c / nb)
+            graphs[name] += g
+    tmp.set_sharing_strategy(default)
+    rows = []
+    for name, (workers, hand_off, sharing) in configs.items():
+        note = "0 workers (one process)" if not workers else (
+            f"{'slot ring' if hand_off == 'new' else 'one shared storage per batch'}, "
+            f"sharing {sharing}")
+        rows.append({"path": name, "graphs": graphs[name], "batches": n * rounds,
+                     "seconds": float("nan"), "graphs/s": round(float(np.median(wall[name]))),
+                     "cpu graphs/s": None,
+                     "note": f"median of {rounds} rounds of {n}; main-process CPU "
+                             f"{np.median(cpu[name]) * 1e3:.3f} ms/batch; {note}"})
+    med = {k: float(np.median(v)) for k, v in wall.items()}
+    zero = "store batch, 0 workers"
+    lines = []
+    for suffix, label in (("", "slot ring (new)"), (", previous hand-off", "previous, "
+                          + default), (", previous hand-off, fs", "previous, file_system")):
+        one, two = med["store batch, 1 worker" + suffix], med["store batch, 2 workers" + suffix]
+        lines.append(f"{label}: 2 workers / 0 workers {two / med[zero]:.2f}x, 2 workers / 1 "
+                     f"worker {two / one:.2f}x, 1 worker / 0 workers {one / med[zero]:.2f}x")
+    per = {k: np.array(v) for k, v in cpu.items()}
+    for workers in (1, 2):
+        name = f"store batch, {workers} worker{'s' * (workers > 1)}"
+        new, old = per[name], per[name + ", previous hand-off"]
+        fs = per[name + ", previous hand-off, fs"]
+        lines.append(f"main-process CPU per batch, {workers} worker{'s' * (workers > 1)}: "
+                     f"slot ring {np.median(new) * 1e3:.3f} ms, previous {np.median(old) * 1e3:.3f}"
+                     f" ms ({default}) / {np.median(fs) * 1e3:.3f} ms (file_system); same-round "
+                     f"ratio previous / slot ring {np.median(old / new):.1f}x / "
+                     f"{np.median(fs / new):.1f}x; 0 workers: "
+                     f"{np.median(per[zero]) * 1e3:.3f} ms")
+    return rows, lines
 
 
 def _cycle(loader):
@@ -347,22 +425,16 @@ def interleaved(loaders: dict, rounds: int, n: int) -> list[dict]:
 def print_rows(rows: list[dict]) -> None:
     ref = {r["path"]: r["graphs/s"] for r in rows}
     base = ref.get("PyG DataLoader, list")
-    one = ref.get("store batch, 1 worker")
     cbase = {r["path"]: r["cpu graphs/s"] for r in rows}.get("PyG DataLoader, list")
-    print(f"\n{'path':<28} {'graphs':>10} {'batches':>7} {'seconds':>8} {'graphs/s':>9} "
+    w = max([30] + [len(r["path"]) for r in rows])
+    print(f"\n{'path':<{w - 2}} {'graphs':>10} {'batches':>7} {'seconds':>8} {'graphs/s':>9} "
           f"{'x PyG':>6} {'cpu graphs/s':>12} {'x PyG':>6}  note")
     for r in rows:
         x = f"{r['graphs/s'] / base:6.1f}" if base else ""
         c = r["cpu graphs/s"]
         cx = f"{c / cbase:6.1f}" if c and cbase else ""
-        print(f"{r['path']:<30} {r['graphs']:>10,} {r['batches']:>7,} {r['seconds']:>8.2f} "
+        print(f"{r['path']:<{w}} {r['graphs']:>10,} {r['batches']:>7,} {r['seconds']:>8.2f} "
               f"{r['graphs/s']:>9,} {x:>6} {(f'{c:,}' if c else '-'):>12} {cx:>6}  {r['note']}")
-    for suffix in ("", ", fs"):
-        one, two = ref.get("store batch, 1 worker" + suffix), ref.get("store batch, 2 workers"
-                                                                       + suffix)
-        if one and two:
-            print(f"2 workers / 1 worker{suffix}: {two / one:.2f}x; 2 workers / one process "
-                  f"(0 workers): {two / ref['store batch']:.2f}x")
 
 
 def main() -> None:
@@ -381,6 +453,9 @@ def main() -> None:
     p.add_argument("--window-chunks", type=int, default=8)
     p.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
     p.add_argument("--round-batches", type=int, default=150, help="batches per path per round")
+    p.add_argument("--worker-rounds", type=int, default=5, help="interleaved worker rounds")
+    p.add_argument("--workers-only", action="store_true",
+                   help="only the DataLoader worker A/B (0/1/2 workers, both hand-offs)")
     p.add_argument("--rss-child", help=argparse.SUPPRESS)
     p.add_argument("--cold-child", help=argparse.SUPPRESS)
     p.add_argument("--cold-mode", help=argparse.SUPPRESS)
