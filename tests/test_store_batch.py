@@ -493,3 +493,19 @@ def test_buffer_layout_is_the_kernels(store):
         assert stand_in.entries == lay.entries
     small, big = b.buffer_bytes((40, 300, 4)), b.buffer_bytes((41, 301, 5))
     assert small < big
+
+
+def test_slot_hand_off_on_a_sharded_store(tmp_path):
+    from graphbatch.datasets._manifest import write_manifest_of_shards
+
+    g = _graphs(n=60, seed=4)
+    paths = [write_store(tmp_path / f"s{k}.h5", [g.take(np.arange(a, b))], name="t")
+             for k, (a, b) in enumerate([(0, 25), (25, 60)])]
+    write_manifest_of_shards(tmp_path / "m.json", paths, name="t", meta={}, build={})
+    store = GraphStore(tmp_path / "m.json")
+    kw = dict(strategy="dynamic", batch_size=5, seed=1)
+    ref = _collect(gt.loader(store, **kw))
+    got = _collect(gt.loader(store, num_workers=2, **kw))
+    assert len(got) == len(ref) > 0
+    for x, y in zip(got, ref):
+        assert_same_batch(x, y)
