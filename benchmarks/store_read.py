@@ -376,6 +376,7 @@ def workers_ab(store, kw: dict, rounds: int, n: int) -> tuple[list[dict], list[s
         one, two = med["store batch, 1 worker" + suffix], med["store batch, 2 workers" + suffix]
         lines.append(f"{label}: 2 workers / 0 workers {two / med[zero]:.2f}x, 2 workers / 1 "
                      f"worker {two / one:.2f}x, 1 worker / 0 workers {one / med[zero]:.2f}x")
+    lines.append(receive_cost(store, kw))
     per = {k: np.array(v) for k, v in cpu.items()}
     for workers in (1, 2):
         name = f"store batch, {workers} worker{'s' * (workers > 1)}"
@@ -388,6 +389,42 @@ def workers_ab(store, kw: dict, rounds: int, n: int) -> tuple[list[dict], list[s
                      f"{np.median(fs / new):.1f}x; 0 workers: "
                      f"{np.median(per[zero]) * 1e3:.3f} ms")
     return rows, lines
+
+
+def receive_cost(store, kw: dict, batches: int = 50, repeat: int = 20) -> str:
+    """CPU per batch, in this process, of what the main does for a worker batch (copy its slot
+    out and build the ``Batch``: `SlotReceiver`) next to reading the batch here (0 workers),
+    over the first ``batches`` batches of the plan, written into a ring as a worker would."""
+    from graphbatch.torch._slots import SlotBatch, SlotReceiver, SlotRing
+
+    ld = gt.loader(store, **kw)
+    col, plan = ld.collate_fn, ld.plan
+    extra = ld.plan_sampler.extra_padding_nodes
+    ring = SlotRing(1, batches, col.slot_bytes(ld))
+    receiver = SlotReceiver(ring, col.batcher.from_buffer)
+    msgs, work = [], []
+    for b in range(min(batches, len(plan))):
+        n, e, g = plan.shape(b)
+        shape, idx = (n + extra, e, g), plan.batch(b)
+        slot, ticket, buf = ring.claim(0, col.batcher.buffer_bytes(shape))
+        pad = store.read_batch(idx, shape, dtypes=col.batcher._dtypes, pad=col.batcher._pads,
+                               allocate=lambda nbytes, buf=buf: buf)
+        msgs.append(SlotBatch(ring.token, slot, ticket, col.batcher.buffer_bytes(shape),
+                              pad.shape, pad.num_real[0]))
+        work.append((idx, shape))
+    c0 = time.process_time()
+    for _ in range(repeat):
+        for m in msgs:
+            receiver(m)
+    recv = (time.process_time() - c0) / (repeat * len(msgs))
+    c0 = time.process_time()
+    for _ in range(max(1, repeat // 4)):
+        for idx, shape in work:
+            col.batcher(idx, shape)
+    read = (time.process_time() - c0) / (max(1, repeat // 4) * len(work))
+    return (f"main-process CPU of one batch, in-process loop: receive from a slot "
+            f"{recv * 1e6:.0f} µs vs read here (0 workers) {read * 1e6:.0f} µs "
+            f"({read / recv:.0f}x)")
 
 
 def _cycle(loader):
