@@ -236,6 +236,8 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                          "folder)")
     shards = as_positive_int(shards, "shards")
     n_workers = (os.cpu_count() or 1) if workers is None else as_positive_int(workers, "workers")
+    if limit is not None:  # too many shards for the records asked for: say so before starting
+        partition_bounds(int(limit), shards)
     mark("checks")
     starting = _ClusterStart(address, n_workers)  # meanwhile: read and partition the source
     try:
