@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -111,14 +112,20 @@ def _run_build(src: str, manifest: Path, workers: int, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", str(manifest),
            "--child-workers", str(workers), "--shards", str(args.shards), "--limit",
            str(args.limit), "--out-dir", str(manifest.parent)]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"build failed ({src}, {workers} workers): {proc.stderr[-2000:]}")
     rep = json.loads(proc.stdout.strip().splitlines()[-1])
     rep["command"] = wall
     rep["fixed"] = wall - rep["engine_seconds"]
+    # CPU of the whole process tree (the driver and its reaped worker processes) minus the
+    # shard tasks' own CPU: the fixed work's CPU, less sensitive to other jobs than wall time
+    rep["command_cpu"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    rep["fixed_cpu"] = rep["command_cpu"] - rep["cpu_seconds"]
     return rep
 
 
@@ -185,18 +192,19 @@ def main() -> None:
                 print(f"round {r}, {name}, {w} worker(s), {args.shards} shards: command "
                       f"{rep['command']:.2f} s, driver {rep['seconds']:.2f} s, engine "
                       f"{rep['engine_seconds']:.2f} s, fixed {rep['fixed']:.2f} s (import "
-                      f"{rep['import']:.2f}); shard CPU "
+                      f"{rep['import']:.2f}), fixed CPU {rep['fixed_cpu']:.2f} s; shard CPU "
                       f"{1e3 * rep['cpu_seconds'] / rep['n_graph']:.3f} ms/graph; equals single "
                       f"file: {same}; load {load0:.2f} -> {load1:.2f}\n    phases: "
                       f"{_phases(rep)}", flush=True)
     print()
     print("| version | workers | round | command wall s | engine wall s | fixed (command - "
-          "engine) s | CPU ms/graph | equal to single file | load avg (1 min) before -> after |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "engine) s | fixed CPU s | CPU ms/graph (tasks) | equal to single file | load avg "
+          "(1 min) before -> after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, w, r, rep, same, l0, l1 in rows:
         print(f"| {name} | {w} | {r} | {rep['command']:.2f} | {rep['engine_seconds']:.2f} | "
-              f"{rep['fixed']:.2f} | {1e3 * rep['cpu_seconds'] / rep['n_graph']:.3f} | {same} | "
-              f"{l0:.2f} -> {l1:.2f} |")
+              f"{rep['fixed']:.2f} | {rep['fixed_cpu']:.2f} | "
+              f"{1e3 * rep['cpu_seconds'] / rep['n_graph']:.3f} | {same} | {l0:.2f} -> {l1:.2f} |")
     print()
     phase_names = list(dict.fromkeys(k for *_, rep, _s, _a, _b in rows for k in rep["phases"]))
     if phase_names:
@@ -215,7 +223,8 @@ def main() -> None:
                 print(f"round {r}, {name}: 2 workers vs 1: engine wall "
                       f"x{one['engine_seconds'] / two['engine_seconds']:.2f}, command wall "
                       f"x{one['command'] / two['command']:.2f}, fixed serial time "
-                      f"{one['fixed']:.2f} / {two['fixed']:.2f} s; control (machine) "
+                      f"{one['fixed']:.2f} / {two['fixed']:.2f} s (CPU {one['fixed_cpu']:.2f} / "
+                      f"{two['fixed_cpu']:.2f} s); control (machine) "
                       f"x{controls[r]:.2f}")
     if args.read_batches and rows:
         _read_speed(single, GraphStore(out / f"new-w{args.workers[-1]}-r{args.rounds - 1}"
