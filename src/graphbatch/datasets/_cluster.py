@@ -53,7 +53,11 @@ class ShardedBuildReport:
     """What a sharded build produced. ``shard_seconds``/``shard_cpu_seconds``: wall and CPU
     (process) seconds each shard's final attempt took on its worker; ``engine_seconds``: wall
     time from submitting the tasks to the last shard's result; ``seconds``: driver wall time,
-    loading the records, cluster start-up and the manifest included."""
+    loading the records, cluster start-up and the manifest included; ``phases``: ``seconds``
+    split into the driver's phases in order (``checks``, ``read source``, ``partition``,
+    ``cluster start (wait)``: what is left of the start after the source is read, ``submit``,
+    ``tasks``, ``previous``, ``manifest``: written, and the replaced set's shards deleted,
+    ``cluster close``)."""
 
     path: Path
     dataset: str
@@ -315,8 +319,8 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                    "records": [int(bounds[0]), int(bounds[-1])]},
             failed_without_shard=unsharded)
         committed = True
-        mark("manifest")
         _remove(previous)
+        mark("manifest")
     except BaseException as exc:
         if not committed:
             if futures and not isinstance(exc, ShardBuildError):  # interrupted: do not wait
