@@ -424,7 +424,8 @@ def test_report_phases_cover_the_driver_wall(tmp_path, cluster):
                                    "submit", "tasks", "previous", "manifest", "cluster close"]
     assert all(v >= 0 for v in report.phases.values())
     assert sum(report.phases.values()) == pytest.approx(report.seconds, abs=1e-3)
-    assert report.phases["tasks"] == pytest.approx(report.engine_seconds, abs=0.05)
+    engine = report.phases["submit"] + report.phases["tasks"]
+    assert engine == pytest.approx(report.engine_seconds, abs=0.01)
 
 
 def _sharded_cli(out: Path, limit: int, shards: int, workers: int = 2):
