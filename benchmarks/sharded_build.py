@@ -19,23 +19,34 @@ per-session CPU fairness, ``sched_autogroup``, it can be far below 2). Then it c
 every sharded store's size table and graphs (every array of ``arrays(0, N)``) equal the
 single-file build's. ``--read-batches N`` then times N batch reads from both stores.
 
+Each sharded build runs as its own process, the way ``graphbatch data build moses --shards N
+--workers W`` runs (this script re-invoked with ``--child``: import graphbatch, call
+`build_sharded_store`, exit), so the **command wall** time covers everything a user waits for:
+interpreter start and imports, reading the source, the local cluster's start, the tasks, the
+manifest, the cluster's shutdown and exit. The driver's phases (``ShardedBuildReport.phases``)
+are printed per build, and the **fixed serial time** = command wall - engine wall (the part
+that does not shrink with more workers). ``--baseline-src DIR`` (e.g. ``git archive OLD src |
+tar -x -C /tmp/old``, then ``/tmp/old/src``) adds the same builds with that older graphbatch, in
+the same alternating rounds (A/B).
+
     PYTHONPATH=src python benchmarks/sharded_build.py --limit 50000 --shards 4 \\
-        --out-dir /tmp/shardbench [--rounds 2] [--read-batches 300]
+        --out-dir /tmp/shardbench [--rounds 2] [--read-batches 300] [--baseline-src /tmp/old/src]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-from graphbatch.datasets import GraphStore, build_sharded_store, build_store
 
 
 def _cpu_model() -> str:
@@ -68,7 +79,8 @@ def _control(n: int = 6_000_000) -> float:
     return walls[1] / walls[2]
 
 
-def _same(a: GraphStore, b: GraphStore) -> bool:
+def _same(a, b) -> bool:
+    """Whether stores ``a`` and ``b`` hold the same size table and graphs (dtypes included)."""
     if not (np.array_equal(a.n_node, b.n_node) and np.array_equal(a.n_edge, b.n_edge)):
         return False
     x, y = a.arrays(0, len(a)), b.arrays(0, len(b))
@@ -76,6 +88,53 @@ def _same(a: GraphStore, b: GraphStore) -> bool:
         return False
     return all(np.array_equal(v, getattr(y, level)[k]) and v.dtype == getattr(y, level)[k].dtype
                for level in ("node", "edge", "graph") for k, v in getattr(x, level).items())
+
+
+def _child(args) -> None:
+    """One sharded build in this process (what the CLI does); prints its report as JSON."""
+    t0 = time.perf_counter()
+    from graphbatch.datasets import build_sharded_store as build
+
+    imported = time.perf_counter() - t0
+    rep = build("moses", args.child, shards=args.shards, workers=args.child_workers,
+                limit=args.limit)
+    print(json.dumps({"import": imported, "seconds": rep.seconds,
+                      "engine_seconds": rep.engine_seconds, "n_graph": rep.n_graph,
+                      "cpu_seconds": sum(rep.shard_cpu_seconds),
+                      "shard_seconds": rep.shard_seconds,
+                      "phases": getattr(rep, "phases", None) or {}}))
+
+
+def _run_build(src: str, manifest: Path, workers: int, args) -> dict:
+    """A sharded build as a separate process with graphbatch from ``src``; adds the command's
+    wall seconds (``command``) to the child's report."""
+    env = {**os.environ, "PYTHONPATH": src}
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", str(manifest),
+           "--child-workers", str(workers), "--shards", str(args.shards), "--limit",
+           str(args.limit), "--out-dir", str(manifest.parent)]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"build failed ({src}, {workers} workers): {proc.stderr[-2000:]}")
+    rep = json.loads(proc.stdout.strip().splitlines()[-1])
+    rep["command"] = wall
+    rep["fixed"] = wall - rep["engine_seconds"]
+    # CPU of the whole process tree (the driver and its reaped worker processes) minus the
+    # shard tasks' own CPU: the fixed work's CPU, less sensitive to other jobs than wall time
+    rep["command_cpu"] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    rep["fixed_cpu"] = rep["command_cpu"] - rep["cpu_seconds"]
+    return rep
+
+
+def _phases(rep: dict) -> str:
+    ph = rep["phases"]
+    if not ph:
+        return (f"(no phases in this version) driver {rep['seconds']:.2f}, engine "
+                f"{rep['engine_seconds']:.2f}")
+    return ", ".join(f"{k} {v:.2f}" for k, v in ph.items())
 
 
 def main() -> None:
@@ -88,7 +147,15 @@ def main() -> None:
                    help="then time this many pack-lpf batches (batch size 128) read by "
                         "read_batch from the single file and from the last sharded build")
     p.add_argument("--out-dir", required=True)
+    p.add_argument("--baseline-src", help="an older graphbatch source folder (its 'src') to "
+                   "build with too, in the same rounds")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--child-workers", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.child:
+        return _child(args)
+    from graphbatch.datasets import GraphStore, build_store
+
     out = Path(args.out_dir)
     if out.exists():
         shutil.rmtree(out)
@@ -104,46 +171,68 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f}")
     single = GraphStore(ref.path)
 
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    versions = [("new", os.path.abspath(os.environ.get("PYTHONPATH", here).split(os.pathsep)[0]))]
+    if args.baseline_src:
+        versions.insert(0, ("old", args.baseline_src))
     rows = []
     controls = []
     for r in range(args.rounds):
         controls.append(_control())
         print(f"round {r}: control (pure CPU loop, 2 processes vs 1): x{controls[-1]:.2f}; "
               f"load {os.getloadavg()[0]:.2f}", flush=True)
-        for w in args.workers:
-            manifest = out / f"w{w}-r{r}" / "moses.json"
-            load0 = os.getloadavg()[0]
-            rep = build_sharded_store("moses", manifest, shards=args.shards, workers=w,
-                                      limit=args.limit)
-            load1 = os.getloadavg()[0]
-            same = _same(single, GraphStore(manifest, verify=True))
-            rows.append((w, r, rep, same, load0, load1))
-            print(f"round {r}, {w} worker(s), {args.shards} shards: driver {rep.seconds:.1f} s, "
-                  f"engine {rep.engine_seconds:.1f} s, shard CPU "
-                  f"{1e3 * rep.cpu_seconds_per_graph:.3f} ms/graph, shard wall "
-                  f"{[round(s, 1) for s in rep.shard_seconds]}; equals single file: {same}; "
-                  f"load {load0:.2f} -> {load1:.2f}", flush=True)
+        for name, src in versions:
+            for w in args.workers:
+                manifest = out / f"{name}-w{w}-r{r}" / "moses.json"
+                load0 = os.getloadavg()[0]
+                rep = _run_build(src, manifest, w, args)
+                load1 = os.getloadavg()[0]
+                same = _same(single, GraphStore(manifest, verify=True))
+                rows.append((name, w, r, rep, same, load0, load1))
+                print(f"round {r}, {name}, {w} worker(s), {args.shards} shards: command "
+                      f"{rep['command']:.2f} s, driver {rep['seconds']:.2f} s, engine "
+                      f"{rep['engine_seconds']:.2f} s, fixed {rep['fixed']:.2f} s (import "
+                      f"{rep['import']:.2f}), fixed CPU {rep['fixed_cpu']:.2f} s; shard CPU "
+                      f"{1e3 * rep['cpu_seconds'] / rep['n_graph']:.3f} ms/graph; equals single "
+                      f"file: {same}; load {load0:.2f} -> {load1:.2f}\n    phases: "
+                      f"{_phases(rep)}", flush=True)
     print()
-    print("| workers | round | driver wall s | engine wall s | CPU ms/graph | graphs/s (engine) "
-          "| equal to single file | load avg (1 min) before -> after |")
-    print("|---|---|---|---|---|---|---|---|")
-    for w, r, rep, same, l0, l1 in rows:
-        print(f"| {w} | {r} | {rep.seconds:.1f} | {rep.engine_seconds:.1f} | "
-              f"{1e3 * rep.cpu_seconds_per_graph:.3f} | {rep.n_graph / rep.engine_seconds:.0f} | "
-              f"{same} | {l0:.2f} -> {l1:.2f} |")
+    print("| version | workers | round | command wall s | engine wall s | fixed (command - "
+          "engine) s | fixed CPU s | CPU ms/graph (tasks) | equal to single file | load avg "
+          "(1 min) before -> after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, w, r, rep, same, l0, l1 in rows:
+        print(f"| {name} | {w} | {r} | {rep['command']:.2f} | {rep['engine_seconds']:.2f} | "
+              f"{rep['fixed']:.2f} | {rep['fixed_cpu']:.2f} | "
+              f"{1e3 * rep['cpu_seconds'] / rep['n_graph']:.3f} | {same} | {l0:.2f} -> {l1:.2f} |")
+    print()
+    phase_names = list(dict.fromkeys(k for *_, rep, _s, _a, _b in rows for k in rep["phases"]))
+    if phase_names:
+        print("| version | workers | round | import | " + " | ".join(phase_names) + " |")
+        print("|---" * (4 + len(phase_names)) + "|")
+        for name, w, r, rep, *_ in rows:
+            if rep["phases"]:
+                print(f"| {name} | {w} | {r} | {rep['import']:.2f} | " + " | ".join(
+                    f"{rep['phases'].get(k, 0.0):.2f}" for k in phase_names) + " |")
+        print()
     for r in range(args.rounds):
-        by_w = {w: rep for w, rr, rep, *_ in rows if rr == r}
-        if 1 in by_w and 2 in by_w:
-            one, two = by_w[1], by_w[2]
-            print(f"round {r}: 2 workers vs 1: engine wall "
-                  f"x{one.engine_seconds / two.engine_seconds:.2f}, driver wall "
-                  f"x{one.seconds / two.seconds:.2f}; control (machine) x{controls[r]:.2f}")
+        for name, _ in versions:
+            by_w = {w: rep for n, w, rr, rep, *_ in rows if rr == r and n == name}
+            if 1 in by_w and 2 in by_w:
+                one, two = by_w[1], by_w[2]
+                print(f"round {r}, {name}: 2 workers vs 1: engine wall "
+                      f"x{one['engine_seconds'] / two['engine_seconds']:.2f}, command wall "
+                      f"x{one['command'] / two['command']:.2f}, fixed serial time "
+                      f"{one['fixed']:.2f} / {two['fixed']:.2f} s (CPU {one['fixed_cpu']:.2f} / "
+                      f"{two['fixed_cpu']:.2f} s); control (machine) "
+                      f"x{controls[r]:.2f}")
     if args.read_batches and rows:
-        _read_speed(single, GraphStore(rows[-1][2].path), args.read_batches)
+        _read_speed(single, GraphStore(out / f"new-w{args.workers[-1]}-r{args.rounds - 1}"
+                                       / "moses.json"), args.read_batches)
     print(f"load average at end {os.getloadavg()}")
 
 
-def _read_speed(single: GraphStore, sharded: GraphStore, n: int) -> None:
+def _read_speed(single, sharded, n: int) -> None:
     """Batch reads (torch layout) of one plan from both stores in alternating rounds."""
     import graphbatch as gb
 

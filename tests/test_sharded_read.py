@@ -19,7 +19,11 @@ from graphbatch.datasets import (  # noqa: E402
     synthetic_sizes,
     write_store,
 )
-from graphbatch.datasets._manifest import write_manifest_of_shards  # noqa: E402
+from graphbatch.datasets._manifest import (  # noqa: E402
+    shard_facts,
+    write_manifest_of_facts,
+    write_manifest_of_shards,
+)
 from ._padded import assert_same_padded  # noqa: E402
 
 N = 40
@@ -87,3 +91,29 @@ def test_shards_outside_the_manifest_folder_or_disagreeing_are_refused(tmp_path)
     with pytest.raises(ValueError, match="s2.h5.*has fields"):
         write_manifest_of_shards(tmp_path / "m.json", [p1, p2], name="t", meta={}, build={})
     assert not (tmp_path / "m.json").exists()
+
+
+def test_manifest_from_facts_refuses_a_shard_replaced_after_its_writer_read_it(tmp_path):
+    """The build's driver opens no shard: it writes the manifest from what each writer read
+    (`shard_facts`) and checks that the file on disk is still that file."""
+    paths = [write_store(tmp_path / f"s{k}.h5", [GRAPHS.take(np.arange(a, b))], name="t")
+             for k, (a, b) in enumerate([(0, 10), (10, 25)])]
+    facts = [shard_facts(p) for p in paths]
+    assert [f.entry.n_graph for f in facts] == [10, 15]
+    assert facts[1].entry.uuid == GraphStore(paths[1]).uuid
+    # a second writer of the same records renames another file of the same size over shard 1
+    write_store(paths[1], [GRAPHS.take(np.arange(10, 25))], name="t")
+    assert paths[1].stat().st_size == facts[1].entry.bytes
+    with pytest.raises(ValueError, match=r"shard 1 \(s1.h5\) on disk is not the store its "
+                                         r"writer reported.*written twice"):
+        write_manifest_of_facts(tmp_path / "m.json", facts, name="t", meta={}, build={})
+    paths[0].unlink()
+    with pytest.raises(ValueError, match=r"shard 0 \(s0.h5\) is gone"):
+        write_manifest_of_facts(tmp_path / "m.json", facts, name="t", meta={}, build={})
+    assert not (tmp_path / "m.json").exists()
+    write_store(paths[0], [GRAPHS.take(np.arange(0, 10))], name="t")
+    facts = [shard_facts(p) for p in paths]
+    write_manifest_of_facts(tmp_path / "m.json", facts, name="t", meta={}, build={})
+    store = GraphStore(tmp_path / "m.json", verify=True)
+    assert np.array_equal(store.n_node, GRAPHS.n_node[:25])
+    assert np.array_equal(store.n_edge, GRAPHS.n_edge[:25])

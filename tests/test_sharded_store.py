@@ -403,6 +403,31 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "m.json" in err and "version 9" in err
 
 
+def test_source_error_closes_the_cluster_started_meanwhile(tmp_path):
+    """The local cluster starts in a background thread while the driver reads the source: a
+    source that fails to read still ends with the cluster's processes and thread gone."""
+    import multiprocessing
+
+    before = set(multiprocessing.active_children())
+    with pytest.raises(FileNotFoundError, match="missing.csv"):
+        build_sharded_store("moses", tmp_path / "m.json", shards=2, workers=1,
+                            source=tmp_path / "missing.csv")
+    assert set(multiprocessing.active_children()) <= before
+    assert not any(t.name.startswith("graphbatch-cluster-start") for t in threading.enumerate())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_phases_cover_the_driver_wall(tmp_path, cluster):
+    report = build_sharded_store("moses", tmp_path / "m.json", shards=2, limit=40,
+                                 address=cluster)
+    assert list(report.phases) == ["checks", "read source", "partition", "cluster start (wait)",
+                                   "submit", "tasks", "previous", "manifest", "cluster close"]
+    assert all(v >= 0 for v in report.phases.values())
+    assert sum(report.phases.values()) == pytest.approx(report.seconds, abs=1e-3)
+    engine = report.phases["submit"] + report.phases["tasks"]
+    assert engine == pytest.approx(report.engine_seconds, abs=0.01)
+
+
 def _sharded_cli(out: Path, limit: int, shards: int, workers: int = 2):
     return [sys.executable, "-m", "graphbatch.cli", "data", "build", "moses", "--limit",
             str(limit), "--shards", str(shards), "--workers", str(workers), "--no-progress",

@@ -9,8 +9,11 @@ worker dies (killed, out of memory) is re-scheduled on another worker by Dask (u
 ``distributed.scheduler.allowed-failures``, default 3), whose nanny restarts the dead worker.
 A killed writer's temporary folder is removed by the retry (`remove_stale_temporaries`).
 
-The driver then opens every shard, checks it against the task's result, and writes the
-manifest (`graphbatch.datasets._manifest.write_manifest`) last and atomically. Shard files
+Each task also reads back the shard it wrote (`graphbatch.datasets._manifest.shard_facts`: the
+store's own open checks, its size table, uuid, header CRC and file identity), so the workers do
+that in parallel; the driver opens no shard: it checks that each file on disk is still the one
+its writer read (`file_identity`: device, inode, size, modification time) and writes the
+manifest (`graphbatch.datasets._manifest.write_manifest_of_facts`) last and atomically. Shard files
 carry the build's random id (``<stem>-<id>-00003-of-00008.h5``), so a failed or killed build
 never touches a complete earlier set: the old manifest still opens its old shards, and no
 manifest refers to the new build's shards. A failed build removes the shards it wrote; once a
@@ -23,6 +26,7 @@ import os
 import re
 import time
 import uuid as uuidlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,8 +34,8 @@ import numpy as np
 
 from .._validate import as_positive_int
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
-from ._manifest import read_manifest, write_manifest_of_shards
-from ._store import GraphStore, StoreFormatError, remove_stale_temporaries
+from ._manifest import read_manifest, shard_facts, write_manifest_of_facts
+from ._store import StoreFormatError, remove_stale_temporaries
 
 __all__ = ["ENGINES", "ShardBuildError", "ShardedBuildReport", "build_sharded_store",
            "partition_bounds"]
@@ -49,7 +53,11 @@ class ShardedBuildReport:
     """What a sharded build produced. ``shard_seconds``/``shard_cpu_seconds``: wall and CPU
     (process) seconds each shard's final attempt took on its worker; ``engine_seconds``: wall
     time from submitting the tasks to the last shard's result; ``seconds``: driver wall time,
-    loading the records, cluster start-up and the manifest included."""
+    loading the records, cluster start-up and the manifest included; ``phases``: ``seconds``
+    split into the driver's phases in order (``checks``, ``read source``, ``partition``,
+    ``cluster start (wait)``: what is left of the start after the source is read, ``submit``,
+    ``tasks``, ``previous``, ``manifest``: written, and the replaced set's shards deleted,
+    ``cluster close``)."""
 
     path: Path
     dataset: str
@@ -62,6 +70,7 @@ class ShardedBuildReport:
     shard_seconds: list[float]
     shard_cpu_seconds: list[float]
     failures: list = field(default_factory=list)
+    phases: dict = field(default_factory=dict)
 
     @property
     def graphs_per_second(self) -> float:
@@ -104,25 +113,54 @@ def _build_shard(task: dict) -> dict:
     if _aborted(task["abort"]):   # checked after the rename: the driver's cleanup or this one
         report.path.unlink(missing_ok=True)
         return {"aborted": True}
-    store = GraphStore(report.path, cache_size=0)
-    return {"path": str(report.path), "uuid": store.uuid, "header_crc": store.header_crc,
-            "n_graph": report.n_graph, "n_node": report.n_node, "n_edge": report.n_edge,
-            "bytes": report.path.stat().st_size, "failures": report.failures,
+    facts = shard_facts(report.path)  # read here, in parallel: the driver opens no shard
+    return {"facts": facts, "failures": report.failures,
             "seconds": time.perf_counter() - wall0, "cpu_seconds": time.process_time() - cpu0}
 
 
-def _client(address: str | None, workers: int | None):
+def _client(address: str | None, n_workers: int):
+    """A Dask client of the running cluster at ``address``, or of a new local cluster of
+    ``n_workers`` single-threaded worker processes; returns ``(client, cluster or None)``."""
     try:
         from distributed import Client, LocalCluster
     except ImportError as exc:  # pragma: no cover - distributed is in the cluster extra
         raise ImportError("sharded builds need Dask: pip install 'graphbatch[cluster]'") from exc
     if address is not None:
         return Client(address, timeout="30s"), None
-    n = (os.cpu_count() or 1) if workers is None else as_positive_int(workers, "workers")
-    # ":0": the scheduler's HTTP endpoint on a free port (builds side by side never collide)
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           dashboard_address=":0")
+    # ":0": the scheduler's HTTP endpoint on a free port (builds side by side never collide);
+    # preload: each worker imports the shard task's module while it starts, i.e. while the
+    # driver still reads the source, not in its first task
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", preload=[__name__])
     return Client(cluster), cluster
+
+
+class _ClusterStart:
+    """`_client` run in a background thread: the local cluster's worker processes start
+    (interpreter, imports, registration) while the driver reads and partitions the source."""
+
+    def __init__(self, address: str | None, n_workers: int) -> None:
+        pool = ThreadPoolExecutor(1, thread_name_prefix="graphbatch-cluster-start")
+        self._future = pool.submit(_client, address, n_workers)
+        pool.shutdown(wait=False)
+
+    def result(self):
+        """``(client, cluster or None)`` once started (re-raises a failed start)."""
+        return self._future.result()
+
+    def discard(self) -> None:
+        """The build failed before using the cluster: close it once it has started."""
+        try:
+            client, cluster = self._future.result()
+        except BaseException:  # noqa: BLE001 - the start failed: nothing to close
+            return
+        _close(client, cluster)
+
+
+def _close(client, cluster) -> None:
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def _call_off(client, abort: str, futures, *, wait: bool = True) -> None:
@@ -177,6 +215,11 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
     script: call this under ``if __name__ == "__main__":``.
     """
     t0 = time.perf_counter()
+    marks = [("start", t0)]
+
+    def mark(name: str) -> None:
+        marks.append((name, time.perf_counter()))
+
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     out = Path(out)
@@ -196,15 +239,27 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                          "build code shards without --limit (or use --source on a smaller "
                          "folder)")
     shards = as_positive_int(shards, "shards")
-    records, meta = load_records(opts)
-    bounds = partition_bounds(record_count(records), shards)
-    directory = out.parent if str(out.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    _remove_dead_writers(directory, out.stem)
-    build_id = uuidlib.uuid4().hex[:8]
-    paths = [directory / f"{out.stem}-{build_id}-{s:05d}-of-{shards:05d}.h5"
-             for s in range(shards)]
-    client, cluster = _client(address, workers)
+    n_workers = (os.cpu_count() or 1) if workers is None else as_positive_int(workers, "workers")
+    if limit is not None:  # too many shards for the records asked for: say so before starting
+        partition_bounds(int(limit), shards)
+    mark("checks")
+    starting = _ClusterStart(address, n_workers)  # meanwhile: read and partition the source
+    try:
+        records, meta = load_records(opts)
+        mark("read source")
+        bounds = partition_bounds(record_count(records), shards)
+        directory = out.parent if str(out.parent) else Path(".")
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_dead_writers(directory, out.stem)
+        build_id = uuidlib.uuid4().hex[:8]
+        paths = [directory / f"{out.stem}-{build_id}-{s:05d}-of-{shards:05d}.h5"
+                 for s in range(shards)]
+        mark("partition")
+    except BaseException:
+        starting.discard()
+        raise
+    client, cluster = starting.result()
+    mark("cluster start (wait)")
     results: list[dict | None] = [None] * shards
     committed = False
     abort = f"graphbatch-abort-{build_id}"
@@ -221,6 +276,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
             futures[client.submit(_build_shard, task, retries=retries, pure=False,
                                   key=f"graphbatch-shard-{build_id}-{s:05d}")] = s
         del records
+        mark("submit")
         from distributed import as_completed
 
         bar = None
@@ -246,6 +302,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
             if bar is not None:
                 bar.close()
         engine_seconds = time.perf_counter() - t_submit
+        mark("tasks")
         unsharded = sorted(int(i) for res in results if res.get("empty")
                            for i, _ in res["failures"])
         built = [(paths[s], res) for s, res in enumerate(results) if not res.get("empty")]
@@ -253,15 +310,17 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
             raise ValueError(f"no {dataset} graphs were built (limit={limit}, "
                              f"{len(unsharded)} failures)")
         previous = [p for p in _previous_shards(out) if p not in paths]
-        n_workers = len(client.scheduler_info().get("workers", {}))
-        entries = write_manifest_of_shards(
-            out, [p for p, _ in built], name=dataset, meta=meta,
+        workers_seen = len(client.scheduler_info().get("workers", {}))
+        mark("previous")
+        entries = write_manifest_of_facts(
+            out, [r["facts"] for _, r in built], name=dataset, meta=meta,
             build={**opts.as_json(), "shards": shards, "engine": engine, "address": address,
-                   "workers": n_workers, "retries": retries, "build_id": build_id,
+                   "workers": workers_seen, "retries": retries, "build_id": build_id,
                    "records": [int(bounds[0]), int(bounds[-1])]},
-            failed_without_shard=unsharded, expect_uuids=[r["uuid"] for _, r in built])
+            failed_without_shard=unsharded)
         committed = True
         _remove(previous)
+        mark("manifest")
     except BaseException as exc:
         if not committed:
             if futures and not isinstance(exc, ShardBuildError):  # interrupted: do not wait
@@ -269,9 +328,8 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
             _remove(paths)  # this build's shards: no manifest refers to them
         raise
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        _close(client, cluster)
+        mark("cluster close")
     failures = sorted(f for res in results for f in (tuple(x) for x in res["failures"]))
     return ShardedBuildReport(
         path=out, dataset=dataset,
@@ -280,4 +338,5 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
         n_node=sum(e.n_node for e in entries), n_edge=sum(e.n_edge for e in entries),
         seconds=time.perf_counter() - t0, engine_seconds=engine_seconds,
         shard_seconds=[r["seconds"] for r in results],
-        shard_cpu_seconds=[r["cpu_seconds"] for r in results], failures=failures)
+        shard_cpu_seconds=[r["cpu_seconds"] for r in results], failures=failures,
+        phases={name: t - marks[k][1] for k, (name, t) in enumerate(marks[1:])})

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from .._validate import as_count_array, as_positive_int
 
@@ -117,6 +116,8 @@ def radius_edges(pos, n_node, cutoff: float = 6.0) -> EdgeSet:
     shifted, graph_of_node = _grid_layout(pos, nn, cutoff)
     # Query slightly wider, then decide with distances of the *original* coordinates so the
     # result does not depend on rounding in the shifted frame.
+    from scipy.spatial import cKDTree  # here: MOSES/code builds never import scipy
+
     pairs = cKDTree(shifted).query_pairs(cutoff * (1 + 1e-9) + 1e-12, output_type="ndarray")
     i, j = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
     same = graph_of_node[i] == graph_of_node[j]
@@ -138,6 +139,8 @@ def knn_edges(pos, n_node, k: int = 24) -> EdgeSet:
     # margin=None: every other graph is farther away than the farthest node of one's own graph
     shifted, graph_of_node = _grid_layout(pos, nn, None)
     kk = int(min(k + 1, shifted.shape[0]))
+    from scipy.spatial import cKDTree
+
     dist, nbr = cKDTree(shifted).query(shifted, k=kk)
     dist = dist.reshape(shifted.shape[0], kk)
     nbr = nbr.reshape(shifted.shape[0], kk).astype(np.int64)

@@ -40,8 +40,9 @@ import numpy as np
 from .._io import atomic_write
 from ._store import StoreFormatError
 
-__all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "Manifest", "ShardEntry", "read_manifest",
-           "write_manifest", "write_manifest_of_shards"]
+__all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "Manifest", "ShardEntry", "ShardFacts",
+           "file_identity", "read_manifest", "shard_facts", "write_manifest",
+           "write_manifest_of_facts", "write_manifest_of_shards"]
 
 MANIFEST_FORMAT = "graphbatch-sharded-store"
 MANIFEST_VERSION = 1
@@ -153,48 +154,103 @@ def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict,
     return path
 
 
-def write_manifest_of_shards(path: str | os.PathLike, shard_paths, *, name: str, meta: dict,
-                             build: dict, failed_without_shard=(),
-                             expect_uuids: list[str] | None = None) -> list[ShardEntry]:
-    """Open every shard store (in global order; each in the manifest's folder), check that they
-    agree (fields, edge dtype; ``expect_uuids``: the store ids their writers reported), and
-    write the manifest at ``path`` with their entries and combined size table. Returns the
-    entries. Raises ``ValueError`` naming the first shard that does not fit."""
+@dataclass(frozen=True)
+class ShardFacts:
+    """What a manifest records of one shard store, read by `shard_facts` (in a sharded build:
+    by the shard's writer, on its worker, right after writing it). ``path``: the shard file;
+    ``identity``: its ``(st_dev, st_ino, st_size, st_mtime_ns)`` when read -- a file replaced
+    since (a new rename, even of equal size) has another inode or time."""
+
+    path: str
+    entry: ShardEntry
+    fields: dict
+    edge_index_dtype: str
+    n_node: np.ndarray
+    n_edge: np.ndarray
+    identity: tuple
+
+
+def file_identity(path: str | os.PathLike) -> tuple:
+    """``(st_dev, st_ino, st_size, st_mtime_ns)`` of the file at ``path``."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def shard_facts(shard_path: str | os.PathLike) -> ShardFacts:
+    """Open the store at ``shard_path`` (its own open checks: header CRC, size and offset
+    CRCs) and return what the manifest needs of it. Raises ``ValueError`` if the file changed
+    while it was read."""
     from ._store import GraphStore
 
+    shard_path = Path(shard_path)
+    before = file_identity(shard_path)
+    with GraphStore(shard_path, cache_size=0) as store:
+        n_node, n_edge = np.array(store.n_node), np.array(store.n_edge)
+        facts = ShardFacts(
+            path=str(shard_path),
+            entry=ShardEntry(file=shard_path.name, n_graph=int(n_node.shape[0]),
+                             n_node=int(n_node.sum()), n_edge=int(n_edge.sum()),
+                             n_failed=int(store.failed_index.shape[0]), uuid=store.uuid,
+                             header_crc=store.header_crc, bytes=before[2]),
+            fields=store.fields, edge_index_dtype=np.dtype(store.packed().edge_index.dtype).str,
+            n_node=n_node, n_edge=n_edge, identity=before)
+    if file_identity(shard_path) != before:
+        raise ValueError(f"shard {shard_path.name} changed on disk while it was read")
+    return facts
+
+
+def write_manifest_of_facts(path: str | os.PathLike, facts: list[ShardFacts], *, name: str,
+                            meta: dict, build: dict, failed_without_shard=()) -> list[ShardEntry]:
+    """Write the manifest at ``path`` from the shards' `ShardFacts` (global order) without
+    opening any shard: checks that every shard lies in the manifest's folder, that each file on
+    disk is still the one its facts were read from (`file_identity`; otherwise "written
+    twice?"), and that the shards agree (fields, edge dtype). Returns the entries. Raises
+    ``ValueError`` naming the first shard that does not fit."""
     path = Path(path)
     directory = (path.parent if str(path.parent) else Path(".")).resolve()
-    entries, n_nodes, n_edges, fields, edge_dtype = [], [], [], None, None
-    for k, shard_path in enumerate(map(Path, shard_paths)):
+    if not facts:
+        raise ValueError("a sharded store needs at least one shard")
+    first = facts[0]
+    for k, f in enumerate(facts):
+        shard_path = Path(f.path)
         if shard_path.resolve().parent != directory:
             raise ValueError(f"shard {str(shard_path)!r} is not in the manifest's folder "
                              f"{str(directory)!r}")
-        with GraphStore(shard_path, cache_size=0) as store:
-            if expect_uuids is not None and store.uuid != expect_uuids[k]:
-                raise ValueError(f"shard {k} ({shard_path.name}) on disk is not the store its "
-                                 f"writer reported (store id {store.uuid}, reported "
-                                 f"{expect_uuids[k]}): written twice?")
-            dtype = np.dtype(store.packed().edge_index.dtype).str
-            if fields is None:
-                fields, edge_dtype = store.fields, dtype
-            elif store.fields != fields or dtype != edge_dtype:
-                raise ValueError(f"shard {k} ({shard_path.name}) has fields {store.fields} and "
-                                 f"edge dtype {dtype}; shard 0 has {fields} and {edge_dtype}")
-            n_nodes.append(np.array(store.n_node))
-            n_edges.append(np.array(store.n_edge))
-            entries.append(ShardEntry(file=shard_path.name, n_graph=len(store),
-                                      n_node=int(store.n_node.sum()),
-                                      n_edge=int(store.n_edge.sum()),
-                                      n_failed=int(store.failed_index.shape[0]),
-                                      uuid=store.uuid, header_crc=store.header_crc,
-                                      bytes=shard_path.stat().st_size))
-    if not entries:
-        raise ValueError("a sharded store needs at least one shard")
-    write_manifest(path, uuid=uuidlib.uuid4().hex, name=name, meta=meta, fields=fields,
-                   edge_index_dtype=edge_dtype, build=build, shards=entries,
-                   n_node=np.concatenate(n_nodes), n_edge=np.concatenate(n_edges),
+        try:
+            now = file_identity(shard_path)
+        except FileNotFoundError:
+            raise ValueError(f"shard {k} ({shard_path.name}) is gone from disk") from None
+        if now != tuple(f.identity):
+            raise ValueError(f"shard {k} ({shard_path.name}) on disk is not the store its "
+                             f"writer reported (file {now}, reported {tuple(f.identity)}): "
+                             "written twice?")
+        if f.fields != first.fields or f.edge_index_dtype != first.edge_index_dtype:
+            raise ValueError(f"shard {k} ({shard_path.name}) has fields {f.fields} and edge "
+                             f"dtype {f.edge_index_dtype}; shard 0 has {first.fields} and "
+                             f"{first.edge_index_dtype}")
+    entries = [f.entry for f in facts]
+    write_manifest(path, uuid=uuidlib.uuid4().hex, name=name, meta=meta, fields=first.fields,
+                   edge_index_dtype=first.edge_index_dtype, build=build, shards=entries,
+                   n_node=np.concatenate([f.n_node for f in facts]),
+                   n_edge=np.concatenate([f.n_edge for f in facts]),
                    failed_without_shard=failed_without_shard)
     return entries
+
+
+def write_manifest_of_shards(path: str | os.PathLike, shard_paths, *, name: str, meta: dict,
+                             build: dict, failed_without_shard=()) -> list[ShardEntry]:
+    """Open every shard store (in global order; each in the manifest's folder) and write the
+    manifest at ``path`` with their entries and combined size table (`shard_facts`, then
+    `write_manifest_of_facts`). Returns the entries."""
+    path = Path(path)
+    directory = (path.parent if str(path.parent) else Path(".")).resolve()
+    for shard_path in map(Path, shard_paths):  # named before any file is opened
+        if shard_path.resolve().parent != directory:
+            raise ValueError(f"shard {str(shard_path)!r} is not in the manifest's folder "
+                             f"{str(directory)!r}")
+    return write_manifest_of_facts(path, [shard_facts(p) for p in shard_paths], name=name,
+                                   meta=meta, build=build,
+                                   failed_without_shard=failed_without_shard)
 
 
 def _count(value, what: str) -> int:

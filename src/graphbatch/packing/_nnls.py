@@ -10,7 +10,6 @@ packed longest-pack-first.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import nnls
 
 from ._histogram import pack_histogram
 from ._patterns import PackPatterns
@@ -61,6 +60,8 @@ def pack_nnls(n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int
     for t, pat in enumerate(patterns):
         for b, c in pat:
             A[b, t] = c
+    from scipy.optimize import nnls  # here: scipy.optimize costs ~0.3 s to import
+
     x, _ = nnls(A, count.astype(np.float64), maxiter=50 * npat)
     xi = np.floor(x + 1e-9).astype(np.int64)
     left = count.copy()
