@@ -63,6 +63,7 @@ class PackedGraphs:
     graph: Mapping[str, np.ndarray] = field(default_factory=dict)
     _rows: dict | None = field(default=None, init=False, repr=False, compare=False)
     _layouts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _max_nodes: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return int(self.n_node.shape[0])
@@ -71,6 +72,12 @@ class PackedGraphs:
         """``{field: level}`` in storage order (node, then edge, then graph fields)."""
         return {**{k: "node" for k in self.node}, **{k: "edge" for k in self.edge},
                 **{k: "graph" for k in self.graph}}
+
+    def max_nodes(self) -> int:
+        """The largest node count of one graph (0 without graphs), computed once."""
+        if self._max_nodes is None:
+            object.__setattr__(self, "_max_nodes", int(self.n_node.max(initial=0)))
+        return self._max_nodes
 
     def row_views(self) -> dict[str, np.ndarray | None]:
         """``{name: one-item-per-row view}`` of every array, made once: each row as one opaque
@@ -225,7 +232,7 @@ class _Program:
     view dtype for its range check, and constant structure rows (``arange(n_graph + 1)``)."""
 
     __slots__ = ("entries", "nbytes", "offsets", "fields", "touch", "ei_view", "ei_unsigned",
-                 "wide_bound", "geometric", "graph_ptr", "slots")
+                 "ei_cap", "wide_bound", "geometric", "graph_ptr", "slots")
 
     def __init__(self, source: PackedGraphs, shape: tuple[int, int, int], dtypes, index_dtype,
                  layout: str, position_key: str):
@@ -253,11 +260,15 @@ class _Program:
         if ei.dtype.kind not in "iu":
             raise TypeError(f"edge_index must hold integers, got dtype {ei.dtype}")
         self.ei_view = views["edge_index"]
-        if self.ei_view is not None and ei.nbytes >= TOUCH_BYTES:
+        if self.ei_view is not None and ei.shape[1] and ei.nbytes >= TOUCH_BYTES:
             self.touch.append((self.ei_view, 1, 1))
-        # one unsigned comparison catches negative and too-large indices alike
+        # One unsigned comparison catches negative and too-large indices alike: negative
+        # values read as unsigned are >= 2**(bits-1), so the bound per graph is its node count
+        # capped there (``ei_cap``: None where no graph has more nodes than that); node counts
+        # compare exactly against 8-byte unsigned values only as that type (``wide_bound``).
         self.ei_unsigned = np.dtype(f"u{ei.dtype.itemsize}")
-        # node counts compare exactly against 8-byte unsigned values only as that type
+        top = int(np.iinfo(ei.dtype).max) + 1
+        self.ei_cap = top if ei.dtype.kind == "i" and source.max_nodes() > top else None
         self.wide_bound = ei.dtype.itemsize == 8
         for lv, level in enumerate(("node", "edge", "graph")):
             for name, arr in getattr(source, level).items():
@@ -266,7 +277,8 @@ class _Program:
                 same = view is not None and dt == arr.dtype
                 self.fields.append((name, lv, arr, view, same, at, shp, dt,
                                     level == "node" and name == position_key))
-                if view is not None and level != "graph" and arr.nbytes >= TOUCH_BYTES:
+                if (view is not None and level != "graph" and arr.shape[0]
+                        and arr.nbytes >= TOUCH_BYTES):
                     self.touch.append((view, lv, 0))
         pos = source.node.get(position_key)
         # padding geometry by default: torch layout with float node positions (as
@@ -454,16 +466,19 @@ def pad_batch(
             has = ne > 0
             top = np.maximum.reduceat(unsigned, edge_first[has], axis=1)
             limit = nn[has]
+        if prog.ei_cap is not None:
+            limit = np.minimum(limit, prog.ei_cap)
         if prog.wide_bound:
             limit = limit.astype(prog.ei_unsigned)
         if (top >= limit).any():
-            limit = np.repeat(nn, ne)
+            nodes = np.repeat(nn, ne)
+            limit = nodes if prog.ei_cap is None else np.minimum(nodes, prog.ei_cap)
             if prog.wide_bound:
                 limit = limit.astype(prog.ei_unsigned)
             e = int(np.flatnonzero((unsigned >= limit).any(axis=0))[0])
             g = int(idx[np.searchsorted(np.cumsum(ne), e, side="right")])
             raise ValueError(f"stored edge_index of graph {g} holds {local[:, e].tolist()}, "
-                             f"outside its {int(limit[e])} nodes (damaged store?)")
+                             f"outside its {int(nodes[e])} nodes (damaged store?)")
         np.add(local, np.repeat(node_first, ne), out=ei[:, :e_real], casting="unsafe")
     edge_inc = new("edge_inc")
     edge_inc[:g_real] = node_first
