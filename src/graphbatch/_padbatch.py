@@ -8,7 +8,11 @@ it into a ``jraph.GraphsTuple`` (``layout="jraph"``).
 Source: `PackedGraphs`, ``G`` graphs stored back to back (an on-disk store's memory-mapped
 arrays, or arrays in memory). Reading a batch is vectorised: the batch's graph indices give row
 ranges through the offsets, the ranges become one row-index array per level, and each array is
-gathered with one fancy index, written straight into the padded output.
+gathered with one fancy index, written straight into the padded output. Random graphs are cold
+in the CPU caches: before gathering, the first row of every graph is read from each large array
+in one short gather per array (`TOUCH_BYTES`), so the misses overlap instead of stalling the
+gathers one graph at a time. What depends only on the padded shape and the options (buffer
+layout, per-field gather plan) is a `_Program` made once per shape and cached on the source.
 
 Layouts of a batch of shape ``(n_node, n_edge, n_graph)`` holding ``Gr`` real graphs with ``N``
 nodes and ``E`` edges -- real graphs first, in the given order, padding after them:
