@@ -78,7 +78,8 @@ def test_small_index_dtype_with_large_graphs_is_not_refused():
     src = _source([300, 3], [4, 2], np.int8)
     out = pb.pad_batch(src, [0, 1], (310, 10, 4))
     assert out.num_real == (2, 303, 6)
-    assert np.array_equal(out.fields["edge_index"][:, 4:6], src.edge_index[:, 4:6].astype(np.int64) + 300)
+    want = src.edge_index[:, 4:6].astype(np.int64) + 300
+    assert np.array_equal(out.fields["edge_index"][:, 4:6], want)
 
 
 @pytest.mark.parametrize("nn,value", [(237, -128), (300, -1), (200, -56), (129, -128)])
