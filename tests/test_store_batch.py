@@ -243,9 +243,9 @@ def _unaligned(arr: np.ndarray) -> np.ndarray:
 @settings(max_examples=30, deadline=None)
 @given(n_node=st.lists(st.integers(0, 9), min_size=1, max_size=12),
        edges_per_node=st.integers(0, 3), data=st.data(),
-       run_rows=st.sampled_from([1, 4, 10**9]), unaligned=st.booleans())
+       run_rows=st.sampled_from([1, 4, 10**9]), unaligned=st.booleans(), touch=st.booleans())
 def test_kernel_gathers_equal_per_graph_slices(n_node, edges_per_node, data, run_rows,
-                                               unaligned):
+                                               unaligned, touch):
     rng = np.random.default_rng(len(n_node) * 31 + edges_per_node)
     nn = np.array(n_node, dtype=np.int64)
     ne = np.array([k * edges_per_node if k else 0 for k in n_node], dtype=np.int64)
@@ -267,13 +267,14 @@ def test_kernel_gathers_equal_per_graph_slices(n_node, edges_per_node, data, run
         assert not src.node["pos"].flags.aligned
     idx = np.array(data.draw(st.lists(st.integers(0, G - 1), max_size=6)), dtype=np.int64)
     shape = (int(nn[idx].sum()) + 3, int(ne[idx].sum()) + 2, len(idx) + 2)
-    old = pb.RUN_ROWS
+    old = pb.RUN_ROWS, pb.TOUCH_BYTES
     pb.RUN_ROWS = run_rows
+    pb.TOUCH_BYTES = 0 if touch else old[1]              # touch every array before gathering
     try:
         casts = {"z": np.int64, "d": np.float32} if run_rows == 4 else {}
         got = pb.pad_batch(src, idx, shape, dtypes=casts, pad={"i": -7})
     finally:
-        pb.RUN_ROWS = old
+        pb.RUN_ROWS, pb.TOUCH_BYTES = old
     no, eo = src.node_offsets, src.edge_offsets
     for level, rows in (("node", [slice(no[g], no[g + 1]) for g in idx]),
                         ("edge", [slice(eo[g], eo[g + 1]) for g in idx]),

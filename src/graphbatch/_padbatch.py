@@ -8,7 +8,11 @@ it into a ``jraph.GraphsTuple`` (``layout="jraph"``).
 Source: `PackedGraphs`, ``G`` graphs stored back to back (an on-disk store's memory-mapped
 arrays, or arrays in memory). Reading a batch is vectorised: the batch's graph indices give row
 ranges through the offsets, the ranges become one row-index array per level, and each array is
-gathered with one fancy index, written straight into the padded output.
+gathered with one fancy index, written straight into the padded output. Random graphs are cold
+in the CPU caches: before gathering, the first row of every graph is read from each large array
+in one short gather per array (`TOUCH_BYTES`), so the misses overlap instead of stalling the
+gathers one graph at a time. What depends only on the padded shape and the options (buffer
+layout, per-field gather plan) is a `_Program` made once per shape and cached on the source.
 
 Layouts of a batch of shape ``(n_node, n_edge, n_graph)`` holding ``Gr`` real graphs with ``N``
 nodes and ``E`` edges -- real graphs first, in the given order, padding after them:
@@ -63,6 +67,7 @@ class PackedGraphs:
     graph: Mapping[str, np.ndarray] = field(default_factory=dict)
     _rows: dict | None = field(default=None, init=False, repr=False, compare=False)
     _layouts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _max_nodes: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return int(self.n_node.shape[0])
@@ -71,6 +76,12 @@ class PackedGraphs:
         """``{field: level}`` in storage order (node, then edge, then graph fields)."""
         return {**{k: "node" for k in self.node}, **{k: "edge" for k in self.edge},
                 **{k: "graph" for k in self.graph}}
+
+    def max_nodes(self) -> int:
+        """The largest node count of one graph (0 without graphs), computed once."""
+        if self._max_nodes is None:
+            object.__setattr__(self, "_max_nodes", int(self.n_node.max(initial=0)))
+        return self._max_nodes
 
     def row_views(self) -> dict[str, np.ndarray | None]:
         """``{name: one-item-per-row view}`` of every array, made once: each row as one opaque
@@ -127,25 +138,26 @@ def _item_view(arr: np.ndarray) -> np.ndarray | None:
 RUN_ROWS = 64
 
 
-def _rows(offsets: np.ndarray, idx: np.ndarray, counts: np.ndarray, first: np.ndarray,
-          total: int):
-    """Where the rows of graphs ``idx`` are: a list of one slice per graph with rows (long
-    runs, see `RUN_ROWS`) or the row-index array (`row_ranges`)."""
-    starts = offsets[idx]
-    if total and total >= RUN_ROWS * idx.shape[0]:
+def _rows(starts: np.ndarray, counts: np.ndarray, first: np.ndarray, total: int):
+    """Where the rows of graphs with first rows ``starts`` and ``counts`` rows are: a list of
+    one slice per graph with rows (long runs, see `RUN_ROWS`) or the row-index array
+    (`row_ranges`)."""
+    if total and total >= RUN_ROWS * starts.shape[0]:
         return [slice(a, a + n) for a, n in zip(starts.tolist(), counts.tolist()) if n]
     return row_ranges(starts, counts, first, total)
 
 
 def _take_rows(arr: np.ndarray, view: np.ndarray | None, rows, out: np.ndarray,
-               axis: int = 0) -> None:
+               axis: int = 0, same: bool | None = None) -> None:
     """``out[:] = arr[rows]`` along ``axis`` (0, or 1 for ``edge_index``), ``rows`` from `_rows`
     (in range), copying whole rows through ``view`` (`PackedGraphs.row_views`) when ``out`` has
-    ``arr``'s dtype and is C-contiguous; otherwise cast as an assignment does."""
+    ``arr``'s dtype and is C-contiguous (``same``: that condition, when the caller knows it);
+    otherwise cast as an assignment does."""
     if out.size == 0:
         return
     runs = isinstance(rows, list)
-    same = view is not None and out.dtype == arr.dtype and out.flags.c_contiguous
+    if same is None:
+        same = view is not None and out.dtype == arr.dtype and out.flags.c_contiguous
     if same:
         dst = out.view(view.dtype) if axis else out.reshape(-1).view(np.uint8).view(view.dtype)
         if runs:
@@ -209,15 +221,23 @@ _STRUCT = (("node_counts", "graph", np.int64), ("edge_counts", "graph", np.int64
            ("graph_ptr", "graph+1", np.int64))
 
 
+#: Arrays of at least this many bytes are "touched" before a batch is gathered (see
+#: `_Program.touch`); smaller ones stay in the CPU caches anyway.
+TOUCH_BYTES = 1 << 22
+
+
 class _Layout:
-    """Where each output array of a batch lies in its one buffer: ``{name: (offset, shape,
-    dtype)}`` (fields by name, structure arrays by their `PaddedArrays` attribute name) and
-    the buffer's size in bytes; offsets are multiples of `ALIGN`."""
+    """Where each output array of a batch of ``shape`` lies in its one buffer: ``entries``
+    ``{name: (offset, end, shape, dtype)}`` (fields by name, structure arrays by their
+    `PaddedArrays` attribute name; offsets are multiples of `ALIGN`), ``offsets`` ``{name:
+    offset}`` and ``nbytes``, the buffer's size. Only the fields' trailing shapes and dtypes of
+    ``source`` matter."""
 
     __slots__ = ("entries", "nbytes", "offsets")
 
     def __init__(self, source: PackedGraphs, shape: tuple[int, int, int], dtypes, index_dtype):
         n = {"node": shape[0], "edge": shape[1], "graph": shape[2], "graph+1": shape[2] + 1}
+        views = source.row_views()
         specs = [("edge_index", (2, shape[1]), np.dtype(index_dtype))]
         for level in ("node", "edge", "graph"):
             for name, arr in getattr(source, level).items():
@@ -234,17 +254,78 @@ class _Layout:
         self.offsets = MappingProxyType({name: e[0] for name, e in self.entries.items()})
 
 
-def _layout(source: PackedGraphs, shape, dtypes, index_dtype) -> _Layout:
-    """The buffer layout for ``shape``, cached per source (a few distinct shapes per plan)."""
+class _Program:
+    """Everything about reading batches of one padded shape from one source that does not
+    depend on the batch (made once per shape, cached on the source): where each output array
+    lies in the batch's one buffer (``entries``: ``{name: (offset, end, shape, dtype)}``,
+    fields by name, structure arrays by their `PaddedArrays` attribute name; offsets are
+    multiples of `ALIGN`; ``nbytes`` the buffer's size), the gather of every field
+    (``fields``), the arrays to touch before gathering (``touch``), the edge index's unsigned
+    view dtype for its range check, and constant structure rows (``arange(n_graph + 1)``)."""
+
+    __slots__ = ("entries", "nbytes", "offsets", "fields", "touch", "ei_view", "ei_unsigned",
+                 "ei_cap", "wide_bound", "geometric", "graph_ptr", "slots")
+
+    def __init__(self, source: PackedGraphs, shape: tuple[int, int, int], dtypes, index_dtype,
+                 layout: str, position_key: str):
+        lay = _Layout(source, shape, dtypes, index_dtype)
+        self.entries, self.nbytes, self.offsets = lay.entries, lay.nbytes, lay.offsets
+        views = source.row_views()
+        # fields in storage order: (name, level number, array, row view or None, whether rows
+        # are copied as whole items (same dtype), offset, shape, dtype, is the position field)
+        self.fields = []
+        self.touch = []
+        ei = source.edge_index
+        if ei.dtype.kind not in "iu":
+            raise TypeError(f"edge_index must hold integers, got dtype {ei.dtype}")
+        self.ei_view = views["edge_index"]
+        if self.ei_view is not None and ei.shape[1] and ei.nbytes >= TOUCH_BYTES:
+            self.touch.append((self.ei_view, 1, 1))
+        # One unsigned comparison catches negative and too-large indices alike: negative
+        # values read as unsigned are >= 2**(bits-1), so the bound per graph is its node count
+        # capped there (``ei_cap``: None where no graph has more nodes than that); node counts
+        # compare exactly against 8-byte unsigned values only as that type (``wide_bound``).
+        self.ei_unsigned = np.dtype(f"u{ei.dtype.itemsize}")
+        top = int(np.iinfo(ei.dtype).max) + 1
+        self.ei_cap = top if ei.dtype.kind == "i" and source.max_nodes() > top else None
+        self.wide_bound = ei.dtype.itemsize == 8
+        for lv, level in enumerate(("node", "edge", "graph")):
+            for name, arr in getattr(source, level).items():
+                at, _, shp, dt = self.entries[name]
+                view = views[name]
+                same = view is not None and dt == arr.dtype
+                self.fields.append((name, lv, arr, view, same, at, shp, dt,
+                                    level == "node" and name == position_key))
+                if (view is not None and level != "graph" and arr.shape[0]
+                        and arr.nbytes >= TOUCH_BYTES):
+                    self.touch.append((view, lv, 0))
+        pos = source.node.get(position_key)
+        # padding geometry by default: torch layout with float node positions (as
+        # `graphbatch.torch.collate` does); with a cutoff always
+        self.geometric = layout == "torch" and pos is not None and np.issubdtype(
+            np.dtype(dtypes.get(position_key, pos.dtype)), np.floating)
+        self.graph_ptr = np.arange(shape[2] + 1, dtype=np.int64)
+        self.graph_ptr.flags.writeable = False
+        self.slots = self.graph_ptr[:-1]
+
+
+def _program(source: PackedGraphs, shape, dtypes, index_dtype, layout: str,
+             position_key: str) -> _Program:
+    """The `_Program` for ``shape`` and these options, cached per source (a few distinct shapes
+    per plan; fixed-shape strategies have one)."""
     cache = source._layouts
-    key = (shape, np.dtype(index_dtype).str, tuple(sorted(
-        (k, np.dtype(v).str) for k, v in dtypes.items())) if dtypes else ())
-    lay = cache.get(key)
-    if lay is None:
+    try:
+        key = (shape, index_dtype, layout, position_key, tuple(dtypes.items()))
+        prog = cache.get(key)
+    except TypeError:  # unhashable dtype spellings
+        key = (shape, np.dtype(index_dtype).str, layout, position_key, tuple(sorted(
+            (k, np.dtype(v).str) for k, v in dtypes.items())))
+        prog = cache.get(key)
+    if prog is None:
         if len(cache) >= 256:
             cache.clear()
-        lay = cache[key] = _Layout(source, shape, dtypes, index_dtype)
-    return lay
+        prog = cache[key] = _Program(source, shape, dtypes, index_dtype, layout, position_key)
+    return prog
 
 
 def buffer_layout(source: PackedGraphs, shape, dtypes: Mapping[str, np.dtype] | None = None,
@@ -255,7 +336,7 @@ def buffer_layout(source: PackedGraphs, shape, dtypes: Mapping[str, np.dtype] | 
     name) and ``.nbytes``, the buffer's size. Only the fields' trailing shapes and dtypes of
     ``source`` matter (zero-row arrays do). Bytes grow with each of ``n_node``, ``n_edge``,
     ``n_graph``."""
-    return _layout(source, _shape(shape), dtypes or {}, index_dtype)
+    return _Layout(source, _shape(shape), dtypes or {}, index_dtype)
 
 
 def row_ranges(starts: np.ndarray, lengths: np.ndarray, first: np.ndarray | None = None,
@@ -292,7 +373,8 @@ def _index(index, n: int) -> np.ndarray:
     if idx.size and idx.dtype.kind not in "iu":
         raise TypeError(f"graph indices must be integers, got dtype {idx.dtype}")
     idx = idx.astype(np.int64, copy=False)
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
+    # one reduction: negative indices are huge as unsigned
+    if idx.size and int(idx.view(np.uint64).max()) >= n:
         bad = idx[(idx < 0) | (idx >= n)][0]
         raise IndexError(f"graph index {int(bad)} out of range for {n} graphs")
     return idx
@@ -357,83 +439,97 @@ def pad_batch(
             f"{idx[:8].tolist()}...) do not fit the padded shape ({n_node}, {n_edge}, {n_graph}), "
             f"which has room for {n_node - 1} real nodes and {n_edge} real edges; the plan and "
             "the data disagree about graph sizes")
+    prog = _program(source, (n_node, n_edge, n_graph), dtypes, index_dtype, layout,
+                    position_key)
+    node_starts = source.node_offsets[idx]
+    edge_starts = source.edge_offsets[idx]
+    starts = (node_starts, edge_starts)
+    # Touch the first row of every graph in each large array, one short gather per array:
+    # the loads are independent, so the CPU overlaps their cache and TLB misses (a random
+    # graph's rows are cold); the gathers below then find them cached instead of waiting
+    # for one miss per graph per array in turn. Results are discarded.
+    if g_real:
+        for view, lv, axis in prog.touch:
+            view.take(starts[lv], axis=axis, mode="clip")
     n_pad, e_pad = n_node - n_real, n_edge - e_real
     owner = n_graph - 1 if layout == "torch" else g_real
-    views = source.row_views()
-    lay = _layout(source, (n_node, n_edge, n_graph), dtypes, index_dtype)
-    buf = np.empty(lay.nbytes, dtype=np.uint8) if allocate is None else allocate(lay.nbytes)
+    entries = prog.entries
+    buf = np.empty(prog.nbytes, dtype=np.uint8) if allocate is None else allocate(prog.nbytes)
     if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1
-            and buf.shape[0] >= lay.nbytes and buf.flags.c_contiguous and buf.flags.writeable):
-        raise TypeError(f"allocate({lay.nbytes}) must return a writable 1-D uint8 array of at "
-                        f"least {lay.nbytes} bytes")
+            and buf.shape[0] >= prog.nbytes and buf.flags.c_contiguous and buf.flags.writeable):
+        raise TypeError(f"allocate({prog.nbytes}) must return a writable 1-D uint8 array of at "
+                        f"least {prog.nbytes} bytes")
 
     def new(name):
-        at, end, shp, dt = lay.entries[name]
-        return buf[at:end].view(dt).reshape(shp)
+        at, _, shp, dt = entries[name]
+        return np.ndarray(shp, dt, buf, at)
 
-    # padding geometry: with a cutoff always; in the torch layout also by default whenever the
-    # graphs have float node positions (as `graphbatch.torch.collate` does)
-    pos_arr = source.node.get(position_key)
-    geometric = cutoff is not None or (
-        layout == "torch" and pos_arr is not None and np.issubdtype(
-            np.dtype(dtypes.get(position_key, pos_arr.dtype)), np.floating))
+    geometric = cutoff is not None or prog.geometric
 
     node_counts, edge_counts = new("node_counts"), new("edge_counts")
-    for counts, real, n_extra in ((node_counts, nn, n_pad), (edge_counts, ne, e_pad)):
+    node_ptr, edge_ptr = new("node_ptr"), new("edge_ptr")
+    for counts, ptr, real, n_extra in ((node_counts, node_ptr, nn, n_pad),
+                                       (edge_counts, edge_ptr, ne, e_pad)):
         counts[:g_real] = real
         counts[g_real:] = 0
         counts[owner] = n_extra
-    node_ptr, edge_ptr = new("node_ptr"), new("edge_ptr")
-    for ptr, counts in ((node_ptr, node_counts), (edge_ptr, edge_counts)):
         ptr[0] = 0
         np.cumsum(counts, out=ptr[1:])
     # real graphs come first in both layouts: ptr[:g_real] are their exclusive prefix sums
     node_first, edge_first = node_ptr[:g_real], edge_ptr[:g_real]
-    node_rows = _rows(source.node_offsets, idx, nn, node_first, n_real)
-    edge_rows = _rows(source.edge_offsets, idx, ne, edge_first, e_real)
+    node_rows = _rows(node_starts, nn, node_first, n_real)
+    edge_rows = _rows(edge_starts, ne, edge_first, e_real)
 
     fields: dict[str, np.ndarray] = {}
     # edge_index: local -> batch-global indices, range-checked against each graph's node count
-    ei_dtype = source.edge_index.dtype
-    local = np.empty((2, e_real), dtype=ei_dtype)
-    _take_rows(source.edge_index, views["edge_index"], edge_rows, local, axis=1)
+    ei = new("edge_index")
     if e_real:
-        # one unsigned comparison catches negative and too-large indices alike: the largest
-        # index of each graph with edges (reduceat over its run of edges) against its nodes
-        unsigned = local.view(np.dtype(ei_dtype.str.replace("i", "u")))
-        has = ne > 0
-        top = np.maximum.reduceat(unsigned, edge_first[has], axis=1)
-        if (top >= nn[has].astype(unsigned.dtype)).any():
-            limit = np.repeat(nn.astype(unsigned.dtype), ne)
+        local = np.empty((2, e_real), dtype=source.edge_index.dtype)
+        _take_rows(source.edge_index, prog.ei_view, edge_rows, local, axis=1)
+        # the largest index of each graph with edges (reduceat over its run of edges) against
+        # its node count, as unsigned values (negative ones are huge)
+        unsigned = local.view(prog.ei_unsigned)
+        if ne.all():
+            top = np.maximum.reduceat(unsigned, edge_first, axis=1)
+            limit = nn
+        else:
+            has = ne > 0
+            top = np.maximum.reduceat(unsigned, edge_first[has], axis=1)
+            limit = nn[has]
+        if prog.ei_cap is not None:
+            limit = np.minimum(limit, prog.ei_cap)
+        if prog.wide_bound:
+            limit = limit.astype(prog.ei_unsigned)
+        if (top >= limit).any():
+            nodes = np.repeat(nn, ne)
+            limit = nodes if prog.ei_cap is None else np.minimum(nodes, prog.ei_cap)
+            if prog.wide_bound:
+                limit = limit.astype(prog.ei_unsigned)
             e = int(np.flatnonzero((unsigned >= limit).any(axis=0))[0])
             g = int(idx[np.searchsorted(np.cumsum(ne), e, side="right")])
             raise ValueError(f"stored edge_index of graph {g} holds {local[:, e].tolist()}, "
-                             f"outside its {int(limit[e])} nodes (damaged store?)")
+                             f"outside its {int(nodes[e])} nodes (damaged store?)")
+        np.add(local, np.repeat(node_first, ne), out=ei[:, :e_real], casting="unsafe")
     edge_inc = new("edge_inc")
     edge_inc[:g_real] = node_first
     edge_inc[g_real:] = 0
-    ei = new("edge_index")
-    np.add(local, np.repeat(node_first, ne), out=ei[:, :e_real], casting="unsafe")
-    ei[:, e_real:] = padding_edge_index(n_real, n_node, e_pad, spread=geometric)
+    padding_edge_index(n_real, n_node, e_pad, spread=geometric, out=ei[:, e_real:])
     fields["edge_index"] = ei
 
-    rows = {"node": node_rows, "edge": edge_rows, "graph": idx}
-    target = {"node": n_node, "edge": n_edge, "graph": n_graph}
-    real_n = {"node": n_real, "edge": e_real, "graph": g_real}
-    for level in ("node", "edge", "graph"):
-        for name, arr in getattr(source, level).items():
-            out = new(name)
-            k = real_n[level]
-            _take_rows(arr, views[name], rows[level], out[:k])
-            if geometric and level == "node" and name == position_key:
-                out[k:] = _padding_positions(out[:k], target[level] - k,
-                                             cutoff).reshape(out[k:].shape)
-            else:
-                out[k:] = pad.get(name, 0)
-            fields[name] = out
+    rows = (node_rows, edge_rows, idx)
+    real_n = (n_real, e_real, g_real)
+    for name, lv, arr, view, same, at, shp, dt, is_pos in prog.fields:
+        out = np.ndarray(shp, dt, buf, at)
+        k = real_n[lv]
+        _take_rows(arr, view, rows[lv], out[:k], same=same)
+        if geometric and is_pos:
+            out[k:] = _padding_positions(out[:k], shp[0] - k, cutoff).reshape(out[k:].shape)
+        else:
+            out[k:] = pad.get(name, 0)
+        fields[name] = out
 
     batch = new("batch")
-    batch[:] = np.repeat(np.arange(n_graph, dtype=np.int64), node_counts)
+    batch[:] = np.repeat(prog.slots, node_counts)
     masks = []
     for name, k in (("node_mask", n_real), ("edge_mask", e_real), ("graph_mask", g_real)):
         m = new(name)
@@ -445,13 +541,13 @@ def pad_batch(
     graph_index[:g_real] = idx
     graph_index[g_real:] = -1
     graph_ptr = new("graph_ptr")
-    graph_ptr[:] = np.arange(n_graph + 1, dtype=np.int64)
+    graph_ptr[:] = prog.graph_ptr
     return PaddedArrays(
         fields=fields, node_counts=node_counts, edge_counts=edge_counts, node_ptr=node_ptr,
         edge_ptr=edge_ptr, batch=batch, node_mask=node_mask, edge_mask=edge_mask,
         graph_mask=graph_mask, graph_index=graph_index, edge_inc=edge_inc,
         num_real=(g_real, n_real, e_real), shape=(n_node, n_edge, n_graph), layout=layout,
-        buffer=buf, offsets=lay.offsets, graph_ptr=graph_ptr,
+        buffer=buf, offsets=prog.offsets, graph_ptr=graph_ptr,
     )
 
 

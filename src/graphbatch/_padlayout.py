@@ -36,7 +36,8 @@ def check_cutoff(cutoff) -> float | None:
     return c
 
 
-def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, spread: bool):
+def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, spread: bool,
+                       out: np.ndarray | None = None):
     """Sender/receiver indices ``[2, num_pad_edges]`` (int64) of the padding edges.
 
     Without ``spread`` every padding edge is a self-loop of the first padding node (jraph's
@@ -44,6 +45,9 @@ def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, 
     node ``j = k mod (P - 1)`` to ``j + 1``: no padding edge is a self-loop, and every one joins
     two consecutive padding nodes (with `padding_positions`, all have the same length). With
     ``P == 1`` a self-loop is the only choice and is returned.
+
+    ``out`` (optional): an integer array ``[2, num_pad_edges]`` (e.g. the padding part of a
+    batch's ``edge_index``) written in place and returned instead of a new int64 array.
     """
     n_real = as_nonnegative_int(num_real_nodes, "num_real_nodes")
     n_node = as_positive_int(n_node, "n_node")
@@ -53,10 +57,21 @@ def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, 
         raise ValueError(
             f"{n_real} real nodes leave no padding node in a batch of {n_node} nodes"
         )
+    if out is None:
+        out = np.empty((2, e), dtype=np.int64)
+    elif out.shape != (2, e) or out.dtype.kind not in "iu":
+        raise ValueError(f"out must be an integer array of shape (2, {e}), got {out.dtype} "
+                         f"{out.shape}")
     if not spread or p == 1:
-        return np.full((2, e), n_real, dtype=np.int64)
-    j = np.arange(e, dtype=np.int64) % (p - 1)
-    return np.stack([n_real + j, n_real + j + 1])
+        out[...] = n_real
+    else:
+        j = np.arange(e, dtype=np.int64)
+        j %= p - 1
+        j += n_real
+        out[0] = j
+        j += 1
+        out[1] = j
+    return out
 
 
 def padding_positions(real_max, num_pad_nodes: int, cutoff: float, dtype=np.float64) -> np.ndarray:

@@ -103,10 +103,14 @@ def _shared_allocator():
 def _as_tensors(padded: PaddedArrays, keys, base: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """The batch's field and structure arrays as tensors sharing its memory: views of ``base``
     (the batch's buffer as one tensor, in workers) or ``torch.from_numpy`` per array."""
+    if base is None:
+        fields, from_numpy = padded.fields, torch.from_numpy
+        out = {key: from_numpy(fields[key]) for key in keys}
+        for key, attr in _STRUCT_KEYS.items():
+            out[key] = from_numpy(getattr(padded, attr))
+        return out
     arrays = {key: padded.fields[key] for key in keys}
     arrays.update({key: getattr(padded, attr) for key, attr in _STRUCT_KEYS.items()})
-    if base is None:
-        return {key: torch.from_numpy(a) for key, a in arrays.items()}
     offsets = padded.offsets
     attr = {**{key: key for key in keys}, **_STRUCT_KEYS}
     out = {}
@@ -240,8 +244,6 @@ class StoreBatcher:
                   real_graphs: int, node_counts):
         """The ``Batch`` (or dict) of one padded batch from its tensors (`_as_tensors`);
         ``node_counts()`` gives the nodes per graph slot (read only when needed)."""
-        from ..datasets._torch import StoreData
-
         n_graph = shape[2]
         edge_ptr = tensors.pop("edge_ptr")
         edge_inc = tensors.pop("edge_inc")
@@ -250,7 +252,7 @@ class StoreBatcher:
             tensors["edge_ptr"] = edge_ptr
             tensors["num_graphs"] = n_graph
             return tensors
-        Batch, Data = _pyg()
+        Batch, Data, StoreData = _batch_classes()
         # like `collate`, whose Batch inherits from the type of its first graph (plain Data
         # when an all-padding batch of a distributed plan has no graph)
         out = _new_batch(Batch, StoreData if real_graphs else Data)
@@ -264,6 +266,19 @@ class StoreBatcher:
         out._inc_dict = {key: (inc if key == EDGE_INDEX else None) for key in self._keys}
         out._num_graphs = n_graph
         return out
+
+
+_CLASSES: list = []
+
+
+def _batch_classes() -> tuple[type, type, type]:
+    """PyG's ``Batch`` and ``Data`` and `graphbatch.datasets._torch.StoreData`, imported once
+    (on the first PyG batch: the ``as_dict`` path needs no PyG)."""
+    if not _CLASSES:
+        from ..datasets._torch import StoreData
+
+        _CLASSES.extend((*_pyg(), StoreData))
+    return _CLASSES[0], _CLASSES[1], _CLASSES[2]
 
 
 def _set_all(batch, tensors: dict[str, torch.Tensor]) -> None:
