@@ -100,9 +100,43 @@ def test_pin_memory_is_applied_in_the_thread():
     assert got[1]["x"].pinned_in == "graphbatch-prefetch" and got[1]["n"] == 3
 
 
-def test_bad_depth():
+def test_transform_runs_in_the_thread_after_pinning():
+    class Pinnable:
+        def __init__(self):
+            self.steps = []
+
+        def pin_memory(self):
+            self.steps.append(("pin", threading.current_thread().name))
+            return self
+
+    def to_device(b):
+        b.steps.append(("to", threading.current_thread().name))
+        return b
+
+    got = list(prefetch([Pinnable(), Pinnable()], pin_memory=True, transform=to_device))
+    assert [b.steps for b in got] == [[("pin", "graphbatch-prefetch"),
+                                       ("to", "graphbatch-prefetch")]] * 2
+    assert [int(t) for t in prefetch(torch.arange(4), transform=lambda t: t * 10)] == [
+        0, 10, 20, 30]
+
+
+def test_is_the_cores_consumer_paced_prefetcher():
+    """One implementation: a take does not wake the thread (it refills on its own poll)."""
+    from graphbatch._prefetch import Prefetcher as Core
+
+    assert issubclass(Prefetcher, Core)
+    with prefetch(iter(range(10**6)), depth=2) as p:
+        for _ in range(10):
+            next(p)
+            assert _wait_for(lambda: p._queue.full())
+            assert not p._queue.not_full._waiters
+
+
+def test_bad_depth_and_transform():
     with pytest.raises(ValueError, match="depth"):
         prefetch([1], depth=0)
+    with pytest.raises(TypeError, match="transform"):
+        prefetch([1], transform="cuda")
 
 
 def test_prefetched_plan_loader_gives_the_same_batches():
