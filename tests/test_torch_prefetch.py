@@ -156,6 +156,37 @@ def test_prefetched_plan_loader_gives_the_same_batches():
             assert torch.equal(getattr(a, key), getattr(b, key))
 
 
+@pytest.mark.parametrize("taken", [0, 1, 3])
+def test_state_dict_of_a_prefetched_plan_loader_counts_batches_received(taken):
+    """The loader's resume point counts the batches the training loop received, not the ones
+    the thread made ahead: resuming from it gives exactly the remaining batches."""
+    pytest.importorskip("torch_geometric")
+    import graphbatch.torch as gt
+
+    from ._torch_graphs import molecules
+
+    graphs = molecules(60, seed=3)
+
+    def make():
+        return gt.loader(graphs, strategy="pack-lpf", batch_size=8, seed=5)
+
+    def ids(batches):
+        return [b.graph_index[b.graph_mask].tolist() for b in batches]
+
+    full = ids(make())
+    ld = make()
+    with prefetch(ld, depth=3) as p:
+        got = [next(p) for _ in range(taken)]
+        assert _wait_for(lambda: p._queue.full())  # the thread made 3 more than were taken
+        state = ld.state_dict()
+    assert (state["epoch"], state["offset"]) == (0, taken)
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert ids(got) + ids(prefetch(resumed)) == full
+    assert resumed.epoch == 1  # read to its end through the thread: the next epoch is armed
+    assert ids(resumed) != full  # epoch 1's order
+
+
 def test_iterating_a_plan_loader_leaves_the_global_rng_alone():
     """The loader draws its DataLoader seed from its own generator: model initialisation that
     runs while a (prefetched) loader iterates gets the same weights as without it."""

@@ -175,8 +175,16 @@ class PlanLoader(DataLoader):
         self.plan_sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
+        it, pass_id = self._begin_pass()
+        return self._counted(it, pass_id)
+
+    def _begin_pass(self) -> tuple[Iterator[Any], int]:
+        """Start a pass: the DataLoader's iterator over it, which counts nothing, and the pass
+        id. Whoever hands its batches to the training loop reports each to
+        ``plan_sampler.cursor`` (`_counted`; `graphbatch.torch.prefetch` on the consumer's side of
+        its thread), so ``state_dict`` counts batches received, not batches made."""
         it = super().__iter__()  # starts the pass: the batch sampler's iter() ran
-        return self._counted(it, self.plan_sampler.cursor.latest_pass)
+        return it, self.plan_sampler.cursor.latest_pass
 
     def _counted(self, it, pass_id: int):
         cursor = self.plan_sampler.cursor

@@ -13,6 +13,9 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from .._prefetch import Prefetcher as _CorePrefetcher
+from .._validate import as_positive_int
+from ._epoch import EpochCursor
+from ._loader import PlanLoader
 
 __all__ = ["Prefetcher", "prefetch"]
 
@@ -42,16 +45,36 @@ class Prefetcher(_CorePrefetcher):
     transform) is re-raised by ``next`` at the position where it occurred. `close` (or leaving a
     ``with`` block, or garbage collection) stops the thread without consuming the rest of
     ``source``. Taking a batch does not wake the thread: it refills at the consumer's pace
-    (see `graphbatch._prefetch`).
+    (see `graphbatch._prefetch`). For a `PlanLoader` source, the loader's ``state_dict`` counts
+    the batches ``next`` has returned (not those made ahead), so a resume is exact, and a pass
+    read to its end moves the loader to the next epoch.
     """
 
     def __init__(self, source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False,
                  transform: Callable[[Any], Any] | None = None) -> None:
+        depth = as_positive_int(depth, "prefetch depth")  # checked before a pass starts
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable, got {type(transform).__name__}")
         if pin_memory:
             transform = _pinned if transform is None else _then(_pinned, transform)
+        self._pass: tuple[EpochCursor, int] | None = None
+        if isinstance(source, PlanLoader):  # count a batch when the consumer receives it
+            cursor = source.plan_sampler.cursor
+            source, pass_id = source._begin_pass()
+            self._pass = (cursor, pass_id)
         super().__init__(source, depth, transform=transform, name=THREAD_NAME)
+
+    def __next__(self) -> Any:
+        try:
+            item = super().__next__()
+        except StopIteration:
+            if self._pass is not None and self.exhausted:
+                self._pass[0].finished(self._pass[1])
+                self._pass = None
+            raise
+        if self._pass is not None:
+            self._pass[0].consumed(self._pass[1])
+        return item
 
 
 def prefetch(source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False,
