@@ -139,6 +139,33 @@ def test_prefetch_thread_stops_on_early_exit_and_passes_errors(graphs):
     assert threading.active_count() == before
 
 
+def _prefetch_threads() -> int:
+    return sum(t.name == "graphbatch-jax-prefetch" for t in threading.enumerate())
+
+
+def test_prefetch_thread_ends_when_the_iterator_is_collected_or_the_loop_raises(graphs):
+    """A dropped iterator (garbage-collected generator) and an exception raised by the training
+    loop mid-epoch both stop and join the thread; the offset counts the steps received."""
+    import gc
+
+    ld = gj.loader(graphs, strategy="dynamic", batch_size=6, prefetch=2)
+    it = iter(ld)
+    next(it)
+    assert _prefetch_threads() == 1
+    del it
+    gc.collect()
+    assert _prefetch_threads() == 0
+    ld.set_epoch(0)
+    with pytest.raises(FloatingPointError):
+        for k, _ in enumerate(ld):
+            if k == 2:
+                state = ld.state_dict()
+                raise FloatingPointError("loss is nan")
+    assert _prefetch_threads() == 0
+    assert (state["epoch"], state["offset"]) == (0, 3)
+    assert ld.epoch == 1  # stopped early: the next iteration plays the next epoch
+
+
 def test_bad_arguments(graphs):
     with pytest.raises(TypeError, match="map-style"):
         gj.loader(iter(graphs), strategy="dynamic", batch_size=4)
