@@ -234,6 +234,19 @@ def test_bad_depth(depth):
         Prefetcher([1], depth=depth)
 
 
+def test_a_transform_raising_stop_iteration_is_an_error_not_a_silent_end():
+    def transform(x):
+        if x == 2:
+            raise StopIteration
+        return x
+
+    got = []
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        for x in Prefetcher(range(5), 2, transform=transform, name=NAME):
+            got.append(x)
+    assert got == [0, 1]
+
+
 def test_bad_transform_and_ahead_depth():
     with pytest.raises(TypeError, match="transform"):
         Prefetcher([1], 2, transform=3)

@@ -96,7 +96,11 @@ def _produce(it: Iterator[Any], transform: Callable[[Any], Any] | None, q: queue
                 _put(q, stop, pace, _End())
                 return
             if transform is not None:
-                item = transform(item)
+                try:
+                    item = transform(item)
+                except StopIteration as exc:  # would end the consumer's loop silently
+                    raise RuntimeError(f"prefetch transform {transform!r} raised "
+                                       "StopIteration") from exc
             if not _put(q, stop, pace, item):
                 return
     except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
