@@ -172,6 +172,29 @@ def test_every_item_once_in_order_early_stop_and_errors(n, depth, data):
         assert src.closed  # a stopped generator source runs its cleanup
 
 
+def test_a_source_left_after_a_failed_transform_is_closed():
+    """Found by the property above: the transform fails at item 1 while the consumer stops
+    after item 0; the producer abandons the source mid-way and closes it (its cleanup runs)
+    even though the test still holds the exception (whose traceback holds the thread's
+    frame, and so the source)."""
+    exc = KeyError("graph 1 is missing")
+
+    def transform(x):
+        if x == 1:
+            raise exc
+        return x
+
+    for stop_first in (True, False):
+        src = Source(2)
+        with Prefetcher(src, 2, transform=transform, name=NAME) as p:
+            assert next(p) == 0
+            if not stop_first:
+                with pytest.raises(KeyError) as info:
+                    next(p)
+                assert info.value is exc
+        assert src.closed, stop_first
+
+
 def test_exception_raised_mid_epoch_by_the_consumer_stops_the_thread():
     before = _threads()
     src = Source(10**6)

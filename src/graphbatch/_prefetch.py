@@ -86,13 +86,17 @@ def _put(q: queue.Queue, stop: threading.Event, pace: _Pace, item: Any) -> bool:
 def _produce(it: Iterator[Any], transform: Callable[[Any], Any] | None, q: queue.Queue,
              stop: threading.Event, pace: _Pace) -> None:
     """The producer thread: ``transform(item)`` for each item of ``it`` into ``q``, then `_End`;
-    an exception becomes a `_Failure`. Holds no reference to the `Prefetcher`, so an abandoned
-    one can be garbage-collected (its ``__del__`` stops this thread)."""
+    an exception becomes a `_Failure`. A source left before its end (stopped by the consumer,
+    or a transform failed) is closed, so a generator source runs its cleanup. Holds no
+    reference to the `Prefetcher`, so an abandoned one can be garbage-collected (its
+    ``__del__`` stops this thread)."""
+    ended = False
     try:
         while not stop.is_set():
             try:
                 item = next(it)
             except StopIteration:
+                ended = True
                 _put(q, stop, pace, _End())
                 return
             if transform is not None:
@@ -107,8 +111,8 @@ def _produce(it: Iterator[Any], transform: Callable[[Any], Any] | None, q: queue
         _put(q, stop, pace, _Failure(exc))
     finally:
         close = getattr(it, "close", None)
-        if close is not None and stop.is_set():
-            close()  # a generator source runs its cleanup (not drained)
+        if close is not None and not ended:
+            close()
 
 
 class Prefetcher:
