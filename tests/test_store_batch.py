@@ -161,6 +161,31 @@ def test_workers_and_resume_on_batch_path(store):
         assert_same_batch(x, y)
 
 
+def test_prefetch_thread_over_worker_slots_equals_one_process_and_resumes(store):
+    """`gt.prefetch` over a loader whose workers hand batches through the slot ring: the
+    thread receives each slot before asking for the next batch, the content equals 0
+    workers, and ``state_dict`` counts the batches the consumer took."""
+    ref = _collect(gt.loader(store, strategy="dynamic", batch_size=8, seed=1))
+    ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=2,
+                   prefetch_factor=1)
+    got = list(gt.prefetch(ld, depth=3))
+    assert len(got) == len(ref)
+    for x, y in zip(got, ref):
+        assert_same_batch(x, y)
+    first = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    it = gt.prefetch(first, depth=2)
+    for _ in range(4):
+        next(it)
+    state = first.state_dict()
+    it.close()
+    again = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    again.load_state_dict(state)
+    rest = _collect(again)
+    assert len(rest) == len(ref) - 4
+    for x, y in zip(rest, ref[4:]):
+        assert_same_batch(x, y)
+
+
 def test_replaced_store_is_never_read_with_old_offsets(tmp_path):
     """Issue 14 item 1: rebuild the file between epochs (workers are re-forked each epoch)."""
     path = _write(tmp_path / "s.h5", _graphs(seed=1))

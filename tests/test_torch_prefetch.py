@@ -100,9 +100,43 @@ def test_pin_memory_is_applied_in_the_thread():
     assert got[1]["x"].pinned_in == "graphbatch-prefetch" and got[1]["n"] == 3
 
 
-def test_bad_depth():
+def test_transform_runs_in_the_thread_after_pinning():
+    class Pinnable:
+        def __init__(self):
+            self.steps = []
+
+        def pin_memory(self):
+            self.steps.append(("pin", threading.current_thread().name))
+            return self
+
+    def to_device(b):
+        b.steps.append(("to", threading.current_thread().name))
+        return b
+
+    got = list(prefetch([Pinnable(), Pinnable()], pin_memory=True, transform=to_device))
+    assert [b.steps for b in got] == [[("pin", "graphbatch-prefetch"),
+                                       ("to", "graphbatch-prefetch")]] * 2
+    assert [int(t) for t in prefetch(torch.arange(4), transform=lambda t: t * 10)] == [
+        0, 10, 20, 30]
+
+
+def test_is_the_cores_consumer_paced_prefetcher():
+    """One implementation: a take does not wake the thread (it refills on its own poll)."""
+    from graphbatch._prefetch import Prefetcher as Core
+
+    assert issubclass(Prefetcher, Core)
+    with prefetch(iter(range(10**6)), depth=2) as p:
+        for _ in range(10):
+            next(p)
+            assert _wait_for(lambda: p._queue.full())
+            assert not p._queue.not_full._waiters
+
+
+def test_bad_depth_and_transform():
     with pytest.raises(ValueError, match="depth"):
         prefetch([1], depth=0)
+    with pytest.raises(TypeError, match="transform"):
+        prefetch([1], transform="cuda")
 
 
 def test_prefetched_plan_loader_gives_the_same_batches():
@@ -120,6 +154,37 @@ def test_prefetched_plan_loader_gives_the_same_batches():
     for a, b in zip(direct, fetched):
         for key in ("z", "pos", "edge_index", "batch", "node_mask", "edge_mask", "graph_mask"):
             assert torch.equal(getattr(a, key), getattr(b, key))
+
+
+@pytest.mark.parametrize("taken", [0, 1, 3])
+def test_state_dict_of_a_prefetched_plan_loader_counts_batches_received(taken):
+    """The loader's resume point counts the batches the training loop received, not the ones
+    the thread made ahead: resuming from it gives exactly the remaining batches."""
+    pytest.importorskip("torch_geometric")
+    import graphbatch.torch as gt
+
+    from ._torch_graphs import molecules
+
+    graphs = molecules(60, seed=3)
+
+    def make():
+        return gt.loader(graphs, strategy="pack-lpf", batch_size=8, seed=5)
+
+    def ids(batches):
+        return [b.graph_index[b.graph_mask].tolist() for b in batches]
+
+    full = ids(make())
+    ld = make()
+    with prefetch(ld, depth=3) as p:
+        got = [next(p) for _ in range(taken)]
+        assert _wait_for(lambda: p._queue.full())  # the thread made 3 more than were taken
+        state = ld.state_dict()
+    assert (state["epoch"], state["offset"]) == (0, taken)
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert ids(got) + ids(prefetch(resumed)) == full
+    assert resumed.epoch == 1  # read to its end through the thread: the next epoch is armed
+    assert ids(resumed) != full  # epoch 1's order
 
 
 def test_iterating_a_plan_loader_leaves_the_global_rng_alone():

@@ -1,7 +1,8 @@
 """`loader`: planned, padded, device-resident batches for a jitted JAX step.
 
-One plan per epoch from ``(seed, epoch)``; a background thread collates and ``jax.device_put``s
-``prefetch`` steps ahead; with ``devices=[...]`` every step is one `PaddedGraphs` whose leaves
+One plan per epoch from ``(seed, epoch)``; a background thread (the core's
+`graphbatch._prefetch`, with collation + ``jax.device_put`` as its transform) makes ``prefetch``
+steps ahead; with ``devices=[...]`` every step is one `PaddedGraphs` whose leaves
 carry a leading axis of ``len(devices)``, sharded over a 1-D mesh (one equal-shape batch per
 device).
 """
@@ -10,11 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import queue
-import threading
-import time
 import warnings
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import jax
 import numpy as np
@@ -25,6 +23,7 @@ from .._chunkplan import check_shuffle
 from .._chunkplan import plan_epoch as make_plan
 from .._padlayout import check_cutoff, short_padding_batches
 from .._plan import BatchPlan
+from .._prefetch import ahead
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int
 from ._collate import PaddedGraphs
@@ -34,6 +33,8 @@ __all__ = ["DATA_AXIS", "JaxPlanLoader", "loader", "step_table"]
 
 #: Name of the mesh axis the loader shards the leading (device) axis over.
 DATA_AXIS = "data"
+#: Name of the prefetch thread (`graphbatch._prefetch.Prefetcher`, consumer-paced).
+THREAD_NAME = "graphbatch-jax-prefetch"
 
 
 def _fingerprint(sizes: GraphSizes, request: dict[str, Any]) -> str:
@@ -80,93 +81,6 @@ def step_table(plan: BatchPlan, world_size: int) -> np.ndarray:
     if len(set(counts)) != 1:
         raise ValueError(f"distributed plan gives ranks unequal step counts {counts}")
     return np.stack(ranks, axis=1)
-
-
-class _End:
-    pass
-
-
-class _Failed:
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-
-#: Bounds (seconds) of the producer's poll while the prefetch queue is full, and the share of
-#: the consumer's time between items it waits at most (see `_ahead`).
-POLL_MIN_S, POLL_MAX_S, POLL_SHARE = 0.0005, 0.01, 0.125
-
-
-def poll_interval(consumer_interval_s: float | None) -> float:
-    """The producer's poll (s) while the queue is full: ``POLL_SHARE`` of the consumer's time
-    between items, within ``[POLL_MIN_S, POLL_MAX_S]`` (``POLL_MAX_S`` before it is known)."""
-    if consumer_interval_s is None:
-        return POLL_MAX_S
-    return min(POLL_MAX_S, max(POLL_MIN_S, POLL_SHARE * consumer_interval_s))
-
-
-def _ahead(make: Callable[[Any], Any], items: Sequence[Any], depth: int) -> Iterator[Any]:
-    """``make(item)`` for each item, computed ``depth`` items ahead by one background thread.
-
-    Closing the generator stops the thread (it finishes at most the item in hand); an exception
-    in ``make`` is re-raised here at the item that failed.
-
-    Taking an item does not wake the producer: while the queue is full it polls on a timer
-    (`poll_interval` of the consumer's pace). A wake-up at every take would start the
-    producer's GIL-holding collation exactly while the training thread still runs Python, and
-    on a busy machine the woken thread preempts it: the step's wait for an already prepared
-    batch grew from ~0.1 ms to a scheduler time slice (median 1.5 ms, p90 11 ms at load 10 on
-    2 cores; benchmarks/RESULTS.md, issue 16 second round). Polling, the producer mostly wakes
-    while the jitted step runs with the GIL released."""
-    if depth == 0:
-        for item in items:
-            yield make(item)
-        return
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    pace: list[float | None] = [None]  # consumer's smoothed time between items (s)
-
-    def put(x) -> bool:
-        while not stop.is_set():
-            if q.full():  # only this thread puts: a free slot stays free until we fill it
-                stop.wait(poll_interval(pace[0]))
-                continue
-            q.put_nowait(x)
-            return True
-        return False
-
-    def work() -> None:
-        try:
-            for item in items:
-                if stop.is_set() or not put(make(item)):
-                    return
-            put(_End())
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            put(_Failed(exc))
-
-    thread = threading.Thread(target=work, name="graphbatch-jax-prefetch", daemon=True)
-    thread.start()
-    last: float | None = None
-    try:
-        while True:
-            x = q.get()
-            now = time.perf_counter()
-            if last is not None:
-                dt = now - last
-                pace[0] = dt if pace[0] is None else 0.7 * pace[0] + 0.3 * dt
-            last = now
-            if isinstance(x, _End):
-                return
-            if isinstance(x, _Failed):
-                raise x.exc
-            yield x
-    finally:
-        stop.set()
-        while True:  # drop the prepared batches
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                break
-        thread.join()
 
 
 class JaxPlanLoader:
@@ -273,7 +187,8 @@ class JaxPlanLoader:
         mine = self._generation
         epoch, start = self._epoch, self._offset
         n = int(self._steps(epoch).shape[0])
-        made = _ahead(lambda s: self._device_batch(epoch, s), range(start, n), self.prefetch)
+        made = ahead(lambda s: self._device_batch(epoch, s), range(start, n), self.prefetch,
+                     name=THREAD_NAME)
         try:
             for batch in made:
                 if self._generation == mine:

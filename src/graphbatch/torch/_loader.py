@@ -122,6 +122,12 @@ def _plan_sampler_of(batch_sampler) -> PlanBatchSampler:
     return batch_sampler
 
 
+def _received(it: Iterator[Any], receive) -> Iterator[Any]:
+    """``receive(batch)`` of each batch of ``it``, each before the next is asked for."""
+    for batch in it:
+        yield receive(batch)
+
+
 class PlanLoader(DataLoader):
     """A ``torch.utils.data.DataLoader`` of padded batches, one per batch of this rank's share of
     the epoch's plan. Build it with `graphbatch.torch.loader`.
@@ -175,18 +181,30 @@ class PlanLoader(DataLoader):
         self.plan_sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:
-        # starts the pass: the batch sampler's iter() ran; the store batch path hands its
-        # workers a slot ring (`StoreCollater.start_pass`) and receives batches from it
-        start_pass = getattr(self.collate_fn, "start_pass", None)
-        it, receive = (start_pass(self, super().__iter__) if callable(start_pass)
-                       else (super().__iter__(), None))
-        return self._counted(it, self.plan_sampler.cursor.latest_pass, receive)
+        it, pass_id = self._begin_pass()
+        return self._counted(it, pass_id)
 
-    def _counted(self, it, pass_id: int, receive=None):
+    def _begin_pass(self) -> tuple[Iterator[Any], int]:
+        """Start a pass: the DataLoader's iterator over it, which counts nothing, and the pass
+        id. Whoever hands its batches to the training loop reports each to
+        ``plan_sampler.cursor`` (`_counted`; `graphbatch.torch.prefetch` on the consumer's side of
+        its thread), so ``state_dict`` counts batches received, not batches made. On the store
+        batch path the collater hands its workers a slot ring (`StoreCollater.start_pass`), and
+        the iterator receives each batch from its slot before the next one is asked for (the
+        ring's invariant: `graphbatch.torch._slots`)."""
+        # super().__iter__() starts the pass: the batch sampler's iter() runs
+        start_pass = getattr(self.collate_fn, "start_pass", None)
+        if callable(start_pass):
+            it, receive = start_pass(self, super().__iter__)
+            if receive is not None:
+                it = _received(it, receive)
+        else:
+            it = super().__iter__()
+        return it, self.plan_sampler.cursor.latest_pass
+
+    def _counted(self, it, pass_id: int):
         cursor = self.plan_sampler.cursor
         for batch in it:
-            if receive is not None:
-                batch = receive(batch)  # before the next batch is asked for (slot reuse)
             cursor.consumed(pass_id)
             yield batch
         cursor.finished(pass_id)

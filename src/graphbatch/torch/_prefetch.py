@@ -1,26 +1,26 @@
-"""Background-thread prefetching: collate the next batches while the model step runs.
+"""Background-thread prefetching for torch: collate the next batches while the model step runs.
 
 The in-process alternative to DataLoader workers (IPU paper 4.2.3, asynchronous loading with
 prefetch): the batches are made by a thread of the training process, so nothing is pickled or
 sent between processes, and collation (NumPy / torch kernels that release the GIL) overlaps the
-model step (whose kernels release it too).
+model step (whose kernels release it too). The thread is the core's `graphbatch._prefetch`
+(one implementation for both adapters); this module adds torch's transforms (pinning, a user
+transform such as a non-blocking device copy).
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable
+
+from .._prefetch import Prefetcher as _CorePrefetcher
+from .._validate import as_positive_int
+from ._epoch import EpochCursor
+from ._loader import PlanLoader
 
 __all__ = ["Prefetcher", "prefetch"]
 
-_END = object()
-_POLL_S = 0.1
-
-
-class _Failure:
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
+#: Name of the prefetch thread.
+THREAD_NAME = "graphbatch-prefetch"
 
 
 def _pinned(item: Any) -> Any:
@@ -30,105 +30,57 @@ def _pinned(item: Any) -> Any:
     return item.pin_memory() if hasattr(item, "pin_memory") else item
 
 
-def _put(q: queue.Queue, stop: threading.Event, item: Any) -> bool:
-    while not stop.is_set():
-        try:
-            q.put(item, timeout=_POLL_S)
-            return True
-        except queue.Full:
-            continue
-    return False
+def _then(first: Callable[[Any], Any], second: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda item: second(first(item))
 
 
-def _fill(it: Iterator[Any], q: queue.Queue, stop: threading.Event, pin: bool) -> None:
-    try:
-        for item in it:
-            if pin:
-                item = _pinned(item)
-            if not _put(q, stop, item):
-                break
-        else:
-            _put(q, stop, _END)
-    except BaseException as exc:  # handed to the consumer, raised there
-        _put(q, stop, _Failure(exc))
-    finally:
-        close = getattr(it, "close", None)
-        if close is not None and stop.is_set():
-            close()
-
-
-class Prefetcher:
+class Prefetcher(_CorePrefetcher):
     """Iterator over ``source`` that runs ``source`` in a daemon thread, up to ``depth`` items
     ahead. ``pin_memory=True`` pins each batch in the thread (``batch.pin_memory()``; a dict's
-    tensors one by one; needs an accelerator), so that a
-    later ``batch.to("cuda", non_blocking=True)`` in the training loop is asynchronous.
+    tensors one by one; needs an accelerator), so that a later
+    ``batch.to("cuda", non_blocking=True)`` is asynchronous. ``transform`` (called in the thread
+    on each batch, after pinning), e.g. ``lambda b: b.to(device, non_blocking=True)``.
 
-    Order and content are those of ``source``; an exception raised by ``source`` is re-raised by
-    ``next`` at the position where it occurred. `close` (or leaving a ``with`` block, or garbage
-    collection) stops the thread without consuming the rest of ``source``.
+    Order and content are those of ``source``; an exception raised by ``source`` (or a
+    transform) is re-raised by ``next`` at the position where it occurred. `close` (or leaving a
+    ``with`` block, or garbage collection) stops the thread without consuming the rest of
+    ``source``. Taking a batch does not wake the thread: it refills at the consumer's pace
+    (see `graphbatch._prefetch`). For a `PlanLoader` source, the loader's ``state_dict`` counts
+    the batches ``next`` has returned (not those made ahead), so a resume is exact, and a pass
+    read to its end moves the loader to the next epoch.
     """
 
-    def __init__(self, source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False) -> None:
-        if int(depth) < 1:
-            raise ValueError(f"prefetch depth must be >= 1, got {depth}")
-        self._queue: queue.Queue = queue.Queue(maxsize=int(depth))
-        self._stop = threading.Event()
-        self._done = False
-        # the thread gets the queue and the event, not ``self``: an abandoned Prefetcher can be
-        # garbage-collected, and its ``__del__`` stops the thread
-        self._thread = threading.Thread(
-            target=_fill, args=(iter(source), self._queue, self._stop, bool(pin_memory)),
-            name="graphbatch-prefetch", daemon=True)
-        self._thread.start()
-
-    def __iter__(self) -> "Prefetcher":
-        return self
+    def __init__(self, source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False,
+                 transform: Callable[[Any], Any] | None = None) -> None:
+        depth = as_positive_int(depth, "prefetch depth")  # checked before a pass starts
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+        if pin_memory:
+            transform = _pinned if transform is None else _then(_pinned, transform)
+        self._pass: tuple[EpochCursor, int] | None = None
+        if isinstance(source, PlanLoader):  # count a batch when the consumer receives it
+            cursor = source.plan_sampler.cursor
+            source, pass_id = source._begin_pass()
+            self._pass = (cursor, pass_id)
+        super().__init__(source, depth, transform=transform, name=THREAD_NAME)
 
     def __next__(self) -> Any:
-        if self._done:
-            raise StopIteration
-        while True:
-            try:
-                item = self._queue.get(timeout=_POLL_S)
-                break
-            except queue.Empty:
-                if not self._thread.is_alive() and self._queue.empty():
-                    self._done = True
-                    raise StopIteration from None
-        if item is _END:
-            self._done = True
-            raise StopIteration
-        if isinstance(item, _Failure):
-            self._done = True
-            raise item.exc
+        try:
+            item = super().__next__()
+        except StopIteration:
+            if self._pass is not None and self.exhausted:
+                self._pass[0].finished(self._pass[1])
+                self._pass = None
+            raise
+        if self._pass is not None:
+            self._pass[0].consumed(self._pass[1])
         return item
 
-    def close(self) -> None:
-        """Stop the thread (it finishes the item it is making) and drop prefetched items."""
-        self._stop.set()
-        self._done = True
-        while True:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                break
-        self._thread.join(timeout=30)
 
-    def __enter__(self) -> "Prefetcher":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self._stop.set()
-        except Exception:  # interpreter shutdown
-            pass
-
-
-def prefetch(source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False) -> Prefetcher:
-    """``Prefetcher(source, depth, pin_memory=...)``: iterate ``source`` in a background thread.
+def prefetch(source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False,
+             transform: Callable[[Any], Any] | None = None) -> Prefetcher:
+    """``Prefetcher(source, depth, pin_memory=..., transform=...)``: iterate ``source`` in a
+    background thread.
 
     Example::
 
@@ -136,4 +88,4 @@ def prefetch(source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False)
             batch = batch.to(device, non_blocking=True)
             ...
     """
-    return Prefetcher(source, depth, pin_memory=pin_memory)
+    return Prefetcher(source, depth, pin_memory=pin_memory, transform=transform)
