@@ -614,3 +614,38 @@ def test_balanced_ldm_with_lazy_rows_equals_the_value_matrix_form(n, b, seed):
     assert np.array_equal(v1, row_costs(i2.reshape(-1)).reshape(i2.shape))
     with pytest.raises(ValueError, match="row_costs"):
         balanced_ldm(None, ident.copy())
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.lists(st.integers(0, 2**15 - 1), min_size=1, max_size=300),
+       e_top=st.sampled_from([10, 2**15 - 1, 2**15 + 10, 2**16 - 1]), seed=st.integers(0, 2**16),
+       subset=st.booleans(), with_order=st.booleans())
+def test_packed_sizes_shuffled_equals_a_permutation_and_a_gather(n, e_top, seed, subset,
+                                                                  with_order):
+    # the sizes carried through an int64 shuffle: the same draws as shuffling an int32 arange
+    # (as `rng.permutation` draws) and gathering afterwards; chunk seams crossed
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(assemble_mod, "_SHUFFLE_CHUNK", 7)
+        _check_shuffled(n, e_top, seed, subset, with_order)
+
+
+def _check_shuffled(n, e_top, seed, subset, with_order):
+    rng = np.random.default_rng(seed)
+    nodes = np.asarray(n, np.int64)
+    edges = rng.integers(0, e_top + 1, nodes.shape[0])
+    packed = assemble_mod.PackedSizes(nodes, edges)
+    sub = np.flatnonzero(rng.random(nodes.shape[0]) < 0.7) if subset else None
+    k = nodes.shape[0] if sub is None else sub.shape[0]
+    perm = np.arange(k, dtype=np.int32)
+    np.random.default_rng(seed + 1).shuffle(perm)
+    assert np.array_equal(perm, np.random.default_rng(seed + 1).permutation(k))
+    want_order = perm if sub is None else sub[perm]
+    order, got_n, got_e = packed.shuffled(np.random.default_rng(seed + 1), sub,
+                                          with_order=with_order)
+    want_n, want_e = packed.gather(want_order)
+    assert got_n.dtype == want_n.dtype and np.array_equal(got_n, want_n)
+    assert got_e.dtype == want_e.dtype and np.array_equal(got_e, want_e)
+    if with_order:
+        assert order.dtype == np.int32 and np.array_equal(order, want_order)
+    else:
+        assert order is None

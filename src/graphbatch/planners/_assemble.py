@@ -71,6 +71,10 @@ def gather_counts(column: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Graphs per chunk when `PackedSizes.shuffled` packs and unpacks its int64 items.
+_SHUFFLE_CHUNK = 1 << 20
+
+
 class PackedSizes:
     """The size table's node and edge counts packed into one int32 per graph (``n << 16 | e``)
     when every node count is below 2**15 and every edge count below 2**16, so that a gather in
@@ -89,6 +93,39 @@ class PackedSizes:
                 self.packed[s0:s0 + step] = ((n_node[s0:s0 + step] << 16)
                                              | n_edge[s0:s0 + step])
 
+    def _unpack(self, values: np.ndarray, s0: int, nodes: np.ndarray, edges: np.ndarray):
+        nodes[s0:s0 + values.shape[0]] = (values >> 16) & 0x7FFF
+        edges[s0:s0 + values.shape[0]] = values & 0xFFFF
+
+    def shuffled(self, rng: np.random.Generator, subset: np.ndarray | None = None, *,
+                 with_order: bool = False):
+        """Sizes in a shuffled order without a gather in random order: ``(order, nodes,
+        edges)`` equal to ``perm = arange(k); rng.shuffle(perm); order = perm`` (or
+        ``subset[perm]`` for ascending graph indices ``subset`` of ``k`` graphs) and
+        ``gather(order)`` — the same draws, as numpy's shuffle swaps the same positions
+        whatever the items. Each graph's packed sizes (and, with ``with_order``, its index in
+        the high 32 bits) travel through the shuffle as one int64; ``order`` is ``None``
+        without ``with_order``, else int32. Needs ``packed`` and fewer than 2**31 graphs."""
+        if self.packed is None or self.packed.shape[0] >= 2**31:
+            raise ValueError("PackedSizes.shuffled needs packed sizes of fewer than 2**31 graphs")
+        k = self.packed.shape[0] if subset is None else subset.shape[0]
+        step = _SHUFFLE_CHUNK
+        buf = np.empty(k, np.int64)  # int64 items: numpy's fastest shuffle, same draws
+        for s0 in range(0, k, step):
+            idx = (np.arange(s0, min(k, s0 + step), dtype=np.int64) if subset is None
+                   else subset[s0:s0 + step].astype(np.int64))
+            v = self.packed[s0:s0 + step] if subset is None else self.packed[idx]
+            buf[s0:s0 + idx.shape[0]] = (idx << 32) | v if with_order else v
+        rng.shuffle(buf)
+        nodes, edges = np.empty(k, np.int16), np.empty(k, self.edge_dtype)
+        order = np.empty(k, np.int32) if with_order else None
+        for s0 in range(0, k, step):
+            v = buf[s0:s0 + step]
+            self._unpack(v, s0, nodes, edges)
+            if with_order:
+                order[s0:s0 + v.shape[0]] = v >> 32
+        return order, nodes, edges
+
     def gather(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(gather_counts(n_node, index), gather_counts(n_edge, index))``."""
         if self.packed is None:
@@ -97,27 +134,29 @@ class PackedSizes:
         nodes, edges = np.empty(m, np.int16), np.empty(m, self.edge_dtype)
         step = 1 << 20
         for s0 in range(0, m, step):
-            v = self.packed[index[s0:s0 + step]]
-            nodes[s0:s0 + step] = v >> 16
-            edges[s0:s0 + step] = v & 0xFFFF
+            self._unpack(self.packed[index[s0:s0 + step]], s0, nodes, edges)
         return nodes, edges
 
 
 def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
-                   narrow: bool = False, packed: PackedSizes | None = None) -> OversizeSplit:
+                   narrow: bool = False, packed: PackedSizes | None = None,
+                   gathered: tuple[np.ndarray, np.ndarray] | None = None) -> OversizeSplit:
     """Apply ``req.on_oversize`` to graphs that do not fit ``budget`` alone.
 
     ``"error"`` raises ``ValueError`` naming the first such graph, its size and the budget.
     ``narrow=True`` gives ``kept_nodes``/``kept_edges`` as int32 where they fit
     (`gather_counts`), for the memory-lean planners; ``packed`` (the table's `PackedSizes`)
-    gathers them with one read per graph.
+    gathers them with one read per graph; ``gathered`` passes them already in ``order``
+    (`PackedSizes.shuffled`).
     """
     if req.on_oversize not in OVERSIZE_POLICIES:
         raise InputError(
             f"on_oversize must be one of {', '.join(OVERSIZE_POLICIES)}, got {req.on_oversize!r}"
         )
     sizes = req.sizes
-    if narrow and packed is not None:
+    if gathered is not None:
+        nodes, edges = gathered
+    elif narrow and packed is not None:
         nodes, edges = packed.gather(order)
     else:
         take = gather_counts if narrow else (lambda col, idx: col[idx])

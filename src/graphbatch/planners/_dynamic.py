@@ -68,12 +68,18 @@ def plan_dynamic(req: PlanRequest):
     if tight_shape_wanted(req) and n_kept:
         # the tight shape from a seed-only pass (the same every epoch): the largest batch of the
         # fill over a seed-drawn order; each epoch then fills up to that shape
-        seed_order = _permutation(
-            np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(5,))), n_kept)
-        if split is not None:  # the kept graphs in dataset order, drawn by the same permutation
-            seed_order = np.sort(split.kept)[seed_order]
-        sn_all, se_all = packed.gather(seed_order)
-        del seed_order
+        seed_rng = np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(5,)))
+        # the kept graphs in dataset order, drawn by the same permutation
+        kept_sorted = None if split is None else np.sort(split.kept)
+        if packed.packed is not None and n_kept < 2**31:  # sizes carried through the shuffle
+            sn_all, se_all = packed.shuffled(seed_rng, kept_sorted)[1:]
+        else:
+            seed_order = _permutation(seed_rng, n_kept)
+            if kept_sorted is not None:
+                seed_order = kept_sorted[seed_order]
+            sn_all, se_all = packed.gather(seed_order)
+            del seed_order
+        del kept_sorted
         if ranks > 1:
             off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True)[1:]
             steps = (off.shape[0] - 1) // ranks
@@ -85,7 +91,12 @@ def plan_dynamic(req: PlanRequest):
         del sn_all, se_all
         shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
         meta["padded_shape"] = list(shape.as_tuple())
-    if split is None:
+    if split is None and req.shuffle and packed.packed is not None and len(sizes) < 2**31:
+        # the epoch order and its sizes from one shuffle (no gather in random order)
+        order, e_nodes, e_edges = packed.shuffled(req.epoch_rng(), with_order=True)
+        split = split_oversize(req, order, budget, gathered=(e_nodes, e_edges))
+        del e_nodes, e_edges
+    elif split is None:
         split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=packed)
     del packed
     order = None
