@@ -22,7 +22,8 @@ _RANK_SPAN = 1 << 22
 
 
 def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
-              fill: float = 0.99, steps: int | None = None, *, return_totals: bool = False):
+              fill: float = 0.99, steps: int | None = None, *, return_totals: bool = False,
+              with_order: bool = True):
     """Greedy fill by steps of ``ranks`` batches, for data-parallel plans.
 
     Consecutive graphs (in the given order) make up a step while they fit ``fill`` of the step's
@@ -48,12 +49,13 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     Returns ``(perm, offsets)``: positions in batch order (int32 when fewer than 2**31 graphs,
     else int64) and int64 batch boundaries; with ``return_totals`` also the int64 real node and
     edge totals of each batch. The number of batches is a multiple of ``ranks`` (empty batches
-    only when there are fewer graphs than ``ranks`` in total)."""
+    only when there are fewer graphs than ``ranks`` in total). ``with_order=False`` returns
+    ``None`` for ``perm`` (the same batches; their graphs are not recorded)."""
     m, r = int(nodes.shape[0]), int(ranks)
     cap_n, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
     tot_n = int(nodes.sum(dtype=np.int64))
     tot_e = int(edges.sum(dtype=np.int64))
-    perm = np.empty(m, index_dtype(m))
+    perm = np.empty(m, index_dtype(m)) if with_order else None
     # per step: graphs, real nodes, real edges of its `ranks` batches (grown by doubling)
     per_step = np.zeros((64, 3, r), np.int64)
     n_steps = 0
@@ -92,8 +94,9 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     def keep(placed, tot):
         """Record consecutive steps: their graphs in batch order and [steps, 3, ranks] totals."""
         nonlocal per_step, n_steps, done
-        perm[done:done + placed.shape[0]] = placed
-        done += placed.shape[0]
+        if perm is not None:
+            perm[done:done + placed.shape[0]] = placed
+            done += placed.shape[0]
         k = tot.shape[0]
         while n_steps + k > per_step.shape[0]:
             per_step = np.concatenate([per_step, np.zeros_like(per_step)])
@@ -124,13 +127,14 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
             p = step_end(p, n_steps + len(ends))
             ends.append(p)
         placed, tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r,
-                                        cap_n, cap_e, cap_g, ranker)
+                                        cap_n, cap_e, cap_g, ranker, with_order)
         base, i = pos, 0
         while i < len(ends):
             bad = np.flatnonzero(~fits[i:])
             f = len(ends) if bad.size == 0 else i + int(bad[0])
             if f > i:  # steps i..f-1 fit as dealt
-                keep(placed[pos - base:ends[f - 1] - base], tot[i:f])
+                keep(None if placed is None else placed[pos - base:ends[f - 1] - base],
+                     tot[i:f])
                 pos, i = ends[f - 1], f
                 if i == len(ends):
                     break
@@ -219,11 +223,11 @@ class _ShareRanks:
 
 
 def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, cap_e: int,
-                cap_g: int, ranker: _ShareRanks):
+                cap_g: int, ranker: _ShareRanks, with_order: bool = True):
     """The steps ``pos..ends[0], ends[0]..ends[1], ...`` dealt as `_one_step` deals them before
     any repair, all at once: one stable sort by (step, share descending). Returns ``(placed
-    positions in batch order, step after step; int64 [steps, 3, r] totals; whether each
-    step's batches fit the budget as dealt)``."""
+    positions in batch order, step after step (``None`` without ``with_order``); int64
+    [steps, 3, r] totals; whether each step's batches fit the budget as dealt)``."""
     k = ends.shape[0]
     starts = np.concatenate([[pos], ends[:-1]])
     lens = ends - starts
@@ -238,16 +242,32 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     col = t - row * r
     batch = np.where(row & 1, r - 1 - col, col)  # snake order over the batches
     key = seg.astype(np.int32) * r + batch  # (seg[srt] == seg: the sort keeps steps in place)
-    bn = np.bincount(key, weights=ln[srt], minlength=k * r).astype(np.int64)  # exact: < 2**53
-    be = np.bincount(key, weights=le[srt], minlength=k * r).astype(np.int64)
-    bg = np.bincount(key, minlength=k * r).astype(np.int64)
-    fits = ((bn <= cap_n) & (be <= cap_e) & (bg <= cap_g)).reshape(k, r).all(axis=1)
-    tot = np.stack([bg.reshape(k, r), bn.reshape(k, r), be.reshape(k, r)], axis=1)
-    # batch-major order within a step: batch b starts after the graphs of batches < b (every
-    # batch holds `full` rows; the partial last row fills batches 0.. (even row) or ..r-1 (odd))
+    # node and edge totals from one weighted count: n * 2**shift + e, exact below 2**53
+    rows = -(-int(lens.max()) // r)  # most graphs a batch of the block holds
+    top_n, top_e = int(ln.max()), int(le.max())
+    shift = max(1, top_e * rows).bit_length()
+    if min(int(ln.min()), int(le.min())) >= 0 and (top_n * rows + 1) << shift < 2**53:
+        w = ln[srt] * float(1 << shift)
+        w += le[srt]
+        both = np.bincount(key, weights=w, minlength=k * r)
+        del w
+        bn = (both // (1 << shift)).astype(np.int64)
+        be = (both - bn * float(1 << shift)).astype(np.int64)
+    else:
+        bn = np.bincount(key, weights=ln[srt], minlength=k * r).astype(np.int64)  # < 2**53
+        be = np.bincount(key, weights=le[srt], minlength=k * r).astype(np.int64)
+    # graphs per batch: `full` rows each; the partial last row fills batches 0..rem-1 (even
+    # row) or r-rem..r-1 (odd row) of the snake
     full, rem = (lens // r)[:, None], (lens % r)[:, None]
     b = np.arange(r)[None, :]
-    extra = np.where(full % 2 == 1, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
+    odd = full % 2 == 1
+    bg = (full + np.where(odd, b >= r - rem, b < rem)).reshape(-1)
+    fits = ((bn <= cap_n) & (be <= cap_e) & (bg <= cap_g)).reshape(k, r).all(axis=1)
+    tot = np.stack([bg.reshape(k, r), bn.reshape(k, r), be.reshape(k, r)], axis=1)
+    if not with_order:
+        return None, tot, fits
+    # batch-major order within a step: batch b starts after the graphs of batches < b
+    extra = np.where(odd, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
     first = (rel[:, None] + b * full + extra).reshape(-1)  # block position of each batch
     placed = np.empty(size, index_dtype(int(ends[-1])))
     placed[first[key] + row] = srt + pos

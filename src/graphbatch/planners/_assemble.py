@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -16,6 +17,7 @@ __all__ = [
     "PAD_MODES",
     "OversizeSplit",
     "PackedSizes",
+    "any_oversize",
     "batch_totals",
     "ceil_div",
     "finish_fixed_count_plan",
@@ -72,7 +74,9 @@ def gather_counts(column: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 
 #: Graphs per chunk when `PackedSizes.shuffled` packs and unpacks its int64 items.
-_SHUFFLE_CHUNK = 1 << 20
+_SHUFFLE_CHUNK = 1 << 16
+#: Whether int64 items are little-endian (their halves are read through views), else shifts.
+_LITTLE = sys.byteorder == "little"
 
 
 class PackedSizes:
@@ -105,25 +109,41 @@ class PackedSizes:
         ``gather(order)`` — the same draws, as numpy's shuffle swaps the same positions
         whatever the items. Each graph's packed sizes (and, with ``with_order``, its index in
         the high 32 bits) travel through the shuffle as one int64; ``order`` is ``None``
-        without ``with_order``, else int32. Needs ``packed`` and fewer than 2**31 graphs."""
+        without ``with_order``, else int32. On little-endian machines the three are strided
+        views of those items (nodes int16, edges int16 or uint16 from 2**15 on: 8 bytes a graph
+        in all, the memory the unpacked arrays would take, with no fresh pages to fault in);
+        elsewhere unpacked arrays of `gather`'s dtypes. Needs ``packed`` and fewer than 2**31
+        graphs."""
         if self.packed is None or self.packed.shape[0] >= 2**31:
             raise ValueError("PackedSizes.shuffled needs packed sizes of fewer than 2**31 graphs")
         k = self.packed.shape[0] if subset is None else subset.shape[0]
-        step = _SHUFFLE_CHUNK
+        step = _SHUFFLE_CHUNK  # cache-sized chunks
         buf = np.empty(k, np.int64)  # int64 items: numpy's fastest shuffle, same draws
+        # little-endian int64 item: int32 halves [0] packed sizes, [1] graph index; the
+        # packed half's int16 halves [0] edges, [1] nodes (below 2**15: no sign bit)
+        little = _LITTLE
+        halves = buf.view(np.int32).reshape(k, 2)
         for s0 in range(0, k, step):
-            idx = (np.arange(s0, min(k, s0 + step), dtype=np.int64) if subset is None
-                   else subset[s0:s0 + step].astype(np.int64))
-            v = self.packed[s0:s0 + step] if subset is None else self.packed[idx]
-            buf[s0:s0 + idx.shape[0]] = (idx << 32) | v if with_order else v
+            s1 = min(k, s0 + step)
+            idx = (np.arange(s0, s1, dtype=np.int32) if subset is None
+                   else subset[s0:s1].astype(np.int32))
+            v = self.packed[s0:s1] if subset is None else self.packed[idx]
+            if little:
+                halves[s0:s1, 0] = v
+                halves[s0:s1, 1] = idx if with_order else 0
+            else:
+                buf[s0:s1] = (idx.astype(np.int64) << 32) | v if with_order else v
         rng.shuffle(buf)
+        if little:  # views of the shuffled items: no fresh arrays to fill
+            edge_view = np.int16 if self.edge_dtype == np.int16 else np.uint16
+            return (halves[:, 1] if with_order else None, buf.view(np.int16).reshape(k, 4)[:, 1],
+                    buf.view(edge_view).reshape(k, 4)[:, 0])
         nodes, edges = np.empty(k, np.int16), np.empty(k, self.edge_dtype)
         order = np.empty(k, np.int32) if with_order else None
         for s0 in range(0, k, step):
-            v = buf[s0:s0 + step]
-            self._unpack(v, s0, nodes, edges)
+            self._unpack(buf[s0:s0 + step], s0, nodes, edges)
             if with_order:
-                order[s0:s0 + v.shape[0]] = v >> 32
+                order[s0:s0 + step] = buf[s0:s0 + step] >> 32
         return order, nodes, edges
 
     def gather(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -162,10 +182,10 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
         take = gather_counts if narrow else (lambda col, idx: col[idx])
         nodes = take(sizes.n_node, order)
         edges = take(sizes.n_edge, order)
-    big = (nodes > budget.node_capacity) | (edges > budget.edge_capacity)
     empty = np.zeros(0, dtype=np.int64)
-    if not big.any():
+    if not any_oversize(nodes, edges, budget):
         return OversizeSplit(order, empty, empty, empty, nodes, edges)
+    big = (nodes > budget.node_capacity) | (edges > budget.edge_capacity)
     if req.on_oversize == "error":
         pos = np.flatnonzero(big)
         i = int(order[pos[0]])
@@ -183,6 +203,15 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
     own_after = pos - np.arange(pos.shape[0])  # kept graphs before each oversize graph
     return OversizeSplit(kept, order[big], own_after.astype(np.int64), empty, kept_nodes,
                          kept_edges)
+
+
+def any_oversize(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> bool:
+    """Whether any graph has more nodes or edges than ``budget`` holds, tested chunk by chunk
+    (no boolean array of every graph)."""
+    step = 1 << 16
+    return any(bool(((nodes[s0:s0 + step] > budget.node_capacity)
+                     | (edges[s0:s0 + step] > budget.edge_capacity)).any())
+               for s0 in range(0, nodes.shape[0], step))
 
 
 def tight_shape_wanted(req: PlanRequest) -> bool:

@@ -16,7 +16,8 @@ from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in
     index_dtype,
 )
 from ..packing._steps import step_fill
-from ._assemble import PackedSizes, finish_plan, split_oversize, tight_shape_wanted
+from ._assemble import (PackedSizes, any_oversize, finish_plan, split_oversize,
+                        tight_shape_wanted)
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_dynamic", "budget_lower_bound", "greedy_fill", "greedy_offsets",
@@ -55,8 +56,7 @@ def plan_dynamic(req: PlanRequest):
     # (a 100M-graph epoch plans in a few GB; benchmarks/plan_scale.py)
     budget = req.resolve_budget()
     sizes = req.sizes
-    any_big = bool(((sizes.n_node > budget.node_capacity)
-                    | (sizes.n_edge > budget.edge_capacity)).any())
+    any_big = any_oversize(sizes.n_node, sizes.n_edge, budget)
     # with no oversize graph the epoch order is drawn after the seed pass (independent streams)
     # one int32 per graph read in random orders instead of two int64 columns
     packed = PackedSizes(sizes.n_node, sizes.n_edge)
@@ -81,7 +81,8 @@ def plan_dynamic(req: PlanRequest):
             del seed_order
         del kept_sorted
         if ranks > 1:
-            off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True)[1:]
+            off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True,
+                                    with_order=False)[1:]
             steps = (off.shape[0] - 1) // ranks
             # 0.3% room for the epoch's own imbalance within a step (never above the budget)
             sn = np.minimum(np.ceil(sn * 1.003).astype(np.int64), budget.node_capacity)
@@ -101,7 +102,8 @@ def plan_dynamic(req: PlanRequest):
     del packed
     order = None
     kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
-    split = replace(split, kept_nodes=None, kept_edges=None)  # finish_plan needs neither
+    # finish_plan needs none of them (the kept order may be a view of the shuffled items)
+    split = replace(split, kept=None, kept_nodes=None, kept_edges=None)
     lb = budget_lower_bound(int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)),
                             kept.shape[0], budget)
     offsets, real_nodes, real_edges = greedy_fill(nodes, edges, shape)
