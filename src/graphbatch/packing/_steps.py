@@ -74,19 +74,33 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     def step_end(pos: int, k: int) -> int:
         """End of the step starting at ``pos`` when ``k`` steps came before (before the
         dealing's fit check). Scalar code: it runs once per step."""
-        cpos_n, cpos_e = wn.item(pos - a), we.item(pos - a)
-        left = max(steps - k, 1)
+        i = pos - a
+        cpos_n, cpos_e = wn.item(i), we.item(i)
+        left = steps - k
+        if left < 1:
+            left = 1
         # integer targets: a float key would convert the whole prefix array on every call
-        t_n = cpos_n + int(min(room_n, (tot_n - cpos_n) / left))
-        t_e = cpos_e + int(min(room_e, (tot_e - cpos_e) / left))
-        # within the window (a step's end lies before hi, or the graph cap below binds first)
-        j = min(a + int(wn.searchsorted(t_n, "right")) - 1,
-                a + int(we.searchsorted(t_e, "right")) - 1,
-                pos + min(room_g, -(-(m - pos) // left)), m)
+        x = (tot_n - cpos_n) / left
+        t_n = cpos_n + int(x if x < room_n else room_n)
+        x = (tot_e - cpos_e) / left
+        t_e = cpos_e + int(x if x < room_e else room_e)
+        # the end: the first of the graph bound, the last position whose prefix sums stay
+        # within the node and edge targets (prefix sums never fall: a bound is searched only
+        # where it binds; the window holds the graph bound)
+        g = -(-(m - pos) // left)
+        j = pos + (g if g < room_g else room_g)
+        if j > m:
+            j = m
+        if wn.item(j - a) > t_n:
+            j = a + int(wn.searchsorted(t_n + 1)) - 1  # last position with cn <= t_n
+        if we.item(j - a) > t_e:
+            j = a + int(we.searchsorted(t_e + 1)) - 1
         if left == 1:
             j = m if (tot_n - cpos_n <= room_n and tot_e - cpos_e <= room_e
                       and m - pos <= room_g) else j
-        j = max(j, min(pos + r, m))
+        g = pos + r
+        if j < g:
+            j = g if g < m else m
         if 0 < m - j < r:  # leave the last step at least `ranks` graphs
             j = max(pos + 1, m - r)
         return j
