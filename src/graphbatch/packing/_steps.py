@@ -250,11 +250,25 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     le = edges[pos:int(ends[-1])]
     size = ln.shape[0]
     seg = np.repeat(np.arange(k, dtype=np.uint16 if k <= 2**16 else np.int64), lens)
-    srt = np.lexsort((ranker.keys(ln, le), seg))  # by step, then share (largest first), stable
+    keys = ranker.keys(ln, le)
+    # by step, then share (largest first), stable
+    if keys.dtype == np.uint16 and k < 2**15 and size < 2**31:
+        # one sort of distinct int64 items (step, rank, position): the stable order, faster
+        # than a lexsort
+        items = seg.astype(np.int64) << 48
+        items |= keys.astype(np.int64) << 32
+        items |= np.arange(size, dtype=np.int64)
+        items.sort()
+        srt = items.astype(np.int32)  # the low 32 bits: the positions
+        del items
+    else:
+        srt = np.lexsort((keys, seg))
     t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)  # rank in step
-    row = t // r
-    col = t - row * r
-    batch = np.where(row & 1, r - 1 - col, col)  # snake order over the batches
+    # row and snake batch (over the `r` batches) of each rank in a step, looked up
+    tt = np.arange(int(lens.max()), dtype=np.int32)
+    row_of = tt // r
+    col = tt - row_of * r
+    row, batch = row_of[t], np.where(row_of & 1, r - 1 - col, col)[t]
     key = seg.astype(np.int32) * r + batch  # (seg[srt] == seg: the sort keeps steps in place)
     # node and edge totals from one weighted count: n * 2**shift + e, exact below 2**53
     rows = -(-int(lens.max()) // r)  # most graphs a batch of the block holds
