@@ -672,3 +672,27 @@ def _check_shuffled(n, e_top, seed, subset, with_order, views):
         assert order.dtype == np.int32 and np.array_equal(order, want_order)
     else:
         assert order is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 400), b=st.integers(2, 40), seed=st.integers(0, 2**16),
+       chunk=st.integers(1, 64), two=st.booleans())
+def test_swap_repair_with_dummy_rows_equals_the_identity_gathers(n, b, seed, chunk, two):
+    # the real entries told by each column's dummy row, or by gathering the identities (the
+    # form used when a column holds two dummies): the same swaps
+    rng = np.random.default_rng(seed)
+    costs = np.sort(rng.integers(1, 50, n).astype(np.float64))[::-1]
+    value, ident = round_matrix(costs, b)
+    if two and ident.shape[0] > 1:  # two dummies in one column
+        ident[-2:, 0] = -1
+        value[-2:, 0] = 0.0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(partition_mod, "_REFINE_CHUNK", chunk)
+        v1, i1 = value.copy(), ident.copy()
+        s1 = partition_mod.refine_in_place(v1, i1, 6)
+        mp.setattr(partition_mod, "_dummy_rows", lambda ident, step: None)
+        v2, i2 = value.copy(), ident.copy()
+        s2 = partition_mod.refine_in_place(v2, i2, 6)
+    assert s1 == s2 and np.array_equal(v1, v2) and np.array_equal(i1, i2)
+    assert np.array_equal(i1 < 0, ident < 0)  # dummies never move
+    assert np.array_equal(np.sort(i1[i1 >= 0]), np.sort(ident[ident >= 0]))
