@@ -289,7 +289,9 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
             best_l = np.zeros(k, dtype=np.int64)
             lflat = lsorted.ravel()
             for cand in (pos - 1, pos):
-                c = np.clip(cand - base[:, None], 0, r - 1)  # column within the sorted light row
+                c = cand - base[:, None]  # column within the sorted light row, clipped
+                np.minimum(c, r - 1, out=c)
+                np.maximum(c, 0, out=c)
                 fi = c + base[:, None]
                 moved = heavy - lflat.take(fi)
                 ok = (moved > 0) & (moved < g[:, None]) & heavy_real
