@@ -696,3 +696,16 @@ def test_swap_repair_with_dummy_rows_equals_the_identity_gathers(n, b, seed, chu
     assert s1 == s2 and np.array_equal(v1, v2) and np.array_equal(i1, i2)
     assert np.array_equal(i1 < 0, ident < 0)  # dummies never move
     assert np.array_equal(np.sort(i1[i1 >= 0]), np.sort(ident[ident >= 0]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 90)), min_size=0,
+                      max_size=60), chunk=st.integers(1, 9))
+def test_any_oversize_in_chunks_is_the_whole_array_test(sizes, chunk):
+    nodes = np.array([x[0] for x in sizes], np.int64)
+    edges = np.array([x[1] for x in sizes], np.int64)
+    budget = gb.Budget(36, 80, 5)
+    want = bool(((nodes > budget.node_capacity) | (edges > budget.edge_capacity)).any())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(assemble_mod, "_OVERSIZE_CHUNK", chunk)
+        assert assemble_mod.any_oversize(nodes, edges, budget) == want

@@ -205,10 +205,14 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
                          kept_edges)
 
 
+#: Graphs per chunk of `any_oversize`.
+_OVERSIZE_CHUNK = 1 << 16
+
+
 def any_oversize(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> bool:
     """Whether any graph has more nodes or edges than ``budget`` holds, tested chunk by chunk
     (no boolean array of every graph)."""
-    step = 1 << 16
+    step = _OVERSIZE_CHUNK
     return any(bool(((nodes[s0:s0 + step] > budget.node_capacity)
                      | (edges[s0:s0 + step] > budget.edge_capacity)).any())
                for s0 in range(0, nodes.shape[0], step))
