@@ -122,6 +122,9 @@ def plan_dynamic(req: PlanRequest):
         del perm
     else:
         del nodes, edges
+    # a strided view of the shuffled int64 items (`PackedSizes.shuffled`) holds 8 bytes a
+    # graph: kept as its own int32 array, the items are freed before the plan is assembled
+    kept = np.ascontiguousarray(kept)
     nb = offsets.shape[0] - 1
     return finish_plan(
         req,
