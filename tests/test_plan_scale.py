@@ -709,31 +709,3 @@ def test_any_oversize_in_chunks_is_the_whole_array_test(sizes, chunk):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(assemble_mod, "_OVERSIZE_CHUNK", chunk)
         assert assemble_mod.any_oversize(nodes, edges, budget) == want
-
-
-@settings(max_examples=40, deadline=None)
-@given(bins=st.lists(st.integers(0, 40), min_size=1, max_size=300), seed=st.integers(0, 2**16),
-       chunk=st.integers(1, 40), ids=st.booleans())
-def test_assign_graphs_with_bins_carried_through_the_shuffle_equals_the_gather(bins, seed,
-                                                                               chunk, ids):
-    # bins travelling with positions as int64 items through the shuffle, or a shuffled int32
-    # arange and a gather of the bins (the portable form): the same assignment
-    rng = np.random.default_rng(seed)
-    graph_bin = np.array(bins, np.int16)
-    slot_bin = rng.permutation(graph_bin)
-    cuts = np.sort(rng.choice(np.arange(1, len(bins) + 1), min(len(bins), 7), replace=False))
-    offsets = np.concatenate([[0], cuts]) if cuts[-1] == len(bins) else \
-        np.concatenate([[0], cuts, [len(bins)]])
-    graph_ids = rng.permutation(len(bins) * 2)[:len(bins)] if ids else None
-    out = []
-    for little in (True, False):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(assign_mod, "_CHUNK", chunk)
-            mp.setattr(assign_mod, "_LITTLE", little and assign_mod._LITTLE)
-            out.append(assign_mod.assign_graphs(
-                slot_bin, offsets, graph_bin, graph_ids, assign_rng=np.random.default_rng(seed + 1),
-                order_rng=np.random.default_rng(seed + 2)))
-    for a, b in zip(*out):
-        assert np.array_equal(a, b)
-    assert np.array_equal(np.sort(out[0][0]), np.sort(np.arange(len(bins)) if graph_ids is None
-                                                      else graph_ids))

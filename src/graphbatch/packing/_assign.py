@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from ._greedy import index_dtype
@@ -46,23 +44,10 @@ def assign_graphs(
     if assign_rng is not None and np.count_nonzero(per_bin_slots > 1) * 16 > m:
         # assign_rng.permutation(m) as int32 below 2**31 graphs (the same draws: a shuffle
         # of arange(m), whatever its dtype)
-        if _LITTLE and m < 2**31 and 0 <= int(graph_bin.min()) and int(graph_bin.max()) < 2**31:
-            # each graph's bin travels with its position through the shuffle (one int64 item:
-            # numpy's fastest shuffle, the same draws): no gather of the bins in random order
-            items = np.empty(m, np.int64)
-            halves = items.view(np.int32).reshape(m, 2)  # [0] bin, [1] position
-            for s0 in range(0, m, _CHUNK):
-                s1 = min(m, s0 + _CHUNK)
-                halves[s0:s1, 0] = graph_bin[s0:s1]
-                halves[s0:s1, 1] = np.arange(s0, s1, dtype=np.int32)
-            assign_rng.shuffle(items)
-            g_pos = group_by_key(halves[:, 0], per_bin_slots, halves[:, 1], keys_in_order=True)
-            del items, halves
-        else:
-            perm = np.arange(m, dtype=index_dtype(m))
-            assign_rng.shuffle(perm)
-            g_pos = group_by_key(graph_bin, per_bin_slots, perm)
-            del perm
+        perm = np.arange(m, dtype=index_dtype(m))
+        assign_rng.shuffle(perm)
+        g_pos = group_by_key(graph_bin, per_bin_slots, perm)
+        del perm
     else:
         g_pos = group_by_key(graph_bin, per_bin_slots)
         if assign_rng is not None:  # few, large bins: shuffle each bin's segment (cache-sized)
@@ -136,8 +121,6 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, idt):
 
 
 _CHUNK = 1 << 20
-#: Whether int64 items are little-endian (their int32 halves are read through views).
-_LITTLE = sys.byteorder == "little"
 
 
 def _as_int(a) -> np.ndarray:
@@ -145,13 +128,11 @@ def _as_int(a) -> np.ndarray:
     return a if a.dtype.kind in "iu" else a.astype(np.int64)
 
 
-def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None = None,
-                 keys_in_order: bool = False):
+def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None = None):
     """``index[np.argsort(keys[index], kind="stable")]`` (``index`` defaults to ``arange``):
     positions grouped by their key, in ``index`` order within a key. ``counts[k]`` is how many
-    keys equal ``k``; ``keys_in_order=True`` passes ``keys[index]`` itself as ``keys``. A
-    chunked counting sort: int32 result (below 2**31 positions), no per-graph int64
-    temporaries."""
+    keys equal ``k``. A chunked counting sort: int32 result (below 2**31 positions), no
+    per-graph int64 temporaries."""
     n = keys.shape[0] if index is None else index.shape[0]
     ptr = np.zeros(counts.shape[0], np.int64)  # next free position of each key
     np.cumsum(counts[:-1], out=ptr[1:])
@@ -160,7 +141,7 @@ def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None 
     for s0 in range(0, n, _CHUNK):
         pos = (np.arange(s0, min(n, s0 + _CHUNK)) if index is None
                else index[s0:s0 + _CHUNK].astype(np.int64))
-        k = (keys[s0:s0 + _CHUNK] if keys_in_order else keys[pos]).astype(kdt)  # radix: 16 bit
+        k = keys[pos].astype(kdt)  # 16-bit keys sort by radix
         srt = np.argsort(k, kind="stable")
         ks = k[srt]
         starts = np.concatenate([[0], np.flatnonzero(ks[1:] != ks[:-1]) + 1])
