@@ -9,6 +9,8 @@ plus the process's lifetime ``ru_maxrss``. Results are printed side by side.
 
     PYTHONPATH=src python benchmarks/plan_scale.py [--graphs 1e6 1e7 1e8] \
         [--strategies dynamic pack-lpf kk] [--world-sizes 8 64] [--tables moses qm9]
+    # A/B against an older commit: git archive OLD src | tar -x -C /tmp/old
+    PYTHONPATH=src python benchmarks/plan_scale.py --graphs 1e7 --baseline-src /tmp/old/src
 """
 
 from __future__ import annotations
@@ -91,8 +93,11 @@ def child(args) -> None:
     print(json.dumps(out))
 
 
-def run_one(table, strategy, ws, n, batch_size, timeout):
+def run_one(table, strategy, ws, n, batch_size, timeout, src=None):
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if src:  # plan with the graphbatch under `src` (an A/B baseline) instead of this tree's
+        env["PYTHONPATH"] = os.pathsep.join([src] + [x for x in env.get("PYTHONPATH", "").split(
+            os.pathsep) if x])
     cmd = [sys.executable, __file__, "--child", "--table", table, "--strategy", strategy,
            "--world-size", str(ws), "--n", str(n), "--batch-size", str(batch_size)]
     try:
@@ -119,6 +124,10 @@ def main() -> None:
                     help="CPU-time target per plan at the largest graph count")
     ap.add_argument("--target-bytes", type=float, default=4.0e9,
                     help="peak-memory target (bytes) per plan at the largest graph count")
+    ap.add_argument("--baseline-src", help="A/B: also plan with the graphbatch package under "
+                    "this src directory (e.g. an exported older commit), alternating with this "
+                    "tree's, and print the CPU-time ratios")
+    ap.add_argument("--rounds", type=int, default=1, help="A/B rounds (baseline, this tree)")
     # child mode
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--table", help=argparse.SUPPRESS)
@@ -128,6 +137,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         child(args)
+        return
+    if args.baseline_src:
+        ab(args)
         return
     print(f"batch_size {args.batch_size}, one thread per run, each run a fresh process")
     head = (f"{'table':<6}{'strategy':<10}{'ws':>4}{'graphs':>12}{'wall s':>9}{'cpu s':>8}"
@@ -149,6 +161,35 @@ def main() -> None:
     report(rows, args.target_seconds, args.target_bytes)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def ab(args) -> None:
+    """Each configuration planned by the baseline and by this tree, alternating for
+    ``--rounds`` rounds (same machine, same load period): CPU s, peak MiB and the ratio of the
+    medians (this tree / baseline)."""
+    print(f"A/B: baseline {args.baseline_src} vs this tree, {args.rounds} round(s), "
+          f"load {os.getloadavg()[0]:.1f}")
+    for n in (int(g) for g in args.graphs):
+        for table in args.tables:
+            for strategy in args.strategies:
+                for ws in args.world_sizes:
+                    got = {"base": [], "new": []}
+                    for _ in range(args.rounds):
+                        for who, src in (("base", args.baseline_src), ("new", None)):
+                            load = os.getloadavg()[0]
+                            r = run_one(table, strategy, ws, n, args.batch_size, args.timeout,
+                                        src)
+                            if "error" in r:
+                                print(f"{who} {table} {strategy} {ws} {n:,}: {r['error']}")
+                                continue
+                            got[who].append(r["cpu_s"])
+                            print(f"{who:<5}{table:<6}{strategy:<10}{ws:>4}{n:>12,}"
+                                  f"{r['cpu_s']:>8.1f} cpu s{r['wall_s']:>8.1f} wall s"
+                                  f"{r['peak_plan_mib']:>7.0f} MiB  load {load:.1f}", flush=True)
+                    if got["base"] and got["new"]:
+                        ratio = float(np.median(got["new"]) / np.median(got["base"]))
+                        print(f"{'':5}{table:<6}{strategy:<10}{ws:>4}{n:>12,}  cpu new/base "
+                              f"{ratio:.2f}", flush=True)
 
 
 def report(rows, target_s: float, target_bytes: float) -> None:

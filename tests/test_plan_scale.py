@@ -305,6 +305,12 @@ def test_balanced_ldm_in_place_equals_the_copying_call():
 def _step_fill_both(nodes, edges, budget, ranks, monkeypatch=None, **kw):
     """`step_fill` vectorised (blocks of steps) and sequential (every step on its own)."""
     vec = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
+    # without the order: the same batches and totals, no positions
+    lean = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True,
+                               with_order=False, **kw)
+    assert lean[0] is None
+    for a, b in zip(vec[1:], lean[1:]):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
     old = steps_mod._BLOCK_STEPS
     steps_mod._BLOCK_STEPS = 0
     try:
@@ -357,6 +363,20 @@ def test_step_fill_takes_the_per_step_path_where_a_dealt_step_does_not_fit():
     vec, seq = _step_fill_both(nodes, edges, budget, 4, fill=1.0)
     for a, b in zip(vec, seq):
         assert np.array_equal(a, b)
+
+
+def test_step_fill_with_huge_counts_sums_them_apart():
+    # node and edge totals too large to share one float64 count: summed by two counts
+    rng = np.random.default_rng(5)
+    nodes = rng.integers(0, 2**30, 500)
+    edges = rng.integers(0, 2**30, 500)
+    budget = gb.Budget(2**33, 2**33, 9)
+    vec, seq = _step_fill_both(nodes, edges, budget, 3)
+    for a, b in zip(vec, seq):
+        assert np.array_equal(a, b)
+    perm, off, bn, be = vec
+    assert np.array_equal(be, [int(edges[perm[off[i]:off[i + 1]]].sum())
+                               for i in range(off.shape[0] - 1)])
 
 
 def _share_order_reference(ln, le, cap_n, cap_e):
@@ -614,3 +634,78 @@ def test_balanced_ldm_with_lazy_rows_equals_the_value_matrix_form(n, b, seed):
     assert np.array_equal(v1, row_costs(i2.reshape(-1)).reshape(i2.shape))
     with pytest.raises(ValueError, match="row_costs"):
         balanced_ldm(None, ident.copy())
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.lists(st.integers(0, 2**15 - 1), min_size=1, max_size=300),
+       e_top=st.sampled_from([10, 2**15 - 1, 2**15 + 10, 2**16 - 1]), seed=st.integers(0, 2**16),
+       subset=st.booleans(), with_order=st.booleans(), views=st.booleans())
+def test_packed_sizes_shuffled_equals_a_permutation_and_a_gather(n, e_top, seed, subset,
+                                                                  with_order, views):
+    # the sizes carried through an int64 shuffle: the same draws as shuffling an int32 arange
+    # (as `rng.permutation` draws) and gathering afterwards; chunk seams crossed
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(assemble_mod, "_SHUFFLE_CHUNK", 7)
+        # views of the int64 items (little-endian) or shifts (the portable form)
+        mp.setattr(assemble_mod, "_LITTLE", views and assemble_mod._LITTLE)
+        _check_shuffled(n, e_top, seed, subset, with_order, views)
+
+
+def _check_shuffled(n, e_top, seed, subset, with_order, views):
+    rng = np.random.default_rng(seed)
+    nodes = np.asarray(n, np.int64)
+    edges = rng.integers(0, e_top + 1, nodes.shape[0])
+    packed = assemble_mod.PackedSizes(nodes, edges)
+    sub = np.flatnonzero(rng.random(nodes.shape[0]) < 0.7) if subset else None
+    k = nodes.shape[0] if sub is None else sub.shape[0]
+    perm = np.arange(k, dtype=np.int32)
+    np.random.default_rng(seed + 1).shuffle(perm)
+    assert np.array_equal(perm, np.random.default_rng(seed + 1).permutation(k))
+    want_order = perm if sub is None else sub[perm]
+    order, got_n, got_e = packed.shuffled(np.random.default_rng(seed + 1), sub,
+                                          with_order=with_order)
+    want_n, want_e = packed.gather(want_order)
+    assert got_n.dtype == np.int16 and np.array_equal(got_n, want_n)
+    assert got_e.dtype in (want_e.dtype, np.uint16) and np.array_equal(got_e, want_e)
+    assert (got_e.dtype == np.uint16) == (assemble_mod._LITTLE and int(edges.max()) >= 2**15)
+    if with_order:
+        assert order.dtype == np.int32 and np.array_equal(order, want_order)
+    else:
+        assert order is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 400), b=st.integers(2, 40), seed=st.integers(0, 2**16),
+       chunk=st.integers(1, 64), two=st.booleans())
+def test_swap_repair_with_dummy_rows_equals_the_identity_gathers(n, b, seed, chunk, two):
+    # the real entries told by each column's dummy row, or by gathering the identities (the
+    # form used when a column holds two dummies): the same swaps
+    rng = np.random.default_rng(seed)
+    costs = np.sort(rng.integers(1, 50, n).astype(np.float64))[::-1]
+    value, ident = round_matrix(costs, b)
+    if two and ident.shape[0] > 1:  # two dummies in one column
+        ident[-2:, 0] = -1
+        value[-2:, 0] = 0.0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(partition_mod, "_REFINE_CHUNK", chunk)
+        v1, i1 = value.copy(), ident.copy()
+        s1 = partition_mod.refine_in_place(v1, i1, 6)
+        mp.setattr(partition_mod, "_dummy_rows", lambda ident, step: None)
+        v2, i2 = value.copy(), ident.copy()
+        s2 = partition_mod.refine_in_place(v2, i2, 6)
+    assert s1 == s2 and np.array_equal(v1, v2) and np.array_equal(i1, i2)
+    assert np.array_equal(i1 < 0, ident < 0)  # dummies never move
+    assert np.array_equal(np.sort(i1[i1 >= 0]), np.sort(ident[ident >= 0]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 90)), min_size=0,
+                      max_size=60), chunk=st.integers(1, 9))
+def test_any_oversize_in_chunks_is_the_whole_array_test(sizes, chunk):
+    nodes = np.array([x[0] for x in sizes], np.int64)
+    edges = np.array([x[1] for x in sizes], np.int64)
+    budget = gb.Budget(36, 80, 5)
+    want = bool(((nodes > budget.node_capacity) | (edges > budget.edge_capacity)).any())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(assemble_mod, "_OVERSIZE_CHUNK", chunk)
+        assert assemble_mod.any_oversize(nodes, edges, budget) == want

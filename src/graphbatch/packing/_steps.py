@@ -22,7 +22,8 @@ _RANK_SPAN = 1 << 22
 
 
 def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
-              fill: float = 0.99, steps: int | None = None, *, return_totals: bool = False):
+              fill: float = 0.99, steps: int | None = None, *, return_totals: bool = False,
+              with_order: bool = True):
     """Greedy fill by steps of ``ranks`` batches, for data-parallel plans.
 
     Consecutive graphs (in the given order) make up a step while they fit ``fill`` of the step's
@@ -48,12 +49,13 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     Returns ``(perm, offsets)``: positions in batch order (int32 when fewer than 2**31 graphs,
     else int64) and int64 batch boundaries; with ``return_totals`` also the int64 real node and
     edge totals of each batch. The number of batches is a multiple of ``ranks`` (empty batches
-    only when there are fewer graphs than ``ranks`` in total)."""
+    only when there are fewer graphs than ``ranks`` in total). ``with_order=False`` returns
+    ``None`` for ``perm`` (the same batches; their graphs are not recorded)."""
     m, r = int(nodes.shape[0]), int(ranks)
     cap_n, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
     tot_n = int(nodes.sum(dtype=np.int64))
     tot_e = int(edges.sum(dtype=np.int64))
-    perm = np.empty(m, index_dtype(m))
+    perm = np.empty(m, index_dtype(m)) if with_order else None
     # per step: graphs, real nodes, real edges of its `ranks` batches (grown by doubling)
     per_step = np.zeros((64, 3, r), np.int64)
     n_steps = 0
@@ -72,19 +74,33 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     def step_end(pos: int, k: int) -> int:
         """End of the step starting at ``pos`` when ``k`` steps came before (before the
         dealing's fit check). Scalar code: it runs once per step."""
-        cpos_n, cpos_e = wn.item(pos - a), we.item(pos - a)
-        left = max(steps - k, 1)
+        i = pos - a
+        cpos_n, cpos_e = wn.item(i), we.item(i)
+        left = steps - k
+        if left < 1:
+            left = 1
         # integer targets: a float key would convert the whole prefix array on every call
-        t_n = cpos_n + int(min(room_n, (tot_n - cpos_n) / left))
-        t_e = cpos_e + int(min(room_e, (tot_e - cpos_e) / left))
-        # within the window (a step's end lies before hi, or the graph cap below binds first)
-        j = min(a + int(wn.searchsorted(t_n, "right")) - 1,
-                a + int(we.searchsorted(t_e, "right")) - 1,
-                pos + min(room_g, -(-(m - pos) // left)), m)
+        x = (tot_n - cpos_n) / left
+        t_n = cpos_n + int(x if x < room_n else room_n)
+        x = (tot_e - cpos_e) / left
+        t_e = cpos_e + int(x if x < room_e else room_e)
+        # the end: the first of the graph bound, the last position whose prefix sums stay
+        # within the node and edge targets (prefix sums never fall: a bound is searched only
+        # where it binds; the window holds the graph bound)
+        g = -(-(m - pos) // left)
+        j = pos + (g if g < room_g else room_g)
+        if j > m:
+            j = m
+        if wn.item(j - a) > t_n:
+            j = a + int(wn.searchsorted(t_n + 1)) - 1  # last position with cn <= t_n
+        if we.item(j - a) > t_e:
+            j = a + int(we.searchsorted(t_e + 1)) - 1
         if left == 1:
             j = m if (tot_n - cpos_n <= room_n and tot_e - cpos_e <= room_e
                       and m - pos <= room_g) else j
-        j = max(j, min(pos + r, m))
+        g = pos + r
+        if j < g:
+            j = g if g < m else m
         if 0 < m - j < r:  # leave the last step at least `ranks` graphs
             j = max(pos + 1, m - r)
         return j
@@ -92,8 +108,9 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     def keep(placed, tot):
         """Record consecutive steps: their graphs in batch order and [steps, 3, ranks] totals."""
         nonlocal per_step, n_steps, done
-        perm[done:done + placed.shape[0]] = placed
-        done += placed.shape[0]
+        if perm is not None:
+            perm[done:done + placed.shape[0]] = placed
+            done += placed.shape[0]
         k = tot.shape[0]
         while n_steps + k > per_step.shape[0]:
             per_step = np.concatenate([per_step, np.zeros_like(per_step)])
@@ -124,13 +141,14 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
             p = step_end(p, n_steps + len(ends))
             ends.append(p)
         placed, tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r,
-                                        cap_n, cap_e, cap_g, ranker)
+                                        cap_n, cap_e, cap_g, ranker, with_order)
         base, i = pos, 0
         while i < len(ends):
             bad = np.flatnonzero(~fits[i:])
             f = len(ends) if bad.size == 0 else i + int(bad[0])
             if f > i:  # steps i..f-1 fit as dealt
-                keep(placed[pos - base:ends[f - 1] - base], tot[i:f])
+                keep(None if placed is None else placed[pos - base:ends[f - 1] - base],
+                     tot[i:f])
                 pos, i = ends[f - 1], f
                 if i == len(ends):
                     break
@@ -219,11 +237,11 @@ class _ShareRanks:
 
 
 def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, cap_e: int,
-                cap_g: int, ranker: _ShareRanks):
+                cap_g: int, ranker: _ShareRanks, with_order: bool = True):
     """The steps ``pos..ends[0], ends[0]..ends[1], ...`` dealt as `_one_step` deals them before
     any repair, all at once: one stable sort by (step, share descending). Returns ``(placed
-    positions in batch order, step after step; int64 [steps, 3, r] totals; whether each
-    step's batches fit the budget as dealt)``."""
+    positions in batch order, step after step (``None`` without ``with_order``); int64
+    [steps, 3, r] totals; whether each step's batches fit the budget as dealt)``."""
     k = ends.shape[0]
     starts = np.concatenate([[pos], ends[:-1]])
     lens = ends - starts
@@ -232,22 +250,52 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     le = edges[pos:int(ends[-1])]
     size = ln.shape[0]
     seg = np.repeat(np.arange(k, dtype=np.uint16 if k <= 2**16 else np.int64), lens)
-    srt = np.lexsort((ranker.keys(ln, le), seg))  # by step, then share (largest first), stable
+    keys = ranker.keys(ln, le)
+    # by step, then share (largest first), stable
+    if keys.dtype == np.uint16 and k < 2**15 and size < 2**31:
+        # one sort of distinct int64 items (step, rank, position): the stable order, faster
+        # than a lexsort
+        items = seg.astype(np.int64) << 48
+        items |= keys.astype(np.int64) << 32
+        items |= np.arange(size, dtype=np.int64)
+        items.sort()
+        srt = items.astype(np.int32)  # the low 32 bits: the positions
+        del items
+    else:
+        srt = np.lexsort((keys, seg))
     t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)  # rank in step
-    row = t // r
-    col = t - row * r
-    batch = np.where(row & 1, r - 1 - col, col)  # snake order over the batches
+    # row and snake batch (over the `r` batches) of each rank in a step, looked up
+    tt = np.arange(int(lens.max()), dtype=np.int32)
+    row_of = tt // r
+    col = tt - row_of * r
+    row, batch = row_of[t], np.where(row_of & 1, r - 1 - col, col)[t]
     key = seg.astype(np.int32) * r + batch  # (seg[srt] == seg: the sort keeps steps in place)
-    bn = np.bincount(key, weights=ln[srt], minlength=k * r).astype(np.int64)  # exact: < 2**53
-    be = np.bincount(key, weights=le[srt], minlength=k * r).astype(np.int64)
-    bg = np.bincount(key, minlength=k * r).astype(np.int64)
-    fits = ((bn <= cap_n) & (be <= cap_e) & (bg <= cap_g)).reshape(k, r).all(axis=1)
-    tot = np.stack([bg.reshape(k, r), bn.reshape(k, r), be.reshape(k, r)], axis=1)
-    # batch-major order within a step: batch b starts after the graphs of batches < b (every
-    # batch holds `full` rows; the partial last row fills batches 0.. (even row) or ..r-1 (odd))
+    # node and edge totals from one weighted count: n * 2**shift + e, exact below 2**53
+    rows = -(-int(lens.max()) // r)  # most graphs a batch of the block holds
+    top_n, top_e = int(ln.max()), int(le.max())
+    shift = max(1, top_e * rows).bit_length()
+    if min(int(ln.min()), int(le.min())) >= 0 and (top_n * rows + 1) << shift < 2**53:
+        w = ln[srt] * float(1 << shift)
+        w += le[srt]
+        both = np.bincount(key, weights=w, minlength=k * r)
+        del w
+        bn = (both // (1 << shift)).astype(np.int64)
+        be = (both - bn * float(1 << shift)).astype(np.int64)
+    else:
+        bn = np.bincount(key, weights=ln[srt], minlength=k * r).astype(np.int64)  # < 2**53
+        be = np.bincount(key, weights=le[srt], minlength=k * r).astype(np.int64)
+    # graphs per batch: `full` rows each; the partial last row fills batches 0..rem-1 (even
+    # row) or r-rem..r-1 (odd row) of the snake
     full, rem = (lens // r)[:, None], (lens % r)[:, None]
     b = np.arange(r)[None, :]
-    extra = np.where(full % 2 == 1, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
+    odd = full % 2 == 1
+    bg = (full + np.where(odd, b >= r - rem, b < rem)).reshape(-1)
+    fits = ((bn <= cap_n) & (be <= cap_e) & (bg <= cap_g)).reshape(k, r).all(axis=1)
+    tot = np.stack([bg.reshape(k, r), bn.reshape(k, r), be.reshape(k, r)], axis=1)
+    if not with_order:
+        return None, tot, fits
+    # batch-major order within a step: batch b starts after the graphs of batches < b
+    extra = np.where(odd, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
     first = (rel[:, None] + b * full + extra).reshape(-1)  # block position of each batch
     placed = np.empty(size, index_dtype(int(ends[-1])))
     placed[first[key] + row] = srt + pos

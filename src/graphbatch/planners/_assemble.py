@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -16,6 +17,7 @@ __all__ = [
     "PAD_MODES",
     "OversizeSplit",
     "PackedSizes",
+    "any_oversize",
     "batch_totals",
     "ceil_div",
     "finish_fixed_count_plan",
@@ -71,6 +73,12 @@ def gather_counts(column: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Graphs per chunk when `PackedSizes.shuffled` packs and unpacks its int64 items.
+_SHUFFLE_CHUNK = 1 << 16
+#: Whether int64 items are little-endian (their halves are read through views), else shifts.
+_LITTLE = sys.byteorder == "little"
+
+
 class PackedSizes:
     """The size table's node and edge counts packed into one int32 per graph (``n << 16 | e``)
     when every node count is below 2**15 and every edge count below 2**16, so that a gather in
@@ -89,6 +97,55 @@ class PackedSizes:
                 self.packed[s0:s0 + step] = ((n_node[s0:s0 + step] << 16)
                                              | n_edge[s0:s0 + step])
 
+    def _unpack(self, values: np.ndarray, s0: int, nodes: np.ndarray, edges: np.ndarray):
+        nodes[s0:s0 + values.shape[0]] = (values >> 16) & 0x7FFF
+        edges[s0:s0 + values.shape[0]] = values & 0xFFFF
+
+    def shuffled(self, rng: np.random.Generator, subset: np.ndarray | None = None, *,
+                 with_order: bool = False):
+        """Sizes in a shuffled order without a gather in random order: ``(order, nodes,
+        edges)`` equal to ``perm = arange(k); rng.shuffle(perm); order = perm`` (or
+        ``subset[perm]`` for ascending graph indices ``subset`` of ``k`` graphs) and
+        ``gather(order)`` — the same draws, as numpy's shuffle swaps the same positions
+        whatever the items. Each graph's packed sizes (and, with ``with_order``, its index in
+        the high 32 bits) travel through the shuffle as one int64; ``order`` is ``None``
+        without ``with_order``, else int32. On little-endian machines the three are strided
+        views of those items (nodes int16, edges int16 or uint16 from 2**15 on: 8 bytes a graph
+        in all, the memory the unpacked arrays would take, with no fresh pages to fault in);
+        elsewhere unpacked arrays of `gather`'s dtypes. Needs ``packed`` and fewer than 2**31
+        graphs."""
+        if self.packed is None or self.packed.shape[0] >= 2**31:
+            raise ValueError("PackedSizes.shuffled needs packed sizes of fewer than 2**31 graphs")
+        k = self.packed.shape[0] if subset is None else subset.shape[0]
+        step = _SHUFFLE_CHUNK  # cache-sized chunks
+        buf = np.empty(k, np.int64)  # int64 items: numpy's fastest shuffle, same draws
+        # little-endian int64 item: int32 halves [0] packed sizes, [1] graph index; the
+        # packed half's int16 halves [0] edges, [1] nodes (below 2**15: no sign bit)
+        little = _LITTLE
+        halves = buf.view(np.int32).reshape(k, 2)
+        for s0 in range(0, k, step):
+            s1 = min(k, s0 + step)
+            idx = (np.arange(s0, s1, dtype=np.int32) if subset is None
+                   else subset[s0:s1].astype(np.int32))
+            v = self.packed[s0:s1] if subset is None else self.packed[idx]
+            if little:
+                halves[s0:s1, 0] = v
+                halves[s0:s1, 1] = idx if with_order else 0
+            else:
+                buf[s0:s1] = (idx.astype(np.int64) << 32) | v if with_order else v
+        rng.shuffle(buf)
+        if little:  # views of the shuffled items: no fresh arrays to fill
+            edge_view = np.int16 if self.edge_dtype == np.int16 else np.uint16
+            return (halves[:, 1] if with_order else None, buf.view(np.int16).reshape(k, 4)[:, 1],
+                    buf.view(edge_view).reshape(k, 4)[:, 0])
+        nodes, edges = np.empty(k, np.int16), np.empty(k, self.edge_dtype)
+        order = np.empty(k, np.int32) if with_order else None
+        for s0 in range(0, k, step):
+            self._unpack(buf[s0:s0 + step], s0, nodes, edges)
+            if with_order:
+                order[s0:s0 + step] = buf[s0:s0 + step] >> 32
+        return order, nodes, edges
+
     def gather(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(gather_counts(n_node, index), gather_counts(n_edge, index))``."""
         if self.packed is None:
@@ -97,36 +154,38 @@ class PackedSizes:
         nodes, edges = np.empty(m, np.int16), np.empty(m, self.edge_dtype)
         step = 1 << 20
         for s0 in range(0, m, step):
-            v = self.packed[index[s0:s0 + step]]
-            nodes[s0:s0 + step] = v >> 16
-            edges[s0:s0 + step] = v & 0xFFFF
+            self._unpack(self.packed[index[s0:s0 + step]], s0, nodes, edges)
         return nodes, edges
 
 
 def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
-                   narrow: bool = False, packed: PackedSizes | None = None) -> OversizeSplit:
+                   narrow: bool = False, packed: PackedSizes | None = None,
+                   gathered: tuple[np.ndarray, np.ndarray] | None = None) -> OversizeSplit:
     """Apply ``req.on_oversize`` to graphs that do not fit ``budget`` alone.
 
     ``"error"`` raises ``ValueError`` naming the first such graph, its size and the budget.
     ``narrow=True`` gives ``kept_nodes``/``kept_edges`` as int32 where they fit
     (`gather_counts`), for the memory-lean planners; ``packed`` (the table's `PackedSizes`)
-    gathers them with one read per graph.
+    gathers them with one read per graph; ``gathered`` passes them already in ``order``
+    (`PackedSizes.shuffled`).
     """
     if req.on_oversize not in OVERSIZE_POLICIES:
         raise InputError(
             f"on_oversize must be one of {', '.join(OVERSIZE_POLICIES)}, got {req.on_oversize!r}"
         )
     sizes = req.sizes
-    if narrow and packed is not None:
+    if gathered is not None:
+        nodes, edges = gathered
+    elif narrow and packed is not None:
         nodes, edges = packed.gather(order)
     else:
         take = gather_counts if narrow else (lambda col, idx: col[idx])
         nodes = take(sizes.n_node, order)
         edges = take(sizes.n_edge, order)
-    big = (nodes > budget.node_capacity) | (edges > budget.edge_capacity)
     empty = np.zeros(0, dtype=np.int64)
-    if not big.any():
+    if not any_oversize(nodes, edges, budget):
         return OversizeSplit(order, empty, empty, empty, nodes, edges)
+    big = (nodes > budget.node_capacity) | (edges > budget.edge_capacity)
     if req.on_oversize == "error":
         pos = np.flatnonzero(big)
         i = int(order[pos[0]])
@@ -144,6 +203,19 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
     own_after = pos - np.arange(pos.shape[0])  # kept graphs before each oversize graph
     return OversizeSplit(kept, order[big], own_after.astype(np.int64), empty, kept_nodes,
                          kept_edges)
+
+
+#: Graphs per chunk of `any_oversize`.
+_OVERSIZE_CHUNK = 1 << 16
+
+
+def any_oversize(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> bool:
+    """Whether any graph has more nodes or edges than ``budget`` holds, tested chunk by chunk
+    (no boolean array of every graph)."""
+    step = _OVERSIZE_CHUNK
+    return any(bool(((nodes[s0:s0 + step] > budget.node_capacity)
+                     | (edges[s0:s0 + step] > budget.edge_capacity)).any())
+               for s0 in range(0, nodes.shape[0], step))
 
 
 def tight_shape_wanted(req: PlanRequest) -> bool:

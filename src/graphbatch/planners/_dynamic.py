@@ -16,7 +16,8 @@ from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in
     index_dtype,
 )
 from ..packing._steps import step_fill
-from ._assemble import PackedSizes, finish_plan, split_oversize, tight_shape_wanted
+from ._assemble import (PackedSizes, any_oversize, finish_plan, split_oversize,
+                        tight_shape_wanted)
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_dynamic", "budget_lower_bound", "greedy_fill", "greedy_offsets",
@@ -55,8 +56,7 @@ def plan_dynamic(req: PlanRequest):
     # (a 100M-graph epoch plans in a few GB; benchmarks/plan_scale.py)
     budget = req.resolve_budget()
     sizes = req.sizes
-    any_big = bool(((sizes.n_node > budget.node_capacity)
-                    | (sizes.n_edge > budget.edge_capacity)).any())
+    any_big = any_oversize(sizes.n_node, sizes.n_edge, budget)
     # with no oversize graph the epoch order is drawn after the seed pass (independent streams)
     # one int32 per graph read in random orders instead of two int64 columns
     packed = PackedSizes(sizes.n_node, sizes.n_edge)
@@ -68,14 +68,21 @@ def plan_dynamic(req: PlanRequest):
     if tight_shape_wanted(req) and n_kept:
         # the tight shape from a seed-only pass (the same every epoch): the largest batch of the
         # fill over a seed-drawn order; each epoch then fills up to that shape
-        seed_order = _permutation(
-            np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(5,))), n_kept)
-        if split is not None:  # the kept graphs in dataset order, drawn by the same permutation
-            seed_order = np.sort(split.kept)[seed_order]
-        sn_all, se_all = packed.gather(seed_order)
-        del seed_order
+        seed_rng = np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(5,)))
+        # the kept graphs in dataset order, drawn by the same permutation
+        kept_sorted = None if split is None else np.sort(split.kept)
+        if packed.packed is not None and n_kept < 2**31:  # sizes carried through the shuffle
+            sn_all, se_all = packed.shuffled(seed_rng, kept_sorted)[1:]
+        else:
+            seed_order = _permutation(seed_rng, n_kept)
+            if kept_sorted is not None:
+                seed_order = kept_sorted[seed_order]
+            sn_all, se_all = packed.gather(seed_order)
+            del seed_order
+        del kept_sorted
         if ranks > 1:
-            off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True)[1:]
+            off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True,
+                                    with_order=False)[1:]
             steps = (off.shape[0] - 1) // ranks
             # 0.3% room for the epoch's own imbalance within a step (never above the budget)
             sn = np.minimum(np.ceil(sn * 1.003).astype(np.int64), budget.node_capacity)
@@ -85,12 +92,18 @@ def plan_dynamic(req: PlanRequest):
         del sn_all, se_all
         shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
         meta["padded_shape"] = list(shape.as_tuple())
-    if split is None:
+    if split is None and req.shuffle and packed.packed is not None and len(sizes) < 2**31:
+        # the epoch order and its sizes from one shuffle (no gather in random order)
+        order, e_nodes, e_edges = packed.shuffled(req.epoch_rng(), with_order=True)
+        split = split_oversize(req, order, budget, gathered=(e_nodes, e_edges))
+        del e_nodes, e_edges
+    elif split is None:
         split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=packed)
     del packed
     order = None
     kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
-    split = replace(split, kept_nodes=None, kept_edges=None)  # finish_plan needs neither
+    # finish_plan needs none of them (the kept order may be a view of the shuffled items)
+    split = replace(split, kept=None, kept_nodes=None, kept_edges=None)
     lb = budget_lower_bound(int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)),
                             kept.shape[0], budget)
     offsets, real_nodes, real_edges = greedy_fill(nodes, edges, shape)
@@ -109,6 +122,9 @@ def plan_dynamic(req: PlanRequest):
         del perm
     else:
         del nodes, edges
+    # a strided view of the shuffled int64 items (`PackedSizes.shuffled`) holds 8 bytes a
+    # graph: kept as its own int32 array, the items are freed before the plan is assembled
+    kept = np.ascontiguousarray(kept)
     nb = offsets.shape[0] - 1
     return finish_plan(
         req,

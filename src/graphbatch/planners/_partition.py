@@ -242,6 +242,10 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
     pairs = np.arange(half)
     step = max(1, _REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
     vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
+    # dummies never move: with at most one a column, its row (or -1) tells the real entries
+    # without gathering the identities of every pair's columns
+    dummy_row = _dummy_rows(ident, step)
+    rows = np.arange(r, dtype=np.int16 if r < 2**15 else np.int64)
     for _pass in range(int(passes)):
         load = _batch_loads(value)
         if target is not None and load.max() <= target:
@@ -267,8 +271,12 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
             base = local * r
             at = (lord + base[:, None]).ravel()  # flat positions: light rows sorted
             lsorted = light.ravel().take(at).reshape(k, r)
-            heavy_real = ident[:, h].T >= 0  # dummies never move: cardinalities stay as dealt
-            light_real = np.ascontiguousarray(ident[:, lw].T).ravel().take(at) >= 0
+            if dummy_row is None:  # dummies never move: cardinalities stay as dealt
+                heavy_real = ident[:, h].T >= 0
+                light_real = np.ascontiguousarray(ident[:, lw].T).ravel().take(at) >= 0
+            else:
+                heavy_real = rows[None, :] != dummy_row[h][:, None]
+                light_real = (lord != dummy_row[lw][:, None]).ravel()
             shift = pairs[p0:p1] * span
             flat = (lsorted + shift[:, None]).ravel()
             want = heavy - 0.5 * g[:, None]  # the light entry that would halve the gap
@@ -281,7 +289,9 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
             best_l = np.zeros(k, dtype=np.int64)
             lflat = lsorted.ravel()
             for cand in (pos - 1, pos):
-                c = np.clip(cand - base[:, None], 0, r - 1)  # column within the sorted light row
+                c = cand - base[:, None]  # column within the sorted light row, clipped
+                np.minimum(c, r - 1, out=c)
+                np.maximum(c, 0, out=c)
                 fi = c + base[:, None]
                 moved = heavy - lflat.take(fi)
                 ok = (moved > 0) & (moved < g[:, None]) & heavy_real
@@ -310,6 +320,21 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
             break
         swaps += improved  # swaps exchange entries: vmax stays the same
     return swaps
+
+
+def _dummy_rows(ident: np.ndarray, step: int) -> np.ndarray | None:
+    """Per column of the round matrix, the row of its dummy (``ident == -1``) or ``-1`` when it
+    has none; ``None`` when a column holds more than one dummy. Found chunk by chunk."""
+    r, b = ident.shape
+    out = np.full(b, -1, np.int16 if r < 2**15 else np.int64)
+    for c0 in range(0, b, step):
+        d = ident[:, c0:c0 + step] < 0
+        count = d.sum(axis=0)
+        if (count > 1).any():
+            return None
+        has = np.flatnonzero(count)
+        out[c0 + has] = d[:, has].argmax(axis=0)
+    return out
 
 
 def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:
