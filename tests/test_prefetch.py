@@ -17,6 +17,7 @@ from graphbatch._prefetch import (POLL_MAX_S, POLL_MIN_S, POLL_SHARE, Prefetcher
                                   poll_interval)
 
 from ._imports import imports_of
+from ._waiting import wait_for
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "graphbatch"
 NAME = "graphbatch-test-prefetch"
@@ -24,15 +25,6 @@ NAME = "graphbatch-test-prefetch"
 
 def _threads() -> int:
     return sum(t.name == NAME for t in threading.enumerate())
-
-
-def _wait_for(cond, timeout=5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return cond()
 
 
 class Source:
@@ -107,7 +99,7 @@ def test_a_take_does_not_wake_the_producer():
     with Prefetcher(src, depth=2, name=NAME) as p:
         for _ in range(20):
             next(p)
-            assert _wait_for(lambda: p._queue.full())
+            assert wait_for(lambda: p._queue.full())
             assert not p._queue.not_full._waiters
     assert src.closed
 
@@ -121,7 +113,7 @@ def test_runs_ahead_and_transform_runs_in_the_thread():
         return -x
 
     with Prefetcher(src, depth=3, transform=transform, name=NAME) as p:
-        assert _wait_for(lambda: len(src.made) >= 3)  # made before anyone asked
+        assert wait_for(lambda: len(src.made) >= 3)  # made before anyone asked
         assert list(p) == [-i for i in range(10)]
         assert p.exhausted
         with pytest.raises(StopIteration):
@@ -217,8 +209,8 @@ def test_abandoned_prefetcher_is_collected_and_its_thread_ends():
     assert next(p) == 0
     del p
     gc.collect()
-    assert _wait_for(lambda: _threads() == before)
-    assert _wait_for(lambda: src.closed)
+    assert wait_for(lambda: _threads() == before)
+    assert wait_for(lambda: src.closed)
 
 
 def test_stress_many_short_lived_prefetchers_leave_no_thread():

@@ -152,12 +152,17 @@ def test_workers_and_resume_on_batch_path(store):
     it = iter(first)
     for _ in range(5):
         next(it)
-    state = first.state_dict()
+    _assert_resumes(store, first.state_dict(), ref, 5)
+
+
+def _assert_resumes(store, state, ref, taken: int) -> None:
+    """A new worker loader given ``state`` yields exactly the batches of ``ref`` after the
+    first ``taken``."""
     again = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
     again.load_state_dict(state)
     rest = _collect(again)
-    assert len(rest) == len(ref) - 5
-    for x, y in zip(rest, ref[5:]):
+    assert len(rest) == len(ref) - taken
+    for x, y in zip(rest, ref[taken:]):
         assert_same_batch(x, y)
 
 
@@ -178,12 +183,7 @@ def test_prefetch_thread_over_worker_slots_equals_one_process_and_resumes(store)
         next(it)
     state = first.state_dict()
     it.close()
-    again = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
-    again.load_state_dict(state)
-    rest = _collect(again)
-    assert len(rest) == len(ref) - 4
-    for x, y in zip(rest, ref[4:]):
-        assert_same_batch(x, y)
+    _assert_resumes(store, state, ref, 4)
 
 
 def test_replaced_store_is_never_read_with_old_offsets(tmp_path):

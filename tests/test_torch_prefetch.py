@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 
 import pytest
 
@@ -12,18 +11,11 @@ torch = pytest.importorskip("torch")
 
 from graphbatch.torch import Prefetcher, prefetch  # noqa: E402
 
+from ._waiting import wait_for  # noqa: E402
+
 
 def _threads() -> int:
     return sum(t.name == "graphbatch-prefetch" for t in threading.enumerate())
-
-
-def _wait_for(cond, timeout=5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 def test_same_items_in_order_and_runs_ahead():
@@ -35,7 +27,7 @@ def test_same_items_in_order_and_runs_ahead():
             yield torch.full((3,), i)
 
     p = prefetch(source(), depth=3)
-    assert _wait_for(lambda: len(made) >= 3)  # made before anyone asked
+    assert wait_for(lambda: len(made) >= 3)  # made before anyone asked
     out = [int(b[0]) for b in p]
     assert out == list(range(10))
     with pytest.raises(StopIteration):
@@ -71,7 +63,7 @@ def test_close_stops_the_thread_without_draining_the_source():
     before = _threads()
     with Prefetcher(source(), depth=2) as p:
         assert next(p) == 0
-    assert _wait_for(lambda: _threads() == before)
+    assert wait_for(lambda: _threads() == before)
     assert closed == [True]
     assert len(made) <= 5  # depth 2 + the one being made + the one consumed
 
@@ -82,7 +74,7 @@ def test_abandoned_prefetcher_is_collected_and_its_thread_ends():
     assert next(p) == 0
     del p
     gc.collect()
-    assert _wait_for(lambda: _threads() == before)
+    assert wait_for(lambda: _threads() == before)
 
 
 def test_pin_memory_is_applied_in_the_thread():
@@ -128,7 +120,7 @@ def test_is_the_cores_consumer_paced_prefetcher():
     with prefetch(iter(range(10**6)), depth=2) as p:
         for _ in range(10):
             next(p)
-            assert _wait_for(lambda: p._queue.full())
+            assert wait_for(lambda: p._queue.full())
             assert not p._queue.not_full._waiters
 
 
@@ -177,7 +169,7 @@ def test_state_dict_of_a_prefetched_plan_loader_counts_batches_received(taken):
     ld = make()
     with prefetch(ld, depth=3) as p:
         got = [next(p) for _ in range(taken)]
-        assert _wait_for(lambda: p._queue.full())  # the thread made 3 more than were taken
+        assert wait_for(lambda: p._queue.full())  # the thread made 3 more than were taken
         state = ld.state_dict()
     assert (state["epoch"], state["offset"]) == (0, taken)
     resumed = make()
