@@ -7,6 +7,7 @@ import hashlib
 import json
 from importlib import resources
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -246,12 +247,8 @@ def test_windowed_greedy_fill_matches_the_per_graph_loop(sizes, window, dtype):
     nodes = np.array([s[0] for s in sizes], dtype)
     edges = np.array([s[1] for s in sizes], dtype)
     budget = gb.Budget(12, 30, 5)
-    old = greedy_mod._WINDOW
-    greedy_mod._WINDOW = window
-    try:
+    with mock.patch.object(greedy_mod, "_WINDOW", window):
         offsets, rn, re_ = greedy_fill(nodes, edges, budget)
-    finally:
-        greedy_mod._WINDOW = old
     assert np.array_equal(offsets, greedy_offsets_reference(nodes.astype(np.int64),
                                                             edges.astype(np.int64), budget))
     assert rn.dtype == np.int64 and re_.dtype == np.int64
@@ -265,12 +262,8 @@ def test_windowed_greedy_fill_matches_the_per_graph_loop(sizes, window, dtype):
        frac=st.booleans(), chunk=st.integers(1, 64))
 def test_descending_order_is_the_stable_argsort(costs, frac, chunk):
     c = np.asarray(costs, np.float64) + (0.5 if frac else 0.0) * (np.arange(len(costs)) % 2)
-    old = partition_mod._CHUNK
-    partition_mod._CHUNK = chunk
-    try:
+    with mock.patch.object(partition_mod, "_CHUNK", chunk):
         got = descending_order(c)
-    finally:
-        partition_mod._CHUNK = old
     assert got.dtype == np.int32
     assert np.array_equal(got, np.argsort(-c, kind="stable"))
 
@@ -281,12 +274,8 @@ def test_descending_order_is_the_stable_argsort(costs, frac, chunk):
 def test_group_by_key_is_the_stable_argsort(keys, chunk, seed, with_index):
     k = np.asarray(keys, np.int16)
     index = np.random.default_rng(seed).permutation(k.shape[0]) if with_index else None
-    old = assign_mod._CHUNK
-    assign_mod._CHUNK = chunk
-    try:
+    with mock.patch.object(assign_mod, "_CHUNK", chunk):
         got = group_by_key(k, np.bincount(k), index)
-    finally:
-        assign_mod._CHUNK = old
     idx = np.arange(k.shape[0]) if index is None else index
     assert np.array_equal(got, idx[np.argsort(k[idx], kind="stable")])
 
@@ -302,7 +291,7 @@ def test_balanced_ldm_in_place_equals_the_copying_call():
 
 
 # ---------------------------------------------------------------- vectorised kernels (round 2)
-def _step_fill_both(nodes, edges, budget, ranks, monkeypatch=None, **kw):
+def _step_fill_both(nodes, edges, budget, ranks, **kw):
     """`step_fill` vectorised (blocks of steps) and sequential (every step on its own)."""
     vec = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
     # without the order: the same batches and totals, no positions
@@ -311,12 +300,8 @@ def _step_fill_both(nodes, edges, budget, ranks, monkeypatch=None, **kw):
     assert lean[0] is None
     for a, b in zip(vec[1:], lean[1:]):
         assert a.dtype == b.dtype and np.array_equal(a, b)
-    old = steps_mod._BLOCK_STEPS
-    steps_mod._BLOCK_STEPS = 0
-    try:
+    with mock.patch.object(steps_mod, "_BLOCK_STEPS", 0):
         seq = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
-    finally:
-        steps_mod._BLOCK_STEPS = old
     return vec, seq
 
 
@@ -332,16 +317,11 @@ def test_vectorised_step_fill_equals_the_per_step_fill(sizes, ranks, cap, fill, 
     nodes = np.array([x[0] for x in sizes], dtype)
     edges = np.array([x[1] for x in sizes], dtype)
     budget = gb.Budget((13, 20, 40, 25)[cap], (31, 40, 90, 31)[cap], (4, 6, 9, 3)[cap])
-    olds = (steps_mod._BLOCK_STEPS, steps_mod._WINDOW, steps_mod._RANK_SPAN,
-            steps_mod._BLOCK_GRAPHS)
-    steps_mod._BLOCK_STEPS, steps_mod._WINDOW = block, window
-    steps_mod._RANK_SPAN = 1 if small_table else olds[2]  # 1: shares compared as floats
-    steps_mod._BLOCK_GRAPHS = window + block  # blocks cut by graphs as well as by steps
-    try:
+    with mock.patch.multiple(
+            steps_mod, _BLOCK_STEPS=block, _WINDOW=window,
+            _RANK_SPAN=1 if small_table else steps_mod._RANK_SPAN,  # 1: shares compared as floats
+            _BLOCK_GRAPHS=window + block):  # blocks cut by graphs as well as by steps
         vec, seq = _step_fill_both(nodes, edges, budget, ranks, fill=fill, steps=steps)
-    finally:
-        (steps_mod._BLOCK_STEPS, steps_mod._WINDOW, steps_mod._RANK_SPAN,
-         steps_mod._BLOCK_GRAPHS) = olds
     for a, b in zip(vec, seq):
         assert a.dtype == b.dtype
         assert np.array_equal(a, b)
@@ -412,12 +392,8 @@ def _deal_reference(end, P):
        rows=st.integers(1, 50))
 def test_narrow_snake_dealing_equals_the_int64_formula(count, P, rows):
     end = np.cumsum(count)
-    old = balanced_mod._ROWS
-    balanced_mod._ROWS = rows
-    try:
+    with mock.patch.object(balanced_mod, "_ROWS", rows):
         grid = balanced_mod._deal(end, P)
-    finally:
-        balanced_mod._ROWS = old
     assert grid.dtype == np.int16
     assert np.array_equal(grid, _deal_reference(end, P))
 
@@ -433,12 +409,8 @@ def test_balanced_pack_is_the_same_in_chunks_of_rows(n, seed, limits, rows):
     count = rng.integers(1, 60, n.shape[0])
     kw = dict(node_limit=limits[0], edge_limit=limits[1], graph_limit=limits[2])
     whole = balanced_mod.balanced_pack(n, e, count, **kw)
-    old = balanced_mod._ROWS
-    balanced_mod._ROWS = rows
-    try:
+    with mock.patch.object(balanced_mod, "_ROWS", rows):
         chunked = balanced_mod.balanced_pack(n, e, count, **kw)
-    finally:
-        balanced_mod._ROWS = old
     assert np.array_equal(whole.slot_bin, chunked.slot_bin)
     assert np.array_equal(whole.offsets, chunked.offsets)
     # every graph of every bin placed once, no pack over a limit
@@ -461,12 +433,8 @@ def test_pattern_slots_in_chunks_equal_the_expanded_patterns(pats, chunk):
     count = np.array([c for _, c in pats], np.int64)
     sizes_n = np.arange(21, dtype=np.int64) + 1
     p = patterns_mod.PackPatterns.build(bins, copies, offsets, count, sizes_n, sizes_n)
-    old = patterns_mod._SLOTS
-    patterns_mod._SLOTS = chunk
-    try:
+    with mock.patch.object(patterns_mod, "_SLOTS", chunk):
         slot_bin, pack_off = p.slots()
-    finally:
-        patterns_mod._SLOTS = old
     expect, bounds = [], [0]  # every pack of every used pattern, in pattern order
     for items, c in pats:
         one = [b for b, k in items for _ in range(k)]
@@ -484,12 +452,8 @@ def test_chunked_batch_totals_equal_the_direct_sums(sizes, chunk, seed):
     counts = np.asarray(sizes, np.int64)  # graphs per batch, empty batches included
     offsets = np.concatenate([[0], np.cumsum(counts)])
     values = np.random.default_rng(seed).integers(0, 2**15, int(offsets[-1])).astype(np.int16)
-    old = assemble_mod._TOTALS_CHUNK
-    assemble_mod._TOTALS_CHUNK = chunk
-    try:
+    with mock.patch.object(assemble_mod, "_TOTALS_CHUNK", chunk):
         got = assemble_mod.batch_totals(values, offsets)
-    finally:
-        assemble_mod._TOTALS_CHUNK = old
     assert got.dtype == np.int64
     assert np.array_equal(got, [int(values[offsets[i]:offsets[i + 1]].astype(np.int64).sum())
                                 for i in range(counts.shape[0])])
