@@ -101,13 +101,18 @@ def run_build(args) -> int:
         "MB": round(os.path.getsize(report.path) / 2**20, 2),
     }]))
     if report.failures:
-        shown = ", ".join(str(i) for i, _ in report.failures[:20])
-        more = f" (+{len(report.failures) - 20} more)" if len(report.failures) > 20 else ""
-        print(f"{len(report.failures)} record(s) could not be converted and are not in the "
-              f"store (indices also stored as failed_index): {shown}{more}")
+        _print_failures(report.failures)
         print(f"first failure: {report.failures[0][1]}")
     print(f"wrote {report.path}")
     return 0
+
+
+def _print_failures(failures: list) -> None:
+    """One line naming the records (first 20 indices) a build could not convert."""
+    shown = ", ".join(str(i) for i, _ in failures[:20])
+    more = f" (+{len(failures) - 20} more)" if len(failures) > 20 else ""
+    print(f"{len(failures)} record(s) could not be converted and are not in the "
+          f"store (indices also stored as failed_index): {shown}{more}")
 
 
 def _run_sharded_build(args) -> int:
@@ -126,10 +131,7 @@ def _run_sharded_build(args) -> int:
         "MB": round(sum(os.path.getsize(p) for p in report.shards) / 2**20, 2),
     }]))
     if report.failures:
-        shown = ", ".join(str(i) for i, _ in report.failures[:20])
-        more = f" (+{len(report.failures) - 20} more)" if len(report.failures) > 20 else ""
-        print(f"{len(report.failures)} record(s) could not be converted and are not in the "
-              f"store (indices also stored as failed_index): {shown}{more}")
+        _print_failures(report.failures)
     print(f"wrote {len(report.shards)} shards and the manifest {report.path}")
     return 0
 
