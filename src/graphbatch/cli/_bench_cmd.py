@@ -151,21 +151,36 @@ def run(args) -> int:
             reps = "; ".join(f"{k} " + " ".join(f"{x:.3f}" for x in v)
                              for k, v in t["padding_cost_repeats"].items() if k != "unpadded")
             print(f"{t['model']} b={t['batch_size']}: per repeat: {reps}")
-    print(f"wrote {paths['results.json']} ({len(records)} records) and {len(paths) - 1} more files")
+    _print_wrote(paths, records)
     return 0
 
 
+_RUN_COLUMNS = ["model", "batch_size", "strategy", "compiles", "compile_s", "batching_ms",
+                "update_ms", "step_ms_median", "graphs_per_s", "steady_graphs_per_s",
+                "test_rmse"]
+
+
+def _write_and_tabulate(args, cfg, records, extra: dict) -> dict:
+    """Write the run's result files (with ``extra`` in results.json) and print its table."""
+    from ..bench import summarize, write_results
+
+    paths = write_results(args.out, records, cfg.as_dict(), plots=not args.no_plots,
+                          extra=extra)
+    print(format_table(summarize(records), _RUN_COLUMNS))
+    return paths
+
+
+def _print_wrote(paths: dict, records: list) -> None:
+    print(f"wrote {paths['results.json']} ({len(records)} records) and {len(paths) - 1} more files")
+
+
 def _run_mace(args, cfg) -> int:
-    from ..bench import run_bench, summarize, write_results
+    from ..bench import run_bench
     from ..bench._mace import mace_targets
 
     records = run_bench(cfg, progress=not args.quiet)
     tm = mace_targets(records)
-    paths = write_results(args.out, records, cfg.as_dict(), plots=not args.no_plots,
-                          extra={"mace_targets": tm})
-    cols = ["model", "batch_size", "strategy", "compiles", "compile_s", "batching_ms",
-            "update_ms", "step_ms_median", "graphs_per_s", "steady_graphs_per_s", "test_rmse"]
-    print(format_table(summarize(records), cols))
+    paths = _write_and_tabulate(args, cfg, records, {"mace_targets": tm})
     for t in tm:
         head = f"mace b={t['batch_size']} r={t['repeat']}:"
         dyn = ", ".join(f"{k} {v}/{t['compiles'][k]}" for k, v in t["dynamic_graphs"].items())
@@ -175,21 +190,16 @@ def _run_mace(args, cfg) -> int:
                   f"({v['steady_steps']} steady steps); graphs/s ratio compile excluded "
                   f"{v['graphs_per_s_ratio_compile_excluded']:.2f}x, included "
                   f"{v['graphs_per_s_ratio_compile_included']:.2f}x")
-    print(f"wrote {paths['results.json']} ({len(records)} records) and {len(paths) - 1} more files")
+    _print_wrote(paths, records)
     return 0
 
 
 def _run_jax(args, cfg) -> int:
-    from ..bench import summarize, write_results
     from ..bench._jax_runner import jax_targets, run_jax_bench
 
     records = run_jax_bench(cfg, progress=not args.quiet)
     tj = jax_targets(records)
-    paths = write_results(args.out, records, cfg.as_dict(), plots=not args.no_plots,
-                          extra={"jax_targets": tj})
-    cols = ["model", "batch_size", "strategy", "compiles", "compile_s", "batching_ms",
-            "update_ms", "step_ms_median", "graphs_per_s", "steady_graphs_per_s", "test_rmse"]
-    print(format_table(summarize(records), cols))
+    paths = _write_and_tabulate(args, cfg, records, {"jax_targets": tj})
     for t in tj:
         head = f"{t['model']} b={t['batch_size']}:"
         for k in ("jraph_dynamic", "jraph_pad64"):
@@ -200,5 +210,5 @@ def _run_jax(args, cfg) -> int:
             print(f"{head} update time per real graph / unpadded: {pc}")
         waits = ", ".join(f"{k} {v:.3f}" for k, v in t["input_wait_fraction"].items())
         print(f"{head} input wait / step time: {waits}")
-    print(f"wrote {paths['results.json']} ({len(records)} records) and {len(paths) - 1} more files")
+    _print_wrote(paths, records)
     return 0
