@@ -21,7 +21,8 @@ import numpy as np
 
 from ..analysis._bench import step_list_fields, step_timing_fields
 from ._config import JAX_BASELINES, BenchConfig
-from ._runner import RunSpec, _evaluate_on_schedule, _reset_counters, _rss, bench_budget
+from ._runner import (RunSpec, _count_step, _evaluate_on_schedule, _reset_counters,
+                      bench_budget)
 
 __all__ = ["JaxBenchData", "load_jax_bench_data", "plan_jax_runs", "run_jax_bench",
            "compile_seconds"]
@@ -282,20 +283,14 @@ class _JaxRun:
         jax.block_until_ready(loss)
         t2 = time.perf_counter()
         self.params, self.opt_state = params, opt_state
-        self.new_compiles[k] = self.step_fn._cache_size() - before
         self.compile_s[k] = compile_seconds() - c0
-        self.batching_ms[k] = (t1 - t0) * 1e3
-        self.update_ms[k] = (t2 - tw) * 1e3
         nm, em, gm = np.asarray(pg.node_mask), np.asarray(pg.edge_mask), np.asarray(pg.graph_mask)
-        self.shapes.add((nm.shape[0], em.shape[0], gm.shape[0]))
-        self.real_nodes += int(nm.sum())
-        self.real_edges += int(em.sum())
-        self.pad_nodes += nm.shape[0]
-        self.pad_edges += em.shape[0]
-        self.real_graphs[k] = int(gm.sum())
-        self.batch_bytes = max(self.batch_bytes, sum(int(x.nbytes)
-                                                     for x in jax.tree_util.tree_leaves(pg)))
-        self.peak_rss = max(self.peak_rss, _rss())
+        _count_step(self, k, batching_ms=(t1 - t0) * 1e3, update_ms=(t2 - tw) * 1e3,
+                    new_compiles=self.step_fn._cache_size() - before,
+                    real=(int(gm.sum()), int(nm.sum()), int(em.sum())),
+                    padded=(nm.shape[0], em.shape[0]),
+                    shape=(nm.shape[0], em.shape[0], gm.shape[0]),
+                    nbytes=sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(pg)))
         _evaluate_on_schedule(self, k,
                               lambda: self.evaluator(self.model, self.model_key, self.params))
 

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from ._config import MACE_BASELINES, BenchConfig
-from ._runner import (_compile, _evaluate_on_schedule, _padded_options, _reset_counters,
-                      _Run, _rss)
+from ._runner import (_compile, _count_step, _evaluate_on_schedule, _padded_options,
+                      _reset_counters, _Run)
 
 __all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targets", "small_mace"]
 
@@ -234,7 +234,6 @@ class MaceRun(_Run):
 
         import graphbatch.atomistic as ga
 
-
         t0 = time.perf_counter()
         b = next(self.batches)
         if self.padded:
@@ -261,24 +260,16 @@ class MaceRun(_Run):
         if self.cuda:
             torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
-        self.new_compiles[k] = counters["stats"]["unique_graphs"] - before
-        self.batching_ms[k] = (t1 - t0) * 1e3
-        self.update_ms[k] = (t2 - t1) * 1e3
         n_node, n_edge = int(d["positions"].shape[0]), int(d["edge_index"].shape[1])
         if self.padded:
-            g = int(d["graph_mask"].sum())
-            self.shapes.add((n_node, n_edge, int(d["graph_mask"].shape[0])))
-            self.real_nodes += int(d["node_mask"].sum())
-            self.real_edges += int(d["edge_mask"].sum())
+            real = (int(d["graph_mask"].sum()), int(d["node_mask"].sum()),
+                    int(d["edge_mask"].sum()))
+            shape = (n_node, n_edge, int(d["graph_mask"].shape[0]))
         else:
-            g = int(b.num_graphs)
-            self.real_nodes += n_node
-            self.real_edges += n_edge
-        self.pad_nodes += n_node
-        self.pad_edges += n_edge
-        self.real_graphs[k] = g
-        self.batch_bytes = max(self.batch_bytes, _dict_nbytes(d))
-        self.peak_rss = max(self.peak_rss, _rss())
+            real, shape = (int(b.num_graphs), n_node, n_edge), None
+        _count_step(self, k, batching_ms=(t1 - t0) * 1e3, update_ms=(t2 - t1) * 1e3,
+                    new_compiles=counters["stats"]["unique_graphs"] - before, real=real,
+                    padded=(n_node, n_edge), shape=shape, nbytes=_dict_nbytes(d))
         _evaluate_on_schedule(self, k, lambda: _evaluate_mace(self.model, self.data, self.device))
 
     def record(self, interleaved: bool) -> dict[str, Any]:

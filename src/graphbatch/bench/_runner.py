@@ -253,6 +253,25 @@ def _reset_counters(run: Any, steps: int) -> None:
     run.rmses = []
 
 
+def _count_step(run: Any, k: int, *, batching_ms: float, update_ms: float, new_compiles: int,
+                real: tuple[int, int, int], padded: tuple[int, int],
+                shape: tuple[int, int, int] | None, nbytes: int) -> None:
+    """Book step ``k`` in the counters of `_reset_counters`: its batching and update times
+    (ms), new compilations, the ``real`` (graphs, nodes, edges) and ``padded`` (nodes, edges)
+    sizes of its batch (the real ones again without padding), the padded ``shape`` met (None:
+    not counted) and the batch's bytes; then the peak RSS so far."""
+    run.batching_ms[k], run.update_ms[k], run.new_compiles[k] = batching_ms, update_ms, new_compiles
+    if shape is not None:
+        run.shapes.add(shape)
+    run.real_graphs[k] = real[0]
+    run.real_nodes += real[1]
+    run.real_edges += real[2]
+    run.pad_nodes += padded[0]
+    run.pad_edges += padded[1]
+    run.batch_bytes = max(run.batch_bytes, nbytes)
+    run.peak_rss = max(run.peak_rss, _rss())
+
+
 def _evaluate_on_schedule(run: Any, k: int, evaluate: Callable[[], tuple[float, float]]) -> None:
     """After step ``k`` (0-based): every ``eval_every`` steps and after the last one, append
     ``evaluate()``'s (MAE, RMSE) to the run's evaluation history."""
@@ -351,23 +370,15 @@ class _Run:
         if self.cuda:
             torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
-        self.new_compiles[k] = counters["stats"]["unique_graphs"] - before
-        self.batching_ms[k] = (t1 - t0) * 1e3
-        self.update_ms[k] = (t2 - t1) * 1e3
+        n_node, n_edge = int(b.num_nodes), int(b.edge_index.shape[1])
         if self.padded:
-            g = int(b.graph_mask.sum())
-            self.shapes.add((int(b.num_nodes), int(b.edge_index.shape[1]), int(b.num_graphs)))
-            self.real_nodes += int(b.node_mask.sum())
-            self.real_edges += int(b.edge_mask.sum())
+            real = (int(b.graph_mask.sum()), int(b.node_mask.sum()), int(b.edge_mask.sum()))
+            shape = (n_node, n_edge, int(b.num_graphs))
         else:
-            g = int(b.num_graphs)
-            self.real_nodes += int(b.num_nodes)
-            self.real_edges += int(b.edge_index.shape[1])
-        self.pad_nodes += int(b.num_nodes)
-        self.pad_edges += int(b.edge_index.shape[1])
-        self.real_graphs[k] = g
-        self.batch_bytes = max(self.batch_bytes, _nbytes(b))
-        self.peak_rss = max(self.peak_rss, _rss())
+            real, shape = (int(b.num_graphs), n_node, n_edge), None
+        _count_step(self, k, batching_ms=(t1 - t0) * 1e3, update_ms=(t2 - t1) * 1e3,
+                    new_compiles=counters["stats"]["unique_graphs"] - before, real=real,
+                    padded=(n_node, n_edge), shape=shape, nbytes=_nbytes(b))
         _evaluate_on_schedule(self, k, lambda: _evaluate(
             lambda bb: _predict_eval(self.model, bb, self.is_pyg_model), self.data, self.device))
 
