@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphbatch as gb
+import graphbatch.planners._partition as partition_mod
 from graphbatch.planners._partition import (
     balanced_ldm,
     columns_to_batches,
@@ -382,3 +383,20 @@ def test_registered_with_descriptions():
     names = gb.strategy_names()
     for s in BALANCING:
         assert s in names and gb.strategies()[s]
+
+
+@settings(max_examples=60, deadline=None)
+@given(r=st.integers(1, 9), b=st.integers(1, 40), seed=st.integers(0, 2**16),
+       chunk=st.integers(1, 50), dummy_frac=st.floats(0, 1))
+def test_columns_in_order_equals_the_transposed_mask(r, b, seed, chunk, dummy_frac):
+    rng = np.random.default_rng(seed)
+    ident = rng.permutation(r * b).astype(np.int32).reshape(r, b)
+    ident[rng.random((r, b)) < dummy_frac] = -1
+    cols = rng.permutation(b)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(partition_mod, "_CHUNK", chunk)
+        order, counts = partition_mod.columns_in_order(ident, cols)
+    rows = ident.T[cols]
+    keep = rows >= 0
+    assert order.dtype == np.int64 and counts.dtype == np.int64
+    assert np.array_equal(order, rows[keep]) and np.array_equal(counts, keep.sum(axis=1))

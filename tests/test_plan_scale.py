@@ -673,3 +673,120 @@ def test_any_oversize_in_chunks_is_the_whole_array_test(sizes, chunk):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(assemble_mod, "_OVERSIZE_CHUNK", chunk)
         assert assemble_mod.any_oversize(nodes, edges, budget) == want
+
+
+def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
+                    target: float | None = None, stop=None) -> int:
+    """`refine_in_place` before the pairs that cannot swap were skipped and the loads kept
+    current (every pair searched, every load summed again each pass): the form it must equal."""
+    r, b = value.shape
+    half = b // 2
+    if half == 0 or r == 0:
+        return 0
+    swaps = 0
+    pairs = np.arange(half)
+    step = max(1, partition_mod._REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
+    vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
+    # dummies never move: with at most one a column, its row (or -1) tells the real entries
+    # without gathering the identities of every pair's columns
+    dummy_row = partition_mod._dummy_rows(ident, step)
+    rows = np.arange(r, dtype=np.int16 if r < 2**15 else np.int64)
+    for _pass in range(int(passes)):
+        load = partition_mod._batch_loads(value)
+        if target is not None and load.max() <= target:
+            break
+        if stop is not None and stop(_pass, float(load.max())):
+            break
+        idx = np.argsort(load, kind="stable")
+        lo = idx[:half]
+        hi = idx[::-1][:half]
+        gap = load[hi] - load[lo]  # >= 0
+        # rows side by side in one sorted vector: row p shifted by p * span (exact in float64
+        # while values stay far below 2**53 / P); a chunk of pairs keeps its global shifts
+        span = 2.0 * (vmax + float(gap.max())) + 1.0
+        improved = 0
+        for p0 in range(0, half, step):
+            p1 = min(half, p0 + step)
+            h, lw, g = hi[p0:p1], lo[p0:p1], gap[p0:p1]
+            k = p1 - p0
+            local = np.arange(k)
+            heavy = np.ascontiguousarray(value[:, h].T)  # [k, R]
+            light = np.ascontiguousarray(value[:, lw].T)
+            lord = np.argsort(light, axis=1, kind="stable")
+            base = local * r
+            at = (lord + base[:, None]).ravel()  # flat positions: light rows sorted
+            lsorted = light.ravel().take(at).reshape(k, r)
+            if dummy_row is None:  # dummies never move: cardinalities stay as dealt
+                heavy_real = ident[:, h].T >= 0
+                light_real = np.ascontiguousarray(ident[:, lw].T).ravel().take(at) >= 0
+            else:
+                heavy_real = rows[None, :] != dummy_row[h][:, None]
+                light_real = (lord != dummy_row[lw][:, None]).ravel()
+            shift = pairs[p0:p1] * span
+            flat = (lsorted + shift[:, None]).ravel()
+            want = heavy - 0.5 * g[:, None]  # the light entry that would halve the gap
+            # a batch's entries run from large (early rounds) to small: searched last to first,
+            # the keys mostly ascend, which keeps each binary search short
+            keys = (want + shift[:, None])[:, ::-1].ravel()
+            pos = np.searchsorted(flat, keys).reshape(k, r)[:, ::-1]
+            best = np.full(k, np.inf)
+            best_h = np.zeros(k, dtype=np.int64)
+            best_l = np.zeros(k, dtype=np.int64)
+            lflat = lsorted.ravel()
+            for cand in (pos - 1, pos):
+                c = cand - base[:, None]  # column within the sorted light row, clipped
+                np.minimum(c, r - 1, out=c)
+                np.maximum(c, 0, out=c)
+                fi = c + base[:, None]
+                moved = heavy - lflat.take(fi)
+                ok = (moved > 0) & (moved < g[:, None]) & heavy_real
+                ok &= light_real.take(fi)
+                score = np.where(ok, np.abs(0.5 * g[:, None] - moved), np.inf)
+                j = np.argmin(score, axis=1)
+                sc = score[local, j]
+                better = sc < best
+                best = np.where(better, sc, best)
+                best_h = np.where(better, j, best_h)
+                best_l = np.where(better, c[local, j], best_l)
+            p = np.flatnonzero(np.isfinite(best))
+            if p.shape[0] == 0:
+                continue
+            rh = best_h[p]
+            rl = lord[p, best_l[p]]
+            bh, bl = h[p], lw[p]
+            vh = value[rh, bh].copy()
+            value[rh, bh] = value[rl, bl]
+            value[rl, bl] = vh
+            ih = ident[rh, bh].copy()
+            ident[rh, bh] = ident[rl, bl]
+            ident[rl, bl] = ih
+            improved += int(p.shape[0])
+        if improved == 0:
+            break
+        swaps += improved  # swaps exchange entries: vmax stays the same
+    return swaps
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 500), b=st.integers(2, 60), seed=st.integers(0, 2**16),
+       chunk=st.integers(1, 200), whole=st.booleans(), top=st.sampled_from([3, 50, 10_000]),
+       passes=st.integers(0, 8), dummies=st.booleans())
+def test_swap_repair_searching_only_pairs_that_can_swap_equals_the_full_search(
+        n, b, seed, chunk, whole, top, passes, dummies):
+    # pairs whose gap is at most 1 (whole numbers) or 0 cannot swap; loads kept current
+    # instead of summed again: the same swaps, in the same order, as searching every pair
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(1, top, n).astype(np.float64)
+    costs = raw if whole else raw * rng.uniform(0.5, 1.5, n)
+    value, ident = round_matrix(costs, b)
+    balanced_ldm(value, ident, inplace=True)
+    if dummies and ident.shape[0] > 1:  # a second dummy in a column: the identities path
+        ident[-2:, 0] = -1
+        value[-2:, 0] = 0.0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(partition_mod, "_REFINE_CHUNK", chunk)
+        v1, i1 = value.copy(), ident.copy()
+        s1 = partition_mod.refine_in_place(v1, i1, passes)
+        v2, i2 = value.copy(), ident.copy()
+        s2 = _refine_reference(v2, i2, passes)
+    assert s1 == s2 and np.array_equal(v1, v2) and np.array_equal(i1, i2)

@@ -22,6 +22,7 @@ from ._assemble import PAD_MODES, finish_fixed_count_plan, padded_shapes
 from ._cost import CostModel, cost_model_from_options
 from ._partition import (
     balanced_ldm,
+    columns_in_order,
     refine_by_swaps,
     refine_in_place,
     round_matrix,
@@ -113,12 +114,8 @@ def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **m
     """
     nb = setup.num_batches
     relabel = (_order_rng(req).permutation(nb) if req.shuffle else np.arange(nb)).astype(np.int64)
-    if columns is not None:
-        rows = columns.T[relabel]  # plan batch j = column relabel[j]
-        keep = rows >= 0
-        counts = keep.sum(axis=1).astype(np.int64)
-        order = rows[keep].astype(np.int64)  # row-major: batch after batch
-        del rows, keep
+    if columns is not None:  # plan batch j = column relabel[j]
+        order, counts = columns_in_order(columns, relabel)
     else:
         inverse = np.empty(nb, dtype=np.int64)
         inverse[relabel] = np.arange(nb, dtype=np.int64)

@@ -22,6 +22,7 @@ __all__ = [
     "refine_by_swaps",
     "refine_in_place",
     "columns_to_batches",
+    "columns_in_order",
 ]
 
 
@@ -38,10 +39,14 @@ def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.nd
         raise InputError(f"num_batches must be >= 1, got {num_batches}")
     r = -(-n // b)
     ident = np.full(r * b, -1, dtype=index_dtype(n))
-    descending_order(costs, out=ident[:n])
     value = np.zeros(r * b, dtype=np.float64)
-    for s0 in range(0, n, _CHUNK):  # chunk by chunk: no whole-array temporary
-        value[s0:min(n, s0 + _CHUNK)] = costs[ident[s0:min(n, s0 + _CHUNK)]]
+    counts = _sort_by_count(costs, ident[:n])
+    if counts is not None:  # the sorted costs are the keys, each repeated by its count
+        top = counts.shape[0] - 1
+        value[:n] = np.repeat(top - np.arange(top + 1, dtype=np.float64), counts)
+    else:
+        for s0 in range(0, n, _CHUNK):  # chunk by chunk: no whole-array temporary
+            value[s0:min(n, s0 + _CHUNK)] = costs[ident[s0:min(n, s0 + _CHUNK)]]
     return value.reshape(r, b), ident.reshape(r, b)
 
 
@@ -61,8 +66,17 @@ def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.nda
     n = costs.shape[0]
     if out is None:
         out = np.empty(n, index_dtype(n))
+    _sort_by_count(costs, out)
+    return out
+
+
+def _sort_by_count(costs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+    """`descending_order` into ``out``; returns the counting sort's counts (``counts[k]``
+    graphs cost ``top - k``, ``top = len(counts) - 1``) where it placed the graphs by value,
+    else ``None`` (a comparison sort, or no graphs)."""
+    n = costs.shape[0]
     if n == 0:
-        return out
+        return None
     lo, hi = float(costs.min()), float(costs.max())
     integral = lo >= 0 and hi <= _COUNTING_MAX
     if integral:
@@ -73,7 +87,7 @@ def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.nda
                 break
     if not integral:
         out[:] = np.argsort(-costs, kind="stable")
-        return out
+        return None
     top = int(hi)
     counts = np.zeros(top + 1, np.int64)
     for s0 in range(0, n, _CHUNK):
@@ -90,7 +104,7 @@ def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.nda
         np.cumsum(c[:-1], out=first[1:])
         out[ptr[ks] + np.arange(ks.shape[0]) - first[ks]] = srt + s0
         ptr += c
-    return out
+    return counts
 
 
 def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool = False,
@@ -228,6 +242,23 @@ def _batch_loads(value: np.ndarray) -> np.ndarray:
     return load
 
 
+def _column_loads(value: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The loads of columns ``cols``, each summed as `_batch_loads` sums it (a contiguous row
+    of its entries: the same float order, the same value)."""
+    return np.ascontiguousarray(value[:, cols].T).sum(axis=1)
+
+
+def _whole_numbers(value: np.ndarray, step: int) -> bool:
+    """Whether every entry of the round matrix is a whole number (checked column chunk by
+    column chunk: no temporary of the whole matrix)."""
+    b = value.shape[1]
+    for c0 in range(0, b, step):
+        v = value[:, c0:c0 + step]
+        if not np.array_equal(v, np.floor(v)):
+            return False
+    return True
+
+
 def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
                     target: float | None = None, stop=None) -> int:
     """`refine_by_swaps` on the round matrix itself (rounds x batches), changed in place; the
@@ -242,12 +273,16 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
     pairs = np.arange(half)
     step = max(1, _REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
     vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
+    # a swap moves (heavy - light) strictly between 0 and the pair's gap: a pair whose gap is
+    # at most `no_swap` has none (whole-number entries move whole amounts: gap <= 1), so only
+    # the pairs above it are searched (the gaps of the ranked pairs never increase)
+    no_swap = 1.0 if _whole_numbers(value, step) and vmax * r < 2.0**52 else 0.0
     # dummies never move: with at most one a column, its row (or -1) tells the real entries
     # without gathering the identities of every pair's columns
     dummy_row = _dummy_rows(ident, step)
     rows = np.arange(r, dtype=np.int16 if r < 2**15 else np.int64)
+    load = _batch_loads(value)  # kept current: the columns a pass changes are summed again
     for _pass in range(int(passes)):
-        load = _batch_loads(value)
         if target is not None and load.max() <= target:
             break
         if stop is not None and stop(_pass, float(load.max())):
@@ -255,13 +290,14 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
         idx = np.argsort(load, kind="stable")
         lo = idx[:half]
         hi = idx[::-1][:half]
-        gap = load[hi] - load[lo]  # >= 0
+        gap = load[hi] - load[lo]  # >= 0, non-increasing
+        live = int(np.count_nonzero(gap > no_swap))  # pairs [0, live) may swap
         # rows side by side in one sorted vector: row p shifted by p * span (exact in float64
         # while values stay far below 2**53 / P); a chunk of pairs keeps its global shifts
         span = 2.0 * (vmax + float(gap.max())) + 1.0
         improved = 0
-        for p0 in range(0, half, step):
-            p1 = min(half, p0 + step)
+        for p0 in range(0, live, step):
+            p1 = min(live, p0 + step)
             h, lw, g = hi[p0:p1], lo[p0:p1], gap[p0:p1]
             k = p1 - p0
             local = np.arange(k)
@@ -316,6 +352,8 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
             ident[rh, bh] = ident[rl, bl]
             ident[rl, bl] = ih
             improved += int(p.shape[0])
+            changed = np.concatenate([bh, bl])
+            load[changed] = _column_loads(value, changed)
         if improved == 0:
             break
         swaps += improved  # swaps exchange entries: vmax stays the same
@@ -345,3 +383,28 @@ def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:
     real = ident >= 0
     batch_of[ident[real]] = cols[real]
     return batch_of
+
+
+def columns_in_order(ident: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The real entries (``>= 0``) of the columns ``cols`` of ``ident``, column after column,
+    each column's in row order, as int64; and the real entries per column of ``cols`` (int64).
+    ``ident`` is copied batch-major first (column by column chunk), so the gather in ``cols``
+    order reads each column as one contiguous row: ``R`` strided reads a column otherwise."""
+    r, b = ident.shape
+    step = max(1, _CHUNK // max(r, 1))
+    rows = np.empty((b, r), ident.dtype)
+    real = np.empty(b, np.int64)
+    for c0 in range(0, b, step):
+        rows[c0:c0 + step] = ident[:, c0:c0 + step].T
+        real[c0:c0 + step] = r - np.count_nonzero(rows[c0:c0 + step] < 0, axis=1)
+    counts = real[cols]
+    del real
+    out = np.empty(int(counts.sum()), np.int64)
+    at = 0
+    for j0 in range(0, cols.shape[0], step):
+        flat = rows[cols[j0:j0 + step]].reshape(-1)
+        flat = flat[flat >= 0]
+        out[at:at + flat.shape[0]] = flat
+        at += flat.shape[0]
+    return out, counts
+
