@@ -790,3 +790,18 @@ def test_swap_repair_searching_only_pairs_that_can_swap_equals_the_full_search(
         v2, i2 = value.copy(), ident.copy()
         s2 = _refine_reference(v2, i2, passes)
     assert s1 == s2 and np.array_equal(v1, v2) and np.array_equal(i1, i2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(costs=st.lists(st.integers(0, 40), min_size=1, max_size=300), b=st.integers(1, 30),
+       chunk=st.integers(1, 70), frac=st.booleans())
+def test_round_matrix_values_from_the_counting_sort_in_chunks(costs, b, chunk, frac):
+    # whole costs: the values are the counting sort's keys repeated chunk by chunk; fractional
+    # costs: gathered; either way the costs of the graphs the matrix names (0 for dummies)
+    c = np.asarray(costs, np.float64) + (0.5 if frac else 0.0)
+    b = min(b, c.shape[0])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(partition_mod, "_CHUNK", chunk)
+        value, ident = round_matrix(c, b)
+    assert np.array_equal(value, np.where(ident >= 0, c[np.maximum(ident, 0)], 0.0))
+    assert np.array_equal(ident.ravel()[:c.shape[0]], np.argsort(-c, kind="stable"))

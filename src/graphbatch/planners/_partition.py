@@ -42,12 +42,27 @@ def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.nd
     value = np.zeros(r * b, dtype=np.float64)
     counts = _sort_by_count(costs, ident[:n])
     if counts is not None:  # the sorted costs are the keys, each repeated by its count
-        top = counts.shape[0] - 1
-        value[:n] = np.repeat(top - np.arange(top + 1, dtype=np.float64), counts)
+        _repeat_into(value, (counts.shape[0] - 1) - np.arange(counts.shape[0], dtype=np.float64),
+                     counts)
     else:
         for s0 in range(0, n, _CHUNK):  # chunk by chunk: no whole-array temporary
             value[s0:min(n, s0 + _CHUNK)] = costs[ident[s0:min(n, s0 + _CHUNK)]]
     return value.reshape(r, b), ident.reshape(r, b)
+
+
+def _repeat_into(out: np.ndarray, values: np.ndarray, counts: np.ndarray) -> None:
+    """``out[:counts.sum()] = np.repeat(values, counts)`` chunk by chunk (no temporary of the
+    whole repeat)."""
+    ends = np.cumsum(counts)
+    n = int(ends[-1]) if ends.shape[0] else 0
+    for s0 in range(0, n, _CHUNK):
+        s1 = min(n, s0 + _CHUNK)
+        k0 = int(np.searchsorted(ends, s0, side="right"))  # the value at position s0
+        k1 = int(np.searchsorted(ends, s1, side="left"))  # the value at position s1 - 1
+        cnt = counts[k0:k1 + 1].copy()
+        cnt[0] -= s0 - (int(ends[k0]) - int(counts[k0]))
+        cnt[-1] -= int(ends[k1]) - s1
+        out[s0:s1] = np.repeat(values[k0:k1 + 1], cnt)
 
 
 #: Largest integral cost `descending_order` counts by value (else a comparison sort).
