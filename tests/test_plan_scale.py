@@ -21,6 +21,7 @@ import graphbatch.packing._greedy as greedy_mod
 import graphbatch.packing._patterns as patterns_mod
 import graphbatch.packing._steps as steps_mod
 import graphbatch.planners._assemble as assemble_mod
+import graphbatch.planners._distributed as distributed_mod
 import graphbatch.planners._partition as partition_mod
 from graphbatch.packing._assign import group_by_key
 from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
@@ -211,6 +212,7 @@ def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypa
     monkeypatch.setattr(balanced_mod, "_ROWS", 89)
     monkeypatch.setattr(patterns_mod, "_SLOTS", 67)
     monkeypatch.setattr(assemble_mod, "_TOTALS_CHUNK", 59)
+    monkeypatch.setattr(distributed_mod, "_GATHER_CHUNK", 41)
     # the smaller tables only: tiny windows make every plan slow
     assert len(_check_cases(lambda key: "50001" not in key)) == 62
 
@@ -673,3 +675,36 @@ def test_any_oversize_in_chunks_is_the_whole_array_test(sizes, chunk):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(assemble_mod, "_OVERSIZE_CHUNK", chunk)
         assert assemble_mod.any_oversize(nodes, edges, budget) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 200), spans=st.lists(st.sampled_from([1, 2, 5, 300, 2**17, 2**40]),
+                                             min_size=1, max_size=6),
+       seed=st.integers(0, 2**16))
+def test_stable_lexsort_equals_the_lexsort_with_the_index_key(n, spans, seed):
+    # `balanced_sequence` drops constant keys and folds the others into one key (a radix sort
+    # below 2**16 values, lexsort when the ranges overflow): the order of np.lexsort
+    rng = np.random.default_rng(seed)
+    keys = tuple(rng.integers(-3, s - 3, n, dtype=np.int64) for s in spans)
+    got = distributed_mod._stable_lexsort(keys)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, np.lexsort((np.arange(n),) + keys))
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts=st.lists(st.integers(0, 9), min_size=1, max_size=60), seed=st.integers(0, 2**16),
+       chunk=st.integers(1, 20))
+def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chunk):
+    # batches of the new plan read from their old places, chunk by chunk: the slices joined
+    rng = np.random.default_rng(seed)
+    counts = np.array(counts, np.int64)
+    old_offsets = np.concatenate([[0], np.cumsum(counts)])
+    order = rng.permutation(int(old_offsets[-1])).astype(np.int64)
+    perm = rng.permutation(counts.shape[0])
+    starts, new_counts = old_offsets[:-1][perm], counts[perm]
+    offsets = np.concatenate([[0], np.cumsum(new_counts)])
+    want = np.concatenate([order[s:s + c] for s, c in zip(starts, new_counts)])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(distributed_mod, "_GATHER_CHUNK", chunk)
+        got = distributed_mod._gather_batches(order, starts, offsets)
+    assert got.dtype == order.dtype and np.array_equal(got, want)
