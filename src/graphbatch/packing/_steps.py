@@ -67,7 +67,7 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     ranker = _ShareRanks(nodes, edges, cap_n, cap_e) if _BLOCK_STEPS and m else None
     a = hi = 0  # window: cn[a..hi] as wn[0..hi-a]
     wn = we = np.zeros(1, np.int64)
-    pos = done = 0
+    pos = 0
 
     room_n, room_e, room_g = r * cap_n * fill, r * cap_e * fill, r * cap_g  # per step
 
@@ -106,11 +106,11 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
         return j
 
     def keep(placed, tot):
-        """Record consecutive steps: their graphs in batch order and [steps, 3, ranks] totals."""
-        nonlocal per_step, n_steps, done
-        if perm is not None:
-            perm[done:done + placed.shape[0]] = placed
-            done += placed.shape[0]
+        """Record consecutive steps from ``pos`` on: their graphs in batch order (``None``:
+        already in ``perm``) and [steps, 3, ranks] totals."""
+        nonlocal per_step, n_steps
+        if perm is not None and placed is not None:
+            perm[pos:pos + placed.shape[0]] = placed
         k = tot.shape[0]
         while n_steps + k > per_step.shape[0]:
             per_step = np.concatenate([per_step, np.zeros_like(per_step)])
@@ -140,15 +140,17 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
                and p - pos < _BLOCK_GRAPHS):
             p = step_end(p, n_steps + len(ends))
             ends.append(p)
-        placed, tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r,
-                                        cap_n, cap_e, cap_g, ranker, with_order)
-        base, i = pos, 0
+        # the block's graphs go straight into perm[pos:ends[-1]]: a step that does not fit as
+        # dealt, and the steps after a shortened one, are written over later (never a range
+        # below pos: positions are placed in increasing order)
+        tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r,
+                                cap_n, cap_e, cap_g, ranker, perm)
+        i = 0
         while i < len(ends):
             bad = np.flatnonzero(~fits[i:])
             f = len(ends) if bad.size == 0 else i + int(bad[0])
             if f > i:  # steps i..f-1 fit as dealt
-                keep(None if placed is None else placed[pos - base:ends[f - 1] - base],
-                     tot[i:f])
+                keep(None, tot[i:f])
                 pos, i = ends[f - 1], f
                 if i == len(ends):
                     break
@@ -237,11 +239,12 @@ class _ShareRanks:
 
 
 def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, cap_e: int,
-                cap_g: int, ranker: _ShareRanks, with_order: bool = True):
+                cap_g: int, ranker: _ShareRanks, perm: np.ndarray | None = None):
     """The steps ``pos..ends[0], ends[0]..ends[1], ...`` dealt as `_one_step` deals them before
-    any repair, all at once: one stable sort by (step, share descending). Returns ``(placed
-    positions in batch order, step after step (``None`` without ``with_order``); int64
-    [steps, 3, r] totals; whether each step's batches fit the budget as dealt)``."""
+    any repair, all at once: one stable sort by (step, share descending). Writes the positions
+    in batch order, step after step, to ``perm[pos:ends[-1]]`` (unless ``perm`` is ``None``).
+    Returns ``(int64 [steps, 3, r] totals; whether each step's batches fit the budget as
+    dealt)``."""
     k = ends.shape[0]
     starts = np.concatenate([[pos], ends[:-1]])
     lens = ends - starts
@@ -275,9 +278,9 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     top_n, top_e = int(ln.max()), int(le.max())
     shift = max(1, top_e * rows).bit_length()
     if min(int(ln.min()), int(le.min())) >= 0 and (top_n * rows + 1) << shift < 2**53:
-        w = ln[srt] * float(1 << shift)
-        w += le[srt]
-        both = np.bincount(key, weights=w, minlength=k * r)
+        w = ln * float(1 << shift)  # in dataset order (contiguous), then one gather
+        w += le
+        both = np.bincount(key, weights=w[srt], minlength=k * r)
         del w
         bn = (both // (1 << shift)).astype(np.int64)
         be = (both - bn * float(1 << shift)).astype(np.int64)
@@ -292,11 +295,10 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     bg = (full + np.where(odd, b >= r - rem, b < rem)).reshape(-1)
     fits = ((bn <= cap_n) & (be <= cap_e) & (bg <= cap_g)).reshape(k, r).all(axis=1)
     tot = np.stack([bg.reshape(k, r), bn.reshape(k, r), be.reshape(k, r)], axis=1)
-    if not with_order:
-        return None, tot, fits
+    if perm is None:
+        return tot, fits
     # batch-major order within a step: batch b starts after the graphs of batches < b
     extra = np.where(odd, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
     first = (rel[:, None] + b * full + extra).reshape(-1)  # block position of each batch
-    placed = np.empty(size, index_dtype(int(ends[-1])))
-    placed[first[key] + row] = srt + pos
-    return placed, tot, fits
+    perm[pos:int(ends[-1])][first[key] + row] = srt + pos
+    return tot, fits
