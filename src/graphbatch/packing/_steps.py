@@ -129,9 +129,10 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
             wn[1:] += base_n
             we[1:] += base_e
         if ranker is None:
-            placed, tot, pos = _one_step(nodes, edges, pos, step_end(pos, n_steps), r,
-                                         cap_n, cap_e, cap_g)
+            placed, tot, j = _one_step(nodes, edges, pos, step_end(pos, n_steps), r,
+                                       cap_n, cap_e, cap_g)
             keep(placed, tot[None])
+            pos = j
             continue
         # the chain of step ends inside this window, then the block dealt at once
         ends = []
