@@ -135,12 +135,8 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
             pos = j
             continue
         # the chain of step ends inside this window, then the block dealt at once
-        ends = []
-        p = pos
-        while (p < m and not (p + reach > hi and hi < m) and len(ends) < _BLOCK_STEPS
-               and p - pos < _BLOCK_GRAPHS):
-            p = step_end(p, n_steps + len(ends))
-            ends.append(p)
+        ends = _chain(step_end, pos, n_steps, m, a, hi, reach, r, steps, wn, we,
+                      (tot_n, tot_e, room_n, room_e, room_g))
         # the block's graphs go straight into perm[pos:ends[-1]]: a step that does not fit as
         # dealt, and the steps after a shortened one, are written over later (never a range
         # below pos: positions are placed in increasing order)
@@ -168,6 +164,53 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     if return_totals:
         return perm, offsets, per_step[:, 1].reshape(-1), per_step[:, 2].reshape(-1)
     return perm, offsets
+
+
+def _chain(step_end, pos: int, k: int, m: int, a: int, hi: int, reach: int, r: int,
+           steps: int, wn: np.ndarray, we: np.ndarray, totals: tuple) -> list[int]:
+    """The ends of consecutive steps from ``pos`` (``k`` steps before it) while a step may
+    start: below ``m``, its reach inside the window ``wn``/``we`` (prefix sums from ``a`` to
+    ``hi``), at most `_BLOCK_STEPS` steps and `_BLOCK_GRAPHS` graphs from ``pos``. Each end is
+    ``step_end(p, k)`` of `step_fill`; the steps while ``steps - k > 1`` are computed here
+    inline (the same arithmetic, the loop's scalar code without a call per step)."""
+    tot_n, tot_e, room_n, room_e, room_g = totals
+    # a step may start at p while p < lim (p + reach <= hi unless the window reaches m)
+    lim = min(m, pos + _BLOCK_GRAPHS, m if hi >= m else hi - reach + 1)
+    n_max = _BLOCK_STEPS
+    ends: list[int] = []
+    append = ends.append
+    wn_item, we_item = wn.item, we.item
+    wn_search, we_search = wn.searchsorted, we.searchsorted
+    p = pos
+    last = m - r  # an end above this leaves the last step fewer than `r` graphs
+    while p < lim and len(ends) < n_max:
+        left = steps - k - len(ends)
+        if left <= 1 or p + r >= m:  # the rare cases: step_end itself
+            p = step_end(p, k + len(ends))
+            append(p)
+            continue
+        i = p - a
+        cpos_n = wn_item(i)
+        cpos_e = we_item(i)
+        x = (tot_n - cpos_n) / left
+        t_n = cpos_n + int(x if x < room_n else room_n)
+        x = (tot_e - cpos_e) / left
+        t_e = cpos_e + int(x if x < room_e else room_e)
+        g = -(-(m - p) // left)
+        j = p + (g if g < room_g else room_g)
+        if j > m:
+            j = m
+        if wn_item(j - a) > t_n:
+            j = a + int(wn_search(t_n + 1)) - 1
+        if we_item(j - a) > t_e:
+            j = a + int(we_search(t_e + 1)) - 1
+        if j < p + r:
+            j = p + r  # below m here
+        if j > last and j < m:
+            j = max(p + 1, last)
+        append(j)
+        p = j
+    return ends
 
 
 def _one_step(nodes, edges, pos: int, j: int, r: int, cap_n: int, cap_e: int, cap_g: int):
