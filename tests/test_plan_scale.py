@@ -22,6 +22,7 @@ import graphbatch.packing._patterns as patterns_mod
 import graphbatch.packing._steps as steps_mod
 import graphbatch.planners._assemble as assemble_mod
 import graphbatch.planners._distributed as distributed_mod
+import graphbatch.planners._dynamic as dynamic_mod
 import graphbatch.planners._partition as partition_mod
 from graphbatch.packing._assign import group_by_key
 from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
@@ -213,6 +214,7 @@ def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypa
     monkeypatch.setattr(patterns_mod, "_SLOTS", 67)
     monkeypatch.setattr(assemble_mod, "_TOTALS_CHUNK", 59)
     monkeypatch.setattr(distributed_mod, "_GATHER_CHUNK", 41)
+    monkeypatch.setattr(dynamic_mod, "_CHUNK", 37)
     # the smaller tables only: tiny windows make every plan slow
     assert len(_check_cases(lambda key: "50001" not in key)) == 62
 

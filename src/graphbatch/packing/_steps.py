@@ -23,7 +23,7 @@ _RANK_SPAN = 1 << 22
 
 def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
               fill: float = 0.99, steps: int | None = None, *, return_totals: bool = False,
-              with_order: bool = True):
+              with_order: bool = True, perm_out: np.ndarray | None = None):
     """Greedy fill by steps of ``ranks`` batches, for data-parallel plans.
 
     Consecutive graphs (in the given order) make up a step while they fit ``fill`` of the step's
@@ -50,12 +50,19 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     else int64) and int64 batch boundaries; with ``return_totals`` also the int64 real node and
     edge totals of each batch. The number of batches is a multiple of ``ranks`` (empty batches
     only when there are fewer graphs than ``ranks`` in total). ``with_order=False`` returns
-    ``None`` for ``perm`` (the same batches; their graphs are not recorded)."""
+    ``None`` for ``perm`` (the same batches; their graphs are not recorded). ``perm_out``: an
+    array of the ``perm`` dtype and length to write ``perm`` to (returned as ``perm``)."""
     m, r = int(nodes.shape[0]), int(ranks)
     cap_n, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
     tot_n = int(nodes.sum(dtype=np.int64))
     tot_e = int(edges.sum(dtype=np.int64))
-    perm = np.empty(m, index_dtype(m)) if with_order else None
+    perm = None
+    if with_order and perm_out is not None:
+        if perm_out.dtype != index_dtype(m) or perm_out.shape != (m,):
+            raise ValueError(f"perm_out must be a {np.dtype(index_dtype(m))} array of {m} items")
+        perm = perm_out
+    elif with_order:
+        perm = np.empty(m, index_dtype(m))
     # per step: graphs, real nodes, real edges of its `ranks` batches (grown by doubling)
     per_step = np.zeros((64, 3, r), np.int64)
     n_steps = 0

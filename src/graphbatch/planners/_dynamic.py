@@ -44,6 +44,28 @@ def _epoch_order(req: PlanRequest) -> np.ndarray:
     return _permutation(req.epoch_rng(), n) if req.shuffle else np.arange(n, dtype=index_dtype(n))
 
 
+#: Graphs per chunk of `_take_into` and `_widen_into`.
+_CHUNK = 1 << 16
+
+
+def _take_into(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``values[index]`` written over ``index`` (same dtype) chunk by chunk; returns ``index``.
+    ``values`` must not share memory with ``index``."""
+    for s0 in range(0, index.shape[0], _CHUNK):
+        chunk = index[s0:s0 + _CHUNK]
+        chunk[...] = values[chunk]
+    return index
+
+
+def _widen_into(values: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``values`` (any int dtype) copied to the int64 array ``out`` of the same length, chunk
+    by chunk; ``values`` may be a view of ``out`` (as the order of `PackedSizes.shuffled` is:
+    element ``i`` lies within ``out[i]``). Returns ``out``."""
+    for s0 in range(0, out.shape[0], _CHUNK):
+        out[s0:s0 + _CHUNK] = values[s0:s0 + _CHUNK]
+    return out
+
+
 @register(
     "dynamic",
     description="Jraph/TF-GNN dynamic batching: greedy fill under a node/edge/graph budget "
@@ -65,6 +87,11 @@ def plan_dynamic(req: PlanRequest):
     shape, meta = budget, {}
     ranks = req.world_size
     n_kept = len(sizes) if split is None else split.kept.shape[0]
+    # memory already faulted in is reused (filling fresh pages costs ~1 ns a byte here): with
+    # no oversize graph the int64 items of the seed-pass shuffle take the epoch's items, and
+    # then the plan's int64 order; the packed sizes (int32) take the step fill's order
+    reuse = split is None and req.shuffle and packed.packed is not None and n_kept < 2**31
+    items = np.empty(n_kept, np.int64) if reuse else None
     if tight_shape_wanted(req) and n_kept:
         # the tight shape from a seed-only pass (the same every epoch): the largest batch of the
         # fill over a seed-drawn order; each epoch then fills up to that shape
@@ -72,7 +99,7 @@ def plan_dynamic(req: PlanRequest):
         # the kept graphs in dataset order, drawn by the same permutation
         kept_sorted = None if split is None else np.sort(split.kept)
         if packed.packed is not None and n_kept < 2**31:  # sizes carried through the shuffle
-            sn_all, se_all = packed.shuffled(seed_rng, kept_sorted)[1:]
+            sn_all, se_all = packed.shuffled(seed_rng, kept_sorted, out=items)[1:]
         else:
             seed_order = _permutation(seed_rng, n_kept)
             if kept_sorted is not None:
@@ -92,13 +119,14 @@ def plan_dynamic(req: PlanRequest):
         del sn_all, se_all
         shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
         meta["padded_shape"] = list(shape.as_tuple())
-    if split is None and req.shuffle and packed.packed is not None and len(sizes) < 2**31:
+    if reuse:
         # the epoch order and its sizes from one shuffle (no gather in random order)
-        order, e_nodes, e_edges = packed.shuffled(req.epoch_rng(), with_order=True)
+        order, e_nodes, e_edges = packed.shuffled(req.epoch_rng(), with_order=True, out=items)
         split = split_oversize(req, order, budget, gathered=(e_nodes, e_edges))
         del e_nodes, e_edges
     elif split is None:
         split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=packed)
+    perm_buf = packed.packed if reuse and ranks > 1 else None  # int32, one per graph
     del packed
     order = None
     kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
@@ -111,20 +139,24 @@ def plan_dynamic(req: PlanRequest):
         # data-parallel: steps of `ranks` evenly filled batches, a multiple of `ranks` in all;
         # kept when it needs no more batches than the greedy fill split to a multiple of ranks
         perm, off, bn, be = step_fill(
-            nodes, edges, shape, ranks, return_totals=True,
+            nodes, edges, shape, ranks, return_totals=True, perm_out=perm_buf,
             **(dict(fill=1.0, steps=steps) if "padded_shape" in meta else {}))
-        del nodes, edges
+        del nodes, edges, perm_buf
         greedy_nb = -(-(offsets.shape[0] - 1) // ranks) * ranks
         if off.shape[0] - 1 <= greedy_nb and (np.diff(off) > 0).all():
-            kept = kept[perm]
+            kept = _take_into(kept, perm)  # kept[perm], written over perm
             offsets, real_nodes, real_edges = off, bn, be
             meta["step_fill"] = True
         del perm
     else:
         del nodes, edges
-    # a strided view of the shuffled int64 items (`PackedSizes.shuffled`) holds 8 bytes a
-    # graph: kept as its own int32 array, the items are freed before the plan is assembled
-    kept = np.ascontiguousarray(kept)
+    if items is not None:  # the plan's int64 order, written over the shuffled items
+        kept = _widen_into(kept, items)
+    else:
+        # a strided view of the shuffled int64 items (`PackedSizes.shuffled`) holds 8 bytes
+        # a graph: kept as its own int32 array, the items are freed before the plan is built
+        kept = np.ascontiguousarray(kept)
+    items = None
     nb = offsets.shape[0] - 1
     return finish_plan(
         req,
