@@ -315,16 +315,20 @@ def _step_fill_both(nodes, edges, budget, ranks, **kw):
        ranks=st.sampled_from([1, 2, 3, 4, 8]), cap=st.integers(0, 3),
        fill=st.sampled_from([0.9, 0.99, 1.0]), steps=st.one_of(st.none(), st.integers(1, 60)),
        block=st.integers(1, 9), window=st.integers(1, 50), small_table=st.booleans(),
-       dtype=st.sampled_from([np.int16, np.int64]))
+       dtype=st.sampled_from([np.int16, np.int64]), wide_items=st.booleans(),
+       two_counts=st.booleans())
 def test_vectorised_step_fill_equals_the_per_step_fill(sizes, ranks, cap, fill, steps, block,
-                                                       window, small_table, dtype):
+                                                       window, small_table, dtype, wide_items,
+                                                       two_counts):
     nodes = np.array([x[0] for x in sizes], dtype)
     edges = np.array([x[1] for x in sizes], dtype)
     budget = gb.Budget((13, 20, 40, 25)[cap], (31, 40, 90, 31)[cap], (4, 6, 9, 3)[cap])
     with mock.patch.multiple(
             steps_mod, _BLOCK_STEPS=block, _WINDOW=window,
             _RANK_SPAN=1 if small_table else steps_mod._RANK_SPAN,  # 1: shares compared as floats
-            _BLOCK_GRAPHS=window + block):  # blocks cut by graphs as well as by steps
+            _BLOCK_GRAPHS=window + block,  # blocks cut by graphs as well as by steps
+            # int64 sort items instead of uint32 ones; node and edge totals by two counts
+            _ITEM_BITS=0 if wide_items else 32, _EXACT_FLOAT=1 if two_counts else 2**53):
         vec, seq = _step_fill_both(nodes, edges, budget, ranks, fill=fill, steps=steps)
     for a, b in zip(vec, seq):
         assert a.dtype == b.dtype
