@@ -714,3 +714,25 @@ def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chu
         mp.setattr(distributed_mod, "_GATHER_CHUNK", chunk)
         got = distributed_mod._gather_batches(order, starts, offsets)
     assert got.dtype == order.dtype and np.array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 20)), min_size=0,
+                      max_size=300),
+       window=st.integers(1, 40), extra=st.integers(-30, 30), totals=st.booleans())
+def test_greedy_fill_stops_only_once_the_count_is_reached(sizes, window, extra, totals):
+    # `dynamic` keeps its step fill when the greedy fill needs at least a number of batches:
+    # the fill stops early (None) exactly when its full count reaches that number
+    nodes = np.array([s[0] for s in sizes], np.int16)
+    edges = np.array([s[1] for s in sizes], np.int16)
+    budget = gb.Budget(12, 30, 5)
+    with mock.patch.object(greedy_mod, "_WINDOW", window):
+        full = greedy_fill(nodes, edges, budget)
+        count = full[0].shape[0] - 1
+        stop_at = count + extra
+        sums = (int(nodes.sum()), int(edges.sum())) if totals else None
+        got = greedy_fill(nodes, edges, budget, stop_at=stop_at, totals=sums)
+    if count >= stop_at:
+        assert got is None
+    else:
+        assert got is not None and all(np.array_equal(a, b) for a, b in zip(got, full))

@@ -48,8 +48,14 @@ def index_dtype(n: int):
 _WINDOW = 1 << 20
 
 
-def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
+def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, *,
+                stop_at: int | None = None, totals: tuple[int, int] | None = None):
     """`greedy_offsets` plus the real node and edge totals of each batch (all int64).
+
+    ``stop_at``: return ``None`` as soon as the fill is known to need at least ``stop_at``
+    batches (the batches so far plus `batches_lower_bound` of the graphs after them), without
+    filling the rest; ``totals``: the int node and edge sums of all graphs, when known (for
+    that bound).
 
     Vectorised per window of graphs: for every start position the end of a greedy batch is the
     graph-cap window where that window fits, else found with ``searchsorted`` on the window's
@@ -57,6 +63,8 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
     ``edges`` may be any integer dtype; memory beyond the result is O(window).
     """
     m = nodes.shape[0]
+    if stop_at is not None and stop_at <= 0:
+        return None
     if m == 0:
         z = np.zeros(0, dtype=np.int64)
         return np.zeros(1, dtype=np.int64), z, z
@@ -65,6 +73,11 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
     tot_n: list[np.ndarray] = []
     tot_e: list[np.ndarray] = []
     a = 0
+    if stop_at is not None:
+        if totals is None:
+            totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
+        left_n, left_e = totals  # sums of the graphs from a on
+        count = 0
     while a < m:
         # prefix sums over a..hi cover every batch starting in a..a+length-1 (<= cap_g graphs)
         length = min(_WINDOW, m - a)
@@ -106,6 +119,13 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
         tot_n.append(cn[en] - cn[st])
         tot_e.append(ce[en] - ce[st])
         a += s  # the next batch starts here
+        if stop_at is not None:
+            count += st.shape[0]
+            left_n -= int(cn[s])
+            left_e -= int(ce[s])
+            if count + batches_lower_bound(left_n, left_e, m - a, cap_v, cap_e,
+                                           cap_g) >= stop_at:
+                return None
     offsets = np.concatenate(starts_all + [np.array([m], np.int64)])
     return offsets, np.concatenate(tot_n), np.concatenate(tot_e)
 

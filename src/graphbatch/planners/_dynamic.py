@@ -132,24 +132,34 @@ def plan_dynamic(req: PlanRequest):
     kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
     # finish_plan needs none of them (the kept order may be a view of the shuffled items)
     split = replace(split, kept=None, kept_nodes=None, kept_edges=None)
-    lb = budget_lower_bound(int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)),
-                            kept.shape[0], budget)
-    offsets, real_nodes, real_edges = greedy_fill(nodes, edges, shape)
+    totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
+    lb = budget_lower_bound(*totals, kept.shape[0], budget)
+    greedy = None
     if ranks > 1:
         # data-parallel: steps of `ranks` evenly filled batches, a multiple of `ranks` in all;
-        # kept when it needs no more batches than the greedy fill split to a multiple of ranks
+        # kept when it needs no more batches than the greedy fill split to a multiple of
+        # ranks, i.e. when the greedy fill needs more than (step batches - ranks): the greedy
+        # fill stops as soon as that is known
         perm, off, bn, be = step_fill(
             nodes, edges, shape, ranks, return_totals=True, perm_out=perm_buf,
             **(dict(fill=1.0, steps=steps) if "padded_shape" in meta else {}))
-        del nodes, edges, perm_buf
-        greedy_nb = -(-(offsets.shape[0] - 1) // ranks) * ranks
-        if off.shape[0] - 1 <= greedy_nb and (np.diff(off) > 0).all():
-            kept = _take_into(kept, perm)  # kept[perm], written over perm
-            offsets, real_nodes, real_edges = off, bn, be
-            meta["step_fill"] = True
+        del perm_buf
+        if (np.diff(off) > 0).all():
+            greedy = greedy_fill(nodes, edges, shape, stop_at=off.shape[0] - 1 - ranks + 1,
+                                 totals=totals)
+            if greedy is None:  # the step fill is kept
+                kept = _take_into(kept, perm)  # kept[perm], written over perm
+                offsets, real_nodes, real_edges = off, bn, be
+                meta["step_fill"] = True
+        else:
+            greedy = greedy_fill(nodes, edges, shape)
         del perm
     else:
-        del nodes, edges
+        greedy = greedy_fill(nodes, edges, shape)
+    del nodes, edges
+    if greedy is not None:
+        offsets, real_nodes, real_edges = greedy
+    del greedy
     if items is not None:  # the plan's int64 order, written over the shuffled items
         kept = _widen_into(kept, items)
     else:
