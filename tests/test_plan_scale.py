@@ -304,6 +304,13 @@ def _step_fill_both(nodes, edges, budget, ranks, **kw):
     assert lean[0] is None
     for a, b in zip(vec[1:], lean[1:]):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+    # with the (n, e) pairs found beforehand from the graphs in another order (`dynamic`'s
+    # seed pass): the same fill
+    o = np.random.default_rng(nodes.shape[0]).permutation(nodes.shape[0])
+    shared = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True,
+                                 pairs=steps_mod.SizePairs(nodes[o], edges[o]), **kw)
+    for a, b in zip(vec, shared):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
     with mock.patch.object(steps_mod, "_BLOCK_STEPS", 0):
         seq = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
     return vec, seq

@@ -8,7 +8,7 @@ from .._budget import Budget
 from ._balanced import _swap_repair
 from ._greedy import batches_lower_bound, index_dtype
 
-__all__ = ["step_fill"]
+__all__ = ["step_fill", "SizePairs"]
 
 #: Graphs per window of prefix sums (memory O(window), not O(graphs)).
 _WINDOW = 1 << 20
@@ -27,7 +27,8 @@ _EXACT_FLOAT = 2**53
 
 def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
               fill: float = 0.99, steps: int | None = None, *, return_totals: bool = False,
-              with_order: bool = True, perm_out: np.ndarray | None = None):
+              with_order: bool = True, perm_out: np.ndarray | None = None,
+              pairs: SizePairs | None = None):
     """Greedy fill by steps of ``ranks`` batches, for data-parallel plans.
 
     Consecutive graphs (in the given order) make up a step while they fit ``fill`` of the step's
@@ -55,7 +56,8 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     edge totals of each batch. The number of batches is a multiple of ``ranks`` (empty batches
     only when there are fewer graphs than ``ranks`` in total). ``with_order=False`` returns
     ``None`` for ``perm`` (the same batches; their graphs are not recorded). ``perm_out``: an
-    array of the ``perm`` dtype and length to write ``perm`` to (returned as ``perm``)."""
+    array of the ``perm`` dtype and length to write ``perm`` to (returned as ``perm``).
+    ``pairs``: `SizePairs` of these graphs (in any order), when already known."""
     m, r = int(nodes.shape[0]), int(ranks)
     cap_n, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
     tot_n = int(nodes.sum(dtype=np.int64))
@@ -75,7 +77,7 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
         steps = batches_lower_bound(tot_n, tot_e, m, int(r * cap_n * fill),
                                     int(r * cap_e * fill), r * cap_g)
     reach = r * cap_g + 1  # a step never spans more graphs than this
-    ranker = _ShareRanks(nodes, edges, cap_n, cap_e) if _BLOCK_STEPS and m else None
+    ranker = _ShareRanks(nodes, edges, cap_n, cap_e, pairs) if _BLOCK_STEPS and m else None
     a = hi = 0  # window: cn[a..hi] as wn[0..hi-a]
     wn = we = np.zeros(1, np.int64)
     pos = 0
@@ -258,14 +260,16 @@ def _one_step(nodes, edges, pos: int, j: int, r: int, cap_n: int, cap_e: int, ca
     return srt[grid[present]] + pos, np.stack([bg, bn, be]), j
 
 
-class _ShareRanks:
-    """Sort keys of the graphs' shares ``n / cap_n + e / cap_e`` (the float64 values of
-    `_one_step`), largest share first: a uint16 rank per distinct ``(n, e)`` pair (equal shares,
-    equal ranks) looked up in a table, or ``-share`` itself when the pairs are too many."""
+class SizePairs:
+    """The distinct ``(n, e)`` pairs of some graphs as ``n * width + e`` (ascending), ``width``
+    = largest edge count + 1; ``pairs`` is ``None`` where a size is negative or
+    ``(max n + 1) * width`` is above `_RANK_SPAN`. The same for any order of the graphs."""
 
-    def __init__(self, nodes, edges, cap_n: int, cap_e: int) -> None:
-        self.cn, self.ce = max(cap_n, 1), max(cap_e, 1)
-        self.table = None
+    def __init__(self, nodes: np.ndarray, edges: np.ndarray) -> None:
+        self.pairs = None
+        self.width = 0
+        if not nodes.shape[0]:
+            return
         lo = min(int(nodes.min()), int(edges.min()))
         top_n, top_e = int(nodes.max()), int(edges.max())
         span = (top_n + 1) * (top_e + 1)
@@ -274,8 +278,29 @@ class _ShareRanks:
         self.width = top_e + 1
         present = np.zeros(span, bool)
         for s0 in range(0, nodes.shape[0], _WINDOW):
-            present[self._pair(nodes[s0:s0 + _WINDOW], edges[s0:s0 + _WINDOW])] = True
-        pairs = np.flatnonzero(present)
+            ln = nodes[s0:s0 + _WINDOW].astype(np.int64)
+            ln *= self.width
+            ln += edges[s0:s0 + _WINDOW]
+            present[ln] = True
+        self.pairs = np.flatnonzero(present)
+
+
+class _ShareRanks:
+    """Sort keys of the graphs' shares ``n / cap_n + e / cap_e`` (the float64 values of
+    `_one_step`), largest share first: a uint16 rank per distinct ``(n, e)`` pair (equal shares,
+    equal ranks) looked up in a table, or ``-share`` itself when the pairs are too many."""
+
+    def __init__(self, nodes, edges, cap_n: int, cap_e: int,
+                 size_pairs: SizePairs | None = None) -> None:
+        self.cn, self.ce = max(cap_n, 1), max(cap_e, 1)
+        self.table = None
+        if size_pairs is None:
+            size_pairs = SizePairs(nodes, edges)
+        if size_pairs.pairs is None:
+            return
+        self.width = size_pairs.width
+        pairs = size_pairs.pairs
+        span = int(pairs[-1]) + 1
         share = (pairs // self.width) / self.cn + (pairs % self.width) / self.ce
         uniq, inv = np.unique(share, return_inverse=True)  # ascending
         if uniq.shape[0] > 2**16:

@@ -15,7 +15,7 @@ from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in
     greedy_offsets_reference,
     index_dtype,
 )
-from ..packing._steps import step_fill
+from ..packing._steps import SizePairs, step_fill
 from ._assemble import (PackedSizes, any_oversize, finish_plan, split_oversize,
                         tight_shape_wanted)
 from ._registry import PlanRequest, register
@@ -86,6 +86,7 @@ def plan_dynamic(req: PlanRequest):
     split = split_oversize(req, order, budget, narrow=True, packed=packed) if any_big else None
     shape, meta = budget, {}
     ranks = req.world_size
+    pairs = None
     n_kept = len(sizes) if split is None else split.kept.shape[0]
     # memory already faulted in is reused (filling fresh pages costs ~1 ns a byte here): with
     # no oversize graph the int64 items of the seed-pass shuffle take the epoch's items, and
@@ -108,8 +109,10 @@ def plan_dynamic(req: PlanRequest):
             del seed_order
         del kept_sorted
         if ranks > 1:
+            # the graphs' distinct (n, e) pairs: the same in the epoch order (one scan)
+            pairs = SizePairs(sn_all, se_all)
             off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True,
-                                    with_order=False)[1:]
+                                    with_order=False, pairs=pairs)[1:]
             steps = (off.shape[0] - 1) // ranks
             # 0.3% room for the epoch's own imbalance within a step (never above the budget)
             sn = np.minimum(np.ceil(sn * 1.003).astype(np.int64), budget.node_capacity)
@@ -142,7 +145,8 @@ def plan_dynamic(req: PlanRequest):
         # fill stops as soon as that is known
         perm, off, bn, be = step_fill(
             nodes, edges, shape, ranks, return_totals=True, perm_out=perm_buf,
-            **(dict(fill=1.0, steps=steps) if "padded_shape" in meta else {}))
+            **(dict(fill=1.0, steps=steps, pairs=pairs) if "padded_shape" in meta else {}))
+        pairs = None
         del perm_buf
         if (np.diff(off) > 0).all():
             greedy = greedy_fill(nodes, edges, shape, stop_at=off.shape[0] - 1 - ranks + 1,
