@@ -196,12 +196,13 @@ def _chain(step_end, pos: int, k: int, m: int, a: int, hi: int, reach: int, r: i
     wn_search, we_search = wn.searchsorted, we.searchsorted
     p = pos
     last = m - r  # an end above this leaves the last step fewer than `r` graphs
-    while p < lim and len(ends) < n_max:
-        left = steps - k - len(ends)
-        if left <= 1 or p + r >= m:  # the rare cases: step_end itself
-            p = step_end(p, k + len(ends))
-            append(p)
-            continue
+    n = 0  # len(ends)
+    # the inline steps: while more than one step is left (left = steps - k - n > 1) and the
+    # step can take `r` graphs below m (p + r < m, i.e. p < last)
+    n_fast = min(n_max, steps - k - 1)
+    lim_fast = min(lim, last)
+    while p < lim_fast and n < n_fast:
+        left = steps - k - n
         i = p - a
         cpos_n = wn_item(i)
         cpos_e = we_item(i)
@@ -222,7 +223,12 @@ def _chain(step_end, pos: int, k: int, m: int, a: int, hi: int, reach: int, r: i
         if j > last and j < m:
             j = max(p + 1, last)
         append(j)
+        n += 1
         p = j
+    while p < lim and n < n_max:  # the last steps: step_end itself
+        p = step_end(p, k + n)
+        append(p)
+        n += 1
     return ends
 
 
