@@ -706,8 +706,8 @@ def test_stable_lexsort_equals_the_lexsort_with_the_index_key(n, spans, seed):
 
 @settings(max_examples=60, deadline=None)
 @given(counts=st.lists(st.integers(0, 9), min_size=1, max_size=60), seed=st.integers(0, 2**16),
-       chunk=st.integers(1, 20))
-def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chunk):
+       chunk=st.integers(1, 20), narrow=st.booleans())
+def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chunk, narrow):
     # batches of the new plan read from their old places, chunk by chunk: the slices joined
     rng = np.random.default_rng(seed)
     counts = np.array(counts, np.int64)
@@ -719,7 +719,8 @@ def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chu
     want = np.concatenate([order[s:s + c] for s, c in zip(starts, new_counts)])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(distributed_mod, "_GATHER_CHUNK", chunk)
-        got = distributed_mod._gather_batches(order, starts, offsets)
+        got = distributed_mod._gather_batches(
+            order, starts.astype(np.int32) if narrow else starts, offsets)
     assert got.dtype == order.dtype and np.array_equal(got, want)
 
 

@@ -219,13 +219,17 @@ def distribute_plan(
     if shuffle:
         del rank_perm
     is_real = src >= 0
-    safe = np.where(is_real, src, 0)
+    # batch indices and graph positions as int32 where they fit (alive during the gather,
+    # where the peak memory is reached)
+    safe = np.where(is_real, src, 0).astype(np.int32 if nb < 2**31 else np.int64)
     del src
     gpb = np.where(is_real, plan.graphs_per_batch[safe], 0)
     offsets = np.zeros(gpb.shape[0] + 1, dtype=np.int64)
     np.cumsum(gpb, out=offsets[1:])
     del gpb
     starts = np.where(is_real, plan.offsets[:-1][safe], 0)
+    if int(offsets[-1]) < 2**31:
+        starts = starts.astype(np.int32)
     order = _gather_batches(plan.order, starts, offsets)
     del starts
 
