@@ -307,6 +307,8 @@ class _ShareRanks:
         self.width = size_pairs.width
         pairs = size_pairs.pairs
         span = int(pairs[-1]) + 1
+        #: largest node and edge counts of the graphs (all counts are >= 0 here)
+        self.top_n, self.top_e = (span - 1) // self.width, self.width - 1
         share = (pairs // self.width) / self.cn + (pairs % self.width) / self.ce
         uniq, inv = np.unique(share, return_inverse=True)  # ascending
         if uniq.shape[0] > 2**16:
@@ -354,7 +356,8 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     # by step, then share (largest first), stable
     t = None  # rank in step of each sorted position = position in step (steps stay in place)
     rank_bits = max(1, (ranker.n_ranks - 1).bit_length()) if keys.dtype == np.uint16 else 0
-    pos_bits = max(1, (int(lens.max()) - 1).bit_length())
+    longest = int(lens.max())
+    pos_bits = max(1, (longest - 1).bit_length())
     sorted_ranks = None
     if keys.dtype == np.uint16 and \
             max(1, (k - 1).bit_length()) + rank_bits + pos_bits <= _ITEM_BITS:
@@ -388,16 +391,20 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     if t is None:  # rank in step
         t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)
     # row and snake batch (over the `r` batches) of each rank in a step, looked up
-    tt = np.arange(int(lens.max()), dtype=np.int32)
+    tt = np.arange(longest, dtype=np.int32)
     row_of = tt // r
     col = tt - row_of * r
     batch = np.where(row_of & 1, r - 1 - col, col)[t]
     key = seg.astype(np.int32) * r + batch  # (seg[srt] == seg: the sort keeps steps in place)
     # node and edge totals from one weighted count: n * 2**shift + e, exact below 2**53
-    rows = -(-int(lens.max()) // r)  # most graphs a batch of the block holds
-    top_n, top_e = int(ln.max()), int(le.max())
+    rows = -(-longest // r)  # most graphs a batch of the block holds
+    if keys.dtype == np.uint16:  # the ranked graphs' bounds (counts >= 0): no scan of the block
+        top_n, top_e, nonneg = ranker.top_n, ranker.top_e, True
+    else:
+        top_n, top_e = int(ln.max()), int(le.max())
+        nonneg = min(int(ln.min()), int(le.min())) >= 0
     shift = max(1, top_e * rows).bit_length()
-    if min(int(ln.min()), int(le.min())) >= 0 and (top_n * rows + 1) << shift < _EXACT_FLOAT:
+    if nonneg and (top_n * rows + 1) << shift < _EXACT_FLOAT:
         if sorted_ranks is not None:  # the weights of the ranks, looked up in a small table
             w = ranker.rank_nodes * float(1 << shift)
             w += ranker.rank_edges
