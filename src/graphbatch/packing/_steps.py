@@ -28,7 +28,7 @@ _EXACT_FLOAT = 2**53
 def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
               fill: float = 0.99, steps: int | None = None, *, return_totals: bool = False,
               with_order: bool = True, perm_out: np.ndarray | None = None,
-              pairs: SizePairs | None = None):
+              pairs: SizePairs | None = None, totals: tuple[int, int] | None = None):
     """Greedy fill by steps of ``ranks`` batches, for data-parallel plans.
 
     Consecutive graphs (in the given order) make up a step while they fit ``fill`` of the step's
@@ -57,11 +57,13 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     only when there are fewer graphs than ``ranks`` in total). ``with_order=False`` returns
     ``None`` for ``perm`` (the same batches; their graphs are not recorded). ``perm_out``: an
     array of the ``perm`` dtype and length to write ``perm`` to (returned as ``perm``).
-    ``pairs``: `SizePairs` of these graphs (in any order), when already known."""
+    ``pairs``: `SizePairs` of these graphs (in any order), ``totals``: their int node and edge
+    sums, when already known."""
     m, r = int(nodes.shape[0]), int(ranks)
     cap_n, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
-    tot_n = int(nodes.sum(dtype=np.int64))
-    tot_e = int(edges.sum(dtype=np.int64))
+    if totals is None:
+        totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
+    tot_n, tot_e = totals
     perm = None
     if with_order and perm_out is not None:
         if perm_out.dtype != index_dtype(m) or perm_out.shape != (m,):

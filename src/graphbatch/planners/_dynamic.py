@@ -144,7 +144,7 @@ def plan_dynamic(req: PlanRequest):
         # ranks, i.e. when the greedy fill needs more than (step batches - ranks): the greedy
         # fill stops as soon as that is known
         perm, off, bn, be = step_fill(
-            nodes, edges, shape, ranks, return_totals=True, perm_out=perm_buf,
+            nodes, edges, shape, ranks, return_totals=True, perm_out=perm_buf, totals=totals,
             **(dict(fill=1.0, steps=steps, pairs=pairs) if "padded_shape" in meta else {}))
         pairs = None
         del perm_buf
