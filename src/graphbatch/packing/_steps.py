@@ -186,8 +186,9 @@ def _chain(step_end, pos: int, k: int, m: int, a: int, hi: int, reach: int, r: i
     """The ends of consecutive steps from ``pos`` (``k`` steps before it) while a step may
     start: below ``m``, its reach inside the window ``wn``/``we`` (prefix sums from ``a`` to
     ``hi``), at most `_BLOCK_STEPS` steps and `_BLOCK_GRAPHS` graphs from ``pos``. Each end is
-    ``step_end(p, k)`` of `step_fill`; the steps while ``steps - k > 1`` are computed here
-    inline (the same arithmetic, the loop's scalar code without a call per step)."""
+    ``step_end(p, k)`` of `step_fill`; while more than one planned step is left and a step
+    can take ``r`` graphs below ``m`` they are computed here inline (the same arithmetic, no
+    call per step), the last steps by ``step_end`` itself."""
     tot_n, tot_e, room_n, room_e, room_g = totals
     # a step may start at p while p < lim (p + reach <= hi unless the window reaches m)
     lim = min(m, pos + _BLOCK_GRAPHS, m if hi >= m else hi - reach + 1)
