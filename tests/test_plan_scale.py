@@ -21,6 +21,8 @@ import graphbatch.packing._greedy as greedy_mod
 import graphbatch.packing._patterns as patterns_mod
 import graphbatch.packing._steps as steps_mod
 import graphbatch.planners._assemble as assemble_mod
+import graphbatch.planners._distributed as distributed_mod
+import graphbatch.planners._dynamic as dynamic_mod
 import graphbatch.planners._partition as partition_mod
 from graphbatch.packing._assign import group_by_key
 from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
@@ -211,6 +213,8 @@ def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypa
     monkeypatch.setattr(balanced_mod, "_ROWS", 89)
     monkeypatch.setattr(patterns_mod, "_SLOTS", 67)
     monkeypatch.setattr(assemble_mod, "_TOTALS_CHUNK", 59)
+    monkeypatch.setattr(distributed_mod, "_GATHER_CHUNK", 41)
+    monkeypatch.setattr(dynamic_mod, "_CHUNK", 37)
     # the smaller tables only: tiny windows make every plan slow
     assert len(_check_cases(lambda key: "50001" not in key)) == 62
 
@@ -300,6 +304,13 @@ def _step_fill_both(nodes, edges, budget, ranks, **kw):
     assert lean[0] is None
     for a, b in zip(vec[1:], lean[1:]):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+    # with the (n, e) pairs found beforehand from the graphs in another order (`dynamic`'s
+    # seed pass): the same fill
+    o = np.random.default_rng(nodes.shape[0]).permutation(nodes.shape[0])
+    shared = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True,
+                                 pairs=steps_mod.SizePairs(nodes[o], edges[o]), **kw)
+    for a, b in zip(vec, shared):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
     with mock.patch.object(steps_mod, "_BLOCK_STEPS", 0):
         seq = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
     return vec, seq
@@ -311,16 +322,20 @@ def _step_fill_both(nodes, edges, budget, ranks, **kw):
        ranks=st.sampled_from([1, 2, 3, 4, 8]), cap=st.integers(0, 3),
        fill=st.sampled_from([0.9, 0.99, 1.0]), steps=st.one_of(st.none(), st.integers(1, 60)),
        block=st.integers(1, 9), window=st.integers(1, 50), small_table=st.booleans(),
-       dtype=st.sampled_from([np.int16, np.int64]))
+       dtype=st.sampled_from([np.int16, np.int64]), wide_items=st.booleans(),
+       two_counts=st.booleans())
 def test_vectorised_step_fill_equals_the_per_step_fill(sizes, ranks, cap, fill, steps, block,
-                                                       window, small_table, dtype):
+                                                       window, small_table, dtype, wide_items,
+                                                       two_counts):
     nodes = np.array([x[0] for x in sizes], dtype)
     edges = np.array([x[1] for x in sizes], dtype)
     budget = gb.Budget((13, 20, 40, 25)[cap], (31, 40, 90, 31)[cap], (4, 6, 9, 3)[cap])
     with mock.patch.multiple(
             steps_mod, _BLOCK_STEPS=block, _WINDOW=window,
             _RANK_SPAN=1 if small_table else steps_mod._RANK_SPAN,  # 1: shares compared as floats
-            _BLOCK_GRAPHS=window + block):  # blocks cut by graphs as well as by steps
+            _BLOCK_GRAPHS=window + block,  # blocks cut by graphs as well as by steps
+            # int64 sort items instead of uint32 ones; node and edge totals by two counts
+            _ITEM_BITS=0 if wide_items else 32, _EXACT_FLOAT=1 if two_counts else 2**53):
         vec, seq = _step_fill_both(nodes, edges, budget, ranks, fill=fill, steps=steps)
     for a, b in zip(vec, seq):
         assert a.dtype == b.dtype
@@ -805,3 +820,58 @@ def test_round_matrix_values_from_the_counting_sort_in_chunks(costs, b, chunk, f
         value, ident = round_matrix(c, b)
     assert np.array_equal(value, np.where(ident >= 0, c[np.maximum(ident, 0)], 0.0))
     assert np.array_equal(ident.ravel()[:c.shape[0]], np.argsort(-c, kind="stable"))
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 200), spans=st.lists(st.sampled_from([1, 2, 5, 300, 2**17, 2**40]),
+                                             min_size=1, max_size=6),
+       seed=st.integers(0, 2**16))
+def test_stable_lexsort_equals_the_lexsort_with_the_index_key(n, spans, seed):
+    # `balanced_sequence` drops constant keys and folds the others into one key (a radix sort
+    # below 2**16 values, lexsort when the ranges overflow): the order of np.lexsort
+    rng = np.random.default_rng(seed)
+    keys = tuple(rng.integers(-3, s - 3, n, dtype=np.int64) for s in spans)
+    got = distributed_mod._stable_lexsort(keys)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, np.lexsort((np.arange(n),) + keys))
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts=st.lists(st.integers(0, 9), min_size=1, max_size=60), seed=st.integers(0, 2**16),
+       chunk=st.integers(1, 20), narrow=st.booleans())
+def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chunk, narrow):
+    # batches of the new plan read from their old places, chunk by chunk: the slices joined
+    rng = np.random.default_rng(seed)
+    counts = np.array(counts, np.int64)
+    old_offsets = np.concatenate([[0], np.cumsum(counts)])
+    order = rng.permutation(int(old_offsets[-1])).astype(np.int64)
+    perm = rng.permutation(counts.shape[0])
+    starts, new_counts = old_offsets[:-1][perm], counts[perm]
+    offsets = np.concatenate([[0], np.cumsum(new_counts)])
+    want = np.concatenate([order[s:s + c] for s, c in zip(starts, new_counts)])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(distributed_mod, "_GATHER_CHUNK", chunk)
+        got = distributed_mod._gather_batches(
+            order, starts.astype(np.int32) if narrow else starts, offsets)
+    assert got.dtype == order.dtype and np.array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 20)), min_size=0,
+                      max_size=300),
+       window=st.integers(1, 40), extra=st.integers(-30, 30), totals=st.booleans())
+def test_greedy_fill_stops_only_once_the_count_is_reached(sizes, window, extra, totals):
+    # `dynamic` keeps its step fill when the greedy fill needs at least a number of batches:
+    # the fill stops early (None) exactly when its full count reaches that number
+    nodes = np.array([s[0] for s in sizes], np.int16)
+    edges = np.array([s[1] for s in sizes], np.int16)
+    budget = gb.Budget(12, 30, 5)
+    with mock.patch.object(greedy_mod, "_WINDOW", window):
+        full = greedy_fill(nodes, edges, budget)
+        count = full[0].shape[0] - 1
+        stop_at = count + extra
+        sums = (int(nodes.sum()), int(edges.sum())) if totals else None
+        got = greedy_fill(nodes, edges, budget, stop_at=stop_at, totals=sums)
+    if count >= stop_at:
+        assert got is None
+    else:
+        assert got is not None and all(np.array_equal(a, b) for a, b in zip(got, full))

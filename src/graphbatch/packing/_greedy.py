@@ -48,8 +48,14 @@ def index_dtype(n: int):
 _WINDOW = 1 << 20
 
 
-def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
+def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, *,
+                stop_at: int | None = None, totals: tuple[int, int] | None = None):
     """`greedy_offsets` plus the real node and edge totals of each batch (all int64).
+
+    ``stop_at``: return ``None`` as soon as the fill is known to need at least ``stop_at``
+    batches (the batches so far plus `batches_lower_bound` of the graphs after them), without
+    filling the rest; ``totals``: the int node and edge sums of all graphs, when known (for
+    that bound).
 
     Vectorised per window of graphs: for every start position the end of a greedy batch is the
     graph-cap window where that window fits, else found with ``searchsorted`` on the window's
@@ -57,6 +63,8 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
     ``edges`` may be any integer dtype; memory beyond the result is O(window).
     """
     m = nodes.shape[0]
+    if stop_at is not None and stop_at <= 0:
+        return None
     if m == 0:
         z = np.zeros(0, dtype=np.int64)
         return np.zeros(1, dtype=np.int64), z, z
@@ -65,6 +73,11 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
     tot_n: list[np.ndarray] = []
     tot_e: list[np.ndarray] = []
     a = 0
+    if stop_at is not None:
+        if totals is None:
+            totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
+        left_n, left_e = totals  # sums of the graphs from a on
+        count = 0
     while a < m:
         # prefix sums over a..hi cover every batch starting in a..a+length-1 (<= cap_g graphs)
         length = min(_WINDOW, m - a)
@@ -73,16 +86,26 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
         np.cumsum(nodes[a:hi], out=cn[1:], dtype=np.int64)
         ce = np.zeros(hi - a + 1, dtype=np.int64)
         np.cumsum(edges[a:hi], out=ce[1:], dtype=np.int64)
-        end = np.minimum(np.arange(cap_g, length + cap_g), hi - a)
-        over = (cn[end] - cn[:length] > cap_v) | (ce[end] - ce[:length] > cap_e)
-        if over.any():
-            pos = np.flatnonzero(over)
-            e = np.searchsorted(cn, cn[pos] + cap_v, side="right") - 1
-            np.minimum(e, np.searchsorted(ce, ce[pos] + cap_e, side="right") - 1, out=e)
-            end[pos] = np.minimum(e, end[pos])
-            if (end[pos] <= pos).any():  # a graph that does not fit alone: caller's bug
-                i = a + int(pos[np.flatnonzero(end[pos] <= pos)[0]])
-                raise InputError(f"graph at position {i} does not fit the budget {budget} alone")
+        # each position's batch end under the graph cap alone; where the node or edge cap binds
+        # first, the last position within it (searched only there, each cap on its own)
+        span = hi - a
+        end = np.arange(cap_g, length + cap_g, dtype=np.int64)
+        inside = max(0, min(length, span - cap_g + 1))  # positions whose graph-cap end <= span
+        np.minimum(end[inside:], span, out=end[inside:])
+        over_n = _over(cn, end, length, inside, cap_g, cap_v)
+        over_e = _over(ce, end, length, inside, cap_g, cap_e)
+        if over_n.shape[0]:  # the node end is below the graph-cap end there
+            end[over_n] = np.searchsorted(cn, cn[over_n] + cap_v, side="right") - 1
+        if over_e.shape[0]:
+            e = np.searchsorted(ce, ce[over_e] + cap_e, side="right") - 1
+            np.minimum(e, end[over_e], out=e)
+            end[over_e] = e
+        # a graph that does not fit alone (caller's bug): the first one of the window
+        first = [int(p[b[0]]) for p in (over_n, over_e) if p.shape[0]
+                 for b in (np.flatnonzero(end[p] <= p),) if b.shape[0]]
+        if first:
+            raise InputError(f"graph at position {a + min(first)} does not fit the budget "
+                             f"{budget} alone")
         starts = []
         append = starts.append
         item = end.item
@@ -96,8 +119,26 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget):
         tot_n.append(cn[en] - cn[st])
         tot_e.append(ce[en] - ce[st])
         a += s  # the next batch starts here
+        if stop_at is not None:
+            count += st.shape[0]
+            left_n -= int(cn[s])
+            left_e -= int(ce[s])
+            if count + batches_lower_bound(left_n, left_e, m - a, cap_v, cap_e,
+                                           cap_g) >= stop_at:
+                return None
     offsets = np.concatenate(starts_all + [np.array([m], np.int64)])
     return offsets, np.concatenate(tot_n), np.concatenate(tot_e)
+
+
+def _over(prefix: np.ndarray, end: np.ndarray, length: int, inside: int, cap_g: int,
+          cap: int) -> np.ndarray:
+    """Positions ``p < length`` whose graphs ``p .. end[p]-1`` sum above ``cap`` (``prefix``:
+    window prefix sums; ``end[p] = p + cap_g`` for ``p < inside``: read as a slice there)."""
+    if inside == length:
+        upto = prefix[cap_g:cap_g + length]
+    else:
+        upto = prefix[end]
+    return np.flatnonzero(upto - prefix[:length] > cap)
 
 
 def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:

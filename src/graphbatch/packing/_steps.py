@@ -8,7 +8,7 @@ from .._budget import Budget
 from ._balanced import _swap_repair
 from ._greedy import batches_lower_bound, index_dtype
 
-__all__ = ["step_fill"]
+__all__ = ["step_fill", "SizePairs"]
 
 #: Graphs per window of prefix sums (memory O(window), not O(graphs)).
 _WINDOW = 1 << 20
@@ -19,11 +19,16 @@ _BLOCK_STEPS = (1 << 16) - 1
 _BLOCK_GRAPHS = 1 << 16
 #: Largest ``(max nodes + 1) * (max edges + 1)`` for which shares are ranked through a table.
 _RANK_SPAN = 1 << 22
+#: Most bits of the uint32 sort items of `_deal_block` (more: int64 items; tests lower it).
+_ITEM_BITS = 32
+#: Node/edge totals of a batch are counted in one float64 weight below this (tests lower it).
+_EXACT_FLOAT = 2**53
 
 
 def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
               fill: float = 0.99, steps: int | None = None, *, return_totals: bool = False,
-              with_order: bool = True):
+              with_order: bool = True, perm_out: np.ndarray | None = None,
+              pairs: SizePairs | None = None, totals: tuple[int, int] | None = None):
     """Greedy fill by steps of ``ranks`` batches, for data-parallel plans.
 
     Consecutive graphs (in the given order) make up a step while they fit ``fill`` of the step's
@@ -50,12 +55,22 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     else int64) and int64 batch boundaries; with ``return_totals`` also the int64 real node and
     edge totals of each batch. The number of batches is a multiple of ``ranks`` (empty batches
     only when there are fewer graphs than ``ranks`` in total). ``with_order=False`` returns
-    ``None`` for ``perm`` (the same batches; their graphs are not recorded)."""
+    ``None`` for ``perm`` (the same batches; their graphs are not recorded). ``perm_out``: an
+    array of the ``perm`` dtype and length to write ``perm`` to (returned as ``perm``).
+    ``pairs``: `SizePairs` of these graphs (in any order), ``totals``: their int node and edge
+    sums, when already known."""
     m, r = int(nodes.shape[0]), int(ranks)
     cap_n, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
-    tot_n = int(nodes.sum(dtype=np.int64))
-    tot_e = int(edges.sum(dtype=np.int64))
-    perm = np.empty(m, index_dtype(m)) if with_order else None
+    if totals is None:
+        totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
+    tot_n, tot_e = totals
+    perm = None
+    if with_order and perm_out is not None:
+        if perm_out.dtype != index_dtype(m) or perm_out.shape != (m,):
+            raise ValueError(f"perm_out must be a {np.dtype(index_dtype(m))} array of {m} items")
+        perm = perm_out
+    elif with_order:
+        perm = np.empty(m, index_dtype(m))
     # per step: graphs, real nodes, real edges of its `ranks` batches (grown by doubling)
     per_step = np.zeros((64, 3, r), np.int64)
     n_steps = 0
@@ -64,10 +79,10 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
         steps = batches_lower_bound(tot_n, tot_e, m, int(r * cap_n * fill),
                                     int(r * cap_e * fill), r * cap_g)
     reach = r * cap_g + 1  # a step never spans more graphs than this
-    ranker = _ShareRanks(nodes, edges, cap_n, cap_e) if _BLOCK_STEPS and m else None
+    ranker = _ShareRanks(nodes, edges, cap_n, cap_e, pairs) if _BLOCK_STEPS and m else None
     a = hi = 0  # window: cn[a..hi] as wn[0..hi-a]
     wn = we = np.zeros(1, np.int64)
-    pos = done = 0
+    pos = 0
 
     room_n, room_e, room_g = r * cap_n * fill, r * cap_e * fill, r * cap_g  # per step
 
@@ -106,11 +121,11 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
         return j
 
     def keep(placed, tot):
-        """Record consecutive steps: their graphs in batch order and [steps, 3, ranks] totals."""
-        nonlocal per_step, n_steps, done
-        if perm is not None:
-            perm[done:done + placed.shape[0]] = placed
-            done += placed.shape[0]
+        """Record consecutive steps from ``pos`` on: their graphs in batch order (``None``:
+        already in ``perm``) and [steps, 3, ranks] totals."""
+        nonlocal per_step, n_steps
+        if perm is not None and placed is not None:
+            perm[pos:pos + placed.shape[0]] = placed
         k = tot.shape[0]
         while n_steps + k > per_step.shape[0]:
             per_step = np.concatenate([per_step, np.zeros_like(per_step)])
@@ -129,26 +144,25 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
             wn[1:] += base_n
             we[1:] += base_e
         if ranker is None:
-            placed, tot, pos = _one_step(nodes, edges, pos, step_end(pos, n_steps), r,
-                                         cap_n, cap_e, cap_g)
+            placed, tot, j = _one_step(nodes, edges, pos, step_end(pos, n_steps), r,
+                                       cap_n, cap_e, cap_g)
             keep(placed, tot[None])
+            pos = j
             continue
         # the chain of step ends inside this window, then the block dealt at once
-        ends = []
-        p = pos
-        while (p < m and not (p + reach > hi and hi < m) and len(ends) < _BLOCK_STEPS
-               and p - pos < _BLOCK_GRAPHS):
-            p = step_end(p, n_steps + len(ends))
-            ends.append(p)
-        placed, tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r,
-                                        cap_n, cap_e, cap_g, ranker, with_order)
-        base, i = pos, 0
+        ends = _chain(step_end, pos, n_steps, m, a, hi, reach, r, steps, wn, we,
+                      (tot_n, tot_e, room_n, room_e, room_g))
+        # the block's graphs go straight into perm[pos:ends[-1]]: a step that does not fit as
+        # dealt, and the steps after a shortened one, are written over later (never a range
+        # below pos: positions are placed in increasing order)
+        tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r,
+                                cap_n, cap_e, cap_g, ranker, perm)
+        i = 0
         while i < len(ends):
             bad = np.flatnonzero(~fits[i:])
             f = len(ends) if bad.size == 0 else i + int(bad[0])
             if f > i:  # steps i..f-1 fit as dealt
-                keep(None if placed is None else placed[pos - base:ends[f - 1] - base],
-                     tot[i:f])
+                keep(None, tot[i:f])
                 pos, i = ends[f - 1], f
                 if i == len(ends):
                     break
@@ -165,6 +179,60 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     if return_totals:
         return perm, offsets, per_step[:, 1].reshape(-1), per_step[:, 2].reshape(-1)
     return perm, offsets
+
+
+def _chain(step_end, pos: int, k: int, m: int, a: int, hi: int, reach: int, r: int,
+           steps: int, wn: np.ndarray, we: np.ndarray, totals: tuple) -> list[int]:
+    """The ends of consecutive steps from ``pos`` (``k`` steps before it) while a step may
+    start: below ``m``, its reach inside the window ``wn``/``we`` (prefix sums from ``a`` to
+    ``hi``), at most `_BLOCK_STEPS` steps and `_BLOCK_GRAPHS` graphs from ``pos``. Each end is
+    ``step_end(p, k)`` of `step_fill`; while more than one planned step is left and a step
+    can take ``r`` graphs below ``m`` they are computed here inline (the same arithmetic, no
+    call per step), the last steps by ``step_end`` itself."""
+    tot_n, tot_e, room_n, room_e, room_g = totals
+    # a step may start at p while p < lim (p + reach <= hi unless the window reaches m)
+    lim = min(m, pos + _BLOCK_GRAPHS, m if hi >= m else hi - reach + 1)
+    n_max = _BLOCK_STEPS
+    ends: list[int] = []
+    append = ends.append
+    wn_item, we_item = wn.item, we.item
+    wn_search, we_search = wn.searchsorted, we.searchsorted
+    p = pos
+    last = m - r  # an end above this leaves the last step fewer than `r` graphs
+    n = 0  # len(ends)
+    # the inline steps: while more than one step is left (left = steps - k - n > 1) and the
+    # step can take `r` graphs below m (p + r < m, i.e. p < last)
+    n_fast = min(n_max, steps - k - 1)
+    lim_fast = min(lim, last)
+    while p < lim_fast and n < n_fast:
+        left = steps - k - n
+        i = p - a
+        cpos_n = wn_item(i)
+        cpos_e = we_item(i)
+        x = (tot_n - cpos_n) / left
+        t_n = cpos_n + int(x if x < room_n else room_n)
+        x = (tot_e - cpos_e) / left
+        t_e = cpos_e + int(x if x < room_e else room_e)
+        g = -(-(m - p) // left)
+        j = p + (g if g < room_g else room_g)
+        if j > m:
+            j = m
+        if wn_item(j - a) > t_n:
+            j = a + int(wn_search(t_n + 1)) - 1
+        if we_item(j - a) > t_e:
+            j = a + int(we_search(t_e + 1)) - 1
+        if j < p + r:
+            j = p + r  # below m here
+        if j > last and j < m:
+            j = max(p + 1, last)
+        append(j)
+        n += 1
+        p = j
+    while p < lim and n < n_max:  # the last steps: step_end itself
+        p = step_end(p, k + n)
+        append(p)
+        n += 1
+    return ends
 
 
 def _one_step(nodes, edges, pos: int, j: int, r: int, cap_n: int, cap_e: int, cap_g: int):
@@ -201,14 +269,16 @@ def _one_step(nodes, edges, pos: int, j: int, r: int, cap_n: int, cap_e: int, ca
     return srt[grid[present]] + pos, np.stack([bg, bn, be]), j
 
 
-class _ShareRanks:
-    """Sort keys of the graphs' shares ``n / cap_n + e / cap_e`` (the float64 values of
-    `_one_step`), largest share first: a uint16 rank per distinct ``(n, e)`` pair (equal shares,
-    equal ranks) looked up in a table, or ``-share`` itself when the pairs are too many."""
+class SizePairs:
+    """The distinct ``(n, e)`` pairs of some graphs as ``n * width + e`` (ascending), ``width``
+    = largest edge count + 1; ``pairs`` is ``None`` where a size is negative or
+    ``(max n + 1) * width`` is above `_RANK_SPAN`. The same for any order of the graphs."""
 
-    def __init__(self, nodes, edges, cap_n: int, cap_e: int) -> None:
-        self.cn, self.ce = max(cap_n, 1), max(cap_e, 1)
-        self.table = None
+    def __init__(self, nodes: np.ndarray, edges: np.ndarray) -> None:
+        self.pairs = None
+        self.width = 0
+        if not nodes.shape[0]:
+            return
         lo = min(int(nodes.min()), int(edges.min()))
         top_n, top_e = int(nodes.max()), int(edges.max())
         span = (top_n + 1) * (top_e + 1)
@@ -217,15 +287,49 @@ class _ShareRanks:
         self.width = top_e + 1
         present = np.zeros(span, bool)
         for s0 in range(0, nodes.shape[0], _WINDOW):
-            present[self._pair(nodes[s0:s0 + _WINDOW], edges[s0:s0 + _WINDOW])] = True
-        pairs = np.flatnonzero(present)
+            ln = nodes[s0:s0 + _WINDOW].astype(np.int64)
+            ln *= self.width
+            ln += edges[s0:s0 + _WINDOW]
+            present[ln] = True
+        self.pairs = np.flatnonzero(present)
+
+
+class _ShareRanks:
+    """Sort keys of the graphs' shares ``n / cap_n + e / cap_e`` (the float64 values of
+    `_one_step`), largest share first: a uint16 rank per distinct ``(n, e)`` pair (equal shares,
+    equal ranks) looked up in a table, or ``-share`` itself when the pairs are too many."""
+
+    def __init__(self, nodes, edges, cap_n: int, cap_e: int,
+                 size_pairs: SizePairs | None = None) -> None:
+        self.cn, self.ce = max(cap_n, 1), max(cap_e, 1)
+        self.table = None
+        if size_pairs is None:
+            size_pairs = SizePairs(nodes, edges)
+        if size_pairs.pairs is None:
+            return
+        self.width = size_pairs.width
+        pairs = size_pairs.pairs
+        span = int(pairs[-1]) + 1
+        #: largest node and edge counts of the graphs (all counts are >= 0 here)
+        self.top_n, self.top_e = (span - 1) // self.width, self.width - 1
         share = (pairs // self.width) / self.cn + (pairs % self.width) / self.ce
         uniq, inv = np.unique(share, return_inverse=True)  # ascending
         if uniq.shape[0] > 2**16:
             return
         table = np.zeros(span, np.uint16)
-        table[pairs] = (uniq.shape[0] - 1 - inv.reshape(-1)).astype(np.uint16)
+        rank = (uniq.shape[0] - 1 - inv.reshape(-1)).astype(np.uint16)
+        table[pairs] = rank
         self.table = table
+        #: number of ranks (0 .. n_ranks - 1)
+        self.n_ranks = int(uniq.shape[0])
+        # one pair per rank (no two pairs of equal share): a rank tells the sizes, so graphs of
+        # one rank are interchangeable in a batch's totals
+        self.rank_nodes = self.rank_edges = None
+        if uniq.shape[0] == pairs.shape[0]:
+            self.rank_nodes = np.zeros(uniq.shape[0], np.int64)
+            self.rank_edges = np.zeros(uniq.shape[0], np.int64)
+            self.rank_nodes[rank] = pairs // self.width
+            self.rank_edges[rank] = pairs % self.width
 
     def _pair(self, ln, le):
         return ln.astype(np.int64) * self.width + le
@@ -237,11 +341,12 @@ class _ShareRanks:
 
 
 def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, cap_e: int,
-                cap_g: int, ranker: _ShareRanks, with_order: bool = True):
+                cap_g: int, ranker: _ShareRanks, perm: np.ndarray | None = None):
     """The steps ``pos..ends[0], ends[0]..ends[1], ...`` dealt as `_one_step` deals them before
-    any repair, all at once: one stable sort by (step, share descending). Returns ``(placed
-    positions in batch order, step after step (``None`` without ``with_order``); int64
-    [steps, 3, r] totals; whether each step's batches fit the budget as dealt)``."""
+    any repair, all at once: one stable sort by (step, share descending). Writes the positions
+    in batch order, step after step, to ``perm[pos:ends[-1]]`` (unless ``perm`` is ``None``).
+    Returns ``(int64 [steps, 3, r] totals; whether each step's batches fit the budget as
+    dealt)``."""
     k = ends.shape[0]
     starts = np.concatenate([[pos], ends[:-1]])
     lens = ends - starts
@@ -252,7 +357,30 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     seg = np.repeat(np.arange(k, dtype=np.uint16 if k <= 2**16 else np.int64), lens)
     keys = ranker.keys(ln, le)
     # by step, then share (largest first), stable
-    if keys.dtype == np.uint16 and k < 2**15 and size < 2**31:
+    t = None  # rank in step of each sorted position = position in step (steps stay in place)
+    rank_bits = max(1, (ranker.n_ranks - 1).bit_length()) if keys.dtype == np.uint16 else 0
+    longest = int(lens.max())
+    pos_bits = max(1, (longest - 1).bit_length())
+    sorted_ranks = None
+    if keys.dtype == np.uint16 and \
+            max(1, (k - 1).bit_length()) + rank_bits + pos_bits <= _ITEM_BITS:
+        # one sort of distinct uint32 items (step, rank, position in step): the stable order,
+        # twice as fast as int64 items
+        t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)
+        items = seg.astype(np.uint32) << (rank_bits + pos_bits)
+        items |= keys.astype(np.uint32) << pos_bits
+        items |= t.astype(np.uint32)
+        items.sort()
+        if ranker.rank_nodes is not None:
+            sorted_ranks = (items >> pos_bits) & ((1 << rank_bits) - 1)
+        srt = None  # needed for the order, or for the weights when a rank is not one pair
+        if perm is not None or sorted_ranks is None:
+            # block position: the step's first position (arange - t) plus position in step
+            srt = (items & ((1 << pos_bits) - 1)).astype(np.int32)
+            srt += np.arange(size, dtype=np.int32)
+            srt -= t
+        del items
+    elif keys.dtype == np.uint16 and k < 2**15 and size < 2**31:
         # one sort of distinct int64 items (step, rank, position): the stable order, faster
         # than a lexsort
         items = seg.astype(np.int64) << 48
@@ -263,27 +391,42 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
         del items
     else:
         srt = np.lexsort((keys, seg))
-    t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)  # rank in step
+    if t is None:  # rank in step
+        t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)
     # row and snake batch (over the `r` batches) of each rank in a step, looked up
-    tt = np.arange(int(lens.max()), dtype=np.int32)
+    tt = np.arange(longest, dtype=np.int32)
     row_of = tt // r
     col = tt - row_of * r
-    row, batch = row_of[t], np.where(row_of & 1, r - 1 - col, col)[t]
+    batch = np.where(row_of & 1, r - 1 - col, col)[t]
     key = seg.astype(np.int32) * r + batch  # (seg[srt] == seg: the sort keeps steps in place)
     # node and edge totals from one weighted count: n * 2**shift + e, exact below 2**53
-    rows = -(-int(lens.max()) // r)  # most graphs a batch of the block holds
-    top_n, top_e = int(ln.max()), int(le.max())
+    rows = -(-longest // r)  # most graphs a batch of the block holds
+    if keys.dtype == np.uint16:  # the ranked graphs' bounds (counts >= 0): no scan of the block
+        top_n, top_e, nonneg = ranker.top_n, ranker.top_e, True
+    else:
+        top_n, top_e = int(ln.max()), int(le.max())
+        nonneg = min(int(ln.min()), int(le.min())) >= 0
     shift = max(1, top_e * rows).bit_length()
-    if min(int(ln.min()), int(le.min())) >= 0 and (top_n * rows + 1) << shift < 2**53:
-        w = ln[srt] * float(1 << shift)
-        w += le[srt]
+    if nonneg and (top_n * rows + 1) << shift < _EXACT_FLOAT:
+        if sorted_ranks is not None:  # the weights of the ranks, looked up in a small table
+            w = ranker.rank_nodes * float(1 << shift)
+            w += ranker.rank_edges
+            w = w[sorted_ranks]
+        else:
+            w = ln * float(1 << shift)  # in dataset order (contiguous), then one gather
+            w += le
+            w = w[srt]
         both = np.bincount(key, weights=w, minlength=k * r)
         del w
         bn = (both // (1 << shift)).astype(np.int64)
         be = (both - bn * float(1 << shift)).astype(np.int64)
     else:
-        bn = np.bincount(key, weights=ln[srt], minlength=k * r).astype(np.int64)  # < 2**53
-        be = np.bincount(key, weights=le[srt], minlength=k * r).astype(np.int64)
+        if srt is None:
+            sn, se = ranker.rank_nodes[sorted_ranks], ranker.rank_edges[sorted_ranks]
+        else:
+            sn, se = ln[srt], le[srt]
+        bn = np.bincount(key, weights=sn, minlength=k * r).astype(np.int64)  # < 2**53
+        be = np.bincount(key, weights=se, minlength=k * r).astype(np.int64)
     # graphs per batch: `full` rows each; the partial last row fills batches 0..rem-1 (even
     # row) or r-rem..r-1 (odd row) of the snake
     full, rem = (lens // r)[:, None], (lens % r)[:, None]
@@ -292,11 +435,10 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     bg = (full + np.where(odd, b >= r - rem, b < rem)).reshape(-1)
     fits = ((bn <= cap_n) & (be <= cap_e) & (bg <= cap_g)).reshape(k, r).all(axis=1)
     tot = np.stack([bg.reshape(k, r), bn.reshape(k, r), be.reshape(k, r)], axis=1)
-    if not with_order:
-        return None, tot, fits
+    if perm is None:
+        return tot, fits
     # batch-major order within a step: batch b starts after the graphs of batches < b
     extra = np.where(odd, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
     first = (rel[:, None] + b * full + extra).reshape(-1)  # block position of each batch
-    placed = np.empty(size, index_dtype(int(ends[-1])))
-    placed[first[key] + row] = srt + pos
-    return placed, tot, fits
+    perm[pos:int(ends[-1])][first[key] + row_of[t]] = srt + pos
+    return tot, fits

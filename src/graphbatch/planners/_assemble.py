@@ -102,7 +102,7 @@ class PackedSizes:
         edges[s0:s0 + values.shape[0]] = values & 0xFFFF
 
     def shuffled(self, rng: np.random.Generator, subset: np.ndarray | None = None, *,
-                 with_order: bool = False):
+                 with_order: bool = False, out: np.ndarray | None = None):
         """Sizes in a shuffled order without a gather in random order: ``(order, nodes,
         edges)`` equal to ``perm = arange(k); rng.shuffle(perm); order = perm`` (or
         ``subset[perm]`` for ascending graph indices ``subset`` of ``k`` graphs) and
@@ -113,12 +113,18 @@ class PackedSizes:
         views of those items (nodes int16, edges int16 or uint16 from 2**15 on: 8 bytes a graph
         in all, the memory the unpacked arrays would take, with no fresh pages to fault in);
         elsewhere unpacked arrays of `gather`'s dtypes. Needs ``packed`` and fewer than 2**31
-        graphs."""
+        graphs. ``out``: a C-contiguous int64 array of the ``k`` items to shuffle in (its
+        contents are overwritten; memory already mapped is not faulted in again)."""
         if self.packed is None or self.packed.shape[0] >= 2**31:
             raise ValueError("PackedSizes.shuffled needs packed sizes of fewer than 2**31 graphs")
         k = self.packed.shape[0] if subset is None else subset.shape[0]
         step = _SHUFFLE_CHUNK  # cache-sized chunks
-        buf = np.empty(k, np.int64)  # int64 items: numpy's fastest shuffle, same draws
+        if out is None:
+            buf = np.empty(k, np.int64)  # int64 items: numpy's fastest shuffle, same draws
+        elif out.dtype != np.int64 or out.shape != (k,) or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous int64 array of {k} items")
+        else:
+            buf = out
         # little-endian int64 item: int32 halves [0] packed sizes, [1] graph index; the
         # packed half's int16 halves [0] edges, [1] nodes (below 2**15: no sign bit)
         little = _LITTLE

@@ -36,12 +36,40 @@ def balanced_sequence(plan: BatchPlan, world_size: int) -> np.ndarray:
     """
     nb = len(plan)
     shape_keys = (plan.pad_graphs, plan.pad_edges, plan.pad_nodes)
-    idx = np.lexsort((np.arange(nb), plan.real_nodes) + shape_keys).astype(np.int64)
+    idx = _stable_lexsort((plan.real_nodes,) + shape_keys)
     steps = -(-nb // world_size)
     block = world_size * max(1, int(np.ceil(np.sqrt(steps))))
     block_id = np.arange(nb) // block
     edges_keys = (plan.real_edges[idx],) + tuple(k[idx] for k in shape_keys) + (block_id,)
-    return idx[np.lexsort((np.arange(nb),) + edges_keys)]
+    return idx[_stable_lexsort(edges_keys)]
+
+
+def _stable_lexsort(keys) -> np.ndarray:
+    """``np.lexsort(keys)`` (last key most significant, ties in index order) of int arrays,
+    int64: keys of one value dropped, the others folded into one int64 key where their ranges
+    allow and sorted by one stable argsort (a radix sort below 2**16); else ``np.lexsort``."""
+    n = keys[0].shape[0]
+    folded, span = None, 1
+    for k in keys:  # least significant first
+        if n == 0:
+            break
+        lo, hi = int(k.min()), int(k.max())
+        if lo == hi:
+            continue
+        if span * (hi - lo + 1) >= 2**62:
+            return np.lexsort(keys).astype(np.int64)
+        part = k.astype(np.int64) - lo
+        if folded is None:
+            folded = part
+        else:
+            part *= span
+            folded += part
+        span *= hi - lo + 1
+    if folded is None:
+        return np.arange(n, dtype=np.int64)
+    if span <= 2**16:
+        folded = folded.astype(np.uint16)
+    return np.argsort(folded, kind="stable").astype(np.int64, copy=False)
 
 
 def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
@@ -107,20 +135,33 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
                      real_cost=totals(sizes.n_bytes, plan.real_cost), meta=meta)
 
 
+#: Graphs per chunk of `_gather_batches` (its index temporaries stay cache-sized).
+_GATHER_CHUNK = 1 << 16
+
+
 def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """The graphs of ``order[starts[b] : starts[b] + n_b]`` for each new batch ``b`` (``n_b`` =
-    ``offsets[b+1] - offsets[b]``), concatenated; built in chunks of batches so the temporary
-    index arrays stay small."""
+    ``offsets[b+1] - offsets[b]``), concatenated; built in chunks of about `_GATHER_CHUNK`
+    graphs (whole batches), each gathered straight into the result."""
     out = np.empty(int(offsets[-1]), order.dtype)
     nb = starts.shape[0]
-    chunk = 1 << 16
-    for b0 in range(0, nb, chunk):
-        b1 = min(nb, b0 + chunk)
-        lo, hi = int(offsets[b0]), int(offsets[b1])
-        if hi == lo:
-            continue
-        shift = np.repeat(starts[b0:b1] - offsets[b0:b1], np.diff(offsets[b0:b1 + 1]))
-        out[lo:hi] = order[shift + np.arange(lo, hi, dtype=np.int64)]
+    ramp = np.zeros(0, np.int64)  # 0, 1, 2, ...: positions within a chunk
+    b0 = 0
+    while b0 < nb:
+        lo = int(offsets[b0])
+        b1 = int(np.searchsorted(offsets, lo + _GATHER_CHUNK, "right")) - 1
+        b1 = min(nb, max(b1, b0 + 1))
+        hi = int(offsets[b1])
+        if hi > lo:
+            if ramp.shape[0] < hi - lo:
+                ramp = np.arange(max(hi - lo, _GATHER_CHUNK), dtype=np.int64)
+            # graph at new position g comes from order[g - offsets[b] + starts[b]]
+            idx = np.repeat(starts[b0:b1] - offsets[b0:b1], np.diff(offsets[b0:b1 + 1]))
+            idx += lo
+            idx += ramp[:hi - lo]
+            # mode="clip": no buffered copy (the indices are in range)
+            np.take(order, idx, out=out[lo:hi], mode="clip")
+        b0 = b1
     return out
 
 
@@ -178,13 +219,17 @@ def distribute_plan(
     if shuffle:
         del rank_perm
     is_real = src >= 0
-    safe = np.where(is_real, src, 0)
+    # batch indices and graph positions as int32 where they fit (alive during the gather,
+    # where the peak memory is reached)
+    safe = np.where(is_real, src, 0).astype(np.int32 if nb < 2**31 else np.int64)
     del src
     gpb = np.where(is_real, plan.graphs_per_batch[safe], 0)
     offsets = np.zeros(gpb.shape[0] + 1, dtype=np.int64)
     np.cumsum(gpb, out=offsets[1:])
     del gpb
     starts = np.where(is_real, plan.offsets[:-1][safe], 0)
+    if int(offsets[-1]) < 2**31:
+        starts = starts.astype(np.int32)
     order = _gather_batches(plan.order, starts, offsets)
     del starts
 

@@ -15,7 +15,7 @@ from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in
     greedy_offsets_reference,
     index_dtype,
 )
-from ..packing._steps import step_fill
+from ..packing._steps import SizePairs, step_fill
 from ._assemble import (PackedSizes, any_oversize, finish_plan, split_oversize,
                         tight_shape_wanted)
 from ._registry import PlanRequest, register
@@ -44,6 +44,28 @@ def _epoch_order(req: PlanRequest) -> np.ndarray:
     return _permutation(req.epoch_rng(), n) if req.shuffle else np.arange(n, dtype=index_dtype(n))
 
 
+#: Graphs per chunk of `_take_into` and `_widen_into`.
+_CHUNK = 1 << 16
+
+
+def _take_into(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``values[index]`` written over ``index`` (same dtype) chunk by chunk; returns ``index``.
+    ``values`` must not share memory with ``index``."""
+    for s0 in range(0, index.shape[0], _CHUNK):
+        chunk = index[s0:s0 + _CHUNK]
+        chunk[...] = values[chunk]
+    return index
+
+
+def _widen_into(values: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``values`` (any int dtype) copied to the int64 array ``out`` of the same length, chunk
+    by chunk; ``values`` may be a view of ``out`` (as the order of `PackedSizes.shuffled` is:
+    element ``i`` lies within ``out[i]``). Returns ``out``."""
+    for s0 in range(0, out.shape[0], _CHUNK):
+        out[s0:s0 + _CHUNK] = values[s0:s0 + _CHUNK]
+    return out
+
+
 @register(
     "dynamic",
     description="Jraph/TF-GNN dynamic batching: greedy fill under a node/edge/graph budget "
@@ -64,7 +86,13 @@ def plan_dynamic(req: PlanRequest):
     split = split_oversize(req, order, budget, narrow=True, packed=packed) if any_big else None
     shape, meta = budget, {}
     ranks = req.world_size
+    pairs = None
     n_kept = len(sizes) if split is None else split.kept.shape[0]
+    # memory already faulted in is reused (filling fresh pages costs ~1 ns a byte here): with
+    # no oversize graph the int64 items of the seed-pass shuffle take the epoch's items, and
+    # then the plan's int64 order; the packed sizes (int32) take the step fill's order
+    reuse = split is None and req.shuffle and packed.packed is not None and n_kept < 2**31
+    items = np.empty(n_kept, np.int64) if reuse else None
     if tight_shape_wanted(req) and n_kept:
         # the tight shape from a seed-only pass (the same every epoch): the largest batch of the
         # fill over a seed-drawn order; each epoch then fills up to that shape
@@ -72,7 +100,7 @@ def plan_dynamic(req: PlanRequest):
         # the kept graphs in dataset order, drawn by the same permutation
         kept_sorted = None if split is None else np.sort(split.kept)
         if packed.packed is not None and n_kept < 2**31:  # sizes carried through the shuffle
-            sn_all, se_all = packed.shuffled(seed_rng, kept_sorted)[1:]
+            sn_all, se_all = packed.shuffled(seed_rng, kept_sorted, out=items)[1:]
         else:
             seed_order = _permutation(seed_rng, n_kept)
             if kept_sorted is not None:
@@ -81,8 +109,10 @@ def plan_dynamic(req: PlanRequest):
             del seed_order
         del kept_sorted
         if ranks > 1:
+            # the graphs' distinct (n, e) pairs: the same in the epoch order (one scan)
+            pairs = SizePairs(sn_all, se_all)
             off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True,
-                                    with_order=False)[1:]
+                                    with_order=False, pairs=pairs)[1:]
             steps = (off.shape[0] - 1) // ranks
             # 0.3% room for the epoch's own imbalance within a step (never above the budget)
             sn = np.minimum(np.ceil(sn * 1.003).astype(np.int64), budget.node_capacity)
@@ -92,39 +122,55 @@ def plan_dynamic(req: PlanRequest):
         del sn_all, se_all
         shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
         meta["padded_shape"] = list(shape.as_tuple())
-    if split is None and req.shuffle and packed.packed is not None and len(sizes) < 2**31:
+    if reuse:
         # the epoch order and its sizes from one shuffle (no gather in random order)
-        order, e_nodes, e_edges = packed.shuffled(req.epoch_rng(), with_order=True)
+        order, e_nodes, e_edges = packed.shuffled(req.epoch_rng(), with_order=True, out=items)
         split = split_oversize(req, order, budget, gathered=(e_nodes, e_edges))
         del e_nodes, e_edges
     elif split is None:
         split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=packed)
+    perm_buf = packed.packed if reuse and ranks > 1 else None  # int32, one per graph
     del packed
     order = None
     kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
     # finish_plan needs none of them (the kept order may be a view of the shuffled items)
     split = replace(split, kept=None, kept_nodes=None, kept_edges=None)
-    lb = budget_lower_bound(int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)),
-                            kept.shape[0], budget)
-    offsets, real_nodes, real_edges = greedy_fill(nodes, edges, shape)
+    totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
+    lb = budget_lower_bound(*totals, kept.shape[0], budget)
+    greedy = None
     if ranks > 1:
         # data-parallel: steps of `ranks` evenly filled batches, a multiple of `ranks` in all;
-        # kept when it needs no more batches than the greedy fill split to a multiple of ranks
+        # kept when it needs no more batches than the greedy fill split to a multiple of
+        # ranks, i.e. when the greedy fill needs more than (step batches - ranks): the greedy
+        # fill stops as soon as that is known
         perm, off, bn, be = step_fill(
-            nodes, edges, shape, ranks, return_totals=True,
-            **(dict(fill=1.0, steps=steps) if "padded_shape" in meta else {}))
-        del nodes, edges
-        greedy_nb = -(-(offsets.shape[0] - 1) // ranks) * ranks
-        if off.shape[0] - 1 <= greedy_nb and (np.diff(off) > 0).all():
-            kept = kept[perm]
-            offsets, real_nodes, real_edges = off, bn, be
-            meta["step_fill"] = True
+            nodes, edges, shape, ranks, return_totals=True, perm_out=perm_buf, totals=totals,
+            **(dict(fill=1.0, steps=steps, pairs=pairs) if "padded_shape" in meta else {}))
+        pairs = None
+        del perm_buf
+        if (np.diff(off) > 0).all():
+            greedy = greedy_fill(nodes, edges, shape, stop_at=off.shape[0] - 1 - ranks + 1,
+                                 totals=totals)
+            if greedy is None:  # the step fill is kept
+                kept = _take_into(kept, perm)  # kept[perm], written over perm
+                offsets, real_nodes, real_edges = off, bn, be
+                meta["step_fill"] = True
+        else:
+            greedy = greedy_fill(nodes, edges, shape)
         del perm
     else:
-        del nodes, edges
-    # a strided view of the shuffled int64 items (`PackedSizes.shuffled`) holds 8 bytes a
-    # graph: kept as its own int32 array, the items are freed before the plan is assembled
-    kept = np.ascontiguousarray(kept)
+        greedy = greedy_fill(nodes, edges, shape)
+    del nodes, edges
+    if greedy is not None:
+        offsets, real_nodes, real_edges = greedy
+    del greedy
+    if items is not None:  # the plan's int64 order, written over the shuffled items
+        kept = _widen_into(kept, items)
+    else:
+        # a strided view of the shuffled int64 items (`PackedSizes.shuffled`) holds 8 bytes
+        # a graph: kept as its own int32 array, the items are freed before the plan is built
+        kept = np.ascontiguousarray(kept)
+    items = None
     nb = offsets.shape[0] - 1
     return finish_plan(
         req,
