@@ -205,7 +205,8 @@ def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypa
     monkeypatch.setattr(greedy_mod, "_WINDOW", 61)
     monkeypatch.setattr(partition_mod, "_CHUNK", 53)
     monkeypatch.setattr(partition_mod, "_REFINE_CHUNK", 47)
-    monkeypatch.setattr(assign_mod, "_CHUNK", 71)
+    monkeypatch.setattr(assign_mod, "_SORT_CHUNK", 71)
+    monkeypatch.setattr(assign_mod, "_ROWS_CHUNK", 73)
     monkeypatch.setattr(steps_mod, "_BLOCK_STEPS", 5)
     monkeypatch.setattr(steps_mod, "_BLOCK_GRAPHS", 301)
     monkeypatch.setattr(balanced_mod, "_ROWS", 89)
@@ -274,7 +275,7 @@ def test_descending_order_is_the_stable_argsort(costs, frac, chunk):
 def test_group_by_key_is_the_stable_argsort(keys, chunk, seed, with_index):
     k = np.asarray(keys, np.int16)
     index = np.random.default_rng(seed).permutation(k.shape[0]) if with_index else None
-    with mock.patch.object(assign_mod, "_CHUNK", chunk):
+    with mock.patch.object(assign_mod, "_SORT_CHUNK", chunk):
         got = group_by_key(k, np.bincount(k), index)
     idx = np.arange(k.shape[0]) if index is None else index
     assert np.array_equal(got, idx[np.argsort(k[idx], kind="stable")])

@@ -50,10 +50,8 @@ def assign_graphs(
         del perm
     else:
         g_pos = group_by_key(graph_bin, per_bin_slots)
-        if assign_rng is not None:  # few, large bins: shuffle each bin's segment (cache-sized)
-            ends = np.cumsum(per_bin_slots)
-            for b in np.flatnonzero(per_bin_slots > 1).tolist():
-                assign_rng.shuffle(g_pos[ends[b] - per_bin_slots[b] : ends[b]])
+        if assign_rng is not None:  # few, large bins: shuffle each bin's segment
+            _shuffle_segments(assign_rng, g_pos, per_bin_slots)
     idt = index_dtype(max(m, 0 if graph_ids is None else int(graph_ids.max(initial=0)) + 1))
     # the graph filling every slot: the k-th slot of a bin (in slot order) gets the k-th graph
     # of that bin in g_pos
@@ -76,25 +74,80 @@ def assign_graphs(
                     return_pack_order)
     # packs as rows of a [packs, largest pack] matrix (-1 = empty), put in a random order and
     # each row permuted independently; built, permuted and compacted in chunks of rows (the
-    # rows draw from order_rng in row order, as one call on the whole matrix would)
+    # rows draw from order_rng in row order, as one call on the whole matrix would). The rows
+    # are int64: numpy permutes 8-byte items faster (the same draws whatever the items).
     perm_p = order_rng.permutation(num_packs)
     new_sizes = sizes[perm_p]
     new_offsets = np.concatenate([[0], np.cumsum(new_sizes)]).astype(np.int64)
     order = np.empty(m, np.int64)
-    step = max(1, _CHUNK // max(width, 1))
+    step = max(1, _ROWS_CHUNK // max(width, 1))
     cols = np.arange(width)
     for q0 in range(0, num_packs, step):
         q1 = min(num_packs, q0 + step)
-        sz = new_sizes[q0:q1]
         lo, hi = int(new_offsets[q0]), int(new_offsets[q1])
-        src = (np.repeat(pack_offsets[perm_p[q0:q1]] - (new_offsets[q0:q1] - lo), sz)
-               + np.arange(hi - lo))  # slot of each graph of these packs, packs in new order
-        rows = np.full((q1 - q0, width), -1, idt)
+        rows = np.empty((q1 - q0, width), np.int64)
+        first = pack_offsets[perm_p[q0:q1]]  # first slot of each of these packs, new order
+        if hi - lo == rows.size:  # every pack full: no empty entries
+            rows[:] = slot_graph[first[:, None] + cols]
+            order_rng.permuted(rows, axis=1, out=rows)
+            order[lo:hi] = rows.reshape(-1)
+            continue
+        sz = new_sizes[q0:q1]
+        src = np.repeat(first - (new_offsets[q0:q1] - lo), sz) + np.arange(hi - lo)
+        rows.fill(-1)
         rows[cols < sz[:, None]] = slot_graph[src]
         order_rng.permuted(rows, axis=1, out=rows)
         flat = rows.reshape(-1)
         order[lo:hi] = flat[flat >= 0]
     return _out(order, new_offsets, perm_p, return_pack_order)
+
+
+def _shuffle_segments(rng: np.random.Generator, values: np.ndarray, counts: np.ndarray) -> None:
+    """Shuffle each run of ``values`` (run ``b``: the next ``counts[b]`` entries) in place by
+    ``rng.shuffle``, run after run: the same draws and the same result. Each run is shuffled
+    as int64 items in one reused buffer: numpy's shuffle swaps the same positions whatever the
+    items (its draws depend on the length only), and swaps 8-byte items faster than 4-byte
+    ones, in cache and out of it."""
+    ends = np.cumsum(counts)
+    runs = np.flatnonzero(counts > 1)
+    if runs.size == 0:
+        return
+    buf = np.empty(int(counts[runs].max()), np.int64)
+    for b in runs.tolist():
+        seg = values[ends[b] - counts[b]:ends[b]]
+        items = buf[:seg.shape[0]]
+        items[:] = seg
+        rng.shuffle(items)
+        seg[:] = items
+
+
+def _sort_chunk(k: np.ndarray, ptr: np.ndarray):
+    """One chunk of a stable counting sort: ``(srt, dest)`` with ``srt`` the stable argsort of
+    the keys ``k`` and ``dest[i]`` the output position of entry ``srt[i]``: ``ptr`` (the next
+    free position of each key, advanced in place) plus its rank among the chunk's equal keys."""
+    srt = np.argsort(k, kind="stable")
+    ks = k[srt]
+    nk = ptr.shape[0]
+    if nk <= k.shape[0]:  # few keys: per-key offsets from a count (no run detection)
+        c = np.bincount(ks, minlength=nk)
+        first = np.zeros(nk, np.int64)
+        np.cumsum(c[:-1], out=first[1:])
+        dest = (ptr - first)[ks]
+        dest += np.arange(ks.shape[0])
+        ptr += c
+        return srt, dest
+    starts = np.concatenate([[0], np.flatnonzero(ks[1:] != ks[:-1]) + 1])
+    cnt = np.diff(np.append(starts, ks.shape[0]))
+    dest = ptr[ks] + (np.arange(ks.shape[0]) - np.repeat(starts, cnt))
+    ptr[ks[starts]] += cnt
+    return srt, dest
+
+
+def _key_chunk(keys: np.ndarray, kdt) -> np.ndarray:
+    """Keys as ``kdt`` (16-bit keys sort by radix); non-negative int16 keys are viewed."""
+    if keys.dtype == np.int16 and kdt == np.uint16:
+        return keys.view(np.uint16)
+    return keys.astype(kdt)
 
 
 def _slot_graphs(slot_bin, counts, g_pos, graph_ids, idt):
@@ -107,20 +160,18 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, idt):
     np.cumsum(counts[:-1], out=ptr[1:])
     out = np.empty(m, idt)
     kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
-    for s0 in range(0, m, _CHUNK):
-        k = slot_bin[s0:s0 + _CHUNK].astype(kdt)  # 16-bit keys sort by radix
-        srt = np.argsort(k, kind="stable")
-        ks = k[srt]
-        starts = np.concatenate([[0], np.flatnonzero(ks[1:] != ks[:-1]) + 1])
-        cnt = np.diff(np.append(starts, ks.shape[0]))
-        rank = np.arange(ks.shape[0]) - np.repeat(starts, cnt)
-        src = g_pos[ptr[ks] + rank]
-        out[srt + s0] = src if graph_ids is None else graph_ids[src]
-        ptr[ks[starts]] += cnt
+    for s0 in range(0, m, _SORT_CHUNK):
+        srt, dest = _sort_chunk(_key_chunk(slot_bin[s0:s0 + _SORT_CHUNK], kdt), ptr)
+        src = g_pos[dest]
+        srt += s0
+        out[srt] = src if graph_ids is None else graph_ids[src]
     return out
 
 
-_CHUNK = 1 << 20
+#: Keys per chunk of the counting sorts (`group_by_key`, `_slot_graphs`): cache-sized.
+_SORT_CHUNK = 1 << 14
+#: Entries per chunk of rows when the packs' graphs are permuted: cache-sized.
+_ROWS_CHUNK = 1 << 16
 
 
 def _as_int(a) -> np.ndarray:
@@ -138,17 +189,15 @@ def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None 
     np.cumsum(counts[:-1], out=ptr[1:])
     out = np.empty(n, index_dtype(n))
     kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
-    for s0 in range(0, n, _CHUNK):
-        pos = (np.arange(s0, min(n, s0 + _CHUNK)) if index is None
-               else index[s0:s0 + _CHUNK].astype(np.int64))
-        k = keys[pos].astype(kdt)  # 16-bit keys sort by radix
-        srt = np.argsort(k, kind="stable")
-        ks = k[srt]
-        starts = np.concatenate([[0], np.flatnonzero(ks[1:] != ks[:-1]) + 1])
-        cnt = np.diff(np.append(starts, ks.shape[0]))
-        rank = np.arange(ks.shape[0]) - np.repeat(starts, cnt)
-        out[ptr[ks] + rank] = pos[srt]
-        ptr[ks[starts]] += cnt
+    for s0 in range(0, n, _SORT_CHUNK):
+        if index is None:
+            srt, dest = _sort_chunk(_key_chunk(keys[s0:s0 + _SORT_CHUNK], kdt), ptr)
+            srt += s0
+            out[dest] = srt
+        else:
+            pos = index[s0:s0 + _SORT_CHUNK]
+            srt, dest = _sort_chunk(keys[pos].astype(kdt), ptr)
+            out[dest] = pos[srt]
     return out
 
 
