@@ -179,19 +179,28 @@ def _as_int(a) -> np.ndarray:
     return a if a.dtype.kind in "iu" else a.astype(np.int64)
 
 
-def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None = None):
+def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None = None, *,
+                 lookup: np.ndarray | None = None, out: np.ndarray | None = None):
     """``index[np.argsort(keys[index], kind="stable")]`` (``index`` defaults to ``arange``):
     positions grouped by their key, in ``index`` order within a key. ``counts[k]`` is how many
-    keys equal ``k``. A chunked counting sort: int32 result (below 2**31 positions), no
-    per-graph int64 temporaries."""
+    keys equal ``k``. ``lookup`` (without ``index``): sort by ``lookup[keys]`` instead, mapped
+    chunk by chunk (no per-position array of the mapped keys). A chunked counting sort: int32
+    result (below 2**31 positions), no per-graph int64 temporaries; into ``out`` when given."""
     n = keys.shape[0] if index is None else index.shape[0]
+    if lookup is not None and index is not None:
+        raise ValueError("group_by_key takes a lookup or an index, not both")
     ptr = np.zeros(counts.shape[0], np.int64)  # next free position of each key
     np.cumsum(counts[:-1], out=ptr[1:])
-    out = np.empty(n, index_dtype(n))
+    if out is None:
+        out = np.empty(n, index_dtype(n))
     kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
+    if lookup is not None:
+        lookup = np.asarray(lookup).astype(kdt)
     for s0 in range(0, n, _SORT_CHUNK):
         if index is None:
-            srt, dest = _sort_chunk(_key_chunk(keys[s0:s0 + _SORT_CHUNK], kdt), ptr)
+            k = keys[s0:s0 + _SORT_CHUNK]
+            k = _key_chunk(k, kdt) if lookup is None else lookup[k]
+            srt, dest = _sort_chunk(k, ptr)
             srt += s0
             out[dest] = srt
         else:

@@ -27,6 +27,7 @@ from ..packing import (
     pack_scales,
     shape_for_scale,
 )
+from ..packing._assign import group_by_key
 from ..packing._greedy import index_dtype
 from ..packing._heuristics import heuristic_function
 from ..packing._pack import METHODS
@@ -98,35 +99,112 @@ def _pack_costs(nodes, edges, w, tn: float, te: float, out=None) -> np.ndarray:
     return out
 
 
-def _cost_round_matrix(graph_bin, bin_cost, num_packs: int):
+def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int, *,
+                       total_wanted: bool = True):
     """`round_matrix` of the per-graph costs ``bin_cost[graph_bin]`` arranged by
-    `balanced_ldm`, memory-lean: the costs are needed only for the descending order;
-    Karmarkar-Karp computes each round's values (through the graphs' bins) when it first merges
-    the round, and the value matrix is filled from the rearranged identities afterwards (never
-    two float64 arrays of ``N``, nor one next to the differencing's work arrays). Returns
-    ``(value, ident, sum of the costs)``."""
+    `balanced_ldm`, memory-lean: no per-graph cost array. The descending order
+    (`descending_order`: costs descending, ties by graph index) is a counting sort of the graphs
+    by the rank of their bin's cost (`group_by_key`); each sorted position's cost is then known
+    from the ranks' runs, so Karmarkar-Karp's first look at a round (`balanced_ldm`'s
+    ``row_costs`` on a row of the sorted matrix) needs no gather. The value matrix is filled
+    from the rearranged identities afterwards (never two float64 arrays of ``N``, nor one next
+    to the differencing's work arrays), and the identities are replaced by their graphs' bins
+    in that same gather. ``bin_count[k]``: the graphs of bin ``k``. Returns ``(value, bins,
+    sum of the costs)``: ``bins`` the round matrix of the graphs' bins (``-1``: dummy); the sum
+    (``None`` without ``total_wanted``) is the float64 sum of the per-graph costs, taken exactly
+    from the bins' counts when the costs are integral with a sum below 2**53 (a float64 sum of
+    such costs is exact)."""
     n, b = graph_bin.shape[0], int(num_packs)
     r = -(-n // b)
-    ident = np.full(r * b, -1, index_dtype(n))
-    cost = np.empty(n, np.float64)
-    step = 1 << 20
-    for s0 in range(0, n, step):
-        cost[s0:s0 + step] = bin_cost[graph_bin[s0:s0 + step]]
-    total = cost.sum()
-    descending_order(cost, out=ident[:n])
-    del cost
+    ident = np.empty(r * b, index_dtype(n))
+    ident[n:] = -1
+    uniq, inv = np.unique(bin_cost, return_inverse=True)
+    rank = uniq.shape[0] - 1 - inv.reshape(-1)  # 0: the largest cost
+    rank_count = np.zeros(uniq.shape[0], np.int64)
+    np.add.at(rank_count, rank, np.asarray(bin_count, np.int64))
+    group_by_key(graph_bin, rank_count, lookup=rank, out=ident[:n])
+    # the sorted positions' costs in runs: rank k holds positions [end[k] - count[k], end[k]),
+    # then the dummies (cost 0) up to r * b
+    run_cost = np.append(uniq[::-1], 0.0)
+    run_end = np.cumsum(np.append(rank_count, r * b - n))
     ident = ident.reshape(r, b)
+    owner = ident.base
+    row_bytes = b * ident.itemsize
 
-    def row_costs(idx):
+    def gathered(idx):
         real = idx >= 0
         return np.where(real, bin_cost[graph_bin[np.where(real, idx, 0)]], 0.0)
 
+    def row_costs(idx):
+        # a row of the matrix as sorted (balanced_ldm asks for each round's costs before it
+        # rearranges anything): the costs of its positions, from the runs; else a gather
+        row = _row_of(idx, owner, b, row_bytes)
+        if row is None:
+            return gathered(idx)
+        lo, hi = row * b, (row + 1) * b
+        take = np.minimum(run_end, hi) - np.maximum(run_end - np.diff(run_end, prepend=0), lo)
+        costs = np.repeat(run_cost, np.maximum(take, 0))
+        if not (np.array_equal(costs[[0, -1]], gathered(idx[[0, -1]]))):
+            return gathered(idx)  # not the sorted row after all
+        return costs
+
     balanced_ldm(None, ident, inplace=True, row_costs=row_costs)
+    # one gather of the graphs' bins: the values, and the bins in place of the identities
     value = np.empty(r * b, np.float64)
     flat = ident.reshape(-1)
+    step = 1 << 20
+    real_end = (r - 1) * b  # only the last round holds dummies (entries move within rounds)
     for s0 in range(0, r * b, step):
-        value[s0:s0 + step] = row_costs(flat[s0:s0 + step])
+        s1 = min(s0 + step, r * b)
+        if s1 <= real_end:
+            bins = graph_bin[flat[s0:s1]]
+            np.take(bin_cost, bins, out=value[s0:s1])
+            flat[s0:s1] = bins
+        else:
+            value[s0:s1] = gathered(flat[s0:s1])
+            real = flat[s0:s1] >= 0
+            flat[s0:s1][real] = graph_bin[flat[s0:s1][real]]
+    total = None
+    if total_wanted:
+        exact = int(np.dot(np.asarray(bin_count, np.int64), bin_cost.astype(np.int64)))
+        if np.array_equal(bin_cost, np.floor(bin_cost)) and bin_cost.min(initial=0) >= 0 \
+                and exact < 2**53:
+            total = float(exact)
+        else:  # the per-graph float64 sum itself
+            cost = np.empty(n, np.float64)
+            for s0 in range(0, n, step):
+                cost[s0:s0 + step] = bin_cost[graph_bin[s0:s0 + step]]
+            total = cost.sum()
     return value.reshape(r, b), ident, total
+
+
+def _columns_as_slots(bins: np.ndarray, dtype):
+    """Packs as slots from a round matrix of bins (column = pack, ``-1`` = dummy):
+    ``(slot_bin of dtype, int64 offsets)``, built chunk by chunk of columns."""
+    r, b = bins.shape
+    step = max(1, (1 << 20) // max(r, 1))
+    sizes = np.empty(b, np.int64)
+    for c0 in range(0, b, step):
+        sizes[c0:c0 + step] = (bins[:, c0:c0 + step] >= 0).sum(axis=0)
+    offsets = np.zeros(b + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    slot_bin = np.empty(int(offsets[-1]), dtype)
+    for c0 in range(0, b, step):
+        c1 = min(b, c0 + step)
+        blk = np.ascontiguousarray(bins[:, c0:c1].T).reshape(-1)
+        lo, hi = int(offsets[c0]), int(offsets[c1])
+        slot_bin[lo:hi] = blk if hi - lo == blk.shape[0] else blk[blk >= 0]
+    return slot_bin, offsets
+
+
+def _row_of(idx, owner, width: int, row_bytes: int):
+    """The row of the ``[rows, width]`` matrix over ``owner``'s memory that ``idx`` is (a whole
+    contiguous row view), else ``None``."""
+    if (idx.ndim != 1 or idx.shape[0] != width or idx.base is not owner
+            or idx.strides[0] != idx.itemsize):
+        return None
+    off = idx.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    return off // row_bytes if off >= 0 and off % row_bytes == 0 else None
 
 
 #: Swap-repair passes of the balanced candidates (the ``kk`` default).
@@ -197,32 +275,31 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     # totals as float(int sum): exact (column sums are <= 2**53), as the float sums were
     tn = max(float(int(nodes.sum(dtype=np.int64))), 1.0)
     te = max(float(int(edges.sum(dtype=np.int64))), 1.0)
-    if equal_counts_cannot_fit(bin_nodes, bin_edges,
-                               np.bincount(graph_bin, minlength=bin_nodes.shape[0]), num_packs,
-                               budget):
+    bin_count = np.bincount(graph_bin, minlength=bin_nodes.shape[0])
+    if equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs, budget):
         return [None] * len(costs)  # no balanced candidate can fit: skip the work
     out = []
     for w in costs:
         # the round matrix arranged by Karmarkar-Karp (`balanced_ldm`), memory-lean
         # a graph's cost is its bin's (the same float64 formula on the bin's counts)
         bin_cost = _pack_costs(np.asarray(bin_nodes), np.asarray(bin_edges), w, tn, te)
-        value, ident, total = _cost_round_matrix(graph_bin, bin_cost, num_packs)
+        # the matrix holds each graph's bin in place of the graph: the swap repair looks only
+        # at the values and the dummies, so its swaps are the same
+        value, bins, total = _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs,
+                                                total_wanted=w is None)
         # integral costs (nodes + edges): no pack can load less than the mean's ceiling, so
         # the swap repair stops at once where Karmarkar-Karp already reached it (the usual case)
         target = _optimal_max(total, num_packs) if w is None else None
         full = (budget.node_capacity + budget.edge_capacity if w is None else
                 w * budget.node_capacity / tn + (1 - w) * budget.edge_capacity / te)
         hopeless = _HopelessRefine(full, _REFINE_PASSES)
-        refine_in_place(value, ident, _REFINE_PASSES, target, stop=hopeless)
+        refine_in_place(value, bins, _REFINE_PASSES, target, stop=hopeless)
         del value
         if hopeless.stopped:
             out.append(None)  # far over the budget, and the swaps were not closing the gap
             continue
-        cols = ident.T  # row = pack
-        keep = cols >= 0
-        slot_bin = graph_bin[cols[keep]]
-        offsets = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(np.int64)
-        del ident, cols, keep
+        slot_bin, offsets = _columns_as_slots(bins, graph_bin.dtype)
+        del bins
         pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
         if pg.max(initial=0) > budget.graph_capacity:
             out.append(None)
