@@ -53,14 +53,14 @@ def assign_graphs(
         if assign_rng is not None:  # few, large bins: shuffle each bin's segment
             _shuffle_segments(assign_rng, g_pos, per_bin_slots)
     idt = index_dtype(max(m, 0 if graph_ids is None else int(graph_ids.max(initial=0)) + 1))
-    # the graph filling every slot: the k-th slot of a bin (in slot order) gets the k-th graph
-    # of that bin in g_pos
-    slot_graph = _slot_graphs(slot_bin, per_bin_slots, g_pos, graph_ids, idt)
-    del g_pos
     num_packs = pack_offsets.shape[0] - 1
     sizes = np.diff(pack_offsets)
     width = int(sizes.max()) if num_packs else 0
     if order_rng is None or num_packs * width > 4 * m + 1024:
+        # the graph filling every slot: the k-th slot of a bin (in slot order) gets the k-th
+        # graph of that bin in g_pos
+        slot_graph = _slot_graphs(slot_bin, per_bin_slots, g_pos, graph_ids, np.empty(m, idt))
+        del g_pos
         if order_rng is None:
             return _out(slot_graph, pack_offsets, np.arange(num_packs), return_pack_order)
         perm_p = order_rng.permutation(num_packs)
@@ -73,29 +73,30 @@ def assign_graphs(
         return _out(order[np.argsort(key, kind="stable")], new_offsets, perm_p,
                     return_pack_order)
     # packs as rows of a [packs, largest pack] matrix (-1 = empty), put in a random order and
-    # each row permuted independently; built, permuted and compacted in chunks of rows (the
-    # rows draw from order_rng in row order, as one call on the whole matrix would). The rows
-    # are int64: numpy permutes 8-byte items faster (the same draws whatever the items).
+    # each row permuted independently; permuted (and compacted) in chunks of rows: the rows
+    # draw from order_rng in row order, as one call on the whole matrix would. Every slot's
+    # graph is written straight to its pack's place in the new order (no per-slot array), so
+    # rows of full packs are permuted where they lie; int64 items, which numpy permutes faster
+    # than narrower ones (the same draws whatever the items).
     perm_p = order_rng.permutation(num_packs)
     new_sizes = sizes[perm_p]
     new_offsets = np.concatenate([[0], np.cumsum(new_sizes)]).astype(np.int64)
-    order = np.empty(m, np.int64)
+    shift = np.empty(num_packs, np.int64)  # new place of a pack's first slot minus the old
+    shift[perm_p] = new_offsets[:-1] - pack_offsets[:-1][perm_p]
+    order = _slot_graphs(slot_bin, per_bin_slots, g_pos, graph_ids, np.empty(m, np.int64),
+                         pack_offsets, shift)
+    del g_pos
     step = max(1, _ROWS_CHUNK // max(width, 1))
     cols = np.arange(width)
     for q0 in range(0, num_packs, step):
         q1 = min(num_packs, q0 + step)
         lo, hi = int(new_offsets[q0]), int(new_offsets[q1])
-        rows = np.empty((q1 - q0, width), np.int64)
-        first = pack_offsets[perm_p[q0:q1]]  # first slot of each of these packs, new order
-        if hi - lo == rows.size:  # every pack full: no empty entries
-            rows[:] = slot_graph[first[:, None] + cols]
+        if hi - lo == (q1 - q0) * width:  # every pack full: no empty entries
+            rows = order[lo:hi].reshape(q1 - q0, width)
             order_rng.permuted(rows, axis=1, out=rows)
-            order[lo:hi] = rows.reshape(-1)
             continue
-        sz = new_sizes[q0:q1]
-        src = np.repeat(first - (new_offsets[q0:q1] - lo), sz) + np.arange(hi - lo)
-        rows.fill(-1)
-        rows[cols < sz[:, None]] = slot_graph[src]
+        rows = np.full((q1 - q0, width), -1, np.int64)
+        rows[cols < new_sizes[q0:q1, None]] = order[lo:hi]
         order_rng.permuted(rows, axis=1, out=rows)
         flat = rows.reshape(-1)
         order[lo:hi] = flat[flat >= 0]
@@ -150,21 +151,32 @@ def _key_chunk(keys: np.ndarray, kdt) -> np.ndarray:
     return keys.astype(kdt)
 
 
-def _slot_graphs(slot_bin, counts, g_pos, graph_ids, idt):
-    """``slot_graph[s]``: the graph of slot ``s``, the ``k``-th slot of bin ``b`` (in slot
-    order) taking ``g_pos[start_b + k]`` (``start_b``: the first position of bin ``b`` in
-    ``g_pos``), mapped through ``graph_ids`` when given. A chunked counting sort of the slots
-    by bin (``slot_graph[group_by_key(slot_bin, counts)] = g_pos``, without that array)."""
+def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shift=None):
+    """The graph of every slot into ``out``: the ``k``-th slot of bin ``b`` (in slot order)
+    takes ``g_pos[start_b + k]`` (``start_b``: the first position of bin ``b`` in ``g_pos``),
+    mapped through ``graph_ids`` when given. Slot ``s`` goes to ``out[s]``, or with
+    ``shift`` to ``out[s + shift[p]]`` (``p`` its pack, ``pack_offsets`` the packs' slots).
+    A chunked counting sort of the slots by bin (``out[group_by_key(slot_bin, counts)] =
+    g_pos``, without that array). Returns ``out``."""
     m = slot_bin.shape[0]
     ptr = np.zeros(counts.shape[0], np.int64)  # next position of each bin in g_pos
     np.cumsum(counts[:-1], out=ptr[1:])
-    out = np.empty(m, idt)
     kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
     for s0 in range(0, m, _SORT_CHUNK):
-        srt, dest = _sort_chunk(_key_chunk(slot_bin[s0:s0 + _SORT_CHUNK], kdt), ptr)
+        s1 = min(m, s0 + _SORT_CHUNK)
+        srt, dest = _sort_chunk(_key_chunk(slot_bin[s0:s1], kdt), ptr)
         src = g_pos[dest]
-        srt += s0
-        out[srt] = src if graph_ids is None else graph_ids[src]
+        if graph_ids is not None:
+            src = graph_ids[src]
+        if shift is None:
+            srt += s0
+        else:  # the packs over these slots, and each slot's place
+            p0 = int(np.searchsorted(pack_offsets, s0, "right")) - 1
+            p1 = int(np.searchsorted(pack_offsets, s1, "left"))
+            at = np.repeat(shift[p0:p1], np.diff(np.clip(pack_offsets[p0:p1 + 1], s0, s1)))
+            at += np.arange(s0, s1)
+            srt = at[srt]
+        out[srt] = src
     return out
 
 
