@@ -69,18 +69,29 @@ def tight_budget(nodes, edges, graphs, budget: Budget) -> Budget:
 
 
 def _pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
+    """Per-pack real ``(nodes, edges, graphs)`` of packs as slots, int64. One lookup and one sum
+    per chunk of slots (`batch_totals` with a table): each bin's node count in the high 32 bits
+    and its edge count in the low ones, where every pack's totals fit their halves (sums then
+    never carry from one half to the other); else the two columns apart."""
     starts = offsets[:-1]
     if starts.size == 0:
         z = np.zeros(0, np.int64)
         return z, z, z
-    # batch_totals: narrow values cast chunk by chunk (reduceat would cast them all at once)
-    return (batch_totals(gather_counts(bin_nodes, slot_bin), offsets),
-            batch_totals(gather_counts(bin_edges, slot_bin), offsets), np.diff(offsets))
+    bn = np.asarray(bin_nodes).astype(np.int64, copy=False)
+    be = np.asarray(bin_edges).astype(np.int64, copy=False)
+    width = int(np.diff(offsets).max())
+    if (bn.size and int(bn.min()) >= 0 and int(be.min()) >= 0
+            and width * int(bn.max()) < 2**31 and width * int(be.max()) < 2**32):
+        both = batch_totals(slot_bin, offsets, table=(bn << 32) | be)
+        return both >> 32, both & 0xFFFFFFFF, np.diff(offsets)
+    return (batch_totals(slot_bin, offsets, table=bn), batch_totals(slot_bin, offsets, table=be),
+            np.diff(offsets))
 
 
-def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
-    """(tight shape, padded slots relative to the real totals) of packs as slots."""
-    tn, te, tg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget, totals=None):
+    """(tight shape, padded slots relative to the real totals) of packs as slots;
+    ``totals``: their `_pack_totals` when known."""
+    tn, te, tg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges) if totals is None else totals
     shape = tight_budget(tn, te, tg, budget)
     area = shape.n_node / max(int(tn.sum()), 1) + (shape.n_edge / int(te.sum())
                                                    if te.sum() else 0.0)
@@ -391,7 +402,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
     the packing's, the packing spread over the extra packs, `spread_packs`); with a tight shape
     those at least as tight as ``kk``'s cost in both dimensions are preferred and the smallest
     padded area (slots over real totals, nodes plus edges) wins. Returns ``(slot_bin, offsets,
-    packer, shape or None)``."""
+    packer, shape or None, the packs' `_pack_totals` or None)``."""
     sb, off, packer = res.slot_bin, res.offsets, res.method
     num = len(req.sizes) if kept is None else int(kept.shape[0])
     want = lambda p: req.batch_count_for_ranks(p, num)  # noqa: E731
@@ -415,23 +426,28 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
             continue
         if not tight:
             c = next(c for c in cands[::-1] if c is not None)
-            return c[0], c[1], packer if c[0] is sb else "balanced-kk", None
-        ref = (_slots_area(*cands[0], hist.n_node, hist.n_edge, budget)[0]
+            return c[0], c[1], packer if c[0] is sb else "balanced-kk", None, None
+        # each candidate's pack totals once: its shape, its area, and the plan's real totals
+        totals = [None if c is None else _pack_totals(*c, hist.n_node, hist.n_edge)
+                  for c in cands]
+        ref = (_slots_area(*cands[0], hist.n_node, hist.n_edge, budget, totals[0])[0]
                if cands[0] is not None else None)
         best = None
-        for c in cands:
+        for c, tot in zip(cands, totals):
             if c is None:
                 continue
-            sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget)
+            sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget, tot)
             if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
                 continue  # not as tight as kk's cost in both dimensions
             if best is None or ar < best[0]:
                 name = ("balanced-kk" if c is cands[0] else
                         packer if c[0] is sb else f"{packer}-spread")
-                best = (ar, c[0], c[1], name, sh)
-        return best[1], best[2], best[3], best[4]
-    shape = _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0] if tight else None
-    return sb, off, packer, shape
+                best = (ar, c[0], c[1], name, sh, tot)
+        return best[1], best[2], best[3], best[4], best[5]
+    if not tight:
+        return sb, off, packer, None, None
+    tot = _pack_totals(sb, off, hist.n_node, hist.n_edge)
+    return sb, off, packer, _slots_area(sb, off, hist.n_node, hist.n_edge, budget, tot)[0], tot
 
 
 def _rngs(req: PlanRequest):
@@ -475,11 +491,12 @@ def _kept_sizes(req: PlanRequest, kept: np.ndarray):
 
 
 def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
-            lower_bound=None, bin_nodes=None, bin_edges=None, shape=None, **meta):
+            lower_bound=None, bin_nodes=None, bin_edges=None, shape=None, totals=None,
+            **meta):
     """Assign graphs for this epoch and build the plan; every pack padded to ``shape``
     (default ``budget``; packs depend on the sizes only, so a tight shape holds every epoch).
     ``bin_nodes``/``bin_edges`` (sizes of the bins) give the real totals per pack without
-    gathering per graph."""
+    gathering per graph; ``totals``: the packs' `_pack_totals` when already known."""
     if shape is None:
         shape = budget
     else:
@@ -493,10 +510,9 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     nb = offsets.shape[0] - 1
     real = {}
     if bin_nodes is not None and bin_edges is not None and nb:
-        real = dict(real_nodes=batch_totals(gather_counts(bin_nodes, slot_bin),
-                                            pack_offsets)[pack_order],
-                    real_edges=batch_totals(gather_counts(bin_edges, slot_bin),
-                                            pack_offsets)[pack_order])
+        if totals is None:
+            totals = _pack_totals(slot_bin, pack_offsets, bin_nodes, bin_edges)
+        real = dict(real_nodes=totals[0][pack_order], real_edges=totals[1][pack_order])
     pad_nodes = np.full(nb, shape.n_node, np.int64)
     pad_edges = np.full(nb, shape.n_edge, np.int64)
     pad_graphs = np.full(nb, shape.n_graph, np.int64)
@@ -537,13 +553,13 @@ def _plan_tuple(req: PlanRequest, fit: str):
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
-    sb, off, packer, shape = _choose_packs(req, kept, hist, res, budget,
-                                           tight_shape_wanted(req))
+    sb, off, packer, shape, totals = _choose_packs(req, kept, hist, res, budget,
+                                                   tight_shape_wanted(req))
     tried = res.tried
     del res  # its packs, unless chosen, are no longer needed
     return _finish(req, budget, split, kept, hist.inverse, sb, off,
                    bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape,
-                   heuristic=heuristic, packer=packer, packs_tried=tried)
+                   totals=totals, heuristic=heuristic, packer=packer, packs_tried=tried)
 
 
 @register(
