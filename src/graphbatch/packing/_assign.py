@@ -170,13 +170,15 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shi
             src = graph_ids[src]
         if shift is None:
             srt += s0
-        else:  # the packs over these slots, and each slot's place
+            out[srt] = src
+        else:  # the packs over these slots, and each slot's place; written in slot order
             p0 = int(np.searchsorted(pack_offsets, s0, "right")) - 1
             p1 = int(np.searchsorted(pack_offsets, s1, "left"))
             at = np.repeat(shift[p0:p1], np.diff(np.clip(pack_offsets[p0:p1 + 1], s0, s1)))
             at += np.arange(s0, s1)
-            srt = at[srt]
-        out[srt] = src
+            local = np.empty(s1 - s0, out.dtype)
+            local[srt] = src
+            out[at] = local
     return out
 
 

@@ -365,17 +365,20 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
     slots = offsets[donor][d_pack] + local  # the donors' slots, pack after pack
     order = np.lexsort((dist[slot_bin[slots]], d_pack))  # by pack, then distance
     rank = np.arange(order.shape[0]) - d_first[d_pack[order]]  # within its pack's sorted slots
-    moved = np.zeros(n, bool)
-    moved[slots[order[rank < give[donor][d_pack[order]]]]] = True
+    moved = np.sort(slots[order[rank < give[donor][d_pack[order]]]])  # slot positions
     pool = slot_bin[moved]
     pool = pool[np.argsort(-cost[pool], kind="stable")]
     i = np.arange(take)
     r, j = i // extra, i % extra
     new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
     new_sb = pool[np.argsort(new_pack, kind="stable")]
-    kept_sb = slot_bin[~moved]
     kept_sizes = sizes - give
-    out_sb = np.concatenate([kept_sb, new_sb]).astype(slot_bin.dtype)
+    keep = np.ones(n, bool)
+    keep[moved] = False
+    out_sb = np.empty(n, slot_bin.dtype)  # the kept slots in order, then the new packs'
+    np.compress(keep, slot_bin, out=out_sb[:n - take])
+    del keep
+    out_sb[n - take:] = new_sb
     out_off = np.concatenate([[0], np.cumsum(np.concatenate(
         [kept_sizes, np.full(extra, g, np.int64)]))]).astype(np.int64)
     nn, ne, _ = _pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes,
