@@ -194,15 +194,18 @@ def _as_int(a) -> np.ndarray:
 
 
 def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None = None, *,
-                 lookup: np.ndarray | None = None, out: np.ndarray | None = None):
+                 lookup: np.ndarray | None = None, values: np.ndarray | None = None,
+                 out: np.ndarray | None = None):
     """``index[np.argsort(keys[index], kind="stable")]`` (``index`` defaults to ``arange``):
     positions grouped by their key, in ``index`` order within a key. ``counts[k]`` is how many
-    keys equal ``k``. ``lookup`` (without ``index``): sort by ``lookup[keys]`` instead, mapped
-    chunk by chunk (no per-position array of the mapped keys). A chunked counting sort: int32
-    result (below 2**31 positions), no per-graph int64 temporaries; into ``out`` when given."""
+    keys equal ``k``. Without ``index``: ``lookup`` sorts by ``lookup[keys]`` instead, mapped
+    chunk by chunk (no per-position array of the mapped keys), and ``values`` gives
+    ``values[positions]`` instead of the positions (no gather in sorted order). A chunked
+    counting sort: int32 result (below 2**31 positions), no per-graph int64 temporaries; into
+    ``out`` when given."""
     n = keys.shape[0] if index is None else index.shape[0]
-    if lookup is not None and index is not None:
-        raise ValueError("group_by_key takes a lookup or an index, not both")
+    if index is not None and (lookup is not None or values is not None):
+        raise ValueError("group_by_key takes a lookup or values, or an index, not both")
     ptr = np.zeros(counts.shape[0], np.int64)  # next free position of each key
     np.cumsum(counts[:-1], out=ptr[1:])
     if out is None:
@@ -215,8 +218,11 @@ def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None 
             k = keys[s0:s0 + _SORT_CHUNK]
             k = _key_chunk(k, kdt) if lookup is None else lookup[k]
             srt, dest = _sort_chunk(k, ptr)
-            srt += s0
-            out[dest] = srt
+            if values is None:
+                srt += s0
+                out[dest] = srt
+            else:
+                out[dest] = values[s0:s0 + _SORT_CHUNK][srt]
         else:
             pos = index[s0:s0 + _SORT_CHUNK]
             srt, dest = _sort_chunk(keys[pos].astype(kdt), ptr)

@@ -113,68 +113,47 @@ def _pack_costs(nodes, edges, w, tn: float, te: float, out=None) -> np.ndarray:
 def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int, *,
                        total_wanted: bool = True):
     """`round_matrix` of the per-graph costs ``bin_cost[graph_bin]`` arranged by
-    `balanced_ldm`, memory-lean: no per-graph cost array. The descending order
-    (`descending_order`: costs descending, ties by graph index) is a counting sort of the graphs
-    by the rank of their bin's cost (`group_by_key`); each sorted position's cost is then known
-    from the ranks' runs, so Karmarkar-Karp's first look at a round (`balanced_ldm`'s
-    ``row_costs`` on a row of the sorted matrix) needs no gather. The value matrix is filled
-    from the rearranged identities afterwards (never two float64 arrays of ``N``, nor one next
-    to the differencing's work arrays), and the identities are replaced by their graphs' bins
-    in that same gather. ``bin_count[k]``: the graphs of bin ``k``. Returns ``(value, bins,
-    sum of the costs)``: ``bins`` the round matrix of the graphs' bins (``-1``: dummy); the sum
-    (``None`` without ``total_wanted``) is the float64 sum of the per-graph costs, taken exactly
-    from the bins' counts when the costs are integral with a sum below 2**53 (a float64 sum of
-    such costs is exact)."""
+    `balanced_ldm`, memory-lean, with each graph's bin in place of the graph: ``(value, bins,
+    sum of the costs)``, ``bins[i, j] == graph_bin[ident[i, j]]`` for the identity matrix
+    ``ident`` of the per-graph computation (``-1``: dummy) and the same values.
+
+    The descending order (`descending_order`: costs descending, ties by graph index) is a
+    counting sort of the graphs by the rank of their bin's cost (`group_by_key`) that writes
+    the graphs' bins, not the graphs: Karmarkar-Karp looks only at the costs (``row_costs``)
+    and rearranges whatever the matrix holds within its rounds, and the swap repair looks only
+    at the values and the dummies, so the bins end where their graphs would. No per-graph cost
+    array and no gather of the graphs' bins in a random order; the value matrix is filled from
+    the arranged bins afterwards (never two float64 arrays of ``N``, nor one next to the
+    differencing's work arrays). ``bin_count[k]``: the graphs of bin ``k``. The sum (``None``
+    without ``total_wanted``) is the float64 sum of the per-graph costs, taken exactly from the
+    bins' counts when the costs are integral with a sum below 2**53 (a float64 sum of such
+    costs is exact)."""
     n, b = graph_bin.shape[0], int(num_packs)
     r = -(-n // b)
-    ident = np.empty(r * b, index_dtype(n))
-    ident[n:] = -1
+    bins = np.empty(r * b, graph_bin.dtype if graph_bin.dtype.kind == "i" else np.int64)
+    bins[n:] = -1
     uniq, inv = np.unique(bin_cost, return_inverse=True)
     rank = uniq.shape[0] - 1 - inv.reshape(-1)  # 0: the largest cost
     rank_count = np.zeros(uniq.shape[0], np.int64)
     np.add.at(rank_count, rank, np.asarray(bin_count, np.int64))
-    group_by_key(graph_bin, rank_count, lookup=rank, out=ident[:n])
-    # the sorted positions' costs in runs: rank k holds positions [end[k] - count[k], end[k]),
-    # then the dummies (cost 0) up to r * b
-    run_cost = np.append(uniq[::-1], 0.0)
-    run_end = np.cumsum(np.append(rank_count, r * b - n))
-    ident = ident.reshape(r, b)
-    owner = ident.base
-    row_bytes = b * ident.itemsize
-
-    def gathered(idx):
-        real = idx >= 0
-        return np.where(real, bin_cost[graph_bin[np.where(real, idx, 0)]], 0.0)
+    group_by_key(graph_bin, rank_count, lookup=rank, values=graph_bin, out=bins[:n])
+    bins = bins.reshape(r, b)
 
     def row_costs(idx):
-        # a row of the matrix as sorted (balanced_ldm asks for each round's costs before it
-        # rearranges anything): the costs of its positions, from the runs; else a gather
-        row = _row_of(idx, owner, b, row_bytes)
-        if row is None:
-            return gathered(idx)
-        lo, hi = row * b, (row + 1) * b
-        take = np.minimum(run_end, hi) - np.maximum(run_end - np.diff(run_end, prepend=0), lo)
-        costs = np.repeat(run_cost, np.maximum(take, 0))
-        if not (np.array_equal(costs[[0, -1]], gathered(idx[[0, -1]]))):
-            return gathered(idx)  # not the sorted row after all
-        return costs
+        real = idx >= 0
+        return np.where(real, bin_cost[np.where(real, idx, 0)], 0.0)
 
-    balanced_ldm(None, ident, inplace=True, row_costs=row_costs)
-    # one gather of the graphs' bins: the values, and the bins in place of the identities
+    balanced_ldm(None, bins, inplace=True, row_costs=row_costs)
     value = np.empty(r * b, np.float64)
-    flat = ident.reshape(-1)
+    flat = bins.reshape(-1)
     step = 1 << 20
     real_end = (r - 1) * b  # only the last round holds dummies (entries move within rounds)
     for s0 in range(0, r * b, step):
         s1 = min(s0 + step, r * b)
         if s1 <= real_end:
-            bins = graph_bin[flat[s0:s1]]
-            np.take(bin_cost, bins, out=value[s0:s1])
-            flat[s0:s1] = bins
+            np.take(bin_cost, flat[s0:s1], out=value[s0:s1])
         else:
-            value[s0:s1] = gathered(flat[s0:s1])
-            real = flat[s0:s1] >= 0
-            flat[s0:s1][real] = graph_bin[flat[s0:s1][real]]
+            value[s0:s1] = row_costs(flat[s0:s1])
     total = None
     if total_wanted:
         exact = int(np.dot(np.asarray(bin_count, np.int64), bin_cost.astype(np.int64)))
@@ -186,7 +165,7 @@ def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int, *,
             for s0 in range(0, n, step):
                 cost[s0:s0 + step] = bin_cost[graph_bin[s0:s0 + step]]
             total = cost.sum()
-    return value.reshape(r, b), ident, total
+    return value.reshape(r, b), bins, total
 
 
 def _columns_as_slots(bins: np.ndarray, dtype):
@@ -206,16 +185,6 @@ def _columns_as_slots(bins: np.ndarray, dtype):
         lo, hi = int(offsets[c0]), int(offsets[c1])
         slot_bin[lo:hi] = blk if hi - lo == blk.shape[0] else blk[blk >= 0]
     return slot_bin, offsets
-
-
-def _row_of(idx, owner, width: int, row_bytes: int):
-    """The row of the ``[rows, width]`` matrix over ``owner``'s memory that ``idx`` is (a whole
-    contiguous row view), else ``None``."""
-    if (idx.ndim != 1 or idx.shape[0] != width or idx.base is not owner
-            or idx.strides[0] != idx.itemsize):
-        return None
-    off = idx.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    return off // row_bytes if off >= 0 and off % row_bytes == 0 else None
 
 
 #: Swap-repair passes of the balanced candidates (the ``kk`` default).
