@@ -345,7 +345,11 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
     keep = np.ones(n, bool)
     keep[moved] = False
     out_sb = np.empty(n, slot_bin.dtype)  # the kept slots in order, then the new packs'
-    np.compress(keep, slot_bin, out=out_sb[:n - take])
+    at = 0
+    for s0 in range(0, n, 1 << 20):  # boolean masks by chunk (np.compress would build indices)
+        kept = slot_bin[s0:s0 + (1 << 20)][keep[s0:s0 + (1 << 20)]]
+        out_sb[at:at + kept.shape[0]] = kept
+        at += kept.shape[0]
     del keep
     out_sb[n - take:] = new_sb
     out_off = np.concatenate([[0], np.cumsum(np.concatenate(
