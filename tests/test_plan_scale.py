@@ -807,3 +807,16 @@ def test_pack_totals_in_one_sum_equal_the_column_sums(seed, packs, huge, chunk):
     assert np.array_equal(tn, np.bincount(pack, bn[slot_bin], packs).astype(np.int64))
     assert np.array_equal(te, np.bincount(pack, be[slot_bin], packs).astype(np.int64))
     assert np.array_equal(tg, sizes)
+
+
+def test_pack_lpf_without_oversize_graphs_still_checks_the_policy():
+    """`_every_graph_fits` skips the oversize split only for a valid policy and a table whose
+    graphs all fit: an unknown policy is still refused, an oversize graph still handled."""
+    sizes = gb.GraphSizes(np.array([3, 5, 4, 6]), np.array([2, 6, 4, 8]))
+    with pytest.raises(gb.GraphbatchError, match="on_oversize"):
+        gb.plan(sizes, "pack-lpf", budget=(20, 40, 4), on_oversize="bogus")
+    with pytest.raises(ValueError, match="does not fit"):
+        gb.plan(sizes, "pack-lpf", budget=(6, 40, 4), on_oversize="error")
+    plan = gb.plan(sizes, "pack-lpf", budget=(6, 40, 4), on_oversize="skip", seed=1)
+    plan.validate(sizes)
+    assert sorted(np.concatenate(list(plan.batches())).tolist()) == [0, 1, 2]

@@ -34,6 +34,7 @@ from ..packing._pack import METHODS
 from ..packing._repair import repair_overflow
 from ._assemble import (
     OversizeSplit,
+    any_oversize,
     batch_totals,
     finish_plan,
     gather_counts,
@@ -42,7 +43,7 @@ from ._assemble import (
 )
 from ._dynamic import budget_lower_bound
 from ._partition import balanced_ldm, descending_order, refine_in_place
-from ._registry import PlanRequest, register
+from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
 
@@ -447,6 +448,15 @@ def _kept(req: PlanRequest, budget: Budget):
     return split, split.kept  # increasing: split_oversize keeps the given (sorted) order
 
 
+def _every_graph_fits(req: PlanRequest, budget: Budget) -> bool:
+    """Whether the table has graphs and each fits ``budget`` alone (a valid oversize policy
+    then keeps them all: `_kept` would return every graph), tested on the size columns chunk
+    by chunk (no index array, no gathered sizes)."""
+    sizes = req.sizes
+    return (len(sizes) > 0 and req.on_oversize in OVERSIZE_POLICIES
+            and not any_oversize(sizes.n_node, sizes.n_edge, budget))
+
+
 def _kept_column(req: PlanRequest, kept: np.ndarray, name: str) -> np.ndarray:
     """Column ``name`` of the size table for the graphs ``kept`` (the column itself, no copy,
     when every graph is kept; else a narrow gather)."""
@@ -518,13 +528,16 @@ def _plan_tuple(req: PlanRequest, fit: str):
     method = req.option("method", "auto")
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    split, kept = _kept(req, budget)
-    if kept.size == 0:
-        sb, off = _empty_slots()
-        return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
-                       heuristic=heuristic, method=method)
-    if kept.shape[0] == len(req.sizes):  # every graph kept: no index array (4 bytes a graph)
+    if _every_graph_fits(req, budget):  # every graph kept: no index array (4 bytes a graph)
         split, kept = None, None
+    else:
+        split, kept = _kept(req, budget)
+        if kept.size == 0:
+            sb, off = _empty_slots()
+            return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
+                           heuristic=heuristic, method=method)
+        if kept.shape[0] == len(req.sizes):
+            split, kept = None, None
     hist = _narrow_inverse(_kept_sizes(req, kept).histogram(return_inverse=True))
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
