@@ -207,7 +207,8 @@ def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypa
     monkeypatch.setattr(greedy_mod, "_WINDOW", 61)
     monkeypatch.setattr(partition_mod, "_CHUNK", 53)
     monkeypatch.setattr(partition_mod, "_REFINE_CHUNK", 47)
-    monkeypatch.setattr(assign_mod, "_CHUNK", 71)
+    monkeypatch.setattr(assign_mod, "_SORT_CHUNK", 71)
+    monkeypatch.setattr(assign_mod, "_ROWS_CHUNK", 73)
     monkeypatch.setattr(steps_mod, "_BLOCK_STEPS", 5)
     monkeypatch.setattr(steps_mod, "_BLOCK_GRAPHS", 301)
     monkeypatch.setattr(balanced_mod, "_ROWS", 89)
@@ -278,7 +279,7 @@ def test_descending_order_is_the_stable_argsort(costs, frac, chunk):
 def test_group_by_key_is_the_stable_argsort(keys, chunk, seed, with_index):
     k = np.asarray(keys, np.int16)
     index = np.random.default_rng(seed).permutation(k.shape[0]) if with_index else None
-    with mock.patch.object(assign_mod, "_CHUNK", chunk):
+    with mock.patch.object(assign_mod, "_SORT_CHUNK", chunk):
         got = group_by_key(k, np.bincount(k), index)
     idx = np.arange(k.shape[0]) if index is None else index
     assert np.array_equal(got, idx[np.argsort(k[idx], kind="stable")])
@@ -875,3 +876,148 @@ def test_greedy_fill_stops_only_once_the_count_is_reached(sizes, window, extra, 
         assert got is None
     else:
         assert got is not None and all(np.array_equal(a, b) for a, b in zip(got, full))
+
+# ------------------------------------------------------- pack-lpf kernels (issue 17, round 4)
+def _assign_reference(slot_bin, pack_offsets, graph_bin, graph_ids, assign_rng, order_rng):
+    """`assign_graphs` (rows path) as before the fourth round: whole-array stable argsorts,
+    each bin's run shuffled where it lies, a per-slot graph array, and the packs' rows built
+    as one ``[packs, largest pack]`` matrix permuted by one call."""
+    m = slot_bin.shape[0]
+    nb = int(max(slot_bin.max(), graph_bin.max())) + 1
+    per = np.bincount(slot_bin, minlength=nb)
+    if np.count_nonzero(per > 1) * 16 > m:
+        perm = np.arange(m, dtype=np.int32)
+        assign_rng.shuffle(perm)
+        g_pos = perm[np.argsort(graph_bin[perm], kind="stable")]
+    else:
+        g_pos = np.argsort(graph_bin, kind="stable").astype(np.int32)
+        ends = np.cumsum(per)
+        for b in np.flatnonzero(per > 1).tolist():
+            assign_rng.shuffle(g_pos[ends[b] - per[b]:ends[b]])
+    slot_graph = np.empty(m, np.int64)
+    slot_graph[np.argsort(slot_bin, kind="stable")] = g_pos
+    if graph_ids is not None:
+        slot_graph = graph_ids[slot_graph]
+    num_packs = pack_offsets.shape[0] - 1
+    sizes = np.diff(pack_offsets)
+    width = int(sizes.max())
+    perm_p = order_rng.permutation(num_packs)
+    new_sizes = sizes[perm_p]
+    new_offsets = np.concatenate([[0], np.cumsum(new_sizes)]).astype(np.int64)
+    rows = np.full((num_packs, width), -1, np.int64)
+    src = np.concatenate([np.arange(pack_offsets[p], pack_offsets[p + 1]) for p in perm_p])
+    rows[np.arange(width) < new_sizes[:, None]] = slot_graph[src.astype(np.int64)]
+    order_rng.permuted(rows, axis=1, out=rows)
+    return rows[rows >= 0], new_offsets, perm_p
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**16), packs=st.integers(1, 40), width=st.integers(1, 9),
+       bins=st.integers(1, 12), full=st.booleans(), ids=st.booleans(), same=st.booleans(),
+       sort_chunk=st.integers(1, 50), rows_chunk=st.integers(1, 60))
+def test_assign_graphs_equals_the_reference_form(seed, packs, width, bins, full, ids, same,
+                                                  sort_chunk, rows_chunk):
+    g = np.random.default_rng(seed)
+    sizes = (np.full(packs, width) if full else g.integers(0, width + 1, packs))
+    sizes[g.integers(0, packs)] = width  # the largest pack holds `width` graphs
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    m = int(offsets[-1])
+    slot_bin = g.integers(0, bins, m).astype(np.int16)
+    graph_bin = g.permutation(slot_bin)
+    graph_ids = np.sort(g.choice(3 * m, m, replace=False)) if ids else None
+
+    def rngs():
+        a = np.random.default_rng(seed + 1)
+        return a, (a if same else np.random.default_rng(seed + 2))
+
+    a1, o1 = rngs()
+    with mock.patch.object(assign_mod, "_SORT_CHUNK", sort_chunk), \
+            mock.patch.object(assign_mod, "_ROWS_CHUNK", rows_chunk):
+        got = assign_mod.assign_graphs(slot_bin, offsets, graph_bin, graph_ids, assign_rng=a1,
+                                       order_rng=o1, return_pack_order=True)
+    a2, o2 = rngs()
+    want = _assign_reference(slot_bin, offsets, graph_bin, graph_ids, a2, o2)
+    for x, y in zip(got, want):
+        assert np.array_equal(x, y)
+    # the generators drew the same numbers: they end in the same state
+    assert a1.bit_generator.state == a2.bit_generator.state
+    assert o1.bit_generator.state == o2.bit_generator.state
+
+
+@settings(max_examples=40, deadline=None)
+@given(keys=st.lists(st.integers(0, 12), min_size=1, max_size=400), chunk=st.integers(1, 64),
+       seed=st.integers(0, 2**16))
+def test_group_by_key_with_a_lookup_and_values_is_the_stable_argsort(keys, chunk, seed):
+    k = np.asarray(keys, np.int16)
+    g = np.random.default_rng(seed)
+    lookup = g.integers(0, 5, 13)  # several keys share a mapped key
+    values = g.integers(-3, 100, k.shape[0]).astype(np.int16)
+    with mock.patch.object(assign_mod, "_SORT_CHUNK", chunk):
+        pos = group_by_key(k, np.bincount(lookup[k], minlength=5), lookup=lookup)
+        got = group_by_key(k, np.bincount(lookup[k], minlength=5), lookup=lookup, values=values)
+    want = np.argsort(lookup[k], kind="stable")
+    assert np.array_equal(pos, want)
+    assert np.array_equal(got, values[want])
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 600), packs=st.integers(1, 40),
+       bins=st.integers(1, 30), weighted=st.booleans(), chunk=st.integers(1, 64))
+def test_cost_round_matrix_of_bins_equals_the_identity_form(seed, n, packs, bins, weighted,
+                                                            chunk):
+    """`_cost_round_matrix` (bins from the counting sort on) against `round_matrix` +
+    `balanced_ldm` on the per-graph costs, the bins taken from the identities; then the swap
+    repair on each makes the same swaps."""
+    from graphbatch.planners._packing import _cost_round_matrix, _pack_costs
+
+    g = np.random.default_rng(seed)
+    bn = g.integers(1, 30, bins)
+    be = bn + g.integers(0, 4, bins)  # equal costs in several bins: ties by graph index
+    graph_bin = g.integers(0, bins, n).astype(np.int16)
+    w = 0.3 if weighted else None
+    bin_cost = _pack_costs(bn, be, w, float((bn[graph_bin]).sum()), float(be[graph_bin].sum()))
+    cost = bin_cost[graph_bin]
+    value_ref, ident = balanced_ldm(*round_matrix(cost, packs))
+    with mock.patch.object(assign_mod, "_SORT_CHUNK", chunk):
+        value, bins_m, total = _cost_round_matrix(graph_bin, bin_cost,
+                                                  np.bincount(graph_bin, minlength=bins), packs)
+    assert np.array_equal(value, value_ref)
+    assert np.array_equal(bins_m, np.where(ident >= 0, graph_bin[np.maximum(ident, 0)], -1))
+    assert total == cost.sum()
+    partition_mod.refine_in_place(value_ref, ident, 4)
+    partition_mod.refine_in_place(value, bins_m, 4)
+    assert np.array_equal(value, value_ref)
+    assert np.array_equal(bins_m, np.where(ident >= 0, graph_bin[np.maximum(ident, 0)], -1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), packs=st.integers(1, 30), huge=st.booleans(),
+       chunk=st.integers(1, 64))
+def test_pack_totals_in_one_sum_equal_the_column_sums(seed, packs, huge, chunk):
+    from graphbatch.planners._packing import _pack_totals
+
+    g = np.random.default_rng(seed)
+    sizes = g.integers(0, 12, packs)  # empty packs included
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    bn = g.integers(0, 2**28 if huge else 40, 9)  # huge: the halves would carry, summed apart
+    be = g.integers(0, 2**30 if huge else 90, 9)
+    slot_bin = g.integers(0, 9, int(offsets[-1])).astype(np.int16)
+    with mock.patch.object(assemble_mod, "_TOTALS_CHUNK", chunk):
+        tn, te, tg = _pack_totals(slot_bin, offsets, bn, be)
+    pack = np.repeat(np.arange(packs), sizes)
+    assert np.array_equal(tn, np.bincount(pack, bn[slot_bin], packs).astype(np.int64))
+    assert np.array_equal(te, np.bincount(pack, be[slot_bin], packs).astype(np.int64))
+    assert np.array_equal(tg, sizes)
+
+
+def test_pack_lpf_without_oversize_graphs_still_checks_the_policy():
+    """`_every_graph_fits` skips the oversize split only for a valid policy and a table whose
+    graphs all fit: an unknown policy is still refused, an oversize graph still handled."""
+    sizes = gb.GraphSizes(np.array([3, 5, 4, 6]), np.array([2, 6, 4, 8]))
+    with pytest.raises(gb.GraphbatchError, match="on_oversize"):
+        gb.plan(sizes, "pack-lpf", budget=(20, 40, 4), on_oversize="bogus")
+    with pytest.raises(ValueError, match="does not fit"):
+        gb.plan(sizes, "pack-lpf", budget=(6, 40, 4), on_oversize="error")
+    plan = gb.plan(sizes, "pack-lpf", budget=(6, 40, 4), on_oversize="skip", seed=1)
+    plan.validate(sizes)
+    assert sorted(np.concatenate(list(plan.batches())).tolist()) == [0, 1, 2]

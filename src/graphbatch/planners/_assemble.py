@@ -236,24 +236,32 @@ def tight_shape_wanted(req: PlanRequest) -> bool:
     return v
 
 
-def batch_totals(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def batch_totals(values: np.ndarray, offsets: np.ndarray,
+                 table: np.ndarray | None = None) -> np.ndarray:
     """Per-batch sums of ``values`` (already in plan order) for batch boundaries ``offsets``,
     int64. Summed in chunks of about `_TOTALS_CHUNK` values: ``np.add.reduceat`` with an int64
-    accumulator casts its whole input first, so narrow values are cast chunk by chunk."""
+    accumulator casts its whole input first, so narrow values are cast chunk by chunk. With
+    ``table``, the sums of ``table[values]`` (looked up chunk by chunk: no gathered array)."""
     nb = offsets.shape[0] - 1
     out = np.zeros(nb, dtype=np.int64)
     if nb == 0 or values.shape[0] == 0:
         return out
+    if table is not None:
+        table = np.asarray(table).astype(np.int64, copy=False)
     b0 = 0
     while b0 < nb:
         lo = int(offsets[b0])
         b1 = int(np.searchsorted(offsets, lo + _TOTALS_CHUNK, "right")) - 1
         b1 = min(nb, max(b1, b0 + 1))
         starts = offsets[b0:b1] - lo
-        chunk = values[lo:int(offsets[b1])].astype(np.int64, copy=False)
+        chunk = values[lo:int(offsets[b1])]
+        chunk = chunk.astype(np.int64, copy=False) if table is None else table[chunk]
         nonempty = offsets[b0 + 1:b1 + 1] > offsets[b0:b1]
         if chunk.shape[0]:
-            out[b0:b1][nonempty] = np.add.reduceat(chunk, starts[nonempty])
+            if nonempty.all():
+                np.add.reduceat(chunk, starts, out=out[b0:b1])
+            else:
+                out[b0:b1][nonempty] = np.add.reduceat(chunk, starts[nonempty])
         b0 = b1
     return out
 

@@ -27,12 +27,14 @@ from ..packing import (
     pack_scales,
     shape_for_scale,
 )
+from ..packing._assign import group_by_key
 from ..packing._greedy import index_dtype
 from ..packing._heuristics import heuristic_function
 from ..packing._pack import METHODS
 from ..packing._repair import repair_overflow
 from ._assemble import (
     OversizeSplit,
+    any_oversize,
     batch_totals,
     finish_plan,
     gather_counts,
@@ -41,7 +43,7 @@ from ._assemble import (
 )
 from ._dynamic import budget_lower_bound
 from ._partition import balanced_ldm, descending_order, refine_in_place
-from ._registry import PlanRequest, register
+from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
 
@@ -68,18 +70,29 @@ def tight_budget(nodes, edges, graphs, budget: Budget) -> Budget:
 
 
 def _pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
+    """Per-pack real ``(nodes, edges, graphs)`` of packs as slots, int64. One lookup and one sum
+    per chunk of slots (`batch_totals` with a table): each bin's node count in the high 32 bits
+    and its edge count in the low ones, where every pack's totals fit their halves (sums then
+    never carry from one half to the other); else the two columns apart."""
     starts = offsets[:-1]
     if starts.size == 0:
         z = np.zeros(0, np.int64)
         return z, z, z
-    # batch_totals: narrow values cast chunk by chunk (reduceat would cast them all at once)
-    return (batch_totals(gather_counts(bin_nodes, slot_bin), offsets),
-            batch_totals(gather_counts(bin_edges, slot_bin), offsets), np.diff(offsets))
+    bn = np.asarray(bin_nodes).astype(np.int64, copy=False)
+    be = np.asarray(bin_edges).astype(np.int64, copy=False)
+    width = int(np.diff(offsets).max())
+    if (bn.size and int(bn.min()) >= 0 and int(be.min()) >= 0
+            and width * int(bn.max()) < 2**31 and width * int(be.max()) < 2**32):
+        both = batch_totals(slot_bin, offsets, table=(bn << 32) | be)
+        return both >> 32, both & 0xFFFFFFFF, np.diff(offsets)
+    return (batch_totals(slot_bin, offsets, table=bn), batch_totals(slot_bin, offsets, table=be),
+            np.diff(offsets))
 
 
-def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget):
-    """(tight shape, padded slots relative to the real totals) of packs as slots."""
-    tn, te, tg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget, totals=None):
+    """(tight shape, padded slots relative to the real totals) of packs as slots;
+    ``totals``: their `_pack_totals` when known."""
+    tn, te, tg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges) if totals is None else totals
     shape = tight_budget(tn, te, tg, budget)
     area = shape.n_node / max(int(tn.sum()), 1) + (shape.n_edge / int(te.sum())
                                                    if te.sum() else 0.0)
@@ -98,35 +111,81 @@ def _pack_costs(nodes, edges, w, tn: float, te: float, out=None) -> np.ndarray:
     return out
 
 
-def _cost_round_matrix(graph_bin, bin_cost, num_packs: int):
+def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int, *,
+                       total_wanted: bool = True):
     """`round_matrix` of the per-graph costs ``bin_cost[graph_bin]`` arranged by
-    `balanced_ldm`, memory-lean: the costs are needed only for the descending order;
-    Karmarkar-Karp computes each round's values (through the graphs' bins) when it first merges
-    the round, and the value matrix is filled from the rearranged identities afterwards (never
-    two float64 arrays of ``N``, nor one next to the differencing's work arrays). Returns
-    ``(value, ident, sum of the costs)``."""
+    `balanced_ldm`, memory-lean, with each graph's bin in place of the graph: ``(value, bins,
+    sum of the costs)``, ``bins[i, j] == graph_bin[ident[i, j]]`` for the identity matrix
+    ``ident`` of the per-graph computation (``-1``: dummy) and the same values.
+
+    The descending order (`descending_order`: costs descending, ties by graph index) is a
+    counting sort of the graphs by the rank of their bin's cost (`group_by_key`) that writes
+    the graphs' bins, not the graphs: Karmarkar-Karp looks only at the costs (``row_costs``)
+    and rearranges whatever the matrix holds within its rounds, and the swap repair looks only
+    at the values and the dummies, so the bins end where their graphs would. No per-graph cost
+    array and no gather of the graphs' bins in a random order; the value matrix is filled from
+    the arranged bins afterwards (never two float64 arrays of ``N``, nor one next to the
+    differencing's work arrays). ``bin_count[k]``: the graphs of bin ``k``. The sum (``None``
+    without ``total_wanted``) is the float64 sum of the per-graph costs, taken exactly from the
+    bins' counts when the costs are integral with a sum below 2**53 (a float64 sum of such
+    costs is exact)."""
     n, b = graph_bin.shape[0], int(num_packs)
     r = -(-n // b)
-    ident = np.full(r * b, -1, index_dtype(n))
-    cost = np.empty(n, np.float64)
-    step = 1 << 20
-    for s0 in range(0, n, step):
-        cost[s0:s0 + step] = bin_cost[graph_bin[s0:s0 + step]]
-    total = cost.sum()
-    descending_order(cost, out=ident[:n])
-    del cost
-    ident = ident.reshape(r, b)
+    bins = np.empty(r * b, graph_bin.dtype if graph_bin.dtype.kind == "i" else np.int64)
+    bins[n:] = -1
+    uniq, inv = np.unique(bin_cost, return_inverse=True)
+    rank = uniq.shape[0] - 1 - inv.reshape(-1)  # 0: the largest cost
+    rank_count = np.zeros(uniq.shape[0], np.int64)
+    np.add.at(rank_count, rank, np.asarray(bin_count, np.int64))
+    group_by_key(graph_bin, rank_count, lookup=rank, values=graph_bin, out=bins[:n])
+    bins = bins.reshape(r, b)
 
     def row_costs(idx):
         real = idx >= 0
-        return np.where(real, bin_cost[graph_bin[np.where(real, idx, 0)]], 0.0)
+        return np.where(real, bin_cost[np.where(real, idx, 0)], 0.0)
 
-    balanced_ldm(None, ident, inplace=True, row_costs=row_costs)
+    balanced_ldm(None, bins, inplace=True, row_costs=row_costs)
     value = np.empty(r * b, np.float64)
-    flat = ident.reshape(-1)
+    flat = bins.reshape(-1)
+    step = 1 << 20
+    real_end = (r - 1) * b  # only the last round holds dummies (entries move within rounds)
     for s0 in range(0, r * b, step):
-        value[s0:s0 + step] = row_costs(flat[s0:s0 + step])
-    return value.reshape(r, b), ident, total
+        s1 = min(s0 + step, r * b)
+        if s1 <= real_end:
+            np.take(bin_cost, flat[s0:s1], out=value[s0:s1])
+        else:
+            value[s0:s1] = row_costs(flat[s0:s1])
+    total = None
+    if total_wanted:
+        exact = int(np.dot(np.asarray(bin_count, np.int64), bin_cost.astype(np.int64)))
+        if np.array_equal(bin_cost, np.floor(bin_cost)) and bin_cost.min(initial=0) >= 0 \
+                and exact < 2**53:
+            total = float(exact)
+        else:  # the per-graph float64 sum itself
+            cost = np.empty(n, np.float64)
+            for s0 in range(0, n, step):
+                cost[s0:s0 + step] = bin_cost[graph_bin[s0:s0 + step]]
+            total = cost.sum()
+    return value.reshape(r, b), bins, total
+
+
+def _columns_as_slots(bins: np.ndarray, dtype):
+    """Packs as slots from a round matrix of bins (column = pack, ``-1`` = dummy):
+    ``(slot_bin of dtype, int64 offsets)``, built chunk by chunk of columns."""
+    r, b = bins.shape
+    step = max(1, (1 << 20) // max(r, 1))
+    sizes = np.empty(b, np.int64)
+    for c0 in range(0, b, step):
+        sizes[c0:c0 + step] = (bins[:, c0:c0 + step] >= 0).sum(axis=0)
+    offsets = np.zeros(b + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    slot_bin = np.empty(int(offsets[-1]), dtype)
+    for c0 in range(0, b, step):
+        c1 = min(b, c0 + step)
+        blk = np.ascontiguousarray(bins[:, c0:c1].T).reshape(-1)
+        lo, hi = int(offsets[c0]), int(offsets[c1])
+        slot_bin[lo:hi] = blk if hi - lo == blk.shape[0] else blk[blk >= 0]
+    return slot_bin, offsets
 
 
 #: Swap-repair passes of the balanced candidates (the ``kk`` default).
@@ -197,32 +256,31 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
     # totals as float(int sum): exact (column sums are <= 2**53), as the float sums were
     tn = max(float(int(nodes.sum(dtype=np.int64))), 1.0)
     te = max(float(int(edges.sum(dtype=np.int64))), 1.0)
-    if equal_counts_cannot_fit(bin_nodes, bin_edges,
-                               np.bincount(graph_bin, minlength=bin_nodes.shape[0]), num_packs,
-                               budget):
+    bin_count = np.bincount(graph_bin, minlength=bin_nodes.shape[0])
+    if equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs, budget):
         return [None] * len(costs)  # no balanced candidate can fit: skip the work
     out = []
     for w in costs:
         # the round matrix arranged by Karmarkar-Karp (`balanced_ldm`), memory-lean
         # a graph's cost is its bin's (the same float64 formula on the bin's counts)
         bin_cost = _pack_costs(np.asarray(bin_nodes), np.asarray(bin_edges), w, tn, te)
-        value, ident, total = _cost_round_matrix(graph_bin, bin_cost, num_packs)
+        # the matrix holds each graph's bin in place of the graph: the swap repair looks only
+        # at the values and the dummies, so its swaps are the same
+        value, bins, total = _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs,
+                                                total_wanted=w is None)
         # integral costs (nodes + edges): no pack can load less than the mean's ceiling, so
         # the swap repair stops at once where Karmarkar-Karp already reached it (the usual case)
         target = _optimal_max(total, num_packs) if w is None else None
         full = (budget.node_capacity + budget.edge_capacity if w is None else
                 w * budget.node_capacity / tn + (1 - w) * budget.edge_capacity / te)
         hopeless = _HopelessRefine(full, _REFINE_PASSES)
-        refine_in_place(value, ident, _REFINE_PASSES, target, stop=hopeless)
+        refine_in_place(value, bins, _REFINE_PASSES, target, stop=hopeless)
         del value
         if hopeless.stopped:
             out.append(None)  # far over the budget, and the swaps were not closing the gap
             continue
-        cols = ident.T  # row = pack
-        keep = cols >= 0
-        slot_bin = graph_bin[cols[keep]]
-        offsets = np.concatenate([[0], np.cumsum(keep.sum(axis=1))]).astype(np.int64)
-        del ident, cols, keep
+        slot_bin, offsets = _columns_as_slots(bins, graph_bin.dtype)
+        del bins
         pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
         if pg.max(initial=0) > budget.graph_capacity:
             out.append(None)
@@ -277,17 +335,24 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
     slots = offsets[donor][d_pack] + local  # the donors' slots, pack after pack
     order = np.lexsort((dist[slot_bin[slots]], d_pack))  # by pack, then distance
     rank = np.arange(order.shape[0]) - d_first[d_pack[order]]  # within its pack's sorted slots
-    moved = np.zeros(n, bool)
-    moved[slots[order[rank < give[donor][d_pack[order]]]]] = True
+    moved = np.sort(slots[order[rank < give[donor][d_pack[order]]]])  # slot positions
     pool = slot_bin[moved]
     pool = pool[np.argsort(-cost[pool], kind="stable")]
     i = np.arange(take)
     r, j = i // extra, i % extra
     new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
     new_sb = pool[np.argsort(new_pack, kind="stable")]
-    kept_sb = slot_bin[~moved]
     kept_sizes = sizes - give
-    out_sb = np.concatenate([kept_sb, new_sb]).astype(slot_bin.dtype)
+    keep = np.ones(n, bool)
+    keep[moved] = False
+    out_sb = np.empty(n, slot_bin.dtype)  # the kept slots in order, then the new packs'
+    at = 0
+    for s0 in range(0, n, 1 << 20):  # boolean masks by chunk (np.compress would build indices)
+        kept = slot_bin[s0:s0 + (1 << 20)][keep[s0:s0 + (1 << 20)]]
+        out_sb[at:at + kept.shape[0]] = kept
+        at += kept.shape[0]
+    del keep
+    out_sb[n - take:] = new_sb
     out_off = np.concatenate([[0], np.cumsum(np.concatenate(
         [kept_sizes, np.full(extra, g, np.int64)]))]).astype(np.int64)
     nn, ne, _ = _pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes,
@@ -314,7 +379,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
     the packing's, the packing spread over the extra packs, `spread_packs`); with a tight shape
     those at least as tight as ``kk``'s cost in both dimensions are preferred and the smallest
     padded area (slots over real totals, nodes plus edges) wins. Returns ``(slot_bin, offsets,
-    packer, shape or None)``."""
+    packer, shape or None, the packs' `_pack_totals` or None)``."""
     sb, off, packer = res.slot_bin, res.offsets, res.method
     num = len(req.sizes) if kept is None else int(kept.shape[0])
     want = lambda p: req.batch_count_for_ranks(p, num)  # noqa: E731
@@ -338,23 +403,28 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
             continue
         if not tight:
             c = next(c for c in cands[::-1] if c is not None)
-            return c[0], c[1], packer if c[0] is sb else "balanced-kk", None
-        ref = (_slots_area(*cands[0], hist.n_node, hist.n_edge, budget)[0]
+            return c[0], c[1], packer if c[0] is sb else "balanced-kk", None, None
+        # each candidate's pack totals once: its shape, its area, and the plan's real totals
+        totals = [None if c is None else _pack_totals(*c, hist.n_node, hist.n_edge)
+                  for c in cands]
+        ref = (_slots_area(*cands[0], hist.n_node, hist.n_edge, budget, totals[0])[0]
                if cands[0] is not None else None)
         best = None
-        for c in cands:
+        for c, tot in zip(cands, totals):
             if c is None:
                 continue
-            sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget)
+            sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget, tot)
             if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
                 continue  # not as tight as kk's cost in both dimensions
             if best is None or ar < best[0]:
                 name = ("balanced-kk" if c is cands[0] else
                         packer if c[0] is sb else f"{packer}-spread")
-                best = (ar, c[0], c[1], name, sh)
-        return best[1], best[2], best[3], best[4]
-    shape = _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0] if tight else None
-    return sb, off, packer, shape
+                best = (ar, c[0], c[1], name, sh, tot)
+        return best[1], best[2], best[3], best[4], best[5]
+    if not tight:
+        return sb, off, packer, None, None
+    tot = _pack_totals(sb, off, hist.n_node, hist.n_edge)
+    return sb, off, packer, _slots_area(sb, off, hist.n_node, hist.n_edge, budget, tot)[0], tot
 
 
 def _rngs(req: PlanRequest):
@@ -378,6 +448,15 @@ def _kept(req: PlanRequest, budget: Budget):
     return split, split.kept  # increasing: split_oversize keeps the given (sorted) order
 
 
+def _every_graph_fits(req: PlanRequest, budget: Budget) -> bool:
+    """Whether the table has graphs and each fits ``budget`` alone (a valid oversize policy
+    then keeps them all: `_kept` would return every graph), tested on the size columns chunk
+    by chunk (no index array, no gathered sizes)."""
+    sizes = req.sizes
+    return (len(sizes) > 0 and req.on_oversize in OVERSIZE_POLICIES
+            and not any_oversize(sizes.n_node, sizes.n_edge, budget))
+
+
 def _kept_column(req: PlanRequest, kept: np.ndarray, name: str) -> np.ndarray:
     """Column ``name`` of the size table for the graphs ``kept`` (the column itself, no copy,
     when every graph is kept; else a narrow gather)."""
@@ -398,11 +477,12 @@ def _kept_sizes(req: PlanRequest, kept: np.ndarray):
 
 
 def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
-            lower_bound=None, bin_nodes=None, bin_edges=None, shape=None, **meta):
+            lower_bound=None, bin_nodes=None, bin_edges=None, shape=None, totals=None,
+            **meta):
     """Assign graphs for this epoch and build the plan; every pack padded to ``shape``
     (default ``budget``; packs depend on the sizes only, so a tight shape holds every epoch).
     ``bin_nodes``/``bin_edges`` (sizes of the bins) give the real totals per pack without
-    gathering per graph."""
+    gathering per graph; ``totals``: the packs' `_pack_totals` when already known."""
     if shape is None:
         shape = budget
     else:
@@ -416,10 +496,9 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     nb = offsets.shape[0] - 1
     real = {}
     if bin_nodes is not None and bin_edges is not None and nb:
-        real = dict(real_nodes=batch_totals(gather_counts(bin_nodes, slot_bin),
-                                            pack_offsets)[pack_order],
-                    real_edges=batch_totals(gather_counts(bin_edges, slot_bin),
-                                            pack_offsets)[pack_order])
+        if totals is None:
+            totals = _pack_totals(slot_bin, pack_offsets, bin_nodes, bin_edges)
+        real = dict(real_nodes=totals[0][pack_order], real_edges=totals[1][pack_order])
     pad_nodes = np.full(nb, shape.n_node, np.int64)
     pad_edges = np.full(nb, shape.n_edge, np.int64)
     pad_graphs = np.full(nb, shape.n_graph, np.int64)
@@ -449,24 +528,27 @@ def _plan_tuple(req: PlanRequest, fit: str):
     method = req.option("method", "auto")
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    split, kept = _kept(req, budget)
-    if kept.size == 0:
-        sb, off = _empty_slots()
-        return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
-                       heuristic=heuristic, method=method)
-    if kept.shape[0] == len(req.sizes):  # every graph kept: no index array (4 bytes a graph)
+    if _every_graph_fits(req, budget):  # every graph kept: no index array (4 bytes a graph)
         split, kept = None, None
+    else:
+        split, kept = _kept(req, budget)
+        if kept.size == 0:
+            sb, off = _empty_slots()
+            return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
+                           heuristic=heuristic, method=method)
+        if kept.shape[0] == len(req.sizes):
+            split, kept = None, None
     hist = _narrow_inverse(_kept_sizes(req, kept).histogram(return_inverse=True))
     res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
                     heuristic=heuristic, fit=fit, method=method)
-    sb, off, packer, shape = _choose_packs(req, kept, hist, res, budget,
-                                           tight_shape_wanted(req))
+    sb, off, packer, shape, totals = _choose_packs(req, kept, hist, res, budget,
+                                                   tight_shape_wanted(req))
     tried = res.tried
     del res  # its packs, unless chosen, are no longer needed
     return _finish(req, budget, split, kept, hist.inverse, sb, off,
                    bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape,
-                   heuristic=heuristic, packer=packer, packs_tried=tried)
+                   totals=totals, heuristic=heuristic, packer=packer, packs_tried=tried)
 
 
 @register(
