@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import graphbatch as gb
@@ -323,7 +323,14 @@ def test_property_ranks_with_tight_shapes(n, bs, world, seed, strategy):
     sizes = gb.GraphSizes(nodes, edges)
     shapes = set()
     for epoch in (0, 3):
-        p = gb.plan(sizes, strategy, batch_size=bs, world_size=world, seed=seed, epoch=epoch)
+        try:
+            p = gb.plan(sizes, strategy, batch_size=bs, world_size=world, seed=seed, epoch=epoch)
+        except gb.InputError as e:
+            # a graph larger than the budget estimated from a small batch_size (Algorithm 1
+            # scales the mean graph): refused by name, as the default on_oversize="error" says
+            big = int(str(e).split("graph ")[1].split(" ")[0])
+            assert f"graph {big} ({nodes[big]} nodes, {edges[big]} edges) does not fit" in str(e)
+            assume(False)
         p.validate(sizes)
         assert len(p) % world == 0
         if n >= len(p):
