@@ -1021,3 +1021,28 @@ def test_pack_lpf_without_oversize_graphs_still_checks_the_policy():
     plan = gb.plan(sizes, "pack-lpf", budget=(6, 40, 4), on_oversize="skip", seed=1)
     plan.validate(sizes)
     assert sorted(np.concatenate(list(plan.batches())).tolist()) == [0, 1, 2]
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(8, 300), ws=st.integers(2, 9), seed=st.integers(0, 2**16),
+       strategy=st.sampled_from(["dynamic", "pack-lpf", "kk"]), chunk=st.integers(1, 50),
+       shuffle=st.booleans())
+def test_distribute_plan_consuming_the_plan_gives_the_same_plan(n, ws, seed, strategy, chunk,
+                                                                 shuffle):
+    # consume=True gathers the new order as int32 and writes it over the given plan's order
+    from graphbatch.planners._distributed import distribute_plan
+    rng = np.random.default_rng(seed)
+    sizes = gb.GraphSizes(rng.integers(1, 30, n), rng.integers(0, 60, n))
+    options = {} if strategy == "kk" else dict(on_oversize="own_batch")
+    single = gb.plan(sizes, strategy, batch_size=8, seed=seed, shuffle=shuffle, **options)
+    kw = dict(seed=seed, epoch=2, shuffle=shuffle, sizes=sizes)
+    want = distribute_plan(single, ws, **kw).to_arrays()
+    given_order = single.order.copy()
+    with mock.patch.multiple(distributed_mod, _WIDEN_CHUNK=chunk, _GATHER_CHUNK=chunk):
+        got = distribute_plan(single, ws, consume=True, **kw)
+    assert got.order.dtype == np.int64
+    got = got.to_arrays()
+    assert want.keys() == got.keys()
+    for k in want:
+        assert np.array_equal(want[k], got[k]), k
+    assert np.array_equal(single.order, got["order"])  # written over the given plan's order

@@ -92,7 +92,7 @@ def plan(
         # arrays are freed once distribute_plan has split it (planning at scale)
         result = distribute_plan(
             strat.func(request), world_size, seed=request.seed, epoch=request.epoch,
-            shuffle=request.shuffle, sizes=sizes,
+            shuffle=request.shuffle, sizes=sizes, consume=True,
         )
     else:
         result = strat.func(request)

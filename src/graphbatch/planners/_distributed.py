@@ -137,13 +137,17 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
 
 #: Graphs per chunk of `_gather_batches` (its index temporaries stay cache-sized).
 _GATHER_CHUNK = 1 << 16
+#: Graphs per chunk when a narrow gathered order is widened into the consumed plan's order.
+_WIDEN_CHUNK = 1 << 20
 
 
-def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
+                    dtype=None) -> np.ndarray:
     """The graphs of ``order[starts[b] : starts[b] + n_b]`` for each new batch ``b`` (``n_b`` =
-    ``offsets[b+1] - offsets[b]``), concatenated; built in chunks of about `_GATHER_CHUNK`
-    graphs (whole batches), each gathered straight into the result."""
-    out = np.empty(int(offsets[-1]), order.dtype)
+    ``offsets[b+1] - offsets[b]``), concatenated (as ``dtype``, default ``order``'s, which
+    must hold every value); built in chunks of about `_GATHER_CHUNK` graphs (whole batches),
+    each gathered straight into the result."""
+    out = np.empty(int(offsets[-1]), order.dtype if dtype is None else dtype)
     nb = starts.shape[0]
     ramp = np.zeros(0, np.int64)  # 0, 1, 2, ...: positions within a chunk
     b0 = 0
@@ -167,7 +171,7 @@ def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray) 
 
 def distribute_plan(
     plan: BatchPlan, world_size: int, *, seed: int = 0, epoch: int = 0, shuffle: bool = True,
-    sizes=None,
+    sizes=None, consume: bool = False,
 ) -> BatchPlan:
     """A step-major plan of ``ceil(B / R)`` steps x ``R`` ranks from the single-device ``plan``.
 
@@ -177,7 +181,10 @@ def distribute_plan(
     formed by `balanced_sequence` (shape first, then real nodes and real edges). With the
     plan's ``sizes``, batches are first split until their number is a multiple of ``R``
     (`split_to_multiple`), so padding-only batches remain only when the graphs are fewer than
-    ``R * ceil(B / R)`` (then ``R * ceil(B / R) - graphs`` of them).
+    ``R * ceil(B / R)`` (then ``R * ceil(B / R) - graphs`` of them). ``consume=True`` says
+    the caller gives ``plan`` up: its int64 order may be overwritten by the new one (gathered
+    as int32 first where ``sizes`` has fewer than 2**31 graphs: half the peak of a second
+    int64 order).
     """
     r = as_positive_int(world_size, "world_size")
     if plan.rank is not None or plan.step is not None:
@@ -230,8 +237,19 @@ def distribute_plan(
     starts = np.where(is_real, plan.offsets[:-1][safe], 0)
     if int(offsets[-1]) < 2**31:
         starts = starts.astype(np.int32)
-    order = _gather_batches(plan.order, starts, offsets)
-    del starts
+    old = plan.order
+    if (consume and sizes is not None and len(sizes) < 2**31 and old.dtype == np.int64
+            and old.shape[0] == int(offsets[-1])):
+        narrow = _gather_batches(old, starts, offsets, np.int32)  # graph indices < 2**31
+        del starts
+        order = old  # the given plan's order, overwritten (the caller gave the plan up)
+        for s0 in range(0, order.shape[0], _WIDEN_CHUNK):
+            order[s0:s0 + _WIDEN_CHUNK] = narrow[s0:s0 + _WIDEN_CHUNK]
+        del narrow
+    else:
+        order = _gather_batches(old, starts, offsets)
+        del starts
+    del old
 
     def per_batch(values):
         if values is None:
