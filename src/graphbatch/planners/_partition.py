@@ -246,21 +246,21 @@ def refine_by_swaps(
     return value, ident, swaps
 
 
+def _column_sums(block: np.ndarray) -> np.ndarray:
+    """The sums of the columns of ``block`` (rounds x some batches), each summed as a
+    contiguous row of its entries: the float order of a batch-major sum, whichever columns
+    are taken (all of them chunk by chunk, or only those a swap pass changed)."""
+    return np.ascontiguousarray(block.T).sum(axis=1)
+
+
 def _batch_loads(value: np.ndarray) -> np.ndarray:
-    """Per-batch (column) sums, each summed as a contiguous row of its entries (the float order
-    of a batch-major sum), chunk by chunk."""
+    """Per-batch (column) sums (`_column_sums`), chunk by chunk."""
     r, b = value.shape
     load = np.empty(b, np.float64)
     step = max(1, _CHUNK // max(r, 1))
     for c0 in range(0, b, step):
-        load[c0:c0 + step] = np.ascontiguousarray(value[:, c0:c0 + step].T).sum(axis=1)
+        load[c0:c0 + step] = _column_sums(value[:, c0:c0 + step])
     return load
-
-
-def _column_loads(value: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """The loads of columns ``cols``, each summed as `_batch_loads` sums it (a contiguous row
-    of its entries: the same float order, the same value)."""
-    return np.ascontiguousarray(value[:, cols].T).sum(axis=1)
 
 
 def _whole_numbers(value: np.ndarray, step: int) -> bool:
@@ -368,7 +368,7 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
             ident[rl, bl] = ih
             improved += int(p.shape[0])
             changed = np.concatenate([bh, bl])
-            load[changed] = _column_loads(value, changed)
+            load[changed] = _column_sums(value[:, changed])
         if improved == 0:
             break
         swaps += improved  # swaps exchange entries: vmax stays the same
