@@ -216,6 +216,7 @@ def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypa
     monkeypatch.setattr(assemble_mod, "_TOTALS_CHUNK", 59)
     monkeypatch.setattr(distributed_mod, "_GATHER_CHUNK", 41)
     monkeypatch.setattr(dynamic_mod, "_CHUNK", 37)
+    monkeypatch.setattr(assemble_mod, "_WIDEN_CHUNK", 43)
     # the smaller tables only: tiny windows make every plan slow
     assert len(_check_cases(lambda key: "50001" not in key)) == 62
 
@@ -1037,8 +1038,8 @@ def test_distribute_plan_consuming_the_plan_gives_the_same_plan(n, ws, seed, str
     single = gb.plan(sizes, strategy, batch_size=8, seed=seed, shuffle=shuffle, **options)
     kw = dict(seed=seed, epoch=2, shuffle=shuffle, sizes=sizes)
     want = distribute_plan(single, ws, **kw).to_arrays()
-    given_order = single.order.copy()
-    with mock.patch.multiple(distributed_mod, _WIDEN_CHUNK=chunk, _GATHER_CHUNK=chunk):
+    with mock.patch.object(assemble_mod, "_WIDEN_CHUNK", chunk), \
+            mock.patch.object(distributed_mod, "_GATHER_CHUNK", chunk):
         got = distribute_plan(single, ws, consume=True, **kw)
     assert got.order.dtype == np.int64
     got = got.to_arrays()

@@ -73,6 +73,20 @@ def gather_counts(column: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Graphs per chunk of `widen_into`.
+_WIDEN_CHUNK = 1 << 16
+
+
+def widen_into(values: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``values`` (any int dtype) copied to the int64 array ``out`` of the same length, chunk
+    by chunk (no int64 temporary of the whole); ``values`` may be a view of ``out`` whose
+    element ``i`` lies within ``out[i]`` (as the order of `PackedSizes.shuffled` does).
+    Returns ``out``."""
+    for s0 in range(0, out.shape[0], _WIDEN_CHUNK):
+        out[s0:s0 + _WIDEN_CHUNK] = values[s0:s0 + _WIDEN_CHUNK]
+    return out
+
+
 #: Graphs per chunk when `PackedSizes.shuffled` packs and unpacks its int64 items.
 _SHUFFLE_CHUNK = 1 << 16
 #: Whether int64 items are little-endian (their halves are read through views), else shifts.

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._plan import BatchPlan
 from .._validate import as_positive_int
-from ._assemble import batch_totals, gather_counts
+from ._assemble import batch_totals, gather_counts, widen_into
 
 __all__ = ["distribute_plan", "balanced_sequence", "split_to_multiple"]
 
@@ -137,8 +137,6 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
 
 #: Graphs per chunk of `_gather_batches` (its index temporaries stay cache-sized).
 _GATHER_CHUNK = 1 << 16
-#: Graphs per chunk when a narrow gathered order is widened into the consumed plan's order.
-_WIDEN_CHUNK = 1 << 20
 
 
 def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
@@ -242,9 +240,7 @@ def distribute_plan(
             and old.shape[0] == int(offsets[-1])):
         narrow = _gather_batches(old, starts, offsets, np.int32)  # graph indices < 2**31
         del starts
-        order = old  # the given plan's order, overwritten (the caller gave the plan up)
-        for s0 in range(0, order.shape[0], _WIDEN_CHUNK):
-            order[s0:s0 + _WIDEN_CHUNK] = narrow[s0:s0 + _WIDEN_CHUNK]
+        order = widen_into(narrow, old)  # over the given order (the caller gave the plan up)
         del narrow
     else:
         order = _gather_batches(old, starts, offsets)

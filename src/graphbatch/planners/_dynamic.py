@@ -17,7 +17,7 @@ from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in
 )
 from ..packing._steps import SizePairs, step_fill
 from ._assemble import (PackedSizes, any_oversize, finish_plan, split_oversize,
-                        tight_shape_wanted)
+                        tight_shape_wanted, widen_into)
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_dynamic", "budget_lower_bound", "greedy_fill", "greedy_offsets",
@@ -44,7 +44,7 @@ def _epoch_order(req: PlanRequest) -> np.ndarray:
     return _permutation(req.epoch_rng(), n) if req.shuffle else np.arange(n, dtype=index_dtype(n))
 
 
-#: Graphs per chunk of `_take_into` and `_widen_into`.
+#: Graphs per chunk of `_take_into`.
 _CHUNK = 1 << 16
 
 
@@ -55,15 +55,6 @@ def _take_into(values: np.ndarray, index: np.ndarray) -> np.ndarray:
         chunk = index[s0:s0 + _CHUNK]
         chunk[...] = values[chunk]
     return index
-
-
-def _widen_into(values: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``values`` (any int dtype) copied to the int64 array ``out`` of the same length, chunk
-    by chunk; ``values`` may be a view of ``out`` (as the order of `PackedSizes.shuffled` is:
-    element ``i`` lies within ``out[i]``). Returns ``out``."""
-    for s0 in range(0, out.shape[0], _CHUNK):
-        out[s0:s0 + _CHUNK] = values[s0:s0 + _CHUNK]
-    return out
 
 
 @register(
@@ -165,7 +156,7 @@ def plan_dynamic(req: PlanRequest):
         offsets, real_nodes, real_edges = greedy
     del greedy
     if items is not None:  # the plan's int64 order, written over the shuffled items
-        kept = _widen_into(kept, items)
+        kept = widen_into(kept, items)
     else:
         # a strided view of the shuffled int64 items (`PackedSizes.shuffled`) holds 8 bytes
         # a graph: kept as its own int32 array, the items are freed before the plan is built
