@@ -387,16 +387,21 @@ def test_registered_with_descriptions():
 
 @settings(max_examples=60, deadline=None)
 @given(r=st.integers(1, 9), b=st.integers(1, 40), seed=st.integers(0, 2**16),
-       chunk=st.integers(1, 50), dummy_frac=st.floats(0, 1))
-def test_columns_in_order_equals_the_transposed_mask(r, b, seed, chunk, dummy_frac):
+       chunk=st.integers(1, 50), dummy_frac=st.floats(0, 1), every=st.booleans(),
+       dtype=st.sampled_from([np.int64, np.int16]))
+def test_columns_in_order_equals_the_transposed_mask(r, b, seed, chunk, dummy_frac, every,
+                                                     dtype):
+    # every column in order (read column chunk by column chunk) or a permutation of them
+    # (through the batch-major copy): the same entries as the whole-matrix mask
     rng = np.random.default_rng(seed)
     ident = rng.permutation(r * b).astype(np.int32).reshape(r, b)
     ident[rng.random((r, b)) < dummy_frac] = -1
-    cols = rng.permutation(b)
+    cols = np.arange(b) if every else rng.permutation(b)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(partition_mod, "_CHUNK", chunk)
-        order, counts = partition_mod.columns_in_order(ident, cols)
+        order, counts = partition_mod.columns_in_order(ident, None if every else cols,
+                                                       dtype=dtype)
     rows = ident.T[cols]
     keep = rows >= 0
-    assert order.dtype == np.int64 and counts.dtype == np.int64
+    assert order.dtype == dtype and counts.dtype == np.int64
     assert np.array_equal(order, rows[keep]) and np.array_equal(counts, keep.sum(axis=1))

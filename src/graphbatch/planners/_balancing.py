@@ -115,7 +115,7 @@ def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **m
     nb = setup.num_batches
     relabel = (_order_rng(req).permutation(nb) if req.shuffle else np.arange(nb)).astype(np.int64)
     if columns is not None:  # plan batch j = column relabel[j]
-        order, counts = columns_in_order(columns, relabel)
+        order, counts = columns_in_order(columns, relabel if req.shuffle else None)
     else:
         inverse = np.empty(nb, dtype=np.int64)
         inverse[relabel] = np.arange(nb, dtype=np.int64)

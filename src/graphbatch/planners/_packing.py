@@ -42,7 +42,7 @@ from ._assemble import (
     tight_shape_wanted,
 )
 from ._dynamic import budget_lower_bound
-from ._partition import balanced_ldm, descending_order, refine_in_place
+from ._partition import balanced_ldm, columns_in_order, refine_in_place
 from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
@@ -169,25 +169,6 @@ def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int, *,
     return value.reshape(r, b), bins, total
 
 
-def _columns_as_slots(bins: np.ndarray, dtype):
-    """Packs as slots from a round matrix of bins (column = pack, ``-1`` = dummy):
-    ``(slot_bin of dtype, int64 offsets)``, built chunk by chunk of columns."""
-    r, b = bins.shape
-    step = max(1, (1 << 20) // max(r, 1))
-    sizes = np.empty(b, np.int64)
-    for c0 in range(0, b, step):
-        sizes[c0:c0 + step] = (bins[:, c0:c0 + step] >= 0).sum(axis=0)
-    offsets = np.zeros(b + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    slot_bin = np.empty(int(offsets[-1]), dtype)
-    for c0 in range(0, b, step):
-        c1 = min(b, c0 + step)
-        blk = np.ascontiguousarray(bins[:, c0:c1].T).reshape(-1)
-        lo, hi = int(offsets[c0]), int(offsets[c1])
-        slot_bin[lo:hi] = blk if hi - lo == blk.shape[0] else blk[blk >= 0]
-    return slot_bin, offsets
-
-
 #: Swap-repair passes of the balanced candidates (the ``kk`` default).
 _REFINE_PASSES = 16
 
@@ -279,7 +260,9 @@ def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int
         if hopeless.stopped:
             out.append(None)  # far over the budget, and the swaps were not closing the gap
             continue
-        slot_bin, offsets = _columns_as_slots(bins, graph_bin.dtype)
+        slot_bin, sizes = columns_in_order(bins, dtype=graph_bin.dtype)  # column = pack
+        offsets = np.zeros(sizes.shape[0] + 1, np.int64)
+        np.cumsum(sizes, out=offsets[1:])
         del bins
         pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
         if pg.max(initial=0) > budget.graph_capacity:

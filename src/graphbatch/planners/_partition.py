@@ -400,26 +400,38 @@ def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:
     return batch_of
 
 
-def columns_in_order(ident: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The real entries (``>= 0``) of the columns ``cols`` of ``ident``, column after column,
-    each column's in row order, as int64; and the real entries per column of ``cols`` (int64).
-    ``ident`` is copied batch-major first (column by column chunk), so the gather in ``cols``
-    order reads each column as one contiguous row: ``R`` strided reads a column otherwise."""
+def columns_in_order(ident: np.ndarray, cols: np.ndarray | None = None,
+                     dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """The real entries (``>= 0``) of the columns ``cols`` of ``ident`` (default: every column,
+    in order), column after column, each column's in row order, as ``dtype``; and the real
+    entries per column of ``cols`` (int64). Built chunk by chunk of columns. With ``cols``,
+    ``ident`` is first copied batch-major, so the gather in ``cols`` order reads each column as
+    one contiguous row (``R`` strided reads a column otherwise)."""
     r, b = ident.shape
     step = max(1, _CHUNK // max(r, 1))
-    rows = np.empty((b, r), ident.dtype)
     real = np.empty(b, np.int64)
-    for c0 in range(0, b, step):
-        rows[c0:c0 + step] = ident[:, c0:c0 + step].T
-        real[c0:c0 + step] = r - np.count_nonzero(rows[c0:c0 + step] < 0, axis=1)
-    counts = real[cols]
-    del real
-    out = np.empty(int(counts.sum()), np.int64)
-    at = 0
-    for j0 in range(0, cols.shape[0], step):
-        flat = rows[cols[j0:j0 + step]].reshape(-1)
-        flat = flat[flat >= 0]
-        out[at:at + flat.shape[0]] = flat
-        at += flat.shape[0]
-    return out, counts
+    if cols is None:
+        for c0 in range(0, b, step):
+            real[c0:c0 + step] = r - np.count_nonzero(ident[:, c0:c0 + step] < 0, axis=0)
+        counts, k = real, b
 
+        def block(j0):  # columns j0.. as rows
+            return ident[:, j0:j0 + step].T
+    else:
+        rows = np.empty((b, r), ident.dtype)
+        for c0 in range(0, b, step):
+            rows[c0:c0 + step] = ident[:, c0:c0 + step].T
+            real[c0:c0 + step] = r - np.count_nonzero(rows[c0:c0 + step] < 0, axis=1)
+        counts, k = real[cols], cols.shape[0]
+        del real
+
+        def block(j0):
+            return rows[cols[j0:j0 + step]]
+    ends = np.zeros(k + 1, np.int64)
+    np.cumsum(counts, out=ends[1:])
+    out = np.empty(int(ends[-1]), dtype)
+    for j0 in range(0, k, step):
+        flat = np.ascontiguousarray(block(j0)).reshape(-1)
+        lo, hi = int(ends[j0]), int(ends[min(k, j0 + step)])
+        out[lo:hi] = flat if hi - lo == flat.shape[0] else flat[flat >= 0]
+    return out, counts
