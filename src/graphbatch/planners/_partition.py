@@ -13,6 +13,7 @@ import heapq
 import numpy as np
 
 from .._errors import InputError
+from ..packing._assign import _sort_chunk
 from ..packing._greedy import index_dtype
 
 __all__ = [
@@ -112,13 +113,9 @@ def _sort_by_count(costs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
     np.cumsum(counts[:-1], out=ptr[1:])
     for s0 in range(0, n, _CHUNK):
         key = (top - costs[s0:s0 + _CHUNK]).astype(kdt)  # 16-bit keys sort by radix
-        srt = np.argsort(key, kind="stable")
-        ks = key[srt]
-        c = np.bincount(ks, minlength=top + 1)
-        first = np.zeros(top + 1, np.int64)  # first position of each key within this chunk
-        np.cumsum(c[:-1], out=first[1:])
-        out[ptr[ks] + np.arange(ks.shape[0]) - first[ks]] = srt + s0
-        ptr += c
+        srt, dest = _sort_chunk(key, ptr)
+        srt += s0
+        out[dest] = srt
     return counts
 
 
