@@ -94,13 +94,8 @@ def _sort_by_count(costs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
     if n == 0:
         return None
     lo, hi = float(costs.min()), float(costs.max())
-    integral = lo >= 0 and hi <= _COUNTING_MAX
-    if integral:
-        for s0 in range(0, n, _CHUNK):
-            c = costs[s0:s0 + _CHUNK]
-            if not np.array_equal(c, np.floor(c)):
-                integral = False
-                break
+    integral = lo >= 0 and hi <= _COUNTING_MAX and _whole_numbers(
+        costs[s0:s0 + _CHUNK] for s0 in range(0, n, _CHUNK))
     if not integral:
         out[:] = np.argsort(-costs, kind="stable")
         return None
@@ -260,15 +255,10 @@ def _batch_loads(value: np.ndarray) -> np.ndarray:
     return load
 
 
-def _whole_numbers(value: np.ndarray, step: int) -> bool:
-    """Whether every entry of the round matrix is a whole number (checked column chunk by
-    column chunk: no temporary of the whole matrix)."""
-    b = value.shape[1]
-    for c0 in range(0, b, step):
-        v = value[:, c0:c0 + step]
-        if not np.array_equal(v, np.floor(v)):
-            return False
-    return True
+def _whole_numbers(blocks) -> bool:
+    """Whether every entry of the arrays ``blocks`` (the chunks of a larger array: no
+    temporary of the whole) is a whole number."""
+    return all(np.array_equal(v, np.floor(v)) for v in blocks)
 
 
 def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
@@ -288,7 +278,8 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
     # a swap moves (heavy - light) strictly between 0 and the pair's gap: a pair whose gap is
     # at most `no_swap` has none (whole-number entries move whole amounts: gap <= 1), so only
     # the pairs above it are searched (the gaps of the ranked pairs never increase)
-    no_swap = 1.0 if _whole_numbers(value, step) and vmax * r < 2.0**52 else 0.0
+    whole = _whole_numbers(value[:, c0:c0 + step] for c0 in range(0, b, step))
+    no_swap = 1.0 if whole and vmax * r < 2.0**52 else 0.0
     # dummies never move: with at most one a column, its row (or -1) tells the real entries
     # without gathering the identities of every pair's columns
     dummy_row = _dummy_rows(ident, step)
