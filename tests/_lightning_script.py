@@ -1,13 +1,13 @@
-"""One Lightning training run for tests/test_torch_lightning.py (run as a script: Lightning's
-``ddp`` launcher starts this file again for rank 1). Each rank writes the graph indices of every
-batch it trained on to ``OUT/TAG_rank{r}.json``. The data module is the one in docs/lightning.md,
-executed from the document."""
+"""One Lightning training run for tests/test_torch_lightning.py and
+tests/test_lightning_datamodule.py (run as a script: Lightning's ``ddp`` launcher starts this
+file again for rank 1). Each rank writes the graph indices of every batch it trained on (and,
+with ``--val``, validated on) to ``OUT/TAG_rank{r}.json``. ``--build after`` uses the shipped
+`graphbatch.lightning.GraphDataModule`."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -22,9 +22,7 @@ from torch_geometric.nn import global_add_pool  # noqa: E402
 
 import graphbatch.torch as gt  # noqa: E402
 from _torch_graphs import molecules  # noqa: E402
-
-DOC = HERE.parent / "docs" / "lightning.md"
-exec(re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[0])  # defines GraphDataModule
+from graphbatch.lightning import GraphDataModule  # noqa: E402
 
 GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)
 LOADER = dict(strategy="dynamic", batch_size=6, seed=3)
@@ -38,6 +36,7 @@ class Recorder(L.LightningModule):
         self.path = out
         self.tag = tag
         self.records: list = []
+        self.val_records: list = []
 
     def training_step(self, batch, batch_idx):
         ids = batch.graph_index[batch.graph_mask].tolist()
@@ -45,12 +44,19 @@ class Recorder(L.LightningModule):
         pred = self.out(global_add_pool(self.emb(batch.z), batch.batch)).squeeze(-1)
         return gt.masked_mean((pred - batch.y[:, 0]) ** 2, batch.graph_mask)
 
+    def validation_step(self, batch, batch_idx):
+        ids = batch.graph_index[batch.graph_mask].tolist()
+        self.val_records.append([self.current_epoch, batch_idx, ids, list(batch.z.shape)])
+
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
     def on_train_end(self) -> None:
         rank = self.global_rank
         Path(self.path, f"{self.tag}_rank{rank}.json").write_text(json.dumps(self.records))
+        if self.val_records:
+            Path(self.path, f"{self.tag}_val_rank{rank}.json").write_text(
+                json.dumps(self.val_records))
 
 
 def main() -> None:
@@ -61,6 +67,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--max-steps", type=int, default=-1)
     ap.add_argument("--ckpt-every", type=int, default=None)
+    ap.add_argument("--ckpt-epoch", action="store_true", help="checkpoint every epoch's end")
+    ap.add_argument("--val", type=int, default=0, help="the last N graphs validate")
     ap.add_argument("--resume", default=None)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", required=True)
@@ -72,6 +80,9 @@ def main() -> None:
     if a.ckpt_every:
         callbacks.append(ModelCheckpoint(dirpath=a.out, every_n_train_steps=a.ckpt_every,
                                          save_top_k=-1, filename="{step}"))
+    if a.ckpt_epoch:
+        callbacks.append(ModelCheckpoint(dirpath=a.out, every_n_epochs=1, save_top_k=-1,
+                                         filename=a.tag + "-{epoch}"))
     trainer = L.Trainer(
         accelerator="cpu", devices=devices,
         strategy="auto" if a.strategy == "single" else a.strategy,
@@ -79,7 +90,7 @@ def main() -> None:
         limit_train_batches=a.limit if a.limit else 1.0,
         reload_dataloaders_every_n_epochs=1,
         logger=False, enable_progress_bar=False, enable_model_summary=False,
-        enable_checkpointing=bool(a.ckpt_every), callbacks=callbacks,
+        enable_checkpointing=bool(callbacks), callbacks=callbacks,
         num_sanity_val_steps=0,
     )
     model = Recorder(a.out, a.tag)
@@ -87,7 +98,10 @@ def main() -> None:
         loader = gt.loader(graphs, **LOADER)
         trainer.fit(model, train_dataloaders=loader, ckpt_path=a.resume)
     else:
-        trainer.fit(model, datamodule=GraphDataModule(graphs, **LOADER), ckpt_path=a.resume)
+        n = len(graphs)
+        splits = dict(val=range(n - a.val, n)) if a.val else {}
+        trainer.fit(model, datamodule=GraphDataModule(graphs, **splits, **LOADER),
+                    ckpt_path=a.resume)
 
 
 if __name__ == "__main__":

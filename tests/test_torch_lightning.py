@@ -1,6 +1,6 @@
 """Lightning drives `gt.loader` like any DataLoader: 2 CPU processes (gloo) under ``ddp`` and
-``ddp_spawn``, the loader built before the process group (passed to ``fit``) and after it (the
-``LightningDataModule`` of docs/lightning.md), ``limit_train_batches``, ``max_steps`` with a
+``ddp_spawn``, the loader built before the process group (passed to ``fit``) and after it (by
+`graphbatch.lightning.GraphDataModule`), ``limit_train_batches``, ``max_steps`` with a
 mid-epoch checkpoint and its resume, and a single-process run.
 
 Every run records, per rank, the dataset indices of each batch it trained on; the test compares

@@ -9,7 +9,7 @@ import numpy as np
 from ._errors import InputError, InputTypeError
 
 __all__ = ["MAX_COUNT", "MAX_SHAPE", "MAX_TOTAL", "MAX_WORLD_SIZE", "as_count_array", "as_positive_int", "as_nonnegative_int",
-           "check_total"]
+           "as_index_array", "check_total"]
 
 #: Largest accepted per-graph count (nodes, edges, bytes): 2**36 (about 6.9e10).
 MAX_COUNT = 2**36
@@ -100,3 +100,25 @@ def as_nonnegative_int(value, name: str, maximum: int | None = None) -> int:
     if v < 0:
         raise InputError(f"{name} must be >= 0, got {v}")
     return _check_max(v, name, maximum)
+
+
+def as_index_array(values, name: str, limit: int | None = None) -> np.ndarray:
+    """``values`` as a non-empty 1-D int64 array of distinct indices in ``[0, limit)``
+    (``limit=None``: unbounded), e.g. a dataset split; else a clear error naming a bad value."""
+    arr = np.asarray(values)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise InputTypeError(f"{name} must be a 1-D sequence of ints, got {arr.dtype} values "
+                             f"of shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise InputError(f"{name} is empty: it needs at least one index")
+    arr = arr.astype(np.int64)
+    if arr.min() < 0:
+        raise InputError(f"{name} must be >= 0, got {int(arr.min())}")
+    if limit is not None and arr.max() >= limit:
+        raise InputError(f"{name} holds {int(arr.max())}, out of range for {limit} graphs")
+    uniq, counts = np.unique(arr, return_counts=True)
+    if uniq.shape[0] != arr.shape[0]:
+        twice = int(np.flatnonzero(counts > 1)[0])
+        raise InputError(f"{name} holds {int(uniq[twice])} {int(counts[twice])} times; each "
+                         "graph comes once per epoch")
+    return arr

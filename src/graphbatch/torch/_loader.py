@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 from .._budget import Budget
 from .._padlayout import check_cutoff, short_padding_batches
 from .._sizes import GraphSizes
-from .._validate import as_nonnegative_int
+from .._validate import as_index_array, as_nonnegative_int
 from ._collate import collate_dict
 from ._preset import Preset
 from ._pyg import collate
@@ -26,13 +26,14 @@ __all__ = ["loader", "PlanLoader", "read_sizes", "DATALOADER_ARGS"]
 _SCHEMA_SAMPLE = 32
 
 
-def read_sizes(dataset) -> GraphSizes:
-    """Node and edge counts of every graph, read once and without collating anything.
+def read_sizes(dataset, indices=None) -> GraphSizes:
+    """Node and edge counts of every graph (of the graphs ``indices``, in that order, when
+    given), read once and without collating anything.
 
     Uses ``dataset.graph_sizes()`` when the dataset has it (an on-disk store's metadata), else
-    each graph's ``num_nodes`` and ``edge_index.shape[1]`` (PyG ``Data``, old-style ``Data``, fairchem's
-    ``AtomicData``) or, for dicts, ``num_nodes`` (else
-    the dim-0 size of the first tensor other than ``edge_index``) and ``edge_index.shape[1]``.
+    each graph's ``num_nodes`` and ``edge_index.shape[1]`` (PyG ``Data``, old-style ``Data``,
+    fairchem's ``AtomicData``) or, for dicts, ``num_nodes`` (else the dim-0 size of the first
+    tensor other than ``edge_index``) and ``edge_index.shape[1]``.
     """
     get_sizes = getattr(dataset, "graph_sizes", None)
     if callable(get_sizes):
@@ -47,12 +48,12 @@ def read_sizes(dataset) -> GraphSizes:
                 f"{type(dataset).__name__}.graph_sizes() has {len(sizes)} entries for "
                 f"{len(dataset)} graphs"
             )
-        return sizes
-    n = len(dataset)
-    nodes = np.empty(n, dtype=np.int64)
-    edges = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        g = dataset[i]
+        return sizes if indices is None else sizes.subset(indices)
+    items = range(len(dataset)) if indices is None else np.asarray(indices).tolist()
+    nodes = np.empty(len(items), dtype=np.int64)
+    edges = np.empty(len(items), dtype=np.int64)
+    for i, item in enumerate(items):
+        g = dataset[item]
         if isinstance(g, dict):
             nodes[i] = _num_nodes(g, g["edge_index"])
             edges[i] = int(g["edge_index"].shape[1])
@@ -280,6 +281,7 @@ def loader(
     position_key: str = "pos",
     as_dict: bool = False,
     preset: Preset | None = None,
+    indices: Any = None,
     **options: Any,
 ) -> PlanLoader:
     """A `PlanLoader` over ``dataset`` (map-style: ``len`` and ``dataset[i]`` giving a PyG
@@ -307,6 +309,11 @@ def loader(
     graphs that were within ``chunk_graphs`` of each other in the store, and graphs of
     different chunks meet in a batch only in epochs where their chunks share a window.
 
+    ``indices`` (a split: train, validation, ...): plan and load only these graphs of
+    ``dataset`` (distinct ints); batches' ``graph_index`` are still dataset indices, and a store
+    keeps its batch path. ``sizes`` is then the whole dataset's table or, when absent, is read
+    for the selected graphs only.
+
     ``sizes`` default: `read_sizes(dataset)` (once). The schema is inferred once from up to 32
     graphs spread over the dataset unless given. Batches are PyG ``Batch`` objects
     (`graphbatch.torch.collate`), or dicts with ``as_dict=True``, padded to the plan's shapes and
@@ -329,10 +336,14 @@ def loader(
     for k in list(options):
         if k in _PLAN_DECIDES:
             raise TypeError(f"loader() takes no {k}=: {_PLAN_DECIDES[k]}")
-    if sizes is None:
-        sizes = read_sizes(dataset)
-    elif len(sizes) != len(dataset):
+    if indices is not None:
+        indices = as_index_array(indices, "indices", limit=len(dataset))
+    if sizes is not None and len(sizes) != len(dataset):
         raise ValueError(f"sizes has {len(sizes)} entries for a dataset of {len(dataset)} graphs")
+    if sizes is None:
+        sizes = read_sizes(dataset, indices)
+    elif indices is not None:
+        sizes = sizes.subset(indices)
     if preset is not None:
         if not isinstance(preset, Preset):
             raise TypeError(f"preset must be a graphbatch Preset, got {type(preset).__name__}")
@@ -347,9 +358,10 @@ def loader(
     if schema is None and store is not None:
         schema = store_schema(store)
     elif schema is None:
-        n = len(dataset)
+        items = np.arange(len(dataset)) if indices is None else indices
+        n = items.shape[0]
         pick = np.unique(np.linspace(0, n - 1, num=min(n, _SCHEMA_SAMPLE)).astype(np.int64))
-        sample = [dataset[int(i)] for i in pick]
+        sample = [dataset[int(i)] for i in items[pick]]
         schema = preset.schema_for(sample) if preset is not None else infer_schema(sample)
     if spare_padding_node is None:
         spare_padding_node = _has_positions(schema, position_key)
@@ -364,6 +376,7 @@ def loader(
         num_replicas=num_replicas,
         rank=rank,
         extra_padding_nodes=1 if spare_padding_node else 0,
+        indices=indices,
         **options,
     )
     cutoff = check_cutoff(cutoff)

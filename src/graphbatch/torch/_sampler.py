@@ -14,7 +14,7 @@ from .._chunkplan import check_shuffle
 from .._chunkplan import plan_epoch as make_plan
 from .._plan import BatchPlan
 from .._sizes import GraphSizes
-from .._validate import as_nonnegative_int, as_positive_int
+from .._validate import as_index_array, as_nonnegative_int, as_positive_int
 from ._epoch import EpochCursor, Pass
 
 __all__ = ["PlanBatchSampler", "PlanGraphSampler", "PlannedBatch", "distributed_world",
@@ -133,6 +133,11 @@ class PlanBatchSampler(Sampler[list]):
     directly: a ``DataLoader`` with workers runs ahead, so save `PlanLoader.state_dict`, which
     counts batches consumed) and a fingerprint of the plan request; ``load_state_dict`` refuses
     a state whose fingerprint differs, naming the field.
+
+    ``indices`` (a split of a larger dataset): the dataset index of each graph of ``sizes``
+    (distinct, non-negative ints; default ``0 .. len(sizes) - 1``). Plans index ``sizes``;
+    yielded batches and `rank_graphs` hold ``indices[i]``. The fingerprint then holds a digest
+    of ``indices``, so a state saved for another split is refused.
     """
 
     def __init__(
@@ -148,11 +153,16 @@ class PlanBatchSampler(Sampler[list]):
         num_replicas: int | None = None,
         rank: int | None = None,
         extra_padding_nodes: int = 0,
+        indices: Any = None,
         **options: Any,
     ) -> None:
         if not isinstance(sizes, GraphSizes):
             raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
         self.sizes = sizes
+        self.indices = None if indices is None else as_index_array(indices, "indices")
+        if self.indices is not None and self.indices.shape[0] != len(sizes):
+            raise ValueError(f"indices has {self.indices.shape[0]} entries for the "
+                             f"{len(sizes)} graphs of sizes")
         self.strategy = strategy
         self._world_arg = (
             None if num_replicas is None else as_positive_int(num_replicas, "num_replicas"),
@@ -244,7 +254,8 @@ class PlanBatchSampler(Sampler[list]):
         epoch = self.epoch if epoch is None else as_nonnegative_int(epoch, "epoch")
         p, mine = self._planned(epoch)
         parts = [p.order[p.offsets[b]: p.offsets[b + 1]] for b in mine.tolist()]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        graphs = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return graphs if self.indices is None else self.indices[graphs]
 
     # ------------------------------------------------------------- epochs
     @property
@@ -287,8 +298,10 @@ class PlanBatchSampler(Sampler[list]):
         for b in ids:
             if count:
                 self.cursor.consumed(this.id)
-            yield PlannedBatch(order[offsets[b]: offsets[b + 1]].tolist(),
-                               (pn[b] + extra, pe[b], pg[b]), this.epoch, b)
+            graphs = order[offsets[b]: offsets[b + 1]]
+            if self.indices is not None:
+                graphs = self.indices[graphs]
+            yield PlannedBatch(graphs.tolist(), (pn[b] + extra, pe[b], pg[b]), this.epoch, b)
         if count:
             self.cursor.finished(this.id)
 
@@ -297,6 +310,8 @@ class PlanBatchSampler(Sampler[list]):
         """The plan request (see `plan_fingerprint`) plus the number of replicas."""
         fp = plan_fingerprint(self.sizes, self.strategy, self._kwargs, self.extra_padding_nodes)
         fp["num_replicas"] = self.num_replicas
+        if self.indices is not None:  # absent without a split: older states stay loadable
+            fp["indices_sha256"] = hashlib.sha256(self.indices.astype("<i8").tobytes()).hexdigest()
         return fp
 
     def state_dict(self) -> dict[str, Any]:
