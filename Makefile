@@ -2,12 +2,14 @@
 #   make demo   - set up a virtual environment and run the main job on the embedded dataset
 #   make test   - set up a virtual environment with every extra and run the test suite
 #   make test-fairchem - fairchem's preset against fairchem itself, in its own environment
+#   make docs   - the documentation site in docs/_build/html (warnings are errors)
+#   make wheel-smoke - build the sdist and wheel, install the wheel in a fresh venv, run it
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fairchem setup-core setup-all bench clean
+.PHONY: demo test test-fairchem docs wheel-smoke setup-core setup-all bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,8 +56,18 @@ $(FCVENV)/.fairchem: pyproject.toml
 test-fairchem: $(FCVENV)/.fairchem
 	$(FCPY) -m pytest -q tests/fairchem
 
+# Sphinx + MyST + autodoc (imports every adapter, so the whole environment), from scratch each
+# time; then every name of every public __all__ must be in the built site's object inventory.
+docs: setup-all
+	rm -rf docs/_build docs/api
+	$(PY) -m sphinx -W --keep-going -q -E -b html docs docs/_build/html
+	$(PY) docs/_ext/check_inventory.py docs/_build/html/objects.inv
+
+wheel-smoke: setup-all
+	bash .ci/wheel_smoke.sh $(PY)
+
 bench: setup-all
 	PYTHONPATH=src $(PY) benchmarks/plan_speed.py
 
 clean:
-	rm -rf $(VENV) $(FCVENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(FCVENV) .pytest_cache .hypothesis docs/_build docs/api

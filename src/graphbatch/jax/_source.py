@@ -23,7 +23,7 @@ def _store_type():
 
 
 class StoreGraphs:
-    """A `GraphStore` as a map-style dataset of single-graph ``jraph.GraphsTuple``s.
+    """A `GraphStore` as a map-style dataset of single-graph ``jraph.GraphsTuple`` objects.
 
     ``nodes``/``edges``/``globals`` are dicts of the store's node-, edge- and graph-level fields
     (graph fields keep their leading dimension of 1); ``senders``/``receivers`` are the store's

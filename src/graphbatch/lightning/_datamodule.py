@@ -38,11 +38,15 @@ class GraphDataModule(LightningDataModule):
         dataset: a map-style dataset of PyG ``Data`` (or dicts of tensors with
             ``as_dict=True``), a `graphbatch.datasets.GraphStore` (read on the store batch
             path), or the path of a store (``.h5``, or a sharded store's ``.json`` manifest).
-        train, val, test, predict: dataset indices of each split (distinct ints). ``train``
-            defaults to every graph in neither ``val`` nor ``test``; a split left ``None``
-            has no loader (no validation without ``val``).
-        strategy, batch_size, budget, seed: the plan request (`graphbatch.plan`); any
-            registered strategy.
+        train: dataset indices of the training graphs (distinct ints); default: every graph
+            in neither ``val`` nor ``test``.
+        val: dataset indices of the validation graphs; ``None``: no validation.
+        test: dataset indices of the test graphs; ``None``: no test loader.
+        predict: dataset indices of the graphs to predict; ``None``: no predict loader.
+        strategy: any registered strategy (`graphbatch.strategy_names`).
+        batch_size: graphs per batch, including one padding graph (`graphbatch.plan`).
+        budget: the padded shape ``(n_node, n_edge, n_graph)`` instead of an estimate.
+        seed: the plans' seed; epoch ``e`` of training is planned from ``(seed, e)``.
         sizes: the whole dataset's size table (default: read once, `read_sizes`).
         **loader_options: every other `graphbatch.torch.loader` argument: strategy options,
             ``DataLoader`` arguments (``num_workers``, ...), ``on_oversize``, ``preset``, ...
@@ -163,6 +167,7 @@ class GraphDataModule(LightningDataModule):
 
     # -------------------------------------------------------- Lightning's hooks
     def train_dataloader(self) -> PlanLoader:
+        """The training loader (shuffled per epoch)."""
         return self.dataloader("train")
 
     def val_dataloader(self) -> PlanLoader | list:
@@ -170,7 +175,9 @@ class GraphDataModule(LightningDataModule):
         return [] if self._splits["val"] is None else self.dataloader("val")
 
     def test_dataloader(self) -> PlanLoader:
+        """The test loader (a ``ValueError`` without a ``test`` split)."""
         return self.dataloader("test")
 
     def predict_dataloader(self) -> PlanLoader:
+        """The prediction loader (a ``ValueError`` without a ``predict`` split)."""
         return self.dataloader("predict")

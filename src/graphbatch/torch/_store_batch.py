@@ -321,7 +321,7 @@ class StoreIndices(Dataset):
 
 
 class StoreCollater:
-    """``collate_fn`` of the store batch path: a `StoreBatcher` fed by `PlannedBatch`es.
+    """``collate_fn`` of the store batch path: a `StoreBatcher` fed by `PlannedBatch` objects.
 
     With DataLoader workers, `PlanLoader` starts each set of workers through `start_pass`: the
     workers write batches into a `graphbatch.torch._slots.SlotRing` made for them and the main
