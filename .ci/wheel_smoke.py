@@ -29,7 +29,6 @@ import graphbatch.torch as gt  # noqa: E402
 from graphbatch.demo import default_sizes  # noqa: E402
 
 
-
 def check(ok: bool, what: str) -> None:
     if not ok:
         sys.exit(f"wheel_smoke: {what}")
@@ -42,8 +41,10 @@ plan = gb.plan(sizes, "dynamic", batch_size=32, seed=0)
 stats = plan.stats()
 check(sorted(plan.order.tolist()) == list(range(len(sizes))), "a planned graph missing or twice")
 check(stats.distinct_shapes == 1, f"dynamic planned {stats.distinct_shapes} shapes")
-print(f"planned {len(sizes):,} QM9 graphs into {len(plan):,} batches of one shape "
-      f"{tuple(int(s) for s in plan.shape(0))}")
+print(
+    f"planned {len(sizes):,} QM9 graphs into {len(plan):,} batches of one shape "
+    f"{tuple(int(s) for s in plan.shape(0))}"
+)
 
 gen = torch.Generator().manual_seed(0)
 graphs = []
@@ -51,10 +52,14 @@ for _ in range(50):
     n = int(torch.randint(2, 9, (1,), generator=gen))
     src, dst = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
     keep = src != dst
-    graphs.append(Data(z=torch.randint(1, 10, (n,), generator=gen),
-                       pos=torch.randn(n, 3, generator=gen),
-                       edge_index=torch.stack([src[keep], dst[keep]]),
-                       y=torch.randn(1, 1, generator=gen)))
+    graphs.append(
+        Data(
+            z=torch.randint(1, 10, (n,), generator=gen),
+            pos=torch.randn(n, 3, generator=gen),
+            edge_index=torch.stack([src[keep], dst[keep]]),
+            y=torch.randn(1, 1, generator=gen),
+        )
+    )
 loader = gt.loader(graphs, strategy="pack-lpf", batch_size=8, seed=1)
 seen, shapes = [], set()
 for batch in loader:
@@ -62,5 +67,6 @@ for batch in loader:
     shapes.add((batch.num_nodes, batch.edge_index.shape[1], batch.graph_mask.shape[0]))
 check(sorted(seen) == list(range(len(graphs))), "a collated graph missing or twice")
 check(len(shapes) == 1, f"pack-lpf batches have {len(shapes)} shapes: {shapes}")
-print(f"collated {len(graphs)} PyG graphs into {len(loader)} padded batches of shape "
-      f"{shapes.pop()}")
+print(
+    f"collated {len(graphs)} PyG graphs into {len(loader)} padded batches of shape {shapes.pop()}"
+)

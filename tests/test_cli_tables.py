@@ -12,8 +12,10 @@ import pytest
 from graphbatch._tables import format_table as plain_table
 from graphbatch.cli import _format
 
-ROWS = [{"strategy": "dynamic", "batches": 1234, "node eff": 0.91234},
-        {"strategy": "pack-lpf", "batches": 1201, "node eff": 0.99871}]
+ROWS = [
+    {"strategy": "dynamic", "batches": 1234, "node eff": 0.91234},
+    {"strategy": "pack-lpf", "batches": 1201, "node eff": 0.99871},
+]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

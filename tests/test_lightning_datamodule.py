@@ -23,11 +23,11 @@ import pytest
 pytest.importorskip("lightning")
 pytest.importorskip("torch_geometric")
 
-import graphbatch as gb  # noqa: E402
-import graphbatch.torch as gt  # noqa: E402
-from graphbatch.lightning import GraphDataModule  # noqa: E402
+import graphbatch as gb
+import graphbatch.torch as gt
+from graphbatch.lightning import GraphDataModule
 
-from ._torch_graphs import molecules, sizes_of  # noqa: E402
+from ._torch_graphs import molecules, sizes_of
 
 SCRIPT = Path(__file__).with_name("_lightning_script.py")
 GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)  # as in the script
@@ -55,8 +55,15 @@ def graphs():
 
 @pytest.mark.parametrize("strategy", gb.strategy_names())
 def test_every_strategy_every_split_once_per_epoch(graphs, strategy):
-    dm = GraphDataModule(graphs, val=range(24, 32), test=range(32, 40), predict=range(40),
-                         strategy=strategy, batch_size=5, seed=2)
+    dm = GraphDataModule(
+        graphs,
+        val=range(24, 32),
+        test=range(32, 40),
+        predict=range(40),
+        strategy=strategy,
+        batch_size=5,
+        seed=2,
+    )
     assert dm.indices("train").tolist() == list(range(24))
     train = dm.train_dataloader()
     assert dm.train_dataloader() is train  # built once, reused on reload
@@ -70,8 +77,11 @@ def test_every_strategy_every_split_once_per_epoch(graphs, strategy):
         for _ in range(2):  # each pass (Lightning: each validation run) has every graph once
             assert sorted(i for b in _epoch(loader) for i in b) == list(want), split
     if gb.get_strategy(strategy).uses_budget and gb.get_strategy(strategy).fixed_shape:
-        shapes = {tuple(s.tolist()) for loader in (train, dm.val_dataloader())
-                  for s in loader.plan.shapes()}
+        shapes = {
+            tuple(s.tolist())
+            for loader in (train, dm.val_dataloader())
+            for s in loader.plan.shapes()
+        }
         assert len(shapes) == 1  # evaluation batches have the training shape: one compile
 
 
@@ -125,7 +135,8 @@ def test_a_graph_store_keeps_its_batch_path(tmp_path, graphs):
     from graphbatch.datasets import GraphArrays, GraphStore, write_store
 
     arrays = GraphArrays(
-        n_node=[g.num_nodes for g in graphs], n_edge=[g.num_edges for g in graphs],
+        n_node=[g.num_nodes for g in graphs],
+        n_edge=[g.num_edges for g in graphs],
         edge_index=np.concatenate([g.edge_index.numpy() for g in graphs], axis=1),
         node={"z": np.concatenate([g.z.numpy() for g in graphs])},
         graph={"y": np.concatenate([g.y.numpy() for g in graphs])},
@@ -178,11 +189,25 @@ def test_fit_validate_test_predict_in_one_process(graphs):
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
-    dm = GraphDataModule(graphs, val=range(30, 35), test=range(35, 40), predict=range(40),
-                         strategy="pack-lpf", batch_size=6, seed=1)
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=2, logger=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        enable_checkpointing=False, num_sanity_val_steps=0)
+    dm = GraphDataModule(
+        graphs,
+        val=range(30, 35),
+        test=range(35, 40),
+        predict=range(40),
+        strategy="pack-lpf",
+        batch_size=6,
+        seed=1,
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=2,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        num_sanity_val_steps=0,
+    )
     model = Model()
     trainer.fit(model, datamodule=dm)
     assert sorted(model.seen["train"]) == sorted(list(range(30)) * 2)
@@ -194,22 +219,30 @@ def test_fit_validate_test_predict_in_one_process(graphs):
 
 
 def test_importing_without_lightning_names_what_to_install():
-    code = ("import sys; sys.modules['lightning'] = None; sys.modules['pytorch_lightning'] = None\n"
-            "import graphbatch.lightning")
+    code = (
+        "import sys; sys.modules['lightning'] = None; sys.modules['pytorch_lightning'] = None\n"
+        "import graphbatch.lightning"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 1
     last = res.stderr.strip().splitlines()[-1]
-    assert last == ("ImportError: graphbatch.lightning needs Lightning: pip install "
-                    "'graphbatch[lightning]' (or: pip install lightning)")
+    assert last == (
+        "ImportError: graphbatch.lightning needs Lightning: pip install "
+        "'graphbatch[lightning]' (or: pip install lightning)"
+    )
     assert "During handling" not in res.stderr  # one error, not a chain
 
 
 # ------------------------------------------------------------------ 2 processes, ddp
 def _start(args, out: Path, tag: str):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    log = open(out / f"{tag}.log", "w")
-    return subprocess.Popen([sys.executable, str(SCRIPT), *args, "--out", str(out),
-                             "--tag", tag], stdout=log, stderr=subprocess.STDOUT, env=env)
+    with open(out / f"{tag}.log", "w") as log:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, str(SCRIPT), *args, "--out", str(out), "--tag", tag],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
 
 
 def _wait(proc, out: Path, tag: str) -> None:
@@ -219,8 +252,9 @@ def _wait(proc, out: Path, tag: str) -> None:
         proc.kill()
         rc = "timeout"
     if rc != 0:
-        pytest.fail(f"Lightning run {tag} failed ({rc}):\n"
-                    + (out / f"{tag}.log").read_text()[-4000:])
+        pytest.fail(
+            f"Lightning run {tag} failed ({rc}):\n" + (out / f"{tag}.log").read_text()[-4000:]
+        )
 
 
 @pytest.fixture(scope="module")
@@ -229,16 +263,22 @@ def ddp_runs(tmp_path_factory):
     each resumed to 3 epochs."""
     out = tmp_path_factory.mktemp("datamodule")
     stops = {
-        "mid-stop": _start([*DDP, "--epochs", "3", "--max-steps", str(STOP_MID),
-                            "--ckpt-every", str(STOP_MID)], out, "mid-stop"),
+        "mid-stop": _start(
+            [*DDP, "--epochs", "3", "--max-steps", str(STOP_MID), "--ckpt-every", str(STOP_MID)],
+            out,
+            "mid-stop",
+        ),
         "end-stop": _start([*DDP, "--epochs", "1", "--ckpt-epoch"], out, "end-stop"),
     }
     for tag, proc in stops.items():
         _wait(proc, out, tag)
     checkpoints = {"mid": out / f"step={STOP_MID}.ckpt", "end": out / "end-stop-epoch=0.ckpt"}
-    resumes = {f"{kind}-resume": _start([*DDP, "--epochs", "3", "--resume", str(ckpt)], out,
-                                        f"{kind}-resume")
-               for kind, ckpt in checkpoints.items()}
+    resumes = {
+        f"{kind}-resume": _start(
+            [*DDP, "--epochs", "3", "--resume", str(ckpt)], out, f"{kind}-resume"
+        )
+        for kind, ckpt in checkpoints.items()
+    }
     for tag, proc in resumes.items():
         _wait(proc, out, tag)
     return out
@@ -295,14 +335,18 @@ def test_ddp_resume_mid_epoch_is_exact(ddp_runs):
         resumed = _records(ddp_runs, "mid-resume", r)
         assert stopped[1] == _expected(1, r)[: STOP_MID - steps]
         assert 0 not in resumed
-        assert resumed[1] == _expected(1, r)[STOP_MID - steps:]  # continues with the next batch
+        assert resumed[1] == _expected(1, r)[STOP_MID - steps :]  # continues with the next batch
         assert resumed[2] == _expected(2, r)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Lightning 2.6 resuming from an end-of-epoch checkpoint does not call load_state_dict and "
-    "calls sampler.set_epoch after creating the iterator, so the loader replays epoch 0 "
-    "(issue 26 item 5); the fix belongs in the loader (branch trust): drop this mark then"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "Lightning 2.6 resuming from an end-of-epoch checkpoint does not call load_state_dict and "
+        "calls sampler.set_epoch after creating the iterator, so the loader replays epoch 0 "
+        "(issue 26 item 5); the fix belongs in the loader (branch trust): drop this mark then"
+    ),
+)
 def test_ddp_resume_at_an_epoch_boundary_is_exact(ddp_runs):
     for r in range(2):
         stopped = _records(ddp_runs, "end-stop", r)

@@ -94,8 +94,7 @@ def page(module: str, first_seen: dict[int, str], docs: dict[tuple[str, str], li
     title = f"``{module}``"
     # manual entries (py:data, re-exports) take names relative to this py:module; autodoc
     # directives take full names
-    out = [f".. _api-{module}:", "", title, "=" * len(title), "",
-           f".. py:module:: {module}", ""]
+    out = [f".. _api-{module}:", "", title, "=" * len(title), "", f".. py:module:: {module}", ""]
     doc = inspect.getdoc(mod)
     if doc:
         out += [doc, ""]
@@ -128,8 +127,11 @@ def page(module: str, first_seen: dict[int, str], docs: dict[tuple[str, str], li
             if len(value) <= MAX_VALUE and "\n" not in value:
                 out += [f"   :value: {value}"]
             else:
-                out += [f"   :type: {type(obj).__module__}.{type(obj).__qualname__}"
-                        .replace("builtins.", "")]
+                out += [
+                    f"   :type: {type(obj).__module__}.{type(obj).__qualname__}".replace(
+                        "builtins.", ""
+                    )
+                ]
             out.append("")
             out += [f"   {line}" if line else "" for line in _data_doc(obj, name, docs)]
             out.append("")
@@ -147,10 +149,17 @@ def write_pages(outdir: Path) -> list[str]:
     first_seen: dict[int, str] = {}
     for m in modules:
         _write_if_changed(outdir / f"{m}.rst", page(m, first_seen, docs))
-    index = ["API reference", "=============", "",
-             "Every public name: each public module's ``__all__``, documented from its "
-             "docstrings. Modules and names that start with ``_`` are internal.", "",
-             ".. toctree::", "   :maxdepth: 1", ""]
+    index = [
+        "API reference",
+        "=============",
+        "",
+        "Every public name: each public module's ``__all__``, documented from its "
+        "docstrings. Modules and names that start with ``_`` are internal.",
+        "",
+        ".. toctree::",
+        "   :maxdepth: 1",
+        "",
+    ]
     index += [f"   {m}" for m in modules]
     _write_if_changed(outdir / "index.rst", "\n".join(index) + "\n")
     for stale in outdir.glob("*.rst"):

@@ -9,14 +9,15 @@ from pathlib import Path
 from sphinx.util.inventory import InventoryFile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from apiref import public_modules, public_names  # noqa: E402
+from apiref import public_modules, public_names
 
 
 def missing_entries(inventory: Path) -> list[str]:
     with open(inventory, "rb") as f:
         inv = InventoryFile.load(f, "", lambda base, uri: uri)
-    documented = {name for kind, entries in inv.items() if kind.startswith("py:")
-                  for name in entries}
+    documented = {
+        name for kind, entries in inv.items() if kind.startswith("py:") for name in entries
+    }
     want = [f"{m}.{n}" for m in public_modules() for n in public_names(m)]
     return [name for name in want if name not in documented]
 

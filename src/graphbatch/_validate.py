@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._errors import InputError, InputTypeError
 
@@ -102,7 +103,7 @@ def as_nonnegative_int(value, name: str, maximum: int | None = None) -> int:
     return _check_max(v, name, maximum)
 
 
-def as_index_array(values, name: str, limit: int | None = None) -> np.ndarray:
+def as_index_array(values: ArrayLike, name: str, limit: int | None = None) -> np.ndarray:
     """``values`` as a non-empty 1-D int64 array of distinct indices in ``[0, limit)``
     (``limit=None``: unbounded), e.g. a dataset split; else a clear error naming a bad value."""
     arr = np.asarray(values)

@@ -17,7 +17,7 @@ from ..torch import PlanLoader, loader, read_sizes
 try:
     from lightning.pytorch import LightningDataModule
 except ImportError:  # only the pytorch_lightning package (checked in __init__)
-    from pytorch_lightning import LightningDataModule
+    from pytorch_lightning import LightningDataModule  # type: ignore[assignment]
 
 __all__ = ["GraphDataModule"]
 
@@ -89,8 +89,10 @@ class GraphDataModule(LightningDataModule):
 
             dataset = GraphStore(dataset)
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
-            raise TypeError(f"dataset must be map-style (len and [i]) or a graph store, got "
-                            f"{type(dataset).__name__}")
+            raise TypeError(
+                f"dataset must be map-style (len and [i]) or a graph store, got "
+                f"{type(dataset).__name__}"
+            )
         n = len(dataset)
         if sizes is not None and len(sizes) != n:
             raise ValueError(f"sizes has {len(sizes)} entries for a dataset of {n} graphs")
@@ -101,26 +103,34 @@ class GraphDataModule(LightningDataModule):
         self.seed = seed
         self.loader_options = dict(loader_options)
         self._sizes = sizes
-        self._splits = self._resolve_splits(n, train=train, val=val, test=test,
-                                            predict=predict)
+        self._splits = self._resolve_splits(n, train=train, val=val, test=test, predict=predict)
         self._loaders: dict[str, PlanLoader] = {}
 
     @staticmethod
     def _resolve_splits(n: int, **given: Any) -> dict[str, np.ndarray | None]:
-        splits = {name: None if given[name] is None
-                  else as_index_array(given[name], name, limit=n) for name in SPLITS}
-        if splits["train"] is None:
-            held = [s for s in (splits["val"], splits["test"]) if s is not None]
-            rest = np.setdiff1d(np.arange(n, dtype=np.int64), np.concatenate(held)) if held \
-                else np.arange(n, dtype=np.int64)
+        splits: dict[str, np.ndarray | None] = {
+            name: None if given[name] is None else as_index_array(given[name], name, limit=n)
+            for name in SPLITS
+        }
+        train = splits["train"]
+        held = {name: idx for name in ("val", "test") if (idx := splits[name]) is not None}
+        if train is None:
+            everything = np.arange(n, dtype=np.int64)
+            rest = (
+                np.setdiff1d(everything, np.concatenate(list(held.values())))
+                if held
+                else everything
+            )
             splits["train"] = rest if rest.shape[0] else None
         else:
-            for name in ("val", "test"):
-                if splits[name] is not None:
-                    shared = np.intersect1d(splits["train"], splits[name])
-                    if shared.shape[0]:
-                        warnings.warn(f"GraphDataModule: {shared.shape[0]} graphs are in both "
-                                      f"train and {name} (e.g. {int(shared[0])})", stacklevel=3)
+            for name, idx in held.items():
+                shared = np.intersect1d(train, idx)
+                if shared.shape[0]:
+                    warnings.warn(
+                        f"GraphDataModule: {shared.shape[0]} graphs are in both "
+                        f"train and {name} (e.g. {int(shared[0])})",
+                        stacklevel=3,
+                    )
         return splits
 
     def indices(self, split: str) -> np.ndarray | None:
@@ -149,8 +159,15 @@ class GraphDataModule(LightningDataModule):
                 shared = self._evaluation_budget()
                 if shared is not None:
                     request = {"batch_size": None, "budget": shared}
-            self._loaders[split] = loader(self.dataset, strategy=self.strategy, seed=self.seed,
-                                          sizes=self._sizes, indices=idx, **request, **options)
+            self._loaders[split] = loader(
+                self.dataset,
+                strategy=self.strategy,
+                seed=self.seed,
+                sizes=self._sizes,
+                indices=idx,
+                **request,
+                **options,
+            )
         return self._loaders[split]
 
     def _evaluation_budget(self) -> Budget | None:
