@@ -45,6 +45,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: whose order among equal rooms is the SIMD kernel's (the pins came from an AVX-512 machine;
 #: AVX2 and SSE machines gave two other plans); the partners are now the packs with the most
 #: room, ties by pack index, and rooms are compared exactly. Same batch counts (1990 / 1992).
+#: And the four ``qm9-budget-pack-lpf-*`` plans: histogram packing compared the product
+#: heuristic of pack remainders as float64 products, whose rounding split exact ties (e.g.
+#: remainders (2, 6) and (3, 4)) by noise; it now compares exact integer keys, equal values
+#: going to the first open pack. Same batch counts and efficiencies.
 REFERENCE = {
     'moses-20000-0-dynamic-1-17': '7f427276629dd1a5',
     'moses-20000-0-dynamic-1-32': '8894245a6f111e9d',
@@ -135,10 +139,10 @@ REFERENCE = {
     'qm9-budget-dynamic-1-skip': '507723149048f246',
     'qm9-budget-dynamic-8-own_batch': 'b20c3285566a0ee2',
     'qm9-budget-dynamic-8-skip': '5d1c83cedcdc9a6d',
-    'qm9-budget-pack-lpf-1-own_batch': '784fda2f35ffe80b',
-    'qm9-budget-pack-lpf-1-skip': 'ff935f0d4235d196',
-    'qm9-budget-pack-lpf-8-own_batch': 'cdf92abae1a46e17',
-    'qm9-budget-pack-lpf-8-skip': '620f4456975efb5e',
+    'qm9-budget-pack-lpf-1-own_batch': 'a04e772ababb7490',
+    'qm9-budget-pack-lpf-1-skip': 'd6cf1e91dd1d304c',
+    'qm9-budget-pack-lpf-8-own_batch': '37b0860c86b10d82',
+    'qm9-budget-pack-lpf-8-skip': '267ffd067b57eb2a',
     'qm9-noshuffle-dynamic-1': 'b8f0028e3f5efecb',
     'qm9-noshuffle-dynamic-8': 'c05c307aad3f9404',
     'qm9-noshuffle-kk-8': '8cb4714936a9e4cb',
