@@ -30,7 +30,8 @@ from ._errors import InputError
 from ._validate import MAX_TOTAL
 
 __all__ = ["FIXED_POINT_LIMIT", "FixedPoint", "decimal", "quantise_linear", "share_keys",
-           "top_indices", "ratio_order", "fits_int64"]
+           "top_indices", "ratio_order", "fits_int64", "square_sum", "floor_frac", "sortable",
+           "abs_diff"]
 
 #: Largest total of quantised costs over a size table (the same bound as a size column's sum):
 #: every cost and every sum of costs is an exact integer in int64 and in float64.
@@ -98,18 +99,20 @@ def quantise_linear(a, b, total_nodes: int, total_edges: int, *,
     The shift is the smallest ``f >= 0`` at which both coefficients are whole numbers (so
     integral coefficients stay as they are, and ``0.5`` needs one bit), but at most the
     largest ``f`` at which the table's total cost (``total_nodes``, ``total_edges``: the
-    column sums) stays within ``limit``; each coefficient is ``round(c * 2**f)``, ties to
-    even. Only the ratio of the coefficients matters to the planners, so large coefficients
-    are scaled down (a negative shift) rather than refused. Raises `InputError` when both
-    quantised coefficients are 0 where the exact ones are not (never for a valid table)."""
+    column sums, each taken as at least 1) stays within ``limit``; each coefficient is
+    ``round(c * 2**f)``, ties to even. Only the ratio of the coefficients matters to the
+    planners, so large coefficients are scaled down (a negative shift) rather than refused.
+    Raises `InputError` when both quantised coefficients are 0 where the exact ones are not
+    (only with a ``limit`` far below the default)."""
     a, b = decimal(a), decimal(b)
     if a < 0 or b < 0:
         raise InputError(f"{what}: coefficients must be >= 0, got {float(a)!r}, {float(b)!r}")
-    tn, te = int(total_nodes), int(total_edges)
+    # totals of at least 1: one node or edge alone never costs more than the limit either
+    tn, te = max(int(total_nodes), 1), max(int(total_edges), 1)
     exact = max(_dyadic_shift(a), _dyadic_shift(b))
     total = a * tn + b * te  # the exact total in the model's unit
     if total == 0:
-        f = 0 if exact == math.inf else int(exact)
+        f = 0
     else:
         # largest f with round(a 2^f) tn + round(b 2^f) te <= limit: start from the exact
         # total's scale, then step down while the rounded total is over the limit
@@ -234,3 +237,44 @@ def ratio_order(num: np.ndarray, den: np.ndarray, *, descending: bool = False) -
                          else (lambda j: fr[j]))
             order[s:e] = idx[pos]
     return order
+
+
+def floor_frac(x: Fraction) -> int:
+    """``floor(x)`` of a rational, exactly."""
+    return x.numerator // x.denominator
+
+
+def square_sum(values: np.ndarray) -> int:
+    """The exact sum of squares of integer ``values`` (``|v| < 2**54``), as a Python int:
+    chunk by chunk in 18-bit limbs, so no int64 product or sum overflows."""
+    total = 0
+    mask = (1 << 18) - 1
+    step = 1 << 20  # products of limbs < 2**36: a chunk's sums stay below 2**56
+    for s0 in range(0, values.shape[0], step):
+        v = np.abs(values[s0:s0 + step].astype(np.int64))
+        if v.size and int(v.max()) >= 2**54:
+            raise InputError(f"square_sum: value {int(v.max())} is over the limit 2**54")
+        a = (v & mask, (v >> 18) & mask, v >> 36)
+        for i in range(3):
+            total += int(np.dot(a[i], a[i])) << (36 * i)
+            for j in range(i + 1, 3):
+                total += int(np.dot(a[i], a[j])) << (18 * (i + j) + 1)
+    return total
+
+
+def sortable(keys: np.ndarray) -> np.ndarray:
+    """Integer keys as int64 in the same order (Python-int keys become their dense ranks)."""
+    if keys.dtype != object:
+        return keys
+    _, rank = np.unique(keys, return_inverse=True)
+    return rank.reshape(keys.shape).astype(np.int64)
+
+
+def abs_diff(x: np.ndarray, scale: int, y: int) -> np.ndarray:
+    """``|x * scale - y|`` exactly for integer ``x`` (int64 where it fits, else Python ints)."""
+    x = np.asarray(x)
+    top = int(np.abs(x).max(initial=0)) * abs(int(scale)) + abs(int(y))
+    if not fits_int64(top):
+        x = x.astype(np.int64).astype(object)
+        return np.abs(x * int(scale) - int(y))
+    return np.abs(x.astype(np.int64) * np.int64(scale) - np.int64(y))
