@@ -189,3 +189,21 @@ def test_iqr_fence_is_numpys_percentile_rule_in_exact_arithmetic(costs, multipli
     q1, q3 = np.percentile(c.astype(np.float64), [25, 75])  # small values: exact here
     assert float(fence) == pytest.approx(q3 + multiplier * (q3 - q1), rel=1e-12, abs=1e-9)
     assert idx.tolist() == [i for i, v in enumerate(costs) if v > fence]
+
+
+def test_budget_estimate_is_the_exact_ceiling():
+    # mean 7/3 nodes x 27 = 63 exactly; in float64 (7/3) * 27 = 63.00000000000001 -> 64
+    sizes = gb.GraphSizes([2, 2, 3], [1, 1, 1])
+    b = gb.estimate_budget(sizes, 27, rng=np.random.default_rng(0), multiple=1)
+    assert (b.n_node, b.n_edge, b.n_graph) == (63, 27, 27)
+
+
+def test_split_to_multiple_compares_nodes_per_part_exactly():
+    from graphbatch.planners._distributed import _first_largest_ratio
+
+    # (2**53 - 4) / 3 and (2**53 - 3) / 3 round to one float; the second is larger
+    num = np.array([5, 2**53 - 4, 2**53 - 3, 7], np.int64)
+    den = np.array([1, 3, 3, 2], np.int64)
+    assert num[1] / den[1] == num[2] / den[2]
+    assert _first_largest_ratio(num, den) == 2
+    assert _first_largest_ratio(np.array([3, 6, 2]), np.array([1, 2, 1])) == 0
