@@ -710,7 +710,7 @@ def plan_buckets(req: PlanRequest):
         tried_shapes.add(key)
         sb_k, off_k, packer_k = filled(sn_k, se_k, np.atleast_1d(graphs_for_scale(sc_k, fam)))
         chosen_k, cost_k = shaped(sb_k, off_k)
-        if cost_k < best[0] - 1e-9:
+        if cost_k < best[0]:  # exact costs: strictly cheaper
             best = (cost_k, chosen_k, sb_k, off_k, packer_k)
     _, chosen, slot_bin, pack_off, packer = best
     shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, fam, multiple))
