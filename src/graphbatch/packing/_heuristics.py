@@ -28,11 +28,19 @@ HEURISTICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 #: Exact integer forms: ``key(x, y, cx, cy)`` orders like ``h(x / cx, y / cy)`` on the exact
 #: fractions: ``cx * cy * h(x / cx, y / cy)`` (``product``: ``x * y``, that times a constant).
+def _max(a, b):
+    return np.maximum(a, b) if isinstance(a, np.ndarray) else max(a, b)
+
+
+def _min(a, b):
+    return np.minimum(a, b) if isinstance(a, np.ndarray) else min(a, b)
+
+
 _KEYS: dict[str, Callable] = {
     "product": lambda x, y, cx, cy: x * y,
     "sum": lambda x, y, cx, cy: x * cy + y * cx,
-    "max": lambda x, y, cx, cy: np.maximum(x * cy, y * cx),
-    "min": lambda x, y, cx, cy: np.minimum(x * cy, y * cx),
+    "max": lambda x, y, cx, cy: _max(x * cy, y * cx),
+    "min": lambda x, y, cx, cy: _min(x * cy, y * cx),
     "node": lambda x, y, cx, cy: x + 0 * y,
     "edge": lambda x, y, cx, cy: y + 0 * x,
 }
@@ -53,14 +61,14 @@ def heuristic_keys(name: str, x, y, x_limit: int, y_limit: int):
     its exact values (``x``, ``y``: integer arrays or ints with ``|x| <= x_limit`` and ``|y| <=
     y_limit`` up to a constant factor; limits below 1 count as 1). int64 where the magnitudes
     allow, else Python ints (object arrays): no rounding decides a comparison."""
-    heuristic_function(name)
+    key = heuristic_function(name) and _KEYS[name]
     cx, cy = max(int(x_limit), 1), max(int(y_limit), 1)
-    scalar = np.ndim(x) == 0 and np.ndim(y) == 0
+    if np.ndim(x) == 0 and np.ndim(y) == 0:  # Python ints: exact at any size
+        return int(key(int(x), int(y), cx, cy))
     x = np.asarray(x, np.int64)
     y = np.asarray(y, np.int64)
     mx = int(np.abs(x).max(initial=0))
     my = int(np.abs(y).max(initial=0))
     if max(mx * my, mx * cy + my * cx) >= 2**62:
         x, y = x.astype(object), y.astype(object)
-    out = _KEYS[name](x, y, cx, cy)
-    return int(out) if scalar else out
+    return key(x, y, cx, cy)
