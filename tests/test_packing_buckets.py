@@ -133,3 +133,36 @@ def test_skewed_budget_shapes_do_not_overflow():
     plan = gb.plan(sizes, "buckets", budget=(1, 2**40, 2), on_oversize="own_batch")
     plan.validate(sizes)
     assert plan.shape(0)[1] >= 18539601800
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_choice_is_exactly_optimal_in_rationals(seed):
+    # exact costs: the DP's cost equals the brute-force minimum as a fraction, and the chosen
+    # scales reach it (no tolerance: ties between choices are broken the same way every time)
+    from fractions import Fraction
+
+    from graphbatch.packing import pack_scales
+
+    rng = np.random.default_rng(100 + seed)
+    base = gb.Budget(int(rng.integers(65, 700)), int(rng.integers(64, 9000)), 32)
+    tn = rng.integers(0, 3 * base.n_node, int(rng.integers(1, 14)))
+    te = rng.integers(0, 3 * base.n_edge, tn.shape[0])
+    k = int(rng.integers(1, 5))
+    ps = pack_scales(tn, te, base, 64)
+    chosen, cost = choose_scales(ps, k, base, 64)
+    assert isinstance(cost, Fraction) and chosen[-1] == ps.values[-1]
+
+    def price(s):
+        nn, ne = shape_for_scale(s, base, 64)
+        return Fraction(nn, base.n_node) + Fraction(ne, base.n_edge)
+
+    per_pack = [v for v, c in zip(ps.values, ps.counts.tolist()) for _ in range(c)]
+    v = list(ps.values)
+    best = None
+    for r in range(1, min(k, len(v)) + 1):
+        for sub in itertools.combinations(range(len(v) - 1), r - 1):
+            s = [v[i] for i in sorted([*sub, len(v) - 1])]
+            total = sum(price(next(x for x in s if x >= p)) for p in per_pack)
+            best = total if best is None else min(best, total)
+    assert cost == best
+    assert sum(price(next(x for x in chosen if x >= p)) for p in per_pack) == best

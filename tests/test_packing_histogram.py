@@ -1,14 +1,19 @@
 """Histogram packers (LPF/SPF, balanced dealing, NNLS) and per-epoch assignment, against brute
 force and plain rule checks."""
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from graphbatch.packing import (
     HEURISTICS,
     assign_graphs,
     balanced_pack,
     heuristic_function,
+    heuristic_keys,
     lower_bound,
     pack_bins,
     pack_histogram,
@@ -42,6 +47,25 @@ def test_min_is_minimum_and_heuristics_monotone():
         v = h(a, b)
         assert (np.diff(v, axis=0) >= -1e-12).all() and (np.diff(v, axis=1) >= -1e-12).all(), name
         assert h(np.float64(0), np.float64(0)) == 0, name
+
+
+@given(name=st.sampled_from(sorted(HEURISTICS)), data=st.data(),
+       caps=st.tuples(st.sampled_from([1, 7, 64, 575, 1152, 2**20, 2**40]),
+                      st.sampled_from([0, 1, 12, 640, 1152, 2**33, 2**40])))
+def test_heuristic_keys_order_like_the_exact_fractions(name, data, caps):
+    # the packers' integer keys against the heuristic on exact rationals (ties included),
+    # int64 and Python-int keys alike
+    cx, cy = caps
+    xs = data.draw(st.lists(st.integers(0, cx), min_size=2, max_size=12))
+    ys = data.draw(st.lists(st.integers(0, max(cy, 0)), min_size=len(xs), max_size=len(xs)))
+    h = HEURISTICS[name]
+    exact = [h(Fraction(x, max(cx, 1)), Fraction(y, max(cy, 1))) for x, y in zip(xs, ys)]
+    keys = heuristic_keys(name, np.array(xs), np.array(ys), cx, cy).tolist()
+    for i in range(len(xs)):
+        assert heuristic_keys(name, xs[i], ys[i], cx, cy) == keys[i]
+        for j in range(len(xs)):
+            assert (keys[i] < keys[j]) == (exact[i] < exact[j])
+            assert (keys[i] == keys[j]) == (exact[i] == exact[j])
 
 
 def test_unknown_heuristic_is_rejected():

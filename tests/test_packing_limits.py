@@ -5,6 +5,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import graphbatch as gb
 from graphbatch.cli import main
@@ -177,3 +179,33 @@ def test_report_and_compare_use_the_same_search(tmp_path, capsys):
     main(["compare", str(path), "--batch-size", "16", "--limits"])
     out = capsys.readouterr().out
     assert f"pack limits: {direct.summary()}" in out
+
+
+@given(a=st.integers(1, 10**6), span=st.integers(0, 10**6), num=st.integers(1, 12))
+def test_search_points_are_numpys_spacings_in_integers(a, span, num):
+    from graphbatch.packing._limits import _even_points, _geometric_points
+
+    b = a + span
+    # numpy's float points agree wherever they are not within rounding of a half
+    geo = np.geomspace(a, b, num)
+    lin = np.linspace(a, b, num)
+    for got, ref in ((_geometric_points(a, b, num), geo), (_even_points(a, b, num), lin)):
+        assert len(got) == num and got[0] == a and (num == 1 or got[-1] == b)
+        for g, r in zip(got, ref.tolist()):
+            if abs(r - np.floor(r) - 0.5) > 1e-6:
+                assert g == int(np.rint(r))
+
+
+def test_records_report_the_exact_efficiencies_rounded():
+    from fractions import Fraction
+
+    sizes = gb.GraphSizes(np.arange(1, 200) % 17 + 1, np.arange(1, 200) % 23)
+    recs = search_limits(sizes, sample_graphs=50, exact_points=2)
+    tn, te = int(sizes.n_node.sum()), int(sizes.n_edge.sum())
+    for r in recs:
+        if not r["exact"]:
+            continue
+        ne = Fraction(tn, r["num_packs"] * r["max_nodes"])
+        ee = Fraction(te, r["num_packs"] * r["max_edges"])
+        assert r["node_eff"] == float(ne) and r["edge_eff"] == float(ee)
+        assert r["harmonic_mean"] == float(2 * ne * ee / (ne + ee))

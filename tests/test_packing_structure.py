@@ -63,11 +63,11 @@ def test_named_dealers_deal_every_graph_once():
     count = rng.integers(1, 5, 30)
     end = np.cumsum(count)
     n_items = int(end[-1])
-    key = rng.uniform(0.01, 0.2, 30)
+    key = rng.integers(10, 200, 30)  # integer keys (quantised sizes), capacity 1000
     pos = np.repeat(np.arange(30), count)
     dealers = [
         _balanced.SnakeDealer(end),
-        _balanced.SlotsDealer(pos[:5], pos[5:], key, 1.0, 50),
+        _balanced.SlotsDealer(pos[:5], pos[5:], key, 1000, 50),
         _balanced.PreloadedDealer(pos[3:], pos[:3], np.array([0, 2, 3]), key),
     ]
     for d in dealers:

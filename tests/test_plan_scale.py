@@ -4,6 +4,7 @@ before, chunk and window boundaries included, and plans keep the documented int6
 from __future__ import annotations
 
 import hashlib
+from fractions import Fraction
 import json
 from importlib import resources
 from pathlib import Path
@@ -40,6 +41,15 @@ ROOT = Path(__file__).resolve().parents[1]
 #: qm9-20000-0-*-1-32, qm9-50001-1-*-1-17, moses-noshuffle-*-1/8): the swap repair of the kk
 #: candidate now stops once its largest pack is at the mean's ceiling (optimal); the swaps it made
 #: before left that maximum unchanged. Same batch counts, tight shapes equal or smaller.
+#: Issue 26 (same plan on every machine): the four ``moses-budget-pack-lpf-*`` plans again: the
+#: overflow repair of their balanced candidate chose its partner packs with ``argpartition``,
+#: whose order among equal rooms is the SIMD kernel's (the pins came from an AVX-512 machine;
+#: AVX2 and SSE machines gave two other plans); the partners are now the packs with the most
+#: room, ties by pack index, and rooms are compared exactly. Same batch counts (1990 / 1992).
+#: And the four ``qm9-budget-pack-lpf-*`` plans: histogram packing compared the product
+#: heuristic of pack remainders as float64 products, whose rounding split exact ties (e.g.
+#: remainders (2, 6) and (3, 4)) by noise; it now compares exact integer keys, equal values
+#: going to the first open pack. Same batch counts and efficiencies.
 REFERENCE = {
     'moses-20000-0-dynamic-1-17': '7f427276629dd1a5',
     'moses-20000-0-dynamic-1-32': '8894245a6f111e9d',
@@ -81,10 +91,10 @@ REFERENCE = {
     'moses-budget-dynamic-1-skip': '63cb044bc529a51a',
     'moses-budget-dynamic-8-own_batch': 'c24c74b6c9b422bf',
     'moses-budget-dynamic-8-skip': 'f39721e10882c3c3',
-    'moses-budget-pack-lpf-1-own_batch': 'b5a28d26d5d168d1',
-    'moses-budget-pack-lpf-1-skip': 'a1179f32e82abc50',
-    'moses-budget-pack-lpf-8-own_batch': 'c977d9305c7bb1fe',
-    'moses-budget-pack-lpf-8-skip': '0dee4317c9b68e5a',
+    'moses-budget-pack-lpf-1-own_batch': '4c986450ad213b34',
+    'moses-budget-pack-lpf-1-skip': '2c8189767d57dfd1',
+    'moses-budget-pack-lpf-8-own_batch': '274befe460b0d51e',
+    'moses-budget-pack-lpf-8-skip': 'b93c4fac223d2702',
     'moses-noshuffle-dynamic-1': '53d8a4f2509c826c',
     'moses-noshuffle-dynamic-8': '5be1b4e440e1d4fb',
     'moses-noshuffle-kk-8': 'ae960046e422a913',
@@ -130,10 +140,10 @@ REFERENCE = {
     'qm9-budget-dynamic-1-skip': '507723149048f246',
     'qm9-budget-dynamic-8-own_batch': 'b20c3285566a0ee2',
     'qm9-budget-dynamic-8-skip': '5d1c83cedcdc9a6d',
-    'qm9-budget-pack-lpf-1-own_batch': '784fda2f35ffe80b',
-    'qm9-budget-pack-lpf-1-skip': 'ff935f0d4235d196',
-    'qm9-budget-pack-lpf-8-own_batch': 'cdf92abae1a46e17',
-    'qm9-budget-pack-lpf-8-skip': '620f4456975efb5e',
+    'qm9-budget-pack-lpf-1-own_batch': 'a04e772ababb7490',
+    'qm9-budget-pack-lpf-1-skip': 'd6cf1e91dd1d304c',
+    'qm9-budget-pack-lpf-8-own_batch': '37b0860c86b10d82',
+    'qm9-budget-pack-lpf-8-skip': '267ffd067b57eb2a',
     'qm9-noshuffle-dynamic-1': 'b8f0028e3f5efecb',
     'qm9-noshuffle-dynamic-8': 'c05c307aad3f9404',
     'qm9-noshuffle-kk-8': '8cb4714936a9e4cb',
@@ -526,7 +536,8 @@ def test_packed_sizes_gather_like_the_narrow_column_gathers(n, e_top, seed):
 
 
 def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budget):
-    """`spread_packs` as first written (issue 18): per-slot pack, distance and rank arrays."""
+    """`spread_packs` as first written (issue 18): per-slot pack, distance and rank arrays;
+    sizes, loads and distances as exact fractions (issue 26), sorted by Python."""
     from graphbatch.planners._packing import _pack_totals, repair_overflow
 
     p = offsets.shape[0] - 1
@@ -537,27 +548,27 @@ def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budg
     sizes = np.diff(offsets)
     if extra <= 0 or g == 0 or take > n - p:
         return None
-    bn = np.asarray(bin_nodes, np.float64)
-    be = np.asarray(bin_edges, np.float64)
-    cost = (bn / max(budget.node_capacity, 1) + be / max(budget.edge_capacity, 1))
+    cn, ce = max(budget.node_capacity, 1), max(budget.edge_capacity, 1)
+    cost = [Fraction(int(a), cn) + Fraction(int(b), ce) for a, b in zip(bin_nodes, bin_edges)]
     tn, te, _ = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-    load = tn / max(budget.node_capacity, 1) + te / max(budget.edge_capacity, 1)
-    donors = np.argsort(-load, kind="stable")
+    load = [Fraction(int(a), cn) + Fraction(int(b), ce) for a, b in zip(tn, te)]
+    donors = np.array(sorted(range(p), key=lambda k: -load[k]), np.int64)
     rounds = -(-take // p)
     give = np.zeros(p, np.int64)
     give[donors] = np.minimum(rounds, np.maximum(0, (take - np.arange(p)) + p - 1) // p)
     if (sizes - give < 1).any() or give.sum() != take:
         return None
     pack_of = np.repeat(np.arange(p), sizes)
-    mean_n, mean_e = max(float(tn.sum()) / n, 1e-9), max(float(te.sum()) / n, 1e-9)
-    dist = np.abs(bn / mean_n - 1) + np.abs(be / mean_e - 1)
-    dist = dist[slot_bin]
-    order = np.lexsort((dist, pack_of))
+    mean_n = Fraction(int(tn.sum()), n) or Fraction(1, 10**9)
+    mean_e = Fraction(int(te.sum()), n) or Fraction(1, 10**9)
+    dist = [abs(int(a) / mean_n - 1) + abs(int(b) / mean_e - 1)
+            for a, b in zip(bin_nodes, bin_edges)]
+    order = np.array(sorted(range(n), key=lambda k: (pack_of[k], dist[slot_bin[k]])), np.int64)
     rank = np.arange(n) - offsets[pack_of[order]]
     moved = np.zeros(n, bool)
     moved[order[rank < give[pack_of[order]]]] = True
     pool = slot_bin[moved]
-    pool = pool[np.argsort(-cost[pool], kind="stable")]
+    pool = pool[sorted(range(pool.shape[0]), key=lambda k: -cost[pool[k]])]
     i = np.arange(take)
     r, j = i // extra, i % extra
     new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
@@ -693,9 +704,10 @@ def test_any_oversize_in_chunks_is_the_whole_array_test(sizes, chunk):
 
 
 def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
-                    target: float | None = None, stop=None) -> int:
+                    target: int | None = None, stop=None) -> int:
     """`refine_in_place` before the pairs that cannot swap were skipped and the loads kept
-    current (every pair searched, every load summed again each pass): the form it must equal."""
+    current (every pair searched, every load summed again each pass): the form it must equal.
+    Integer entries (issue 26): the search in doubled units, one global shift per pair."""
     r, b = value.shape
     half = b // 2
     if half == 0 or r == 0:
@@ -703,7 +715,7 @@ def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
     swaps = 0
     pairs = np.arange(half)
     step = max(1, partition_mod._REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
-    vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
+    vmax = max(int(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
     # dummies never move: with at most one a column, its row (or -1) tells the real entries
     # without gathering the identities of every pair's columns
     dummy_row = partition_mod._dummy_rows(ident, step)
@@ -718,9 +730,8 @@ def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
         lo = idx[:half]
         hi = idx[::-1][:half]
         gap = load[hi] - load[lo]  # >= 0
-        # rows side by side in one sorted vector: row p shifted by p * span (exact in float64
-        # while values stay far below 2**53 / P); a chunk of pairs keeps its global shifts
-        span = 2.0 * (vmax + float(gap.max())) + 1.0
+        # rows side by side in one sorted vector, doubled units: row p shifted by p * span
+        span = 2 * (2 * vmax + int(gap.max())) + 1
         improved = 0
         for p0 in range(0, half, step):
             p1 = min(half, p0 + step)
@@ -740,12 +751,10 @@ def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
                 heavy_real = rows[None, :] != dummy_row[h][:, None]
                 light_real = (lord != dummy_row[lw][:, None]).ravel()
             shift = pairs[p0:p1] * span
-            flat = (lsorted + shift[:, None]).ravel()
-            want = heavy - 0.5 * g[:, None]  # the light entry that would halve the gap
-            # a batch's entries run from large (early rounds) to small: searched last to first,
-            # the keys mostly ascend, which keeps each binary search short
-            keys = (want + shift[:, None])[:, ::-1].ravel()
-            pos = np.searchsorted(flat, keys).reshape(k, r)[:, ::-1]
+            flat = (2 * lsorted + shift[:, None]).ravel()
+            want = 2 * heavy - g[:, None]  # twice the light entry that would halve the gap
+            keys = (want + shift[:, None]).ravel()
+            pos = np.searchsorted(flat, keys).reshape(k, r)
             best = np.full(k, np.inf)
             best_h = np.zeros(k, dtype=np.int64)
             best_l = np.zeros(k, dtype=np.int64)
@@ -758,7 +767,7 @@ def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
                 moved = heavy - lflat.take(fi)
                 ok = (moved > 0) & (moved < g[:, None]) & heavy_real
                 ok &= light_real.take(fi)
-                score = np.where(ok, np.abs(0.5 * g[:, None] - moved), np.inf)
+                score = np.where(ok, np.abs(g[:, None] - 2 * moved), np.inf)
                 j = np.argmin(score, axis=1)
                 sc = score[local, j]
                 better = sc < best
@@ -790,11 +799,11 @@ def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
        passes=st.integers(0, 8), dummies=st.booleans())
 def test_swap_repair_searching_only_pairs_that_can_swap_equals_the_full_search(
         n, b, seed, chunk, whole, top, passes, dummies):
-    # pairs whose gap is at most 1 (whole numbers) or 0 cannot swap; loads kept current
-    # instead of summed again: the same swaps, in the same order, as searching every pair
+    # pairs whose gap is at most 1 cannot swap (integer costs); loads kept current instead
+    # of summed again: the same swaps, in the same order, as searching every pair
     rng = np.random.default_rng(seed)
-    raw = rng.integers(1, top, n).astype(np.float64)
-    costs = raw if whole else raw * rng.uniform(0.5, 1.5, n)
+    raw = rng.integers(1, top, n)
+    costs = raw if whole else raw * rng.integers(50, 150, n)  # fine-grained costs
     value, ident = round_matrix(costs, b)
     balanced_ldm(value, ident, inplace=True)
     if dummies and ident.shape[0] > 1:  # a second dummy in a column: the identities path
@@ -813,15 +822,19 @@ def test_swap_repair_searching_only_pairs_that_can_swap_equals_the_full_search(
 @given(costs=st.lists(st.integers(0, 40), min_size=1, max_size=300), b=st.integers(1, 30),
        chunk=st.integers(1, 70), frac=st.booleans())
 def test_round_matrix_values_from_the_counting_sort_in_chunks(costs, b, chunk, frac):
-    # whole costs: the values are the counting sort's keys repeated chunk by chunk; fractional
-    # costs: gathered; either way the costs of the graphs the matrix names (0 for dummies)
-    c = np.asarray(costs, np.float64) + (0.5 if frac else 0.0)
+    # small costs: the values are the counting sort's keys repeated chunk by chunk; costs
+    # above the counting range: gathered; either way the costs of the graphs the matrix names
+    # (0 for dummies), as int64
+    c = np.asarray(costs, np.int64) + (partition_mod._COUNTING_MAX if frac else 0)
     b = min(b, c.shape[0])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(partition_mod, "_CHUNK", chunk)
         value, ident = round_matrix(c, b)
-    assert np.array_equal(value, np.where(ident >= 0, c[np.maximum(ident, 0)], 0.0))
+    assert value.dtype == np.int64
+    assert np.array_equal(value, np.where(ident >= 0, c[np.maximum(ident, 0)], 0))
     assert np.array_equal(ident.ravel()[:c.shape[0]], np.argsort(-c, kind="stable"))
+    with pytest.raises(gb.InputError, match="integers"):
+        round_matrix(c + 0.5, b)
 
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 200), spans=st.lists(st.sampled_from([1, 2, 5, 300, 2**17, 2**40]),
@@ -963,20 +976,18 @@ def test_group_by_key_with_a_lookup_and_values_is_the_stable_argsort(keys, chunk
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**16), n=st.integers(1, 600), packs=st.integers(1, 40),
-       bins=st.integers(1, 30), weighted=st.booleans(), chunk=st.integers(1, 64))
-def test_cost_round_matrix_of_bins_equals_the_identity_form(seed, n, packs, bins, weighted,
-                                                            chunk):
+       bins=st.integers(1, 30), chunk=st.integers(1, 64))
+def test_cost_round_matrix_of_bins_equals_the_identity_form(seed, n, packs, bins, chunk):
     """`_cost_round_matrix` (bins from the counting sort on) against `round_matrix` +
     `balanced_ldm` on the per-graph costs, the bins taken from the identities; then the swap
     repair on each makes the same swaps."""
-    from graphbatch.planners._packing import _cost_round_matrix, _pack_costs
+    from graphbatch.planners._packing import _cost_round_matrix
 
     g = np.random.default_rng(seed)
     bn = g.integers(1, 30, bins)
     be = bn + g.integers(0, 4, bins)  # equal costs in several bins: ties by graph index
     graph_bin = g.integers(0, bins, n).astype(np.int16)
-    w = 0.3 if weighted else None
-    bin_cost = _pack_costs(bn, be, w, float((bn[graph_bin]).sum()), float(be[graph_bin].sum()))
+    bin_cost = bn + be
     cost = bin_cost[graph_bin]
     value_ref, ident = balanced_ldm(*round_matrix(cost, packs))
     with mock.patch.object(assign_mod, "_SORT_CHUNK", chunk):

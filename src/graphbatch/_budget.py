@@ -114,8 +114,8 @@ def estimate_budget(
 
     Samples ``sample_size`` graphs uniformly without replacement (all graphs when ``None`` or
     larger than the dataset), takes mean nodes/edges per graph, multiplies by ``batch_size`` and
-    rounds up to ``multiple``. ``n_graph = batch_size``: ``batch_size - 1`` real graphs plus one
-    padding graph.
+    rounds up to ``multiple`` (in integers: ``ceil(sum * batch_size / count)``, exact).
+    ``n_graph = batch_size``: ``batch_size - 1`` real graphs plus one padding graph.
     """
     batch_size = as_positive_int(batch_size, "batch_size", MAX_SHAPE)
     if batch_size < 2:
@@ -130,16 +130,17 @@ def estimate_budget(
         k = as_positive_int(sample_size, "sample_size")
         pick = rng.choice(n, size=k, replace=False)
         nodes, edges = sizes.n_node[pick], sizes.n_edge[pick]
-    mean_v = float(nodes.mean())
-    mean_e = float(edges.mean())
+    count = int(nodes.shape[0])
     shape = []
-    for what, mean in (("nodes", mean_v), ("edges", mean_e)):
-        total = max(int(np.ceil(mean * batch_size)), 1)
+    for what, col in (("nodes", nodes), ("edges", edges)):
+        total_sum = int(col.sum(dtype=np.int64))  # column sums are <= 2**53: exact
+        total = max(-(-total_sum * batch_size // count), 1)  # ceil(mean * batch_size)
         rounded = -(-total // multiple) * multiple  # Python ints: no overflow
         if rounded > MAX_SHAPE:
             raise InputError(
-                f"batch_size = {batch_size} times the mean {mean:.6g} {what} per graph, rounded "
-                f"to {multiple}, is {rounded}: over the padded-shape limit {MAX_SHAPE} (2**40)"
+                f"batch_size = {batch_size} times the mean {total_sum / count:.6g} {what} per "
+                f"graph, rounded to {multiple}, is {rounded}: over the padded-shape limit "
+                f"{MAX_SHAPE} (2**40)"
             )
         shape.append(rounded)
     n_node, n_edge = shape

@@ -79,6 +79,10 @@ class BatchPlan:
     plans add ``rank`` and ``step`` per batch (batches stored step-major). All arrays are int64.
     """
 
+    #: ``meta`` keys that hold timings (the only part of a plan file that differs between two
+    #: runs of one request; docs/plan-format.md).
+    TIMING_META_KEYS = ("plan_seconds",)
+
     def __init__(
         self,
         order,

@@ -8,7 +8,7 @@ Pure NumPy/SciPy; the planning strategies built on it are ``pack-lpf``, ``pack-s
 from ._assign import assign_graphs
 from ._balanced import BalancedPacking, balanced_pack
 from ._buckets import MAX_SHAPES, choose_scales, graphs_for_scale, pack_scales, shape_for_scale
-from ._heuristics import HEURISTICS, heuristic_function
+from ._heuristics import HEURISTICS, heuristic_function, heuristic_keys
 from ._histogram import FITS, pack_histogram
 from ._limits import LimitRecords, evaluate_limits, search_limits
 from ._nnls import pack_nnls
@@ -30,6 +30,7 @@ __all__ = [
     "evaluate_limits",
     "graphs_for_scale",
     "heuristic_function",
+    "heuristic_keys",
     "lower_bound",
     "pack_bins",
     "pack_histogram",

@@ -2,7 +2,8 @@
 graphs, where best fit by decreasing size leaves the last packs short of graphs or of one
 component.
 
-Graphs sorted by decreasing size ``s = wn * nodes/node_limit + we * edges/edge_limit`` are dealt
+Graphs sorted by decreasing size ``s = wn * nodes/node_limit + we * edges/edge_limit`` (quantised
+to int64 once, `_dealing_key`: loads are exact integer sums) are dealt
 to ``P`` packs one row of ``P`` graphs at a time; within a row the largest graph goes to the
 pack with the smallest load (``s`` summed), the next largest to the next, and so on (longest
 processing time first, applied row by row, so each pack gets one graph of every size rank and
@@ -16,9 +17,11 @@ a few slightly larger values are tried; the fewest packs win.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
+from .._exact import decimal, quantise_linear, ratio_order, share_keys, top_indices
 from ._greedy import batches_lower_bound
 from ._histogram import pack_histogram
 from ._patterns import PackPatterns
@@ -45,11 +48,17 @@ class BalancedPacking:
         return int(self.offsets.shape[0] - 1)
 
 
-def _weights(n, e, count, node_limit, edge_limit):
-    tn = float((n * count).sum()) / max(node_limit, 1)
-    te = float((e * count).sum()) / max(edge_limit, 1)
-    top = max(tn, te, 1e-300)
-    return tn / top, te / top
+def _dealing_key(n, e, count, node_limit, edge_limit) -> tuple[np.ndarray, int]:
+    """Each bin's size as the dealing weighs it, ``wn * n / node_limit + we * e / edge_limit``
+    with weights ``w`` the components' totals over their capacities (only their ratio
+    matters), quantised once to int64 (`quantise_linear`: integer keys whose sum over the
+    table stays below 2**53). Returns the keys and the key of a full pack (its capacity)."""
+    cn, ce = max(int(node_limit), 1), max(int(edge_limit), 1)
+    tn = sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist()))
+    te = sum(int(a) * int(c) for a, c in zip(e.tolist(), count.tolist()))
+    fp = quantise_linear(Fraction(tn, cn * cn), Fraction(te, ce * ce), tn, te,
+                         what="balanced dealing")
+    return fp.costs(n, e), fp.cost(cn, ce)
 
 
 def bin_dtype(num_bins: int):
@@ -98,8 +107,8 @@ def _deal_preloaded(small_pos, pre_slot, pre_off, P, key):
     if B:
         col = np.arange(pre_slot.shape[0]) - np.repeat(pre_off[:-1], sizes)
         grid0[np.repeat(np.arange(B), sizes), col] = pre_slot
-    load = np.zeros(P, np.float64)
-    load[:B] = np.bincount(np.repeat(np.arange(B), sizes), weights=key[pre_slot], minlength=B)
+    load = np.zeros(P, np.int64)
+    np.add.at(load, np.repeat(np.arange(B), sizes), key[pre_slot])
     m = small_pos.shape[0]
     R = -(-m // P)
     grid1 = np.full((P, R), -1, np.int64)
@@ -119,8 +128,10 @@ def _deal_slots(big_pos, small_pos, P, key, cap_key, graph_limit, chunks=4, near
     room together. Vectorised in rounds: a round gives one graph each to up to ``P / chunks``
     of the roomiest packs, only those within ``near`` of the roomiest one's room per slot.
     Graphs left when no pack has a free slot go to the least loaded packs (the repair spills
-    them). Grid [P, C] of sorted-bin indices (-1 = empty)."""
-    load = np.zeros(P, np.float64)
+    them). Keys and loads are integers; rooms per slot are compared as exact ratios
+    (`ratio_order`). Grid [P, C] of sorted-bin indices (-1 = empty)."""
+    near = decimal(near)
+    load = np.zeros(P, np.int64)
     used = np.zeros(P, np.int64)
     out_pack: list[np.ndarray] = []
     out_item: list[np.ndarray] = []
@@ -140,15 +151,12 @@ def _deal_slots(big_pos, small_pos, P, key, cap_key, graph_limit, chunks=4, near
         active = np.flatnonzero(used < graph_limit)
         if active.size == 0:
             break
-        dens = (cap_key - load[active]) / (graph_limit - used[active])
+        room = cap_key - load[active]  # over the free slots: the room per slot
+        free = graph_limit - used[active]
         take = max(1, active.shape[0] // chunks)
-        if take < active.shape[0]:
-            top = np.argpartition(-dens, take - 1)[:take]
-            top = top[np.argsort(-dens[top], kind="stable")]
-        else:
-            top = np.argsort(-dens, kind="stable")
+        top = ratio_order(room, free, descending=True)[:take]
         # one graph per pack and round, so only packs close to the roomiest take part
-        top = top[: max(1, int(np.searchsorted(-dens[top], -near * dens[top[0]], "right")))]
+        top = top[:max(1, _leading_at_least(room[top], free[top], near))]
         b = small_pos[i : i + top.shape[0]]
         put(active[top[: b.shape[0]]], b)
         i += b.shape[0]
@@ -166,6 +174,21 @@ def _deal_slots(big_pos, small_pos, P, key, cap_key, graph_limit, chunks=4, near
     return grid
 
 
+def _leading_at_least(num: np.ndarray, den: np.ndarray, frac: Fraction) -> int:
+    """How many leading ratios ``num[i] / den[i]`` (in descending order) are at least ``frac``
+    times the first: a binary search with exact integer comparisons."""
+    p, q = frac.numerator, frac.denominator
+    n0, d0 = int(num[0]), int(den[0])
+    lo, hi = 0, num.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if q * int(num[mid]) * d0 >= p * n0 * int(den[mid]):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def _loads(sn, se, grid):
     """Per-pack (row) real nodes, edges and graphs of ``grid`` (int64), chunk by chunk."""
     P = grid.shape[0]
@@ -180,6 +203,14 @@ def _loads(sn, se, grid):
     return ln, le, lk
 
 
+def _spread(R: int, K: int) -> np.ndarray:
+    """``K`` column indices evenly spread over ``0..R-1`` (both ends included), rounded down:
+    ``np.linspace(0, R - 1, K).astype(int)`` in integers."""
+    if K == 1:
+        return np.zeros(1, np.int64)
+    return np.arange(K, dtype=np.int64) * (R - 1) // (K - 1)
+
+
 def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
     """Exchange one graph between each over-limit pack and a pack with room, where one exchange
     brings the first within the limits and keeps the second within them. Each round looks at
@@ -190,14 +221,17 @@ def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
     K = min(R, max_cols)
     for rnd in range(rounds):
         # a spread of K columns (graph size ranks), shifted each round
-        cols = (np.linspace(0, R - 1, K).astype(np.int64) + rnd) % R
+        cols = (_spread(R, K) + rnd) % R
         over = np.flatnonzero((ln > cn) | (le > ce))
         if over.size == 0:
             break
-        slack = np.minimum((cn - ln) / max(cn, 1), (ce - le) / max(ce, 1))
-        slack[over] = -np.inf
-        partners = np.argsort(-slack, kind="stable")[: over.size]
-        ok = slack[partners] > 0
+        # room of each pack, the smaller share of its capacities (exact keys); over-full packs
+        # never partner
+        slack = share_keys(cn - ln, ce - le, cn, ce, "min")
+        key = -slack
+        key[over] = key.max() + 1  # last
+        partners = np.argsort(key, kind="stable")[: over.size]
+        ok = (slack[partners] > 0) & ~np.isin(partners, over)
         over, partners = over[ok], partners[ok]
         if over.size == 0:
             break
@@ -216,10 +250,13 @@ def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
             valid = (pa[:, :, None] & pb[:, None, :]
                      & ((ln[a] - cn)[:, None, None] <= dn) & ((le[a] - ce)[:, None, None] <= de)
                      & (dn <= (cn - ln[b])[:, None, None]) & (de <= (ce - le[b])[:, None, None]))
-            cost = np.where(valid, dn / max(cn, 1) + de / max(ce, 1), np.inf)
+            cost = share_keys(dn, de, cn, ce)  # the exchange's net move, relative to the limits
             flat = cost.reshape(cost.shape[0], -1)
-            k = np.argmin(flat, axis=1)
-            hit = np.isfinite(flat[np.arange(k.shape[0]), k])
+            ok_flat = valid.reshape(valid.shape[0], -1)
+            # the smallest valid move: invalid entries above every valid one
+            top_cost = flat.max(initial=0) if flat.size else 0
+            k = np.argmin(np.where(ok_flat, flat, top_cost + 1), axis=1)
+            hit = ok_flat[np.arange(k.shape[0]), k]
             if not hit.any():
                 continue
             i, ia, ib = np.flatnonzero(hit), k[hit] // K, k[hit] % K
@@ -299,7 +336,7 @@ class SlotsDealer:
     big_pos: np.ndarray
     small_pos: np.ndarray
     key: np.ndarray
-    cap_key: float
+    cap_key: int
     graph_limit: int
 
     def deal(self, P: int) -> np.ndarray:
@@ -336,8 +373,8 @@ def _try(sn, se, P, limits, heuristic, dealer, max_room=2048):
         (rem_k > 0) & (rem_n >= sn[removed].min()) & (rem_e >= se[removed].min())
     )
     if room.size > max_room:  # offer the packs with the most room (keeps the search short)
-        slack = np.minimum(rem_n[room] / max(cn, 1), rem_e[room] / max(ce, 1))
-        room = np.sort(room[np.argsort(-slack, kind="stable")[:max_room]])
+        slack = share_keys(rem_n[room], rem_e[room], cn, ce, "min")
+        room = np.sort(room[top_indices(slack, max_room)])
     pats, base = pack_histogram(
         sn, se, spill_count, node_limit=cn, edge_limit=ce, graph_limit=cg,
         heuristic=heuristic, fit="best",
@@ -363,8 +400,7 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
                          f"/ {graph_limit} graphs")
     if n.shape[0] and ((n > node_limit) | (e > edge_limit))[count > 0].any():
         raise ValueError(f"a bin exceeds the limits {node_limit} nodes / {edge_limit} edges")
-    w = _weights(n, e, count, node_limit, edge_limit)
-    key = w[0] * n / max(node_limit, 1) + w[1] * e / max(edge_limit, 1)
+    key, cap_key = _dealing_key(n, e, count, node_limit, edge_limit)
     order = np.lexsort((-e, -n, -key))
     order = order[count[order] > 0]
     sn, se, sc = n[order], e[order], count[order]
@@ -385,10 +421,10 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
         pats = pack_histogram(sn, se, big_count, node_limit=node_limit, edge_limit=edge_limit,
                               graph_limit=graph_limit, heuristic=heuristic, fit="best")
         pre_slot, pre_off = pats.slots()
-        key_s = w[0] * sn / max(node_limit, 1) + w[1] * se / max(edge_limit, 1)
+        key_s = key[order]
         small_pos = np.repeat(np.flatnonzero(~big), sc[~big])
         dealers = [SlotsDealer(np.repeat(np.flatnonzero(big), sc[big]), small_pos, key_s,
-                               w[0] + w[1], graph_limit),
+                               cap_key, graph_limit),
                    SnakeDealer(end), PreloadedDealer(small_pos, pre_slot, pre_off, key_s)]
     best = None
     # heavy tails: the two-resource dealing first; a packing at the lower bound ends the search
@@ -397,7 +433,8 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
             break
         prev = None
         for f in tries:
-            P = min(lb + int(np.ceil(lb * f)), N)
+            f = decimal(f)
+            P = min(lb + -(-lb * f.numerator // f.denominator), N)
             if prev is not None and P >= prev:
                 break
             total, detail = _try(sn, se, P, limits, heuristic, dealer)

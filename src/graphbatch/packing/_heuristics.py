@@ -4,6 +4,9 @@ Applied to fractions of the limits (``nodes / node_limit``, ``edges / edge_limit
 ``max`` and ``min`` weigh both components alike; ``product`` is scale-free either way. All are
 monotone (``a >= b`` and ``c >= d`` imply ``h(a, c) >= h(b, d)``) and zero on an empty remainder.
 ``min`` is the minimum (a published version of this table defines it as ``max``).
+
+The packers compare heuristic values exactly: `heuristic_keys` gives integers in the order of
+the heuristic on the exact fractions (`HEURISTICS` are the definitions, for reference).
 """
 
 from __future__ import annotations
@@ -12,15 +15,34 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["HEURISTICS", "heuristic_function"]
+__all__ = ["HEURISTICS", "heuristic_function", "heuristic_keys"]
 
 HEURISTICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "product": lambda a, b: a * b,
     "sum": lambda a, b: a + b,
     "max": np.maximum,
     "min": np.minimum,
-    "node": lambda a, b: a + 0.0 * b,
-    "edge": lambda a, b: b + 0.0 * a,
+    "node": lambda a, b: a + 0 * b,
+    "edge": lambda a, b: b + 0 * a,
+}
+
+#: Exact integer forms: ``key(x, y, cx, cy)`` orders like ``h(x / cx, y / cy)`` on the exact
+#: fractions: ``cx * cy * h(x / cx, y / cy)`` (``product``: ``x * y``, that times a constant).
+def _max(a, b):
+    return np.maximum(a, b) if isinstance(a, np.ndarray) else max(a, b)
+
+
+def _min(a, b):
+    return np.minimum(a, b) if isinstance(a, np.ndarray) else min(a, b)
+
+
+_KEYS: dict[str, Callable] = {
+    "product": lambda x, y, cx, cy: x * y,
+    "sum": lambda x, y, cx, cy: x * cy + y * cx,
+    "max": lambda x, y, cx, cy: _max(x * cy, y * cx),
+    "min": lambda x, y, cx, cy: _min(x * cy, y * cx),
+    "node": lambda x, y, cx, cy: x + 0 * y,
+    "edge": lambda x, y, cx, cy: y + 0 * x,
 }
 
 
@@ -32,3 +54,21 @@ def heuristic_function(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarr
         raise ValueError(
             f"unknown heuristic {name!r}; choose one of {', '.join(HEURISTICS)}"
         ) from None
+
+
+def heuristic_keys(name: str, x, y, x_limit: int, y_limit: int):
+    """Integer keys of the heuristic ``name`` at ``(x / x_limit, y / y_limit)``, in the order of
+    its exact values (``x``, ``y``: integer arrays or ints with ``|x| <= x_limit`` and ``|y| <=
+    y_limit`` up to a constant factor; limits below 1 count as 1). int64 where the magnitudes
+    allow, else Python ints (object arrays): no rounding decides a comparison."""
+    key = heuristic_function(name) and _KEYS[name]
+    cx, cy = max(int(x_limit), 1), max(int(y_limit), 1)
+    if np.ndim(x) == 0 and np.ndim(y) == 0:  # Python ints: exact at any size
+        return int(key(int(x), int(y), cx, cy))
+    x = np.asarray(x, np.int64)
+    y = np.asarray(y, np.int64)
+    mx = int(np.abs(x).max(initial=0))
+    my = int(np.abs(y).max(initial=0))
+    if max(mx * my, mx * cy + my * cx) >= 2**62:
+        x, y = x.astype(object), y.astype(object)
+    return key(x, y, cx, cy)

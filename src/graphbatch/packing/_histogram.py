@@ -6,7 +6,8 @@ Differences from the published listing (kept in ``benchmarks/_published_lpfhp.py
 * copies of one bin are combined with each other: a best-fit step fills each chosen pack with as
   many copies of the incoming bin as fit (what repeating single best-fit insertions does), so
   packs fill at any limit, also when a limit holds dozens of graphs;
-* ``min`` is the minimum, every heuristic is applied to remainders as fractions of the limits;
+* ``min`` is the minimum, every heuristic is applied to remainders as fractions of the limits,
+  compared exactly (integer keys, `heuristic_keys`);
 * the graph cap is a third limit that is checked, and an exactly full pack stops being searched;
 * the search over open packs is vectorised with NumPy (one pass per step, not one per value of
   the heuristic), and packs that can take no remaining bin are retired.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._heuristics import heuristic_function
+from ._heuristics import heuristic_function, heuristic_keys
 from ._patterns import PackPatterns
 
 __all__ = ["pack_histogram", "FITS"]
@@ -41,11 +42,12 @@ def _check_limits(n, e, node_limit, edge_limit, graph_limit):
 
 
 def item_order(n, e, node_limit, edge_limit, heuristic: str) -> np.ndarray:
-    """Bins by decreasing heuristic of their size (as fractions of the limits), ties by nodes
-    then edges, both decreasing."""
-    h = heuristic_function(heuristic)
-    key = h(n / max(node_limit, 1), e / max(edge_limit, 1))
-    return np.lexsort((-e, -n, -key))
+    """Bins by decreasing heuristic of their size (as fractions of the limits, compared
+    exactly), ties by nodes then edges, both decreasing."""
+    key = heuristic_keys(heuristic, n, e, node_limit, edge_limit)
+    if key.dtype == object:  # Python ints: their dense ranks sort the same way
+        _, key = np.unique(key, return_inverse=True)
+    return np.lexsort((-e, -n, -key.reshape(-1)))
 
 
 def pack_histogram(
@@ -83,9 +85,22 @@ def pack_histogram(
         raise ValueError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
     node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
     _check_limits(n, e, node_limit, edge_limit, graph_limit)
-    h = heuristic_function(heuristic)
-    inv_n, inv_e = 1.0 / max(node_limit, 1), 1.0 / max(edge_limit, 1)
+    heuristic_function(heuristic)
     best = fit == "best"
+    # heuristic values of the open packs' remainders as exact integer keys: int64 where every
+    # key fits, else Python ints; remainders are >= 0 and never above the limits or the
+    # initial packs' rooms, whose key bounds every key (the heuristics are monotone)
+    bound_n, bound_e = node_limit, edge_limit
+    if initial is not None:
+        bound_n = max(bound_n, int(np.max(initial[0], initial=0)))
+        bound_e = max(bound_e, int(np.max(initial[1], initial=0)))
+
+    def hkey(rem_n, rem_e):
+        return heuristic_keys(heuristic, rem_n, rem_e, node_limit, edge_limit)
+
+    key_dt = hkey(np.array([bound_n]), np.array([bound_e])).dtype
+    key_dt = object if key_dt == object else np.int64
+    top_key = hkey(bound_n, bound_e)  # above it: no fitting pack (best fit)
     order = item_order(n, e, node_limit, edge_limit, heuristic)
     order = order[count[order] > 0]
     # smallest nodes / edges among the bins still to come (to retire packs nothing fits)
@@ -106,7 +121,7 @@ def pack_histogram(
     re = np.zeros(cap, np.int64)
     rk = np.zeros(cap, np.int64)
     cnt = np.zeros(cap, np.int64)
-    hv = np.zeros(cap, np.float64)
+    hv = np.zeros(cap, key_dt)
     length = 0
 
     def grow():
@@ -129,7 +144,7 @@ def pack_histogram(
                     grow()
             ids[length], rn[length], re[length], rk[length] = k, rem_n, rem_e, rem_k
             cnt[length] = count_
-            hv[length] = float(h(np.float64(rem_n * inv_n), np.float64(rem_e * inv_e)))
+            hv[length] = hkey(rem_n, rem_e)
             length += 1
         return k
 
@@ -159,7 +174,7 @@ def pack_histogram(
         length = act.shape[0]
         ids[:length], rn[:length], re[:length], rk[:length] = act, r_n[act], r_e[act], r_k[act]
         cnt[:length] = 1
-        hv[:length] = h(r_n[act] * inv_n, r_e[act] * inv_e)
+        hv[:length] = hkey(r_n[act], r_e[act])
 
     for pos, i in enumerate(order.tolist()):
         if pos % 64 == 0 and length:
@@ -170,12 +185,10 @@ def pack_histogram(
             if length:
                 L = length
                 m = (rn[:L] >= a) & (re[:L] >= b)  # dead entries have rn = -1
-                if best:
-                    score = np.where(m, hv[:L], np.inf)
-                    j = int(np.argmin(score))
+                if best:  # the fitting pack with the smallest key, ties by position
+                    j = int(np.argmin(np.where(m, hv[:L], top_key + 1)))
                 else:
-                    score = np.where(m, hv[:L], -np.inf)
-                    j = int(np.argmax(score))
+                    j = int(np.argmax(np.where(m, hv[:L], -1)))
                 if not m[j]:
                     j = -1
             if j < 0:

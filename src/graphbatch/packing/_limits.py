@@ -27,14 +27,21 @@ Search (deterministic, no timing involved):
 
 ``search_limits`` returns a `LimitRecords` list, best first; its ``interior`` says whether the
 optimum lies strictly inside the searched node and edge ranges.
+
+Every comparison is exact: efficiencies and harmonic means are rationals (records report them
+rounded to float), the tolerance and edge slacks are read as decimals, and the refinement's
+geometric and evenly spaced points are integer roots and roundings, so the search takes the
+same path on every machine.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
+from .._exact import decimal, fits_int64
 from .._sizes import GraphSizes
 from ._greedy import batches_lower_bound
 from ._pack import pack_bins
@@ -48,7 +55,7 @@ DEFAULT_SAMPLE_GRAPHS = 32_768
 #: Largest limit the search considers (keeps every product and sum inside int64).
 MAX_LIMIT = 2**40
 #: Edge slack (fraction of the ratio-matched edge limit) tried at every node limit.
-_EDGE_SLACK = (-0.02, -0.01, 0.0, 0.005, 0.01, 0.02, 0.04)
+_EDGE_SLACK = tuple(Fraction(x, 1000) for x in (-20, -10, 0, 5, 10, 20, 40))
 
 
 class LimitRecords(list):
@@ -90,14 +97,33 @@ class LimitRecords(list):
                 f"estimated points; tolerance {100 * self.tolerance:.2f} pp)")
 
 
-def _record(n_tot, e_tot, packs: float, max_nodes, max_edges, max_graphs, exact) -> dict:
-    ne = n_tot / (packs * max_nodes) if packs > 0 else 1.0
-    ee = e_tot / (packs * max_edges) if packs > 0 and max_edges > 0 else 1.0
-    hm = 2 * ne * ee / (ne + ee) if ne + ee > 0 else 0.0
-    return {"max_nodes": int(max_nodes), "max_edges": int(max_edges),
-            "max_graphs": None if max_graphs is None else int(max_graphs),
-            "node_eff": float(ne), "edge_eff": float(ee), "harmonic_mean": float(hm),
-            "num_packs": int(math.ceil(packs - 1e-9)), "exact": bool(exact)}
+class _Record(dict):
+    """A limit record (a plain dict to its readers) carrying its exact harmonic mean
+    (``hm``, a `Fraction`) for the search's comparisons."""
+
+    hm: Fraction
+
+
+def _record(n_tot, e_tot, packs, max_nodes, max_edges, max_graphs, exact) -> _Record:
+    """The record of ``packs`` packs (an int, or a `Fraction` for estimates): efficiencies and
+    their harmonic mean exact, reported as floats (correctly rounded)."""
+    packs = Fraction(packs)
+    one = Fraction(1)
+    ne = Fraction(int(n_tot)) / (packs * int(max_nodes)) if packs > 0 else one
+    ee = Fraction(int(e_tot)) / (packs * int(max_edges)) if packs > 0 and max_edges > 0 else one
+    hm = 2 * ne * ee / (ne + ee) if ne + ee > 0 else Fraction(0)
+    rec = _Record({"max_nodes": int(max_nodes), "max_edges": int(max_edges),
+                   "max_graphs": None if max_graphs is None else int(max_graphs),
+                   "node_eff": float(ne), "edge_eff": float(ee), "harmonic_mean": float(hm),
+                   "num_packs": -(-packs.numerator // packs.denominator),
+                   "exact": bool(exact)})
+    rec.hm = hm
+    return rec
+
+
+def _hm(r: dict) -> Fraction:
+    """A record's exact harmonic mean."""
+    return r.hm
 
 
 def evaluate_limits(hist, max_nodes: int, max_edges: int, max_graphs: int | None, *,
@@ -123,16 +149,53 @@ def _totals(n, e, count) -> tuple[int, int]:
 
 
 def _sample_counts(count: np.ndarray, m: int) -> np.ndarray:
-    """Counts scaled to ``m`` graphs in total (largest remainders), deterministic."""
+    """Counts scaled to ``m`` graphs in total (largest remainders, ties by bin), exact."""
     total = int(count.sum())
     if total <= m:
         return count
-    x = count * (m / total)
-    f = np.floor(x).astype(np.int64)
+    x = count.astype(np.int64)
+    if not fits_int64(int(x.max()) * m):
+        x = x.astype(object)
+    x = x * m  # count * m / total: floor and remainder over the common denominator
+    f = (x // total).astype(np.int64)
+    rem = x - f * total
     rest = m - int(f.sum())
     if rest > 0:
-        f[np.argsort(-(x - f), kind="stable")[:rest]] += 1
+        f[np.argsort(-rem.astype(np.int64), kind="stable")[:rest]] += 1
     return f
+
+
+def _iroot(x: int, k: int) -> int:
+    """``floor(x ** (1 / k))`` of a non-negative integer, by integer Newton steps."""
+    if x < 2:
+        return x
+    r = 1 << -(-x.bit_length() // k)  # >= the root
+    while True:
+        s = ((k - 1) * r + x // r ** (k - 1)) // k
+        if s >= r:
+            return r
+        r = s
+
+
+def _geometric_points(a: int, b: int, num: int) -> list[int]:
+    """``np.rint(np.geomspace(a, b, num))`` exactly: the integer nearest to
+    ``a ** (1 - t) * b ** t`` for ``t = i / (num - 1)`` (halves cannot occur)."""
+    if num == 1:
+        return [a]
+    g = num - 1
+    out = []
+    for i in range(num):
+        m = a ** (g - i) * b ** i  # the point is m ** (1 / g)
+        r = _iroot(m, g)
+        out.append(r + 1 if 2**g * m > (2 * r + 1) ** g else r)
+    return out
+
+
+def _even_points(a: int, b: int, num: int) -> list[int]:
+    """``np.rint(np.linspace(a, b, num))`` exactly (halves to even)."""
+    if num == 1:
+        return [a]
+    return [round(a + Fraction((b - a) * i, num - 1)) for i in range(num)]
 
 
 def _check_range(value, name: str):
@@ -154,7 +217,7 @@ class _Search:
                  e_lo, e_hi):
         self.hist = hist
         self.max_graphs = max_graphs
-        self.heuristic, self.method, self.tol = heuristic, method, tolerance
+        self.heuristic, self.method, self.tol = heuristic, method, decimal(tolerance)
         self.num = int(hist.count.sum())
         self.tn, self.te = _totals(hist.n_node, hist.n_edge, hist.count)
         self.gcap = self.num if max_graphs is None else max_graphs - 1
@@ -173,29 +236,29 @@ class _Search:
         """Node limits strictly between ``lo`` and ``hi`` at which ``k`` graphs of mean size
         fill a pack exactly (``ceil(nodes / ceil(graphs / k)) + 1``; the sweet spots of
         tables with few distinct sizes), at most ``points`` of them, evenly spread in ``k``."""
-        mean = self.tn / max(self.num, 1)
-        if mean <= 0:
+        if self.tn <= 0:
             return []
-        k_lo, k_hi = max(1, int((lo - 1) / mean)), int((hi - 1) / mean) + 1
-        ks = np.unique(np.rint(np.linspace(k_lo, k_hi, min(points, k_hi - k_lo + 1)))
-                       .astype(np.int64)) if k_hi >= k_lo else np.zeros(0, np.int64)
+        # graphs of mean size (tn / num) in lo - 1 and hi - 1 nodes, in integers
+        k_lo = max(1, (lo - 1) * self.num // self.tn)
+        k_hi = (hi - 1) * self.num // self.tn + 1
+        ks = sorted(set(_even_points(k_lo, k_hi, min(points, k_hi - k_lo + 1)))) \
+            if k_hi >= k_lo else []
         out = set()
-        for k in ks.tolist():
+        for k in ks:
             p = -(-self.num // max(min(k, self.gcap), 1))
             mn = -(-self.tn // p) + 1
             if lo < mn < hi:
                 out.add(int(mn))
         return sorted(out)
 
-    def upper_bound(self, mn: int, me: int) -> float:
-        return _record(self.tn, self.te, self.packs_lb(mn, me), mn, me, None, False)[
-            "harmonic_mean"]
+    def upper_bound(self, mn: int, me: int) -> Fraction:
+        return _hm(_record(self.tn, self.te, self.packs_lb(mn, me), mn, me, None, False))
 
-    def edge_limit(self, mn: int, slack: float) -> int:
+    def edge_limit(self, mn: int, slack: Fraction) -> int:
         """Edge limit matched to the node limit: edges exactly filled at the node (or graph)
-        lower bound, times ``1 + slack``, inside the edge range."""
+        lower bound, times ``1 + slack`` (exact), inside the edge range."""
         p0 = max(-(-self.tn // (mn - 1)), -(-self.num // self.gcap), 1)
-        me = math.ceil(self.te * (1.0 + slack) / p0) if self.te else 0
+        me = math.ceil(self.te * (1 + Fraction(slack)) / p0) if self.te else 0
         return int(min(max(me, self.e_lo), self.e_hi))
 
     # -- evaluation
@@ -210,7 +273,8 @@ class _Search:
             res = pack_bins(h.n_node, h.n_edge, self.sample, node_limit=mn - 1, edge_limit=me,
                             graph_limit=self.gcap, heuristic=self.heuristic, method=self.method)
             # packs over the bound scale with the table; the bound itself is exact
-            over = (res.num_packs - res.lower_bound) * self.num / int(self.sample.sum())
+            over = Fraction((res.num_packs - res.lower_bound) * self.num,
+                            int(self.sample.sum()))
             packs = self.packs_lb(mn, me) + over
             self.est[key] = _record(self.tn, self.te, packs, mn, me, self.max_graphs, False)
         return self.est[key]
@@ -232,13 +296,13 @@ class _Search:
         """Records optimal under the rule (within ``tol`` of the best HM), smallest first."""
         if not records:
             return []
-        top = max(r["harmonic_mean"] for r in records)
-        ok = [r for r in records if r["harmonic_mean"] >= top - self.tol]
+        top = max(_hm(r) for r in records)
+        ok = [r for r in records if _hm(r) >= top - self.tol]
         return sorted(ok, key=_size_key)
 
 
 def _size_key(r: dict):
-    return (r["max_nodes"], r["max_edges"], -r["harmonic_mean"])
+    return (r["max_nodes"], r["max_edges"], -_hm(r))
 
 
 def search_limits(
@@ -320,9 +384,10 @@ def search_limits(
         extent = min(extent, 2 * (s.gcap * max_n + 1))
     extent = min(n_cap, max(extent, n_lo))
 
-    def best_at(mn: int, slacks=(0.0, 0.01)) -> dict:
-        return max((s.estimate(mn, s.edge_limit(mn, d)) for d in slacks),
-                   key=lambda r: r["harmonic_mean"])
+    zero, one_pc = Fraction(0), Fraction(1, 100)
+
+    def best_at(mn: int, slacks=(zero, one_pc)) -> dict:
+        return max((s.estimate(mn, s.edge_limit(mn, d)) for d in slacks), key=_hm)
 
     # 1. scale ladder, growing until doubling stops paying (or the range ends)
     ladder: list[int] = []
@@ -334,8 +399,8 @@ def search_limits(
         if mn >= n_cap:
             break
         if len(recs) >= 3 and mn >= extent:
-            prev_best = max(r["harmonic_mean"] for r in recs[:-2])
-            gain = max(recs[-1]["harmonic_mean"], recs[-2]["harmonic_mean"]) - prev_best
+            prev_best = max(_hm(r) for r in recs[:-2])
+            gain = max(_hm(recs[-1]), _hm(recs[-2])) - prev_best
             if gain <= s.tol / 2:
                 break
         mn = min(2 * mn, n_cap)
@@ -347,19 +412,18 @@ def search_limits(
     if refine and len(ladder) > 1:
         spans = [(ladder[j], ladder[j + 1]) for j in range(len(ladder) - 1)]
         cands = [sorted(set(list(range(a + 1, b)) if b - a <= 4 * int(grid) else
-                            np.unique(np.rint(np.geomspace(a, b, int(grid) + 2))
-                                      .astype(np.int64)).tolist()[1:-1])
+                            sorted(set(_geometric_points(a, b, int(grid) + 2)))[1:-1])
                         | set(s.aligned(a, b, int(grid)))) for a, b in spans]
-        ubs = [max((s.upper_bound(mn, s.edge_limit(mn, 0.0)) for mn in c), default=0.0)
+        ubs = [max((s.upper_bound(mn, s.edge_limit(mn, zero)) for mn in c), default=zero)
                for c in cands]
         near = [j for j in (i - 1, i) if 0 <= j < len(spans)]
         others = sorted((j for j in range(len(spans)) if j not in near), key=lambda j: -ubs[j])
         for j in near + others[:1]:
             for mn in cands[j]:
-                top = max(r["harmonic_mean"] for r in s.points())
-                if s.upper_bound(mn, s.edge_limit(mn, 0.0)) < top - s.tol:
+                top = max(_hm(r) for r in s.points())
+                if s.upper_bound(mn, s.edge_limit(mn, zero)) < top - s.tol:
                     continue  # cannot reach the optimal set
-                best_at(mn, (0.0, 0.01))
+                best_at(mn, (zero, one_pc))
     slack_done: set[int] = set()
 
     def refine_edges(mn: int) -> None:
@@ -371,28 +435,28 @@ def search_limits(
         slacks = list(_EDGE_SLACK)
         while True:
             rs = [s.estimate(mn, s.edge_limit(mn, d)) for d in slacks]
-            j = max(range(len(rs)), key=lambda k: rs[k]["harmonic_mean"])
-            if 0 < j < len(rs) - 1 or len(slacks) > 16 or slacks[0] <= -0.5:
+            j = max(range(len(rs)), key=lambda k: _hm(rs[k]))
+            if 0 < j < len(rs) - 1 or len(slacks) > 16 or slacks[0] <= Fraction(-1, 2):
                 return
-            slacks = ([2 * slacks[0] - 0.01] + slacks if j == 0 else
-                      slacks + [2 * slacks[-1] + 0.01])
+            slacks = ([2 * slacks[0] - one_pc] + slacks if j == 0 else
+                      slacks + [2 * slacks[-1] + one_pc])
 
     if refine:
         tops: list[int] = []
-        for r in sorted(s.points(), key=lambda r: -r["harmonic_mean"]):
+        for r in sorted(s.points(), key=lambda r: -_hm(r)):
             if r["max_nodes"] not in tops:
                 tops.append(r["max_nodes"])
         for mn in sorted({r["max_nodes"] for r in s.chosen(s.points())})[:2] + tops[:2]:
             refine_edges(mn)
     # 3. exact packing of the best candidates; the optimum is chosen among exact records
-    pool = sorted(s.points(), key=lambda r: -r["harmonic_mean"])
+    pool = sorted(s.points(), key=lambda r: -_hm(r))
     s.evaluate(pool[0]["max_nodes"], pool[0]["max_edges"])
     for _ in range(6):
         exact = list(s.exact.values())
-        top = max(r["harmonic_mean"] for r in exact)
+        top = max(_hm(r) for r in exact)
         head = s.chosen(exact)[0]
         cands = sorted((r for r in s.points() if not r["exact"]
-                        and r["harmonic_mean"] >= top - s.tol
+                        and _hm(r) >= top - s.tol
                         and _size_key(r) < _size_key(head)), key=_size_key)
         if cands and len(s.exact) < 2 * exact_points:
             for r in cands[: max(1, exact_points - 1)]:
@@ -406,8 +470,8 @@ def search_limits(
     ok = s.chosen(exact)
     ok_keys = {(r["max_nodes"], r["max_edges"]) for r in ok}
     rest_exact = sorted((r for r in exact if (r["max_nodes"], r["max_edges"]) not in ok_keys),
-                        key=lambda r: (-r["harmonic_mean"],) + _size_key(r))
-    estimates = sorted(s.est.values(), key=lambda r: (-r["harmonic_mean"],) + _size_key(r))
+                        key=lambda r: (-_hm(r),) + _size_key(r))
+    estimates = sorted(s.est.values(), key=lambda r: (-_hm(r),) + _size_key(r))
     out = ok + rest_exact + estimates
     best = out[0]
     all_n = [r["max_nodes"] for r in out]

@@ -77,7 +77,8 @@ def pack_bins(
     tried: dict[str, int] = {}
     candidates = []
     num = int(count.sum())
-    use_bal = method == "balanced" or (method == "auto" and lb and num / lb >= BALANCE_MIN_GRAPHS)
+    use_bal = method == "balanced" or (method == "auto" and lb
+                                       and num >= BALANCE_MIN_GRAPHS * lb)  # integers
     if use_bal:
         bal = balanced_pack(n, e, count, heuristic=heuristic, **kw)
         tried["balanced"] = bal.num_packs

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._exact import share_keys, top_indices
+
 __all__ = ["repair_overflow"]
 
 #: Candidate (bin of the overflowing pack, bin of a partner) pairs evaluated per swap at most.
@@ -33,29 +35,35 @@ def _loads(slot_bin, offsets, bin_nodes, bin_edges) -> np.ndarray:
 
 class _Repair:
     """State of one repair: slots, per-pack loads, limits and the ceiling (see
-    `repair_overflow`)."""
+    `repair_overflow`). Loads relative to the limits are compared exactly: ``x / lim_n + y /
+    lim_e`` as the integer ``x * lim_e + y * lim_n`` (`share_keys`)."""
 
     def __init__(self, slot_bin, offsets, bn, be, lim, ceiling):
         self.sb, self.off, self.bn, self.be = slot_bin, offsets, bn, be
         self.lim, self.ceiling = lim, ceiling
-        self.scale = np.maximum(lim, 1).astype(np.float64)
         self.loads = _loads(slot_bin, offsets, bn, be)
         self.nbins = int(bn.shape[0])
 
+    def _share(self, x, y) -> np.ndarray:
+        return share_keys(x, y, int(self.lim[0]), int(self.lim[1]))
+
     def excess(self, loads) -> np.ndarray:
-        """Overflow over the limits, relative to them, summed over nodes and edges."""
-        return (np.maximum(loads - self.lim, 0) / self.scale).sum(axis=-1)
+        """Overflow over the limits, relative to them, summed over nodes and edges (exact
+        integer keys, 0 where a pack fits)."""
+        over = np.maximum(loads - self.lim, 0)
+        return self._share(over[..., 0], over[..., 1])
 
     def partners(self, h: int, k: int) -> np.ndarray:
         """The ``k`` in-limit packs with the most room under the ceiling where pack ``h``
-        overflows (all of them when fewer)."""
+        overflows (all of them when fewer), most room first, ties by pack index."""
         fits = (self.loads <= self.lim).all(axis=1)
         fits[h] = False
         cand = np.flatnonzero(fits)
         dims = self.loads[h] > self.lim
         if cand.size > k:
-            room = ((self.ceiling - self.loads[cand]) / self.scale)[:, dims].sum(axis=1)
-            cand = cand[np.argpartition(-room, k - 1)[:k]]
+            room = self.ceiling - self.loads[cand]
+            room = self._share(room[:, 0] * dims[0], room[:, 1] * dims[1])
+            cand = cand[top_indices(room, k)]
         return cand
 
     def best_swap(self, h: int, cand: np.ndarray):
@@ -78,16 +86,15 @@ class _Repair:
         pl = self.loads[cand[owner]]
         part_n, part_e = pl[None, :, 0] + dn, pl[None, :, 1] + de
         new_n, new_e = self.loads[h, 0] - dn, self.loads[h, 1] - de
-        left = (np.maximum(new_n - lim[0], 0) / self.scale[0]
-                + np.maximum(new_e - lim[1], 0) / self.scale[1])
+        left = self._share(np.maximum(new_n - lim[0], 0), np.maximum(new_e - lim[1], 0))
         ok = (part_n <= lim[0]) & (part_e <= lim[1]) & (left < self.excess(self.loads[h]))
         if not ok.any():
             return None
-        above = np.zeros(ok.shape)
-        for v, d in ((new_n, 0), (new_e, 1), (part_n, 0), (part_e, 1)):
-            above += np.maximum(v - self.ceiling[d], 0) / self.scale[d]
+        c_n, c_e = self.ceiling[0], self.ceiling[1]
+        above = self._share(np.maximum(new_n - c_n, 0) + np.maximum(part_n - c_n, 0),
+                            np.maximum(new_e - c_e, 0) + np.maximum(part_e - c_e, 0))
         # order: overflow removed, then least growth past the ceiling, then least overflow left
-        rank = np.where(ok, (left > 0).astype(np.float64), np.inf).ravel()
+        rank = np.where(ok, (left > 0).astype(np.int64), 2).ravel()
         flat = np.flatnonzero(rank == rank.min())
         ab = above.ravel()[flat]
         flat = flat[ab == ab.min()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._budget import Budget
+from .._exact import decimal, share_keys, sortable
 from ._balanced import _swap_repair
 from ._greedy import batches_lower_bound, index_dtype
 
@@ -31,8 +32,9 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
               pairs: SizePairs | None = None, totals: tuple[int, int] | None = None):
     """Greedy fill by steps of ``ranks`` batches, for data-parallel plans.
 
-    Consecutive graphs (in the given order) make up a step while they fit ``fill`` of the step's
-    capacity (``ranks`` times the budget's real capacities); within the step they are dealt,
+    Consecutive graphs (in the given order) make up a step while they fit ``fill`` (read by
+    `decimal`: ``0.99`` is 99/100) of the step's capacity (``ranks`` times the budget's real
+    capacities, rounded down); within the step they are dealt,
     largest share of the capacities first, in snake order over the ``ranks`` batches, so the
     batches of a step are filled evenly. A step whose dealt batches do not fit the budget is
     shortened until they do. Every step but possibly the last holds ``ranks`` non-empty batches;
@@ -74,17 +76,19 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     # per step: graphs, real nodes, real edges of its `ranks` batches (grown by doubling)
     per_step = np.zeros((64, 3, r), np.int64)
     n_steps = 0
+    # a step's room: `fill` of its capacity, rounded down (integers: exact)
+    f = decimal(fill)
+    room_n = r * cap_n * f.numerator // f.denominator
+    room_e = r * cap_e * f.numerator // f.denominator
+    room_g = r * cap_g
     # steps needed at `fill` of the capacity; every step then gets an even share of what is left
     if steps is None:
-        steps = batches_lower_bound(tot_n, tot_e, m, int(r * cap_n * fill),
-                                    int(r * cap_e * fill), r * cap_g)
+        steps = batches_lower_bound(tot_n, tot_e, m, room_n, room_e, room_g)
     reach = r * cap_g + 1  # a step never spans more graphs than this
     ranker = _ShareRanks(nodes, edges, cap_n, cap_e, pairs) if _BLOCK_STEPS and m else None
     a = hi = 0  # window: cn[a..hi] as wn[0..hi-a]
     wn = we = np.zeros(1, np.int64)
     pos = 0
-
-    room_n, room_e, room_g = r * cap_n * fill, r * cap_e * fill, r * cap_g  # per step
 
     def step_end(pos: int, k: int) -> int:
         """End of the step starting at ``pos`` when ``k`` steps came before (before the
@@ -94,11 +98,11 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
         left = steps - k
         if left < 1:
             left = 1
-        # integer targets: a float key would convert the whole prefix array on every call
-        x = (tot_n - cpos_n) / left
-        t_n = cpos_n + int(x if x < room_n else room_n)
-        x = (tot_e - cpos_e) / left
-        t_e = cpos_e + int(x if x < room_e else room_e)
+        # integer targets (an even share of what is left, at most the room), exact
+        x = (tot_n - cpos_n) // left
+        t_n = cpos_n + (x if x < room_n else room_n)
+        x = (tot_e - cpos_e) // left
+        t_e = cpos_e + (x if x < room_e else room_e)
         # the end: the first of the graph bound, the last position whose prefix sums stay
         # within the node and edge targets (prefix sums never fall: a bound is searched only
         # where it binds; the window holds the graph bound)
@@ -209,10 +213,10 @@ def _chain(step_end, pos: int, k: int, m: int, a: int, hi: int, reach: int, r: i
         i = p - a
         cpos_n = wn_item(i)
         cpos_e = we_item(i)
-        x = (tot_n - cpos_n) / left
-        t_n = cpos_n + int(x if x < room_n else room_n)
-        x = (tot_e - cpos_e) / left
-        t_e = cpos_e + int(x if x < room_e else room_e)
+        x = (tot_n - cpos_n) // left
+        t_n = cpos_n + (x if x < room_n else room_n)
+        x = (tot_e - cpos_e) // left
+        t_e = cpos_e + (x if x < room_e else room_e)
         g = -(-(m - p) // left)
         j = p + (g if g < room_g else room_g)
         if j > m:
@@ -243,7 +247,7 @@ def _one_step(nodes, edges, pos: int, j: int, r: int, cap_n: int, cap_e: int, ca
     while True:
         ln = nodes[pos:j].astype(np.int64)
         le = edges[pos:j].astype(np.int64)
-        share = ln / max(cap_n, 1) + le / max(cap_e, 1)
+        share = sortable(share_keys(ln, le, cap_n, cap_e))  # exact order of the shares
         srt = np.argsort(-share, kind="stable")  # positions relative to pos
         t = np.arange(srt.shape[0])
         row, col = t // r, t % r
@@ -265,7 +269,7 @@ def _one_step(nodes, edges, pos: int, j: int, r: int, cap_n: int, cap_e: int, ca
                 or j - pos <= 1:
             break
         # shorten the step; its last graphs go to the following steps
-        j = pos + max(1, min(j - pos - 1, int((j - pos) * 0.98)))
+        j = pos + max(1, min(j - pos - 1, (j - pos) * 49 // 50))
     return srt[grid[present]] + pos, np.stack([bg, bn, be]), j
 
 
@@ -295,9 +299,9 @@ class SizePairs:
 
 
 class _ShareRanks:
-    """Sort keys of the graphs' shares ``n / cap_n + e / cap_e`` (the float64 values of
+    """Sort keys of the graphs' shares ``n / cap_n + e / cap_e`` (compared exactly, as in
     `_one_step`), largest share first: a uint16 rank per distinct ``(n, e)`` pair (equal shares,
-    equal ranks) looked up in a table, or ``-share`` itself when the pairs are too many."""
+    equal ranks) looked up in a table, or the negated exact key when the pairs are too many."""
 
     def __init__(self, nodes, edges, cap_n: int, cap_e: int,
                  size_pairs: SizePairs | None = None) -> None:
@@ -312,7 +316,7 @@ class _ShareRanks:
         span = int(pairs[-1]) + 1
         #: largest node and edge counts of the graphs (all counts are >= 0 here)
         self.top_n, self.top_e = (span - 1) // self.width, self.width - 1
-        share = (pairs // self.width) / self.cn + (pairs % self.width) / self.ce
+        share = share_keys(pairs // self.width, pairs % self.width, self.cn, self.ce)
         uniq, inv = np.unique(share, return_inverse=True)  # ascending
         if uniq.shape[0] > 2**16:
             return
@@ -337,7 +341,7 @@ class _ShareRanks:
     def keys(self, ln, le) -> np.ndarray:
         if self.table is not None:
             return self.table[self._pair(ln, le)]
-        return -(ln.astype(np.int64) / self.cn + le.astype(np.int64) / self.ce)
+        return -sortable(share_keys(ln, le, self.cn, self.ce))
 
 
 def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, cap_e: int,

@@ -4,7 +4,8 @@
 Every strategy places ``N`` graphs in ``B = ceil(N / (batch_size - 1))`` batches whose real
 graph counts differ by at most one (never more than ``batch_size - 1``; one graph slot stays for
 padding, as for the static strategies). The cost of a graph is ``n_bytes`` when the size table
-has it, else ``cost_nodes * n_node + cost_edges * n_edge`` (see `CostModel`). Each batch still
+has it, else ``cost_nodes * n_node + cost_edges * n_edge`` (see `CostModel`), an integer (the
+linear model quantised once to fixed point): every decision on costs is exact. Each batch still
 gets a padded shape (option ``pad``: ``static-64`` (default), ``pow2`` or ``max``), so the plan
 file stays complete.
 """
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from fractions import Fraction
 
 import numpy as np
 
 from .._errors import InputError, InputTypeError
+from .._exact import decimal, floor_frac, square_sum
 from .._validate import MAX_SHAPE, as_nonnegative_int, as_positive_int
 from ._assemble import PAD_MODES, finish_fixed_count_plan, padded_shapes
 from ._cost import CostModel, cost_model_from_options
@@ -95,7 +98,8 @@ class _Setup:
             raise InputError(f"pad must be one of {', '.join(PAD_MODES)}, got {self.pad!r}")
         self.multiple = as_positive_int(req.option("multiple", 64), "multiple", MAX_SHAPE)
         self.model: CostModel = cost_model_from_options(req.sizes, req.options)
-        self.costs = self.model.costs(req.sizes)
+        # int64 costs in units of 2**-shift of the model's unit
+        self.costs, self.shift = self.model.costs(req.sizes)
         self.batch_size = bs
         self.num_graphs = n
         self.num_batches = req.batch_count_for_ranks(balancing_batch_count(n, bs), n)
@@ -141,18 +145,56 @@ def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **m
 
 
 def outliers_zscore(costs: np.ndarray, threshold: float = 3.0) -> np.ndarray:
-    """Indices of graphs whose z-score ``(c - mean) / std`` exceeds ``threshold``."""
-    std = float(costs.std())
-    if std == 0.0:
+    """Indices of graphs whose z-score ``(c - mean) / std`` (population std) exceeds
+    ``threshold``, decided exactly on the integer ``costs`` (``threshold`` read by `decimal`):
+    ``q (N c - S) > p sqrt(N Q - S**2)`` for ``threshold = p / q``, ``S`` and ``Q`` the sum
+    and the sum of squares. None when every cost is equal."""
+    n = costs.shape[0]
+    if n == 0:
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero((costs - costs.mean()) / std > threshold).astype(np.int64)
+    s = int(costs.sum(dtype=np.int64))
+    d = n * square_sum(costs) - s * s  # N**2 times the variance
+    if d == 0:
+        return np.zeros(0, dtype=np.int64)
+    t = decimal(threshold)
+    p, q = t.numerator, t.denominator
+
+    def above(c: int) -> bool:  # q (N c - S) > p sqrt(d), squared with the signs kept
+        x = n * c - s
+        if p >= 0:
+            return x > 0 and q * q * x * x > p * p * d
+        return x >= 0 or q * q * x * x < p * p * d
+
+    # `above` grows with c: the smallest cost above the threshold, by bisection
+    lo, hi = int(costs.min()), int(costs.max()) + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if above(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return np.flatnonzero(costs >= lo).astype(np.int64)
 
 
-def outliers_iqr(costs: np.ndarray, multiplier: float = 1.5) -> tuple[np.ndarray, float]:
-    """Indices of graphs above ``Q3 + multiplier * (Q3 - Q1)`` (upper fence), and the fence."""
-    q1, q3 = np.percentile(costs, [25.0, 75.0])
-    fence = float(q3 + multiplier * (q3 - q1))
-    return np.flatnonzero(costs > fence).astype(np.int64), fence
+def _quantile(costs: np.ndarray, num: int, den: int) -> Fraction:
+    """The ``num / den`` quantile of integer ``costs`` by linear interpolation between the
+    order statistics around position ``(N - 1) * num / den`` (``np.percentile``'s default
+    rule), as an exact rational."""
+    n = costs.shape[0]
+    h = Fraction((n - 1) * num, den)
+    k = floor_frac(h)
+    k1 = min(k + 1, n - 1)
+    part = np.partition(costs, [k, k1]) if k1 != k else np.partition(costs, k)
+    a, b = int(part[k]), int(part[k1])
+    return a + (h - k) * (b - a)
+
+
+def outliers_iqr(costs: np.ndarray, multiplier: float = 1.5) -> tuple[np.ndarray, Fraction]:
+    """Indices of graphs above ``Q3 + multiplier * (Q3 - Q1)`` (upper fence), and the fence
+    (exact; quartiles by `_quantile`, ``multiplier`` read by `decimal`)."""
+    q1, q3 = _quantile(costs, 1, 4), _quantile(costs, 3, 4)
+    fence = q3 + decimal(multiplier) * (q3 - q1)
+    return np.flatnonzero(costs > floor_frac(fence)).astype(np.int64), fence
 
 
 def spread_outliers(
@@ -227,7 +269,8 @@ def plan_random(req: PlanRequest):
 def plan_balance(req: PlanRequest):
     s = _Setup(req)
     fraction = _real_option(req, "fraction", 0.1, low=0.0, high=1.0)
-    m = min(s.num_graphs, int(math.ceil(fraction * s.num_graphs)))
+    f = decimal(fraction)
+    m = min(s.num_graphs, -(-s.num_graphs * f.numerator // f.denominator))
     outliers = np.argsort(-s.costs, kind="stable")[:m].astype(np.int64)
     batch_of = spread_outliers(outliers, s.costs, s.num_graphs, s.num_batches, req.epoch_rng(),
                                snake=False, permute_batches=False)
@@ -264,7 +307,7 @@ def plan_iqr(req: PlanRequest):
     outliers, fence = outliers_iqr(s.costs, multiplier)
     batch_of = spread_outliers(outliers, s.costs, s.num_graphs, s.num_batches, req.epoch_rng())
     return _finish(req, s, batch_of, outliers=int(outliers.shape[0]), multiplier=multiplier,
-                   fence=fence)
+                   fence=float(fence * Fraction(2) ** -s.shift))  # in the model's unit
 
 
 @register(
@@ -303,6 +346,8 @@ def plan_stratified(req: PlanRequest):
         raise InputError(f"tolerance must be >= 0, got {tolerance!r}")
     value, ident = round_matrix(s.costs, s.num_batches)
     value, ident = stratified_assignment(value, ident, req.epoch_rng())
-    target = (1.0 + tolerance) * float(s.costs.sum()) / s.num_batches
+    # no batch above (1 + tolerance) x the mean load: an integer bound on integer loads
+    target = floor_frac((1 + decimal(tolerance)) * int(s.costs.sum(dtype=np.int64))
+                        / s.num_batches)
     value, ident, swaps = refine_by_swaps(value, ident, passes, target=target)
     return _finish(req, s, columns=ident, swaps=swaps, tolerance=tolerance)

@@ -1,4 +1,8 @@
-"""Graph cost for memory balancing: ``n_bytes`` when the size table has it, else ``a·n + b·e``."""
+"""Graph cost for memory balancing: ``n_bytes`` when the size table has it, else ``a·n + b·e``.
+
+Costs are integers: ``n_bytes`` as stored, the linear model quantised once to int64 fixed point
+(`graphbatch._exact.quantise_linear`), so every comparison of costs and of their sums is
+exact (the same plan on every machine)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._errors import InputError, InputTypeError
+from .._exact import FixedPoint, quantise_linear
 from .._sizes import GraphSizes
 
 __all__ = ["CostModel", "cost_model_from_options", "DEFAULT_COST_NODES", "DEFAULT_COST_EDGES"]
@@ -51,20 +56,27 @@ class CostModel:
         object.__setattr__(self, "per_node", a)
         object.__setattr__(self, "per_edge", b)
 
-    def costs(self, sizes: GraphSizes) -> np.ndarray:
-        """Per-graph cost as float64 (bytes, or the linear model's units)."""
+    def fixed_point(self, sizes: GraphSizes) -> FixedPoint:
+        """The linear model quantised for this table (`quantise_linear`: coefficients read as
+        the decimals they print as, scaled by ``2**shift`` and rounded, the table's total
+        cost at most 2**53; integral coefficients stay as they are)."""
+        if self.source != "linear":
+            raise InputError("fixed_point() is the linear model's; n_bytes costs are integers")
+        return quantise_linear(self.per_node, self.per_edge,
+                               int(sizes.n_node.sum(dtype=np.int64)),
+                               int(sizes.n_edge.sum(dtype=np.int64)),
+                               what=f"cost model cost_nodes={self.per_node!r}, "
+                                    f"cost_edges={self.per_edge!r}")
+
+    def costs(self, sizes: GraphSizes) -> tuple[np.ndarray, int]:
+        """Per-graph int64 costs and their unit: ``(costs, shift)``, a cost of ``c`` standing
+        for ``c * 2**-shift`` bytes (``n_bytes``, shift 0) or units of the linear model."""
         if self.source == "n_bytes":
             if sizes.n_bytes is None:
                 raise InputError("cost source 'n_bytes' needs a size table with n_bytes")
-            return sizes.n_bytes.astype(np.float64)
-        # chunk by chunk: no whole-table float temporaries (same values as the one-line formula)
-        n = len(sizes)
-        out = np.empty(n, np.float64)
-        step = 1 << 20
-        for s0 in range(0, n, step):
-            nn, ne = sizes.n_node[s0:s0 + step], sizes.n_edge[s0:s0 + step]
-            out[s0:s0 + step] = self.per_node * nn.astype(np.float64) + self.per_edge * ne
-        return out
+            return sizes.n_bytes.astype(np.int64), 0
+        fp = self.fixed_point(sizes)
+        return fp.costs(sizes.n_node, sizes.n_edge), fp.shift
 
     def as_meta(self) -> dict:
         """JSON-able description stored in ``plan.meta["cost_model"]``."""

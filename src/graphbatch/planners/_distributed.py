@@ -13,6 +13,8 @@ the step of the lightest batches. No graph is repeated or dropped (unlike torch'
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._plan import BatchPlan
@@ -38,10 +40,15 @@ def balanced_sequence(plan: BatchPlan, world_size: int) -> np.ndarray:
     shape_keys = (plan.pad_graphs, plan.pad_edges, plan.pad_nodes)
     idx = _stable_lexsort((plan.real_nodes,) + shape_keys)
     steps = -(-nb // world_size)
-    block = world_size * max(1, int(np.ceil(np.sqrt(steps))))
+    block = world_size * max(1, _ceil_sqrt(steps))
     block_id = np.arange(nb) // block
     edges_keys = (plan.real_edges[idx],) + tuple(k[idx] for k in shape_keys) + (block_id,)
     return idx[_stable_lexsort(edges_keys)]
+
+
+def _ceil_sqrt(n: int) -> int:
+    """``ceil(sqrt(n))`` of an integer, exactly."""
+    return 0 if n <= 0 else math.isqrt(n - 1) + 1
 
 
 def _stable_lexsort(keys) -> np.ndarray:
@@ -72,6 +79,21 @@ def _stable_lexsort(keys) -> np.ndarray:
     return np.argsort(folded, kind="stable").astype(np.int64, copy=False)
 
 
+def _first_largest_ratio(num: np.ndarray, den: np.ndarray) -> int:
+    """Index of the first largest ``num[i] / den[i]`` (integers, ``den > 0``), exactly: the
+    float quotients (correctly rounded from exact operands, so never above the float of a
+    larger ratio) narrow it down to the largest floats, which are compared as fractions."""
+    f = num.astype(np.float64) / den
+    top = np.flatnonzero(f == f.max())
+    if top.shape[0] == 1:
+        return int(top[0])
+    best = int(top[0])
+    for i in top[1:].tolist():  # a / b > c / d  <=>  a d > c b
+        if int(num[i]) * int(den[best]) > int(num[best]) * int(den[i]):
+            best = i
+    return best
+
+
 def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
     """The plan with batches split in two (largest real node totals first, each into halves
     by graph count) until their number is a multiple of ``world_size`` (or, with fewer graphs
@@ -89,12 +111,11 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
     n_parts = np.ones(nb, np.int64)
     need = target - nb
     # split the batch whose largest part holds the most graphs, ties by real nodes per part
-    # (then the first batch); one vectorised pick per split
-    load = plan.real_nodes.astype(np.float64) if plan.real_nodes is not None else gpb
+    # (then the first batch), compared exactly; one vectorised pick per split
+    load = plan.real_nodes if plan.real_nodes is not None else gpb
     while need:
         cand = np.flatnonzero(top == top.max())
-        share = load[cand] / n_parts[cand]
-        b = int(cand[np.flatnonzero(share == share.max())[0]])
+        b = int(cand[_first_largest_ratio(load[cand], n_parts[cand])])
         parts = parts_of.setdefault(b, [int(gpb[b])])
         k = parts.index(max(parts))
         if parts[k] < 2:
@@ -208,7 +229,7 @@ def distribute_plan(
     if shuffle:
         rng = _step_rng(seed, epoch)
         step_order = rng.permutation(steps)
-        rank_perm = np.argsort(rng.random((steps, r)), axis=1)
+        rank_perm = np.argsort(rng.random((steps, r)), axis=1, kind="stable")
         grid = np.take_along_axis(grid, rank_perm, axis=1)
     else:
         first = np.where(real, grid, np.iinfo(np.int64).max).min(axis=1)

@@ -105,9 +105,10 @@ def plan_dynamic(req: PlanRequest):
             off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True,
                                     with_order=False, pairs=pairs)[1:]
             steps = (off.shape[0] - 1) // ranks
-            # 0.3% room for the epoch's own imbalance within a step (never above the budget)
-            sn = np.minimum(np.ceil(sn * 1.003).astype(np.int64), budget.node_capacity)
-            se = np.minimum(np.ceil(se * 1.003).astype(np.int64), budget.edge_capacity)
+            # 0.3% room for the epoch's own imbalance within a step (never above the budget),
+            # rounded up in integers
+            sn = np.minimum((sn * 1003 + 999) // 1000, budget.node_capacity)
+            se = np.minimum((se * 1003 + 999) // 1000, budget.edge_capacity)
         else:
             sn, se = greedy_fill(sn_all, se_all, budget)[1:]
         del sn_all, se_all

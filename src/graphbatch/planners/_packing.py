@@ -10,11 +10,13 @@ the graph-to-pack assignment for the whole run and only shuffles orders).
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 
 from .._budget import Budget, round_up
 from .._errors import InputTypeError
+from .._exact import abs_diff, share_keys, sortable
 from .._validate import as_positive_int
 from ..packing import (
     MAX_SHAPES,
@@ -90,30 +92,18 @@ def _pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
 
 
 def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget, totals=None):
-    """(tight shape, padded slots relative to the real totals) of packs as slots;
-    ``totals``: their `_pack_totals` when known."""
+    """(tight shape, padded slots relative to the real totals, an exact rational) of packs as
+    slots; ``totals``: their `_pack_totals` when known."""
     tn, te, tg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges) if totals is None else totals
     shape = tight_budget(tn, te, tg, budget)
-    area = shape.n_node / max(int(tn.sum()), 1) + (shape.n_edge / int(te.sum())
-                                                   if te.sum() else 0.0)
+    sum_e = int(te.sum())
+    area = Fraction(shape.n_node, max(int(tn.sum()), 1)) + (Fraction(shape.n_edge, sum_e)
+                                                            if sum_e else 0)
     return shape, area
 
 
-def _pack_costs(nodes, edges, w, tn: float, te: float, out=None) -> np.ndarray:
-    """Per-graph float64 cost of `balanced_packs`, chunk by chunk (same values as the formula
-    on whole float arrays), into ``out`` when given."""
-    out = np.empty(nodes.shape[0], np.float64) if out is None else out
-    step = 1 << 20
-    for s0 in range(0, out.shape[0], step):
-        n = nodes[s0:s0 + step].astype(np.float64)
-        e = edges[s0:s0 + step].astype(np.float64)
-        out[s0:s0 + step] = n + e if w is None else w * n / tn + (1 - w) * e / te
-    return out
-
-
-def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int, *,
-                       total_wanted: bool = True):
-    """`round_matrix` of the per-graph costs ``bin_cost[graph_bin]`` arranged by
+def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int):
+    """`round_matrix` of the per-graph integer costs ``bin_cost[graph_bin]`` arranged by
     `balanced_ldm`, memory-lean, with each graph's bin in place of the graph: ``(value, bins,
     sum of the costs)``, ``bins[i, j] == graph_bin[ident[i, j]]`` for the identity matrix
     ``ident`` of the per-graph computation (``-1``: dummy) and the same values.
@@ -125,10 +115,8 @@ def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int, *,
     at the values and the dummies, so the bins end where their graphs would. No per-graph cost
     array and no gather of the graphs' bins in a random order; the value matrix is filled from
     the arranged bins afterwards (never two float64 arrays of ``N``, nor one next to the
-    differencing's work arrays). ``bin_count[k]``: the graphs of bin ``k``. The sum (``None``
-    without ``total_wanted``) is the float64 sum of the per-graph costs, taken exactly from the
-    bins' counts when the costs are integral with a sum below 2**53 (a float64 sum of such
-    costs is exact)."""
+    differencing's work arrays). ``bin_count[k]``: the graphs of bin ``k``. The sum is the
+    exact sum of the per-graph costs (a Python int, from the bins' counts)."""
     n, b = graph_bin.shape[0], int(num_packs)
     r = -(-n // b)
     bins = np.empty(r * b, graph_bin.dtype if graph_bin.dtype.kind == "i" else np.int64)
@@ -142,10 +130,10 @@ def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int, *,
 
     def row_costs(idx):
         real = idx >= 0
-        return np.where(real, bin_cost[np.where(real, idx, 0)], 0.0)
+        return np.where(real, bin_cost[np.where(real, idx, 0)], 0)
 
     balanced_ldm(None, bins, inplace=True, row_costs=row_costs)
-    value = np.empty(r * b, np.float64)
+    value = np.empty(r * b, np.int64)
     flat = bins.reshape(-1)
     step = 1 << 20
     real_end = (r - 1) * b  # only the last round holds dummies (entries move within rounds)
@@ -155,17 +143,8 @@ def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int, *,
             np.take(bin_cost, flat[s0:s1], out=value[s0:s1])
         else:
             value[s0:s1] = row_costs(flat[s0:s1])
-    total = None
-    if total_wanted:
-        exact = int(np.dot(np.asarray(bin_count, np.int64), bin_cost.astype(np.int64)))
-        if np.array_equal(bin_cost, np.floor(bin_cost)) and bin_cost.min(initial=0) >= 0 \
-                and exact < 2**53:
-            total = float(exact)
-        else:  # the per-graph float64 sum itself
-            cost = np.empty(n, np.float64)
-            for s0 in range(0, n, step):
-                cost[s0:s0 + step] = bin_cost[graph_bin[s0:s0 + step]]
-            total = cost.sum()
+    total = sum(int(c) * int(k) for c, k in zip(np.asarray(bin_count).tolist(),
+                                                 bin_cost.tolist()))
     return value.reshape(r, b), bins, total
 
 
@@ -178,23 +157,24 @@ class _HopelessRefine:
     above ``full`` (the cost of a pack at the budget's capacities, which a fitting pack never
     exceeds) than the remaining passes could remove at the last pass's drop."""
 
-    def __init__(self, full: float, passes: int):
-        self.full, self.passes = float(full), int(passes)
-        self.last: float | None = None
+    def __init__(self, full: int, passes: int):
+        self.full, self.passes = int(full), int(passes)
+        self.last: int | None = None
         self.stopped = False
 
-    def __call__(self, index: int, heaviest: float) -> bool:
-        drop = np.inf if self.last is None else self.last - heaviest
+    def __call__(self, index: int, heaviest: int) -> bool:
+        heaviest = int(heaviest)
+        drop = self.last - heaviest if self.last is not None else None
         self.last = heaviest
-        self.stopped = heaviest - self.full > drop * (self.passes - index)
+        # before any pass the drop is unbounded: never stopped then
+        self.stopped = drop is not None and heaviest - self.full > drop * (self.passes - index)
         return self.stopped
 
 
-def _optimal_max(cost_sum: float, num_packs: int) -> float:
-    """A lower bound on the largest pack's load for integral per-graph costs summing to
-    ``cost_sum`` (``cost.sum()``): the ceiling of the mean load (exact: integral float64 sums
-    below 2**53)."""
-    return float(-(-int(cost_sum) // int(num_packs)))
+def _optimal_max(cost_sum: int, num_packs: int) -> int:
+    """A lower bound on the largest pack's load for integer per-graph costs summing to
+    ``cost_sum``: the ceiling of the mean load."""
+    return -(-int(cost_sum) // int(num_packs))
 
 
 def equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs: int,
@@ -222,59 +202,43 @@ def equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs: int,
     return False
 
 
-def balanced_packs(nodes, edges, graph_bin, bin_nodes, bin_edges, num_packs: int,
-                   budget: Budget, costs=(None,)):
-    """Candidate packings into exactly ``num_packs`` packs (graph counts differing by at most
-    one) that minimise the largest pack: Karmarkar-Karp over rounds plus swap repair
-    (`planners._partition`, the ``kk`` kernels) on per-graph costs: ``costs`` entries ``None``
-    for ``nodes + edges`` (``kk``'s default model; the default, first) or a weight ``w`` for
-    ``w * nodes / total + (1 - w) * edges / total``.
-    ``nodes``/``edges`` are the graphs in a seed- and epoch-free order (dataset order), so the
-    packs depend on the sizes only. A candidate over a node or edge limit in some packs is
-    repaired by swaps into the others' room (`packing._repair.repair_overflow`; graph counts
-    unchanged). Returns ``(slot_bin, offsets)`` pairs for the candidates that fit ``budget``,
-    ``kk``'s cost first (or ``None`` in its place when it does not fit)."""
-    # totals as float(int sum): exact (column sums are <= 2**53), as the float sums were
-    tn = max(float(int(nodes.sum(dtype=np.int64))), 1.0)
-    te = max(float(int(edges.sum(dtype=np.int64))), 1.0)
+def balanced_packs(graph_bin, bin_nodes, bin_edges, num_packs: int, budget: Budget):
+    """A candidate packing into exactly ``num_packs`` packs (graph counts differing by at most
+    one) that minimises the largest pack: Karmarkar-Karp over rounds plus swap repair
+    (`planners._partition`, the ``kk`` kernels) on the integer cost ``nodes + edges`` of each
+    graph (``kk``'s default model). ``graph_bin`` lists the graphs' bins in a seed- and
+    epoch-free order (dataset order), so the packs depend on the sizes only. A candidate over
+    a node or edge limit in some packs is repaired by swaps into the others' room
+    (`packing._repair.repair_overflow`; graph counts unchanged). Returns ``[(slot_bin,
+    offsets)]``, or ``[None]`` when it does not fit ``budget``."""
     bin_count = np.bincount(graph_bin, minlength=bin_nodes.shape[0])
     if equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs, budget):
-        return [None] * len(costs)  # no balanced candidate can fit: skip the work
-    out = []
-    for w in costs:
-        # the round matrix arranged by Karmarkar-Karp (`balanced_ldm`), memory-lean
-        # a graph's cost is its bin's (the same float64 formula on the bin's counts)
-        bin_cost = _pack_costs(np.asarray(bin_nodes), np.asarray(bin_edges), w, tn, te)
-        # the matrix holds each graph's bin in place of the graph: the swap repair looks only
-        # at the values and the dummies, so its swaps are the same
-        value, bins, total = _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs,
-                                                total_wanted=w is None)
-        # integral costs (nodes + edges): no pack can load less than the mean's ceiling, so
-        # the swap repair stops at once where Karmarkar-Karp already reached it (the usual case)
-        target = _optimal_max(total, num_packs) if w is None else None
-        full = (budget.node_capacity + budget.edge_capacity if w is None else
-                w * budget.node_capacity / tn + (1 - w) * budget.edge_capacity / te)
-        hopeless = _HopelessRefine(full, _REFINE_PASSES)
-        refine_in_place(value, bins, _REFINE_PASSES, target, stop=hopeless)
-        del value
-        if hopeless.stopped:
-            out.append(None)  # far over the budget, and the swaps were not closing the gap
-            continue
-        slot_bin, sizes = columns_in_order(bins, dtype=graph_bin.dtype)  # column = pack
-        offsets = np.zeros(sizes.shape[0] + 1, np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        del bins
-        pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-        if pg.max(initial=0) > budget.graph_capacity:
-            out.append(None)
-            continue
-        if (pn.max(initial=0) > budget.node_capacity
-                or pe.max(initial=0) > budget.edge_capacity):
-            # balanced but a few packs over a limit: swap graphs into the others' room
-            slot_bin = repair_overflow(slot_bin, offsets, bin_nodes, bin_edges,
-                                       budget.node_capacity, budget.edge_capacity)
-        out.append(None if slot_bin is None else (slot_bin, offsets))
-    return out
+        return [None]  # no balanced candidate can fit: skip the work
+    # the round matrix arranged by Karmarkar-Karp (`balanced_ldm`), memory-lean; a graph's
+    # cost is its bin's
+    bin_cost = np.asarray(bin_nodes, np.int64) + np.asarray(bin_edges, np.int64)
+    # the matrix holds each graph's bin in place of the graph: the swap repair looks only at
+    # the values and the dummies, so its swaps are the same
+    value, bins, total = _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs)
+    # no pack can load less than the mean's ceiling, so the swap repair stops at once where
+    # Karmarkar-Karp already reached it (the usual case)
+    hopeless = _HopelessRefine(budget.node_capacity + budget.edge_capacity, _REFINE_PASSES)
+    refine_in_place(value, bins, _REFINE_PASSES, _optimal_max(total, num_packs), stop=hopeless)
+    del value
+    if hopeless.stopped:
+        return [None]  # far over the budget, and the swaps were not closing the gap
+    slot_bin, sizes = columns_in_order(bins, dtype=graph_bin.dtype)  # column = pack
+    offsets = np.zeros(sizes.shape[0] + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    del bins
+    pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+    if pg.max(initial=0) > budget.graph_capacity:
+        return [None]
+    if pn.max(initial=0) > budget.node_capacity or pe.max(initial=0) > budget.edge_capacity:
+        # balanced but a few packs over a limit: swap graphs into the others' room
+        slot_bin = repair_overflow(slot_bin, offsets, bin_nodes, bin_edges,
+                                   budget.node_capacity, budget.edge_capacity)
+    return [None if slot_bin is None else (slot_bin, offsets)]
 
 
 def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Budget):
@@ -294,11 +258,13 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
     sizes = np.diff(offsets)
     if extra <= 0 or g == 0 or take > n - p:
         return None
-    bn = np.asarray(bin_nodes, np.float64)
-    be = np.asarray(bin_edges, np.float64)
-    cost = (bn / max(budget.node_capacity, 1) + be / max(budget.edge_capacity, 1))
+    bn = np.asarray(bin_nodes, np.int64)
+    be = np.asarray(bin_edges, np.int64)
+    cn, ce = budget.node_capacity, budget.edge_capacity
+    # sizes and loads relative to the capacities, compared exactly (integer keys)
+    cost = sortable(share_keys(bn, be, cn, ce))
     tn, te, _ = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-    load = tn / max(budget.node_capacity, 1) + te / max(budget.edge_capacity, 1)
+    load = sortable(share_keys(tn, te, cn, ce))
     # donations per pack: round-robin over the packs, heaviest first, each keeping one graph
     donors = np.argsort(-load, kind="stable")
     rounds = -(-take // p)
@@ -308,8 +274,10 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
         return None
     # per donor, its `give` slots closest to the mean graph (nodes and edges relative to it);
     # only the donors' slots are looked at (memory-lean: no per-slot arrays of the epoch)
-    mean_n, mean_e = max(float(tn.sum()) / n, 1e-9), max(float(te.sum()) / n, 1e-9)
-    dist = np.abs(bn / mean_n - 1) + np.abs(be / mean_e - 1)
+    # |bn / mean_n - 1| + |be / mean_e - 1| with mean = total / n, times both totals: exact
+    sum_n, sum_e = int(tn.sum()), int(te.sum())
+    dist = sortable(share_keys(abs_diff(bn, n, sum_n), abs_diff(be, n, sum_e),
+                               max(sum_n, 1), max(sum_e, 1)))
     donor = np.flatnonzero(give > 0)  # in pack order
     d_sizes = sizes[donor]
     d_first = np.concatenate([[0], np.cumsum(d_sizes)]).astype(np.int64)
@@ -370,12 +338,10 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
     counts = sorted({want(res.lower_bound), want(res.num_packs)})
     if not tight:
         counts = [c for c in counts if not res_ok or c < res.num_packs]
-    nodes, edges = _kept_column(req, kept, "n_node"), _kept_column(req, kept, "n_edge")
     for count in counts:
         if res.lower_bound == 0 or (res_ok and count > res.num_packs):
             break
-        cands = balanced_packs(nodes, edges, hist.inverse, hist.n_node, hist.n_edge, count,
-                               budget)
+        cands = balanced_packs(hist.inverse, hist.n_node, hist.n_edge, count, budget)
         if res_ok and count == res.num_packs:
             cands.append((sb, off))
         elif tight and count > res.num_packs:  # ranks round the count up: spread the packing
@@ -597,8 +563,9 @@ def plan_pack_lpf_1d(req: PlanRequest):
     np.maximum.at(max_e, inverse.reshape(-1), sizes.n_edge[kept])
     pats = pack_histogram(uniq, np.zeros_like(uniq), count, node_limit=budget.node_capacity,
                           edge_limit=0, graph_limit=budget.graph_capacity, heuristic="node")
-    worst = np.bincount(np.repeat(np.arange(pats.num_patterns), np.diff(pats.offsets)),
-                        weights=pats.copies * max_e[pats.bins], minlength=pats.num_patterns)
+    worst = np.zeros(pats.num_patterns, np.int64)  # integer sums: exact
+    np.add.at(worst, np.repeat(np.arange(pats.num_patterns), np.diff(pats.offsets)),
+              pats.copies * max_e[pats.bins])
     multiple = as_positive_int(req.option("multiple", 64), "multiple")
     n_edge = round_up(int(worst.max()) if worst.size else 0, multiple)
     shape = Budget(budget.n_node, n_edge, budget.n_graph)
@@ -743,7 +710,7 @@ def plan_buckets(req: PlanRequest):
         tried_shapes.add(key)
         sb_k, off_k, packer_k = filled(sn_k, se_k, np.atleast_1d(graphs_for_scale(sc_k, fam)))
         chosen_k, cost_k = shaped(sb_k, off_k)
-        if cost_k < best[0] - 1e-9:
+        if cost_k < best[0]:  # exact costs: strictly cheaper
             best = (cost_k, chosen_k, sb_k, off_k, packer_k)
     _, chosen, slot_bin, pack_off, packer = best
     shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, fam, multiple))

@@ -4,6 +4,9 @@ All kernels work on a *round matrix*: the graphs sorted by cost (descending) and
 ``R = ceil(N / B)`` rounds of ``B`` consecutive graphs (the last round padded with zero-cost
 dummies). Every batch takes exactly one entry of every round, so batch cardinalities differ by
 at most one and memory stays ``O(N)`` whatever the number of batches ``B``.
+
+Costs are integers (`planners._cost`: quantised once), so loads are exact integer sums and
+every comparison is exact: the same partition on every machine.
 """
 
 from __future__ import annotations
@@ -27,23 +30,34 @@ __all__ = [
 ]
 
 
+def _integer_costs(costs) -> np.ndarray:
+    """``costs`` as an int64 array; `InputError` for non-integer values (quantise first)."""
+    costs = np.asarray(costs)
+    if costs.dtype.kind not in "iu":
+        if costs.size and not np.array_equal(costs, np.floor(costs)):
+            raise InputError("partition costs must be integers (quantise a real cost model "
+                             "first: planners._cost)")
+    return costs.astype(np.int64, copy=False)
+
+
 def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.ndarray]:
     """Graphs sorted by cost (descending, ties by index) cut into rounds of ``num_batches``.
 
     Returns ``(value, ident)`` of shape ``[R, B]``: ``ident`` holds graph indices (int32 when
     there are fewer than 2**31 graphs, else int64), or ``-1`` for the zero-cost dummies that fill
-    the last round; ``value`` (float64) their costs.
+    the last round; ``value`` (int64) their costs (integers, `_integer_costs`).
     """
+    costs = _integer_costs(costs)
     n = costs.shape[0]
     b = int(num_batches)
     if b < 1:
         raise InputError(f"num_batches must be >= 1, got {num_batches}")
     r = -(-n // b)
     ident = np.full(r * b, -1, dtype=index_dtype(n))
-    value = np.zeros(r * b, dtype=np.float64)
+    value = np.zeros(r * b, dtype=np.int64)
     counts = _sort_by_count(costs, ident[:n])
     if counts is not None:  # the sorted costs are the keys, each repeated by its count
-        _repeat_into(value, (counts.shape[0] - 1) - np.arange(counts.shape[0], dtype=np.float64),
+        _repeat_into(value, (counts.shape[0] - 1) - np.arange(counts.shape[0], dtype=np.int64),
                      counts)
     else:
         for s0 in range(0, n, _CHUNK):  # chunk by chunk: no whole-array temporary
@@ -93,9 +107,9 @@ def _sort_by_count(costs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
     n = costs.shape[0]
     if n == 0:
         return None
-    lo, hi = float(costs.min()), float(costs.max())
-    integral = lo >= 0 and hi <= _COUNTING_MAX and _whole_numbers(
-        costs[s0:s0 + _CHUNK] for s0 in range(0, n, _CHUNK))
+    lo, hi = costs.min(), costs.max()
+    integral = lo >= 0 and hi <= _COUNTING_MAX and (costs.dtype.kind in "iu" or _whole_numbers(
+        costs[s0:s0 + _CHUNK] for s0 in range(0, n, _CHUNK)))
     if not integral:
         out[:] = np.argsort(-costs, kind="stable")
         return None
@@ -130,7 +144,7 @@ def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool =
     rearranged in place with ``inplace=True``.
 
     Memory-lean form: ``value=None`` with ``row_costs`` (a function from an array of graph ids,
-    ``-1`` for dummies, to their float64 costs, ``0`` for dummies: the values the matrix would
+    ``-1`` for dummies, to their int64 costs, ``0`` for dummies: the values the matrix would
     hold) computes each round's values when it is first merged, so the value matrix need not
     exist meanwhile; only ``ident`` is rearranged (in place) and ``(None, ident)`` returned.
     """
@@ -221,7 +235,7 @@ def stratified_assignment(
 
 
 def refine_by_swaps(
-    value: np.ndarray, ident: np.ndarray, passes: int, target: float | None = None
+    value: np.ndarray, ident: np.ndarray, passes: int, target: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Pairwise one-for-one swap repair between heavy and light batches (columns).
 
@@ -240,15 +254,14 @@ def refine_by_swaps(
 
 def _column_sums(block: np.ndarray) -> np.ndarray:
     """The sums of the columns of ``block`` (rounds x some batches), each summed as a
-    contiguous row of its entries: the float order of a batch-major sum, whichever columns
-    are taken (all of them chunk by chunk, or only those a swap pass changed)."""
+    contiguous row of its entries (integers: exact in any order)."""
     return np.ascontiguousarray(block.T).sum(axis=1)
 
 
 def _batch_loads(value: np.ndarray) -> np.ndarray:
     """Per-batch (column) sums (`_column_sums`), chunk by chunk."""
     r, b = value.shape
-    load = np.empty(b, np.float64)
+    load = np.empty(b, value.dtype)
     step = max(1, _CHUNK // max(r, 1))
     for c0 in range(0, b, step):
         load[c0:c0 + step] = _column_sums(value[:, c0:c0 + step])
@@ -261,51 +274,59 @@ def _whole_numbers(blocks) -> bool:
     return all(np.array_equal(v, np.floor(v)) for v in blocks)
 
 
+#: Largest shifted search key of `refine_in_place` (int64 with headroom).
+_KEY_LIMIT = 2**62
+
+
 def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
-                    target: float | None = None, stop=None) -> int:
+                    target: int | None = None, stop=None) -> int:
     """`refine_by_swaps` on the round matrix itself (rounds x batches), changed in place; the
     pairs are handled in chunks, so extra memory stays O(chunk) whatever the number of graphs.
+    ``value`` holds integer costs (int64, `round_matrix`): loads and moves are exact.
     ``stop(pass_index, heaviest_load)``, when given, is asked before every pass (after the
     ``target`` test) and ends the refinement when it returns ``True``. Returns the swap count."""
     r, b = value.shape
     half = b // 2
     if half == 0 or r == 0:
         return 0
+    if value.dtype.kind not in "iu":
+        raise InputError(f"refine_in_place needs an integer value matrix, got {value.dtype}")
     swaps = 0
-    pairs = np.arange(half)
     step = max(1, _REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
-    vmax = max(float(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
-    # a swap moves (heavy - light) strictly between 0 and the pair's gap: a pair whose gap is
-    # at most `no_swap` has none (whole-number entries move whole amounts: gap <= 1), so only
-    # the pairs above it are searched (the gaps of the ranked pairs never increase)
-    whole = _whole_numbers(value[:, c0:c0 + step] for c0 in range(0, b, step))
-    no_swap = 1.0 if whole and vmax * r < 2.0**52 else 0.0
+    vmax = max(int(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
     # dummies never move: with at most one a column, its row (or -1) tells the real entries
     # without gathering the identities of every pair's columns
     dummy_row = _dummy_rows(ident, step)
     rows = np.arange(r, dtype=np.int16 if r < 2**15 else np.int64)
-    load = _batch_loads(value)  # kept current: the columns a pass changes are summed again
+    load = _batch_loads(value).astype(np.int64)  # kept current: changed columns summed again
     for _pass in range(int(passes)):
-        if target is not None and load.max() <= target:
+        if target is not None and int(load.max()) <= target:
             break
-        if stop is not None and stop(_pass, float(load.max())):
+        if stop is not None and stop(_pass, int(load.max())):
             break
         idx = np.argsort(load, kind="stable")
         lo = idx[:half]
         hi = idx[::-1][:half]
         gap = load[hi] - load[lo]  # >= 0, non-increasing
-        live = int(np.count_nonzero(gap > no_swap))  # pairs [0, live) may swap
-        # rows side by side in one sorted vector: row p shifted by p * span (exact in float64
-        # while values stay far below 2**53 / P); a chunk of pairs keeps its global shifts
-        span = 2.0 * (vmax + float(gap.max())) + 1.0
+        # a swap moves (heavy - light) strictly between 0 and the pair's gap: integer entries
+        # move whole amounts, so a pair whose gap is at most 1 has none; only the pairs above
+        # it are searched (the gaps of the ranked pairs never increase)
+        live = int(np.count_nonzero(gap > 1))  # pairs [0, live) may swap
+        if live == 0:
+            break
+        # in doubled units the light entry that would halve the gap, 2 heavy - gap, is whole;
+        # the rows of a chunk side by side in one sorted vector, row p shifted by p * span
+        # (span above the range of entries and keys), chunks short enough for int64 keys
+        span = 2 * (2 * vmax + int(gap[0])) + 1
+        pstep = max(1, min(step, _KEY_LIMIT // span))
         improved = 0
-        for p0 in range(0, live, step):
-            p1 = min(live, p0 + step)
+        for p0 in range(0, live, pstep):
+            p1 = min(live, p0 + pstep)
             h, lw, g = hi[p0:p1], lo[p0:p1], gap[p0:p1]
             k = p1 - p0
             local = np.arange(k)
-            heavy = np.ascontiguousarray(value[:, h].T)  # [k, R]
-            light = np.ascontiguousarray(value[:, lw].T)
+            heavy = np.ascontiguousarray(value[:, h].T).astype(np.int64)  # [k, R]
+            light = np.ascontiguousarray(value[:, lw].T).astype(np.int64)
             lord = np.argsort(light, axis=1, kind="stable")
             base = local * r
             at = (lord + base[:, None]).ravel()  # flat positions: light rows sorted
@@ -316,14 +337,14 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
             else:
                 heavy_real = rows[None, :] != dummy_row[h][:, None]
                 light_real = (lord != dummy_row[lw][:, None]).ravel()
-            shift = pairs[p0:p1] * span
-            flat = (lsorted + shift[:, None]).ravel()
-            want = heavy - 0.5 * g[:, None]  # the light entry that would halve the gap
+            shift = local * span
+            flat = (2 * lsorted + shift[:, None]).ravel()
             # a batch's entries run from large (early rounds) to small: searched last to first,
             # the keys mostly ascend, which keeps each binary search short
-            keys = (want + shift[:, None])[:, ::-1].ravel()
+            keys = (2 * heavy - g[:, None] + shift[:, None])[:, ::-1].ravel()
             pos = np.searchsorted(flat, keys).reshape(k, r)[:, ::-1]
-            best = np.full(k, np.inf)
+            none = np.iinfo(np.int64).max
+            best = np.full(k, none)
             best_h = np.zeros(k, dtype=np.int64)
             best_l = np.zeros(k, dtype=np.int64)
             lflat = lsorted.ravel()
@@ -335,14 +356,15 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
                 moved = heavy - lflat.take(fi)
                 ok = (moved > 0) & (moved < g[:, None]) & heavy_real
                 ok &= light_real.take(fi)
-                score = np.where(ok, np.abs(0.5 * g[:, None] - moved), np.inf)
+                # twice the distance of the move from half the gap
+                score = np.where(ok, np.abs(g[:, None] - 2 * moved), none)
                 j = np.argmin(score, axis=1)
                 sc = score[local, j]
                 better = sc < best
                 best = np.where(better, sc, best)
                 best_h = np.where(better, j, best_h)
                 best_l = np.where(better, c[local, j], best_l)
-            p = np.flatnonzero(np.isfinite(best))
+            p = np.flatnonzero(best < none)
             if p.shape[0] == 0:
                 continue
             rh = best_h[p]
