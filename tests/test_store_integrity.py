@@ -370,9 +370,18 @@ def test_chunk_checks_are_per_process_and_skipped_after_verify(tmp_path, small_c
     assert checker.remaining == checker.n_chunks > 1
     store.read_batch([0, 1], (100, 1000, 3))
     assert checker.remaining == checker.n_chunks - 1
-    clone = pickle.loads(pickle.dumps(store))          # another process checks for itself
+    clone = pickle.loads(pickle.dumps(store))          # a spawned process checks for itself
     clone.read_graph(0)
     assert clone._checker.remaining == clone._checker.n_chunks - 1
+    last = len(store) - 1                              # a forked one (a DataLoader worker)
+    pid = os.fork()                                    # shares what it checks
+    if pid == 0:
+        store.read_graph(last)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert checker.done[-1] and checker.remaining == checker.n_chunks - 1
+    store.read_graph(0)                                # nothing to check: the view refreshes
+    assert checker.remaining == checker.n_chunks - 2
     store.verify()                                     # read whole: nothing left to check
     assert checker.remaining == 0
     assert GraphStore(path, verify=True)._checker.remaining == 0

@@ -18,6 +18,7 @@ of it), so the table describes what is on disk; the reader runs the same functio
 
 from __future__ import annotations
 
+import mmap
 import threading
 import zlib
 from pathlib import Path
@@ -26,11 +27,12 @@ import numpy as np
 
 __all__ = ["CHUNK_BYTES", "ChunkChecker", "chunk_bounds", "chunk_crcs"]
 
-#: Target bytes of graph data per check chunk (all arrays together): small enough that a
-#: batch touching a chunk for the first time pays well under a millisecond for it, large
-#: enough that the per-chunk Python overhead (one slice and one CRC call per array) stays a
-#: few percent of the CRC itself.
-CHUNK_BYTES = 1 << 18
+#: Target bytes of graph data per check chunk (all arrays together). A chunk's check costs a
+#: CRC-32 of its bytes (~0.15 ms per MiB here) plus one slice and one CRC call per array; on
+#: QM9 (12 arrays) a whole first epoch's checks cost 39% of the batch kernel's CPU with 256 KiB
+#: chunks, 24% with 1 MiB and 23% with 4 MiB (small per-array slices CRC slower); 1 MiB keeps
+#: the first batches' spike small (a batch touching k new chunks pays ~0.15 k ms).
+CHUNK_BYTES = 1 << 20
 
 
 def chunk_bounds(graph_bytes: np.ndarray, target: int = CHUNK_BYTES) -> np.ndarray:
@@ -100,15 +102,29 @@ def chunk_crcs(arrays: dict[str, np.ndarray], names: list[str], bounds: np.ndarr
     return out
 
 
+def _shared_flags(shape: tuple[int, ...]) -> np.ndarray:
+    """A zeroed bool array in an anonymous shared memory map: processes forked after it was
+    made (DataLoader workers, every epoch's new ones) share it with this one."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if n == 0:
+        return np.zeros(shape, dtype=bool)
+    return np.frombuffer(mmap.mmap(-1, n), dtype=np.bool_).reshape(shape)
+
+
 class ChunkChecker:
-    """Checks each check chunk of one open store the first time a read touches it (per
-    process: the state is not pickled; forked workers inherit what the parent checked, for
-    the same memory maps). Raises ``error(message)`` naming the file, the array and the chunk.
+    """Checks each check chunk of one open store the first time a read touches it. Raises
+    ``error(message)`` naming the file, the array and the chunk.
+
+    Which chunks are checked is kept in an anonymous shared memory map: a process forked from
+    this one (a DataLoader worker; non-persistent workers are forked anew every epoch) sees
+    what the parent and its siblings checked before and after the fork -- same memory maps,
+    same file -- so a training run checks each chunk about once in all. A pickled copy (a
+    spawned worker) drops the checker and checks for itself.
 
     ``check_graphs(index)`` is what every read calls: one ``searchsorted`` and one boolean
     gather over the batch's graph indices while chunks remain unchecked, a single integer test
-    once all are (`remaining` is 0). Safe to call from several threads (a chunk may be checked
-    twice, never marked checked before it is).
+    once all are (`remaining` is 0). Safe to call from several threads and processes (a chunk
+    may be checked twice, never marked checked before it is).
     """
 
     def __init__(self, path: Path, arrays: dict[str, np.ndarray], names: list[str],
@@ -122,9 +138,9 @@ class ChunkChecker:
         self._eo = np.asarray(arrays["offsets/edge"])
         self._error = error
         n = int(self.bounds.shape[0]) - 1
-        self.done = np.zeros(n, dtype=bool)            # every column of chunk k checked
-        self._col_done = np.zeros((n, len(self._cols)), dtype=bool)
-        self.remaining = n
+        self.done = _shared_flags((n,))                # every column of chunk k checked
+        self._col_done = _shared_flags((n, len(self._cols)))
+        self.remaining = n                             # in this process's view
         self._lock = threading.Lock()
 
     @property
@@ -138,8 +154,14 @@ class ChunkChecker:
             return
         k = np.searchsorted(self.bounds, index, side="right") - 1
         todo = k[~self.done[k]]
+        if todo.shape[0] == 0:
+            self._refresh()
         for c in np.unique(todo).tolist():
             self._check_chunk(c)
+
+    def _refresh(self) -> None:
+        """Count again what is left: other processes may have checked chunks meanwhile."""
+        self.remaining = int(self.done.shape[0] - np.count_nonzero(self.done))
 
     def check_range(self, start: int, stop: int) -> None:
         """Check the chunks of graphs ``start:stop``."""
@@ -147,9 +169,11 @@ class ChunkChecker:
             return
         k0 = int(np.searchsorted(self.bounds, start, side="right")) - 1
         k1 = int(np.searchsorted(self.bounds, stop - 1, side="right")) - 1
-        for c in range(k0, k1 + 1):
-            if not self.done[c]:
-                self._check_chunk(c)
+        todo = [c for c in range(k0, k1 + 1) if not self.done[c]]
+        if not todo:
+            self._refresh()
+        for c in todo:
+            self._check_chunk(c)
 
     def check_array(self, where: str) -> None:
         """Check array ``where`` in every chunk (a read of the whole array)."""

@@ -561,7 +561,7 @@ class GraphStore:
     NumPy asks for transparent huge pages for large arrays, a file map uses 4 KiB pages; forked workers share those pages copy-on-write, pickled copies
     re-open memory-mapped).
     ``verify=True`` checks every array's checksum on open (reads the whole file once).
-    ``check_chunks=True`` (the default) checks the CRC-32 of each check chunk (about 256 KiB
+    ``check_chunks=True`` (the default) checks the CRC-32 of each check chunk (about 1 MiB
     of consecutive graphs, `graphbatch.datasets._chunkcheck`) the first time a read in this
     process touches it -- `read_batch`, `read_graph`/``get``, `arrays`, `graph_field` -- so a
     damaged array raises `StoreFormatError` naming the file, array and chunk instead of being
