@@ -212,9 +212,13 @@ def test_fifos_and_devices_are_refused_not_read(tmp_path):
     """A FIFO given as a store hung `data verify` (opened to sniff its first bytes)."""
     fifo = tmp_path / "store.h5"
     os.mkfifo(fifo)
+    csv = tmp_path / "mols.csv"
+    os.mkfifo(csv)
     for args in (["data", "verify", fifo], ["data", "sizes", fifo, "--out", tmp_path / "s.npz"],
                  ["plan", fifo, "--strategy", "dynamic", "--batch-size", "4", "--out",
-                  tmp_path / "p.npz"], ["data", "verify", "/dev/zero"]):
+                  tmp_path / "p.npz"], ["data", "verify", "/dev/zero"],
+                 ["data", "convert", fifo, "--out", tmp_path / "c.h5"],
+                 ["data", "build", "moses", "--source", csv, "--out", tmp_path / "m.h5"]):
         out = _run_cli(*args)
         assert out.returncode == 2, out.stderr
         assert out.stderr.count("\n") == 1 and "not a regular file" in out.stderr, out.stderr
@@ -386,3 +390,12 @@ def test_chunk_checks_are_per_process_and_skipped_after_verify(tmp_path, small_c
     assert checker.remaining == 0
     assert GraphStore(path, verify=True)._checker.remaining == 0
     assert GraphStore(path, check_chunks=False)._checker is None
+
+
+def test_code_sources_skip_fifos(tmp_path):
+    """A FIFO named like a source file would block `data build code` forever."""
+    from graphbatch.datasets import python_files
+
+    (tmp_path / "a.py").write_text("def f(x):\n    return x\n")
+    os.mkfifo(tmp_path / "b.py")
+    assert [p.name for p in python_files(tmp_path)[1]] == ["a.py"]

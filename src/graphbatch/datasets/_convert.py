@@ -295,6 +295,9 @@ def convert_store(src: str | os.PathLike, out: str | os.PathLike, *,
     kind = sniff(src)
     if kind == "v3":
         raise StoreFormatError(f"{str(src)!r} is already a format-3 store; nothing to convert")
+    if kind == "json":
+        raise StoreFormatError(f"{str(src)!r} is a sharded store's manifest; convert converts "
+                               "one store file (its shards are stores)")
     if kind != "hdf5":
         raise StoreFormatError(f"{str(src)!r} is not a graphbatch graph store")
     from ._h5probe import probe_v1
