@@ -213,13 +213,15 @@ def _completed(futures, stop):
 def _call_off(client, marker: Path, futures, *, wait: bool = True) -> None:
     """Stop a failing build: write the abort marker, so that tasks not yet started return at
     once and running ones delete their shard after writing it; with ``wait``, return once every
-    task has ended, else cancel the tasks (the engine drops what they return)."""
+    task has ended (and remove the marker), else cancel the tasks (the engine drops what they
+    return; a running cluster's tasks may still look for the marker, which stays)."""
     from distributed import wait as wait_for
 
     try:
         marker.touch()
         if wait:
             wait_for(list(futures), timeout=3600)
+            marker.unlink(missing_ok=True)      # every task has ended: none looks at it again
         else:
             client.cancel(list(futures))
     except Exception:  # noqa: BLE001 - best effort: the build is failing anyway
