@@ -28,7 +28,11 @@ seed 0, epoch 0), one process and ``torch.set_num_threads(1)`` unless stated:
   batches again (warm), with ``shuffle=True`` and with ``shuffle="chunks"`` (chunk-aware); the
   share of the file resident in the page cache (``mincore``) is printed before and after;
 - memory: a child process opens the store and iterates one full epoch on the batch path; its
-  RSS split into anonymous and file-backed pages (``/proc/self/status``) before and after.
+  RSS split into anonymous and file-backed pages (``/proc/self/status``) before and after;
+- ``--chunk-check-only``: the cost of the per-chunk CRC checks (``GraphStore(check_chunks=)``,
+  on by default): in interleaved rounds, one full epoch through ``gt.loader`` on a freshly
+  opened store with the checks (every chunk checked once, by the batch that first touches it)
+  and without, plus one on a store whose chunks are all checked already (later epochs).
 
     PYTHONPATH=src python benchmarks/store_read.py --store qm9.h5 [--store moses.h5] \\
         [--v1 qm9-v1.h5] [--baseline-graphs 100000] [--epoch-batches 0]
@@ -197,6 +201,14 @@ def bench_store(path: str, args) -> list[dict]:
     torch.set_num_threads(1)
     print(f"\n## {path}: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} at start",
           flush=True)
+    if args.chunk_check_only:
+        kw = dict(strategy=args.strategy, batch_size=args.batch_size, seed=0)
+        rows, summary = chunk_check_ab(path, kw, args.rounds)
+        print_rows(rows)
+        print("\n".join(summary))
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+              f"(1, 5, 15 min) on {os.cpu_count()} CPUs")
+        return rows
     if args.workers_only:
         kw = dict(strategy=args.strategy, batch_size=args.batch_size, seed=0)
         rows, summary = workers_ab(GraphStore(path), kw, args.worker_rounds, args.round_batches)
@@ -432,6 +444,51 @@ def _cycle(loader):
         yield from loader
 
 
+def chunk_check_ab(path: str, kw: dict, rounds: int) -> tuple[list[dict], list[str]]:
+    """Store-fed throughput with and without the per-chunk CRC checks, side by side: in each of
+    ``rounds`` rounds, one full epoch of ``gt.loader`` on a freshly opened store with checks
+    (first epoch: each check chunk is checked by the batch that first touches it), on a freshly
+    opened store without, and on a store whose chunks were all checked before (what every later
+    epoch in the process costs). Rows: the median round of each; lines: same-round ratios."""
+    warm = GraphStore(path)
+    for _ in gt.loader(warm, **kw):
+        pass
+    assert warm._checker is None or warm._checker.remaining == 0
+    paths = {"checks on, first epoch": lambda: GraphStore(path),
+             "checks on, later epoch": lambda: warm,
+             "checks off": lambda: GraphStore(path, check_chunks=False)}
+    wall: dict[str, list] = {k: [] for k in paths}
+    cpu: dict[str, list] = {k: [] for k in paths}
+    graphs = {k: 0 for k in paths}
+    batches = 0
+    for _ in range(rounds):
+        for k, make in paths.items():
+            store = make()
+            secs, g, nb, c = _timed(gt.loader(store, **kw))
+            wall[k].append(g / secs)
+            cpu[k].append(g / c)
+            graphs[k] += g
+            batches = nb
+    rows = [{"path": k, "graphs": graphs[k], "batches": batches * rounds,
+             "seconds": float("nan"), "graphs/s": round(float(np.median(wall[k]))),
+             "cpu graphs/s": round(float(np.median(cpu[k]))),
+             "note": f"median of {rounds} rounds of one epoch"} for k in paths]
+    lines = []
+    for what, per in (("wall", wall), ("cpu", cpu)):
+        base = np.array(per["checks off"])
+        for k in ("checks on, first epoch", "checks on, later epoch"):
+            r = np.array(per[k]) / base
+            lines.append(f"{k} / checks off, same round, {what} graphs/s: median "
+                         f"{np.median(r):.3f} (min {r.min():.3f}, max {r.max():.3f}): cost "
+                         f"{100 * (1 - np.median(r)):.1f}% of store-fed throughput")
+    t0 = time.perf_counter()
+    GraphStore(path).verify()
+    lines.append(f"verify() of the whole file (the CRC work a first epoch does, once per "
+                 f"process): {time.perf_counter() - t0:.3f} s for "
+                 f"{os.path.getsize(path) / 2**20:,.0f} MiB")
+    return rows, lines
+
+
 def interleaved(loaders: dict, rounds: int, n: int) -> list[dict]:
     """``rounds`` rounds; in each, ``n`` batches from every loader in turn. Rows: the median
     round of each path, and the median over rounds of each path's ratio to the last loader
@@ -491,6 +548,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=7, help="interleaved rounds")
     p.add_argument("--round-batches", type=int, default=150, help="batches per path per round")
     p.add_argument("--worker-rounds", type=int, default=5, help="interleaved worker rounds")
+    p.add_argument("--chunk-check-only", action="store_true",
+                   help="only the A/B of the per-chunk CRC checks (first and later epochs)")
     p.add_argument("--workers-only", action="store_true",
                    help="only the DataLoader worker A/B (0/1/2 workers, both hand-offs)")
     p.add_argument("--rss-child", help=argparse.SUPPRESS)

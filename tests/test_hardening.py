@@ -139,7 +139,7 @@ def _save(path, arrays):
 
 @pytest.mark.parametrize("case, match", [
     ("dup", "duplicated"), ("neg", "outside"), ("range", "outside"), ("float", "integers"),
-    ("str", "integers"), ("2d", "1-D"), ("offsets", "offsets"), ("rank", "step-major"),
+    ("str", "integers"), ("2d", "1-D|first dimension"), ("offsets", "offsets"), ("rank", "step-major"),
     ("rank_only", "both rank and step"), ("meta_list", "JSON object"),
     ("meta_ws", "world_size"), ("meta_cost", "cost_model"), ("uint", "int64 range"),
     ("totals", "over its padded shape"), ("neg_real", "below 0"), ("pad_min", "below 1"),

@@ -278,7 +278,9 @@ def test_replaced_missing_and_damaged_shards_are_named(qm9, tmp_path, capsys):
     victim = store.shard_paths[1]
     # replaced by a re-build of the same records: same size, another store id
     opts = BuildOptions("qm9", limit=QM9_N)
-    records, meta = load_records(opts)
+    records, _ = load_records(opts)
+    meta = store.shard(1).meta                     # the same header but for its id: same size
+    store.close()
     write_partition(victim, opts, slice_records(records, 140, 280), meta, start=140)
     again = GraphStore(manifest)                            # opening reads no shard
     again.read_graph(0)                                     # shard 0 is intact
@@ -376,7 +378,7 @@ def test_rebuild_replaces_the_set_and_removes_old_shards(qm9, tmp_path, cluster)
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
     cases = [
-        (["--shards", "2", "--out", str(tmp_path / "x.h5")], "is a .json file"),
+        (["--shards", "2", "--out", str(tmp_path / "x.h5")], "must end in .json"),
         (["--shards", "0", "--out", str(tmp_path / "x.json")], "--shards must be >= 1"),
         (["--engine", "dask", "--out", str(tmp_path / "x.h5")], "--engine needs --shards"),
         (["--address", "tcp://127.0.0.1:1", "--out", str(tmp_path / "x.h5")],
@@ -455,6 +457,40 @@ def test_killed_driver_leaves_no_openable_manifest(tmp_path):
     assert not out.exists()
     with pytest.raises(FileNotFoundError, match="m.json"):
         GraphStore(out)
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["driver", "process-group"])
+def test_sigterm_calls_the_sharded_build_off_in_one_line(tmp_path, group):
+    """SIGTERM during `data build --shards` printed an intermittent "RuntimeError: IOLoop is
+    closed" traceback (a worker's Dask client, opened to read the abort Event, was left unclosed
+    when the worker was stopped mid-task) and could leave a finished shard behind. Now: one
+    line, exit status 143, no manifest, no shard, no temporary of a live process."""
+    out = tmp_path / "m.json"
+    proc = subprocess.Popen(_sharded_cli(out, 3000, 3), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            if any(p.name.startswith(".m-") for p in tmp_path.iterdir()):
+                break                                   # a worker is writing a shard
+            time.sleep(0.01)
+        assert proc.poll() is None, "the build ended before it could be terminated"
+        if group:
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.count("\n") == 1 and err.startswith("graphbatch data: terminated (SIGTERM)"), err
+    assert not out.exists() and not list(tmp_path.glob("*.h5"))
+    from graphbatch.datasets._store import _pid_alive
+
+    for p in tmp_path.iterdir():                        # recognisably stale, if anything
+        pid = re.fullmatch(r"\.m-[0-9a-f]{8}-\d{5}-of-\d{5}\.h5\.(\d+)\.\w{8}\.tmp", p.name)
+        assert pid is not None and not _pid_alive(int(pid.group(1))), p.name
 
 
 @pytest.mark.slow

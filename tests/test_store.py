@@ -19,12 +19,13 @@ h5py = pytest.importorskip("h5py")
 from graphbatch import GraphSizes  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 from graphbatch.cli._common import load_sizes  # noqa: E402
-from graphbatch.datasets._store import _header_crc  # noqa: E402
+from ._stores import edit_header, read_header, write_v2  # noqa: E402
 from graphbatch.datasets import (  # noqa: E402
     GraphArrays,
     GraphStore,
     GraphStoreWriter,
     StoreFormatError,
+    StoreFormatWarning,
     synthetic_graphs,
     synthetic_sizes,
     write_store,
@@ -172,36 +173,77 @@ def test_corrupted_data_is_detected(tmp_path, stored):
     assert main(["data", "verify", str(path)]) == 0
 
 
+def _nested(depth: int) -> list:
+    out: list = []
+    for _ in range(depth - 1):
+        out = [out]
+    return out
+
+
 def test_other_format_or_version(tmp_path, stored):
+    """A format-3 header is checked (prefix CRC, header CRC), and a header with consistent
+    checksums but impossible content -- a writer that got it wrong -- is refused too."""
     path, _ = stored
-    for attr, value, match in (("format_version", 99, "version 99"),
-                               ("format", "something-else", "not a graphbatch graph store"),
-                               ("fields", "[1, 2]", "not a complete graph store"),
-                               ("meta", "3", "not a complete graph store"),
-                               ("n_graph", 2**63 - 1, "out of range")):
-        copy = tmp_path / f"{attr}.h5"
+    cases = [
+        (lambda b: b.update(format_version=99), "version 99"),
+        (lambda b: b.update(format="something-else"), "something-else"),
+        (lambda b: b.update(fields=[1, 2]), "fields is not a JSON object"),
+        (lambda b: b.update(meta=3), "meta"),
+        (lambda b: b.update(n_graph=2**63 - 1), "not a count"),
+        (lambda b: b.update(edge_index_dtype="<f8"), "not an integer type"),
+        (lambda b: b["arrays"]["node/x"].update(dtype="<f8"), "the counts require"),
+        (lambda b: b["arrays"]["node/x"].update(offset=b["arrays"]["node/z"]["offset"]),
+         "overlap"),
+        (lambda b: b["arrays"]["edge_index"].update(offset=10**12), "outside"),
+        (lambda b: b["chunks"].update(arrays=["edge_index"]), "chunk table columns"),
+        (lambda b: b.update(meta={"deep": _nested(100)}), "nested 102 levels deep, over the limit of 64"),
+    ]
+    for k, (change, match) in enumerate(cases):
+        copy = tmp_path / f"case{k}.h5"
         copy.write_bytes(path.read_bytes())
-        with h5py.File(copy, "r+") as f:
-            f.attrs[attr] = value
-        with pytest.raises(StoreFormatError, match="format|version|do not match"):
+        edit_header(copy, change, fix_crc=False)
+        with pytest.raises(StoreFormatError, match="does not match its checksum"):
             GraphStore(copy)                           # caught by the header checksum
-        with h5py.File(copy, "r+") as f:               # a writer that got it wrong
-            f.attrs["header_crc"] = _header_crc(f.attrs)
+        edit_header(copy, lambda b: None)              # the same header, checksum recomputed
         with pytest.raises(StoreFormatError, match=match):
             GraphStore(copy)
+    copy = tmp_path / "prefix.h5"
+    raw = bytearray(path.read_bytes())
+    raw[20] ^= 1                                       # the header offset, in the prefix
+    copy.write_bytes(bytes(raw))
+    with pytest.raises(StoreFormatError, match="prefix does not match its checksum"):
+        GraphStore(copy)
     copy = tmp_path / "inconsistent.h5"
     copy.write_bytes(path.read_bytes())
-    with h5py.File(copy, "r+") as f:
-        f["sizes/n_edge"][0] += 1
+    off = read_header(copy)["arrays"]["sizes/n_edge"]["offset"]
+    raw = bytearray(copy.read_bytes())
+    raw[off] ^= 1
+    copy.write_bytes(bytes(raw))
     with pytest.raises(StoreFormatError, match="checksum of sizes/n_edge"):
         GraphStore(copy)
-    with h5py.File(copy, "r+") as f:                  # a consistent checksum of wrong sizes
-        sums = json.loads(f.attrs["checksums"])
-        sums["sizes/n_edge"] = zlib.crc32(f["sizes/n_edge"][...])
-        f.attrs["checksums"] = json.dumps(sums)
-        f.attrs["header_crc"] = _header_crc(f.attrs)
+    with GraphStore(path) as st:                         # a consistent checksum of wrong sizes
+        n_edge = np.array(st.n_edge)
+    n_edge[0] ^= 1
+    edit_header(copy, lambda b: b["arrays"]["sizes/n_edge"].update(crc32=zlib.crc32(n_edge)))
     with pytest.raises(StoreFormatError, match="offsets disagree"):
         GraphStore(copy)
+
+
+def test_format_2_stores_still_open_and_say_they_lack_chunk_checksums(tmp_path):
+    """Stores written before format 3 open (header read by h5py in a child process), warn
+    that damaged arrays are caught only by verify(), and `data convert` upgrades them."""
+    graphs = _graphs(n=30, seed=5)
+    old = write_v2(tmp_path / "v2.h5", graphs, name="old", meta={"a": 1}, failed_index=[4])
+    with pytest.warns(StoreFormatWarning, match="no per-chunk checksums.*data convert"):
+        store = GraphStore(old, verify=True)
+    assert store.format_version == 2 and store.name == "old" and store.meta == {"a": 1}
+    for i in (0, 7, 29):
+        for k, v in graphs.graph_dict(i).items():
+            np.testing.assert_array_equal(store[i][k], v)
+    with h5py.File(old, "r+") as f:                    # a damaged format-2 header attribute
+        f.attrs["name"] = "edited"
+    with pytest.raises(StoreFormatError, match="do not match their checksum"):
+        GraphStore(old)
 
 
 def test_damaged_store_cli_gives_one_line_errors(tmp_path, stored, capsys):
@@ -209,17 +251,16 @@ def test_damaged_store_cli_gives_one_line_errors(tmp_path, stored, capsys):
     path, _ = stored
     copy = tmp_path / "fields.h5"
     copy.write_bytes(path.read_bytes())
-    with h5py.File(copy, "r+") as f:
-        f.attrs["fields"] = "[1, 2]"
+    edit_header(copy, lambda b: b.update(fields=[1, 2]), fix_crc=False)
     capsys.readouterr()
     assert main(["data", "sizes", str(copy), "--out", str(tmp_path / "s.npz")]) == 2
     err = capsys.readouterr().err
     assert "damaged file" in err and "Traceback" not in err and len(err.splitlines()) == 1
-    with h5py.File(copy, "r+") as f:
-        f.attrs["header_crc"] = _header_crc(f.attrs)
+    edit_header(copy, lambda b: None)
     assert main(["data", "sizes", str(copy), "--out", str(tmp_path / "s.npz")]) == 2
     err = capsys.readouterr().err
-    assert "not a complete graph store" in err and "Traceback" not in err
+    assert "not a readable graph store" in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1
     assert not (tmp_path / "s.npz").exists()
 
 
@@ -331,7 +372,7 @@ def test_cli_build_and_sizes(tmp_path, capsys):
     assert GraphSizes.load(tmp_path / "s.npz") == sizes
     (tmp_path / "bad.h5").write_bytes(b"garbage")
     assert main(["data", "sizes", str(tmp_path / "bad.h5"), "--out", str(tmp_path / "t.npz")]) == 2
-    assert "cannot open" in capsys.readouterr().err
+    assert "not a graphbatch graph store" in capsys.readouterr().err
 
 
 def _write_v1(path, graphs: GraphArrays) -> Path:
@@ -443,7 +484,9 @@ def test_sigterm_during_data_build_leaves_no_temporaries(tmp_path):
             pytest.skip("the build ended before a temporary appeared")
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    proc.wait(60)
+    _, err = proc.communicate(timeout=60)
     if proc.returncode == 0:  # pragma: no cover - finished before the signal arrived
         pytest.skip("the build finished before SIGTERM")
     assert list(tmp_path.iterdir()) == []                  # no store, no temporary
+    err = err.decode()
+    assert proc.returncode == 143 and err.count("\n") == 1 and "terminated (SIGTERM)" in err

@@ -215,7 +215,10 @@ def test_damaged_edge_index_raises_on_read(tmp_path):
     raw = bytearray(path.read_bytes())
     raw[offset:offset + 4] = np.int32(5000).tobytes()       # first source -> node 5000
     path.write_bytes(bytes(raw))
-    s = GraphStore(path)
+    s = GraphStore(path)                                    # the chunk check names it first
+    with pytest.raises(StoreFormatError, match="edge_index, check chunk 0"):
+        s.read_batch([1, 0], (500, 2000, 4))
+    s = GraphStore(path, check_chunks=False)                # without: the range check
     with pytest.raises(StoreFormatError, match="edge_index"):
         s.read_graph(0)
     with pytest.raises(StoreFormatError, match="outside"):

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ._errors import InputError, InputTypeError
-from ._io import atomic_savez, json_default, read_npz
+from ._io import atomic_savez, json_default, parse_json, read_npz
 
 __all__ = ["BatchPlan", "PlanStats", "PLAN_FORMAT_VERSION"]
 
@@ -21,6 +21,29 @@ PLAN_FORMAT_VERSION = 1
 
 _REQUIRED_KEYS = ("order", "offsets", "pad_nodes", "pad_edges", "pad_graphs", "skipped")
 _OPTIONAL_INT_KEYS = ("real_nodes", "real_edges", "real_cost", "rank", "step")
+#: Plan-file members in reading order: every length is bounded by those read before it (one
+#: entry per batch, ``offsets`` one more, ``order`` as many as ``offsets[-1]`` says), so no
+#: member is decompressed or allocated beyond what the others declare.
+_READ_ORDER = ("pad_nodes", "pad_edges", "pad_graphs", "offsets", "order", "skipped")
+_MAX_META_BYTES = 1 << 24    # 16 MiB of meta JSON (a plan's is under 1 KiB)
+
+
+def _n_batches(arrays: dict) -> int | None:
+    return int(arrays["pad_nodes"].shape[0]) if arrays["pad_nodes"].ndim == 1 else None
+
+
+def _order_length(arrays: dict) -> int | None:
+    off = arrays["offsets"]
+    if (off.ndim != 1 or off.dtype.kind not in "iu" or off.size == 0 or int(off[0]) != 0
+            or (np.diff(off) < 0).any()):
+        return None          # refused by the plan's own checks after reading
+    return int(off[-1])
+
+
+_PLAN_LENGTHS = {**{k: _n_batches for k in ("pad_edges", "pad_graphs", "real_nodes",
+                                            "real_edges", "real_cost", "rank", "step")},
+                 "offsets": lambda a: None if _n_batches(a) is None else _n_batches(a) + 1,
+                 "order": _order_length}
 
 
 @dataclass(frozen=True)
@@ -439,7 +462,8 @@ class BatchPlan:
         version, non-integer or multi-dimensional arrays, a ``meta`` that is not a JSON object,
         and any plan that fails :meth:`validate` (duplicate/negative/out-of-range indices,
         non-monotone offsets, inconsistent ranks/steps, totals over their shapes)."""
-        arrays = read_npz(path, "plan file", _REQUIRED_KEYS)
+        arrays = read_npz(path, "plan file", _READ_ORDER, _OPTIONAL_INT_KEYS + ("meta",),
+                          lengths=_PLAN_LENGTHS, max_bytes={"meta": _MAX_META_BYTES})
         where = f"plan file {str(path)!r}"
         meta = _load_meta(arrays.pop("meta", None), where)
         version = meta.get("format_version", 1)
@@ -473,10 +497,7 @@ def _load_meta(raw, where: str) -> dict[str, Any]:
     if raw.dtype.kind != "U" or raw.ndim != 0:
         raise InputError(f"{where}: meta must be a 0-d string, got dtype {raw.dtype} "
                          f"shape {raw.shape}")
-    try:
-        meta = json.loads(str(raw))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: meta is not valid JSON ({exc})") from None
+    meta = parse_json(str(raw), f"{where}: meta", max_bytes=_MAX_META_BYTES)
     if not isinstance(meta, dict):
         raise InputError(f"{where}: meta must be a JSON object, got {type(meta).__name__}")
     for key in ("world_size", "lower_bound", "format_version"):

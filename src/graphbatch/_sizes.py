@@ -162,5 +162,9 @@ class GraphSizes:
 
         Never unpickles: object arrays are refused.
         """
-        data = read_npz(path, "size table", ("n_node", "n_edge"))
+        def same(a: dict) -> int | None:
+            return int(a["n_node"].shape[0]) if a["n_node"].ndim == 1 else None
+
+        data = read_npz(path, "size table", ("n_node", "n_edge"), ("n_bytes",),
+                        lengths={"n_edge": same, "n_bytes": same})
         return cls(data["n_node"], data["n_edge"], data.get("n_bytes"))

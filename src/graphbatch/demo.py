@@ -80,10 +80,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Load sizes, compare every strategy, write the report; progress on stderr."""
-    from .analysis import compare_strategies, load_bench, load_sizes
+    from .analysis import compare_strategies, input_files, load_bench, load_sizes
     from .report import build_report, comparison_table, write_report
 
-    check_output_path(args.out, [args.sizes, *args.bench])
+    check_output_path(args.out, [*input_files(args.sizes), *args.bench],
+                      suffixes=(".html", ".htm"), what="report")
     t0 = time.perf_counter()
 
     def say(msg: str) -> None:

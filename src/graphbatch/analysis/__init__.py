@@ -6,7 +6,8 @@
 - `search_limits_if_available`: the efficiency-vs-limits grid when ``graphbatch.packing`` has it.
 - `load_bench` / `summarize_bench` / `bench_label`: benchmark records (the one owner of their
   keys and of their summary over repeats).
-- `load_sizes`: a size table from an ``.npz`` or a graph store.
+- `load_sizes`: a size table from an ``.npz`` or a graph store; `input_files`: the files such an
+  input stands for (a sharded store: the manifest and its shards), which no output may replace.
 """
 
 from ._bench import (
@@ -31,7 +32,7 @@ from ._compare import (
 )
 from ._dataset import DEFAULT_QUANTILES, ColumnSummary, DatasetSummary, describe, describe_column
 from ._limits import LIMIT_RECORD_KEYS, LimitSearch, search_limits_if_available
-from ._sources import load_sizes
+from ._sources import input_files, load_sizes
 
 __all__ = [
     "BENCH_KEYS",
@@ -54,6 +55,7 @@ __all__ = [
     "comparison_variants",
     "describe",
     "describe_column",
+    "input_files",
     "load_bench",
     "load_sizes",
     "search_limits_if_available",

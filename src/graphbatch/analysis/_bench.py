@@ -10,7 +10,6 @@ runs of one strategy are summarised apart.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .._errors import InputError
+from .._io import parse_json, read_bounded
 
 __all__ = ["BENCH_KEYS", "BENCH_METRICS", "BENCH_OPTIONAL_METRICS", "LIST_KEYS", "bench_label",
            "load_bench", "step_timing_fields", "step_list_fields", "summarize_bench",
@@ -109,17 +109,21 @@ def validate_bench(records: Any, source: str = "benchmark results") -> list[dict
     return out
 
 
+#: Largest benchmark results file read (a full grid's results.json is a few MB).
+_MAX_BENCH_BYTES = 1 << 30
+
+
 def load_bench(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
     """Records of all ``paths`` concatenated; unreadable or malformed files raise with their path."""
     records: list[dict[str, Any]] = []
     for path in paths:
         path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"benchmark results {str(path)!r} do not exist")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read benchmark results {str(path)!r}: {exc}") from exc
+            raw = read_bounded(path, "benchmark results", _MAX_BENCH_BYTES)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"benchmark results {str(path)!r} do not exist") from None
+        data = parse_json(raw, f"cannot read benchmark results {str(path)!r}",
+                          max_bytes=_MAX_BENCH_BYTES)
         records.extend(validate_bench(data, repr(str(path))))
     return records
 

@@ -1,12 +1,38 @@
-"""Size tables from files: ``.npz`` tables or graph stores (the inputs of every analysis)."""
+"""Size tables from files: ``.npz`` tables or graph stores (the inputs of every analysis), and
+the files such an input stands for (what no output may replace)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+from .._io import open_regular
 from .._sizes import GraphSizes
 
-__all__ = ["load_sizes"]
+__all__ = ["input_files", "load_sizes"]
+
+
+def input_files(path: str | os.PathLike | None) -> list[Path]:
+    """The files the input ``path`` stands for, for `graphbatch._io.check_output_path`: the
+    path itself, plus every shard file a sharded store's manifest names (a manifest that cannot
+    be read adds nothing: reading it fails later, before anything is written). ``None``: none."""
+    if path is None:
+        return []
+    path = Path(path)
+    try:
+        with open_regular(path, "input") as fh:     # never blocks on a FIFO
+            head = fh.read(64)
+    except (OSError, ValueError):
+        return [path]
+    if head.lstrip()[:1] != b"{":
+        return [path]
+    try:
+        from ..datasets._manifest import read_manifest
+
+        manifest = read_manifest(path)
+    except (ImportError, OSError, ValueError):
+        return [path]
+    return [path, *(manifest.shard_path(s) for s in range(len(manifest.shards)))]
 
 
 def load_sizes(path: str | os.PathLike) -> GraphSizes:

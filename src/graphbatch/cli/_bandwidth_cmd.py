@@ -6,6 +6,7 @@ from pathlib import Path
 
 from .._errors import InputError
 from .._io import check_output_path
+from ..analysis import input_files
 from ._common import nonnegative_int, positive_int
 from ._format import format_table, print_json
 
@@ -63,7 +64,8 @@ def run(args) -> int:
     from ..lowband import apply_reordering, band_coverage, bandwidth_summary, reduce_bandwidth
 
     if args.out is not None:
-        check_output_path(args.out, [args.input])
+        check_output_path(args.out, input_files(args.input),
+                          suffixes=(".npz", ".h5", ".hdf5"), what="reordered graphs")
     out_h5 = args.out is not None and Path(args.out).suffix in (".h5", ".hdf5")
     if out_h5 and Path(args.input).suffix not in (".h5", ".hdf5"):
         raise InputError(f"--out {args.out!r}: writing a reordered .h5 store needs an .h5 input; "

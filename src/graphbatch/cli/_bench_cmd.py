@@ -122,10 +122,24 @@ def config_from_args(args):
     return cfg.validate()
 
 
+def _check_outputs(out, cfg) -> None:
+    """Refuse an output folder whose result files would replace an input (the store, or a
+    shard of it), before anything runs."""
+    from pathlib import Path
+
+    from .._io import check_output_path
+    from ..analysis import input_files
+
+    inputs = input_files(cfg.store) if cfg.data == "store" else []
+    for name in ("results.json", "results.csv", "summary.json"):
+        check_output_path(Path(out) / name, inputs)
+
+
 def run(args) -> int:
     from ..bench import run_bench, summarize, targets, write_results
 
     cfg = config_from_args(args)
+    _check_outputs(args.out, cfg)
     if cfg.framework == "jax":
         return _run_jax(args, cfg)
     if cfg.models == ("mace",):

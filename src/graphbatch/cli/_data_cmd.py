@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
 
+from .._io import check_output_path
+from ..analysis import input_files
 from ..datasets._cluster import ENGINES
 from ._format import format_table
 
@@ -69,14 +73,27 @@ def add_parser(sub) -> None:
     c.set_defaults(func=run_convert)
 
 
+class _Terminated(SystemExit):
+    """SIGTERM during a single-file build: unwinds through the writer (which deletes its
+    temporaries) like any exit, past ``except Exception`` blocks."""
+
+
 def _terminate_cleanly(signum, frame):
-    raise SystemExit(128 + signum)  # unwinds through the writer, which deletes its temporaries
+    raise _Terminated(128 + signum)
+
+
+def _say_terminated(what: str) -> int:
+    print(f"graphbatch data: terminated (SIGTERM); {what}", file=sys.stderr)
+    return 128 + signal.SIGTERM
 
 
 def run_build(args) -> int:
-    import signal
-
     from ..datasets import build_store
+    from ..datasets._store import STORE_SUFFIXES
+
+    check_output_path(args.out, input_files(args.source),
+                      suffixes=(".json",) if args.shards is not None else STORE_SUFFIXES,
+                      what="sharded store manifest" if args.shards is not None else "graph store")
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
@@ -88,12 +105,16 @@ def run_build(args) -> int:
                 raise ValueError(f"--{flag} needs --shards (a sharded build)")
     elif args.shards < 1:
         raise ValueError(f"--shards must be >= 1, got {args.shards}")
-    signal.signal(signal.SIGTERM, _terminate_cleanly)
     if args.shards is not None:
         return _run_sharded_build(args)
-    report = build_store(args.dataset, args.out, graph=args.graph, cutoff=args.cutoff, k=args.k,
-                         limit=args.limit, source=args.source, workers=args.workers,
-                         reverse_edges=args.reverse_edges, progress=not args.no_progress)
+    signal.signal(signal.SIGTERM, _terminate_cleanly)
+    try:
+        report = build_store(args.dataset, args.out, graph=args.graph, cutoff=args.cutoff,
+                             k=args.k, limit=args.limit, source=args.source,
+                             workers=args.workers, reverse_edges=args.reverse_edges,
+                             progress=not args.no_progress)
+    except _Terminated:
+        return _say_terminated(f"nothing was written to {args.out} (temporaries removed)")
     print(format_table([{
         "dataset": report.dataset, "graphs": report.n_graph, "nodes": report.n_node,
         "edges": report.n_edge, "failed": len(report.failures),
@@ -116,13 +137,28 @@ def _print_failures(failures: list) -> None:
 
 
 def _run_sharded_build(args) -> int:
-    from ..datasets import build_sharded_store
+    """A sharded build; SIGTERM sets the build's ``stop`` event (never an exception inside the
+    cluster engine's calls), so the driver calls the build off cleanly."""
+    import threading
 
-    report = build_sharded_store(
-        args.dataset, args.out, shards=args.shards, engine=args.engine or ENGINES[0],
-        address=args.address, workers=args.workers, graph=args.graph, cutoff=args.cutoff,
-        k=args.k, limit=args.limit, source=args.source, reverse_edges=args.reverse_edges,
-        progress=not args.no_progress)
+    from ..datasets import build_sharded_store
+    from ..datasets._cluster import BuildCancelled
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        report = build_sharded_store(
+            args.dataset, args.out, shards=args.shards, engine=args.engine or ENGINES[0],
+            address=args.address, workers=args.workers, graph=args.graph, cutoff=args.cutoff,
+            k=args.k, limit=args.limit, source=args.source, reverse_edges=args.reverse_edges,
+            progress=not args.no_progress, stop=stop)
+    except Exception as exc:
+        # terminated: the engine may fail in its own way first (e.g. worker processes that got
+        # the signal too, from a process-group kill, fail to start)
+        if isinstance(exc, BuildCancelled) or stop.is_set():
+            return _say_terminated(f"no manifest was written to {args.out}; this build's "
+                                   "shards were removed")
+        raise
     print(format_table([{
         "dataset": report.dataset, "shards": len(report.shards), "graphs": report.n_graph,
         "nodes": report.n_node, "edges": report.n_edge, "failed": len(report.failures),
@@ -139,6 +175,7 @@ def _run_sharded_build(args) -> int:
 def run_sizes(args) -> int:
     from ..datasets import GraphStore
 
+    check_output_path(args.out, input_files(args.store), suffixes=(".npz",), what="size table")
     with GraphStore(args.store, cache_size=0) as store:
         sizes = store.graph_sizes()
     path = sizes.save(args.out)
@@ -152,7 +189,7 @@ def run_verify(args) -> int:
 
     with GraphStore(args.store, cache_size=0) as store:
         store.verify()
-        n = len(store.fields) + 6
+        n = len(store.fields) + (6 if getattr(store, "format_version", 3) == 2 else 8)
         shards = getattr(store, "n_shards", None)
         where = f"{shards} shards of {n} arrays each" if shards else f"{n} arrays"
         print(f"{args.store}: intact ({len(store):,} graphs, {where}, store id {store.uuid})")

@@ -7,6 +7,7 @@ import json
 
 from .._api import plan
 from .._io import check_output_path
+from ..analysis import input_files
 from .._errors import InputError
 from ..planners import get_strategy, strategy_names
 from ._common import add_budget_args, budget_from_args, load_sizes
@@ -85,7 +86,7 @@ def collect_options(args) -> dict:
 
 
 def run(args) -> int:
-    check_output_path(args.out, [args.sizes])
+    check_output_path(args.out, input_files(args.sizes), suffixes=(".npz",), what="plan file")
     sizes = load_sizes(args.sizes)
     options = collect_options(args)
     budget = budget_from_args(

@@ -29,6 +29,7 @@ from ._store import (
     GraphStore,
     GraphStoreWriter,
     StoreFormatError,
+    StoreFormatWarning,
     remove_stale_temporaries,
     write_store,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "ShardedBuildReport",
     "ShardedGraphStore",
     "StoreFormatError",
+    "StoreFormatWarning",
     "build_edges",
     "full_edges",
     "knn_edges",

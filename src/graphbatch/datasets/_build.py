@@ -21,7 +21,8 @@ import numpy as np
 
 from ._construct import GRAPH_METHODS
 from ._graphs import GraphArrays
-from ._store import GraphStoreWriter
+from .._io import check_output_path
+from ._store import STORE_SUFFIXES, GraphStoreWriter
 
 __all__ = ["DATASETS", "BuildOptions", "BuildReport", "build_store", "load_records",
            "record_count", "slice_records", "write_partition"]
@@ -231,6 +232,7 @@ def build_store(dataset: str, out: str | os.PathLike, *, graph: str = "radius",
     `graphbatch.datasets.build_sharded_store`.
     """
     t0 = time.perf_counter()
+    check_output_path(out, [source], "out", suffixes=STORE_SUFFIXES, what="graph store")
     opts = BuildOptions(dataset, graph=graph, cutoff=cutoff, k=k, limit=limit,
                         source=None if source is None else str(source),
                         reverse_edges=reverse_edges).check()

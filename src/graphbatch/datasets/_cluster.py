@@ -22,6 +22,7 @@ new manifest is in place the shards of the manifest it replaced are deleted.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -32,13 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .._io import check_output_path
 from .._validate import as_positive_int
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
 from ._manifest import read_manifest, shard_facts, write_manifest_of_facts
 from ._store import StoreFormatError, remove_stale_temporaries
 
-__all__ = ["ENGINES", "ShardBuildError", "ShardedBuildReport", "build_sharded_store",
-           "partition_bounds"]
+__all__ = ["ENGINES", "BuildCancelled", "ShardBuildError", "ShardedBuildReport",
+           "build_sharded_store", "partition_bounds"]
 
 #: Cluster engines a sharded build can run on.
 ENGINES = ("dask",)
@@ -46,6 +48,11 @@ ENGINES = ("dask",)
 
 class ShardBuildError(RuntimeError):
     """A shard could not be built (after the engine's retries); no manifest was written."""
+
+
+class BuildCancelled(RuntimeError):
+    """The build was called off through its ``stop`` event (e.g. on SIGTERM): no manifest was
+    written and the shards of this build were removed."""
 
 
 @dataclass(frozen=True)
@@ -90,11 +97,12 @@ def partition_bounds(n_records: int, shards: int) -> np.ndarray:
     return (np.arange(shards + 1, dtype=np.int64) * n_records) // shards
 
 
-def _aborted(name: str) -> bool:
-    """Whether the driver has called this build off (a Dask ``Event`` on the scheduler)."""
-    from distributed import Event
-
-    return Event(name).is_set()
+def _aborted(marker: str) -> bool:
+    """Whether the driver has called this build off: its abort marker file exists (next to
+    the shards, so every worker sees it). A file, not a Dask ``Event``: an ``Event`` makes each
+    worker open a client of its own, which a worker stopped mid-task (the build called off)
+    left unclosed -- its ``__del__`` then printed "RuntimeError: IOLoop is closed" tracebacks."""
+    return os.path.exists(marker)
 
 
 def _build_shard(task: dict) -> dict:
@@ -130,8 +138,11 @@ def _client(address: str | None, n_workers: int):
     # ":0": the scheduler's HTTP endpoint on a free port (builds side by side never collide);
     # preload: each worker imports the shard task's module while it starts, i.e. while the
     # driver still reads the source, not in its first task
+    # silence_logs: the engine's own warnings (e.g. a task cancelled when a build is called off)
+    # would print beside graphbatch's one-line report; failures reach the driver as exceptions
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", preload=[__name__])
+                           dashboard_address=":0", preload=[__name__],
+                           silence_logs=logging.ERROR)
     return Client(cluster), cluster
 
 
@@ -144,9 +155,20 @@ class _ClusterStart:
         self._future = pool.submit(_client, address, n_workers)
         pool.shutdown(wait=False)
 
-    def result(self):
-        """``(client, cluster or None)`` once started (re-raises a failed start)."""
-        return self._future.result()
+    def result(self, stop=None):
+        """``(client, cluster or None)`` once started (re-raises a failed start); raises
+        `BuildCancelled` as soon as ``stop`` is set (the caller then `discard`s)."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        while True:
+            _check_stop(stop)
+            try:
+                return self._future.result(timeout=_POLL_S)
+            except FutureTimeout:
+                continue
+            except Exception:
+                _check_stop(stop)   # a start that failed because the build was called off
+                raise
 
     def discard(self) -> None:
         """The build failed before using the cluster: close it once it has started."""
@@ -163,15 +185,45 @@ def _close(client, cluster) -> None:
         cluster.close()
 
 
-def _call_off(client, abort: str, futures, *, wait: bool = True) -> None:
-    """Stop a failing build: tasks not yet started return at once, running ones delete their
-    shard after writing it; with ``wait``, return once every task has ended."""
-    from distributed import Event, wait as wait_for
+#: Seconds between checks of a build's ``stop`` event while the driver waits.
+_POLL_S = 0.2
+
+
+def _check_stop(stop) -> None:
+    if stop is not None and stop.is_set():
+        raise BuildCancelled("the sharded build was called off (terminated); no manifest was "
+                             "written and this build's shards were removed")
+
+
+def _completed(futures, stop):
+    """Yield ``futures`` as they finish, checking ``stop`` every `_POLL_S` seconds: the driver
+    never waits inside the engine where a signal could interrupt it."""
+    from distributed import wait as wait_for
+
+    pending = set(futures)
+    while pending:
+        _check_stop(stop)
+        try:
+            done, pending = wait_for(pending, timeout=_POLL_S, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            continue
+        yield from done
+
+
+def _call_off(client, marker: Path, futures, *, wait: bool = True) -> None:
+    """Stop a failing build: write the abort marker, so that tasks not yet started return at
+    once and running ones delete their shard after writing it; with ``wait``, return once every
+    task has ended (and remove the marker), else cancel the tasks (the engine drops what they
+    return; a running cluster's tasks may still look for the marker, which stays)."""
+    from distributed import wait as wait_for
 
     try:
-        Event(abort, client=client).set()
+        marker.touch()
         if wait:
             wait_for(list(futures), timeout=3600)
+            marker.unlink(missing_ok=True)      # every task has ended: none looks at it again
+        else:
+            client.cancel(list(futures))
     except Exception:  # noqa: BLE001 - best effort: the build is failing anyway
         pass
 
@@ -181,11 +233,20 @@ def _remove(paths) -> None:
         Path(p).unlink(missing_ok=True)
 
 
-def _remove_dead_writers(directory: Path, stem: str) -> None:
+def _remove_dead_writers(directory: Path, stem: str, *, markers: bool = False) -> None:
     """Delete temporaries of shard writers (of earlier builds of this manifest) whose process
-    is gone, e.g. after the whole build was killed (`remove_stale_temporaries`)."""
+    is gone, e.g. after the whole build was killed (`remove_stale_temporaries`); with
+    ``markers``, also the abort markers ``.<stem>-<build id>.abort`` of builds called off
+    before (a new build starts: none of them runs any more)."""
     pattern = re.compile(rf"\.({re.escape(stem)}-[0-9a-f]{{8}}-\d{{5}}-of-\d{{5}}\.h5)\..+\.tmp$")
-    for name in {m.group(1) for p in directory.iterdir() if (m := pattern.fullmatch(p.name))}:
+    marker = re.compile(rf"\.{re.escape(stem)}-[0-9a-f]{{8}}\.abort")
+    names = set()
+    for p in directory.iterdir():
+        if (m := pattern.fullmatch(p.name)):
+            names.add(m.group(1))
+        elif markers and marker.fullmatch(p.name):
+            p.unlink(missing_ok=True)
+    for name in names:
         remove_stale_temporaries(directory / name)
 
 
@@ -203,7 +264,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                         workers: int | None = None, retries: int = 2, graph: str = "radius",
                         cutoff: float = 6.0, k: int = 24, limit: int | None = None,
                         source: str | os.PathLike | None = None, reverse_edges: bool = False,
-                        progress: bool = False) -> ShardedBuildReport:
+                        progress: bool = False, stop=None) -> ShardedBuildReport:
     """Build ``dataset`` as ``shards`` store files plus a JSON manifest at ``out``, converting
     the partitions on a Dask cluster: a local one with ``workers`` processes (default: CPUs),
     or the running cluster at ``address`` (its workers need graphbatch installed and the output
@@ -213,6 +274,12 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
     ``GraphStore(out)``. Raises `ShardBuildError` if a shard fails after its retries; no
     manifest is written then. A local cluster spawns its workers, which re-import the calling
     script: call this under ``if __name__ == "__main__":``.
+
+    ``stop`` (a ``threading.Event``; ``graphbatch data build`` sets it on SIGTERM) calls the
+    build off: the driver checks it between its steps and every 0.2 s while it waits, never
+    inside the engine's calls, then cleans up as for a failed shard -- tasks called off, the
+    cluster closed, this build's shards and its dead writers' temporaries removed -- and raises
+    `BuildCancelled`. Once the manifest is written the build completes.
     """
     t0 = time.perf_counter()
     marks = [("start", t0)]
@@ -225,6 +292,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
     out = Path(out)
     if out.suffix != ".json":
         raise ValueError(f"the manifest of a sharded store is a .json file, got {str(out)!r}")
+    check_output_path(out, [source], "out", what="sharded store manifest")
     if address is not None and workers is not None:
         raise ValueError("--workers sizes a local cluster; a running cluster (--address) has "
                          "its own workers")
@@ -245,31 +313,34 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
     mark("checks")
     starting = _ClusterStart(address, n_workers)  # meanwhile: read and partition the source
     try:
+        _check_stop(stop)
         records, meta = load_records(opts)
+        _check_stop(stop)
         mark("read source")
         bounds = partition_bounds(record_count(records), shards)
         directory = out.parent if str(out.parent) else Path(".")
         directory.mkdir(parents=True, exist_ok=True)
-        _remove_dead_writers(directory, out.stem)
+        _remove_dead_writers(directory, out.stem, markers=True)
         build_id = uuidlib.uuid4().hex[:8]
         paths = [directory / f"{out.stem}-{build_id}-{s:05d}-of-{shards:05d}.h5"
                  for s in range(shards)]
         mark("partition")
+        _check_stop(stop)
+        client, cluster = starting.result(stop)
     except BaseException:
         starting.discard()
         raise
-    client, cluster = starting.result()
     mark("cluster start (wait)")
     results: list[dict | None] = [None] * shards
     committed = False
-    abort = f"graphbatch-abort-{build_id}"
+    abort = directory / f".{out.stem}-{build_id}.abort"   # written only to call the build off
     futures: dict = {}
     try:
         t_submit = time.perf_counter()
         for s in range(shards):
             a, b = int(bounds[s]), int(bounds[s + 1])
             task = {"path": str(paths[s]), "options": opts.as_json(), "start": a,
-                    "abort": abort,
+                    "abort": str(abort),
                     "records": slice_records(records, a, b),
                     "meta": {**meta, "shard": {"index": s, "of": shards, "records": [a, b],
                                                "build_id": build_id}}}
@@ -277,15 +348,13 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                                   key=f"graphbatch-shard-{build_id}-{s:05d}")] = s
         del records
         mark("submit")
-        from distributed import as_completed
-
         bar = None
         if progress:
             from tqdm import tqdm
 
             bar = tqdm(total=shards, unit="shard", desc=f"{dataset} shards ({engine})")
         try:
-            for fut in as_completed(list(futures)):
+            for fut in _completed(futures, stop):
                 s = futures[fut]
                 try:
                     results[s] = fut.result()
@@ -309,6 +378,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
         if not built:
             raise ValueError(f"no {dataset} graphs were built (limit={limit}, "
                              f"{len(unsharded)} failures)")
+        _check_stop(stop)
         previous = [p for p in _previous_shards(out) if p not in paths]
         workers_seen = len(client.scheduler_info().get("workers", {}))
         mark("previous")
@@ -329,6 +399,11 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
         raise
     finally:
         _close(client, cluster)
+        if not committed:   # again: a task may have renamed its shard in place meanwhile
+            _remove(paths)
+            _remove_dead_writers(directory, out.stem)
+            if cluster is not None:     # its workers are gone: no task looks for the marker
+                abort.unlink(missing_ok=True)
         mark("cluster close")
     failures = sorted(f for res in results for f in (tuple(x) for x in res["failures"]))
     return ShardedBuildReport(

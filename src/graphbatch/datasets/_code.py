@@ -91,14 +91,16 @@ def function_graph(func: ast.AST, *, reverse_edges: bool = False) -> dict[str, n
 
 def python_files(root: str | os.PathLike | None = None) -> tuple[Path, list[Path]]:
     """``(root, files)``: every ``.py`` file under ``root`` (default: this Python's standard
-    library), sorted, skipping ``site-packages``, ``dist-packages`` and ``__pycache__`` folders."""
+    library), sorted, skipping ``site-packages``, ``dist-packages`` and ``__pycache__`` folders
+    and anything that is not a regular file (a FIFO named ``x.py`` would block the build)."""
     root = Path(root) if root is not None else Path(sysconfig.get_path("stdlib"))
     if not root.is_dir():
         raise FileNotFoundError(f"source folder {str(root)!r} does not exist")
     files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        files.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+        files.extend(Path(dirpath) / f for f in sorted(filenames)   # regular files only: a
+                     if f.endswith(".py") and os.path.isfile(os.path.join(dirpath, f)))  # FIFO blocks
     return root, sorted(files)
 
 

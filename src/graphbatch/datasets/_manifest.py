@@ -21,8 +21,13 @@ Format ``graphbatch-sharded-store``, version `MANIFEST_VERSION` = 1 (a JSON obje
     manifest_crc             CRC-32 of the canonical JSON (sorted keys) of everything else
 
 Reading checks the format, the version, ``manifest_crc`` (an edited manifest is refused), the
-size table against its CRCs and the shard counts, and the shard entries' types -- without
-opening any shard. No pickled object is written or read.
+shard entries' types, that each shard file exists with its recorded size (``stat`` only; no
+shard is opened) and can hold its graphs, ``fields`` and ``edge_index_dtype`` against the
+store format (known levels, bool/int/float dtypes, an integer edge index: a forged ``<f8``
+with a recomputed ``manifest_crc`` is refused), and the size table against its CRCs and the
+shard counts -- decompressed only up to the length the manifest declares, which the shard
+files bound. The file is read only if regular, at most `_MAX_MANIFEST_BYTES`, its JSON
+nesting bounded. No pickled object is written or read.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import stat
 import uuid as uuidlib
 import zlib
 from dataclasses import dataclass
@@ -37,7 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write
+from .._errors import InputError
+from .._io import atomic_write, parse_json, read_bounded
+from ._header import check_dtype, check_fields
 from ._store import StoreFormatError
 
 __all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "Manifest", "ShardEntry", "ShardFacts",
@@ -48,6 +56,8 @@ MANIFEST_FORMAT = "graphbatch-sharded-store"
 MANIFEST_VERSION = 1
 _MAX_COUNT = 1 << 48
 _MAX_MANIFEST_BYTES = 1 << 31
+#: Fewest bytes a graph takes in a shard store (its two sizes and two offsets, int64 each).
+_MIN_GRAPH_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -99,10 +109,15 @@ def _encode(arr: np.ndarray) -> tuple[str, int]:
 
 
 def _decode(text, crc, n: int, what: str) -> np.ndarray:
+    """The ``n`` int64 counts of ``sizes/<what>``: never decompresses more than ``8 n + 1``
+    bytes (a zlib bomb is refused after that many, not expanded)."""
     if not isinstance(text, str) or type(crc) is not int:
         raise ValueError(f"sizes/{what} is not an encoded array with a crc32")
-    raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True),
-                         bufsize=max(1, 8 * n))
+    d = zlib.decompressobj()
+    raw = d.decompress(base64.b64decode(text.encode("ascii"), validate=True), 8 * n + 1)
+    if len(raw) > 8 * n or d.unconsumed_tail:
+        raise ValueError(f"sizes/{what} holds more than the {n} values the manifest says "
+                         f"(over {8 * n:,} bytes once decompressed)")
     if len(raw) != 8 * n:
         raise ValueError(f"sizes/{what} holds {len(raw) // 8} values, the manifest says {n}")
     if zlib.crc32(raw) != crc:
@@ -275,16 +290,53 @@ def _shard(entry, k: int) -> ShardEntry:
                          ("n_graph", "n_node", "n_edge", "n_failed", "header_crc", "bytes")})
 
 
+def _check_shard_files(path: Path, entries) -> None:
+    """Every shard file exists, is a regular file of the recorded size, and that size can hold
+    the graphs the entry claims (>= `_MIN_GRAPH_BYTES` each): so the size table's declared
+    length is bounded by real files before it is decompressed."""
+    for e in entries:
+        shard = path.parent / e.file
+        try:
+            st = os.stat(shard)
+        except FileNotFoundError:
+            raise StoreFormatError(f"{str(path)!r}: shard {str(shard)!r} is missing "
+                                   "(incomplete or moved sharded store)") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreFormatError(f"{str(path)!r}: shard {str(shard)!r} is not a regular file")
+        if st.st_size != e.bytes:
+            raise StoreFormatError(f"{str(path)!r}: shard {str(shard)!r} has {st.st_size} "
+                                   f"bytes, the manifest says {e.bytes} (replaced or damaged "
+                                   "shard)")
+        if e.n_graph * _MIN_GRAPH_BYTES > e.bytes:
+            raise StoreFormatError(f"{str(path)!r}: shard {str(shard)!r} of {e.bytes:,} bytes "
+                                   f"cannot hold the {e.n_graph:,} graphs the manifest says "
+                                   f"(at least {_MIN_GRAPH_BYTES} bytes each)")
+
+
+def _check_format(body: dict) -> tuple[dict, str]:
+    """``fields`` and ``edge_index_dtype`` as the store format allows them (the same checks as
+    a store header: known levels, bool/int/float dtypes, an integer edge index)."""
+    fields = check_fields(body["fields"])
+    edge = check_dtype(body["edge_index_dtype"])
+    if edge.kind not in "iu" or edge.str != body["edge_index_dtype"]:
+        raise ValueError(f"edge_index_dtype {body['edge_index_dtype']!r} is not an integer "
+                         "dtype string")
+    return fields, edge.str
+
+
 def read_manifest(path: str | os.PathLike) -> Manifest:
-    """Parse and check the manifest at ``path`` (no shard is opened); raises
-    `StoreFormatError` naming the file if it is not a complete, unedited manifest."""
+    """Parse and check the manifest at ``path`` (no shard is opened: each shard file is only
+    stat-ed, and must have its recorded size); raises `StoreFormatError` naming the file if it
+    is not a complete, unedited manifest. Reads at most `_MAX_MANIFEST_BYTES`, JSON nesting
+    bounded, the size table decompressed only to the length the shard files can hold."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"sharded store manifest {str(path)!r} does not exist")
     try:
-        if path.stat().st_size > _MAX_MANIFEST_BYTES:
-            raise ValueError(f"larger than {_MAX_MANIFEST_BYTES} bytes")
-        body = json.loads(path.read_text(encoding="utf-8"))
+        data = read_bounded(path, "sharded store manifest", _MAX_MANIFEST_BYTES)
+    except InputError as exc:
+        raise StoreFormatError(str(exc)) from None
+    try:
+        body = parse_json(data, f"sharded store manifest {str(path)!r}",
+                          max_bytes=_MAX_MANIFEST_BYTES)
         if not isinstance(body, dict):
             raise ValueError("not a JSON object")
         if body.get("format") != MANIFEST_FORMAT:
@@ -307,6 +359,7 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
         n_graph = _count(body.get("n_graph"), "n_graph")
         if n_graph != sum(e.n_graph for e in entries):
             raise ValueError(f"n_graph {n_graph} differs from the shards' sum")
+        _check_shard_files(path, entries)
         sizes = body.get("sizes")
         if not isinstance(sizes, dict) or sizes.get("encoding") != "zlib+base64":
             raise ValueError("sizes is not a zlib+base64 size table")
@@ -324,10 +377,7 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
                           ("edge_index_dtype", str), ("build", dict)):
             if not isinstance(body.get(key), kind):
                 raise ValueError(f"{key} is not a JSON {kind.__name__}")
-        from ._store import _check_dtype, _check_fields
-
-        _check_fields(body["fields"])
-        _check_dtype(body["edge_index_dtype"])
+        _check_format(body)
         extra = body.get("failed_without_shard")
         if not isinstance(extra, list):
             raise ValueError("failed_without_shard is not a list")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._io import check_regular_file
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int, as_positive_int
 from ._graphs import GraphArrays
@@ -46,6 +47,7 @@ def load_moses_smiles(split: str = "train", limit: int | None = None,
             else package_data_path("moses", "dataset", "data", f"{split}.csv.gz"))
     if path.is_dir():
         path = path / f"{split}.csv.gz"
+    check_regular_file(path, "MOSES source")   # a FIFO would block
     opener = gzip.open if path.suffix == ".gz" else open
     out: list[str] = []
     with opener(path, "rb") as raw:

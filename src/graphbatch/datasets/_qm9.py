@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._io import check_regular_file
 from .._validate import as_nonnegative_int, as_positive_int
 from ._construct import build_edges
 from ._graphs import GraphArrays
@@ -88,6 +89,7 @@ def load_qm9(limit: int | None = None, source: str | Path | None = None) -> QM9M
     for part in _PARTS:
         if limit is not None and len(n_atoms) >= limit:
             break
+        check_regular_file(folder / part, "QM9 source file")   # a FIFO would block
         with open(folder / part, newline="") as fh:
             reader = csv.reader(fh)
             header = next(reader)

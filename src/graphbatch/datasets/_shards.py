@@ -43,8 +43,9 @@ class ShardedGraphStore(GraphStore):
     """
 
     def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
-                 in_memory: bool = False, verify: bool = False) -> None:
-        self._open_common(path, cache_size, in_memory)
+                 in_memory: bool = False, verify: bool = False,
+                 check_chunks: bool = True) -> None:
+        self._open_common(path, cache_size, in_memory, check_chunks)
         manifest = read_manifest(self.path)
         self._manifest: Manifest = manifest
         self.uuid = manifest.uuid
@@ -57,17 +58,8 @@ class ShardedGraphStore(GraphStore):
         self._node_offsets: np.ndarray | None = None
         self._edge_offsets: np.ndarray | None = None
         self._shards: list[GraphStore | None] = [None] * len(manifest.shards)
-        for s, entry in enumerate(manifest.shards):  # cheap: one stat per shard
-            shard = manifest.shard_path(s)
-            try:
-                size = shard.stat().st_size
-            except FileNotFoundError:
-                raise StoreFormatError(f"{str(self.path)!r}: shard {str(shard)!r} is missing "
-                                       "(incomplete or moved sharded store)") from None
-            if size != entry.bytes:
-                raise StoreFormatError(f"{str(self.path)!r}: shard {str(shard)!r} has "
-                                       f"{size} bytes, the manifest says {entry.bytes} "
-                                       "(replaced or damaged shard)")
+        self.edge_index_dtype = np.dtype(manifest.edge_index_dtype)
+        # (read_manifest has stat-ed every shard: present, regular, of the recorded size)
         if verify:
             self.verify()
 
@@ -98,7 +90,8 @@ class ShardedGraphStore(GraphStore):
         path = self._manifest.shard_path(s)
         where = f"{str(self.path)!r}: shard {str(path)!r}"
         try:
-            store = GraphStore(path, cache_size=0, in_memory=self.in_memory)
+            store = GraphStore(path, cache_size=0, in_memory=self.in_memory,
+                               check_chunks=self.check_chunks)
         except FileNotFoundError:
             raise StoreFormatError(f"{where} is missing (incomplete or moved sharded "
                                    "store)") from None
@@ -110,10 +103,12 @@ class ShardedGraphStore(GraphStore):
                                    "shard")
         a, b = self._starts[s], self._starts[s + 1]
         if (len(store) != entry.n_graph or store.fields != self.fields
+                or store.edge_index_dtype != self.edge_index_dtype
                 or not np.array_equal(store.n_node, self._manifest.n_node[a:b])
                 or not np.array_equal(store.n_edge, self._manifest.n_edge[a:b])):
-            raise StoreFormatError(f"{where} disagrees with the manifest (graph count, fields "
-                                   "or sizes)")
+            raise StoreFormatError(f"{where} disagrees with the manifest (graph count, fields, "
+                                   f"edge_index dtype {store.edge_index_dtype} vs "
+                                   f"{self.edge_index_dtype}, or sizes)")
         return store
 
     def _locate(self, i: int) -> tuple[int, int]:

@@ -1,12 +1,15 @@
-"""On-disk graph store (HDF5 via h5py): contiguous, uncompressed, memory-mapped arrays.
+"""On-disk graph store: contiguous, uncompressed, memory-mapped arrays in an HDF5 file.
 
-File layout (format ``graphbatch-graph-store``, version `STORE_VERSION` = 2), written with
-``libver="latest"`` so every piece of HDF5 metadata (superblock, object headers, attributes)
-carries a checksum::
+File layout (format ``graphbatch-graph-store``, version `STORE_VERSION` = 3; the prefix and the
+JSON header are specified in `graphbatch.datasets._header`, the check chunks in
+`graphbatch.datasets._chunkcheck`)::
 
-    /                 attrs: format, format_version, uuid, name, n_graph, n_node_total,
-                             n_edge_total, edge_index_dtype, fields (JSON), meta (JSON),
-                             checksums (JSON: CRC-32 of every dataset's bytes)
+    bytes 0..511      prefix in the HDF5 userblock: magic, version, offset/length/CRC-32 of
+                      the JSON header, CRC-32 of the prefix
+    /header           uint8 [H]      JSON: format, format_version, uuid, name, meta, n_graph,
+                                     n_node_total, n_edge_total, edge_index_dtype, fields,
+                                     arrays (offset, shape, dtype, crc32 of every dataset),
+                                     chunks (count, target_bytes, table columns)
     /sizes/n_node     int64 [G]      per-graph counts: the planner reads only these
     /sizes/n_edge     int64 [G]
     /offsets/node     int64 [G + 1]  graph g's node rows: offsets/node[g]:offsets/node[g+1]
@@ -16,18 +19,23 @@ carries a checksum::
     /edge/<field>     [E, ...]       edge-level arrays
     /graph/<field>    [G, ...]       graph-level arrays (targets ``y``, ids, ...)
     /failed_index     int64 [F]      source records that could not be converted (may be empty)
+    /checks/chunk_graphs  int64 [K + 1]   graph boundaries of the check chunks
+    /checks/chunk_crc32   uint32 [K, A]   CRC-32 of each data array's bytes per check chunk
 
 Every dataset is stored contiguously without filters, so a reader memory-maps it with NumPy
-(``np.memmap`` at the dataset's file offset) and a batch is a fancy index into the page cache --
-no HDF5 call, no decompression, nothing copied per DataLoader worker. HDF5 is parsed only on
-open. Integrity: the metadata checksums are HDF5's, plus a CRC-32 of the header attributes
-(``header_crc``: HDF5 keeps variable-length strings in its unchecksummed global heap); the data
-checksums are CRC-32 per dataset,
-checked on open for the size/offset/failed arrays and for all arrays by `GraphStore.verify` (or
-``graphbatch data verify``, or ``GraphStore(path, verify=True)``); each store has a random
-``uuid`` checked whenever a process re-opens it, so a store replaced on disk is never read
-with the old one's offsets. Files are written to a temporary folder and renamed when complete;
-no pickled object is ever written or read (metadata is JSON).
+(``np.memmap`` at the offset the header gives) and a batch is a fancy index into the page
+cache -- no HDF5 call, no decompression, nothing copied per DataLoader worker. A reader never
+parses HDF5: the prefix and header are read with plain file reads and CRC-checked (HDF5 keeps
+format 2's header strings in its unchecksummed global heap, whose parser can loop forever on a
+damaged byte). Integrity: the header's CRC and bounds on open; the CRC-32 of the size, offset,
+failed and chunk-table arrays on open; each check chunk's CRC-32 the first time a read in the
+process touches it (``check_chunks``); every array's CRC-32 in `GraphStore.verify` (or
+``graphbatch data verify``, or ``GraphStore(path, verify=True)``). Each store has a random
+``uuid`` checked whenever a process re-opens it, so a store replaced on disk is never read with
+the old one's offsets. Files are written to a temporary folder and renamed when complete; no
+pickled object is ever written or read (metadata is JSON). Format-2 stores (header in HDF5
+attributes) open through `graphbatch.datasets._h5probe`, without chunk checks; format 1 only
+converts (`graphbatch.datasets.convert_store`).
 """
 
 from __future__ import annotations
@@ -38,20 +46,25 @@ import re
 import shutil
 import tempfile
 import time
+import warnings
 import uuid as uuidlib
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .._errors import UnknownNameError
-from .._padbatch import PackedGraphs, PaddedArrays, pad_batch
+from .._errors import InputError, UnknownNameError
+from .._io import check_output_path
+from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int
+from ._chunkcheck import CHUNK_BYTES, ChunkChecker, chunk_bounds, chunk_crcs
 from ._graphs import LEVELS, GraphArrays
+from ._header import (PREFIX_BYTES, SMALL_ARRAYS, STORE_FORMAT, STORE_VERSION, StoreHeader,
+                      check_dtype, check_fields, chunk_columns, expected_arrays, header_json,
+                      pack_prefix, read_header_v3, sniff)
 
 __all__ = [
     "STORE_FORMAT",
@@ -59,20 +72,26 @@ __all__ = [
     "GraphStore",
     "GraphStoreWriter",
     "StoreFormatError",
+    "StoreFormatWarning",
     "remove_stale_temporaries",
     "write_store",
 ]
 
-STORE_FORMAT = "graphbatch-graph-store"
-STORE_VERSION = 2
 _BLOCK_BYTES = 1 << 25      # 32 MiB: streaming unit for writes and checksums
 _MAX_COUNT = 1 << 48        # no store holds more rows than this (header values are bounded)
-_SMALL = ("sizes/n_node", "sizes/n_edge", "offsets/node", "offsets/edge", "failed_index")
+_SMALL = SMALL_ARRAYS
+#: File name endings of a store (what `GraphStoreWriter` accepts).
+STORE_SUFFIXES = (".h5", ".hdf5")
 
 
-class StoreFormatError(ValueError):
+class StoreFormatError(InputError):
     """The file is not a readable graph store: truncated, corrupted, replaced, or another
-    format/version."""
+    format/version (an `graphbatch.InputError`, so a ``ValueError``)."""
+
+
+class StoreFormatWarning(UserWarning):
+    """A store opens, but with less protection than the current format gives (e.g. a
+    format-2 store has no per-chunk checksums)."""
 
 
 def _h5py():
@@ -155,6 +174,7 @@ class GraphStoreWriter:
 
     def __init__(self, path: str | os.PathLike, *, name: str, meta: dict | None = None) -> None:
         _h5py()
+        check_output_path(path, (), "store path", suffixes=STORE_SUFFIXES, what="graph store")
         self.path = Path(path)
         self.name = str(name)
         self.meta = dict(meta or {})
@@ -231,8 +251,18 @@ class GraphStoreWriter:
                 start = stop
         return crc
 
-    def commit(self) -> Path:
-        """Write the store file, check its layout, and rename it to ``path``."""
+    def _graph_bytes(self, nn: np.ndarray, ne: np.ndarray) -> np.ndarray:
+        """Data bytes of each graph over all arrays (for the check chunk grid)."""
+        per = {"node": 0, "edge": 2 * np.dtype(self._edge_dtype).itemsize, "graph": 0}
+        for spec in self._fields.values():
+            per[spec["level"]] += np.dtype(spec["dtype"]).itemsize * int(
+                np.prod(spec["shape"], dtype=np.int64))
+        return nn * per["node"] + ne * per["edge"] + per["graph"]
+
+    def commit(self, check=None) -> Path:
+        """Write the store file, check its layout, and rename it to ``path``. ``check(file)``,
+        if given, is called with the finished temporary file before the rename; if it raises,
+        nothing is renamed (leave the ``with`` block by that exception to discard the rest)."""
         if self._done:
             raise ValueError("this writer is already committed or closed")
         if self._fields is None:
@@ -248,7 +278,8 @@ class GraphStoreWriter:
                                   else np.zeros(0, np.int64))}
         target = self._tmp / "store.h5"
         checksums: dict[str, int] = {}
-        with h5py.File(target, "w", libver="latest") as f:
+        totals = {"node": n_tot, "edge": e_tot, "graph": n_graph}
+        with h5py.File(target, "w", libver="latest", userblock_size=PREFIX_BYTES) as f:
             for where, arr in small.items():
                 f.create_dataset(where, data=arr)
                 checksums[where] = zlib.crc32(np.ascontiguousarray(arr))
@@ -257,26 +288,40 @@ class GraphStoreWriter:
             for r in (0, 1):
                 crc = self._copy_spill(ds, f"edge_index/{r}", self._edge_dtype, (), crc, row=r)
             checksums["edge_index"] = crc
-            counts = {"node": n_tot, "edge": e_tot, "graph": n_graph}
             for name, spec in self._fields.items():
                 where = f"{spec['level']}/{name}"
                 dtype = np.dtype(spec["dtype"])
-                ds = f.create_dataset(where, shape=(counts[spec["level"]], *spec["shape"]),
+                ds = f.create_dataset(where, shape=(totals[spec["level"]], *spec["shape"]),
                                       dtype=dtype)
                 checksums[where] = self._copy_spill(ds, where, dtype, tuple(spec["shape"]), 0)
-            f.attrs["format"] = STORE_FORMAT
-            f.attrs["format_version"] = STORE_VERSION
-            f.attrs["uuid"] = uuidlib.uuid4().hex
-            f.attrs["name"] = self.name
-            f.attrs["n_graph"] = n_graph
-            f.attrs["n_node_total"] = n_tot
-            f.attrs["n_edge_total"] = e_tot
-            f.attrs["edge_index_dtype"] = np.dtype(self._edge_dtype).str
-            f.attrs["fields"] = json.dumps(self._fields)
-            f.attrs["meta"] = json.dumps(self.meta)
-            f.attrs["checksums"] = json.dumps(checksums)
-            f.attrs["header_crc"] = _header_crc(f.attrs)
+            # per-chunk CRCs, computed from the bytes now in the file
+            f.flush()
+            bounds = chunk_bounds(self._graph_bytes(nn, ne), CHUNK_BYTES)
+            maps = {w: _map_dataset(target, f[w]) for w in [*small, *chunk_columns(self._fields)]}
+            table = chunk_crcs(maps, chunk_columns(self._fields), bounds, small["offsets/node"],
+                               small["offsets/edge"])
+            del maps
+            for where, arr in (("checks/chunk_graphs", bounds), ("checks/chunk_crc32", table)):
+                f.create_dataset(where, data=arr)
+                checksums[where] = zlib.crc32(np.ascontiguousarray(arr))
+            f.flush()
+            arrays = {}
+            for where, crc in checksums.items():
+                ds = f[where]
+                nbytes = int(np.prod(ds.shape, dtype=np.int64)) * ds.dtype.itemsize
+                arrays[where] = (ds.id.get_offset() if nbytes else None, ds.shape, ds.dtype, crc)
+            blob = header_json(uuid=uuidlib.uuid4().hex, name=self.name, meta=self.meta,
+                               n_graph=n_graph, totals=totals, fields=self._fields,
+                               edge_dtype=self._edge_dtype, arrays=arrays,
+                               n_chunks=int(bounds.shape[0]) - 1, target_bytes=CHUNK_BYTES)
+            hds = f.create_dataset("header", data=np.frombuffer(blob, dtype=np.uint8))
+            f.flush()
+            header_offset = hds.id.get_offset()
+        with open(target, "r+b") as fh:     # the userblock: HDF5 leaves it to us
+            fh.write(pack_prefix(header_offset, len(blob), zlib.crc32(blob)))
         _read_header(target)  # the layout a reader needs (contiguous, in bounds) really holds
+        if check is not None:
+            check(target)
         os.chmod(target, 0o644)
         os.replace(target, self.path)
         self._done = True
@@ -308,6 +353,14 @@ class GraphStoreWriter:
             self.discard()
 
 
+def _map_dataset(path: Path, ds) -> np.ndarray:
+    """The contiguous dataset ``ds`` of the file ``path`` as a read-only memory map."""
+    nbytes = int(np.prod(ds.shape, dtype=np.int64)) * ds.dtype.itemsize
+    if nbytes == 0:
+        return np.zeros(ds.shape, dtype=ds.dtype)
+    return np.memmap(path, dtype=ds.dtype, mode="r", offset=ds.id.get_offset(), shape=ds.shape)
+
+
 def write_store(path: str | os.PathLike, chunks: Iterable[GraphArrays], *, name: str,
                 meta: dict | None = None, failed_index=None) -> Path:
     """Write all ``chunks`` to a new store at ``path`` atomically; returns the path."""
@@ -320,27 +373,17 @@ def write_store(path: str | os.PathLike, chunks: Iterable[GraphArrays], *, name:
 
 
 # ====================================================================== header
-@dataclass(frozen=True)
-class _Header:
-    uuid: str
-    name: str
-    n_graph: int
-    totals: dict           # level -> rows
-    fields: dict
-    meta: dict
-    checksums: dict
-    edge_dtype: np.dtype
-    layout: dict           # dataset path -> (file offset or None, shape, dtype)
-    header_crc: int = 0    # CRC-32 of the header attributes (`_header_crc`)
+_Header = StoreHeader
 
-
+#: Attributes of a format-2 store's header (HDF5 attributes, read only by `_read_header_h5`).
 _HEADER_KEYS = ("format", "format_version", "uuid", "name", "n_graph", "n_node_total",
                 "n_edge_total", "edge_index_dtype", "fields", "meta", "checksums")
 
 
 def _header_crc(attrs) -> int:
-    """CRC-32 of the header attributes. HDF5 checksums object headers, but variable-length
-    string values live in its global heap, which has no checksum: this covers them."""
+    """CRC-32 of a format-2 store's header attributes. HDF5 checksums object headers, but
+    variable-length string values live in its global heap, which has no checksum: this covers
+    them."""
     values = {k: (attrs[k].decode() if isinstance(attrs[k], bytes) else attrs[k]) for k in
               _HEADER_KEYS}
     values = {k: (v if isinstance(v, str) else int(v)) for k, v in values.items()}
@@ -368,31 +411,33 @@ def _attr_count(attrs, key: str) -> int:
     return v
 
 
-def _check_dtype(text) -> np.dtype:
-    dt = np.dtype(str(text))
-    if dt.kind not in "biuf" or dt.itemsize > 8 or dt.shape or dt.names:
-        raise ValueError(f"unsupported dtype {text!r}")
-    return dt
-
-
-def _check_fields(fields) -> dict:
-    if not isinstance(fields, dict):
-        raise TypeError("fields is not a JSON object")
-    for name, spec in fields.items():
-        if (not isinstance(spec, dict) or spec.get("level") not in LEVELS
-                or not isinstance(spec.get("shape"), list) or len(spec["shape"]) > 8
-                or not all(type(s) is int and 0 <= s <= _MAX_COUNT for s in spec["shape"])
-                or name == "edge_index" or "/" in name):
-            raise ValueError(f"bad field description {name!r}: {spec!r}")
-        _check_dtype(spec.get("dtype"))
-    return fields
-
-
 def _read_header(path: Path) -> _Header:
-    """Parse and check everything HDF5 knows about ``path`` (no data arrays are read)."""
+    """Parse and check the header of the store at ``path`` (no data array is read): a
+    format-3 store with plain file reads (`graphbatch.datasets._header`), a format-2 one
+    through h5py in a child process with a time limit (`graphbatch.datasets._h5probe`).
+    Raises ``FileNotFoundError``, `graphbatch.InputError` (not a regular file) or
+    `StoreFormatError`, each naming the file."""
+    path = Path(path)
+    kind = sniff(path)
+    if kind == "v3":
+        try:
+            return read_header_v3(path)
+        except (ValueError, TypeError) as exc:
+            raise StoreFormatError(f"{str(path)!r} is not a readable graph store: {exc}") \
+                from exc
+    if kind == "hdf5":
+        from ._h5probe import probe_header
+
+        return probe_header(path)
+    raise StoreFormatError(f"{str(path)!r} is not a graphbatch graph store (it starts with "
+                           "neither a graph store prefix nor an HDF5 signature)")
+
+
+def _read_header_h5(path: Path) -> _Header:
+    """Parse and check a format-1/2 store's HDF5 header with h5py, in this process. Only
+    `graphbatch.datasets._h5probe`'s child process calls this: a damaged HDF5 global heap can
+    make h5py loop forever."""
     h5py = _h5py()
-    if not path.is_file():
-        raise FileNotFoundError(f"graph store {str(path)!r} does not exist")
     try:
         f = h5py.File(path, "r")
     except OSError as exc:
@@ -420,35 +465,26 @@ def _parse_header(path: Path, f) -> _Header:
     if version == 1:
         raise StoreFormatError(
             f"{str(path)!r} is a version-1 graph store (chunked, compressed arrays); this "
-            f"graphbatch reads version {STORE_VERSION}: convert it once with "
+            f"graphbatch reads versions 2 and {STORE_VERSION}: convert it once with "
             f"`graphbatch data convert {path} --out NEW.h5`")
-    if version != STORE_VERSION:
+    if version != 2:
         raise StoreFormatError(f"{str(path)!r} has store format version {version}; "
-                               f"this graphbatch reads version {STORE_VERSION}")
+                               f"this graphbatch reads versions 2 and {STORE_VERSION}")
     if _attr_count(f.attrs, "header_crc") != _header_crc(f.attrs):
         raise StoreFormatError(f"{str(path)!r}: the header attributes do not match their "
                                "checksum (damaged file)")
     n_graph = _attr_count(f.attrs, "n_graph")
     totals = {"node": _attr_count(f.attrs, "n_node_total"),
               "edge": _attr_count(f.attrs, "n_edge_total"), "graph": n_graph}
-    fields = _check_fields(json.loads(_attr_str(f.attrs, "fields")))
+    fields = check_fields(json.loads(_attr_str(f.attrs, "fields")))
     meta = json.loads(_attr_str(f.attrs, "meta"))
     if not isinstance(meta, dict):
         raise TypeError("meta is not a JSON object")
     checksums = json.loads(_attr_str(f.attrs, "checksums"))
-    edge_dtype = _check_dtype(_attr_str(f.attrs, "edge_index_dtype"))
+    edge_dtype = check_dtype(_attr_str(f.attrs, "edge_index_dtype"))
     if edge_dtype.kind not in "iu":
         raise ValueError(f"edge_index dtype {edge_dtype} is not an integer type")
-    expected = {
-        "sizes/n_node": ((n_graph,), np.dtype("<i8")),
-        "sizes/n_edge": ((n_graph,), np.dtype("<i8")),
-        "offsets/node": ((n_graph + 1,), np.dtype("<i8")),
-        "offsets/edge": ((n_graph + 1,), np.dtype("<i8")),
-        "edge_index": ((2, totals["edge"]), edge_dtype),
-    }
-    for name, spec in fields.items():
-        expected[f"{spec['level']}/{name}"] = ((totals[spec["level"]], *spec["shape"]),
-                                               _check_dtype(spec["dtype"]))
+    expected = expected_arrays(n_graph, totals, fields, edge_dtype)
     size = path.stat().st_size
     layout = {}
     for where in [*expected, "failed_index"]:
@@ -477,8 +513,9 @@ def _parse_header(path: Path, f) -> _Header:
         layout[where] = (offset, shape, dtype)
     return _Header(uuid=_attr_str(f.attrs, "uuid"), name=_attr_str(f.attrs, "name"),
                    n_graph=n_graph, totals=totals, fields=fields, meta=meta,
-                   checksums=checksums, edge_dtype=edge_dtype, layout=layout,
-                   header_crc=_attr_count(f.attrs, "header_crc"))
+                   checksums={k: checksums[k] for k in layout}, edge_dtype=edge_dtype,
+                   layout=layout, header_crc=_attr_count(f.attrs, "header_crc"),
+                   format_version=2)
 
 
 def _crc(arr: np.ndarray) -> int:
@@ -492,13 +529,27 @@ def _crc(arr: np.ndarray) -> int:
 
 # ====================================================================== reading
 def _is_manifest(path) -> bool:
-    """Whether ``path`` is a JSON file (a sharded store's manifest) rather than HDF5."""
+    """Whether ``path`` is a JSON file (a sharded store's manifest) rather than a store file
+    (never blocks: a FIFO or device is not a manifest, and the store's own open refuses it)."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-    except (OSError, TypeError):
-        return False  # a missing file is reported by the store's own open
-    return head.lstrip()[:1] == b"{"
+        return sniff(Path(path)) == "json"
+    except (OSError, ValueError, TypeError):
+        return False  # a missing or non-regular file is reported by the store's own open
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_unchecked(path: Path, version: int) -> None:
+    """Say once per process and file that a format-2 store has no per-chunk checksums."""
+    key = str(path.resolve())
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(
+            f"{str(path)!r} is a format-{version} graph store: it has no per-chunk checksums, "
+            "so damaged arrays are detected only by verify() (`graphbatch data verify`), not "
+            f"when read; convert it once with `graphbatch data convert {path} --out NEW.h5`",
+            StoreFormatWarning, stacklevel=3)
 
 
 class GraphStore:
@@ -510,6 +561,12 @@ class GraphStore:
     NumPy asks for transparent huge pages for large arrays, a file map uses 4 KiB pages; forked workers share those pages copy-on-write, pickled copies
     re-open memory-mapped).
     ``verify=True`` checks every array's checksum on open (reads the whole file once).
+    ``check_chunks=True`` (the default) checks the CRC-32 of each check chunk (about 1 MiB
+    of consecutive graphs, `graphbatch.datasets._chunkcheck`) the first time a read in this
+    process touches it -- `read_batch`, `read_graph`/``get``, `arrays`, `graph_field` -- so a
+    damaged array raises `StoreFormatError` naming the file, array and chunk instead of being
+    served; `packed` gives the raw maps, unchecked. Format-2 stores have no chunk checksums
+    (a `StoreFormatWarning` says so once; `graphbatch data convert` upgrades them).
     ``get``/``[i]`` go through an LRU cache of ``cache_size`` graphs (read-only arrays).
 
     The store can be pickled to worker processes: the copy re-opens the file by path and
@@ -528,24 +585,33 @@ class GraphStore:
             cls = ShardedGraphStore
         return super().__new__(cls)
 
-    def _open_common(self, path: str | os.PathLike, cache_size: int, in_memory: bool) -> None:
+    def _open_common(self, path: str | os.PathLike, cache_size: int, in_memory: bool,
+                     check_chunks: bool = True) -> None:
         """The options every store (single file or sharded) keeps: its path, the per-graph LRU
-        cache of ``cache_size`` graphs with its hit/miss counts, and ``in_memory``."""
+        cache of ``cache_size`` graphs with its hit/miss counts, ``in_memory`` and
+        ``check_chunks``."""
         self.path = Path(path)
         self.cache_size = as_nonnegative_int(cache_size, "cache_size")
         self.in_memory = bool(in_memory)
+        self.check_chunks = bool(check_chunks)
         self._cache: OrderedDict[int, dict] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
     def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
-                 in_memory: bool = False, verify: bool = False) -> None:
-        self._open_common(path, cache_size, in_memory)
+                 in_memory: bool = False, verify: bool = False,
+                 check_chunks: bool = True) -> None:
+        self._open_common(path, cache_size, in_memory, check_chunks)
         self._maps: dict[str, np.ndarray] | None = None
         self._packed: PackedGraphs | None = None
+        self._checker: ChunkChecker | None = None
         header = _read_header(self.path)
         self.uuid = header.uuid
         self.header_crc = header.header_crc
+        self.format_version = header.format_version
+        self.edge_index_dtype = np.dtype(header.edge_dtype)
+        if header.format_version < STORE_VERSION and self.check_chunks:
+            _warn_unchecked(self.path, header.format_version)
         self.name = header.name
         self.fields: dict[str, dict] = header.fields
         self.meta: dict = header.meta
@@ -571,7 +637,7 @@ class GraphStore:
             arr.flags.writeable = False
             maps[where] = arr
         for where in _SMALL:
-            if _crc(maps[where]) != header.checksums[where]:
+            if where in maps and _crc(maps[where]) != header.checksums[where]:
                 raise StoreFormatError(f"{str(self.path)!r}: checksum of {where} does not "
                                        "match (damaged file)")
         nn, ne = maps["sizes/n_node"], maps["sizes/n_edge"]
@@ -582,6 +648,16 @@ class GraphStore:
                 and eo[-1] == header.totals["edge"]):
             raise StoreFormatError(f"{str(self.path)!r} is inconsistent: offsets disagree with "
                                    "sizes or totals")
+        self._checker = None
+        if header.chunk_arrays:
+            bounds = maps["checks/chunk_graphs"]
+            if not (bounds[0] == 0 and bounds[-1] == header.n_graph
+                    and (np.diff(bounds) > 0).all()):
+                raise StoreFormatError(f"{str(self.path)!r} is inconsistent: the check chunk "
+                                       "boundaries are not increasing from 0 to the graph count")
+            if self.check_chunks:
+                self._checker = ChunkChecker(self.path, maps, list(header.chunk_arrays), bounds,
+                                             maps["checks/chunk_crc32"], StoreFormatError)
         self._maps = maps
 
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -598,6 +674,7 @@ class GraphStore:
         """Drop the memory maps (they are re-opened, with the identity check, on next use)."""
         self._maps = None
         self._packed = None
+        self._checker = None
         self._cache.clear()
 
     def __enter__(self) -> "GraphStore":
@@ -610,8 +687,8 @@ class GraphStore:
         """For worker processes: no maps, no cache; a copy always re-opens memory-mapped (also
         from an ``in_memory`` store), so spawned workers never hold a private copy of the data."""
         state = self.__dict__.copy()
-        state.update(_maps=None, _packed=None, _cache=OrderedDict(), hits=0, misses=0,
-                     in_memory=False)
+        state.update(_maps=None, _packed=None, _checker=None, _cache=OrderedDict(), hits=0,
+                     misses=0, in_memory=False)
         return state
 
     # ------------------------------------------------------------ metadata
@@ -660,7 +737,10 @@ class GraphStore:
         if spec is None or spec["level"] != "graph":
             graph_fields = [k for k, s in self.fields.items() if s["level"] == "graph"]
             raise UnknownNameError(f"no graph-level field {name!r}; available: {graph_fields}")
-        return self._arrays()[f"graph/{name}"]
+        arr = self._arrays()[f"graph/{name}"]
+        if self._checker is not None:
+            self._checker.check_array(f"graph/{name}")
+        return arr
 
     # ------------------------------------------------------------ graph data
     def packed(self) -> PackedGraphs:
@@ -680,9 +760,14 @@ class GraphStore:
     def read_batch(self, index, shape, **options) -> PaddedArrays:
         """Graphs ``index`` as one padded batch of ``shape`` (`graphbatch._padbatch.pad_batch`,
         whose keyword ``options`` pass through); a damaged edge index raises
-        `StoreFormatError`."""
+        `StoreFormatError`, and so does a damaged check chunk (``check_chunks``)."""
+        packed = self.packed()
+        checker = self._checker
+        if checker is not None and checker.remaining:
+            index = _index(index, len(packed))
+            checker.check_graphs(index)
         try:
-            return pad_batch(self.packed(), index, shape, **options)
+            return pad_batch(packed, index, shape, **options)
         except ValueError as exc:
             if "damaged store" in str(exc):
                 raise StoreFormatError(f"{str(self.path)!r}: {exc}") from exc
@@ -702,6 +787,8 @@ class GraphStore:
         range-checked (`StoreFormatError` if one points outside the graph)."""
         i = self._index(i)
         maps = self._arrays()
+        if self._checker is not None:
+            self._checker.check_range(i, i + 1)
         no, eo = maps["offsets/node"], maps["offsets/edge"]
         rows = {"node": slice(no[i], no[i + 1]), "edge": slice(eo[i], eo[i + 1]),
                 "graph": slice(i, i + 1)}
@@ -752,6 +839,8 @@ class GraphStore:
         if not 0 <= start <= stop <= len(self):
             raise IndexError(f"range {start}:{stop} is outside 0:{len(self)}")
         maps = self._arrays()
+        if self._checker is not None:
+            self._checker.check_range(start, stop)
         no, eo = maps["offsets/node"], maps["offsets/edge"]
         rows = {"node": slice(no[start], no[stop]), "edge": slice(eo[start], eo[stop]),
                 "graph": slice(start, stop)}
@@ -775,6 +864,8 @@ class GraphStore:
             if _crc(arr) != self._checksums[where]:
                 raise StoreFormatError(f"{str(self.path)!r}: checksum of {where} does not match "
                                        "(damaged data)")
+        if self._checker is not None:      # every byte is checked now: no chunk needs it again
+            self._checker.mark_all_checked()
 
     def to_torch(self, **options):
         """This store as a ``torch.utils.data.Dataset`` of PyG ``Data`` (imports torch now)."""

@@ -17,7 +17,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from .._errors import InputError, InputTypeError
-from .._io import atomic_savez
+from .._io import atomic_savez, open_regular, read_npz
 from .._sizes import GraphSizes
 from .._validate import as_count_array, as_positive_int
 
@@ -249,28 +249,44 @@ class EdgeGraphs:
     def load(cls, path: str | os.PathLike) -> "EdgeGraphs":
         """Read a file written by :meth:`save`; a size table without edges gives a clear error."""
         path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"graph file {str(path)!r} does not exist")
         try:
-            with np.load(path, allow_pickle=False) as data:
-                keys = set(data.files)
-                need = ("n_node", "n_edge", "senders", "receivers")
-                missing = [k for k in need if k not in keys]
-                if missing:
-                    raise InputError(
-                        f"{str(path)!r} lacks {', '.join(missing)}: it is not an EdgeGraphs file "
-                        "(a size table has no edges, so no bandwidth can be computed from it)"
-                    )
-                return cls(
-                    data["n_node"], data["n_edge"], data["senders"], data["receivers"],
-                    data["edge_type"] if "edge_type" in keys else None,
-                    num_edge_types=int(data["num_edge_types"]) if "num_edge_types" in keys
-                    else None,
-                    node_data={k[len(_NODE_PREFIX):]: data[k] for k in keys
-                               if k.startswith(_NODE_PREFIX)},
-                )
+            with open_regular(path, "graph file") as fh, zipfile.ZipFile(fh) as zf:
+                names = [n[:-4] for n in zf.namelist() if n.endswith(".npy")]
         except (OSError, EOFError, zipfile.BadZipFile) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
             raise InputError(f"cannot read graph file {str(path)!r}: {exc}") from exc
+        need = ("n_node", "n_edge", "senders", "receivers")
+        missing = [k for k in need if k not in names]
+        if missing:
+            raise InputError(
+                f"{str(path)!r} lacks {', '.join(missing)}: it is not an EdgeGraphs file "
+                "(a size table has no edges, so no bandwidth can be computed from it)"
+            )
+
+        def graphs(a: dict) -> int | None:
+            return int(a["n_node"].shape[0]) if a["n_node"].ndim == 1 else None
+
+        def total(key: str):
+            def length(a: dict) -> int | None:
+                v = a[key]
+                if v.ndim != 1 or v.dtype.kind not in "iu" or (v.size and v.min() < 0):
+                    return None     # refused by the constructor's checks
+                return int(v.sum(dtype=np.uint64)) if v.size else 0
+            return length
+
+        node_keys = tuple(k for k in names if k.startswith(_NODE_PREFIX))
+        data = read_npz(path, "graph file", need, ("edge_type", "num_edge_types", *node_keys),
+                        lengths={"n_edge": graphs, "senders": total("n_edge"),
+                                 "receivers": total("n_edge"), "edge_type": total("n_edge"),
+                                 **{k: total("n_node") for k in node_keys}},
+                        max_bytes={"num_edge_types": 8})
+        return cls(
+            data["n_node"], data["n_edge"], data["senders"], data["receivers"],
+            data.get("edge_type"),
+            num_edge_types=int(data["num_edge_types"]) if "num_edge_types" in data else None,
+            node_data={k[len(_NODE_PREFIX):]: data[k] for k in node_keys},
+        )
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

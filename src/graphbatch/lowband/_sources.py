@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._io import check_output_path
 from ._bandwidth import Reordering, apply_reordering, reduce_bandwidth
 from ._graphs import EdgeGraphs
 
@@ -98,6 +99,7 @@ def reorder_store(src: str | Path, dst: str | Path, *, chunk_size: int = 4096,
     """Write ``dst``: the store ``src`` with every graph RCM-reordered (one-time preprocessing;
     see `reorder_graph_arrays`). Returns the concatenated `Reordering` of all graphs."""
     ds = _datasets()
+    check_output_path(dst, [src], "dst", suffixes=(".h5", ".hdf5"), what="reordered store")
     parts: list[Reordering] = []
     with ds.GraphStore(src) as store:
         if len(store) == 0:
