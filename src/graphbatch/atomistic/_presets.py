@@ -26,8 +26,14 @@ def _eye(c: float) -> torch.Tensor:
     return c * torch.eye(3, dtype=torch.float64)
 
 
-def mace(r_max: float) -> Preset:
-    """Preset for MACE's ``AtomicData`` (``mace.data.AtomicData.from_config(..., cutoff=r_max)``).
+def mace(r_max: float, *, z_table=None, heads=None, dtype=None) -> Preset:
+    """Preset for MACE's ``AtomicData`` (``mace.data.AtomicData.from_config(..., cutoff=r_max)``),
+    and for atomistic graph stores (`graphbatch.datasets.build_atoms_store`): over a
+    `GraphStore`, `graphbatch.torch.loader` reads the same dicts straight from the store's
+    arrays (`graphbatch.atomistic._store_view`); that needs ``z_table`` (the model's atomic
+    numbers in one-hot order, a list or MACE's ``AtomicNumberTable``), and takes ``heads`` (the
+    model's head names, default ``["Default"]``) and ``dtype`` (the batch's float dtype,
+    default torch's default dtype now).
 
     Batches are dicts MACE's models take as they are (``model(batch, training=True,
     compute_stress=...)``), with MACE's field names plus graphbatch's masks. Padding: nodes at
@@ -55,7 +61,11 @@ def mace(r_max: float) -> Preset:
         "charges_weight": 0.0,
         "polarizability_weight": 0.0,
     }
-    return Preset("mace", position_key="positions", cutoff=c, as_dict=True, pads=pads)
+    from ._store_view import MaceStoreReader
+
+    reader = MaceStoreReader(c, z_table, heads, dtype)
+    return Preset("mace", position_key="positions", cutoff=c, as_dict=True, pads=pads,
+                  store_reader=reader)
 
 
 def fairchem(r_max: float, *, as_dict: bool = True) -> Preset:
