@@ -119,6 +119,12 @@ def _extxyz_frames(block: _Block) -> Iterator:
             atoms = next(frames)
         except StopIteration:
             return
+        except KeyError as exc:  # ASE's symbol table: an unknown species
+            symbol = str(exc.args[0]) if exc.args else "?"
+            line = _bad_atom_line(text, block, k, symbol)
+            raise AtomsInputError(
+                f"{block.path}: frame {block.first + k} (line {line}): species: unknown "
+                f"chemical symbol {symbol!r}") from None
         except Exception as exc:  # ASE's parse errors have many types
             line = _bad_atom_line(text, block, k)
             raise AtomsInputError(
@@ -128,10 +134,11 @@ def _extxyz_frames(block: _Block) -> Iterator:
         k += 1
 
 
-def _bad_atom_line(text: str, block: _Block, k: int) -> int:
+def _bad_atom_line(text: str, block: _Block, k: int, symbol: str | None = None) -> int:
     """The line of frame ``k`` of ``block`` that ASE could not parse, as far as can be told:
-    the first atom line whose column count differs from what ``Properties`` announces (or
-    from the first atom line's), else the frame's first line."""
+    the first atom line starting with ``symbol`` (an unknown species) or whose column count
+    differs from what ``Properties`` announces (or from the first atom line's), else the
+    frame's first line."""
     import re
 
     first = block.lines[k]
@@ -150,7 +157,12 @@ def _bad_atom_line(text: str, block: _Block, k: int) -> int:
             want = None
     n = int(lines[at])
     for r in range(n):
-        cols = len(lines[at + 2 + r].split())
+        tokens = lines[at + 2 + r].split()
+        if symbol is not None:
+            if tokens[:1] == [symbol]:
+                return first + 2 + r
+            continue
+        cols = len(tokens)
         if want is None:
             want = cols
         if cols != want:
