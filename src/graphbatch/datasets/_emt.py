@@ -91,12 +91,11 @@ def _slab(rng: np.random.Generator, max_atoms: int):
     layers = int(rng.integers(2, 6))
     side = max(1, int(round(np.sqrt(target / layers))))
     make = [fcc111, fcc100, fcc110][int(rng.integers(3))]
-    atoms = make("Cu", size=(side, side, layers), a=1.0, vacuum=None)
+    symbols = _species(rng, side * side * layers)   # one atom per surface cell and layer
+    atoms = make("Cu", size=(side, side, layers), a=_lattice(symbols),
+                 vacuum=float(rng.uniform(5.0, 10.0)))
     atoms.info.clear()
-    atoms.set_chemical_symbols(_species(rng, len(atoms)))
-    a = _lattice(atoms.get_chemical_symbols())
-    atoms.set_cell(atoms.cell * a, scale_atoms=True)
-    atoms.center(vacuum=float(rng.uniform(5.0, 10.0)), axis=2)
+    atoms.set_chemical_symbols(symbols)
     atoms.pbc = (True, True, False)
     atoms.positions += rng.normal(0.0, rng.uniform(0.01, 0.08), size=atoms.positions.shape)
     return atoms, f"slab_{make.__name__}"
