@@ -117,7 +117,9 @@ class MaceStoreReader:
         # floats gathered as stored (float64), cast to ``dtype`` once computed with
         dtypes = {k: np.float64 for k, spec in fields.items()
                   if np.dtype(spec["dtype"]).kind == "f"}
-        dtypes.update(unit_shifts=np.float64, atomic_numbers=np.int64)
+        # integers gathered as stored (whole-row copies), widened in torch
+        dtypes.update(unit_shifts=np.dtype(fields["unit_shifts"]["dtype"]),
+                      atomic_numbers=np.dtype(fields["atomic_numbers"]["dtype"]))
         pads: dict[str, Any] = {"cell": c * np.eye(3), "unit_shifts": 1.0}
         for w in _WEIGHTS:
             if w in fields:
@@ -158,7 +160,10 @@ class _MaceTransform:
         cell64 = torch.where(replace[:, :, None], grow[:, None, None] * eye, t["cell"])
         edge_graph = torch.repeat_interleave(torch.arange(n_graph), t["edge_ptr"].diff(),
                                              output_size=n_edge)
-        shifts = torch.bmm(t["unit_shifts"].unsqueeze(1), cell64[edge_graph]).squeeze(1)
+        unit_shifts = t["unit_shifts"].to(torch.float64)
+        rows = cell64.reshape(n_graph, 9)[edge_graph]             # [E, 9]: each edge's cell
+        shifts = (unit_shifts[:, 0:1] * rows[:, 0:3] + unit_shifts[:, 1:2] * rows[:, 3:6]
+                  + unit_shifts[:, 2:3] * rows[:, 6:9])
         cell = cell64.to(dtype)
         volume = torch.linalg.det(cell)
         inv, _ = torch.linalg.inv_ex(cell.mT)
@@ -169,13 +174,14 @@ class _MaceTransform:
                             rcell)
         volume = torch.where(pad_g, torch.tensor(c ** 3, dtype=dtype), volume)
         # one-hot node attributes over the z table; padding atoms (number 0) stay zero
-        idx = self.z_lut[t["atomic_numbers"]]
+        numbers = t["atomic_numbers"].long()
+        idx = self.z_lut[numbers]
         bad = (idx < 0) & nm
         if bool(bad.any()):
             k = int(torch.nonzero(bad)[0, 0])
             g = int(t["graph_index"][int(t["batch"][k])])
             raise StoreFieldError(f"structure {g} of the store holds atomic number "
-                                  f"{int(t['atomic_numbers'][k])}, not in the z table {self.zs}")
+                                  f"{int(numbers[k])}, not in the z table {self.zs}")
         node_attrs = torch.zeros(n_node, len(self.zs), dtype=dtype)
         real = torch.nonzero(nm).squeeze(1)
         node_attrs[real, idx[real]] = 1
@@ -202,7 +208,7 @@ class _MaceTransform:
             "edge_index": t["edge_index"],
             "positions": pos.to(dtype),
             "shifts": shifts.to(dtype),
-            "unit_shifts": t["unit_shifts"].to(dtype),
+            "unit_shifts": unit_shifts.to(dtype),
             "cell": cell.reshape(3 * n_graph, 3),
             "node_attrs": node_attrs,
             "weight": weight("weight"),
