@@ -68,7 +68,7 @@ def mace(r_max: float, *, z_table=None, heads=None, dtype=None) -> Preset:
                   store_reader=reader)
 
 
-def fairchem(r_max: float, *, as_dict: bool = True) -> Preset:
+def fairchem(r_max: float, *, as_dict: bool = True, dataset: str | None = None) -> Preset:
     """Preset for fairchem's ``AtomicData`` graphs built with ``r_edges=True, radius=r_max``.
 
     ``natoms``/``nedges`` are count fields equal to the padded layout's ``ptr.diff()`` /
@@ -79,13 +79,19 @@ def fairchem(r_max: float, *, as_dict: bool = True) -> Preset:
     on-the-fly radius graph depends on the data, so it cannot keep a fixed shape. Batches are
     dicts unless ``as_dict=False`` (then PyG ``Batch`` objects); fairchem's models index their
     input with ``data.get(key, default=...)``, so turn a dict batch into fairchem's own
-    ``AtomicData`` with `to_fairchem` before the call.
+    ``AtomicData`` with `to_fairchem` before the call. Over an atomistic `GraphStore`
+    (`graphbatch.datasets.build_atoms_store`), `graphbatch.torch.loader` reads the same dicts
+    from the store's arrays (`graphbatch.atomistic._store_view.FairchemStoreReader`;
+    ``dataset``: fairchem's task name for every structure).
     """
     c = check_cutoff(r_max)
     pads = {"cell": _eye(c), "cell_offsets": torch.ones(3, dtype=torch.float64),
             "sid": [""]}
+    from ._store_view import FairchemStoreReader
+
     return Preset("fairchem", position_key="pos", cutoff=c, as_dict=as_dict, pads=pads,
-                  counts={"natoms": "node", "nedges": "edge"})
+                  counts={"natoms": "node", "nedges": "edge"},
+                  store_reader=FairchemStoreReader(c, dataset))
 
 
 def to_fairchem(batch: dict):

@@ -127,7 +127,8 @@ class MaceStoreReader:
         labels = [k for k in _LABELS if k in fields]
         weights = [k for k in _WEIGHTS if k in fields]
         return StoreView(dtypes=dtypes, pads=pads, transform=_MaceTransform(
-            c, self.zs, head_lut, self.dtype, labels, weights, "head" in fields))
+            c, self.zs, head_lut, self.dtype, labels, weights, "head" in fields),
+            position_key="positions")
 
 
 class _MaceTransform:
@@ -237,6 +238,81 @@ class _MaceTransform:
             "fermi_level": zeros_g.clone(),
             "external_field": torch.zeros(n_graph, 3, dtype=dtype),
         }
+        for key in ("batch", "ptr", "node_mask", "edge_mask", "graph_mask", "graph_index",
+                    "edge_ptr", "num_graphs"):
+            out[key] = t[key]
+        return out
+
+
+#: Store fields the fairchem preset cannot do without.
+FAIRCHEM_NEEDED = NEEDED
+
+
+class FairchemStoreReader:
+    """Reads fairchem batches from an atomistic store: the padded dict `ga.fairchem`'s preset
+    gives over fairchem ``AtomicData`` graphs (``to_fairchem`` turns it into fairchem's batch):
+    ``pos``, ``atomic_numbers``, ``cell`` ``[G, 3, 3]``, ``pbc``, ``edge_index`` as fairchem
+    orders it (neighbour, centre: the store's edges flipped), ``cell_offsets`` (the unit
+    shifts), count fields ``natoms``/``nedges``, ``charge``/``spin`` 0, ``fixed`` 0, ``tags``
+    (a kept ``tags`` field, else 0), ``energy``/``forces``/``stress`` where stored, ``sid``
+    (the store index) and ``dataset`` (``dataset``, fairchem's task name, when given).
+    Floats are float32, fairchem's dtype."""
+
+    def __init__(self, r_max: float, dataset: str | None = None) -> None:
+        self.r_max = float(r_max)
+        self.dataset = dataset
+
+    def for_store(self, store) -> StoreView:
+        fields = store.fields
+        name = str(getattr(store, "path", store))
+        missing = [f for f in FAIRCHEM_NEEDED if f not in fields]
+        if missing:
+            raise StoreFieldError(
+                f"{name}: the store has no field(s) {missing} that ga.fairchem needs (it has "
+                f"{sorted(fields)}); build it with `graphbatch data build extxyz|ase-db ...`")
+        cutoff = store.meta.get("cutoff_angstrom")
+        if cutoff is not None and self.r_max > float(cutoff) * (1 + 1e-12):
+            raise StoreFieldError(f"{name}: r_max {self.r_max} is larger than the store's cutoff "
+                                  f"{cutoff}; build it again with --cutoff >= r_max")
+        dtypes = {k: np.float32 for k, spec in fields.items()
+                  if np.dtype(spec["dtype"]).kind == "f"}
+        dtypes.update(unit_shifts=np.dtype(fields["unit_shifts"]["dtype"]),
+                      atomic_numbers=np.dtype(fields["atomic_numbers"]["dtype"]))
+        pads = {"cell": self.r_max * np.eye(3), "unit_shifts": 1}
+        labels = [k for k in ("energy", "forces", "stress") if k in fields]
+        return StoreView(dtypes=dtypes, pads=pads, transform=_FairchemTransform(
+            self.dataset, labels, "tags" in fields), position_key="positions")
+
+
+class _FairchemTransform:
+    def __init__(self, dataset: str | None, labels: list[str], has_tags: bool) -> None:
+        self.dataset = dataset
+        self.labels = labels
+        self.has_tags = has_tags
+
+    def __call__(self, t: dict, shape: tuple[int, int, int], real_graphs: int) -> dict:
+        n_node, n_edge, n_graph = shape
+        index = t["graph_index"].tolist()
+        out = {
+            "pos": t["positions"],
+            "atomic_numbers": t["atomic_numbers"].long(),
+            "cell": t["cell"],
+            "pbc": t["pbc"],
+            "natoms": t["ptr"].diff(),
+            "edge_index": t["edge_index"].flip(0),
+            "cell_offsets": t["unit_shifts"].to(torch.float32),
+            "nedges": t["edge_ptr"].diff(),
+            "charge": torch.zeros(n_graph, dtype=torch.int64),
+            "spin": torch.zeros(n_graph, dtype=torch.int64),
+            "fixed": torch.zeros(n_node, dtype=torch.int64),
+            "tags": (torch.where(t["node_mask"], t["tags"].long(), 0) if self.has_tags
+                     else torch.zeros(n_node, dtype=torch.int64)),
+        }
+        for key in self.labels:
+            out[key] = t[key]
+        out["sid"] = [[str(i)] if i >= 0 else [""] for i in index]
+        if self.dataset is not None:
+            out["dataset"] = [[self.dataset] if i >= 0 else None for i in index]
         for key in ("batch", "ptr", "node_mask", "edge_mask", "graph_mask", "graph_index",
                     "edge_ptr", "num_graphs"):
             out[key] = t[key]

@@ -231,8 +231,11 @@ def convert_frames(frames: Iterable, *, cutoff: float, keys: AtomsKeys, source: 
             if value is None:
                 if p in keys.required:
                     what = "array" if level == "node" else "info key"
+                    results = getattr(atoms.calc, "results", None) or {}
+                    hint = (f"; ASE read a calculator {p!r}: use --{p}-key {p}"
+                            if p in results else "")
                     raise _fail(where, frame, key, f"missing (no {what} {key!r}; required "
-                                f"{p}, set its key option or make it optional)")
+                                f"{p}, set its key option or make it optional{hint})")
                 values[p].append(np.zeros((n, *shape) if level == "node" else shape))
                 pweights[p].append(0.0)
                 continue

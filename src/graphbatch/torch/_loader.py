@@ -347,6 +347,7 @@ def loader(
                             "GraphStore; wrap the store (e.g. graphbatch.atomistic.MACEGraphs"
                             "(store.to_torch(), ...)) or use a preset with a store reader")
         view = preset.store_reader.for_store(store)  # checks the store's fields first
+        position_key = view.position_key or position_key
     if schema is None and store is not None:
         schema = store_schema(store)
     elif schema is None:

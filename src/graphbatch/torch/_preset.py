@@ -33,6 +33,8 @@ class StoreView:
     dtypes: Mapping[str, Any]
     pads: Mapping[str, Any]
     transform: Callable[[dict, tuple, int], dict]
+    #: the store's node positions (padding geometry), when not the preset's ``position_key``
+    position_key: str | None = None
 
 
 @dataclass(frozen=True)
