@@ -5,6 +5,7 @@ store-fed MACE batches against MACE's own loader, and memory over an epoch of a 
     python benchmarks/atoms_store.py build FILE.xyz --cutoff 5 [--workers 2]
     python benchmarks/atoms_store.py edges FILE.xyz STORE.h5
     python benchmarks/atoms_store.py loader STORE.h5 [--structures 4000] [--batch-size 32]
+    python benchmarks/atoms_store.py memory STORE.h5 [--structures 5000]
     python benchmarks/atoms_store.py replicate STORE.h5 OUT.h5 --copies 10
     python benchmarks/atoms_store.py rss STORE.h5 [--batch-size 32]
 
@@ -180,6 +181,47 @@ def cmd_loader(args) -> None:
           f"(median {float(np.median(ratio)):.2f}x)")
 
 
+def cmd_memory(args) -> None:
+    """Anonymous memory of MACE's in-memory path: the first ``--structures`` structures of
+    STORE as an ``AtomicData`` list (MACE's from_config), per structure, beside the store's
+    bytes for the same structures."""
+    import torch
+    from mace.data import AtomicData, Configuration
+    from mace.tools import AtomicNumberTable
+
+    from graphbatch.datasets import GraphStore
+
+    torch.set_num_threads(1)
+    header(f"memory {args.store}")
+    store = GraphStore(args.store)
+    p, no = store.packed(), store.node_offsets
+    cut = float(store.meta["cutoff_angstrom"])
+    table = AtomicNumberTable(store.meta["elements"])
+    n = min(args.structures, len(store))
+    before = _mem()["RssAnon"]
+    data = []
+    for i in range(n):
+        a, b = int(no[i]), int(no[i + 1])
+        conf = Configuration(atomic_numbers=p.node["atomic_numbers"][a:b].astype(np.int64),
+                             positions=np.array(p.node["positions"][a:b]),
+                             pbc=tuple(bool(x) for x in p.graph["pbc"][i]),
+                             cell=np.array(p.graph["cell"][i]),
+                             properties={"energy": float(p.graph["energy"][i]),
+                                         "forces": np.array(p.node["forces"][a:b])},
+                             property_weights={})
+        data.append(AtomicData.from_config(conf, z_table=table, cutoff=cut))
+    used = _mem()["RssAnon"] - before
+    row_bytes = sum(int(np.prod(s["shape"], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize
+                    for s in store.fields.values() if s["level"] == "edge")
+    edge = int(store.edge_offsets[n]) * (2 * np.dtype(store.packed().edge_index.dtype).itemsize
+                                         + row_bytes)
+    node = int(no[n]) * sum(int(np.prod(s["shape"], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize
+                            for s in store.fields.values() if s["level"] == "node")
+    print(f"{n} structures at cutoff {cut}: MACE's AtomicData list {used:.1f} MiB = "
+          f"{used * 1024 / n:.1f} KiB per structure; the store's node and edge arrays for them "
+          f"{(edge + node) / n / 1024:.1f} KiB per structure (on disk, memory-mapped)")
+
+
 def cmd_replicate(args) -> None:
     """A store of ``--copies`` copies of STORE's graphs (for memory at scale)."""
     from graphbatch.datasets import GraphStore, GraphStoreWriter
@@ -257,6 +299,9 @@ def main(argv=None) -> None:
     lo.add_argument("--batch-size", type=int, default=32)
     lo.add_argument("--epochs", type=int, default=3)
     lo.add_argument("--strategy", default="dynamic")
+    me = sub.add_parser("memory")
+    me.add_argument("store")
+    me.add_argument("--structures", type=int, default=5000)
     r = sub.add_parser("replicate")
     r.add_argument("store")
     r.add_argument("out")

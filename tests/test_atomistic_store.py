@@ -174,6 +174,7 @@ def test_clear_errors_for_stores_that_cannot_feed_mace(files, tmp_path):
                   preset=ga.mace(r_max=R_MAX, z_table=ZS))
 
 
+@pytest.mark.slow
 def test_bench_mace_trains_from_an_atomistic_store(tmp_path):
     """``graphbatch bench --models mace --store STORE``: the padded run reads the store, MACE's
     baseline gets AtomicData of the same structures; both train (finite losses)."""
