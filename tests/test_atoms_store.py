@@ -182,6 +182,15 @@ def test_ase_db_keys_voigt_calculator_results_and_keep(tmp_path):
         assert st.read_graph(g)["mag"].shape == (4,)
         assert st.graph_field("frame")[g] == g + 1  # ASE row ids
     assert "virials" not in st.fields and "charges" not in st.fields
+    # the CLI builds the same store (ase-db defaults: the calculator's keys)
+    r = _cli("data", "build", "ase-db", db, "--cutoff", "3", "--out", "cli.h5", "--no-progress",
+             "--virials-key", "none", "--charges-key", "none", "--keep", "tag", "mag",
+             "--config-type-weights", '{"bulk": 2.0}', cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    cli = GraphStore(tmp_path / "cli.h5").packed()
+    for level in ("node", "edge", "graph"):
+        for k, v in getattr(st.packed(), level).items():
+            np.testing.assert_array_equal(v, getattr(cli, level)[k], err_msg=k)
 
 
 def _cli(*args, cwd) -> subprocess.CompletedProcess:
