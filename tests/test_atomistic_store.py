@@ -102,8 +102,6 @@ def test_mace_on_store_batches_equals_mace_on_its_own_batches(files, mace_data):
     unpadded `Batch.from_data_list` of the same AtomicData, float64, within 1e-10."""
     from mace.tools import torch_geometric
 
-    from ._mace_graphs import small_model  # noqa: F401  (the same tiny architecture)
-
     model = _model()
     store = GraphStore(files[1])
     loader = gt.loader(store, strategy="dynamic", batch_size=8, seed=0,

@@ -22,7 +22,6 @@ from ase import Atoms  # noqa: E402
 from ase.build import bulk, fcc111  # noqa: E402
 
 from graphbatch.datasets import (  # noqa: E402
-    AtomsInputError,
     AtomsKeys,
     GraphStore,
     build_atoms_store,
