@@ -195,3 +195,26 @@ def test_bench_mace_trains_from_an_atomistic_store(tmp_path):
         assert r["r_max"] == 3.0 and len(r["train_loss"]) == 2
         assert all(np.isfinite(r["train_loss"])) and np.isfinite(r["test_rmse"])
     assert {r["data_source"] for r in records} == {"store"}
+
+
+def test_heads_map_to_the_model_heads_as_in_mace(tmp_path):
+    """The store's head names become the model's head indices (MACE: a name not in the
+    model's heads gets the last head); weights and config types come through."""
+    from graphbatch.datasets import AtomsKeys
+
+    frames = list(emt_structures(4, seed=9, max_atoms=6, kinds={"bulk": 1.0}))
+    for k, a in enumerate(frames):
+        a.info["task"] = ["mp", "omat", "other", "mp"][k]
+    ase.io.write(tmp_path / "h.xyz", frames)
+    build_atoms_store(tmp_path / "h.xyz", tmp_path / "h.h5", cutoff=3.0,
+                      keys=AtomsKeys(head_key="task"))
+    store = GraphStore(tmp_path / "h.h5")
+    assert store.meta["heads"] == ["mp", "omat", "other"]
+    preset = ga.mace(r_max=3.0, z_table=ZS, heads=["omat", "mp", "Default"])
+    loader = gt.loader(store, strategy="dynamic", batch_size=5, seed=0, shuffle=False,
+                       preset=preset)
+    batch = next(iter(loader))
+    real = batch["graph_mask"]
+    assert batch["graph_index"][real].tolist() == [0, 1, 2, 3]
+    assert batch["head"][real].tolist() == [1, 0, 2, 1]
+    assert batch["head"][~real].eq(0).all()
