@@ -241,7 +241,7 @@ def test_cutoff_and_options_are_checked(tmp_path, extxyz):
                  cwd=tmp_path)
         assert r.returncode == 2 and "cutoff must be a finite distance > 0" in r.stderr
     r = _cli("data", "build", "extxyz", extxyz, "--cutoff", "3", "--out", extxyz, cwd=tmp_path)
-    assert r.returncode == 2 and "is an input file" in r.stderr
+    assert r.returncode == 2 and "is the input file" in r.stderr
     with pytest.raises(ValueError, match="required but its key is None"):
         AtomsKeys(forces=None)
     assert os.listdir(tmp_path) == []

@@ -23,6 +23,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from .._errors import InputError
+from .._io import check_output_path
 from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
 from ._build import BuildReport
 from ._neighbours import NEIGHBOUR_LIBRARY
@@ -262,8 +263,7 @@ def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
             raise InputError(f"unknown format {f!r}; choose one of {ATOMS_FORMATS}")
         if not Path(p).is_file():
             raise InputError(f"{p}: no such file")
-        if Path(p).resolve() == Path(out).resolve():
-            raise InputError(f"--out {out} is an input file; refusing to overwrite it")
+    check_output_path(out, paths)
     if keys is None:
         keys = (AtomsKeys(energy="energy", forces="forces", stress="stress", virials="virials",
                           charges="charges") if set(fmts) == {"ase-db"} else AtomsKeys())

@@ -170,35 +170,38 @@ def _write_part(args) -> str:
 def write_emt_extxyz(path: str | os.PathLike, n: int, *, seed: int = 0, max_atoms: int = 400,
                      kinds: dict[str, float] | None = None, workers: int = 1,
                      progress: bool = False) -> Path:
-    """Write `emt_structures` ``0 .. n-1`` to the extxyz file ``path`` (atomically: a temporary
-    file renamed when complete), computed by ``workers`` processes in blocks; returns the
-    path. The file is the same for any ``workers``."""
+    """Write `emt_structures` ``0 .. n-1`` to the extxyz file ``path`` (atomically:
+    `graphbatch._io.atomic_write`), computed by ``workers`` processes in blocks of 2,000
+    structures (each written to a part file in a temporary folder next to ``path``); returns
+    the path. The file is the same for any ``workers``."""
+    import tempfile
+
+    from .._io import atomic_write
+
     path = Path(path)
     n, workers = int(n), max(1, int(workers))
     block = 2000
     starts = list(range(0, n, block))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    parts = [f"{tmp}.{k}" for k in range(len(starts))]
-    jobs = [(parts[k], min(block, n - s), seed, s, max_atoms, kinds) for k, s in enumerate(starts)]
-    try:
+    directory = path.parent if str(path.parent) else Path(".")
+    with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=directory) as tmp:
+        parts = [str(Path(tmp) / f"{k}.xyz") for k in range(len(starts))]
+        jobs = [(parts[k], min(block, n - s), seed, s, max_atoms, kinds)
+                for k, s in enumerate(starts)]
         if workers > 1 and len(jobs) > 1:
             from concurrent.futures import ProcessPoolExecutor
 
             with ProcessPoolExecutor(workers) as pool:
-                done = pool.map(_write_part, jobs)
-                done = _progress(done, len(jobs), progress)
-                list(done)
+                list(_progress(pool.map(_write_part, jobs), len(jobs), progress))
         else:
             list(_progress(map(_write_part, jobs), len(jobs), progress))
-        with open(tmp, "wb") as out:
+
+        def concatenate(out) -> None:
             for part in parts:
                 with open(part, "rb") as src:
                     while chunk := src.read(1 << 24):
                         out.write(chunk)
-        os.replace(tmp, path)
-    finally:
-        for part in [*parts, str(tmp)]:
-            Path(part).unlink(missing_ok=True)
+
+        atomic_write(path, concatenate)
     return path
 
 
