@@ -76,10 +76,12 @@ def cmd_build(args) -> None:
     print(f"ASE extxyz parse alone:          {n / parse:9.0f} structures/s ({1e6 * parse / n:.0f} us each)")
     print(f"neighbour list alone (vesin):    {n / nl:9.0f} structures/s ({1e6 * nl / n:.0f} us each)")
     for workers, total, rep in rows:
+        share = ""
+        if workers == 1:
+            share = (f": parse {100 * parse / total:.0f}%, neighbour list {100 * nl / total:.0f}%"
+                     f", rest {100 - 100 * (parse + nl) / total:.0f}%")
         print(f"whole build, {workers} process(es):     {n / total:9.0f} structures/s "
-              f"({1e6 * total / n:.0f} us each: parse {100 * parse / total * workers:.0f}%, "
-              f"neighbour list {100 * nl / total * workers:.0f}%, rest "
-              f"{100 - 100 * (parse + nl) / total * workers:.0f}% of the process time)")
+              f"({1e6 * total / n:.0f} us each{share}; worker start-up included)")
     GraphStore(out, verify=True)
     os.unlink(out)
 
