@@ -197,6 +197,15 @@ def _cli(*args, cwd) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+def _main(capsys, *args) -> tuple[int, str]:
+    """``graphbatch ARGS`` in this process (what the CLI prints and returns)."""
+    from graphbatch.cli import main
+
+    capsys.readouterr()
+    rc = main([str(a) for a in args])
+    return rc, capsys.readouterr().err
+
+
 BAD = {
     "malformed": ("2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
                   "Cu 0 0 0 0 0 0\nCu 1 1 1 0 0\n", "frame 0 (line 4): malformed extxyz"),
@@ -217,17 +226,17 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_bad_input_is_one_line_naming_file_frame_and_field(tmp_path, case):
+def test_bad_input_is_one_line_naming_file_frame_and_field(tmp_path, case, capsys):
     text, expect = BAD[case]
     good = "".join(f"1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
                    f"Cu {k} 0 0 0 0 0\n" for k in range(3))
     src = tmp_path / "in.xyz"
     src.write_text(good + text)   # the bad frame comes after good ones (frame numbers shift)
-    r = _cli("data", "build", "extxyz", src, "--cutoff", "3", "--out", "out.h5",
-             "--no-progress", cwd=tmp_path)
-    assert r.returncode == 2, r.stderr
-    msg = r.stderr.strip().splitlines()
-    assert len(msg) == 1 and "Traceback" not in r.stderr, r.stderr
+    rc, err = _main(capsys, "data", "build", "extxyz", src, "--cutoff", "3", "--out",
+                    tmp_path / "out.h5", "--no-progress")
+    assert rc == 2, err
+    msg = err.strip().splitlines()
+    assert len(msg) == 1 and "Traceback" not in err, err
     # the three good frames before it shift frame numbers by 3 and line numbers by 9
     shifted = re.sub(r"frame (\d+)", lambda m: f"frame {int(m.group(1)) + 3}", expect)
     shifted = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + 9}", shifted)
@@ -235,13 +244,15 @@ def test_bad_input_is_one_line_naming_file_frame_and_field(tmp_path, case):
     assert sorted(os.listdir(tmp_path)) == ["in.xyz"]   # nothing written, no temporaries
 
 
-def test_cutoff_and_options_are_checked(tmp_path, extxyz):
+def test_cutoff_and_options_are_checked(tmp_path, extxyz, capsys):
     for cut in ("0", "-1", "nan"):
-        r = _cli("data", "build", "extxyz", extxyz, "--cutoff", cut, "--out", "o.h5",
-                 cwd=tmp_path)
-        assert r.returncode == 2 and "cutoff must be a finite distance > 0" in r.stderr
+        rc, err = _main(capsys, "data", "build", "extxyz", extxyz, "--cutoff", cut, "--out",
+                        tmp_path / "o.h5")
+        assert rc == 2 and "cutoff must be a finite distance > 0" in err
+    # a real process: one line on stderr, no traceback
     r = _cli("data", "build", "extxyz", extxyz, "--cutoff", "3", "--out", extxyz, cwd=tmp_path)
     assert r.returncode == 2 and "is the input file" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
     with pytest.raises(ValueError, match="required but its key is None"):
         AtomsKeys(forces=None)
     assert os.listdir(tmp_path) == []
