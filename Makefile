@@ -39,8 +39,9 @@ test: setup-all
 	$(PY) -m pytest -q
 
 # fairchem-core needs e3nn 0.6 and mace-torch e3nn 0.4, so fairchem gets its own environment:
-# torch (exact CPU pin) first, then fairchem-core and the test tools, then this package without
-# its dependencies (numpy and scipy come with fairchem).
+# torch (exact CPU pin) first, then fairchem-core and the test tools (h5py, vesin and
+# torch-geometric: the atomistic store path), then this package without its dependencies (numpy, scipy and ase come
+# with fairchem).
 FCVENV ?= .venv-fairchem
 FCPY   := $(FCVENV)/bin/python
 FCPIP  := $(FCPY) -m pip install --quiet --disable-pip-version-check
@@ -49,7 +50,7 @@ $(FCVENV)/.fairchem: pyproject.toml
 	$(PYTHON) -m venv $(FCVENV)
 	$(FCPIP) --upgrade pip
 	$(FCPIP) torch==2.13.0
-	$(FCPIP) fairchem-core==2.24.0 pytest hypothesis
+	$(FCPIP) fairchem-core==2.24.0 pytest hypothesis h5py vesin torch-geometric
 	$(FCPIP) --no-deps -e .
 	touch $@
 

@@ -245,9 +245,12 @@ def test_prefetch_thread_and_pin_memory_on_batch_path(store):
 
 
 def test_preset_with_a_store_is_refused(store):
-    # the store batch path uses the store's own schema: a preset would be silently ignored
+    # the store batch path uses the store's own schema: a preset without a store reader would
+    # be silently ignored; ga.mace reads atomistic stores only (tests/test_atomistic_store.py)
     ga = pytest.importorskip("graphbatch.atomistic")
-    with pytest.raises(TypeError, match="preset= needs a dataset of graph objects"):
+    with pytest.raises(TypeError, match="reads datasets of graph objects, not a GraphStore"):
+        gt.loader(store, strategy="dynamic", batch_size=4, preset=gt.Preset("mine"))
+    with pytest.raises(ValueError, match=r"no field\(s\) \['positions', 'atomic_numbers'"):
         gt.loader(store, strategy="dynamic", batch_size=4, preset=ga.mace(r_max=5.0))
 
 

@@ -26,8 +26,14 @@ def _eye(c: float) -> torch.Tensor:
     return c * torch.eye(3, dtype=torch.float64)
 
 
-def mace(r_max: float) -> Preset:
-    """Preset for MACE's ``AtomicData`` (``mace.data.AtomicData.from_config(..., cutoff=r_max)``).
+def mace(r_max: float, *, z_table=None, heads=None, dtype=None) -> Preset:
+    """Preset for MACE's ``AtomicData`` (``mace.data.AtomicData.from_config(..., cutoff=r_max)``),
+    and for atomistic graph stores (`graphbatch.datasets.build_atoms_store`): over a
+    `GraphStore`, `graphbatch.torch.loader` reads the same dicts straight from the store's
+    arrays (`graphbatch.atomistic._store_view`); that needs ``z_table`` (the model's atomic
+    numbers in one-hot order, a list or MACE's ``AtomicNumberTable``), and takes ``heads`` (the
+    model's head names, default ``["Default"]``) and ``dtype`` (the batch's float dtype,
+    default torch's default dtype now).
 
     Batches are dicts MACE's models take as they are (``model(batch, training=True,
     compute_stress=...)``), with MACE's field names plus graphbatch's masks. Padding: nodes at
@@ -55,10 +61,14 @@ def mace(r_max: float) -> Preset:
         "charges_weight": 0.0,
         "polarizability_weight": 0.0,
     }
-    return Preset("mace", position_key="positions", cutoff=c, as_dict=True, pads=pads)
+    from ._store_view import MaceStoreReader
+
+    reader = MaceStoreReader(c, z_table, heads, dtype)
+    return Preset("mace", position_key="positions", cutoff=c, as_dict=True, pads=pads,
+                  store_reader=reader)
 
 
-def fairchem(r_max: float, *, as_dict: bool = True) -> Preset:
+def fairchem(r_max: float, *, as_dict: bool = True, dataset: str | None = None) -> Preset:
     """Preset for fairchem's ``AtomicData`` graphs built with ``r_edges=True, radius=r_max``.
 
     ``natoms``/``nedges`` are count fields equal to the padded layout's ``ptr.diff()`` /
@@ -69,13 +79,19 @@ def fairchem(r_max: float, *, as_dict: bool = True) -> Preset:
     on-the-fly radius graph depends on the data, so it cannot keep a fixed shape. Batches are
     dicts unless ``as_dict=False`` (then PyG ``Batch`` objects); fairchem's models index their
     input with ``data.get(key, default=...)``, so turn a dict batch into fairchem's own
-    ``AtomicData`` with `to_fairchem` before the call.
+    ``AtomicData`` with `to_fairchem` before the call. Over an atomistic `GraphStore`
+    (`graphbatch.datasets.build_atoms_store`), `graphbatch.torch.loader` reads the same dicts
+    from the store's arrays (`graphbatch.atomistic._store_view.FairchemStoreReader`;
+    ``dataset``: fairchem's task name for every structure).
     """
     c = check_cutoff(r_max)
     pads = {"cell": _eye(c), "cell_offsets": torch.ones(3, dtype=torch.float64),
             "sid": [""]}
+    from ._store_view import FairchemStoreReader
+
     return Preset("fairchem", position_key="pos", cutoff=c, as_dict=as_dict, pads=pads,
-                  counts={"natoms": "node", "nedges": "edge"})
+                  counts={"natoms": "node", "nedges": "edge"},
+                  store_reader=FairchemStoreReader(c, dataset))
 
 
 def to_fairchem(batch: dict):

@@ -143,9 +143,9 @@ class BenchConfig:
         if self.models != ("mace",):
             raise ValueError(f"model mace runs alone (its own data and baselines), got models "
                              f"{', '.join(self.models)}")
-        if self.data != "memory":
-            raise ValueError("model mace reads QM9 built in memory as MACE AtomicData; "
-                             "--store/--data store do not apply")
+        if self.data != "memory" and self.store is None:
+            raise ValueError("model mace with --data store needs an atomistic store: --store "
+                             "PATH (graphbatch data build extxyz FILE --cutoff R --out PATH)")
         wrong = [s for s in self.strategies if s in BASELINES]
         if wrong:
             raise ValueError(f"strategy {wrong[0]!r} is a PyG baseline; model mace's baselines "

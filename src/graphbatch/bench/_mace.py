@@ -61,7 +61,10 @@ class MaceData:
     num_graphs: int
     avg_num_neighbors: float
     r_max: float
-    store: object = None  # the memory path only (the runner's store path does not apply)
+    store: object = None  # an atomistic store (``--store``): padded runs read it directly
+    elements: tuple = MACE_ELEMENTS
+    atomic_energies: object = None      # per element (eV); None: zeros
+    train_index: object = None          # store indices of the training graphs
 
 
 def load_mace_data(*, subset: int | None, r_max: float, seed: int) -> MaceData:
@@ -104,16 +107,19 @@ def small_mace(data: MaceData, *, compiled: bool, seed: int, **options: Any):
     from mace import modules
 
     cfg = {**SMALL_MACE, **options}
+    elements = list(data.elements)
+    e0 = (np.zeros(len(elements)) if data.atomic_energies is None
+          else np.asarray(data.atomic_energies, dtype=np.float64))
     block = modules.interaction_classes["RealAgnosticResidualInteractionBlock"]
     torch.manual_seed(seed)
     kw = dict(
         r_max=data.r_max, num_bessel=int(cfg["num_bessel"]),
         num_polynomial_cutoff=int(cfg["num_polynomial_cutoff"]), max_ell=int(cfg["max_ell"]),
         interaction_cls=block, interaction_cls_first=block,
-        num_interactions=int(cfg["num_interactions"]), num_elements=len(MACE_ELEMENTS),
+        num_interactions=int(cfg["num_interactions"]), num_elements=len(elements),
         hidden_irreps=o3.Irreps(cfg["hidden_irreps"]), MLP_irreps=o3.Irreps(cfg["MLP_irreps"]),
-        atomic_energies=np.zeros(len(MACE_ELEMENTS)), avg_num_neighbors=data.avg_num_neighbors,
-        atomic_numbers=list(MACE_ELEMENTS), correlation=int(cfg["correlation"]),
+        atomic_energies=e0, avg_num_neighbors=data.avg_num_neighbors,
+        atomic_numbers=elements, correlation=int(cfg["correlation"]),
         gate=torch.nn.functional.silu,
     )
     if compiled:
@@ -212,11 +218,14 @@ class MaceRun(_Run):
             budget = opts.get("budget")
             if budget is not None:
                 self.budget = [int(budget.n_node), int(budget.n_edge), int(budget.n_graph)]
-            ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
-                        batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
-                        preset=ga.mace(r_max=data.r_max), num_workers=cfg.num_workers,
-                        persistent_workers=cfg.num_workers > 0, **opts)
-            self.batches = _cycle(ld, set_epoch=True)
+            if data.store is not None:
+                self.batches = _mace_store_batches(spec, cfg, data, opts)
+            else:
+                ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
+                            batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
+                            preset=ga.mace(r_max=data.r_max), num_workers=cfg.num_workers,
+                            persistent_workers=cfg.num_workers > 0, **opts)
+                self.batches = _cycle(ld, set_epoch=True)
             self.loss_fn = None
         else:
             gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
@@ -227,6 +236,7 @@ class MaceRun(_Run):
             self.batches = _cycle(ld, set_epoch=False)
             self.loss_fn = WeightedEnergyForcesLoss(ENERGY_WEIGHT, FORCES_WEIGHT)
         _reset_counters(self, cfg.steps)
+        self.train_loss: list[float] = []
 
     def step(self, k: int) -> None:
         import torch
@@ -257,6 +267,7 @@ class MaceRun(_Run):
             loss = self.loss_fn(b, out)
         loss.backward()
         self.opt.step()
+        self.train_loss.append(float(loss.detach()))
         if self.cuda:
             torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
@@ -285,8 +296,96 @@ class MaceRun(_Run):
             "dynamic_graphs": int(sum(log.dynamic)),
             "graph_dynamic": [bool(x) for x in log.dynamic],
             "backend_compile_s": [round(float(x), 3) for x in log.backend_s],
+            "train_loss": [round(x, 8) for x in self.train_loss],
+            "data_source": "store" if self.data.store is not None else "memory",
         })
         return rec
+
+
+def _mace_store_batches(spec, cfg: BenchConfig, data: MaceData, options: dict):
+    """``--store``: the plan's batches of the training graphs read from the atomistic store by
+    the store batch path with the MACE preset's `StoreView` (no ``AtomicData``)."""
+    import torch
+
+    import graphbatch.atomistic as ga
+
+    from ..torch import PlanBatchSampler, StoreBatcher
+
+    preset = ga.mace(r_max=data.r_max, z_table=list(data.elements),
+                     dtype=torch.get_default_dtype())
+    view = preset.store_reader.for_store(data.store)
+    sampler = PlanBatchSampler(data.train_sizes, spec.strategy, batch_size=spec.batch_size,
+                               seed=cfg.seed + spec.repeat, extra_padding_nodes=1, **options)
+    batcher = StoreBatcher(data.store, cutoff=data.r_max, position_key="positions", view=view)
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        for planned in sampler:
+            yield batcher(data.train_index[np.asarray(planned, dtype=np.int64)], planned.shape)
+        epoch += 1
+
+
+def load_mace_store_data(path: str, *, subset: int | None, seed: int,
+                         test_fraction: float = 0.1) -> MaceData:
+    """The first ``subset`` structures of an atomistic store (``graphbatch data build
+    extxyz``), split at random (``seed``): the padded runs read the training graphs from the
+    store; MACE's baselines and the test set get MACE's own ``AtomicData.from_config`` of the
+    same structures (its own neighbour list); ``r_max`` is the store's cutoff (so both train
+    on the same edges). Targets: the stored energy (eV) and forces
+    (eV/Å), atomic energies E0 fitted by least squares on the training energies (as MACE's
+    ``compute_average_E0s``); elements: the store's."""
+    from mace.data import AtomicData, Configuration
+    from mace.tools import AtomicNumberTable
+
+    from ..datasets import GraphStore
+
+    store = GraphStore(path)
+    missing = {"positions", "atomic_numbers", "cell", "pbc", "energy", "forces"} - set(store.fields)
+    if missing:
+        raise ValueError(f"store {path!r} lacks the fields {sorted(missing)} MACE's bench needs "
+                         "(build it with `graphbatch data build extxyz FILE --cutoff R`)")
+    if "cutoff_angstrom" not in store.meta:
+        raise ValueError(f"store {path!r} does not state its cutoff (meta cutoff_angstrom)")
+    r_max = float(store.meta["cutoff_angstrom"])
+    g = len(store) if subset is None else min(int(subset), len(store))
+    if g < 10:
+        raise ValueError(f"subset={subset} gives {g} structures; the bench needs >= 10")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(g)
+    n_test = max(1, int(round(test_fraction * g)))
+    test_idx, train_idx = np.sort(order[:n_test]), np.sort(order[n_test:])
+    elements = tuple(int(z) for z in store.meta["elements"])
+    table = AtomicNumberTable(list(elements))
+    packed = store.packed()
+    no = store.node_offsets
+    energy = store.graph_field("energy")
+    counts = np.zeros((len(train_idx), len(elements)))
+    col = {z: k for k, z in enumerate(elements)}
+    for r, i in enumerate(train_idx.tolist()):
+        z = packed.node["atomic_numbers"][no[i]:no[i + 1]]
+        for zz, c in zip(*np.unique(z, return_counts=True)):
+            counts[r, col[int(zz)]] = c
+    e0 = np.linalg.lstsq(counts, energy[train_idx], rcond=None)[0]
+
+    def atomic(i: int):
+        a, b = int(no[i]), int(no[i + 1])
+        conf = Configuration(
+            atomic_numbers=packed.node["atomic_numbers"][a:b].astype(np.int64),
+            positions=np.array(packed.node["positions"][a:b]),
+            pbc=tuple(bool(p) for p in store.graph_field("pbc")[i]),
+            cell=np.array(store.graph_field("cell")[i]),
+            properties={"energy": float(energy[i]),
+                        "forces": np.array(packed.node["forces"][a:b])},
+            property_weights={})
+        return AtomicData.from_config(conf, z_table=table, cutoff=float(r_max))
+
+    train = [atomic(int(i)) for i in train_idx]
+    test = [atomic(int(i)) for i in test_idx]
+    sizes = store.graph_sizes().subset(train_idx)
+    nn, ne = sizes.n_node, sizes.n_edge
+    return MaceData(train, test, sizes, 1.0, "eV", g, float(ne.sum() / max(nn.sum(), 1)),
+                    float(r_max), store=store, elements=elements, atomic_energies=e0,
+                    train_index=train_idx.astype(np.int64))
 
 
 def _evaluate_mace(model, data: MaceData, device) -> tuple[float, float]:

@@ -111,14 +111,17 @@ def _build(spec: RunSpec, cfg: BenchConfig):
 def bench_budget(cfg: BenchConfig, sizes, batch_size: int, strategy: str):
     """The budget ``strategy`` gets at ``batch_size``: Algorithm 1's node and edge caps from
     ``cfg.seed`` (the same in every repeat, so compiled runs of later repeats reuse the shape),
-    with ``round(cfg.graph_cap_for(strategy) * batch_size)`` graph slots."""
+    with ``round(cfg.graph_cap_for(strategy) * batch_size)`` graph slots; raised to fit the
+    largest graph (heavy-tailed sets, e.g. atomistic stores, at small batch sizes)."""
     from .. import Budget, estimate_budget
     from .._random import seed_rng
 
     # the run-wide generator of plan/compare (graphbatch._random.seed_rng): same seed, same budget
     est = estimate_budget(sizes, int(batch_size), rng=seed_rng(cfg.seed))
     slots = int(round(cfg.graph_cap_for(strategy) * batch_size))
-    return Budget(est.n_node, est.n_edge, max(slots, est.n_graph))
+    n_node = max(est.n_node, int(sizes.n_node.max()) + 1)
+    n_edge = max(est.n_edge, int(sizes.n_edge.max()))
+    return Budget(n_node, n_edge, max(slots, est.n_graph))
 
 
 def _padded_options(spec: RunSpec, cfg: BenchConfig, data) -> dict[str, Any]:
@@ -491,7 +494,12 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
     if data is None and "mace" in cfg.models:
         from ._mace import load_mace_data
 
-        data = load_mace_data(subset=cfg.subset, r_max=cfg.cutoff, seed=cfg.seed)
+        if cfg.store is not None:
+            from ._mace import load_mace_store_data
+
+            data = load_mace_store_data(cfg.store, subset=cfg.subset, seed=cfg.seed)
+        else:
+            data = load_mace_data(subset=cfg.subset, r_max=cfg.cutoff, seed=cfg.seed)
     elif data is None and cfg.store is not None and cfg.data == "store":
         from ._data import load_store_data
 

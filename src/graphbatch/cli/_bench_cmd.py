@@ -37,7 +37,9 @@ def add_parser(sub) -> None:
                    "+ Flax models; baselines jraph-dynamic, jraph-pad64, unpadded)")
     p.add_argument("--dataset", default=None, choices=["qm9"], help="dataset (default qm9)")
     p.add_argument("--store", help="train from this QM9 graph store (graphbatch data build qm9 "
-                   "--out PATH); implies --data store")
+                   "--out PATH), or with --models mace an atomistic store (graphbatch data "
+                   "build extxyz FILE --cutoff R --out PATH; MACE's r_max is the store's cutoff); "
+                   "implies --data store")
     p.add_argument("--data", choices=["memory", "store"], default=None,
                    help="batches from QM9 graphs built in memory, or read from --store by the "
                    "store batch path (default: store when --store is given, else memory)")

@@ -26,7 +26,10 @@ def add_parser(sub) -> None:
                         "atomically. qm9: qm9pack molecules with radius/kNN/full graphs; moses: "
                         "molsets SMILES with OGB features; code: AST graphs of every function "
                         "in a folder of .py files (default: the Python standard library).")
-    b.add_argument("dataset", choices=("qm9", "moses", "code"))
+    b.add_argument("dataset", choices=("qm9", "moses", "code", "extxyz", "ase-db"))
+    b.add_argument("inputs", nargs="*", metavar="FILE",
+                   help="extxyz / ase-db: the input files (extxyz: one or more; ase-db: an ASE "
+                   "database, .db or .json)")
     b.add_argument("--graph", choices=("radius", "knn", "full"), default="radius",
                    help="QM9 graph construction (default radius)")
     b.add_argument("--cutoff", type=float, default=6.0, help="radius cutoff in Å (default 6.0)")
@@ -47,6 +50,26 @@ def add_parser(sub) -> None:
                    "(default: start a local cluster of --workers processes)")
     b.add_argument("--out", required=True, help="graph store to write (.h5), or the manifest "
                    "(.json) with --shards")
+    a = b.add_argument_group(
+        "extxyz / ase-db", "Structures read by ASE, streamed; periodic radius graphs at --cutoff "
+        "with MACE's edge set (vesin), labels and weights as MACE reads them. Values are stored "
+        "as in the file (stated units: eV, Å, eV/Å, eV/Å^3).")
+    for prop in ("energy", "forces", "stress", "virials", "charges"):
+        a.add_argument(f"--{prop}-key", metavar="KEY",
+                       help=f"info/arrays key of the {prop} (default REF_{prop} for extxyz, "
+                       f"{prop} for ase-db; 'none' drops it)")
+    a.add_argument("--require", nargs="*", metavar="PROP",
+                   help="properties every frame must have (default: energy forces); the others "
+                   "get weight 0 where missing, as in MACE")
+    a.add_argument("--keep", nargs="+", default=(), metavar="KEY",
+                   help="also store these info (per structure) or arrays (per atom) keys")
+    a.add_argument("--config-type-weights", metavar="JSON",
+                   help="MACE's per-config_type weights, e.g. '{\"Default\": 1.0, \"slab\": 0.5}'")
+    a.add_argument("--head", default="Default", help="head name of every structure (MACE's "
+                   "head; default Default)")
+    a.add_argument("--head-key", help="info key holding each structure's head name")
+    a.add_argument("--chunk-frames", type=int, default=512,
+                   help="frames per block converted by one worker (default 512)")
     b.set_defaults(func=run_build)
 
     s = dsub.add_parser("sizes", help="write a store's size table (.npz)",
@@ -95,6 +118,12 @@ def run_build(args) -> int:
                       suffixes=(".json",) if args.shards is not None else STORE_SUFFIXES,
                       what="sharded store manifest" if args.shards is not None else "graph store")
 
+    if args.dataset in ("extxyz", "ase-db"):
+        signal.signal(signal.SIGTERM, _terminate_cleanly)
+        return _run_atoms_build(args)
+    if args.inputs:
+        raise ValueError(f"{args.dataset} takes no input files (got {args.inputs[0]!r}); use "
+                         "--source for another data location")
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
     if args.workers is not None and args.workers < 1:
@@ -124,6 +153,58 @@ def run_build(args) -> int:
     if report.failures:
         _print_failures(report.failures)
         print(f"first failure: {report.failures[0][1]}")
+    print(f"wrote {report.path}")
+    return 0
+
+
+def _atoms_keys(args):
+    import json
+
+    from ..datasets import AtomsKeys
+
+    db = args.dataset == "ase-db"
+    given = {}
+    for prop in ("energy", "forces", "stress", "virials", "charges"):
+        key = getattr(args, f"{prop}_key")
+        if key is None:
+            key = prop if db else f"REF_{prop}"
+        given[prop] = None if key.lower() == "none" else key
+    weights = {}
+    if args.config_type_weights:
+        try:
+            weights = json.loads(args.config_type_weights)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--config-type-weights is not JSON: {exc}") from None
+        if not isinstance(weights, dict):
+            raise ValueError("--config-type-weights must be a JSON object {config_type: weight}")
+    required = ("energy", "forces") if args.require is None else tuple(args.require)
+    return AtomsKeys(**given, required=tuple(p for p in required if given.get(p) or p not in given),
+                     keep=tuple(args.keep), config_type_weights=weights, head=args.head,
+                     head_key=args.head_key)
+
+
+def _run_atoms_build(args) -> int:
+    from ..datasets import build_atoms_store
+
+    if not args.inputs:
+        raise ValueError(f"{args.dataset} needs input files: graphbatch data build {args.dataset} "
+                         "FILE... --cutoff R --out STORE")
+    for flag in ("shards", "engine", "address", "limit", "source"):
+        if getattr(args, flag) is not None:
+            raise ValueError(f"--{flag} does not apply to {args.dataset} (use --workers for "
+                             "parallel conversion)")
+    if args.dataset == "ase-db" and len(args.inputs) != 1:
+        raise ValueError(f"ase-db takes one database file, got {len(args.inputs)}")
+    report = build_atoms_store(args.inputs, args.out, cutoff=args.cutoff,
+                               format=args.dataset, keys=_atoms_keys(args),
+                               workers=args.workers or 1, chunk_frames=args.chunk_frames,
+                               progress=not args.no_progress)
+    print(format_table([{
+        "dataset": args.dataset, "structures": report.n_graph, "atoms": report.n_node,
+        "edges": report.n_edge, "cutoff": args.cutoff,
+        "structures/s": round(report.graphs_per_second, 1),
+        "MB": round(os.path.getsize(report.path) / 2**20, 2),
+    }]))
     print(f"wrote {report.path}")
     return 0
 

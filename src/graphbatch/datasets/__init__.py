@@ -4,13 +4,17 @@ Everything here is NumPy/SciPy (+ h5py for the store, RDKit for MOSES); the PyTo
 store (`GraphStore.to_torch`, ``graphbatch.datasets._torch``) imports torch only when asked for.
 """
 
+from ._atoms import ATOMS_PROPERTIES, AtomsInputError, AtomsKeys
+from ._atoms_build import ATOMS_FORMATS, build_atoms_store
 from ._build import DATASETS, BuildReport, build_store
 from ._cluster import ENGINES, ShardBuildError, ShardedBuildReport, build_sharded_store
 from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, code_graphs, function_graph, python_files
 from ._chunked import chunk_shuffled_plan, chunk_windows
 from ._convert import convert_store
+from ._emt import EMT_ELEMENTS, emt_structures, write_emt_extxyz
 from ._construct import GRAPH_METHODS, EdgeSet, build_edges, full_edges, knn_edges, radius_edges
 from ._graphs import LEVELS, GraphArrays
+from ._neighbours import neighbour_list
 from ._moses import MOSES_TRAIN_SIZE, load_moses_smiles, moses_graphs, moses_sizes, smiles_graphs
 from ._ogb import (
     ATOM_FEATURES,
@@ -37,6 +41,15 @@ from ._shards import ShardedGraphStore
 from ._synthetic import SIZE_DISTRIBUTIONS, synthetic_graphs, synthetic_sizes
 
 __all__ = [
+    "ATOMS_FORMATS",
+    "ATOMS_PROPERTIES",
+    "AtomsInputError",
+    "AtomsKeys",
+    "EMT_ELEMENTS",
+    "build_atoms_store",
+    "emt_structures",
+    "neighbour_list",
+    "write_emt_extxyz",
     "ATOM_FEATURES",
     "AST_NODE_TYPES",
     "BOND_FEATURES",

@@ -351,10 +351,14 @@ def loader(
         position_key = preset.position_key if position_key == "pos" else position_key
         as_dict = as_dict or preset.as_dict
     store = dataset if is_graph_store(dataset) else None  # the store batch path
+    view = None
     if preset is not None and store is not None:
-        raise TypeError("preset= needs a dataset of graph objects, not a GraphStore (the store "
-                        "batch path has the store's own schema); for MACE wrap the store, e.g. "
-                        "graphbatch.atomistic.MACEGraphs(store.to_torch(), ...)")
+        if preset.store_reader is None:
+            raise TypeError(f"preset {preset.name!r} reads datasets of graph objects, not a "
+                            "GraphStore; wrap the store (e.g. graphbatch.atomistic.MACEGraphs"
+                            "(store.to_torch(), ...)) or use a preset with a store reader")
+        view = preset.store_reader.for_store(store)  # checks the store's fields first
+        position_key = view.position_key or position_key
     if schema is None and store is not None:
         schema = store_schema(store)
     elif schema is None:
@@ -391,7 +395,7 @@ def loader(
             )
     if store is not None:
         collater = StoreCollater(store, schema, cutoff=cutoff, position_key=position_key,
-                                 as_dict=as_dict)
+                                 as_dict=as_dict, view=view)
         dataset = StoreIndices(store)
     else:
         collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key,

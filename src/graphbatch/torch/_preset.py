@@ -10,14 +10,31 @@ MACE and fairchem live in `graphbatch.atomistic`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from .._padlayout import check_cutoff
 from ._schema import FieldSpec, Schema, infer_schema
 
-__all__ = ["Preset"]
+__all__ = ["Preset", "StoreView"]
+
+
+@dataclass(frozen=True)
+class StoreView:
+    """How a preset reads a `graphbatch.datasets.GraphStore` on the store batch path: the
+    kernel's output NumPy ``dtypes`` and ``pads`` per store field, and ``transform(tensors,
+    shape, real_graphs)`` turning the padded store tensors (the store's fields, ``edge_index``
+    and the batch structure: ``batch``, ``ptr``, ``edge_ptr``, masks, ``graph_index``,
+    ``num_graphs``) into the model's batch dict -- vectorised, no per-graph objects. Made by a
+    preset's ``store_reader.for_store(store)``, which checks the store first. Picklable
+    (DataLoader workers)."""
+
+    dtypes: Mapping[str, Any]
+    pads: Mapping[str, Any]
+    transform: Callable[[dict, tuple, int], dict]
+    #: the store's node positions (padding geometry), when not the preset's ``position_key``
+    position_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -31,6 +48,9 @@ class Preset:
     ``position_key``: the node positions (padding nodes are placed by the padding geometry).
     ``cutoff``: the model's cutoff radius, used as the padding spacing (``> 0``).
     ``as_dict``: batches are dicts (`collate_dict`) instead of PyG ``Batch`` objects.
+    ``store_reader``: how the preset reads a `GraphStore` (an object whose ``for_store(store)``
+    returns a `StoreView`, or raises naming what the store lacks); ``None``: the preset takes
+    datasets of graph objects only.
     """
 
     name: str
@@ -39,6 +59,7 @@ class Preset:
     as_dict: bool = False
     pads: Mapping[str, Any] = field(default_factory=dict)
     counts: Mapping[str, str] = field(default_factory=dict)
+    store_reader: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cutoff", check_cutoff(self.cutoff))

@@ -128,11 +128,17 @@ class StoreBatcher:
     it is still the same file)."""
 
     def __init__(self, store, schema: Schema | None = None, *, cutoff: float | None = None,
-                 position_key: str = "pos", as_dict: bool = False) -> None:
+                 position_key: str = "pos", as_dict: bool = False, view=None) -> None:
         self.store = store
         self.schema = store_schema(store) if schema is None else schema
         self._pads = _check_schema(store, self.schema)
         self._dtypes = _torch_dtypes(store)
+        # a preset's `StoreView`: its dtypes and pads, and its transform to the model's dict
+        self.view = view
+        if view is not None:
+            self._dtypes.update({k: np.dtype(v) for k, v in view.dtypes.items()})
+            self._pads.update(view.pads)
+            as_dict = True
         self._keys = list(self.schema)
         self._levels = {key: spec.level for key, spec in self.schema.items()}
         self._anchored = self.schema.node_anchor() is not None
@@ -251,6 +257,8 @@ class StoreBatcher:
         if self.as_dict:
             tensors["edge_ptr"] = edge_ptr
             tensors["num_graphs"] = n_graph
+            if self.view is not None:
+                return self.view.transform(tensors, shape, real_graphs)
             return tensors
         Batch, Data, StoreData = _batch_classes()
         # like `collate`, whose Batch inherits from the type of its first graph (plain Data
@@ -335,9 +343,9 @@ class StoreCollater:
     HEADROOM = 1.25
 
     def __init__(self, store, schema: Schema | None = None, *, cutoff=None,
-                 position_key: str = "pos", as_dict: bool = False) -> None:
+                 position_key: str = "pos", as_dict: bool = False, view=None) -> None:
         self.batcher = StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key,
-                                    as_dict=as_dict)
+                                    as_dict=as_dict, view=view)
         self._ring: SlotRing | None = None  # set only while `start_pass` starts workers
 
     @property

@@ -1,0 +1,320 @@
+"""Atomistic stores (issue 27) measured: build speed, edges against MACE on every structure,
+store-fed MACE batches against MACE's own loader, and memory over an epoch of a big store.
+
+    python benchmarks/atoms_store.py subset BIG.xyz OUT.xyz [--max-atoms 64] [--periodic]
+    python benchmarks/atoms_store.py build FILE.xyz --cutoff 5 [--workers 2]
+    python benchmarks/atoms_store.py edges FILE.xyz STORE.h5
+    python benchmarks/atoms_store.py loader STORE.h5 [--structures 4000] [--batch-size 32]
+    python benchmarks/atoms_store.py memory STORE.h5 [--structures 5000]
+    python benchmarks/atoms_store.py replicate STORE.h5 OUT.h5 --copies 10
+    python benchmarks/atoms_store.py rss STORE.h5 [--batch-size 32]
+
+Every command prints the date, CPU model, threads and load with its numbers; ratios are
+measured side by side in one run (results: benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def header(what: str) -> None:
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
+                  if ln.startswith("Model name")), platform.processor())
+    import torch
+
+    print(f"# {what} | {time.strftime('%Y-%m-%d %H:%M')} | {model} | {os.cpu_count()} CPUs | "
+          f"torch threads {torch.get_num_threads()} | load {tuple(round(x, 2) for x in os.getloadavg())}")
+
+
+def cmd_subset(args) -> None:
+    """The frames of BIG with at most --max-atoms atoms (and pbc T T T with --periodic)."""
+    import ase.io
+
+    n = 0
+    with open(args.out, "w") as fh:
+        for a in ase.io.iread(args.source, index=":", format="extxyz"):
+            if len(a) <= args.max_atoms and (not args.periodic or a.pbc.all()):
+                ase.io.write(fh, a, format="extxyz")
+                n += 1
+    print(f"wrote {n} frames to {args.out}")
+
+
+def cmd_build(args) -> None:
+    """Structures/s of the build, and how much of it is ASE's parsing and the neighbour list."""
+    import ase.io
+
+    from graphbatch.datasets import GraphStore, build_atoms_store, neighbour_list
+
+    header(f"build {args.source} cutoff {args.cutoff}")
+    t = time.perf_counter()
+    frames = list(ase.io.iread(args.source, index=":", format="extxyz"))
+    parse = time.perf_counter() - t
+    n = len(frames)
+    t = time.perf_counter()
+    edges = 0
+    for a in frames:
+        edges += neighbour_list(a.positions, a.cell.array, a.pbc, args.cutoff)[0].shape[0]
+    nl = time.perf_counter() - t
+    out = args.source + ".bench.h5"
+    rows = []
+    for workers in [1] + ([args.workers] if args.workers > 1 else []):
+        t = time.perf_counter()
+        rep = build_atoms_store(args.source, out, cutoff=args.cutoff, workers=workers)
+        total = time.perf_counter() - t
+        rows.append((workers, total, rep))
+    atoms = sum(len(a) for a in frames)
+    print(f"{n} structures, {atoms / n:.1f} atoms and {edges / n:.0f} edges each on average")
+    print(f"ASE extxyz parse alone:          {n / parse:9.0f} structures/s ({1e6 * parse / n:.0f} us each)")
+    print(f"neighbour list alone (vesin):    {n / nl:9.0f} structures/s ({1e6 * nl / n:.0f} us each)")
+    for workers, total, rep in rows:
+        share = ""
+        if workers == 1:
+            share = (f": parse {100 * parse / total:.0f}%, neighbour list {100 * nl / total:.0f}%"
+                     f", rest {100 - 100 * (parse + nl) / total:.0f}%")
+        print(f"whole build, {workers} process(es):     {n / total:9.0f} structures/s "
+              f"({1e6 * total / n:.0f} us each{share}; worker start-up included)")
+    GraphStore(out, verify=True)
+    os.unlink(out)
+
+
+def cmd_edges(args) -> None:
+    """Every structure's store edges against MACE's get_neighborhood at the store's cutoff."""
+    import ase.io
+    from mace.data.neighborhood import get_neighborhood
+
+    from graphbatch.datasets import GraphStore
+
+    header(f"edges {args.source} vs {args.store}")
+    store = GraphStore(args.store)
+    cut = float(store.meta["cutoff_angstrom"])
+    packed = store.packed()
+    eo = store.edge_offsets
+    bad, n, kinds = 0, 0, {}
+    for g, a in enumerate(ase.io.iread(args.source, index=":", format="extxyz")):
+        ei, _, us, _ = get_neighborhood(a.positions, cut, pbc=tuple(bool(p) for p in a.pbc),
+                                        cell=np.array(a.cell))
+        ref = np.concatenate([ei.T, us], 1).astype(np.int64)
+        mine = np.concatenate([packed.edge_index[:, eo[g]:eo[g + 1]].T,
+                               packed.edge["unit_shifts"][eo[g]:eo[g + 1]]], 1).astype(np.int64)
+        ref = ref[np.lexsort(ref.T[::-1])]
+        mine = mine[np.lexsort(mine.T[::-1])]
+        same = ref.shape == mine.shape and bool((ref == mine).all())
+        bad += not same
+        key = ("".join("T" if p else "F" for p in a.pbc), "1 atom" if len(a) == 1 else "")
+        kinds[key] = kinds.get(key, 0) + 1
+        n += 1
+    assert n == len(store), (n, len(store))
+    print(f"{n} structures at cutoff {cut}: {bad} differ from MACE's get_neighborhood; "
+          f"by pbc: {sorted(kinds.items())}")
+
+
+def cmd_loader(args) -> None:
+    """graphs/s of store-fed MACE batches (`gt.loader(store, preset=ga.mace(...))`) against
+    MACE's own DataLoader over an in-memory AtomicData list of the same structures, batch size
+    32, epochs interleaved; the AtomicData list is built by MACE's from_config first."""
+    import torch
+    from mace.data import AtomicData, Configuration
+    from mace.tools import AtomicNumberTable, torch_geometric
+
+    import graphbatch.atomistic as ga
+    import graphbatch.torch as gt
+    from graphbatch.datasets import GraphStore
+
+    torch.set_num_threads(1)
+    store = GraphStore(args.store)
+    header(f"loader {args.store}")
+    n = min(args.structures, len(store))
+    cut = float(store.meta["cutoff_angstrom"])
+    table = AtomicNumberTable(store.meta["elements"])
+    p, no = store.packed(), store.node_offsets
+    t = time.perf_counter()
+    data = []
+    for i in range(n):
+        a, b = int(no[i]), int(no[i + 1])
+        conf = Configuration(atomic_numbers=p.node["atomic_numbers"][a:b].astype(np.int64),
+                             positions=np.array(p.node["positions"][a:b]),
+                             pbc=tuple(bool(x) for x in p.graph["pbc"][i]),
+                             cell=np.array(p.graph["cell"][i]),
+                             properties={"energy": float(p.graph["energy"][i]),
+                                         "forces": np.array(p.node["forces"][a:b]),
+                                         "stress": np.array(p.graph["stress"][i])},
+                             property_weights={})
+        data.append(AtomicData.from_config(conf, z_table=table, cutoff=cut))
+    build_s = time.perf_counter() - t
+    if n < len(store):  # the store path reads the same structures: a store of the first n
+        from graphbatch.datasets import write_store
+
+        sub = args.store + f".first{n}.h5"
+        write_store(sub, [store.arrays(0, n)], name="first", meta=store.meta)
+        store = GraphStore(sub)
+    mace_loader = torch_geometric.dataloader.DataLoader(
+        data, batch_size=args.batch_size, shuffle=True, drop_last=False,
+        generator=torch.Generator().manual_seed(0))
+    ours = gt.loader(store, strategy=args.strategy, batch_size=args.batch_size, seed=0,
+                     preset=ga.mace(r_max=cut, z_table=table))
+    times = {"mace": [], "store": []}
+    for epoch in range(args.epochs):
+        for name, ld in (("mace", mace_loader), ("store", ours)):
+            t = time.perf_counter()
+            k = 0
+            for batch in ld:
+                if name == "mace":
+                    batch = batch.to_dict()   # what MACE's training step does with a batch
+                k += 1
+            times[name].append(time.perf_counter() - t)
+    print(f"{n} structures, cutoff {cut}, batch size {args.batch_size}, {args.epochs} epochs "
+          f"interleaved (building the AtomicData list took {build_s:.1f} s = "
+          f"{n / build_s:.0f} structures/s)")
+    for name in times:
+        best = min(times[name])
+        print(f"  {name:6s}: {n / best:9.0f} graphs/s (best epoch {best:.3f} s; all "
+              f"{[round(x, 3) for x in times[name]]})")
+    ratio = [m / s for m, s in zip(times["mace"], times["store"])]
+    print(f"  store-fed / MACE's loader, epoch by epoch: {[round(r, 2) for r in ratio]} "
+          f"(median {float(np.median(ratio)):.2f}x)")
+
+
+def cmd_memory(args) -> None:
+    """Anonymous memory of MACE's in-memory path: the first ``--structures`` structures of
+    STORE as an ``AtomicData`` list (MACE's from_config), per structure, beside the store's
+    bytes for the same structures."""
+    import torch
+    from mace.data import AtomicData, Configuration
+    from mace.tools import AtomicNumberTable
+
+    from graphbatch.datasets import GraphStore
+
+    torch.set_num_threads(1)
+    header(f"memory {args.store}")
+    store = GraphStore(args.store)
+    p, no = store.packed(), store.node_offsets
+    cut = float(store.meta["cutoff_angstrom"])
+    table = AtomicNumberTable(store.meta["elements"])
+    n = min(args.structures, len(store))
+    before = _mem()["RssAnon"]
+    data = []
+    for i in range(n):
+        a, b = int(no[i]), int(no[i + 1])
+        conf = Configuration(atomic_numbers=p.node["atomic_numbers"][a:b].astype(np.int64),
+                             positions=np.array(p.node["positions"][a:b]),
+                             pbc=tuple(bool(x) for x in p.graph["pbc"][i]),
+                             cell=np.array(p.graph["cell"][i]),
+                             properties={"energy": float(p.graph["energy"][i]),
+                                         "forces": np.array(p.node["forces"][a:b])},
+                             property_weights={})
+        data.append(AtomicData.from_config(conf, z_table=table, cutoff=cut))
+    used = _mem()["RssAnon"] - before
+    row_bytes = sum(int(np.prod(s["shape"], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize
+                    for s in store.fields.values() if s["level"] == "edge")
+    edge = int(store.edge_offsets[n]) * (2 * np.dtype(store.packed().edge_index.dtype).itemsize
+                                         + row_bytes)
+    node = int(no[n]) * sum(int(np.prod(s["shape"], dtype=np.int64)) * np.dtype(s["dtype"]).itemsize
+                            for s in store.fields.values() if s["level"] == "node")
+    print(f"{n} structures at cutoff {cut}: MACE's AtomicData list {used:.1f} MiB = "
+          f"{used * 1024 / n:.1f} KiB per structure; the store's node and edge arrays for them "
+          f"{(edge + node) / n / 1024:.1f} KiB per structure (on disk, memory-mapped)")
+
+
+def cmd_replicate(args) -> None:
+    """A store of ``--copies`` copies of STORE's graphs (for memory at scale)."""
+    from graphbatch.datasets import GraphStore, GraphStoreWriter
+
+    store = GraphStore(args.store)
+    step = 20_000
+    with GraphStoreWriter(args.out, name="replicated", meta=store.meta) as w:
+        for _ in range(args.copies):
+            for s in range(0, len(store), step):
+                w.append(store.arrays(s, min(len(store), s + step)))
+    print(f"wrote {args.copies * len(store)} structures to {args.out} "
+          f"({os.path.getsize(args.out) / 2**30:.2f} GiB)")
+
+
+def _mem() -> dict:
+    out = {}
+    with open("/proc/self/status") as fh:
+        for ln in fh:
+            if ln.startswith(("RssAnon", "RssFile", "VmRSS")):
+                k, v = ln.split(":")
+                out[k] = int(v.split()[0]) / 1024
+    return out
+
+
+def cmd_rss(args) -> None:
+    """Memory over one epoch of store-fed MACE batches: anonymous RSS (what the process owns)
+    and file-backed RSS (the page cache mapped from the store) at points of the epoch."""
+    import torch
+
+    import graphbatch.atomistic as ga
+    import graphbatch.torch as gt
+    from graphbatch.datasets import GraphStore
+
+    torch.set_num_threads(1)
+    header(f"rss {args.store}")
+    store = GraphStore(args.store)
+    cut = float(store.meta["cutoff_angstrom"])
+    before = _mem()
+    ld = gt.loader(store, strategy=args.strategy, batch_size=args.batch_size, seed=0,
+                   preset=ga.mace(r_max=cut, z_table=store.meta["elements"]))
+    made = _mem()
+    n = len(ld)
+    marks = {int(n * f) for f in (0.01, 0.25, 0.5, 0.75)} | {n - 1}
+    t = time.perf_counter()
+    seen = 0
+    print(f"{len(store)} structures ({os.path.getsize(args.store) / 2**30:.2f} GiB), {n} "
+          f"batches; before loader: {before}; after loader (plan made): {made}")
+    for k, batch in enumerate(ld):
+        seen += int(batch["graph_mask"].sum())
+        if k in marks:
+            m = _mem()
+            print(f"  batch {k + 1:8d}/{n}: RssAnon {m['RssAnon']:8.1f} MiB, RssFile "
+                  f"{m['RssFile']:8.1f} MiB, {seen / (time.perf_counter() - t):8.0f} graphs/s")
+    assert seen == len(store)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("subset")
+    s.add_argument("source")
+    s.add_argument("out")
+    s.add_argument("--max-atoms", type=int, default=64)
+    s.add_argument("--periodic", action="store_true")
+    b = sub.add_parser("build")
+    b.add_argument("source")
+    b.add_argument("--cutoff", type=float, default=5.0)
+    b.add_argument("--workers", type=int, default=1)
+    e = sub.add_parser("edges")
+    e.add_argument("source")
+    e.add_argument("store")
+    lo = sub.add_parser("loader")
+    lo.add_argument("store")
+    lo.add_argument("--structures", type=int, default=4000)
+    lo.add_argument("--batch-size", type=int, default=32)
+    lo.add_argument("--epochs", type=int, default=3)
+    lo.add_argument("--strategy", default="dynamic")
+    me = sub.add_parser("memory")
+    me.add_argument("store")
+    me.add_argument("--structures", type=int, default=5000)
+    r = sub.add_parser("replicate")
+    r.add_argument("store")
+    r.add_argument("out")
+    r.add_argument("--copies", type=int, default=10)
+    m = sub.add_parser("rss")
+    m.add_argument("store")
+    m.add_argument("--batch-size", type=int, default=32)
+    m.add_argument("--strategy", default="dynamic")
+    args = ap.parse_args(argv)
+    globals()[f"cmd_{args.cmd}"](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""Atomistic structures (``ase.Atoms``) -> periodic radius graphs as `GraphArrays`: the
+atomistic store schema.
+
+Fields of a store built by `graphbatch.datasets.build_atoms_store` (values and units exactly as
+in the source file; the conventional units are those of ASE and MACE, stated in the store's
+``meta["units"]``, and graphbatch converts nothing)::
+
+    node  positions       float64 [N, 3]   Å
+          atomic_numbers  uint8   [N]
+          forces          float64 [N, 3]   eV/Å          (when the forces key is in use)
+          charges         float64 [N]      e             (charges key)
+    edge  unit_shifts     int16   [E, 3]   edge vector = positions[j] - positions[i] + S @ cell
+    graph cell            float64 [G, 3, 3] Å (rows are cell vectors, as in ASE)
+          pbc             bool    [G, 3]
+          energy          float64 [G]      eV            (energy key)
+          stress          float64 [G, 3, 3] eV/Å^3       (stress key; Voigt input expanded)
+          virials         float64 [G, 3, 3] eV           (virials key)
+          weight          float64 [G]      config_weight x config_type_weights[config_type]
+          <p>_weight      float64 [G]      config_<p>_weight (1), 0 where <p> is missing
+          head            int16   [G]      index into meta["heads"]
+          config_type     int32   [G]      index into meta["config_types"]
+          source          int32   [G]      index into meta["sources"] (input files)
+          frame           int64   [G]      frame (extxyz) or row id (ASE db) in that source
+    + kept info keys (graph level) and arrays keys (node level), ``--keep``
+
+``edge_index`` holds ``(sender i, receiver j)`` as local ``int32`` indices: MACE's edge set
+(`graphbatch.datasets._neighbours.neighbour_list`). The weights follow MACE's
+``config_from_atoms``: a property missing from a frame gets weight 0 there and value 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .._errors import InputError
+from ._graphs import GraphArrays
+from ._neighbours import check_cell, neighbour_list
+
+__all__ = ["ATOMS_PROPERTIES", "AtomsInputError", "AtomsKeys", "AtomsChunk", "convert_frames",
+           "store_units"]
+
+#: MACE's properties graphbatch stores: name -> (level, per-row shape, unit).
+ATOMS_PROPERTIES = {
+    "energy": ("graph", (), "eV"),
+    "forces": ("node", (3,), "eV/Å"),
+    "stress": ("graph", (3, 3), "eV/Å^3"),
+    "virials": ("graph", (3, 3), "eV"),
+    "charges": ("node", (), "e"),
+}
+_RESERVED = {"positions", "atomic_numbers", "unit_shifts", "cell", "pbc", "weight", "head",
+             "config_type", "source", "frame", "edge_index", "numbers"} | set(ATOMS_PROPERTIES) | {
+    f"{p}_weight" for p in ATOMS_PROPERTIES}
+_SHIFT_MAX = np.iinfo(np.int16).max
+
+
+class AtomsInputError(InputError):
+    """A structure graphbatch cannot store; the message names file, frame and field."""
+
+
+@dataclass(frozen=True)
+class AtomsKeys:
+    """Where each property is read (MACE's key options and defaults). A key is looked up in
+    ``atoms.info`` (graph properties) or ``atoms.arrays`` (per-atom), then in the results of an
+    attached calculator (ASE's reader puts ``energy=``/``forces``/``stress=`` there).
+
+    ``None`` drops a property. ``required``: properties every frame must have (error naming the
+    file, frame and key otherwise); the others get weight 0 where missing, as in MACE.
+    ``keep``: more ``info``/``arrays`` keys to store under their own names (numeric, same
+    shape in every frame). ``config_type_weights``: MACE's per-``config_type`` weights.
+    ``head``: the head name of every frame (MACE's ``head_name``), or ``head_key``: the
+    ``info`` key holding it (``head`` where absent)."""
+
+    energy: str | None = "REF_energy"
+    forces: str | None = "REF_forces"
+    stress: str | None = "REF_stress"
+    virials: str | None = "REF_virials"
+    charges: str | None = "REF_charges"
+    required: tuple[str, ...] = ("energy", "forces")
+    keep: tuple[str, ...] = ()
+    config_type_weights: Mapping[str, float] = field(default_factory=dict)
+    head: str = "Default"
+    head_key: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "required", tuple(self.required))
+        object.__setattr__(self, "keep", tuple(self.keep))
+        object.__setattr__(self, "config_type_weights", dict(self.config_type_weights))
+        for p in self.required:
+            if p not in ATOMS_PROPERTIES:
+                raise InputError(f"required property {p!r} is not one of "
+                                 f"{sorted(ATOMS_PROPERTIES)}")
+            if self.key(p) is None:
+                raise InputError(f"property {p!r} is required but its key is None")
+        for k in self.keep:
+            if k in _RESERVED:
+                raise InputError(f"--keep {k!r}: the store already has a field of that name")
+        for name, w in self.config_type_weights.items():
+            if not np.isfinite(float(w)):
+                raise InputError(f"config_type_weights[{name!r}] = {w!r} is not finite")
+
+    def key(self, prop: str) -> str | None:
+        return getattr(self, prop)
+
+    def used(self) -> dict[str, str]:
+        """``{property: key}`` of the properties in use."""
+        return {p: self.key(p) for p in ATOMS_PROPERTIES if self.key(p) is not None}
+
+    def as_json(self) -> dict:
+        return {**{p: self.key(p) for p in ATOMS_PROPERTIES}, "required": list(self.required),
+                "keep": list(self.keep), "config_type_weights": self.config_type_weights,
+                "head": self.head, "head_key": self.head_key}
+
+
+def store_units(keys: AtomsKeys, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The units stated in a store's meta (values are stored as read; these are ASE's and
+    MACE's conventions, ``extra`` overrides them)."""
+    units = {"positions": "Å", "cell": "Å", "unit_shifts": "cell vectors",
+             **{p: ATOMS_PROPERTIES[p][2] for p in keys.used()}}
+    units.update(extra or {})
+    return units
+
+
+@dataclass
+class AtomsChunk:
+    """Converted frames: their graphs, with ``config_type``/``head`` codes indexing this chunk's
+    own ``config_types``/``heads`` tables, and how many frames had each optional property."""
+
+    graphs: GraphArrays
+    config_types: list[str]
+    heads: list[str]
+    present: dict[str, int]
+
+
+def _fail(where: str, frame: int, what: str, msg: str) -> AtomsInputError:
+    return AtomsInputError(f"{where}: frame {frame}: {what}: {msg}")
+
+
+def _lookup(atoms, key: str, per_atom: bool):
+    """``atoms.arrays``/``atoms.info`` value of ``key``, else the calculator's result, else
+    None."""
+    src = atoms.arrays if per_atom else atoms.info
+    value = src.get(key)
+    if value is None and atoms.calc is not None:
+        value = getattr(atoms.calc, "results", {}).get(key)
+    return value
+
+
+def _as_matrix(value, where, frame, key) -> np.ndarray:
+    """A stress/virials value as a 3x3 matrix: Voigt ``(xx, yy, zz, yz, xz, xy)``, 9 values in
+    row order, or ``[3, 3]`` (MACE's ``voigt_to_matrix``)."""
+    a = np.asarray(value, dtype=np.float64)
+    if a.shape == (6,):
+        return np.array([[a[0], a[5], a[4]], [a[5], a[1], a[3]], [a[4], a[3], a[2]]])
+    if a.shape in ((9,), (3, 3)):
+        return a.reshape(3, 3)
+    raise _fail(where, frame, key, f"needs 6 (Voigt) or 9 values, got shape {a.shape}")
+
+
+def _numeric(value, where, frame, key) -> np.ndarray:
+    try:
+        a = np.asarray(value)
+    except Exception as exc:  # pragma: no cover - numpy refuses odd objects
+        raise _fail(where, frame, key, f"not an array ({exc})") from None
+    if a.dtype.kind not in "biuf":
+        raise _fail(where, frame, key, f"is not numeric ({a.dtype}, e.g. {str(value)[:40]!r})")
+    return a
+
+
+def _finite(a: np.ndarray, where, frame, key) -> np.ndarray:
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        bad = np.argwhere(~np.isfinite(a))[0].tolist()
+        raise _fail(where, frame, key, f"holds {a[tuple(bad)]} at {bad} (not finite)")
+    return a
+
+
+class _Table:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.codes: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        c = self.codes.get(name)
+        if c is None:
+            c = self.codes[name] = len(self.names)
+            self.names.append(name)
+        return c
+
+
+def convert_frames(frames: Iterable, *, cutoff: float, keys: AtomsKeys, source: int,
+                   where: str) -> AtomsChunk:
+    """Convert ``(frame number, ase.Atoms)`` pairs of input ``source`` (named ``where`` in
+    errors) to one `AtomsChunk` of graphs with the store schema (module docstring). Raises
+    `AtomsInputError` naming ``where``, the frame and the field of the first bad value."""
+    used = keys.used()
+    ctw = keys.config_type_weights
+    ctypes, heads = _Table(), _Table()
+    n_node, n_edge, senders, receivers, shifts = [], [], [], [], []
+    pos_l, z_l, cell_l, pbc_l, w_l, head_l, ct_l, frame_l = [], [], [], [], [], [], [], []
+    values: dict[str, list] = {p: [] for p in used}
+    pweights: dict[str, list] = {p: [] for p in used}
+    present = {p: 0 for p in used}
+    kept: dict[str, list] = {k: [] for k in keys.keep}
+    kept_level: dict[str, str] = {}
+    for frame, atoms in frames:
+        n = len(atoms)
+        if n == 0:
+            raise _fail(where, frame, "atoms", "the frame has no atoms")
+        z = atoms.numbers
+        if z.min() < 1 or z.max() > 118:
+            a = int(np.flatnonzero((z < 1) | (z > 118))[0])
+            raise _fail(where, frame, "atomic_numbers", f"atom {a} has atomic number "
+                        f"{int(z[a])} (unknown species {atoms.symbols[a]!r}; need 1..118)")
+        pos = _finite(np.asarray(atoms.positions, dtype=np.float64), where, frame, "positions")
+        cell = np.asarray(atoms.cell.array, dtype=np.float64)
+        pbc = np.asarray(atoms.pbc, dtype=bool)
+        why = check_cell(cell, pbc)
+        if why is not None:
+            raise _fail(where, frame, "cell", f"{why} (pbc {pbc.astype(int).tolist()}, cell "
+                        f"{np.round(cell, 6).tolist()})")
+        i, j, s = neighbour_list(pos, cell, pbc, cutoff)
+        if s.size and int(np.abs(s).max()) > _SHIFT_MAX:
+            raise _fail(where, frame, "cell", f"a periodic image {int(np.abs(s).max())} cells "
+                        f"away is within the cutoff (more than {_SHIFT_MAX})")
+        info = atoms.info
+        for p, key in used.items():
+            level, shape, _ = ATOMS_PROPERTIES[p]
+            value = _lookup(atoms, key, level == "node")
+            if value is None:
+                if p in keys.required:
+                    what = "array" if level == "node" else "info key"
+                    results = getattr(atoms.calc, "results", None) or {}
+                    hint = (f"; ASE read a calculator {p!r}: use --{p}-key {p}"
+                            if p in results else "")
+                    raise _fail(where, frame, key, f"missing (no {what} {key!r}; required "
+                                f"{p}, set its key option or make it optional{hint})")
+                values[p].append(np.zeros((n, *shape) if level == "node" else shape))
+                pweights[p].append(0.0)
+                continue
+            if p in ("stress", "virials"):
+                a = _as_matrix(_numeric(value, where, frame, key), where, frame, key)
+            else:
+                a = _numeric(value, where, frame, key).astype(np.float64)
+                want = (n, *shape) if level == "node" else shape
+                if a.shape != want:
+                    raise _fail(where, frame, key, f"has shape {a.shape}, expected {want}")
+            values[p].append(_finite(a, where, frame, key))
+            present[p] += 1
+            w = float(info.get(f"config_{p}_weight", 1.0))
+            pweights[p].append(w)
+        ct = info.get("config_type", "Default")
+        weight = float(info.get("config_weight", 1.0)) * float(ctw.get(ct, 1.0))
+        for name, w in (("config_weight", weight),):
+            if not np.isfinite(w):
+                raise _fail(where, frame, name, f"weight {w} is not finite")
+        head = keys.head if keys.head_key is None else str(info.get(keys.head_key, keys.head))
+        for k in keys.keep:
+            in_arrays = k in atoms.arrays
+            value = atoms.arrays[k] if in_arrays else info.get(k)
+            if value is None:
+                raise _fail(where, frame, k, "missing (a --keep key must be in every frame)")
+            level = "node" if in_arrays else "graph"
+            if kept_level.setdefault(k, level) != level:
+                raise _fail(where, frame, k, f"is per-{level} here but per-{kept_level[k]} "
+                            "in earlier frames")
+            a = _finite(_numeric(value, where, frame, k), where, frame, k)
+            row = a.shape[1:] if level == "node" else a.shape
+            if level == "node" and a.shape[:1] != (n,):
+                raise _fail(where, frame, k, f"has shape {a.shape} for {n} atoms")
+            if kept[k] and row != kept[k][0].shape[1:]:
+                raise _fail(where, frame, k, f"has rows of shape {row}, earlier frames "
+                            f"{kept[k][0].shape[1:]}")
+            kept[k].append(a if level == "node" else a[None])
+        n_node.append(n)
+        n_edge.append(i.shape[0])
+        senders.append(i)
+        receivers.append(j)
+        shifts.append(s)
+        pos_l.append(pos)
+        z_l.append(z)
+        cell_l.append(cell)
+        pbc_l.append(pbc)
+        w_l.append(weight)
+        head_l.append(heads.code(head))
+        ct_l.append(ctypes.code(str(ct)))
+        frame_l.append(frame)
+    if not n_node:
+        raise AtomsInputError(f"{where}: no frames")
+    node = {"positions": np.concatenate(pos_l),
+            "atomic_numbers": np.concatenate(z_l).astype(np.uint8)}
+    graph = {"cell": np.stack(cell_l), "pbc": np.stack(pbc_l)}
+    for p in used:
+        level = ATOMS_PROPERTIES[p][0]
+        if level == "node":
+            node[p] = np.concatenate(values[p]).astype(np.float64)
+        else:
+            graph[p] = np.stack(values[p]).astype(np.float64)
+    graph["weight"] = np.asarray(w_l, dtype=np.float64)
+    for p in used:
+        graph[f"{p}_weight"] = np.asarray(pweights[p], dtype=np.float64)
+    graph["head"] = np.asarray(head_l, dtype=np.int16)
+    graph["config_type"] = np.asarray(ct_l, dtype=np.int32)
+    graph["source"] = np.full(len(n_node), int(source), dtype=np.int32)
+    graph["frame"] = np.asarray(frame_l, dtype=np.int64)
+    for k, parts in kept.items():
+        target = node if kept_level[k] == "node" else graph
+        target[k] = np.concatenate(parts)
+    ei = np.stack([np.concatenate(senders), np.concatenate(receivers)]).astype(np.int32)
+    graphs = GraphArrays(n_node=np.asarray(n_node), n_edge=np.asarray(n_edge), edge_index=ei,
+                         node=node, edge={"unit_shifts": np.concatenate(shifts).astype(np.int16)},
+                         graph=graph)
+    return AtomsChunk(graphs, ctypes.names, heads.names, present)
+
+
+def remap_codes(codes: np.ndarray, local: Sequence[str], table: list[str]) -> np.ndarray:
+    """``codes`` into ``local`` names as codes into the growing global ``table``."""
+    index = {name: k for k, name in enumerate(table)}
+    lut = np.empty(len(local), dtype=np.int64)
+    for k, name in enumerate(local):
+        if name not in index:
+            index[name] = len(table)
+            table.append(name)
+        lut[k] = index[name]
+    return lut[codes].astype(codes.dtype) if len(local) else codes

@@ -1,0 +1,323 @@
+"""Build a graph store from extxyz files or ASE databases (`build_atoms_store`).
+
+Streamed: an extxyz file is scanned once for frame boundaries (atom-count lines) and cut into
+blocks of ``chunk_frames`` frames; an ASE database into blocks of rows (``select(offset=,
+limit=)``). Each block is parsed by ASE and converted (`graphbatch.datasets._atoms`) in this
+process or in one of ``workers`` processes, at most ``2 * workers`` blocks ahead, and appended
+to the store in input order by one `GraphStoreWriter` -- never the whole file in memory, the
+same store for any ``workers``. The first bad frame stops the build with one line naming the
+file, frame and field; nothing is written (the writer discards its temporaries).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import platform
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from .._errors import InputError
+from .._io import check_output_path
+from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
+from ._build import BuildReport
+from ._neighbours import NEIGHBOUR_LIBRARY
+from ._store import GraphStoreWriter
+
+__all__ = ["ATOMS_FORMATS", "build_atoms_store", "extxyz_blocks"]
+
+#: Input formats of `build_atoms_store` (``graphbatch data build extxyz|ase-db``).
+ATOMS_FORMATS = ("extxyz", "ase-db")
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Frames ``first .. first + count - 1`` of input ``source``: bytes ``start:stop`` of an
+    extxyz file (frame ``k`` starting at line ``lines[k]``), or rows ``start:stop`` of an ASE
+    database."""
+
+    fmt: str
+    path: str
+    source: int
+    start: int
+    stop: int
+    first: int
+    lines: tuple = ()
+
+
+def extxyz_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]:
+    """Scan the extxyz file ``path`` for frame boundaries (each frame: an atom-count line, a
+    comment line, one line per atom) and yield blocks of ``chunk_frames`` frames. A count line
+    that is not a non-negative integer, or a file that ends inside a frame, raises
+    `AtomsInputError` naming the line."""
+    frame = 0
+    line_no = 0
+    offset = 0
+    block_start, block_first, lines = 0, 0, []
+    with open(path, "rb") as fh:
+        while True:
+            head = fh.readline()
+            if not head:
+                break
+            line_no += 1
+            if not head.strip():  # ASE stops at a blank line
+                rest = fh.read(1 << 16)
+                if rest.strip():
+                    raise AtomsInputError(f"{path}: line {line_no}: a blank line inside the "
+                                          f"file after frame {frame - 1} (extxyz frames follow "
+                                          "each other directly)")
+                break
+            try:
+                n = int(head)
+            except ValueError:
+                raise AtomsInputError(f"{path}: frame {frame} (line {line_no}): atom count: "
+                                      f"expected an integer, got {head[:60].decode(errors='replace').strip()!r}") from None
+            if n < 0:
+                raise AtomsInputError(f"{path}: frame {frame} (line {line_no}): atom count: "
+                                      f"{n} < 0")
+            lines.append(line_no)
+            for _ in range(n + 1):
+                if not fh.readline():
+                    raise AtomsInputError(f"{path}: frame {frame} (line {line_no}): the file "
+                                          f"ends inside the frame ({n} atoms announced)")
+            line_no += n + 1
+            frame += 1
+            offset_next = fh.tell()
+            if len(lines) == chunk_frames:
+                yield _Block("extxyz", path, source, block_start, offset_next, block_first,
+                             tuple(lines))
+                block_start, block_first, lines = offset_next, frame, []
+            offset = offset_next
+    if lines:
+        yield _Block("extxyz", path, source, block_start, offset, block_first, tuple(lines))
+
+
+def _db_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]:
+    import ase.db
+
+    with ase.db.connect(path) as db:
+        total = db.count()
+    for a in range(0, total, chunk_frames):
+        b = min(total, a + chunk_frames)
+        yield _Block("ase-db", path, source, a, b, a)
+
+
+def _extxyz_frames(block: _Block) -> Iterator:
+    import ase.io
+
+    with open(block.path, "rb") as fh:
+        fh.seek(block.start)
+        text = fh.read(block.stop - block.start).decode()
+    k = 0
+    frames = ase.io.iread(io.StringIO(text), index=":", format="extxyz")
+    while True:
+        try:
+            atoms = next(frames)
+        except StopIteration:
+            return
+        except KeyError as exc:  # ASE's symbol table: an unknown species
+            symbol = str(exc.args[0]) if exc.args else "?"
+            line = _bad_atom_line(text, block, k, symbol)
+            raise AtomsInputError(
+                f"{block.path}: frame {block.first + k} (line {line}): species: unknown "
+                f"chemical symbol {symbol!r}") from None
+        except Exception as exc:  # ASE's parse errors have many types
+            line = _bad_atom_line(text, block, k)
+            raise AtomsInputError(
+                f"{block.path}: frame {block.first + k} (line {line}): malformed extxyz: "
+                f"{type(exc).__name__}: {str(exc).strip()[:200]}") from None
+        yield block.first + k, atoms
+        k += 1
+
+
+def _bad_atom_line(text: str, block: _Block, k: int, symbol: str | None = None) -> int:
+    """The line of frame ``k`` of ``block`` that ASE could not parse, as far as can be told:
+    the first atom line starting with ``symbol`` (an unknown species) or whose column count
+    differs from what ``Properties`` announces (or from the first atom line's), else the
+    frame's first line."""
+    import re
+
+    first = block.lines[k]
+    lines = text.splitlines()
+    at = first - block.lines[0]
+    if at + 1 >= len(lines):
+        return first
+    comment = lines[at + 1]
+    m = re.search(r"Properties=([^\s\"]+|\"[^\"]*\")", comment, flags=re.I)
+    want = None
+    if m is not None:
+        parts = m.group(1).strip('"').split(":")
+        try:
+            want = sum(int(c) for c in parts[2::3])
+        except ValueError:
+            want = None
+    n = int(lines[at])
+    for r in range(n):
+        tokens = lines[at + 2 + r].split()
+        if symbol is not None:
+            if tokens[:1] == [symbol]:
+                return first + 2 + r
+            continue
+        cols = len(tokens)
+        if want is None:
+            want = cols
+        if cols != want:
+            return first + 2 + r
+    return first
+
+
+def _db_frames(block: _Block) -> Iterator:
+    import ase.db
+
+    with ase.db.connect(block.path) as db:
+        for row in db.select(offset=block.start, limit=block.stop - block.start, sort="id"):
+            atoms = row.toatoms()
+            atoms.info.update(row.key_value_pairs)
+            n = len(atoms)
+            for key, value in (row.get("data") or {}).items():
+                arr = np.asarray(value)
+                if arr.ndim >= 1 and arr.shape[0] == n and arr.dtype.kind in "biuf":
+                    atoms.arrays[key] = arr
+                else:
+                    atoms.info[key] = value
+            yield int(row.id), atoms
+
+
+def _convert_block(args) -> AtomsChunk:
+    block, cutoff, keys = args
+    frames = _extxyz_frames(block) if block.fmt == "extxyz" else _db_frames(block)
+    return convert_frames(frames, cutoff=cutoff, keys=keys, source=block.source,
+                          where=block.path)
+
+
+def _converted(blocks: Iterator[_Block], cutoff: float, keys: AtomsKeys,
+               workers: int) -> Iterator[AtomsChunk]:
+    """Chunks of ``blocks`` in order, converted here or by ``workers`` processes (spawned: the
+    caller may hold torch or threads) at most ``2 * workers`` blocks ahead."""
+    if workers <= 1:
+        for block in blocks:
+            yield _convert_block((block, cutoff, keys))
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending: deque = deque()
+        try:
+            for block in blocks:
+                pending.append(pool.submit(_convert_block, (block, cutoff, keys)))
+                if len(pending) >= 2 * workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+def _format_of(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix in (".db", ".json", ".aselmdb") or path.endswith(".db"):
+        return "ase-db"
+    return "extxyz"
+
+
+def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
+                      out: str | os.PathLike, *, cutoff: float, format: str | None = None,
+                      keys: AtomsKeys | None = None, workers: int = 1, chunk_frames: int = 512,
+                      units: dict[str, str] | None = None, name: str | None = None,
+                      progress: bool = False) -> BuildReport:
+    """Read structures from extxyz files or ASE databases ``sources`` and write their radius
+    graphs at ``cutoff`` (in the positions' unit, Å) with MACE's edge set, labels and weights
+    to a graph store at ``out`` (schema: `graphbatch.datasets._atoms`).
+
+    ``format``: ``"extxyz"`` or ``"ase-db"`` (default: ``.db``/``.json`` files are ASE
+    databases, anything else extxyz). ``keys``: where energy, forces, stress, virials and
+    charges are read, which are required, ``keep``, config-type weights and head
+    (`AtomsKeys`; default MACE's ``REF_*`` keys for extxyz and the calculator's names --
+    ``energy``, ``forces``, ``stress`` -- for ASE databases). ``workers`` processes convert
+    blocks of ``chunk_frames`` frames. ``units`` overrides the units stated in the store's
+    meta (values are stored as read). The store appears at ``out`` only when complete."""
+    t0 = time.perf_counter()
+    paths = [str(sources)] if isinstance(sources, (str, os.PathLike)) else [str(s) for s in sources]
+    if not paths:
+        raise InputError("no input files")
+    try:
+        cutoff = float(cutoff)
+    except (TypeError, ValueError):
+        raise InputError(f"cutoff must be a number, got {cutoff!r}") from None
+    if not (np.isfinite(cutoff) and cutoff > 0):
+        raise InputError(f"cutoff must be a finite distance > 0 (Å), got {cutoff!r}")
+    if isinstance(workers, bool) or int(workers) < 1:
+        raise InputError(f"workers must be >= 1, got {workers!r}")
+    if isinstance(chunk_frames, bool) or int(chunk_frames) < 1:
+        raise InputError(f"chunk_frames must be >= 1, got {chunk_frames!r}")
+    fmts = [format or _format_of(p) for p in paths]
+    for p, f in zip(paths, fmts):
+        if f not in ATOMS_FORMATS:
+            raise InputError(f"unknown format {f!r}; choose one of {ATOMS_FORMATS}")
+        if not Path(p).is_file():
+            raise InputError(f"{p}: no such file")
+    check_output_path(out, paths)
+    if keys is None:
+        keys = (AtomsKeys(energy="energy", forces="forces", stress="stress", virials="virials",
+                          charges="charges") if set(fmts) == {"ase-db"} else AtomsKeys())
+    import ase
+    import vesin
+
+    meta = {
+        "dataset": "atoms", "schema": "graphbatch-atoms-1", "sources": paths, "formats": fmts,
+        "cutoff_angstrom": cutoff, "keys": keys.as_json(), "units": store_units(keys, units),
+        "neighbour_list": {"library": NEIGHBOUR_LIBRARY, "version": vesin.__version__,
+                           "edges": "MACE's get_neighborhood: |x_j - x_i + S @ cell| < cutoff, "
+                                    "no self-edge at S = 0"},
+        "reader": f"ase {ase.__version__}", "python": platform.python_version(),
+    }
+
+    def blocks() -> Iterator[_Block]:
+        for k, (p, f) in enumerate(zip(paths, fmts)):
+            make = extxyz_blocks if f == "extxyz" else _db_blocks
+            yield from make(p, k, int(chunk_frames))
+
+    config_types: list[str] = []
+    heads: list[str] = []
+    present = {p: 0 for p in keys.used()}
+    n_graph = n_node = n_edge = 0
+    seen = np.zeros(256, dtype=bool)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(unit="frame", desc="structures -> graphs")
+    try:
+        with GraphStoreWriter(out, name=name or Path(paths[0]).stem, meta=meta) as writer:
+            for chunk in _converted(blocks(), cutoff, keys, int(workers)):
+                g = chunk.graphs
+                g.graph["config_type"] = remap_codes(g.graph["config_type"], chunk.config_types,
+                                                     config_types)
+                g.graph["head"] = remap_codes(g.graph["head"], chunk.heads, heads)
+                writer.append(g)
+                seen[g.node["atomic_numbers"]] = True
+                for p, c in chunk.present.items():
+                    present[p] += c
+                n_graph += len(g)
+                n_node += int(g.n_node.sum())
+                n_edge += int(g.n_edge.sum())
+                if bar is not None:
+                    bar.update(len(g))
+            if len(config_types) > np.iinfo(np.int32).max or len(heads) > np.iinfo(np.int16).max:
+                raise InputError("too many distinct config types or heads")
+            writer.meta.update(config_types=config_types, heads=heads,
+                               frames_with={p: int(c) for p, c in present.items()},
+                               elements=[int(z) for z in np.flatnonzero(seen)])
+    finally:
+        if bar is not None:
+            bar.close()
+    return BuildReport(path=Path(out), dataset="atoms", n_graph=n_graph, n_node=n_node,
+                       n_edge=n_edge, seconds=time.perf_counter() - t0)
+
