@@ -251,8 +251,17 @@ def test_cutoff_and_options_are_checked(tmp_path, extxyz, capsys):
         assert rc == 2 and "cutoff must be a finite distance > 0" in err
     # a real process: one line on stderr, no traceback
     r = _cli("data", "build", "extxyz", extxyz, "--cutoff", "3", "--out", extxyz, cwd=tmp_path)
-    assert r.returncode == 2 and "is the input file" in r.stderr
+    assert r.returncode == 2 and "must end in .h5 or .hdf5" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+    # an output that is the input through a hard link with a store's suffix
+    link = tmp_path / "link.h5"
+    os.link(extxyz, link)
+    before = Path(extxyz).read_bytes()
+    r = _cli("data", "build", "extxyz", extxyz, "--cutoff", "3", "--out", link, cwd=tmp_path)
+    assert r.returncode == 2 and "input" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert Path(extxyz).read_bytes() == before
+    link.unlink()
     with pytest.raises(ValueError, match="required but its key is None"):
         AtomsKeys(forces=None)
     assert os.listdir(tmp_path) == []
