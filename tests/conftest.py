@@ -1,4 +1,6 @@
-"""Shared fixtures: small seeded size tables."""
+"""Shared fixtures (small seeded size tables) and the ``requires`` marker: a test marked
+``@pytest.mark.requires("matplotlib", "h5py")`` is skipped, naming the missing package, when
+one of them cannot be imported (checked when the test runs, so collecting imports nothing)."""
 
 from __future__ import annotations
 
@@ -26,3 +28,15 @@ def pytest_collection_modifyitems(config, items):
     """Run the JAX tests last: JAX starts threads, and tests that fork worker processes
     (DataLoader workers, process pools) must not fork after that (risk of deadlock)."""
     items.sort(key=lambda item: "jax" in item.nodeid.split("::")[0])
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "requires(*modules): skip unless every named module imports (optional "
+        "dependencies: matplotlib, h5py, torch, ...)")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("requires"):
+        for name in mark.args:
+            pytest.importorskip(name)

@@ -80,10 +80,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Load sizes, compare every strategy, write the report; progress on stderr."""
+    check_output_path(args.out, [args.sizes, *args.bench])  # before importing matplotlib
+
     from .analysis import compare_strategies, load_bench, load_sizes
     from .report import build_report, comparison_table, write_report
 
-    check_output_path(args.out, [args.sizes, *args.bench])
     t0 = time.perf_counter()
 
     def say(msg: str) -> None:

@@ -31,10 +31,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    check_output_path(args.out, [args.sizes, *args.bench])  # before importing matplotlib
+
     from ..analysis import load_bench
     from ..report import build_report, write_report
 
-    check_output_path(args.out, [args.sizes, *args.bench])
     sizes = load_sizes(args.sizes)
     bench = load_bench(args.bench) if args.bench else None
 
