@@ -16,7 +16,7 @@ from importlib import resources
 
 import numpy as np
 
-from ._errors import USER_ERRORS
+from ._errors import USER_ERRORS, InputError
 from ._io import check_output_path
 from ._sizes import GraphSizes
 
@@ -80,6 +80,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Load sizes, compare every strategy, write the report; progress on stderr."""
+    if args.sizes and args.shipped:
+        raise InputError(f"--sizes {args.sizes} and --shipped each name the size table; give one")
     check_output_path(args.out, [args.sizes, *args.bench])  # before importing matplotlib
 
     from .analysis import compare_strategies, load_bench, load_sizes
