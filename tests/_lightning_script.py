@@ -61,6 +61,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--max-steps", type=int, default=-1)
     ap.add_argument("--ckpt-every", type=int, default=None)
+    ap.add_argument("--ckpt-epoch", action="store_true",
+                    help="ModelCheckpoint's default trigger: a checkpoint at every epoch's end")
     ap.add_argument("--resume", default=None)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", required=True)
@@ -72,6 +74,9 @@ def main() -> None:
     if a.ckpt_every:
         callbacks.append(ModelCheckpoint(dirpath=a.out, every_n_train_steps=a.ckpt_every,
                                          save_top_k=-1, filename="{step}"))
+    if a.ckpt_epoch:
+        callbacks.append(ModelCheckpoint(dirpath=a.out, save_top_k=-1,
+                                         filename=f"{a.tag}-{{epoch}}"))
     trainer = L.Trainer(
         accelerator="cpu", devices=devices,
         strategy="auto" if a.strategy == "single" else a.strategy,
@@ -79,7 +84,7 @@ def main() -> None:
         limit_train_batches=a.limit if a.limit else 1.0,
         reload_dataloaders_every_n_epochs=1,
         logger=False, enable_progress_bar=False, enable_model_summary=False,
-        enable_checkpointing=bool(a.ckpt_every), callbacks=callbacks,
+        enable_checkpointing=bool(callbacks), callbacks=callbacks,
         num_sanity_val_steps=0,
     )
     model = Recorder(a.out, a.tag)

@@ -1,7 +1,8 @@
 """Lightning drives `gt.loader` like any DataLoader: 2 CPU processes (gloo) under ``ddp`` and
 ``ddp_spawn``, the loader built before the process group (passed to ``fit``) and after it (the
 ``LightningDataModule`` of docs/lightning.md), ``limit_train_batches``, ``max_steps`` with a
-mid-epoch checkpoint and its resume, and a single-process run.
+mid-epoch checkpoint and its resume, resumes from end-of-epoch checkpoints (single process and
+``ddp``), and a single-process run.
 
 Every run records, per rank, the dataset indices of each batch it trained on; the test compares
 them with the plans computed here independently (``graphbatch.plan(..., world_size=2)``): every
@@ -40,8 +41,20 @@ RUNS = {
     "ddp-after-stop": ["--strategy", "ddp", "--build", "after", "--epochs", "3",
                        "--max-steps", "6", "--ckpt-every", "6"],
     "single": ["--strategy", "single", "--build", "after", "--epochs", "2"],
+    # end-of-epoch checkpoints (ModelCheckpoint's default trigger), resumed below
+    "single-epoch-stop": ["--strategy", "single", "--build", "after", "--epochs", "1",
+                          "--ckpt-epoch"],
+    "ddp-epoch-stop": ["--strategy", "ddp", "--build", "after", "--epochs", "1", "--ckpt-epoch"],
 }
-RESUME = ["--strategy", "ddp", "--build", "after", "--epochs", "3"]
+#: stopped run -> (its checkpoint, the resumed run's tag and arguments)
+RESUMES = {
+    "ddp-after-stop": ("step=6.ckpt", "ddp-after-resume",
+                       ["--strategy", "ddp", "--build", "after", "--epochs", "3"]),
+    "single-epoch-stop": ("single-epoch-stop-epoch=0.ckpt", "single-epoch-resume",
+                          ["--strategy", "single", "--build", "after", "--epochs", "2"]),
+    "ddp-epoch-stop": ("ddp-epoch-stop-epoch=0.ckpt", "ddp-epoch-resume",
+                       ["--strategy", "ddp", "--build", "after", "--epochs", "2"]),
+}
 
 
 def _start(args, out: Path, tag: str):
@@ -66,10 +79,11 @@ def _wait(proc, out: Path, tag: str) -> None:
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("lightning")
     procs = {tag: _start(args, out, tag) for tag, args in RUNS.items()}
-    _wait(procs.pop("ddp-after-stop"), out, "ddp-after-stop")
-    ckpt = out / "step=6.ckpt"
-    assert ckpt.exists(), sorted(p.name for p in out.iterdir())
-    procs["ddp-after-resume"] = _start(RESUME + ["--resume", str(ckpt)], out, "ddp-after-resume")
+    for stopped, (name, tag, args) in RESUMES.items():
+        _wait(procs.pop(stopped), out, stopped)
+        ckpt = out / name
+        assert ckpt.exists(), sorted(p.name for p in out.iterdir())
+        procs[tag] = _start(args + ["--resume", str(ckpt)], out, tag)
     for tag, proc in procs.items():
         _wait(proc, out, tag)
     return out
@@ -141,3 +155,19 @@ def test_single_process_data_module(runs):
     for e in (0, 1):
         assert rec[e] == expected(e, 0, world=1)
     check_exactly_once([rec], 2)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_resume_from_an_end_of_epoch_checkpoint_serves_the_next_epoch(runs, world):
+    """Lightning 2.6 resuming from a checkpoint taken at an epoch's end does not call the
+    loader's load_state_dict: it creates the iterator, then calls sampler.set_epoch(1). The
+    resumed run must train on epoch 1's plan (it used to replay epoch 0's batches)."""
+    stop, resume = ("single", "ddp")[world - 1] + "-epoch-stop", \
+        ("single", "ddp")[world - 1] + "-epoch-resume"
+    stopped = [records(runs, stop, r) for r in range(world)]
+    resumed = [records(runs, resume, r) for r in range(world)]
+    for r in range(world):
+        assert sorted(stopped[r]) == [0] and stopped[r][0] == expected(0, r, world)
+        assert sorted(resumed[r]) == [1]  # nothing of epoch 0 again
+        assert resumed[r][1] == expected(1, r, world)
+    check_exactly_once([{0: stopped[r][0], 1: resumed[r][1]} for r in range(world)], 2)
