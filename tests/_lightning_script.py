@@ -1,14 +1,14 @@
 """One Lightning training run for tests/test_torch_lightning.py (run as a script: Lightning's
 ``ddp`` launcher starts this file again for rank 1). Each rank writes the graph indices of every
 batch it trained on to ``OUT/TAG_rank{r}.json``. The data module is the one in docs/lightning.md,
-executed from the document."""
+imported from the document's block as written."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -23,8 +23,23 @@ from torch_geometric.nn import global_add_pool  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
 from _torch_graphs import molecules  # noqa: E402
 
-DOC = HERE.parent / "docs" / "lightning.md"
-exec(re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[0])  # defines GraphDataModule
+def _doc_data_module():
+    """docs/lightning.md's GraphDataModule: its first python block, imported as written (the
+    doc-test harness writes it to a module file)."""
+    import importlib.util
+
+    from _docblocks import block_module
+
+    path = block_module("docs/lightning.md", 0, Path(_FOLDER.name), "doc_lightning")
+    spec = importlib.util.spec_from_file_location("doc_lightning", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["doc_lightning"] = module  # ddp_spawn pickles the class by this name
+    spec.loader.exec_module(module)
+    return module.GraphDataModule
+
+
+_FOLDER = tempfile.TemporaryDirectory(prefix="graphbatch-doc-")
+GraphDataModule = _doc_data_module()
 
 GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)
 LOADER = dict(strategy="dynamic", batch_size=6, seed=3)
