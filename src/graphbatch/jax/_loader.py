@@ -292,7 +292,7 @@ def loader(
 
     ``verify_plan`` (default True): when ``devices`` belong to several JAX processes
     (``jax.distributed``), every iteration starts, at its first ``next``, with the plan
-    consistency check across processes (one ``process_allgather`` of 176 bytes per process):
+    consistency check across processes (one ``process_allgather`` of 192 bytes per process):
     `graphbatch.PlanMismatchError` in every process, naming the processes that disagree, when
     their size tables, plan arguments, plans, epochs or resume positions differ. A collective:
     every process must iterate. ``False`` skips it.

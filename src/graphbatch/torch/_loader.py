@@ -350,7 +350,7 @@ def loader(
 
     ``verify_plan`` (default True): under an initialised ``torch.distributed`` of more than one
     rank (and ``num_replicas`` its world size), every pass starts with the plan consistency
-    check, one all-gather of 176 bytes per rank: `PlanMismatchError` on every rank, naming the
+    check, one all-gather of 192 bytes per rank: `PlanMismatchError` on every rank, naming the
     ranks that disagree, when their size tables, plan arguments, plans, epochs or resume
     positions differ (docs/distributed.md). ``False`` skips it.
     """

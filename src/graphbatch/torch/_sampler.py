@@ -139,7 +139,7 @@ class PlanBatchSampler(Sampler[list]):
 
     ``verify_plan=True`` (default): when ``torch.distributed`` is initialised with more than one
     rank and this sampler's ``num_replicas`` is the world size, every pass starts with the plan
-    consistency check (`graphbatch.torch.check_plan_consistency`: one all-gather of 176 bytes
+    consistency check (`graphbatch.torch.check_plan_consistency`: one all-gather of 192 bytes
     per rank; `PlanMismatchError` on every rank, naming the ranks that disagree, when their size
     tables, plan arguments, plans, epochs or start batches differ). Used directly, the sampler
     checks when the pass's first batch is drawn; under `PlanLoader` when the pass starts. A
