@@ -21,22 +21,12 @@ import graphbatch.torch as gt  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 from ._torch_graphs import molecules, sizes_of  # noqa: E402
-
-KW = dict(strategy="dynamic", batch_size=6, seed=3)
+from .test_torch_dropin import KW, ids, plan_batches  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def graphs():
     return molecules(40, seed=1, max_nodes=9)
-
-
-def plan_batches(sizes, epoch, **kw):
-    p = gb.plan(sizes, "dynamic", batch_size=6, seed=3, epoch=epoch, **kw)
-    return [p.batch(b).tolist() for b in range(len(p))]
-
-
-def ids(batch) -> list[int]:
-    return batch.graph_index[batch.graph_mask].tolist()
 
 
 @pytest.fixture(scope="module")

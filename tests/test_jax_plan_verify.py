@@ -25,6 +25,7 @@ from graphbatch._consistency import ROW_WORDS  # noqa: E402
 from graphbatch.jax import _loader as jax_loader  # noqa: E402
 
 from .test_jax_collate import make_graphs, sizes_of  # noqa: E402
+from .test_jax_loader import epoch_indices  # noqa: E402
 
 SCRIPT = Path(__file__).with_name("_jax_multihost_script.py")
 
@@ -131,24 +132,13 @@ def test_check_runs_only_for_a_loader_over_several_processes(monkeypatch):
 
 
 # ----------------------------------------------------------- single process: shared rules
-def _epoch(ld):
-    out = []
-    for pg in ld:
-        gi = np.asarray(pg.graph_index).reshape(-1)
-        out.append(gi[gi >= 0].tolist())
-    return out
-
-
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_set_epoch_after_iter_serves_the_new_epoch(prefetch):
     graphs = make_graphs(30, seed=2)
     ld = gj.loader(graphs, strategy="dynamic", batch_size=6, seed=4, prefetch=prefetch)
     it = iter(ld)
     ld.set_epoch(1)
-    got = []
-    for pg in it:
-        gi = np.asarray(pg.graph_index).reshape(-1)
-        got.append(gi[gi >= 0].tolist())
+    got = epoch_indices(it)
     p = gb.plan(sizes_of(graphs), "dynamic", batch_size=6, seed=4, epoch=1)
     assert got == [p.batch(b).tolist() for b in range(len(p))]
     assert ld.epoch == 2
@@ -176,6 +166,6 @@ def test_state_without_fingerprint_needs_the_opt_in():
     same = gj.loader(graphs, strategy="dynamic", batch_size=6, seed=4)
     same.load_state_dict(state, allow_missing_fingerprint=True)
     p = gb.plan(sizes_of(graphs), "dynamic", batch_size=6, seed=4, epoch=0)
-    assert _epoch(same) == [p.batch(b).tolist() for b in range(2, len(p))]
+    assert epoch_indices(same) == [p.batch(b).tolist() for b in range(2, len(p))]
     with pytest.raises(gb.InputError, match="saved with world_size = 2"):
         same.load_state_dict({**state, "world_size": 2}, allow_missing_fingerprint=True)
