@@ -116,9 +116,9 @@ def check_flag_collisions(args) -> None:
 
 
 def config_from_args(args):
+    check_flag_collisions(args)  # before importing the frameworks
     from ..bench import DEFAULT, FULL, JAX_DEFAULT, JAX_FULL
 
-    check_flag_collisions(args)
     if getattr(args, "framework", "torch") == "jax":
         base = JAX_FULL if args.full else JAX_DEFAULT
     elif args.models is not None and "mace" in args.models:
