@@ -1,8 +1,8 @@
 """Options that collide are one-line errors, not tracebacks or silent choices (issue 26, part 5):
 ``plan --option`` naming one of ``graphbatch.plan``'s own arguments, an option given twice or by
 its flag and ``--option``; ``bench`` with an unknown ``--compile-backend`` (checked before
-anything runs), torch-only flags under ``--framework jax``, ``--store`` with ``--data memory``,
-compile settings with ``--compile off``; ``demo --sizes`` with ``--shipped``."""
+anything runs), torch-only flags under ``--framework jax``, ``--store`` with ``--data memory``;
+``demo --sizes`` with ``--shipped``."""
 
 from __future__ import annotations
 
@@ -83,8 +83,6 @@ def test_bench_refuses_an_unknown_compile_backend_before_running(tmp_path, capsy
     (["--framework", "jax", "--num-workers", "2", "--device", "cpu"],
      ["--framework jax does not use --device, --num-workers"]),
     (["--data", "memory", "--store", "x.h5"], ["--store x.h5 with --data memory"]),
-    (["--compile", "off", "--compile-mode", "reduce-overhead"],
-     ["--compile off compiles nothing: --compile-mode"]),
 ])
 def test_bench_flags_that_would_be_ignored(tmp_path, capsys, monkeypatch, argv, needles):
     from graphbatch.cli import _bench_cmd

@@ -2,7 +2,8 @@
 ``ddp_spawn``, the loader built before the process group (passed to ``fit``) and after it (the
 ``LightningDataModule`` of docs/lightning.md), ``limit_train_batches``, ``max_steps`` with a
 mid-epoch checkpoint and its resume, resumes from end-of-epoch checkpoints (single process and
-``ddp``), and a single-process run.
+``ddp``), a single-process run, and a ``ddp`` run whose ranks plan with different seeds (the
+loader's plan consistency check stops it).
 
 Every run records, per rank, the dataset indices of each batch it trained on; the test compares
 them with the plans computed here independently (``graphbatch.plan(..., world_size=2)``): every
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +47,11 @@ RUNS = {
     "single-epoch-stop": ["--strategy", "single", "--build", "after", "--epochs", "1",
                           "--ckpt-epoch"],
     "ddp-epoch-stop": ["--strategy", "ddp", "--build", "after", "--epochs", "1", "--ckpt-epoch"],
+    # rank 1 plans with another seed: the loader's plan check must stop both ranks
+    "ddp-mismatch": ["--strategy", "ddp", "--build", "after", "--epochs", "1", "--seed-per-rank"],
 }
+#: runs that must fail (their exit status is checked by the test, not by the fixture)
+MUST_FAIL = {"ddp-mismatch"}
 #: stopped run -> (its checkpoint, the resumed run's tag and arguments)
 RESUMES = {
     "ddp-after-stop": ("step=6.ckpt", "ddp-after-resume",
@@ -70,7 +76,8 @@ def _wait(proc, out: Path, tag: str) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         rc = "timeout"
-    if rc != 0:
+    (out / f"{tag}.rc").write_text(str(rc))
+    if rc != 0 and tag not in MUST_FAIL:
         pytest.fail(f"Lightning run {tag} failed ({rc}):\n"
                     + (out / f"{tag}.log").read_text()[-4000:])
 
@@ -171,3 +178,14 @@ def test_resume_from_an_end_of_epoch_checkpoint_serves_the_next_epoch(runs, worl
         assert sorted(resumed[r]) == [1]  # nothing of epoch 0 again
         assert resumed[r][1] == expected(1, r, world)
     check_exactly_once([{0: stopped[r][0], 1: resumed[r][1]} for r in range(world)], 2)
+
+
+def test_ranks_with_different_plans_stop_with_the_plan_check(runs):
+    """Under Lightning's ddp, a rank that plans with another seed is caught before training:
+    both ranks raise PlanMismatchError (the same message) naming both ranks; nothing trains."""
+    assert (runs / "ddp-mismatch.rc").read_text() not in ("0", "timeout")
+    log = (runs / "ddp-mismatch.log").read_text()
+    msgs = re.findall(r"graphbatch plan consistency check failed across 2 ranks[^\n]*", log)
+    assert len(msgs) >= 2 and len(set(msgs)) == 1, log[-3000:]  # every rank, one message
+    assert "plan request differs (rank 0: " in msgs[0] and "; rank 1: " in msgs[0]
+    assert not list(runs.glob("ddp-mismatch_rank*.json"))  # no batch was trained on

@@ -106,13 +106,6 @@ def check_flag_collisions(args) -> None:
     if args.data == "memory" and args.store is not None:
         raise InputError(f"--store {args.store} with --data memory: the store would not be read "
                          "(drop --data memory, or --store)")
-    if args.compile == "off":
-        given = [flag for dest, flag in (("compile_backend", "--compile-backend"),
-                                          ("compile_mode", "--compile-mode"))
-                 if getattr(args, dest) is not None]
-        if given:
-            raise InputError(f"--compile off compiles nothing: {', '.join(given)} would have no "
-                             "effect")
 
 
 def config_from_args(args):
