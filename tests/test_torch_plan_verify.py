@@ -87,9 +87,13 @@ def _cases(rank: int, graphs, store_path: str | None):
 
     return {
         "same": lambda: epochs(gt.loader(graphs, **KW)),
-        "workers": lambda: epochs(gt.loader(graphs, num_workers=2, **KW)),
+        # forked workers: in a process started by spawn, workers would be spawned as well
+        # (re-importing torch and PyG, seconds each)
+        "workers": lambda: epochs(gt.loader(graphs, num_workers=2, multiprocessing_context="fork",
+                                            **KW)),
         "prefetch": lambda: epochs(gt.loader(graphs, **KW), wrap=gt.prefetch),
-        "store": lambda: epochs(store_loader(num_workers=1)) if store_path else None,
+        "store": (lambda: epochs(store_loader(num_workers=1, multiprocessing_context="fork"))
+                  if store_path else None),
         "bare-sampler": bare_sampler,
         "set-after-iter": set_after_iter,
         "one-rank-only": one_rank_only,
