@@ -36,17 +36,14 @@ SCRIPT = Path(__file__).with_name("_lightning_script.py")
 GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)  # as in the script
 PLAN = dict(batch_size=6, seed=3)
 RUNS = {
-    "ddp-before": ["--strategy", "ddp", "--build", "before", "--epochs", "2"],
+    # also writes a checkpoint at the end of every epoch (ModelCheckpoint's default trigger)
+    "ddp-before": ["--strategy", "ddp", "--build", "before", "--epochs", "2", "--ckpt-epoch"],
     "spawn-before": ["--strategy", "ddp_spawn", "--build", "before", "--epochs", "2"],
     "spawn-after-limit": ["--strategy", "ddp_spawn", "--build", "after", "--epochs", "3",
                           "--limit", "2"],
     "ddp-after-stop": ["--strategy", "ddp", "--build", "after", "--epochs", "3",
                        "--max-steps", "6", "--ckpt-every", "6"],
-    "single": ["--strategy", "single", "--build", "after", "--epochs", "2"],
-    # end-of-epoch checkpoints (ModelCheckpoint's default trigger), resumed below
-    "single-epoch-stop": ["--strategy", "single", "--build", "after", "--epochs", "1",
-                          "--ckpt-epoch"],
-    "ddp-epoch-stop": ["--strategy", "ddp", "--build", "after", "--epochs", "1", "--ckpt-epoch"],
+    "single": ["--strategy", "single", "--build", "after", "--epochs", "2", "--ckpt-epoch"],
     # rank 1 plans with another seed: the loader's plan check must stop both ranks
     "ddp-mismatch": ["--strategy", "ddp", "--build", "after", "--epochs", "1", "--seed-per-rank"],
 }
@@ -56,10 +53,11 @@ MUST_FAIL = {"ddp-mismatch"}
 RESUMES = {
     "ddp-after-stop": ("step=6.ckpt", "ddp-after-resume",
                        ["--strategy", "ddp", "--build", "after", "--epochs", "3"]),
-    "single-epoch-stop": ("single-epoch-stop-epoch=0.ckpt", "single-epoch-resume",
-                          ["--strategy", "single", "--build", "after", "--epochs", "2"]),
-    "ddp-epoch-stop": ("ddp-epoch-stop-epoch=0.ckpt", "ddp-epoch-resume",
-                       ["--strategy", "ddp", "--build", "after", "--epochs", "2"]),
+    # resumed from the checkpoint at the end of epoch 0: they train epoch 1 only
+    "single": ("single-epoch=0.ckpt", "single-epoch-resume",
+               ["--strategy", "single", "--build", "after", "--epochs", "2"]),
+    "ddp-before": ("ddp-before-epoch=0.ckpt", "ddp-epoch-resume",
+                   ["--strategy", "ddp", "--build", "before", "--epochs", "2"]),
 }
 
 
@@ -87,7 +85,7 @@ def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("lightning")
     procs = {tag: _start(args, out, tag) for tag, args in RUNS.items()}
     for stopped, (name, tag, args) in RESUMES.items():
-        _wait(procs.pop(stopped), out, stopped)
+        _wait(procs[stopped], out, stopped)
         ckpt = out / name
         assert ckpt.exists(), sorted(p.name for p in out.iterdir())
         procs[tag] = _start(args + ["--resume", str(ckpt)], out, tag)
@@ -169,12 +167,12 @@ def test_resume_from_an_end_of_epoch_checkpoint_serves_the_next_epoch(runs, worl
     """Lightning 2.6 resuming from a checkpoint taken at an epoch's end does not call the
     loader's load_state_dict: it creates the iterator, then calls sampler.set_epoch(1). The
     resumed run must train on epoch 1's plan (it used to replay epoch 0's batches)."""
-    stop, resume = ("single", "ddp")[world - 1] + "-epoch-stop", \
-        ("single", "ddp")[world - 1] + "-epoch-resume"
-    stopped = [records(runs, stop, r) for r in range(world)]
+    stop, resume = ("single", "ddp-before")[world - 1], ("single", "ddp")[world - 1] + \
+        "-epoch-resume"
+    stopped = [records(runs, stop, r) for r in range(world)]  # it went on with epoch 1 itself
     resumed = [records(runs, resume, r) for r in range(world)]
     for r in range(world):
-        assert sorted(stopped[r]) == [0] and stopped[r][0] == expected(0, r, world)
+        assert stopped[r][0] == expected(0, r, world)
         assert sorted(resumed[r]) == [1]  # nothing of epoch 0 again
         assert resumed[r][1] == expected(1, r, world)
     check_exactly_once([{0: stopped[r][0], 1: resumed[r][1]} for r in range(world)], 2)
