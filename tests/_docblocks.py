@@ -39,6 +39,13 @@ _SUBPACKAGE_NEEDS = {"graphbatch.torch": ("torch", "torch_geometric"),
                      "graphbatch.atomistic": ("torch", "torch_geometric"),
                      "graphbatch.lowband.nn": ("torch",)}
 _KEYWORDS = ("fragment", "not run", "continues", "env", "requires", "timeout")
+#: graphbatch's optional dependencies (its extras and what they pull in): a block that fails
+#: because one of these cannot be imported is skipped, not failed (any other missing module,
+#: e.g. a misspelt one, fails).
+OPTIONAL = frozenset({"torch", "torch_geometric", "jax", "jaxlib", "jraph", "flax", "optax",
+                      "h5py", "tqdm", "rdkit", "matplotlib", "psutil", "lightning", "ogb",
+                      "mace", "e3nn", "dask", "distributed", "qm9pack", "moses", "fairchem"})
+_MISSING = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 
 @dataclass
@@ -156,6 +163,15 @@ def needed_modules(block: Block) -> list[str]:
 
 def missing_modules(block: Block) -> list[str]:
     return [m for m in needed_modules(block) if importlib.util.find_spec(m) is None]
+
+
+def missing_optional(res: subprocess.CompletedProcess) -> str | None:
+    """The optional package whose import failed a block's run, if that is why it failed."""
+    if res.returncode == 0:
+        return None
+    found = _MISSING.findall(res.stderr)
+    top = found[-1].split(".")[0] if found else None
+    return top if top in OPTIONAL else None
 
 
 def run_block(block: Block, folder: Path, *, check: str | None = None
