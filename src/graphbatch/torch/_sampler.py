@@ -11,12 +11,12 @@ from torch.utils.data import DistributedSampler, Sampler
 
 from .._budget import Budget
 from .._chunkplan import check_shuffle
-from .._consistency import PlanVerifier
 from .._chunkplan import plan_epoch as make_plan
-from .._plan import BatchPlan
-from .._sizes import GraphSizes
+from .._consistency import PlanVerifier
 from .._errors import InputTypeError
+from .._plan import BatchPlan
 from .._resume import resume_point
+from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int, as_positive_int
 from ._epoch import EpochCursor, Pass
 
