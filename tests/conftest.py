@@ -5,6 +5,7 @@ one of them cannot be imported (checked when the test runs, so collecting import
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import numpy as np
 import pytest
@@ -26,6 +27,17 @@ def molecule_sizes() -> gb.GraphSizes:
     n = rng.integers(3, 30, size=2000)
     e = np.maximum(0, (n * (n - 1) * rng.uniform(0.5, 1.0, size=n.shape[0])).astype(np.int64))
     return gb.GraphSizes(n, e)
+
+
+@pytest.fixture(autouse=True)
+def _environment_as_started():
+    """Variables a library sets on import (mace-torch sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD, so
+    every later ``torch.load`` unpickles arbitrary objects) do not outlive the test that
+    imported it: later tests, and the processes they start, see the session's environment."""
+    yield
+    for name in ("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD",):
+        if name in os.environ and name not in _docblocks.START_ENV:
+            del os.environ[name]
 
 
 def pytest_collection_modifyitems(config, items):
