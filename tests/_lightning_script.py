@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -67,7 +68,10 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--max-steps", type=int, default=-1)
     ap.add_argument("--ckpt-every", type=int, default=None)
-    ap.add_argument("--ckpt-epoch", action="store_true", help="checkpoint every epoch's end")
+    ap.add_argument("--seed-per-rank", action="store_true",
+                    help="each rank plans with another seed (the plan check must stop the run)")
+    ap.add_argument("--ckpt-epoch", action="store_true",
+                    help="ModelCheckpoint's default trigger: a checkpoint at every epoch's end")
     ap.add_argument("--val", type=int, default=0, help="the last N graphs validate")
     ap.add_argument("--resume", default=None)
     ap.add_argument("--out", required=True)
@@ -94,13 +98,16 @@ def main() -> None:
         num_sanity_val_steps=0,
     )
     model = Recorder(a.out, a.tag)
+    options = dict(LOADER)
+    if a.seed_per_rank:  # Lightning's ddp launcher starts rank 1 with LOCAL_RANK=1
+        options["seed"] += int(os.environ.get("LOCAL_RANK", "0"))
     if a.build == "before":  # built before the process group exists
-        loader = gt.loader(graphs, **LOADER)
+        loader = gt.loader(graphs, **options)
         trainer.fit(model, train_dataloaders=loader, ckpt_path=a.resume)
     else:
         n = len(graphs)
         splits = dict(val=range(n - a.val, n)) if a.val else {}
-        trainer.fit(model, datamodule=GraphDataModule(graphs, **splits, **LOADER),
+        trainer.fit(model, datamodule=GraphDataModule(graphs, **splits, **options),
                     ckpt_path=a.resume)
 
 

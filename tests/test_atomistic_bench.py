@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("mace")
+pytest.importorskip("mace.modules")  # mace-torch, importable (it needs matplotlib)
 pytest.importorskip("torch_geometric")
 
 from graphbatch.bench import BenchConfig, plan_runs, run_bench  # noqa: E402

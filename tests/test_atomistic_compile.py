@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("mace")
+pytest.importorskip("mace.modules")  # mace-torch, importable (it needs matplotlib)
 gt = pytest.importorskip("graphbatch.torch")
 ga = pytest.importorskip("graphbatch.atomistic")
 

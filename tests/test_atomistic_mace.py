@@ -11,7 +11,7 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("mace")
+pytest.importorskip("mace.modules")  # mace-torch, importable (it needs matplotlib)
 gt = pytest.importorskip("graphbatch.torch")
 ga = pytest.importorskip("graphbatch.atomistic")
 
@@ -160,6 +160,7 @@ def test_loader_with_mace_preset(molecules, models):
     assert len(shapes) == 1  # a fixed-shape plan: one padded shape for the epoch
 
 
+@pytest.mark.requires("h5py", "qm9pack")
 def test_mace_graphs_view_of_a_graphbatch_store(models, tmp_path):
     """A graphbatch store of QM9 radius graphs built with MACE's cutoff, through
     `ga.MACEGraphs` and the loader, gives MACE's energies and forces on its own AtomicData

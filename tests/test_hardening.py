@@ -352,6 +352,7 @@ def test_nonsense_counts_are_refused(tmp_path):
         assert "Traceback" not in res.stderr
 
 
+@pytest.mark.requires("matplotlib")
 def test_report_resolution_is_bounded():
     from graphbatch.report import HtmlPage
 
@@ -360,6 +361,7 @@ def test_report_resolution_is_bounded():
     assert HtmlPage("t", dpi=1200).dpi == 1200
 
 
+@pytest.mark.requires("matplotlib")
 def test_all_zero_and_capped_tables_report_cleanly(tmp_path):
     zero = tmp_path / "zero.npz"
     gb.GraphSizes(np.zeros(10), np.zeros(10)).save(zero)
@@ -400,6 +402,7 @@ def _record(strategy, compiled, graphs_per_s, repeat=0):
             "update_us_per_graph_median": 3.0}
 
 
+@pytest.mark.requires("matplotlib")
 def test_one_bench_summary_keeps_eager_and_compiled_apart():
     from graphbatch.analysis import bench_label
     from graphbatch.bench import summarize
@@ -429,8 +432,8 @@ def test_no_upward_or_cyclicimports_of():
     assert res.stdout.strip() == "False", res.stderr
 
 
+@pytest.mark.requires("torch")
 def test_bench_budget_uses_the_plan_generator():
-    pytest.importorskip("torch")
     from graphbatch.bench import DEFAULT
     from graphbatch.bench._runner import bench_budget
 
@@ -444,6 +447,7 @@ def test_bench_budget_uses_the_plan_generator():
         assert [b.n_node, b.n_edge] == planned[:2]
 
 
+@pytest.mark.requires("torch", "torch_geometric")
 def test_unknown_field_and_model_names_are_value_errors():
     # issue 14: unknown user-supplied names raise ValueError (UnknownNameError), not KeyError
     import torch

@@ -181,6 +181,7 @@ def test_bad_arguments(graphs):
         gj.loader(graphs, strategy="dynamic", batch_size=4, bogus=1)
 
 
+@pytest.mark.requires("h5py")
 def test_graph_store_source_matches_the_same_graphs_in_memory(tmp_path, graphs):
     from graphbatch.datasets import GraphArrays, GraphStore, write_store
 

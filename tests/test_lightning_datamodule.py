@@ -339,14 +339,6 @@ def test_ddp_resume_mid_epoch_is_exact(ddp_runs):
         assert resumed[2] == _expected(2, r)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Lightning 2.6 resuming from an end-of-epoch checkpoint does not call load_state_dict and "
-        "calls sampler.set_epoch after creating the iterator, so the loader replays epoch 0 "
-        "(issue 26 item 5); the fix belongs in the loader (branch trust): drop this mark then"
-    ),
-)
 def test_ddp_resume_at_an_epoch_boundary_is_exact(ddp_runs):
     for r in range(2):
         stopped = _records(ddp_runs, "end-stop", r)

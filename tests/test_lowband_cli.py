@@ -55,6 +55,7 @@ def test_bandwidth_table_and_errors(tmp_path, capsys):
     assert "expected an integer >= 1, got '0'" in capsys.readouterr().err
 
 
+@pytest.mark.requires("h5py")
 def test_code_graphs_and_store_through_datasets(tmp_path, capsys):
     """Directory / .py / .h5 inputs go through graphbatch.datasets (skipped where it is absent)."""
     datasets = pytest.importorskip("graphbatch.datasets")
@@ -84,6 +85,7 @@ def test_code_graphs_and_store_through_datasets(tmp_path, capsys):
         assert out["num_graphs"] == 3 and out["max_bandwidth_after"] == int(r.after.max())
 
 
+@pytest.mark.requires("h5py")
 def test_reordered_store_keeps_fields_with_their_nodes(tmp_path, capsys):
     datasets = pytest.importorskip("graphbatch.datasets")
     from graphbatch.lowband import bandwidths

@@ -1,7 +1,9 @@
 """Lightning drives `gt.loader` like any DataLoader: 2 CPU processes (gloo) under ``ddp`` and
 ``ddp_spawn``, the loader built before the process group (passed to ``fit``) and after it (by
 `graphbatch.lightning.GraphDataModule`), ``limit_train_batches``, ``max_steps`` with a
-mid-epoch checkpoint and its resume, and a single-process run.
+mid-epoch checkpoint and its resume, resumes from end-of-epoch checkpoints (single process and
+``ddp``), a single-process run, and a ``ddp`` run whose ranks plan with different seeds (the
+loader's plan consistency check stops it).
 
 Every run records, per rank, the dataset indices of each batch it trained on; the test compares
 them with the plans computed here independently (``graphbatch.plan(..., world_size=2)``): every
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,15 +36,29 @@ SCRIPT = Path(__file__).with_name("_lightning_script.py")
 GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)  # as in the script
 PLAN = dict(batch_size=6, seed=3)
 RUNS = {
-    "ddp-before": ["--strategy", "ddp", "--build", "before", "--epochs", "2"],
+    # also writes a checkpoint at the end of every epoch (ModelCheckpoint's default trigger)
+    "ddp-before": ["--strategy", "ddp", "--build", "before", "--epochs", "2", "--ckpt-epoch"],
     "spawn-before": ["--strategy", "ddp_spawn", "--build", "before", "--epochs", "2"],
     "spawn-after-limit": ["--strategy", "ddp_spawn", "--build", "after", "--epochs", "3",
                           "--limit", "2"],
     "ddp-after-stop": ["--strategy", "ddp", "--build", "after", "--epochs", "3",
                        "--max-steps", "6", "--ckpt-every", "6"],
-    "single": ["--strategy", "single", "--build", "after", "--epochs", "2"],
+    "single": ["--strategy", "single", "--build", "after", "--epochs", "2", "--ckpt-epoch"],
+    # rank 1 plans with another seed: the loader's plan check must stop both ranks
+    "ddp-mismatch": ["--strategy", "ddp", "--build", "after", "--epochs", "1", "--seed-per-rank"],
 }
-RESUME = ["--strategy", "ddp", "--build", "after", "--epochs", "3"]
+#: runs that must fail (their exit status is checked by the test, not by the fixture)
+MUST_FAIL = {"ddp-mismatch"}
+#: stopped run -> (its checkpoint, the resumed run's tag and arguments)
+RESUMES = {
+    "ddp-after-stop": ("step=6.ckpt", "ddp-after-resume",
+                       ["--strategy", "ddp", "--build", "after", "--epochs", "3"]),
+    # resumed from the checkpoint at the end of epoch 0: they train epoch 1 only
+    "single": ("single-epoch=0.ckpt", "single-epoch-resume",
+               ["--strategy", "single", "--build", "after", "--epochs", "2"]),
+    "ddp-before": ("ddp-before-epoch=0.ckpt", "ddp-epoch-resume",
+                   ["--strategy", "ddp", "--build", "before", "--epochs", "2"]),
+}
 
 
 def _start(args, out: Path, tag: str):
@@ -57,7 +74,8 @@ def _wait(proc, out: Path, tag: str) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         rc = "timeout"
-    if rc != 0:
+    (out / f"{tag}.rc").write_text(str(rc))
+    if rc != 0 and tag not in MUST_FAIL:
         pytest.fail(f"Lightning run {tag} failed ({rc}):\n"
                     + (out / f"{tag}.log").read_text()[-4000:])
 
@@ -66,10 +84,11 @@ def _wait(proc, out: Path, tag: str) -> None:
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("lightning")
     procs = {tag: _start(args, out, tag) for tag, args in RUNS.items()}
-    _wait(procs.pop("ddp-after-stop"), out, "ddp-after-stop")
-    ckpt = out / "step=6.ckpt"
-    assert ckpt.exists(), sorted(p.name for p in out.iterdir())
-    procs["ddp-after-resume"] = _start(RESUME + ["--resume", str(ckpt)], out, "ddp-after-resume")
+    for stopped, (name, tag, args) in RESUMES.items():
+        _wait(procs[stopped], out, stopped)
+        ckpt = out / name
+        assert ckpt.exists(), sorted(p.name for p in out.iterdir())
+        procs[tag] = _start(args + ["--resume", str(ckpt)], out, tag)
     for tag, proc in procs.items():
         _wait(proc, out, tag)
     return out
@@ -141,3 +160,30 @@ def test_single_process_data_module(runs):
     for e in (0, 1):
         assert rec[e] == expected(e, 0, world=1)
     check_exactly_once([rec], 2)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_resume_from_an_end_of_epoch_checkpoint_serves_the_next_epoch(runs, world):
+    """Lightning 2.6 resuming from a checkpoint taken at an epoch's end does not call the
+    loader's load_state_dict: it creates the iterator, then calls sampler.set_epoch(1). The
+    resumed run must train on epoch 1's plan (it used to replay epoch 0's batches)."""
+    stop, resume = ("single", "ddp-before")[world - 1], ("single", "ddp")[world - 1] + \
+        "-epoch-resume"
+    stopped = [records(runs, stop, r) for r in range(world)]  # it went on with epoch 1 itself
+    resumed = [records(runs, resume, r) for r in range(world)]
+    for r in range(world):
+        assert stopped[r][0] == expected(0, r, world)
+        assert sorted(resumed[r]) == [1]  # nothing of epoch 0 again
+        assert resumed[r][1] == expected(1, r, world)
+    check_exactly_once([{0: stopped[r][0], 1: resumed[r][1]} for r in range(world)], 2)
+
+
+def test_ranks_with_different_plans_stop_with_the_plan_check(runs):
+    """Under Lightning's ddp, a rank that plans with another seed is caught before training:
+    both ranks raise PlanMismatchError (the same message) naming both ranks; nothing trains."""
+    assert (runs / "ddp-mismatch.rc").read_text() not in ("0", "timeout")
+    log = (runs / "ddp-mismatch.log").read_text()
+    msgs = re.findall(r"graphbatch plan consistency check failed across 2 ranks[^\n]*", log)
+    assert len(msgs) >= 2 and len(set(msgs)) == 1, log[-3000:]  # every rank, one message
+    assert "plan request differs (rank 0: " in msgs[0] and "; rank 1: " in msgs[0]
+    assert not list(runs.glob("ddp-mismatch_rank*.json"))  # no batch was trained on

@@ -6,7 +6,8 @@ The core is pure NumPy: sizes in, a `BatchPlan` out. Framework adapters live in
 
 from ._api import plan
 from ._budget import Budget, estimate_budget, next_pow2, round_up
-from ._errors import GraphbatchError, InputError, InputTypeError, UnknownNameError
+from ._errors import (GraphbatchError, InputError, InputTypeError, PlanMismatchError,
+                      UnknownNameError)
 from ._plan import PLAN_FORMAT_VERSION, BatchPlan, PlanStats
 from ._sizes import GraphSizes, SizeHistogram
 from .planners import get_strategy, strategy_names
@@ -27,6 +28,7 @@ __all__ = [
     "GraphbatchError",
     "InputError",
     "InputTypeError",
+    "PlanMismatchError",
     "PlanStats",
     "SizeHistogram",
     "UnknownNameError",

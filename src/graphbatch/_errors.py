@@ -8,7 +8,8 @@ those keeps working; `UnknownNameError` is an `InputError` for an unknown user-s
 
 from __future__ import annotations
 
-__all__ = ["GraphbatchError", "InputError", "InputTypeError", "UnknownNameError", "USER_ERRORS"]
+__all__ = ["GraphbatchError", "InputError", "InputTypeError", "PlanMismatchError",
+           "UnknownNameError", "USER_ERRORS"]
 
 
 class GraphbatchError(Exception):
@@ -25,6 +26,11 @@ class InputTypeError(GraphbatchError, TypeError):
 
 class UnknownNameError(InputError):
     """An unknown user-supplied name; the message lists the known ones."""
+
+
+class PlanMismatchError(GraphbatchError, RuntimeError):
+    """Ranks (processes) of one distributed job hold different plans, or different inputs to
+    them; raised on every rank with the same message, naming the ranks that disagree."""
 
 
 #: What the CLI and the demo report as one line with exit status 2: the library's own errors,

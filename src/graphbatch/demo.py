@@ -16,7 +16,7 @@ from importlib import resources
 
 import numpy as np
 
-from ._errors import USER_ERRORS
+from ._errors import USER_ERRORS, InputError
 from ._io import check_output_path
 from ._sizes import GraphSizes
 
@@ -80,11 +80,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Load sizes, compare every strategy, write the report; progress on stderr."""
+    if args.sizes and args.shipped:
+        raise InputError(f"--sizes {args.sizes} and --shipped each name the size table; give one")
     from .analysis import compare_strategies, input_files, load_bench, load_sizes
-    from .report import build_report, comparison_table, write_report
 
     check_output_path(args.out, [*input_files(args.sizes), *args.bench],
-                      suffixes=(".html", ".htm"), what="report")
+                      suffixes=(".html", ".htm"), what="report")  # before importing matplotlib
+    from .report import build_report, comparison_table, write_report
+
     t0 = time.perf_counter()
 
     def say(msg: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .._errors import InputError, InputTypeError, UnknownNameError
+
 __all__ = ["BASELINES", "BenchConfig", "DEFAULT", "FULL", "JAX_BASELINES", "JAX_DEFAULT",
            "JAX_FULL", "MACE_BASELINES", "MACE_DEFAULT", "PACKING_GRAPH_CAP", "PADDED_STRATEGIES",
            "is_packing"]
@@ -129,6 +131,8 @@ class BenchConfig:
             raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
         if int(self.prefetch) < 0:
             raise ValueError(f"prefetch must be >= 0, got {self.prefetch}")
+        if not jax:
+            self._validate_compile_backend()
         if self.data not in ("memory", "store"):
             raise ValueError(f"data must be 'memory' or 'store', got {self.data!r}")
         if self.data == "store" and self.store is None:
@@ -137,6 +141,22 @@ class BenchConfig:
             raise ValueError("--data store reads batches in the training process; use "
                              "--prefetch N (a background thread) instead of --num-workers")
         return self
+
+    def _validate_compile_backend(self) -> None:
+        """A ``torch.compile`` backend torch knows (checked before any run starts: an unknown
+        one used to fail with ``InvalidBackend`` only at the first compiled step)."""
+        backend = self.compile_backend
+        if not isinstance(backend, str):
+            raise InputTypeError(f"compile_backend must be a backend name, got {backend!r}")
+        if backend == "inductor":  # torch's default, always there (no need to import dynamo)
+            return
+        from torch.compiler import list_backends
+
+        known = list_backends(exclude_tags=())  # debug/experimental ones (eager) included
+        if backend not in known:
+            shown = sorted(b for b in known if "TESTING" not in b and "minifier" not in b)
+            raise UnknownNameError(f"unknown --compile-backend {backend!r}; torch.compile "
+                                   f"backends here: {', '.join(shown)}")
 
     def _validate_mace(self) -> None:
         """``mace`` runs alone (its own data and baselines) on the memory path."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from .._errors import InputError
 from ._format import format_table
 
 __all__ = ["add_parser"]
@@ -90,7 +91,27 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+#: Flags only the torch runs read (``dest`` -> flag): with ``--framework jax`` they would be
+#: silently ignored, so giving one is an error.
+_TORCH_ONLY = {"store": "--store", "data": "--data", "device": "--device", "compile": "--compile",
+               "compile_backend": "--compile-backend", "compile_mode": "--compile-mode",
+               "num_workers": "--num-workers", "sharing_strategy": "--sharing-strategy",
+               "threads": "--threads"}
+
+
+def check_flag_collisions(args) -> None:
+    """Refuse flags that the other flags make meaningless (instead of ignoring one of them)."""
+    if getattr(args, "framework", "torch") == "jax":
+        given = [flag for dest, flag in _TORCH_ONLY.items() if getattr(args, dest) is not None]
+        if given:
+            raise InputError(f"--framework jax does not use {', '.join(given)} (torch runs only)")
+    if args.data == "memory" and args.store is not None:
+        raise InputError(f"--store {args.store} with --data memory: the store would not be read "
+                         "(drop --data memory, or --store)")
+
+
 def config_from_args(args):
+    check_flag_collisions(args)  # before importing the frameworks
     from ..bench import DEFAULT, FULL, JAX_DEFAULT, JAX_FULL
 
     if getattr(args, "framework", "torch") == "jax":

@@ -63,10 +63,32 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+#: Arguments of ``graphbatch.plan`` that ``plan`` sets from its own flags: never an ``--option``.
+_PLAN_ARGS = {"sizes": "the SIZES argument", "strategy": "--strategy",
+              "batch_size": "--batch-size", "budget": "--max-nodes/--max-edges/--max-graphs",
+              "seed": "--seed", "epoch": "--epoch", "shuffle": "--no-shuffle",
+              "on_oversize": "--on-oversize", "world_size": "--world-size"}
+
+
+def _options_given(args) -> dict:
+    """``--option KEY=VALUE`` pairs as a dict, refusing a key given twice and the keys of
+    ``graphbatch.plan``'s own arguments (their flags set them)."""
+    options: dict = {}
+    for key, value in args.option:
+        if key in _PLAN_ARGS:
+            raise InputError(f"--option {key}=... sets an argument of graphbatch.plan itself; "
+                             f"use {_PLAN_ARGS[key]}")
+        if key in options:
+            raise InputError(f"--option {key} given twice ({options[key]!r} and {value!r})")
+        options[key] = value
+    return options
+
+
 def collect_options(args) -> dict:
-    """Strategy options from dedicated flags and ``--option``; only those the strategy takes."""
+    """Strategy options from dedicated flags and ``--option``; only those the strategy takes.
+    An option set both ways (``--multiple 64 --option multiple=32``) is refused."""
     strat = get_strategy(args.strategy)
-    options = dict(args.option)
+    options = _options_given(args)
     flags = {"multiple": args.multiple, "sample_size": args.sample_size,
              "pad": getattr(args, "pad", None),
              "heuristic": getattr(args, "heuristic", None),
@@ -78,9 +100,12 @@ def collect_options(args) -> dict:
     for flag, value in flags.items():
         if value is None:
             continue
+        shown = "no-edge-limit" if flag == "edge_limit" else flag.replace("_", "-")
         if flag not in strat.options:
-            shown = "no-edge-limit" if flag == "edge_limit" else flag.replace("_", "-")
             raise InputError(f"strategy {args.strategy!r} takes no --{shown}")
+        if flag in options:
+            raise InputError(f"--{shown} and --option {flag}={options[flag]!r} both set {flag}; "
+                             "give one")
         options[flag] = value
     return options
 

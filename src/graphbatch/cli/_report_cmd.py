@@ -32,10 +32,11 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..analysis import input_files, load_bench
-    from ..report import build_report, write_report
 
     check_output_path(args.out, [*input_files(args.sizes), *args.bench],
-                      suffixes=(".html", ".htm"), what="report")
+                      suffixes=(".html", ".htm"), what="report")  # before importing matplotlib
+    from ..report import build_report, write_report
+
     sizes = load_sizes(args.sizes)
     bench = load_bench(args.bench) if args.bench else None
 

@@ -4,10 +4,11 @@ device-resident batches (background prefetch, multi-device data parallelism).
 Import explicitly (``import graphbatch.jax``); ``import graphbatch`` never imports jax.
 """
 
+from .._errors import PlanMismatchError
 from .._padlayout import short_padding_batches
 from ._collate import PaddedGraphs, batches, collate, unpad
 from ._loader import DATA_AXIS, JaxPlanLoader, loader
 from ._source import StoreGraphs, make_padded
 
-__all__ = ["DATA_AXIS", "JaxPlanLoader", "PaddedGraphs", "StoreGraphs", "batches", "collate",
-           "loader", "make_padded", "short_padding_batches", "unpad"]
+__all__ = ["DATA_AXIS", "JaxPlanLoader", "PaddedGraphs", "PlanMismatchError", "StoreGraphs",
+           "batches", "collate", "loader", "make_padded", "short_padding_batches", "unpad"]

@@ -20,16 +20,19 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .._budget import Budget
 from .._chunkplan import check_shuffle
+from .._consistency import PlanVerifier
+from .._errors import InputTypeError
 from .._chunkplan import plan_epoch as make_plan
 from .._padlayout import check_cutoff, short_padding_batches
 from .._plan import BatchPlan
 from .._prefetch import ahead
+from .._resume import resume_point
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int
 from ._collate import PaddedGraphs
 from ._source import as_graph_source, graph_sizes_of, make_padded
 
-__all__ = ["DATA_AXIS", "JaxPlanLoader", "loader", "step_table"]
+__all__ = ["DATA_AXIS", "JaxPlanLoader", "loader", "process_gather", "step_table"]
 
 #: Name of the mesh axis the loader shards the leading (device) axis over.
 DATA_AXIS = "data"
@@ -83,6 +86,17 @@ def step_table(plan: BatchPlan, world_size: int) -> np.ndarray:
     return np.stack(ranks, axis=1)
 
 
+def process_gather(row: np.ndarray) -> np.ndarray:
+    """``[process_count, len(row)]``: ``row`` (int64) of every JAX process, in process order
+    (``jax.experimental.multihost_utils.process_allgather``; sent as int32 pairs, so it works
+    without ``jax_enable_x64``). A collective: every process must call it."""
+    from jax.experimental import multihost_utils
+
+    words = np.ascontiguousarray(row, dtype=np.int64).view(np.int32)
+    out = np.asarray(multihost_utils.process_allgather(words))
+    return np.ascontiguousarray(out, dtype=np.int32).reshape(out.shape[0], -1).view(np.int64)
+
+
 class JaxPlanLoader:
     """Iterable of device-resident `PaddedGraphs`, one per training step of the epoch's plan.
 
@@ -95,7 +109,11 @@ class JaxPlanLoader:
 
     def __init__(self, source, sizes: GraphSizes, request: dict[str, Any], *,
                  devices: list | None, prefetch: int, cutoff: float | None,
-                 position_key: str) -> None:
+                 position_key: str, verify_plan: bool = True) -> None:
+        if not isinstance(verify_plan, bool):
+            raise InputTypeError(f"verify_plan must be True or False, got {verify_plan!r}")
+        self.verify_plan = verify_plan
+        self._verifier = PlanVerifier(sizes)
         self.source = source
         self.sizes = sizes
         self._request = dict(request)
@@ -182,10 +200,29 @@ class JaxPlanLoader:
                 (self.world_size,) + np.shape(leaf), self.sharding, shards))
         return jax.tree_util.tree_unflatten(treedef, out)
 
+    def verifies(self) -> bool:
+        """Whether iterations start with the plan consistency check: ``verify_plan``, several
+        JAX processes, and ``devices`` of more than one of them (the processes then share this
+        loader's plan)."""
+        if not self.verify_plan or self.devices is None or jax.process_count() < 2:
+            return False
+        return len({d.process_index for d in self.devices}) > 1
+
+    def _verify(self, epoch: int, start: int) -> None:
+        """The plan consistency check of the pass ``(epoch, start)`` across JAX processes (one
+        `process_gather`, a collective: every process iterates), when `verifies`."""
+        if self.verifies():
+            self._verifier.verify(self._planned(epoch)[0], epoch=epoch, start=start,
+                                  loader_rank=jax.process_index(), gather=process_gather,
+                                  what="JAX processes", plan_world=None)
+
     def __iter__(self) -> Iterator[PaddedGraphs]:
+        # a generator: this runs at the first next(), so a set_epoch / load_state_dict between
+        # iter() and the first batch takes effect
         self._generation += 1
         mine = self._generation
         epoch, start = self._epoch, self._offset
+        self._verify(epoch, start)
         n = int(self._steps(epoch).shape[0])
         made = ahead(lambda s: self._device_batch(epoch, s), range(start, n), self.prefetch,
                      name=THREAD_NAME)
@@ -205,20 +242,19 @@ class JaxPlanLoader:
         return {"epoch": self._epoch, "offset": self._offset, "fingerprint": self.fingerprint,
                 "world_size": self.world_size, "num_graphs": len(self.sizes)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``state``: the next iteration starts at step ``offset`` of ``epoch``.
-        Raises ``ValueError`` when ``state`` came from a different plan request."""
-        if state.get("fingerprint") != self.fingerprint:
-            raise ValueError(
-                f"state was saved for plan request {state.get('fingerprint')!r}; this loader's is "
-                f"{self.fingerprint!r} (different sizes, strategy, seed, budget, options or "
-                "number of devices)"
-            )
-        epoch = as_nonnegative_int(state["epoch"], "epoch")
-        offset = as_nonnegative_int(state.get("offset", 0), "offset")
-        total = int(self._steps(epoch).shape[0])
-        if offset > total:
-            raise ValueError(f"offset {offset} is past the {total} steps of epoch {epoch}")
+    def load_state_dict(self, state: dict[str, Any], *,
+                        allow_missing_fingerprint: bool = False) -> None:
+        """Continue from ``state``: the next iteration starts at step ``offset`` of ``epoch``
+        (an offset at the end of its epoch: the next epoch's first step). The same checks as
+        the torch loader's (`graphbatch._resume`): ``ValueError`` (`graphbatch.InputError`)
+        for anything but a ``state_dict()``, a state of another plan request (sizes, strategy,
+        seed, budget, shuffle, options, number of devices), and -- unless
+        ``allow_missing_fingerprint=True`` -- a state without ``fingerprint``."""
+        recorded = {"world_size": self.world_size, "num_graphs": len(self.sizes)}
+        epoch, offset = resume_point(
+            state, owner="JaxPlanLoader", fingerprint=self.fingerprint, recorded=recorded,
+            total_of=lambda e: int(self._steps(e).shape[0]), unit="steps",
+            allow_missing_fingerprint=allow_missing_fingerprint)
         self._epoch, self._offset = epoch, offset
         self._generation += 1
 
@@ -237,6 +273,7 @@ def loader(
     shuffle: bool = True,
     sizes: GraphSizes | None = None,
     position_key: str = "pos",
+    verify_plan: bool = True,
     **options: Any,
 ) -> JaxPlanLoader:
     """A `JaxPlanLoader` over ``source`` batched by ``graphbatch.plan(sizes, strategy, ...)``.
@@ -252,6 +289,13 @@ def loader(
     own devices from the same deterministic plan. ``prefetch`` steps are collated and
     transferred ahead by a background thread (0: in the caller's thread). ``cutoff``: padding
     edges longer than ``cutoff`` (see `collate`). Strategy ``options`` pass to the planner.
+
+    ``verify_plan`` (default True): when ``devices`` belong to several JAX processes
+    (``jax.distributed``), every iteration starts, at its first ``next``, with the plan
+    consistency check across processes (one ``process_allgather`` of 192 bytes per process):
+    `graphbatch.PlanMismatchError` in every process, naming the processes that disagree, when
+    their size tables, plan arguments, plans, epochs or resume positions differ. A collective:
+    every process must iterate. ``False`` skips it.
     """
     source = as_graph_source(source)
     prefetch = as_nonnegative_int(prefetch, "prefetch")
@@ -270,7 +314,7 @@ def loader(
                "on_oversize": on_oversize, "options": dict(options)}
     cutoff = check_cutoff(cutoff)
     ld = JaxPlanLoader(source, sizes, request, devices=devs, prefetch=prefetch, cutoff=cutoff,
-                       position_key=position_key)
+                       position_key=position_key, verify_plan=verify_plan)
     if cutoff is not None:
         short = short_padding_batches(ld.plan_for_epoch(0))
         if short.shape[0]:

@@ -8,6 +8,10 @@ and every iteration reads it when it starts. Rules:
   the next pass already is ``e`` (so a resume point loaded for ``e`` survives), and when a pass of
   epoch ``e`` has just been started and nothing of it was consumed (Lightning creates its
   iterator before it calls ``set_epoch``).
+- A pass started and then overtaken, before its first batch was consumed, by ``set_epoch`` to
+  another epoch or by ``resume_at`` is *superseded* (`EpochCursor.superseded`): whoever serves
+  its batches starts a new pass instead, which runs what was set (Lightning resuming from an
+  end-of-epoch checkpoint creates its iterator and then calls ``set_epoch(e + 1)``).
 - A pass that ran to its end moves the cursor to epoch ``e + 1``, batch 0.
 - A pass of which nothing was consumed does not count (a new pass repeats its epoch and start).
 - A pass stopped early (``len`` reached by Lightning, ``islice``, ``limit_train_batches``,
@@ -65,6 +69,12 @@ class EpochCursor:
         if pass_id == self._pass_id and not self.armed:
             self.offset += 1
             self._consumed += 1
+
+    def superseded(self, pass_id: int) -> bool:
+        """Whether pass ``pass_id`` is the latest, nothing of it was consumed, and ``set_epoch``
+        or ``resume_at`` has since chosen what the next pass runs: its iterator must start a
+        new pass (`begin`) before it serves a batch."""
+        return pass_id == self._pass_id and self.armed and self._consumed == 0
 
     def finished(self, pass_id: int) -> None:
         """Pass ``pass_id`` ran to its end: the next pass runs the following epoch."""

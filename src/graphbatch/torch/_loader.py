@@ -139,11 +139,14 @@ class PlanLoader(DataLoader):
     `PlanGraphSampler`, a ``DistributedSampler``, so Lightning does not inject another.
 
     Epochs: ``set_epoch`` here, on ``sampler`` or on ``batch_sampler`` takes effect at the next
-    iteration; each pass, complete or stopped early, is followed by the next epoch (rules in
-    `graphbatch.torch._epoch`). ``len()`` is the number of batches of the current epoch. The plan
+    iteration, or at the one just created when none of its batches was drawn yet (``it =
+    iter(loader); loader.sampler.set_epoch(1); next(it)`` gives epoch 1's first batch, with or
+    without workers); each pass, complete or stopped early, is followed by the next epoch (rules
+    in `graphbatch.torch._epoch`). ``len()`` is the number of batches of the current epoch. The plan
     is made in the main process; every batch travels to the workers with its padded shape.
     ``state_dict`` counts batches *consumed*, so resuming with workers is exact; Lightning saves
-    and restores it in checkpoints.
+    and restores it in checkpoints. Under ``torch.distributed`` every pass starts with the plan
+    consistency check (``verify_plan``, see `PlanBatchSampler`).
     """
 
     def __init__(self, dataset, batch_sampler=None, collate_fn=None, **kwargs: Any) -> None:
@@ -185,6 +188,12 @@ class PlanLoader(DataLoader):
         it, pass_id = self._begin_pass()
         return self._counted(it, pass_id)
 
+    def superseded(self, pass_id: int) -> bool:
+        """Whether pass ``pass_id`` was overtaken before its first batch was consumed by
+        ``set_epoch`` to another epoch or ``load_state_dict``: its iterator must start a new
+        pass before serving a batch (`graphbatch.torch._epoch`)."""
+        return self.plan_sampler.cursor.superseded(pass_id)
+
     def _begin_pass(self) -> tuple[Iterator[Any], int]:
         """Start a pass: the DataLoader's iterator over it, which counts nothing, and the pass
         id. Whoever hands its batches to the training loop reports each to
@@ -201,10 +210,21 @@ class PlanLoader(DataLoader):
                 it = _received(it, receive)
         else:
             it = super().__iter__()
-        return it, self.plan_sampler.cursor.latest_pass
+        sampler = self.plan_sampler
+        this = sampler.latest_pass
+        try:
+            sampler.verify_pass(this)  # in the caller's thread, every rank at the same point
+        except BaseException:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+            raise
+        return it, this.id
 
     def _counted(self, it, pass_id: int):
         cursor = self.plan_sampler.cursor
+        if cursor.superseded(pass_id):  # set_epoch / load_state_dict since iter(): restart
+            it, pass_id = self._begin_pass()
         for batch in it:
             cursor.consumed(pass_id)
             yield batch
@@ -215,8 +235,12 @@ class PlanLoader(DataLoader):
         gives exactly the next batch (see `PlanBatchSampler.state_dict`)."""
         return self.plan_sampler.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.plan_sampler.load_state_dict(state)
+    def load_state_dict(self, state: dict[str, Any], *,
+                        allow_missing_fingerprint: bool = False) -> None:
+        """Continue from ``state`` (see `PlanBatchSampler.load_state_dict`: a state without a
+        plan fingerprint needs ``allow_missing_fingerprint=True``)."""
+        self.plan_sampler.load_state_dict(state,
+                                          allow_missing_fingerprint=allow_missing_fingerprint)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -282,6 +306,7 @@ def loader(
     as_dict: bool = False,
     preset: Preset | None = None,
     indices: Any = None,
+    verify_plan: bool = True,
     **options: Any,
 ) -> PlanLoader:
     """A `PlanLoader` over ``dataset`` (map-style: ``len`` and ``dataset[i]`` giving a PyG
@@ -329,6 +354,12 @@ def loader(
     ``preset`` (a `Preset`, e.g. ``graphbatch.atomistic.mace(r_max=5.0)``) supplies the schema
     (inferred from the sample, then the preset's pads and count fields), ``cutoff``,
     ``position_key`` and ``as_dict``; arguments given with other than their default values win.
+
+    ``verify_plan`` (default True): under an initialised ``torch.distributed`` of more than one
+    rank (and ``num_replicas`` its world size), every pass starts with the plan consistency
+    check, one all-gather of 192 bytes per rank: `PlanMismatchError` on every rank, naming the
+    ranks that disagree, when their size tables, plan arguments, plans, epochs or resume
+    positions differ (docs/distributed.md). ``False`` skips it.
     """
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise TypeError(f"dataset must be map-style (len and [i]), got {type(dataset).__name__}")
@@ -381,6 +412,7 @@ def loader(
         rank=rank,
         extra_padding_nodes=1 if spare_padding_node else 0,
         indices=indices,
+        verify_plan=verify_plan,
         **options,
     )
     cutoff = check_cutoff(cutoff)

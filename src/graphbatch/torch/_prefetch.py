@@ -47,7 +47,8 @@ class Prefetcher(_CorePrefetcher):
     ``source``. Taking a batch does not wake the thread: it refills at the consumer's pace
     (see `graphbatch._prefetch`). For a `PlanLoader` source, the loader's ``state_dict`` counts
     the batches ``next`` has returned (not those made ahead), so a resume is exact, and a pass
-    read to its end moves the loader to the next epoch.
+    read to its end moves the loader to the next epoch; a ``set_epoch`` or ``load_state_dict``
+    on the loader before the first ``next`` takes effect (the batches made ahead are dropped).
     """
 
     def __init__(self, source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False,
@@ -58,13 +59,32 @@ class Prefetcher(_CorePrefetcher):
         if pin_memory:
             transform = _pinned if transform is None else _then(_pinned, transform)
         self._pass: tuple[EpochCursor, int] | None = None
+        self._loader: PlanLoader | None = None
+        self._args = (depth, transform)
         if isinstance(source, PlanLoader):  # count a batch when the consumer receives it
+            self._loader = source
             cursor = source.plan_sampler.cursor
             source, pass_id = source._begin_pass()
             self._pass = (cursor, pass_id)
         super().__init__(source, depth, transform=transform, name=THREAD_NAME)
 
+    def _restart_if_superseded(self) -> None:
+        """Before the first batch: a ``set_epoch`` (to another epoch) or ``load_state_dict`` on
+        the loader since this prefetcher started its pass supersedes it; stop the thread and
+        start the pass that was set."""
+        loader = self._loader
+        self._loader = None  # only before the first batch
+        if loader is None or self._pass is None or not loader.superseded(self._pass[1]):
+            return
+        self.close()
+        source, pass_id = loader._begin_pass()
+        self._pass = (self._pass[0], pass_id)
+        depth, transform = self._args
+        super().__init__(source, depth, transform=transform, name=THREAD_NAME)
+
     def __next__(self) -> Any:
+        if self._loader is not None:
+            self._restart_if_superseded()
         try:
             item = super().__next__()
         except StopIteration:

@@ -12,7 +12,10 @@ from torch.utils.data import DistributedSampler, Sampler
 from .._budget import Budget
 from .._chunkplan import check_shuffle
 from .._chunkplan import plan_epoch as make_plan
+from .._consistency import PlanVerifier
+from .._errors import InputTypeError
 from .._plan import BatchPlan
+from .._resume import resume_point
 from .._sizes import GraphSizes
 from .._validate import as_index_array, as_nonnegative_int, as_positive_int
 from ._epoch import EpochCursor, Pass
@@ -138,6 +141,15 @@ class PlanBatchSampler(Sampler[list]):
     (distinct, non-negative ints; default ``0 .. len(sizes) - 1``). Plans index ``sizes``;
     yielded batches and `rank_graphs` hold ``indices[i]``. The fingerprint then holds a digest
     of ``indices``, so a state saved for another split is refused.
+
+    ``verify_plan=True`` (default): when ``torch.distributed`` is initialised with more than one
+    rank and this sampler's ``num_replicas`` is the world size, every pass starts with the plan
+    consistency check (`graphbatch.torch.check_plan_consistency`: one all-gather of 192 bytes
+    per rank; `PlanMismatchError` on every rank, naming the ranks that disagree, when their size
+    tables, plan arguments, plans, epochs or start batches differ). Used directly, the sampler
+    checks when the pass's first batch is drawn; under `PlanLoader` when the pass starts. A
+    collective: every rank must iterate (a loader iterated on some ranks only needs
+    ``num_replicas=1, rank=0`` or ``verify_plan=False``).
     """
 
     def __init__(
@@ -154,6 +166,7 @@ class PlanBatchSampler(Sampler[list]):
         rank: int | None = None,
         extra_padding_nodes: int = 0,
         indices: Any = None,
+        verify_plan: bool = True,
         **options: Any,
     ) -> None:
         if not isinstance(sizes, GraphSizes):
@@ -179,8 +192,13 @@ class PlanBatchSampler(Sampler[list]):
         self.seed = self._kwargs["seed"]
         self.shuffle = self._kwargs["shuffle"]
         self.extra_padding_nodes = as_nonnegative_int(extra_padding_nodes, "extra_padding_nodes")
+        if not isinstance(verify_plan, bool):
+            raise InputTypeError(f"verify_plan must be True or False, got {verify_plan!r}")
+        self.verify_plan = verify_plan
+        self._verifier = PlanVerifier(sizes)
         self.cursor = EpochCursor()
         self.counted_by_loader = False  # a PlanLoader reports consumption instead of yields
+        self._latest: Pass | None = None  # the latest started pass
         self._world_seen: tuple[int, int] | None = None  # world of the latest pass
         self._cache: tuple[tuple[int, int, int], BatchPlan, np.ndarray] | None = None
         self._graph_sampler = PlanGraphSampler(self)
@@ -280,18 +298,62 @@ class PlanBatchSampler(Sampler[list]):
     def begin_pass(self) -> Pass:
         """Start a pass: resolve the world, move the cursor. (Used by ``__iter__``.)"""
         self._world_seen = self.world()
-        return self.cursor.begin()
+        self._latest = self.cursor.begin()
+        return self._latest
+
+    @property
+    def latest_pass(self) -> Pass | None:
+        """The latest started pass (``None``: none yet)."""
+        return self._latest
+
+    def verifies(self) -> bool:
+        """Whether passes start with the plan consistency check: ``verify_plan`` and an
+        initialised ``torch.distributed`` of more than one rank whose world size is this
+        sampler's ``num_replicas`` (as of the latest pass)."""
+        if not self.verify_plan:
+            return False
+        dist = _dist()
+        if dist is None:
+            return False
+        world = dist.get_world_size()
+        return world > 1 and self.num_replicas == world
+
+    def verify_pass(self, this: Pass) -> None:
+        """The plan consistency check of pass ``this`` across ``torch.distributed``'s ranks (a
+        collective; see the class docstring), when `verifies`."""
+        if not self.verifies():
+            return
+        from ._consistency import torch_gather
+
+        plan = self._planned(this.epoch, self._world_seen)[0]
+        split = self._indices_sha256()
+        extra = None if split is None else {"indices_sha256": split}
+        self._verifier.verify(plan, epoch=this.epoch, start=this.start, loader_rank=self.rank,
+                              gather=torch_gather(), extra=extra)
 
     def __iter__(self) -> Iterator[PlannedBatch]:
         this = self.begin_pass()
-        p, mine = self._planned(this.epoch, self._world_seen)
+        self._check_start(this)
+        return self._batches(this, not self.counted_by_loader)
+
+    def _check_start(self, this: Pass) -> np.ndarray:
+        mine = self._planned(this.epoch, self._world_seen)[1]
         total = int(mine.shape[0])
         if this.start > total:
             raise ValueError(f"resume offset {this.start} is past the {total} batches of epoch "
                              f"{this.epoch}")
-        return self._batches(this, p, mine[this.start:].tolist(), not self.counted_by_loader)
+        return mine
 
-    def _batches(self, this: Pass, p: BatchPlan, ids: list[int], count: bool):
+    def _batches(self, this: Pass, count: bool):
+        if count:  # used directly: this runs when the first batch is drawn
+            if self.cursor.superseded(this.id):
+                # set_epoch / load_state_dict after iter() and before the first batch: they
+                # take effect (Lightning creates its iterator before it calls set_epoch)
+                this = self.begin_pass()
+                self._check_start(this)
+            self.verify_pass(this)
+        p, mine = self._planned(this.epoch, self._world_seen)
+        ids = mine[this.start:].tolist()
         order, offsets = p.order, p.offsets
         pn, pe, pg = p.pad_nodes, p.pad_edges, p.pad_graphs
         extra = self.extra_padding_nodes
@@ -306,12 +368,19 @@ class PlanBatchSampler(Sampler[list]):
             self.cursor.finished(this.id)
 
     # --------------------------------------------------------------- state
+    def _indices_sha256(self) -> str | None:
+        """SHA-256 (hex) of ``indices`` as little-endian int64 (a split's identity); ``None``
+        without a split."""
+        if self.indices is None:
+            return None
+        return hashlib.sha256(self.indices.astype("<i8").tobytes()).hexdigest()
+
     def fingerprint(self) -> dict[str, Any]:
         """The plan request (see `plan_fingerprint`) plus the number of replicas."""
         fp = plan_fingerprint(self.sizes, self.strategy, self._kwargs, self.extra_padding_nodes)
         fp["num_replicas"] = self.num_replicas
         if self.indices is not None:  # absent without a split: older states stay loadable
-            fp["indices_sha256"] = hashlib.sha256(self.indices.astype("<i8").tobytes()).hexdigest()
+            fp["indices_sha256"] = self._indices_sha256()
         return fp
 
     def state_dict(self) -> dict[str, Any]:
@@ -328,36 +397,26 @@ class PlanBatchSampler(Sampler[list]):
             "fingerprint": fp,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``state``: the next iteration starts at batch ``offset`` of ``epoch``.
+    def load_state_dict(self, state: dict[str, Any], *,
+                        allow_missing_fingerprint: bool = False) -> None:
+        """Continue from ``state``: the next iteration starts at batch ``offset`` of ``epoch``
+        (an offset at the end of its epoch: the next epoch's first batch).
 
-        Refuses (``ValueError`` naming the field) a state saved under another plan request:
-        strategy, options, seed, size table, number of replicas.
+        Refuses (``ValueError`` naming the field: `graphbatch.InputError`) anything but a
+        ``state_dict()``, and a state saved under another plan request: strategy, options,
+        seed, shuffle, size table, number of replicas. A state without ``fingerprint`` (written
+        before fingerprints) is refused unless ``allow_missing_fingerprint=True``; then only
+        the ``seed``, ``strategy``, ``num_replicas`` and ``num_graphs`` it holds are compared.
+        A ``set_epoch`` or ``load_state_dict`` after ``iter()`` and before the first batch
+        takes effect in that iterator.
         """
-        if not isinstance(state, dict) or "epoch" not in state:
-            raise ValueError("not a PlanBatchSampler state: no 'epoch' key")
         mine = self.fingerprint()
-        saved = state.get("fingerprint")
-        if saved is None:  # states written before fingerprints: check what they hold
-            saved = {k: state[k] for k in ("seed", "strategy", "num_replicas", "num_graphs")
-                     if k in state}
-        for key in sorted(saved):
-            if saved[key] != mine.get(key, "<absent>"):
-                raise ValueError(
-                    f"state was saved with {key} = {saved[key]!r}, this sampler has "
-                    f"{mine.get(key, '<absent>')!r}; resuming would skip or repeat graphs"
-                )
-        if "fingerprint" in state:
-            for key in sorted(set(mine) - set(saved)):
-                raise ValueError(f"state has no {key!r} in its fingerprint; this sampler has "
-                                 f"{key} = {mine[key]!r}")
-        epoch = as_nonnegative_int(state["epoch"], "epoch")
-        offset = as_nonnegative_int(state.get("offset", 0), "offset")
-        total = int(self._rank_batches(epoch).shape[0])
-        if offset > total:
-            raise ValueError(f"offset {offset} is past the {total} batches of epoch {epoch}")
-        if offset == total:  # the epoch was complete: continue with the next one
-            epoch, offset = epoch + 1, 0
+        recorded = {"seed": mine["seed"], "strategy": mine["strategy"],
+                    "num_replicas": mine["num_replicas"], "num_graphs": mine["num_graphs"]}
+        epoch, offset = resume_point(
+            state, owner="PlanBatchSampler", fingerprint=mine, recorded=recorded,
+            total_of=lambda e: int(self._rank_batches(e).shape[0]),
+            allow_missing_fingerprint=allow_missing_fingerprint)
         self.cursor.resume_at(epoch, offset)
 
     def __getstate__(self):
