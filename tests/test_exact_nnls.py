@@ -204,6 +204,15 @@ def test_tall_fits_use_the_normal_equations_exactly():
     assert x[1] == 0 and x[0] == Fraction(int(n @ b), int(n @ n))
 
 
+def test_stats_fits_bytes_exactly():
+    rng = np.random.default_rng(11)
+    nn = rng.integers(3, 30, 3000)
+    ee = rng.integers(0, 200, 3000)
+    sizes = gb.GraphSizes(nn, ee, 37 * nn + 11 * ee)
+    st_ = gb.plan(sizes, "kk", batch_size=17, seed=1).stats()
+    assert (st_.cost_source, st_.cost_per_node, st_.cost_per_edge) == ("n_bytes", 37.0, 11.0)
+
+
 def test_nnls_input_checks_and_limits():
     with pytest.raises(TypeError, match="integer"):
         nnls(np.ones((2, 2)), np.ones(2, np.int64))
