@@ -3,7 +3,7 @@
 Candidate pack patterns are those of longest- and shortest-pack-first histogram packing plus,
 for every bin, a pack of as many copies of it as fit. Non-negative least squares finds repeat
 counts ``x >= 0`` with ``A x ~ count`` (``A[i, t]`` = graphs of bin ``i`` in pattern ``t``):
-Lawson–Hanson, as ``scipy.optimize.nnls``, but solved exactly (`graphbatch._exact_nnls`), so
+Lawson-Hanson, as ``scipy.optimize.nnls``, but solved exactly (`graphbatch._exact_nnls`), so
 the counts, and the plan, are the same on every machine. Counts are rounded down (exactly),
 capped so no bin is used more often than it occurs, and the graphs left over are packed
 longest-pack-first.
