@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphbatch as gb
-from graphbatch._exact_nnls import _Cholesky, _exact_finish, _Problem, nnls
+from graphbatch._exact_nnls import _Cholesky, _exact_finish, _Problem, _sequential_sums, nnls
 
 
 def _residual(A, b, x) -> list[Fraction]:
@@ -171,6 +171,21 @@ def test_float_cholesky_updates_against_lstsq():
         order.pop(p)
         ch.remove(p, c[order])
         check()
+
+
+def test_sequential_sums_add_left_to_right():
+    """Both forms (slot by slot; np.cumsum for many slots) give the bits of a plain Python
+    left-to-right sum, whatever order-sensitive values are added."""
+    rng = np.random.default_rng(4)
+    for width in (7, 300):
+        M = rng.standard_normal((width, 5)) * 10.0 ** rng.integers(-8, 9, (width, 5))
+        want = []
+        for col in M.T.tolist():
+            acc = 0.0
+            for v in col:
+                acc += v
+            want.append(acc)
+        assert _sequential_sums(M).tolist() == want
 
 
 @settings(max_examples=80, deadline=None)

@@ -12,8 +12,9 @@ the Lawson-Hanson active-set method (the algorithm of ``scipy.optimize.nnls``), 
    operation is one IEEE-754 ``+ - * / sqrt`` (correctly rounded: one result on every
    machine), each a NumPy ufunc call or a Python float operation of its own (so no fused
    multiply-add can change a rounding, as compiled kernels may on ARM64), applied in an
-   order fixed by the code; sums run left to right (slot by slot, or ``np.cumsum``, which
-   NumPy documents as sequential, unlike ``np.sum``) or are correctly rounded
+   order fixed by the code; sums run left to right (slot by slot, or ``np.cumsum``: an
+   accumulation adds one element to the previous partial sum, with none of ``np.sum``'s
+   pairwise blocking, as NumPy's documentation notes) or are correctly rounded
    (``math.fsum``); no ``np.sum``/``np.dot``/``matmul`` of floats, no BLAS or LAPACK, no
    transcendental function; the entering column is the first of the largest dual values
    (``np.argmax``/``np.argmin`` return the first occurrence). The floats, the comparisons
@@ -196,8 +197,9 @@ def _slots(group: np.ndarray, member: np.ndarray, vals: np.ndarray, ngroups: int
 
 def _sequential_sums(M: np.ndarray) -> np.ndarray:
     """Column sums of a float ``[W, groups]`` matrix, added in slot order (a padding zero
-    adds nothing): one slot at a time where there are few, else ``np.cumsum``, which NumPy
-    documents as sequential (unlike ``np.sum``). The same bits on every machine."""
+    adds nothing): one slot at a time where there are few, else ``np.cumsum`` (each partial
+    sum the previous one plus one element, not ``np.sum``'s pairwise blocks): the same order,
+    the same bits on every machine."""
     if M.shape[0] <= 256:
         acc = np.zeros(M.shape[1], np.float64)
         for row in M:
