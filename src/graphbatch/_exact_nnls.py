@@ -105,10 +105,9 @@ def _checked(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             raise InputError(f"nnls: {name} must be {nd}-D, got shape {a.shape}")
     if b.shape[0] != A.shape[0]:
         raise InputError(f"nnls: A has {A.shape[0]} rows but b has {b.shape[0]} entries")
-    A = A.astype(np.int64)
-    b = b.astype(np.int64)
-    top = max(int(np.abs(A).max(initial=0)) if A.size else 0,
-              int(np.abs(b).max(initial=0)) if b.size else 0)
+    A = A.astype(np.int64, copy=False)  # read only: no copy needed
+    b = b.astype(np.int64, copy=False)
+    top = max([0] + [max(int(a.max()), -int(a.min())) for a in (A, b) if a.size])
     if top >= 2**53:
         raise InputError(f"nnls: value {top} is over the limit 2**53")
     return A, b
