@@ -3,10 +3,10 @@ explicit and estimated budgets, world sizes 1/8/64, both oversize policies, floa
 on subsamples of QM9, MOSES and the heavy-tailed code AST table, plus limit searches.
 
 ``python tests/_plan_matrix.py OUT.json`` writes ``{case: sha256 of the plan file}`` (the
-whole file, written without ``meta``'s timing keys) and ``{search: sha256 of the records}``.
-`tests/test_plan_machine_independence.py` runs it under several SIMD and thread settings and
-requires equal digests (cases named ``blas:...``, `pack-nnls`, only between settings with the
-same BLAS thread count: the documented exception).
+whole file, written without ``meta``'s timing keys), ``{case/cost-fit: the per-node and
+per-edge bytes that `BatchPlan.stats` fits}`` for plans with ``n_bytes`` costs, and ``{search:
+sha256 of the records}``. `tests/test_plan_machine_independence.py` runs it under several SIMD
+and thread settings and requires equal results.
 """
 
 from __future__ import annotations
@@ -77,8 +77,7 @@ def requests(name: str, sizes):
                                                     on_oversize="skip")
     yield "pack-lpf-histogram", "pack-lpf", dict(budget=tight, seed=4, method="histogram",
                                                      on_oversize="own_batch")
-    # SciPy's NNLS (BLAS): deterministic for one BLAS configuration (docs/plan-format.md)
-    yield "blas:pack-nnls", "pack-nnls", dict(batch_size=32, seed=4, on_oversize="skip")
+    yield "pack-nnls", "pack-nnls", dict(batch_size=32, seed=4, on_oversize="skip")
     yield "pack-spf-est-8", "pack-spf", dict(batch_size=32, seed=4, world_size=8,
                                                          on_oversize="skip")
     yield "buckets-est", "buckets", dict(batch_size=32, seed=5, num_shapes=3)
@@ -122,6 +121,9 @@ def run() -> dict:
             for case, strategy, kw in requests(tname, sizes):
                 plan = gb.plan(sizes, strategy, **kw)
                 out[f"{tname}/{case}"] = plan_file_digest(plan, Path(tmp) / "plan.npz")
+                source, per_node, per_edge = plan.cost_coefficients()
+                if source == "n_bytes":  # the stats' exact NNLS fit, every bit
+                    out[f"{tname}/{case}/cost-fit"] = f"{per_node.hex()} {per_edge.hex()}"
             recs = search_limits(sizes, sample_graphs=800, exact_points=2, grid=4)
             out[f"{tname}/limits"] = hashlib.sha256(json.dumps(
                 [list(recs), recs.summary()], sort_keys=True).encode()).hexdigest()

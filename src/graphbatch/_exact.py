@@ -30,8 +30,8 @@ from ._errors import InputError
 from ._validate import MAX_TOTAL
 
 __all__ = ["FIXED_POINT_LIMIT", "FixedPoint", "decimal", "quantise_linear", "share_keys",
-           "top_indices", "ratio_order", "fits_int64", "square_sum", "floor_frac", "sortable",
-           "abs_diff"]
+           "top_indices", "ratio_order", "fits_int64", "square_sum", "int_dot", "floor_frac",
+           "sortable", "abs_diff"]
 
 #: Largest total of quantised costs over a size table (the same bound as a size column's sum):
 #: every cost and every sum of costs is an exact integer in int64 and in float64.
@@ -245,21 +245,39 @@ def floor_frac(x: Fraction) -> int:
 
 
 def square_sum(values: np.ndarray) -> int:
-    """The exact sum of squares of integer ``values`` (``|v| < 2**54``), as a Python int:
-    chunk by chunk in 18-bit limbs, so no int64 product or sum overflows."""
-    total = 0
-    mask = (1 << 18) - 1
+    """The exact sum of squares of integer ``values`` (``|v| < 2**54``), as a Python int."""
+    return int_dot(values, values, name="square_sum")
+
+
+def int_dot(u: np.ndarray, v: np.ndarray, *, name: str = "int_dot") -> int:
+    """The exact dot product of integer vectors (``|values| < 2**54``), as a Python int:
+    chunk by chunk in int64, split into signed 18-bit limbs where the products could
+    overflow, so no int64 product or sum overflows (integer sums are exact in any order)."""
+    u = np.asarray(u)
+    v = np.asarray(v)
     step = 1 << 20  # products of limbs < 2**36: a chunk's sums stay below 2**56
-    for s0 in range(0, values.shape[0], step):
-        v = np.abs(values[s0:s0 + step].astype(np.int64))
-        if v.size and int(v.max()) >= 2**54:
-            raise InputError(f"square_sum: value {int(v.max())} is over the limit 2**54")
-        a = (v & mask, (v >> 18) & mask, v >> 36)
+    bounds = [int(np.abs(a.astype(np.int64)).max(initial=0)) if a.size else 0 for a in (u, v)]
+    if max(bounds) >= 2**54:
+        raise InputError(f"{name}: value {max(bounds)} is over the limit 2**54")
+    if bounds[0] * bounds[1] < 2**36:  # a chunk's products and their sum fit as they are
+        return sum(int(np.dot(u[s0:s0 + step].astype(np.int64), v[s0:s0 + step].astype(np.int64)))
+                   for s0 in range(0, u.shape[0], step))
+    total = 0
+    for s0 in range(0, u.shape[0], step):
+        la = _limbs(u[s0:s0 + step].astype(np.int64))
+        lb = la if v is u else _limbs(v[s0:s0 + step].astype(np.int64))
         for i in range(3):
-            total += int(np.dot(a[i], a[i])) << (36 * i)
-            for j in range(i + 1, 3):
-                total += int(np.dot(a[i], a[j])) << (18 * (i + j) + 1)
+            for j in range(3):
+                total += int(np.dot(la[i], lb[j])) << (18 * (i + j))
     return total
+
+
+def _limbs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Signed 18-bit limbs of integers below 2**54: ``a = sum(limb[i] << 18 * i)``."""
+    mask = (1 << 18) - 1
+    sign = np.where(a < 0, np.int64(-1), np.int64(1))
+    m = np.abs(a)
+    return (sign * (m & mask), sign * ((m >> 18) & mask), sign * (m >> 36))
 
 
 def sortable(keys: np.ndarray) -> np.ndarray:

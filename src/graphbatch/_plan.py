@@ -12,6 +12,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ._errors import InputError, InputTypeError
+from ._exact_nnls import nnls
 from ._io import atomic_savez, json_default, parse_json, read_npz
 
 __all__ = ["BatchPlan", "PlanStats", "PLAN_FORMAT_VERSION"]
@@ -244,7 +245,9 @@ class BatchPlan:
 
         A linear cost model stored in ``meta["cost_model"]`` is used as is. For plans with
         ``real_cost`` (bytes), per-node/per-edge bytes are fitted by non-negative least squares
-        on the non-empty batches' totals (used for the padded size). Else cost = nodes + edges.
+        on the non-empty batches' totals (used for the padded size), solved exactly
+        (`graphbatch._exact_nnls`: the same numbers on every machine). Else cost = nodes +
+        edges.
         """
         model = self.meta.get("cost_model") or {}
         if model.get("source") == "linear":
@@ -254,10 +257,8 @@ class BatchPlan:
         keep = self.graphs_per_batch > 0
         if not keep.any():
             return "n_bytes", 0.0, 0.0
-        from scipy.optimize import nnls
-
-        a = np.stack([self.real_nodes[keep], self.real_edges[keep]], axis=1).astype(np.float64)
-        coef, _ = nnls(a, self.real_cost[keep].astype(np.float64))
+        a = np.stack([self.real_nodes[keep], self.real_edges[keep]], axis=1)
+        coef = nnls(a, self.real_cost[keep]).to_float()  # exact, then correctly rounded
         return "n_bytes", float(coef[0]), float(coef[1])
 
     def batch_costs(self) -> np.ndarray:

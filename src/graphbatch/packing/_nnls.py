@@ -1,16 +1,19 @@
 """Non-negative least-squares packing (Kosec et al., as a baseline; IPU paper 5.5.2).
 
 Candidate pack patterns are those of longest- and shortest-pack-first histogram packing plus,
-for every bin, a pack of as many copies of it as fit. ``scipy.optimize.nnls`` finds repeat counts
-``x >= 0`` with ``A x ~ count`` (``A[i, t]`` = graphs of bin ``i`` in pattern ``t``); counts are
-rounded down, capped so no bin is used more often than it occurs, and the graphs left over are
-packed longest-pack-first.
+for every bin, a pack of as many copies of it as fit. Non-negative least squares finds repeat
+counts ``x >= 0`` with ``A x ~ count`` (``A[i, t]`` = graphs of bin ``i`` in pattern ``t``):
+Lawson-Hanson, as ``scipy.optimize.nnls``, but solved exactly (`graphbatch._exact_nnls`), so
+the counts, and the plan, are the same on every machine. Counts are rounded down (exactly),
+capped so no bin is used more often than it occurs, and the graphs left over are packed
+longest-pack-first.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .._exact_nnls import nnls
 from ._histogram import pack_histogram
 from ._patterns import PackPatterns
 
@@ -56,17 +59,14 @@ def pack_nnls(n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int
             f"NNLS packing would build a {nb} x {npat} matrix (> {MAX_NNLS_ENTRIES:,} entries); "
             "use pack-lpf for histograms this large"
         )
-    A = np.zeros((nb, npat), dtype=np.float64)
+    A = np.zeros((nb, npat), dtype=np.int64)
     for t, pat in enumerate(patterns):
         for b, c in pat:
             A[b, t] = c
-    from scipy.optimize import nnls  # here: scipy.optimize costs ~0.3 s to import
-
-    x, _ = nnls(A, count.astype(np.float64), maxiter=50 * npat)
-    xi = np.floor(x + 1e-9).astype(np.int64)
+    xi = nnls(A, count).floor()  # exact repeat counts, rounded down exactly
     left = count.copy()
     used_bins, used_copies, used_off, used_count = [], [], [0], []
-    for t in np.flatnonzero(xi > 0).tolist():
+    for t in [t for t, v in enumerate(xi) if v > 0]:
         bins = np.array([b for b, _ in patterns[t]], np.int64)
         cps = np.array([c for _, c in patterns[t]], np.int64)
         reps = int(min(xi[t], (left[bins] // cps).min()))

@@ -577,8 +577,8 @@ def plan_pack_lpf_1d(req: PlanRequest):
 
 @register(
     "pack-nnls",
-    description="non-negative least-squares packing (scipy.optimize.nnls over candidate pack "
-    "patterns) as a baseline; every pack padded to the budget",
+    description="non-negative least-squares packing (Lawson-Hanson NNLS over candidate pack "
+    "patterns, solved exactly) as a baseline; every pack padded to the budget",
     options=("heuristic", *_COMMON),
     fixed_shape=True,
 )
