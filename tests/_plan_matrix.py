@@ -3,9 +3,9 @@ explicit and estimated budgets, world sizes 1/8/64, both oversize policies, floa
 on subsamples of QM9, MOSES and the heavy-tailed code AST table, plus limit searches.
 
 ``python tests/_plan_matrix.py OUT.json`` writes ``{case: sha256 of the plan file}`` (the
-whole file, written without ``meta``'s timing keys), ``{case/cost-fit: the per-node and
-per-edge bytes that `BatchPlan.stats` fits}`` for plans with ``n_bytes`` costs, and ``{search:
-sha256 of the records}``. `tests/test_plan_machine_independence.py` runs it under several SIMD
+whole file, written without ``meta``'s timing keys), ``{case/stats: every field of
+`BatchPlan.stats`, floats by their bits}`` (the ``plan --json`` statistics: the n_bytes cost
+fit, means, imbalances), and ``{search: sha256 of the records}``. `tests/test_plan_machine_independence.py` runs it under several SIMD
 and thread settings and requires equal results.
 """
 
@@ -111,6 +111,15 @@ def plan_file_digest(plan, path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def stats_record(plan) -> str:
+    """Every field of ``plan.stats()`` (what ``graphbatch plan --json`` reports), floats by
+    their exact bits (``float.hex``): the n_bytes cost fit, means, imbalances."""
+    from dataclasses import asdict
+
+    return json.dumps({k: v.hex() if isinstance(v, float) else v
+                       for k, v in asdict(plan.stats()).items()}, sort_keys=True)
+
+
 def run() -> dict:
     import graphbatch as gb
     from graphbatch.packing import search_limits
@@ -121,9 +130,7 @@ def run() -> dict:
             for case, strategy, kw in requests(tname, sizes):
                 plan = gb.plan(sizes, strategy, **kw)
                 out[f"{tname}/{case}"] = plan_file_digest(plan, Path(tmp) / "plan.npz")
-                source, per_node, per_edge = plan.cost_coefficients()
-                if source == "n_bytes":  # the stats' exact NNLS fit, every bit
-                    out[f"{tname}/{case}/cost-fit"] = f"{per_node.hex()} {per_edge.hex()}"
+                out[f"{tname}/{case}/stats"] = stats_record(plan)
             recs = search_limits(sizes, sample_graphs=800, exact_points=2, grid=4)
             out[f"{tname}/limits"] = hashlib.sha256(json.dumps(
                 [list(recs), recs.summary()], sort_keys=True).encode()).hexdigest()

@@ -112,3 +112,23 @@ def test_estimate_budget_algorithm1():
     assert b2 == gb.Budget(800, 1600, 32)
     with pytest.raises(ValueError, match="batch_size = 1"):
         gb.estimate_budget(s, 1, rng=np.random.default_rng(0))
+
+
+def test_stats_means_are_correctly_rounded_sums():
+    """`plan --json`'s float statistics are the same on every machine: cost_mean and the step
+    imbalance means are correctly rounded sums (math.fsum), not SIMD-ordered np.mean."""
+    import math
+
+    rng = np.random.default_rng(5)
+    sizes = gb.GraphSizes(rng.integers(1, 40, 3000), rng.integers(0, 90, 3000))
+    plan = gb.plan(sizes, "kk", batch_size=7, seed=1, world_size=8, cost_nodes=0.1,
+                   cost_edges=1.0 / 3.0)
+    st = plan.stats()
+    full = plan.graphs_per_batch > 0
+    cost = plan.batch_costs()[full]
+    assert st.cost_mean == math.fsum(cost.tolist()) / cost.shape[0]
+    grid = np.zeros((plan.num_steps, plan.world_size), np.float64)
+    grid[plan.step, plan.rank] = plan.real_nodes
+    mean = grid.sum(axis=1) / plan.world_size
+    ratio = np.where(mean > 0, grid.max(axis=1) / np.where(mean > 0, mean, 1.0), 1.0)
+    assert st.step_node_imbalance_mean == math.fsum(ratio.tolist()) / ratio.shape[0]

@@ -88,7 +88,9 @@ def test_plans_are_byte_identical_across_simd_and_thread_settings(tmp_path):
     assert {"native, 2 threads", "native, 1 thread"} <= results.keys() and len(results) >= 3
     ref = results["native, 2 threads"]
     assert len(ref) > 300  # every strategy family on three tables
-    assert sum(k.endswith("/cost-fit") for k in ref) > 20  # stats' NNLS fits of n_bytes
+    assert sum(k.endswith("/stats") for k in ref) > 300  # every plan's stats, bit for bit
+    assert sum('"cost_source": "n_bytes"' in v for k, v in ref.items()
+               if k.endswith("/stats")) > 20  # stats' NNLS fits of n_bytes costs among them
     for name, got in results.items():
         assert got.keys() == ref.keys(), name
         differ = sorted(k for k in ref if got[k] != ref[k])

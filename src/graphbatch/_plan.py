@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import numbers
 import os
 from dataclasses import asdict, dataclass
@@ -46,6 +48,13 @@ _PLAN_LENGTHS = {**{k: _n_batches for k in ("pad_edges", "pad_graphs", "real_nod
                  "offsets": lambda a: None if _n_batches(a) is None else _n_batches(a) + 1,
                  "order": _order_length}
 
+
+
+def _fsum(values: np.ndarray) -> float:
+    """The correctly rounded sum of float ``values`` (``math.fsum``), chunk by chunk as lists."""
+    step = 1 << 16
+    return math.fsum(itertools.chain.from_iterable(
+        values[s0:s0 + step].tolist() for s0 in range(0, values.shape[0], step)))
 
 @dataclass(frozen=True)
 class PlanStats:
@@ -290,7 +299,9 @@ class BatchPlan:
         full = gpb > 0  # memory stats over batches holding graphs (padding-only cost nothing)
         cost = self.batch_costs()[full]
         padded = per_node * self.pad_nodes.astype(np.float64) + per_edge * self.pad_edges
-        cost_mean = float(cost.mean()) if cost.shape[0] else 0.0
+        # correctly rounded sums (math.fsum): the same on every machine, whatever order a SIMD
+        # reduction would add in (docs/plan-format.md, "Same plan on every machine")
+        cost_mean = _fsum(cost) / cost.shape[0] if cost.shape[0] else 0.0
         empty = int((~full).sum())
         dist = self._step_imbalance()
         return PlanStats(
@@ -342,7 +353,7 @@ class BatchPlan:
             grid[self.step, self.rank] = values
             mean = grid.mean(axis=1)
             ratio = np.where(mean > 0, grid.max(axis=1) / np.where(mean > 0, mean, 1.0), 1.0)
-            out += [float(ratio.mean()), float(ratio.max())]
+            out += [_fsum(ratio) / ratio.shape[0], float(ratio.max())]
         return out[0], out[1], out[2], out[3]
 
     # ------------------------------------------------------------ validation
