@@ -104,6 +104,7 @@ def test_step_model_memory_margin_covers_every_probe():
         ms.append(ProbeMeasurement((n, e, 32), "compiled", (1.0 + e / 1e4,) * 3,
                                    2000.0, peak))
     model = fit_step_model("compiled", ms)
+    assert 0 < model.memory_margin < 50  # per mille
     for m in ms:
         assert model.peak_bytes(m.shape) >= m.peak_bytes
     assert model.compile.first_ms == round(2000.0 - (1.0 + 900 / 1e4))
@@ -389,3 +390,21 @@ def test_tune_refuses_bad_arguments(sizes):
 def test_candidate_is_a_plain_request():
     c = Candidate("x", {"strategy": "dynamic", "batch_size": 8, "seed": 0})
     assert c.strategy == "dynamic"
+
+
+def test_report_shows_the_tune_table_and_the_fit_against_its_probes(sizes, tmp_path):
+    pytest.importorskip("matplotlib")
+    from graphbatch.report import build_report
+
+    be = SimulatedBackend(sizes, lambda n, e, g, m: (2.0 + 0.004 * e) * (1.3 if m == "eager"
+                                                                           else 1.0),
+                          compile_ms=lambda *a: 5000.0, memory_bytes=lambda n, e, g, m: 10**6 + e,
+                          modes=("compiled", "eager"), noise=0.02)
+    res = gb.tune(None, backend=be, batch_size=32, probes=5, rounds=2, validate=2,
+                  validate_steps=3)
+    res.save(tmp_path / "r.json")
+    html = build_report(sizes.subset(np.arange(300)), tune=TuneResult.load(tmp_path / "r.json"),
+                        dpi=40)
+    for key in ('id="fig-tune-fit"', 'id="table-tune"', 'id="table-tune-validation"',
+                res.ranking[0].label):
+        assert key in html

@@ -11,8 +11,10 @@ callable or a `TuneStep`:
 
 The step takes one padded batch exactly as ``graphbatch.torch.loader`` (a PyG ``Batch``) or
 ``graphbatch.jax.loader`` (a device-resident `PaddedGraphs`) yields it, runs forward, backward
-and the optimizer update, and returns the loss; tune synchronises on it before stopping the
-clock. ``"MODULE:FACTORY"`` names a factory importable from ``MODULE``. The built-in names
+and the optimizer update, and returns the loss (torch; tune synchronises CUDA before stopping
+the clock) or, for JAX, arrays that are ready only when the whole step is done -- the loss and
+the updated parameters and optimizer state (tune calls ``jax.block_until_ready`` on them;
+the loss alone is ready before the update is). ``"MODULE:FACTORY"`` names a factory importable from ``MODULE``. The built-in names
 (`builtin_models`) are factories over ``graphbatch.models`` / ``graphbatch.jax.models`` with the
 training step of ``graphbatch bench``.
 """
@@ -180,7 +182,7 @@ def _jax_reference(name: str) -> Callable[..., TuneStep]:
             if not state:
                 init(pg)
             state["params"], state["opt"], loss = jitted(state["params"], state["opt"], pg)
-            return loss
+            return loss, state["params"], state["opt"]  # ready only when the update is done
 
         def memory_bytes(pg) -> int:
             if not state:

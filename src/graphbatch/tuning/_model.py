@@ -226,9 +226,9 @@ def fit_compile(measurements: Sequence[ProbeMeasurement], compiles: bool) -> Com
 class StepCostModel:
     """The fitted cost of one training step of one mode (``"compiled"``, ``"eager"`` or
     ``"jit"``): ``time`` (ms), ``memory`` (bytes, ``None`` when not measured) with
-    ``memory_margin`` (bytes: the largest amount any probe's measured peak exceeded its fitted
-    value, added to every memory prediction so the limit holds at the probes), and
-    ``compile``. ``probes``: the measurements fitted."""
+    ``memory_margin`` (per mille: the largest share by which a probe's measured peak exceeded
+    its prediction, held out (leave-one-out) or not; every memory prediction is scaled up by
+    it, so a memory limit holds where the model's held-out error does), and ``compile``. ``probes``: the measurements fitted."""
 
     mode: str
     time: LinearCost
@@ -252,8 +252,8 @@ class StepCostModel:
         """Predicted peak memory of a step of ``shape`` (bytes, rounded up, margin included)."""
         if self.memory is None:
             return None
-        u = self.memory.predict_units(shape)
-        return -(-u // self.memory.units) + int(self.memory_margin)
+        u = max(0, self.memory.predict_units(shape)) * (1000 + int(self.memory_margin))
+        return -(-u // (1000 * self.memory.units))
 
     def as_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "time": self.time.as_dict(),
@@ -271,6 +271,22 @@ class StepCostModel:
                    tuple(ProbeMeasurement.from_dict(p) for p in d.get("probes", ())))
 
 
+def _memory_margin(memory: LinearCost, shapes: np.ndarray, peaks: Sequence[int]) -> int:
+    """Per mille by which measured peaks exceed their predictions: in-sample (exact integers)
+    and held out (each probe against the fit without it), rounded up."""
+    worst = 0
+    for s, p in zip(shapes.tolist(), peaks):
+        pred = memory.predict_units(s)
+        if pred <= 0:
+            return 1000 * 1000  # a non-positive fit under a real peak: no bound worth giving
+        # ceil(1000 * (p * units - pred) / pred)
+        worst = max(worst, -(-1000 * (int(p) * memory.units - pred) // pred))
+    for e in memory.loo_rel_errors:  # e = (held-out prediction - peak) / peak
+        if e < 0:
+            worst = max(worst, int(np.ceil(1000.0 * (-e) / max(1.0 + e, 1e-9))))
+    return max(0, worst)
+
+
 def fit_step_model(mode: str, measurements: Sequence[ProbeMeasurement]) -> StepCostModel:
     """The `StepCostModel` of ``mode`` from its probe measurements (time: the median of each
     probe's steady steps; memory where every probe has it)."""
@@ -283,7 +299,6 @@ def fit_step_model(mode: str, measurements: Sequence[ProbeMeasurement]) -> StepC
     if all(m.peak_bytes is not None and m.peak_bytes > 0 for m in ms):
         peaks = [int(m.peak_bytes) for m in ms]  # type: ignore[arg-type]
         memory = fit_linear(shapes, peaks, units=MEMORY_UNITS_PER_BYTE)
-        over = [p * memory.units - memory.predict_units(s) for p, s in zip(peaks, shapes)]
-        margin = max(0, -(-max(over) // memory.units))
+        margin = _memory_margin(memory, shapes, peaks)
     return StepCostModel(mode, time, fit_compile(ms, mode != "eager"), memory, margin,
                          tuple(ms))
