@@ -78,7 +78,7 @@ def _live_tensor_bytes() -> int:
     seen: set[int] = set()
     total = 0
     for o in gc.get_objects():
-        if isinstance(o, torch.Tensor):
+        if issubclass(type(o), torch.Tensor):
             try:
                 if o.device.type != "cpu":
                     continue

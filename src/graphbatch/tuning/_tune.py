@@ -295,6 +295,8 @@ def tune(
     validate_steps = as_positive_int(validate_steps, "validate_steps")
     world_size = as_positive_int(world_size, "world_size")
     limit = parse_memory(memory_limit)
+    if backend is None and framework == "jax" and world_size != 1:
+        raise InputError("tune --framework jax measures one device; world_size must be 1")
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     own_backend = backend is None
