@@ -32,7 +32,7 @@ from ._model import (
 from ._profile import PlanProfile, plan_arrays_digest, profile_plan, step_shapes
 from ._result import REQUEST_KEYS, TUNE_FORMAT, TuneResult, load_request
 from ._search import Prediction, predict, rank
-from ._tune import MAX_PROBES, parse_memory, tune
+from ._tune import MAX_PROBES, measure_configs, parse_memory, tune, worst_step
 
 __all__ = [
     "BALANCING_STRATEGIES",
@@ -62,6 +62,7 @@ __all__ = [
     "fit_linear",
     "fit_step_model",
     "load_request",
+    "measure_configs",
     "parse_memory",
     "predict",
     "profile_candidates",
@@ -73,4 +74,5 @@ __all__ = [
     "step_shapes",
     "targeted_probes",
     "tune",
+    "worst_step",
 ]

@@ -33,7 +33,7 @@ from ._model import ProbeMeasurement, StepCostModel, fit_step_model
 from ._result import TuneResult
 from ._search import Prediction, rank
 
-__all__ = ["tune", "parse_memory", "MAX_PROBES"]
+__all__ = ["tune", "measure_configs", "parse_memory", "worst_step", "MAX_PROBES"]
 
 #: Most probe shapes `tune` measures.
 MAX_PROBES = 20
@@ -155,64 +155,99 @@ def _leaders(ranking: Sequence[Prediction], count: int) -> list[Prediction]:
     return out
 
 
-def _validate(backend: Backend, preds: Sequence[Prediction], profiles: dict[str, Any],
-              models: dict[str, StepCostModel], steps: int, world_size: int,
-              progress) -> list[dict[str, Any]]:
-    """Train each of ``preds`` for ``steps`` steps, interleaved (step k of every configuration
-    before step k + 1 of any), then measure the peak memory at each one's worst shape."""
-    runs = [backend.open_run(p.request, p.mode, world_size) for p in preds]
-    recs: list[list[tuple[float, tuple, int]]] = [[] for _ in preds]
+def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any], str]],
+                    steps: int, *, world_size: int = 1,
+                    peak_steps: Sequence[int | None] | None = None,
+                    progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Train each configuration ``(label, request, mode)`` for ``steps`` steps of its plan's
+    epoch 0 (rank 0) on ``backend``, interleaved (step k of every configuration before step
+    k + 1 of any, so load changes hit all alike); then measure the peak memory at plan step
+    ``peak_steps[i]`` (``None``: not measured).
+
+    Per configuration: ``step_ms_all``, ``shapes_all`` (plan shapes), ``graphs_all`` (real
+    graphs per step), ``new_shapes``, and over the *steady* steps (those whose shape was met
+    before in the run; all steps when none was): ``steady_steps``, ``meas_step_ms`` (median),
+    ``meas_graphs_per_s`` (real graphs, every rank's, over the steps' summed time), and
+    ``meas_peak_bytes``."""
+    runs = [backend.open_run(req, mode, world_size) for _, req, mode in configs]
+    recs: list[list[tuple[float, tuple, int]]] = [[] for _ in configs]
     try:
         for k in range(steps):
-            _say(progress, f"validation step {k + 1}/{steps} of {len(runs)} configurations")
+            _say(progress, f"measuring step {k + 1}/{steps} of {len(runs)} configurations")
             for run, rec in zip(runs, recs):
                 rec.append(run.step())
         out = []
-        for p, run, rec in zip(preds, runs, recs):
-            model = models[p.mode]
-            prof = profiles[p.label]
+        for i, ((label, req, mode), run, rec) in enumerate(zip(configs, runs, recs)):
             seen: set = set()
             steady = []
             for ms, shape, graphs in rec:
                 if shape in seen:
                     steady.append((ms, shape, graphs))
                 seen.add(shape)
-            new_shapes = len(seen)
-            if not steady:  # every step met a new shape: nothing steady to compare
-                steady = rec
-            meas = float(np.median([m for m, _, _ in steady]))
-            pred = float(np.median([model.step_ms(s) for _, s, _ in steady]))
+            steady = steady or rec  # every step met a new shape: nothing steady to compare
             graphs = sum(g for _, _, g in steady) * world_size
-            meas_gps = graphs / (sum(m for m, _, _ in steady) / 1e3)
-            pred_gps = graphs / (sum(model.step_ms(s) for _, s, _ in steady) / 1e3)
-            # the worst batch of epoch 0: the shape of largest predicted peak
-            shapes0 = prof.shapes.tolist()
-            if model.memory is not None:
-                worst = max(range(len(shapes0)), key=lambda i: (model.peak_bytes(shapes0[i]), -i))
-            else:
-                worst = max(range(len(shapes0)), key=lambda i: (sum(shapes0[i]), -i))
-            _say(progress, f"peak memory of {p.label} at its worst shape {shapes0[worst]}")
-            peak = run.peak_bytes(int(prof.first_step[worst]))
-            pred_peak = model.peak_bytes(shapes0[worst])
+            at = None if peak_steps is None else peak_steps[i]
+            if at is not None:
+                _say(progress, f"peak memory of {label} at plan step {at}")
+            peak = None if at is None else run.peak_bytes(int(at))
             out.append({
-                "config": p.label, "mode": p.mode, "request": p.request, "steps": len(rec),
-                "steady_steps": len(steady), "new_shapes": new_shapes,
-                "compiles": new_shapes if p.mode != "eager" else 0,
-                "pred_step_ms": round(pred, 3), "meas_step_ms": round(meas, 3),
-                "step_err_pct": round(100.0 * (pred - meas) / meas, 2),
-                "pred_graphs_per_s": round(pred_gps, 1), "meas_graphs_per_s": round(meas_gps, 1),
-                "pred_graphs_per_s_epochs": round(p.graphs_per_s, 1),
-                "worst_shape": [int(x) for x in shapes0[worst]],
-                "pred_peak_bytes": pred_peak, "meas_peak_bytes": peak,
-                "pred_peak_mib": None if pred_peak is None else round(pred_peak / 2**20, 1),
+                "config": label, "mode": mode, "request": req, "steps": len(rec),
+                "steady_steps": len(steady), "new_shapes": len(seen),
+                "compiles": len(seen) if mode != "eager" else 0,
+                "meas_step_ms": round(float(np.median([m for m, _, _ in steady])), 4),
+                "meas_graphs_per_s": round(graphs / (sum(m for m, _, _ in steady) / 1e3), 2),
+                "meas_peak_bytes": peak,
                 "meas_peak_mib": None if peak is None else round(peak / 2**20, 1),
                 "step_ms_all": [round(m, 4) for m, _, _ in rec],
                 "shapes_all": [list(s) for _, s, _ in rec],
-                "graphs_all": [int(g) for _, _, g in rec]})
+                "graphs_all": [int(g) for _, _, g in rec],
+                "_steady": steady})
         return out
     finally:
         for run in runs:
             run.close()
+
+
+def worst_step(profile, model: StepCostModel) -> int:
+    """Plan step (epoch 0) of ``profile``'s worst batch under ``model``: the shape of largest
+    predicted peak memory (largest ``nodes + edges`` without a memory model), first one wins."""
+    shapes0 = profile.shapes.tolist()
+    if model.memory is not None:
+        key = [model.peak_bytes(s) for s in shapes0]
+    else:
+        key = [s[0] + s[1] for s in shapes0]
+    worst = max(range(len(shapes0)), key=lambda i: (key[i], -i))
+    return int(profile.first_step[worst])
+
+
+def _validate(backend: Backend, preds: Sequence[Prediction], profiles: dict[str, Any],
+              models: dict[str, StepCostModel], steps: int, world_size: int,
+              progress) -> list[dict[str, Any]]:
+    """`measure_configs` of ``preds`` with the predictions beside the measurements: step time
+    (median over the same steady steps), real graphs/s over them, peak at the worst batch."""
+    configs = [(p.label, p.request, p.mode) for p in preds]
+    at = [worst_step(profiles[p.label], models[p.mode]) for p in preds]
+    measured = measure_configs(backend, configs, steps, world_size=world_size, peak_steps=at,
+                               progress=progress)
+    out = []
+    for p, m, step_at in zip(preds, measured, at):
+        model = models[p.mode]
+        steady = m.pop("_steady")
+        pred = float(np.median([model.step_ms(s) for _, s, _ in steady]))
+        graphs = sum(g for _, _, g in steady) * world_size
+        pred_gps = graphs / (sum(model.step_ms(s) for _, s, _ in steady) / 1e3)
+        prof = profiles[p.label]
+        worst = prof.shapes[int(np.flatnonzero(prof.first_step == step_at)[0])].tolist()
+        pred_peak = model.peak_bytes(worst)
+        meas = m["meas_step_ms"]
+        out.append({
+            **m, "pred_step_ms": round(pred, 3),
+            "step_err_pct": round(100.0 * (pred - meas) / meas, 2),
+            "pred_graphs_per_s": round(pred_gps, 1),
+            "pred_graphs_per_s_epochs": round(p.graphs_per_s, 1),
+            "worst_shape": [int(x) for x in worst], "pred_peak_bytes": pred_peak,
+            "pred_peak_mib": None if pred_peak is None else round(pred_peak / 2**20, 1)})
+    return out
 
 
 def _make_backend(source, *, model, framework, device, compile, threads, seed, progress
