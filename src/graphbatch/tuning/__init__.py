@@ -7,6 +7,9 @@ no framework. The measuring backends (`TorchBackend`, `JaxBackend`) import their
 `SimulatedBackend` measures nothing (costs are given functions of the shape), for tests.
 """
 
+import importlib
+from typing import Any
+
 from ._backend import Backend, ProbeSpec, RequestRun, SimulatedBackend
 from ._candidates import (
     BALANCING_STRATEGIES,
@@ -44,6 +47,7 @@ __all__ = [
     "Backend",
     "Candidate",
     "CompileCost",
+    "JaxBackend",
     "LinearCost",
     "PlanProfile",
     "Prediction",
@@ -53,6 +57,7 @@ __all__ = [
     "RequestRun",
     "SimulatedBackend",
     "StepCostModel",
+    "TorchBackend",
     "TuneResult",
     "TuneStep",
     "batch_size_grid",
@@ -76,3 +81,12 @@ __all__ = [
     "tune",
     "worst_step",
 ]
+
+_LAZY = {"TorchBackend": "._torch_backend", "JaxBackend": "._jax_backend"}
+
+
+def __getattr__(name: str) -> Any:
+    """`TorchBackend` and `JaxBackend`, imported on first use (they import their framework)."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

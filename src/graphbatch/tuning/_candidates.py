@@ -8,7 +8,8 @@ and a tolerance ``t``, the batch sizes ``b`` of the grid ``B * (1 - t, 1 - t/2, 
 * ``dynamic`` at ``b`` (Algorithm 1's budget, ``b`` graph slots);
 * ``pack-lpf`` at Algorithm 1's node/edge budget for ``b`` with ``2 b`` graph slots (the
   packing default of ``graphbatch bench``) and the tightest shape holding every pack;
-* ``buckets`` with ``K = 1 .. max_shapes`` shapes on that budget;
+* ``buckets`` on that budget, with ``K = 1 .. max_shapes`` shapes at ``b = B`` and ``K = 2, 4``
+  at the grid's other sizes (planning a heavy-tailed table's buckets takes seconds each);
 * ``static-pow2`` and ``static-64`` at ``b``;
 * with ``world_size > 1`` the balancing strategies ``kk``, ``balance`` and ``stratified``
   (padded to the epoch's largest batch, ``pad="max"``, or to multiples of 64);
@@ -34,7 +35,8 @@ from ..planners import get_strategy
 from ._profile import PlanProfile, profile_plan
 
 __all__ = ["Candidate", "DEFAULT_STRATEGIES", "BALANCING_STRATEGIES", "batch_size_grid",
-           "candidate_requests", "profile_candidates", "ProfiledCandidate"]
+           "candidate_requests", "cost_bucket_requests", "profile_candidates",
+           "ProfiledCandidate"]
 
 #: Strategy families searched by default.
 DEFAULT_STRATEGIES = ("dynamic", "pack-lpf", "buckets", "static-pow2", "static-64")
@@ -123,7 +125,9 @@ def candidate_requests(sizes: GraphSizes, batch_size: int, *, tolerance: float =
                 add(f"{s} b={b}", strategy=s, budget=_budget(sizes, b, seed), tight_shape=True)
             elif s == "buckets":
                 budget = _budget(sizes, b, seed)
-                for k in range(1, min(max_shapes, 16) + 1):
+                ks = range(1, min(max_shapes, 16) + 1) if b == batch_size else \
+                    [k for k in (2, 4) if k <= max_shapes]
+                for k in ks:
                     add(f"buckets b={b} K={k}", strategy=s, budget=budget, num_shapes=k)
             elif s in BALANCING_STRATEGIES or "pad" in strat.options:
                 for pad in ("max", "static-64"):
@@ -133,6 +137,19 @@ def candidate_requests(sizes: GraphSizes, batch_size: int, *, tolerance: float =
     if limit_search and "pack-lpf" in strategies and len(sizes):
         out.extend(_searched_limits(sizes, grid, seed))
     return out
+
+
+def cost_bucket_requests(sizes: GraphSizes, batch_size: int, shape_cost: Sequence[int], *,
+                         label: str, seed: int = 0, max_shapes: int = 8) -> list[Candidate]:
+    """``buckets`` with tight shapes chosen by a fitted cost (option ``shape_cost``: integer
+    ``[c0, c_node, c_edge, c_graph, c_shape]``, see `graphbatch.packing`'s tight bucket
+    shapes) for ``K = 1 .. max_shapes`` at the budget of ``batch_size`` (``2 b`` graph slots)."""
+    budget = _budget(sizes, as_positive_int(batch_size, "batch_size"), seed)
+    cost = [int(c) for c in shape_cost]
+    return [Candidate(f"buckets b={batch_size} K={k} {label}",
+                      {"strategy": "buckets", "budget": budget, "num_shapes": k,
+                       "shape_cost": cost, "seed": seed})
+            for k in range(1, min(max_shapes, 16) + 1)]
 
 
 def _searched_limits(sizes: GraphSizes, grid: list[int], seed: int) -> list[Candidate]:

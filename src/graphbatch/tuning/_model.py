@@ -255,6 +255,17 @@ class StepCostModel:
         u = max(0, self.memory.predict_units(shape)) * (1000 + int(self.memory_margin))
         return -(-u // (1000 * self.memory.units))
 
+    def shape_cost(self, epochs: int) -> list[int]:
+        """The time model as ``buckets``' integer ``shape_cost`` option: picoseconds per step
+        ``[c0, c_node, c_edge, c_graph]`` and, per shape, the compile time spread over
+        ``epochs`` (the per-epoch cost a shape adds)."""
+        coef = dict(zip(self.time.features, self.time.coef))
+        per_shape = (self.compile.per_shape_ms * TIME_UNITS_PER_MS) // max(int(epochs), 1) \
+            if self.compiles else 0
+        return [max(0, int(self.time.intercept))] + [max(0, int(coef.get(f, 0)))
+                                                    for f in ("n_node", "n_edge", "n_graph")] \
+            + [int(per_shape)]
+
     def as_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "time": self.time.as_dict(),
                 "compile": self.compile.as_dict(),

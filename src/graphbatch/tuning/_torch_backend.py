@@ -77,8 +77,11 @@ def _live_tensor_bytes() -> int:
 
     seen: set[int] = set()
     total = 0
+    plain = (torch.Tensor, torch.nn.Parameter, getattr(torch.nn, "Buffer", torch.Tensor))
     for o in gc.get_objects():
-        if issubclass(type(o), torch.Tensor):
+        # plain tensors and parameters only: a compilation's fake or functional tensors (other
+        # subclasses) have no storage of their own
+        if type(o) in plain:
             try:
                 if o.device.type != "cpu":
                     continue

@@ -26,8 +26,8 @@ from .. import __version__
 from .._errors import InputError
 from .._validate import as_nonnegative_int, as_positive_int
 from ._backend import Backend, ProbeSpec
-from ._candidates import (ProfiledCandidate, candidate_requests, profile_candidates,
-                          shape_cloud)
+from ._candidates import (ProfiledCandidate, candidate_requests, cost_bucket_requests,
+                          profile_candidates, shape_cloud)
 from ._design import design_probes, targeted_probes
 from ._model import ProbeMeasurement, StepCostModel, fit_step_model
 from ._result import TuneResult
@@ -386,6 +386,22 @@ def _tune(backend: Backend, *, t_start, load_start, seconds, model, batch_size, 
     if limit is not None:
         probing.measure_memory()
     models = probing.fit()
+    if strategies is None or "buckets" in strategies:
+        # buckets whose tight shapes minimise this model's predicted time (and compiles)
+        by_cost = [c for mode, m in models.items()
+                   for c in cost_bucket_requests(sizes, batch_size, m.shape_cost(epochs),
+                                                 label=f"by {mode} cost", seed=seed,
+                                                 max_shapes=max_shapes)]
+        more, bad = profile_candidates(sizes, by_cost, world_size=world_size, epochs=epochs,
+                                       on_oversize=on_oversize)
+        seen = {pc.profile.key() for pc in profiled}
+        profiled += [pc for pc in more if pc.profile.key() not in seen]
+        failed += bad
+        cands = list(cands) + by_cost
+        profiles = {pc.candidate.label: pc.profile for pc in profiled}
+        cloud, weights = shape_cloud(profiled)
+        design = [int(np.flatnonzero((cloud == np.asarray(sp.shape)).all(axis=1))[0])
+                  for sp in probing.specs]
     first_rank = rank(profiled, list(models.values()), epochs=epochs, memory_limit=limit)
     leaders = _leaders(first_rank, max(validate, 3))
     extra = targeted_probes(
