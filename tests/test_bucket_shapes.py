@@ -1,4 +1,4 @@
-"""Tight bucket shapes by integer cost (`packing._bucket_shapes`) against brute force, the
+"""Tight bucket shapes by integer cost (`graphbatch.packing.choose_tight_shapes`) against brute force, the
 per-dimension bound, and ``buckets`` with ``tight_shape=True`` / ``shape_cost``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import graphbatch as gb
-from graphbatch.packing._bucket_shapes import (
+from graphbatch.packing import (
     choose_tight_shapes,
     pack_needs,
     shape_padding_bound,

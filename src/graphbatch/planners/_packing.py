@@ -813,7 +813,7 @@ def _tight_buckets(candidates, totals, k: int, fam: Budget, multiple: int, cost,
     """The candidate packing and tight shapes of least integer cost
     (`packing._bucket_shapes.choose_tight_shapes`), with the bound of `shape_padding_bound` on
     the chosen packs. Returns ``(slot_bin, offsets, packer, (shape_n, shape_e, shape_g), meta)``."""
-    from ..packing._bucket_shapes import choose_tight_shapes, pack_needs, shape_padding_bound
+    from ..packing import choose_tight_shapes, pack_needs, shape_padding_bound
 
     best = None
     for sb, off, packer in candidates:
