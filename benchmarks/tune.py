@@ -78,12 +78,14 @@ def progress_printer(t0: float):
 
 def show_tune(res, wall: float, limit_s: float) -> dict:
     s = res.settings
-    print(f"  wall {wall:.1f} s (target <= {limit_s:.0f} s: {'met' if wall <= limit_s else 'NOT met'});"
+    met = "met" if wall <= limit_s else "NOT met"
+    print(f"  wall {wall:.1f} s (target <= {limit_s:.0f} s: {met});"
           f" tune's own phases {s['seconds']}; {s['probes']} probes; threads {s.get('threads')}")
     for mode, m in res.models.items():
         print(f"  {mode}: {m.time.describe('ms')}; held-out error median "
               f"{100 * m.time.loo_median:.1f}% max {100 * m.time.loo_max:.1f}%; compile "
-              f"{m.compile.first_ms / 1e3:.1f} s first, {m.compile.per_shape_ms / 1e3:.1f} s per shape")
+              f"{m.compile.first_ms / 1e3:.1f} s first, "
+              f"{m.compile.per_shape_ms / 1e3:.1f} s per shape")
     print(format_table(res.table(8), ["rank", "config", "mode", "graphs_per_s",
                                       "steady_graphs_per_s", "step_ms", "graphs_per_batch",
                                       "pad_nodes_pct", "pad_edges_pct", "shapes", "compiles",

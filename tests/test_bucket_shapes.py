@@ -1,4 +1,5 @@
-"""Tight bucket shapes by integer cost (`graphbatch.packing.choose_tight_shapes`) against brute force, the
+"""Tight bucket shapes by integer cost (`graphbatch.packing.choose_tight_shapes`) against brute
+force, the
 per-dimension bound, and ``buckets`` with ``tight_shape=True`` / ``shape_cost``."""
 
 from __future__ import annotations

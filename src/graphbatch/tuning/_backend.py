@@ -57,7 +57,8 @@ class Backend:
     `add_probe` prepares a probe's batch and runs its first step in every mode, returning the
     first calls' times (ms, compilation included); `time_probe` times one further step;
     `probe_memory` measures one step's peak memory (bytes, or ``None``); `open_run` starts a
-    `RequestRun`; `graph_sizes` gives the sizes of the graphs it batches. ``info()``: what to record about the machine and libraries."""
+    `RequestRun`; `graph_sizes` gives the sizes of the graphs it batches. ``info()``: what
+    to record about the machine and libraries."""
 
     framework = "none"
     device = "cpu"

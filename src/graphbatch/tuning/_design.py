@@ -58,7 +58,8 @@ def targeted_probes(shapes, leaders: Sequence[tuple[np.ndarray, np.ndarray]], ch
                     count: int, *, min_gap_per_mille: int = 20) -> list[int]:
     """Indices of up to ``count`` further probes: the shapes ``leaders`` use most (each a pair
     ``(shapes [S, 3], steps [S])`` of a leading candidate, best first), round robin: every
-    leader's most used shape, then every leader's second, ..., skipping shapes within ``min_gap_per_mille`` per mille of an already chosen
+    leader's most used shape, then every leader's second, ..., skipping shapes within
+    ``min_gap_per_mille`` per mille of an already chosen
     probe in every dimension."""
     shapes = np.asarray(shapes, np.int64).reshape(-1, 3)
     index = {tuple(r): i for i, r in enumerate(shapes.tolist())}

@@ -14,7 +14,8 @@ The step takes one padded batch exactly as ``graphbatch.torch.loader`` (a PyG ``
 and the optimizer update, and returns the loss (torch; tune synchronises CUDA before stopping
 the clock) or, for JAX, arrays that are ready only when the whole step is done -- the loss and
 the updated parameters and optimizer state (tune calls ``jax.block_until_ready`` on them;
-the loss alone is ready before the update is). ``"MODULE:FACTORY"`` names a factory importable from ``MODULE``. The built-in names
+the loss alone is ready before the update is). ``"MODULE:FACTORY"`` names a factory importable
+from ``MODULE``. The built-in names
 (`builtin_models`) are factories over ``graphbatch.models`` / ``graphbatch.jax.models`` with the
 training step of ``graphbatch bench``.
 """

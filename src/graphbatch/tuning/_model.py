@@ -107,7 +107,9 @@ class LinearCost:
 
     @property
     def loo_median(self) -> float:
-        return float(np.median(np.abs(self.loo_rel_errors))) if self.loo_rel_errors else float("nan")
+        if not self.loo_rel_errors:
+            return float("nan")
+        return float(np.median(np.abs(self.loo_rel_errors)))
 
     def as_dict(self) -> dict[str, Any]:
         return {"features": list(self.features), "intercept": int(self.intercept),
@@ -228,7 +230,8 @@ class StepCostModel:
     ``"jit"``): ``time`` (ms), ``memory`` (bytes, ``None`` when not measured) with
     ``memory_margin`` (per mille: the largest share by which a probe's measured peak exceeded
     its prediction, held out (leave-one-out) or not; every memory prediction is scaled up by
-    it, so a memory limit holds where the model's held-out error does), and ``compile``. ``probes``: the measurements fitted."""
+    it, so a memory limit holds where the model's held-out error does), and ``compile``.
+    ``probes``: the measurements fitted."""
 
     mode: str
     time: LinearCost
