@@ -408,3 +408,27 @@ def test_report_shows_the_tune_table_and_the_fit_against_its_probes(sizes, tmp_p
     for key in ('id="fig-tune-fit"', 'id="table-tune"', 'id="table-tune-validation"',
                 res.ranking[0].label):
         assert key in html
+
+
+def test_plan_config_flags(sizes, tmp_path, capsys):
+    from graphbatch.cli import main
+
+    np.savez(tmp_path / "s.npz", n_node=sizes.n_node, n_edge=sizes.n_edge)
+    req = {"strategy": "buckets", "budget": [640, 9216, 64], "num_shapes": 2, "seed": 3}
+    (tmp_path / "r.json").write_text(json.dumps(req))
+    base = ["plan", str(tmp_path / "s.npz"), "--out", str(tmp_path / "p.npz")]
+    assert main(base + ["--config", str(tmp_path / "r.json")]) == 0
+    got = gb.BatchPlan.load(tmp_path / "p.npz")
+    assert plan_arrays_digest(got) == plan_arrays_digest(gb.plan(sizes, **req))
+    # flags given too override the config (here the seed and a strategy option)
+    assert main(base + ["--config", str(tmp_path / "r.json"), "--seed", "5",
+                        "--num-shapes", "3"]) == 0
+    want = gb.plan(sizes, **{**req, "seed": 5, "num_shapes": 3})
+    assert plan_arrays_digest(gb.BatchPlan.load(tmp_path / "p.npz")) == plan_arrays_digest(want)
+    capsys.readouterr()
+    assert main(base) == 2
+    assert "give --strategy, or --config" in capsys.readouterr().err
+    assert main(base + ["--config", str(tmp_path / "r.json"), "--strategy", "dynamic"]) == 2
+    assert "differs from the --config" in capsys.readouterr().err
+    assert main(["plan", str(tmp_path / "s.npz"), "--config", str(tmp_path / "r.json"),
+                 "--out", str(tmp_path / "r.json")]) == 2  # never overwrite an input
