@@ -158,6 +158,7 @@ def _leaders(ranking: Sequence[Prediction], count: int) -> list[Prediction]:
 def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any], str]],
                     steps: int, *, world_size: int = 1,
                     peak_steps: Sequence[int | None] | None = None,
+                    reference: tuple[int, str] | None = None,
                     progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Train each configuration ``(label, request, mode)`` for ``steps`` steps of its plan's
     epoch 0 (rank 0) on ``backend``, interleaved (step k of every configuration before step
@@ -168,14 +169,19 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
     graphs per step), ``new_shapes``, and over the *steady* steps (those whose shape was met
     before in the run; all steps when none was): ``steady_steps``, ``meas_step_ms`` (median),
     ``meas_graphs_per_s`` (real graphs, every rank's, over the steps' summed time), and
-    ``meas_peak_bytes``."""
+    ``meas_peak_bytes``. ``reference=(probe key, mode)``: that probe is timed once per round
+    as well (the ``reference_ms`` of every row: a gauge of the machine's load while these
+    steps ran, to compare with the probe's own timings)."""
     runs = [backend.open_run(req, mode, world_size) for _, req, mode in configs]
     recs: list[list[tuple[float, tuple, int]]] = [[] for _ in configs]
+    ref_ms: list[float] = []
     try:
         for k in range(steps):
             _say(progress, f"measuring step {k + 1}/{steps} of {len(runs)} configurations")
             for run, rec in zip(runs, recs):
                 rec.append(run.step())
+            if reference is not None:
+                ref_ms.append(float(backend.time_probe(*reference)))
         out = []
         for i, ((label, req, mode), run, rec) in enumerate(zip(configs, runs, recs)):
             seen: set = set()
@@ -201,6 +207,7 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
                 "step_ms_all": [round(m, 4) for m, _, _ in rec],
                 "shapes_all": [list(s) for _, s, _ in rec],
                 "graphs_all": [int(g) for _, _, g in rec],
+                "reference_ms": [round(x, 4) for x in ref_ms],
                 "_steady": steady})
         return out
     finally:
@@ -222,13 +229,14 @@ def worst_step(profile, model: StepCostModel) -> int:
 
 def _validate(backend: Backend, preds: Sequence[Prediction], profiles: dict[str, Any],
               models: dict[str, StepCostModel], steps: int, world_size: int,
-              progress) -> list[dict[str, Any]]:
+              progress, reference: tuple[int, str] | None = None) -> list[dict[str, Any]]:
     """`measure_configs` of ``preds`` with the predictions beside the measurements: step time
-    (median over the same steady steps), real graphs/s over them, peak at the worst batch."""
+    (median over the same steady steps), real graphs/s over them, peak at the worst batch;
+    ``reference``: a probe timed beside them (the load gauge)."""
     configs = [(p.label, p.request, p.mode) for p in preds]
     at = [worst_step(profiles[p.label], models[p.mode]) for p in preds]
     measured = measure_configs(backend, configs, steps, world_size=world_size, peak_steps=at,
-                               progress=progress)
+                               reference=reference, progress=progress)
     out = []
     for p, m, step_at in zip(preds, measured, at):
         model = models[p.mode]
@@ -421,8 +429,15 @@ def _tune(backend: Backend, *, t_start, load_start, seconds, model, batch_size, 
     t0 = time.perf_counter()
     validation: list[dict[str, Any]] = []
     if validate:
+        # the load gauge: the chosen mode's first design probe (the most used shape), timed
+        # once per validation round; its probe-phase median is in the fitted model's probes
+        ref = (probing.specs[0].key, ranking[0].mode)
         validation = _validate(backend, _leaders(ranking, validate), profiles, models,
-                               validate_steps, world_size, progress)
+                               validate_steps, world_size, progress, reference=ref)
+        probe_ms = float(np.median(probing.samples[ref]))
+        for v in validation:
+            during = float(np.median(v["reference_ms"])) if v["reference_ms"] else probe_ms
+            v["load_drift"] = round(during / probe_ms, 3)
     seconds["validation"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - t_start
     best = ranking[0]
