@@ -162,6 +162,9 @@ def torch_section(name, store, model, args, *, validate, compare=False, memory=F
             limit = int(0.8 * peak)
             print(f"\n--- memory: limit {limit / 2**20:.1f} MiB = 80% of the unconstrained "
                   f"choice's measured peak {peak / 2**20:.1f} MiB; load {load()} ---")
+            backend.close()  # a fresh backend: its compile times are its own
+            backend = TorchBackend(str(store), model=model, threads=args.threads,
+                                   progress=say)
             capped = gb.tune(str(store), backend=backend, batch_size=batch_size,
                              epochs=args.epochs, validate=1, probes=args.probes,
                              validate_steps=args.validate_steps, memory_limit=limit,

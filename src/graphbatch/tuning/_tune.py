@@ -27,7 +27,7 @@ from .._errors import InputError
 from .._validate import as_nonnegative_int, as_positive_int
 from ._backend import Backend, ProbeSpec
 from ._candidates import (ProfiledCandidate, candidate_requests, cost_bucket_requests,
-                          profile_candidates, shape_cloud)
+                          profile_candidates, shape_cloud, tolerance_per_mille)
 from ._design import design_probes, targeted_probes
 from ._model import ProbeMeasurement, StepCostModel, fit_step_model
 from ._result import TuneResult
@@ -338,6 +338,7 @@ def tune(
     validate_steps = as_positive_int(validate_steps, "validate_steps")
     world_size = as_positive_int(world_size, "world_size")
     limit = parse_memory(memory_limit)
+    tolerance_per_mille(batch_tolerance)  # bad input fails before any model is built
     if backend is None and framework == "jax" and world_size != 1:
         raise InputError("tune --framework jax measures one device; world_size must be 1")
     seconds: dict[str, float] = {}
