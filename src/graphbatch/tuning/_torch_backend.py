@@ -7,7 +7,8 @@ CUDA). Compilation: the first step of a new shape, minus a steady step. Peak mem
 * CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` (everything the
   caching allocator hands out: parameters, optimizer state, batch, activations, workspace);
 * CPU: the tensor bytes live when the step starts (the storages of every tensor the garbage
-  collector tracks: parameters, optimizer state, the batch; deduplicated by storage) plus the
+  collector tracks: parameters, optimizer state, the batch; deduplicated by storage; the other
+  probe batches tune holds are left out) plus the
   peak of tensor bytes allocated during the step (the torch profiler's allocation events with
   ``profile_memory=True``: what torch's CPU allocator hands out, compiled kernels' buffers
   included). It counts tensor memory as ``max_memory_allocated`` does on CUDA, not the process
@@ -71,11 +72,21 @@ def _open_source(source, seed: int):
     return source, False
 
 
-def _live_tensor_bytes() -> int:
-    """Bytes of the distinct CPU storages of every tensor the garbage collector tracks."""
+def _storage_ptrs(batch) -> set[int]:
+    """Data pointers of the storages of a batch's tensors."""
     import torch
 
-    seen: set[int] = set()
+    values = batch.values() if isinstance(batch, dict) else (
+        batch.to_dict().values() if hasattr(batch, "to_dict") else vars(batch).values())
+    return {int(v.untyped_storage().data_ptr()) for v in values if isinstance(v, torch.Tensor)}
+
+
+def _live_tensor_bytes(exclude: set[int] = frozenset()) -> int:  # type: ignore[assignment]
+    """Bytes of the distinct CPU storages of every tensor the garbage collector tracks, but
+    those whose storage starts at a pointer in ``exclude``."""
+    import torch
+
+    seen: set[int] = set(exclude)
     total = 0
     plain = (torch.Tensor, torch.nn.Parameter, getattr(torch.nn, "Buffer", torch.Tensor))
     for o in gc.get_objects():
@@ -234,7 +245,10 @@ class TorchBackend(Backend):
             step(batch)
             torch.cuda.synchronize()
             return int(torch.cuda.max_memory_allocated())
-        live = _live_tensor_bytes()
+        # the other probes' batches are held by tune, not by a training loop: not counted
+        others = set().union(*(_storage_ptrs(b) for b in self.batches.values()
+                               if b is not batch)) - _storage_ptrs(batch)
+        live = _live_tensor_bytes(others)
         return live + _allocation_peak(lambda: step(batch))
 
     def probe_memory(self, key: int, mode: str) -> int | None:
