@@ -291,6 +291,11 @@ def test_tune_chooses_the_true_best_on_exact_linear_costs(sizes, compile_ms):
     assert res.models["compiled"].time.loo_median < 1e-6
     if compile_ms:  # a minute per shape over 3 epochs: one shape wins
         assert chosen.shapes == 1
+    # buckets whose tight shapes minimise the fitted cost were searched too
+    by_cost = [p for p in res.ranking if p.label.endswith("by compiled cost")]
+    t = res.models["compiled"].time
+    per_unit = [t.predict_units(u) - t.intercept for u in ((1, 0, 0), (0, 1, 0), (0, 0, 1))]
+    assert by_cost and all(p.request["shape_cost"][1:4] == per_unit for p in by_cost)
 
 
 def test_tune_memory_limit_is_a_hard_constraint(sizes):
