@@ -19,8 +19,10 @@ CUDA). Compilation: the first step of a new shape, minus a steady step. Peak mem
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+import sys
 import time
 from typing import Any
 
@@ -106,14 +108,38 @@ def _live_tensor_bytes(exclude: set[int] = frozenset()) -> int:  # type: ignore[
     return total
 
 
+@contextlib.contextmanager
+def _quiet_native_stderr():
+    """Native (C++) writes to stderr dropped while inside: the profiler's start/stop lines and
+    its one-time warning about blocks allocated before it started. Python's own stderr is
+    flushed first and restored after (exceptions still propagate)."""
+    sys.stderr.flush()
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # no real file (e.g. captured): leave it
+        yield
+        return
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), fd)
+            try:
+                yield
+            finally:
+                os.dup2(saved, fd)
+    finally:
+        os.close(saved)
+
+
 def _allocation_peak(fn) -> int:
     """Peak of tensor bytes allocated (and not yet freed) while ``fn()`` runs, from the torch
     profiler's allocation events (bytes >= 0)."""
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
+    with _quiet_native_stderr():
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
     events = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
