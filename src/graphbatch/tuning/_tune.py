@@ -15,6 +15,7 @@ configurations, validate the best ones.
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import time
@@ -169,7 +170,7 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
     graphs per step), ``new_shapes``, and over the *steady* steps (those whose shape was met
     before in the run; all steps when none was): ``steady_steps``, ``meas_step_ms`` (median),
     ``meas_graphs_per_s`` (real graphs, every rank's, over the steps' summed time), and
-    ``meas_peak_bytes``. ``reference=(probe key, mode)``: that probe is timed once per round
+    ``meas_peak_bytes`` (measured after every run's loader is released). ``reference=(probe key, mode)``: that probe is timed once per round
     as well (the ``reference_ms`` of every row: a gauge of the machine's load while these
     steps ran, to compare with the probe's own timings)."""
     runs = [backend.open_run(req, mode, world_size) for _, req, mode in configs]
@@ -182,6 +183,9 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
                 rec.append(run.step())
             if reference is not None:
                 ref_ms.append(float(backend.time_probe(*reference)))
+        for run in runs:  # release the loaders (and the batches they hold) before the peaks
+            run.close()
+        gc.collect()
         out = []
         for i, ((label, req, mode), run, rec) in enumerate(zip(configs, runs, recs)):
             seen: set = set()
