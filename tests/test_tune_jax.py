@@ -68,5 +68,11 @@ def test_jax_tune_on_a_size_table_with_synthetic_graphs():
     v = res.validation[0]
     assert v["meas_peak_bytes"] > 0 and v["steps"] == 3
     assert plan_arrays_digest(gb.plan(sizes, **res.request)) == res.ranking[0].plan_digest
+    # graphbatch.jax.loader takes the request unchanged
+    import graphbatch.jax as gj
+    from graphbatch.tuning._jax_backend import synthetic_graphs_tuples
+
+    ld = gj.loader(synthetic_graphs_tuples(sizes), **res.request, prefetch=0)
+    assert len(ld) == len(gb.plan(sizes, **res.request))
     with pytest.raises(ValueError, match="one device"):
         gb.tune(sizes, model=tiny_factory, framework="jax", world_size=2, probes=2, rounds=1)
