@@ -23,7 +23,8 @@ from ._html import HtmlPage
 
 __all__ = ["build_report", "write_report", "REPORT_FIGURES"]
 
-#: Figure ids of a report, in page order (bench figures only when results are given).
+#: Figure ids of a report, in page order (bench figures only when results are given, the tune
+#: figure only with a tune result).
 REPORT_FIGURES = (
     "fig-size-hist", "fig-size-hist2d", "fig-limits", "fig-compare", "fig-graphs-per-batch",
     "fig-bench-timing", "fig-bench-compile", "fig-bench-memory", "fig-tune-fit",
