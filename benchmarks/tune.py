@@ -100,7 +100,9 @@ def show_tune(res, wall: float, limit_s: float) -> dict:
 
 def compare_baselines(backend, res, steps: int, epochs: int, say) -> dict:
     """The chosen configuration beside the baselines at the nominal batch size, interleaved, in
-    the chosen mode; real graphs/s steady and with the fitted compile time amortised."""
+    the chosen mode; real graphs/s steady (every step's steady time: a step meeting a new shape
+    is timed again on the same batch) and with the fitted compile (first-call) cost of every
+    shape it meets over ``epochs`` amortised."""
     sizes = backend.graph_sizes()
     model = res.models[res.mode]
     configs = [("tuned: " + res.ranking[0].label, res.request, res.mode)]
@@ -118,11 +120,12 @@ def compare_baselines(backend, res, steps: int, epochs: int, say) -> dict:
         later = sum(prof.later_new) + max(0, epochs - prof.epochs_planned) * (
             prof.later_new[-1] if prof.later_new else 0)
         shapes = prof.distinct_shapes + later
-        compile_s = model.compile.total_ms(shapes) / 1e3 if model.compiles else 0.0
+        compile_s = model.compile.total_ms(shapes) / 1e3
         gps = r["meas_graphs_per_s"]
         epoch_s = prof.real_graphs / gps
         amortised = epochs * prof.real_graphs / (epochs * epoch_s + compile_s)
-        out.append({"config": r["config"], "mode": r["mode"], "steady_steps": r["steady_steps"],
+        out.append({"config": r["config"], "mode": r["mode"], "steps": r["steps"],
+                    "new_shapes": r["new_shapes"], "new_shape_ms": r["new_shape_ms"],
                     "step_ms": r["meas_step_ms"], "graphs_per_s_steady": round(gps, 1),
                     "shapes": shapes, "compile_s": round(compile_s, 1),
                     "graphs_per_s": round(amortised, 1),

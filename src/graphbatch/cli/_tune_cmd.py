@@ -72,9 +72,9 @@ def _model_lines(result: TuneResult) -> list[str]:
         t = m.time
         out.append(f"{mode}: step {t.describe('ms')} (leave-one-out error median "
                    f"{100 * t.loo_median:.1f}%, max {100 * t.loo_max:.1f}%)")
-        if m.compiles:
-            out.append(f"{mode}: compile {m.compile.first_ms / 1000:.1f} s (first shape), "
-                       f"{m.compile.per_shape_ms / 1000:.1f} s per further shape")
+        what = "compile" if m.compiles else "first call of a new shape"
+        out.append(f"{mode}: {what} {m.compile.first_ms / 1000:.1f} s (first shape), "
+                   f"{m.compile.per_shape_ms / 1000:.2f} s per further shape")
         if m.memory is not None:
             out.append(f"{mode}: peak {m.memory.describe('bytes')} + margin "
                        f"{m.memory_margin:,} B (leave-one-out error max "

@@ -204,9 +204,9 @@ def _tune_section(page: HtmlPage, tune: Any) -> None:
         f"Chosen ({tune.mode}): {json.dumps(tune.request, sort_keys=True)}.")
     for mode, m in tune.models.items():
         text = f"{mode}: step {m.time.describe('ms')}"
-        if m.compiles:
-            text += (f"; compile {m.compile.first_ms / 1000:.1f} s for the first shape, "
-                     f"{m.compile.per_shape_ms / 1000:.1f} s per further shape")
+        what = "compile" if m.compiles else "first call of a new shape"
+        text += (f"; {what} {m.compile.first_ms / 1000:.1f} s for the first shape, "
+                 f"{m.compile.per_shape_ms / 1000:.2f} s per further shape")
         if m.memory is not None:
             text += f"; peak {m.memory.describe('bytes')}, x(1 + {m.memory_margin}/1000)"
         page.paragraph(text)

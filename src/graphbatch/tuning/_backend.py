@@ -37,10 +37,16 @@ class ProbeSpec:
 
 class RequestRun:
     """One configuration being trained step by step (validation): `step` runs the next step of
-    the plan's epoch 0 (rank 0) and returns ``(ms, plan shape, real graphs)``; `peak_bytes`
+    the plan's epoch 0 (rank 0) and returns ``(ms, plan shape, real graphs)``; `repeat` trains
+    the same batch again and returns its time; `peak_bytes`
     measures one step at plan step ``index`` (``None`` when the backend has no memory measure)."""
 
     def step(self) -> tuple[float, tuple[int, int, int], int]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def repeat(self) -> float:  # pragma: no cover - interface
+        """Time (ms) of the last step's batch trained once more (its steady time, when the
+        step met its shape for the first time)."""
         raise NotImplementedError
 
     def peak_bytes(self, index: int) -> int | None:  # pragma: no cover - interface
@@ -166,8 +172,11 @@ class _SimulatedRun(RequestRun):
     def step(self):
         i = self.k % len(self.shapes)
         self.k += 1
-        shape = self.shapes[i]
+        self.last = shape = self.shapes[i]
         return self.backend._first(shape, self.mode), shape, int(self.graphs[i])
+
+    def repeat(self) -> float:
+        return self.backend._time(self.last, self.mode)
 
     def peak_bytes(self, index: int) -> int | None:
         if self.backend.memory_bytes is None:

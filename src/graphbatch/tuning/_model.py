@@ -213,10 +213,12 @@ class CompileCost:
                    tuple(float(x) for x in d.get("samples_ms", ())))
 
 
-def fit_compile(measurements: Sequence[ProbeMeasurement], compiles: bool) -> CompileCost:
-    """`CompileCost` from the probes' first calls (in the order they were made); zero when the
-    mode does not compile (eager)."""
-    if not compiles or not measurements:
+def fit_compile(measurements: Sequence[ProbeMeasurement]) -> CompileCost:
+    """`CompileCost` from the probes' first calls (in the order they were made): what a step
+    costs more the first time it meets a shape -- the compilation of a compiled step, and for an
+    eager step the per-shape setup it does too (kernel primitives created for new sizes, the
+    allocator growing); the first probe's includes the process's one-time start-up."""
+    if not measurements:
         return CompileCost(0, 0, ())
     samples = tuple(m.compile_ms for m in measurements)
     first = int(round(samples[0]))
@@ -242,6 +244,8 @@ class StepCostModel:
 
     @property
     def compiles(self) -> bool:
+        """Whether the step compiles per shape (``compiled``, ``jit``); an eager step's
+        first-call cost of a new shape (`compile`) is still measured and counted."""
         return self.mode != "eager"
 
     def step_ps(self, shape: Sequence[int]) -> int:
@@ -263,8 +267,7 @@ class StepCostModel:
         ``[c0, c_node, c_edge, c_graph]`` and, per shape, the compile time spread over
         ``epochs`` (the per-epoch cost a shape adds)."""
         coef = dict(zip(self.time.features, self.time.coef))
-        per_shape = (self.compile.per_shape_ms * TIME_UNITS_PER_MS) // max(int(epochs), 1) \
-            if self.compiles else 0
+        per_shape = (self.compile.per_shape_ms * TIME_UNITS_PER_MS) // max(int(epochs), 1)
         return [max(0, int(self.time.intercept))] + [max(0, int(coef.get(f, 0)))
                                                     for f in ("n_node", "n_edge", "n_graph")] \
             + [int(per_shape)]
@@ -314,5 +317,4 @@ def fit_step_model(mode: str, measurements: Sequence[ProbeMeasurement]) -> StepC
         peaks = [int(m.peak_bytes) for m in ms]  # type: ignore[arg-type]
         memory = fit_linear(shapes, peaks, units=MEMORY_UNITS_PER_BYTE)
         margin = _memory_margin(memory, shapes, peaks)
-    return StepCostModel(mode, time, fit_compile(ms, mode != "eager"), memory, margin,
-                         tuple(ms))
+    return StepCostModel(mode, time, fit_compile(ms), memory, margin, tuple(ms))

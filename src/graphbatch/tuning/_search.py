@@ -4,8 +4,9 @@ For a candidate's plan (its `PlanProfile`) and a mode's `StepCostModel`:
 
 * steady time per epoch ``T`` = sum over its step shapes of (steps of that shape) x (predicted
   step time), integer picoseconds;
-* compile time ``C`` = the mode's compile cost of every distinct shape of epoch 0, plus the
-  shapes later epochs meet for the first time (recompilations; measured by planning epochs
+* compile time ``C`` = the mode's first-call cost of every distinct shape of epoch 0 (the
+  compilation; for an eager step the per-shape setup it measured), plus the shapes later
+  epochs meet for the first time (recompilations; measured by planning epochs
   ``1 .. min(epochs, 4) - 1``, the last of those epochs' count extrapolated to the remaining
   epochs);
 * real graphs/s = ``epochs * G / (epochs * T + C)``: the compile cost amortised over
@@ -136,7 +137,7 @@ def predict(pc: ProfiledCandidate, model: StepCostModel, index: int, *, epochs: 
         epoch_ps += int(n) * model.step_ps(shape)
     recompiles = _recompiles(prof, epochs)
     shapes = prof.distinct_shapes
-    compile_ms = model.compile.total_ms(shapes + recompiles) if model.compiles else 0
+    compile_ms = model.compile.total_ms(shapes + recompiles)
     peaks = [model.peak_bytes(s) for s in prof.all_shapes().tolist()]
     peak = None if any(p is None for p in peaks) else max(peaks, default=0)
     feasible, reason = True, ""

@@ -315,9 +315,12 @@ class _TorchRun(RequestRun):
         self.it = iter(ld)
 
     def step(self):
-        b = next(self.it)
+        self.last = b = next(self.it)
         ms = self.backend._timed(self.mode, b)
         return ms, _plan_shape(b, self.spare), _real_graphs(b)
+
+    def repeat(self) -> float:
+        return self.backend._timed(self.mode, self.last)
 
     def peak_bytes(self, index: int) -> int | None:
         b, _ = self.backend.batch_at(self.request, 0, index, self.world_size)
@@ -325,3 +328,4 @@ class _TorchRun(RequestRun):
 
     def close(self) -> None:
         self.it = iter(())  # drops the loader's iterator and the batch buffers it holds
+        self.last = None

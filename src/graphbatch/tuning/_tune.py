@@ -166,21 +166,29 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
     k + 1 of any, so load changes hit all alike); then measure the peak memory at plan step
     ``peak_steps[i]`` (``None``: not measured).
 
-    Per configuration: ``step_ms_all``, ``shapes_all`` (plan shapes), ``graphs_all`` (real
-    graphs per step), ``new_shapes``, and over the *steady* steps (those whose shape was met
-    before in the run; all steps when none was): ``steady_steps``, ``meas_step_ms`` (median),
-    ``meas_graphs_per_s`` (real graphs, every rank's, over the steps' summed time), and
+    A step that meets a shape for the first time in the run is timed twice: its first call
+    (``first_call_ms_all``: compilation or per-shape setup included) and the same batch once
+    more, its steady time. Per configuration: ``step_ms_all`` (steady times), ``shapes_all``
+    (plan shapes), ``graphs_all`` (real graphs per step), ``new_shapes`` and ``new_shape_ms``
+    (median of first call minus steady over them), ``meas_step_ms`` (median steady time),
+    ``meas_graphs_per_s`` (real graphs, every rank's, over the summed steady times), and
     ``meas_peak_bytes`` (measured after every run's loader is released). ``reference=(probe key, mode)``: that probe is timed once per round
     as well (the ``reference_ms`` of every row: a gauge of the machine's load while these
     steps ran, to compare with the probe's own timings)."""
     runs = [backend.open_run(req, mode, world_size) for _, req, mode in configs]
-    recs: list[list[tuple[float, tuple, int]]] = [[] for _ in configs]
+    recs: list[list[tuple[float, tuple, int, float]]] = [[] for _ in configs]
+    seen: list[set] = [set() for _ in configs]
     ref_ms: list[float] = []
     try:
         for k in range(steps):
             _say(progress, f"measuring step {k + 1}/{steps} of {len(runs)} configurations")
-            for run, rec in zip(runs, recs):
-                rec.append(run.step())
+            for run, rec, met in zip(runs, recs, seen):
+                first, shape, graphs = run.step()
+                steady = first
+                if shape not in met:  # a new shape: its steady time from the batch once more
+                    met.add(shape)
+                    steady = float(run.repeat())
+                rec.append((steady, shape, graphs, first))
             if reference is not None:
                 ref_ms.append(float(backend.time_probe(*reference)))
         for run in runs:  # release the loaders (and the batches they hold) before the peaks
@@ -188,31 +196,26 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
         gc.collect()
         out = []
         for i, ((label, req, mode), run, rec) in enumerate(zip(configs, runs, recs)):
-            seen: set = set()
-            steady = []
-            for ms, shape, graphs in rec:
-                if shape in seen:
-                    steady.append((ms, shape, graphs))
-                seen.add(shape)
-            steady = steady or rec  # every step met a new shape: nothing steady to compare
-            graphs = sum(g for _, _, g in steady) * world_size
+            new = [(f - s_) for s_, _, _, f in rec if f != s_]
+            graphs = sum(g for _, _, g, _ in rec) * world_size
             at = None if peak_steps is None else peak_steps[i]
             if at is not None:
                 _say(progress, f"peak memory of {label} at plan step {at}")
             peak = None if at is None else run.peak_bytes(int(at))
             out.append({
                 "config": label, "mode": mode, "request": req, "steps": len(rec),
-                "steady_steps": len(steady), "new_shapes": len(seen),
-                "compiles": len(seen) if mode != "eager" else 0,
-                "meas_step_ms": round(float(np.median([m for m, _, _ in steady])), 4),
-                "meas_graphs_per_s": round(graphs / (sum(m for m, _, _ in steady) / 1e3), 2),
+                "new_shapes": len(seen[i]), "compiles": len(seen[i]),
+                "new_shape_ms": round(float(np.median(new)), 3) if new else 0.0,
+                "meas_step_ms": round(float(np.median([m for m, _, _, _ in rec])), 4),
+                "meas_graphs_per_s": round(graphs / (sum(m for m, _, _, _ in rec) / 1e3), 2),
                 "meas_peak_bytes": peak,
                 "meas_peak_mib": None if peak is None else round(peak / 2**20, 1),
-                "step_ms_all": [round(m, 4) for m, _, _ in rec],
-                "shapes_all": [list(s) for _, s, _ in rec],
-                "graphs_all": [int(g) for _, _, g in rec],
+                "step_ms_all": [round(m, 4) for m, _, _, _ in rec],
+                "first_call_ms_all": [round(f, 4) for _, _, _, f in rec],
+                "shapes_all": [list(s) for _, s, _, _ in rec],
+                "graphs_all": [int(g) for _, _, g, _ in rec],
                 "reference_ms": [round(x, 4) for x in ref_ms],
-                "_steady": steady})
+                "_steps": [(m, sh, g) for m, sh, g, _ in rec]})
         return out
     finally:
         for run in runs:
@@ -244,7 +247,7 @@ def _validate(backend: Backend, preds: Sequence[Prediction], profiles: dict[str,
     out = []
     for p, m, step_at in zip(preds, measured, at):
         model = models[p.mode]
-        steady = m.pop("_steady")
+        steady = m.pop("_steps")
         pred = float(np.median([model.step_ms(s) for _, s, _ in steady]))
         graphs = sum(g for _, _, g in steady) * world_size
         pred_gps = graphs / (sum(model.step_ms(s) for _, s, _ in steady) / 1e3)
