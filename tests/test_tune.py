@@ -196,6 +196,9 @@ def test_design_spans_the_extremes_without_repeats():
     assert design_probes(shapes, w, 100) == design_probes(shapes, w, shapes.shape[0])
     more = targeted_probes(shapes, [(shapes[-3:], np.array([5, 9, 1]))], idx, 2)
     assert len(more) <= 2 and not set(more) & set(idx)
+    ok = np.arange(shapes.shape[0]) % 3 != 0  # only eligible shapes are picked
+    picked = design_probes(shapes, w, 5, eligible=ok)
+    assert len(picked) == 5 and ok[picked].all()
 
 
 # ----------------------------------------------------------------------------- the search

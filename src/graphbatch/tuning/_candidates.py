@@ -214,18 +214,27 @@ def profile_candidates(sizes: GraphSizes, candidates: Sequence[Candidate], *,
     return kept, failed
 
 
-def shape_cloud(profiled: Sequence[ProfiledCandidate]) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct shapes over every candidate (``[M, 3]`` int64, sorted) and the number of
-    candidate steps per epoch that use each (int64): where the search looks for costs."""
-    rows = [p.profile.all_shapes() for p in profiled]
-    weights = [np.concatenate([p.profile.steps,
-                               np.ones(p.profile.later_shapes.shape[0], np.int64)])
-               for p in profiled]
-    if not rows:
-        return np.zeros((0, 3), np.int64), np.zeros(0, np.int64)
+def shape_cloud(profiled: Sequence[ProfiledCandidate]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct shapes over every candidate (``[M, 3]`` int64, sorted), the number of candidate
+    steps per epoch that use each (int64), and each shape's largest share of one candidate's
+    steps in per mille (int64; a later epoch's new shape counts as one step): where the search
+    looks for costs, and how much each shape matters to some candidate."""
+    if not profiled:
+        z = np.zeros(0, np.int64)
+        return np.zeros((0, 3), np.int64), z, z
+    rows, weights, shares = [], [], []
+    for p in profiled:
+        w = np.concatenate([p.profile.steps,
+                            np.ones(p.profile.later_shapes.shape[0], np.int64)])
+        rows.append(p.profile.all_shapes())
+        weights.append(w)
+        shares.append((w * 1000) // max(int(w.sum()), 1))
     allr = np.concatenate(rows)
-    allw = np.concatenate(weights)
     shapes, inverse = np.unique(allr, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
     w = np.zeros(shapes.shape[0], np.int64)
-    np.add.at(w, inverse.reshape(-1), allw)
-    return shapes.astype(np.int64), w
+    np.add.at(w, inverse, np.concatenate(weights))
+    share = np.zeros(shapes.shape[0], np.int64)
+    np.maximum.at(share, inverse, np.concatenate(shares))
+    return shapes.astype(np.int64), w, share

@@ -1,7 +1,9 @@
 """Which padded shapes to probe: a small designed set spanning the candidates' shapes.
 
-The candidates' distinct step shapes form a cloud in (nodes, edges, graphs). Each dimension is
-mapped to an integer grid ``0 .. 2**20`` between the cloud's extremes; the design starts at the
+The candidates' distinct step shapes form a cloud in (nodes, edges, graphs); `tune` designs over
+the shapes that carry at least 2% of some candidate's steps (a leftover batch met once an epoch
+costs a compilation to probe and tells little). Each dimension is mapped to an integer grid
+``0 .. 2**20`` between the eligible shapes' extremes; the design starts at the
 shape the most candidate steps use and then adds, one at a time, the shape farthest (squared
 grid distance, exact int64) from every shape already chosen -- a greedy maximin design, so the
 probes span the extremes first and then fill the middle. Ties go to the more used shape, then
@@ -26,24 +28,34 @@ def _grid(shapes: np.ndarray) -> np.ndarray:
     return ((shapes - lo) * _GRID) // span  # int64: shapes <= 2**40, products <= 2**60
 
 
-def design_probes(shapes, weights, count: int, *, chosen: Sequence[int] = ()) -> list[int]:
+def design_probes(shapes, weights, count: int, *, chosen: Sequence[int] = (),
+                  eligible=None) -> list[int]:
     """Indices into ``shapes`` (``[M, 3]`` int64) of up to ``count`` probes (including the
     already ``chosen`` ones, which come first), by greedy maximin from the most used shape
-    (``weights``: candidate steps per shape). Stops early when every shape is chosen."""
+    (``weights``: candidate steps per shape). ``eligible`` (bool ``[M]``): the shapes the design
+    may pick (default all; the grid spans the eligible ones). Stops early when every eligible
+    shape is chosen."""
     shapes = np.asarray(shapes, np.int64).reshape(-1, 3)
     w = np.asarray(weights, np.int64).reshape(-1)
     m = shapes.shape[0]
     if m == 0 or count <= 0:
         return []
-    u = _grid(shapes)
+    ok = np.ones(m, bool) if eligible is None else np.asarray(eligible, bool).reshape(-1)
+    if not ok.any():
+        ok = np.ones(m, bool)
+    u = np.zeros_like(shapes)
+    u[ok] = _grid(shapes[ok])
     out = [int(i) for i in chosen]
     if not out:
-        # the most used shape; ties: the smallest (shapes are sorted)
-        out.append(int(np.flatnonzero(w == w.max())[0]))
+        # the most used eligible shape; ties: the smallest (shapes are sorted)
+        wmax = w[ok].max()
+        out.append(int(np.flatnonzero(ok & (w == wmax))[0]))
     d = np.full(m, np.iinfo(np.int64).max, np.int64)
+    d[~ok] = -1  # never picked
     for i in out:
         d = np.minimum(d, ((u - u[i]) ** 2).sum(axis=1))
-    while len(out) < min(count, m):
+        d[~ok] = -1
+    while len(out) < min(count, int(ok.sum())):
         far = d.max()
         if far <= 0:
             break
@@ -51,6 +63,7 @@ def design_probes(shapes, weights, count: int, *, chosen: Sequence[int] = ()) ->
         i = int(tied[np.argmax(w[tied])])  # first maximum: the smallest shape among the tied
         out.append(i)
         d = np.minimum(d, ((u - u[i]) ** 2).sum(axis=1))
+        d[~ok] = -1
     return out
 
 

@@ -1,7 +1,8 @@
 """The step-cost model: step time, peak memory and compile time as functions of the padded shape.
 
 Time and memory are fitted as ``c0 + c1 * n_node + c2 * n_edge + c3 * n_graph`` (or a subset of
-the three sizes: the one whose leave-one-out error is least, "what the data supports") by
+the three sizes: the one whose leave-one-out error is least -- median for time, worst case for
+memory --, "what the data supports") by
 non-negative least squares on relative errors (each probe's row divided by its measurement), so
 a 10% error counts the same at every size. The coefficients are then quantised once to integers
 -- picoseconds for time, milli-bytes for memory -- and every prediction is integer arithmetic,
@@ -63,7 +64,7 @@ class ProbeMeasurement:
 
     def as_dict(self) -> dict[str, Any]:
         return {"shape": list(self.shape), "mode": self.mode,
-                "step_ms": [round(x, 4) for x in self.step_ms], "median_ms": self.median_ms,
+                "step_ms": list(self.step_ms), "median_ms": self.median_ms,
                 "first_ms": self.first_ms, "compile_ms": self.compile_ms,
                 "peak_bytes": self.peak_bytes, "source": self.source, "phase": self.phase}
 
@@ -152,10 +153,16 @@ def _quantise(coef: np.ndarray, units: int) -> tuple[int, tuple[int, ...]]:
 
 
 def fit_linear(shapes, values, *, units: int,
-               feature_sets: Sequence[Sequence[str]] = FEATURE_SETS) -> LinearCost:
+               feature_sets: Sequence[Sequence[str]] = FEATURE_SETS,
+               criterion: str = "median") -> LinearCost:
     """Fit ``values`` (ms or bytes, > 0) over ``shapes`` (``[n, 3]`` plan shapes) with each of
-    ``feature_sets`` (plus an intercept) and keep the one with the least leave-one-out RMS
-    relative error (ties, compared at 1e-9: fewer features). Coefficients >= 0."""
+    ``feature_sets`` (plus an intercept) and keep the one with the least leave-one-out
+    relative error -- ``criterion="median"`` of the absolute leave-one-out errors (time: one
+    probe far off, a timing spike or a tiny shape, does not decide) or ``"max"`` (memory, a
+    hard limit: the worst held-out error) (ties, compared at 1e-9: fewer features).
+    Coefficients >= 0."""
+    if criterion not in ("median", "max"):
+        raise InputError(f"criterion must be median or max, got {criterion!r}")
     shapes = np.asarray(shapes, dtype=np.int64).reshape(-1, 3)
     y = np.asarray(values, dtype=np.float64).reshape(-1)
     if shapes.shape[0] != y.shape[0]:
@@ -175,7 +182,8 @@ def fit_linear(shapes, values, *, units: int,
                 keep = np.arange(n) != i
                 c = _nnls_relative(x[keep], y[keep])
                 loo.append(float((x[i] @ c - y[i]) / y[i]))
-            score = round(float(np.sqrt(np.mean(np.square(loo)))), 9)
+            agg = np.median if criterion == "median" else np.max
+            score = round(float(agg(np.abs(loo))), 9)
         else:  # too few probes to hold any out: judged on the fit itself
             loo = []
             score = float("inf")
@@ -315,6 +323,6 @@ def fit_step_model(mode: str, measurements: Sequence[ProbeMeasurement]) -> StepC
     memory, margin = None, 0
     if all(m.peak_bytes is not None and m.peak_bytes > 0 for m in ms):
         peaks = [int(m.peak_bytes) for m in ms]  # type: ignore[arg-type]
-        memory = fit_linear(shapes, peaks, units=MEMORY_UNITS_PER_BYTE)
+        memory = fit_linear(shapes, peaks, units=MEMORY_UNITS_PER_BYTE, criterion="max")
         margin = _memory_margin(memory, shapes, peaks)
     return StepCostModel(mode, time, fit_compile(ms), memory, margin, tuple(ms))

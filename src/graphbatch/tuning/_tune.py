@@ -5,10 +5,12 @@ configurations, validate the best ones.
 2. Design probes: about 60% of ``probes`` spread over the candidates' shapes
    (`design_probes`); each probe is a real batch of a candidate's plan at that shape. Every
    probe's first step is timed (compilation included), then ``rounds`` interleaved rounds
-   time one step per probe and mode (so a load change on a shared machine hits every probe).
+   time one step per probe and mode (so a load change on a shared machine hits every probe),
+   after one untimed round (a compilation's background work settles).
 3. A first fit ranks the candidates; the rest of the probes go to the shapes the leaders use
-   most (`targeted_probes`), then every probe is timed again in ``rounds`` rounds and its
-   peak memory measured, and the final models are fitted (`fit_step_model`).
+   most (`targeted_probes`), then every probe is timed again in ``rounds`` rounds (these
+   timings alone, all taken after the last compilation, make the final fit) and its peak
+   memory measured, and the final models are fitted (`fit_step_model`).
 4. The ranking (`rank`) picks the configuration; ``validate=K`` trains the top K for
    ``validate_steps`` steps each (interleaved) and records predicted beside measured.
 """
@@ -116,11 +118,20 @@ class _Probing:
                 self.samples.setdefault((s.key, mode), [])
 
     def time_rounds(self, rounds: int) -> None:
+        """One untimed round (a compilation's background work and the first runs after it
+        settle), then ``rounds`` timed rounds, one step per probe and mode each, interleaved;
+        they replace earlier samples (a fit uses timings taken after every compilation)."""
+        _say(self.progress, f"settling round over {len(self.specs)} probes")
+        for s in self.specs:
+            for mode in self.backend.modes:
+                self.backend.time_probe(s.key, mode)
+        fresh: dict[tuple[int, str], list[float]] = {k: [] for k in self.samples}
         for r in range(rounds):
             _say(self.progress, f"timing round {r + 1}/{rounds} over {len(self.specs)} probes")
             for s in self.specs:
                 for mode in self.backend.modes:
-                    self.samples[(s.key, mode)].append(float(self.backend.time_probe(s.key, mode)))
+                    fresh[(s.key, mode)].append(float(self.backend.time_probe(s.key, mode)))
+        self.samples = fresh
 
     def measure_memory(self) -> None:
         for s in self.specs:
@@ -141,6 +152,17 @@ class _Probing:
     def fit(self) -> dict[str, StepCostModel]:
         ms = self.measurements()
         return {mode: fit_step_model(mode, ms) for mode in self.backend.modes}
+
+
+#: Per mille of some candidate's steps a shape needs to be a design probe.
+MIN_SHARE_PER_MILLE = 20
+
+
+def _eligible(share: np.ndarray, count: int) -> np.ndarray:
+    """The shapes the design may pick: those carrying at least `MIN_SHARE_PER_MILLE` of some
+    candidate's steps, or every shape when fewer than ``count`` do."""
+    ok = share >= MIN_SHARE_PER_MILLE
+    return ok if int(ok.sum()) >= count else np.ones_like(ok)
 
 
 def _leaders(ranking: Sequence[Prediction], count: int) -> list[Prediction]:
@@ -389,14 +411,14 @@ def _tune(backend: Backend, *, t_start, load_start, seconds, model, batch_size, 
         raise InputError("no candidate configuration could be planned: "
                          + "; ".join(f"{f['label']}: {f['error']}" for f in failed[:3]))
     profiles = {pc.candidate.label: pc.profile for pc in profiled}
-    cloud, weights = shape_cloud(profiled)
+    cloud, weights, share = shape_cloud(profiled)
     seconds["planning"] = time.perf_counter() - t0
 
     # design probes, a first fit and ranking, then probes where the leaders run
     t0 = time.perf_counter()
     probing = _Probing(backend, progress)
     n_design = min(probes, max(2, (probes * 6 + 9) // 10))
-    design = design_probes(cloud, weights, n_design)
+    design = design_probes(cloud, weights, n_design, eligible=_eligible(share, n_design))
     probing.add(_probe_specs(profiled, cloud, design, 0, "design", world_size), "design")
     probing.time_rounds(max(2, rounds // 2))
     if limit is not None:
@@ -415,7 +437,7 @@ def _tune(backend: Backend, *, t_start, load_start, seconds, model, batch_size, 
         failed += bad
         cands = list(cands) + by_cost
         profiles = {pc.candidate.label: pc.profile for pc in profiled}
-        cloud, weights = shape_cloud(profiled)
+        cloud, weights, share = shape_cloud(profiled)
         design = [int(np.flatnonzero((cloud == np.asarray(sp.shape)).all(axis=1))[0])
                   for sp in probing.specs]
     first_rank = rank(profiled, list(models.values()), epochs=epochs, memory_limit=limit)
