@@ -119,8 +119,9 @@ class _Probing:
 
     def time_rounds(self, rounds: int) -> None:
         """One untimed round (a compilation's background work and the first runs after it
-        settle), then ``rounds`` timed rounds, one step per probe and mode each, interleaved;
-        they replace earlier samples (a fit uses timings taken after every compilation)."""
+        settle), then ``rounds`` rounds over the probes and modes, interleaved: in each, two
+        steps back to back of which the second is timed; they replace earlier samples (a fit
+        uses timings taken after every compilation)."""
         _say(self.progress, f"settling round over {len(self.specs)} probes")
         for s in self.specs:
             for mode in self.backend.modes:
@@ -130,6 +131,9 @@ class _Probing:
             _say(self.progress, f"timing round {r + 1}/{rounds} over {len(self.specs)} probes")
             for s in self.specs:
                 for mode in self.backend.modes:
+                    # a step of the same shape first: timed as in training, where a shape
+                    # follows itself, not right after a step of another size
+                    self.backend.time_probe(s.key, mode)
                     fresh[(s.key, mode)].append(float(self.backend.time_probe(s.key, mode)))
         self.samples = fresh
 
