@@ -61,7 +61,7 @@ class TuneResult:
         """Predicted beside measured, one row per validated configuration."""
         keys = ("config", "mode", "steps", "pred_step_ms", "meas_step_ms", "step_err_pct",
                 "pred_graphs_per_s", "meas_graphs_per_s", "pred_peak_mib", "meas_peak_mib",
-                "compiles", "load_drift")
+                "compiles", "load_drift", "load_adjusted_err_pct")
         return [{k: v.get(k) for k in keys} for v in self.validation]
 
     def as_dict(self) -> dict[str, Any]:

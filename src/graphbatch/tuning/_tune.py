@@ -472,6 +472,13 @@ def _tune(backend: Backend, *, t_start, load_start, seconds, model, batch_size, 
         for v in validation:
             during = float(np.median(v["reference_ms"])) if v["reference_ms"] else probe_ms
             v["load_drift"] = round(during / probe_ms, 3)
+            if v["reference_ms"]:
+                # each step scaled by the gauge of its round: the machine's load change taken
+                # out (a diagnostic beside the raw error, not a replacement for it)
+                scaled = [m * probe_ms / r for m, r in zip(v["step_ms_all"], v["reference_ms"])]
+                med = float(np.median(scaled))
+                v["load_adjusted_step_ms"] = round(med, 3)
+                v["load_adjusted_err_pct"] = round(100.0 * (v["pred_step_ms"] - med) / med, 2)
     seconds["validation"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - t_start
     best = ranking[0]
