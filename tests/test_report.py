@@ -21,6 +21,7 @@ from graphbatch.report import REPORT_FIGURES, HtmlPage  # noqa: E402
 from graphbatch.report import _figures as F  # noqa: E402
 
 BENCH_FIGURES = ("fig-bench-timing", "fig-bench-compile", "fig-bench-memory")
+TUNE_FIGURES = ("fig-tune-fit",)  # only with a tune result (tests/test_tune.py)
 IMG_RE = re.compile(r'<figure class="gb-figure" id="([^"]+)"><img[^>]*'
                     r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 
@@ -78,7 +79,8 @@ def test_report_figures_embedded(report):
     _, html = report
     figures = dict(IMG_RE.findall(html))
     limits = search_limits_if_available(sizes_table(), max_graphs=16)
-    expected = [f for f in REPORT_FIGURES if f != "fig-limits" or limits.available]
+    expected = [f for f in REPORT_FIGURES if (f != "fig-limits" or limits.available)
+                and f not in TUNE_FIGURES]
     assert sorted(figures) == sorted(expected)
     for fig_id, b64 in figures.items():
         w, h = png_size(base64.b64decode(b64))
@@ -117,7 +119,8 @@ def test_report_with_given_limits_and_no_bench():
              "edge_eff": 0.6, "harmonic_mean": 2 / (1 / 0.5 + 1 / 0.6)}]
     html = gb_report(sizes_table(200), batch_size=8, limits=LimitSearch(recs), dpi=50)
     ids = dict(IMG_RE.findall(html))
-    assert sorted(ids) == sorted(f for f in REPORT_FIGURES if f not in BENCH_FIGURES)
+    assert sorted(ids) == sorted(f for f in REPORT_FIGURES
+                                 if f not in BENCH_FIGURES + TUNE_FIGURES)
     assert 'id="table-limits"' in html and 'id="table-bench"' not in html
 
 

@@ -14,6 +14,8 @@ from .planners import get_strategy, strategy_names
 
 __version__ = "0.1.0"
 
+from .tuning import TuneResult, tune  # noqa: E402  (needs __version__)
+
 
 def strategies() -> dict[str, str]:
     """Registered strategy names with their one-line descriptions."""
@@ -31,6 +33,7 @@ __all__ = [
     "PlanMismatchError",
     "PlanStats",
     "SizeHistogram",
+    "TuneResult",
     "UnknownNameError",
     "__version__",
     "estimate_budget",
@@ -40,4 +43,5 @@ __all__ = [
     "round_up",
     "strategies",
     "strategy_names",
+    "tune",
 ]

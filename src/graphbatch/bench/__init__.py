@@ -16,11 +16,18 @@ from ._config import (
     BenchConfig,
 )
 from ._report import learning_tests, summarize, targets, write_results
-from ._runner import RunSpec, effective_sharing_strategy, plan_runs, run_bench, run_one
+from ._jax_runner import build_jax_model, jax_train_step
+from ._mace import ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, MaceData, small_mace
+from ._runner import (RunSpec, bench_model, compile_padded, effective_sharing_strategy,
+                      plan_runs, run_bench, run_one)
 from ._stats import PairwiseTests, bonferroni, pairwise_mannwhitney, pairwise_ttest
 
 __all__ = [
     "BASELINES",
+    "ENERGY_WEIGHT",
+    "FORCES_WEIGHT",
+    "MACE_ELEMENTS",
+    "MaceData",
     "DEFAULT",
     "FULL",
     "JAX_BASELINES",
@@ -33,14 +40,19 @@ __all__ = [
     "BenchConfig",
     "PairwiseTests",
     "RunSpec",
+    "bench_model",
     "bonferroni",
+    "build_jax_model",
+    "compile_padded",
     "effective_sharing_strategy",
+    "jax_train_step",
     "learning_tests",
     "pairwise_mannwhitney",
     "pairwise_ttest",
     "plan_runs",
     "run_bench",
     "run_one",
+    "small_mace",
     "summarize",
     "targets",
     "write_results",

@@ -24,8 +24,8 @@ from ._config import JAX_BASELINES, BenchConfig
 from ._runner import (RunSpec, _count_step, _evaluate_on_schedule, _reset_counters,
                       bench_budget)
 
-__all__ = ["JaxBenchData", "load_jax_bench_data", "plan_jax_runs", "run_jax_bench",
-           "compile_seconds"]
+__all__ = ["JaxBenchData", "build_jax_model", "jax_train_step", "load_jax_bench_data",
+           "plan_jax_runs", "run_jax_bench", "compile_seconds"]
 
 
 # --------------------------------------------------------------------------- compile events
@@ -372,6 +372,13 @@ def _train_step(model, opt) -> Callable:
         return optax.apply_updates(params, updates), opt_state, loss
 
     return train_step
+
+
+def jax_train_step(model, opt) -> Callable:
+    """The bench's train step of a Flax model ``model`` with the optax optimizer ``opt``:
+    ``(params, opt_state, pg) -> (params, opt_state, loss)``, masked MSE of the prediction
+    against ``pg.graphs.globals["y"][:, 0]`` over the real graphs (not jitted)."""
+    return _train_step(model, opt)
 
 
 def _warm_up(spec: RunSpec, cfg: BenchConfig, data) -> None:

@@ -20,8 +20,8 @@ import numpy as np
 from ..analysis._bench import step_list_fields, step_timing_fields
 from ._config import BASELINES, MACE_BASELINES, BenchConfig
 
-__all__ = ["RunSpec", "bench_budget", "effective_sharing_strategy", "plan_runs", "run_one",
-           "run_bench"]
+__all__ = ["RunSpec", "bench_budget", "bench_model", "compile_padded",
+           "effective_sharing_strategy", "plan_runs", "run_one", "run_bench"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,21 @@ def _build(spec: RunSpec, cfg: BenchConfig):
     if spec.strategy in ("pyg-eager", "pyg-compile") and spec.model == "schnet":
         return _pyg_schnet(cfg.cutoff), True
     return build_model(spec.model, **kwargs), False
+
+
+def bench_model(name: str, cfg: BenchConfig, *, repeat: int = 0):
+    """The reference model ``name`` (``graphbatch.models``) exactly as the bench builds it for
+    a padded run: the bench's options (``cutoff``, SchNet's paired edges, ``cfg.model_options``)
+    and initial weights from ``cfg.seed + repeat``; on the CPU (move it yourself)."""
+    return _build(RunSpec(name, "padded", 2, int(repeat), False), cfg)[0]
+
+
+def compile_padded(model, cfg: BenchConfig):
+    """``model`` compiled as the bench compiles padded runs: ``torch.compile(dynamic=False,
+    fullgraph=True)`` with ``cfg``'s backend and mode, through a fresh code object (one
+    compilation per padded shape, counted for this model alone)."""
+    return _compile(model, dynamic=False, fullgraph=True, backend=cfg.compile_backend,
+                    mode=cfg.compile_mode)
 
 
 # --------------------------------------------------------------------------- batches

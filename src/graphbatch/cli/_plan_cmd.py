@@ -33,9 +33,12 @@ def add_parser(sub) -> None:
         "n_edge[, n_bytes]) and write the plan file. Strategies: " + ", ".join(strategy_names()),
     )
     p.add_argument("sizes", help="size table (.npz with int arrays n_node, n_edge[, n_bytes])")
-    p.add_argument("--strategy", required=True, help="one of: " + ", ".join(strategy_names()))
+    p.add_argument("--strategy", help="one of: " + ", ".join(strategy_names()))
+    p.add_argument("--config", metavar="REQUEST.json",
+                   help="the plan request as JSON (`graphbatch tune --out`, or a tune result): "
+                   "strategy, batch size or budget, seed, options; flags given too override it")
     add_budget_args(p)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, help="plan seed (default 0, or the --config's)")
     p.add_argument("--epoch", type=int, default=0)
     p.add_argument("--no-shuffle", action="store_true", help="keep dataset order")
     p.add_argument("--on-oversize", choices=("error", "skip", "own_batch"), default="error")
@@ -110,27 +113,44 @@ def collect_options(args) -> dict:
     return options
 
 
+def _config_request(args) -> dict:
+    """The request of ``--config`` (empty without it); ``args.strategy`` set from it."""
+    if args.config is None:
+        if args.strategy is None:
+            raise InputError("give --strategy, or --config with a plan request")
+        return {}
+    from ..tuning import load_request
+
+    request = dict(load_request(args.config))
+    if args.strategy is not None and args.strategy != request["strategy"]:
+        raise InputError(f"--strategy {args.strategy!r} differs from the --config's "
+                         f"{request['strategy']!r}")
+    args.strategy = request.pop("strategy")
+    return request
+
+
 def run(args) -> int:
-    check_output_path(args.out, input_files(args.sizes), suffixes=(".npz",), what="plan file")
+    inputs = [*input_files(args.sizes), *([args.config] if args.config else [])]
+    check_output_path(args.out, inputs, suffixes=(".npz",), what="plan file")
     sizes = load_sizes(args.sizes)
-    options = collect_options(args)
+    request = _config_request(args)
+    options = {**request, **collect_options(args)}
+    seed = options.pop("seed", 0)
+    args.seed = seed = args.seed if args.seed is not None else seed
     budget = budget_from_args(
         args, sizes,
         sample_size=options.get("sample_size", 1000),
         multiple=options.get("multiple", 64),
     )
-    result = plan(
-        sizes,
-        args.strategy,
-        batch_size=args.batch_size,
-        budget=budget,
-        seed=args.seed,
-        epoch=args.epoch,
-        shuffle=not args.no_shuffle,
-        on_oversize=args.on_oversize,
-        world_size=args.world_size,
-        **options,
-    )
+    for key, flag in (("batch_size", args.batch_size), ("budget", budget)):
+        if flag is not None:
+            options[key] = flag
+    options.setdefault("shuffle", True)
+    if args.no_shuffle:
+        options["shuffle"] = False
+    options.setdefault("on_oversize", args.on_oversize)
+    result = plan(sizes, args.strategy, seed=seed, epoch=args.epoch,
+                  world_size=args.world_size, **options)
     result.save(args.out)
     stats = result.stats().as_dict()
     stats["plan_seconds"] = result.meta.get("plan_seconds")

@@ -15,11 +15,14 @@ def add_parser(sub) -> None:
         description="Write one HTML page (figures embedded, no network needed to view it): size "
         "histograms, the 2-D (nodes, edges) histogram, efficiency vs packing limits, the "
         "strategy comparison, graphs per batch and, with --bench, timing, compilation and memory "
-        "figures. Needs matplotlib.",
+        "figures, and with --tune the tuning ranking and fitted cost model. Needs matplotlib.",
     )
     p.add_argument("sizes", help="size table (.npz with n_node, n_edge[, n_bytes]) or graph store")
     p.add_argument("--bench", nargs="+", action="extend", default=[], metavar="RESULTS.json",
                    help="benchmark result files (JSON lists of records), repeatable")
+    p.add_argument("--tune", metavar="RESULT.json",
+                   help="a tune result (graphbatch tune --result): ranking, validation and the "
+                   "fitted cost model against its probes")
     p.add_argument("--batch-size", type=int, default=32,
                    help="batch size of the strategy comparison (default 32)")
     p.add_argument("--world-size", type=int, default=1)
@@ -33,12 +36,18 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..analysis import input_files, load_bench
 
-    check_output_path(args.out, [*input_files(args.sizes), *args.bench],
+    check_output_path(args.out, [*input_files(args.sizes), *args.bench,
+                                 *([args.tune] if args.tune else [])],
                       suffixes=(".html", ".htm"), what="report")  # before importing matplotlib
     from ..report import build_report, write_report
 
     sizes = load_sizes(args.sizes)
     bench = load_bench(args.bench) if args.bench else None
+    tune = None
+    if args.tune:
+        from ..tuning import TuneResult
+
+        tune = TuneResult.load(args.tune)
 
     def progress(msg: str) -> None:
         if not args.quiet:
@@ -46,7 +55,7 @@ def run(args) -> int:
 
     text = build_report(sizes, source=str(args.sizes), batch_size=args.batch_size,
                         world_size=args.world_size, seed=args.seed, bench=bench,
-                        progress=progress, dpi=args.dpi)
+                        progress=progress, dpi=args.dpi, tune=tune)
     path = write_report(args.out, text)
     print(path)
     return 0

@@ -7,6 +7,7 @@ Pure NumPy/SciPy; the planning strategies built on it are ``pack-lpf``, ``pack-s
 
 from ._assign import assign_graphs
 from ._balanced import BalancedPacking, balanced_pack
+from ._bucket_shapes import choose_tight_shapes, pack_needs, shape_padding_bound
 from ._buckets import MAX_SHAPES, choose_scales, graphs_for_scale, pack_scales, shape_for_scale
 from ._heuristics import HEURISTICS, heuristic_function, heuristic_keys
 from ._histogram import FITS, pack_histogram
@@ -27,6 +28,7 @@ __all__ = [
     "assign_graphs",
     "balanced_pack",
     "choose_scales",
+    "choose_tight_shapes",
     "evaluate_limits",
     "graphs_for_scale",
     "heuristic_function",
@@ -34,9 +36,11 @@ __all__ = [
     "lower_bound",
     "pack_bins",
     "pack_histogram",
+    "pack_needs",
     "pack_nnls",
     "pack_scales",
     "patterns_from_slots",
     "search_limits",
     "shape_for_scale",
+    "shape_padding_bound",
 ]

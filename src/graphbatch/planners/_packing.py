@@ -604,8 +604,10 @@ def plan_pack_nnls(req: PlanRequest):
     "buckets",
     description="K padded shapes (num_shapes, 1-16) chosen to minimise total padding: graphs "
     "larger than the budget get larger shapes whose room is filled with small graphs, the rest "
-    "is packed to the budget; each batch is padded to the smallest shape it fits",
-    options=("num_shapes", "heuristic", *_COMMON),
+    "is packed to the budget; each batch is padded to the smallest shape it fits; "
+    "tight_shape=True or shape_cost=[c0, c_node, c_edge, c_graph, c_shape] (integers): tight "
+    "shapes minimising that cost",
+    options=("num_shapes", "heuristic", "shape_cost", *_COMMON),
 )
 def plan_buckets(req: PlanRequest):
     k = req.option("num_shapes", 4)
@@ -698,6 +700,7 @@ def plan_buckets(req: PlanRequest):
     cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(alone.shape[0])])
     chosen, cost = shaped(cand_sb, cand_off)
     best = (cost, chosen, cand_sb, cand_off, first.method if kept.size else None)
+    candidates = [(cand_sb, cand_off, best[4])]  # every candidate packing (tight shapes)
     first_scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), fam,
                                multiple)
     tried_shapes: set = set()
@@ -709,12 +712,19 @@ def plan_buckets(req: PlanRequest):
             continue
         tried_shapes.add(key)
         sb_k, off_k, packer_k = filled(sn_k, se_k, np.atleast_1d(graphs_for_scale(sc_k, fam)))
+        candidates.append((sb_k, off_k, packer_k))
         chosen_k, cost_k = shaped(sb_k, off_k)
         if cost_k < best[0]:  # exact costs: strictly cheaper
             best = (cost_k, chosen_k, sb_k, off_k, packer_k)
     _, chosen, slot_bin, pack_off, packer = best
     shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, fam, multiple))
     shape_g = np.atleast_1d(graphs_for_scale(chosen, fam))
+    tight = _tight_bucket_request(req, fam)
+    extra_meta: dict = {}
+    if tight is not None:  # tight shapes by an integer cost, over every candidate packing
+        slot_bin, pack_off, packer, (shape_n, shape_e, shape_g), extra_meta = _tight_buckets(
+            candidates, lambda sb, off: pack_totals(sb, off, ext_n, ext_e), k, fam, multiple,
+            *tight)
     graph_bin = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
     graphs = np.concatenate([kept, alone])
     assign_rng, order_rng = _rngs(req)
@@ -730,6 +740,9 @@ def plan_buckets(req: PlanRequest):
     fits = ((shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
             & (shape_g[None, :] >= gpb[:, None] + 1))
     group = np.argmax(fits, axis=1) if nb else np.zeros(0, np.int64)
+    if tight is not None and nb:  # the cheapest tight shape holding each batch
+        group = _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple,
+                                  tight[0], fam)
     # bound for packs of at most the largest chosen shape, every planned graph counted (it
     # never exceeds the batch count; issue 14: the bound of the budget-sized graphs did)
     lb = budget_lower_bound(int(sizes.n_node[planned].sum()), int(sizes.n_edge[planned].sum()),
@@ -740,7 +753,65 @@ def plan_buckets(req: PlanRequest):
     split = OversizeSplit(kept, empty, empty, skipped, sizes.n_node[kept], sizes.n_edge[kept])
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
                        pad_edges=shape_e[group], pad_graphs=shape_g[group],
-                       lower_bound=lb, split=split,
+                       lower_bound=lb, split=split, **extra_meta,
                        budget=budget, heuristic=heuristic, num_shapes=k, packer=packer,
                        shapes=[[int(a), int(b), int(g)]
                                for a, b, g in zip(shape_n, shape_e, shape_g)])
+
+
+def _tight_bucket_request(req: PlanRequest, fam: Budget):
+    """``(cost, shape_cost)`` when ``buckets`` should choose tight shapes by cost (option
+    ``shape_cost=[c0, c_node, c_edge, c_graph, c_shape]``, or ``tight_shape=True``: padded slots
+    relative to the budget), else ``None`` (the scaled family)."""
+    sc = req.option("shape_cost", None)
+    if sc is None:
+        return ((None, 0) if req.option("tight_shape", None) is True else None)
+    if isinstance(sc, (str, bytes)) or not hasattr(sc, "__len__") or len(sc) != 5:
+        raise InputTypeError("shape_cost must be [c0, c_node, c_edge, c_graph, c_shape] "
+                             f"(5 integers >= 0), got {sc!r}")
+    for v in sc:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0:
+            raise InputTypeError(f"shape_cost entries must be integers >= 0, got {sc!r}")
+    vals = [int(v) for v in sc]
+    return (tuple(vals[:4]), vals[4])
+
+
+def _tight_buckets(candidates, totals, k: int, fam: Budget, multiple: int, cost, shape_cost):
+    """The candidate packing and tight shapes of least integer cost
+    (`packing._bucket_shapes.choose_tight_shapes`), with the bound of `shape_padding_bound` on
+    the chosen packs. Returns ``(slot_bin, offsets, packer, (shape_n, shape_e, shape_g), meta)``."""
+    from ..packing import choose_tight_shapes, pack_needs, shape_padding_bound
+
+    best = None
+    for sb, off, packer in candidates:
+        tn, te = totals(sb, off)
+        needs = pack_needs(tn, te, np.diff(off), multiple)
+        shapes, _, total = choose_tight_shapes(needs, k, base=(fam.n_node, fam.n_edge),
+                                               cost=cost, shape_cost=shape_cost)
+        if best is None or total < best[0]:
+            best = (total, sb, off, packer, shapes, needs, tn, te)
+    total, sb, off, packer, shapes, needs, tn, te = best
+    bn, be = shape_padding_bound(needs, k)
+    meta = {"shape_choice": "tight", "shape_cost_total": int(total),
+            "shape_bound": {"node_efficiency_max": float(int(tn.sum()) / bn) if bn else 1.0,
+                            "edge_efficiency_max": float(int(te.sum()) / be) if be else 1.0}}
+    return sb, off, packer, (shapes[:, 0], shapes[:, 1], shapes[:, 2]), meta
+
+
+def _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, cost,
+                      fam: Budget) -> np.ndarray:
+    """Per batch, the index of the least costly shape that holds it (integer costs; ties: the
+    first). Every batch is held by some shape: its pack's."""
+    c0, cn, ce, cg = (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
+    per_shape = [c0 + cn * int(a) + ce * int(b) + cg * int(g)
+                 for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist())]
+    order = sorted(range(len(per_shape)), key=lambda i: (per_shape[i], i))
+    group = np.full(tot_n.shape[0], -1, np.int64)
+    for i in order:  # cheapest first: a batch takes the first shape that holds it
+        free = group < 0
+        fits = (free & (shape_n[i] >= tot_n + 1) & (shape_e[i] >= tot_e)
+                & (shape_g[i] >= gpb + 1))
+        group[fits] = i
+    if (group < 0).any():  # pragma: no cover - each batch's own pack shape holds it
+        raise RuntimeError("a batch fits no tight bucket shape")
+    return group

@@ -23,10 +23,11 @@ from ._html import HtmlPage
 
 __all__ = ["build_report", "write_report", "REPORT_FIGURES"]
 
-#: Figure ids of a report, in page order (bench figures only when results are given).
+#: Figure ids of a report, in page order (bench figures only when results are given, the tune
+#: figure only with a tune result).
 REPORT_FIGURES = (
     "fig-size-hist", "fig-size-hist2d", "fig-limits", "fig-compare", "fig-graphs-per-batch",
-    "fig-bench-timing", "fig-bench-compile", "fig-bench-memory",
+    "fig-bench-timing", "fig-bench-compile", "fig-bench-memory", "fig-tune-fit",
 )
 
 _BENCH_COLUMNS = (
@@ -55,6 +56,7 @@ def build_report(
     limits: LimitSearch | None = None,
     progress: Callable[[str], None] | None = None,
     dpi: int = 100,
+    tune: Any = None,
 ) -> str:
     """The HTML report for ``sizes`` as a string (self-contained, figures as base64 PNG).
 
@@ -62,6 +64,8 @@ def build_report(
     not given; ``limits`` from ``graphbatch.packing.search_limits`` when present (else the figure
     says it is unavailable); ``bench`` are benchmark records (see `graphbatch.analysis.BENCH_KEYS`).
     ``progress(message)`` is called before each stage; ``dpi`` sets the figures' resolution.
+    ``tune``: a `graphbatch.tuning.TuneResult` (its ranking, validation and the fitted cost
+    model against its probes get a section).
     """
     say = progress or (lambda msg: None)
     page = HtmlPage(f"graphbatch report — {source}", dpi=dpi)
@@ -162,7 +166,60 @@ def build_report(
             page.figure(fig_id, fig, cap)
             _close(fig)
         page.table(rows, _BENCH_COLUMNS, table_id="table-bench")
+    if tune is not None:
+        say("tune figures")
+        _tune_section(page, tune)
     return page.render()
+
+
+_TUNE_COLUMNS = (
+    ("rank", "rank"), ("config", "configuration"), ("mode", "mode"),
+    ("graphs_per_s", "graphs/s (predicted)"), ("steady_graphs_per_s", "steady graphs/s"),
+    ("step_ms", "step ms"), ("graphs_per_batch", "graphs/batch"),
+    ("pad_nodes_pct", "node padding %"), ("pad_edges_pct", "edge padding %"),
+    ("shapes", "shapes"), ("compiles", "compiles"), ("compile_s", "compile s"),
+    ("peak_mib", "peak MiB (predicted)"), ("feasible", "fits memory"),
+)
+_VALIDATION_COLUMNS = (
+    ("config", "configuration"), ("mode", "mode"), ("steps", "steps"),
+    ("pred_step_ms", "step ms predicted"), ("meas_step_ms", "step ms measured"),
+    ("step_err_pct", "error %"), ("pred_graphs_per_s", "graphs/s predicted"),
+    ("meas_graphs_per_s", "graphs/s measured"), ("pred_peak_mib", "peak MiB predicted"),
+    ("meas_peak_mib", "peak MiB measured"), ("compiles", "compiles"),
+)
+
+
+def _tune_section(page: HtmlPage, tune: Any) -> None:
+    """The tune result: settings, the fitted models against their probes, ranking, validation."""
+    import json
+
+    s = tune.settings
+    page.heading("Tuning (graphbatch tune)")
+    page.paragraph(
+        f"Model {s.get('model')} ({s.get('framework')}, {s.get('device')}), nominal batch size "
+        f"{s.get('batch_size')} (±{100 * float(s.get('batch_tolerance', 0)):.0f}%), "
+        f"{s.get('epochs')} epochs for the compile cost, {s.get('probes')} probe shapes, "
+        f"{s.get('distinct_candidates')} distinct configurations; memory measure: "
+        f"{s.get('memory_kind')}; load average {s.get('load_start')} -> {s.get('load_end')}. "
+        f"Chosen ({tune.mode}): {json.dumps(tune.request, sort_keys=True)}.")
+    for mode, m in tune.models.items():
+        text = f"{mode}: step {m.time.describe('ms')}"
+        what = "compile" if m.compiles else "first call of a new shape"
+        text += (f"; {what} {m.compile.first_ms / 1000:.1f} s for the first shape, "
+                 f"{m.compile.per_shape_ms / 1000:.2f} s per further shape")
+        if m.memory is not None:
+            text += f"; peak {m.memory.describe('bytes')}, x(1 + {m.memory_margin}/1000)"
+        page.paragraph(text)
+    fig = F.fig_tune_fit(tune.models)
+    page.figure("fig-tune-fit", fig, "The fitted step-cost model against its probes: measured "
+                "step time (median and range of the timed steps) and the fit, the held-out "
+                "(leave-one-out) error of each probe, and peak memory.")
+    _close(fig)
+    page.table(tune.table(30), _TUNE_COLUMNS, table_id="table-tune")
+    if tune.validation:
+        page.paragraph("Validation: the top configurations trained for a fixed number of steps "
+                       "(interleaved); step time over the steps that met no new shape.")
+        page.table(tune.validation_table(), _VALIDATION_COLUMNS, table_id="table-tune-validation")
 
 
 def write_report(path: str | os.PathLike, text: str) -> Path:

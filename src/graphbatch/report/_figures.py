@@ -27,6 +27,7 @@ __all__ = [
     "fig_size_hist2d",
     "fig_size_histograms",
     "fig_strategy_comparison",
+    "fig_tune_fit",
     "strategy_colors",
 ]
 
@@ -315,3 +316,50 @@ def fig_bench_memory(rows: Sequence[dict[str, Any]]) -> Figure:
     """Peak memory (MiB) vs batch size."""
     return _bench_panels(rows, [("peak_mem_bytes", "peak memory (MiB)")], "Peak memory",
                          scale={"peak_mem_bytes": 1.0 / _MIB})
+
+
+def fig_tune_fit(models: dict[str, Any]) -> Figure:
+    """The fitted step-cost models against their probes (`graphbatch.tune`): per mode, the
+    measured step time of every probe (median, with the range of its timed steps) and the fit's
+    prediction at the probe's shape, against the padded edges; the held-out (leave-one-out)
+    relative errors; and, where measured, peak memory likewise."""
+    with_memory = any(m.memory is not None for m in models.values())
+    ncols = 3 if with_memory else 2
+    fig = Figure(figsize=(4.6 * ncols, 3.8), layout="constrained")
+    axes = fig.subplots(1, ncols)
+    for k, (mode, m) in enumerate(models.items()):
+        marker, color = _MARKERS[k % len(_MARKERS)], f"C{k}"
+        probes = list(m.probes)
+        if not probes:
+            continue
+        edges = np.array([p.shape[1] for p in probes], np.float64)
+        meas = np.array([p.median_ms for p in probes])
+        lo = np.array([min(p.step_ms) if p.step_ms else np.nan for p in probes])
+        hi = np.array([max(p.step_ms) if p.step_ms else np.nan for p in probes])
+        pred = np.array([m.step_ms(p.shape) for p in probes])
+        order = np.argsort(edges, kind="stable")
+        ax = axes[0]
+        ax.errorbar(edges, meas, yerr=[meas - lo, hi - meas], fmt=marker, color=color,
+                    ms=5, capsize=2, label=f"{mode}: measured")
+        ax.plot(edges[order], pred[order], _LINES[k % len(_LINES)], color=color, lw=1,
+                label=f"{mode}: fitted")
+        loo = np.asarray(m.time.loo_rel_errors, np.float64)
+        if loo.size == len(probes):
+            axes[1].scatter(edges, 100 * loo, marker=marker, color=color,
+                            label=f"{mode} (median |err| {100 * np.median(np.abs(loo)):.1f}%)")
+        if with_memory and m.memory is not None and all(p.peak_bytes for p in probes):
+            peaks = np.array([p.peak_bytes for p in probes], np.float64) / _MIB
+            mpred = np.array([m.peak_bytes(p.shape) for p in probes], np.float64) / _MIB
+            axes[2].scatter(edges, peaks, marker=marker, color=color, label=f"{mode}: measured")
+            axes[2].plot(edges[order], mpred[order], _LINES[k % len(_LINES)], color=color,
+                         lw=1, label=f"{mode}: fitted + margin")
+    axes[0].set(xlabel="padded edges", ylabel="step time (ms)", title="step time vs probes")
+    axes[1].axhline(0, color="0.5", lw=0.8)
+    axes[1].set(xlabel="padded edges", ylabel="held-out error (%)",
+                title="leave-one-out prediction error")
+    if with_memory:
+        axes[2].set(xlabel="padded edges", ylabel="peak memory (MiB)", title="peak memory")
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    return fig

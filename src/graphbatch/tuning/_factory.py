@@ -1,0 +1,238 @@
+"""The factory protocol: how `tune` builds the user's model and its training step.
+
+A factory is a callable ``factory(*, device, compile, source)`` returning either a step
+callable or a `TuneStep`:
+
+* ``device``: ``"cpu"``/``"cuda"`` (torch) or ``"cpu"``/``"gpu"`` (JAX);
+* ``compile``: whether to return the compiled step (torch: ``torch.compile(...,
+  dynamic=False)``, one compilation per padded shape) or the eager one; JAX factories always
+  return a jitted step and may ignore it;
+* ``source``: the dataset or graph store tune plans over (to read feature sizes from).
+
+The step takes one padded batch exactly as ``graphbatch.torch.loader`` (a PyG ``Batch``) or
+``graphbatch.jax.loader`` (a device-resident `PaddedGraphs`) yields it, runs forward, backward
+and the optimizer update, and returns the loss (torch; tune synchronises CUDA before stopping
+the clock) or, for JAX, arrays that are ready only when the whole step is done -- the loss and
+the updated parameters and optimizer state (tune calls ``jax.block_until_ready`` on them;
+the loss alone is ready before the update is). ``"MODULE:FACTORY"`` names a factory importable
+from ``MODULE``. The built-in names
+(`builtin_models`) are factories over ``graphbatch.models`` / ``graphbatch.jax.models`` with the
+training step of ``graphbatch bench``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .._errors import InputError, UnknownNameError
+
+__all__ = ["TuneStep", "as_tune_step", "builtin_models", "resolve_factory"]
+
+
+@dataclass
+class TuneStep:
+    """What a factory returns: ``step(batch) -> loss`` (one training step on a padded batch);
+    ``loader_options``: extra keyword arguments for ``graphbatch.torch.loader`` /
+    ``graphbatch.jax.loader`` (``cutoff``, ``preset``, ``as_dict``, ...); ``dataset``: what the
+    loader iterates instead of the source (e.g. the source converted for the model), whose
+    sizes tune then plans over; ``memory_bytes(batch)``: the step's peak memory where the
+    framework gives no other measure (JAX: the compiled executable's memory analysis)."""
+
+    step: Callable[[Any], Any]
+    loader_options: dict[str, Any] = field(default_factory=dict)
+    dataset: Any = None
+    memory_bytes: Callable[[Any], int] | None = None
+
+
+def as_tune_step(obj) -> TuneStep:
+    """A factory's result as a `TuneStep` (a plain callable is its step)."""
+    if isinstance(obj, TuneStep):
+        return obj
+    if callable(obj):
+        return TuneStep(step=obj)
+    raise InputError(f"a tune factory must return a step callable or a TuneStep, got "
+                     f"{type(obj).__name__}")
+
+
+# --------------------------------------------------------------------------- torch built-ins
+def _target(batch):
+    """The regression target of a padded batch: column 0 of the graph field ``y`` (QM9 stores:
+    ``mu``; any column times the same), zeros when the batch has none."""
+    import torch
+
+    y = getattr(batch, "y", None)
+    if y is None:
+        return torch.zeros(int(batch.num_graphs), device=batch.graph_mask.device)
+    return (y[:, 0] if y.dim() > 1 else y).to(torch.float32)
+
+
+def _torch_reference(name: str) -> Callable[..., TuneStep]:
+    def factory(*, device: str, compile: bool, source) -> TuneStep:
+        import torch
+
+        from ..bench import BenchConfig, bench_model, compile_padded
+        from ..models import batch_inputs
+        from ..torch import masked_mean
+
+        cfg = BenchConfig(models=(name,), device=device)
+        model = bench_model(name, cfg).to(device)
+        fn = compile_padded(model, cfg) if compile else model
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+
+        def step(batch):
+            b = batch.to(device, non_blocking=True)
+            opt.zero_grad(set_to_none=True)
+            out = fn(**batch_inputs(b))
+            loss = masked_mean((out - _target(b)) ** 2, b.graph_mask)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return TuneStep(step)
+
+    factory.__qualname__ = f"{name}_factory"
+    return factory
+
+
+_MACE_GRAPHS: "weakref.WeakKeyDictionary[Any, list]" = weakref.WeakKeyDictionary()
+
+
+def _mace_factory(*, device: str, compile: bool, source) -> TuneStep:
+    """The bench's small MACE (energies + forces, `graphbatch.atomistic.energy_force_loss`) on
+    MACE ``AtomicData`` built from the source's atoms (``z``, ``pos``) by MACE's own neighbour
+    list at r_max = 5 Å; energy and force targets 0 (tune measures speed)."""
+    import numpy as np
+    import torch
+    from mace.data import AtomicData, Configuration
+    from mace.tools import AtomicNumberTable
+
+    import graphbatch.atomistic as ga
+
+    from .. import GraphSizes
+    from ..bench import (ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, BenchConfig, MaceData,
+                         compile_padded, small_mace)
+
+    r_max = 5.0
+    try:
+        graphs = _MACE_GRAPHS.get(source)
+    except TypeError:  # not weakly referenceable: converted per call
+        graphs = None
+    if graphs is None:
+        table = AtomicNumberTable(list(MACE_ELEMENTS))
+        graphs = []
+        for i in range(len(source)):
+            g = source[i]
+            conf = Configuration(atomic_numbers=np.asarray(g["z"], np.int64),
+                                 positions=np.asarray(g["pos"], np.float64), pbc=(False,) * 3,
+                                 cell=None, properties={"energy": 0.0,
+                                                        "forces": np.zeros((len(g["z"]), 3))},
+                                 property_weights={})
+            graphs.append(AtomicData.from_config(conf, z_table=table, cutoff=r_max))
+        try:
+            _MACE_GRAPHS[source] = graphs  # the compiled and the eager step convert once
+        except TypeError:
+            pass
+    n_node = np.array([int(d.positions.shape[0]) for d in graphs])
+    n_edge = np.array([int(d.edge_index.shape[1]) for d in graphs])
+    data = MaceData(graphs, [], GraphSizes(n_node, n_edge), 1.0, "", len(graphs),
+                    float(n_edge.sum() / max(n_node.sum(), 1)), r_max)
+    model = small_mace(data, compiled=compile, seed=0).to(device)
+    cfg = BenchConfig(models=("mace",), device=device)
+    fn = compile_padded(model, cfg) if compile else model
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+
+    def step(batch):
+        d = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        opt.zero_grad(set_to_none=True)
+        if compile:  # MACE's prepare_graph leaves this to the caller
+            d["positions"].requires_grad_(True)
+        out = fn(d, training=True)
+        loss = ga.energy_force_loss(out, d, energy_weight=ENERGY_WEIGHT,
+                                    forces_weight=FORCES_WEIGHT)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return TuneStep(step, loader_options={"preset": ga.mace(r_max=r_max)}, dataset=graphs)
+
+
+# --------------------------------------------------------------------------- JAX built-ins
+def _jax_reference(name: str) -> Callable[..., TuneStep]:
+    def factory(*, device: str, compile: bool, source) -> TuneStep:
+        import jax
+        import optax
+
+        from ..bench import BenchConfig, RunSpec, build_jax_model, jax_train_step
+        from ..jax.models import graph_inputs
+
+        cfg = BenchConfig(framework="jax", models=(name,))
+        model = build_jax_model(RunSpec(name, "padded", 2, 0, True), cfg)
+        opt = optax.adam(cfg.lr)
+        jitted = jax.jit(jax_train_step(model, opt))
+        state: dict[str, Any] = {}
+
+        def init(pg):
+            params = jax.jit(model.init, static_argnames="num_graphs")(
+                jax.random.PRNGKey(cfg.seed), **graph_inputs(pg))
+            state["params"], state["opt"] = params, opt.init(params)
+
+        def step(pg):
+            if not state:
+                init(pg)
+            state["params"], state["opt"], loss = jitted(state["params"], state["opt"], pg)
+            return loss, state["params"], state["opt"]  # ready only when the update is done
+
+        def memory_bytes(pg) -> int:
+            if not state:
+                init(pg)
+            mem = jitted.lower(state["params"], state["opt"], pg).compile().memory_analysis()
+            return int(mem.argument_size_in_bytes + mem.output_size_in_bytes
+                       - mem.alias_size_in_bytes + mem.temp_size_in_bytes)
+
+        return TuneStep(step, memory_bytes=memory_bytes)
+
+    factory.__qualname__ = f"{name}_jax_factory"
+    return factory
+
+
+def builtin_models(framework: str = "torch") -> dict[str, Callable[..., TuneStep]]:
+    """The built-in factories of ``framework``: ``schnet``, ``mpeu``, ``painn`` (and ``mace``
+    for torch, which needs ``mace-torch``)."""
+    if framework == "torch":
+        out = {n: _torch_reference(n) for n in ("schnet", "mpeu", "painn")}
+        out["mace"] = _mace_factory
+        return out
+    if framework == "jax":
+        return {n: _jax_reference(n) for n in ("schnet", "mpeu", "painn")}
+    raise InputError(f"framework must be torch or jax, got {framework!r}")
+
+
+def resolve_factory(model, framework: str = "torch") -> Callable[..., Any]:
+    """The factory for ``model``: a built-in name, ``"MODULE:FACTORY"`` (imported), or a
+    callable (returned as is)."""
+    if callable(model):
+        return model
+    if not isinstance(model, str):
+        raise InputError(f"model must be a name, MODULE:FACTORY or a callable, got {model!r}")
+    builtins = builtin_models(framework)
+    if model in builtins:
+        return builtins[model]
+    if ":" not in model:
+        raise UnknownNameError(f"unknown model {model!r} for --framework {framework}; known: "
+                               f"{', '.join(sorted(builtins))}, or MODULE:FACTORY")
+    mod_name, _, attr = model.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise InputError(f"model {model!r}: cannot import module {mod_name!r} ({exc})") from None
+    obj = mod
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise InputError(f"model {model!r}: module {mod_name!r} has no {attr!r}")
+    if not callable(obj):
+        raise InputError(f"model {model!r}: {attr!r} is not callable")
+    return obj
