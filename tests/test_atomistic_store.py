@@ -164,7 +164,8 @@ def test_edge_shifts_equal_the_plain_product_in_both_forms():
         u = rng.integers(-m, m + 1, size=(int(counts.sum()), 3)).astype(np.int16)
         cell = rng.normal(0, 4, size=(n_graph, 3, 3))
         per_edge = np.repeat(cell, counts, axis=0)
-        want = (u[:, 0:1] * per_edge[:, 0] + u[:, 1:2] * per_edge[:, 1]) + u[:, 2:3] * per_edge[:, 2]
+        want = ((u[:, 0:1] * per_edge[:, 0] + u[:, 1:2] * per_edge[:, 1])
+                + u[:, 2:3] * per_edge[:, 2])
         for dt in (np.float64, np.float32):
             out = np.full((u.shape[0], 3), np.nan, dtype=dt)
             _edge_shifts(u, cell, counts, out)

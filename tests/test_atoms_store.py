@@ -288,3 +288,99 @@ def test_cli_build_then_plan_limits_and_report_work_unchanged(tmp_path, extxyz):
 def test_neighbour_list_refuses_nonpositive_cutoffs():
     with pytest.raises(ValueError, match="cutoff"):
         neighbour_list(np.zeros((1, 3)), np.eye(3), np.ones(3, bool), 0.0)
+
+
+def _records(path):
+    from graphbatch.datasets._extxyz import frame_from_atoms
+
+    return [frame_from_atoms(k, a) for k, a in enumerate(ase.io.read(path, ":"))]
+
+
+def _assert_same_chunk(a, b) -> None:
+    ga, gb = a.graphs, b.graphs
+    np.testing.assert_array_equal(ga.n_node, gb.n_node)
+    np.testing.assert_array_equal(ga.n_edge, gb.n_edge)
+    assert ga.edge_index.dtype == gb.edge_index.dtype
+    np.testing.assert_array_equal(ga.edge_index, gb.edge_index)
+    for level in ("node", "edge", "graph"):
+        da, db = getattr(ga, level), getattr(gb, level)
+        assert list(da) == list(db), level
+        for k in da:
+            assert (da[k].dtype, da[k].shape) == (db[k].dtype, db[k].shape), k
+            np.testing.assert_array_equal(da[k], db[k], err_msg=k)
+    assert (a.config_types, a.heads, a.present) == (b.config_types, b.heads, b.present)
+
+
+@pytest.mark.parametrize("variant", ["mace", "keep-heads-weights", "optional-missing"])
+def test_vectorised_conversion_equals_the_reference_frame_by_frame(extxyz, monkeypatch,
+                                                                   variant):
+    """`convert_frames` (NumPy over the block, one vesin call per structure) against
+    `convert_frames_reference` (frame by frame): the same chunk, array for array -- with the
+    block path really taken (the reference is disabled while it runs)."""
+    import graphbatch.datasets._atoms as atoms_mod
+
+    records = _records(extxyz)
+    for k, r in enumerate(records):
+        r.info["task"] = ["a", "b", "c"][k % 3]
+        r.info["config_weight"] = 1.0 + k % 4
+        r.info["config_forces_weight"] = 0.5
+        r.arrays["spin"] = np.full(len(r), float(k))
+        if variant == "optional-missing" and k % 5 == 0:
+            r.info.pop("REF_stress", None)
+    keys = {"mace": AtomsKeys(),
+            "keep-heads-weights": AtomsKeys(keep=("spin", "config_weight"), head_key="task",
+                                            config_type_weights={"bulk_fcc": 3.0}),
+            "optional-missing": AtomsKeys(required=("energy",))}[variant]
+    want = atoms_mod.convert_frames_reference(records, cutoff=CUTOFF, keys=keys, source=1,
+                                              where="set.xyz")
+
+    def refuse(*a, **k):
+        raise AssertionError("the block path fell back to the reference")
+
+    monkeypatch.setattr(atoms_mod, "convert_frames_reference", refuse)
+    got = atoms_mod.convert_frames(records, cutoff=CUTOFF, keys=keys, source=1, where="set.xyz")
+    _assert_same_chunk(got, want)
+    assert got.graphs.n_edge.sum() > 0 and len(got.graphs) == len(records)
+
+
+def test_vectorised_conversion_reports_the_first_bad_frame_as_the_reference(extxyz):
+    """Bad values anywhere in a block (NaN forces in one frame, a --keep key missing from a
+    later one, a string energy): the error names the first bad frame and field, as frame by
+    frame."""
+    from graphbatch.datasets._atoms import AtomsInputError, convert_frames
+
+    keys = AtomsKeys(keep=("spin",))
+    for bad in ("nan", "keep", "string"):
+        records = _records(extxyz)
+        for r in records:
+            r.arrays["spin"] = np.zeros(len(r))
+        if bad == "nan":
+            records[5].arrays["REF_forces"] = records[5].arrays["REF_forces"].copy()
+            records[5].arrays["REF_forces"][0, 1] = np.nan
+            del records[9].arrays["spin"]
+            expect = "set.xyz: frame 5: REF_forces: holds nan at [0, 1]"
+        elif bad == "keep":
+            del records[9].arrays["spin"]
+            records[12].info["REF_energy"] = np.inf
+            expect = "set.xyz: frame 9: spin: missing"
+        else:
+            records[3].info["REF_energy"] = "high"
+            expect = "set.xyz: frame 3: REF_energy: is not numeric"
+        with pytest.raises(AtomsInputError) as err:
+            convert_frames(records, cutoff=CUTOFF, keys=keys, source=0, where="set.xyz")
+        assert str(err.value).startswith(expect), str(err.value)
+
+
+def test_neighbour_list_is_the_half_list_and_its_mirror():
+    """The store's edges of a structure: vesin's half list, then each pair reversed with the
+    negated shift -- the full list's multiset (one-atom cells: both self-images)."""
+    import vesin
+
+    for atoms in special_structures()[:2] + [bulk("Cu", "fcc", a=3.61, cubic=True)]:
+        pos, cell, pbc = atoms.positions, atoms.cell.array, atoms.pbc
+        i, j, s = neighbour_list(pos, cell, pbc, CUTOFF)
+        h = i.shape[0] // 2
+        np.testing.assert_array_equal(i[h:], j[:h])
+        np.testing.assert_array_equal(s[h:], -s[:h])
+        full = vesin.NeighborList(cutoff=CUTOFF, full_list=True).compute(pos, cell, pbc, "ijS")
+        np.testing.assert_array_equal(_edge_rows(i, j, s), _edge_rows(*full))

@@ -25,6 +25,7 @@ import numpy as np
 from .._errors import InputError
 from .._io import check_output_path
 from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
+from ._extxyz import AtomsFrame, frame_from_atoms, read_frames
 from ._build import BuildReport
 from ._neighbours import NEIGHBOUR_LIBRARY
 from ._store import GraphStoreWriter
@@ -107,32 +108,42 @@ def _db_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]:
         yield _Block("ase-db", path, source, a, b, a)
 
 
-def _extxyz_frames(block: _Block) -> Iterator:
-    import ase.io
-
+def _extxyz_frames(block: _Block) -> list[AtomsFrame]:
+    """The frames of an extxyz block as `AtomsFrame` records: read by `read_frames` (the
+    common case, exactly what ``ase.io`` gives) and, for any frame it leaves, by ``ase.io``
+    (whose parse errors become one line naming the file, frame and line)."""
     with open(block.path, "rb") as fh:
         fh.seek(block.start)
         text = fh.read(block.stop - block.start).decode()
-    k = 0
-    frames = ase.io.iread(io.StringIO(text), index=":", format="extxyz")
-    while True:
-        try:
-            atoms = next(frames)
-        except StopIteration:
-            return
-        except KeyError as exc:  # ASE's symbol table: an unknown species
-            symbol = str(exc.args[0]) if exc.args else "?"
-            line = _bad_atom_line(text, block, k, symbol)
-            raise AtomsInputError(
-                f"{block.path}: frame {block.first + k} (line {line}): species: unknown "
-                f"chemical symbol {symbol!r}") from None
-        except Exception as exc:  # ASE's parse errors have many types
-            line = _bad_atom_line(text, block, k)
-            raise AtomsInputError(
-                f"{block.path}: frame {block.first + k} (line {line}): malformed extxyz: "
-                f"{type(exc).__name__}: {str(exc).strip()[:200]}") from None
-        yield block.first + k, atoms
-        k += 1
+    lines = text.split("\n")
+    starts = [ln - block.lines[0] for ln in block.lines]
+    frames = read_frames(lines, starts, block.first)
+    for k, frame in enumerate(frames):
+        if frame is None:
+            frames[k] = _ase_frame(lines, starts[k], text, block, k)
+    return frames
+
+
+def _ase_frame(lines: list[str], at: int, text: str, block: _Block, k: int) -> AtomsFrame:
+    """Frame ``k`` of ``block`` (its count line is ``lines[at]``) read by ``ase.io``."""
+    import ase.io
+
+    n = int(lines[at])
+    chunk = "\n".join(lines[at:at + n + 2]) + "\n"
+    try:
+        atoms = next(ase.io.iread(io.StringIO(chunk), index=":", format="extxyz"))
+    except KeyError as exc:  # ASE's symbol table: an unknown species
+        symbol = str(exc.args[0]) if exc.args else "?"
+        line = _bad_atom_line(text, block, k, symbol)
+        raise AtomsInputError(
+            f"{block.path}: frame {block.first + k} (line {line}): species: unknown "
+            f"chemical symbol {symbol!r}") from None
+    except Exception as exc:  # ASE's parse errors have many types
+        line = _bad_atom_line(text, block, k)
+        raise AtomsInputError(
+            f"{block.path}: frame {block.first + k} (line {line}): malformed extxyz: "
+            f"{type(exc).__name__}: {str(exc).strip()[:200]}") from None
+    return frame_from_atoms(block.first + k, atoms)
 
 
 def _bad_atom_line(text: str, block: _Block, k: int, symbol: str | None = None) -> int:
@@ -171,7 +182,7 @@ def _bad_atom_line(text: str, block: _Block, k: int, symbol: str | None = None) 
     return first
 
 
-def _db_frames(block: _Block) -> Iterator:
+def _db_frames(block: _Block) -> Iterator[AtomsFrame]:
     import ase.db
 
     with ase.db.connect(block.path) as db:
@@ -185,7 +196,7 @@ def _db_frames(block: _Block) -> Iterator:
                     atoms.arrays[key] = arr
                 else:
                     atoms.info[key] = value
-            yield int(row.id), atoms
+            yield frame_from_atoms(int(row.id), atoms)
 
 
 def _convert_block(args) -> AtomsChunk:
