@@ -384,3 +384,24 @@ def test_neighbour_list_is_the_half_list_and_its_mirror():
         np.testing.assert_array_equal(s[h:], -s[:h])
         full = vesin.NeighborList(cutoff=CUTOFF, full_list=True).compute(pos, cell, pbc, "ijS")
         np.testing.assert_array_equal(_edge_rows(i, j, s), _edge_rows(*full))
+
+
+def test_a_build_process_does_not_import_torch(extxyz, store, tmp_path):
+    """`graphbatch data build` (and its workers) import vesin without torch -- seconds per
+    process -- and the edges are the same; torch stays importable afterwards."""
+    code = f"""
+import sys
+from graphbatch.cli import main
+assert main(["data", "build", "extxyz", {str(extxyz)!r}, "--cutoff", "{CUTOFF}", "--out",
+             {str(tmp_path / 'cli.h5')!r}, "--no-progress", "--workers", "2"]) == 0
+assert "torch" not in sys.modules, "torch imported"
+import torch
+print("ok", torch.__version__)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+    a = GraphStore(tmp_path / "cli.h5").packed()
+    b = store.packed()
+    np.testing.assert_array_equal(a.edge_index, b.edge_index)
+    np.testing.assert_array_equal(a.edge["unit_shifts"], b.edge["unit_shifts"])

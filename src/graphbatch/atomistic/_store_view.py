@@ -207,7 +207,7 @@ def _edge_shifts(unit_shifts: np.ndarray, cell: np.ndarray, edge_counts: np.ndar
         table = grid[0] * c[:, :, 0]
         table += grid[1] * c[:, :, 1]
         table += grid[2] * c[:, :, 2]                                      # [G, d, R^3]
-        table = table.transpose(1, 0, 2).reshape(3, -1).astype(out.dtype)  # [d, G * R^3]
+        table = table.transpose(0, 2, 1).astype(out.dtype)                 # [G, R^3, d]
         # row of edge e: its graph's block, then (u0 + m) R^2 + (u1 + m) R + (u2 + m); the
         # small integers are exact in any float dtype, so one matrix-vector product finds it
         if unit_float is None:
@@ -215,8 +215,9 @@ def _edge_shifts(unit_shifts: np.ndarray, cell: np.ndarray, edge_counts: np.ndar
         code = (unit_float @ np.array([r * r, r, 1], dtype=unit_float.dtype)).astype(np.intp)
         code += np.repeat(np.arange(n_graph, dtype=np.intp) * r ** 3 + m * (r * r + r + 1),
                           edge_counts)
-        for d in range(3):
-            out[:, d] = table[d].take(code)
+        # one gather of whole rows (each row one opaque item of its 3 values)
+        row = np.dtype((np.void, 3 * out.dtype.itemsize))
+        np.take(table.reshape(-1).view(row), code, out=out.reshape(-1).view(row), mode="clip")
         return
     per_edge = np.repeat(cell.reshape(n_graph, 9).T, edge_counts, axis=1)   # [9, E]
     ut = unit_shifts.T.astype(np.float64)                                  # [3, E]

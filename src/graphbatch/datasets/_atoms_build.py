@@ -27,7 +27,7 @@ from .._io import check_output_path
 from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
 from ._extxyz import AtomsFrame, frame_from_atoms, read_frames
 from ._build import BuildReport
-from ._neighbours import NEIGHBOUR_LIBRARY
+from ._neighbours import NEIGHBOUR_LIBRARY, import_vesin
 from ._store import GraphStoreWriter
 
 __all__ = ["ATOMS_FORMATS", "build_atoms_store", "extxyz_blocks"]
@@ -206,6 +206,11 @@ def _convert_block(args) -> AtomsChunk:
                           where=block.path)
 
 
+def _worker_start() -> None:
+    """A build worker only converts: vesin without torch (`import_vesin`)."""
+    import_vesin(without_torch=True)
+
+
 def _converted(blocks: Iterator[_Block], cutoff: float, keys: AtomsKeys,
                workers: int) -> Iterator[AtomsChunk]:
     """Chunks of ``blocks`` in order, converted here or by ``workers`` processes (spawned: the
@@ -217,7 +222,8 @@ def _converted(blocks: Iterator[_Block], cutoff: float, keys: AtomsKeys,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_start) as pool:
         pending: deque = deque()
         try:
             for block in blocks:
@@ -279,8 +285,8 @@ def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
         keys = (AtomsKeys(energy="energy", forces="forces", stress="stress", virials="virials",
                           charges="charges") if set(fmts) == {"ase-db"} else AtomsKeys())
     import ase
-    import vesin
 
+    vesin = import_vesin()
     meta = {
         "dataset": "atoms", "schema": "graphbatch-atoms-1", "sources": paths, "formats": fmts,
         "cutoff_angstrom": cutoff, "keys": keys.as_json(), "units": store_units(keys, units),

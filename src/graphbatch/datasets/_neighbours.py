@@ -13,6 +13,8 @@ periodic cells, slabs, clusters and one-atom cells, 2.4-3.3x faster than matscip
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .._errors import InputError
@@ -28,14 +30,34 @@ _FLAT = 1e-8
 _LISTS: dict[float, object] = {}
 
 
+def import_vesin(*, without_torch: bool = False):
+    """The ``vesin`` module. vesin imports torch (seconds) only to accept torch tensors, which
+    graphbatch never passes: with ``without_torch``, in a process that has imported neither yet,
+    vesin is imported with torch blocked (and takes NumPy arrays only in this process) -- for
+    processes that only build stores: ``graphbatch data build`` and the build's workers."""
+    if without_torch and "vesin" not in sys.modules and "torch" not in sys.modules:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` fails
+        try:
+            import vesin
+            return vesin
+        except ImportError:  # pragma: no cover - a vesin that needs torch: import it plainly
+            for name in [m for m in sys.modules if m == "vesin" or m.startswith("vesin.")]:
+                del sys.modules[name]
+        finally:
+            if sys.modules.get("torch", 0) is None:
+                del sys.modules["torch"]
+    try:
+        import vesin
+    except ImportError as exc:  # pragma: no cover - vesin is in the atomistic extra
+        raise ImportError("periodic neighbour lists need vesin: pip install "
+                          "'graphbatch[atomistic]'") from exc
+    return vesin
+
+
 def _vesin_list(cutoff: float):
     nl = _LISTS.get(cutoff)
     if nl is None:
-        try:
-            import vesin
-        except ImportError as exc:  # pragma: no cover - vesin is in the atomistic extra
-            raise ImportError("periodic neighbour lists need vesin: pip install "
-                              "'graphbatch[atomistic]'") from exc
+        vesin = import_vesin()
         if len(_LISTS) > 16:
             _LISTS.clear()
         # one thread: results never depend on thread counts, and builds scale by processes;
