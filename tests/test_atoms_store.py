@@ -208,7 +208,8 @@ def _main(capsys, *args) -> tuple[int, str]:
 
 BAD = {
     "malformed": ("2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
-                  "Cu 0 0 0 0 0 0\nCu 1 1 1 0 0\n", "frame 0 (line 4): malformed extxyz"),
+                  "Cu 0 0 0 0 0 0\nCu 1 1 1 0 0\n",
+                  "frame 0 (line 4): malformed extxyz: REF_forces: ValueError"),
     "count": ("2\nProperties=species:S:1:pos:R:3 REF_energy=1.0\nCu 0 0 0\nCu 1 1 1\n"
               "two\n", "frame 1 (line 5): atom count"),
     "missing": ("1\nProperties=species:S:1:pos:R:3:REF_forces:R:3\nCu 0 0 0 0 0 0\n",
@@ -222,6 +223,14 @@ BAD = {
                 "Qq 0 0 0 0 0 0\n", "frame 0 (line 3): species: unknown chemical symbol 'Qq'"),
     "dummy": ("1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
               "X 0 0 0 0 0 0\n", "frame 0: atomic_numbers: atom 0 has atomic number 0"),
+    "float": ("2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
+              "Cu 0 0 0 0 0 0\nCu 1 abc 1 0 0 0\n",
+              "frame 0 (line 4): malformed extxyz: pos: ValueError: could not convert string "
+              "to float: 'abc'"),
+    "lattice": ('1\nLattice="3 0 0 0 3 0 6 0" Properties=species:S:1:pos:R:3:REF_forces:R:3 '
+                "REF_energy=1.0\nCu 0 0 0 0 0 0\n",
+                "frame 0 (line 2): malformed extxyz: comment line: ValueError: Got info item "
+                "Lattice"),
 }
 
 
