@@ -19,6 +19,10 @@ same keys in the same order, dtypes, shapes and values. Per batch, vectorised:
   weight 1; ``total_spin`` 1) for properties the store does not hold, 0 on padding graphs.
 
 Geometry is computed in float64 from the stored float64 values, then cast to ``dtype``.
+The transform works on NumPy views of the kernel's arrays and writes its outputs into one new
+buffer per batch (labels and weights the kernel already gathered in ``dtype``); its plain
+torch form (`_MaceTransform.reference`, also used for dtypes other than float32/float64) gives
+the same dicts bit for bit (``tests/test_atomistic_store.py``).
 """
 
 from __future__ import annotations
@@ -257,6 +261,7 @@ class _MaceTransform:
         return state
 
     def _layout(self, shape: tuple[int, int, int]) -> _BatchBuffer:
+        """Where the outputs of a batch of ``shape`` lie in its buffer (cached per shape)."""
         hit = self._layouts.get(shape)
         if hit is None:
             n = {"node": shape[0], "edge": shape[1], "graph": shape[2]}
@@ -283,8 +288,7 @@ class _MaceTransform:
     def __call__(self, t: dict, shape: tuple[int, int, int], real_graphs: int) -> dict:
         if not self.fast:
             return self.reference(t, shape, real_graphs)
-        n_node, n_edge, n_graph = shape
-        dtype, c = self.dtype, self.r_max
+        n_graph, c = shape[2], self.r_max
         lay = self._layout(shape)
         buf = np.empty(lay.nbytes, dtype=np.uint8)
         buf[:lay.zero_bytes] = 0
@@ -322,7 +326,8 @@ class _MaceTransform:
         np.multiply(inv.reshape(3 * n_graph, 3), 2 * math.pi, out=rcell)
         rcell.reshape(n_graph, 9)[~(np.abs(vol) > 0)] = 0
         if g_real < n_graph:
-            rcell.reshape(n_graph, 3, 3)[g_real:] = (2 * math.pi / c) * np.eye(3, dtype=rcell.dtype)
+            rcell.reshape(n_graph, 3, 3)[g_real:] = (2 * math.pi / c) * np.eye(
+                3, dtype=rcell.dtype)
             vol[g_real:] = c ** 3
         # one-hot node attributes over the z table; padding atoms stay zero
         idx = self.z_lut_np.take(t["atomic_numbers"].numpy()[:n_real])
