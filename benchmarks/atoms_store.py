@@ -2,7 +2,8 @@
 store-fed MACE batches against MACE's own loader, and memory over an epoch of a big store.
 
     python benchmarks/atoms_store.py subset BIG.xyz OUT.xyz [--max-atoms 64] [--periodic]
-    python benchmarks/atoms_store.py build FILE.xyz --cutoff 5 [--workers 2]
+    python benchmarks/atoms_store.py build FILE.xyz --cutoff 5 [--workers 2] [--repeats 2]
+    python benchmarks/atoms_store.py reader FILE.xyz
     python benchmarks/atoms_store.py edges FILE.xyz STORE.h5
     python benchmarks/atoms_store.py loader STORE.h5 [--structures 4000] [--batch-size 32]
     python benchmarks/atoms_store.py memory STORE.h5 [--structures 5000]
@@ -16,6 +17,7 @@ measured side by side in one run (results: benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import platform
 import subprocess
@@ -49,41 +51,126 @@ def cmd_subset(args) -> None:
 
 
 def cmd_build(args) -> None:
-    """Structures/s of the build, and how much of it is ASE's parsing and the neighbour list."""
+    """Structures/s of the build (one process, and ``--workers``), where the time goes --
+    reading extxyz (graphbatch's reader; ASE's ``iread`` beside it), the neighbour list
+    (vesin, as the build calls it) and graphbatch's own work (the rest: scanning, checks,
+    labels, edge assembly, writing) -- and the same build through the plain forms (ASE's
+    reader + the frame-by-frame conversion) side by side."""
     import ase.io
 
-    from graphbatch.datasets import GraphStore, build_atoms_store, neighbour_list
+    import graphbatch.datasets._atoms as atoms_mod
+    from graphbatch.datasets import GraphStore, build_atoms_store
+    from graphbatch.datasets._atoms_build import _extxyz_frames, extxyz_blocks
+    from graphbatch.datasets._extxyz import frame_from_atoms
+    from graphbatch.datasets._neighbours import _box, half_pairs
 
     header(f"build {args.source} cutoff {args.cutoff}")
-    t = time.perf_counter()
-    frames = list(ase.io.iread(args.source, index=":", format="extxyz"))
-    parse = time.perf_counter() - t
-    n = len(frames)
-    t = time.perf_counter()
-    edges = 0
-    for a in frames:
-        edges += neighbour_list(a.positions, a.cell.array, a.pbc, args.cutoff)[0].shape[0]
-    nl = time.perf_counter() - t
     out = args.source + ".bench.h5"
-    rows = []
-    for workers in [1] + ([args.workers] if args.workers > 1 else []):
+    timings: dict[str, list[float]] = {}
+
+    def timed(name, fn):
         t = time.perf_counter()
-        rep = build_atoms_store(args.source, out, cutoff=args.cutoff, workers=workers)
-        total = time.perf_counter() - t
-        rows.append((workers, total, rep))
-    atoms = sum(len(a) for a in frames)
-    print(f"{n} structures, {atoms / n:.1f} atoms and {edges / n:.0f} edges each on average")
-    print(f"ASE extxyz parse alone:          {n / parse:9.0f} structures/s ({1e6 * parse / n:.0f} us each)")
-    print(f"neighbour list alone (vesin):    {n / nl:9.0f} structures/s ({1e6 * nl / n:.0f} us each)")
-    for workers, total, rep in rows:
-        share = ""
-        if workers == 1:
-            share = (f": parse {100 * parse / total:.0f}%, neighbour list {100 * nl / total:.0f}%"
-                     f", rest {100 - 100 * (parse + nl) / total:.0f}%")
-        print(f"whole build, {workers} process(es):     {n / total:9.0f} structures/s "
-              f"({1e6 * total / n:.0f} us each{share}; worker start-up included)")
-    GraphStore(out, verify=True)
-    os.unlink(out)
+        result = fn()
+        timings.setdefault(name, []).append(time.perf_counter() - t)
+        return result
+
+    for _ in range(args.repeats):
+        blocks = timed("scan", lambda: list(extxyz_blocks(args.source, 0, 512)))
+        frames = timed("read", lambda: [f for b in blocks for f in _extxyz_frames(b)])
+        ase_frames = timed("ase", lambda: list(ase.io.iread(args.source, index=":",
+                                                            format="extxyz")))
+
+        def neighbours():
+            edges = 0
+            for f in frames:
+                box = _box(np.asarray(f.cell, dtype=np.float64), f.pbc)
+                edges += 2 * half_pairs(f.positions, box, f.pbc, args.cutoff)[0].shape[0]
+            return edges
+
+        edges = timed("neighbours", neighbours)
+        timed("build", lambda: build_atoms_store(args.source, out, cutoff=args.cutoff))
+        GraphStore(out, verify=True)
+        os.unlink(out)
+        plain = atoms_mod.convert_frames
+        try:  # the plain forms: ASE's reader, conversion frame by frame
+            atoms_mod.convert_frames = atoms_mod.convert_frames_reference
+            import graphbatch.datasets._atoms_build as build_mod
+
+            fast_reader = build_mod._extxyz_frames
+
+            def ase_reader(block):
+                text = open(block.path, "rb").read()[block.start:block.stop].decode()
+                return [frame_from_atoms(block.first + k, a) for k, a in enumerate(
+                    ase.io.iread(io.StringIO(text), index=":", format="extxyz"))]
+
+            build_mod._extxyz_frames = ase_reader
+            build_mod.convert_frames = atoms_mod.convert_frames_reference
+            timed("plain build", lambda: build_atoms_store(args.source, out,
+                                                           cutoff=args.cutoff))
+        finally:
+            atoms_mod.convert_frames = plain
+            build_mod.convert_frames = plain
+            build_mod._extxyz_frames = fast_reader
+        os.unlink(out)
+        if args.workers > 1:
+            timed("workers", lambda: build_atoms_store(args.source, out, cutoff=args.cutoff,
+                                                       workers=args.workers))
+            os.unlink(out)
+    n = len(frames)
+    assert len(ase_frames) == n
+    best = {k: min(v) for k, v in timings.items()}
+    atoms = sum(len(f) for f in frames)
+    print(f"{n} structures, {atoms / n:.1f} atoms and {edges / n:.0f} edges each on average; "
+          f"best of {args.repeats}")
+
+    def row(name, secs, note=""):
+        print(f"  {name:44s} {n / secs:9.0f} structures/s {1e6 * secs / n:7.1f} us each{note}")
+
+    row("read extxyz, ASE's ase.io.iread", best["ase"])
+    row("read extxyz, graphbatch (scan + read)", best["scan"] + best["read"])
+    row("neighbour list alone (vesin half list)", best["neighbours"])
+    total = best["build"]
+    own = total - best["scan"] - best["read"] - best["neighbours"]
+    row("whole build, 1 process", total,
+        f": reading {100 * best['read'] / total:.0f}%, neighbour list "
+        f"{100 * best['neighbours'] / total:.0f}%, own work {100 * own / total:.0f}% "
+        f"(scan {100 * best['scan'] / total:.0f}%)")
+    row("plain forms (ASE reader, frame by frame)", best["plain build"],
+        f": {best['plain build'] / total:.2f}x the time")
+    if "workers" in best:
+        row(f"whole build, {args.workers} processes", best["workers"],
+            " (worker start-up included)")
+
+
+def cmd_reader(args) -> None:
+    """Every frame of FILE read by graphbatch's extxyz reader against ``ase.io.iread``
+    (numbers, positions, cell, pbc, info, arrays, calculator results: values, types and
+    dtypes), and both timed."""
+    import ase.io
+
+    from graphbatch.datasets._atoms_build import _extxyz_frames, extxyz_blocks
+    from graphbatch.datasets._extxyz import frame_from_atoms
+
+    header(f"reader {args.source}")
+    t = time.perf_counter()
+    mine = [f for b in extxyz_blocks(args.source, 0, 512) for f in _extxyz_frames(b)]
+    fast = time.perf_counter() - t
+    t = time.perf_counter()
+    theirs = list(ase.io.iread(args.source, index=":", format="extxyz"))
+    slow = time.perf_counter() - t
+    assert len(mine) == len(theirs)
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    from test_extxyz_reader import _same
+
+    differ = 0
+    for k, (m, a) in enumerate(zip(mine, theirs)):
+        want = frame_from_atoms(k, a)
+        if not all(_same(getattr(m, f), getattr(want, f)) for f in
+                   ("numbers", "positions", "cell", "pbc", "info", "arrays", "results")):
+            differ += 1
+    n = len(mine)
+    print(f"{n} frames: {differ} differ from ase.io.iread; graphbatch {1e6 * fast / n:.1f} us "
+          f"per frame, ASE {1e6 * slow / n:.1f} us ({slow / fast:.1f}x)")
 
 
 def cmd_edges(args) -> None:
@@ -292,6 +379,9 @@ def main(argv=None) -> None:
     b.add_argument("source")
     b.add_argument("--cutoff", type=float, default=5.0)
     b.add_argument("--workers", type=int, default=1)
+    b.add_argument("--repeats", type=int, default=2)
+    rd = sub.add_parser("reader")
+    rd.add_argument("source")
     e = sub.add_parser("edges")
     e.add_argument("source")
     e.add_argument("store")

@@ -97,6 +97,81 @@ def test_store_batches_equal_the_atomic_data_path(files, mace_data):
         _assert_same_batch(a, b)
 
 
+def _assert_identical(a: dict, b: dict) -> None:
+    """The same keys in the same order, and every tensor the same dtype, shape and bits."""
+    assert list(a) == list(b)
+    for key in a:
+        va, vb = a[key], b[key]
+        if not torch.is_tensor(va):
+            assert va == vb, key
+            continue
+        assert (va.dtype, va.shape, va.is_contiguous()) == (vb.dtype, vb.shape, True), key
+        assert torch.equal(va, vb), key
+        if va.is_floating_point():
+            assert torch.equal(va.view(-1).abs().sign(), vb.view(-1).abs().sign()), key
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_fast_transform_equals_the_reference_bit_for_bit(files, tmp_path, dtype):
+    """The store path's NumPy transform against its plain torch form (every float gathered
+    as float64, torch ops per batch): identical dicts on every batch -- periodic cells, slabs,
+    clusters, one-atom cells, an all-padding batch, shifts served by the per-graph table and
+    edge by edge (a one-atom cell at a cutoff of 4.5 cell lengths), a store without stress
+    or heads."""
+    from graphbatch.datasets import GraphArrays
+    from graphbatch.torch._store_batch import StoreBatcher
+
+    store = GraphStore(files[1])
+    reader = ga.mace(r_max=R_MAX, z_table=ZS, heads=["x", "Default"],
+                     dtype=dtype).store_reader
+    fast = StoreBatcher(store, view=reader.for_store(store))
+    ref = StoreBatcher(store, view=reader.for_store(store, reference=True))
+    assert fast.view.transform.fast and not ref.view.transform.fast
+    n = len(store)
+    batches = [np.arange(k, min(n, k + 7)) for k in range(0, n, 7)] + [
+        np.arange(n)[::-1], np.zeros(0, dtype=np.int64)]
+    for index in batches:
+        nodes = int(store.n_node[index].sum()) + 3
+        edges = int(store.n_edge[index].sum()) + 5
+        shape = (nodes, edges, len(index) + 2)
+        _assert_identical(fast(index, shape), ref(index, shape))
+    # a tiny periodic cell at a long cutoff: |unit shift| up to 5 (shifts edge by edge)
+    from ase.build import bulk
+
+    wide = tmp_path / "wide.xyz"
+    cu = bulk("Cu", "fcc", a=3.61)
+    cu.info["REF_energy"] = 1.0
+    cu.arrays["REF_forces"] = np.zeros((1, 3))
+    ase.io.write(wide, [cu, cu], format="extxyz")
+    build_atoms_store(wide, tmp_path / "wide.h5", cutoff=12.0)
+    small = GraphStore(tmp_path / "wide.h5")
+    assert int(np.abs(small.packed().edge["unit_shifts"]).max()) > 4
+    reader = ga.mace(r_max=12.0, z_table=ZS, dtype=dtype).store_reader
+    fast = StoreBatcher(small, view=reader.for_store(small))
+    ref = StoreBatcher(small, view=reader.for_store(small, reference=True))
+    shape = (4, int(small.n_edge.sum()) + 2, 4)
+    _assert_identical(fast([0, 1], shape), ref([0, 1], shape))
+
+
+def test_edge_shifts_equal_the_plain_product_in_both_forms():
+    """`_edge_shifts` (table per graph and shift, or edge by edge) against ``(u0 c0 + u1 c1) +
+    u2 c2`` computed edge by edge in float64."""
+    from graphbatch.atomistic._store_view import _edge_shifts
+
+    rng = np.random.default_rng(0)
+    for m, n_graph, per in ((1, 5, 40), (2, 3, 200), (4, 2, 2000), (7, 4, 50), (2, 60, 3)):
+        counts = rng.integers(0, 2 * per, size=n_graph)
+        u = rng.integers(-m, m + 1, size=(int(counts.sum()), 3)).astype(np.int16)
+        cell = rng.normal(0, 4, size=(n_graph, 3, 3))
+        per_edge = np.repeat(cell, counts, axis=0)
+        want = ((u[:, 0:1] * per_edge[:, 0] + u[:, 1:2] * per_edge[:, 1])
+                + u[:, 2:3] * per_edge[:, 2])
+        for dt in (np.float64, np.float32):
+            out = np.full((u.shape[0], 3), np.nan, dtype=dt)
+            _edge_shifts(u, cell, counts, out)
+            assert np.array_equal(out, want.astype(dt)), (m, n_graph, dt)
+
+
 def test_mace_on_store_batches_equals_mace_on_its_own_batches(files, mace_data):
     """Energies, forces and stress per real structure: store-fed padded batches vs MACE's
     unpadded `Batch.from_data_list` of the same AtomicData, float64, within 1e-10."""

@@ -208,7 +208,8 @@ def _main(capsys, *args) -> tuple[int, str]:
 
 BAD = {
     "malformed": ("2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
-                  "Cu 0 0 0 0 0 0\nCu 1 1 1 0 0\n", "frame 0 (line 4): malformed extxyz"),
+                  "Cu 0 0 0 0 0 0\nCu 1 1 1 0 0\n",
+                  "frame 0 (line 4): malformed extxyz: REF_forces: ValueError"),
     "count": ("2\nProperties=species:S:1:pos:R:3 REF_energy=1.0\nCu 0 0 0\nCu 1 1 1\n"
               "two\n", "frame 1 (line 5): atom count"),
     "missing": ("1\nProperties=species:S:1:pos:R:3:REF_forces:R:3\nCu 0 0 0 0 0 0\n",
@@ -222,6 +223,14 @@ BAD = {
                 "Qq 0 0 0 0 0 0\n", "frame 0 (line 3): species: unknown chemical symbol 'Qq'"),
     "dummy": ("1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
               "X 0 0 0 0 0 0\n", "frame 0: atomic_numbers: atom 0 has atomic number 0"),
+    "float": ("2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
+              "Cu 0 0 0 0 0 0\nCu 1 abc 1 0 0 0\n",
+              "frame 0 (line 4): malformed extxyz: pos: ValueError: could not convert string "
+              "to float: 'abc'"),
+    "lattice": ('1\nLattice="3 0 0 0 3 0 6 0" Properties=species:S:1:pos:R:3:REF_forces:R:3 '
+                "REF_energy=1.0\nCu 0 0 0 0 0 0\n",
+                "frame 0 (line 2): malformed extxyz: comment line: ValueError: Got info item "
+                "Lattice"),
 }
 
 
@@ -288,3 +297,120 @@ def test_cli_build_then_plan_limits_and_report_work_unchanged(tmp_path, extxyz):
 def test_neighbour_list_refuses_nonpositive_cutoffs():
     with pytest.raises(ValueError, match="cutoff"):
         neighbour_list(np.zeros((1, 3)), np.eye(3), np.ones(3, bool), 0.0)
+
+
+def _records(path):
+    from graphbatch.datasets._extxyz import frame_from_atoms
+
+    return [frame_from_atoms(k, a) for k, a in enumerate(ase.io.read(path, ":"))]
+
+
+def _assert_same_chunk(a, b) -> None:
+    ga, gb = a.graphs, b.graphs
+    np.testing.assert_array_equal(ga.n_node, gb.n_node)
+    np.testing.assert_array_equal(ga.n_edge, gb.n_edge)
+    assert ga.edge_index.dtype == gb.edge_index.dtype
+    np.testing.assert_array_equal(ga.edge_index, gb.edge_index)
+    for level in ("node", "edge", "graph"):
+        da, db = getattr(ga, level), getattr(gb, level)
+        assert list(da) == list(db), level
+        for k in da:
+            assert (da[k].dtype, da[k].shape) == (db[k].dtype, db[k].shape), k
+            np.testing.assert_array_equal(da[k], db[k], err_msg=k)
+    assert (a.config_types, a.heads, a.present) == (b.config_types, b.heads, b.present)
+
+
+@pytest.mark.parametrize("variant", ["mace", "keep-heads-weights", "optional-missing"])
+def test_vectorised_conversion_equals_the_reference_frame_by_frame(extxyz, monkeypatch,
+                                                                   variant):
+    """`convert_frames` (NumPy over the block, one vesin call per structure) against
+    `convert_frames_reference` (frame by frame): the same chunk, array for array -- with the
+    block path really taken (the reference is disabled while it runs)."""
+    import graphbatch.datasets._atoms as atoms_mod
+
+    records = _records(extxyz)
+    for k, r in enumerate(records):
+        r.info["task"] = ["a", "b", "c"][k % 3]
+        r.info["config_weight"] = 1.0 + k % 4
+        r.info["config_forces_weight"] = 0.5
+        r.arrays["spin"] = np.full(len(r), float(k))
+        if variant == "optional-missing" and k % 5 == 0:
+            r.info.pop("REF_stress", None)
+    keys = {"mace": AtomsKeys(),
+            "keep-heads-weights": AtomsKeys(keep=("spin", "config_weight"), head_key="task",
+                                            config_type_weights={"bulk_fcc": 3.0}),
+            "optional-missing": AtomsKeys(required=("energy",))}[variant]
+    want = atoms_mod.convert_frames_reference(records, cutoff=CUTOFF, keys=keys, source=1,
+                                              where="set.xyz")
+
+    def refuse(*a, **k):
+        raise AssertionError("the block path fell back to the reference")
+
+    monkeypatch.setattr(atoms_mod, "convert_frames_reference", refuse)
+    got = atoms_mod.convert_frames(records, cutoff=CUTOFF, keys=keys, source=1, where="set.xyz")
+    _assert_same_chunk(got, want)
+    assert got.graphs.n_edge.sum() > 0 and len(got.graphs) == len(records)
+
+
+def test_vectorised_conversion_reports_the_first_bad_frame_as_the_reference(extxyz):
+    """Bad values anywhere in a block (NaN forces in one frame, a --keep key missing from a
+    later one, a string energy): the error names the first bad frame and field, as frame by
+    frame."""
+    from graphbatch.datasets._atoms import AtomsInputError, convert_frames
+
+    keys = AtomsKeys(keep=("spin",))
+    for bad in ("nan", "keep", "string"):
+        records = _records(extxyz)
+        for r in records:
+            r.arrays["spin"] = np.zeros(len(r))
+        if bad == "nan":
+            records[5].arrays["REF_forces"] = records[5].arrays["REF_forces"].copy()
+            records[5].arrays["REF_forces"][0, 1] = np.nan
+            del records[9].arrays["spin"]
+            expect = "set.xyz: frame 5: REF_forces: holds nan at [0, 1]"
+        elif bad == "keep":
+            del records[9].arrays["spin"]
+            records[12].info["REF_energy"] = np.inf
+            expect = "set.xyz: frame 9: spin: missing"
+        else:
+            records[3].info["REF_energy"] = "high"
+            expect = "set.xyz: frame 3: REF_energy: is not numeric"
+        with pytest.raises(AtomsInputError) as err:
+            convert_frames(records, cutoff=CUTOFF, keys=keys, source=0, where="set.xyz")
+        assert str(err.value).startswith(expect), str(err.value)
+
+
+def test_neighbour_list_is_the_half_list_and_its_mirror():
+    """The store's edges of a structure: vesin's half list, then each pair reversed with the
+    negated shift -- the full list's multiset (one-atom cells: both self-images)."""
+    import vesin
+
+    for atoms in special_structures()[:2] + [bulk("Cu", "fcc", a=3.61, cubic=True)]:
+        pos, cell, pbc = atoms.positions, atoms.cell.array, atoms.pbc
+        i, j, s = neighbour_list(pos, cell, pbc, CUTOFF)
+        h = i.shape[0] // 2
+        np.testing.assert_array_equal(i[h:], j[:h])
+        np.testing.assert_array_equal(s[h:], -s[:h])
+        full = vesin.NeighborList(cutoff=CUTOFF, full_list=True).compute(pos, cell, pbc, "ijS")
+        np.testing.assert_array_equal(_edge_rows(i, j, s), _edge_rows(*full))
+
+
+def test_a_build_process_does_not_import_torch(extxyz, store, tmp_path):
+    """`graphbatch data build` (and its workers) import vesin without torch -- seconds per
+    process -- and the edges are the same; torch stays importable afterwards."""
+    code = f"""
+import sys
+from graphbatch.cli import main
+assert main(["data", "build", "extxyz", {str(extxyz)!r}, "--cutoff", "{CUTOFF}", "--out",
+             {str(tmp_path / 'cli.h5')!r}, "--no-progress", "--workers", "2"]) == 0
+assert "torch" not in sys.modules, "torch imported"
+import torch
+print("ok", torch.__version__)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+    a = GraphStore(tmp_path / "cli.h5").packed()
+    b = store.packed()
+    np.testing.assert_array_equal(a.edge_index, b.edge_index)
+    np.testing.assert_array_equal(a.edge["unit_shifts"], b.edge["unit_shifts"])

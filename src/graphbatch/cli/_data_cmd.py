@@ -185,6 +185,9 @@ def _atoms_keys(args):
 
 def _run_atoms_build(args) -> int:
     from ..datasets import build_atoms_store
+    from ..datasets._neighbours import import_vesin
+
+    import_vesin(without_torch=True)   # this process only builds: no torch import (seconds)
 
     if not args.inputs:
         raise ValueError(f"{args.dataset} needs input files: graphbatch data build {args.dataset} "

@@ -37,10 +37,11 @@ import numpy as np
 
 from .._errors import InputError
 from ._graphs import GraphArrays
-from ._neighbours import check_cell, neighbour_list
+from ._extxyz import AtomsFrame
+from ._neighbours import _FLAT, _box, check_cell, half_pairs, neighbour_list
 
 __all__ = ["ATOMS_PROPERTIES", "AtomsInputError", "AtomsKeys", "AtomsChunk", "convert_frames",
-           "store_units"]
+           "convert_frames_reference", "store_units"]
 
 #: MACE's properties graphbatch stores: name -> (level, per-row shape, unit).
 ATOMS_PROPERTIES = {
@@ -138,13 +139,11 @@ def _fail(where: str, frame: int, what: str, msg: str) -> AtomsInputError:
     return AtomsInputError(f"{where}: frame {frame}: {what}: {msg}")
 
 
-def _lookup(atoms, key: str, per_atom: bool):
-    """``atoms.arrays``/``atoms.info`` value of ``key``, else the calculator's result, else
-    None."""
-    src = atoms.arrays if per_atom else atoms.info
-    value = src.get(key)
-    if value is None and atoms.calc is not None:
-        value = getattr(atoms.calc, "results", {}).get(key)
+def _lookup(atoms: AtomsFrame, key: str, per_atom: bool):
+    """``arrays``/``info`` value of ``key``, else the calculator's result, else None."""
+    value = (atoms.arrays if per_atom else atoms.info).get(key)
+    if value is None:
+        value = atoms.results.get(key)
     return value
 
 
@@ -189,11 +188,65 @@ class _Table:
         return c
 
 
-def convert_frames(frames: Iterable, *, cutoff: float, keys: AtomsKeys, source: int,
-                   where: str) -> AtomsChunk:
-    """Convert ``(frame number, ase.Atoms)`` pairs of input ``source`` (named ``where`` in
-    errors) to one `AtomsChunk` of graphs with the store schema (module docstring). Raises
-    `AtomsInputError` naming ``where``, the frame and the field of the first bad value."""
+def _symbol(z: int) -> str:
+    from ase.data import chemical_symbols
+
+    return chemical_symbols[z] if 0 <= z < len(chemical_symbols) else "?"
+
+
+def _keep_value(frame: AtomsFrame, k: str, where: str, kept: dict, kept_level: dict) -> None:
+    """Append ``--keep`` key ``k`` of ``frame`` to ``kept[k]`` (checks: present, numeric,
+    finite, the same level and row shape as in earlier frames)."""
+    n = len(frame)
+    in_arrays = k in frame.arrays
+    value = frame.arrays[k] if in_arrays else frame.info.get(k)
+    if value is None:
+        raise _fail(where, frame.frame, k, "missing (a --keep key must be in every frame)")
+    level = "node" if in_arrays else "graph"
+    if kept_level.setdefault(k, level) != level:
+        raise _fail(where, frame.frame, k, f"is per-{level} here but per-{kept_level[k]} "
+                    "in earlier frames")
+    a = _finite(_numeric(value, where, frame.frame, k), where, frame.frame, k)
+    row = a.shape[1:] if level == "node" else a.shape
+    if level == "node" and a.shape[:1] != (n,):
+        raise _fail(where, frame.frame, k, f"has shape {a.shape} for {n} atoms")
+    if kept[k] and row != kept[k][0].shape[1:]:
+        raise _fail(where, frame.frame, k, f"has rows of shape {row}, earlier frames "
+                    f"{kept[k][0].shape[1:]}")
+    kept[k].append(a if level == "node" else a[None])
+
+
+def _chunk(n_node, n_edge, senders, receivers, shifts, node: dict, graph: dict, used, values,
+           pweights, w_l, head_l, ct_l, frame_l, source, kept, kept_level, ctypes, heads,
+           present) -> AtomsChunk:
+    """Assemble converted frames (lists per frame, or block arrays) into an `AtomsChunk`."""
+    for p in used:
+        level = ATOMS_PROPERTIES[p][0]
+        v = values[p]
+        if level == "node":
+            node[p] = (v if isinstance(v, np.ndarray) else np.concatenate(v)).astype(np.float64)
+        else:
+            graph[p] = (v if isinstance(v, np.ndarray) else np.stack(v)).astype(np.float64)
+    graph["weight"] = np.asarray(w_l, dtype=np.float64)
+    for p in used:
+        graph[f"{p}_weight"] = np.asarray(pweights[p], dtype=np.float64)
+    graph["head"] = np.asarray(head_l, dtype=np.int16)
+    graph["config_type"] = np.asarray(ct_l, dtype=np.int32)
+    graph["source"] = np.full(len(n_node), int(source), dtype=np.int32)
+    graph["frame"] = np.asarray(frame_l, dtype=np.int64)
+    for k, parts in kept.items():
+        target = node if kept_level[k] == "node" else graph
+        target[k] = np.concatenate(parts)
+    ei = np.stack([senders, receivers]).astype(np.int32)
+    graphs = GraphArrays(n_node=np.asarray(n_node), n_edge=np.asarray(n_edge), edge_index=ei,
+                         node=node, edge={"unit_shifts": shifts.astype(np.int16)}, graph=graph)
+    return AtomsChunk(graphs, ctypes.names, heads.names, present)
+
+
+def convert_frames_reference(frames: Iterable[AtomsFrame], *, cutoff: float, keys: AtomsKeys,
+                             source: int, where: str) -> AtomsChunk:
+    """`convert_frames`, frame by frame: the plain form (and the one that names the first bad
+    value: file, frame, field)."""
     used = keys.used()
     ctw = keys.config_type_weights
     ctypes, heads = _Table(), _Table()
@@ -204,7 +257,8 @@ def convert_frames(frames: Iterable, *, cutoff: float, keys: AtomsKeys, source: 
     present = {p: 0 for p in used}
     kept: dict[str, list] = {k: [] for k in keys.keep}
     kept_level: dict[str, str] = {}
-    for frame, atoms in frames:
+    for atoms in frames:
+        frame = atoms.frame
         n = len(atoms)
         if n == 0:
             raise _fail(where, frame, "atoms", "the frame has no atoms")
@@ -212,9 +266,9 @@ def convert_frames(frames: Iterable, *, cutoff: float, keys: AtomsKeys, source: 
         if z.min() < 1 or z.max() > 118:
             a = int(np.flatnonzero((z < 1) | (z > 118))[0])
             raise _fail(where, frame, "atomic_numbers", f"atom {a} has atomic number "
-                        f"{int(z[a])} (unknown species {atoms.symbols[a]!r}; need 1..118)")
+                        f"{int(z[a])} (unknown species {_symbol(int(z[a]))!r}; need 1..118)")
         pos = _finite(np.asarray(atoms.positions, dtype=np.float64), where, frame, "positions")
-        cell = np.asarray(atoms.cell.array, dtype=np.float64)
+        cell = np.asarray(atoms.cell, dtype=np.float64)
         pbc = np.asarray(atoms.pbc, dtype=bool)
         why = check_cell(cell, pbc)
         if why is not None:
@@ -231,9 +285,8 @@ def convert_frames(frames: Iterable, *, cutoff: float, keys: AtomsKeys, source: 
             if value is None:
                 if p in keys.required:
                     what = "array" if level == "node" else "info key"
-                    results = getattr(atoms.calc, "results", None) or {}
                     hint = (f"; ASE read a calculator {p!r}: use --{p}-key {p}"
-                            if p in results else "")
+                            if p in atoms.results else "")
                     raise _fail(where, frame, key, f"missing (no {what} {key!r}; required "
                                 f"{p}, set its key option or make it optional{hint})")
                 values[p].append(np.zeros((n, *shape) if level == "node" else shape))
@@ -252,27 +305,11 @@ def convert_frames(frames: Iterable, *, cutoff: float, keys: AtomsKeys, source: 
             pweights[p].append(w)
         ct = info.get("config_type", "Default")
         weight = float(info.get("config_weight", 1.0)) * float(ctw.get(ct, 1.0))
-        for name, w in (("config_weight", weight),):
-            if not np.isfinite(w):
-                raise _fail(where, frame, name, f"weight {w} is not finite")
+        if not np.isfinite(weight):
+            raise _fail(where, frame, "config_weight", f"weight {weight} is not finite")
         head = keys.head if keys.head_key is None else str(info.get(keys.head_key, keys.head))
         for k in keys.keep:
-            in_arrays = k in atoms.arrays
-            value = atoms.arrays[k] if in_arrays else info.get(k)
-            if value is None:
-                raise _fail(where, frame, k, "missing (a --keep key must be in every frame)")
-            level = "node" if in_arrays else "graph"
-            if kept_level.setdefault(k, level) != level:
-                raise _fail(where, frame, k, f"is per-{level} here but per-{kept_level[k]} "
-                            "in earlier frames")
-            a = _finite(_numeric(value, where, frame, k), where, frame, k)
-            row = a.shape[1:] if level == "node" else a.shape
-            if level == "node" and a.shape[:1] != (n,):
-                raise _fail(where, frame, k, f"has shape {a.shape} for {n} atoms")
-            if kept[k] and row != kept[k][0].shape[1:]:
-                raise _fail(where, frame, k, f"has rows of shape {row}, earlier frames "
-                            f"{kept[k][0].shape[1:]}")
-            kept[k].append(a if level == "node" else a[None])
+            _keep_value(atoms, k, where, kept, kept_level)
         n_node.append(n)
         n_edge.append(i.shape[0])
         senders.append(i)
@@ -291,27 +328,190 @@ def convert_frames(frames: Iterable, *, cutoff: float, keys: AtomsKeys, source: 
     node = {"positions": np.concatenate(pos_l),
             "atomic_numbers": np.concatenate(z_l).astype(np.uint8)}
     graph = {"cell": np.stack(cell_l), "pbc": np.stack(pbc_l)}
+    return _chunk(n_node, n_edge, np.concatenate(senders), np.concatenate(receivers),
+                  np.concatenate(shifts), node, graph, used, values, pweights, w_l, head_l,
+                  ct_l, frame_l, source, kept, kept_level, ctypes, heads, present)
+
+
+class _NotPlain(Exception):
+    """A value the vectorised conversion leaves to `convert_frames_reference` (as it leaves
+    any error: the reference reports the first one in frame order)."""
+
+
+#: exact types of graph-level scalar labels converted in bulk (ASE's extxyz gives np.float64)
+_FLOAT_TYPES = (float, np.float64)
+
+
+def _bulk_values(p: str, raw: list, counts: np.ndarray) -> tuple[np.ndarray, list, int]:
+    """Property ``p`` of every frame as one float64 array (``raw``: each frame's value or
+    None), zeros where missing; its per-frame presence; and how many frames had it. Raises
+    `_NotPlain` for anything but float64 arrays of the expected shape (or, for scalars,
+    Python/NumPy floats) and for values that are not finite."""
+    level, shape, _ = ATOMS_PROPERTIES[p]
+    have = [v is not None for v in raw]
+    if level == "graph" and not shape:
+        if not all(type(v) in _FLOAT_TYPES for v in raw if v is not None):
+            raise _NotPlain
+        out = np.array([0.0 if v is None else v for v in raw], dtype=np.float64)
+    elif level == "node":
+        parts = []
+        for v, n in zip(raw, counts.tolist()):
+            if v is None:
+                parts.append(np.zeros((n, *shape)))
+                continue
+            if type(v) is not np.ndarray or v.dtype != np.float64 or v.shape != (n, *shape):
+                raise _NotPlain
+            parts.append(v)
+        out = np.concatenate(parts) if parts else np.zeros((0, *shape))
+    else:                                                  # stress / virials: 3x3 matrices
+        rows = []
+        for v in raw:
+            if v is None:
+                rows.append(np.zeros(9))
+            elif type(v) is not np.ndarray or v.dtype != np.float64:
+                raise _NotPlain
+            elif v.shape == (6,):
+                rows.append(v[_VOIGT])                     # Voigt -> 3x3 in row order
+            elif v.shape in ((9,), (3, 3)):
+                rows.append(v.reshape(9))
+            else:
+                raise _NotPlain
+        out = np.stack(rows).reshape(-1, 3, 3)
+    if not np.isfinite(out).all():
+        raise _NotPlain
+    return out, have, sum(have)
+
+
+#: Voigt (xx, yy, zz, yz, xz, xy) -> 3x3 in row order (MACE's voigt_to_matrix)
+_VOIGT = np.array([0, 5, 4, 5, 1, 3, 4, 3, 2])
+
+
+def _det3(c: np.ndarray) -> np.ndarray:
+    """Determinants of ``[F, 3, 3]`` matrices (cofactor expansion)."""
+    return (c[:, 0, 0] * (c[:, 1, 1] * c[:, 2, 2] - c[:, 1, 2] * c[:, 2, 1])
+            - c[:, 0, 1] * (c[:, 1, 0] * c[:, 2, 2] - c[:, 1, 2] * c[:, 2, 0])
+            + c[:, 0, 2] * (c[:, 1, 0] * c[:, 2, 1] - c[:, 1, 1] * c[:, 2, 0]))
+
+
+def _convert_plain(frames: list[AtomsFrame], cutoff: float, keys: AtomsKeys, source: int,
+                   where: str) -> AtomsChunk:
+    """`convert_frames` vectorised over the block; raises `_NotPlain` where
+    `convert_frames_reference` must decide."""
+    used = keys.used()
+    ctw = keys.config_type_weights
+    ctypes, heads = _Table(), _Table()
+    f_count = len(frames)
+    counts = np.fromiter((f.numbers.shape[0] for f in frames), dtype=np.int64, count=f_count)
+    if not counts.all():
+        raise _NotPlain
+    z = np.concatenate([f.numbers for f in frames])
+    pos = np.concatenate([f.positions for f in frames]).astype(np.float64, copy=False)
+    cells = np.stack([f.cell for f in frames]).astype(np.float64, copy=False)
+    pbcs = np.stack([f.pbc for f in frames]).astype(bool, copy=False)
+    if (z.shape[0] != int(counts.sum()) or pos.shape != (z.shape[0], 3)
+            or cells.shape != (f_count, 3, 3) or pbcs.shape != (f_count, 3)):
+        raise _NotPlain
+    if z.min() < 1 or z.max() > 118 or not np.isfinite(pos).all():
+        raise _NotPlain
+    # cells: periodic ones whose volume is clearly not zero are their own neighbour-list box
+    # (2x the margin of `check_cell`/`_box`); the rest are checked one by one
+    periodic = pbcs.all(axis=1)
+    lengths = np.sqrt((cells * cells).sum(axis=2))
+    clear = (periodic & np.isfinite(cells).all(axis=(1, 2))
+             & (np.abs(_det3(cells)) > 2 * _FLAT * lengths.prod(axis=1)))
+    boxes = []
+    for f in range(f_count):
+        if clear[f]:
+            boxes.append(cells[f])
+            continue
+        if check_cell(cells[f], pbcs[f]) is not None:
+            raise _NotPlain
+        boxes.append(_box(cells[f], pbcs[f]))
+    # neighbour lists: vesin's half list per structure, mirrored below for the whole block
+    offsets = np.zeros(f_count + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    pairs_l, shifts_l = [], []
+    for f in range(f_count):
+        p, s = half_pairs(pos[offsets[f]:offsets[f + 1]], boxes[f], pbcs[f], cutoff)
+        pairs_l.append(p)
+        shifts_l.append(s)
+    half = np.fromiter((p.shape[0] for p in pairs_l), dtype=np.int64, count=f_count)
+    pairs = np.concatenate(pairs_l).astype(np.int64)
+    shifts = np.concatenate(shifts_l)
+    if shifts.size and int(np.abs(shifts).max()) > _SHIFT_MAX:
+        raise _NotPlain
+    # labels, weights, config types and heads: dictionary look-ups per frame
+    raw: dict[str, list] = {p: [] for p in used}
+    pweights: dict[str, list] = {p: [] for p in used}
+    w_l, head_l, ct_l = [], [], []
+    kept: dict[str, list] = {k: [] for k in keys.keep}
+    kept_level: dict[str, str] = {}
+    lookups = [(p, key, ATOMS_PROPERTIES[p][0] == "node", f"config_{p}_weight")
+               for p, key in used.items()]
+    head_key = keys.head_key
+    for fr in frames:
+        info, results = fr.info, fr.results
+        for p, key, per_atom, wkey in lookups:
+            value = (fr.arrays if per_atom else info).get(key)
+            if value is None:
+                value = results.get(key)
+                if value is None:
+                    if p in keys.required:
+                        raise _NotPlain
+                    raw[p].append(None)
+                    pweights[p].append(0.0)
+                    continue
+            raw[p].append(value)
+            pweights[p].append(float(info.get(wkey, 1.0)))
+        ct = info.get("config_type", "Default")
+        w_l.append(float(info.get("config_weight", 1.0)) * float(ctw.get(ct, 1.0)))
+        head = keys.head if head_key is None else str(info.get(head_key, keys.head))
+        head_l.append(heads.code(head))
+        ct_l.append(ctypes.code(str(ct)))
+        for k in keys.keep:
+            _keep_value(fr, k, where, kept, kept_level)
+    if not np.isfinite(w_l).all():
+        raise _NotPlain
+    values, present = {}, {}
     for p in used:
-        level = ATOMS_PROPERTIES[p][0]
-        if level == "node":
-            node[p] = np.concatenate(values[p]).astype(np.float64)
-        else:
-            graph[p] = np.stack(values[p]).astype(np.float64)
-    graph["weight"] = np.asarray(w_l, dtype=np.float64)
-    for p in used:
-        graph[f"{p}_weight"] = np.asarray(pweights[p], dtype=np.float64)
-    graph["head"] = np.asarray(head_l, dtype=np.int16)
-    graph["config_type"] = np.asarray(ct_l, dtype=np.int32)
-    graph["source"] = np.full(len(n_node), int(source), dtype=np.int32)
-    graph["frame"] = np.asarray(frame_l, dtype=np.int64)
-    for k, parts in kept.items():
-        target = node if kept_level[k] == "node" else graph
-        target[k] = np.concatenate(parts)
-    ei = np.stack([np.concatenate(senders), np.concatenate(receivers)]).astype(np.int32)
-    graphs = GraphArrays(n_node=np.asarray(n_node), n_edge=np.asarray(n_edge), edge_index=ei,
-                         node=node, edge={"unit_shifts": np.concatenate(shifts).astype(np.int16)},
-                         graph=graph)
-    return AtomsChunk(graphs, ctypes.names, heads.names, present)
+        values[p], _, present[p] = _bulk_values(p, raw[p], counts)
+    # the full edge list of each structure: its half list, then the same pairs reversed
+    n_edge = 2 * half
+    # half edge g of frame f (half edges before it: h0) goes to g + h0, its reverse h_f later
+    fwd = np.arange(pairs.shape[0], dtype=np.int64) + np.repeat(np.cumsum(half) - half, half)
+    back = fwd + np.repeat(half, half)
+    total = int(n_edge.sum())
+    senders = np.empty(total, dtype=np.int64)
+    receivers = np.empty(total, dtype=np.int64)
+    unit = np.empty((total, 3), dtype=shifts.dtype)
+    senders[fwd], senders[back] = pairs[:, 0], pairs[:, 1]
+    receivers[fwd], receivers[back] = pairs[:, 1], pairs[:, 0]
+    unit[fwd], unit[back] = shifts, -shifts
+    node = {"positions": pos, "atomic_numbers": z.astype(np.uint8)}
+    graph = {"cell": cells, "pbc": pbcs}
+    return _chunk(counts, n_edge, senders, receivers, unit, node, graph, used, values,
+                  pweights, w_l, head_l, ct_l, [f.frame for f in frames], source, kept,
+                  kept_level, ctypes, heads, present)
+
+
+def convert_frames(frames: Iterable[AtomsFrame], *, cutoff: float, keys: AtomsKeys,
+                   source: int, where: str) -> AtomsChunk:
+    """Convert the `AtomsFrame` records ``frames`` of input ``source`` (named ``where`` in
+    errors) to one `AtomsChunk` of graphs with the store schema (module docstring).
+
+    Vectorised over the block: NumPy checks and label arrays for all frames at once, one
+    vesin call per structure; where anything is not the plain case (a label that is not a
+    float64 array or float, a degenerate-looking cell, a value out of range), the block goes
+    through `convert_frames_reference`, which gives the same chunk or raises
+    `AtomsInputError` naming ``where``, the frame and the field of the first bad value."""
+    frames = list(frames)
+    if not frames:
+        raise AtomsInputError(f"{where}: no frames")
+    try:
+        return _convert_plain(frames, cutoff, keys, source, where)
+    except Exception:  # _NotPlain, or an error the reference must report in frame order
+        return convert_frames_reference(frames, cutoff=cutoff, keys=keys, source=source,
+                                        where=where)
 
 
 def remap_codes(codes: np.ndarray, local: Sequence[str], table: list[str]) -> np.ndarray:

@@ -25,8 +25,9 @@ import numpy as np
 from .._errors import InputError
 from .._io import check_output_path
 from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
+from ._extxyz import AtomsFrame, frame_from_atoms, parse_comment, read_frames
 from ._build import BuildReport
-from ._neighbours import NEIGHBOUR_LIBRARY
+from ._neighbours import NEIGHBOUR_LIBRARY, import_vesin
 from ._store import GraphStoreWriter
 
 __all__ = ["ATOMS_FORMATS", "build_atoms_store", "extxyz_blocks"]
@@ -107,71 +108,85 @@ def _db_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]:
         yield _Block("ase-db", path, source, a, b, a)
 
 
-def _extxyz_frames(block: _Block) -> Iterator:
-    import ase.io
-
+def _extxyz_frames(block: _Block) -> list[AtomsFrame]:
+    """The frames of an extxyz block as `AtomsFrame` records: read by `read_frames` (the
+    common case, exactly what ``ase.io`` gives) and, for any frame it leaves, by ``ase.io``
+    (whose parse errors become one line naming the file, frame and line)."""
     with open(block.path, "rb") as fh:
         fh.seek(block.start)
         text = fh.read(block.stop - block.start).decode()
-    k = 0
-    frames = ase.io.iread(io.StringIO(text), index=":", format="extxyz")
-    while True:
-        try:
-            atoms = next(frames)
-        except StopIteration:
-            return
-        except KeyError as exc:  # ASE's symbol table: an unknown species
-            symbol = str(exc.args[0]) if exc.args else "?"
-            line = _bad_atom_line(text, block, k, symbol)
-            raise AtomsInputError(
-                f"{block.path}: frame {block.first + k} (line {line}): species: unknown "
-                f"chemical symbol {symbol!r}") from None
-        except Exception as exc:  # ASE's parse errors have many types
-            line = _bad_atom_line(text, block, k)
-            raise AtomsInputError(
-                f"{block.path}: frame {block.first + k} (line {line}): malformed extxyz: "
-                f"{type(exc).__name__}: {str(exc).strip()[:200]}") from None
-        yield block.first + k, atoms
-        k += 1
+    lines = text.split("\n")
+    starts = [ln - block.lines[0] for ln in block.lines]
+    frames = read_frames(lines, starts, block.first)
+    for k, frame in enumerate(frames):
+        if frame is None:
+            frames[k] = _ase_frame(lines, starts[k], block, k)
+    return frames
 
 
-def _bad_atom_line(text: str, block: _Block, k: int, symbol: str | None = None) -> int:
-    """The line of frame ``k`` of ``block`` that ASE could not parse, as far as can be told:
-    the first atom line starting with ``symbol`` (an unknown species) or whose column count
-    differs from what ``Properties`` announces (or from the first atom line's), else the
-    frame's first line."""
-    import re
+def _ase_frame(lines: list[str], at: int, block: _Block, k: int) -> AtomsFrame:
+    """Frame ``k`` of ``block`` (its count line is ``lines[at]``) read by ``ase.io``."""
+    import ase.io
 
-    first = block.lines[k]
-    lines = text.splitlines()
-    at = first - block.lines[0]
-    if at + 1 >= len(lines):
-        return first
-    comment = lines[at + 1]
-    m = re.search(r"Properties=([^\s\"]+|\"[^\"]*\")", comment, flags=re.I)
-    want = None
-    if m is not None:
-        parts = m.group(1).strip('"').split(":")
-        try:
-            want = sum(int(c) for c in parts[2::3])
-        except ValueError:
-            want = None
     n = int(lines[at])
+    chunk = "\n".join(lines[at:at + n + 2]) + "\n"
+    try:
+        atoms = next(ase.io.iread(io.StringIO(chunk), index=":", format="extxyz"))
+    except KeyError as exc:  # ASE's symbol table: an unknown species
+        symbol = str(exc.args[0]) if exc.args else "?"
+        line, _ = _bad_atom_line(lines, at, block.lines[k], symbol)
+        raise AtomsInputError(
+            f"{block.path}: frame {block.first + k} (line {line}): species: unknown "
+            f"chemical symbol {symbol!r}") from None
+    except Exception as exc:  # ASE's parse errors have many types
+        line, field = _bad_atom_line(lines, at, block.lines[k])
+        where = f"{field}: " if field else ""
+        raise AtomsInputError(
+            f"{block.path}: frame {block.first + k} (line {line}): malformed extxyz: {where}"
+            f"{type(exc).__name__}: {str(exc).strip()[:200]}") from None
+    return frame_from_atoms(block.first + k, atoms)
+
+
+def _bad_atom_line(lines: list[str], at: int, first: int,
+                   symbol: str | None = None) -> tuple[int, str | None]:
+    """Where in the frame whose count line is ``lines[at]`` (line ``first`` of the file) ASE
+    could not parse, as far as can be told: ``(line, field)`` of the comment line (field
+    ``comment line`` or ``Properties``) when it does not parse, else of the first atom line
+    starting with ``symbol`` (an unknown species), with fewer columns than ``Properties``
+    announces (the field: the property of the first missing column) or with a value its
+    column's type does not parse (the field: that property); else the frame's first line and
+    no field."""
+    from ase.io.extxyz import parse_properties
+
+    try:
+        n = int(lines[at])
+        spec = parse_comment(lines[at + 1]).get("Properties", "species:S:1:pos:R:3")
+    except Exception:
+        return first + 1, "comment line"
+    try:
+        properties, names, _, convs = parse_properties(spec)
+    except Exception:
+        return first + 1, "Properties"
+    columns = [name for name in names for _ in range(properties[name][1])]
     for r in range(n):
+        if at + 2 + r >= len(lines):
+            break
         tokens = lines[at + 2 + r].split()
         if symbol is not None:
             if tokens[:1] == [symbol]:
-                return first + 2 + r
+                return first + 2 + r, "species"
             continue
-        cols = len(tokens)
-        if want is None:
-            want = cols
-        if cols != want:
-            return first + 2 + r
-    return first
+        if len(tokens) < len(columns):
+            return first + 2 + r, columns[len(tokens)]
+        for name, conv, token in zip(columns, convs, tokens):
+            try:
+                conv(token)
+            except (ValueError, TypeError, OverflowError):
+                return first + 2 + r, name
+    return first, None
 
 
-def _db_frames(block: _Block) -> Iterator:
+def _db_frames(block: _Block) -> Iterator[AtomsFrame]:
     import ase.db
 
     with ase.db.connect(block.path) as db:
@@ -185,7 +200,7 @@ def _db_frames(block: _Block) -> Iterator:
                     atoms.arrays[key] = arr
                 else:
                     atoms.info[key] = value
-            yield int(row.id), atoms
+            yield frame_from_atoms(int(row.id), atoms)
 
 
 def _convert_block(args) -> AtomsChunk:
@@ -193,6 +208,11 @@ def _convert_block(args) -> AtomsChunk:
     frames = _extxyz_frames(block) if block.fmt == "extxyz" else _db_frames(block)
     return convert_frames(frames, cutoff=cutoff, keys=keys, source=block.source,
                           where=block.path)
+
+
+def _worker_start() -> None:
+    """A build worker only converts: vesin without torch (`import_vesin`)."""
+    import_vesin(without_torch=True)
 
 
 def _converted(blocks: Iterator[_Block], cutoff: float, keys: AtomsKeys,
@@ -206,7 +226,8 @@ def _converted(blocks: Iterator[_Block], cutoff: float, keys: AtomsKeys,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_start) as pool:
         pending: deque = deque()
         try:
             for block in blocks:
@@ -268,8 +289,8 @@ def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
         keys = (AtomsKeys(energy="energy", forces="forces", stress="stress", virials="virials",
                           charges="charges") if set(fmts) == {"ase-db"} else AtomsKeys())
     import ase
-    import vesin
 
+    vesin = import_vesin()
     meta = {
         "dataset": "atoms", "schema": "graphbatch-atoms-1", "sources": paths, "formats": fmts,
         "cutoff_angstrom": cutoff, "keys": keys.as_json(), "units": store_units(keys, units),

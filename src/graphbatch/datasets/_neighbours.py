@@ -13,11 +13,13 @@ periodic cells, slabs, clusters and one-atom cells, 2.4-3.3x faster than matscip
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .._errors import InputError
 
-__all__ = ["NEIGHBOUR_LIBRARY", "check_cell", "neighbour_list"]
+__all__ = ["NEIGHBOUR_LIBRARY", "check_cell", "half_pairs", "neighbour_list"]
 
 #: The library computing the edges (recorded in store metadata with its version).
 NEIGHBOUR_LIBRARY = "vesin"
@@ -28,18 +30,39 @@ _FLAT = 1e-8
 _LISTS: dict[float, object] = {}
 
 
+def import_vesin(*, without_torch: bool = False):
+    """The ``vesin`` module. vesin imports torch (seconds) only to accept torch tensors, which
+    graphbatch never passes: with ``without_torch``, in a process that has imported neither yet,
+    vesin is imported with torch blocked (and takes NumPy arrays only in this process) -- for
+    processes that only build stores: ``graphbatch data build`` and the build's workers."""
+    if without_torch and "vesin" not in sys.modules and "torch" not in sys.modules:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` fails
+        try:
+            import vesin
+            return vesin
+        except ImportError:  # pragma: no cover - a vesin that needs torch: import it plainly
+            for name in [m for m in sys.modules if m == "vesin" or m.startswith("vesin.")]:
+                del sys.modules[name]
+        finally:
+            if sys.modules.get("torch", 0) is None:
+                del sys.modules["torch"]
+    try:
+        import vesin
+    except ImportError as exc:  # pragma: no cover - vesin is in the atomistic extra
+        raise ImportError("periodic neighbour lists need vesin: pip install "
+                          "'graphbatch[atomistic]'") from exc
+    return vesin
+
+
 def _vesin_list(cutoff: float):
     nl = _LISTS.get(cutoff)
     if nl is None:
-        try:
-            import vesin
-        except ImportError as exc:  # pragma: no cover - vesin is in the atomistic extra
-            raise ImportError("periodic neighbour lists need vesin: pip install "
-                              "'graphbatch[atomistic]'") from exc
+        vesin = import_vesin()
         if len(_LISTS) > 16:
             _LISTS.clear()
-        # one thread: results never depend on thread counts, and builds scale by processes
-        nl = _LISTS[cutoff] = vesin.NeighborList(cutoff=cutoff, full_list=True, n_threads=1)
+        # one thread: results never depend on thread counts, and builds scale by processes;
+        # a half list (each pair once, ~15% faster), mirrored by the callers
+        nl = _LISTS[cutoff] = vesin.NeighborList(cutoff=cutoff, full_list=False, n_threads=1)
     return nl
 
 
@@ -81,13 +104,24 @@ def _box(cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
     return box
 
 
+def half_pairs(positions: np.ndarray, box: np.ndarray, pbc: np.ndarray,
+               cutoff: float) -> tuple[np.ndarray, np.ndarray]:
+    """vesin's half list of one structure: ``(pairs, shifts)``, ``[H, 2]`` unsigned and
+    ``[H, 3]`` int32, each unordered pair (and each pair of opposite self-images) once.
+    ``positions`` float64 ``[n >= 1, 3]`` C-contiguous, ``box`` a full-rank box from `_box`
+    (or zeros without periodicity), ``pbc`` bool ``[3]``; ``cutoff`` checked by the caller.
+    The full list is ``(i, j, S)`` followed by ``(j, i, -S)`` (`neighbour_list`)."""
+    return _vesin_list(cutoff).compute(positions, box, pbc, "PS")
+
+
 def neighbour_list(positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray,
                    cutoff: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(senders, receivers, unit_shifts)`` of one structure: int arrays ``[E]``, ``[E]`` and
     ``[E, 3]`` such that ``positions[receivers] - positions[senders] + unit_shifts @ cell`` are
     the edge vectors, shorter than ``cutoff`` (Å, or the positions' unit). ``cell`` ``[3, 3]``
     (rows are cell vectors) is read only along periodic directions (``pbc`` ``[3]`` bool);
-    validate it first with `check_cell`. Edges come in vesin's order (deterministic)."""
+    validate it first with `check_cell`. Edges (deterministic order): vesin's half list, then
+    the same pairs reversed with negated shifts."""
     pos = np.ascontiguousarray(positions, dtype=np.float64)
     pbc = np.asarray(pbc, dtype=bool)
     cutoff = float(cutoff)
@@ -96,5 +130,6 @@ def neighbour_list(positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray,
     if pos.shape[0] == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3), np.int64)
     box = _box(np.asarray(cell, dtype=np.float64), pbc)
-    i, j, s = _vesin_list(cutoff).compute(pos, box, pbc, "ijS")
-    return i, j, s
+    pairs, s = half_pairs(pos, box, pbc, cutoff)
+    i, j = pairs[:, 0], pairs[:, 1]
+    return np.concatenate([i, j]), np.concatenate([j, i]), np.concatenate([s, -s])
