@@ -10,7 +10,7 @@ the end. Compile seconds: the MPEU train step (the paper's Fig. 4 model, Adam) l
 compiled for the strategy's median shape, timed with ``jax.monitoring`` compile events; the
 total is that time times the count (an estimate: one compile timed per configuration).
 
-    PYTHONPATH=src python benchmarks/jax_recompiles.py --steps 100000 --out /tmp/recompiles.json
+    python -m benchmarks.training.jax_recompiles --steps 100000 --out /tmp/recompiles.json
 """
 
 from __future__ import annotations

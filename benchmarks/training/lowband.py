@@ -11,7 +11,7 @@ run:
   3. the N/B crossover: time of full densification (one [P·N, N] @ [N, H] matmul) vs the band's
      three batched matmuls as N/S grows at fixed S (theory: band wins from N/B ~ 3).
 
-    PYTHONPATH=src python benchmarks/lowband.py [--quick] [--graphs 3000] [--threads 1]
+    python -m benchmarks.training.lowband [--quick] [--graphs 3000] [--threads 1]
 """
 
 from __future__ import annotations

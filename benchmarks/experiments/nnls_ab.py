@@ -6,7 +6,7 @@ alternating, and the table shows batches, the lower bound, node/edge/graph effic
 planning time (wall and CPU seconds of ``graphbatch.plan`` alone), with the time ratio.
 
     git archive OLD src | tar -x -C /tmp/old
-    PYTHONPATH=src python benchmarks/nnls_ab.py --baseline-src /tmp/old/src [--rounds 2]
+    python -m benchmarks.experiments.nnls_ab --baseline-src /tmp/old/src [--rounds 2]
 
 Tables: QM9 (radius-6 graphs, shipped) and MOSES in full; the code AST table as seeded
 subsamples (the full table's pattern matrix is over pack-nnls's 40M-entry limit).

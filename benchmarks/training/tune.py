@@ -1,6 +1,6 @@
 """Issue-28 targets of ``graphbatch tune``, side by side in one run.
 
-    PYTHONPATH=src python benchmarks/tune.py [--data DIR] [--only schnet,memory,painn,code,jax]
+    python -m benchmarks.training.tune [--data DIR] [--only schnet,memory,painn,code,jax]
 
 Sections (each prints its table, the machine load before and after, and its targets):
 

@@ -1,6 +1,6 @@
 """Issue-7 targets side by side in one run: compilations, padding cost, end-to-end speedup.
 
-    PYTHONPATH=src python benchmarks/bench.py [--quick] [--out DIR] [--threads T]
+    python -m benchmarks.training.bench [--quick] [--out DIR] [--threads T]
 
 Runs `graphbatch bench` on QM9 (radius 6 Å), SchNet, batch size 128: pack-lpf (eager and
 compiled), dynamic, static-pow2, static-constant eager; our SchNet unpadded eager; PyG

@@ -19,7 +19,7 @@ round): ratio = padded / unpadded = the padded step time per real graph over the
 per-pair ratios, with a 95% bootstrap confidence interval (pairs resampled within each batch),
 per batch and overall, for CPU and wall time.
 
-    PYTHONPATH=src python benchmarks/jax_padding_cost.py --batches 6 --rounds 25 --json OUT.json
+    python -m benchmarks.training.jax_padding_cost --batches 6 --rounds 25 --json OUT.json
 """
 
 from __future__ import annotations

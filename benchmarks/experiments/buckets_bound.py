@@ -1,6 +1,6 @@
 """``buckets`` on heavy-tailed AST graphs: the scaled family, tight shapes, and the bound.
 
-    PYTHONPATH=src python benchmarks/buckets_bound.py [--data DIR] [--site-packages PATH]
+    python -m benchmarks.experiments.buckets_bound [--data DIR] [--site-packages PATH]
         [--batch-size 128] [--shapes 1,2,3,4,8]
 
 Builds (when missing, into ``--data``) the code-graph stores of the Python standard library and

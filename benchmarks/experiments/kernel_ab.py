@@ -8,7 +8,7 @@ not-yet-read batches (cold caches for both), the order of the two sides alternat
 rounds. Prints the median CPU time (``time.process_time``) per batch of each side and the median
 of the per-round ratios old / new (same minute, same load).
 
-    PYTHONPATH=src python benchmarks/kernel_ab.py --store /work/data/moses_full.h5 \\
+    python -m benchmarks.experiments.kernel_ab --store /work/data/moses_full.h5 \\
         [--old bdc780f] [--path kernel|batcher] [--in-memory] [--rounds 8]
 
 ``kernel``: `graphbatch._padbatch.pad_batch` with the options `graphbatch.torch.StoreBatcher`

@@ -22,10 +22,10 @@ reports it (``input_wait_fraction``, and the median / p90 of ``input_wait_ms_ste
 steady steps).
 
     git show bdc780f:src/graphbatch/torch/_prefetch.py > /tmp/old_prefetch.py
-    PYTHONPATH=src python benchmarks/prefetch_ab.py torch --store /tmp/storebench/qm9.h5 \\
+    python -m benchmarks.experiments.prefetch_ab torch --store /tmp/storebench/qm9.h5 \\
         --old-prefetch /tmp/old_prefetch.py
     mkdir -p /tmp/old && git archive bdc780f src | tar -x -C /tmp/old
-    python benchmarks/prefetch_ab.py jax --old-src /tmp/old/src --new-src src --out /tmp/pfab
+    python -m benchmarks.experiments.prefetch_ab jax --old-src /tmp/old/src --new-src src --out /tmp/pfab
 """
 
 from __future__ import annotations
