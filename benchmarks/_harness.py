@@ -204,5 +204,5 @@ def qm9_like_sizes(n: int, seed: int = 0) -> tuple[Any, str]:
 
 def describe(sizes: Any) -> str:
     """Graph count and node/edge means and maxima, one line."""
-    return (f"{len(sizes):,} graphs, nodes mean {sizes.n_node.mean():.1f} max {sizes.n_node.max()}, "
-            f"edges mean {sizes.n_edge.mean():.1f} max {sizes.n_edge.max()}")
+    return (f"{len(sizes):,} graphs, nodes mean {sizes.n_node.mean():.1f} "
+            f"max {sizes.n_node.max()}, edges mean {sizes.n_edge.mean():.1f} max {sizes.n_edge.max()}")

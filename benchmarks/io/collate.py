@@ -19,7 +19,6 @@ and 2 workers.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np

@@ -15,7 +15,6 @@ Measured side by side in one run:
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time

@@ -26,7 +26,6 @@ per wall second and per process CPU second.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 import time

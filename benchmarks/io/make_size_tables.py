@@ -12,7 +12,6 @@ with ``graphbatch.GraphSizes.load``.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import time

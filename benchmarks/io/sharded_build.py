@@ -38,11 +38,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 

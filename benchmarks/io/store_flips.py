@@ -13,7 +13,6 @@ through ``read_batch`` (what the loaders call), then verified; a flip that takes
 
 from __future__ import annotations
 
-import argparse
 import signal
 import tempfile
 import time

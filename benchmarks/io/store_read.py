@@ -47,7 +47,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -59,7 +58,8 @@ import graphbatch.torch as gt
 from graphbatch._padbatch import pad_batch
 from graphbatch.datasets import GraphStore
 
-from benchmarks._harness import finish, module_command, parser, start
+from benchmarks._harness import finish, module_command, parser
+from benchmarks._harness import start as start_run
 
 
 def _real(batch) -> int:
@@ -564,7 +564,7 @@ def main(argv=None) -> None:
     if args.rss_child:
         rss_child(args.rss_child, args.strategy, args.batch_size)
         return
-    info = start(args)
+    info = start_run(args)
     results = {path: bench_store(path, args) for path in args.store}
     finish(args, info, results)
 

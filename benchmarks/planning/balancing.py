@@ -17,7 +17,6 @@ edges = round(nodes x U(2.5, 3.5)). The QM9 table is the shipped QM9 radius-6 Å
 
 from __future__ import annotations
 
-import argparse
 import time
 import tracemalloc
 

@@ -6,7 +6,8 @@ Prints, in one run: (1) batches vs the lower bound at the dynamic budget for bat
 128 (graph cap = batch size, and 4 x batch size); (2) limits from the limit search and the
 efficiency there; (3) a heavy-tailed table with oversize policies and K shapes; (4) planning
 time on one core; (5) the issue-18 targets side by side: default limit search, buckets with
-default options, tight shapes vs kk, distributed plans. Tables: see benchmarks/planning/_packing_tables.py.
+default options, tight shapes vs kk, distributed plans. Tables: see
+benchmarks/planning/_packing_tables.py.
 """
 
 from __future__ import annotations

@@ -19,10 +19,8 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from importlib import resources
-from pathlib import Path
 
 import numpy as np
 

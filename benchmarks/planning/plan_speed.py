@@ -9,7 +9,6 @@ written, e.g. Jraph's ``dynamically_batch`` or the paper's Algorithms 3 and 5), 
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np

@@ -19,7 +19,6 @@ the larger counts.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import statistics
