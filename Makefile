@@ -68,7 +68,7 @@ wheel-smoke: setup-all
 	bash .ci/wheel_smoke.sh $(PY)
 
 bench: setup-all
-	PYTHONPATH=src $(PY) benchmarks/plan_speed.py
+	$(PY) -m benchmarks.planning.plan_speed
 
 clean:
 	rm -rf $(VENV) $(FCVENV) .pytest_cache .hypothesis docs/_build docs/api

@@ -6,7 +6,7 @@ alternating, and the table shows batches, the lower bound, node/edge/graph effic
 planning time (wall and CPU seconds of ``graphbatch.plan`` alone), with the time ratio.
 
     git archive OLD src | tar -x -C /tmp/old
-    PYTHONPATH=src python benchmarks/nnls_ab.py --baseline-src /tmp/old/src [--rounds 2]
+    python -m benchmarks.experiments.nnls_ab --baseline-src /tmp/old/src [--rounds 2]
 
 Tables: QM9 (radius-6 graphs, shipped) and MOSES in full; the code AST table as seeded
 subsamples (the full table's pattern matrix is over pack-nnls's 40M-entry limit).
@@ -14,14 +14,13 @@ subsamples (the full table's pattern matrix is over pack-nnls's 40M-entry limit)
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from benchmarks._harness import DATA, ROOT, finish, parser, start
+
 CHILD = r"""
 import json, sys, time
 from importlib import resources
@@ -46,22 +45,24 @@ print(json.dumps(dict(batches=len(p), lower_bound=s.lower_bound, wall=w, cpu=c,
 
 
 def _run(src: str, table: str, k: int, bs: int) -> dict:
-    data = {"moses": HERE / "data" / "moses_train_sizes.npz",
-            "code": HERE / "data" / "code_stdlib_sizes.npz"}.get(table, "")
+    data = {"moses": DATA / "moses_train_sizes.npz",
+            "code": DATA / "code_stdlib_sizes.npz"}.get(table, "")
     env = {**os.environ, "PYTHONPATH": src}
     out = subprocess.run([sys.executable, "-c", CHILD, table, str(k), str(bs), str(data)],
                          env=env, capture_output=True, text=True, check=True, cwd="/")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = parser(__doc__, with_threads=False)
     ap.add_argument("--baseline-src", required=True, help="the older tree's src folder")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 128])
     ap.add_argument("--code-graphs", type=int, nargs="+", default=[3000, 12000])
-    args = ap.parse_args()
-    here = str(HERE.parent / "src")
+    args = ap.parse_args(argv)
+    info = start(args)
+    here = str(ROOT / "src")
+    results = []
     cases = [("qm9", 0), ("moses", 0)] + [("code", k) for k in args.code_graphs]
     print("| table | bs | batches new / base | lower bound | node eff new / base "
           "| edge eff new / base | graph eff new / base | wall s new / base | CPU s new / base "
@@ -84,6 +85,9 @@ def main() -> None:
             print(f"| {label} | {bs} | {a['batches']} / {b['batches']} | {a['lower_bound']} "
                   f"| {eff} | {wall_a:.2f} / {wall_b:.2f} | {cpu_a:.2f} / {cpu_b:.2f} "
                   f"| {cpu_a / cpu_b:.2f} |", flush=True)
+            results.append({"table": label, "batch_size": bs, "new": runs["new"],
+                            "base": runs["base"]})
+    finish(args, info, results)
 
 
 if __name__ == "__main__":

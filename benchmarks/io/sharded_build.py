@@ -29,7 +29,7 @@ that does not shrink with more workers). ``--baseline-src DIR`` (e.g. ``git arch
 tar -x -C /tmp/old``, then ``/tmp/old/src``) adds the same builds with that older graphbatch, in
 the same alternating rounds (A/B).
 
-    PYTHONPATH=src python benchmarks/sharded_build.py --limit 50000 --shards 4 \\
+    python -m benchmarks.io.sharded_build --limit 50000 --shards 4 \\
         --out-dir /tmp/shardbench [--rounds 2] [--read-batches 300] [--baseline-src /tmp/old/src]
 """
 
@@ -38,24 +38,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-
-def _cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        return next(line.split(":", 1)[1].strip() for line in out.splitlines()
-                    if line.startswith("Model name"))
-    except (OSError, subprocess.CalledProcessError, StopIteration):
-        return platform.processor() or "unknown"
+from benchmarks._harness import ROOT, child_env, cpu_model, module_command, parser, start
 
 
 def _burn(n: int) -> float:
@@ -108,8 +99,8 @@ def _child(args) -> None:
 def _run_build(src: str, manifest: Path, workers: int, args) -> dict:
     """A sharded build as a separate process with graphbatch from ``src``; adds the command's
     wall seconds (``command``) to the child's report."""
-    env = {**os.environ, "PYTHONPATH": src}
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", str(manifest),
+    env = child_env(src)
+    cmd = [*module_command(__spec__), "--child", str(manifest),
            "--child-workers", str(workers), "--shards", str(args.shards), "--limit",
            str(args.limit), "--out-dir", str(manifest.parent)]
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -137,8 +128,8 @@ def _phases(rep: dict) -> str:
     return ", ".join(f"{k} {v:.2f}" for k, v in ph.items())
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    p = parser(__doc__, with_threads=False, with_out=False)
     p.add_argument("--limit", type=int, default=50_000)
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
@@ -151,16 +142,17 @@ def main() -> None:
                    "build with too, in the same rounds")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--child-workers", type=int, help=argparse.SUPPRESS)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.child:
         return _child(args)
+    start(args)
     from graphbatch.datasets import GraphStore, build_store
 
     out = Path(args.out_dir)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    print(f"CPU: {_cpu_model()}, {os.cpu_count()} logical CPUs; load average at start "
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; load average at start "
           f"{os.getloadavg()}")
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -171,7 +163,7 @@ def main() -> None:
           f"{os.getloadavg()[0]:.2f}")
     single = GraphStore(ref.path)
 
-    here = str(Path(__file__).resolve().parents[1] / "src")
+    here = str(ROOT / "src")
     versions = [("new", os.path.abspath(os.environ.get("PYTHONPATH", here).split(os.pathsep)[0]))]
     if args.baseline_src:
         versions.insert(0, ("old", args.baseline_src))

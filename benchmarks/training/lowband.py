@@ -11,7 +11,7 @@ run:
   3. the N/B crossover: time of full densification (one [P·N, N] @ [N, H] matmul) vs the band's
      three batched matmuls as N/S grows at fixed S (theory: band wins from N/B ~ 3).
 
-    PYTHONPATH=src python benchmarks/lowband.py [--quick] [--graphs 3000] [--threads 1]
+    python -m benchmarks.training.lowband [--quick] [--graphs 3000] [--threads 1]
 """
 
 from __future__ import annotations
@@ -22,17 +22,18 @@ import os
 import resource
 import statistics
 import subprocess
-import sys
 import sysconfig
 import tempfile
 import time
 from pathlib import Path
 
-
 from graphbatch.lowband import (
     EdgeGraphs, apply_reordering, band_coverage, bandwidth_summary, build_supergraphs,
     default_strategy, reduce_bandwidth,
 )
+
+from benchmarks._harness import finish, format_table, module_command, parser, start
+
 
 def load_code_graphs(limit: int, source: Path) -> tuple[EdgeGraphs, str]:
     """ogbg-code2-style function graphs from ``graphbatch.datasets`` (AST + next-token edges and
@@ -145,8 +146,8 @@ def crossover(block_size: int, ratios, hidden: int, num_types: int, threads: int
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = parser(__doc__, threads=1, threads_help="torch threads (shared machine: 1)")
     ap.add_argument("--quick", action="store_true", help="small run (~1 min)")
     ap.add_argument("--graphs", type=int, default=3000, help="code graphs to build")
     ap.add_argument("--source", default=sysconfig.get_paths()["stdlib"],
@@ -159,7 +160,6 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2,
                     help="interleaved rounds over all configs; the fastest round is kept")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (shared machine: 1)")
     ap.add_argument("--strategy", default=None,
                     help="packing strategy for supergraphs (default: lowband.default_strategy())")
     # child mode (internal)
@@ -167,10 +167,11 @@ def main() -> None:
     ap.add_argument("--backend", help=argparse.SUPPRESS)
     ap.add_argument("--block-size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--graphs-file", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         child(args)
         return
+    info = start(args)
     if args.strategy is None:
         args.strategy = default_strategy()
     if args.quick:
@@ -194,8 +195,6 @@ def main() -> None:
           f"{summ.mean_bandwidth_after:.1f}; RCM narrower for {summ.share_rcm_narrower:.1%}; "
           f"N/B >= 3 for {summ.share_ratio_at_least_3:.1%}; N/B quantiles "
           + ", ".join(f"{k} {v:.2f}" for k, v in summ.ratio_quantiles.items()))
-    from graphbatch.cli._format import format_table
-
     print("\n## Share of graphs with bandwidth < B (Figure 1, middle)")
     print(format_table([{"B": b, "RCM": summ.share_below[b], "original": summ.share_below_before[b],
                          "nodes < B": summ.share_nodes_below[b]} for b in summ.share_below]))
@@ -221,7 +220,7 @@ def main() -> None:
         for _ in range(args.rounds):  # interleaved rounds; keep each config's fastest round
             for s in args.block_sizes:
                 for backend in ("band", "scatter"):
-                    cmd = [sys.executable, __file__, "--child", "--backend", backend,
+                    cmd = [*module_command(__spec__), "--child", "--backend", backend,
                            "--block-size", str(s), "--graphs-file", gfile,
                            "--slots", str(args.slots), "--hidden", str(args.hidden),
                            "--steps", str(args.steps), "--supergraphs", str(args.supergraphs),
@@ -271,6 +270,7 @@ def main() -> None:
     print("measured crossover: band faster from N/B = "
           + (f"{first['N/B']} (K = {first['K=N/S']}) on" if first else "never in this range")
           + "  (theory: 3)")
+    finish(args, info)
 
 
 if __name__ == "__main__":

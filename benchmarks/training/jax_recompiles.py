@@ -10,12 +10,11 @@ the end. Compile seconds: the MPEU train step (the paper's Fig. 4 model, Adam) l
 compiled for the strategy's median shape, timed with ``jax.monitoring`` compile events; the
 total is that time times the count (an estimate: one compile timed per configuration).
 
-    PYTHONPATH=src python benchmarks/jax_recompiles.py --steps 100000 --out /tmp/recompiles.json
+    python -m benchmarks.training.jax_recompiles --steps 100000 --out /tmp/recompiles.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -25,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 import graphbatch as gb
+
+from benchmarks._harness import parser, start, write_json
 
 PAPER_BS32_2M = {"static-64": 89, "static-pow2": 4, "dynamic": 1, "static-constant": 1}
 STRATEGIES = ("static-64", "static-pow2", "static-constant", "dynamic")
@@ -109,7 +110,8 @@ def mpeu_compile_seconds(shape) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__, with_threads=False, out_required=True,
+                out_help="JSON file of the rows and the bs-32 comparison with the paper")
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--verify-steps", type=int, default=20_000)
     ap.add_argument("--batch-sizes", default="16,32,64,128")
@@ -118,8 +120,8 @@ def main(argv=None) -> int:
                     help="steps of the extra bs-32 fully connected run compared with the paper")
     ap.add_argument("--no-compile-timing", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    info = start(args)
     out = Path(args.out)
     if out.exists() and out.is_dir():
         print(f"--out {out} is a directory", file=sys.stderr)
@@ -160,9 +162,7 @@ def main(argv=None) -> int:
     result = {"rows": rows, "bs32_fully_connected": {"steps": args.paper_steps, "here": paper,
                                                      "paper_figure3": PAPER_BS32_2M},
               "cpu_count": os.cpu_count()}
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, out)
+    write_json(out, result, info)
     print(f"{'graphs':16} {'bs':>4} {'strategy':16} {'compiles':>8} {'last new':>9} "
           f"{'MPEU compile s':>14} {'est. total s':>12}")
     for r in rows:

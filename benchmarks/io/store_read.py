@@ -34,7 +34,7 @@ seed 0, epoch 0), one process and ``torch.set_num_threads(1)`` unless stated:
   opened store with the checks (every chunk checked once, by the batch that first touches it)
   and without, plus one on a store whose chunks are all checked already (later epochs).
 
-    PYTHONPATH=src python benchmarks/store_read.py --store qm9.h5 [--store moses.h5] \\
+    python -m benchmarks.io.store_read --store qm9.h5 [--store moses.h5] \\
         [--v1 qm9-v1.h5] [--baseline-graphs 100000] [--epoch-batches 0]
 
 Each store's header gives the CPU count and the 1-minute load average at the start (and the
@@ -47,7 +47,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -58,6 +57,9 @@ import graphbatch as gb
 import graphbatch.torch as gt
 from graphbatch._padbatch import pad_batch
 from graphbatch.datasets import GraphStore
+
+from benchmarks._harness import finish, module_command, parser
+from benchmarks._harness import start as start_run
 
 
 def _real(batch) -> int:
@@ -189,7 +191,7 @@ def v1_batch(f, fields, no, eo, idx) -> int:
 
 
 def _child(args, *extra: str) -> dict:
-    cmd = [sys.executable, __file__, "--strategy", args.strategy, "--batch-size",
+    cmd = [*module_command(__spec__), "--strategy", args.strategy, "--batch-size",
            str(args.batch_size), "--cold-batches", str(args.cold_batches), "--chunk-graphs",
            str(args.chunk_graphs), "--window-chunks", str(args.window_chunks), *extra]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
@@ -299,7 +301,7 @@ def bench_store(path: str, args) -> list[dict]:
                              f"{c[start]:.0%} -> {c['resident_after_' + when]:.0%}"))
 
     # memory of one full epoch, in a fresh process
-    out = subprocess.run([sys.executable, __file__, "--rss-child", path, "--strategy",
+    out = subprocess.run([*module_command(__spec__), "--rss-child", path, "--strategy",
                           args.strategy, "--batch-size", str(args.batch_size)],
                          capture_output=True, text=True, check=True)
     rss = json.loads(out.stdout.strip().splitlines()[-1])
@@ -531,8 +533,8 @@ def print_rows(rows: list[dict]) -> None:
               f"{r['graphs/s']:>9,} {x:>6} {(f'{c:,}' if c else '-'):>12} {cx:>6}  {r['note']}")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    p = parser(__doc__, with_threads=False, out_help="write each store's rows as JSON to this file")
     p.add_argument("--store", action="append", default=[], help="graph store (repeatable)")
     p.add_argument("--v1", help="a version-1 store of the first --store's graphs (layout bench)")
     p.add_argument("--strategy", default="pack-lpf")
@@ -555,15 +557,16 @@ def main() -> None:
     p.add_argument("--rss-child", help=argparse.SUPPRESS)
     p.add_argument("--cold-child", help=argparse.SUPPRESS)
     p.add_argument("--cold-mode", help=argparse.SUPPRESS)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.cold_child:
         cold_child(args.cold_child, args.cold_mode, args)
         return
     if args.rss_child:
         rss_child(args.rss_child, args.strategy, args.batch_size)
         return
-    for path in args.store:
-        bench_store(path, args)
+    info = start_run(args)
+    results = {path: bench_store(path, args) for path in args.store}
+    finish(args, info, results)
 
 
 if __name__ == "__main__":

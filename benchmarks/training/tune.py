@@ -1,6 +1,6 @@
 """Issue-28 targets of ``graphbatch tune``, side by side in one run.
 
-    PYTHONPATH=src python benchmarks/tune.py [--data DIR] [--only schnet,memory,painn,code,jax]
+    python -m benchmarks.training.tune [--data DIR] [--only schnet,memory,painn,code,jax]
 
 Sections (each prints its table, the machine load before and after, and its targets):
 
@@ -24,10 +24,8 @@ load: every section records ``os.getloadavg()`` before and after.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -36,10 +34,9 @@ from pathlib import Path
 import numpy as np
 
 import graphbatch as gb
-from graphbatch._tables import format_table
 from graphbatch.tuning import measure_configs, profile_candidates, Candidate
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks._harness import DATA, format_table, parser, start
 NOMINAL = 128
 BASELINES = (("dynamic", {"strategy": "dynamic", "batch_size": NOMINAL}),
              ("pack-lpf", {"strategy": "pack-lpf", "batch_size": NOMINAL}),
@@ -49,16 +46,6 @@ BASELINES = (("dynamic", {"strategy": "dynamic", "batch_size": NOMINAL}),
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines()
-                      if ln.startswith("Model name")), platform.processor())
-    except OSError:
-        model = platform.processor()
-    return f"{model}, {os.cpu_count()} CPUs"
 
 
 def build(data: Path, name: str, args: list[str]) -> Path:
@@ -215,15 +202,14 @@ def jax_section(store, args):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(ROOT / "benchmarks" / "data" / "tune"),
+    ap = parser(__doc__, out="tune-bench", out_help="folder for the tune results (JSON)",
+                threads_help="torch threads of the backends (default: torch's)")
+    ap.add_argument("--data", default=str(DATA / "tune"),
                     help="folder for the stores (built when missing)")
-    ap.add_argument("--out", default="tune-bench", help="folder for the tune results (JSON)")
     ap.add_argument("--only", default="schnet,memory,painn,code,jax")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--probes", type=int, default=8)
     ap.add_argument("--compare-steps", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--qm9-limit", type=int, default=20000, help="QM9 molecules in the store")
     ap.add_argument("--validate-steps", type=int, default=20)
     args = ap.parse_args(argv)
@@ -231,8 +217,7 @@ def main(argv=None) -> int:
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    print(f"graphbatch {gb.__version__}; {machine()}; {time.strftime('%Y-%m-%d %H:%M:%S')}; "
-          f"load {load()}; python {platform.python_version()}")
+    start(args)
     qm9 = build(data, f"qm9_{args.qm9_limit}.h5", ["qm9", "--limit", str(args.qm9_limit)])
     results = {}
     if "schnet" in only or "memory" in only:
@@ -242,7 +227,6 @@ def main(argv=None) -> int:
         results["painn"] = torch_section("painn", qm9, "painn", args, validate=2)
     if "code" in only:
         code = build(data, "code_stdlib.h5", ["code"])
-        sys.path.insert(0, str(ROOT))
         results["code"] = torch_section("code", code, "examples.tune_code_mpeu:factory", args,
                                         validate=2)
     if "jax" in only:

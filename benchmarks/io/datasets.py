@@ -10,12 +10,11 @@ Measured side by side in one run:
 * bytes on disk per compression vs the raw NumPy arrays (stored dtypes) and vs the tensors once
   materialised in torch (int64 / float32, the store's ``n_bytes``).
 
-    PYTHONPATH=src python benchmarks/datasets.py [--quick]
+    python -m benchmarks.io.datasets [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from graphbatch.datasets import GraphStore, build_store
+
+from benchmarks._harness import finish, parser, start
 
 
 def _fmt(rows, cols):
@@ -120,27 +121,34 @@ def bench_size(tmp: Path, quick: bool) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__, with_threads=False)
     p.add_argument("--quick", action="store_true", help="smaller subsets (about a minute)")
     p.add_argument("--store", help="also time random reads on this existing store (e.g. the "
                    "full QM9 store from `graphbatch data build qm9 --out qm9.h5`)")
     args = p.parse_args(argv)
+    info = start(args)
+    results = {}
     with tempfile.TemporaryDirectory(prefix="gb-datasets-") as d:
         tmp = Path(d)
         print("## build speed (end to end: source -> graphs -> HDF5 store)")
-        print(_fmt(bench_build(tmp, args.quick),
+        results["build"] = bench_build(tmp, args.quick)
+        print(_fmt(results["build"],
                    ["dataset", "graphs", "n", "edges/graph", "seconds", "graphs/s", "failed"]))
         print("\n## random access, QM9 radius 6 Å store (gzip level 4, 4096-row chunks)")
         rows, _ = bench_reads(tmp, args.quick)
+        results["reads"] = rows
         print(_fmt(rows, ["access", "reads", "graphs/s", "us/graph"]))
         if args.store:
             print(f"\n## random access, {args.store}")
             rows, _ = bench_reads(tmp, args.quick, args.store)
+            results["reads_store"] = rows
             print(_fmt(rows, ["access", "reads", "graphs/s", "us/graph"]))
         print("\n## store size, QM9 radius 6 Å")
-        print(_fmt(bench_size(tmp, args.quick), ["compression", "graphs", "disk MB",
+        results["size"] = bench_size(tmp, args.quick)
+        print(_fmt(results["size"], ["compression", "graphs", "disk MB",
                                                  "raw arrays MB", "disk/raw",
                                                  "torch tensors MB", "disk/torch"]))
+    finish(args, info, results)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Issue-7 targets side by side in one run: compilations, padding cost, end-to-end speedup.
 
-    PYTHONPATH=src python benchmarks/bench.py [--quick] [--out DIR] [--threads T]
+    python -m benchmarks.training.bench [--quick] [--out DIR] [--threads T]
 
 Runs `graphbatch bench` on QM9 (radius 6 Å), SchNet, batch size 128: pack-lpf (eager and
 compiled), dynamic, static-pow2, static-constant eager; our SchNet unpadded eager; PyG
@@ -10,20 +10,21 @@ pack-lpf compiled). Prints the ratios; the full records land in DIR.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 
 from graphbatch.bench import BenchConfig, run_bench, summarize, targets, write_results
-from graphbatch.cli._format import format_table
+
+from benchmarks._harness import format_table, parser, start
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__, out="bench-targets",
+                out_help="folder for the records (graphbatch bench's files)",
+                threads_help="torch threads of the runs (default: the bench's)")
     ap.add_argument("--quick", action="store_true", help="fewer steps and molecules")
-    ap.add_argument("--out", default="bench-targets")
-    ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
+    start(args)
     steps = 8 if args.quick else 25
     timing = BenchConfig(models=("schnet",), batch_sizes=(128,), steps=steps, repeats=1,
                          strategies=("pack-lpf", "dynamic", "static-pow2", "static-constant",

@@ -12,12 +12,11 @@ Lee et al. 2024), clipped to [11.70, 2833.02] MB, 300,396 graphs; nodes = round(
 edges = round(nodes x U(2.5, 3.5)). The QM9 table is the shipped QM9 radius-6 Å size table
 (cost = nodes + edges, no bytes), resampled with replacement to the same size for timing.
 
-    PYTHONPATH=src python benchmarks/balancing.py [--quick] [--batch-size 65] [--world-size 8]
+    python -m benchmarks.planning.balancing [--quick] [--batch-size 65] [--world-size 8]
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 import tracemalloc
 
@@ -25,7 +24,7 @@ import numpy as np
 
 import graphbatch as gb
 
-from _tables import describe, qm9_like_sizes
+from benchmarks._harness import describe, finish, parser, print_table, qm9_like_sizes, start
 
 HEP_GRAPHS = 300_396
 STRATEGIES = (
@@ -78,14 +77,7 @@ def batch_sets(plan):
     return {tuple(sorted(b.tolist())) for b in plan.batches()}
 
 
-def table(rows, cols):
-    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
-    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
-    for r in rows:
-        print("  ".join(str(r[c]).rjust(w) for c, w in zip(cols, widths)))
-
-
-def balance_table(name: str, sizes: gb.GraphSizes, bs: int, repeats: int, seed: int) -> None:
+def balance_table(name: str, sizes: gb.GraphSizes, bs: int, repeats: int, seed: int) -> list:
     print(f"\n## {name}: {describe(sizes)}; batch_size={bs} ({bs - 1} real graphs + 1 padding)")
     if sizes.n_bytes is not None:
         mb = sizes.n_bytes / 1e6
@@ -110,10 +102,11 @@ def balance_table(name: str, sizes: gb.GraphSizes, bs: int, repeats: int, seed: 
             "plan s": f"{secs:.3f}",
             "peak MiB": f"{peak:.0f}",
         })
-    table(rows, list(rows[0]))
+    print_table(rows)
+    return rows
 
 
-def epoch_table(sizes: gb.GraphSizes, bs: int, seed: int, epochs: int) -> None:
+def epoch_table(sizes: gb.GraphSizes, bs: int, seed: int, epochs: int) -> list:
     print(f"\n## assignment across epochs ({epochs} epochs, seed {seed})")
     rows = []
     for strat in ("random", "iqr", "kk", "stratified"):
@@ -130,10 +123,11 @@ def epoch_table(sizes: gb.GraphSizes, bs: int, seed: int, epochs: int) -> None:
             "batches kept from previous epoch": f"{100 * max(shared):.1f}%",
             "max/mean worst epoch": f"{max(ratios):.4f}",
         })
-    table(rows, list(rows[0]))
+    print_table(rows)
+    return rows
 
 
-def distributed_table(tables, bs: int, world: int, seed: int) -> None:
+def distributed_table(tables, bs: int, world: int, seed: int) -> list:
     print(f"\n## --world-size {world}: per-step imbalance across ranks (mean / worst step)")
     rows = []
     names = ["dynamic", "static-64", "pack-lpf", "random", "iqr", "kk", "stratified"]
@@ -161,28 +155,35 @@ def distributed_table(tables, bs: int, world: int, seed: int) -> None:
                 "shapes": s.distinct_shapes,
                 "plan s": f"{secs:.3f}",
             })
-    table(rows, list(rows[0]))
+    print_table(rows)
+    return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = parser(__doc__, with_threads=False)
     ap.add_argument("--quick", action="store_true", help="30,000 graphs instead of ~300,000")
     ap.add_argument("--batch-size", type=int, default=65, help="incl. one padding graph")
     ap.add_argument("--world-size", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=2, help="timings: best of R")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    info = start(args)
     n_hep = 30_000 if args.quick else HEP_GRAPHS
     n_qm9 = 30_000 if args.quick else 300_000
     hep = hep_like_sizes(n_hep, seed=args.seed)
     qm9_full, source = qm9_like_sizes(n_qm9, seed=args.seed)
     print(f"QM9 source: {source}")
-    balance_table("HEP-like (log-normal bytes)", hep, args.batch_size, args.repeats, args.seed)
-    balance_table("QM9 radius-6 Å (cost = nodes + edges)", qm9_full, args.batch_size,
-                  args.repeats, args.seed)
-    epoch_table(hep.subset(np.arange(min(n_hep, 60_000))), args.batch_size, args.seed, 4)
-    distributed_table([("QM9", qm9_full), ("HEP", hep)], args.batch_size, args.world_size,
-                      args.seed)
+    results = {
+        "hep": balance_table("HEP-like (log-normal bytes)", hep, args.batch_size, args.repeats,
+                             args.seed),
+        "qm9": balance_table("QM9 radius-6 Å (cost = nodes + edges)", qm9_full, args.batch_size,
+                             args.repeats, args.seed),
+        "epochs": epoch_table(hep.subset(np.arange(min(n_hep, 60_000))), args.batch_size,
+                              args.seed, 4),
+        "distributed": distributed_table([("QM9", qm9_full), ("HEP", hep)], args.batch_size,
+                                         args.world_size, args.seed),
+    }
+    finish(args, info, results)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,11 @@ Plans one shuffled epoch of >= 1.5M graphs and prints, side by side in one run, 
 library planner and of a straightforward per-graph loop (the way the algorithms are usually
 written, e.g. Jraph's ``dynamically_batch`` or the paper's Algorithms 3 and 5), and their ratio.
 
-    PYTHONPATH=src python benchmarks/plan_speed.py [--graphs 1500000] [--batch-size 32]
+    python -m benchmarks.planning.plan_speed [--graphs 1500000] [--batch-size 32]
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -17,7 +16,7 @@ import numpy as np
 import graphbatch as gb
 from graphbatch.planners import greedy_offsets_reference
 
-from _tables import describe, qm9_like_sizes
+from benchmarks._harness import describe, finish, parser, qm9_like_sizes, start
 
 
 def loop_static(nodes, edges, batch_size, pad):
@@ -55,13 +54,14 @@ def reference(strategy, sizes, batch_size, budget, seed):
     return None
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = parser(__doc__, with_threads=False)
     ap.add_argument("--graphs", type=int, default=1_500_000)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3, help="library timings: best of R")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    info = start(args)
 
     sizes, source = qm9_like_sizes(args.graphs, seed=args.seed)
     print(f"table: {describe(sizes)}; source: {source}; batch size {args.batch_size}")
@@ -90,6 +90,8 @@ def main() -> None:
         ref = f"{t_ref:.3f}" if t_ref is not None else "-"
         ratio = f"{t_ref / t_lib:.1f}x" if t_lib and t_ref else "-"
         print(f"{name:<16}{lib:>14}{ref:>14}{ratio:>10}  {note}")
+    finish(args, info, [{"strategy": n, "graphbatch_s": a, "plain_loop_s": b, "note": c}
+                        for n, a, b, c in rows])
 
 
 if __name__ == "__main__":

@@ -22,10 +22,10 @@ reports it (``input_wait_fraction``, and the median / p90 of ``input_wait_ms_ste
 steady steps).
 
     git show bdc780f:src/graphbatch/torch/_prefetch.py > /tmp/old_prefetch.py
-    PYTHONPATH=src python benchmarks/prefetch_ab.py torch --store /tmp/storebench/qm9.h5 \\
+    python -m benchmarks.experiments.prefetch_ab torch --store /tmp/storebench/qm9.h5 \\
         --old-prefetch /tmp/old_prefetch.py
     mkdir -p /tmp/old && git archive bdc780f src | tar -x -C /tmp/old
-    python benchmarks/prefetch_ab.py jax --old-src /tmp/old/src --new-src src --out /tmp/pfab
+    python -m benchmarks.experiments.prefetch_ab jax --old-src /tmp/old/src --new-src src --out /tmp/pfab
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks._harness import options, start
 
 
 def _load_old(path: str):
@@ -58,7 +60,6 @@ def _stats(waits_ms: np.ndarray, steps_ms: np.ndarray, cpu_ms: np.ndarray) -> di
 
 
 def _torch_side(make_prefetcher, make_loader, mode: str, steps: int, model=None, opt=None):
-    import torch
 
     from graphbatch.models import batch_inputs
     from graphbatch.torch import masked_mean
@@ -183,7 +184,8 @@ def run_jax(args) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="which", required=True)
-    t = sub.add_parser("torch")
+    common = [options(with_threads=False, with_out=False)]  # own --threads, --out, --json
+    t = sub.add_parser("torch", parents=common)
     t.add_argument("--store", required=True)
     t.add_argument("--old-prefetch", required=True, help="an old graphbatch/torch/_prefetch.py")
     t.add_argument("--strategy", default="pack-lpf")
@@ -196,7 +198,7 @@ def main(argv=None) -> int:
     t.add_argument("--interactions", type=int, default=2, help="SchNet interaction blocks")
     t.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     t.add_argument("--seed", type=int, default=0)
-    j = sub.add_parser("jax")
+    j = sub.add_parser("jax", parents=common)
     j.add_argument("--old-src", required=True)
     j.add_argument("--new-src", required=True)
     j.add_argument("--out", required=True)
@@ -208,6 +210,7 @@ def main(argv=None) -> int:
     for p in (t, j):
         p.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
+    start(args)
     res = run_torch(args) if args.which == "torch" else run_jax(args)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))

@@ -3,22 +3,21 @@
 clusters and one-atom primitive cells: edge sets against MACE's ``get_neighborhood`` (as
 (i, j, unit shift) rows) and microseconds per structure (median of repeats, one thread).
 
-    python benchmarks/neighbour_lists.py [--cutoff 5.0] [--repeats 30]
+    python -m benchmarks.io.neighbour_lists [--cutoff 5.0] [--repeats 30]
 
 Prints the CPU, threads and load with the table (results: benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
-import subprocess
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+
+from benchmarks._harness import cpu_model, finish, parser, start  # noqa: E402
 
 
 def structures(seed: int = 0) -> dict:
@@ -52,11 +51,12 @@ def rows(i, j, s) -> np.ndarray:
     return r[np.lexsort(r.T[::-1])]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = parser(__doc__, with_threads=False)
     ap.add_argument("--cutoff", type=float, default=5.0)
     ap.add_argument("--repeats", type=int, default=30)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    info = start(args)
     import ase
     import matscipy
     import vesin
@@ -93,13 +93,12 @@ def main() -> None:
 
     libs = {"graphbatch (vesin)": run_vesin, "vesin raw": run_vesin_raw,
             "matscipy": run_matscipy, "ase": run_ase}
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
-                  if ln.startswith("Model name")), platform.processor())
+    model = cpu_model()
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} | {model} | load {os.getloadavg()} | cutoff "
           f"{cut} Å | one thread | ase {ase.__version__}, matscipy {matscipy.__version__}, "
           f"vesin {vesin.__version__}")
     print(f"{'structure':26s} {'edges':>6s} " + " ".join(f"{k:>20s}" for k in libs))
+    results = []
     for name, a in structures().items():
         ref = rows(*mace(a))
         cells = []
@@ -112,8 +111,10 @@ def main() -> None:
                 times.append(time.perf_counter() - t)
             cells.append(f"{'=' if same else 'DIFF'} {1e6 * float(np.median(times)):8.0f} us")
         print(f"{name:26s} {ref.shape[0]:6d} " + " ".join(f"{c:>20s}" for c in cells))
+        results.append({"structure": name, "edges": int(ref.shape[0]), **dict(zip(libs, cells))})
     print("('=': the same (i, j, unit shift) multiset as MACE's get_neighborhood; matscipy "
           "rows for non-periodic cases are MACE's own call)")
+    finish(args, info, results)
 
 
 if __name__ == "__main__":

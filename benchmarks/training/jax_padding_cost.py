@@ -19,18 +19,18 @@ round): ratio = padded / unpadded = the padded step time per real graph over the
 per-pair ratios, with a 95% bootstrap confidence interval (pairs resampled within each batch),
 per batch and overall, for CPU and wall time.
 
-    PYTHONPATH=src python benchmarks/jax_padding_cost.py --batches 6 --rounds 25 --json OUT.json
+    python -m benchmarks.training.jax_padding_cost --batches 6 --rounds 25 --json OUT.json
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
 
 import numpy as np
+
+from benchmarks._harness import finish, parser, start
 
 SINGLE_THREAD_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
@@ -49,7 +49,8 @@ def bootstrap_median_ci(groups: list[np.ndarray], *, resamples: int = 4000, seed
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__, with_threads=False, out_aliases=["--json"],
+                out_help="write the pairs and the summary here (JSON)")
     ap.add_argument("--batches", type=int, default=6, help="pack-lpf batches (distinct graphs)")
     ap.add_argument("--first-batch", type=int, default=0, help="plan batch to start from")
     ap.add_argument("--rounds", type=int, default=25, help="alternating pairs per batch")
@@ -58,7 +59,6 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="schnet", choices=["schnet", "mpeu", "painn"])
     ap.add_argument("--multi-thread", action="store_true",
                     help="keep XLA's default threads (default: single-threaded XLA)")
-    ap.add_argument("--json", help="write the pairs and the summary here")
     args = ap.parse_args(argv)
     if args.batches < 1 or args.rounds < 2:
         ap.error("--batches must be >= 1 and --rounds >= 2")
@@ -68,6 +68,7 @@ def main(argv=None) -> int:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " "
                                    + SINGLE_THREAD_FLAGS).strip()
 
+    info = start(args)
     import jax
     import jraph
     import optax
@@ -186,9 +187,7 @@ def main(argv=None) -> int:
     edges = sum(p["edges"] for p in pairs) / (nb * pairs[0]["shape"][1])
     out["node_fill"], out["edge_fill"] = nodes, edges
     print(f"real/padded: nodes {nodes:.4f}, edges {edges:.4f}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
+    finish(args, info, out)
     return 0
 
 

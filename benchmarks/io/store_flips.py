@@ -3,7 +3,7 @@ raise `StoreFormatError` on open, on the first read of the graphs (the per-chunk
 default) or in `verify()`, or leave all content a reader sees unchanged. Issue 26 counted 74
 of 645 flips caught only by ``verify()``: a loader would have served their damage.
 
-    PYTHONPATH=src python benchmarks/store_flips.py [--step 7]
+    python -m benchmarks.io.store_flips [--step 7]
 
 Builds a 4-graph store (~15 KB), flips byte ``k`` for every ``k`` divisible by ``--step`` with
 masks 0x01 and 0xFF, and counts outcomes: each flipped copy is opened, all its graphs read
@@ -13,7 +13,6 @@ through ``read_batch`` (what the loaders call), then verified; a flip that takes
 
 from __future__ import annotations
 
-import argparse
 import signal
 import tempfile
 import time
@@ -23,6 +22,8 @@ import numpy as np
 
 from graphbatch.datasets import (GraphArrays, GraphStore, StoreFormatError, synthetic_graphs,
                                  synthetic_sizes, write_store)
+
+from benchmarks._harness import finish, parser, start
 
 
 def _content(store):
@@ -34,10 +35,11 @@ def _content(store):
     return (store.name, store.meta, store.fields, store.uuid), out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = parser(__doc__, with_threads=False)
     ap.add_argument("--step", type=int, default=7)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    info = start(args)
     sizes = synthetic_sizes(4, "heavy", rng=9, mean_nodes=10)
     g = synthetic_graphs(sizes, rng=10, node_dim=3, n_targets=2)
     rng = np.random.default_rng(11)
@@ -102,6 +104,7 @@ def main() -> None:
           f"({sum(out.values()):,} flips, {time.time() - t0:.0f} s):")
     for k, v in out.items():
         print(f"  {k:28s} {v:>6,}")
+    finish(args, info, {"store_bytes": len(raw), "step": args.step, "counts": out})
 
 
 if __name__ == "__main__":

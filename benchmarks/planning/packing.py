@@ -1,12 +1,13 @@
 """Tuple packing benchmark: pack-lpf/pack-spf/buckets vs dynamic vs the published listing.
 
-    PYTHONPATH=src /work/venv/bin/python benchmarks/packing.py [--quick]
+    python -m benchmarks.planning.packing [--quick]
 
 Prints, in one run: (1) batches vs the lower bound at the dynamic budget for batch size 32 and
 128 (graph cap = batch size, and 4 x batch size); (2) limits from the limit search and the
 efficiency there; (3) a heavy-tailed table with oversize policies and K shapes; (4) planning
 time on one core; (5) the issue-18 targets side by side: default limit search, buckets with
-default options, tight shapes vs kk, distributed plans. Tables: see benchmarks/_packing_tables.py.
+default options, tight shapes vs kk, distributed plans. Tables: see
+benchmarks/planning/_packing_tables.py.
 """
 
 from __future__ import annotations
@@ -16,21 +17,17 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-import argparse  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _packing_tables as T  # noqa: E402
-from _published_lpfhp import pack_using_dlpfhp  # noqa: E402
 
 import graphbatch as gb  # noqa: E402
 from graphbatch._random import seed_rng  # noqa: E402
-from graphbatch.cli._format import format_table  # noqa: E402
 from graphbatch.packing import pack_bins, search_limits  # noqa: E402
+
+from benchmarks._harness import finish, format_table, parser, start  # noqa: E402
+from benchmarks.planning import _packing_tables as T  # noqa: E402
+from benchmarks.planning._published_lpfhp import pack_using_dlpfhp  # noqa: E402
 
 
 class _Timeout(Exception):
@@ -278,13 +275,14 @@ def v2_main(qm9, moses, code, quick, pcqm=None):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__, with_threads=False)
     ap.add_argument("--quick", action="store_true", help="smaller synthetic tables, no listing "
                     "on large tables, coarser limit grid")
     ap.add_argument("--timeout", type=float, default=180, help="seconds per listing run")
     ap.add_argument("--sections", default="1,2,3,4,5",
                     help="comma-separated sections to run (default: all)")
     args = ap.parse_args(argv)
+    info = start(args)
     run = {int(x) for x in args.sections.split(",") if x.strip()}
     qm9, moses, code = T.real("qm9_radius6"), T.real("moses_train"), T.real("code_stdlib")
     ast = T.ast_like(100_000 if args.quick else 500_000)
@@ -316,6 +314,7 @@ def main(argv=None) -> int:
         ttables += [("pcqm_like", pcqm), ("distinct_20k", d20k)]
         print(format_table(timing_section(ttables, set() if args.quick else {"distinct_20k"},
                                           args.timeout)))
+    finish(args, info)
     return 0
 
 

@@ -17,17 +17,16 @@ docs/datasets.md. Synthetic, with stated distributions:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from graphbatch import GraphSizes
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks._harness import DATA, ROOT
+
 REAL = {
     "qm9_radius6": ROOT / "src" / "graphbatch" / "data" / "qm9_radius6_sizes.npz",
-    "moses_train": ROOT / "benchmarks" / "data" / "moses_train_sizes.npz",
-    "code_stdlib": ROOT / "benchmarks" / "data" / "code_stdlib_sizes.npz",
+    "moses_train": DATA / "moses_train_sizes.npz",
+    "code_stdlib": DATA / "code_stdlib_sizes.npz",
 }
 
 

@@ -14,12 +14,11 @@ y [1, 19]). For each batch size, one epoch of a ``dynamic`` plan is collated by:
 Then DataLoader throughput over one epoch (graphbatch.torch.loader and PyG's DataLoader) with 0
 and 2 workers.
 
-    PYTHONPATH=src python benchmarks/collate.py [--quick]
+    python -m benchmarks.io.collate [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -31,7 +30,7 @@ from torch_geometric.transforms import Pad
 import graphbatch as gb
 import graphbatch.torch as gt
 
-from _tables import describe, qm9_like_sizes
+from benchmarks._harness import describe, finish, parser, qm9_like_sizes, start
 
 
 def make_molecules(sizes: gb.GraphSizes, seed: int) -> list[Data]:
@@ -140,27 +139,33 @@ def fmt(header, rows) -> str:
     return "\n".join([line(header), sep] + [line(r) for r in rows])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = parser(__doc__, threads=1, threads_help="torch threads (default: 1)")
     ap.add_argument("--quick", action="store_true", help="fewer graphs and repeats")
     ap.add_argument("--graphs", type=int, default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    info = start(args)
     n = args.graphs or (3000 if args.quick else 20000)
     repeat = 2 if args.quick else 5
     n_batches = 20 if args.quick else 60
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     sizes, source = qm9_like_sizes(n, seed=0)
     graphs = make_molecules(sizes, seed=0)
-    print(f"# {source}: {describe(sizes)}; torch threads = 1")
+    print(f"# {source}: {describe(sizes)}; torch threads = {args.threads}")
     print("\nCollation, graphs/s (best of", repeat, "interleaved passes over", n_batches,
           "dynamic-plan batches)")
-    print(fmt(["batch_size", "batches", "graphbatch", "pyg+pad", "pyg Pad", "from_data_list",
-               "vs pyg+pad", "vs pyg Pad", "vs from_data_list"],
-              collate_table(graphs, sizes, (32, 128), n_batches, repeat)))
+    head = ["batch_size", "batches", "graphbatch", "pyg+pad", "pyg Pad", "from_data_list",
+            "vs pyg+pad", "vs pyg Pad", "vs from_data_list"]
+    rows = collate_table(graphs, sizes, (32, 128), n_batches, repeat)
+    print(fmt(head, rows))
+    results = {"collation": [dict(zip(head, r)) for r in rows]}
     for bs in (32, 128):
         print(f"\nDataLoader, one epoch, graphs/s, batch_size={bs} (PyG: {bs - 1} graphs, unpadded)")
-        print(fmt(["workers", "graphbatch.loader", "PyG DataLoader", "ratio"],
-                  loader_table(graphs, sizes, bs, (0, 2))))
+        head = ["workers", "graphbatch.loader", "PyG DataLoader", "ratio"]
+        rows = loader_table(graphs, sizes, bs, (0, 2))
+        print(fmt(head, rows))
+        results[f"loader_bs{bs}"] = [dict(zip(head, r)) for r in rows]
+    finish(args, info, results)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """Atomistic stores (issue 27) measured: build speed, edges against MACE on every structure,
 store-fed MACE batches against MACE's own loader, and memory over an epoch of a big store.
 
-    python benchmarks/atoms_store.py subset BIG.xyz OUT.xyz [--max-atoms 64] [--periodic]
-    python benchmarks/atoms_store.py build FILE.xyz --cutoff 5 [--workers 2] [--repeats 2]
-    python benchmarks/atoms_store.py reader FILE.xyz
-    python benchmarks/atoms_store.py edges FILE.xyz STORE.h5
-    python benchmarks/atoms_store.py loader STORE.h5 [--structures 4000] [--batch-size 32]
-    python benchmarks/atoms_store.py memory STORE.h5 [--structures 5000]
-    python benchmarks/atoms_store.py replicate STORE.h5 OUT.h5 --copies 10
-    python benchmarks/atoms_store.py rss STORE.h5 [--batch-size 32]
+    python -m benchmarks.io.atoms_store subset BIG.xyz OUT.xyz [--max-atoms 64] [--periodic]
+    python -m benchmarks.io.atoms_store build FILE.xyz --cutoff 5 [--workers 2] [--repeats 2]
+    python -m benchmarks.io.atoms_store reader FILE.xyz
+    python -m benchmarks.io.atoms_store edges FILE.xyz STORE.h5
+    python -m benchmarks.io.atoms_store loader STORE.h5 [--structures 4000] [--batch-size 32]
+    python -m benchmarks.io.atoms_store memory STORE.h5 [--structures 5000]
+    python -m benchmarks.io.atoms_store replicate STORE.h5 OUT.h5 --copies 10
+    python -m benchmarks.io.atoms_store rss STORE.h5 [--batch-size 32]
 
 Every command prints the date, CPU model, threads and load with its numbers; ratios are
 measured side by side in one run (results: benchmarks/RESULTS.md).
@@ -19,18 +19,16 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import platform
-import subprocess
 import sys
 import time
 
 import numpy as np
 
+from benchmarks._harness import cpu_model, options, start
+
 
 def header(what: str) -> None:
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
-                  if ln.startswith("Model name")), platform.processor())
+    model = cpu_model()
     import torch
 
     print(f"# {what} | {time.strftime('%Y-%m-%d %H:%M')} | {model} | {os.cpu_count()} CPUs | "
@@ -370,39 +368,41 @@ def cmd_rss(args) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("subset")
+    common = [options(with_out=False)]  # each command prints its own header line
+    s = sub.add_parser("subset", parents=common)
     s.add_argument("source")
     s.add_argument("out")
     s.add_argument("--max-atoms", type=int, default=64)
     s.add_argument("--periodic", action="store_true")
-    b = sub.add_parser("build")
+    b = sub.add_parser("build", parents=common)
     b.add_argument("source")
     b.add_argument("--cutoff", type=float, default=5.0)
     b.add_argument("--workers", type=int, default=1)
     b.add_argument("--repeats", type=int, default=2)
-    rd = sub.add_parser("reader")
+    rd = sub.add_parser("reader", parents=common)
     rd.add_argument("source")
-    e = sub.add_parser("edges")
+    e = sub.add_parser("edges", parents=common)
     e.add_argument("source")
     e.add_argument("store")
-    lo = sub.add_parser("loader")
+    lo = sub.add_parser("loader", parents=common)
     lo.add_argument("store")
     lo.add_argument("--structures", type=int, default=4000)
     lo.add_argument("--batch-size", type=int, default=32)
     lo.add_argument("--epochs", type=int, default=3)
     lo.add_argument("--strategy", default="dynamic")
-    me = sub.add_parser("memory")
+    me = sub.add_parser("memory", parents=common)
     me.add_argument("store")
     me.add_argument("--structures", type=int, default=5000)
-    r = sub.add_parser("replicate")
+    r = sub.add_parser("replicate", parents=common)
     r.add_argument("store")
     r.add_argument("out")
     r.add_argument("--copies", type=int, default=10)
-    m = sub.add_parser("rss")
+    m = sub.add_parser("rss", parents=common)
     m.add_argument("store")
     m.add_argument("--batch-size", type=int, default=32)
     m.add_argument("--strategy", default="dynamic")
     args = ap.parse_args(argv)
+    start(args)
     globals()[f"cmd_{args.cmd}"](args)
 
 

@@ -1,6 +1,6 @@
 """``buckets`` on heavy-tailed AST graphs: the scaled family, tight shapes, and the bound.
 
-    PYTHONPATH=src python benchmarks/buckets_bound.py [--data DIR] [--site-packages PATH]
+    python -m benchmarks.experiments.buckets_bound [--data DIR] [--site-packages PATH]
         [--batch-size 128] [--shapes 1,2,3,4,8]
 
 Builds (when missing, into ``--data``) the code-graph stores of the Python standard library and
@@ -13,7 +13,6 @@ bound of one padding node per batch. Nothing large is committed: the stores are 
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -24,10 +23,9 @@ from pathlib import Path
 import numpy as np
 
 import graphbatch as gb
-from graphbatch._tables import format_table
 from graphbatch.analysis import load_sizes
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks._harness import DATA, finish, format_table, parser, start
 
 
 def build(out: Path, source: str | None) -> Path:
@@ -42,14 +40,15 @@ def build(out: Path, source: str | None) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(ROOT / "benchmarks" / "data" / "tune"))
+    ap = parser(__doc__, with_threads=False)
+    ap.add_argument("--data", default=str(DATA / "tune"))
     ap.add_argument("--site-packages",
                     default=sysconfig.get_paths(vars={"base": sys.base_prefix,
                                                       "platbase": sys.base_prefix})["purelib"])
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--shapes", default="1,2,3,4,8")
     args = ap.parse_args(argv)
+    info = start(args)
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
     std = load_sizes(build(data / "code_stdlib.h5", None))
@@ -79,6 +78,7 @@ def main(argv=None) -> int:
                 row["shapes"] = " ".join(f"{a}x{b_}x{g}" for a, b_, g in p.meta["shapes"])
         rows.append(row)
     print(format_table(rows))
+    finish(args, info, rows)
     return 0
 
 

@@ -7,10 +7,10 @@ with ``graphbatch.plan`` and reports wall time, CPU time and the peak resident m
 planning* (``VmHWM``; it includes the size table itself, whose int64 columns are listed apart),
 plus the process's lifetime ``ru_maxrss``. Results are printed side by side.
 
-    PYTHONPATH=src python benchmarks/plan_scale.py [--graphs 1e6 1e7 1e8] \
+    python -m benchmarks.planning.plan_scale [--graphs 1e6 1e7 1e8] \
         [--strategies dynamic pack-lpf kk] [--world-sizes 8 64] [--tables moses qm9]
     # A/B against an older commit: git archive OLD src | tar -x -C /tmp/old
-    PYTHONPATH=src python benchmarks/plan_scale.py --graphs 1e7 --baseline-src /tmp/old/src
+    python -m benchmarks.planning.plan_scale --graphs 1e7 --baseline-src /tmp/old/src
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from importlib import resources
-from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from benchmarks._harness import DATA, child_env, finish, module_command, parser, start
+
 TABLES = {
-    "moses": HERE / "data" / "moses_train_sizes.npz",
+    "moses": DATA / "moses_train_sizes.npz",
     "qm9": None,  # graphbatch/data/qm9_radius6_sizes.npz
 }
 
@@ -94,11 +93,9 @@ def child(args) -> None:
 
 
 def run_one(table, strategy, ws, n, batch_size, timeout, src=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    if src:  # plan with the graphbatch under `src` (an A/B baseline) instead of this tree's
-        env["PYTHONPATH"] = os.pathsep.join([src] + [x for x in env.get("PYTHONPATH", "").split(
-            os.pathsep) if x])
-    cmd = [sys.executable, __file__, "--child", "--table", table, "--strategy", strategy,
+    # with `src`, plan with the graphbatch under `src` (an A/B baseline) instead of this tree's
+    env = child_env(src, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    cmd = [*module_command(__spec__), "--child", "--table", table, "--strategy", strategy,
            "--world-size", str(ws), "--n", str(n), "--batch-size", str(batch_size)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
@@ -111,15 +108,15 @@ def run_one(table, strategy, ws, n, batch_size, timeout, src=None):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = parser(__doc__, with_threads=False, out_aliases=["--json"],
+                out_help="also write the rows to this JSON file")
     ap.add_argument("--graphs", type=float, nargs="+", default=[1e6, 1e7, 1e8])
     ap.add_argument("--strategies", nargs="+", default=["dynamic", "pack-lpf", "kk"])
     ap.add_argument("--world-sizes", type=int, nargs="+", default=[8, 64])
     ap.add_argument("--tables", nargs="+", default=["moses", "qm9"], choices=sorted(TABLES))
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--json", help="also write the rows to this JSON file")
     ap.add_argument("--target-seconds", type=float, default=30.0,
                     help="CPU-time target per plan at the largest graph count")
     ap.add_argument("--target-bytes", type=float, default=4.0e9,
@@ -134,10 +131,11 @@ def main() -> None:
     ap.add_argument("--strategy", help=argparse.SUPPRESS)
     ap.add_argument("--world-size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         child(args)
         return
+    info = start(args)
     if args.baseline_src:
         ab(args)
         return
@@ -159,8 +157,7 @@ def main() -> None:
                           f"{r['cpu_s']:>8.1f}{r['peak_plan_mib']:>10.0f}{r['table_mib']:>10.0f}"
                           f"{r['plan_mib']:>10.0f}{r['batches']:>10,}", flush=True)
     report(rows, args.target_seconds, args.target_bytes)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    finish(args, info, rows)
 
 
 def ab(args) -> None:

@@ -21,17 +21,18 @@ to the store batch path):
 Every batch is waited for with ``jax.block_until_ready``. Graphs/s are real graphs (graph mask)
 per wall second and per process CPU second.
 
-    PYTHONPATH=src python benchmarks/jax_store_read.py --store /tmp/storebench/qm9.h5
+    python -m benchmarks.io.jax_store_read --store /tmp/storebench/qm9.h5
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 import time
 
 import numpy as np
+
+from benchmarks._harness import finish, parser, start
 
 
 class PerGraph:
@@ -62,7 +63,7 @@ def _consume(batches, n: int) -> tuple[int, float, float]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__, with_threads=False)
     ap.add_argument("--store", default="/tmp/storebench/qm9.h5")
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--batches", type=int, default=150, help="batches per path per round")
@@ -70,6 +71,7 @@ def main(argv=None) -> int:
                     help="batches per round for the (slow) per-graph path")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args(argv)
+    info = start(args)
 
     import jax
     import jraph
@@ -137,6 +139,8 @@ def main(argv=None) -> int:
         out[name] = (float(np.median(gw)), float(np.median(gc)), ratio)
         print(f"{name:<26} {counts[name]:>13} {np.median(gw):>14,.0f} {np.nanmedian(gc):>13,.0f} "
               f"{ratio:>27.2f}")
+    finish(args, info, {k: dict(zip(("graphs_per_s_wall", "graphs_per_s_cpu", "x_store_batch"), v))
+                        for k, v in out.items()})
     return 0
 
 

@@ -1,6 +1,6 @@
 """Regenerate the size tables shipped for demos and benchmarks (real data, no graphs stored).
 
-    PYTHONPATH=src python benchmarks/make_size_tables.py [qm9] [moses] [code] [--workers N]
+    python -m benchmarks.io.make_size_tables [qm9] [moses] [code] [--workers N]
 
 * qm9   -> src/graphbatch/data/qm9_radius6_sizes.npz  (130,831 molecules, radius 6 Å, qm9pack)
 * moses -> benchmarks/data/moses_train_sizes.npz       (OGB graphs of MOSES train, molsets)
@@ -12,7 +12,6 @@ with ``graphbatch.GraphSizes.load``.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import time
@@ -22,7 +21,8 @@ import numpy as np
 
 from graphbatch.datasets import code_graphs, moses_sizes, python_files, qm9_graphs
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks._harness import ROOT, parser, start
+
 
 
 def _save(path: Path, n_node: np.ndarray, n_edge: np.ndarray) -> None:
@@ -60,11 +60,12 @@ def code() -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__, with_threads=False, with_out=False)
     p.add_argument("tables", nargs="*", default=["qm9", "moses", "code"],
                    choices=["qm9", "moses", "code"])
     p.add_argument("--workers", type=int, default=None)
     args = p.parse_args(argv)
+    start(args)
     for name in args.tables:
         t = time.perf_counter()
         moses(args.workers) if name == "moses" else globals()[name]()

@@ -8,7 +8,7 @@ not-yet-read batches (cold caches for both), the order of the two sides alternat
 rounds. Prints the median CPU time (``time.process_time``) per batch of each side and the median
 of the per-round ratios old / new (same minute, same load).
 
-    PYTHONPATH=src python benchmarks/kernel_ab.py --store /work/data/moses_full.h5 \\
+    python -m benchmarks.experiments.kernel_ab --store /work/data/moses_full.h5 \\
         [--old bdc780f] [--path kernel|batcher] [--in-memory] [--rounds 8]
 
 ``kernel``: `graphbatch._padbatch.pad_batch` with the options `graphbatch.torch.StoreBatcher`
@@ -18,7 +18,6 @@ passes (torch dtypes, int64 edge index); ``batcher``: the whole store batch path
 
 from __future__ import annotations
 
-import argparse
 import gc
 import importlib.util
 import os
@@ -36,7 +35,7 @@ import graphbatch._padbatch as new_kernel
 from graphbatch.datasets import GraphStore
 from graphbatch.torch._store_batch import StoreBatcher
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks._harness import ROOT, finish, parser, start
 
 
 def load_revision(rev: str, rel: str, name: str, tmp: Path):
@@ -57,16 +56,17 @@ STRUCT = ("node_counts", "edge_counts", "node_ptr", "edge_ptr", "batch", "node_m
           "edge_mask", "graph_mask", "graph_index", "edge_inc", "graph_ptr")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    p = parser(__doc__, with_threads=False)  # one torch thread
     p.add_argument("--store", required=True)
     p.add_argument("--old", default="bdc780f", help="git revision of the old kernel")
     p.add_argument("--path", choices=("kernel", "batcher"), default="kernel")
     p.add_argument("--in-memory", action="store_true")
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--round-batches", type=int, default=300)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     torch.set_num_threads(1)
+    info = start(args)
     tmp = Path(tempfile.mkdtemp(prefix="kernel_ab_"))
     old_kernel = load_revision(args.old, "_padbatch.py", "graphbatch._padbatch_old", tmp)
 
@@ -131,6 +131,7 @@ def main() -> None:
           f"load {os.getloadavg()[0]:.2f}", flush=True)
     print("  old", np.round(o).astype(int).tolist())
     print("  new", np.round(w).astype(int).tolist())
+    finish(args, info, {"old_us_per_batch": o.tolist(), "new_us_per_batch": w.tolist()})
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ planning time per epoch, the check's per-epoch overhead (median over epochs 1..E
 also hashes the size table once), hashing one plan alone (`plan_digest`), the all-gather alone,
 and overhead / planning.
 
-    PYTHONPATH=src python benchmarks/plan_verify.py [--graphs 130831 1000000 10000000]
+    python -m benchmarks.planning.plan_verify [--graphs 130831 1000000 10000000]
         [--epochs 5] [--strategy dynamic] [--batch-size 32] [--threads 1]
 
 Size tables: the shipped QM9 radius-6 table (130,831 graphs), resampled with replacement to
@@ -19,7 +19,6 @@ the larger counts.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import statistics
@@ -27,6 +26,8 @@ import time
 from importlib import resources
 
 import numpy as np
+
+from benchmarks._harness import parser, start, write_json
 
 
 def _free_port() -> int:
@@ -99,6 +100,8 @@ def _rank(rank: int, port: int, args, out) -> None:
     if rank == 0:
         out.extend(rows)
         _print(rows, args)
+        if args.out:
+            write_json(args.out, rows, args.machine)
     dist.destroy_process_group()
 
 
@@ -113,15 +116,16 @@ def _print(rows, args) -> None:
               f"{r['verify_ms'] / r['plan_ms']:>10.1%}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = parser(__doc__, threads=1, threads_help="torch threads per rank (default: 1)")
     ap.add_argument("--graphs", type=int, nargs="+", default=[130_831, 1_000_000, 10_000_000])
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--strategy", default="dynamic")
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     import torch.multiprocessing as mp
+
+    args.machine = start(args)
 
     print(f"load average {os.getloadavg()[0]:.1f}; cores {os.cpu_count()}")
     mp.start_processes(_rank, args=(_free_port(), args, []), nprocs=2, join=True,

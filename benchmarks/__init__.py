@@ -1,0 +1,1 @@
+"""Benchmark scripts, grouped by what they measure; run as ``python -m benchmarks.<group>.<script>`` (README.md)."""

@@ -1,0 +1,1 @@
+"""One-off A/B runs against older code."""

@@ -1,0 +1,1 @@
+"""Collation, stores and data sets."""

@@ -1,0 +1,1 @@
+"""Planning time, memory and quality."""

@@ -1,0 +1,1 @@
+"""Training steps end to end."""
