@@ -76,7 +76,10 @@ def main(argv=None) -> None:
         except (ValueError, TypeError) as exc:
             rows.append((strategy, None, None, f"skipped: {exc}"))
             continue
-        budget = gb.Budget(*plan.meta["budget"]) if plan.meta.get("budget") else None
+        # dynamic fills to the tight shape it measured on a seed epoch (meta "padded_shape"),
+        # never above the budget; the loop fills to the same shape
+        shape = plan.meta.get("padded_shape") or plan.meta.get("budget")
+        budget = gb.Budget(*shape) if shape else None
         t0 = time.perf_counter()
         ref = reference(strategy, sizes, args.batch_size, budget, args.seed)
         t_ref = time.perf_counter() - t0 if ref is not None else None
