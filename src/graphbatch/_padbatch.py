@@ -41,6 +41,7 @@ Padding edges connect padding nodes only (`graphbatch._padlayout.padding_edge_in
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -139,7 +140,7 @@ def _row_view(arr: np.ndarray) -> np.ndarray | None:
     or ``None`` when that view does not exist (not C-contiguous, zero-byte rows)."""
     if not arr.flags.c_contiguous or arr.ndim == 0:
         return None
-    row_bytes = arr.dtype.itemsize * int(np.prod(arr.shape[1:], dtype=np.int64))
+    row_bytes = arr.dtype.itemsize * math.prod(arr.shape[1:])
     if row_bytes == 0 or arr.dtype.hasobject:
         return None
     return arr.reshape(-1).view(np.uint8).view(np.dtype((np.void, row_bytes)))
@@ -268,7 +269,7 @@ class _Layout:
         self.entries = {}
         at = 0
         for name, shp, dt in specs:
-            nbytes = dt.itemsize * int(np.prod(shp, dtype=np.int64))
+            nbytes = dt.itemsize * math.prod(shp)
             self.entries[name] = (at, at + nbytes, shp, dt)
             at += -(-nbytes // ALIGN) * ALIGN
         self.nbytes = max(at, ALIGN)

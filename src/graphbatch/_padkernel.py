@@ -23,6 +23,7 @@ Units: counts of nodes, edges and graph slots; positions in the caller's length 
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 import numpy as np
@@ -295,7 +296,7 @@ def _axes(real: np.ndarray) -> np.ndarray:
     """``real`` ``[k, ...]`` as a transposed copy ``[D, k]`` (NumPy reduces ``[k, 3]`` along
     axis 0 ~30x slower than ``[3, k]`` along axis 1)."""
     k = real.shape[0]
-    return real.reshape(k, int(np.prod(real.shape[1:], dtype=np.int64))).T.copy()
+    return real.reshape(k, math.prod(real.shape[1:])).T.copy()
 
 
 def fill_padding_rows(out: np.ndarray, num_real_rows: int, value) -> np.ndarray:
