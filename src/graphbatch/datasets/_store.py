@@ -552,7 +552,19 @@ def _warn_unchecked(path: Path, version: int) -> None:
             StoreFormatWarning, stacklevel=3)
 
 
-class GraphStore:
+class _OpensByPath(type):
+    """The metaclass of `GraphStore`: calling ``GraphStore(path, ...)`` itself is
+    ``GraphStore.open(path, ...)``, the factory that picks the kind of store for ``path`` (the
+    documented ``GraphStore(manifest)`` keeps working). Calling a subclass constructs that
+    class, as usual."""
+
+    def __call__(cls, *args, **kwargs):
+        if cls is GraphStore:
+            return cls.open(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class GraphStore(metaclass=_OpensByPath):
     """Read access to a store: sizes without graph data, one graph, a padded batch, or ranges.
 
     Arrays are memory-mapped (``in_memory=False``, the default: the page cache holds the data,
@@ -574,16 +586,25 @@ class GraphStore:
     differs). Forked workers keep the parent's memory maps, i.e. the file the parent opened.
 
     ``path`` may also be the JSON manifest of a sharded store (written by
-    `graphbatch.datasets.build_sharded_store`): the result is then a
-    `graphbatch.datasets.ShardedGraphStore`, which reads the shards as one store.
+    `graphbatch.datasets.build_sharded_store`): `GraphStore.open` (which ``GraphStore(path)``
+    calls) then returns a `graphbatch.datasets.ShardedGraphStore`, which reads the shards as
+    one store.
     """
 
-    def __new__(cls, path=None, *args, **kwargs):
-        if cls is GraphStore and path is not None and _is_manifest(path):
-            from ._shards import ShardedGraphStore
+    @classmethod
+    def open(cls, path: str | os.PathLike, **options) -> "GraphStore":
+        """The store at ``path``: a `graphbatch.datasets.ShardedGraphStore` when ``path`` is a
+        JSON manifest (its first byte; a missing or non-regular file is left to the store's
+        own open, which names it), else a single-file `GraphStore`. ``options`` are the
+        constructor's (``cache_size``, ``in_memory``, ``verify``, ``check_chunks``). Raises
+        `StoreFormatError` (an `InputError`) for a damaged or foreign file."""
+        if _is_manifest(path):
+            from ._shards import ShardedGraphStore  # _shards builds on this module
 
-            cls = ShardedGraphStore
-        return super().__new__(cls)
+            return ShardedGraphStore(path, **options)
+        store = object.__new__(GraphStore)
+        store.__init__(path, **options)
+        return store
 
     def _open_common(self, path: str | os.PathLike, cache_size: int, in_memory: bool,
                      check_chunks: bool = True) -> None:
