@@ -48,7 +48,6 @@ from typing import Mapping
 
 import numpy as np
 
-from ._budget import Budget
 from ._padkernel import (
     LAYOUTS,
     check_fits,
@@ -57,6 +56,7 @@ from ._padkernel import (
     fill_padding_rows,
     fill_structure,
     padding_node_positions,
+    padded_shape,
     padding_owner,
     shift_edge_index,
     slot_counts,
@@ -350,7 +350,7 @@ def buffer_layout(source: PackedGraphs, shape, dtypes: Mapping[str, np.dtype] | 
     name) and ``.nbytes``, the buffer's size. Only the fields' trailing shapes and dtypes of
     ``source`` matter (zero-row arrays do). Bytes grow with each of ``n_node``, ``n_edge``,
     ``n_graph``."""
-    return _Layout(source, _shape(shape), dtypes or {}, index_dtype)
+    return _Layout(source, padded_shape(shape), dtypes or {}, index_dtype)
 
 
 def row_ranges(starts: np.ndarray, lengths: np.ndarray, first: np.ndarray | None = None,
@@ -370,14 +370,6 @@ def row_ranges(starts: np.ndarray, lengths: np.ndarray, first: np.ndarray | None
     out = np.repeat(np.asarray(starts, dtype=np.int64) - first, lengths)
     out += np.arange(total, dtype=np.int64)
     return out
-
-
-def _shape(shape) -> tuple[int, int, int]:
-    if type(shape) is tuple and len(shape) == 3 and all(type(x) is int for x in shape):
-        if shape[0] >= 1 and shape[1] >= 0 and shape[2] >= 2:
-            return shape
-    b = Budget.coerce(shape)
-    return b.n_node, b.n_edge, b.n_graph
 
 
 def _index(index, n: int) -> np.ndarray:
@@ -429,7 +421,7 @@ def pad_batch(
     Raises ``IndexError`` for an index outside ``source``, and ``ValueError`` when a stored edge
     index points outside its graph (damaged data: never returned as a batch).
     """
-    n_node, n_edge, n_graph = shape = _shape(shape)
+    n_node, n_edge, n_graph = shape = padded_shape(shape)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     idx = _index(index, len(source))

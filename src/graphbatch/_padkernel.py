@@ -28,10 +28,12 @@ from typing import Mapping
 
 import numpy as np
 
+from ._budget import Budget
 from ._padlayout import auto_spacing, padding_positions
 
 __all__ = [
     "LAYOUTS",
+    "padded_shape",
     "check_fits",
     "edge_index_bounds",
     "check_local_edge_index",
@@ -51,6 +53,27 @@ LAYOUTS = ("torch", "jraph")
 STRUCTURE = (("batch", "node", np.int64), ("node_mask", "node", np.bool_),
              ("edge_mask", "edge", np.bool_), ("graph_mask", "graph", np.bool_),
              ("graph_index", "graph", np.int64))
+
+
+def padded_shape(shape) -> tuple[int, int, int]:
+    """A padded shape as ``(n_node, n_edge, n_graph)`` Python ints.
+
+    Args:
+      shape: a tuple of three ints (returned as it is when valid: the per-batch fast path), or
+        anything `graphbatch.Budget.coerce` takes (a `Budget`, a sequence, a mapping).
+
+    Returns:
+      ``(n_node, n_edge, n_graph)`` with ``n_node >= 1``, ``n_edge >= 0``, ``n_graph >= 2``.
+
+    Raises:
+      InputError / InputTypeError (``ValueError`` / ``TypeError``): from `Budget.coerce`,
+        naming the bad value.
+    """
+    if type(shape) is tuple and len(shape) == 3 and all(type(x) is int for x in shape):
+        if shape[0] >= 1 and shape[1] >= 0 and shape[2] >= 2:
+            return shape
+    b = Budget.coerce(shape)
+    return b.n_node, b.n_edge, b.n_graph
 
 
 def padding_owner(layout: str, num_real_graphs: int, n_graph: int) -> int:

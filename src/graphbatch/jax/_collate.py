@@ -20,9 +20,8 @@ import jax
 import jraph
 import numpy as np
 
-from .._budget import Budget
 from .._padbatch import PackedGraphs, pad_batch
-from .._padkernel import check_fits
+from .._padkernel import check_fits, padded_shape
 from .._padlayout import check_cutoff
 
 __all__ = ["PaddedGraphs", "collate", "unpad", "batches"]
@@ -66,8 +65,7 @@ def collate(
     do not fit ``shape`` with its padding reservation, if their feature trees differ, or if a
     sender or receiver lies outside its graph.
     """
-    b = Budget.coerce(shape)
-    shape = (b.n_node, b.n_edge, b.n_graph)
+    shape = padded_shape(shape)
     graphs = list(graphs)
     if graphs:
         items = graphs

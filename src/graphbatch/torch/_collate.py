@@ -31,10 +31,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from .._budget import Budget
 from .._padkernel import (
     check_fits,
     fill_structure,
+    padded_shape,
     padding_node_positions,
     padding_owner,
     padding_spacing,
@@ -79,15 +79,10 @@ class CollatedParts:
 
 
 def _coerce_shape(shape) -> tuple[int, int, int]:
-    if type(shape) is tuple and len(shape) == 3 and all(type(x) is int for x in shape):
-        n_node, n_edge, n_graph = shape
-        if n_node >= 1 and n_edge >= 0 and n_graph >= 2:
-            return shape
     try:
-        b = Budget.coerce(shape)
+        return padded_shape(shape)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"bad padded shape {shape!r}: {exc}") from None
-    return b.n_node, b.n_edge, b.n_graph
 
 
 def _label(i: int, graph_index) -> str:
