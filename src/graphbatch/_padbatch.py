@@ -401,25 +401,37 @@ def pad_batch(
 ) -> PaddedArrays:
     """Gather graphs ``index`` of ``source`` into one batch padded to ``shape`` exactly.
 
-    ``shape``: ``(n_node, n_edge, n_graph)`` or a `graphbatch.Budget`; the real content must
-    leave the padding reservation free (nodes <= n_node - 1, edges <= n_edge, graphs <=
-    n_graph - 1), else ``ValueError``. ``layout``: ``"torch"`` or ``"jraph"`` (module docstring).
-    ``dtypes``: output dtype per field (default: the stored dtype); ``index_dtype``: dtype of the
-    output ``edge_index``. ``pad``: pad value per field (default 0). ``cutoff`` (a distance):
-    padding nodes get positions (field ``position_key``) farther than ``2 * cutoff`` from real
-    nodes and each other, and padding edges join distinct padding nodes where there are >= 2.
-    In the torch layout the same geometry is used by default whenever ``position_key`` is a
-    float node field, spaced by `graphbatch._padlayout.auto_spacing` (as `graphbatch.torch.collate`).
+    Args:
+      source: the graphs back to back (`PackedGraphs`).
+      index: 1-D integer array, the graphs of the batch in batch order (dataset indices).
+      shape: ``(n_node, n_edge, n_graph)`` or a `graphbatch.Budget`; the real content must
+        leave the padding reservation free (nodes <= n_node - 1, edges <= n_edge, graphs <=
+        n_graph - 1).
+      layout: ``"torch"`` or ``"jraph"``: which slot owns the padding (module docstring).
+      cutoff: a distance: padding nodes get positions (field ``position_key``) farther than
+        ``2 * cutoff`` from real nodes and each other, and padding edges join distinct padding
+        nodes where there are >= 2. In the torch layout the same geometry is used by default
+        whenever ``position_key`` is a float node field, spaced by
+        `graphbatch._padlayout.auto_spacing` (as `graphbatch.torch.collate`).
+      position_key: the node field holding positions.
+      dtypes: output dtype per field (default: the stored dtype).
+      index_dtype: dtype of the output ``edge_index``.
+      pad: pad value per field (default 0).
+      allocate: ``allocate(nbytes)`` returns the batch's buffer: a new, writable, C-contiguous
+        1-D ``uint8`` array of at least ``nbytes`` (e.g. in shared memory); default
+        ``np.empty``. Buffers are never reused by the kernel.
 
-    Every output array is a view into one new buffer per batch (``PaddedArrays.buffer``, 1-D
-    ``uint8``; ``PaddedArrays.offsets``: byte offset of each array, fields by name, structure
-    arrays by attribute name), so a batch crosses a process boundary as one block; the buffer
-    lives as long as any of its arrays. ``allocate(nbytes)`` (optional) returns that buffer: a
-    new, writable, C-contiguous ``uint8`` array of at least ``nbytes`` (e.g. in shared memory);
-    default ``np.empty``. Buffers are never reused by the kernel.
+    Returns:
+      `PaddedArrays`: every array a view into one new buffer (``.buffer``; ``.offsets``: byte
+      offset of each array, fields by name, structure arrays by attribute name), so a batch
+      crosses a process boundary as one block; the buffer lives as long as any of its arrays.
 
-    Raises ``IndexError`` for an index outside ``source``, and ``ValueError`` when a stored edge
-    index points outside its graph (damaged data: never returned as a batch).
+    Raises:
+      IndexError: for an index outside ``source``.
+      ValueError: when the graphs do not fit ``shape``, for an unknown ``layout``, a ``cutoff``
+        without positions, or a stored edge index outside its graph (damaged data: never
+        returned as a batch).
+      TypeError: for non-integer indices or edge indices, or a bad ``allocate`` result.
     """
     n_node, n_edge, n_graph = shape = padded_shape(shape)
     if layout not in LAYOUTS:
