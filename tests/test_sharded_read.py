@@ -117,3 +117,23 @@ def test_manifest_from_facts_refuses_a_shard_replaced_after_its_writer_read_it(t
     store = GraphStore(tmp_path / "m.json", verify=True)
     assert np.array_equal(store.n_node, GRAPHS.n_node[:25])
     assert np.array_equal(store.n_edge, GRAPHS.n_edge[:25])
+
+
+def test_graph_store_open_is_the_factory_and_graph_store_calls_it(tmp_path):
+    import pickle
+
+    one = write_store(tmp_path / "one.h5", [GRAPHS], name="t")
+    shards = [write_store(tmp_path / f"s{k}.h5", [GRAPHS.take(np.arange(a, b))], name="t")
+              for k, (a, b) in enumerate(((0, 15), (15, N)))]
+    write_manifest_of_shards(tmp_path / "m.json", shards, name="t", meta={}, build={})
+    for path, kind in ((one, GraphStore), (tmp_path / "m.json", ShardedGraphStore)):
+        for store in (GraphStore.open(path, cache_size=3), GraphStore(path, cache_size=3),
+                      GraphStore(path=path, cache_size=3), kind(path, cache_size=3)):
+            assert type(store) is kind and store.cache_size == 3 and len(store) == N
+            copy = pickle.loads(pickle.dumps(store))
+            assert type(copy) is kind and copy.uuid == store.uuid
+            assert np.array_equal(copy.n_node, store.n_node)
+    with pytest.raises(TypeError):
+        GraphStore.open(one, cache_sise=3)
+    with pytest.raises(OSError):
+        GraphStore(tmp_path / "missing.h5")

@@ -1,9 +1,20 @@
-"""The framework-neutral padded-batch kernel: concatenated graph arrays + an index list + a padded
-shape -> padded NumPy arrays, masks, ``batch``/``ptr`` and ``graph_index``.
+"""The NumPy batch reader: concatenated graph arrays + an index list + a padded shape -> one
+padded batch (NumPy arrays, masks, ``batch``/``ptr``, ``graph_index``) in one buffer.
 
-Pure NumPy (no torch, no jax). The torch adapter wraps the result with ``torch.from_numpy``
-(zero-copy) into the same PyG ``Batch`` as ``graphbatch.torch.collate``; the JAX adapter can wrap
-it into a ``jraph.GraphsTuple`` (``layout="jraph"``).
+Pure NumPy (no torch, no jax). Every collation path pads through it or through the steps it
+is made of (`graphbatch._padkernel`): the store batch paths of both adapters (the torch adapter
+wraps the result with ``torch.from_numpy``, zero-copy, into the same PyG ``Batch`` as
+``graphbatch.torch.collate``; the JAX adapter wraps it into a ``jraph.GraphsTuple``) and the JAX
+`graphbatch.jax.collate` of in-memory graphs (concatenated into a `PackedGraphs` first).
+
+`pad_batch` runs the kernel's steps in order: (1) the real counts, checked against the padding
+reservation (`_padkernel.check_fits`); (2) the shape's cached `_Program` and the batch's one
+buffer; (3) rows per graph slot and their pointers (`_padkernel.slot_counts`); (4) edges
+gathered, range-checked and shifted (`_padkernel.check_local_edge_index`,
+`_padkernel.shift_edge_index`), padding edges wired (`_padlayout.padding_edge_index`); (5) every
+field's real rows gathered and its padding rows filled (`_padkernel.padding_node_positions` for
+the positions of a geometric batch); (6) ``batch``, masks and ``graph_index``
+(`_padkernel.fill_structure`). What this module adds to the kernel is the gather and the memory:
 
 Source: `PackedGraphs`, ``G`` graphs stored back to back (an on-disk store's memory-mapped
 arrays, or arrays in memory). Reading a batch is vectorised: the batch's graph indices give row
@@ -14,8 +25,9 @@ in one short gather per array (`TOUCH_BYTES`), so the misses overlap instead of 
 gathers one graph at a time. What depends only on the padded shape and the options (buffer
 layout, per-field gather plan) is a `_Program` made once per shape and cached on the source.
 
-Layouts of a batch of shape ``(n_node, n_edge, n_graph)`` holding ``Gr`` real graphs with ``N``
-nodes and ``E`` edges -- real graphs first, in the given order, padding after them:
+Layouts (`graphbatch._padkernel` states their invariants) of a batch of shape ``(n_node, n_edge,
+n_graph)`` holding ``Gr`` real graphs with ``N`` nodes and ``E`` edges -- real graphs first, in
+the given order, padding after them:
 
 * ``"torch"``: the last graph slot ``n_graph - 1`` owns all ``n_node - N >= 1`` padding nodes and
   all ``n_edge - E`` padding edges (so ``batch.max() + 1 == n_graph``); slots ``Gr .. n_graph-2``
@@ -29,19 +41,29 @@ Padding edges connect padding nodes only (`graphbatch._padlayout.padding_edge_in
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
 import numpy as np
 
-from ._budget import Budget
-from ._padlayout import auto_spacing, check_cutoff, padding_edge_index, padding_positions
+from ._padkernel import (
+    LAYOUTS,
+    check_fits,
+    check_local_edge_index,
+    edge_index_bounds,
+    fill_padding_rows,
+    fill_structure,
+    padding_node_positions,
+    padded_shape,
+    padding_owner,
+    shift_edge_index,
+    slot_counts,
+)
+from ._padlayout import check_cutoff, padding_edge_index
 
 __all__ = ["LAYOUTS", "PackedGraphs", "PaddedArrays", "buffer_layout", "pad_batch", "row_ranges"]
-
-#: Which graph slot owns the padding nodes and edges: the last one, or the first padding graph.
-LAYOUTS = ("torch", "jraph")
 
 
 @dataclass(frozen=True)
@@ -118,7 +140,7 @@ def _row_view(arr: np.ndarray) -> np.ndarray | None:
     or ``None`` when that view does not exist (not C-contiguous, zero-byte rows)."""
     if not arr.flags.c_contiguous or arr.ndim == 0:
         return None
-    row_bytes = arr.dtype.itemsize * int(np.prod(arr.shape[1:], dtype=np.int64))
+    row_bytes = arr.dtype.itemsize * math.prod(arr.shape[1:])
     if row_bytes == 0 or arr.dtype.hasobject:
         return None
     return arr.reshape(-1).view(np.uint8).view(np.dtype((np.void, row_bytes)))
@@ -247,7 +269,7 @@ class _Layout:
         self.entries = {}
         at = 0
         for name, shp, dt in specs:
-            nbytes = dt.itemsize * int(np.prod(shp, dtype=np.int64))
+            nbytes = dt.itemsize * math.prod(shp)
             self.entries[name] = (at, at + nbytes, shp, dt)
             at += -(-nbytes // ALIGN) * ALIGN
         self.nbytes = max(at, ALIGN)
@@ -260,11 +282,12 @@ class _Program:
     lies in the batch's one buffer (``entries``: ``{name: (offset, end, shape, dtype)}``,
     fields by name, structure arrays by their `PaddedArrays` attribute name; offsets are
     multiples of `ALIGN`; ``nbytes`` the buffer's size), the gather of every field
-    (``fields``), the arrays to touch before gathering (``touch``), the edge index's unsigned
-    view dtype for its range check, and constant structure rows (``arange(n_graph + 1)``)."""
+    (``fields``), the arrays to touch before gathering (``touch``), the edge index's range-check
+    bounds (``ei_bounds``, `graphbatch._padkernel.edge_index_bounds`), and constant structure
+    rows (``graph_ptr``, ``arange(n_graph + 1)``)."""
 
-    __slots__ = ("entries", "nbytes", "offsets", "fields", "touch", "ei_view", "ei_unsigned",
-                 "ei_cap", "wide_bound", "geometric", "graph_ptr", "slots")
+    __slots__ = ("entries", "nbytes", "offsets", "fields", "touch", "ei_view", "ei_bounds",
+                 "geometric", "graph_ptr")
 
     def __init__(self, source: PackedGraphs, shape: tuple[int, int, int], dtypes, index_dtype,
                  layout: str, position_key: str):
@@ -276,19 +299,11 @@ class _Program:
         self.fields = []
         self.touch = []
         ei = source.edge_index
-        if ei.dtype.kind not in "iu":
-            raise TypeError(f"edge_index must hold integers, got dtype {ei.dtype}")
+        # how the stored indices are range-checked (`_padkernel.edge_index_bounds`)
+        self.ei_bounds = edge_index_bounds(ei.dtype, source.max_nodes())
         self.ei_view = views["edge_index"]
         if self.ei_view is not None and ei.shape[1] and ei.nbytes >= TOUCH_BYTES:
             self.touch.append((self.ei_view, 1, 1))
-        # One unsigned comparison catches negative and too-large indices alike: negative
-        # values read as unsigned are >= 2**(bits-1), so the bound per graph is its node count
-        # capped there (``ei_cap``: None where no graph has more nodes than that); node counts
-        # compare exactly against 8-byte unsigned values only as that type (``wide_bound``).
-        self.ei_unsigned = np.dtype(f"u{ei.dtype.itemsize}")
-        top = int(np.iinfo(ei.dtype).max) + 1
-        self.ei_cap = top if ei.dtype.kind == "i" and source.max_nodes() > top else None
-        self.wide_bound = ei.dtype.itemsize == 8
         for lv, level in enumerate(("node", "edge", "graph")):
             for name, arr in getattr(source, level).items():
                 at, _, shp, dt = self.entries[name]
@@ -306,7 +321,6 @@ class _Program:
             np.dtype(dtypes.get(position_key, pos.dtype)), np.floating)
         self.graph_ptr = np.arange(shape[2] + 1, dtype=np.int64)
         self.graph_ptr.flags.writeable = False
-        self.slots = self.graph_ptr[:-1]
 
 
 def _program(source: PackedGraphs, shape, dtypes, index_dtype, layout: str,
@@ -336,7 +350,7 @@ def buffer_layout(source: PackedGraphs, shape, dtypes: Mapping[str, np.dtype] | 
     name) and ``.nbytes``, the buffer's size. Only the fields' trailing shapes and dtypes of
     ``source`` matter (zero-row arrays do). Bytes grow with each of ``n_node``, ``n_edge``,
     ``n_graph``."""
-    return _Layout(source, _shape(shape), dtypes or {}, index_dtype)
+    return _Layout(source, padded_shape(shape), dtypes or {}, index_dtype)
 
 
 def row_ranges(starts: np.ndarray, lengths: np.ndarray, first: np.ndarray | None = None,
@@ -356,14 +370,6 @@ def row_ranges(starts: np.ndarray, lengths: np.ndarray, first: np.ndarray | None
     out = np.repeat(np.asarray(starts, dtype=np.int64) - first, lengths)
     out += np.arange(total, dtype=np.int64)
     return out
-
-
-def _shape(shape) -> tuple[int, int, int]:
-    if type(shape) is tuple and len(shape) == 3 and all(type(x) is int for x in shape):
-        if shape[0] >= 1 and shape[1] >= 0 and shape[2] >= 2:
-            return shape
-    b = Budget.coerce(shape)
-    return b.n_node, b.n_edge, b.n_graph
 
 
 def _index(index, n: int) -> np.ndarray:
@@ -395,178 +401,137 @@ def pad_batch(
 ) -> PaddedArrays:
     """Gather graphs ``index`` of ``source`` into one batch padded to ``shape`` exactly.
 
-    ``shape``: ``(n_node, n_edge, n_graph)`` or a `graphbatch.Budget`; the real content must
-    leave the padding reservation free (nodes <= n_node - 1, edges <= n_edge, graphs <=
-    n_graph - 1), else ``ValueError``. ``layout``: ``"torch"`` or ``"jraph"`` (module docstring).
-    ``dtypes``: output dtype per field (default: the stored dtype); ``index_dtype``: dtype of the
-    output ``edge_index``. ``pad``: pad value per field (default 0). ``cutoff`` (a distance):
-    padding nodes get positions (field ``position_key``) farther than ``2 * cutoff`` from real
-    nodes and each other, and padding edges join distinct padding nodes where there are >= 2.
-    In the torch layout the same geometry is used by default whenever ``position_key`` is a
-    float node field, spaced by `graphbatch._padlayout.auto_spacing` (as `graphbatch.torch.collate`).
+    Args:
+      source: the graphs back to back (`PackedGraphs`).
+      index: 1-D integer array, the graphs of the batch in batch order (dataset indices).
+      shape: ``(n_node, n_edge, n_graph)`` or a `graphbatch.Budget`; the real content must
+        leave the padding reservation free (nodes <= n_node - 1, edges <= n_edge, graphs <=
+        n_graph - 1).
+      layout: ``"torch"`` or ``"jraph"``: which slot owns the padding (module docstring).
+      cutoff: a distance: padding nodes get positions (field ``position_key``) farther than
+        ``2 * cutoff`` from real nodes and each other, and padding edges join distinct padding
+        nodes where there are >= 2. In the torch layout the same geometry is used by default
+        whenever ``position_key`` is a float node field, spaced by
+        `graphbatch._padlayout.auto_spacing` (as `graphbatch.torch.collate`).
+      position_key: the node field holding positions.
+      dtypes: output dtype per field (default: the stored dtype).
+      index_dtype: dtype of the output ``edge_index``.
+      pad: pad value per field (default 0).
+      allocate: ``allocate(nbytes)`` returns the batch's buffer: a new, writable, C-contiguous
+        1-D ``uint8`` array of at least ``nbytes`` (e.g. in shared memory); default
+        ``np.empty``. Buffers are never reused by the kernel.
 
-    Every output array is a view into one new buffer per batch (``PaddedArrays.buffer``, 1-D
-    ``uint8``; ``PaddedArrays.offsets``: byte offset of each array, fields by name, structure
-    arrays by attribute name), so a batch crosses a process boundary as one block; the buffer
-    lives as long as any of its arrays. ``allocate(nbytes)`` (optional) returns that buffer: a
-    new, writable, C-contiguous ``uint8`` array of at least ``nbytes`` (e.g. in shared memory);
-    default ``np.empty``. Buffers are never reused by the kernel.
+    Returns:
+      `PaddedArrays`: every array a view into one new buffer (``.buffer``; ``.offsets``: byte
+      offset of each array, fields by name, structure arrays by attribute name), so a batch
+      crosses a process boundary as one block; the buffer lives as long as any of its arrays.
 
-    Raises ``IndexError`` for an index outside ``source``, and ``ValueError`` when a stored edge
-    index points outside its graph (damaged data: never returned as a batch).
+    Raises:
+      IndexError: for an index outside ``source``.
+      ValueError: when the graphs do not fit ``shape``, for an unknown ``layout``, a ``cutoff``
+        without positions, or a stored edge index outside its graph (damaged data: never
+        returned as a batch).
+      TypeError: for non-integer indices or edge indices, or a bad ``allocate`` result.
     """
-    n_node, n_edge, n_graph = _shape(shape)
+    n_node, n_edge, n_graph = shape = padded_shape(shape)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     idx = _index(index, len(source))
     cutoff = check_cutoff(cutoff)
     dtypes = dtypes or {}
-    pad = pad or {}
     if cutoff is not None and position_key not in source.node:
         raise ValueError(f"cutoff needs node positions: no node-level field {position_key!r} "
                          "(set position_key)")
-    g_real = int(idx.shape[0])
-    if g_real > n_graph - 1:
-        raise ValueError(f"{g_real} graphs do not fit a padded shape with n_graph = {n_graph} "
-                         f"(room for {n_graph - 1} real graphs beside the padding graph)")
-    nn = source.n_node[idx]
-    ne = source.n_edge[idx]
-    n_real = int(nn.sum())
-    e_real = int(ne.sum())
-    if n_real > n_node - 1 or e_real > n_edge:
-        raise ValueError(
-            f"{g_real} graphs with {n_real} nodes and {e_real} edges (dataset indices "
-            f"{idx[:8].tolist()}...) do not fit the padded shape ({n_node}, {n_edge}, {n_graph}), "
-            f"which has room for {n_node - 1} real nodes and {n_edge} real edges; the plan and "
-            "the data disagree about graph sizes")
-    prog = _program(source, (n_node, n_edge, n_graph), dtypes, index_dtype, layout,
-                    position_key)
-    node_starts = source.node_offsets[idx]
-    edge_starts = source.edge_offsets[idx]
-    starts = (node_starts, edge_starts)
-    # Touch the first row of every graph in each large array, one short gather per array:
-    # the loads are independent, so the CPU overlaps their cache and TLB misses (a random
-    # graph's rows are cold); the gathers below then find them cached instead of waiting
-    # for one miss per graph per array in turn. Results are discarded.
-    if g_real:
-        for view, lv, axis in prog.touch:
-            view.take(starts[lv], axis=axis, mode="clip")
-    n_pad, e_pad = n_node - n_real, n_edge - e_real
-    owner = n_graph - 1 if layout == "torch" else g_real
-    entries = prog.entries
-    buf = np.empty(prog.nbytes, dtype=np.uint8) if allocate is None else allocate(prog.nbytes)
-    if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1
-            and buf.shape[0] >= prog.nbytes and buf.flags.c_contiguous and buf.flags.writeable):
-        raise TypeError(f"allocate({prog.nbytes}) must return a writable 1-D uint8 array of at "
-                        f"least {prog.nbytes} bytes")
-
-    def new(name):
-        at, _, shp, dt = entries[name]
-        return np.ndarray(shp, dt, buf, at)
-
+    # 1. the real content, checked against the padding reservation
+    nn, ne = source.n_node[idx], source.n_edge[idx]
+    num_real = g_real, n_real, e_real = int(idx.shape[0]), int(nn.sum()), int(ne.sum())
+    check_fits(num_real, shape, f" (dataset indices {idx[:8].tolist()}...)")
+    # 2. what depends on the shape only (cached), and the batch's one buffer
+    prog = _program(source, shape, dtypes, index_dtype, layout, position_key)
+    starts = (source.node_offsets[idx], source.edge_offsets[idx])
+    _touch_first_rows(prog, starts, g_real)
+    buf = _new_buffer(prog.nbytes, allocate)
+    out = {name: np.ndarray(shp, dt, buf, at) for name, (at, _, shp, dt) in prog.entries.items()}
+    # 3. the layout: rows per graph slot and their pointers (`_padkernel.slot_counts`)
+    owner = padding_owner(layout, g_real, n_graph)
+    slot_counts(nn, n_node - n_real, n_graph, owner, counts_out=out["node_counts"],
+                ptr_out=out["node_ptr"])
+    slot_counts(ne, n_edge - e_real, n_graph, owner, counts_out=out["edge_counts"],
+                ptr_out=out["edge_ptr"])
+    node_first, edge_first = out["node_ptr"][:g_real], out["edge_ptr"][:g_real]
+    rows = (_rows(starts[0], nn, node_first, n_real), _rows(starts[1], ne, edge_first, e_real),
+            idx)
     geometric = cutoff is not None or prog.geometric
-
-    node_counts, edge_counts = new("node_counts"), new("edge_counts")
-    node_ptr, edge_ptr = new("node_ptr"), new("edge_ptr")
-    for counts, ptr, real, n_extra in ((node_counts, node_ptr, nn, n_pad),
-                                       (edge_counts, edge_ptr, ne, e_pad)):
-        counts[:g_real] = real
-        counts[g_real:] = 0
-        counts[owner] = n_extra
-        ptr[0] = 0
-        np.cumsum(counts, out=ptr[1:])
-    # real graphs come first in both layouts: ptr[:g_real] are their exclusive prefix sums
-    node_first, edge_first = node_ptr[:g_real], edge_ptr[:g_real]
-    node_rows = _rows(node_starts, nn, node_first, n_real)
-    edge_rows = _rows(edge_starts, ne, edge_first, e_real)
-
-    fields: dict[str, np.ndarray] = {}
-    # edge_index: local -> batch-global indices, range-checked against each graph's node count
-    ei = new("edge_index")
-    if e_real:
-        local = np.empty((2, e_real), dtype=source.edge_index.dtype)
-        _take_rows(source.edge_index, prog.ei_view, edge_rows, local, axis=1)
-        # the largest index of each graph with edges (reduceat over its run of edges) against
-        # its node count, as unsigned values (negative ones are huge)
-        unsigned = local.view(prog.ei_unsigned)
-        if ne.all():
-            top = np.maximum.reduceat(unsigned, edge_first, axis=1)
-            limit = nn
-        else:
-            has = ne > 0
-            top = np.maximum.reduceat(unsigned, edge_first[has], axis=1)
-            limit = nn[has]
-        if prog.ei_cap is not None:
-            limit = np.minimum(limit, prog.ei_cap)
-        if prog.wide_bound:
-            limit = limit.astype(prog.ei_unsigned)
-        if (top >= limit).any():
-            nodes = np.repeat(nn, ne)
-            limit = nodes if prog.ei_cap is None else np.minimum(nodes, prog.ei_cap)
-            if prog.wide_bound:
-                limit = limit.astype(prog.ei_unsigned)
-            e = int(np.flatnonzero((unsigned >= limit).any(axis=0))[0])
-            g = int(idx[np.searchsorted(np.cumsum(ne), e, side="right")])
-            raise ValueError(f"stored edge_index of graph {g} holds {local[:, e].tolist()}, "
-                             f"outside its {int(nodes[e])} nodes (damaged store?)")
-        np.add(local, np.repeat(node_first, ne), out=ei[:, :e_real], casting="unsafe")
-    edge_inc = new("edge_inc")
-    edge_inc[:g_real] = node_first
-    edge_inc[g_real:] = 0
-    padding_edge_index(n_real, n_node, e_pad, spread=geometric, out=ei[:, e_real:])
-    fields["edge_index"] = ei
-
-    rows = (node_rows, edge_rows, idx)
-    real_n = (n_real, e_real, g_real)
-    for name, lv, arr, view, same, at, shp, dt, is_pos in prog.fields:
-        out = np.ndarray(shp, dt, buf, at)
-        k = real_n[lv]
-        _take_rows(arr, view, rows[lv], out[:k], same=same)
-        if geometric and is_pos:
-            out[k:] = _padding_positions(out[:k], shp[0] - k, cutoff).reshape(out[k:].shape)
-        else:
-            out[k:] = pad.get(name, 0)
-        fields[name] = out
-
-    batch = new("batch")
-    batch[:] = np.repeat(prog.slots, node_counts)
-    masks = []
-    for name, k in (("node_mask", n_real), ("edge_mask", e_real), ("graph_mask", g_real)):
-        m = new(name)
-        m[:k] = True
-        m[k:] = False
-        masks.append(m)
-    node_mask, edge_mask, graph_mask = masks
-    graph_index = new("graph_index")
-    graph_index[:g_real] = idx
-    graph_index[g_real:] = -1
-    graph_ptr = new("graph_ptr")
-    graph_ptr[:] = prog.graph_ptr
+    # 4. edges: gathered, range-checked, shifted to batch-global indices; padding edges wired
+    _gather_edge_index(source, prog, rows[1], e_real, idx, nn, ne, node_first, edge_first,
+                       out["edge_index"])
+    padding_edge_index(n_real, n_node, n_edge - e_real, spread=geometric,
+                       out=out["edge_index"][:, e_real:])
+    out["edge_inc"][:g_real] = node_first
+    out["edge_inc"][g_real:] = 0
+    # 5. every field: real rows gathered, padding rows filled
+    fields = {"edge_index": out["edge_index"]}
+    fields.update(_gather_fields(prog, out, rows, num_real, geometric, cutoff, pad or {}))
+    # 6. batch, masks, graph_index
+    fill_structure(shape, num_real, out["node_counts"], idx, out=out)
+    out["graph_ptr"][:] = prog.graph_ptr
     return PaddedArrays(
-        fields=fields, node_counts=node_counts, edge_counts=edge_counts, node_ptr=node_ptr,
-        edge_ptr=edge_ptr, batch=batch, node_mask=node_mask, edge_mask=edge_mask,
-        graph_mask=graph_mask, graph_index=graph_index, edge_inc=edge_inc,
-        num_real=(g_real, n_real, e_real), shape=(n_node, n_edge, n_graph), layout=layout,
-        buffer=buf, offsets=prog.offsets, graph_ptr=graph_ptr,
+        fields=fields, node_counts=out["node_counts"], edge_counts=out["edge_counts"],
+        node_ptr=out["node_ptr"], edge_ptr=out["edge_ptr"], batch=out["batch"],
+        node_mask=out["node_mask"], edge_mask=out["edge_mask"], graph_mask=out["graph_mask"],
+        graph_index=out["graph_index"], edge_inc=out["edge_inc"], num_real=num_real,
+        shape=shape, layout=layout, buffer=buf, offsets=prog.offsets,
+        graph_ptr=out["graph_ptr"],
     )
 
 
-def _padding_positions(real: np.ndarray, n_pad: int, cutoff: float | None) -> np.ndarray:
-    """Positions of the ``n_pad`` padding nodes next to the real positions ``real`` ``[k, ...]``:
-    `graphbatch._padlayout.padding_positions` spaced by ``cutoff`` or, without one, by
-    `graphbatch._padlayout.auto_spacing` of the real positions -- computed from the per-axis
-    minima and maxima alone (the same values: both only use those; NaN and infinities reach
-    them), taken over a transposed copy (NumPy reduces ``[k, 3]`` along axis 0 ~30x slower)."""
-    k = real.shape[0]
-    axes = real.reshape(k, int(np.prod(real.shape[1:], dtype=np.int64))).T.copy()  # [D, k]
-    if k:
-        hi = axes.max(axis=1).astype(np.float64)
-        lo = axes.min(axis=1).astype(np.float64) if cutoff is None else None
-    else:
-        hi = np.zeros(axes.shape[0])
-        lo = None
-    if cutoff is not None:
-        spacing = cutoff
-    else:
-        spacing = auto_spacing(np.stack([lo, hi]) if k else axes.T)
-    return padding_positions(hi, n_pad, spacing)
+def _touch_first_rows(prog: _Program, starts, g_real: int) -> None:
+    """Read the first row of every graph in each large array, one short gather per array: the
+    loads are independent, so the CPU overlaps their cache and TLB misses (a random graph's rows
+    are cold); the gathers then find them cached instead of waiting for one miss per graph per
+    array in turn. Results are discarded."""
+    if g_real:
+        for view, lv, axis in prog.touch:
+            view.take(starts[lv], axis=axis, mode="clip")
+
+
+def _new_buffer(nbytes: int, allocate) -> np.ndarray:
+    """The batch's one buffer: ``np.empty`` or ``allocate(nbytes)``, checked."""
+    buf = np.empty(nbytes, dtype=np.uint8) if allocate is None else allocate(nbytes)
+    if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1
+            and buf.shape[0] >= nbytes and buf.flags.c_contiguous and buf.flags.writeable):
+        raise TypeError(f"allocate({nbytes}) must return a writable 1-D uint8 array of at "
+                        f"least {nbytes} bytes")
+    return buf
+
+
+def _gather_edge_index(source: PackedGraphs, prog: _Program, edge_rows, e_real: int, idx,
+                       nn, ne, node_first, edge_first, out: np.ndarray) -> None:
+    """The ``e_real`` real edges of ``out`` (the batch's ``edge_index``): local indices
+    gathered, range-checked against each graph's node count
+    (`_padkernel.check_local_edge_index`), then shifted by each graph's first node
+    (`_padkernel.shift_edge_index`)."""
+    if not e_real:
+        return
+    local = np.empty((2, e_real), dtype=source.edge_index.dtype)
+    _take_rows(source.edge_index, prog.ei_view, edge_rows, local, axis=1)
+    check_local_edge_index(local, nn, ne, edge_first, idx, prog.ei_bounds)
+    shift_edge_index(local, node_first, ne, out[:, :e_real])
+
+
+def _gather_fields(prog: _Program, out, rows, num_real, geometric: bool, cutoff, pad):
+    """Every node/edge/graph field: real rows gathered into its place in the buffer, padding
+    rows filled with its pad value, or -- the position field of a geometric batch -- with
+    `_padkernel.padding_node_positions`. Returns ``{name: array}`` in storage order."""
+    fields = {}
+    real_n = (num_real[1], num_real[2], num_real[0])
+    for name, lv, arr, view, same, at, shp, dt, is_pos in prog.fields:
+        a = out[name]
+        k = real_n[lv]
+        _take_rows(arr, view, rows[lv], a[:k], same=same)
+        if geometric and is_pos:
+            a[k:] = padding_node_positions(a[:k], shp[0] - k, cutoff).reshape(a[k:].shape)
+        else:
+            fill_padding_rows(a, k, pad.get(name, 0))
+        fields[name] = a
+    return fields

@@ -1,11 +1,12 @@
 """Where padding goes inside a padded batch: padding-edge wiring and padding-node positions.
 
-Pure NumPy, shared by the torch and jax adapters. A padded batch of shape ``(n_node, n_edge,
+Pure NumPy: the geometry under the padding kernel (`graphbatch._padkernel`), which every
+collation path calls. A padded batch of shape ``(n_node, n_edge,
 n_graph)`` holding ``N`` real nodes and ``E`` real edges has ``P = n_node - N >= 1`` padding nodes
 (indices ``N .. n_node-1``) and ``n_edge - E`` padding edges, which connect padding nodes only.
-Which graph owns them is the adapter's layout: the torch adapter gives them to the last graph slot
-``n_graph - 1`` (so ``batch.max() + 1 == n_graph``); the JAX adapter keeps
-``jraph.pad_with_graphs``' layout, where the first padding graph owns them.
+Which graph owns them is the layout (`graphbatch._padkernel.padding_owner`): the torch adapter
+gives them to the last graph slot ``n_graph - 1`` (so ``batch.max() + 1 == n_graph``); the JAX
+adapter keeps ``jraph.pad_with_graphs``' layout, where the first padding graph owns them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A sharded graph store read as one store: `ShardedGraphStore` (what ``GraphStore(manifest)``
+"""A sharded graph store read as one store: `ShardedGraphStore` (what ``GraphStore.open(manifest)``
 returns for a manifest written by `graphbatch.datasets.build_sharded_store`).
 
 Graph ``i`` of the set is graph ``i - start[s]`` of shard ``s``, where ``start`` are the
@@ -36,7 +36,8 @@ __all__ = ["ShardedGraphStore"]
 class ShardedGraphStore(GraphStore):
     """The shards listed by a manifest, read as one `GraphStore` with global graph indices.
 
-    Open it with ``GraphStore(manifest_path)`` (or this class). Options as for `GraphStore`
+    Open it with ``GraphStore.open(manifest_path)`` or ``GraphStore(manifest_path)`` (or this
+    class). Options as for `GraphStore`
     (``in_memory`` and the identity checks apply per shard; ``cache_size`` is the LRU cache of
     this object). ``path`` is the manifest, ``uuid`` the manifest's id. ``packed()`` is not
     available (there is no single set of arrays): read batches with `read_batch`.

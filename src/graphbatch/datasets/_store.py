@@ -552,7 +552,63 @@ def _warn_unchecked(path: Path, version: int) -> None:
             StoreFormatWarning, stacklevel=3)
 
 
-class GraphStore:
+def _map_store(path: Path, header: _Header, in_memory: bool, check_chunks: bool):
+    """The arrays of the store at ``path`` as read-only memory maps (copied into RAM when
+    ``in_memory``; the small arrays always, after checking their CRC-32), checked for
+    consistency (offsets against sizes and totals, increasing check-chunk bounds), and the
+    store's `ChunkChecker` (``None`` without check chunks or ``check_chunks``). Returns
+    ``(maps, checker)``; raises `StoreFormatError` naming the file."""
+    maps = {}
+    for where, (offset, shape, dtype) in header.layout.items():
+        if offset is None:
+            arr = np.zeros(shape, dtype=dtype)
+        else:
+            try:
+                arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+            except (OSError, ValueError) as exc:
+                raise StoreFormatError(f"{str(path)!r}: cannot map {where}: {exc}") from exc
+            if in_memory or where in _SMALL:
+                arr = np.array(arr)
+        arr.flags.writeable = False
+        maps[where] = arr
+    for where in _SMALL:
+        if where in maps and _crc(maps[where]) != header.checksums[where]:
+            raise StoreFormatError(f"{str(path)!r}: checksum of {where} does not match "
+                                   "(damaged file)")
+    nn, ne = maps["sizes/n_node"], maps["sizes/n_edge"]
+    no, eo = maps["offsets/node"], maps["offsets/edge"]
+    if (nn < 0).any() or (ne < 0).any() or not (
+            no[0] == 0 and eo[0] == 0 and np.array_equal(np.diff(no), nn)
+            and np.array_equal(np.diff(eo), ne) and no[-1] == header.totals["node"]
+            and eo[-1] == header.totals["edge"]):
+        raise StoreFormatError(f"{str(path)!r} is inconsistent: offsets disagree with sizes or "
+                               "totals")
+    checker = None
+    if header.chunk_arrays:
+        bounds = maps["checks/chunk_graphs"]
+        if not (bounds[0] == 0 and bounds[-1] == header.n_graph
+                and (np.diff(bounds) > 0).all()):
+            raise StoreFormatError(f"{str(path)!r} is inconsistent: the check chunk boundaries "
+                                   "are not increasing from 0 to the graph count")
+        if check_chunks:
+            checker = ChunkChecker(path, maps, list(header.chunk_arrays), bounds,
+                                   maps["checks/chunk_crc32"], StoreFormatError)
+    return maps, checker
+
+
+class _OpensByPath(type):
+    """The metaclass of `GraphStore`: calling ``GraphStore(path, ...)`` itself is
+    ``GraphStore.open(path, ...)``, the factory that picks the kind of store for ``path`` (the
+    documented ``GraphStore(manifest)`` keeps working). Calling a subclass constructs that
+    class, as usual."""
+
+    def __call__(cls, *args, **kwargs):
+        if cls is GraphStore:
+            return cls.open(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class GraphStore(metaclass=_OpensByPath):
     """Read access to a store: sizes without graph data, one graph, a padded batch, or ranges.
 
     Arrays are memory-mapped (``in_memory=False``, the default: the page cache holds the data,
@@ -574,16 +630,25 @@ class GraphStore:
     differs). Forked workers keep the parent's memory maps, i.e. the file the parent opened.
 
     ``path`` may also be the JSON manifest of a sharded store (written by
-    `graphbatch.datasets.build_sharded_store`): the result is then a
-    `graphbatch.datasets.ShardedGraphStore`, which reads the shards as one store.
+    `graphbatch.datasets.build_sharded_store`): `GraphStore.open` (which ``GraphStore(path)``
+    calls) then returns a `graphbatch.datasets.ShardedGraphStore`, which reads the shards as
+    one store.
     """
 
-    def __new__(cls, path=None, *args, **kwargs):
-        if cls is GraphStore and path is not None and _is_manifest(path):
-            from ._shards import ShardedGraphStore
+    @classmethod
+    def open(cls, path: str | os.PathLike, **options) -> "GraphStore":
+        """The store at ``path``: a `graphbatch.datasets.ShardedGraphStore` when ``path`` is a
+        JSON manifest (its first byte; a missing or non-regular file is left to the store's
+        own open, which names it), else a single-file `GraphStore`. ``options`` are the
+        constructor's (``cache_size``, ``in_memory``, ``verify``, ``check_chunks``). Raises
+        `StoreFormatError` (an `InputError`) for a damaged or foreign file."""
+        if _is_manifest(path):
+            from ._shards import ShardedGraphStore  # _shards builds on this module
 
-            cls = ShardedGraphStore
-        return super().__new__(cls)
+            return ShardedGraphStore(path, **options)
+        store = object.__new__(GraphStore)
+        store.__init__(path, **options)
+        return store
 
     def _open_common(self, path: str | os.PathLike, cache_size: int, in_memory: bool,
                      check_chunks: bool = True) -> None:
@@ -622,43 +687,8 @@ class GraphStore:
 
     # ------------------------------------------------------------ arrays
     def _open(self, header: _Header) -> None:
-        maps = {}
-        for where, (offset, shape, dtype) in header.layout.items():
-            if offset is None:
-                arr = np.zeros(shape, dtype=dtype)
-            else:
-                try:
-                    arr = np.memmap(self.path, dtype=dtype, mode="r", offset=offset, shape=shape)
-                except (OSError, ValueError) as exc:
-                    raise StoreFormatError(f"{str(self.path)!r}: cannot map {where}: "
-                                           f"{exc}") from exc
-                if self.in_memory or where in _SMALL:
-                    arr = np.array(arr)
-            arr.flags.writeable = False
-            maps[where] = arr
-        for where in _SMALL:
-            if where in maps and _crc(maps[where]) != header.checksums[where]:
-                raise StoreFormatError(f"{str(self.path)!r}: checksum of {where} does not "
-                                       "match (damaged file)")
-        nn, ne = maps["sizes/n_node"], maps["sizes/n_edge"]
-        no, eo = maps["offsets/node"], maps["offsets/edge"]
-        if (nn < 0).any() or (ne < 0).any() or not (
-                no[0] == 0 and eo[0] == 0 and np.array_equal(np.diff(no), nn)
-                and np.array_equal(np.diff(eo), ne) and no[-1] == header.totals["node"]
-                and eo[-1] == header.totals["edge"]):
-            raise StoreFormatError(f"{str(self.path)!r} is inconsistent: offsets disagree with "
-                                   "sizes or totals")
-        self._checker = None
-        if header.chunk_arrays:
-            bounds = maps["checks/chunk_graphs"]
-            if not (bounds[0] == 0 and bounds[-1] == header.n_graph
-                    and (np.diff(bounds) > 0).all()):
-                raise StoreFormatError(f"{str(self.path)!r} is inconsistent: the check chunk "
-                                       "boundaries are not increasing from 0 to the graph count")
-            if self.check_chunks:
-                self._checker = ChunkChecker(self.path, maps, list(header.chunk_arrays), bounds,
-                                             maps["checks/chunk_crc32"], StoreFormatError)
-        self._maps = maps
+        self._maps, self._checker = _map_store(self.path, header, self.in_memory,
+                                               self.check_chunks)
 
     def _arrays(self) -> dict[str, np.ndarray]:
         if self._maps is None:  # a copy in another process: re-open, same store or nothing

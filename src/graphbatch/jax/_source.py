@@ -141,7 +141,8 @@ def make_padded(
     The loader's only data path. A `StoreGraphs` source is read at batch level: one vectorised
     gather per array of the store straight into jraph's padded layout
     (`graphbatch._padbatch.pad_batch` with ``layout="jraph"``, no per-graph objects); the result
-    equals the per-graph reads plus `collate`. Other sources: per-graph reads plus `collate`.
+    equals the per-graph reads plus `collate`. Other sources: per-graph reads plus `collate`,
+    which concatenates them and pads through the same kernel.
     """
     if isinstance(source, StoreGraphs):
         return source.read_batch(indices, shape, cutoff=cutoff, position_key=position_key)

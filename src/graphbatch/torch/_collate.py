@@ -6,6 +6,22 @@ padding graphs; then the last graph slot ``n_graph - 1``, a padding graph owning
 ``n_node - N >= 1`` padding nodes and all ``n_edge - E`` padding edges. Padding edges connect
 padding nodes only. Because the last slot always owns a node, ``batch.max() + 1 == n_graph`` for
 every batch, so stock PyG reductions without ``size=`` return exactly ``n_graph`` rows.
+
+The padding kernel (`graphbatch._padkernel`, shared with the JAX adapter and the store batch
+path) gives the layout: the padding owner and the fit check, rows per graph slot and their
+pointers, ``batch``, masks and ``graph_index``, padding-edge wiring and padding positions. Two
+differences remain, for stated reasons:
+
+* the real rows are concatenated here with ``torch.cat``, not gathered by the NumPy kernel:
+  the inputs are per-graph torch tensors of any torch dtype (``bfloat16`` has no NumPy type)
+  on any device, batched by PyG's per-field rules (``__cat_dim__`` along any dimension,
+  ``__inc__`` offsets, count, number and object fields, tensor and callable pads); a NumPy
+  round trip would add a copy and could not hold them. The kernel gathers rows where they are
+  NumPy arrays already: a `graphbatch.datasets.GraphStore`, read by
+  `graphbatch.torch._store_batch.StoreBatcher` and wrapped zero-copy into the same ``Batch``.
+* the PyG front end (`graphbatch.torch._pyg.collate`) keeps PyG's ``Batch`` bookkeeping
+  (``_slice_dict``, ``_inc_dict``, the graphs' ``Data`` subclass), which a NumPy kernel has no
+  notion of.
 """
 
 from __future__ import annotations
@@ -15,8 +31,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from .._budget import Budget
-from .._padlayout import auto_spacing, check_cutoff, padding_edge_index, padding_positions
+from .._padkernel import (
+    check_fits,
+    fill_structure,
+    padded_shape,
+    padding_node_positions,
+    padding_owner,
+    padding_spacing,
+    slot_counts,
+)
+from .._padlayout import check_cutoff, padding_edge_index
 from ._schema import EDGE_INDEX, FieldSpec, Schema, infer_schema
 
 __all__ = ["collate_dict", "collate_parts", "CollatedParts", "PadContext"]
@@ -55,15 +79,10 @@ class CollatedParts:
 
 
 def _coerce_shape(shape) -> tuple[int, int, int]:
-    if type(shape) is tuple and len(shape) == 3 and all(type(x) is int for x in shape):
-        n_node, n_edge, n_graph = shape
-        if n_node >= 1 and n_edge >= 0 and n_graph >= 2:
-            return shape
     try:
-        b = Budget.coerce(shape)
+        return padded_shape(shape)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"bad padded shape {shape!r}: {exc}") from None
-    return b.n_node, b.n_edge, b.n_graph
 
 
 def _label(i: int, graph_index) -> str:
@@ -189,11 +208,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
                 f"cutoff needs node positions: the graphs have no node-level field {position_key!r} "
                 "(set position_key)"
             )
-    if g_real > n_graph - 1:
-        raise ValueError(
-            f"{g_real} graphs do not fit a padded shape with n_graph = {n_graph} "
-            f"(room for {n_graph - 1} real graphs beside the padding graph)"
-        )
+    check_fits((g_real, 0, 0), (n_node, n_edge, n_graph))  # the graph count, before any field
 
     # ---- per-graph counts from the structural fields
     maps = _mappings(graphs)
@@ -219,13 +234,8 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
         node_counts = [int(g["num_nodes"] if isinstance(g, Mapping) else g.num_nodes) for g in graphs]
     n_real = sum(node_counts)
     e_real = sum(edge_counts)
-    if n_real > n_node - 1 or e_real > n_edge:
-        where = "" if graph_index is None else f" (dataset indices {graph_index[:8].tolist()}...)"
-        raise ValueError(
-            f"{g_real} graphs with {n_real} nodes and {e_real} edges{where} do not fit the padded "
-            f"shape ({n_node}, {n_edge}, {n_graph}), which has room for {n_node - 1} real nodes "
-            f"and {n_edge} real edges; the plan and the data disagree about graph sizes"
-        )
+    where = "" if graph_index is None else f" (dataset indices {graph_index[:8].tolist()}...)"
+    check_fits((g_real, n_real, e_real), (n_node, n_edge, n_graph), where)
 
     # ---- every tensor field's per-graph size along its concatenation dim
     expected = {"node": node_counts, "edge": edge_counts}
@@ -252,16 +262,9 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
                 f"says {expected[spec.level][i]}"
             )
 
-    counts_n = np.zeros(n_graph, dtype=np.int64)
-    counts_n[:g_real] = node_counts
-    counts_n[n_graph - 1] = n_node - n_real
-    counts_e = np.zeros(n_graph, dtype=np.int64)
-    counts_e[:g_real] = edge_counts
-    counts_e[n_graph - 1] = n_edge - e_real
-    node_ptr = np.zeros(n_graph + 1, dtype=np.int64)
-    np.cumsum(counts_n, out=node_ptr[1:])
-    edge_ptr = np.zeros(n_graph + 1, dtype=np.int64)
-    np.cumsum(counts_e, out=edge_ptr[1:])
+    owner = padding_owner("torch", g_real, n_graph)
+    counts_n, node_ptr = slot_counts(node_counts, n_node - n_real, n_graph, owner)
+    _, edge_ptr = slot_counts(edge_counts, n_edge - e_real, n_graph, owner)
     return _Checked(
         shape=(n_node, n_edge, n_graph), graph_index=graph_index, schema=schema, values=values,
         g_real=g_real, n_real=n_real, e_real=e_real, node_counts=node_counts,
@@ -315,9 +318,9 @@ def _spacing(c: "_Checked", cache: dict) -> float | None:
             cache["spacing"] = c.cutoff
         else:
             vals = c.values[c.position_key]
-            pos = torch.cat(vals, dim=0).detach().cpu().double().numpy() if vals else None
-            cache["spacing"] = (auto_spacing(pos.reshape(pos.shape[0], -1))
-                                if pos is not None and pos.shape[0] else 1.0)
+            pos = (torch.cat(vals, dim=0).detach().cpu().double().numpy() if vals
+                   else np.zeros((0, 1)))
+            cache["spacing"] = padding_spacing(pos, None)
     return cache["spacing"]
 
 
@@ -404,11 +407,8 @@ def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
             block = torch.full(pad_shape, c.n_real, dtype=real.dtype)
     elif c.geometric and key == c.position_key:
         pos = real.detach().cpu().double().numpy()
-        pos = pos.reshape(pos.shape[0], int(np.prod(pos.shape[1:])))
-        spacing = _spacing(c, cache)
-        rmax = pos.max(axis=0) if pos.shape[0] else np.zeros(pos.shape[1])
         block = torch.from_numpy(
-            padding_positions(rmax, missing, spacing)
+            padding_node_positions(pos, missing, _spacing(c, cache))
         ).to(real.dtype).reshape(pad_shape)
     else:
         block = _pad_block(key, spec, pad_shape, real.dtype, c, cache)
@@ -470,32 +470,15 @@ def _empty(spec: FieldSpec, key: str) -> torch.Tensor:
 
 
 def structure(parts: CollatedParts) -> dict[str, torch.Tensor]:
-    """``batch``, ``ptr``, masks and ``graph_index`` tensors of a collated batch."""
-    graph_index = parts.graph_index
-    n_node, n_edge, n_graph = parts.shape
-    g_real, n_real, e_real = parts.num_real
-    ptr = torch.from_numpy(parts.node_ptr)
-    batch = torch.repeat_interleave(
-        torch.arange(n_graph), torch.from_numpy(parts.node_counts), output_size=n_node
-    )
-    node_mask = torch.zeros(n_node, dtype=torch.bool)
-    node_mask[:n_real] = True
-    edge_mask = torch.zeros(n_edge, dtype=torch.bool)
-    edge_mask[:e_real] = True
-    graph_mask = torch.zeros(n_graph, dtype=torch.bool)
-    graph_mask[:g_real] = True
-    gi = torch.full((n_graph,), -1, dtype=torch.int64)
-    gi[:g_real] = (
-        torch.arange(g_real) if graph_index is None else torch.from_numpy(graph_index)
-    )
-    return {
-        "batch": batch,
-        "ptr": ptr,
-        "node_mask": node_mask,
-        "edge_mask": edge_mask,
-        "graph_mask": graph_mask,
-        "graph_index": gi,
-    }
+    """``batch``, ``ptr``, masks and ``graph_index`` tensors of a collated batch (the kernel's
+    `graphbatch._padkernel.fill_structure`, wrapped zero-copy)."""
+    g_real = parts.num_real[0]
+    ids = np.arange(g_real, dtype=np.int64) if parts.graph_index is None else parts.graph_index
+    arrays = fill_structure(parts.shape, parts.num_real, parts.node_counts, ids)
+    out = {"batch": torch.from_numpy(arrays["batch"]), "ptr": torch.from_numpy(parts.node_ptr)}
+    for key in ("node_mask", "edge_mask", "graph_mask", "graph_index"):
+        out[key] = torch.from_numpy(arrays[key])
+    return out
 
 
 def collate_dict(
