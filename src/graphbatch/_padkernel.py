@@ -213,8 +213,9 @@ def check_local_edge_index(local: np.ndarray, node_counts: np.ndarray, edge_coun
             limit = limit.astype(unsigned_dt)
         e = int(np.flatnonzero((unsigned >= limit).any(axis=0))[0])
         g = int(graph_ids[np.searchsorted(np.cumsum(edge_counts), e, side="right")])
-        raise ValueError(f"stored edge_index of graph {g} holds {local[:, e].tolist()}, "
-                         f"outside its {int(nodes[e])} nodes (damaged store?)")
+        raise ValueError(f"edge_index of graph {g} holds {local[:, e].tolist()}, outside its "
+                         f"{int(nodes[e])} nodes (indices must be local to their graph; "
+                         "read from a store, the store is damaged)")
 
 
 def shift_edge_index(local: np.ndarray, node_first: np.ndarray, edge_counts: np.ndarray,
