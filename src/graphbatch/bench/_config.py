@@ -101,7 +101,7 @@ class BenchConfig:
             raise ValueError("--models, --strategies and --batch-sizes must each name something")
         for s in self.strategies:
             if s not in baselines:
-                from .. import strategy_names
+                from ..planners import strategy_names
 
                 if s not in strategy_names():
                     raise ValueError(

@@ -19,9 +19,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..analysis._bench import step_list_fields, step_timing_fields
+from ..analysis import step_list_fields, step_timing_fields
 from ._config import JAX_BASELINES, BenchConfig
-from ._runner import (RunSpec, _count_step, _evaluate_on_schedule, _reset_counters,
+from ._run import (RunSpec, _count_step, _evaluate_on_schedule, _reset_counters,
                       bench_budget)
 
 __all__ = ["JaxBenchData", "build_jax_model", "jax_train_step", "load_jax_bench_data",
@@ -228,7 +228,7 @@ class _JaxRun:
         import jax
         import optax
 
-        from .. import get_strategy
+        from ..planners import get_strategy
 
         self.spec, self.cfg, self.data, self.evaluator = spec, cfg, data, evaluator
         self.model = build_jax_model(spec, cfg)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ._config import MACE_BASELINES, BenchConfig
-from ._runner import (_compile, _count_step, _evaluate_on_schedule, _padded_options,
+from ._run import (_compile, _count_step, _evaluate_on_schedule, _padded_options,
                       _reset_counters, _Run)
 
 __all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targets", "small_mace"]
@@ -73,7 +73,7 @@ def load_mace_data(*, subset: int | None, r_max: float, seed: int) -> MaceData:
     from mace.data import AtomicData, Configuration
     from mace.tools import AtomicNumberTable
 
-    from .. import GraphSizes
+    from .._sizes import GraphSizes
     from ._data import load_bench_arrays
 
     arrays = load_bench_arrays("qm9", subset=subset, cutoff=r_max, seed=seed)
@@ -444,6 +444,6 @@ def mace_targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _label(rec: dict[str, Any]) -> str:
-    from ..analysis._bench import bench_label
+    from ..analysis import bench_label
 
     return bench_label(rec)

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .. import __version__
+from .._version import __version__
 from .._io import atomic_write_text
 from .._sizes import GraphSizes
 from ..analysis import (

@@ -14,14 +14,8 @@ from ._consistency import (
 )
 from ._loader import DATALOADER_ARGS, PlanCollater, PlanLoader, loader, read_sizes
 from ._loss import masked_mean
-from ._norm import (
-    MaskedBatchNorm,
-    PaddingMasks,
-    active_masks,
-    batch_edges,
-    convert_masked_norm,
-    padding_masks,
-)
+from ._masks import PaddingMasks, active_masks, batch_edges, padding_masks
+from ._norm import MaskedBatchNorm, convert_masked_norm
 from ._collate import PadContext
 from ._prefetch import Prefetcher, prefetch
 from ._preset import Preset

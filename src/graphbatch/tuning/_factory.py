@@ -111,7 +111,7 @@ def _mace_factory(*, device: str, compile: bool, source) -> TuneStep:
 
     import graphbatch.atomistic as ga
 
-    from .. import GraphSizes
+    from .._sizes import GraphSizes
     from ..bench import (ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, BenchConfig, MaceData,
                          compile_padded, small_mace)
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from .._errors import InputError
 from .._validate import as_nonnegative_int, as_positive_int
 from ._backend import Backend, ProbeSpec
