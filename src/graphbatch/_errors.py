@@ -9,7 +9,7 @@ those keeps working; `UnknownNameError` is an `InputError` for an unknown user-s
 from __future__ import annotations
 
 __all__ = ["GraphbatchError", "InputError", "InputTypeError", "PlanMismatchError",
-           "UnknownNameError", "USER_ERRORS"]
+           "StoreFormatError", "UnknownNameError", "USER_ERRORS"]
 
 
 class GraphbatchError(Exception):
@@ -26,6 +26,11 @@ class InputTypeError(GraphbatchError, TypeError):
 
 class UnknownNameError(InputError):
     """An unknown user-supplied name; the message lists the known ones."""
+
+
+class StoreFormatError(InputError):
+    """The file is not a readable graph store: truncated, corrupted, replaced, or another
+    format/version (a `graphbatch.InputError`, so a ``ValueError``)."""
 
 
 class PlanMismatchError(GraphbatchError, RuntimeError):

@@ -1,7 +1,7 @@
 """Real and synthetic graph datasets, geometric graph construction, and the on-disk graph store.
 
 Everything here is NumPy/SciPy (+ h5py for the store, RDKit for MOSES); the PyTorch view of a
-store (`GraphStore.to_torch`, ``graphbatch.datasets._torch``) imports torch only when asked for.
+store (`GraphStore.to_torch`, a `graphbatch.torch.GraphStoreDataset`) imports torch only when asked for.
 """
 
 from ._atoms import ATOMS_PROPERTIES, AtomsInputError, AtomsKeys

@@ -33,11 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import StoreFormatError
 from .._io import check_output_path
 from .._validate import as_positive_int
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
 from ._manifest import read_manifest, shard_facts, write_manifest_of_facts
-from ._store import StoreFormatError, remove_stale_temporaries
+from ._store import remove_stale_temporaries
 
 __all__ = ["ENGINES", "BuildCancelled", "ShardBuildError", "ShardedBuildReport",
            "build_sharded_store", "partition_bounds"]

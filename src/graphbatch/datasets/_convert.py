@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import StoreFormatError
 from .._io import check_output_path, check_regular_file
 from ._graphs import LEVELS, GraphArrays
 from ._header import STORE_FORMAT, check_fields, sniff
-from ._store import (STORE_SUFFIXES, GraphStore, GraphStoreWriter, StoreFormatError,
-                     StoreFormatWarning, _h5py)
+from ._store import STORE_SUFFIXES, GraphStore, GraphStoreWriter, StoreFormatWarning, _h5py
 
 __all__ = ["check_v1", "convert_store"]
 

@@ -43,13 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
+from .._errors import InputError, StoreFormatError
 from .._io import atomic_write, parse_json, read_bounded
-from ._header import check_dtype, check_fields
-from ._store import StoreFormatError
+from ._header import check_dtype, check_fields, sniff
+from ._store import GraphStore
 
 __all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "Manifest", "ShardEntry", "ShardFacts",
-           "file_identity", "read_manifest", "shard_facts", "write_manifest",
+           "file_identity", "is_manifest", "read_manifest", "shard_facts", "write_manifest",
            "write_manifest_of_facts", "write_manifest_of_shards"]
 
 MANIFEST_FORMAT = "graphbatch-sharded-store"
@@ -185,6 +185,15 @@ class ShardFacts:
     identity: tuple
 
 
+def is_manifest(path) -> bool:
+    """Whether ``path`` is a JSON file (a sharded store's manifest) rather than a store file
+    (never blocks: a FIFO or device is not a manifest, and the store's own open refuses it)."""
+    try:
+        return sniff(Path(path)) == "json"
+    except (OSError, ValueError, TypeError):
+        return False  # a missing or non-regular file is reported by the store's own open
+
+
 def file_identity(path: str | os.PathLike) -> tuple:
     """``(st_dev, st_ino, st_size, st_mtime_ns)`` of the file at ``path``."""
     st = os.stat(path)
@@ -195,8 +204,6 @@ def shard_facts(shard_path: str | os.PathLike) -> ShardFacts:
     """Open the store at ``shard_path`` (its own open checks: header CRC, size and offset
     CRCs) and return what the manifest needs of it. Raises ``ValueError`` if the file changed
     while it was read."""
-    from ._store import GraphStore
-
     shard_path = Path(shard_path)
     before = file_identity(shard_path)
     with GraphStore(shard_path, cache_size=0) as store:

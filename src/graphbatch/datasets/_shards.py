@@ -25,10 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from .._budget import Budget
+from .._errors import StoreFormatError
 from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from ._graphs import LEVELS, GraphArrays
-from ._manifest import Manifest, read_manifest
-from ._store import GraphStore, StoreFormatError
+from ._manifest import Manifest, is_manifest, read_manifest
+from ._store import GraphStore
 
 __all__ = ["ShardedGraphStore"]
 
@@ -41,6 +42,11 @@ class ShardedGraphStore(GraphStore):
     this object). ``path`` is the manifest, ``uuid`` the manifest's id. ``packed()`` is not
     available (there is no single set of arrays): read batches with `read_batch`.
     """
+
+    @classmethod
+    def claims(cls, path) -> bool:
+        """A JSON file (a manifest) opens as a sharded store."""
+        return is_manifest(path)
 
     def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
                  in_memory: bool = False, verify: bool = False,

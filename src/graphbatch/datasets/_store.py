@@ -46,8 +46,8 @@ import re
 import shutil
 import tempfile
 import time
-import warnings
 import uuid as uuidlib
+import warnings
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -55,16 +55,28 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError, UnknownNameError
+from .._errors import StoreFormatError, UnknownNameError
 from .._io import check_output_path
 from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int
 from ._chunkcheck import CHUNK_BYTES, ChunkChecker, chunk_bounds, chunk_crcs
 from ._graphs import LEVELS, GraphArrays
-from ._header import (PREFIX_BYTES, SMALL_ARRAYS, STORE_FORMAT, STORE_VERSION, StoreHeader,
-                      check_dtype, check_fields, chunk_columns, expected_arrays, header_json,
-                      pack_prefix, read_header_v3, sniff)
+from ._header import (
+    PREFIX_BYTES,
+    SMALL_ARRAYS,
+    STORE_FORMAT,
+    STORE_VERSION,
+    StoreHeader,
+    check_dtype,
+    check_fields,
+    chunk_columns,
+    expected_arrays,
+    header_json,
+    pack_prefix,
+    read_header_v3,
+    sniff,
+)
 
 __all__ = [
     "STORE_FORMAT",
@@ -82,11 +94,6 @@ _MAX_COUNT = 1 << 48        # no store holds more rows than this (header values 
 _SMALL = SMALL_ARRAYS
 #: File name endings of a store (what `GraphStoreWriter` accepts).
 STORE_SUFFIXES = (".h5", ".hdf5")
-
-
-class StoreFormatError(InputError):
-    """The file is not a readable graph store: truncated, corrupted, replaced, or another
-    format/version (an `graphbatch.InputError`, so a ``ValueError``)."""
 
 
 class StoreFormatWarning(UserWarning):
@@ -528,15 +535,6 @@ def _crc(arr: np.ndarray) -> int:
 
 
 # ====================================================================== reading
-def _is_manifest(path) -> bool:
-    """Whether ``path`` is a JSON file (a sharded store's manifest) rather than a store file
-    (never blocks: a FIFO or device is not a manifest, and the store's own open refuses it)."""
-    try:
-        return sniff(Path(path)) == "json"
-    except (OSError, ValueError, TypeError):
-        return False  # a missing or non-regular file is reported by the store's own open
-
-
 _WARNED: set[str] = set()
 
 
@@ -579,11 +577,15 @@ class GraphStore:
     """
 
     def __new__(cls, path=None, *args, **kwargs):
-        if cls is GraphStore and path is not None and _is_manifest(path):
-            from ._shards import ShardedGraphStore
-
-            cls = ShardedGraphStore
+        if cls is GraphStore and path is not None:
+            # a subclass that claims the path opens it (`ShardedGraphStore`: a manifest)
+            cls = next((sub for sub in GraphStore.__subclasses__() if sub.claims(path)), cls)
         return super().__new__(cls)
+
+    @classmethod
+    def claims(cls, path) -> bool:
+        """Whether ``GraphStore(path)`` should be this subclass (never for `GraphStore`)."""
+        return False
 
     def _open_common(self, path: str | os.PathLike, cache_size: int, in_memory: bool,
                      check_chunks: bool = True) -> None:
@@ -867,8 +869,9 @@ class GraphStore:
         if self._checker is not None:      # every byte is checked now: no chunk needs it again
             self._checker.mark_all_checked()
 
-    def to_torch(self, **options):
-        """This store as a ``torch.utils.data.Dataset`` of PyG ``Data`` (imports torch now)."""
-        from ._torch import GraphStoreDataset
+    def to_torch(self):
+        """This store as a ``torch.utils.data.Dataset`` of PyG ``Data``, a
+        `graphbatch.torch.GraphStoreDataset` (imports torch and PyG now)."""
+        from ..torch import GraphStoreDataset
 
-        return GraphStoreDataset(self, **options)
+        return GraphStoreDataset(self)

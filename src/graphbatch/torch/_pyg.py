@@ -56,8 +56,8 @@ def collate(
     graph), and every padding node is farther than ``2s`` from every real node. With ``P == 1``
     (real nodes fill ``n_node - 1``) padding edges can only be self-loops of length 0:
     `graphbatch.torch.loader` avoids it by adding a spare padding node to every shape when
-    positions exist; `graphbatch.torch.short_padding_batches` lists a plan's batches where it
-    happens otherwise. Without positions padding edges are self-loops of the first padding node.
+    positions exist; otherwise it happens in a plan's batches with
+    ``pad_nodes - real_nodes == 1`` and padding edges. Without positions padding edges are self-loops of the first padding node.
 
     Raises ``ValueError`` if the graphs do not fit ``shape`` with its padding reservation, lack an
     attribute the others have, or have attribute sizes that disagree with their node/edge counts.

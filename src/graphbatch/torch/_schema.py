@@ -12,11 +12,12 @@ import numbers
 from dataclasses import dataclass, replace
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import torch
 
 from .._errors import UnknownNameError
 
-__all__ = ["FieldSpec", "Schema", "infer_schema", "RESERVED_KEYS", "RECOMPUTED_KEYS"]
+__all__ = ["FieldSpec", "Schema", "infer_schema", "torch_dtype", "RESERVED_KEYS", "RECOMPUTED_KEYS"]
 
 LEVELS = ("node", "edge", "graph")
 INCS = ("none", "node", "call")
@@ -305,3 +306,10 @@ def _describe(v) -> str:
     if isinstance(v, torch.Tensor):
         return f"a tensor of shape {tuple(v.shape)}"
     return f"a {type(v).__name__}"
+
+
+def torch_dtype(dtype) -> np.dtype:
+    """The NumPy dtype a stored array becomes in torch: ints -> int64, floats -> float32,
+    bools stay bool."""
+    kind = np.dtype(dtype).kind
+    return np.dtype(np.bool_ if kind == "b" else np.int64 if kind in "iu" else np.float32)

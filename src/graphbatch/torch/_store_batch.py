@@ -21,7 +21,7 @@ from .._padbatch import PackedGraphs, PaddedArrays, buffer_layout
 from .._padlayout import check_cutoff
 from ._pyg import _new_batch, _pyg
 from ._sampler import PlannedBatch
-from ._schema import EDGE_INDEX, FieldSpec, Schema
+from ._schema import EDGE_INDEX, FieldSpec, Schema, torch_dtype
 from ._slots import START_LOCK, SlotBatch, SlotReceiver, SlotRing
 
 __all__ = ["StoreBatcher", "StoreCollater", "StoreIndices", "is_graph_store", "store_batch", "store_schema"]
@@ -37,8 +37,6 @@ def is_graph_store(obj) -> bool:
 
 
 def _torch_dtypes(store) -> dict[str, np.dtype]:
-    from ..datasets._torch import torch_dtype
-
     return {name: torch_dtype(spec["dtype"]) for name, spec in store.fields.items()}
 
 
@@ -280,10 +278,10 @@ _CLASSES: list = []
 
 
 def _batch_classes() -> tuple[type, type, type]:
-    """PyG's ``Batch`` and ``Data`` and `graphbatch.datasets._torch.StoreData`, imported once
+    """PyG's ``Batch`` and ``Data`` and `graphbatch.torch.StoreData`, imported once
     (on the first PyG batch: the ``as_dict`` path needs no PyG)."""
     if not _CLASSES:
-        from ..datasets._torch import StoreData
+        from ._store_data import StoreData
 
         _CLASSES.extend((*_pyg(), StoreData))
     return _CLASSES[0], _CLASSES[1], _CLASSES[2]
