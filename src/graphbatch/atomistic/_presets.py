@@ -16,7 +16,7 @@ import math
 import torch
 
 from .._padlayout import check_cutoff
-from ..torch._preset import Preset
+from ..torch import Preset
 
 __all__ = ["mace", "fairchem", "to_fairchem"]
 

@@ -8,7 +8,7 @@ import sys
 
 from .._io import check_output_path
 from ..analysis import input_files
-from ..datasets._cluster import ENGINES
+from ..datasets import ENGINES
 from ._format import format_table
 
 __all__ = ["add_parser"]
@@ -111,8 +111,7 @@ def _say_terminated(what: str) -> int:
 
 
 def run_build(args) -> int:
-    from ..datasets import build_store
-    from ..datasets._store import STORE_SUFFIXES
+    from ..datasets import STORE_SUFFIXES, build_store
 
     check_output_path(args.out, input_files(args.source),
                       suffixes=(".json",) if args.shards is not None else STORE_SUFFIXES,
@@ -222,8 +221,8 @@ def _run_sharded_build(args) -> int:
     cluster engine's calls), so the driver calls the build off cleanly."""
     import threading
 
+    from .._errors import BuildCancelled
     from ..datasets import build_sharded_store
-    from ..datasets._cluster import BuildCancelled
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())

@@ -35,7 +35,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .._errors import InputError
+from .._errors import AtomsInputError, InputError
 from ._graphs import GraphArrays
 from ._neighbours import check_cell, neighbour_list
 
@@ -54,10 +54,6 @@ _RESERVED = {"positions", "atomic_numbers", "unit_shifts", "cell", "pbc", "weigh
              "config_type", "source", "frame", "edge_index", "numbers"} | set(ATOMS_PROPERTIES) | {
     f"{p}_weight" for p in ATOMS_PROPERTIES}
 _SHIFT_MAX = np.iinfo(np.int16).max
-
-
-class AtomsInputError(InputError):
-    """A structure graphbatch cannot store; the message names file, frame and field."""
 
 
 @dataclass(frozen=True)

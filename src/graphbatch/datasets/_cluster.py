@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import StoreFormatError
+from .._errors import BuildCancelled, ShardBuildError, StoreFormatError
 from .._io import check_output_path
 from .._validate import as_positive_int
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
@@ -45,15 +45,6 @@ __all__ = ["ENGINES", "BuildCancelled", "ShardBuildError", "ShardedBuildReport",
 
 #: Cluster engines a sharded build can run on.
 ENGINES = ("dask",)
-
-
-class ShardBuildError(RuntimeError):
-    """A shard could not be built (after the engine's retries); no manifest was written."""
-
-
-class BuildCancelled(RuntimeError):
-    """The build was called off through its ``stop`` event (e.g. on SIGTERM): no manifest was
-    written and the shards of this build were removed."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from ._loss import masked_mean
 from ._masks import batch_edges, padding_masks
 from ._norm import MaskedBatchNorm, convert_masked_norm
 from ._prefetch import prefetch
-from ._preset import Preset
+from ._preset import Preset, StoreView
 from ._pyg import collate, unpad, unpad_graphs
 from ._sampler import PlanBatchSampler, PlanGraphSampler, PlannedBatch
 from ._schema import FieldSpec, Schema, infer_schema
@@ -35,6 +35,7 @@ __all__ = [
     "Schema",
     "StoreBatcher",
     "StoreData",
+    "StoreView",
     "batch_edges",
     "check_plan_consistency",
     "collate",
