@@ -7,10 +7,14 @@ The core is pure NumPy: sizes in, a `BatchPlan` out. Framework adapters live in
 from ._api import plan
 from ._budget import Budget, estimate_budget, next_pow2, round_up
 from ._errors import (
+    AtomsInputError,
+    BuildCancelled,
     GraphbatchError,
     InputError,
     InputTypeError,
     PlanMismatchError,
+    ShardBuildError,
+    StoreFormatError,
     UnknownNameError,
 )
 from ._plan import PLAN_FORMAT_VERSION, BatchPlan, PlanStats
@@ -27,15 +31,19 @@ def strategies() -> dict[str, str]:
 
 __all__ = [
     "PLAN_FORMAT_VERSION",
+    "AtomsInputError",
     "BatchPlan",
     "Budget",
+    "BuildCancelled",
     "GraphSizes",
     "GraphbatchError",
     "InputError",
     "InputTypeError",
     "PlanMismatchError",
     "PlanStats",
+    "ShardBuildError",
     "SizeHistogram",
+    "StoreFormatError",
     "TuneResult",
     "UnknownNameError",
     "__version__",

@@ -36,6 +36,7 @@ from typing import Mapping
 import numpy as np
 
 from ._budget import Budget
+from ._errors import InputError, InputTypeError
 from ._padlayout import auto_spacing, check_cutoff, padding_edge_index, padding_positions
 
 __all__ = ["LAYOUTS", "PackedGraphs", "PaddedArrays", "buffer_layout", "pad_batch", "row_ranges"]
@@ -97,16 +98,16 @@ class PackedGraphs:
             totals = {"node": int(self.node_offsets[-1]), "edge": int(self.edge_offsets[-1]),
                       "graph": g}
             if self.node_offsets.shape != (g + 1,) or self.edge_offsets.shape != (g + 1,):
-                raise ValueError(f"offsets of shape {self.node_offsets.shape} and "
+                raise InputError(f"offsets of shape {self.node_offsets.shape} and "
                                  f"{self.edge_offsets.shape} for {g} graphs (need {g + 1})")
             ei = self.edge_index
             if ei.ndim != 2 or ei.shape[0] != 2 or ei.shape[1] < totals["edge"]:
-                raise ValueError(f"edge_index of shape {ei.shape} for {totals['edge']} edges")
+                raise InputError(f"edge_index of shape {ei.shape} for {totals['edge']} edges")
             views = {"edge_index": _item_view(ei)}
             for level in ("node", "edge", "graph"):
                 for name, arr in getattr(self, level).items():
                     if arr.shape[0] < totals[level]:
-                        raise ValueError(f"{level} field {name!r} has {arr.shape[0]} rows, the "
+                        raise InputError(f"{level} field {name!r} has {arr.shape[0]} rows, the "
                                          f"offsets address {totals[level]}")
                     views[name] = _row_view(arr)
             object.__setattr__(self, "_rows", views)
@@ -277,7 +278,7 @@ class _Program:
         self.touch = []
         ei = source.edge_index
         if ei.dtype.kind not in "iu":
-            raise TypeError(f"edge_index must hold integers, got dtype {ei.dtype}")
+            raise InputTypeError(f"edge_index must hold integers, got dtype {ei.dtype}")
         self.ei_view = views["edge_index"]
         if self.ei_view is not None and ei.shape[1] and ei.nbytes >= TOUCH_BYTES:
             self.touch.append((self.ei_view, 1, 1))
@@ -369,9 +370,9 @@ def _shape(shape) -> tuple[int, int, int]:
 def _index(index, n: int) -> np.ndarray:
     idx = np.asarray(index)
     if idx.ndim != 1:
-        raise ValueError(f"a batch index list must be 1-D, got shape {idx.shape}")
+        raise InputError(f"a batch index list must be 1-D, got shape {idx.shape}")
     if idx.size and idx.dtype.kind not in "iu":
-        raise TypeError(f"graph indices must be integers, got dtype {idx.dtype}")
+        raise InputTypeError(f"graph indices must be integers, got dtype {idx.dtype}")
     idx = idx.astype(np.int64, copy=False)
     # one reduction: negative indices are huge as unsigned
     if idx.size and int(idx.view(np.uint64).max()) >= n:
@@ -417,24 +418,24 @@ def pad_batch(
     """
     n_node, n_edge, n_graph = _shape(shape)
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        raise InputError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     idx = _index(index, len(source))
     cutoff = check_cutoff(cutoff)
     dtypes = dtypes or {}
     pad = pad or {}
     if cutoff is not None and position_key not in source.node:
-        raise ValueError(f"cutoff needs node positions: no node-level field {position_key!r} "
+        raise InputError(f"cutoff needs node positions: no node-level field {position_key!r} "
                          "(set position_key)")
     g_real = int(idx.shape[0])
     if g_real > n_graph - 1:
-        raise ValueError(f"{g_real} graphs do not fit a padded shape with n_graph = {n_graph} "
+        raise InputError(f"{g_real} graphs do not fit a padded shape with n_graph = {n_graph} "
                          f"(room for {n_graph - 1} real graphs beside the padding graph)")
     nn = source.n_node[idx]
     ne = source.n_edge[idx]
     n_real = int(nn.sum())
     e_real = int(ne.sum())
     if n_real > n_node - 1 or e_real > n_edge:
-        raise ValueError(
+        raise InputError(
             f"{g_real} graphs with {n_real} nodes and {e_real} edges (dataset indices "
             f"{idx[:8].tolist()}...) do not fit the padded shape ({n_node}, {n_edge}, {n_graph}), "
             f"which has room for {n_node - 1} real nodes and {n_edge} real edges; the plan and "
@@ -457,7 +458,7 @@ def pad_batch(
     buf = np.empty(prog.nbytes, dtype=np.uint8) if allocate is None else allocate(prog.nbytes)
     if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1
             and buf.shape[0] >= prog.nbytes and buf.flags.c_contiguous and buf.flags.writeable):
-        raise TypeError(f"allocate({prog.nbytes}) must return a writable 1-D uint8 array of at "
+        raise InputTypeError(f"allocate({prog.nbytes}) must return a writable 1-D uint8 array of at "
                         f"least {prog.nbytes} bytes")
 
     def new(name):
@@ -507,7 +508,7 @@ def pad_batch(
                 limit = limit.astype(prog.ei_unsigned)
             e = int(np.flatnonzero((unsigned >= limit).any(axis=0))[0])
             g = int(idx[np.searchsorted(np.cumsum(ne), e, side="right")])
-            raise ValueError(f"stored edge_index of graph {g} holds {local[:, e].tolist()}, "
+            raise InputError(f"stored edge_index of graph {g} holds {local[:, e].tolist()}, "
                              f"outside its {int(nodes[e])} nodes (damaged store?)")
         np.add(local, np.repeat(node_first, ne), out=ei[:, :e_real], casting="unsafe")
     edge_inc = new("edge_inc")

@@ -30,9 +30,16 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import InputError
 from ._config import MACE_BASELINES, BenchConfig
-from ._run import (_compile, _count_step, _evaluate_on_schedule, _padded_options,
-                      _reset_counters, _Run)
+from ._run import (
+    _compile,
+    _count_step,
+    _evaluate_on_schedule,
+    _padded_options,
+    _reset_counters,
+    _Run,
+)
 
 __all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targets", "small_mace"]
 
@@ -342,14 +349,14 @@ def load_mace_store_data(path: str, *, subset: int | None, seed: int,
     store = GraphStore(path)
     missing = {"positions", "atomic_numbers", "cell", "pbc", "energy", "forces"} - set(store.fields)
     if missing:
-        raise ValueError(f"store {path!r} lacks the fields {sorted(missing)} MACE's bench needs "
+        raise InputError(f"store {path!r} lacks the fields {sorted(missing)} MACE's bench needs "
                          "(build it with `graphbatch data build extxyz FILE --cutoff R`)")
     if "cutoff_angstrom" not in store.meta:
-        raise ValueError(f"store {path!r} does not state its cutoff (meta cutoff_angstrom)")
+        raise InputError(f"store {path!r} does not state its cutoff (meta cutoff_angstrom)")
     r_max = float(store.meta["cutoff_angstrom"])
     g = len(store) if subset is None else min(int(subset), len(store))
     if g < 10:
-        raise ValueError(f"subset={subset} gives {g} structures; the bench needs >= 10")
+        raise InputError(f"subset={subset} gives {g} structures; the bench needs >= 10")
     rng = np.random.default_rng(seed)
     order = rng.permutation(g)
     n_test = max(1, int(round(test_fraction * g)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .._errors import InputError
 from ._config import MACE_BASELINES, BenchConfig
 from ._mace import MaceRun, load_mace_data, load_mace_store_data
 from ._run import RunSpec, _Run, effective_sharing_strategy
@@ -84,7 +85,7 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
 
     cfg.validate()
     if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available to torch")
+        raise InputError("--device cuda: no CUDA device is available to torch")
     if cfg.threads is not None:
         torch.set_num_threads(int(cfg.threads))
     # static-64 can meet dozens of shapes: never fall back to eager silently

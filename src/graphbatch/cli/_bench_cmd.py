@@ -120,7 +120,7 @@ def config_from_args(args):
         from ..bench import MACE_DEFAULT
 
         if args.full:
-            raise ValueError("--full is the paper's grid of SchNet/MPEU/PaiNN; model mace has "
+            raise InputError("--full is the paper's grid of SchNet/MPEU/PaiNN; model mace has "
                              "its own default (omit --full)")
         base = MACE_DEFAULT
     else:

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 
+from .._errors import InputError
 from .._io import check_output_path
 from ..analysis import input_files
 from ..datasets import ENGINES
@@ -121,18 +122,18 @@ def run_build(args) -> int:
         signal.signal(signal.SIGTERM, _terminate_cleanly)
         return _run_atoms_build(args)
     if args.inputs:
-        raise ValueError(f"{args.dataset} takes no input files (got {args.inputs[0]!r}); use "
+        raise InputError(f"{args.dataset} takes no input files (got {args.inputs[0]!r}); use "
                          "--source for another data location")
     if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be >= 1, got {args.limit}")
+        raise InputError(f"--limit must be >= 1, got {args.limit}")
     if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        raise InputError(f"--workers must be >= 1, got {args.workers}")
     if args.shards is None:
         for flag in ("engine", "address"):
             if getattr(args, flag) is not None:
-                raise ValueError(f"--{flag} needs --shards (a sharded build)")
+                raise InputError(f"--{flag} needs --shards (a sharded build)")
     elif args.shards < 1:
-        raise ValueError(f"--shards must be >= 1, got {args.shards}")
+        raise InputError(f"--shards must be >= 1, got {args.shards}")
     if args.shards is not None:
         return _run_sharded_build(args)
     signal.signal(signal.SIGTERM, _terminate_cleanly)
@@ -173,9 +174,9 @@ def _atoms_keys(args):
         try:
             weights = json.loads(args.config_type_weights)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"--config-type-weights is not JSON: {exc}") from None
+            raise InputError(f"--config-type-weights is not JSON: {exc}") from None
         if not isinstance(weights, dict):
-            raise ValueError("--config-type-weights must be a JSON object {config_type: weight}")
+            raise InputError("--config-type-weights must be a JSON object {config_type: weight}")
     required = ("energy", "forces") if args.require is None else tuple(args.require)
     return AtomsKeys(**given, required=tuple(p for p in required if given.get(p) or p not in given),
                      keep=tuple(args.keep), config_type_weights=weights, head=args.head,
@@ -186,14 +187,14 @@ def _run_atoms_build(args) -> int:
     from ..datasets import build_atoms_store
 
     if not args.inputs:
-        raise ValueError(f"{args.dataset} needs input files: graphbatch data build {args.dataset} "
+        raise InputError(f"{args.dataset} needs input files: graphbatch data build {args.dataset} "
                          "FILE... --cutoff R --out STORE")
     for flag in ("shards", "engine", "address", "limit", "source"):
         if getattr(args, flag) is not None:
-            raise ValueError(f"--{flag} does not apply to {args.dataset} (use --workers for "
+            raise InputError(f"--{flag} does not apply to {args.dataset} (use --workers for "
                              "parallel conversion)")
     if args.dataset == "ase-db" and len(args.inputs) != 1:
-        raise ValueError(f"ase-db takes one database file, got {len(args.inputs)}")
+        raise InputError(f"ase-db takes one database file, got {len(args.inputs)}")
     report = build_atoms_store(args.inputs, args.out, cutoff=args.cutoff,
                                format=args.dataset, keys=_atoms_keys(args),
                                workers=args.workers or 1, chunk_frames=args.chunk_frames,

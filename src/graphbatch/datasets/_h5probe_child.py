@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from .._errors import StoreFormatError
+from .._errors import InputError, StoreFormatError
 from ._convert import check_v1
 from ._h5probe import MARK
 from ._store import _read_header_h5
@@ -27,7 +27,7 @@ def _child(task: str, path: Path) -> dict:
                 "layout": {w: [o, list(s), d.str] for w, (o, s, d) in h.layout.items()}}
     if task == "v1":
         return check_v1(path)
-    raise ValueError(f"unknown probe task {task!r}")
+    raise InputError(f"unknown probe task {task!r}")
 
 
 def main(argv: list[str]) -> int:

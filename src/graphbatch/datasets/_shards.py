@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .._budget import Budget
-from .._errors import StoreFormatError
+from .._errors import InputError, InputTypeError, StoreFormatError
 from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from ._graphs import LEVELS, GraphArrays
 from ._manifest import Manifest, is_manifest, read_manifest
@@ -138,7 +138,7 @@ class ShardedGraphStore(GraphStore):
         return state
 
     def _arrays(self):
-        raise TypeError("a sharded store has no single set of arrays; read graphs with "
+        raise InputTypeError("a sharded store has no single set of arrays; read graphs with "
                         "read_graph/read_batch or a shard with shard(s)")
 
     # ------------------------------------------------------------ metadata (manifest only)
@@ -187,7 +187,7 @@ class ShardedGraphStore(GraphStore):
 
     # ------------------------------------------------------------ graph data
     def packed(self) -> PackedGraphs:
-        raise TypeError("a sharded store has no single PackedGraphs view; read batches with "
+        raise InputTypeError("a sharded store has no single PackedGraphs view; read batches with "
                         "read_batch (or use shard(s).packed() per shard)")
 
     def read_graph(self, i: int) -> dict[str, np.ndarray]:
@@ -262,7 +262,7 @@ class ShardedGraphStore(GraphStore):
         n_real, e_real = int(self.n_node[idx].sum()), int(self.n_edge[idx].sum())
         if (idx.shape[0] > budget.graph_capacity or n_real > budget.node_capacity
                 or e_real > budget.edge_capacity):  # checked here to name global indices
-            raise ValueError(
+            raise InputError(
                 f"{idx.shape[0]} graphs with {n_real} nodes and {e_real} edges (dataset indices "
                 f"{idx[:8].tolist()}...) do not fit the padded shape ({budget.n_node}, "
                 f"{budget.n_edge}, {budget.n_graph}), which has room for {budget.graph_capacity} "

@@ -55,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import StoreFormatError, UnknownNameError
+from .._errors import InputError, InputTypeError, StoreFormatError, UnknownNameError
 from .._io import check_output_path
 from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from .._sizes import GraphSizes
@@ -208,9 +208,9 @@ class GraphStoreWriter:
     def append(self, graphs: GraphArrays) -> None:
         """Add ``graphs`` after those already written (same fields, dtypes, trailing shapes)."""
         if self._done:
-            raise ValueError("this writer is already committed or closed")
+            raise InputError("this writer is already committed or closed")
         if not isinstance(graphs, GraphArrays):
-            raise TypeError(f"append needs a GraphArrays, got {type(graphs).__name__}")
+            raise InputTypeError(f"append needs a GraphArrays, got {type(graphs).__name__}")
         fields = {name: {"level": level, "dtype": getattr(graphs, level)[name].dtype.str,
                          "shape": list(getattr(graphs, level)[name].shape[1:])}
                   for name, level in graphs.fields().items()}
@@ -218,7 +218,7 @@ class GraphStoreWriter:
             self._fields = fields
             self._edge_dtype = graphs.edge_index.dtype
         elif fields != self._fields:
-            raise ValueError(f"chunk fields {fields} differ from the first chunk's {self._fields}")
+            raise InputError(f"chunk fields {fields} differ from the first chunk's {self._fields}")
         ei = graphs.edge_index.astype(self._edge_dtype, copy=False)
         self._write("edge_index/0", ei[0])
         self._write("edge_index/1", ei[1])
@@ -271,9 +271,9 @@ class GraphStoreWriter:
         if given, is called with the finished temporary file before the rename; if it raises,
         nothing is renamed (leave the ``with`` block by that exception to discard the rest)."""
         if self._done:
-            raise ValueError("this writer is already committed or closed")
+            raise InputError("this writer is already committed or closed")
         if self._fields is None:
-            raise ValueError("no graphs were appended; refusing to write an empty store")
+            raise InputError("no graphs were appended; refusing to write an empty store")
         h5py = _h5py()
         nn = np.concatenate(self._n_node).astype(np.int64)
         ne = np.concatenate(self._n_edge).astype(np.int64)
@@ -402,7 +402,7 @@ def _attr_str(attrs, key: str) -> str:
     if isinstance(v, bytes):
         v = v.decode()
     if not isinstance(v, str):
-        raise TypeError(f"attribute {key!r} is not a string")
+        raise InputTypeError(f"attribute {key!r} is not a string")
     return v
 
 
@@ -411,10 +411,10 @@ def _attr_count(attrs, key: str) -> int:
     if isinstance(v, np.ndarray) and v.shape == ():
         v = v[()]
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"attribute {key!r} is not an integer")
+        raise InputTypeError(f"attribute {key!r} is not an integer")
     v = int(v)
     if not 0 <= v <= _MAX_COUNT:
-        raise ValueError(f"attribute {key!r} = {v} is out of range")
+        raise InputError(f"attribute {key!r} = {v} is out of range")
     return v
 
 
@@ -486,37 +486,37 @@ def _parse_header(path: Path, f) -> _Header:
     fields = check_fields(json.loads(_attr_str(f.attrs, "fields")))
     meta = json.loads(_attr_str(f.attrs, "meta"))
     if not isinstance(meta, dict):
-        raise TypeError("meta is not a JSON object")
+        raise InputTypeError("meta is not a JSON object")
     checksums = json.loads(_attr_str(f.attrs, "checksums"))
     edge_dtype = check_dtype(_attr_str(f.attrs, "edge_index_dtype"))
     if edge_dtype.kind not in "iu":
-        raise ValueError(f"edge_index dtype {edge_dtype} is not an integer type")
+        raise InputError(f"edge_index dtype {edge_dtype} is not an integer type")
     expected = expected_arrays(n_graph, totals, fields, edge_dtype)
     size = path.stat().st_size
     layout = {}
     for where in [*expected, "failed_index"]:
         ds = f[where]
         if not isinstance(ds, _h5py().Dataset):
-            raise ValueError(f"{where} is not a dataset")
+            raise InputError(f"{where} is not a dataset")
         if where == "failed_index":
             if ds.ndim != 1 or ds.shape[0] > _MAX_COUNT:
-                raise ValueError(f"failed_index has shape {ds.shape}")
+                raise InputError(f"failed_index has shape {ds.shape}")
             shape, dtype = ds.shape, np.dtype("<i8")
         else:
             shape, dtype = expected[where]
         if ds.shape != shape:
-            raise ValueError(f"{where} has shape {ds.shape}, the header says {shape}")
+            raise InputError(f"{where} has shape {ds.shape}, the header says {shape}")
         if ds.dtype != dtype:
-            raise ValueError(f"{where} has dtype {ds.dtype}, the header says {dtype}")
+            raise InputError(f"{where} has dtype {ds.dtype}, the header says {dtype}")
         if ds.chunks is not None or ds.compression is not None:
-            raise ValueError(f"{where} is not stored contiguously")
+            raise InputError(f"{where} is not stored contiguously")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         offset = ds.id.get_offset() if nbytes else None
         if nbytes and (offset is None or offset < 0 or offset + nbytes > size):
-            raise ValueError(f"{where} ({nbytes} bytes at offset {offset}) lies outside the "
+            raise InputError(f"{where} ({nbytes} bytes at offset {offset}) lies outside the "
                              f"{size}-byte file")
         if where not in checksums or type(checksums[where]) is not int:
-            raise ValueError(f"no checksum for {where}")
+            raise InputError(f"no checksum for {where}")
         layout[where] = (offset, shape, dtype)
     return _Header(uuid=_attr_str(f.attrs, "uuid"), name=_attr_str(f.attrs, "name"),
                    n_graph=n_graph, totals=totals, fields=fields, meta=meta,
@@ -777,7 +777,7 @@ class GraphStore:
 
     def _index(self, i) -> int:
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
-            raise TypeError(f"graph index must be an int, got {i!r}")
+            raise InputTypeError(f"graph index must be an int, got {i!r}")
         n = len(self)
         if not -n <= int(i) < n:
             raise IndexError(f"graph index {int(i)} out of range for {n} graphs")

@@ -8,6 +8,7 @@ import jraph
 import numpy as np
 
 from .._budget import Budget
+from .._errors import InputError
 from .._padlayout import check_cutoff, padding_edge_index, padding_positions
 
 __all__ = ["PaddedGraphs", "collate", "unpad", "batches"]
@@ -58,12 +59,12 @@ def collate(
     elif template is not None:
         batched = _no_graphs(template)
     else:
-        raise ValueError("an empty batch needs template= (a graph giving feature shapes/dtypes)")
+        raise InputError("an empty batch needs template= (a graph giving feature shapes/dtypes)")
     g_real = int(batched.n_node.shape[0])
     n_real = int(np.sum(batched.n_node))
     e_real = int(np.sum(batched.n_edge))
     if n_real > n_node - 1 or e_real > n_edge or g_real > n_graph - 1:
-        raise ValueError(
+        raise InputError(
             f"{g_real} graphs with {n_real} nodes and {e_real} edges do not fit the padded shape "
             f"({n_node}, {n_edge}, {n_graph}), which has room for {n_node - 1} real nodes, "
             f"{n_edge} real edges and {n_graph - 1} real graphs"
@@ -72,7 +73,7 @@ def collate(
         graph_index = np.arange(g_real, dtype=np.int64)
     graph_index = np.asarray(graph_index, dtype=np.int64).reshape(-1)
     if graph_index.shape[0] != g_real:
-        raise ValueError(f"graph_index has {graph_index.shape[0]} entries for {g_real} graphs")
+        raise InputError(f"graph_index has {graph_index.shape[0]} entries for {g_real} graphs")
     padded = jraph.pad_with_graphs(batched, n_node, n_edge, n_graph)
     cutoff = check_cutoff(cutoff)
     if cutoff is not None:
@@ -104,7 +105,7 @@ def _no_graphs(template: jraph.GraphsTuple) -> jraph.GraphsTuple:
 def _apply_cutoff(padded, n_real, e_real, cutoff, position_key):
     nodes = padded.nodes
     if not isinstance(nodes, dict) or position_key not in nodes:
-        raise ValueError(
+        raise InputError(
             f"cutoff needs node positions: graph.nodes must be a dict with key {position_key!r}"
         )
     n_node = int(np.sum(padded.n_node))
@@ -128,9 +129,9 @@ def unpad(padded: PaddedGraphs) -> list[jraph.GraphsTuple]:
     real = jraph.unpad_with_graphs(padded.graphs)
     n_graph = int(np.sum(np.asarray(padded.graph_mask)))
     if int(real.n_node.shape[0]) != n_graph:  # a real graph with no nodes at the end
-        raise ValueError("cannot unpad: the trailing real graph is empty")
+        raise InputError("cannot unpad: the trailing real graph is empty")
     if not np.all(np.asarray(padded.edge_mask)[: int(np.sum(real.n_edge))]):
-        raise ValueError("cannot unpad: padding edges were reordered")
+        raise InputError("cannot unpad: padding edges were reordered")
     return jraph.unbatch_np(real)
 
 

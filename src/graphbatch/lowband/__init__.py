@@ -16,8 +16,8 @@ from ._bandwidth import (
 )
 from ._coverage import band_coverage
 from ._graphs import EdgeGraphs
-from ._stats import DEFAULT_BOUNDS, BandwidthSummary, bandwidth_summary, node_bandwidth_ratio
 from ._sources import graphs_from_python, graphs_from_store, reorder_store
+from ._stats import DEFAULT_BOUNDS, BandwidthSummary, bandwidth_summary, node_bandwidth_ratio
 from ._supergraph import (
     BLOCK_C,
     BLOCK_L,

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .._budget import Budget
+from .._errors import InputError, InputTypeError
 from .._padlayout import auto_spacing, check_cutoff, padding_edge_index, padding_positions
 from ._schema import EDGE_INDEX, FieldSpec, Schema, infer_schema
 
@@ -106,7 +107,7 @@ def _values(graphs, key: str, graph_index, maps=None) -> list:
                 else:
                     g[key]
             except (KeyError, AttributeError):
-                raise ValueError(
+                raise InputError(
                     f"{_label(i, graph_index)} has no attribute {key!r}, which the schema "
                     "(the other graphs) requires"
                 ) from None
@@ -120,7 +121,7 @@ def _shape_of(v) -> str:
 def _check_tensors(vals, key, graph_index) -> None:
     for i, v in enumerate(vals):
         if not isinstance(v, torch.Tensor):
-            raise TypeError(
+            raise InputTypeError(
                 f"{_label(i, graph_index)}: field {key!r} is a {type(v).__name__}, expected a tensor"
             )
 
@@ -132,7 +133,7 @@ def _sizes(vals, d: int, key: str, graph_index) -> list[int]:
     except (AttributeError, IndexError):
         _check_tensors(vals, key, graph_index)
         i = next(i for i, v in enumerate(vals) if v.dim() <= d)
-        raise ValueError(
+        raise InputError(
             f"{_label(i, graph_index)}: field {key!r} has shape {tuple(vals[i].shape)}, "
             f"no dim {d} to concatenate along"
         ) from None
@@ -172,12 +173,12 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     if graph_index is not None:
         graph_index = np.asarray(graph_index, dtype=np.int64).reshape(-1)
         if graph_index.shape[0] != g_real:
-            raise ValueError(
+            raise InputError(
                 f"graph_index has {graph_index.shape[0]} entries for {g_real} graphs"
             )
     if schema is None:
         if not graphs:
-            raise ValueError("an empty batch (no real graph) needs an explicit schema")
+            raise InputError("an empty batch (no real graph) needs an explicit schema")
         schema = infer_schema(graphs)
     elif not isinstance(schema, Schema):
         schema = Schema(schema)
@@ -185,12 +186,12 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     if cutoff is not None:
         spec = schema.get(position_key)
         if spec is None or spec.level != "node" or spec.kind != "tensor":
-            raise ValueError(
+            raise InputError(
                 f"cutoff needs node positions: the graphs have no node-level field {position_key!r} "
                 "(set position_key)"
             )
     if g_real > n_graph - 1:
-        raise ValueError(
+        raise InputError(
             f"{g_real} graphs do not fit a padded shape with n_graph = {n_graph} "
             f"(room for {n_graph - 1} real graphs beside the padding graph)"
         )
@@ -207,7 +208,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     except (IndexError, AttributeError):
         i = next(i for i, v in enumerate(ei_vals)
                  if not isinstance(v, torch.Tensor) or v.dim() != 2 or v.shape[0] != 2)
-        raise ValueError(
+        raise InputError(
             f"{_label(i, graph_index)}: edge_index must be a tensor of shape [2, E], got "
             f"{_shape_of(ei_vals[i])}"
         ) from None
@@ -221,7 +222,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     e_real = sum(edge_counts)
     if n_real > n_node - 1 or e_real > n_edge:
         where = "" if graph_index is None else f" (dataset indices {graph_index[:8].tolist()}...)"
-        raise ValueError(
+        raise InputError(
             f"{g_real} graphs with {n_real} nodes and {e_real} edges{where} do not fit the padded "
             f"shape ({n_node}, {n_edge}, {n_graph}), which has room for {n_node - 1} real nodes "
             f"and {n_edge} real edges; the plan and the data disagree about graph sizes"
@@ -246,7 +247,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
             i = _first_mismatch(sizes, expected[spec.level])
             source = {"node": f"its node-level field {anchor!r}" if anchor else "num_nodes",
                       "edge": "its edge_index", "graph": "a graph-level field"}[spec.level]
-            raise ValueError(
+            raise InputError(
                 f"{_label(i, graph_index)}: mismatched attribute sizes: {spec.level}-level "
                 f"field {key!r} has {sizes[i]} entries along dim {spec.cat_dim}, but {source} "
                 f"says {expected[spec.level][i]}"
@@ -289,7 +290,7 @@ def _check_counts(vals, key, counts, what, graph_index) -> None:
     _check_tensors(vals, key, graph_index)
     for i, (v, n) in enumerate(zip(vals, counts)):
         if v.numel() != 1 or int(v.reshape(-1)[0]) != n:
-            raise ValueError(
+            raise InputError(
                 f"{_label(i, graph_index)}: count field {key!r} holds {v.reshape(-1).tolist()}, "
                 f"but the graph has {n} {what}s"
             )
@@ -343,7 +344,7 @@ def _pad_block(key: str, spec: FieldSpec, pad_shape: list, dtype, c: "_Checked",
             return pad.repeat(reps).expand(pad_shape).clone()
         return pad.expand(pad_shape).clone()
     except RuntimeError:
-        raise ValueError(
+        raise InputError(
             f"field {key!r}: pad value of shape {tuple(pad.shape)} does not fit the padding "
             f"block {tuple(pad_shape)}"
         ) from None
@@ -370,7 +371,7 @@ def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
         try:
             real = torch.cat(vals, dim=d) if vals else _empty(spec, key)
         except RuntimeError as exc:
-            raise ValueError(f"field {key!r}: graphs cannot be concatenated: {exc}") from None
+            raise InputError(f"field {key!r}: graphs cannot be concatenated: {exc}") from None
         cat_d = d
         if spec.inc != "none" and g_real:
             if spec.inc == "node":
@@ -459,7 +460,7 @@ def collate_parts(
 
 def _empty(spec: FieldSpec, key: str) -> torch.Tensor:
     if spec.dtype is None or spec.shape is None:
-        raise ValueError(
+        raise InputError(
             f"field {key!r}: an empty batch needs the field's dtype and shape in the schema "
             "(use a schema inferred from real graphs)"
         )

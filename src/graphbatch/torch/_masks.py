@@ -12,6 +12,8 @@ from typing import Iterator, NamedTuple
 
 import torch
 
+from .._errors import InputError, InputTypeError
+
 __all__ = ["PaddingMasks", "active_masks", "batch_edges", "mask_for_rows", "masks_of",
            "padding_masks", "push_masks", "pop_masks"]
 
@@ -52,7 +54,7 @@ def padding_masks(batch) -> Iterator[PaddingMasks]:
     """Make ``batch``'s padding masks the active ones inside the ``with`` block (nestable)."""
     masks = batch if isinstance(batch, PaddingMasks) else masks_of(batch)
     if masks is None:
-        raise TypeError(f"padding_masks needs a padded batch with node_mask/edge_mask/graph_mask, "
+        raise InputTypeError(f"padding_masks needs a padded batch with node_mask/edge_mask/graph_mask, "
                         f"got {type(batch).__name__}")
     _ACTIVE.append(masks)
     try:
@@ -78,7 +80,7 @@ def mask_for_rows(rows: int) -> torch.Tensor | None:
     for m in trio:
         if isinstance(m, torch.Tensor) and m.shape[0] == rows:
             return m
-    raise ValueError(
+    raise InputError(
         f"no padding mask has {rows} rows (node/edge/graph masks have "
         f"{[None if m is None else m.shape[0] for m in trio]}); pass mask= explicitly"
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from .._errors import InputError
 from ._masks import mask_for_rows, masks_of, pop_masks, push_masks
 
 __all__ = ["MaskedBatchNorm", "convert_masked_norm"]
@@ -61,7 +62,7 @@ class MaskedBatchNorm(_BatchNorm):
 
     def _check_input_dim(self, x: torch.Tensor) -> None:
         if x.dim() not in (2, 3):
-            raise ValueError(f"MaskedBatchNorm expects [N, C] or [N, C, L] input, got {x.dim()}-D")
+            raise InputError(f"MaskedBatchNorm expects [N, C] or [N, C, L] input, got {x.dim()}-D")
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         self._check_input_dim(x)
@@ -79,7 +80,7 @@ class MaskedBatchNorm(_BatchNorm):
                 "convert_masked_norm's hook find the batch among the model's arguments"
             )
         if mask.dtype != torch.bool or mask.shape != (x.shape[0],):
-            raise ValueError(f"mask must be bool [{x.shape[0]}], got {mask.dtype} "
+            raise InputError(f"mask must be bool [{x.shape[0]}], got {mask.dtype} "
                              f"{tuple(mask.shape)}")
         dims = [0] + list(range(2, x.dim()))
         shape = [1, -1] + [1] * (x.dim() - 2)
@@ -153,7 +154,7 @@ def _swap(module: torch.nn.Module, pyg: dict) -> torch.nn.Module:
     masked_cls = pyg.get(type(module))
     if masked_cls is not None:
         if getattr(module, "track_running_stats", False):
-            raise ValueError(
+            raise InputError(
                 f"{type(module).__name__}(track_running_stats=True) averages its running "
                 "statistics over every graph slot, padding included; use "
                 "track_running_stats=False or a BatchNorm1d"

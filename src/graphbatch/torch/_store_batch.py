@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
+from .._errors import InputError, InputTypeError
 from .._padbatch import PackedGraphs, PaddedArrays, buffer_layout
 from .._padlayout import check_cutoff
 from ._pyg import _new_batch, _pyg
@@ -59,12 +60,12 @@ def _check_schema(store, schema: Schema) -> dict[str, Any]:
     """Pad values of a user schema, after checking it describes the store's fields."""
     want = store_schema(store)
     if set(schema) != set(want):
-        raise ValueError(f"schema fields {sorted(schema)} differ from the store's "
+        raise InputError(f"schema fields {sorted(schema)} differ from the store's "
                          f"{sorted(want)}")
     for key, spec in schema.items():
         w = want[key]
         if (spec.level, spec.cat_dim, spec.inc, spec.kind) != (w.level, w.cat_dim, w.inc, w.kind):
-            raise ValueError(f"schema entry {key!r} = {spec} does not match the store's field "
+            raise InputError(f"schema entry {key!r} = {spec} does not match the store's field "
                              f"({w.level}-level, cat_dim {w.cat_dim}, inc {w.inc!r})")
     return {k: s.pad for k, s in schema.items() if k != EDGE_INDEX and s.pad != 0}
 
@@ -353,7 +354,7 @@ class StoreCollater:
     def __call__(self, item):
         batch, _ = item
         if not isinstance(batch, PlannedBatch):
-            raise TypeError("StoreCollater needs batches from a PlanBatchSampler")
+            raise InputTypeError("StoreCollater needs batches from a PlanBatchSampler")
         return self.batcher(np.asarray(batch, dtype=np.int64), batch.shape, self._ring)
 
     def slot_bytes(self, loader) -> int:
