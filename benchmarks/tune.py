@@ -37,7 +37,8 @@ import numpy as np
 
 import graphbatch as gb
 from graphbatch._tables import format_table
-from graphbatch.tuning import measure_configs, profile_candidates, Candidate
+from graphbatch.tuning._candidates import Candidate, profile_candidates
+from graphbatch.tuning._tune import measure_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 NOMINAL = 128

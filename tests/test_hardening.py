@@ -354,7 +354,7 @@ def test_nonsense_counts_are_refused(tmp_path):
 
 @pytest.mark.requires("matplotlib")
 def test_report_resolution_is_bounded():
-    from graphbatch.report import HtmlPage
+    from graphbatch.report._html import HtmlPage
 
     with pytest.raises(ValueError, match="dpi = 100000000 exceeds the limit 1200"):
         HtmlPage("t", dpi=10**8)
