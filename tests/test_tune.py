@@ -26,7 +26,6 @@ from graphbatch.tuning._candidates import (
     batch_size_grid,
     candidate_requests,
     profile_candidates,
-    shape_cloud,
 )
 from graphbatch.tuning._design import design_probes, targeted_probes
 from graphbatch.tuning._model import (
