@@ -13,7 +13,7 @@ pytest.importorskip("h5py")
 
 from graphbatch.bench import BenchConfig  # noqa: E402
 from graphbatch.bench._data import load_store_data  # noqa: E402
-from graphbatch.bench._runner import RunSpec, _store_batches  # noqa: E402
+from graphbatch.bench._run import RunSpec, _store_batches  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 
 

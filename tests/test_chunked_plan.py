@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphbatch as gb
-from graphbatch.datasets import chunk_shuffled_plan, chunk_windows, synthetic_sizes
+from graphbatch._chunkplan import chunk_windows
+from graphbatch.datasets import chunk_shuffled_plan, synthetic_sizes
 
 
 @settings(max_examples=25, deadline=None)

@@ -7,13 +7,11 @@ import pytest
 
 Chem = pytest.importorskip("rdkit.Chem")
 
-from graphbatch.datasets import (  # noqa: E402
+from graphbatch.datasets import load_moses_smiles, smiles_graphs, smiles_to_graph  # noqa: E402
+from graphbatch.datasets._ogb import (  # noqa: E402
     atom_feature_dims,
     bond_feature_dims,
-    load_moses_smiles,
-    smiles_graphs,
     smiles_size,
-    smiles_to_graph,
 )
 
 

@@ -354,7 +354,7 @@ def test_nonsense_counts_are_refused(tmp_path):
 
 @pytest.mark.requires("matplotlib")
 def test_report_resolution_is_bounded():
-    from graphbatch.report import HtmlPage
+    from graphbatch.report._html import HtmlPage
 
     with pytest.raises(ValueError, match="dpi = 100000000 exceeds the limit 1200"):
         HtmlPage("t", dpi=10**8)
@@ -435,7 +435,7 @@ def test_no_upward_or_cyclicimports_of():
 @pytest.mark.requires("torch")
 def test_bench_budget_uses_the_plan_generator():
     from graphbatch.bench import DEFAULT
-    from graphbatch.bench._runner import bench_budget
+    from graphbatch.bench._run import bench_budget
 
     rng = np.random.default_rng(5)
     # wide sizes: a different 1000-graph sample moves the mean by more than the rounding

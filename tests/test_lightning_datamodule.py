@@ -25,6 +25,7 @@ pytest.importorskip("torch_geometric")
 
 import graphbatch as gb
 import graphbatch.torch as gt
+from graphbatch.torch._store_batch import StoreCollater
 from graphbatch.lightning import GraphDataModule
 
 from ._torch_graphs import molecules, sizes_of
@@ -145,7 +146,7 @@ def test_a_graph_store_keeps_its_batch_path(tmp_path, graphs):
     dm = GraphDataModule(str(path), val=VAL, strategy="pack-lpf", batch_size=5, seed=1)
     assert isinstance(dm.dataset, GraphStore)
     loader = dm.train_dataloader()
-    assert isinstance(loader.collate_fn, gt.StoreCollater)  # no per-graph objects
+    assert isinstance(loader.collate_fn, StoreCollater)  # no per-graph objects
     batches = list(loader)
     assert sorted(i for b in batches for i in _ids(b)) == TRAIN.tolist()
     for b in batches:  # the store's own graphs under their store indices

@@ -18,9 +18,9 @@ from graphbatch.models import (  # noqa: E402
     build_model,
     count_parameters,
     pair_reverse_edges,
-    shifted_softplus,
     unpadded_inputs,
 )
+from graphbatch.models._ops import shifted_softplus  # noqa: E402
 
 SMALL = {
     "schnet": dict(hidden=16, filters=16, num_interactions=2, num_gaussians=8, cutoff=4.0),

@@ -207,11 +207,12 @@ def test_torch_loader_batches_equal_single_file(qm9, strategy, kw):
     import torch
 
     import graphbatch.torch as gt
+    from graphbatch.torch._store_batch import StoreCollater
 
     single, manifest = qm9
     la = gt.loader(GraphStore(single), strategy=strategy, batch_size=16, seed=3, **kw)
     lb = gt.loader(GraphStore(manifest), strategy=strategy, batch_size=16, seed=3, **kw)
-    assert isinstance(lb.collater, gt.StoreCollater)
+    assert isinstance(lb.collater, StoreCollater)
     xs, ys = list(la), list(lb)
     assert len(xs) == len(ys) > 0
     for x, y in zip(xs, ys):

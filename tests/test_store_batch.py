@@ -14,6 +14,7 @@ pytest.importorskip("h5py")
 
 import graphbatch as gb  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
+from graphbatch.torch._store_batch import StoreCollater  # noqa: E402
 from graphbatch._padbatch import pad_batch  # noqa: E402
 from graphbatch.datasets import (  # noqa: E402
     GraphArrays,
@@ -134,7 +135,7 @@ def test_loader_on_store_equals_loader_on_dataset(store):
     for kw in ({}, {"num_replicas": 2, "rank": 1}):
         a = gt.loader(store, strategy="pack-lpf", batch_size=10, seed=2, **kw)
         b = gt.loader(store.to_torch(), strategy="pack-lpf", batch_size=10, seed=2, **kw)
-        assert isinstance(a.collater, gt.StoreCollater)
+        assert isinstance(a.collater, StoreCollater)
         for _ in range(2):                                   # two epochs
             n = len(a)
             ga, gb_ = _collect(a), _collect(b)

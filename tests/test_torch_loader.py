@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 import graphbatch as gb  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
+from graphbatch._padlayout import short_padding_batches  # noqa: E402
 from graphbatch.torch import _sampler  # noqa: E402
 
 from ._torch_graphs import molecules, sizes_of  # noqa: E402
@@ -185,7 +186,7 @@ def test_read_sizes_of_dict_graphs():
 def test_loader_warns_when_cutoff_cannot_hold(graphs):
     sizes = sizes_of(graphs)
     p = gb.plan(sizes, "dynamic", budget=(40, 400, 8), seed=0)
-    short = gt.short_padding_batches(p)
+    short = short_padding_batches(p)
     assert short.shape[0] > 0  # this seeded data set has such batches under this budget
     with pytest.warns(UserWarning, match=f"{short.shape[0]} of {len(p)} batches"):
         ld = gt.loader(graphs, strategy="dynamic", budget=(40, 400, 8), cutoff=1.0,

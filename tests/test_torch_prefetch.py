@@ -9,7 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from graphbatch.torch import Prefetcher, prefetch  # noqa: E402
+from graphbatch.torch import prefetch  # noqa: E402
+from graphbatch.torch._prefetch import Prefetcher  # noqa: E402
 
 from ._waiting import wait_for  # noqa: E402
 

@@ -28,6 +28,7 @@ from torch_geometric.nn.models.dimenet import BesselBasisLayer  # noqa: E402
 from torch_geometric.utils import scatter  # noqa: E402
 
 import graphbatch.torch as gt  # noqa: E402
+from graphbatch.torch._masks import PaddingMasks  # noqa: E402
 
 from ._torch_graphs import molecules  # noqa: E402
 
@@ -48,7 +49,7 @@ def unpadded(graphs, batch):
 def all_ones(b):
     """Masks of an unpadded batch (every row real), for the `padding_masks` context."""
     ones = lambda n: torch.ones(n, dtype=torch.bool)  # noqa: E731
-    return gt.PaddingMasks(ones(b.num_nodes), ones(b.num_edges), ones(b.num_graphs), b.edge_index)
+    return PaddingMasks(ones(b.num_nodes), ones(b.num_edges), ones(b.num_graphs), b.edge_index)
 
 
 def grads(model):
@@ -296,7 +297,7 @@ def test_convert_handles_pyg_batchnorm_and_syncbatchnorm():
     assert out is model and sum(isinstance(m, gt.MaskedBatchNorm) for m in out.modules()) == 2
     x = torch.randn(6, 3)
     mask = torch.tensor([True] * 4 + [False] * 2)
-    with gt.padding_masks(gt.PaddingMasks(mask, mask[:0], mask[:1])):
+    with gt.padding_masks(PaddingMasks(mask, mask[:0], mask[:1])):
         y = model(x)
     torch.testing.assert_close(y[:4], ref(x[:4]), rtol=RTOL, atol=ATOL)
     sync = gt.convert_masked_norm(torch.nn.Sequential(torch.nn.SyncBatchNorm(4)))

@@ -29,6 +29,11 @@ import torch.multiprocessing as mp  # noqa: E402
 
 import graphbatch as gb  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
+from graphbatch.torch._consistency import (  # noqa: E402
+    consistency_digests,
+    plan_digest,
+    sizes_digest,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "train_ddp.py"
@@ -222,27 +227,27 @@ def test_plan_digest_depends_on_the_plan_not_on_timing():
     s = _sizes()
     p1 = gb.plan(s, "dynamic", batch_size=8, seed=3, world_size=2)
     p2 = gb.plan(s, "dynamic", batch_size=8, seed=3, world_size=2)
-    assert gt.plan_digest(p1) == gt.plan_digest(p2)
+    assert plan_digest(p1) == plan_digest(p2)
     retimed = gb.BatchPlan(p1.order, p1.offsets, p1.pad_nodes, p1.pad_edges, p1.pad_graphs,
                            real_nodes=p1.real_nodes, real_edges=p1.real_edges, rank=p1.rank,
                            step=p1.step, meta=dict(p1.meta, plan_seconds=123.0))
-    assert gt.plan_digest(retimed) == gt.plan_digest(p1)
-    assert gt.plan_digest(p1) != gt.plan_digest(gb.plan(s, "dynamic", batch_size=8, seed=4,
+    assert plan_digest(retimed) == plan_digest(p1)
+    assert plan_digest(p1) != plan_digest(gb.plan(s, "dynamic", batch_size=8, seed=4,
                                                         world_size=2))
-    assert gt.plan_digest(p1) != gt.plan_digest(gb.plan(s, "dynamic", batch_size=8, seed=3,
+    assert plan_digest(p1) != plan_digest(gb.plan(s, "dynamic", batch_size=8, seed=3,
                                                         epoch=1, world_size=2))
     swapped = p1.order.copy()
     swapped[[0, -1]] = swapped[[-1, 0]]
     q = gb.BatchPlan(swapped, p1.offsets, p1.pad_nodes, p1.pad_edges, p1.pad_graphs,
                      real_nodes=p1.real_nodes, real_edges=p1.real_edges, rank=p1.rank,
                      step=p1.step, meta=p1.meta)
-    assert gt.plan_digest(q) != gt.plan_digest(p1)
-    assert gt.sizes_digest(s) == gt.sizes_digest(_sizes())
-    assert gt.sizes_digest(s) != gt.sizes_digest(_sizes(bump=5))
+    assert plan_digest(q) != plan_digest(p1)
+    assert sizes_digest(s) == sizes_digest(_sizes())
+    assert sizes_digest(s) != sizes_digest(_sizes(bump=5))
     with pytest.raises(TypeError, match="BatchPlan"):
-        gt.plan_digest(s)
+        plan_digest(s)
     with pytest.raises(TypeError, match="GraphSizes"):
-        gt.sizes_digest(p1)
+        sizes_digest(p1)
 
 
 def test_consistency_digests_of_a_loader():
@@ -250,15 +255,15 @@ def test_consistency_digests_of_a_loader():
 
     graphs = molecules(30, seed=2, max_nodes=8)
     ld = gt.loader(graphs, strategy="dynamic", batch_size=4, seed=1, num_replicas=2, rank=1)
-    d = gt.consistency_digests(ld, extra={"step": 3})
+    d = consistency_digests(ld, extra={"step": 3})
     assert set(d) == {"graphbatch version", "size table", "plan request", "plan", "extra"}
-    assert d["plan"] == gt.plan_digest(ld.plan)
-    assert d["size table"] == gt.sizes_digest(gt.read_sizes(graphs))
-    assert d["extra"] != gt.consistency_digests(ld, extra={"step": 4})["extra"]
+    assert d["plan"] == plan_digest(ld.plan)
+    assert d["size table"] == sizes_digest(gt.read_sizes(graphs))
+    assert d["extra"] != consistency_digests(ld, extra={"step": 4})["extra"]
     ld.set_epoch(1)
-    assert gt.consistency_digests(ld)["plan"] != d["plan"]
+    assert consistency_digests(ld)["plan"] != d["plan"]
     with pytest.raises(TypeError, match="PlanLoader"):
-        gt.consistency_digests([1, 2, 3])
+        consistency_digests([1, 2, 3])
     with pytest.raises(RuntimeError, match="initialised"):
         gt.check_plan_consistency(ld)
 

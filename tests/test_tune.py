@@ -14,28 +14,31 @@ from hypothesis import strategies as st
 
 import graphbatch as gb
 from graphbatch.tuning import (
-    Candidate,
-    CompileCost,
-    LinearCost,
     ProbeMeasurement,
     SimulatedBackend,
     StepCostModel,
     TuneResult,
+    load_request,
+    plan_arrays_digest,
+)
+from graphbatch.tuning._candidates import (
+    Candidate,
     batch_size_grid,
     candidate_requests,
-    design_probes,
+    profile_candidates,
+)
+from graphbatch.tuning._design import design_probes, targeted_probes
+from graphbatch.tuning._model import (
+    MEMORY_UNITS_PER_BYTE,
+    TIME_UNITS_PER_MS,
+    CompileCost,
+    LinearCost,
     fit_linear,
     fit_step_model,
-    load_request,
-    parse_memory,
-    plan_arrays_digest,
-    profile_candidates,
-    profile_plan,
-    rank,
-    shape_cloud,
-    targeted_probes,
 )
-from graphbatch.tuning._model import MEMORY_UNITS_PER_BYTE, TIME_UNITS_PER_MS
+from graphbatch.tuning._profile import profile_plan
+from graphbatch.tuning._search import rank
+from graphbatch.tuning._tune import parse_memory
 
 
 @pytest.fixture(scope="module")

@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     import graphbatch.jax as gj
     from graphbatch.bench import BenchConfig
     from graphbatch.bench._jax_runner import _train_step, load_jax_bench_data
-    from graphbatch.bench._runner import bench_budget
+    from graphbatch.bench._run import bench_budget
     from graphbatch.jax.models import build_model, graph_inputs
 
     cfg = BenchConfig(framework="jax")

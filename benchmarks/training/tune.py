@@ -34,9 +34,11 @@ from pathlib import Path
 import numpy as np
 
 import graphbatch as gb
-from graphbatch.tuning import measure_configs, profile_candidates, Candidate
+from graphbatch.tuning._candidates import Candidate, profile_candidates
+from graphbatch.tuning._tune import measure_configs
 
 from benchmarks._harness import DATA, format_table, parser, start
+
 NOMINAL = 128
 BASELINES = (("dynamic", {"strategy": "dynamic", "batch_size": NOMINAL}),
              ("pack-lpf", {"strategy": "pack-lpf", "batch_size": NOMINAL}),

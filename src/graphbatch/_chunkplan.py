@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._api import plan as make_plan
+from ._errors import InputError, InputTypeError
 from ._plan import BatchPlan
 from ._random import epoch_rng
 from ._sizes import GraphSizes
@@ -81,11 +82,11 @@ def chunk_shuffled_plan(sizes: GraphSizes, strategy: str, *,
     ``meta`` is the first window's plus ``chunk_shuffled``.
     """
     if not isinstance(sizes, GraphSizes):
-        raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+        raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     seed = as_nonnegative_int(seed, "seed")
     epoch = as_nonnegative_int(epoch, "epoch")
     if "shuffle" in plan_options:
-        raise TypeError("chunk_shuffled_plan takes no shuffle= (it always shuffles)")
+        raise InputTypeError("chunk_shuffled_plan takes no shuffle= (it always shuffles)")
     rng = epoch_rng(seed, epoch)
     windows = _windows(len(sizes), chunk_graphs, window_chunks, rng)
     if not windows:
@@ -127,7 +128,7 @@ def check_shuffle(shuffle) -> bool | str:
     """A loader's ``shuffle``: ``"chunks"``, or any other non-string value as a ``bool``."""
     if isinstance(shuffle, str):
         if shuffle != "chunks":
-            raise ValueError(f"shuffle must be True, False or 'chunks', got {shuffle!r}")
+            raise InputError(f"shuffle must be True, False or 'chunks', got {shuffle!r}")
         return shuffle
     return bool(shuffle)
 
@@ -147,6 +148,6 @@ def plan_epoch(sizes: GraphSizes, strategy: str, *, shuffle=True, seed: int = 0,
             chunk_graphs=CHUNK_GRAPHS if chunk_graphs is None else chunk_graphs,
             window_chunks=WINDOW_CHUNKS if window_chunks is None else window_chunks, **options)
     if chunk_graphs is not None or window_chunks is not None:
-        raise TypeError(f"chunk_graphs/window_chunks need shuffle='chunks' (got "
+        raise InputTypeError(f"chunk_graphs/window_chunks need shuffle='chunks' (got "
                         f"shuffle={shuffle!r})")
     return make_plan(sizes, strategy, shuffle=shuffle, seed=seed, epoch=epoch, **options)

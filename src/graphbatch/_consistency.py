@@ -24,6 +24,7 @@ from ._errors import InputTypeError, PlanMismatchError
 from ._io import json_default
 from ._plan import BatchPlan
 from ._sizes import GraphSizes
+from ._version import __version__
 
 __all__ = ["COMPONENTS", "PlanMismatchError", "PlanVerifier", "check_rows", "digest_row",
            "plan_digest", "request_digest", "sizes_digest", "text_digest"]
@@ -98,8 +99,6 @@ def extra_digest(extra: Mapping[str, Any] | None) -> str:
 
 
 def version_digest() -> str:
-    from . import __version__
-
     return text_digest(__version__)
 
 

@@ -8,8 +8,9 @@ those keeps working; `UnknownNameError` is an `InputError` for an unknown user-s
 
 from __future__ import annotations
 
-__all__ = ["GraphbatchError", "InputError", "InputTypeError", "PlanMismatchError",
-           "UnknownNameError", "USER_ERRORS"]
+__all__ = ["AtomsInputError", "BuildCancelled", "GraphbatchError", "InputError", "InputTypeError",
+           "PlanMismatchError", "ShardBuildError", "StoreFormatError", "UnknownNameError",
+           "USER_ERRORS"]
 
 
 class GraphbatchError(Exception):
@@ -26,6 +27,25 @@ class InputTypeError(GraphbatchError, TypeError):
 
 class UnknownNameError(InputError):
     """An unknown user-supplied name; the message lists the known ones."""
+
+
+class StoreFormatError(InputError):
+    """The file is not a readable graph store: truncated, corrupted, replaced, or another
+    format/version (a `graphbatch.InputError`, so a ``ValueError``)."""
+
+
+class AtomsInputError(InputError):
+    """A structure graphbatch cannot store; the message names file, frame and field."""
+
+
+class ShardBuildError(GraphbatchError, RuntimeError):
+    """A shard of a sharded store could not be built (after the engine's retries); no manifest
+    was written."""
+
+
+class BuildCancelled(GraphbatchError, RuntimeError):
+    """A sharded build was called off through its ``stop`` event (e.g. on SIGTERM): no manifest
+    was written and the shards of this build were removed."""
 
 
 class PlanMismatchError(GraphbatchError, RuntimeError):

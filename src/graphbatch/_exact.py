@@ -167,7 +167,7 @@ def share_keys(x, y, cap_x: int, cap_y: int, how: str = "sum") -> np.ndarray:
         return np.minimum(kx, ky)
     if how == "max":
         return np.maximum(kx, ky)
-    raise ValueError(f"how must be 'sum', 'min' or 'max', got {how!r}")
+    raise InputError(f"how must be 'sum', 'min' or 'max', got {how!r}")
 
 
 def top_indices(keys: np.ndarray, k: int) -> np.ndarray:

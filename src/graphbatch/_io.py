@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ._errors import InputError
+from ._errors import InputError, InputTypeError
 
 __all__ = ["MAX_JSON_DEPTH", "atomic_savez", "atomic_write", "atomic_write_text",
            "check_output_path", "check_regular_file", "json_default", "open_regular",
@@ -228,7 +228,7 @@ def _npy_header(member, key: str, where: str) -> tuple[tuple[int, ...], bool, np
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(
                 member, max_header_size=_NPY_HEADER_LIMIT)
         else:
-            raise ValueError(f"unsupported .npy format version {version}")
+            raise InputError(f"unsupported .npy format version {version}")
     except (ValueError, EOFError, OSError, zipfile.BadZipFile, SyntaxError) as exc:
         raise InputError(f"{where}: array {key!r} has no valid .npy header ({exc})") from None
     if dtype.hasobject:
@@ -328,4 +328,4 @@ def json_default(o):
         return float(o)
     if isinstance(o, np.ndarray):
         return o.tolist()
-    raise TypeError(f"cannot store {type(o).__name__} as JSON")
+    raise InputTypeError(f"cannot store {type(o).__name__} as JSON")

@@ -48,6 +48,7 @@ from typing import Mapping
 
 import numpy as np
 
+from ._errors import InputError, InputTypeError
 from ._padkernel import (
     LAYOUTS,
     check_fits,
@@ -119,16 +120,16 @@ class PackedGraphs:
             totals = {"node": int(self.node_offsets[-1]), "edge": int(self.edge_offsets[-1]),
                       "graph": g}
             if self.node_offsets.shape != (g + 1,) or self.edge_offsets.shape != (g + 1,):
-                raise ValueError(f"offsets of shape {self.node_offsets.shape} and "
+                raise InputError(f"offsets of shape {self.node_offsets.shape} and "
                                  f"{self.edge_offsets.shape} for {g} graphs (need {g + 1})")
             ei = self.edge_index
             if ei.ndim != 2 or ei.shape[0] != 2 or ei.shape[1] < totals["edge"]:
-                raise ValueError(f"edge_index of shape {ei.shape} for {totals['edge']} edges")
+                raise InputError(f"edge_index of shape {ei.shape} for {totals['edge']} edges")
             views = {"edge_index": _item_view(ei)}
             for level in ("node", "edge", "graph"):
                 for name, arr in getattr(self, level).items():
                     if arr.shape[0] < totals[level]:
-                        raise ValueError(f"{level} field {name!r} has {arr.shape[0]} rows, the "
+                        raise InputError(f"{level} field {name!r} has {arr.shape[0]} rows, the "
                                          f"offsets address {totals[level]}")
                     views[name] = _row_view(arr)
             object.__setattr__(self, "_rows", views)
@@ -375,9 +376,9 @@ def row_ranges(starts: np.ndarray, lengths: np.ndarray, first: np.ndarray | None
 def _index(index, n: int) -> np.ndarray:
     idx = np.asarray(index)
     if idx.ndim != 1:
-        raise ValueError(f"a batch index list must be 1-D, got shape {idx.shape}")
+        raise InputError(f"a batch index list must be 1-D, got shape {idx.shape}")
     if idx.size and idx.dtype.kind not in "iu":
-        raise TypeError(f"graph indices must be integers, got dtype {idx.dtype}")
+        raise InputTypeError(f"graph indices must be integers, got dtype {idx.dtype}")
     idx = idx.astype(np.int64, copy=False)
     # one reduction: negative indices are huge as unsigned
     if idx.size and int(idx.view(np.uint64).max()) >= n:
@@ -435,12 +436,12 @@ def pad_batch(
     """
     n_node, n_edge, n_graph = shape = padded_shape(shape)
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        raise InputError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     idx = _index(index, len(source))
     cutoff = check_cutoff(cutoff)
     dtypes = dtypes or {}
     if cutoff is not None and position_key not in source.node:
-        raise ValueError(f"cutoff needs node positions: no node-level field {position_key!r} "
+        raise InputError(f"cutoff needs node positions: no node-level field {position_key!r} "
                          "(set position_key)")
     # 1. the real content, checked against the padding reservation
     nn, ne = source.n_node[idx], source.n_edge[idx]
@@ -500,7 +501,7 @@ def _new_buffer(nbytes: int, allocate) -> np.ndarray:
     buf = np.empty(nbytes, dtype=np.uint8) if allocate is None else allocate(nbytes)
     if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1
             and buf.shape[0] >= nbytes and buf.flags.c_contiguous and buf.flags.writeable):
-        raise TypeError(f"allocate({nbytes}) must return a writable 1-D uint8 array of at "
+        raise InputTypeError(f"allocate({nbytes}) must return a writable 1-D uint8 array of at "
                         f"least {nbytes} bytes")
     return buf
 

@@ -28,6 +28,7 @@ from typing import Mapping
 
 import numpy as np
 
+from ._errors import InputError, InputTypeError
 from ._budget import Budget
 from ._padlayout import auto_spacing, padding_positions
 
@@ -94,7 +95,7 @@ def padding_owner(layout: str, num_real_graphs: int, n_graph: int) -> int:
         return n_graph - 1
     if layout == "jraph":
         return num_real_graphs
-    raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    raise InputError(f"layout must be one of {LAYOUTS}, got {layout!r}")
 
 
 def check_fits(num_real: tuple[int, int, int], shape: tuple[int, int, int],
@@ -113,10 +114,10 @@ def check_fits(num_real: tuple[int, int, int], shape: tuple[int, int, int],
     g_real, n_real, e_real = num_real
     n_node, n_edge, n_graph = shape
     if g_real > n_graph - 1:
-        raise ValueError(f"{g_real} graphs do not fit a padded shape with n_graph = {n_graph} "
+        raise InputError(f"{g_real} graphs do not fit a padded shape with n_graph = {n_graph} "
                          f"(room for {n_graph - 1} real graphs beside the padding graph)")
     if n_real > n_node - 1 or e_real > n_edge:
-        raise ValueError(
+        raise InputError(
             f"{g_real} graphs with {n_real} nodes and {e_real} edges{where} do not fit the padded "
             f"shape ({n_node}, {n_edge}, {n_graph}), which has room for {n_node - 1} real nodes "
             f"and {n_edge} real edges; the plan and the data disagree about graph sizes")
@@ -170,7 +171,7 @@ def edge_index_bounds(dtype, max_nodes: int) -> tuple[np.dtype, int | None, bool
     """
     dtype = np.dtype(dtype)
     if dtype.kind not in "iu":
-        raise TypeError(f"edge_index must hold integers, got dtype {dtype}")
+        raise InputTypeError(f"edge_index must hold integers, got dtype {dtype}")
     top = int(np.iinfo(dtype).max) + 1
     cap = top if dtype.kind == "i" and max_nodes > top else None
     return np.dtype(f"u{dtype.itemsize}"), cap, dtype.itemsize == 8
@@ -213,7 +214,7 @@ def check_local_edge_index(local: np.ndarray, node_counts: np.ndarray, edge_coun
             limit = limit.astype(unsigned_dt)
         e = int(np.flatnonzero((unsigned >= limit).any(axis=0))[0])
         g = int(graph_ids[np.searchsorted(np.cumsum(edge_counts), e, side="right")])
-        raise ValueError(f"edge_index of graph {g} holds {local[:, e].tolist()}, outside its "
+        raise InputError(f"edge_index of graph {g} holds {local[:, e].tolist()}, outside its "
                          f"{int(nodes[e])} nodes (indices must be local to their graph; "
                          "read from a store, the store is damaged)")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._errors import InputError, InputTypeError
 from ._validate import as_nonnegative_int, as_positive_int
 
 __all__ = [
@@ -31,9 +32,9 @@ def check_cutoff(cutoff) -> float | None:
     try:
         c = float(cutoff)
     except (TypeError, ValueError):
-        raise TypeError(f"cutoff must be a number, got {cutoff!r}") from None
+        raise InputTypeError(f"cutoff must be a number, got {cutoff!r}") from None
     if not np.isfinite(c) or c <= 0:
-        raise ValueError(f"cutoff must be a positive finite distance, got {cutoff!r}")
+        raise InputError(f"cutoff must be a positive finite distance, got {cutoff!r}")
     return c
 
 
@@ -55,13 +56,13 @@ def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, 
     e = as_nonnegative_int(num_pad_edges, "num_pad_edges")
     p = n_node - n_real
     if p < 1:
-        raise ValueError(
+        raise InputError(
             f"{n_real} real nodes leave no padding node in a batch of {n_node} nodes"
         )
     if out is None:
         out = np.empty((2, e), dtype=np.int64)
     elif out.shape != (2, e) or out.dtype.kind not in "iu":
-        raise ValueError(f"out must be an integer array of shape (2, {e}), got {out.dtype} "
+        raise InputError(f"out must be an integer array of shape (2, {e}), got {out.dtype} "
                          f"{out.shape}")
     if not spread or p == 1:
         out[...] = n_real
@@ -86,7 +87,7 @@ def padding_positions(real_max, num_pad_nodes: int, cutoff: float, dtype=np.floa
     """
     real_max = np.asarray(real_max, dtype=np.float64).reshape(-1)
     if not np.isfinite(real_max).all():
-        raise ValueError(f"real node positions must be finite, got a maximum of {real_max.tolist()}")
+        raise InputError(f"real node positions must be finite, got a maximum of {real_max.tolist()}")
     p = as_nonnegative_int(num_pad_nodes, "num_pad_nodes")
     step = 2.0 * check_cutoff(cutoff)
     j = np.arange(1, p + 1, dtype=np.float64)[:, None]
@@ -103,7 +104,7 @@ def auto_spacing(real_positions) -> float:
         return 1.0
     pos = pos.reshape(pos.shape[0], int(np.prod(pos.shape[1:])))
     if not np.isfinite(pos).all():
-        raise ValueError("real node positions must be finite to place padding nodes")
+        raise InputError("real node positions must be finite to place padding nodes")
     return float(max(1.0, (pos.max(axis=0) - pos.min(axis=0)).max(initial=0.0)))
 
 

@@ -5,7 +5,8 @@
 - `compare_strategies`: every registered strategy on one budget, one row each.
 - `search_limits_if_available`: the efficiency-vs-limits grid when ``graphbatch.packing`` has it.
 - `load_bench` / `summarize_bench` / `bench_label`: benchmark records (the one owner of their
-  keys and of their summary over repeats).
+  keys and of their summary over repeats); `step_timing_fields` / `step_list_fields`: a
+  record's timing and per-step keys from a runner's per-step arrays.
 - `load_sizes`: a size table from an ``.npz`` or a graph store; `input_files`: the files such an
   input stands for (a sharded store: the manifest and its shards), which no output may replace.
 """
@@ -17,6 +18,8 @@ from ._bench import (
     LIST_KEYS,
     bench_label,
     load_bench,
+    step_list_fields,
+    step_timing_fields,
     summarize_bench,
     validate_bench,
 )
@@ -59,6 +62,8 @@ __all__ = [
     "load_bench",
     "load_sizes",
     "search_limits_if_available",
+    "step_list_fields",
+    "step_timing_fields",
     "summarize_bench",
     "validate_bench",
 ]

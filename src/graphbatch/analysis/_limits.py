@@ -11,6 +11,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from .._errors import InputError
 from .._sizes import GraphSizes
 
 __all__ = ["LIMIT_RECORD_KEYS", "LimitSearch", "search_limits_if_available"]
@@ -65,10 +66,10 @@ def search_limits_if_available(sizes: GraphSizes, **kwargs: Any) -> LimitSearch:
     found = func(sizes, **accepted)
     records = [dict(r) for r in found]
     if not records:
-        raise ValueError("search_limits returned no records")
+        raise InputError("search_limits returned no records")
     missing = [k for k in LIMIT_RECORD_KEYS if k not in records[0]]
     if missing:
-        raise ValueError(f"search_limits records lack key(s) {', '.join(missing)}")
+        raise InputError(f"search_limits records lack key(s) {', '.join(missing)}")
     summary = found.summary() if hasattr(found, "summary") else None
     return LimitSearch(records, summary=summary, interior=getattr(found, "interior", None),
                        node_range=getattr(found, "node_range", None),

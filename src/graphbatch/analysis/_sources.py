@@ -27,12 +27,13 @@ def input_files(path: str | os.PathLike | None) -> list[Path]:
     if head.lstrip()[:1] != b"{":
         return [path]
     try:
-        from ..datasets._manifest import read_manifest
+        from ..datasets import GraphStore
 
-        manifest = read_manifest(path)
+        with GraphStore(path, cache_size=0) as store:  # a manifest: opens no shard
+            shards = list(getattr(store, "shard_paths", ()))
     except (ImportError, OSError, ValueError):
         return [path]
-    return [path, *(manifest.shard_path(s) for s in range(len(manifest.shards)))]
+    return [path, *shards]
 
 
 def load_sizes(path: str | os.PathLike) -> GraphSizes:

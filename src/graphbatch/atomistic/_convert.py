@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from .._errors import InputError
+
 __all__ = ["MACEGraphs"]
 
 
@@ -29,7 +31,7 @@ class MACEGraphs(Dataset):
                  dtype: torch.dtype | None = None, z_key: str = "z", pos_key: str = "pos") -> None:
         zs = [int(z) for z in atomic_numbers]
         if not zs or len(set(zs)) != len(zs) or min(zs) < 0:
-            raise ValueError(f"atomic_numbers must be distinct non-negative ints, got {zs}")
+            raise InputError(f"atomic_numbers must be distinct non-negative ints, got {zs}")
         self.dataset = dataset
         self.atomic_numbers = zs
         self._index = np.full(max(zs) + 1, -1, dtype=np.int64)
@@ -55,7 +57,7 @@ class MACEGraphs(Dataset):
         idx = torch.from_numpy(self._index)[z.clamp(0, self._index.shape[0] - 1)]
         bad |= idx < 0
         if bool(bad.any()):
-            raise ValueError(f"graph {i}: atomic number {int(z[bad][0])} is not in "
+            raise InputError(f"graph {i}: atomic number {int(z[bad][0])} is not in "
                              f"atomic_numbers {self.atomic_numbers}")
         n = int(z.shape[0])
         ei = torch.as_tensor(g["edge_index"]).to(torch.int64)

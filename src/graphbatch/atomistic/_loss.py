@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ..torch._loss import masked_mean
+from ..torch import masked_mean
 
 __all__ = ["energy_force_loss", "energy_force_stress_loss"]
 

@@ -15,8 +15,9 @@ import math
 
 import torch
 
+from .._errors import InputTypeError
 from .._padlayout import check_cutoff
-from ..torch._preset import Preset
+from ..torch import Preset
 
 __all__ = ["mace", "fairchem", "to_fairchem"]
 
@@ -103,7 +104,7 @@ def to_fairchem(batch: dict):
     from fairchem.core.datasets.atomic_data import AtomicData
 
     if not isinstance(batch, dict) or "graph_mask" not in batch:
-        raise TypeError("to_fairchem needs a padded dict batch (graphbatch.atomistic.fairchem "
+        raise InputTypeError("to_fairchem needs a padded dict batch (graphbatch.atomistic.fairchem "
                         "preset with as_dict=True)")
     n_graph = int(batch["graph_mask"].shape[0])
     g = int(batch["graph_mask"].sum())

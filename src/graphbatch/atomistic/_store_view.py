@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from .._errors import InputError
-from ..torch._preset import StoreView
+from ..torch import StoreView
 
 __all__ = ["MACE_BATCH_KEYS", "MaceStoreReader", "StoreFieldError"]
 

@@ -15,11 +15,11 @@ from ._config import (
     PADDED_STRATEGIES,
     BenchConfig,
 )
+from ._jax_runner import build_jax_model, jax_targets, jax_train_step, run_jax_bench
+from ._mace import ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, MaceData, mace_targets, small_mace
 from ._report import learning_tests, summarize, targets, write_results
-from ._jax_runner import build_jax_model, jax_train_step
-from ._mace import ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, MaceData, small_mace
-from ._runner import (RunSpec, bench_model, compile_padded, effective_sharing_strategy,
-                      plan_runs, run_bench, run_one)
+from ._run import RunSpec, bench_model, compile_padded
+from ._runner import effective_sharing_strategy, plan_runs, run_bench, run_one
 from ._stats import PairwiseTests, bonferroni, pairwise_mannwhitney, pairwise_ttest
 
 __all__ = [
@@ -45,12 +45,15 @@ __all__ = [
     "build_jax_model",
     "compile_padded",
     "effective_sharing_strategy",
+    "jax_targets",
     "jax_train_step",
     "learning_tests",
+    "mace_targets",
     "pairwise_mannwhitney",
     "pairwise_ttest",
     "plan_runs",
     "run_bench",
+    "run_jax_bench",
     "run_one",
     "small_mace",
     "summarize",

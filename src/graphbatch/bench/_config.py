@@ -84,7 +84,7 @@ class BenchConfig:
 
     def validate(self) -> "BenchConfig":
         if self.framework not in ("torch", "jax"):
-            raise ValueError(f"framework must be torch or jax, got {self.framework!r}")
+            raise InputError(f"framework must be torch or jax, got {self.framework!r}")
         jax = self.framework == "jax"
         if jax:
             from ..jax.models import MODELS
@@ -96,49 +96,49 @@ class BenchConfig:
             baselines = MACE_BASELINES
         for m in self.models:
             if m not in MODELS and not (m == "mace" and not jax):
-                raise ValueError(f"unknown model {m!r}; known: {', '.join(sorted(MODELS))}")
+                raise InputError(f"unknown model {m!r}; known: {', '.join(sorted(MODELS))}")
         if not self.models or not self.strategies or not self.batch_sizes:
-            raise ValueError("--models, --strategies and --batch-sizes must each name something")
+            raise InputError("--models, --strategies and --batch-sizes must each name something")
         for s in self.strategies:
             if s not in baselines:
-                from .. import strategy_names
+                from ..planners import strategy_names
 
                 if s not in strategy_names():
-                    raise ValueError(
+                    raise InputError(
                         f"unknown strategy {s!r} for --framework {self.framework}; known: "
                         f"{', '.join(sorted(set(strategy_names()) | set(baselines)))}"
                     )
         for b in self.batch_sizes:
             if int(b) < 2:
-                raise ValueError(f"batch sizes must be >= 2 (one slot is the padding graph), got {b}")
+                raise InputError(f"batch sizes must be >= 2 (one slot is the padding graph), got {b}")
         for name in ("steps", "repeats", "eval_every"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.subset is not None and int(self.subset) < 10:
-            raise ValueError(f"subset must be >= 10 molecules, got {self.subset}")
+            raise InputError(f"subset must be >= 10 molecules, got {self.subset}")
         if self.device not in ("cpu", "cuda"):
-            raise ValueError(f"device must be cpu or cuda, got {self.device!r}")
+            raise InputError(f"device must be cpu or cuda, got {self.device!r}")
         if self.compile not in COMPILE_MODES:
-            raise ValueError(f"compile must be one of {COMPILE_MODES}, got {self.compile!r}")
+            raise InputError(f"compile must be one of {COMPILE_MODES}, got {self.compile!r}")
         if self.threads is not None and int(self.threads) < 1:
-            raise ValueError(f"threads must be >= 1, got {self.threads}")
+            raise InputError(f"threads must be >= 1, got {self.threads}")
         if self.graph_cap is not None and not float(self.graph_cap) >= 1.0:
-            raise ValueError(f"graph_cap must be >= 1, got {self.graph_cap}")
+            raise InputError(f"graph_cap must be >= 1, got {self.graph_cap}")
         if self.sharing_strategy not in (None, "file_descriptor", "file_system"):
-            raise ValueError("sharing_strategy must be file_descriptor or file_system, got "
+            raise InputError("sharing_strategy must be file_descriptor or file_system, got "
                              f"{self.sharing_strategy!r}")
         if int(self.num_workers) < 0:
-            raise ValueError(f"num_workers must be >= 0, got {self.num_workers}")
+            raise InputError(f"num_workers must be >= 0, got {self.num_workers}")
         if int(self.prefetch) < 0:
-            raise ValueError(f"prefetch must be >= 0, got {self.prefetch}")
+            raise InputError(f"prefetch must be >= 0, got {self.prefetch}")
         if not jax:
             self._validate_compile_backend()
         if self.data not in ("memory", "store"):
-            raise ValueError(f"data must be 'memory' or 'store', got {self.data!r}")
+            raise InputError(f"data must be 'memory' or 'store', got {self.data!r}")
         if self.data == "store" and self.store is None:
-            raise ValueError("--data store needs a graph store: --store PATH")
+            raise InputError("--data store needs a graph store: --store PATH")
         if self.data == "store" and int(self.num_workers) > 0:
-            raise ValueError("--data store reads batches in the training process; use "
+            raise InputError("--data store reads batches in the training process; use "
                              "--prefetch N (a background thread) instead of --num-workers")
         return self
 
@@ -161,17 +161,17 @@ class BenchConfig:
     def _validate_mace(self) -> None:
         """``mace`` runs alone (its own data and baselines) on the memory path."""
         if self.models != ("mace",):
-            raise ValueError(f"model mace runs alone (its own data and baselines), got models "
+            raise InputError(f"model mace runs alone (its own data and baselines), got models "
                              f"{', '.join(self.models)}")
         if self.data != "memory" and self.store is None:
-            raise ValueError("model mace with --data store needs an atomistic store: --store "
+            raise InputError("model mace with --data store needs an atomistic store: --store "
                              "PATH (graphbatch data build extxyz FILE --cutoff R --out PATH)")
         wrong = [s for s in self.strategies if s in BASELINES]
         if wrong:
-            raise ValueError(f"strategy {wrong[0]!r} is a PyG baseline; model mace's baselines "
+            raise InputError(f"strategy {wrong[0]!r} is a PyG baseline; model mace's baselines "
                              f"are {', '.join(MACE_BASELINES)}")
         if self.prefetch:
-            raise ValueError("model mace does not take --prefetch")
+            raise InputError("model mace does not take --prefetch")
 
     def graph_cap_for(self, strategy: str) -> float:
         """Graph-slot factor of ``strategy``'s budget: ``graph_cap``, or by default

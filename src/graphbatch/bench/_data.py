@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._errors import InputError
+
 __all__ = ["BenchArrays", "BenchData", "load_bench_arrays", "load_bench_data", "load_store_data",
            "TARGET"]
 
@@ -77,15 +79,15 @@ def load_bench_arrays(dataset: str = "qm9", *, subset: int | None = 2000,
     """The first ``subset`` QM9 molecules (all with ``None``) as radius-``cutoff`` graphs (Å),
     split at random (``seed``) into train and test, target as in `BenchData`. NumPy only."""
     if dataset != "qm9":
-        raise ValueError(f"unknown bench dataset {dataset!r}; available: qm9")
+        raise InputError(f"unknown bench dataset {dataset!r}; available: qm9")
     if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+        raise InputError(f"test_fraction must be in (0, 1), got {test_fraction}")
     from ..datasets import QM9_TARGETS, GraphArrays, qm9_graphs
 
     ga = GraphArrays.concat(list(qm9_graphs("radius", cutoff=cutoff, limit=subset)))
     g = len(ga)
     if g < 10:
-        raise ValueError(f"subset={subset} gives {g} molecules; the bench needs >= 10")
+        raise InputError(f"subset={subset} gives {g} molecules; the bench needs >= 10")
     names = [t[0] for t in QM9_TARGETS]
     col = names.index(TARGET)
     unit = QM9_TARGETS[col][2]
@@ -131,7 +133,7 @@ def load_store_data(path: str, *, subset: int | None = None, test_fraction: floa
     by the store batch path (``data.store``, ``data.train_index``, ``data.target``); only the
     test graphs are materialised as ``Data``. Targets as in `load_bench_data`."""
     if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+        raise InputError(f"test_fraction must be in (0, 1), got {test_fraction}")
     import torch
 
     from ..datasets import QM9_TARGETS, GraphStore
@@ -139,11 +141,11 @@ def load_store_data(path: str, *, subset: int | None = None, test_fraction: floa
     store = GraphStore(path)
     missing = {"z", "pos", "y"} - set(store.fields)
     if missing:
-        raise ValueError(f"store {path!r} lacks the QM9 fields {sorted(missing)} the bench needs "
+        raise InputError(f"store {path!r} lacks the QM9 fields {sorted(missing)} the bench needs "
                          "(build it with `graphbatch data build qm9`)")
     g = len(store) if subset is None else min(int(subset), len(store))
     if g < 10:
-        raise ValueError(f"subset={subset} gives {g} graphs; the bench needs >= 10")
+        raise InputError(f"subset={subset} gives {g} graphs; the bench needs >= 10")
     names = [t[0] for t in QM9_TARGETS]
     col = names.index(TARGET)
     unit = QM9_TARGETS[col][2]

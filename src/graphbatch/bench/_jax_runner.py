@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..analysis._bench import step_list_fields, step_timing_fields
+from .._errors import InputError
+from ..analysis import step_list_fields, step_timing_fields
 from ._config import JAX_BASELINES, BenchConfig
-from ._runner import (RunSpec, _count_step, _evaluate_on_schedule, _reset_counters,
-                      bench_budget)
+from ._run import RunSpec, _count_step, _evaluate_on_schedule, _reset_counters, bench_budget
 
 __all__ = ["JaxBenchData", "build_jax_model", "jax_train_step", "load_jax_bench_data",
            "plan_jax_runs", "run_jax_bench", "compile_seconds"]
@@ -228,7 +228,7 @@ class _JaxRun:
         import jax
         import optax
 
-        from .. import get_strategy
+        from ..planners import get_strategy
 
         self.spec, self.cfg, self.data, self.evaluator = spec, cfg, data, evaluator
         self.model = build_jax_model(spec, cfg)
@@ -432,7 +432,7 @@ def run_jax_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list
     """Every run of ``cfg`` (``framework="jax"``); interleaved per repeat like `run_bench`."""
     cfg.validate()
     if cfg.framework != "jax":
-        raise ValueError(f"run_jax_bench needs framework='jax', got {cfg.framework!r}")
+        raise InputError(f"run_jax_bench needs framework='jax', got {cfg.framework!r}")
     compile_seconds()  # register the compile-event listener before anything compiles
     if data is None:
         data = load_jax_bench_data(cfg.dataset, subset=cfg.subset, cutoff=cfg.cutoff,

@@ -30,9 +30,16 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import InputError
 from ._config import MACE_BASELINES, BenchConfig
-from ._runner import (_compile, _count_step, _evaluate_on_schedule, _padded_options,
-                      _reset_counters, _Run)
+from ._run import (
+    _compile,
+    _count_step,
+    _evaluate_on_schedule,
+    _padded_options,
+    _reset_counters,
+    _Run,
+)
 
 __all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targets", "small_mace"]
 
@@ -73,7 +80,7 @@ def load_mace_data(*, subset: int | None, r_max: float, seed: int) -> MaceData:
     from mace.data import AtomicData, Configuration
     from mace.tools import AtomicNumberTable
 
-    from .. import GraphSizes
+    from .._sizes import GraphSizes
     from ._data import load_bench_arrays
 
     arrays = load_bench_arrays("qm9", subset=subset, cutoff=r_max, seed=seed)
@@ -342,14 +349,14 @@ def load_mace_store_data(path: str, *, subset: int | None, seed: int,
     store = GraphStore(path)
     missing = {"positions", "atomic_numbers", "cell", "pbc", "energy", "forces"} - set(store.fields)
     if missing:
-        raise ValueError(f"store {path!r} lacks the fields {sorted(missing)} MACE's bench needs "
+        raise InputError(f"store {path!r} lacks the fields {sorted(missing)} MACE's bench needs "
                          "(build it with `graphbatch data build extxyz FILE --cutoff R`)")
     if "cutoff_angstrom" not in store.meta:
-        raise ValueError(f"store {path!r} does not state its cutoff (meta cutoff_angstrom)")
+        raise InputError(f"store {path!r} does not state its cutoff (meta cutoff_angstrom)")
     r_max = float(store.meta["cutoff_angstrom"])
     g = len(store) if subset is None else min(int(subset), len(store))
     if g < 10:
-        raise ValueError(f"subset={subset} gives {g} structures; the bench needs >= 10")
+        raise InputError(f"subset={subset} gives {g} structures; the bench needs >= 10")
     rng = np.random.default_rng(seed)
     order = rng.permutation(g)
     n_test = max(1, int(round(test_fraction * g)))
@@ -444,6 +451,6 @@ def mace_targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _label(rec: dict[str, Any]) -> str:
-    from ..analysis._bench import bench_label
+    from ..analysis import bench_label
 
     return bench_label(rec)

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from .._io import atomic_write
-from ..analysis._bench import bench_label as label
-from ..analysis._bench import summarize_bench
+from ..analysis import bench_label as label
+from ..analysis import summarize_bench
 
 __all__ = ["plot_all"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import atomic_write_text
-from ..analysis._bench import LIST_KEYS, bench_label, summarize_bench
+from ..analysis import LIST_KEYS, bench_label, summarize_bench
 from ._stats import pairwise_mannwhitney, pairwise_ttest
 
 __all__ = ["LIST_KEYS", "label", "learning_tests", "summarize", "targets", "write_results"]

@@ -23,7 +23,7 @@ _COMMANDS = ("_plan_cmd", "_analyze_cmd", "_compare_cmd", "_report_cmd", "_demo_
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from .._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="graphbatch",

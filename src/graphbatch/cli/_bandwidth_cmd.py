@@ -45,11 +45,11 @@ def load_graphs(path: str, limit: int | None = None):
     if src.is_file() and src.suffix == ".npz":
         graphs = EdgeGraphs.load(src)
     elif src.is_file() and src.suffix in (".h5", ".hdf5"):
-        from ..lowband._sources import graphs_from_store
+        from ..lowband import graphs_from_store
 
         graphs = graphs_from_store(src, limit=limit)
     elif src.is_dir() or src.suffix == ".py":
-        from ..lowband._sources import graphs_from_python
+        from ..lowband import graphs_from_python
 
         graphs = graphs_from_python(src, limit=limit)
     else:
@@ -76,7 +76,7 @@ def run(args) -> int:
     graphs = load_graphs(args.input, args.limit)
     reorder = reduce_bandwidth(graphs)
     if out_h5:
-        from ..lowband._sources import reorder_store
+        from ..lowband import reorder_store
 
         reorder_store(args.input, args.out)
     summary = bandwidth_summary(graphs.n_node, reorder.before, reorder.after, args.bounds)

@@ -120,7 +120,7 @@ def config_from_args(args):
         from ..bench import MACE_DEFAULT
 
         if args.full:
-            raise ValueError("--full is the paper's grid of SchNet/MPEU/PaiNN; model mace has "
+            raise InputError("--full is the paper's grid of SchNet/MPEU/PaiNN; model mace has "
                              "its own default (omit --full)")
         base = MACE_DEFAULT
     else:
@@ -212,8 +212,7 @@ def _print_wrote(paths: dict, records: list) -> None:
 
 
 def _run_mace(args, cfg) -> int:
-    from ..bench import run_bench
-    from ..bench._mace import mace_targets
+    from ..bench import mace_targets, run_bench
 
     records = run_bench(cfg, progress=not args.quiet)
     tm = mace_targets(records)
@@ -232,7 +231,7 @@ def _run_mace(args, cfg) -> int:
 
 
 def _run_jax(args, cfg) -> int:
-    from ..bench._jax_runner import jax_targets, run_jax_bench
+    from ..bench import jax_targets, run_jax_bench
 
     records = run_jax_bench(cfg, progress=not args.quiet)
     tj = jax_targets(records)

@@ -6,9 +6,10 @@ import os
 import signal
 import sys
 
+from .._errors import InputError
 from .._io import check_output_path
 from ..analysis import input_files
-from ..datasets._cluster import ENGINES
+from ..datasets import ENGINES
 from ._format import format_table
 
 __all__ = ["add_parser"]
@@ -111,8 +112,7 @@ def _say_terminated(what: str) -> int:
 
 
 def run_build(args) -> int:
-    from ..datasets import build_store
-    from ..datasets._store import STORE_SUFFIXES
+    from ..datasets import STORE_SUFFIXES, build_store
 
     check_output_path(args.out, input_files(args.source),
                       suffixes=(".json",) if args.shards is not None else STORE_SUFFIXES,
@@ -122,18 +122,18 @@ def run_build(args) -> int:
         signal.signal(signal.SIGTERM, _terminate_cleanly)
         return _run_atoms_build(args)
     if args.inputs:
-        raise ValueError(f"{args.dataset} takes no input files (got {args.inputs[0]!r}); use "
+        raise InputError(f"{args.dataset} takes no input files (got {args.inputs[0]!r}); use "
                          "--source for another data location")
     if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be >= 1, got {args.limit}")
+        raise InputError(f"--limit must be >= 1, got {args.limit}")
     if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        raise InputError(f"--workers must be >= 1, got {args.workers}")
     if args.shards is None:
         for flag in ("engine", "address"):
             if getattr(args, flag) is not None:
-                raise ValueError(f"--{flag} needs --shards (a sharded build)")
+                raise InputError(f"--{flag} needs --shards (a sharded build)")
     elif args.shards < 1:
-        raise ValueError(f"--shards must be >= 1, got {args.shards}")
+        raise InputError(f"--shards must be >= 1, got {args.shards}")
     if args.shards is not None:
         return _run_sharded_build(args)
     signal.signal(signal.SIGTERM, _terminate_cleanly)
@@ -174,9 +174,9 @@ def _atoms_keys(args):
         try:
             weights = json.loads(args.config_type_weights)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"--config-type-weights is not JSON: {exc}") from None
+            raise InputError(f"--config-type-weights is not JSON: {exc}") from None
         if not isinstance(weights, dict):
-            raise ValueError("--config-type-weights must be a JSON object {config_type: weight}")
+            raise InputError("--config-type-weights must be a JSON object {config_type: weight}")
     required = ("energy", "forces") if args.require is None else tuple(args.require)
     return AtomsKeys(**given, required=tuple(p for p in required if given.get(p) or p not in given),
                      keep=tuple(args.keep), config_type_weights=weights, head=args.head,
@@ -184,20 +184,19 @@ def _atoms_keys(args):
 
 
 def _run_atoms_build(args) -> int:
-    from ..datasets import build_atoms_store
-    from ..datasets._neighbours import import_vesin
+    from ..datasets import build_atoms_store, import_vesin
 
     import_vesin(without_torch=True)   # this process only builds: no torch import (seconds)
 
     if not args.inputs:
-        raise ValueError(f"{args.dataset} needs input files: graphbatch data build {args.dataset} "
+        raise InputError(f"{args.dataset} needs input files: graphbatch data build {args.dataset} "
                          "FILE... --cutoff R --out STORE")
     for flag in ("shards", "engine", "address", "limit", "source"):
         if getattr(args, flag) is not None:
-            raise ValueError(f"--{flag} does not apply to {args.dataset} (use --workers for "
+            raise InputError(f"--{flag} does not apply to {args.dataset} (use --workers for "
                              "parallel conversion)")
     if args.dataset == "ase-db" and len(args.inputs) != 1:
-        raise ValueError(f"ase-db takes one database file, got {len(args.inputs)}")
+        raise InputError(f"ase-db takes one database file, got {len(args.inputs)}")
     report = build_atoms_store(args.inputs, args.out, cutoff=args.cutoff,
                                format=args.dataset, keys=_atoms_keys(args),
                                workers=args.workers or 1, chunk_frames=args.chunk_frames,
@@ -225,8 +224,8 @@ def _run_sharded_build(args) -> int:
     cluster engine's calls), so the driver calls the build off cleanly."""
     import threading
 
+    from .._errors import BuildCancelled
     from ..datasets import build_sharded_store
-    from ..datasets._cluster import BuildCancelled
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 
 from ..packing import search_limits
-from ..packing._limits import DEFAULT_TOLERANCE
 from ._common import load_sizes
 from ._format import format_table, print_json
+
+#: `search_limits`' own default resolution (the CLI's default is the library's).
+DEFAULT_TOLERANCE = inspect.signature(search_limits).parameters["tolerance"].default
 
 
 def _range(text: str) -> tuple[int, int]:

@@ -35,7 +35,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .._errors import InputError
+from .._errors import AtomsInputError, GraphbatchError, InputError
 from ._graphs import GraphArrays
 from ._extxyz import AtomsFrame
 from ._neighbours import _FLAT, _box, check_cell, half_pairs, neighbour_list
@@ -55,10 +55,6 @@ _RESERVED = {"positions", "atomic_numbers", "unit_shifts", "cell", "pbc", "weigh
              "config_type", "source", "frame", "edge_index", "numbers"} | set(ATOMS_PROPERTIES) | {
     f"{p}_weight" for p in ATOMS_PROPERTIES}
 _SHIFT_MAX = np.iinfo(np.int16).max
-
-
-class AtomsInputError(InputError):
-    """A structure graphbatch cannot store; the message names file, frame and field."""
 
 
 @dataclass(frozen=True)
@@ -333,7 +329,7 @@ def convert_frames_reference(frames: Iterable[AtomsFrame], *, cutoff: float, key
                   ct_l, frame_l, source, kept, kept_level, ctypes, heads, present)
 
 
-class _NotPlain(Exception):
+class _NotPlain(GraphbatchError):
     """A value the vectorised conversion leaves to `convert_frames_reference` (as it leaves
     any error: the reference reports the first one in frame order)."""
 

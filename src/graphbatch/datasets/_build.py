@@ -19,9 +19,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .._errors import InputError
+from .._io import check_output_path
 from ._construct import GRAPH_METHODS
 from ._graphs import GraphArrays
-from .._io import check_output_path
 from ._store import STORE_SUFFIXES, GraphStoreWriter
 
 __all__ = ["DATASETS", "BuildOptions", "BuildReport", "build_store", "load_records",
@@ -48,12 +49,12 @@ class BuildOptions:
 
     def check(self) -> "BuildOptions":
         if self.dataset not in DATASETS:
-            raise ValueError(f"unknown dataset {self.dataset!r}; choose one of {DATASETS}")
+            raise InputError(f"unknown dataset {self.dataset!r}; choose one of {DATASETS}")
         if self.graph not in GRAPH_METHODS:
-            raise ValueError(f"unknown graph construction {self.graph!r}; choose one of "
+            raise InputError(f"unknown graph construction {self.graph!r}; choose one of "
                              f"{GRAPH_METHODS}")
         if self.limit is not None and (isinstance(self.limit, bool) or int(self.limit) < 0):
-            raise ValueError(f"limit must be >= 0, got {self.limit!r}")
+            raise InputError(f"limit must be >= 0, got {self.limit!r}")
         return self
 
     def as_json(self) -> dict:
@@ -210,7 +211,7 @@ def write_partition(out: str | os.PathLike, opts: BuildOptions, records, meta: d
         if n_graph == 0 and allow_empty:
             writer.discard()
         elif n_graph == 0:
-            raise ValueError(f"no {opts.dataset} graphs were built (limit={opts.limit}, "
+            raise InputError(f"no {opts.dataset} graphs were built (limit={opts.limit}, "
                              f"records {start}:{start + record_count(records)}, "
                              f"{len(failures)} failures)")
     return BuildReport(path=Path(out), dataset=opts.dataset, n_graph=n_graph, n_node=n_node,

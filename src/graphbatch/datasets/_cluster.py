@@ -33,26 +33,18 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import BuildCancelled, InputError, ShardBuildError, StoreFormatError
 from .._io import check_output_path
 from .._validate import as_positive_int
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
 from ._manifest import read_manifest, shard_facts, write_manifest_of_facts
-from ._store import StoreFormatError, remove_stale_temporaries
+from ._store import remove_stale_temporaries
 
 __all__ = ["ENGINES", "BuildCancelled", "ShardBuildError", "ShardedBuildReport",
            "build_sharded_store", "partition_bounds"]
 
 #: Cluster engines a sharded build can run on.
 ENGINES = ("dask",)
-
-
-class ShardBuildError(RuntimeError):
-    """A shard could not be built (after the engine's retries); no manifest was written."""
-
-
-class BuildCancelled(RuntimeError):
-    """The build was called off through its ``stop`` event (e.g. on SIGTERM): no manifest was
-    written and the shards of this build were removed."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +85,7 @@ def partition_bounds(n_records: int, shards: int) -> np.ndarray:
     (contiguous, sizes differ by at most one, none empty)."""
     shards = as_positive_int(shards, "shards")
     if shards > n_records:
-        raise ValueError(f"--shards {shards} is more than the {n_records} source records")
+        raise InputError(f"--shards {shards} is more than the {n_records} source records")
     return (np.arange(shards + 1, dtype=np.int64) * n_records) // shards
 
 
@@ -288,22 +280,22 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
         marks.append((name, time.perf_counter()))
 
     if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
+        raise InputError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     out = Path(out)
     if out.suffix != ".json":
-        raise ValueError(f"the manifest of a sharded store is a .json file, got {str(out)!r}")
+        raise InputError(f"the manifest of a sharded store is a .json file, got {str(out)!r}")
     check_output_path(out, [source], "out", what="sharded store manifest")
     if address is not None and workers is not None:
-        raise ValueError("--workers sizes a local cluster; a running cluster (--address) has "
+        raise InputError("--workers sizes a local cluster; a running cluster (--address) has "
                          "its own workers")
     retries = int(retries)
     if retries < 0:
-        raise ValueError(f"retries must be >= 0, got {retries}")
+        raise InputError(f"retries must be >= 0, got {retries}")
     opts = BuildOptions(dataset, graph=graph, cutoff=cutoff, k=k, limit=limit,
                         source=None if source is None else str(source),
                         reverse_edges=reverse_edges).check()
     if dataset == "code" and limit is not None:
-        raise ValueError("--limit counts functions, but a sharded code build partitions files: "
+        raise InputError("--limit counts functions, but a sharded code build partitions files: "
                          "build code shards without --limit (or use --source on a smaller "
                          "folder)")
     shards = as_positive_int(shards, "shards")
@@ -376,7 +368,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                            for i, _ in res["failures"])
         built = [(paths[s], res) for s, res in enumerate(results) if not res.get("empty")]
         if not built:
-            raise ValueError(f"no {dataset} graphs were built (limit={limit}, "
+            raise InputError(f"no {dataset} graphs were built (limit={limit}, "
                              f"{len(unsharded)} failures)")
         _check_stop(stop)
         previous = [p for p in _previous_shards(out) if p not in paths]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._errors import InputError
 from .._validate import as_count_array, as_positive_int
 
 __all__ = ["EdgeSet", "GRAPH_METHODS", "full_edges", "radius_edges", "knn_edges", "build_edges"]
@@ -36,11 +37,11 @@ def _check(pos, n_node) -> tuple[np.ndarray, np.ndarray]:
     pos = np.asarray(pos, dtype=np.float64)
     nn = as_count_array(n_node, "n_node")
     if pos.ndim != 2 or pos.shape[1] != 3:
-        raise ValueError(f"pos must have shape [N, 3], got {pos.shape}")
+        raise InputError(f"pos must have shape [N, 3], got {pos.shape}")
     if pos.shape[0] != int(nn.sum()):
-        raise ValueError(f"pos has {pos.shape[0]} rows but n_node sums to {int(nn.sum())}")
+        raise InputError(f"pos has {pos.shape[0]} rows but n_node sums to {int(nn.sum())}")
     if not np.isfinite(pos).all():
-        raise ValueError("pos contains NaN or infinite coordinates")
+        raise InputError("pos contains NaN or infinite coordinates")
     return pos, nn
 
 
@@ -110,7 +111,7 @@ def radius_edges(pos, n_node, cutoff: float = 6.0) -> EdgeSet:
     pos, nn = _check(pos, n_node)
     cutoff = float(cutoff)
     if not np.isfinite(cutoff) or cutoff <= 0:
-        raise ValueError(f"cutoff must be a positive finite distance, got {cutoff!r}")
+        raise InputError(f"cutoff must be a positive finite distance, got {cutoff!r}")
     if pos.shape[0] == 0:
         return _finish(np.zeros(0, np.int64), np.zeros(0, np.int64), pos, nn)
     shifted, graph_of_node = _grid_layout(pos, nn, cutoff)
@@ -162,4 +163,4 @@ def build_edges(pos, n_node, method: str = "radius", *, cutoff: float = 6.0,
         return knn_edges(pos, n_node, k)
     if method == "full":
         return full_edges(pos, n_node)
-    raise ValueError(f"unknown graph construction {method!r}; choose one of {GRAPH_METHODS}")
+    raise InputError(f"unknown graph construction {method!r}; choose one of {GRAPH_METHODS}")

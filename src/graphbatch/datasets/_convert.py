@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError, StoreFormatError
 from .._io import check_output_path, check_regular_file
 from ._graphs import LEVELS, GraphArrays
 from ._header import STORE_FORMAT, check_fields, sniff
-from ._store import (STORE_SUFFIXES, GraphStore, GraphStoreWriter, StoreFormatError,
-                     StoreFormatWarning, _h5py)
+from ._store import STORE_SUFFIXES, GraphStore, GraphStoreWriter, StoreFormatWarning, _h5py
 
 __all__ = ["check_v1", "convert_store"]
 
@@ -291,7 +291,7 @@ def convert_store(src: str | os.PathLike, out: str | os.PathLike, *,
     check_output_path(out, [src], "--out", suffixes=STORE_SUFFIXES, what="converted store")
     chunk = int(chunk_graphs)
     if chunk < 1:
-        raise ValueError(f"chunk_graphs must be >= 1, got {chunk_graphs!r}")
+        raise InputError(f"chunk_graphs must be >= 1, got {chunk_graphs!r}")
     kind = sniff(src)
     if kind == "v3":
         raise StoreFormatError(f"{str(src)!r} is already a format-3 store; nothing to convert")

@@ -19,6 +19,8 @@ from typing import Iterator
 
 import numpy as np
 
+from .._errors import InputError
+
 __all__ = ["EMT_ELEMENTS", "EMT_KINDS", "emt_structures", "write_emt_extxyz"]
 
 #: EMT's metals and their FCC lattice constants (Å, ASE's reference states).
@@ -130,11 +132,11 @@ def emt_structures(n: int, *, seed: int = 0, start: int = 0, max_atoms: int = 40
     from ase.calculators.emt import EMT
 
     if int(n) < 0 or int(max_atoms) < 1:
-        raise ValueError(f"need n >= 0 and max_atoms >= 1, got n={n}, max_atoms={max_atoms}")
+        raise InputError(f"need n >= 0 and max_atoms >= 1, got n={n}, max_atoms={max_atoms}")
     shares = dict(EMT_KINDS if kinds is None else kinds)
     unknown = set(shares) - set(EMT_KINDS)
     if unknown or not shares or min(shares.values()) < 0 or sum(shares.values()) <= 0:
-        raise ValueError(f"kinds must weigh some of {sorted(EMT_KINDS)} (>= 0), got {shares}")
+        raise InputError(f"kinds must weigh some of {sorted(EMT_KINDS)} (>= 0), got {shares}")
     names = list(shares)
     p = np.array([shares[k] for k in names], dtype=float)
     p /= p.sum()

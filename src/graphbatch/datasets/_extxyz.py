@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import GraphbatchError, InputError
+
 __all__ = ["AtomsFrame", "Declined", "frame_from_atoms", "parse_comment", "read_frames"]
 
 
@@ -74,8 +76,9 @@ def frame_from_atoms(frame: int, atoms) -> AtomsFrame:
                       atoms.info, atoms.arrays, results)
 
 
-class Declined(Exception):
-    """This frame is not the common case: read it with ``ase.io``."""
+class Declined(GraphbatchError):
+    """This frame is not the common case: read it with ``ase.io`` (an internal signal, caught
+    by the reader; never reaches the caller)."""
 
 
 # ------------------------------------------------------------------ the comment line
@@ -125,7 +128,7 @@ def _convert(key: str, value: str) -> Any:
         value = numeric[0] if len(numeric) == 1 else numeric
     if key in _SPECIAL_3_3:
         if not isinstance(value, np.ndarray) or value.shape != (9,):
-            raise ValueError(f"Got info item {key}, expecting special 3x3 matrix, but value "
+            raise InputError(f"Got info item {key}, expecting special 3x3 matrix, but value "
                              "is not in the form of a 9-long numerical vector")
         value = np.array(value).reshape((3, 3), order="F")
     if isinstance(value, str):

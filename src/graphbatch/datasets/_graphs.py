@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
 from .._validate import as_count_array
 
@@ -46,19 +47,19 @@ class GraphArrays:
         nn = as_count_array(self.n_node, "n_node")
         ne = as_count_array(self.n_edge, "n_edge")
         if nn.shape != ne.shape:
-            raise ValueError(f"n_node has {nn.shape[0]} entries but n_edge has {ne.shape[0]}")
+            raise InputError(f"n_node has {nn.shape[0]} entries but n_edge has {ne.shape[0]}")
         ei = np.asarray(self.edge_index)
         if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
-            raise ValueError(f"edge_index must be an int array of shape [2, E], got "
+            raise InputError(f"edge_index must be an int array of shape [2, E], got "
                              f"{ei.dtype} {ei.shape}")
         if ei.shape[1] != int(ne.sum()):
-            raise ValueError(f"edge_index has {ei.shape[1]} edges but n_edge sums to {ne.sum()}")
+            raise InputError(f"edge_index has {ei.shape[1]} edges but n_edge sums to {ne.sum()}")
         if ei.size:
             limit = np.repeat(nn, ne)
             bad = (ei < 0).any(axis=0) | (ei >= limit).any(axis=0)
             if bad.any():
                 e = int(np.flatnonzero(bad)[0])
-                raise ValueError(f"edge {e} = {ei[:, e].tolist()} is outside its graph "
+                raise InputError(f"edge {e} = {ei[:, e].tolist()} is outside its graph "
                                  f"of {limit[e]} nodes (indices are local)")
         object.__setattr__(self, "n_node", nn)
         object.__setattr__(self, "n_edge", ne)
@@ -69,13 +70,13 @@ class GraphArrays:
             fields = {k: np.asarray(v) for k, v in getattr(self, level).items()}
             for name, arr in fields.items():
                 if name == "edge_index" or name in seen:
-                    raise ValueError(f"field name {name!r} is reserved or used twice")
+                    raise InputError(f"field name {name!r} is reserved or used twice")
                 seen.add(name)
                 if arr.ndim == 0 or arr.shape[0] != expected[level]:
-                    raise ValueError(f"{level} field {name!r} has shape {arr.shape}; its first "
+                    raise InputError(f"{level} field {name!r} has shape {arr.shape}; its first "
                                      f"dimension must be {expected[level]}")
                 if arr.dtype.kind not in "biuf":
-                    raise TypeError(f"field {name!r} has dtype {arr.dtype}; only bool, int and "
+                    raise InputTypeError(f"field {name!r} has dtype {arr.dtype}; only bool, int and "
                                     "float arrays are supported")
             object.__setattr__(self, level, fields)
 
@@ -135,11 +136,11 @@ class GraphArrays:
     def concat(parts: list["GraphArrays"]) -> "GraphArrays":
         """Concatenate graph collections with identical fields (dtype of the first part)."""
         if not parts:
-            raise ValueError("concat needs at least one GraphArrays")
+            raise InputError("concat needs at least one GraphArrays")
         first = parts[0]
         for p in parts[1:]:
             if p.fields() != first.fields():
-                raise ValueError(f"cannot concat: fields {p.fields()} differ from {first.fields()}")
+                raise InputError(f"cannot concat: fields {p.fields()} differ from {first.fields()}")
 
         def cat(level: str, name: str) -> np.ndarray:
             return np.concatenate([getattr(p, level)[name] for p in parts], axis=0)

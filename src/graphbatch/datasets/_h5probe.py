@@ -7,7 +7,7 @@ size: a damaged size that makes the next object header fall on zero bytes reads 
 ("free space") of size 0, and the loop never advances -- ``GraphStore(path)`` hung in an
 attribute read, beyond the reach of signals (the loop holds the GIL in C). Format 3 reads no
 HDF5 (`graphbatch.datasets._header`). For the older formats, this module runs the h5py parse
-in a child process (``python -m graphbatch.datasets._h5probe TASK PATH``), which prints its
+in a child process (``python -m graphbatch.datasets._h5probe_child TASK PATH``), which prints its
 result as JSON; the parent waits at most `PROBE_TIMEOUT_S` seconds and then kills it and
 raises `StoreFormatError` naming the file. A parse that finishes in the child finishes the
 same way in the parent (same bytes, same deterministic parser), which is what
@@ -28,12 +28,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import StoreFormatError
+from ._header import StoreHeader
+
 __all__ = ["PROBE_TIMEOUT_S", "probe_header", "probe_v1"]
 
 #: Seconds a child process may take to parse a store's HDF5 metadata (a healthy store takes
 #: well under a second, interpreter start included; the limit leaves room for loaded machines).
 PROBE_TIMEOUT_S = 30.0
-_MARK = "graphbatch-h5probe:"
+#: The prefix of the child's result line on its stdout.
+MARK = "graphbatch-h5probe:"
 
 
 def _identity(path: Path) -> tuple:
@@ -42,14 +46,12 @@ def _identity(path: Path) -> tuple:
 
 
 def _run(task: str, path: Path) -> dict:
-    from ._store import StoreFormatError
-
     root = str(Path(__file__).resolve().parents[2])   # the folder holding graphbatch/
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     before = _identity(path)
     try:
-        out = subprocess.run([sys.executable, "-m", "graphbatch.datasets._h5probe", task,
+        out = subprocess.run([sys.executable, "-m", "graphbatch.datasets._h5probe_child", task,
                               str(path)], capture_output=True, env=env,
                              timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
@@ -58,12 +60,12 @@ def _run(task: str, path: Path) -> dict:
             f"{PROBE_TIMEOUT_S:g} s (damaged file: HDF5 loops forever on some damaged "
             "metadata)") from None
     lines = [ln for ln in out.stdout.decode("utf-8", "replace").splitlines()
-             if ln.startswith(_MARK)]
+             if ln.startswith(MARK)]
     if out.returncode != 0 or not lines:
         err = " ".join(out.stderr.decode("utf-8", "replace").split()[-30:])
         raise StoreFormatError(f"{str(path)!r}: reading its HDF5 metadata failed (exit status "
                                f"{out.returncode}; damaged file?): {err}")
-    result = json.loads(lines[-1][len(_MARK):])
+    result = json.loads(lines[-1][len(MARK):])
     if "error" in result:
         raise StoreFormatError(result["error"])
     if _identity(path) != before:
@@ -75,8 +77,6 @@ def probe_header(path: Path):
     """The `graphbatch.datasets._header.StoreHeader` of the format-2 store at ``path``, parsed
     by ``_store._read_header_h5`` in a child process (a format-1 store raises the error naming
     ``graphbatch data convert``)."""
-    from ._header import StoreHeader
-
     h = _run("header", Path(path))
     layout = {w: (o, tuple(s), np.dtype(d)) for w, (o, s, d) in h["layout"].items()}
     return StoreHeader(uuid=h["uuid"], name=h["name"], n_graph=h["n_graph"], totals=h["totals"],
@@ -90,39 +90,3 @@ def probe_v1(path: Path) -> dict:
     meta, fields, graph count), after its attributes were read and the chunk index of every
     dataset was checked (`graphbatch.datasets._convert.check_v1`) in a child process."""
     return _run("v1", Path(path))
-
-
-def _child(task: str, path: Path) -> dict:
-    if task == "header":
-        from ._store import _read_header_h5
-
-        h = _read_header_h5(path)
-        return {"uuid": h.uuid, "name": h.name, "n_graph": h.n_graph, "totals": h.totals,
-                "fields": h.fields, "meta": h.meta, "checksums": h.checksums,
-                "edge_dtype": h.edge_dtype.str, "header_crc": h.header_crc,
-                "format_version": h.format_version,
-                "layout": {w: [o, list(s), d.str] for w, (o, s, d) in h.layout.items()}}
-    if task == "v1":
-        from ._convert import check_v1
-
-        return check_v1(path)
-    raise ValueError(f"unknown probe task {task!r}")
-
-
-def main(argv: list[str]) -> int:
-    task, path = argv
-    try:
-        result = {"ok": _child(task, Path(path))}
-    except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
-        from ._store import StoreFormatError
-
-        msg = str(exc) if isinstance(exc, StoreFormatError) else (
-            f"{path!r} is not a readable graph store (damaged?): {type(exc).__name__}: {exc}")
-        result = {"error": " ".join(msg.split())}
-    sys.stdout.write(_MARK + json.dumps(result) + "\n")
-    sys.stdout.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

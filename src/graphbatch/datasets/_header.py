@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from .._io import open_regular, parse_json
 from ._graphs import LEVELS
 
@@ -66,7 +67,7 @@ SMALL_ARRAYS = ("sizes/n_node", "sizes/n_edge", "offsets/node", "offsets/edge", 
                 "checks/chunk_graphs", "checks/chunk_crc32")
 
 
-class _FormatError(ValueError):
+class _FormatError(InputError):
     """Raised inside parsing; the store turns it into `StoreFormatError` naming the file."""
 
 
@@ -96,7 +97,7 @@ def check_dtype(text) -> np.dtype:
     """A stored array dtype: bool, int, uint or float of at most 8 bytes, no structure."""
     dt = np.dtype(str(text))
     if dt.kind not in "biuf" or dt.itemsize > 8 or dt.shape or dt.names:
-        raise ValueError(f"unsupported dtype {text!r}")
+        raise InputError(f"unsupported dtype {text!r}")
     return dt
 
 
@@ -104,13 +105,13 @@ def check_fields(fields) -> dict:
     """The ``fields`` table: ``{name: {level, dtype, shape}}`` with known levels, dtypes
     (`check_dtype`), bounded trailing shapes, plain names."""
     if not isinstance(fields, dict):
-        raise TypeError("fields is not a JSON object")
+        raise InputTypeError("fields is not a JSON object")
     for name, spec in fields.items():
         if (not isinstance(spec, dict) or spec.get("level") not in LEVELS
                 or not isinstance(spec.get("shape"), list) or len(spec["shape"]) > 8
                 or not all(type(s) is int and 0 <= s <= _MAX_COUNT for s in spec["shape"])
                 or name == "edge_index" or "/" in name or not name):
-            raise ValueError(f"bad field description {name!r}: {spec!r}")
+            raise InputError(f"bad field description {name!r}: {spec!r}")
         check_dtype(spec.get("dtype"))
     return fields
 

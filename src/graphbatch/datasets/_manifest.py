@@ -43,13 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
+from .._errors import InputError, StoreFormatError
 from .._io import atomic_write, parse_json, read_bounded
-from ._header import check_dtype, check_fields
-from ._store import StoreFormatError
+from ._header import check_dtype, check_fields, sniff
+from ._store import GraphStore
 
 __all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "Manifest", "ShardEntry", "ShardFacts",
-           "file_identity", "read_manifest", "shard_facts", "write_manifest",
+           "file_identity", "is_manifest", "read_manifest", "shard_facts", "write_manifest",
            "write_manifest_of_facts", "write_manifest_of_shards"]
 
 MANIFEST_FORMAT = "graphbatch-sharded-store"
@@ -112,19 +112,19 @@ def _decode(text, crc, n: int, what: str) -> np.ndarray:
     """The ``n`` int64 counts of ``sizes/<what>``: never decompresses more than ``8 n + 1``
     bytes (a zlib bomb is refused after that many, not expanded)."""
     if not isinstance(text, str) or type(crc) is not int:
-        raise ValueError(f"sizes/{what} is not an encoded array with a crc32")
+        raise InputError(f"sizes/{what} is not an encoded array with a crc32")
     d = zlib.decompressobj()
     raw = d.decompress(base64.b64decode(text.encode("ascii"), validate=True), 8 * n + 1)
     if len(raw) > 8 * n or d.unconsumed_tail:
-        raise ValueError(f"sizes/{what} holds more than the {n} values the manifest says "
+        raise InputError(f"sizes/{what} holds more than the {n} values the manifest says "
                          f"(over {8 * n:,} bytes once decompressed)")
     if len(raw) != 8 * n:
-        raise ValueError(f"sizes/{what} holds {len(raw) // 8} values, the manifest says {n}")
+        raise InputError(f"sizes/{what} holds {len(raw) // 8} values, the manifest says {n}")
     if zlib.crc32(raw) != crc:
-        raise ValueError(f"sizes/{what} does not match its crc32")
+        raise InputError(f"sizes/{what} does not match its crc32")
     arr = np.frombuffer(raw, dtype="<i8").astype(np.int64)
     if arr.size and arr.min() < 0:
-        raise ValueError(f"sizes/{what} holds negative counts")
+        raise InputError(f"sizes/{what} holds negative counts")
     arr.flags.writeable = False
     return arr
 
@@ -143,7 +143,7 @@ def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict,
     n_node = np.asarray(n_node, dtype=np.int64)
     n_edge = np.asarray(n_edge, dtype=np.int64)
     if n_node.shape != n_edge.shape or n_node.shape[0] != sum(s.n_graph for s in shards):
-        raise ValueError(f"size table of {n_node.shape[0]} graphs does not match the shards' "
+        raise InputError(f"size table of {n_node.shape[0]} graphs does not match the shards' "
                          f"{sum(s.n_graph for s in shards)}")
     enc_n, crc_n = _encode(n_node)
     enc_e, crc_e = _encode(n_edge)
@@ -185,6 +185,15 @@ class ShardFacts:
     identity: tuple
 
 
+def is_manifest(path) -> bool:
+    """Whether ``path`` is a JSON file (a sharded store's manifest) rather than a store file
+    (never blocks: a FIFO or device is not a manifest, and the store's own open refuses it)."""
+    try:
+        return sniff(Path(path)) == "json"
+    except (OSError, ValueError, TypeError):
+        return False  # a missing or non-regular file is reported by the store's own open
+
+
 def file_identity(path: str | os.PathLike) -> tuple:
     """``(st_dev, st_ino, st_size, st_mtime_ns)`` of the file at ``path``."""
     st = os.stat(path)
@@ -195,8 +204,6 @@ def shard_facts(shard_path: str | os.PathLike) -> ShardFacts:
     """Open the store at ``shard_path`` (its own open checks: header CRC, size and offset
     CRCs) and return what the manifest needs of it. Raises ``ValueError`` if the file changed
     while it was read."""
-    from ._store import GraphStore
-
     shard_path = Path(shard_path)
     before = file_identity(shard_path)
     with GraphStore(shard_path, cache_size=0) as store:
@@ -210,7 +217,7 @@ def shard_facts(shard_path: str | os.PathLike) -> ShardFacts:
             fields=store.fields, edge_index_dtype=np.dtype(store.packed().edge_index.dtype).str,
             n_node=n_node, n_edge=n_edge, identity=before)
     if file_identity(shard_path) != before:
-        raise ValueError(f"shard {shard_path.name} changed on disk while it was read")
+        raise InputError(f"shard {shard_path.name} changed on disk while it was read")
     return facts
 
 
@@ -224,23 +231,23 @@ def write_manifest_of_facts(path: str | os.PathLike, facts: list[ShardFacts], *,
     path = Path(path)
     directory = (path.parent if str(path.parent) else Path(".")).resolve()
     if not facts:
-        raise ValueError("a sharded store needs at least one shard")
+        raise InputError("a sharded store needs at least one shard")
     first = facts[0]
     for k, f in enumerate(facts):
         shard_path = Path(f.path)
         if shard_path.resolve().parent != directory:
-            raise ValueError(f"shard {str(shard_path)!r} is not in the manifest's folder "
+            raise InputError(f"shard {str(shard_path)!r} is not in the manifest's folder "
                              f"{str(directory)!r}")
         try:
             now = file_identity(shard_path)
         except FileNotFoundError:
-            raise ValueError(f"shard {k} ({shard_path.name}) is gone from disk") from None
+            raise InputError(f"shard {k} ({shard_path.name}) is gone from disk") from None
         if now != tuple(f.identity):
-            raise ValueError(f"shard {k} ({shard_path.name}) on disk is not the store its "
+            raise InputError(f"shard {k} ({shard_path.name}) on disk is not the store its "
                              f"writer reported (file {now}, reported {tuple(f.identity)}): "
                              "written twice?")
         if f.fields != first.fields or f.edge_index_dtype != first.edge_index_dtype:
-            raise ValueError(f"shard {k} ({shard_path.name}) has fields {f.fields} and edge "
+            raise InputError(f"shard {k} ({shard_path.name}) has fields {f.fields} and edge "
                              f"dtype {f.edge_index_dtype}; shard 0 has {first.fields} and "
                              f"{first.edge_index_dtype}")
     entries = [f.entry for f in facts]
@@ -261,7 +268,7 @@ def write_manifest_of_shards(path: str | os.PathLike, shard_paths, *, name: str,
     directory = (path.parent if str(path.parent) else Path(".")).resolve()
     for shard_path in map(Path, shard_paths):  # named before any file is opened
         if shard_path.resolve().parent != directory:
-            raise ValueError(f"shard {str(shard_path)!r} is not in the manifest's folder "
+            raise InputError(f"shard {str(shard_path)!r} is not in the manifest's folder "
                              f"{str(directory)!r}")
     return write_manifest_of_facts(path, [shard_facts(p) for p in shard_paths], name=name,
                                    meta=meta, build=build,
@@ -270,21 +277,21 @@ def write_manifest_of_shards(path: str | os.PathLike, shard_paths, *, name: str,
 
 def _count(value, what: str) -> int:
     if type(value) is not int or not 0 <= value <= _MAX_COUNT:
-        raise ValueError(f"{what} = {value!r} is not a count")
+        raise InputError(f"{what} = {value!r} is not a count")
     return value
 
 
 def _shard(entry, k: int) -> ShardEntry:
     if not isinstance(entry, dict):
-        raise ValueError(f"shard {k} is not a JSON object")
+        raise InputError(f"shard {k} is not a JSON object")
     file = entry.get("file")
     if (not isinstance(file, str) or not file or "/" in file or "\\" in file
             or file in (".", "..")):
-        raise ValueError(f"shard {k} has a bad file name {file!r} (must be a plain name in the "
+        raise InputError(f"shard {k} has a bad file name {file!r} (must be a plain name in the "
                          "manifest's folder)")
     uuid = entry.get("uuid")
     if not isinstance(uuid, str):
-        raise ValueError(f"shard {k} has no uuid")
+        raise InputError(f"shard {k} has no uuid")
     return ShardEntry(file=file, uuid=uuid,
                       **{key: _count(entry.get(key), f"shard {k} {key}") for key in
                          ("n_graph", "n_node", "n_edge", "n_failed", "header_crc", "bytes")})
@@ -319,7 +326,7 @@ def _check_format(body: dict) -> tuple[dict, str]:
     fields = check_fields(body["fields"])
     edge = check_dtype(body["edge_index_dtype"])
     if edge.kind not in "iu" or edge.str != body["edge_index_dtype"]:
-        raise ValueError(f"edge_index_dtype {body['edge_index_dtype']!r} is not an integer "
+        raise InputError(f"edge_index_dtype {body['edge_index_dtype']!r} is not an integer "
                          "dtype string")
     return fields, edge.str
 
@@ -338,7 +345,7 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
         body = parse_json(data, f"sharded store manifest {str(path)!r}",
                           max_bytes=_MAX_MANIFEST_BYTES)
         if not isinstance(body, dict):
-            raise ValueError("not a JSON object")
+            raise InputError("not a JSON object")
         if body.get("format") != MANIFEST_FORMAT:
             raise StoreFormatError(f"{str(path)!r} is not a graphbatch sharded store manifest "
                                    f"(format {body.get('format')!r})")
@@ -352,35 +359,35 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
                                    "(edited or damaged manifest)")
         shards = body.get("shards")
         if not isinstance(shards, list) or not shards:
-            raise ValueError("no shards listed")
+            raise InputError("no shards listed")
         entries = tuple(_shard(e, k) for k, e in enumerate(shards))
         if len({e.file for e in entries}) != len(entries):
-            raise ValueError("a shard file is listed twice")
+            raise InputError("a shard file is listed twice")
         n_graph = _count(body.get("n_graph"), "n_graph")
         if n_graph != sum(e.n_graph for e in entries):
-            raise ValueError(f"n_graph {n_graph} differs from the shards' sum")
+            raise InputError(f"n_graph {n_graph} differs from the shards' sum")
         _check_shard_files(path, entries)
         sizes = body.get("sizes")
         if not isinstance(sizes, dict) or sizes.get("encoding") != "zlib+base64":
-            raise ValueError("sizes is not a zlib+base64 size table")
+            raise InputError("sizes is not a zlib+base64 size table")
         n_node = _decode(sizes.get("n_node"), sizes.get("n_node_crc32"), n_graph, "n_node")
         n_edge = _decode(sizes.get("n_edge"), sizes.get("n_edge_crc32"), n_graph, "n_edge")
         bounds = np.cumsum([0] + [e.n_graph for e in entries])
         for k, e in enumerate(entries):
             a, b = bounds[k], bounds[k + 1]
             if int(n_node[a:b].sum()) != e.n_node or int(n_edge[a:b].sum()) != e.n_edge:
-                raise ValueError(f"shard {k} node/edge totals differ from the size table")
+                raise InputError(f"shard {k} node/edge totals differ from the size table")
         if (_count(body.get("n_node_total"), "n_node_total") != int(n_node.sum())
                 or _count(body.get("n_edge_total"), "n_edge_total") != int(n_edge.sum())):
-            raise ValueError("totals differ from the size table")
+            raise InputError("totals differ from the size table")
         for key, kind in (("uuid", str), ("name", str), ("meta", dict), ("fields", dict),
                           ("edge_index_dtype", str), ("build", dict)):
             if not isinstance(body.get(key), kind):
-                raise ValueError(f"{key} is not a JSON {kind.__name__}")
+                raise InputError(f"{key} is not a JSON {kind.__name__}")
         _check_format(body)
         extra = body.get("failed_without_shard")
         if not isinstance(extra, list):
-            raise ValueError("failed_without_shard is not a list")
+            raise InputError("failed_without_shard is not a list")
         failed_extra = np.asarray([_count(i, "failed_without_shard entry") for i in extra],
                                   dtype=np.int64)
     except StoreFormatError:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError
 from .._io import check_regular_file
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int, as_positive_int
@@ -40,7 +41,7 @@ def load_moses_smiles(split: str = "train", limit: int | None = None,
     ``source`` is a ``.csv``/``.csv.gz`` file with a ``SMILES`` column (default: molsets' file).
     """
     if split not in _SPLITS:
-        raise ValueError(f"unknown MOSES split {split!r}; choose one of {_SPLITS}")
+        raise InputError(f"unknown MOSES split {split!r}; choose one of {_SPLITS}")
     if limit is not None:
         limit = as_nonnegative_int(limit, "limit")
     path = (Path(source) if source is not None
@@ -54,7 +55,7 @@ def load_moses_smiles(split: str = "train", limit: int | None = None,
         reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
         header = next(reader, None)
         if not header or "SMILES" not in header:
-            raise ValueError(f"{str(path)!r} has no SMILES column (header {header!r})")
+            raise InputError(f"{str(path)!r} has no SMILES column (header {header!r})")
         col = header.index("SMILES")
         for row in reader:
             if limit is not None and len(out) >= limit:

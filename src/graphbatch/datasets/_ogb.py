@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._errors import InputError
+
 __all__ = ["ATOM_FEATURES", "BOND_FEATURES", "atom_feature_dims", "bond_feature_dims",
            "smiles_to_graph", "smiles_size"]
 
@@ -55,7 +57,7 @@ def _lookup(table: dict, value, *, misc: bool = True) -> int:
         return i
     if misc:
         return len(table) - 1
-    raise ValueError(f"value {value!r} has no entry in the OGB vocabulary {list(table)}")
+    raise InputError(f"value {value!r} has no entry in the OGB vocabulary {list(table)}")
 
 
 def _atom_row(atom) -> list[int]:
@@ -96,7 +98,7 @@ def _mol(smiles: str):
         _QUIET = True
     mol = Chem.MolFromSmiles(smiles)
     if mol is None:
-        raise ValueError(f"RDKit cannot parse SMILES {smiles!r}")
+        raise InputError(f"RDKit cannot parse SMILES {smiles!r}")
     return mol
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError
 from .._io import check_regular_file
 from .._validate import as_nonnegative_int, as_positive_int
 from ._construct import build_edges
@@ -98,7 +99,7 @@ def load_qm9(limit: int | None = None, source: str | Path | None = None) -> QM9M
                        ("Index", "N_atoms", "Elements", "XYZ_Ang")}
                 ycols = [header.index(c) for _, c, _ in QM9_TARGETS]
             except ValueError as exc:
-                raise ValueError(f"{folder / part}: unexpected header ({exc})") from exc
+                raise InputError(f"{folder / part}: unexpected header ({exc})") from exc
             for row in reader:
                 if limit is not None and len(n_atoms) >= limit:
                     break
@@ -112,10 +113,10 @@ def load_qm9(limit: int | None = None, source: str | Path | None = None) -> QM9M
     try:
         z = np.fromiter((_Z[e] for e in elems), dtype=np.int64, count=len(elems))
     except KeyError as exc:
-        raise ValueError(f"unknown element symbol {exc.args[0]!r} in QM9 data") from exc
+        raise InputError(f"unknown element symbol {exc.args[0]!r} in QM9 data") from exc
     flat = np.asarray(",".join(coords).split(",") if coords else [], dtype=np.float64)
     if z.shape[0] != int(n_node.sum()) or flat.shape[0] != 3 * z.shape[0]:
-        raise ValueError(f"QM9 data is inconsistent: {z.shape[0]} elements, {flat.shape[0]} "
+        raise InputError(f"QM9 data is inconsistent: {z.shape[0]} elements, {flat.shape[0]} "
                          f"coordinates, N_atoms sums to {int(n_node.sum())}")
     y = np.asarray([[float(v) if v.strip() else np.nan for v in r] for r in ys],
                    dtype=np.float64).reshape(-1, len(QM9_TARGETS))

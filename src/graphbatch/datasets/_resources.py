@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from .._errors import InputError
+
 __all__ = ["package_data_path"]
 
 #: How to install each data package (their dependency pins must not be installed).
@@ -25,7 +27,7 @@ def package_data_path(package: str, *parts: str) -> Path:
     Raises ``FileNotFoundError`` naming the install command when the package or file is missing.
     """
     if "." in package:
-        raise ValueError(f"give a top-level package name, got {package!r}")
+        raise InputError(f"give a top-level package name, got {package!r}")
     spec = importlib.util.find_spec(package)
     hint = INSTALL_HINT.get(package, f"pip install {package}")
     if spec is None or not spec.submodule_search_locations:

@@ -25,10 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from .._budget import Budget
+from .._errors import InputError, InputTypeError, StoreFormatError
 from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from ._graphs import LEVELS, GraphArrays
-from ._manifest import Manifest, read_manifest
-from ._store import GraphStore, StoreFormatError
+from ._manifest import Manifest, is_manifest, read_manifest
+from ._store import GraphStore
 
 __all__ = ["ShardedGraphStore"]
 
@@ -42,6 +43,11 @@ class ShardedGraphStore(GraphStore):
     this object). ``path`` is the manifest, ``uuid`` the manifest's id. ``packed()`` is not
     available (there is no single set of arrays): read batches with `read_batch`.
     """
+
+    @classmethod
+    def claims(cls, path) -> bool:
+        """A JSON file (a manifest) opens as a sharded store."""
+        return is_manifest(path)
 
     def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
                  in_memory: bool = False, verify: bool = False,
@@ -133,7 +139,7 @@ class ShardedGraphStore(GraphStore):
         return state
 
     def _arrays(self):
-        raise TypeError("a sharded store has no single set of arrays; read graphs with "
+        raise InputTypeError("a sharded store has no single set of arrays; read graphs with "
                         "read_graph/read_batch or a shard with shard(s)")
 
     # ------------------------------------------------------------ metadata (manifest only)
@@ -182,7 +188,7 @@ class ShardedGraphStore(GraphStore):
 
     # ------------------------------------------------------------ graph data
     def packed(self) -> PackedGraphs:
-        raise TypeError("a sharded store has no single PackedGraphs view; read batches with "
+        raise InputTypeError("a sharded store has no single PackedGraphs view; read batches with "
                         "read_batch (or use shard(s).packed() per shard)")
 
     def read_graph(self, i: int) -> dict[str, np.ndarray]:
@@ -257,7 +263,7 @@ class ShardedGraphStore(GraphStore):
         n_real, e_real = int(self.n_node[idx].sum()), int(self.n_edge[idx].sum())
         if (idx.shape[0] > budget.graph_capacity or n_real > budget.node_capacity
                 or e_real > budget.edge_capacity):  # checked here to name global indices
-            raise ValueError(
+            raise InputError(
                 f"{idx.shape[0]} graphs with {n_real} nodes and {e_real} edges (dataset indices "
                 f"{idx[:8].tolist()}...) do not fit the padded shape ({budget.n_node}, "
                 f"{budget.n_edge}, {budget.n_graph}), which has room for {budget.graph_capacity} "

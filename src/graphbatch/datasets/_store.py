@@ -46,8 +46,8 @@ import re
 import shutil
 import tempfile
 import time
-import warnings
 import uuid as uuidlib
+import warnings
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -55,16 +55,28 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError, UnknownNameError
+from .._errors import InputError, InputTypeError, StoreFormatError, UnknownNameError
 from .._io import check_output_path
 from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int
 from ._chunkcheck import CHUNK_BYTES, ChunkChecker, chunk_bounds, chunk_crcs
 from ._graphs import LEVELS, GraphArrays
-from ._header import (PREFIX_BYTES, SMALL_ARRAYS, STORE_FORMAT, STORE_VERSION, StoreHeader,
-                      check_dtype, check_fields, chunk_columns, expected_arrays, header_json,
-                      pack_prefix, read_header_v3, sniff)
+from ._header import (
+    PREFIX_BYTES,
+    SMALL_ARRAYS,
+    STORE_FORMAT,
+    STORE_VERSION,
+    StoreHeader,
+    check_dtype,
+    check_fields,
+    chunk_columns,
+    expected_arrays,
+    header_json,
+    pack_prefix,
+    read_header_v3,
+    sniff,
+)
 
 __all__ = [
     "STORE_FORMAT",
@@ -82,11 +94,6 @@ _MAX_COUNT = 1 << 48        # no store holds more rows than this (header values 
 _SMALL = SMALL_ARRAYS
 #: File name endings of a store (what `GraphStoreWriter` accepts).
 STORE_SUFFIXES = (".h5", ".hdf5")
-
-
-class StoreFormatError(InputError):
-    """The file is not a readable graph store: truncated, corrupted, replaced, or another
-    format/version (an `graphbatch.InputError`, so a ``ValueError``)."""
 
 
 class StoreFormatWarning(UserWarning):
@@ -201,9 +208,9 @@ class GraphStoreWriter:
     def append(self, graphs: GraphArrays) -> None:
         """Add ``graphs`` after those already written (same fields, dtypes, trailing shapes)."""
         if self._done:
-            raise ValueError("this writer is already committed or closed")
+            raise InputError("this writer is already committed or closed")
         if not isinstance(graphs, GraphArrays):
-            raise TypeError(f"append needs a GraphArrays, got {type(graphs).__name__}")
+            raise InputTypeError(f"append needs a GraphArrays, got {type(graphs).__name__}")
         fields = {name: {"level": level, "dtype": getattr(graphs, level)[name].dtype.str,
                          "shape": list(getattr(graphs, level)[name].shape[1:])}
                   for name, level in graphs.fields().items()}
@@ -211,7 +218,7 @@ class GraphStoreWriter:
             self._fields = fields
             self._edge_dtype = graphs.edge_index.dtype
         elif fields != self._fields:
-            raise ValueError(f"chunk fields {fields} differ from the first chunk's {self._fields}")
+            raise InputError(f"chunk fields {fields} differ from the first chunk's {self._fields}")
         ei = graphs.edge_index.astype(self._edge_dtype, copy=False)
         self._write("edge_index/0", ei[0])
         self._write("edge_index/1", ei[1])
@@ -264,9 +271,9 @@ class GraphStoreWriter:
         if given, is called with the finished temporary file before the rename; if it raises,
         nothing is renamed (leave the ``with`` block by that exception to discard the rest)."""
         if self._done:
-            raise ValueError("this writer is already committed or closed")
+            raise InputError("this writer is already committed or closed")
         if self._fields is None:
-            raise ValueError("no graphs were appended; refusing to write an empty store")
+            raise InputError("no graphs were appended; refusing to write an empty store")
         h5py = _h5py()
         nn = np.concatenate(self._n_node).astype(np.int64)
         ne = np.concatenate(self._n_edge).astype(np.int64)
@@ -395,7 +402,7 @@ def _attr_str(attrs, key: str) -> str:
     if isinstance(v, bytes):
         v = v.decode()
     if not isinstance(v, str):
-        raise TypeError(f"attribute {key!r} is not a string")
+        raise InputTypeError(f"attribute {key!r} is not a string")
     return v
 
 
@@ -404,10 +411,10 @@ def _attr_count(attrs, key: str) -> int:
     if isinstance(v, np.ndarray) and v.shape == ():
         v = v[()]
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"attribute {key!r} is not an integer")
+        raise InputTypeError(f"attribute {key!r} is not an integer")
     v = int(v)
     if not 0 <= v <= _MAX_COUNT:
-        raise ValueError(f"attribute {key!r} = {v} is out of range")
+        raise InputError(f"attribute {key!r} = {v} is out of range")
     return v
 
 
@@ -479,37 +486,37 @@ def _parse_header(path: Path, f) -> _Header:
     fields = check_fields(json.loads(_attr_str(f.attrs, "fields")))
     meta = json.loads(_attr_str(f.attrs, "meta"))
     if not isinstance(meta, dict):
-        raise TypeError("meta is not a JSON object")
+        raise InputTypeError("meta is not a JSON object")
     checksums = json.loads(_attr_str(f.attrs, "checksums"))
     edge_dtype = check_dtype(_attr_str(f.attrs, "edge_index_dtype"))
     if edge_dtype.kind not in "iu":
-        raise ValueError(f"edge_index dtype {edge_dtype} is not an integer type")
+        raise InputError(f"edge_index dtype {edge_dtype} is not an integer type")
     expected = expected_arrays(n_graph, totals, fields, edge_dtype)
     size = path.stat().st_size
     layout = {}
     for where in [*expected, "failed_index"]:
         ds = f[where]
         if not isinstance(ds, _h5py().Dataset):
-            raise ValueError(f"{where} is not a dataset")
+            raise InputError(f"{where} is not a dataset")
         if where == "failed_index":
             if ds.ndim != 1 or ds.shape[0] > _MAX_COUNT:
-                raise ValueError(f"failed_index has shape {ds.shape}")
+                raise InputError(f"failed_index has shape {ds.shape}")
             shape, dtype = ds.shape, np.dtype("<i8")
         else:
             shape, dtype = expected[where]
         if ds.shape != shape:
-            raise ValueError(f"{where} has shape {ds.shape}, the header says {shape}")
+            raise InputError(f"{where} has shape {ds.shape}, the header says {shape}")
         if ds.dtype != dtype:
-            raise ValueError(f"{where} has dtype {ds.dtype}, the header says {dtype}")
+            raise InputError(f"{where} has dtype {ds.dtype}, the header says {dtype}")
         if ds.chunks is not None or ds.compression is not None:
-            raise ValueError(f"{where} is not stored contiguously")
+            raise InputError(f"{where} is not stored contiguously")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         offset = ds.id.get_offset() if nbytes else None
         if nbytes and (offset is None or offset < 0 or offset + nbytes > size):
-            raise ValueError(f"{where} ({nbytes} bytes at offset {offset}) lies outside the "
+            raise InputError(f"{where} ({nbytes} bytes at offset {offset}) lies outside the "
                              f"{size}-byte file")
         if where not in checksums or type(checksums[where]) is not int:
-            raise ValueError(f"no checksum for {where}")
+            raise InputError(f"no checksum for {where}")
         layout[where] = (offset, shape, dtype)
     return _Header(uuid=_attr_str(f.attrs, "uuid"), name=_attr_str(f.attrs, "name"),
                    n_graph=n_graph, totals=totals, fields=fields, meta=meta,
@@ -528,15 +535,6 @@ def _crc(arr: np.ndarray) -> int:
 
 
 # ====================================================================== reading
-def _is_manifest(path) -> bool:
-    """Whether ``path`` is a JSON file (a sharded store's manifest) rather than a store file
-    (never blocks: a FIFO or device is not a manifest, and the store's own open refuses it)."""
-    try:
-        return sniff(Path(path)) == "json"
-    except (OSError, ValueError, TypeError):
-        return False  # a missing or non-regular file is reported by the store's own open
-
-
 _WARNED: set[str] = set()
 
 
@@ -636,19 +634,24 @@ class GraphStore(metaclass=_OpensByPath):
     """
 
     @classmethod
-    def open(cls, path: str | os.PathLike, **options) -> "GraphStore":
-        """The store at ``path``: a `graphbatch.datasets.ShardedGraphStore` when ``path`` is a
-        JSON manifest (its first byte; a missing or non-regular file is left to the store's
-        own open, which names it), else a single-file `GraphStore`. ``options`` are the
-        constructor's (``cache_size``, ``in_memory``, ``verify``, ``check_chunks``). Raises
-        `StoreFormatError` (an `InputError`) for a damaged or foreign file."""
-        if _is_manifest(path):
-            from ._shards import ShardedGraphStore  # _shards builds on this module
-
-            return ShardedGraphStore(path, **options)
+    def open(cls, path: str | os.PathLike, **options) -> GraphStore:
+        """The store at ``path``: the subclass that `claims` it (a
+        `graphbatch.datasets.ShardedGraphStore` for a JSON manifest, judged by its first byte; a
+        missing or non-regular file is left to the store's own open, which names it), else a
+        single-file `GraphStore`. ``options`` are the constructor's (``cache_size``,
+        ``in_memory``, ``verify``, ``check_chunks``). Raises `StoreFormatError` (an
+        `InputError`) for a damaged or foreign file."""
+        kind = next((sub for sub in GraphStore.__subclasses__() if sub.claims(path)), None)
+        if kind is not None:
+            return kind(path, **options)
         store = object.__new__(GraphStore)
         store.__init__(path, **options)
         return store
+
+    @classmethod
+    def claims(cls, path) -> bool:
+        """Whether ``GraphStore(path)`` should be this subclass (never for `GraphStore`)."""
+        return False
 
     def _open_common(self, path: str | os.PathLike, cache_size: int, in_memory: bool,
                      check_chunks: bool = True) -> None:
@@ -805,7 +808,7 @@ class GraphStore(metaclass=_OpensByPath):
 
     def _index(self, i) -> int:
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
-            raise TypeError(f"graph index must be an int, got {i!r}")
+            raise InputTypeError(f"graph index must be an int, got {i!r}")
         n = len(self)
         if not -n <= int(i) < n:
             raise IndexError(f"graph index {int(i)} out of range for {n} graphs")
@@ -897,8 +900,9 @@ class GraphStore(metaclass=_OpensByPath):
         if self._checker is not None:      # every byte is checked now: no chunk needs it again
             self._checker.mark_all_checked()
 
-    def to_torch(self, **options):
-        """This store as a ``torch.utils.data.Dataset`` of PyG ``Data`` (imports torch now)."""
-        from ._torch import GraphStoreDataset
+    def to_torch(self):
+        """This store as a ``torch.utils.data.Dataset`` of PyG ``Data``, a
+        `graphbatch.torch.GraphStoreDataset` (imports torch and PyG now)."""
+        from ..torch import GraphStoreDataset
 
-        return GraphStoreDataset(self, **options)
+        return GraphStoreDataset(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
 from .._validate import as_positive_int
 from ._graphs import GraphArrays
@@ -19,7 +20,7 @@ def _rng(rng) -> np.random.Generator:
         return rng
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
         return np.random.default_rng(int(rng))
-    raise TypeError(f"rng must be a numpy Generator or a non-negative int seed, got {rng!r}")
+    raise InputTypeError(f"rng must be a numpy Generator or a non-negative int seed, got {rng!r}")
 
 
 def synthetic_sizes(n_graph: int, distribution: str = "lognormal", *, rng,
@@ -44,7 +45,7 @@ def synthetic_sizes(n_graph: int, distribution: str = "lognormal", *, rng,
     elif distribution == "heavy":
         nodes = mean_nodes * 0.5 * (1.0 + gen.pareto(1.0 + 1.0 / spread, n_graph))
     else:
-        raise ValueError(f"unknown size distribution {distribution!r}; "
+        raise InputError(f"unknown size distribution {distribution!r}; "
                          f"choose one of {SIZE_DISTRIBUTIONS}")
     n_node = np.clip(np.rint(nodes), min_nodes, max_nodes).astype(np.int64)
     factor = np.exp(gen.normal(0.0, degree_spread, n_graph))
@@ -62,7 +63,7 @@ def synthetic_graphs(sizes: GraphSizes, *, rng, node_dim: int = 8, n_targets: in
     nn, ne = sizes.n_node, sizes.n_edge
     if (ne > nn * (nn - 1)).any():
         g = int(np.flatnonzero(ne > nn * (nn - 1))[0])
-        raise ValueError(f"graph {g} has {ne[g]} edges, more than {nn[g]}*({nn[g]}-1) "
+        raise InputError(f"graph {g} has {ne[g]} edges, more than {nn[g]}*({nn[g]}-1) "
                          "without self loops")
     n_of_edge = np.repeat(nn, ne)
     src = np.floor(gen.random(n_of_edge.shape[0]) * n_of_edge).astype(np.int64)

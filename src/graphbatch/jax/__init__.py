@@ -5,11 +5,9 @@ Import explicitly (``import graphbatch.jax``); ``import graphbatch`` never impor
 """
 
 from .._errors import PlanMismatchError
-from .._padlayout import short_padding_batches
 from ._collate import PaddedGraphs, batches, collate, unpad
 from ._loader import DATA_AXIS, JaxPlanLoader, loader
 from ._source import StoreGraphs, graph_sizes_of, make_padded
 
 __all__ = ["DATA_AXIS", "JaxPlanLoader", "PaddedGraphs", "PlanMismatchError", "StoreGraphs",
-           "batches", "collate", "graph_sizes_of", "loader", "make_padded", "short_padding_batches",
-           "unpad"]
+           "batches", "collate", "graph_sizes_of", "loader", "make_padded", "unpad"]

@@ -20,6 +20,7 @@ import jax
 import jraph
 import numpy as np
 
+from .._errors import InputError
 from .._padbatch import PackedGraphs, pad_batch
 from .._padkernel import check_fits, padded_shape
 from .._padlayout import check_cutoff
@@ -72,7 +73,7 @@ def collate(
     elif template is not None:
         items = [_no_graphs(template)]
     else:
-        raise ValueError("an empty batch needs template= (a graph giving feature shapes/dtypes)")
+        raise InputError("an empty batch needs template= (a graph giving feature shapes/dtypes)")
     packed, trees = _concatenate(items)
     num_real = (len(packed), int(packed.node_offsets[-1]), int(packed.edge_offsets[-1]))
     check_fits(num_real, shape)
@@ -81,11 +82,11 @@ def collate(
         graph_index = np.arange(g_real, dtype=np.int64)
     graph_index = np.asarray(graph_index, dtype=np.int64).reshape(-1)
     if graph_index.shape[0] != g_real:
-        raise ValueError(f"graph_index has {graph_index.shape[0]} entries for {g_real} graphs")
+        raise InputError(f"graph_index has {graph_index.shape[0]} entries for {g_real} graphs")
     cutoff = check_cutoff(cutoff)
     pos_name = trees.position_field(position_key)
     if cutoff is not None and pos_name is None:
-        raise ValueError(
+        raise InputError(
             f"cutoff needs node positions: graph.nodes must be a dict with key {position_key!r}"
         )
     pad = pad_batch(packed, np.arange(g_real, dtype=np.int64), shape, layout="jraph",
@@ -214,9 +215,9 @@ def unpad(padded: PaddedGraphs) -> list[jraph.GraphsTuple]:
     real = jraph.unpad_with_graphs(padded.graphs)
     n_graph = int(np.sum(np.asarray(padded.graph_mask)))
     if int(real.n_node.shape[0]) != n_graph:  # a real graph with no nodes at the end
-        raise ValueError("cannot unpad: the trailing real graph is empty")
+        raise InputError("cannot unpad: the trailing real graph is empty")
     if not np.all(np.asarray(padded.edge_mask)[: int(np.sum(real.n_edge))]):
-        raise ValueError("cannot unpad: padding edges were reordered")
+        raise InputError("cannot unpad: padding edges were reordered")
     return jraph.unbatch_np(real)
 
 

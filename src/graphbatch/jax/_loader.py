@@ -20,9 +20,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .._budget import Budget
 from .._chunkplan import check_shuffle
-from .._consistency import PlanVerifier
-from .._errors import InputTypeError
 from .._chunkplan import plan_epoch as make_plan
+from .._consistency import PlanVerifier
+from .._errors import InputError, InputTypeError
 from .._padlayout import check_cutoff, short_padding_batches
 from .._plan import BatchPlan
 from .._prefetch import ahead
@@ -61,14 +61,14 @@ def _check_devices(devices) -> list:
     try:
         devs = list(devices)
     except TypeError:
-        raise TypeError(f"devices must be a sequence of jax devices, got {devices!r}") from None
+        raise InputTypeError(f"devices must be a sequence of jax devices, got {devices!r}") from None
     if not devs:
-        raise ValueError("devices must name at least one device, got an empty sequence")
+        raise InputError("devices must name at least one device, got an empty sequence")
     for d in devs:
         if not isinstance(d, jax.Device):
-            raise TypeError(f"devices must hold jax.Device objects, got {d!r}")
+            raise InputTypeError(f"devices must hold jax.Device objects, got {d!r}")
     if len({id(d) for d in devs}) != len(devs):
-        raise ValueError(f"devices must be distinct, got {devs}")
+        raise InputError(f"devices must be distinct, got {devs}")
     return devs
 
 
@@ -78,11 +78,11 @@ def step_table(plan: BatchPlan, world_size: int) -> np.ndarray:
     if world_size == 1:
         return np.arange(len(plan), dtype=np.int64)[:, None]
     if plan.world_size != world_size:
-        raise ValueError(f"plan is for world size {plan.world_size}, not {world_size}")
+        raise InputError(f"plan is for world size {plan.world_size}, not {world_size}")
     ranks = [plan.rank_batches(r) for r in range(world_size)]
     counts = [r.shape[0] for r in ranks]
     if len(set(counts)) != 1:
-        raise ValueError(f"distributed plan gives ranks unequal step counts {counts}")
+        raise InputError(f"distributed plan gives ranks unequal step counts {counts}")
     return np.stack(ranks, axis=1)
 
 
@@ -134,7 +134,7 @@ class JaxPlanLoader:
             me = jax.process_index()
             self._local = [r for r, d in enumerate(devices) if d.process_index == me]
             if not self._local:
-                raise ValueError("none of devices belongs to this process "
+                raise InputError("none of devices belongs to this process "
                                  f"(jax.process_index() = {me})")
         else:
             self.mesh = self.sharding = None
@@ -302,11 +302,11 @@ def loader(
     if sizes is None:
         sizes = graph_sizes_of(source)
     elif not isinstance(sizes, GraphSizes):
-        raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+        raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     if len(sizes) != len(source):
-        raise ValueError(f"sizes has {len(sizes)} entries for a source of {len(source)} graphs")
+        raise InputError(f"sizes has {len(sizes)} entries for a source of {len(source)} graphs")
     if len(sizes) == 0:
-        raise ValueError("source holds no graphs")
+        raise InputError("source holds no graphs")
     devs = None if devices is None else _check_devices(devices)
     request = {"strategy": strategy, "batch_size": batch_size,
                "budget": None if budget is None else _budget_list(budget),

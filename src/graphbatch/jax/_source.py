@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import jraph
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
 from ._collate import PaddedGraphs, collate
 
@@ -49,7 +50,7 @@ class StoreGraphs:
         store's ``read_batch`` (memory maps; per shard for a sharded store), equal to `collate`
         of ``[self[i] for i in indices]``."""
         if cutoff is not None and position_key not in self._fields["node"]:
-            raise ValueError(f"cutoff needs node positions: the store has no node-level field "
+            raise InputError(f"cutoff needs node positions: the store has no node-level field "
                              f"{position_key!r}")
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         pad = self.store.read_batch(idx, shape, layout="jraph", cutoff=cutoff,
@@ -93,7 +94,7 @@ def as_graph_source(source) -> Any:
     except ImportError:  # pragma: no cover - datasets always importable (NumPy only)
         pass
     if not hasattr(source, "__len__") or not hasattr(source, "__getitem__"):
-        raise TypeError(
+        raise InputTypeError(
             f"source must be a GraphStore or a map-style dataset (len and [i]) of "
             f"jraph.GraphsTuple, got {type(source).__name__}"
         )
@@ -107,7 +108,7 @@ def graph_sizes_of(source) -> GraphSizes:
     if callable(get):
         sizes = get()
         if not isinstance(sizes, GraphSizes) or len(sizes) != len(source):
-            raise ValueError(
+            raise InputError(
                 f"{type(source).__name__}.graph_sizes() must return a GraphSizes with one entry "
                 f"per graph ({len(source)})"
             )
@@ -118,9 +119,9 @@ def graph_sizes_of(source) -> GraphSizes:
     for i in range(n):
         g = source[i]
         if not isinstance(g, jraph.GraphsTuple):
-            raise TypeError(f"source[{i}] is a {type(g).__name__}, not a jraph.GraphsTuple")
+            raise InputTypeError(f"source[{i}] is a {type(g).__name__}, not a jraph.GraphsTuple")
         if np.shape(g.n_node) != (1,):
-            raise ValueError(f"source[{i}] holds {np.shape(g.n_node)} graphs; each item must be "
+            raise InputError(f"source[{i}] holds {np.shape(g.n_node)} graphs; each item must be "
                              "a single graph (n_node of shape (1,))")
         nodes[i] = int(g.n_node[0])
         edges[i] = int(g.n_edge[0])

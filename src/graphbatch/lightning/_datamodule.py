@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._budget import Budget
+from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
 from .._validate import as_index_array
 from ..planners import get_strategy
@@ -82,20 +83,20 @@ class GraphDataModule(LightningDataModule):
     ) -> None:
         super().__init__()
         if "indices" in loader_options:
-            raise TypeError("GraphDataModule() takes splits as train=, val=, test=, predict=")
+            raise InputTypeError("GraphDataModule() takes splits as train=, val=, test=, predict=")
         get_strategy(strategy)  # an unknown name fails here, naming the registered ones
         if isinstance(dataset, (str, os.PathLike)):
             from ..datasets import GraphStore
 
             dataset = GraphStore(dataset)
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
-            raise TypeError(
+            raise InputTypeError(
                 f"dataset must be map-style (len and [i]) or a graph store, got "
                 f"{type(dataset).__name__}"
             )
         n = len(dataset)
         if sizes is not None and len(sizes) != n:
-            raise ValueError(f"sizes has {len(sizes)} entries for a dataset of {n} graphs")
+            raise InputError(f"sizes has {len(sizes)} entries for a dataset of {n} graphs")
         self.dataset = dataset
         self.strategy = strategy
         self.batch_size = batch_size
@@ -137,7 +138,7 @@ class GraphDataModule(LightningDataModule):
         """The dataset indices of ``split`` (``"train"``, ``"val"``, ``"test"``,
         ``"predict"``), or ``None`` when it has none."""
         if split not in SPLITS:
-            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+            raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         idx = self._splits[split]
         return None if idx is None else idx.copy()
 
@@ -145,11 +146,11 @@ class GraphDataModule(LightningDataModule):
         """The loader of ``split``, built on first use (after the process group exists, on
         every rank) and then reused."""
         if split not in SPLITS:
-            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+            raise InputError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
         if split not in self._loaders:
             idx = self._splits[split]
             if idx is None:
-                raise ValueError(f"GraphDataModule has no {split} split: pass {split}=indices")
+                raise InputError(f"GraphDataModule has no {split} split: pass {split}=indices")
             if self._sizes is None:
                 self._sizes = read_sizes(self.dataset)
             options = dict(self.loader_options)

@@ -16,6 +16,7 @@ from ._bandwidth import (
 )
 from ._coverage import band_coverage
 from ._graphs import EdgeGraphs
+from ._sources import graphs_from_python, graphs_from_store, reorder_store
 from ._stats import DEFAULT_BOUNDS, BandwidthSummary, bandwidth_summary, node_bandwidth_ratio
 from ._supergraph import (
     BLOCK_C,
@@ -50,7 +51,10 @@ __all__ = [
     "classify_edges",
     "default_strategy",
     "graph_bandwidth",
+    "graphs_from_python",
+    "graphs_from_store",
     "node_bandwidth_ratio",
     "rcm_permutation",
     "reduce_bandwidth",
+    "reorder_store",
 ]

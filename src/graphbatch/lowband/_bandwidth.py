@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
+from .._errors import InputError
 from ._graphs import EdgeGraphs
 
 __all__ = [
@@ -47,7 +48,7 @@ def graph_bandwidth(edge_index) -> int:
     if ei.size == 0:
         return 0
     if ei.ndim != 2 or ei.shape[0] != 2:
-        raise ValueError(f"edge_index must have shape [2, E], got {ei.shape}")
+        raise InputError(f"edge_index must have shape [2, E], got {ei.shape}")
     return int(np.abs(ei[0] - ei[1]).max())
 
 
@@ -55,9 +56,9 @@ def rcm_permutation(num_nodes: int, edge_index) -> np.ndarray:
     """RCM order of one graph on its symmetrised adjacency: ``perm[k]`` = old id at position k."""
     ei = np.asarray(edge_index, dtype=np.int64).reshape(2, -1)
     if num_nodes < 0:
-        raise ValueError(f"num_nodes must be >= 0, got {num_nodes}")
+        raise InputError(f"num_nodes must be >= 0, got {num_nodes}")
     if ei.size and (ei.min() < 0 or ei.max() >= num_nodes):
-        raise ValueError(f"edge_index holds ids outside [0, {num_nodes})")
+        raise InputError(f"edge_index holds ids outside [0, {num_nodes})")
     return _rcm(num_nodes, ei[0], ei[1])
 
 
@@ -97,12 +98,12 @@ def _inverse(perm: np.ndarray, node_offsets: np.ndarray) -> np.ndarray:
     n_node = np.diff(node_offsets)
     base = np.repeat(node_offsets[:-1], n_node)
     if perm.shape[0] != base.shape[0]:
-        raise ValueError(f"permutation covers {perm.shape[0]} nodes, the graphs have "
+        raise InputError(f"permutation covers {perm.shape[0]} nodes, the graphs have "
                          f"{base.shape[0]}")
     bad = (perm < 0) | (perm >= np.repeat(n_node, n_node))
     if bad.any() or (base.size and (np.bincount(perm[~bad] + base[~bad],
                                                 minlength=base.size) != 1).any()):
-        raise ValueError("perm is not a permutation of each graph's local node ids")
+        raise InputError("perm is not a permutation of each graph's local node ids")
     inv = np.empty_like(perm)
     inv[perm + base] = np.arange(perm.shape[0]) - base
     return inv

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-
 from .._validate import as_positive_int
 from ._bandwidth import bandwidths
 from ._graphs import EdgeGraphs

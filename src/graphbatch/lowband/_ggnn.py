@@ -12,6 +12,8 @@ import math
 
 import torch
 
+from .._errors import InputError
+
 __all__ = ["GGNN"]
 
 
@@ -28,7 +30,7 @@ class GGNN(torch.nn.Module):
         for name, v in (("hidden", hidden), ("num_edge_types", num_edge_types),
                         ("steps", steps)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+                raise InputError(f"{name} must be an integer >= 1, got {v!r}")
         self.hidden, self.num_edge_types, self.steps = hidden, num_edge_types, steps
         self.weight = torch.nn.Parameter(torch.empty(num_edge_types * hidden, hidden))
         self.bias = torch.nn.Parameter(torch.zeros(num_edge_types, hidden)) if bias else None
@@ -52,9 +54,9 @@ class GGNN(torch.nn.Module):
     def forward(self, h: torch.Tensor, propagation) -> torch.Tensor:
         """``T`` steps from initial embeddings ``h [N, H]`` over ``propagation``'s graph."""
         if h.dim() != 2 or h.shape[1] != self.hidden:
-            raise ValueError(f"h must have shape [N, {self.hidden}], got {list(h.shape)}")
+            raise InputError(f"h must have shape [N, {self.hidden}], got {list(h.shape)}")
         if propagation.num_edge_types != self.num_edge_types:
-            raise ValueError(f"propagation has {propagation.num_edge_types} edge types, the "
+            raise InputError(f"propagation has {propagation.num_edge_types} edge types, the "
                              f"model {self.num_edge_types}")
         for _ in range(self.steps):
             h = self.step(h, propagation)

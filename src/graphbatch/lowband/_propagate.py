@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._errors import InputError
 from ._supergraph import BLOCK_C, BLOCK_L, BLOCK_U, Supergraph
 
 __all__ = ["BandPropagation", "ScatterPropagation", "band_blocks", "band_premessages"]
@@ -29,7 +30,7 @@ def band_blocks(sg: Supergraph, num_edge_types: int | None = None, *,
     """
     p = sg.num_edge_types if num_edge_types is None else int(num_edge_types)
     if p < sg.num_edge_types:
-        raise ValueError(f"num_edge_types = {p} is below the supergraph's {sg.num_edge_types}")
+        raise InputError(f"num_edge_types = {p} is below the supergraph's {sg.num_edge_types}")
     s, k = sg.block_size, sg.num_blocks
     r = sg.receivers
     t_local = sg.senders % s
@@ -69,12 +70,12 @@ class BandPropagation:
 
     def __init__(self, c: torch.Tensor, u: torch.Tensor, lo: torch.Tensor) -> None:
         if c.dim() != 3 or c.shape[1] % c.shape[2]:
-            raise ValueError(f"C must have shape [K, S*P, S], got {tuple(c.shape)}")
+            raise InputError(f"C must have shape [K, S*P, S], got {tuple(c.shape)}")
         k, sp, s = c.shape
         want = (max(k - 1, 0), sp, s)
         for name, t in (("U", u), ("L", lo)):
             if tuple(t.shape) != want:
-                raise ValueError(f"{name} must have shape {list(want)}, got {list(t.shape)}")
+                raise InputError(f"{name} must have shape {list(want)}, got {list(t.shape)}")
         self.c, self.u, self.lo = c, u, lo
         self.num_blocks, self.block_size, self.num_edge_types = k, s, sp // s
         deg = c.sum(-1)
@@ -96,7 +97,7 @@ class BandPropagation:
         """Sum of sender embeddings per (receiver, edge type): ``[K·S, H] -> [K·S, P·H]``."""
         k, s = self.num_blocks, self.block_size
         if h.dim() != 2 or h.shape[0] != k * s:
-            raise ValueError(f"h must have shape [{k * s}, H], got {list(h.shape)}")
+            raise InputError(f"h must have shape [{k * s}, H], got {list(h.shape)}")
         pre = band_premessages(self.c, self.u, self.lo, h.reshape(k, s, h.shape[1]))
         return pre.reshape(k * s, self.num_edge_types * h.shape[1])  # a view: no transpose
 
@@ -120,12 +121,12 @@ class ScatterPropagation:
         self.num_edge_types = int(num_edge_types)
         n_e = self.senders.shape[0]
         if self.receivers.shape[0] != n_e or self.edge_type.shape[0] != n_e:
-            raise ValueError("senders, receivers and edge_type must have equal lengths")
+            raise InputError("senders, receivers and edge_type must have equal lengths")
         if n_e and (int(torch.maximum(self.senders.max(), self.receivers.max())) >= num_nodes
                     or int(torch.minimum(self.senders.min(), self.receivers.min())) < 0):
-            raise ValueError(f"edge endpoints must lie in [0, {num_nodes})")
+            raise InputError(f"edge endpoints must lie in [0, {num_nodes})")
         if n_e and (int(self.edge_type.max()) >= num_edge_types or int(self.edge_type.min()) < 0):
-            raise ValueError(f"edge types must lie in [0, {num_edge_types})")
+            raise InputError(f"edge types must lie in [0, {num_edge_types})")
         self.key = self.receivers * self.num_edge_types + self.edge_type
         self.in_degree = torch.bincount(self.key, minlength=self.num_nodes * self.num_edge_types
                                         ).reshape(self.num_nodes, self.num_edge_types)
@@ -147,7 +148,7 @@ class ScatterPropagation:
     def premessages(self, h: torch.Tensor) -> torch.Tensor:
         """Sum of sender embeddings per (receiver, edge type): ``[N, H] -> [N, P·H]``."""
         if h.dim() != 2 or h.shape[0] != self.num_nodes:
-            raise ValueError(f"h must have shape [{self.num_nodes}, H], got {list(h.shape)}")
+            raise InputError(f"h must have shape [{self.num_nodes}, H], got {list(h.shape)}")
         hdim = h.shape[1]
         out = h.new_zeros(self.num_nodes * self.num_edge_types, hdim)
         out.index_add_(0, self.key, h.index_select(0, self.senders))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError
 from .._io import check_output_path
 from ._bandwidth import Reordering, apply_reordering, reduce_bandwidth
 from ._graphs import EdgeGraphs
@@ -26,7 +27,7 @@ def _datasets():
     try:
         from .. import datasets
     except ImportError as exc:
-        raise ValueError("reading .h5 stores and .py sources needs graphbatch.datasets, which "
+        raise InputError("reading .h5 stores and .py sources needs graphbatch.datasets, which "
                          "this installation lacks; give an EdgeGraphs .npz instead") from exc
     return datasets
 
@@ -51,7 +52,7 @@ def graphs_from_store(path: str | Path, *, limit: int | None = None,
     with ds.GraphStore(path) as store:
         stop = len(store) if limit is None else min(int(limit), len(store))
         if stop == 0:
-            raise ValueError(f"store {str(path)!r} holds no graphs")
+            raise InputError(f"store {str(path)!r} holds no graphs")
         return from_graph_arrays(store.arrays(0, stop), edge_type_field=edge_type_field)
 
 
@@ -66,7 +67,7 @@ def graphs_from_python(path: str | Path, *, limit: int | None = None) -> EdgeGra
         chunks = ds.code_graphs(path, limit=limit, reverse_edges=True)
     parts = [from_graph_arrays(c, num_edge_types=len(ds.CODE_EDGE_TYPES)) for c in chunks]
     if not parts:
-        raise ValueError(f"no Python functions found under {str(path)!r}")
+        raise InputError(f"no Python functions found under {str(path)!r}")
     return EdgeGraphs.concatenate(parts)
 
 
@@ -82,7 +83,7 @@ def reorder_graph_arrays(arrays, *, edge_type_field: str = "edge_type"):
     reordering: Reordering = reduce_bandwidth(graphs)
     out = apply_reordering(graphs, reordering)
     if SOURCE_NODE_FIELD in arrays.node:
-        raise ValueError(f"node field {SOURCE_NODE_FIELD!r} exists already: reordered twice?")
+        raise InputError(f"node field {SOURCE_NODE_FIELD!r} exists already: reordered twice?")
     dtype = np.asarray(arrays.edge_index).dtype
     node = {k: np.asarray(v) for k, v in out.node_data.items()}
     node[SOURCE_NODE_FIELD] = reordering.perm.astype(np.int32)
@@ -103,7 +104,7 @@ def reorder_store(src: str | Path, dst: str | Path, *, chunk_size: int = 4096,
     parts: list[Reordering] = []
     with ds.GraphStore(src) as store:
         if len(store) == 0:
-            raise ValueError(f"store {str(src)!r} holds no graphs")
+            raise InputError(f"store {str(src)!r} holds no graphs")
         def chunks():
             for a in range(0, len(store), chunk_size):
                 new, r = reorder_graph_arrays(store.arrays(a, min(a + chunk_size, len(store))),

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .._errors import InputError
 from .._validate import as_count_array
 
 __all__ = ["BandwidthSummary", "DEFAULT_BOUNDS", "bandwidth_summary", "node_bandwidth_ratio"]
@@ -68,10 +69,10 @@ def bandwidth_summary(n_node, before, after,
     b0 = as_count_array(before, "before")
     b1 = as_count_array(after, "after")
     if not (n.shape == b0.shape == b1.shape):
-        raise ValueError(f"n_node, before, after must have equal lengths, got {n.shape[0]}, "
+        raise InputError(f"n_node, before, after must have equal lengths, got {n.shape[0]}, "
                          f"{b0.shape[0]}, {b1.shape[0]}")
     if n.shape[0] == 0:
-        raise ValueError("no graphs: statistics need at least one graph")
+        raise InputError("no graphs: statistics need at least one graph")
     bounds = [int(x) for x in as_count_array(list(bounds), "bounds")]
     ratio = node_bandwidth_ratio(n, b1)
     counts, _ = np.histogram(ratio, bins=np.asarray(RATIO_EDGES))

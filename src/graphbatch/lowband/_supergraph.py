@@ -17,6 +17,7 @@ import numpy as np
 
 from .._api import plan as make_plan
 from .._budget import Budget
+from .._errors import InputError, InputTypeError
 from .._plan import BatchPlan
 from .._validate import as_nonnegative_int, as_positive_int
 from ..planners import get_strategy, strategy_names
@@ -183,15 +184,15 @@ def build_supergraphs(
     k = as_positive_int(num_blocks, "num_blocks")
     as_nonnegative_int(seed, "seed")
     if on_oversize not in ("skip", "error"):
-        raise ValueError(f"on_oversize must be 'skip' or 'error' for supergraphs, got "
+        raise InputError(f"on_oversize must be 'skip' or 'error' for supergraphs, got "
                          f"{on_oversize!r} (a graph cannot get a larger dense block)")
     if not isinstance(graphs, EdgeGraphs):
-        raise TypeError(f"graphs must be EdgeGraphs, got {type(graphs).__name__}")
+        raise InputTypeError(f"graphs must be EdgeGraphs, got {type(graphs).__name__}")
     if strategy is None:
         strategy = default_strategy()
     strat = get_strategy(strategy)
     if not strat.uses_budget:
-        raise ValueError(f"strategy {strategy!r} does not plan under a node budget; use a "
+        raise InputError(f"strategy {strategy!r} does not plan under a node budget; use a "
                          "budget-based one such as 'dynamic'")
     capacity = k * s
     candidates = np.arange(len(graphs), dtype=np.int64)
@@ -204,7 +205,7 @@ def build_supergraphs(
     oversize = candidates[too_big]
     if oversize.size and on_oversize == "error":
         g = int(oversize[0])
-        raise ValueError(f"graph {g} has {graphs.n_node[g]} nodes, more than the "
+        raise InputError(f"graph {g} has {graphs.n_node[g]} nodes, more than the "
                          f"{k} x {s} = {capacity} slots of a supergraph")
     candidates = candidates[~too_big]
     if candidates.size == 0:
@@ -234,7 +235,7 @@ def _assemble(graphs: EdgeGraphs, members: np.ndarray, s: int, k: int) -> Superg
     np.cumsum(n_node[:-1], out=node_offset[1:])
     real = int(n_node.sum())
     if real > s * k:  # the planner's contract; checked because a wrong layout is silent
-        raise ValueError(f"planned supergraph holds {real} nodes, more than {s * k} slots")
+        raise InputError(f"planned supergraph holds {real} nodes, more than {s * k} slots")
     node_index = np.full(s * k, -1, np.int64)
     node_index[:real] = _ranges(graphs.node_offsets[members], n_node)
     e_rows = _ranges(graphs.edge_offsets[members], n_edge)

@@ -7,19 +7,9 @@ gradients, and the forward pass compiles with ``torch.compile(dynamic=False, ful
 """
 
 from .._errors import UnknownNameError
-from ._base import INPUT_FIELDS, GraphRegressor, batch_inputs, count_parameters, unpadded_inputs
-from ._ops import (
-    GaussianRBF,
-    ShiftedSoftplus,
-    cosine_cutoff,
-    edge_vectors,
-    gather_rows,
-    masked_graph_sum,
-    pair_reverse_edges,
-    scatter_sum,
-    shifted_softplus,
-)
+from ._base import GraphRegressor, batch_inputs, count_parameters, unpadded_inputs
 from ._mpeu import MPEU
+from ._ops import GaussianRBF, gather_rows, pair_reverse_edges, scatter_sum
 from ._painn import PaiNN
 from ._schnet import SchNet
 
@@ -38,23 +28,17 @@ def build_model(name: str, **kwargs) -> GraphRegressor:
 
 
 __all__ = [
-    "INPUT_FIELDS",
     "MODELS",
     "MPEU",
     "PaiNN",
     "GaussianRBF",
     "GraphRegressor",
     "SchNet",
-    "ShiftedSoftplus",
     "batch_inputs",
     "build_model",
-    "cosine_cutoff",
     "count_parameters",
-    "edge_vectors",
     "gather_rows",
-    "masked_graph_sum",
     "pair_reverse_edges",
     "scatter_sum",
-    "shifted_softplus",
     "unpadded_inputs",
 ]

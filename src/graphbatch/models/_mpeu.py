@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .._errors import InputError
 from ._base import GraphRegressor
 from ._ops import (
     GaussianRBF,
@@ -57,9 +58,9 @@ class MPEU(GraphRegressor):
         for name, v in (("hidden", hidden), ("edge_dim", edge_dim), ("num_steps", num_steps),
                         ("num_gaussians", num_gaussians)):
             if int(v) < 1:
-                raise ValueError(f"MPEU {name} must be >= 1, got {v}")
+                raise InputError(f"MPEU {name} must be >= 1, got {v}")
         if not cutoff > 0:
-            raise ValueError(f"MPEU cutoff must be > 0 Å, got {cutoff}")
+            raise InputError(f"MPEU cutoff must be > 0 Å, got {cutoff}")
         self.embedding = nn.Embedding(num_embeddings, hidden)
         self.rbf = GaussianRBF(0.0, cutoff, num_gaussians)
         self.edge_in = nn.Linear(num_gaussians, edge_dim)

@@ -15,6 +15,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from .._errors import InputError
+
 __all__ = [
     "LOG2",
     "RBF_MIN_EXPONENT",
@@ -73,9 +75,9 @@ class GaussianRBF(nn.Module):
     def __init__(self, start: float = 0.0, stop: float = 6.0, num: int = 25) -> None:
         super().__init__()
         if num < 2:
-            raise ValueError(f"GaussianRBF needs num >= 2 centres, got {num}")
+            raise InputError(f"GaussianRBF needs num >= 2 centres, got {num}")
         if not stop > start:
-            raise ValueError(f"GaussianRBF needs stop > start, got start={start}, stop={stop}")
+            raise InputError(f"GaussianRBF needs stop > start, got start={start}, stop={stop}")
         centres = torch.linspace(start, stop, num)
         self.coeff = -0.5 / float(centres[1] - centres[0]) ** 2
         self.register_buffer("centres", centres, persistent=False)
@@ -213,7 +215,7 @@ def pair_reverse_edges(edge_index: Tensor, edge_mask: Tensor, num_nodes: int
         real = edge_mask[0::2]
         reverse = (a[0] == b[1]) & (a[1] == b[0]) & (a[0] != a[1])
         if bool((real != edge_mask[1::2]).any()) or not bool((reverse | ~real).all()):
-            raise ValueError(
+            raise InputError(
                 "pair_edges=True needs every real edge j->i to come with exactly one real reverse "
                 "edge i->j and no self loops (radius / fully connected graphs); this edge_index "
                 "is not symmetric"

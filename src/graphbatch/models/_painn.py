@@ -7,6 +7,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from .._errors import InputError
 from ._base import GraphRegressor
 from ._ops import (
     GaussianRBF,
@@ -67,9 +68,9 @@ class PaiNN(GraphRegressor):
         for name, val in (("features", features), ("num_layers", num_layers),
                           ("num_rbf", num_rbf)):
             if int(val) < 1:
-                raise ValueError(f"PaiNN {name} must be >= 1, got {val}")
+                raise InputError(f"PaiNN {name} must be >= 1, got {val}")
         if not cutoff > 0:
-            raise ValueError(f"PaiNN cutoff must be > 0 Å, got {cutoff}")
+            raise InputError(f"PaiNN cutoff must be > 0 Å, got {cutoff}")
         self.features, self.cutoff = int(features), float(cutoff)
         self.embedding = nn.Embedding(num_embeddings, features)
         self.rbf = GaussianRBF(0.0, cutoff, num_rbf)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from .._errors import InputError
 from ._base import GraphRegressor
 from ._ops import (
     GaussianRBF,
@@ -65,9 +66,9 @@ class SchNet(GraphRegressor):
         for name, v in (("hidden", hidden), ("filters", filters),
                         ("num_interactions", num_interactions), ("num_gaussians", num_gaussians)):
             if int(v) < 1:
-                raise ValueError(f"SchNet {name} must be >= 1, got {v}")
+                raise InputError(f"SchNet {name} must be >= 1, got {v}")
         if not cutoff > 0:
-            raise ValueError(f"SchNet cutoff must be > 0 Å, got {cutoff}")
+            raise InputError(f"SchNet cutoff must be > 0 Å, got {cutoff}")
         self.hidden, self.filters, self.cutoff = int(hidden), int(filters), float(cutoff)
         self.num_interactions = int(num_interactions)
         self.pair_edges = bool(pair_edges)

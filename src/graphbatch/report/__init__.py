@@ -2,7 +2,7 @@
 of a strategy comparison.
 
 Optional extra: the HTML report needs matplotlib (``graphbatch[bench]``), imported when
-``build_report``/``write_report``/``HtmlPage``/``figure_png`` are first used, so that
+``build_report``/``write_report`` are first used, so that
 ``comparison_table`` works without it. Import explicitly:
 ``from graphbatch.report import build_report, write_report``.
 """
@@ -14,11 +14,9 @@ from typing import Any
 
 from ._text import comparison_table
 
-__all__ = ["REPORT_FIGURES", "HtmlPage", "build_report", "comparison_table", "figure_png",
-           "write_report"]
+__all__ = ["build_report", "comparison_table", "write_report"]
 
-_LAZY = {"REPORT_FIGURES": "._build", "build_report": "._build", "write_report": "._build",
-         "HtmlPage": "._html", "figure_png": "._html"}
+_LAZY = {"build_report": "._build", "write_report": "._build"}
 
 
 def __getattr__(name: str) -> Any:

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .. import __version__
 from .._io import atomic_write_text
 from .._sizes import GraphSizes
+from .._version import __version__
 from ..analysis import (
     Comparison,
     LimitSearch,

@@ -1,78 +1,63 @@
 """PyTorch / PyG adapter: padded collation, the plan batch sampler, the loader, masked losses.
 
 Import explicitly (``import graphbatch.torch``); ``import graphbatch`` never imports torch.
+`GraphStoreDataset` and `StoreData` (a graph store's per-graph view, ``store.to_torch()``)
+import PyG when first used.
 """
 
-from .._padlayout import short_padding_batches
+import importlib
+from typing import Any
+
+from .._errors import PlanMismatchError
 from ._collate import collate_dict
-from ._consistency import (
-    PlanMismatchError,
-    check_plan_consistency,
-    consistency_digests,
-    plan_digest,
-    sizes_digest,
-)
-from ._loader import DATALOADER_ARGS, PlanCollater, PlanLoader, loader, read_sizes
+from ._consistency import check_plan_consistency
+from ._loader import PlanLoader, loader, read_sizes
 from ._loss import masked_mean
-from ._norm import (
-    MaskedBatchNorm,
-    PaddingMasks,
-    active_masks,
-    batch_edges,
-    convert_masked_norm,
-    padding_masks,
-)
-from ._collate import PadContext
-from ._prefetch import Prefetcher, prefetch
-from ._preset import Preset
+from ._masks import batch_edges, padding_masks
+from ._norm import MaskedBatchNorm, convert_masked_norm
+from ._prefetch import prefetch
+from ._preset import Preset, StoreView
 from ._pyg import collate, unpad, unpad_graphs
-from ._sampler import (
-    PlanBatchSampler,
-    PlanGraphSampler,
-    PlannedBatch,
-    distributed_world,
-    plan_fingerprint,
-)
+from ._sampler import PlanBatchSampler, PlanGraphSampler, PlannedBatch
 from ._schema import FieldSpec, Schema, infer_schema
-from ._store_batch import StoreBatcher, StoreCollater, store_batch, store_schema
+from ._store_batch import StoreBatcher, store_batch, store_schema
 
 __all__ = [
-    "DATALOADER_ARGS",
     "FieldSpec",
+    "GraphStoreDataset",
     "MaskedBatchNorm",
-    "PadContext",
-    "PaddingMasks",
     "PlanBatchSampler",
-    "PlanCollater",
     "PlanGraphSampler",
     "PlanLoader",
     "PlanMismatchError",
     "PlannedBatch",
-    "Prefetcher",
     "Preset",
     "Schema",
     "StoreBatcher",
-    "StoreCollater",
-    "active_masks",
+    "StoreData",
+    "StoreView",
     "batch_edges",
     "check_plan_consistency",
     "collate",
     "collate_dict",
-    "consistency_digests",
     "convert_masked_norm",
-    "distributed_world",
     "infer_schema",
     "loader",
     "masked_mean",
     "padding_masks",
-    "plan_digest",
-    "plan_fingerprint",
     "prefetch",
     "read_sizes",
-    "short_padding_batches",
-    "sizes_digest",
     "store_batch",
     "store_schema",
     "unpad",
     "unpad_graphs",
 ]
+
+_LAZY = {"GraphStoreDataset": "._store_data", "StoreData": "._store_data"}
+
+
+def __getattr__(name: str) -> Any:
+    """`GraphStoreDataset` and `StoreData`, imported on first use (they import PyG)."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from .._errors import InputError, InputTypeError
 from .._padkernel import (
     check_fits,
     fill_structure,
@@ -125,7 +126,7 @@ def _values(graphs, key: str, graph_index, maps=None) -> list:
                 else:
                     g[key]
             except (KeyError, AttributeError):
-                raise ValueError(
+                raise InputError(
                     f"{_label(i, graph_index)} has no attribute {key!r}, which the schema "
                     "(the other graphs) requires"
                 ) from None
@@ -139,7 +140,7 @@ def _shape_of(v) -> str:
 def _check_tensors(vals, key, graph_index) -> None:
     for i, v in enumerate(vals):
         if not isinstance(v, torch.Tensor):
-            raise TypeError(
+            raise InputTypeError(
                 f"{_label(i, graph_index)}: field {key!r} is a {type(v).__name__}, expected a tensor"
             )
 
@@ -151,7 +152,7 @@ def _sizes(vals, d: int, key: str, graph_index) -> list[int]:
     except (AttributeError, IndexError):
         _check_tensors(vals, key, graph_index)
         i = next(i for i, v in enumerate(vals) if v.dim() <= d)
-        raise ValueError(
+        raise InputError(
             f"{_label(i, graph_index)}: field {key!r} has shape {tuple(vals[i].shape)}, "
             f"no dim {d} to concatenate along"
         ) from None
@@ -191,12 +192,12 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     if graph_index is not None:
         graph_index = np.asarray(graph_index, dtype=np.int64).reshape(-1)
         if graph_index.shape[0] != g_real:
-            raise ValueError(
+            raise InputError(
                 f"graph_index has {graph_index.shape[0]} entries for {g_real} graphs"
             )
     if schema is None:
         if not graphs:
-            raise ValueError("an empty batch (no real graph) needs an explicit schema")
+            raise InputError("an empty batch (no real graph) needs an explicit schema")
         schema = infer_schema(graphs)
     elif not isinstance(schema, Schema):
         schema = Schema(schema)
@@ -204,7 +205,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     if cutoff is not None:
         spec = schema.get(position_key)
         if spec is None or spec.level != "node" or spec.kind != "tensor":
-            raise ValueError(
+            raise InputError(
                 f"cutoff needs node positions: the graphs have no node-level field {position_key!r} "
                 "(set position_key)"
             )
@@ -222,7 +223,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     except (IndexError, AttributeError):
         i = next(i for i, v in enumerate(ei_vals)
                  if not isinstance(v, torch.Tensor) or v.dim() != 2 or v.shape[0] != 2)
-        raise ValueError(
+        raise InputError(
             f"{_label(i, graph_index)}: edge_index must be a tensor of shape [2, E], got "
             f"{_shape_of(ei_vals[i])}"
         ) from None
@@ -256,7 +257,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
             i = _first_mismatch(sizes, expected[spec.level])
             source = {"node": f"its node-level field {anchor!r}" if anchor else "num_nodes",
                       "edge": "its edge_index", "graph": "a graph-level field"}[spec.level]
-            raise ValueError(
+            raise InputError(
                 f"{_label(i, graph_index)}: mismatched attribute sizes: {spec.level}-level "
                 f"field {key!r} has {sizes[i]} entries along dim {spec.cat_dim}, but {source} "
                 f"says {expected[spec.level][i]}"
@@ -292,7 +293,7 @@ def _check_counts(vals, key, counts, what, graph_index) -> None:
     _check_tensors(vals, key, graph_index)
     for i, (v, n) in enumerate(zip(vals, counts)):
         if v.numel() != 1 or int(v.reshape(-1)[0]) != n:
-            raise ValueError(
+            raise InputError(
                 f"{_label(i, graph_index)}: count field {key!r} holds {v.reshape(-1).tolist()}, "
                 f"but the graph has {n} {what}s"
             )
@@ -346,7 +347,7 @@ def _pad_block(key: str, spec: FieldSpec, pad_shape: list, dtype, c: "_Checked",
             return pad.repeat(reps).expand(pad_shape).clone()
         return pad.expand(pad_shape).clone()
     except RuntimeError:
-        raise ValueError(
+        raise InputError(
             f"field {key!r}: pad value of shape {tuple(pad.shape)} does not fit the padding "
             f"block {tuple(pad_shape)}"
         ) from None
@@ -373,7 +374,7 @@ def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
         try:
             real = torch.cat(vals, dim=d) if vals else _empty(spec, key)
         except RuntimeError as exc:
-            raise ValueError(f"field {key!r}: graphs cannot be concatenated: {exc}") from None
+            raise InputError(f"field {key!r}: graphs cannot be concatenated: {exc}") from None
         cat_d = d
         if spec.inc != "none" and g_real:
             if spec.inc == "node":
@@ -459,7 +460,7 @@ def collate_parts(
 
 def _empty(spec: FieldSpec, key: str) -> torch.Tensor:
     if spec.dtype is None or spec.shape is None:
-        raise ValueError(
+        raise InputError(
             f"field {key!r}: an empty batch needs the field's dtype and shape in the schema "
             "(use a schema inferred from real graphs)"
         )

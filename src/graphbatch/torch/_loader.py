@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .._budget import Budget
+from .._errors import InputError, InputTypeError
 from .._padlayout import check_cutoff, short_padding_batches
 from .._sizes import GraphSizes
 from .._validate import as_index_array, as_nonnegative_int
@@ -39,12 +40,12 @@ def read_sizes(dataset, indices=None) -> GraphSizes:
     if callable(get_sizes):
         sizes = get_sizes()
         if not isinstance(sizes, GraphSizes):
-            raise TypeError(
+            raise InputTypeError(
                 f"{type(dataset).__name__}.graph_sizes() must return a GraphSizes, got "
                 f"{type(sizes).__name__}"
             )
         if len(sizes) != len(dataset):
-            raise ValueError(
+            raise InputError(
                 f"{type(dataset).__name__}.graph_sizes() has {len(sizes)} entries for "
                 f"{len(dataset)} graphs"
             )
@@ -97,7 +98,7 @@ class PlanCollater:
     def __call__(self, item):
         batch, graphs = item
         if not isinstance(batch, PlannedBatch):
-            raise TypeError("PlanCollater needs batches from a PlanBatchSampler")
+            raise InputTypeError("PlanCollater needs batches from a PlanBatchSampler")
         fn = collate_dict if self.as_dict else collate
         return fn(
             graphs,
@@ -118,7 +119,7 @@ def _plan_sampler_of(batch_sampler) -> PlanBatchSampler:
                                 getattr(batch_sampler, "batch_sampler", None))
         seen += 1
     if not isinstance(batch_sampler, PlanBatchSampler):
-        raise TypeError("PlanLoader needs batch_sampler= a PlanBatchSampler (build it with "
+        raise InputTypeError("PlanLoader needs batch_sampler= a PlanBatchSampler (build it with "
                         "graphbatch.torch.loader)")
     return batch_sampler
 
@@ -152,7 +153,7 @@ class PlanLoader(DataLoader):
     def __init__(self, dataset, batch_sampler=None, collate_fn=None, **kwargs: Any) -> None:
         plan_sampler = _plan_sampler_of(batch_sampler)
         if not callable(collate_fn):
-            raise TypeError("PlanLoader needs collate_fn= a PlanCollater")
+            raise InputTypeError("PlanLoader needs collate_fn= a PlanCollater")
         super().__init__(_PlannedDataset.wrap(dataset), batch_sampler=batch_sampler,
                          collate_fn=collate_fn, **kwargs)
         self.plan_sampler = plan_sampler
@@ -362,22 +363,22 @@ def loader(
     positions differ (docs/distributed.md). ``False`` skips it.
     """
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
-        raise TypeError(f"dataset must be map-style (len and [i]), got {type(dataset).__name__}")
+        raise InputTypeError(f"dataset must be map-style (len and [i]), got {type(dataset).__name__}")
     dl_kwargs = {k: options.pop(k) for k in list(options) if k in DATALOADER_ARGS}
     for k in list(options):
         if k in _PLAN_DECIDES:
-            raise TypeError(f"loader() takes no {k}=: {_PLAN_DECIDES[k]}")
+            raise InputTypeError(f"loader() takes no {k}=: {_PLAN_DECIDES[k]}")
     if indices is not None:
         indices = as_index_array(indices, "indices", limit=len(dataset))
     if sizes is not None and len(sizes) != len(dataset):
-        raise ValueError(f"sizes has {len(sizes)} entries for a dataset of {len(dataset)} graphs")
+        raise InputError(f"sizes has {len(sizes)} entries for a dataset of {len(dataset)} graphs")
     if sizes is None:
         sizes = read_sizes(dataset, indices)
     elif indices is not None:
         sizes = sizes.subset(indices)
     if preset is not None:
         if not isinstance(preset, Preset):
-            raise TypeError(f"preset must be a graphbatch Preset, got {type(preset).__name__}")
+            raise InputTypeError(f"preset must be a graphbatch Preset, got {type(preset).__name__}")
         cutoff = preset.cutoff if cutoff is None else cutoff
         position_key = preset.position_key if position_key == "pos" else position_key
         as_dict = as_dict or preset.as_dict
@@ -385,7 +386,7 @@ def loader(
     view = None
     if preset is not None and store is not None:
         if preset.store_reader is None:
-            raise TypeError(f"preset {preset.name!r} reads datasets of graph objects, not a "
+            raise InputTypeError(f"preset {preset.name!r} reads datasets of graph objects, not a "
                             "GraphStore; wrap the store (e.g. graphbatch.atomistic.MACEGraphs"
                             "(store.to_torch(), ...)) or use a preset with a store reader")
         view = preset.store_reader.for_store(store)  # checks the store's fields first
@@ -439,6 +440,6 @@ def loader(
     if "num_workers" in dl_kwargs:
         dl_kwargs["num_workers"] = as_nonnegative_int(dl_kwargs["num_workers"], "num_workers")
     if dl_kwargs.get("timeout") and not dl_kwargs.get("num_workers"):
-        raise ValueError(f"timeout={dl_kwargs['timeout']} needs num_workers > 0 (the DataLoader "
+        raise InputError(f"timeout={dl_kwargs['timeout']} needs num_workers > 0 (the DataLoader "
                          "waits for workers only)")
     return PlanLoader(dataset, batch_sampler=sampler, collate_fn=collater, **dl_kwargs)

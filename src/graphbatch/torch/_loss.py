@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .._errors import InputError, InputTypeError
+
 __all__ = ["masked_mean"]
 
 
@@ -27,9 +29,9 @@ def masked_mean(
     differentiable).
     """
     if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a bool tensor, got {mask.dtype}")
+        raise InputTypeError(f"mask must be a bool tensor, got {mask.dtype}")
     if mask.dim() != 1 or values.dim() < 1 or values.shape[0] != mask.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"values {tuple(values.shape)} and mask {tuple(mask.shape)} must share their first "
             "dimension, with a 1-D mask"
         )

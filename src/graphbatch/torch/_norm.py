@@ -19,99 +19,13 @@ without ``batch`` (the whole batch as one graph), they are converted to masked s
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator, NamedTuple
-
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
-__all__ = ["MaskedBatchNorm", "PaddingMasks", "convert_masked_norm", "padding_masks",
-           "active_masks", "batch_edges"]
+from .._errors import InputError
+from ._masks import mask_for_rows, masks_of, pop_masks, push_masks
 
-
-class PaddingMasks(NamedTuple):
-    """The bool masks (True = real) of one padded batch, and its ``edge_index`` (for
-    `batch_edges`)."""
-
-    node: torch.Tensor
-    edge: torch.Tensor
-    graph: torch.Tensor
-    edge_index: torch.Tensor | None = None
-
-
-_ACTIVE: list[PaddingMasks | None] = []  # innermost last; None: a hooked call without a batch
-
-
-def _get(batch, key: str):
-    if isinstance(batch, dict):
-        return batch.get(key)
-    try:
-        return batch[key] if hasattr(batch, "keys") else getattr(batch, key, None)
-    except (KeyError, AttributeError):
-        return None
-
-
-def masks_of(batch) -> PaddingMasks | None:
-    """The masks of a padded batch (``Batch`` or dict with ``node_mask``...), else ``None``."""
-    node = _get(batch, "node_mask")
-    if not isinstance(node, torch.Tensor):
-        return None
-    return PaddingMasks(node, _get(batch, "edge_mask"), _get(batch, "graph_mask"),
-                        _get(batch, "edge_index"))
-
-
-@contextmanager
-def padding_masks(batch) -> Iterator[PaddingMasks]:
-    """Make ``batch``'s padding masks the active ones inside the ``with`` block (nestable)."""
-    masks = batch if isinstance(batch, PaddingMasks) else masks_of(batch)
-    if masks is None:
-        raise TypeError(f"padding_masks needs a padded batch with node_mask/edge_mask/graph_mask, "
-                        f"got {type(batch).__name__}")
-    _ACTIVE.append(masks)
-    try:
-        yield masks
-    finally:
-        _ACTIVE.pop()
-
-
-def active_masks() -> PaddingMasks | None:
-    """The innermost active `padding_masks`, or ``None``."""
-    for masks in reversed(_ACTIVE):
-        if masks is not None:
-            return masks
-    return None
-
-
-def _mask_for_rows(rows: int) -> torch.Tensor | None:
-    """The active mask with ``rows`` entries: node mask first, then edge, then graph."""
-    masks = active_masks()
-    if masks is None:
-        return None
-    trio = masks[:3]
-    for m in trio:
-        if isinstance(m, torch.Tensor) and m.shape[0] == rows:
-            return m
-    raise ValueError(
-        f"no padding mask has {rows} rows (node/edge/graph masks have "
-        f"{[None if m is None else m.shape[0] for m in trio]}); pass mask= explicitly"
-    )
-
-
-def batch_edges(pos: torch.Tensor, batch: torch.Tensor | None = None):
-    """``interaction_graph`` for PyG's SchNet (and models with the same hook): the active
-    batch's ``edge_index`` and edge lengths ``||pos[src] - pos[dst]||`` (``Tensor.norm``).
-
-    The batch is the one of the innermost `padding_masks` context (or of a model converted by
-    `convert_masked_norm` that received the batch); graphbatch's edges replace PyG's radius
-    graph (which needs ``torch-cluster``/``pyg-lib``), so the shapes stay fixed and padding
-    edges only join padding nodes, at a non-zero length by default. ``batch`` is unused.
-    """
-    masks = active_masks()
-    if masks is None or masks.edge_index is None:
-        raise RuntimeError("batch_edges needs an active batch: call the model inside "
-                           "`with graphbatch.torch.padding_masks(batch):`")
-    edge_index = masks.edge_index
-    return edge_index, (pos[edge_index[0]] - pos[edge_index[1]]).norm(dim=-1)
+__all__ = ["MaskedBatchNorm", "convert_masked_norm"]
 
 
 class MaskedBatchNorm(_BatchNorm):
@@ -148,7 +62,7 @@ class MaskedBatchNorm(_BatchNorm):
 
     def _check_input_dim(self, x: torch.Tensor) -> None:
         if x.dim() not in (2, 3):
-            raise ValueError(f"MaskedBatchNorm expects [N, C] or [N, C, L] input, got {x.dim()}-D")
+            raise InputError(f"MaskedBatchNorm expects [N, C] or [N, C, L] input, got {x.dim()}-D")
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         self._check_input_dim(x)
@@ -158,7 +72,7 @@ class MaskedBatchNorm(_BatchNorm):
                 x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0,
                 self.eps)
         if mask is None:
-            mask = _mask_for_rows(x.shape[0])
+            mask = mask_for_rows(x.shape[0])
         if mask is None:
             raise RuntimeError(
                 "MaskedBatchNorm in training mode needs the padding mask: pass mask=, run the "
@@ -166,7 +80,7 @@ class MaskedBatchNorm(_BatchNorm):
                 "convert_masked_norm's hook find the batch among the model's arguments"
             )
         if mask.dtype != torch.bool or mask.shape != (x.shape[0],):
-            raise ValueError(f"mask must be bool [{x.shape[0]}], got {mask.dtype} "
+            raise InputError(f"mask must be bool [{x.shape[0]}], got {mask.dtype} "
                              f"{tuple(mask.shape)}")
         dims = [0] + list(range(2, x.dim()))
         shape = [1, -1] + [1] * (x.dim() - 2)
@@ -219,13 +133,12 @@ def _masks_hook(module, args, kwargs):
             found = masks_of(value)
             if found is not None:
                 break
-    _ACTIVE.append(found)  # popped by _pop_hook, batch or not
+    push_masks(found)  # popped by _pop_hook, batch or not
     return None
 
 
 def _pop_hook(module, args, kwargs, output):
-    if _ACTIVE:
-        _ACTIVE.pop()
+    pop_masks()
     return None
 
 
@@ -241,7 +154,7 @@ def _swap(module: torch.nn.Module, pyg: dict) -> torch.nn.Module:
     masked_cls = pyg.get(type(module))
     if masked_cls is not None:
         if getattr(module, "track_running_stats", False):
-            raise ValueError(
+            raise InputError(
                 f"{type(module).__name__}(track_running_stats=True) averages its running "
                 "statistics over every graph slot, padding included; use "
                 "track_running_stats=False or a BatchNorm1d"

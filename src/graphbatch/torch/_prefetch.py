@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from .._errors import InputTypeError
 from .._prefetch import Prefetcher as _CorePrefetcher
 from .._validate import as_positive_int
 from ._epoch import EpochCursor
@@ -55,7 +56,7 @@ class Prefetcher(_CorePrefetcher):
                  transform: Callable[[Any], Any] | None = None) -> None:
         depth = as_positive_int(depth, "prefetch depth")  # checked before a pass starts
         if transform is not None and not callable(transform):
-            raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+            raise InputTypeError(f"transform must be callable, got {type(transform).__name__}")
         if pin_memory:
             transform = _pinned if transform is None else _then(_pinned, transform)
         self._pass: tuple[EpochCursor, int] | None = None

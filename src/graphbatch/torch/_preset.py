@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
+from .._errors import InputError
 from .._padlayout import check_cutoff
 from ._schema import FieldSpec, Schema, infer_schema
 
@@ -65,7 +66,7 @@ class Preset:
         object.__setattr__(self, "cutoff", check_cutoff(self.cutoff))
         for key, what in self.counts.items():
             if what not in ("node", "edge"):
-                raise ValueError(f"preset count field {key!r} must count 'node' or 'edge', "
+                raise InputError(f"preset count field {key!r} must count 'node' or 'edge', "
                                  f"got {what!r}")
 
     def schema_for(self, graphs: Sequence[Any]) -> Schema:
@@ -80,7 +81,7 @@ class Preset:
                 fields[key] = FieldSpec("graph", None, dtype=torch.int64, shape=(), count=what)
             else:
                 if spec.kind != "tensor" or spec.level != "graph" or spec.rows != 1:
-                    raise ValueError(f"field {key!r} cannot hold one {what} count per graph: {spec}")
+                    raise InputError(f"field {key!r} cannot hold one {what} count per graph: {spec}")
                 fields[key] = replace(spec, count=what, inc="none", pad=0)
         return Schema(fields)
 

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import torch
 
+from .._errors import InputError
 from ._collate import collate_parts, structure
 from ._schema import Schema
 
@@ -56,8 +57,8 @@ def collate(
     graph), and every padding node is farther than ``2s`` from every real node. With ``P == 1``
     (real nodes fill ``n_node - 1``) padding edges can only be self-loops of length 0:
     `graphbatch.torch.loader` avoids it by adding a spare padding node to every shape when
-    positions exist; `graphbatch.torch.short_padding_batches` lists a plan's batches where it
-    happens otherwise. Without positions padding edges are self-loops of the first padding node.
+    positions exist; otherwise it happens in a plan's batches with
+    ``pad_nodes - real_nodes == 1`` and padding edges. Without positions padding edges are self-loops of the first padding node.
 
     Raises ``ValueError`` if the graphs do not fit ``shape`` with its padding reservation, lack an
     attribute the others have, or have attribute sizes that disagree with their node/edge counts.
@@ -140,16 +141,16 @@ def unpad(values: torch.Tensor, batch, *, level: str | None = None):
         matches = [lv for lv, n in (("node", n_node), ("edge", n_edge), ("graph", n_graph))
                    if values.shape[0] == n]
         if len(matches) != 1:
-            raise ValueError(
+            raise InputError(
                 f"cannot tell the level of values with {values.shape[0]} rows for a batch of "
                 f"shape ({n_node}, {n_edge}, {n_graph}); pass level='node'|'edge'|'graph'"
             )
         level = matches[0]
     expected = {"node": n_node, "edge": n_edge, "graph": n_graph}.get(level)
     if expected is None:
-        raise ValueError(f"level must be 'node', 'edge' or 'graph', got {level!r}")
+        raise InputError(f"level must be 'node', 'edge' or 'graph', got {level!r}")
     if values.shape[0] != expected:
-        raise ValueError(f"{level}-level values need {expected} rows, got {values.shape[0]}")
+        raise InputError(f"{level}-level values need {expected} rows, got {values.shape[0]}")
     g_real, node_counts, edge_counts = _real_counts(batch)
     if level == "graph":
         return values[:g_real]

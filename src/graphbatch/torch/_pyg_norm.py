@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from torch_geometric.nn.norm import GraphNorm, InstanceNorm, LayerNorm, PairNorm
 
-from ._norm import _mask_for_rows
+from ._masks import mask_for_rows
 
 __all__ = ["MaskedGraphNorm", "MaskedInstanceNorm", "MaskedLayerNorm", "MaskedPairNorm",
            "MASKED_PYG_NORMS"]
@@ -21,7 +21,7 @@ __all__ = ["MaskedGraphNorm", "MaskedInstanceNorm", "MaskedLayerNorm", "MaskedPa
 class _WholeBatchMasked:
     def forward(self, x, batch=None, batch_size=None):
         if batch is None:
-            mask = _mask_for_rows(x.shape[0])
+            mask = mask_for_rows(x.shape[0])
             if mask is not None:
                 batch, batch_size = (~mask).long(), 2
         return super().forward(x, batch, batch_size)

@@ -13,7 +13,7 @@ from .._budget import Budget
 from .._chunkplan import check_shuffle
 from .._chunkplan import plan_epoch as make_plan
 from .._consistency import PlanVerifier
-from .._errors import InputTypeError
+from .._errors import InputError, InputTypeError
 from .._plan import BatchPlan
 from .._resume import resume_point
 from .._sizes import GraphSizes
@@ -63,7 +63,7 @@ def distributed_world(num_replicas: int | None, rank: int | None) -> tuple[int, 
     num_replicas = as_positive_int(num_replicas, "num_replicas")
     rank = as_nonnegative_int(rank, "rank")
     if rank >= num_replicas:
-        raise ValueError(f"rank = {rank} must be < num_replicas = {num_replicas}")
+        raise InputError(f"rank = {rank} must be < num_replicas = {num_replicas}")
     return num_replicas, rank
 
 
@@ -170,11 +170,11 @@ class PlanBatchSampler(Sampler[list]):
         **options: Any,
     ) -> None:
         if not isinstance(sizes, GraphSizes):
-            raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+            raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
         self.sizes = sizes
         self.indices = None if indices is None else as_index_array(indices, "indices")
         if self.indices is not None and self.indices.shape[0] != len(sizes):
-            raise ValueError(f"indices has {self.indices.shape[0]} entries for the "
+            raise InputError(f"indices has {self.indices.shape[0]} entries for the "
                              f"{len(sizes)} graphs of sizes")
         self.strategy = strategy
         self._world_arg = (
@@ -253,13 +253,13 @@ class PlanBatchSampler(Sampler[list]):
         nb = len(p)
         if num_replicas == 1:
             if p.rank is not None and (p.rank != 0).any():
-                raise ValueError("a single-replica sampler got a plan for several ranks")
+                raise InputError("a single-replica sampler got a plan for several ranks")
             return np.arange(nb, dtype=np.int64)
         if p.rank is None or p.step is None:
-            raise ValueError(f"plan for world_size={num_replicas} lacks per-batch rank/step arrays")
+            raise InputError(f"plan for world_size={num_replicas} lacks per-batch rank/step arrays")
         counts = np.bincount(p.rank, minlength=num_replicas)
         if counts.shape[0] != num_replicas or (counts != counts[0]).any():
-            raise ValueError(
+            raise InputError(
                 f"distributed plan gives ranks unequal step counts {counts.tolist()}; DDP would hang"
             )
         return p.rank_batches(rank)
@@ -340,7 +340,7 @@ class PlanBatchSampler(Sampler[list]):
         mine = self._planned(this.epoch, self._world_seen)[1]
         total = int(mine.shape[0])
         if this.start > total:
-            raise ValueError(f"resume offset {this.start} is past the {total} batches of epoch "
+            raise InputError(f"resume offset {this.start} is past the {total} batches of epoch "
                              f"{this.epoch}")
         return mine
 

@@ -12,11 +12,12 @@ import numbers
 from dataclasses import dataclass, replace
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import torch
 
-from .._errors import UnknownNameError
+from .._errors import InputError, InputTypeError, UnknownNameError
 
-__all__ = ["FieldSpec", "Schema", "infer_schema", "RESERVED_KEYS", "RECOMPUTED_KEYS"]
+__all__ = ["FieldSpec", "Schema", "infer_schema", "torch_dtype", "RESERVED_KEYS", "RECOMPUTED_KEYS"]
 
 LEVELS = ("node", "edge", "graph")
 INCS = ("none", "node", "call")
@@ -76,22 +77,22 @@ class FieldSpec:
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
-            raise ValueError(f"FieldSpec.level must be one of {LEVELS}, got {self.level!r}")
+            raise InputError(f"FieldSpec.level must be one of {LEVELS}, got {self.level!r}")
         if self.inc not in INCS:
-            raise ValueError(f"FieldSpec.inc must be one of {INCS}, got {self.inc!r}")
+            raise InputError(f"FieldSpec.inc must be one of {INCS}, got {self.inc!r}")
         if self.kind not in ("tensor", "number", "object"):
-            raise ValueError(f"FieldSpec.kind must be tensor, number or object, got {self.kind!r}")
+            raise InputError(f"FieldSpec.kind must be tensor, number or object, got {self.kind!r}")
         if self.kind != "tensor" and self.level != "graph":
-            raise ValueError(f"a {self.kind!r} field must be graph-level, got {self.level!r}")
+            raise InputError(f"a {self.kind!r} field must be graph-level, got {self.level!r}")
         if self.cat_dim is not None and not isinstance(self.cat_dim, int):
-            raise TypeError(f"FieldSpec.cat_dim must be an int or None, got {self.cat_dim!r}")
+            raise InputTypeError(f"FieldSpec.cat_dim must be an int or None, got {self.cat_dim!r}")
         if self.count is not None:
             if self.count not in ("node", "edge"):
-                raise ValueError(f"FieldSpec.count must be None, 'node' or 'edge', got {self.count!r}")
+                raise InputError(f"FieldSpec.count must be None, 'node' or 'edge', got {self.count!r}")
             if self.level != "graph" or self.kind != "tensor" or self.inc != "none":
-                raise ValueError("a count field must be a graph-level tensor without increment")
+                raise InputError("a count field must be a graph-level tensor without increment")
             if self.rows != 1:
-                raise ValueError(f"a count field holds one count per graph, got {self.rows} rows")
+                raise InputError(f"a count field holds one count per graph, got {self.rows} rows")
 
 
 class Schema(Mapping[str, FieldSpec]):
@@ -101,20 +102,20 @@ class Schema(Mapping[str, FieldSpec]):
         fields = dict(fields)
         for key, spec in fields.items():
             if not isinstance(spec, FieldSpec):
-                raise TypeError(f"schema entry {key!r} must be a FieldSpec, got {spec!r}")
+                raise InputTypeError(f"schema entry {key!r} must be a FieldSpec, got {spec!r}")
             if key in RESERVED_KEYS:
-                raise ValueError(
+                raise InputError(
                     f"attribute {key!r} clashes with a field the collated batch adds "
                     f"({', '.join(RESERVED_KEYS)}); rename it"
                 )
         if EDGE_INDEX not in fields:
-            raise ValueError(
+            raise InputError(
                 "graphs have no 'edge_index'; every graph needs an integer edge_index of shape "
                 "[2, num_edges] (use an empty [2, 0] tensor for a graph without edges)"
             )
         ei = fields[EDGE_INDEX]
         if ei.level != "edge" or ei.inc != "node" or ei.kind != "tensor":
-            raise ValueError(f"'edge_index' must be an edge-level node-index tensor, got {ei}")
+            raise InputError(f"'edge_index' must be an edge-level node-index tensor, got {ei}")
         self._fields = fields
 
     def __getitem__(self, key: str) -> FieldSpec:
@@ -153,11 +154,11 @@ def _keys(graph) -> list[str]:
     if callable(keys):
         keys = keys()
     if keys is None or isinstance(keys, (str, bytes)):
-        raise TypeError(f"a graph must be a PyG Data or a mapping, got {type(graph).__name__}")
+        raise InputTypeError(f"a graph must be a PyG Data or a mapping, got {type(graph).__name__}")
     try:
         keys = list(keys)
     except TypeError:
-        raise TypeError(f"a graph must be a PyG Data or a mapping, got {type(graph).__name__}") from None
+        raise InputTypeError(f"a graph must be a PyG Data or a mapping, got {type(graph).__name__}") from None
     return [k for k in keys if k != "num_nodes" and k not in RECOMPUTED_KEYS]
 
 
@@ -172,7 +173,7 @@ def _num_nodes(graph, edge_index) -> int:
         n = next((v.shape[0] for k, v in graph.items()
                   if k != EDGE_INDEX and isinstance(v, torch.Tensor) and v.dim() >= 1), None)
     if n is None:
-        raise ValueError("cannot tell the number of nodes of a graph without node-level fields; "
+        raise InputError("cannot tell the number of nodes of a graph without node-level fields; "
                          "set num_nodes")
     return int(n)
 
@@ -194,7 +195,7 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
     """
     graphs = list(graphs)
     if not graphs:
-        raise ValueError("cannot infer a schema from an empty list of graphs")
+        raise InputError("cannot infer a schema from an empty list of graphs")
     pad = dict(pad or {})
     first = graphs[0]
     keys = _keys(first)
@@ -206,9 +207,9 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
         ei = g[EDGE_INDEX]
         if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.shape[0] != 2:
             shape = tuple(ei.shape) if isinstance(ei, torch.Tensor) else type(ei).__name__
-            raise ValueError(f"graph {i}: edge_index must be a tensor of shape [2, E], got {shape}")
+            raise InputError(f"graph {i}: edge_index must be a tensor of shape [2, E], got {shape}")
         if ei.dtype.is_floating_point or ei.dtype == torch.bool:
-            raise TypeError(f"graph {i}: edge_index must hold integers, got {ei.dtype}")
+            raise InputTypeError(f"graph {i}: edge_index must hold integers, got {ei.dtype}")
         edge_counts.append(int(ei.shape[1]))
         node_counts.append(_num_nodes(g, ei))
     fields: dict[str, FieldSpec] = {}
@@ -222,7 +223,7 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
                 source = _node_count_source(first) if is_mapping else None
                 if source is None:
                     raise
-                raise ValueError(f"{exc} (the node count was taken from {source!r}, the first "
+                raise InputError(f"{exc} (the node count was taken from {source!r}, the first "
                                  "tensor field of a dict without 'num_nodes': set num_nodes)"
                                  ) from None
         elif isinstance(value, numbers.Number) and not isinstance(value, bool):
@@ -255,7 +256,7 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
         cat_dim = first.__cat_dim__(key, value)
         inc_of = lambda g, v, i: g.__inc__(key, v)  # noqa: E731
     if isinstance(cat_dim, tuple):
-        raise TypeError(f"field {key!r}: sparse block-diagonal attributes are not supported")
+        raise InputTypeError(f"field {key!r}: sparse block-diagonal attributes are not supported")
     if cat_dim is None or value.dim() == 0:
         return FieldSpec("graph", None, "none", 0, dtype=value.dtype, shape=tuple(value.shape))
     d = cat_dim % value.dim()
@@ -264,9 +265,9 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
         try:
             v = g[key]
         except KeyError:
-            raise ValueError(f"graph {i} has no attribute {key!r}, which graph 0 has") from None
+            raise InputError(f"graph {i} has no attribute {key!r}, which graph 0 has") from None
         if not isinstance(v, torch.Tensor) or v.dim() != value.dim():
-            raise ValueError(
+            raise InputError(
                 f"field {key!r}: graph {i} has {_describe(v)}, graph 0 has {_describe(value)}"
             )
         sizes.append(int(v.shape[d]))
@@ -283,7 +284,7 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
     if not candidates:
         odd = [j for j, s in enumerate(sizes) if s not in (node_counts[j], edge_counts[j], 1)]
         i = odd[0] if odd else 0
-        raise ValueError(
+        raise InputError(
             f"field {key!r} has size {sizes[i]} along dim {d} in graph {i}, matching neither its "
             f"{node_counts[i]} nodes, its {edge_counts[i]} edges nor one fixed size (graph-level) "
             "consistently across graphs; fix the data or pass an explicit schema"
@@ -295,7 +296,7 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
     else:
         inc = "call"
     if key == EDGE_INDEX and inc != "node":
-        raise ValueError("edge_index must be offset by node counts (check __inc__ overrides)")
+        raise InputError("edge_index must be offset by node counts (check __inc__ overrides)")
     level = candidates[0]
     shape = tuple(-1 if j == d and level != "graph" else int(s) for j, s in enumerate(value.shape))
     return FieldSpec(level, d, inc, 0, dtype=value.dtype, shape=shape)
@@ -305,3 +306,10 @@ def _describe(v) -> str:
     if isinstance(v, torch.Tensor):
         return f"a tensor of shape {tuple(v.shape)}"
     return f"a {type(v).__name__}"
+
+
+def torch_dtype(dtype) -> np.dtype:
+    """The NumPy dtype a stored array becomes in torch: ints -> int64, floats -> float32,
+    bools stay bool."""
+    kind = np.dtype(dtype).kind
+    return np.dtype(np.bool_ if kind == "b" else np.int64 if kind in "iu" else np.float32)

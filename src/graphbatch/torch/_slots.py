@@ -48,6 +48,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from .._errors import InputError
+
 __all__ = ["SlotBatch", "SlotRing", "SlotReceiver", "HEADER_BYTES"]
 
 #: Bytes before each slot's batch: its ticket (int64), padded to a cache line so the batch
@@ -106,7 +108,7 @@ class SlotRing:
 
     def __init__(self, workers: int, per_worker: int, capacity: int) -> None:
         if workers < 1 or per_worker < 2 or capacity < 0:
-            raise ValueError(f"slot ring of {workers} workers x {per_worker} slots of "
+            raise InputError(f"slot ring of {workers} workers x {per_worker} slots of "
                              f"{capacity} bytes")
         self.workers = int(workers)
         self.per_worker = int(per_worker)

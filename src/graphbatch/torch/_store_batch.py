@@ -17,11 +17,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
+from .._errors import InputError, InputTypeError
 from .._padbatch import PackedGraphs, PaddedArrays, buffer_layout
 from .._padlayout import check_cutoff
 from ._pyg import _new_batch, _pyg
 from ._sampler import PlannedBatch
-from ._schema import EDGE_INDEX, FieldSpec, Schema
+from ._schema import EDGE_INDEX, FieldSpec, Schema, torch_dtype
 from ._slots import START_LOCK, SlotBatch, SlotReceiver, SlotRing
 
 __all__ = ["StoreBatcher", "StoreCollater", "StoreIndices", "is_graph_store", "store_batch", "store_schema"]
@@ -37,8 +38,6 @@ def is_graph_store(obj) -> bool:
 
 
 def _torch_dtypes(store) -> dict[str, np.dtype]:
-    from ..datasets._torch import torch_dtype
-
     return {name: torch_dtype(spec["dtype"]) for name, spec in store.fields.items()}
 
 
@@ -61,12 +60,12 @@ def _check_schema(store, schema: Schema) -> dict[str, Any]:
     """Pad values of a user schema, after checking it describes the store's fields."""
     want = store_schema(store)
     if set(schema) != set(want):
-        raise ValueError(f"schema fields {sorted(schema)} differ from the store's "
+        raise InputError(f"schema fields {sorted(schema)} differ from the store's "
                          f"{sorted(want)}")
     for key, spec in schema.items():
         w = want[key]
         if (spec.level, spec.cat_dim, spec.inc, spec.kind) != (w.level, w.cat_dim, w.inc, w.kind):
-            raise ValueError(f"schema entry {key!r} = {spec} does not match the store's field "
+            raise InputError(f"schema entry {key!r} = {spec} does not match the store's field "
                              f"({w.level}-level, cat_dim {w.cat_dim}, inc {w.inc!r})")
     return {k: s.pad for k, s in schema.items() if k != EDGE_INDEX and s.pad != 0}
 
@@ -280,10 +279,10 @@ _CLASSES: list = []
 
 
 def _batch_classes() -> tuple[type, type, type]:
-    """PyG's ``Batch`` and ``Data`` and `graphbatch.datasets._torch.StoreData`, imported once
+    """PyG's ``Batch`` and ``Data`` and `graphbatch.torch.StoreData`, imported once
     (on the first PyG batch: the ``as_dict`` path needs no PyG)."""
     if not _CLASSES:
-        from ..datasets._torch import StoreData
+        from ._store_data import StoreData
 
         _CLASSES.extend((*_pyg(), StoreData))
     return _CLASSES[0], _CLASSES[1], _CLASSES[2]
@@ -355,7 +354,7 @@ class StoreCollater:
     def __call__(self, item):
         batch, _ = item
         if not isinstance(batch, PlannedBatch):
-            raise TypeError("StoreCollater needs batches from a PlanBatchSampler")
+            raise InputTypeError("StoreCollater needs batches from a PlanBatchSampler")
         return self.batcher(np.asarray(batch, dtype=np.int64), batch.shape, self._ring)
 
     def slot_bytes(self, loader) -> int:

@@ -111,9 +111,16 @@ def _mace_factory(*, device: str, compile: bool, source) -> TuneStep:
 
     import graphbatch.atomistic as ga
 
-    from .. import GraphSizes
-    from ..bench import (ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, BenchConfig, MaceData,
-                         compile_padded, small_mace)
+    from .._sizes import GraphSizes
+    from ..bench import (
+        ENERGY_WEIGHT,
+        FORCES_WEIGHT,
+        MACE_ELEMENTS,
+        BenchConfig,
+        MaceData,
+        compile_padded,
+        small_mace,
+    )
 
     r_max = 5.0
     try:

@@ -25,12 +25,18 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import __version__
 from .._errors import InputError
 from .._validate import as_nonnegative_int, as_positive_int
+from .._version import __version__
 from ._backend import Backend, ProbeSpec
-from ._candidates import (ProfiledCandidate, candidate_requests, cost_bucket_requests,
-                          profile_candidates, shape_cloud, tolerance_per_mille)
+from ._candidates import (
+    ProfiledCandidate,
+    candidate_requests,
+    cost_bucket_requests,
+    profile_candidates,
+    shape_cloud,
+    tolerance_per_mille,
+)
 from ._design import design_probes, targeted_probes
 from ._model import ProbeMeasurement, StepCostModel, fit_step_model
 from ._result import TuneResult

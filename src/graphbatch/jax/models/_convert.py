@@ -6,6 +6,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..._errors import InputError
+
 __all__ = ["params_from_torch"]
 
 
@@ -22,12 +24,12 @@ def params_from_torch(state_dict: Mapping[str, Any]) -> dict[str, Any]:
         *path, leaf = key.split(".")
         module = "_".join(path)
         if not path or leaf not in ("weight", "bias"):
-            raise ValueError(f"state_dict key {key!r} is not a layer's weight or bias")
+            raise InputError(f"state_dict key {key!r} is not a layer's weight or bias")
         if leaf == "weight" and module == "embedding":
             name, arr = "embedding", arr
         elif leaf == "weight":
             if arr.ndim != 2:
-                raise ValueError(f"{key!r} has shape {arr.shape}; a linear weight is 2-D")
+                raise InputError(f"{key!r} has shape {arr.shape}; a linear weight is 2-D")
             name, arr = "kernel", arr.T
         else:
             name = "bias"

@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ..._errors import InputError
 from ._ops import (
     Linear,
     cosine_cutoff,
@@ -32,9 +33,9 @@ _EPS = 1e-8  # PaiNN: sqrt(|Vv|^2 + eps); vectors start at 0, where sqrt has no 
 def _check(name: str, ints: dict[str, int], cutoff: float) -> None:
     for k, v in ints.items():
         if int(v) < 1:
-            raise ValueError(f"{name} {k} must be >= 1, got {v}")
+            raise InputError(f"{name} {k} must be >= 1, got {v}")
     if not cutoff > 0:
-        raise ValueError(f"{name} cutoff must be > 0 Å, got {cutoff}")
+        raise InputError(f"{name} cutoff must be > 0 Å, got {cutoff}")
 
 
 def _segment_sum(x, index, n):

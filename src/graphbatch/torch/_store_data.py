@@ -1,4 +1,5 @@
-"""A `GraphStore` as a ``torch.utils.data.Dataset`` of PyG ``Data`` (imported only on demand)."""
+"""A graph store as a ``torch.utils.data.Dataset`` of PyG ``Data``: what
+`graphbatch.datasets.GraphStore.to_torch` returns (imported with PyG, on demand)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,9 @@ from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
 from .._sizes import GraphSizes
-from ._store import GraphStore
+from ._schema import torch_dtype
 
-__all__ = ["GraphStoreDataset", "StoreData", "to_data", "torch_dtype"]
-
-
-def torch_dtype(dtype) -> np.dtype:
-    """The NumPy dtype a stored array becomes in torch: ints -> int64, floats -> float32,
-    bools stay bool."""
-    kind = np.dtype(dtype).kind
-    return np.dtype(np.bool_ if kind == "b" else np.int64 if kind in "iu" else np.float32)
+__all__ = ["GraphStoreDataset", "StoreData", "to_data"]
 
 
 class StoreData(Data):
@@ -50,8 +44,9 @@ class GraphStoreDataset(Dataset):
     (``graphbatch.torch.loader(store, ...)`` on the `GraphStore` itself reads whole padded
     batches instead, without per-graph objects.)"""
 
-    def __init__(self, store: GraphStore | str, **store_options) -> None:
-        self.store = store if isinstance(store, GraphStore) else GraphStore(store, **store_options)
+    def __init__(self, store) -> None:
+        """``store``: an open `graphbatch.datasets.GraphStore` (or sharded store)."""
+        self.store = store
 
     def __len__(self) -> int:
         return len(self.store)
