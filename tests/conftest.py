@@ -4,8 +4,11 @@ one of them cannot be imported (checked when the test runs, so collecting import
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.util
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -37,6 +40,13 @@ def _environment_as_started():
     yield
     for name in ("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD",):
         if name in os.environ and name not in _docblocks.START_ENV:
+            if "mace" in sys.modules:
+                # finish mace's imports while its setting holds: e3nn 0.4 torch.loads its
+                # constants when imported, which a later `from mace.data import ...` would
+                # otherwise do without it (an order-dependent failure)
+                for module in ("mace.data", "mace.modules"):
+                    with contextlib.suppress(ImportError):
+                        importlib.import_module(module)
             del os.environ[name]
 
 
