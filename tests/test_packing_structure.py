@@ -9,8 +9,7 @@ import pytest
 
 import graphbatch as gb
 from graphbatch.packing import _balanced, lower_bound
-from graphbatch.packing._greedy import batches_lower_bound
-from graphbatch.planners._dynamic import budget_lower_bound
+from graphbatch.packing._greedy import batches_lower_bound, budget_lower_bound
 
 from ._imports import imports_of
 

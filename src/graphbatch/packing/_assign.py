@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._greedy import index_dtype
+from . import _memory
 
 __all__ = ["assign_graphs", "group_by_key"]
 
@@ -86,7 +87,7 @@ def assign_graphs(
     order = _slot_graphs(slot_bin, per_bin_slots, g_pos, graph_ids, np.empty(m, np.int64),
                          pack_offsets, shift)
     del g_pos
-    step = max(1, _ROWS_CHUNK // max(width, 1))
+    step = max(1, _memory.ASSIGN_ROWS_CHUNK // max(width, 1))
     cols = np.arange(width)
     for q0 in range(0, num_packs, step):
         q1 = min(num_packs, q0 + step)
@@ -162,8 +163,8 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shi
     ptr = np.zeros(counts.shape[0], np.int64)  # next position of each bin in g_pos
     np.cumsum(counts[:-1], out=ptr[1:])
     kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
-    for s0 in range(0, m, _SORT_CHUNK):
-        s1 = min(m, s0 + _SORT_CHUNK)
+    for s0 in range(0, m, _memory.SORT_CHUNK):
+        s1 = min(m, s0 + _memory.SORT_CHUNK)
         srt, dest = _sort_chunk(_key_chunk(slot_bin[s0:s1], kdt), ptr)
         src = g_pos[dest]
         if graph_ids is not None:
@@ -182,10 +183,6 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shi
     return out
 
 
-#: Keys per chunk of the counting sorts (`group_by_key`, `_slot_graphs`): cache-sized.
-_SORT_CHUNK = 1 << 14
-#: Entries per chunk of rows when the packs' graphs are permuted: cache-sized.
-_ROWS_CHUNK = 1 << 16
 
 
 def _as_int(a) -> np.ndarray:
@@ -213,18 +210,18 @@ def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None 
     kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
     if lookup is not None:
         lookup = np.asarray(lookup).astype(kdt)
-    for s0 in range(0, n, _SORT_CHUNK):
+    for s0 in range(0, n, _memory.SORT_CHUNK):
         if index is None:
-            k = keys[s0:s0 + _SORT_CHUNK]
+            k = keys[s0:s0 + _memory.SORT_CHUNK]
             k = _key_chunk(k, kdt) if lookup is None else lookup[k]
             srt, dest = _sort_chunk(k, ptr)
             if values is None:
                 srt += s0
                 out[dest] = srt
             else:
-                out[dest] = values[s0:s0 + _SORT_CHUNK][srt]
+                out[dest] = values[s0:s0 + _memory.SORT_CHUNK][srt]
         else:
-            pos = index[s0:s0 + _SORT_CHUNK]
+            pos = index[s0:s0 + _memory.SORT_CHUNK]
             srt, dest = _sort_chunk(keys[pos].astype(kdt), ptr)
             out[dest] = pos[srt]
     return out

@@ -25,6 +25,7 @@ from .._exact import decimal, quantise_linear, ratio_order, share_keys, top_indi
 from ._greedy import batches_lower_bound
 from ._histogram import pack_histogram
 from ._patterns import PackPatterns
+from . import _memory
 
 __all__ = ["balanced_pack", "BalancedPacking", "DEFAULT_TRIES"]
 
@@ -66,13 +67,11 @@ def bin_dtype(num_bins: int):
     return np.int16 if num_bins <= 2**15 else (np.int32 if num_bins <= 2**31 else np.int64)
 
 
-#: Grid entries per chunk of rows in the loads, the spill and the slot assembly.
-_ROWS = 1 << 20
 
 
 def _row_chunks(rows: int, width: int):
-    """``(p0, p1)`` ranges of rows holding about `_ROWS` entries of ``width`` columns each."""
-    step = max(1, _ROWS // max(int(width), 1))
+    """``(p0, p1)`` ranges of rows holding about `DEAL_ROWS` entries of ``width`` columns each."""
+    step = max(1, _memory.DEAL_ROWS // max(int(width), 1))
     for p0 in range(0, rows, step):
         yield p0, min(rows, p0 + step)
 
@@ -89,7 +88,7 @@ def _deal(end, P):
     flat = np.full(R * P, -1, dt)
     flat[:N] = np.repeat(np.arange(end.shape[0], dtype=dt), np.diff(end, prepend=0))
     rounds = flat.reshape(R, P)  # round r: sorted graphs r*P .. r*P+P-1
-    step = max(1, _ROWS // max(P, 1)) * 2
+    step = max(1, _memory.DEAL_ROWS // max(P, 1)) * 2
     for r0 in range(1, R, step):  # odd rounds are dealt from the last pack to the first
         odd = rounds[r0:r0 + step:2]
         odd[:] = odd[:, ::-1].copy()

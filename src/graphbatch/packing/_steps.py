@@ -8,16 +8,10 @@ from .._budget import Budget
 from .._exact import decimal, share_keys, sortable
 from ._balanced import _swap_repair
 from ._greedy import batches_lower_bound, index_dtype
+from . import _memory
 
 __all__ = ["step_fill", "SizePairs"]
 
-#: Graphs per window of prefix sums (memory O(window), not O(graphs)).
-_WINDOW = 1 << 20
-#: Most steps dealt together in one vectorised block (0: every step dealt on its own, the
-#: sequential path; tests compare the two).
-_BLOCK_STEPS = (1 << 16) - 1
-#: Graphs per vectorised block (a shortened step redoes the rest of its block: kept short).
-_BLOCK_GRAPHS = 1 << 16
 #: Largest ``(max nodes + 1) * (max edges + 1)`` for which shares are ranked through a table.
 _RANK_SPAN = 1 << 22
 #: Most bits of the uint32 sort items of `_deal_block` (more: int64 items; tests lower it).
@@ -45,11 +39,11 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     planned step make further steps.
 
     ``nodes``/``edges`` may be any integer dtype (e.g. int32); sums are int64. Memory beyond the
-    result is one window of prefix sums (``_WINDOW`` graphs) and one block of steps.
+    result is one window of prefix sums (``STEP_WINDOW`` graphs) and one block of steps.
 
     Vectorised: the step boundaries are a chain (each step's end depends on its start), found
     one step at a time from the prefix sums; the dealing and the fit check of up to
-    ``_BLOCK_STEPS`` consecutive steps are then done together (one sort by step and share),
+    ``STEP_BLOCK_STEPS`` consecutive steps are then done together (one sort by step and share),
     and only a step whose dealt batches do not fit goes through the per-step repair and
     shortening (after a shortened step the chain is found again from its new end).
 
@@ -85,7 +79,8 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     if steps is None:
         steps = batches_lower_bound(tot_n, tot_e, m, room_n, room_e, room_g)
     reach = r * cap_g + 1  # a step never spans more graphs than this
-    ranker = _ShareRanks(nodes, edges, cap_n, cap_e, pairs) if _BLOCK_STEPS and m else None
+    vectorised = _memory.STEP_BLOCK_STEPS and m
+    ranker = _ShareRanks(nodes, edges, cap_n, cap_e, pairs) if vectorised else None
     a = hi = 0  # window: cn[a..hi] as wn[0..hi-a]
     wn = we = np.zeros(1, np.int64)
     pos = 0
@@ -139,7 +134,7 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     while pos < m:
         if pos + reach > hi and hi < m:  # slide the window of prefix sums to start at pos
             base_n, base_e = int(wn[pos - a]), int(we[pos - a])  # cn[pos]: pos is in the window
-            a, hi = pos, min(m, pos + max(_WINDOW, reach))
+            a, hi = pos, min(m, pos + max(_memory.STEP_WINDOW, reach))
             wn = np.empty(hi - a + 1, np.int64)
             we = np.empty(hi - a + 1, np.int64)
             wn[0], we[0] = base_n, base_e
@@ -189,14 +184,14 @@ def _chain(step_end, pos: int, k: int, m: int, a: int, hi: int, reach: int, r: i
            steps: int, wn: np.ndarray, we: np.ndarray, totals: tuple) -> list[int]:
     """The ends of consecutive steps from ``pos`` (``k`` steps before it) while a step may
     start: below ``m``, its reach inside the window ``wn``/``we`` (prefix sums from ``a`` to
-    ``hi``), at most `_BLOCK_STEPS` steps and `_BLOCK_GRAPHS` graphs from ``pos``. Each end is
-    ``step_end(p, k)`` of `step_fill`; while more than one planned step is left and a step
-    can take ``r`` graphs below ``m`` they are computed here inline (the same arithmetic, no
-    call per step), the last steps by ``step_end`` itself."""
+    ``hi``), at most `STEP_BLOCK_STEPS` steps and `STEP_BLOCK_GRAPHS` graphs from ``pos``.
+    Each end is ``step_end(p, k)`` of `step_fill`; while more than one planned step is left
+    and a step can take ``r`` graphs below ``m`` they are computed here inline (the same
+    arithmetic, no call per step), the last steps by ``step_end`` itself."""
     tot_n, tot_e, room_n, room_e, room_g = totals
     # a step may start at p while p < lim (p + reach <= hi unless the window reaches m)
-    lim = min(m, pos + _BLOCK_GRAPHS, m if hi >= m else hi - reach + 1)
-    n_max = _BLOCK_STEPS
+    lim = min(m, pos + _memory.STEP_BLOCK_GRAPHS, m if hi >= m else hi - reach + 1)
+    n_max = _memory.STEP_BLOCK_STEPS
     ends: list[int] = []
     append = ends.append
     wn_item, we_item = wn.item, we.item
@@ -290,10 +285,10 @@ class SizePairs:
             return
         self.width = top_e + 1
         present = np.zeros(span, bool)
-        for s0 in range(0, nodes.shape[0], _WINDOW):
-            ln = nodes[s0:s0 + _WINDOW].astype(np.int64)
+        for s0 in range(0, nodes.shape[0], _memory.STEP_WINDOW):
+            ln = nodes[s0:s0 + _memory.STEP_WINDOW].astype(np.int64)
             ln *= self.width
-            ln += edges[s0:s0 + _WINDOW]
+            ln += edges[s0:s0 + _memory.STEP_WINDOW]
             present[ln] = True
         self.pairs = np.flatnonzero(present)
 

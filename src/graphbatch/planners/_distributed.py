@@ -19,7 +19,7 @@ import numpy as np
 
 from .._plan import BatchPlan
 from .._validate import as_positive_int
-from ._assemble import batch_totals, gather_counts, widen_into
+from ..packing.kernels import batch_totals, gather_batches, gather_counts, widen_into
 
 __all__ = ["distribute_plan", "balanced_sequence", "split_to_multiple"]
 
@@ -156,38 +156,6 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
                      real_cost=totals(sizes.n_bytes, plan.real_cost), meta=meta)
 
 
-#: Graphs per chunk of `_gather_batches` (its index temporaries stay cache-sized).
-_GATHER_CHUNK = 1 << 16
-
-
-def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
-                    dtype=None) -> np.ndarray:
-    """The graphs of ``order[starts[b] : starts[b] + n_b]`` for each new batch ``b`` (``n_b`` =
-    ``offsets[b+1] - offsets[b]``), concatenated (as ``dtype``, default ``order``'s, which
-    must hold every value); built in chunks of about `_GATHER_CHUNK` graphs (whole batches),
-    each gathered straight into the result."""
-    out = np.empty(int(offsets[-1]), order.dtype if dtype is None else dtype)
-    nb = starts.shape[0]
-    ramp = np.zeros(0, np.int64)  # 0, 1, 2, ...: positions within a chunk
-    b0 = 0
-    while b0 < nb:
-        lo = int(offsets[b0])
-        b1 = int(np.searchsorted(offsets, lo + _GATHER_CHUNK, "right")) - 1
-        b1 = min(nb, max(b1, b0 + 1))
-        hi = int(offsets[b1])
-        if hi > lo:
-            if ramp.shape[0] < hi - lo:
-                ramp = np.arange(max(hi - lo, _GATHER_CHUNK), dtype=np.int64)
-            # graph at new position g comes from order[g - offsets[b] + starts[b]]
-            idx = np.repeat(starts[b0:b1] - offsets[b0:b1], np.diff(offsets[b0:b1 + 1]))
-            idx += lo
-            idx += ramp[:hi - lo]
-            # mode="clip": no buffered copy (the indices are in range)
-            np.take(order, idx, out=out[lo:hi], mode="clip")
-        b0 = b1
-    return out
-
-
 def distribute_plan(
     plan: BatchPlan, world_size: int, *, seed: int = 0, epoch: int = 0, shuffle: bool = True,
     sizes=None, consume: bool = False,
@@ -259,12 +227,12 @@ def distribute_plan(
     old = plan.order
     if (consume and sizes is not None and len(sizes) < 2**31 and old.dtype == np.int64
             and old.shape[0] == int(offsets[-1])):
-        narrow = _gather_batches(old, starts, offsets, np.int32)  # graph indices < 2**31
+        narrow = gather_batches(old, starts, offsets, np.int32)  # graph indices < 2**31
         del starts
         order = widen_into(narrow, old)  # over the given order (the caller gave the plan up)
         del narrow
     else:
-        order = _gather_batches(old, starts, offsets)
+        order = gather_batches(old, starts, offsets)
         del starts
     del old
 

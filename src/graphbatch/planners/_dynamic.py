@@ -8,26 +8,21 @@ from dataclasses import replace
 import numpy as np
 
 from .._budget import Budget
-from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in packing/)
-    batches_lower_bound,
+from ..packing.kernels import (
+    PackedSizes,
+    SizePairs,
+    any_oversize,
+    budget_lower_bound,
     greedy_fill,
-    greedy_offsets,
-    greedy_offsets_reference,
     index_dtype,
+    step_fill,
+    take_into,
+    widen_into,
 )
-from ..packing._steps import SizePairs, step_fill
-from ._assemble import (PackedSizes, any_oversize, finish_plan, split_oversize,
-                        tight_shape_wanted, widen_into)
+from ._assemble import finish_plan, split_oversize, tight_shape_wanted
 from ._registry import PlanRequest, register
 
-__all__ = ["plan_dynamic", "budget_lower_bound", "greedy_fill", "greedy_offsets",
-           "greedy_offsets_reference"]
-
-
-def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: Budget) -> int:
-    """Fewest batches any plan under ``budget`` needs (`packing.batches_lower_bound`)."""
-    return batches_lower_bound(nodes_total, edges_total, graphs, budget.node_capacity,
-                               budget.edge_capacity, budget.graph_capacity)
+__all__ = ["plan_dynamic"]
 
 
 def _permutation(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -42,19 +37,6 @@ def _epoch_order(req: PlanRequest) -> np.ndarray:
     """`PlanRequest.order` (this epoch's graph order) as int32 below 2**31 graphs."""
     n = len(req.sizes)
     return _permutation(req.epoch_rng(), n) if req.shuffle else np.arange(n, dtype=index_dtype(n))
-
-
-#: Graphs per chunk of `_take_into`.
-_CHUNK = 1 << 16
-
-
-def _take_into(values: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``values[index]`` written over ``index`` (same dtype) chunk by chunk; returns ``index``.
-    ``values`` must not share memory with ``index``."""
-    for s0 in range(0, index.shape[0], _CHUNK):
-        chunk = index[s0:s0 + _CHUNK]
-        chunk[...] = values[chunk]
-    return index
 
 
 @register(
@@ -144,7 +126,7 @@ def plan_dynamic(req: PlanRequest):
             greedy = greedy_fill(nodes, edges, shape, stop_at=off.shape[0] - 1 - ranks + 1,
                                  totals=totals)
             if greedy is None:  # the step fill is kept
-                kept = _take_into(kept, perm)  # kept[perm], written over perm
+                kept = take_into(kept, perm)  # kept[perm], written over perm
                 offsets, real_nodes, real_edges = off, bn, be
                 meta["step_fill"] = True
         else:
