@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._greedy import index_dtype
+from .._errors import InputError
 from . import _memory
+from ._memory import index_dtype
 
 __all__ = ["assign_graphs", "group_by_key"]
 
@@ -36,11 +37,14 @@ def assign_graphs(
     pack_offsets = np.asarray(pack_offsets, dtype=np.int64)
     m = slot_bin.shape[0]
     if graph_bin.shape[0] != m or (graph_ids is not None and graph_ids.shape[0] != m):
-        raise ValueError(f"{m} slots but {graph_bin.shape[0]} graphs to assign")
+        raise InputError(f"{m} slots but {graph_bin.shape[0]} graphs to assign")
     nb = int(max(slot_bin.max(initial=-1), graph_bin.max(initial=-1))) + 1
     per_bin_slots = np.bincount(slot_bin, minlength=nb)
     if not np.array_equal(per_bin_slots, np.bincount(graph_bin, minlength=nb)):
-        raise ValueError("the packs' slots per size bin differ from the graphs per size bin")
+        b = int(np.flatnonzero(per_bin_slots != np.bincount(graph_bin, minlength=nb))[0])
+        raise InputError(f"the packs' slots per size bin differ from the graphs per size bin: "
+                         f"bin {b} has {per_bin_slots[b]} slots and "
+                         f"{int((graph_bin == b).sum())} graphs")
     # graphs grouped by bin (stable), in a random order within each bin; int32 positions
     if assign_rng is not None and np.count_nonzero(per_bin_slots > 1) * 16 > m:
         # assign_rng.permutation(m) as int32 below 2**31 graphs (the same draws: a shuffle
@@ -202,7 +206,7 @@ def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None 
     ``out`` when given."""
     n = keys.shape[0] if index is None else index.shape[0]
     if index is not None and (lookup is not None or values is not None):
-        raise ValueError("group_by_key takes a lookup or values, or an index, not both")
+        raise InputError("group_by_key takes a lookup or values, or an index, not both")
     ptr = np.zeros(counts.shape[0], np.int64)  # next free position of each key
     np.cumsum(counts[:-1], out=ptr[1:])
     if out is None:

@@ -21,11 +21,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from .._errors import InputError
 from .._exact import decimal, quantise_linear, ratio_order, share_keys, top_indices
+from . import _memory
 from ._greedy import batches_lower_bound
 from ._histogram import pack_histogram
 from ._patterns import PackPatterns
-from . import _memory
 
 __all__ = ["balanced_pack", "BalancedPacking", "DEFAULT_TRIES"]
 
@@ -395,10 +396,10 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     count = np.asarray(count, dtype=np.int64)
     node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
     if node_limit < 0 or edge_limit < 0 or graph_limit < 1:
-        raise ValueError(f"limits must be positive, got {node_limit} nodes / {edge_limit} edges "
+        raise InputError(f"limits must be positive, got {node_limit} nodes / {edge_limit} edges "
                          f"/ {graph_limit} graphs")
     if n.shape[0] and ((n > node_limit) | (e > edge_limit))[count > 0].any():
-        raise ValueError(f"a bin exceeds the limits {node_limit} nodes / {edge_limit} edges")
+        raise InputError(f"a bin exceeds the limits {node_limit} nodes / {edge_limit} edges")
     key, cap_key = _dealing_key(n, e, count, node_limit, edge_limit)
     order = np.lexsort((-e, -n, -key))
     order = order[count[order] > 0]

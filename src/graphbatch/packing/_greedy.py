@@ -26,7 +26,7 @@ def batches_lower_bound(nodes_total: int, edges_total: int, graphs: int, node_ca
         total, cap = int(total), int(cap)
         if cap <= 0:
             if total > 0:
-                raise ValueError(f"{total} real {what} cannot fit batches of capacity {cap}")
+                raise InputError(f"{total} real {what} cannot fit batches of capacity {cap}")
             continue
         out = max(out, -(-total // cap))
     return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._errors import InputError, UnknownNameError
 from ._heuristics import heuristic_function, heuristic_keys
 from ._patterns import PackPatterns
 
@@ -28,14 +29,14 @@ _BIG = np.iinfo(np.int64).max // 4
 
 def _check_limits(n, e, node_limit, edge_limit, graph_limit):
     if node_limit < 0:
-        raise ValueError(f"node limit must be >= 0, got {node_limit}")
+        raise InputError(f"node limit must be >= 0, got {node_limit}")
     if edge_limit < 0:
-        raise ValueError(f"edge limit must be >= 0, got {edge_limit}")
+        raise InputError(f"edge limit must be >= 0, got {edge_limit}")
     if graph_limit < 1:
-        raise ValueError(f"graph limit (max graphs per pack) must be >= 1, got {graph_limit}")
+        raise InputError(f"graph limit (max graphs per pack) must be >= 1, got {graph_limit}")
     if n.shape[0] and (n.max() > node_limit or e.max() > edge_limit):
         k = int(np.flatnonzero((n > node_limit) | (e > edge_limit))[0])
-        raise ValueError(
+        raise InputError(
             f"graphs of {n[k]} nodes / {e[k]} edges exceed the limits of {node_limit} nodes / "
             f"{edge_limit} edges per pack; raise the limits or drop those graphs"
         )
@@ -79,10 +80,10 @@ def pack_histogram(
     e = np.asarray(e, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
     if not (n.shape == e.shape == count.shape) or n.ndim != 1:
-        raise ValueError(f"n, e, count must be 1-D arrays of one length, got {n.shape}, "
+        raise InputError(f"n, e, count must be 1-D arrays of one length, got {n.shape}, "
                          f"{e.shape}, {count.shape}")
     if fit not in FITS:
-        raise ValueError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
+        raise UnknownNameError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
     node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
     _check_limits(n, e, node_limit, edge_limit, graph_limit)
     heuristic_function(heuristic)

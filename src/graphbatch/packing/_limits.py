@@ -41,6 +41,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from .._exact import decimal, fits_int64
 from .._sizes import GraphSizes
 from ._greedy import batches_lower_bound
@@ -202,11 +203,11 @@ def _check_range(value, name: str):
     try:
         lo, hi = (int(v) for v in value)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a pair (low, high) of integers, got {value!r}") from None
+        raise InputTypeError(f"{name} must be a pair (low, high) of integers, got {value!r}") from None
     if lo < 0 or hi < lo:
-        raise ValueError(f"{name} must satisfy 0 <= low <= high, got {value!r}")
+        raise InputError(f"{name} must satisfy 0 <= low <= high, got {value!r}")
     if hi > MAX_LIMIT:
-        raise ValueError(f"{name} high end {hi} exceeds the largest limit searched, {MAX_LIMIT}")
+        raise InputError(f"{name} high end {hi} exceeds the largest limit searched, {MAX_LIMIT}")
     return lo, hi
 
 
@@ -337,30 +338,30 @@ def search_limits(
     See the module docstring for the search.
     """
     if not isinstance(sizes, GraphSizes):
-        raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+        raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or grid < 1:
-        raise ValueError(f"grid must be an integer >= 1 points per interval, got {grid!r}")
+        raise InputError(f"grid must be an integer >= 1 points per interval, got {grid!r}")
     if isinstance(exact_points, bool) or not isinstance(exact_points, (int, np.integer)) \
             or exact_points < 1:
-        raise ValueError(f"exact_points must be an integer >= 1, got {exact_points!r}")
+        raise InputError(f"exact_points must be an integer >= 1, got {exact_points!r}")
     if isinstance(sample_graphs, bool) or not isinstance(sample_graphs, (int, np.integer)) \
             or sample_graphs < 1:
-        raise ValueError(f"sample_graphs must be an integer >= 1, got {sample_graphs!r}")
+        raise InputError(f"sample_graphs must be an integer >= 1, got {sample_graphs!r}")
     if not (isinstance(tolerance, (int, float, np.floating)) and 0 <= tolerance < 1):
-        raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
+        raise InputError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
     if max_graphs is not None:
         if isinstance(max_graphs, bool) or not isinstance(max_graphs, (int, np.integer)) \
                 or max_graphs < 2:
-            raise ValueError(f"max_graphs must be an integer >= 2 (one graph is padding), "
+            raise InputError(f"max_graphs must be an integer >= 2 (one graph is padding), "
                              f"got {max_graphs!r}")
         max_graphs = int(max_graphs)
     if len(sizes) == 0:
-        raise ValueError("the size table holds no graphs; nothing to pack")
+        raise InputError("the size table holds no graphs; nothing to pack")
     hist = sizes.histogram()
     need_n = max(int(hist.n_node.max()) + 1, 2)  # one padding node, at least one real node
     need_e = int(hist.n_edge.max())
     if need_n > MAX_LIMIT or need_e > MAX_LIMIT:
-        raise ValueError(f"the largest graph ({need_n - 1} nodes, {need_e} edges) exceeds the "
+        raise InputError(f"the largest graph ({need_n - 1} nodes, {need_e} edges) exceeds the "
                          f"largest limit searched, {MAX_LIMIT}")
     user_n = _check_range(node_range, "node_range") if node_range is not None else None
     user_e = _check_range(edge_range, "edge_range") if edge_range is not None else None
@@ -369,7 +370,7 @@ def search_limits(
     e_lo = max(need_e, user_e[0]) if user_e else need_e
     e_hi = user_e[1] if user_e else MAX_LIMIT
     if n_hi < need_n or e_hi < need_e:
-        raise ValueError(
+        raise InputError(
             f"limits up to {n_hi} nodes / {e_hi} edges cannot hold the largest graph "
             f"({need_n - 1} nodes + 1 padding node, {need_e} edges)"
         )

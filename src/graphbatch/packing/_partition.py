@@ -153,7 +153,7 @@ def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool =
     idt = index_dtype(n)
     lazy = value is None
     if lazy and (row_costs is None or not inplace):
-        raise ValueError("balanced_ldm without a value matrix needs row_costs and inplace=True")
+        raise InputError("balanced_ldm without a value matrix needs row_costs and inplace=True")
     # Each tuple: its partial-batch sums (sorted descending) and one representative flat
     # position per partial batch (None: round i's own positions, in order); `parent` links
     # merged positions to their representative.

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._budget import Budget
+from .._errors import InputError
 from .._exact import decimal, share_keys, sortable
-from ._balanced import _swap_repair
-from ._greedy import batches_lower_bound, index_dtype
 from . import _memory
+from ._balanced import _swap_repair
+from ._greedy import batches_lower_bound
+from ._memory import index_dtype
 
 __all__ = ["step_fill", "SizePairs"]
 
@@ -63,7 +65,7 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     perm = None
     if with_order and perm_out is not None:
         if perm_out.dtype != index_dtype(m) or perm_out.shape != (m,):
-            raise ValueError(f"perm_out must be a {np.dtype(index_dtype(m))} array of {m} items")
+            raise InputError(f"perm_out must be a {np.dtype(index_dtype(m))} array of {m} items")
         perm = perm_out
     elif with_order:
         perm = np.empty(m, index_dtype(m))

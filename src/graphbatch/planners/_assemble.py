@@ -8,7 +8,7 @@ from typing import Callable
 import numpy as np
 
 from .._budget import Budget, next_pow2, round_up
-from .._errors import InputError
+from .._errors import InputError, InputTypeError
 from .._plan import BatchPlan
 from ..packing.kernels import PackedSizes, any_oversize, batch_totals, gather_counts
 from ._registry import OVERSIZE_POLICIES, PlanRequest
@@ -109,7 +109,7 @@ def tight_shape_wanted(req: PlanRequest) -> bool:
     if v is None:
         return req.budget is None
     if not isinstance(v, bool):
-        raise TypeError(f"tight_shape must be True or False, got {v!r}")
+        raise InputTypeError(f"tight_shape must be True or False, got {v!r}")
     return v
 
 

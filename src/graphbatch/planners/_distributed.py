@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from .._errors import InputError
 from .._plan import BatchPlan
 from .._validate import as_positive_int
 from ..packing.kernels import batch_totals, gather_batches, gather_counts, widen_into
@@ -175,7 +176,8 @@ def distribute_plan(
     """
     r = as_positive_int(world_size, "world_size")
     if plan.rank is not None or plan.step is not None:
-        raise ValueError("plan is already distributed (it has rank/step arrays)")
+        raise InputError(f"plan is already distributed (it has rank/step arrays for "
+                         f"{len(plan)} batches); distribute a single-device plan")
     if sizes is not None:
         plan = split_to_multiple(plan, sizes, r)
     nb = len(plan)

@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from .._budget import Budget, round_up
-from .._errors import InputError, InputTypeError
+from .._errors import InputError, InputTypeError, UnknownNameError
 from .._validate import as_positive_int
 from ..packing import (
     MAX_SHAPES,
@@ -236,7 +236,7 @@ def _plan_tuple(req: PlanRequest, fit: str):
     heuristic = _heuristic(req)
     method = req.option("method", "auto")
     if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise UnknownNameError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if _every_graph_fits(req, budget):  # every graph kept: no index array (4 bytes a graph)
         split, kept = None, None
     else:
@@ -374,7 +374,7 @@ def plan_buckets(req: PlanRequest):
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise InputTypeError(f"num_shapes must be an integer, got {k!r}")
     if not 1 <= int(k) <= MAX_SHAPES:
-        raise ValueError(f"num_shapes must be in 1..{MAX_SHAPES}, got {k}")
+        raise InputError(f"num_shapes must be in 1..{MAX_SHAPES}, got {k}")
     k = int(k)
     budget = _budget(req)
     heuristic = _heuristic(req)
