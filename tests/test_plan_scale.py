@@ -1045,8 +1045,9 @@ def test_pack_lpf_without_oversize_graphs_still_checks_the_policy():
        shuffle=st.booleans())
 def test_distribute_plan_consuming_the_plan_gives_the_same_plan(n, ws, seed, strategy, chunk,
                                                                  shuffle):
-    # consume=True gathers the new order as int32 and writes it over the given plan's order
-    from graphbatch.planners._distributed import distribute_plan
+    # an owned plan (`plan_for_ranks`): the new order is gathered as int32 and written over
+    # the given plan's order
+    from graphbatch.planners._distributed import _distribute, distribute_plan
     rng = np.random.default_rng(seed)
     sizes = gb.GraphSizes(rng.integers(1, 30, n), rng.integers(0, 60, n))
     options = {} if strategy == "kk" else dict(on_oversize="own_batch")
@@ -1055,7 +1056,7 @@ def test_distribute_plan_consuming_the_plan_gives_the_same_plan(n, ws, seed, str
     want = distribute_plan(single, ws, **kw).to_arrays()
     with mock.patch.object(memory_mod, "WIDEN_CHUNK", chunk), \
             mock.patch.object(memory_mod, "BATCH_GATHER_CHUNK", chunk):
-        got = distribute_plan(single, ws, consume=True, **kw)
+        got = _distribute(single, ws, owned=True, **kw)
     assert got.order.dtype == np.int64
     got = got.to_arrays()
     assert want.keys() == got.keys()

@@ -8,6 +8,7 @@ from ..packing.kernels import (
     greedy_offsets_reference,
 )
 from ._assemble import OversizeSplit, finish_plan, split_oversize
+from ._distributed import distribute_plan, plan_for_ranks
 from ._dynamic import plan_dynamic
 from ._registry import PlanRequest, Strategy, get_strategy, register, strategy_names
 from ._static import plan_static_constant, plan_static_multiple, plan_static_pow2, static_offsets
@@ -33,6 +34,7 @@ __all__ = [
     "PAD_MODES",
     "CostModel",
     "cost_model_from_options",
+    "distribute_plan",
     "plan_balance",
     "plan_iqr",
     "plan_kk",
@@ -51,6 +53,7 @@ __all__ = [
     "greedy_offsets_reference",
     "plan_buckets",
     "plan_dynamic",
+    "plan_for_ranks",
     "plan_pack_lpf",
     "plan_pack_lpf_1d",
     "plan_pack_nnls",
