@@ -23,12 +23,12 @@ from ._balancing import (
 )
 from ._cost import CostModel, cost_model_from_options
 from ._packing import (
-    plan_buckets,
     plan_pack_lpf,
     plan_pack_lpf_1d,
     plan_pack_nnls,
     plan_pack_spf,
 )
+from ._buckets import plan_buckets
 
 __all__ = [
     "PAD_MODES",

@@ -1,5 +1,5 @@
-"""Tuple packing strategies: ``pack-lpf``, ``pack-spf``, ``pack-lpf-1d``, ``pack-nnls`` and
-``buckets`` (tuple-packing paper; IPU paper 4.1 / 5.5).
+"""Tuple packing strategies: ``pack-lpf``, ``pack-spf``, ``pack-lpf-1d`` and ``pack-nnls``
+(tuple-packing paper; IPU paper 4.1); ``buckets`` is in `_buckets`.
 
 Packing works on the (nodes, edges) histogram and yields packs of size bins; each epoch the
 concrete graphs of every bin are dealt to its slots in an order drawn from ``(seed, epoch)``,
@@ -15,22 +15,9 @@ from fractions import Fraction
 import numpy as np
 
 from .._budget import Budget, round_up
-from .._errors import InputError, InputTypeError, UnknownNameError
+from .._errors import InputTypeError, UnknownNameError
 from .._validate import as_positive_int
-from ..packing import (
-    MAX_SHAPES,
-    METHODS,
-    choose_scales,
-    choose_tight_shapes,
-    graphs_for_scale,
-    pack_bins,
-    pack_histogram,
-    pack_needs,
-    pack_nnls,
-    pack_scales,
-    shape_for_scale,
-    shape_padding_bound,
-)
+from ..packing import METHODS, pack_bins, pack_histogram, pack_nnls
 from ..packing.kernels import (
     any_oversize,
     assign_graphs,
@@ -42,10 +29,10 @@ from ..packing.kernels import (
     pack_totals,
     spread_packs,
 )
-from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
+from ._assemble import finish_plan, split_oversize, tight_shape_wanted
 from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
-__all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
+__all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls"]
 
 _COMMON = ("max_graphs_per_pack", "fixed_packs", "sample_size", "multiple", "tight_shape")
 
@@ -358,218 +345,3 @@ def plan_pack_nnls(req: PlanRequest):
              if tight_shape_wanted(req) else None)
     return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic,
                    bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape)
-
-
-@register(
-    "buckets",
-    description="K padded shapes (num_shapes, 1-16) chosen to minimise total padding: graphs "
-    "larger than the budget get larger shapes whose room is filled with small graphs, the rest "
-    "is packed to the budget; each batch is padded to the smallest shape it fits; "
-    "tight_shape=True or shape_cost=[c0, c_node, c_edge, c_graph, c_shape] (integers): tight "
-    "shapes minimising that cost",
-    options=("num_shapes", "heuristic", "shape_cost", *_COMMON),
-)
-def plan_buckets(req: PlanRequest):
-    k = req.option("num_shapes", 4)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise InputTypeError(f"num_shapes must be an integer, got {k!r}")
-    if not 1 <= int(k) <= MAX_SHAPES:
-        raise InputError(f"num_shapes must be in 1..{MAX_SHAPES}, got {k}")
-    k = int(k)
-    budget = _budget(req)
-    heuristic = _heuristic(req)
-    multiple = as_positive_int(req.option("multiple", 64), "multiple")
-    sizes = req.sizes
-    allidx = np.arange(len(sizes), dtype=np.int64)
-    big = (sizes.n_node > budget.node_capacity) | (sizes.n_edge > budget.edge_capacity)
-    skipped = np.zeros(0, np.int64)
-    if req.on_oversize == "skip":
-        skipped, alone = allidx[big], np.zeros(0, np.int64)
-    else:  # larger graphs get larger buckets: never an error, never an unbounded own shape
-        alone = allidx[big]
-    kept = allidx[~big]
-    # the shape family: the budget scaled; an edge budget of 0 scales as `multiple` edges when
-    # planned graphs have edges (issue 14: 0-edge shapes were written for batches with edges)
-    planned = np.concatenate([kept, alone])
-    fam = budget
-    if budget.n_edge == 0 and planned.size and sizes.n_edge[planned].max() > 0:
-        fam = Budget(budget.n_node, multiple, budget.n_graph)
-    lim = dict(node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
-               graph_limit=budget.graph_capacity, heuristic=heuristic)
-    a_n, a_e = sizes.n_node[alone], sizes.n_edge[alone]
-    if kept.size:
-        hist = _kept_sizes(req, kept).histogram(return_inverse=True)
-        hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
-    else:
-        hn = he = hc = inverse = np.zeros(0, np.int64)
-    nbins = hn.shape[0]
-
-    def pack_totals(slot_bin, off, bn, be):
-        if off.shape[0] <= 1:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.add.reduceat(bn[slot_bin], off[:-1]), np.add.reduceat(be[slot_bin], off[:-1])
-
-    # 1. shapes from a first packing: small graphs to the budget, each large graph alone
-    if kept.size:
-        first = pack_bins(hn, he, hc, fit="best", **lim)
-        fn, fe = pack_totals(first.slot_bin, first.offsets, hn, he)
-    else:
-        fn = fe = np.zeros(0, np.int64)
-    ext_n, ext_e = np.concatenate([hn, a_n]), np.concatenate([he, a_e])
-
-    def filled(shape_n, shape_e, shape_g):
-        """2. each large graph gets the smallest of the shapes; its room is filled with small
-        graphs; 3. the remaining small graphs packed to the budget. Returns the packs as slots
-        (bin ``nbins + i`` = large graph ``i``) and the packer of step 3."""
-        remaining = hc.copy()
-        fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * alone.shape[0]
-        if alone.size and kept.size:
-            grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
-                            & (shape_e[None, :] >= a_e[:, None]), axis=1)
-            room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e, shape_g[grp] - 2)
-            pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
-                                        **lim)
-            for t in np.flatnonzero(base >= 0).tolist():
-                sl = slice(pats.offsets[t], pats.offsets[t + 1])
-                items = np.repeat(pats.bins[sl], pats.copies[sl])
-                fill_bins[int(base[t])] = items
-                remaining -= np.bincount(items, minlength=nbins)
-        if remaining.sum():
-            res = pack_bins(hn, he, remaining, fit="best", **lim)
-            sb, off, packer = res.slot_bin, res.offsets, res.method
-        else:
-            (sb, off), packer = _empty_slots(), None
-        parts = [sb] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
-        lens = np.array([len(x) for x in parts[1:]], np.int64)
-        return (np.concatenate(parts), np.concatenate([off, off[-1] + np.cumsum(lens)]),
-                packer)
-
-    def shaped(slot_bin, off):
-        """The best ``k`` shapes for these packs (exact) and their total cost."""
-        tn, te = pack_totals(slot_bin, off, ext_n, ext_e)
-        chosen, cost = choose_scales(pack_scales(tn, te, fam, multiple, np.diff(off)), k, fam,
-                                     multiple)
-        return chosen, cost
-
-    # candidates: the first packing (each large graph alone), and for every k' <= k the packs
-    # filled around the k' shapes best for the first packing; each candidate's packs get the k
-    # shapes best for them and the cheapest wins, so k shapes never cost more than k - 1
-    a_slots = nbins + np.arange(alone.shape[0], dtype=np.int64)
-    f_sb, f_off = (first.slot_bin, first.offsets) if kept.size else _empty_slots()
-    cand_sb = np.concatenate([f_sb, a_slots])
-    cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(alone.shape[0])])
-    chosen, cost = shaped(cand_sb, cand_off)
-    best = (cost, chosen, cand_sb, cand_off, first.method if kept.size else None)
-    candidates = [(cand_sb, cand_off, best[4])]  # every candidate packing (tight shapes)
-    first_scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), fam,
-                               multiple)
-    tried_shapes: set = set()
-    for kk in range(1, k + 1) if alone.size and kept.size else ():
-        sc_k, _ = choose_scales(first_scales, kk, fam, multiple)
-        sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, fam, multiple))
-        key = (tuple(sn_k.tolist()), tuple(se_k.tolist()))
-        if key in tried_shapes:
-            continue
-        tried_shapes.add(key)
-        sb_k, off_k, packer_k = filled(sn_k, se_k, np.atleast_1d(graphs_for_scale(sc_k, fam)))
-        candidates.append((sb_k, off_k, packer_k))
-        chosen_k, cost_k = shaped(sb_k, off_k)
-        if cost_k < best[0]:  # exact costs: strictly cheaper
-            best = (cost_k, chosen_k, sb_k, off_k, packer_k)
-    _, chosen, slot_bin, pack_off, packer = best
-    shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, fam, multiple))
-    shape_g = np.atleast_1d(graphs_for_scale(chosen, fam))
-    tight = _tight_bucket_request(req, fam)
-    extra_meta: dict = {}
-    if tight is not None:  # tight shapes by an integer cost, over every candidate packing
-        slot_bin, pack_off, packer, (shape_n, shape_e, shape_g), extra_meta = _tight_buckets(
-            candidates, lambda sb, off: pack_totals(sb, off, ext_n, ext_e), k, fam, multiple,
-            *tight)
-    graph_bin = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
-    graphs = np.concatenate([kept, alone])
-    assign_rng, order_rng = _rngs(req)
-    order, offsets = assign_graphs(slot_bin, pack_off, graph_bin, graphs,
-                                   assign_rng=assign_rng, order_rng=order_rng)
-    nb = offsets.shape[0] - 1
-    real_n = sizes.n_node[order]
-    real_e = sizes.n_edge[order]
-    tot_n = np.add.reduceat(real_n, offsets[:-1]) if nb else np.zeros(0, np.int64)
-    tot_e = np.add.reduceat(real_e, offsets[:-1]) if nb else np.zeros(0, np.int64)
-    # 4. every batch padded to the smallest chosen shape it fits
-    gpb = np.diff(offsets)
-    fits = ((shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
-            & (shape_g[None, :] >= gpb[:, None] + 1))
-    group = np.argmax(fits, axis=1) if nb else np.zeros(0, np.int64)
-    if tight is not None and nb:  # the cheapest tight shape holding each batch
-        group = _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple,
-                                  tight[0], fam)
-    # bound for packs of at most the largest chosen shape, every planned graph counted (it
-    # never exceeds the batch count; issue 14: the bound of the budget-sized graphs did)
-    lb = budget_lower_bound(int(sizes.n_node[planned].sum()), int(sizes.n_edge[planned].sum()),
-                            planned.shape[0],
-                            Budget(int(shape_n.max(initial=1)), int(shape_e.max(initial=0)),
-                                   int(max(shape_g.max(initial=2), 2)))) if nb else 0
-    empty = np.zeros(0, np.int64)
-    split = OversizeSplit(kept, empty, empty, skipped, sizes.n_node[kept], sizes.n_edge[kept])
-    return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
-                       pad_edges=shape_e[group], pad_graphs=shape_g[group],
-                       lower_bound=lb, split=split, **extra_meta,
-                       budget=budget, heuristic=heuristic, num_shapes=k, packer=packer,
-                       shapes=[[int(a), int(b), int(g)]
-                               for a, b, g in zip(shape_n, shape_e, shape_g)])
-
-
-def _tight_bucket_request(req: PlanRequest, fam: Budget):
-    """``(cost, shape_cost)`` when ``buckets`` should choose tight shapes by cost (option
-    ``shape_cost=[c0, c_node, c_edge, c_graph, c_shape]``, or ``tight_shape=True``: padded slots
-    relative to the budget), else ``None`` (the scaled family)."""
-    sc = req.option("shape_cost", None)
-    if sc is None:
-        return ((None, 0) if req.option("tight_shape", None) is True else None)
-    if isinstance(sc, (str, bytes)) or not hasattr(sc, "__len__") or len(sc) != 5:
-        raise InputTypeError("shape_cost must be [c0, c_node, c_edge, c_graph, c_shape] "
-                             f"(5 integers >= 0), got {sc!r}")
-    for v in sc:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0:
-            raise InputTypeError(f"shape_cost entries must be integers >= 0, got {sc!r}")
-    vals = [int(v) for v in sc]
-    return (tuple(vals[:4]), vals[4])
-
-
-def _tight_buckets(candidates, totals, k: int, fam: Budget, multiple: int, cost, shape_cost):
-    """The candidate packing and tight shapes of least integer cost
-    (`packing._bucket_shapes.choose_tight_shapes`), with the bound of `shape_padding_bound` on
-    the chosen packs. Returns ``(slot_bin, offsets, packer, (shape_n, shape_e, shape_g), meta)``."""
-    best = None
-    for sb, off, packer in candidates:
-        tn, te = totals(sb, off)
-        needs = pack_needs(tn, te, np.diff(off), multiple)
-        shapes, _, total = choose_tight_shapes(needs, k, base=(fam.n_node, fam.n_edge),
-                                               cost=cost, shape_cost=shape_cost)
-        if best is None or total < best[0]:
-            best = (total, sb, off, packer, shapes, needs, tn, te)
-    total, sb, off, packer, shapes, needs, tn, te = best
-    bn, be = shape_padding_bound(needs, k)
-    meta = {"shape_choice": "tight", "shape_cost_total": int(total),
-            "shape_bound": {"node_efficiency_max": float(int(tn.sum()) / bn) if bn else 1.0,
-                            "edge_efficiency_max": float(int(te.sum()) / be) if be else 1.0}}
-    return sb, off, packer, (shapes[:, 0], shapes[:, 1], shapes[:, 2]), meta
-
-
-def _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, cost,
-                      fam: Budget) -> np.ndarray:
-    """Per batch, the index of the least costly shape that holds it (integer costs; ties: the
-    first). Every batch is held by some shape: its pack's."""
-    c0, cn, ce, cg = (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
-    per_shape = [c0 + cn * int(a) + ce * int(b) + cg * int(g)
-                 for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist())]
-    order = sorted(range(len(per_shape)), key=lambda i: (per_shape[i], i))
-    group = np.full(tot_n.shape[0], -1, np.int64)
-    for i in order:  # cheapest first: a batch takes the first shape that holds it
-        free = group < 0
-        fits = (free & (shape_n[i] >= tot_n + 1) & (shape_e[i] >= tot_e)
-                & (shape_g[i] >= gpb + 1))
-        group[fits] = i
-    if (group < 0).any():  # pragma: no cover - each batch's own pack shape holds it
-        raise RuntimeError("a batch fits no tight bucket shape")
-    return group
