@@ -62,16 +62,6 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     if totals is None:
         totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
     tot_n, tot_e = totals
-    perm = None
-    if with_order and perm_out is not None:
-        if perm_out.dtype != index_dtype(m) or perm_out.shape != (m,):
-            raise InputError(f"perm_out must be a {np.dtype(index_dtype(m))} array of {m} items")
-        perm = perm_out
-    elif with_order:
-        perm = np.empty(m, index_dtype(m))
-    # per step: graphs, real nodes, real edges of its `ranks` batches (grown by doubling)
-    per_step = np.zeros((64, 3, r), np.int64)
-    n_steps = 0
     # a step's room: `fill` of its capacity, rounded down (integers: exact)
     f = decimal(fill)
     room_n = r * cap_n * f.numerator // f.denominator
@@ -83,16 +73,88 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     reach = r * cap_g + 1  # a step never spans more graphs than this
     vectorised = _memory.STEP_BLOCK_STEPS and m
     ranker = _ShareRanks(nodes, edges, cap_n, cap_e, pairs) if vectorised else None
-    a = hi = 0  # window: cn[a..hi] as wn[0..hi-a]
-    wn = we = np.zeros(1, np.int64)
+    window = _Window(nodes, edges)
+    target = _StepTargets(m, r, steps, (tot_n, tot_e, room_n, room_e, room_g), window)
+    record = _StepRecord(_perm_array(m, with_order, perm_out), r)
+    caps = (cap_n, cap_e, cap_g)
     pos = 0
+    while pos < m:
+        window.cover(pos, reach)
+        if ranker is None:  # the sequential path: one step at a time
+            placed, tot, j = _one_step(nodes, edges, pos, target.end(pos, record.n_steps), r,
+                                       *caps)
+            record.keep(pos, placed, tot[None])
+            pos = j
+            continue
+        # the chain of step ends inside this window, then the block dealt at once
+        ends = _chain(target.end, pos, record.n_steps, m, window.a, window.hi, reach, r, steps,
+                      window.wn, window.we, target.totals)
+        # the block's graphs go straight into perm[pos:ends[-1]]: a step that does not fit as
+        # dealt, and the steps after a shortened one, are written over later (never a range
+        # below pos: positions are placed in increasing order)
+        tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r, *caps,
+                                ranker, record.perm)
+        pos = _keep_block(record, nodes, edges, pos, ends, tot, fits, r, caps)
+    return record.result(return_totals)
 
-    def step_end(pos: int, k: int) -> int:
-        """End of the step starting at ``pos`` when ``k`` steps came before (before the
-        dealing's fit check). Scalar code: it runs once per step."""
+
+def _perm_array(m: int, with_order: bool, perm_out: np.ndarray | None) -> np.ndarray | None:
+    """The array `step_fill` writes its order to: ``perm_out`` (checked), a new one, or
+    ``None`` without ``with_order``."""
+    if not with_order:
+        return None
+    if perm_out is None:
+        return np.empty(m, index_dtype(m))
+    if perm_out.dtype != index_dtype(m) or perm_out.shape != (m,):
+        raise InputError(f"perm_out must be a {np.dtype(index_dtype(m))} array of {m} items, "
+                         f"got {perm_out.dtype} of shape {perm_out.shape}")
+    return perm_out
+
+
+class _Window:
+    """Prefix sums of the node and edge counts over graphs ``a .. hi``: ``wn[i]`` is the sum
+    of ``nodes[:a + i]`` (int64), slid forward as the fill goes (memory O(`STEP_WINDOW`))."""
+
+    def __init__(self, nodes: np.ndarray, edges: np.ndarray) -> None:
+        self.nodes, self.edges = nodes, edges
+        self.a = self.hi = 0
+        self.wn = self.we = np.zeros(1, np.int64)
+
+    def cover(self, pos: int, reach: int) -> None:
+        """Slide the window to start at ``pos`` (inside it) when a step from ``pos`` could
+        reach past its end and the end is not the last graph."""
+        m = self.nodes.shape[0]
+        if pos + reach <= self.hi or self.hi >= m:
+            return
+        base_n, base_e = int(self.wn[pos - self.a]), int(self.we[pos - self.a])  # cn[pos]
+        a, hi = pos, min(m, pos + max(_memory.STEP_WINDOW, reach))
+        wn = np.empty(hi - a + 1, np.int64)
+        we = np.empty(hi - a + 1, np.int64)
+        wn[0], we[0] = base_n, base_e
+        np.cumsum(self.nodes[a:hi], out=wn[1:], dtype=np.int64)
+        np.cumsum(self.edges[a:hi], out=we[1:], dtype=np.int64)
+        wn[1:] += base_n
+        we[1:] += base_e
+        self.a, self.hi, self.wn, self.we = a, hi, wn, we
+
+
+class _StepTargets:
+    """Where a step ends before the dealing's fit check (`end`): each step aims at an even
+    share of what is left, at most its room; ``totals`` = ``(tot_n, tot_e, room_n, room_e,
+    room_g)``."""
+
+    def __init__(self, m: int, r: int, steps: int, totals: tuple, window: _Window) -> None:
+        self.m, self.r, self.steps, self.totals, self.window = m, r, steps, totals, window
+
+    def end(self, pos: int, k: int) -> int:
+        """End of the step starting at ``pos`` when ``k`` steps came before. Scalar code: it
+        runs once per step."""
+        m, r = self.m, self.r
+        tot_n, tot_e, room_n, room_e, room_g = self.totals
+        a, wn, we = self.window.a, self.window.wn, self.window.we
         i = pos - a
         cpos_n, cpos_e = wn.item(i), we.item(i)
-        left = steps - k
+        left = self.steps - k
         if left < 1:
             left = 1
         # integer targets (an even share of what is left, at most the room), exact
@@ -121,65 +183,62 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
             j = max(pos + 1, m - r)
         return j
 
-    def keep(placed, tot):
+
+class _StepRecord:
+    """The steps made so far: their graphs in batch order (``perm``, ``None``: not recorded)
+    and per step the [3, ranks] totals (graphs, real nodes, real edges) of its batches."""
+
+    def __init__(self, perm: np.ndarray | None, r: int) -> None:
+        self.perm = perm
+        self.per_step = np.zeros((64, 3, r), np.int64)  # grown by doubling
+        self.n_steps = 0
+
+    def keep(self, pos: int, placed: np.ndarray | None, tot: np.ndarray) -> None:
         """Record consecutive steps from ``pos`` on: their graphs in batch order (``None``:
         already in ``perm``) and [steps, 3, ranks] totals."""
-        nonlocal per_step, n_steps
-        if perm is not None and placed is not None:
-            perm[pos:pos + placed.shape[0]] = placed
+        if self.perm is not None and placed is not None:
+            self.perm[pos:pos + placed.shape[0]] = placed
         k = tot.shape[0]
-        while n_steps + k > per_step.shape[0]:
-            per_step = np.concatenate([per_step, np.zeros_like(per_step)])
-        per_step[n_steps:n_steps + k] = tot
-        n_steps += k
+        while self.n_steps + k > self.per_step.shape[0]:
+            self.per_step = np.concatenate([self.per_step, np.zeros_like(self.per_step)])
+        self.per_step[self.n_steps:self.n_steps + k] = tot
+        self.n_steps += k
 
-    while pos < m:
-        if pos + reach > hi and hi < m:  # slide the window of prefix sums to start at pos
-            base_n, base_e = int(wn[pos - a]), int(we[pos - a])  # cn[pos]: pos is in the window
-            a, hi = pos, min(m, pos + max(_memory.STEP_WINDOW, reach))
-            wn = np.empty(hi - a + 1, np.int64)
-            we = np.empty(hi - a + 1, np.int64)
-            wn[0], we[0] = base_n, base_e
-            np.cumsum(nodes[a:hi], out=wn[1:], dtype=np.int64)
-            np.cumsum(edges[a:hi], out=we[1:], dtype=np.int64)
-            wn[1:] += base_n
-            we[1:] += base_e
-        if ranker is None:
-            placed, tot, j = _one_step(nodes, edges, pos, step_end(pos, n_steps), r,
-                                       cap_n, cap_e, cap_g)
-            keep(placed, tot[None])
-            pos = j
-            continue
-        # the chain of step ends inside this window, then the block dealt at once
-        ends = _chain(step_end, pos, n_steps, m, a, hi, reach, r, steps, wn, we,
-                      (tot_n, tot_e, room_n, room_e, room_g))
-        # the block's graphs go straight into perm[pos:ends[-1]]: a step that does not fit as
-        # dealt, and the steps after a shortened one, are written over later (never a range
-        # below pos: positions are placed in increasing order)
-        tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r,
-                                cap_n, cap_e, cap_g, ranker, perm)
-        i = 0
-        while i < len(ends):
-            bad = np.flatnonzero(~fits[i:])
-            f = len(ends) if bad.size == 0 else i + int(bad[0])
-            if f > i:  # steps i..f-1 fit as dealt
-                keep(None, tot[i:f])
-                pos, i = ends[f - 1], f
-                if i == len(ends):
-                    break
-            # step i does not fit as dealt: the per-step repair, and shortening if needed
-            pl, tt, j = _one_step(nodes, edges, pos, ends[i], r, cap_n, cap_e, cap_g)
-            keep(pl, tt[None])
-            shortened = j != ends[i]
-            pos, i = j, i + 1
-            if shortened:  # the chain goes on from the new end
+    def result(self, return_totals: bool):
+        """`step_fill`'s result: ``(perm, offsets[, real nodes, real edges])``."""
+        per_step = self.per_step[:self.n_steps]
+        r = per_step.shape[2]
+        offsets = np.zeros(self.n_steps * r + 1, np.int64)
+        np.cumsum(per_step[:, 0].reshape(-1), out=offsets[1:])
+        if return_totals:
+            return (self.perm, offsets, per_step[:, 1].reshape(-1),
+                    per_step[:, 2].reshape(-1))
+        return self.perm, offsets
+
+
+def _keep_block(record: _StepRecord, nodes, edges, pos: int, ends: list[int],
+                tot: np.ndarray, fits: np.ndarray, r: int, caps: tuple) -> int:
+    """Record a dealt block of steps ending at ``ends``: the runs that fit as dealt as they
+    are, a step that does not through the per-step repair (`_one_step`); after a shortened
+    step the rest of the block is dropped (the chain goes on from its new end). Returns the
+    position reached."""
+    i = 0
+    while i < len(ends):
+        bad = np.flatnonzero(~fits[i:])
+        f = len(ends) if bad.size == 0 else i + int(bad[0])
+        if f > i:  # steps i..f-1 fit as dealt
+            record.keep(pos, None, tot[i:f])
+            pos, i = ends[f - 1], f
+            if i == len(ends):
                 break
-    per_step = per_step[:n_steps]
-    offsets = np.zeros(n_steps * r + 1, np.int64)
-    np.cumsum(per_step[:, 0].reshape(-1), out=offsets[1:])
-    if return_totals:
-        return perm, offsets, per_step[:, 1].reshape(-1), per_step[:, 2].reshape(-1)
-    return perm, offsets
+        # step i does not fit as dealt: the per-step repair, and shortening if needed
+        pl, tt, j = _one_step(nodes, edges, pos, ends[i], r, *caps)
+        record.keep(pos, pl, tt[None])
+        shortened = j != ends[i]
+        pos, i = j, i + 1
+        if shortened:  # the chain goes on from the new end
+            break
+    return pos
 
 
 def _chain(step_end, pos: int, k: int, m: int, a: int, hi: int, reach: int, r: int,
