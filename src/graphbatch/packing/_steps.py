@@ -413,80 +413,23 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     rel = starts - pos  # each step's first position within the block
     ln = nodes[pos:int(ends[-1])]
     le = edges[pos:int(ends[-1])]
-    size = ln.shape[0]
     seg = np.repeat(np.arange(k, dtype=np.uint16 if k <= 2**16 else np.int64), lens)
     keys = ranker.keys(ln, le)
-    # by step, then share (largest first), stable
-    t = None  # rank in step of each sorted position = position in step (steps stay in place)
-    rank_bits = max(1, (ranker.n_ranks - 1).bit_length()) if keys.dtype == np.uint16 else 0
-    longest = int(lens.max())
-    pos_bits = max(1, (longest - 1).bit_length())
-    sorted_ranks = None
-    if keys.dtype == np.uint16 and \
-            max(1, (k - 1).bit_length()) + rank_bits + pos_bits <= _ITEM_BITS:
-        # one sort of distinct uint32 items (step, rank, position in step): the stable order,
-        # twice as fast as int64 items
-        t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)
-        items = seg.astype(np.uint32) << (rank_bits + pos_bits)
-        items |= keys.astype(np.uint32) << pos_bits
-        items |= t.astype(np.uint32)
-        items.sort()
-        if ranker.rank_nodes is not None:
-            sorted_ranks = (items >> pos_bits) & ((1 << rank_bits) - 1)
-        srt = None  # needed for the order, or for the weights when a rank is not one pair
-        if perm is not None or sorted_ranks is None:
-            # block position: the step's first position (arange - t) plus position in step
-            srt = (items & ((1 << pos_bits) - 1)).astype(np.int32)
-            srt += np.arange(size, dtype=np.int32)
-            srt -= t
-        del items
-    elif keys.dtype == np.uint16 and k < 2**15 and size < 2**31:
-        # one sort of distinct int64 items (step, rank, position): the stable order, faster
-        # than a lexsort
-        items = seg.astype(np.int64) << 48
-        items |= keys.astype(np.int64) << 32
-        items |= np.arange(size, dtype=np.int64)
-        items.sort()
-        srt = items.astype(np.int32)  # the low 32 bits: the positions
-        del items
-    else:
-        srt = np.lexsort((keys, seg))
-    if t is None:  # rank in step
-        t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)
+    ranked = keys.dtype == np.uint16  # uint16 share ranks (else exact keys)
+    # by step, then share (largest first), stable; t: position in step of each block position
+    srt, t, sorted_ranks = _sort_block(seg, keys, lens, rel, ranker, perm is not None)
+    keys = None
+    if t is None:
+        t = np.arange(ln.shape[0], dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)
     # row and snake batch (over the `r` batches) of each rank in a step, looked up
+    longest = int(lens.max())
     tt = np.arange(longest, dtype=np.int32)
     row_of = tt // r
     col = tt - row_of * r
     batch = np.where(row_of & 1, r - 1 - col, col)[t]
     key = seg.astype(np.int32) * r + batch  # (seg[srt] == seg: the sort keeps steps in place)
-    # node and edge totals from one weighted count: n * 2**shift + e, exact below 2**53
-    rows = -(-longest // r)  # most graphs a batch of the block holds
-    if keys.dtype == np.uint16:  # the ranked graphs' bounds (counts >= 0): no scan of the block
-        top_n, top_e, nonneg = ranker.top_n, ranker.top_e, True
-    else:
-        top_n, top_e = int(ln.max()), int(le.max())
-        nonneg = min(int(ln.min()), int(le.min())) >= 0
-    shift = max(1, top_e * rows).bit_length()
-    if nonneg and (top_n * rows + 1) << shift < _EXACT_FLOAT:
-        if sorted_ranks is not None:  # the weights of the ranks, looked up in a small table
-            w = ranker.rank_nodes * float(1 << shift)
-            w += ranker.rank_edges
-            w = w[sorted_ranks]
-        else:
-            w = ln * float(1 << shift)  # in dataset order (contiguous), then one gather
-            w += le
-            w = w[srt]
-        both = np.bincount(key, weights=w, minlength=k * r)
-        del w
-        bn = (both // (1 << shift)).astype(np.int64)
-        be = (both - bn * float(1 << shift)).astype(np.int64)
-    else:
-        if srt is None:
-            sn, se = ranker.rank_nodes[sorted_ranks], ranker.rank_edges[sorted_ranks]
-        else:
-            sn, se = ln[srt], le[srt]
-        bn = np.bincount(key, weights=sn, minlength=k * r).astype(np.int64)  # < 2**53
-        be = np.bincount(key, weights=se, minlength=k * r).astype(np.int64)
+    bn, be = _block_totals(ln, le, key, srt, sorted_ranks, ranker if ranked else None,
+                           -(-longest // r), k * r)
     # graphs per batch: `full` rows each; the partial last row fills batches 0..rem-1 (even
     # row) or r-rem..r-1 (odd row) of the snake
     full, rem = (lens // r)[:, None], (lens % r)[:, None]
@@ -502,3 +445,84 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     first = (rel[:, None] + b * full + extra).reshape(-1)  # block position of each batch
     perm[pos:int(ends[-1])][first[key] + row_of[t]] = srt + pos
     return tot, fits
+
+
+def _sort_block(seg, keys, lens, rel, ranker: _ShareRanks, need_order: bool):
+    """The block's positions stably sorted by (step ``seg``, share key): ``(srt, t,
+    sorted_ranks)`` with ``srt`` the block positions in that order (``None`` where neither the
+    order nor the weights need them), ``t`` each block position's place in its step (``None``:
+    not computed) and ``sorted_ranks`` the share rank of each sorted position where a rank is
+    one ``(n, e)`` pair (else ``None``). One sort of uint32 items where the fields fit
+    `_ITEM_BITS`, else of int64 items, else a lexsort."""
+    k, size = lens.shape[0], seg.shape[0]
+    ranked = keys.dtype == np.uint16
+    rank_bits = max(1, (ranker.n_ranks - 1).bit_length()) if ranked else 0
+    pos_bits = max(1, (int(lens.max()) - 1).bit_length())
+    if ranked and max(1, (k - 1).bit_length()) + rank_bits + pos_bits <= _ITEM_BITS:
+        return _sort_u32_items(seg, keys, lens, rel, ranker, rank_bits, pos_bits, need_order)
+    if ranked and k < 2**15 and size < 2**31:
+        # one sort of distinct int64 items: bits 48.. the step, 32..47 the rank, 0..31 the
+        # block position; faster than a lexsort
+        items = seg.astype(np.int64) << 48
+        items |= keys.astype(np.int64) << 32
+        items |= np.arange(size, dtype=np.int64)
+        items.sort()
+        return items.astype(np.int32), None, None  # the low 32 bits: the positions
+    return np.lexsort((keys, seg)), None, None
+
+
+def _sort_u32_items(seg, keys, lens, rel, ranker: _ShareRanks, rank_bits: int, pos_bits: int,
+                    need_order: bool):
+    """`_sort_block` by one sort of distinct uint32 items, the stable order twice as fast as
+    int64 items. An item's fields, high to low: the step, the share rank (``rank_bits``), the
+    position in the step (``pos_bits``)."""
+    size = seg.shape[0]
+    t = np.arange(size, dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)
+    items = seg.astype(np.uint32) << (rank_bits + pos_bits)
+    items |= keys.astype(np.uint32) << pos_bits
+    items |= t.astype(np.uint32)
+    items.sort()
+    sorted_ranks = None
+    if ranker.rank_nodes is not None:
+        sorted_ranks = (items >> pos_bits) & ((1 << rank_bits) - 1)
+    srt = None  # needed for the order, or for the weights when a rank is not one pair
+    if need_order or sorted_ranks is None:
+        # block position: the step's first position (arange - t) plus position in step
+        srt = (items & ((1 << pos_bits) - 1)).astype(np.int32)
+        srt += np.arange(size, dtype=np.int32)
+        srt -= t
+    return srt, t, sorted_ranks
+
+
+def _block_totals(ln, le, key, srt, sorted_ranks, ranker: _ShareRanks | None, rows: int,
+                  n_batches: int):
+    """Real node and edge totals (int64) of the ``n_batches`` batches of a dealt block
+    (``key``: each sorted position's batch), from one weighted count ``n * 2**shift + e``
+    where every total is exact in it (below `_EXACT_FLOAT`), else from two counts. ``rows``:
+    most graphs a batch holds; ``ranker``: the share ranks where the keys were ranks (their
+    bounds are the table's: no scan of the block)."""
+    if ranker is not None:
+        top_n, top_e, nonneg = ranker.top_n, ranker.top_e, True
+    else:
+        top_n, top_e = int(ln.max()), int(le.max())
+        nonneg = min(int(ln.min()), int(le.min())) >= 0
+    shift = max(1, top_e * rows).bit_length()
+    if nonneg and (top_n * rows + 1) << shift < _EXACT_FLOAT:
+        if sorted_ranks is not None:  # the weights of the ranks, looked up in a small table
+            w = ranker.rank_nodes * float(1 << shift)
+            w += ranker.rank_edges
+            w = w[sorted_ranks]
+        else:
+            w = ln * float(1 << shift)  # in dataset order (contiguous), then one gather
+            w += le
+            w = w[srt]
+        both = np.bincount(key, weights=w, minlength=n_batches)
+        w = None
+        bn = (both // (1 << shift)).astype(np.int64)
+        return bn, (both - bn * float(1 << shift)).astype(np.int64)
+    if srt is None:
+        sn, se = ranker.rank_nodes[sorted_ranks], ranker.rank_edges[sorted_ranks]
+    else:
+        sn, se = ln[srt], le[srt]
+    bn = np.bincount(key, weights=sn, minlength=n_batches).astype(np.int64)  # < 2**53
+    return bn, np.bincount(key, weights=se, minlength=n_batches).astype(np.int64)
