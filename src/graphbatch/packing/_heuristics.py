@@ -49,7 +49,8 @@ _KEYS: dict[str, Callable] = {
 
 
 def heuristic_function(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """The heuristic called ``name`` (one of ``HEURISTICS``); else `UnknownNameError` (a ``ValueError``) quoting it."""
+    """The heuristic called ``name`` (one of ``HEURISTICS``); else `UnknownNameError` (a
+    ``ValueError``) quoting it."""
     try:
         return HEURISTICS[name]
     except (KeyError, TypeError):

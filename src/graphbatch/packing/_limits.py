@@ -203,7 +203,8 @@ def _check_range(value, name: str):
     try:
         lo, hi = (int(v) for v in value)
     except (TypeError, ValueError):
-        raise InputTypeError(f"{name} must be a pair (low, high) of integers, got {value!r}") from None
+        raise InputTypeError(
+            f"{name} must be a pair (low, high) of integers, got {value!r}") from None
     if lo < 0 or hi < lo:
         raise InputError(f"{name} must satisfy 0 <= low <= high, got {value!r}")
     if hi > MAX_LIMIT:

@@ -80,7 +80,8 @@ def plan_buckets(req: PlanRequest):
                           sizes.n_edge[g.kept])
     return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
                        pad_edges=shape_e[group], pad_graphs=shape_g[group],
-                       lower_bound=_buckets_lower_bound(sizes, g, shapes, gpb.shape[0]), split=split,
+                       lower_bound=_buckets_lower_bound(sizes, g, shapes, gpb.shape[0]),
+                       split=split,
                        **extra_meta, budget=budget, heuristic=heuristic, num_shapes=k,
                        packer=packer,
                        shapes=[[int(a), int(b), int(c)]

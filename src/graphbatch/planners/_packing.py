@@ -199,7 +199,6 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     pad_edges = np.full(nb, shape.n_edge, np.int64)
     pad_graphs = np.full(nb, shape.n_graph, np.int64)
     if lower_bound is None:
-        sizes = req.sizes
         lower_bound = budget_lower_bound(
             int(_kept_column(req, kept, "n_node").sum(dtype=np.int64)),
             int(_kept_column(req, kept, "n_edge").sum(dtype=np.int64)), n_kept, budget)
