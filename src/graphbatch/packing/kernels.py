@@ -1,12 +1,13 @@
 """The kernel layer of planning: plain array functions (NumPy in, NumPy out) that the
-strategies in `graphbatch.planners` orchestrate. Internal: importable by path for the
-planners and tests, not part of the documented API (``graphbatch.packing.__all__`` is).
+strategies in :mod:`graphbatch.planners` orchestrate, for authors of strategies
+(``graphbatch.planners.register``); users pack with :mod:`graphbatch.packing`'s own names.
 
-Kernels never import `graphbatch.planners`. Every chunk and window size lives in
-`graphbatch.packing._memory` (``memory`` here); a chunk size never changes a result.
+Kernels never import ``graphbatch.planners``. Each fast kernel has a plain reference form in
+the tests. Every chunk and window size lives in ``graphbatch.packing._memory``: a chunk size
+bounds a temporary and never changes a result; int32 positions below 2**31 graphs, int64
+plan arrays.
 """
 
-from . import _memory as memory
 from ._assign import assign_graphs, group_by_key
 from ._candidates import balanced_packs, cost_round_matrix, equal_counts_cannot_fit, spread_packs
 from ._greedy import (
@@ -58,7 +59,6 @@ __all__ = [
     "group_by_key",
     "heuristic_function",
     "index_dtype",
-    "memory",
     "pack_totals",
     "refine_by_swaps",
     "refine_in_place",
