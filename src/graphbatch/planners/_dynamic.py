@@ -50,12 +50,13 @@ def plan_dynamic(req: PlanRequest):
                                     graphs.order_buffer())
     else:
         fill = _greedy_fill(epoch, shape)
+    fill = graphs.with_plan_order(fill)  # int64, over the items' buffer where reused
     nb = fill.offsets.shape[0] - 1
     if fill.step_fill:
         meta["step_fill"] = True
     return finish_plan(
         req,
-        order=graphs.plan_order(fill.order),
+        order=fill.order,
         real_nodes=fill.real_nodes,
         real_edges=fill.real_edges,
         offsets=fill.offsets,
@@ -220,14 +221,15 @@ class _Graphs:
         out, self._order_buffer = self._order_buffer, None
         return out
 
-    def plan_order(self, order: np.ndarray) -> np.ndarray:
-        """The plan's order from the fill's: widened to int64 over the items' buffer when it
-        was reused, else its own contiguous copy (a strided view of shuffled int64 items holds
-        8 bytes a graph: the items are freed before the plan is built)."""
+    def with_plan_order(self, fill: _Fill) -> _Fill:
+        """``fill`` with the plan's order in place of the fill's: widened to int64 over the
+        items' buffer when it was reused (the fill's int32 order is then released), else its
+        own contiguous copy (a strided view of shuffled int64 items holds 8 bytes a graph: the
+        items are freed before the plan is built)."""
         items, self.items = self.items, None
         if items is not None:
-            return widen_into(order, items)
-        return np.ascontiguousarray(order)
+            return replace(fill, order=widen_into(fill.order, items))
+        return replace(fill, order=np.ascontiguousarray(fill.order))
 
 
 def _permutation(rng: np.random.Generator, n: int) -> np.ndarray:
