@@ -10,8 +10,7 @@ from ._errors import InputError, InputTypeError
 from ._plan import BatchPlan
 from ._sizes import GraphSizes
 from ._validate import MAX_SHAPE, MAX_WORLD_SIZE, as_nonnegative_int, as_positive_int
-from .planners import PlanRequest, get_strategy, plan_for_ranks
-from .planners._registry import OVERSIZE_POLICIES
+from .planners import OVERSIZE_POLICIES, PlanRequest, get_strategy, plan_for_ranks
 
 __all__ = ["plan"]
 

@@ -10,7 +10,14 @@ from ..packing.kernels import (
 from ._assemble import OversizeSplit, finish_plan, split_oversize
 from ._distributed import distribute_plan, plan_for_ranks
 from ._dynamic import plan_dynamic
-from ._registry import PlanRequest, Strategy, get_strategy, register, strategy_names
+from ._registry import (
+    OVERSIZE_POLICIES,
+    PlanRequest,
+    Strategy,
+    get_strategy,
+    register,
+    strategy_names,
+)
 from ._static import plan_static_constant, plan_static_multiple, plan_static_pow2, static_offsets
 from ._balancing import (
     PAD_MODES,
@@ -31,6 +38,7 @@ from ._packing import (
 from ._buckets import plan_buckets
 
 __all__ = [
+    "OVERSIZE_POLICIES",
     "PAD_MODES",
     "CostModel",
     "cost_model_from_options",
