@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphbatch as gb
-import graphbatch.planners._partition as partition_mod
-from graphbatch.planners._partition import (
+import graphbatch.packing._memory as memory_mod
+import graphbatch.packing._partition as partition_mod
+from graphbatch.packing._partition import (
     balanced_ldm,
     columns_to_batches,
     refine_by_swaps,
@@ -398,7 +399,7 @@ def test_columns_in_order_equals_the_transposed_mask(r, b, seed, chunk, dummy_fr
     ident[rng.random((r, b)) < dummy_frac] = -1
     cols = np.arange(b) if every else rng.permutation(b)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(partition_mod, "_CHUNK", chunk)
+        mp.setattr(memory_mod, "PARTITION_CHUNK", chunk)
         order, counts = partition_mod.columns_in_order(ident, None if every else cols,
                                                        dtype=dtype)
     rows = ident.T[cols]

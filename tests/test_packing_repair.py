@@ -103,7 +103,7 @@ def _equal_count_partition_fits(nodes, edges, packs, caps):
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 7), packs=st.integers(1, 3))
 def test_equal_counts_cannot_fit_is_a_necessary_condition(seed, n, packs):
     import graphbatch as gb
-    from graphbatch.planners._packing import equal_counts_cannot_fit
+    from graphbatch.packing._candidates import equal_counts_cannot_fit
 
     rng = np.random.default_rng(seed)
     nodes = rng.integers(0, 12, n)
@@ -119,7 +119,7 @@ def test_equal_counts_cannot_fit_is_a_necessary_condition(seed, n, packs):
 
 def test_equal_counts_cannot_fit_heavy_graph():
     import graphbatch as gb
-    from graphbatch.planners._packing import equal_counts_cannot_fit
+    from graphbatch.packing._candidates import equal_counts_cannot_fit
 
     # 9 graphs in 3 packs of 3 (95 real nodes per pack): the 90-node graph shares its pack with
     # two others, at least 3 + 3 nodes; with a 2-node graph in the table 90 + 2 + 3 = 95 fits
@@ -136,7 +136,7 @@ def test_equal_counts_cannot_fit_heavy_graph():
 def test_property_spread_packs_keeps_graphs_and_fits(seed, n, extra):
     import graphbatch as gb
     from graphbatch.packing import pack_bins
-    from graphbatch.planners._packing import spread_packs
+    from graphbatch.packing._candidates import spread_packs
 
     rng = np.random.default_rng(seed)
     nodes = rng.integers(1, 20, n)

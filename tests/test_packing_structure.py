@@ -9,8 +9,7 @@ import pytest
 
 import graphbatch as gb
 from graphbatch.packing import _balanced, lower_bound
-from graphbatch.packing._greedy import batches_lower_bound
-from graphbatch.planners._dynamic import budget_lower_bound
+from graphbatch.packing._greedy import batches_lower_bound, budget_lower_bound
 
 from ._imports import imports_of
 
@@ -76,3 +75,33 @@ def test_named_dealers_deal_every_graph_once():
         got = np.sort(grid[grid >= 0])
         assert np.array_equal(got, np.sort(pos)), type(d).__name__
     assert n_items == pos.shape[0]
+
+
+def test_planning_errors_are_graphbatch_errors():
+    # packing/ and planners/ raise the library's errors (still ValueError / TypeError)
+    import re
+
+    for pkg in ("packing", "planners"):
+        for path in (Path(gb.__file__).parent / pkg).glob("*.py"):
+            src = path.read_text()
+            assert not re.search(r"raise (ValueError|TypeError)\b", src), path.name
+    from graphbatch import GraphbatchError
+    from graphbatch.packing import pack_bins, pack_histogram
+
+    with pytest.raises(GraphbatchError, match="'bogus'") as err:
+        pack_bins([1], [1], [1], node_limit=4, edge_limit=4, graph_limit=2, method="bogus")
+    assert isinstance(err.value, ValueError)
+    with pytest.raises(ValueError, match="exceed the limits of 4 nodes") as err:
+        pack_histogram([9], [1], [1], node_limit=4, edge_limit=4, graph_limit=2)
+    assert isinstance(err.value, GraphbatchError)
+    with pytest.raises(TypeError, match="tight_shape") as err:
+        gb.plan(gb.GraphSizes([3, 4], [2, 2]), "dynamic", batch_size=2, tight_shape="yes")
+    assert isinstance(err.value, GraphbatchError)
+
+
+def test_planners_reach_the_kernels_through_public_modules_only():
+    # graphbatch.packing (user API) and graphbatch.packing.kernels (the strategies' kernels)
+    for path in (PACKING.parent / "planners").glob("*.py"):
+        for m in imports_of(path):
+            if m.startswith(("..packing", "graphbatch.packing")):
+                assert m.split(".")[-1] in ("packing", "kernels"), (path.name, m)

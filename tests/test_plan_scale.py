@@ -17,17 +17,18 @@ from hypothesis import strategies as st
 
 import graphbatch as gb
 import graphbatch.packing._assign as assign_mod
+import graphbatch.packing._memory as memory_mod
+import graphbatch.packing._packed_sizes as packed_mod
+import graphbatch.packing._partition as partition_mod
+import graphbatch.packing._totals as totals_mod
 import graphbatch.packing._balanced as balanced_mod
 import graphbatch.packing._greedy as greedy_mod
 import graphbatch.packing._patterns as patterns_mod
 import graphbatch.packing._steps as steps_mod
-import graphbatch.planners._assemble as assemble_mod
 import graphbatch.planners._distributed as distributed_mod
-import graphbatch.planners._dynamic as dynamic_mod
-import graphbatch.planners._partition as partition_mod
 from graphbatch.packing._assign import group_by_key
 from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
-from graphbatch.planners._partition import balanced_ldm, descending_order, round_matrix
+from graphbatch.packing._partition import balanced_ldm, descending_order, round_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -213,20 +214,20 @@ def test_lean_planners_give_the_reference_plans():
 
 def test_lean_planners_give_the_reference_plans_across_chunk_boundaries(monkeypatch):
     # tiny windows and chunks: every window slide and chunk seam is crossed many times
-    monkeypatch.setattr(steps_mod, "_WINDOW", 97)
-    monkeypatch.setattr(greedy_mod, "_WINDOW", 61)
-    monkeypatch.setattr(partition_mod, "_CHUNK", 53)
-    monkeypatch.setattr(partition_mod, "_REFINE_CHUNK", 47)
-    monkeypatch.setattr(assign_mod, "_SORT_CHUNK", 71)
-    monkeypatch.setattr(assign_mod, "_ROWS_CHUNK", 73)
-    monkeypatch.setattr(steps_mod, "_BLOCK_STEPS", 5)
-    monkeypatch.setattr(steps_mod, "_BLOCK_GRAPHS", 301)
-    monkeypatch.setattr(balanced_mod, "_ROWS", 89)
-    monkeypatch.setattr(patterns_mod, "_SLOTS", 67)
-    monkeypatch.setattr(assemble_mod, "_TOTALS_CHUNK", 59)
-    monkeypatch.setattr(distributed_mod, "_GATHER_CHUNK", 41)
-    monkeypatch.setattr(dynamic_mod, "_CHUNK", 37)
-    monkeypatch.setattr(assemble_mod, "_WIDEN_CHUNK", 43)
+    monkeypatch.setattr(memory_mod, "STEP_WINDOW", 97)
+    monkeypatch.setattr(memory_mod, "GREEDY_WINDOW", 61)
+    monkeypatch.setattr(memory_mod, "PARTITION_CHUNK", 53)
+    monkeypatch.setattr(memory_mod, "REFINE_CHUNK", 47)
+    monkeypatch.setattr(memory_mod, "SORT_CHUNK", 71)
+    monkeypatch.setattr(memory_mod, "ASSIGN_ROWS_CHUNK", 73)
+    monkeypatch.setattr(memory_mod, "STEP_BLOCK_STEPS", 5)
+    monkeypatch.setattr(memory_mod, "STEP_BLOCK_GRAPHS", 301)
+    monkeypatch.setattr(memory_mod, "DEAL_ROWS", 89)
+    monkeypatch.setattr(memory_mod, "PATTERN_SLOTS", 67)
+    monkeypatch.setattr(memory_mod, "TOTALS_CHUNK", 59)
+    monkeypatch.setattr(memory_mod, "BATCH_GATHER_CHUNK", 41)
+    monkeypatch.setattr(memory_mod, "TAKE_CHUNK", 37)
+    monkeypatch.setattr(memory_mod, "WIDEN_CHUNK", 43)
     # the smaller tables only: tiny windows make every plan slow
     assert len(_check_cases(lambda key: "50001" not in key)) == 62
 
@@ -263,7 +264,7 @@ def test_windowed_greedy_fill_matches_the_per_graph_loop(sizes, window, dtype):
     nodes = np.array([s[0] for s in sizes], dtype)
     edges = np.array([s[1] for s in sizes], dtype)
     budget = gb.Budget(12, 30, 5)
-    with mock.patch.object(greedy_mod, "_WINDOW", window):
+    with mock.patch.object(memory_mod, "GREEDY_WINDOW", window):
         offsets, rn, re_ = greedy_fill(nodes, edges, budget)
     assert np.array_equal(offsets, greedy_offsets_reference(nodes.astype(np.int64),
                                                             edges.astype(np.int64), budget))
@@ -278,7 +279,7 @@ def test_windowed_greedy_fill_matches_the_per_graph_loop(sizes, window, dtype):
        frac=st.booleans(), chunk=st.integers(1, 64))
 def test_descending_order_is_the_stable_argsort(costs, frac, chunk):
     c = np.asarray(costs, np.float64) + (0.5 if frac else 0.0) * (np.arange(len(costs)) % 2)
-    with mock.patch.object(partition_mod, "_CHUNK", chunk):
+    with mock.patch.object(memory_mod, "PARTITION_CHUNK", chunk):
         got = descending_order(c)
     assert got.dtype == np.int32
     assert np.array_equal(got, np.argsort(-c, kind="stable"))
@@ -290,7 +291,7 @@ def test_descending_order_is_the_stable_argsort(costs, frac, chunk):
 def test_group_by_key_is_the_stable_argsort(keys, chunk, seed, with_index):
     k = np.asarray(keys, np.int16)
     index = np.random.default_rng(seed).permutation(k.shape[0]) if with_index else None
-    with mock.patch.object(assign_mod, "_SORT_CHUNK", chunk):
+    with mock.patch.object(memory_mod, "SORT_CHUNK", chunk):
         got = group_by_key(k, np.bincount(k), index)
     idx = np.arange(k.shape[0]) if index is None else index
     assert np.array_equal(got, idx[np.argsort(k[idx], kind="stable")])
@@ -323,7 +324,7 @@ def _step_fill_both(nodes, edges, budget, ranks, **kw):
                                  pairs=steps_mod.SizePairs(nodes[o], edges[o]), **kw)
     for a, b in zip(vec, shared):
         assert a.dtype == b.dtype and np.array_equal(a, b)
-    with mock.patch.object(steps_mod, "_BLOCK_STEPS", 0):
+    with mock.patch.object(memory_mod, "STEP_BLOCK_STEPS", 0):
         seq = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
     return vec, seq
 
@@ -343,9 +344,11 @@ def test_vectorised_step_fill_equals_the_per_step_fill(sizes, ranks, cap, fill, 
     edges = np.array([x[1] for x in sizes], dtype)
     budget = gb.Budget((13, 20, 40, 25)[cap], (31, 40, 90, 31)[cap], (4, 6, 9, 3)[cap])
     with mock.patch.multiple(
-            steps_mod, _BLOCK_STEPS=block, _WINDOW=window,
+            memory_mod, STEP_BLOCK_STEPS=block, STEP_WINDOW=window,
+            STEP_BLOCK_GRAPHS=window + block), \
+            mock.patch.multiple(  # blocks cut by graphs as well as by steps
+            steps_mod,
             _RANK_SPAN=1 if small_table else steps_mod._RANK_SPAN,  # 1: shares compared as floats
-            _BLOCK_GRAPHS=window + block,  # blocks cut by graphs as well as by steps
             # int64 sort items instead of uint32 ones; node and edge totals by two counts
             _ITEM_BITS=0 if wide_items else 32, _EXACT_FLOAT=1 if two_counts else 2**53):
         vec, seq = _step_fill_both(nodes, edges, budget, ranks, fill=fill, steps=steps)
@@ -419,7 +422,7 @@ def _deal_reference(end, P):
        rows=st.integers(1, 50))
 def test_narrow_snake_dealing_equals_the_int64_formula(count, P, rows):
     end = np.cumsum(count)
-    with mock.patch.object(balanced_mod, "_ROWS", rows):
+    with mock.patch.object(memory_mod, "DEAL_ROWS", rows):
         grid = balanced_mod._deal(end, P)
     assert grid.dtype == np.int16
     assert np.array_equal(grid, _deal_reference(end, P))
@@ -436,7 +439,7 @@ def test_balanced_pack_is_the_same_in_chunks_of_rows(n, seed, limits, rows):
     count = rng.integers(1, 60, n.shape[0])
     kw = dict(node_limit=limits[0], edge_limit=limits[1], graph_limit=limits[2])
     whole = balanced_mod.balanced_pack(n, e, count, **kw)
-    with mock.patch.object(balanced_mod, "_ROWS", rows):
+    with mock.patch.object(memory_mod, "DEAL_ROWS", rows):
         chunked = balanced_mod.balanced_pack(n, e, count, **kw)
     assert np.array_equal(whole.slot_bin, chunked.slot_bin)
     assert np.array_equal(whole.offsets, chunked.offsets)
@@ -460,7 +463,7 @@ def test_pattern_slots_in_chunks_equal_the_expanded_patterns(pats, chunk):
     count = np.array([c for _, c in pats], np.int64)
     sizes_n = np.arange(21, dtype=np.int64) + 1
     p = patterns_mod.PackPatterns.build(bins, copies, offsets, count, sizes_n, sizes_n)
-    with mock.patch.object(patterns_mod, "_SLOTS", chunk):
+    with mock.patch.object(memory_mod, "PATTERN_SLOTS", chunk):
         slot_bin, pack_off = p.slots()
     expect, bounds = [], [0]  # every pack of every used pattern, in pattern order
     for items, c in pats:
@@ -479,8 +482,8 @@ def test_chunked_batch_totals_equal_the_direct_sums(sizes, chunk, seed):
     counts = np.asarray(sizes, np.int64)  # graphs per batch, empty batches included
     offsets = np.concatenate([[0], np.cumsum(counts)])
     values = np.random.default_rng(seed).integers(0, 2**15, int(offsets[-1])).astype(np.int16)
-    with mock.patch.object(assemble_mod, "_TOTALS_CHUNK", chunk):
-        got = assemble_mod.batch_totals(values, offsets)
+    with mock.patch.object(memory_mod, "TOTALS_CHUNK", chunk):
+        got = totals_mod.batch_totals(values, offsets)
     assert got.dtype == np.int64
     assert np.array_equal(got, [int(values[offsets[i]:offsets[i + 1]].astype(np.int64).sum())
                                 for i in range(counts.shape[0])])
@@ -528,8 +531,8 @@ def test_packed_sizes_gather_like_the_narrow_column_gathers(n, e_top, seed):
     nodes = np.asarray(n, np.int64)
     edges = rng.integers(0, e_top, nodes.shape[0])
     index = rng.permutation(nodes.shape[0]).astype(np.int32)
-    got = assemble_mod.PackedSizes(nodes, edges).gather(index)
-    want = (assemble_mod.gather_counts(nodes, index), assemble_mod.gather_counts(edges, index))
+    got = packed_mod.PackedSizes(nodes, edges).gather(index)
+    want = (memory_mod.gather_counts(nodes, index), memory_mod.gather_counts(edges, index))
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and np.array_equal(g, w)
 
@@ -538,7 +541,8 @@ def test_packed_sizes_gather_like_the_narrow_column_gathers(n, e_top, seed):
 def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budget):
     """`spread_packs` as first written (issue 18): per-slot pack, distance and rank arrays;
     sizes, loads and distances as exact fractions (issue 26), sorted by Python."""
-    from graphbatch.planners._packing import _pack_totals, repair_overflow
+    from graphbatch.packing._repair import repair_overflow
+    from graphbatch.packing._totals import pack_totals as _pack_totals
 
     p = offsets.shape[0] - 1
     extra = int(count) - p
@@ -592,7 +596,7 @@ def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budg
 @given(seed=st.integers(0, 2**16), packs=st.integers(2, 40), extra=st.integers(1, 6),
        cap=st.sampled_from([(400, 900, 40), (60, 120, 12)]))
 def test_lean_spread_packs_equals_the_per_slot_form(seed, packs, extra, cap):
-    from graphbatch.planners._packing import spread_packs
+    from graphbatch.packing._candidates import spread_packs
 
     rng = np.random.default_rng(seed)
     bin_nodes = rng.integers(1, 12, 15)
@@ -637,9 +641,9 @@ def test_packed_sizes_shuffled_equals_a_permutation_and_a_gather(n, e_top, seed,
     # the sizes carried through an int64 shuffle: the same draws as shuffling an int32 arange
     # (as `rng.permutation` draws) and gathering afterwards; chunk seams crossed
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(assemble_mod, "_SHUFFLE_CHUNK", 7)
+        mp.setattr(memory_mod, "SHUFFLE_CHUNK", 7)
         # views of the int64 items (little-endian) or shifts (the portable form)
-        mp.setattr(assemble_mod, "_LITTLE", views and assemble_mod._LITTLE)
+        mp.setattr(packed_mod, "_LITTLE", views and packed_mod._LITTLE)
         _check_shuffled(n, e_top, seed, subset, with_order, views)
 
 
@@ -647,7 +651,7 @@ def _check_shuffled(n, e_top, seed, subset, with_order, views):
     rng = np.random.default_rng(seed)
     nodes = np.asarray(n, np.int64)
     edges = rng.integers(0, e_top + 1, nodes.shape[0])
-    packed = assemble_mod.PackedSizes(nodes, edges)
+    packed = packed_mod.PackedSizes(nodes, edges)
     sub = np.flatnonzero(rng.random(nodes.shape[0]) < 0.7) if subset else None
     k = nodes.shape[0] if sub is None else sub.shape[0]
     perm = np.arange(k, dtype=np.int32)
@@ -659,7 +663,7 @@ def _check_shuffled(n, e_top, seed, subset, with_order, views):
     want_n, want_e = packed.gather(want_order)
     assert got_n.dtype == np.int16 and np.array_equal(got_n, want_n)
     assert got_e.dtype in (want_e.dtype, np.uint16) and np.array_equal(got_e, want_e)
-    assert (got_e.dtype == np.uint16) == (assemble_mod._LITTLE and int(edges.max()) >= 2**15)
+    assert (got_e.dtype == np.uint16) == (packed_mod._LITTLE and int(edges.max()) >= 2**15)
     if with_order:
         assert order.dtype == np.int32 and np.array_equal(order, want_order)
     else:
@@ -679,7 +683,7 @@ def test_swap_repair_with_dummy_rows_equals_the_identity_gathers(n, b, seed, chu
         ident[-2:, 0] = -1
         value[-2:, 0] = 0.0
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(partition_mod, "_REFINE_CHUNK", chunk)
+        mp.setattr(memory_mod, "REFINE_CHUNK", chunk)
         v1, i1 = value.copy(), ident.copy()
         s1 = partition_mod.refine_in_place(v1, i1, 6)
         mp.setattr(partition_mod, "_dummy_rows", lambda ident, step: None)
@@ -699,8 +703,8 @@ def test_any_oversize_in_chunks_is_the_whole_array_test(sizes, chunk):
     budget = gb.Budget(36, 80, 5)
     want = bool(((nodes > budget.node_capacity) | (edges > budget.edge_capacity)).any())
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(assemble_mod, "_OVERSIZE_CHUNK", chunk)
-        assert assemble_mod.any_oversize(nodes, edges, budget) == want
+        mp.setattr(memory_mod, "OVERSIZE_CHUNK", chunk)
+        assert totals_mod.any_oversize(nodes, edges, budget) == want
 
 
 def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
@@ -714,7 +718,7 @@ def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
         return 0
     swaps = 0
     pairs = np.arange(half)
-    step = max(1, partition_mod._REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
+    step = max(1, memory_mod.REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
     vmax = max(int(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
     # dummies never move: with at most one a column, its row (or -1) tells the real entries
     # without gathering the identities of every pair's columns
@@ -810,7 +814,7 @@ def test_swap_repair_searching_only_pairs_that_can_swap_equals_the_full_search(
         ident[-2:, 0] = -1
         value[-2:, 0] = 0.0
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(partition_mod, "_REFINE_CHUNK", chunk)
+        mp.setattr(memory_mod, "REFINE_CHUNK", chunk)
         v1, i1 = value.copy(), ident.copy()
         s1 = partition_mod.refine_in_place(v1, i1, passes)
         v2, i2 = value.copy(), ident.copy()
@@ -828,7 +832,7 @@ def test_round_matrix_values_from_the_counting_sort_in_chunks(costs, b, chunk, f
     c = np.asarray(costs, np.int64) + (partition_mod._COUNTING_MAX if frac else 0)
     b = min(b, c.shape[0])
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(partition_mod, "_CHUNK", chunk)
+        mp.setattr(memory_mod, "PARTITION_CHUNK", chunk)
         value, ident = round_matrix(c, b)
     assert value.dtype == np.int64
     assert np.array_equal(value, np.where(ident >= 0, c[np.maximum(ident, 0)], 0))
@@ -864,8 +868,8 @@ def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chu
     offsets = np.concatenate([[0], np.cumsum(new_counts)])
     want = np.concatenate([order[s:s + c] for s, c in zip(starts, new_counts)])
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(distributed_mod, "_GATHER_CHUNK", chunk)
-        got = distributed_mod._gather_batches(
+        mp.setattr(memory_mod, "BATCH_GATHER_CHUNK", chunk)
+        got = memory_mod.gather_batches(
             order, starts.astype(np.int32) if narrow else starts, offsets)
     assert got.dtype == order.dtype and np.array_equal(got, want)
 
@@ -880,7 +884,7 @@ def test_greedy_fill_stops_only_once_the_count_is_reached(sizes, window, extra, 
     nodes = np.array([s[0] for s in sizes], np.int16)
     edges = np.array([s[1] for s in sizes], np.int16)
     budget = gb.Budget(12, 30, 5)
-    with mock.patch.object(greedy_mod, "_WINDOW", window):
+    with mock.patch.object(memory_mod, "GREEDY_WINDOW", window):
         full = greedy_fill(nodes, edges, budget)
         count = full[0].shape[0] - 1
         stop_at = count + extra
@@ -945,8 +949,8 @@ def test_assign_graphs_equals_the_reference_form(seed, packs, width, bins, full,
         return a, (a if same else np.random.default_rng(seed + 2))
 
     a1, o1 = rngs()
-    with mock.patch.object(assign_mod, "_SORT_CHUNK", sort_chunk), \
-            mock.patch.object(assign_mod, "_ROWS_CHUNK", rows_chunk):
+    with mock.patch.object(memory_mod, "SORT_CHUNK", sort_chunk), \
+            mock.patch.object(memory_mod, "ASSIGN_ROWS_CHUNK", rows_chunk):
         got = assign_mod.assign_graphs(slot_bin, offsets, graph_bin, graph_ids, assign_rng=a1,
                                        order_rng=o1, return_pack_order=True)
     a2, o2 = rngs()
@@ -966,7 +970,7 @@ def test_group_by_key_with_a_lookup_and_values_is_the_stable_argsort(keys, chunk
     g = np.random.default_rng(seed)
     lookup = g.integers(0, 5, 13)  # several keys share a mapped key
     values = g.integers(-3, 100, k.shape[0]).astype(np.int16)
-    with mock.patch.object(assign_mod, "_SORT_CHUNK", chunk):
+    with mock.patch.object(memory_mod, "SORT_CHUNK", chunk):
         pos = group_by_key(k, np.bincount(lookup[k], minlength=5), lookup=lookup)
         got = group_by_key(k, np.bincount(lookup[k], minlength=5), lookup=lookup, values=values)
     want = np.argsort(lookup[k], kind="stable")
@@ -981,7 +985,7 @@ def test_cost_round_matrix_of_bins_equals_the_identity_form(seed, n, packs, bins
     """`_cost_round_matrix` (bins from the counting sort on) against `round_matrix` +
     `balanced_ldm` on the per-graph costs, the bins taken from the identities; then the swap
     repair on each makes the same swaps."""
-    from graphbatch.planners._packing import _cost_round_matrix
+    from graphbatch.packing._candidates import cost_round_matrix as _cost_round_matrix
 
     g = np.random.default_rng(seed)
     bn = g.integers(1, 30, bins)
@@ -990,7 +994,7 @@ def test_cost_round_matrix_of_bins_equals_the_identity_form(seed, n, packs, bins
     bin_cost = bn + be
     cost = bin_cost[graph_bin]
     value_ref, ident = balanced_ldm(*round_matrix(cost, packs))
-    with mock.patch.object(assign_mod, "_SORT_CHUNK", chunk):
+    with mock.patch.object(memory_mod, "SORT_CHUNK", chunk):
         value, bins_m, total = _cost_round_matrix(graph_bin, bin_cost,
                                                   np.bincount(graph_bin, minlength=bins), packs)
     assert np.array_equal(value, value_ref)
@@ -1006,7 +1010,7 @@ def test_cost_round_matrix_of_bins_equals_the_identity_form(seed, n, packs, bins
 @given(seed=st.integers(0, 2**16), packs=st.integers(1, 30), huge=st.booleans(),
        chunk=st.integers(1, 64))
 def test_pack_totals_in_one_sum_equal_the_column_sums(seed, packs, huge, chunk):
-    from graphbatch.planners._packing import _pack_totals
+    from graphbatch.packing._totals import pack_totals as _pack_totals
 
     g = np.random.default_rng(seed)
     sizes = g.integers(0, 12, packs)  # empty packs included
@@ -1014,7 +1018,7 @@ def test_pack_totals_in_one_sum_equal_the_column_sums(seed, packs, huge, chunk):
     bn = g.integers(0, 2**28 if huge else 40, 9)  # huge: the halves would carry, summed apart
     be = g.integers(0, 2**30 if huge else 90, 9)
     slot_bin = g.integers(0, 9, int(offsets[-1])).astype(np.int16)
-    with mock.patch.object(assemble_mod, "_TOTALS_CHUNK", chunk):
+    with mock.patch.object(memory_mod, "TOTALS_CHUNK", chunk):
         tn, te, tg = _pack_totals(slot_bin, offsets, bn, be)
     pack = np.repeat(np.arange(packs), sizes)
     assert np.array_equal(tn, np.bincount(pack, bn[slot_bin], packs).astype(np.int64))
@@ -1041,17 +1045,18 @@ def test_pack_lpf_without_oversize_graphs_still_checks_the_policy():
        shuffle=st.booleans())
 def test_distribute_plan_consuming_the_plan_gives_the_same_plan(n, ws, seed, strategy, chunk,
                                                                  shuffle):
-    # consume=True gathers the new order as int32 and writes it over the given plan's order
-    from graphbatch.planners._distributed import distribute_plan
+    # an owned plan (`plan_for_ranks`): the new order is gathered as int32 and written over
+    # the given plan's order
+    from graphbatch.planners._distributed import _distribute, distribute_plan
     rng = np.random.default_rng(seed)
     sizes = gb.GraphSizes(rng.integers(1, 30, n), rng.integers(0, 60, n))
     options = {} if strategy == "kk" else dict(on_oversize="own_batch")
     single = gb.plan(sizes, strategy, batch_size=8, seed=seed, shuffle=shuffle, **options)
     kw = dict(seed=seed, epoch=2, shuffle=shuffle, sizes=sizes)
     want = distribute_plan(single, ws, **kw).to_arrays()
-    with mock.patch.object(assemble_mod, "_WIDEN_CHUNK", chunk), \
-            mock.patch.object(distributed_mod, "_GATHER_CHUNK", chunk):
-        got = distribute_plan(single, ws, consume=True, **kw)
+    with mock.patch.object(memory_mod, "WIDEN_CHUNK", chunk), \
+            mock.patch.object(memory_mod, "BATCH_GATHER_CHUNK", chunk):
+        got = _distribute(single, ws, owned=True, **kw)
     assert got.order.dtype == np.int64
     got = got.to_arrays()
     assert want.keys() == got.keys()

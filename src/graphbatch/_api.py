@@ -10,9 +10,7 @@ from ._errors import InputError, InputTypeError
 from ._plan import BatchPlan
 from ._sizes import GraphSizes
 from ._validate import MAX_SHAPE, MAX_WORLD_SIZE, as_nonnegative_int, as_positive_int
-from .planners import PlanRequest, get_strategy
-from .planners._distributed import distribute_plan
-from .planners._registry import OVERSIZE_POLICIES
+from .planners import OVERSIZE_POLICIES, PlanRequest, get_strategy, plan_for_ranks
 
 __all__ = ["plan"]
 
@@ -85,16 +83,7 @@ def plan(
         options=dict(options),
         world_size=as_positive_int(world_size, "world_size", MAX_WORLD_SIZE),
     )
-    world_size = request.world_size
     t0 = time.perf_counter()
-    if world_size > 1:
-        # the single-device plan is passed on without a name here, so that its per-batch
-        # arrays are freed once distribute_plan has split it (planning at scale)
-        result = distribute_plan(
-            strat.func(request), world_size, seed=request.seed, epoch=request.epoch,
-            shuffle=request.shuffle, sizes=sizes, consume=True,
-        )
-    else:
-        result = strat.func(request)
+    result = plan_for_ranks(strat.func, request)
     result.meta["plan_seconds"] = time.perf_counter() - t0
     return result

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._greedy import index_dtype
+from .._errors import InputError
+from . import _memory
+from ._memory import index_dtype
 
 __all__ = ["assign_graphs", "group_by_key"]
 
@@ -35,11 +37,14 @@ def assign_graphs(
     pack_offsets = np.asarray(pack_offsets, dtype=np.int64)
     m = slot_bin.shape[0]
     if graph_bin.shape[0] != m or (graph_ids is not None and graph_ids.shape[0] != m):
-        raise ValueError(f"{m} slots but {graph_bin.shape[0]} graphs to assign")
+        raise InputError(f"{m} slots but {graph_bin.shape[0]} graphs to assign")
     nb = int(max(slot_bin.max(initial=-1), graph_bin.max(initial=-1))) + 1
     per_bin_slots = np.bincount(slot_bin, minlength=nb)
     if not np.array_equal(per_bin_slots, np.bincount(graph_bin, minlength=nb)):
-        raise ValueError("the packs' slots per size bin differ from the graphs per size bin")
+        b = int(np.flatnonzero(per_bin_slots != np.bincount(graph_bin, minlength=nb))[0])
+        raise InputError(f"the packs' slots per size bin differ from the graphs per size bin: "
+                         f"bin {b} has {per_bin_slots[b]} slots and "
+                         f"{int((graph_bin == b).sum())} graphs")
     # graphs grouped by bin (stable), in a random order within each bin; int32 positions
     if assign_rng is not None and np.count_nonzero(per_bin_slots > 1) * 16 > m:
         # assign_rng.permutation(m) as int32 below 2**31 graphs (the same draws: a shuffle
@@ -86,7 +91,7 @@ def assign_graphs(
     order = _slot_graphs(slot_bin, per_bin_slots, g_pos, graph_ids, np.empty(m, np.int64),
                          pack_offsets, shift)
     del g_pos
-    step = max(1, _ROWS_CHUNK // max(width, 1))
+    step = max(1, _memory.ASSIGN_ROWS_CHUNK // max(width, 1))
     cols = np.arange(width)
     for q0 in range(0, num_packs, step):
         q1 = min(num_packs, q0 + step)
@@ -162,8 +167,8 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shi
     ptr = np.zeros(counts.shape[0], np.int64)  # next position of each bin in g_pos
     np.cumsum(counts[:-1], out=ptr[1:])
     kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
-    for s0 in range(0, m, _SORT_CHUNK):
-        s1 = min(m, s0 + _SORT_CHUNK)
+    for s0 in range(0, m, _memory.SORT_CHUNK):
+        s1 = min(m, s0 + _memory.SORT_CHUNK)
         srt, dest = _sort_chunk(_key_chunk(slot_bin[s0:s1], kdt), ptr)
         src = g_pos[dest]
         if graph_ids is not None:
@@ -182,10 +187,6 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shi
     return out
 
 
-#: Keys per chunk of the counting sorts (`group_by_key`, `_slot_graphs`): cache-sized.
-_SORT_CHUNK = 1 << 14
-#: Entries per chunk of rows when the packs' graphs are permuted: cache-sized.
-_ROWS_CHUNK = 1 << 16
 
 
 def _as_int(a) -> np.ndarray:
@@ -205,7 +206,7 @@ def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None 
     ``out`` when given."""
     n = keys.shape[0] if index is None else index.shape[0]
     if index is not None and (lookup is not None or values is not None):
-        raise ValueError("group_by_key takes a lookup or values, or an index, not both")
+        raise InputError("group_by_key takes a lookup or values, or an index, not both")
     ptr = np.zeros(counts.shape[0], np.int64)  # next free position of each key
     np.cumsum(counts[:-1], out=ptr[1:])
     if out is None:
@@ -213,18 +214,18 @@ def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None 
     kdt = np.uint16 if counts.shape[0] <= 2**16 else np.int64
     if lookup is not None:
         lookup = np.asarray(lookup).astype(kdt)
-    for s0 in range(0, n, _SORT_CHUNK):
+    for s0 in range(0, n, _memory.SORT_CHUNK):
         if index is None:
-            k = keys[s0:s0 + _SORT_CHUNK]
+            k = keys[s0:s0 + _memory.SORT_CHUNK]
             k = _key_chunk(k, kdt) if lookup is None else lookup[k]
             srt, dest = _sort_chunk(k, ptr)
             if values is None:
                 srt += s0
                 out[dest] = srt
             else:
-                out[dest] = values[s0:s0 + _SORT_CHUNK][srt]
+                out[dest] = values[s0:s0 + _memory.SORT_CHUNK][srt]
         else:
-            pos = index[s0:s0 + _SORT_CHUNK]
+            pos = index[s0:s0 + _memory.SORT_CHUNK]
             srt, dest = _sort_chunk(keys[pos].astype(kdt), ptr)
             out[dest] = pos[srt]
     return out

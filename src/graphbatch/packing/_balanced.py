@@ -21,7 +21,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from .._errors import InputError
 from .._exact import decimal, quantise_linear, ratio_order, share_keys, top_indices
+from . import _memory
 from ._greedy import batches_lower_bound
 from ._histogram import pack_histogram
 from ._patterns import PackPatterns
@@ -66,13 +68,11 @@ def bin_dtype(num_bins: int):
     return np.int16 if num_bins <= 2**15 else (np.int32 if num_bins <= 2**31 else np.int64)
 
 
-#: Grid entries per chunk of rows in the loads, the spill and the slot assembly.
-_ROWS = 1 << 20
 
 
 def _row_chunks(rows: int, width: int):
-    """``(p0, p1)`` ranges of rows holding about `_ROWS` entries of ``width`` columns each."""
-    step = max(1, _ROWS // max(int(width), 1))
+    """``(p0, p1)`` ranges of rows holding about `DEAL_ROWS` entries of ``width`` columns each."""
+    step = max(1, _memory.DEAL_ROWS // max(int(width), 1))
     for p0 in range(0, rows, step):
         yield p0, min(rows, p0 + step)
 
@@ -89,7 +89,7 @@ def _deal(end, P):
     flat = np.full(R * P, -1, dt)
     flat[:N] = np.repeat(np.arange(end.shape[0], dtype=dt), np.diff(end, prepend=0))
     rounds = flat.reshape(R, P)  # round r: sorted graphs r*P .. r*P+P-1
-    step = max(1, _ROWS // max(P, 1)) * 2
+    step = max(1, _memory.DEAL_ROWS // max(P, 1)) * 2
     for r0 in range(1, R, step):  # odd rounds are dealt from the last pack to the first
         odd = rounds[r0:r0 + step:2]
         odd[:] = odd[:, ::-1].copy()
@@ -396,10 +396,10 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     count = np.asarray(count, dtype=np.int64)
     node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
     if node_limit < 0 or edge_limit < 0 or graph_limit < 1:
-        raise ValueError(f"limits must be positive, got {node_limit} nodes / {edge_limit} edges "
+        raise InputError(f"limits must be positive, got {node_limit} nodes / {edge_limit} edges "
                          f"/ {graph_limit} graphs")
     if n.shape[0] and ((n > node_limit) | (e > edge_limit))[count > 0].any():
-        raise ValueError(f"a bin exceeds the limits {node_limit} nodes / {edge_limit} edges")
+        raise InputError(f"a bin exceeds the limits {node_limit} nodes / {edge_limit} edges")
     key, cap_key = _dealing_key(n, e, count, node_limit, edge_limit)
     order = np.lexsort((-e, -n, -key))
     order = order[count[order] > 0]

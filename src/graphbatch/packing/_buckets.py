@@ -19,6 +19,7 @@ from fractions import Fraction
 import numpy as np
 
 from .._budget import Budget, round_up
+from .._errors import InputError
 from .._exact import fits_int64
 from .._validate import MAX_SHAPE
 
@@ -80,7 +81,7 @@ def pack_scales(nodes, edges, base: Budget, multiple: int, graphs=None) -> PackS
     base.n_graph)`` with the needs rounded up to ``multiple`` (the graph term only above the
     budget's graphs), as exact fractions, counted per distinct value."""
     if base.n_edge == 0 and np.any(np.asarray(edges) > 0):
-        raise ValueError("the shape family has 0 edges but packs hold edges; give the family "
+        raise InputError("the shape family has 0 edges but packs hold edges; give the family "
                          "an edge count > 0")
     need_n = np.atleast_1d(round_up(np.asarray(nodes, np.int64) + 1, multiple))
     need_e = np.atleast_1d(round_up(np.asarray(edges, np.int64), multiple))
@@ -129,7 +130,7 @@ def choose_scales(scales, k: int, base: Budget, multiple: int) -> tuple[np.ndarr
     as exact fractions (an object array and a `Fraction`). ``scales``: `pack_scales` of the
     packs, or one scale per pack (reals)."""
     if not 1 <= k <= MAX_SHAPES:
-        raise ValueError(f"number of shapes must be in 1..{MAX_SHAPES}, got {k}")
+        raise InputError(f"number of shapes must be in 1..{MAX_SHAPES}, got {k}")
     ps = _as_pack_scales(scales)
     m = len(ps)
     if m == 0:

@@ -7,9 +7,11 @@ import numpy as np
 
 from .._budget import Budget
 from .._errors import InputError
+from . import _memory
+from ._memory import index_dtype
 
 __all__ = ["index_dtype", "greedy_fill", "greedy_offsets", "greedy_offsets_reference",
-           "batches_lower_bound"]
+           "batches_lower_bound", "budget_lower_bound"]
 
 
 def batches_lower_bound(nodes_total: int, edges_total: int, graphs: int, node_capacity: int,
@@ -24,10 +26,17 @@ def batches_lower_bound(nodes_total: int, edges_total: int, graphs: int, node_ca
         total, cap = int(total), int(cap)
         if cap <= 0:
             if total > 0:
-                raise ValueError(f"{total} real {what} cannot fit batches of capacity {cap}")
+                raise InputError(f"{total} real {what} cannot fit batches of capacity {cap}")
             continue
         out = max(out, -(-total // cap))
     return out
+
+
+def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: Budget) -> int:
+    """Fewest batches any plan under ``budget`` needs (`batches_lower_bound` of its
+    capacities)."""
+    return batches_lower_bound(nodes_total, edges_total, graphs, budget.node_capacity,
+                               budget.edge_capacity, budget.graph_capacity)
 
 
 def greedy_offsets(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.ndarray:
@@ -37,15 +46,6 @@ def greedy_offsets(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.n
     ``edge_capacity`` and graphs <= ``graph_capacity``; every graph must fit alone.
     """
     return greedy_fill(nodes, edges, budget)[0]
-
-
-def index_dtype(n: int):
-    """The narrowest of int32/int64 holding positions ``0..n``."""
-    return np.int32 if n < 2**31 else np.int64
-
-
-#: Graphs per window of prefix sums in `greedy_fill` (memory O(window), not O(graphs)).
-_WINDOW = 1 << 20
 
 
 def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, *,
@@ -80,7 +80,7 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, *,
         count = 0
     while a < m:
         # prefix sums over a..hi cover every batch starting in a..a+length-1 (<= cap_g graphs)
-        length = min(_WINDOW, m - a)
+        length = min(_memory.GREEDY_WINDOW, m - a)
         hi = min(m, a + length + cap_g)
         cn = np.zeros(hi - a + 1, dtype=np.int64)
         np.cumsum(nodes[a:hi], out=cn[1:], dtype=np.int64)

@@ -15,6 +15,8 @@ from typing import Callable
 
 import numpy as np
 
+from .._errors import UnknownNameError
+
 __all__ = ["HEURISTICS", "heuristic_function", "heuristic_keys"]
 
 HEURISTICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -47,11 +49,12 @@ _KEYS: dict[str, Callable] = {
 
 
 def heuristic_function(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """The heuristic called ``name`` (one of ``HEURISTICS``); else ``ValueError`` quoting it."""
+    """The heuristic called ``name`` (one of ``HEURISTICS``); else `UnknownNameError` (a
+    ``ValueError``) quoting it."""
     try:
         return HEURISTICS[name]
     except (KeyError, TypeError):
-        raise ValueError(
+        raise UnknownNameError(
             f"unknown heuristic {name!r}; choose one of {', '.join(HEURISTICS)}"
         ) from None
 

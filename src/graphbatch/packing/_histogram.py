@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._errors import InputError, UnknownNameError
 from ._heuristics import heuristic_function, heuristic_keys
 from ._patterns import PackPatterns
 
@@ -28,14 +29,14 @@ _BIG = np.iinfo(np.int64).max // 4
 
 def _check_limits(n, e, node_limit, edge_limit, graph_limit):
     if node_limit < 0:
-        raise ValueError(f"node limit must be >= 0, got {node_limit}")
+        raise InputError(f"node limit must be >= 0, got {node_limit}")
     if edge_limit < 0:
-        raise ValueError(f"edge limit must be >= 0, got {edge_limit}")
+        raise InputError(f"edge limit must be >= 0, got {edge_limit}")
     if graph_limit < 1:
-        raise ValueError(f"graph limit (max graphs per pack) must be >= 1, got {graph_limit}")
+        raise InputError(f"graph limit (max graphs per pack) must be >= 1, got {graph_limit}")
     if n.shape[0] and (n.max() > node_limit or e.max() > edge_limit):
         k = int(np.flatnonzero((n > node_limit) | (e > edge_limit))[0])
-        raise ValueError(
+        raise InputError(
             f"graphs of {n[k]} nodes / {e[k]} edges exceed the limits of {node_limit} nodes / "
             f"{edge_limit} edges per pack; raise the limits or drop those graphs"
         )
@@ -79,176 +80,230 @@ def pack_histogram(
     e = np.asarray(e, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
     if not (n.shape == e.shape == count.shape) or n.ndim != 1:
-        raise ValueError(f"n, e, count must be 1-D arrays of one length, got {n.shape}, "
+        raise InputError(f"n, e, count must be 1-D arrays of one length, got {n.shape}, "
                          f"{e.shape}, {count.shape}")
     if fit not in FITS:
-        raise ValueError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
+        raise UnknownNameError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
     node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
     _check_limits(n, e, node_limit, edge_limit, graph_limit)
     heuristic_function(heuristic)
-    best = fit == "best"
-    # heuristic values of the open packs' remainders as exact integer keys: int64 where every
-    # key fits, else Python ints; remainders are >= 0 and never above the limits or the
-    # initial packs' rooms, whose key bounds every key (the heuristics are monotone)
-    bound_n, bound_e = node_limit, edge_limit
-    if initial is not None:
-        bound_n = max(bound_n, int(np.max(initial[0], initial=0)))
-        bound_e = max(bound_e, int(np.max(initial[1], initial=0)))
-
-    def hkey(rem_n, rem_e):
-        return heuristic_keys(heuristic, rem_n, rem_e, node_limit, edge_limit)
-
-    key_dt = hkey(np.array([bound_n]), np.array([bound_e])).dtype
-    key_dt = object if key_dt == object else np.int64
-    top_key = hkey(bound_n, bound_e)  # above it: no fitting pack (best fit)
+    packer = _Packer(heuristic, (node_limit, edge_limit, graph_limit), fit == "best", initial)
     order = item_order(n, e, node_limit, edge_limit, heuristic)
     order = order[count[order] > 0]
     # smallest nodes / edges among the bins still to come (to retire packs nothing fits)
     suf_n = np.minimum.accumulate(n[order][::-1])[::-1]
     suf_e = np.minimum.accumulate(e[order][::-1])[::-1]
+    for pos, i in enumerate(order.tolist()):
+        if pos % 64 == 0 and packer.open.length:
+            packer.open.compact(int(suf_n[pos]), int(suf_e[pos]))
+        packer.place(i, int(n[i]), int(e[i]), int(count[i]))
+    bins, copies, offsets, counts, base = packer.tree.patterns()
+    patterns = PackPatterns.build(bins, copies, offsets, counts, n, e)
+    if return_base:
+        return patterns, np.asarray(base, dtype=np.int64)
+    return patterns
 
-    # pattern tree: node k = parent's content + copies[k] graphs of bin[k];
-    # t_count[k] packs end at node k
-    t_parent: list[int] = []
-    t_bin: list[int] = []
-    t_copies: list[int] = []
-    t_count: list[int] = []
-    t_base: list[int] = []
 
-    cap = 1024
-    ids = np.zeros(cap, np.int64)
-    rn = np.zeros(cap, np.int64)
-    re = np.zeros(cap, np.int64)
-    rk = np.zeros(cap, np.int64)
-    cnt = np.zeros(cap, np.int64)
-    hv = np.zeros(cap, key_dt)
-    length = 0
+class _PatternTree:
+    """Packs as a tree of contents: node ``k`` holds its parent's content plus ``copies[k]``
+    graphs of bin ``bin[k]`` (``-1``: a root, an empty or initial pack); ``count[k]`` packs end
+    at node ``k``; ``base[k]`` is the initial pack the node extends (``-1``: none)."""
 
-    def grow():
-        nonlocal ids, rn, re, rk, cnt, hv, cap
-        cap *= 2
-        ids, rn, re, rk, cnt, hv = (np.resize(a, cap) for a in (ids, rn, re, rk, cnt, hv))
+    def __init__(self) -> None:
+        self.parent: list[int] = []
+        self.bin: list[int] = []
+        self.copies: list[int] = []
+        self.count: list[int] = []
+        self.base: list[int] = []
 
-    def add_node(parent, b, copies, count_, base, rem_n, rem_e, rem_k):
-        nonlocal length
-        k = len(t_parent)
-        t_parent.append(parent)
-        t_bin.append(b)
-        t_copies.append(copies)
-        t_count.append(count_)
-        t_base.append(base)
-        if rem_k > 0:
-            if length == cap:
-                compact(None)
-                if length == cap:
-                    grow()
-            ids[length], rn[length], re[length], rk[length] = k, rem_n, rem_e, rem_k
-            cnt[length] = count_
-            hv[length] = hkey(rem_n, rem_e)
-            length += 1
+    def add(self, parent: int, b: int, copies: int, count: int, base: int) -> int:
+        k = len(self.parent)
+        self.parent.append(parent)
+        self.bin.append(b)
+        self.copies.append(copies)
+        self.count.append(count)
+        self.base.append(base)
         return k
 
-    def compact(pos):
-        nonlocal length
-        keep = cnt[:length] > 0
-        keep &= rk[:length] > 0
-        if pos is not None:
-            keep &= (rn[:length] >= suf_n[pos]) & (re[:length] >= suf_e[pos])
+    def patterns(self):
+        """Every node still holding packs as a pattern (its path to the root): ``(bins,
+        copies, offsets, count, base)`` lists."""
+        p_bins: list[int] = []
+        p_copies: list[int] = []
+        p_offsets = [0]
+        p_count: list[int] = []
+        p_base: list[int] = []
+        for k, tc in enumerate(self.count):
+            if tc <= 0:
+                continue
+            x = k
+            while x >= 0:
+                if self.bin[x] >= 0:
+                    p_bins.append(self.bin[x])
+                    p_copies.append(self.copies[x])
+                x = self.parent[x]
+            p_offsets.append(len(p_bins))
+            p_count.append(tc)
+            p_base.append(self.base[k])
+        return p_bins, p_copies, p_offsets, p_count, p_base
+
+
+class _OpenPacks:
+    """The open packs, as parallel arrays of ``length`` entries (capacity doubled when full):
+    tree node ``ids``, remaining nodes ``rn``, edges ``re`` and graphs ``rk``, packs ``cnt``
+    ending at that node and the heuristic key ``hv`` of the remainder. A closed entry has
+    ``rn = -1`` until `compact` drops it."""
+
+    def __init__(self, key_dt, cap: int = 1024) -> None:
+        self.cap = cap
+        self.ids = np.zeros(cap, np.int64)
+        self.rn = np.zeros(cap, np.int64)
+        self.re = np.zeros(cap, np.int64)
+        self.rk = np.zeros(cap, np.int64)
+        self.cnt = np.zeros(cap, np.int64)
+        self.hv = np.zeros(cap, key_dt)
+        self.length = 0
+
+    def grow(self) -> None:
+        self.cap *= 2
+        self.ids, self.rn, self.re, self.rk, self.cnt, self.hv = (
+            np.resize(a, self.cap) for a in (self.ids, self.rn, self.re, self.rk, self.cnt,
+                                             self.hv))
+
+    def compact(self, min_n: int | None = None, min_e: int | None = None) -> None:
+        """Drop closed and full entries and, given the smallest nodes and edges of the bins
+        still to come, the packs none of them fits."""
+        length = self.length
+        keep = self.cnt[:length] > 0
+        keep &= self.rk[:length] > 0
+        if min_n is not None:
+            keep &= (self.rn[:length] >= min_n) & (self.re[:length] >= min_e)
         m = int(keep.sum())
         if m < length:
-            for a in (ids, rn, re, rk, cnt, hv):
+            for a in (self.ids, self.rn, self.re, self.rk, self.cnt, self.hv):
                 a[:m] = a[:length][keep]
-            length = m
+            self.length = m
 
-    if initial is not None:  # one root per open pack, added in bulk
+    def push(self, node: int, rem_n: int, rem_e: int, rem_k: int, count: int, key) -> None:
+        if self.length == self.cap:
+            self.compact()
+            if self.length == self.cap:
+                self.grow()
+        j = self.length
+        self.ids[j], self.rn[j], self.re[j], self.rk[j] = node, rem_n, rem_e, rem_k
+        self.cnt[j] = count
+        self.hv[j] = key
+        self.length += 1
+
+
+class _Packer:
+    """The state of `pack_histogram`: the pattern tree, the open packs and the heuristic keys
+    of remainders (exact integers: int64 where every key fits, else Python ints; remainders
+    are >= 0 and never above the limits or the initial packs' rooms, whose key bounds every
+    key, the heuristics being monotone)."""
+
+    def __init__(self, heuristic: str, limits: tuple[int, int, int], best: bool,
+                 initial) -> None:
+        self.heuristic, self.limits, self.best = heuristic, limits, best
+        node_limit, edge_limit, _ = limits
+        bound_n, bound_e = node_limit, edge_limit
+        if initial is not None:
+            bound_n = max(bound_n, int(np.max(initial[0], initial=0)))
+            bound_e = max(bound_e, int(np.max(initial[1], initial=0)))
+        key_dt = self.key(np.array([bound_n]), np.array([bound_e])).dtype
+        self.top_key = self.key(bound_n, bound_e)  # above it: no fitting pack (best fit)
+        self.tree = _PatternTree()
+        self.open = _OpenPacks(object if key_dt == object else np.int64)
+        if initial is not None:
+            self._open_initial(initial)
+
+    def key(self, rem_n, rem_e):
+        node_limit, edge_limit, _ = self.limits
+        return heuristic_keys(self.heuristic, rem_n, rem_e, node_limit, edge_limit)
+
+    def _open_initial(self, initial) -> None:
+        """One root per open pack, added in bulk."""
         r_n, r_e, r_k = (np.asarray(x, dtype=np.int64) for x in initial)
         m0 = r_n.shape[0]
-        t_parent.extend([-1] * m0)
-        t_bin.extend([-1] * m0)
-        t_copies.extend([0] * m0)
-        t_count.extend([1] * m0)
-        t_base.extend(range(m0))
+        tree, op = self.tree, self.open
+        tree.parent.extend([-1] * m0)
+        tree.bin.extend([-1] * m0)
+        tree.copies.extend([0] * m0)
+        tree.count.extend([1] * m0)
+        tree.base.extend(range(m0))
         act = np.flatnonzero(r_k > 0)
-        while cap < act.shape[0]:
-            grow()
-        length = act.shape[0]
-        ids[:length], rn[:length], re[:length], rk[:length] = act, r_n[act], r_e[act], r_k[act]
-        cnt[:length] = 1
-        hv[:length] = hkey(r_n[act], r_e[act])
+        while op.cap < act.shape[0]:
+            op.grow()
+        length = op.length = act.shape[0]
+        op.ids[:length], op.rn[:length], op.re[:length], op.rk[:length] = (
+            act, r_n[act], r_e[act], r_k[act])
+        op.cnt[:length] = 1
+        op.hv[:length] = self.key(r_n[act], r_e[act])
 
-    for pos, i in enumerate(order.tolist()):
-        if pos % 64 == 0 and length:
-            compact(pos)
-        a, b, c = int(n[i]), int(e[i]), int(count[i])
+    def add(self, parent: int, b: int, copies: int, count: int, base: int, rem_n: int,
+            rem_e: int, rem_k: int) -> None:
+        """``count`` packs of ``parent``'s content plus ``copies`` graphs of bin ``b``, with
+        that remainder; open while it has room for a graph."""
+        k = self.tree.add(parent, b, copies, count, base)
+        if rem_k > 0:
+            self.open.push(k, rem_n, rem_e, rem_k, count, self.key(rem_n, rem_e))
+
+    def _fitting(self, a: int, b: int) -> int:
+        """The open entry taking a graph of ``a`` nodes and ``b`` edges: the smallest key
+        (best fit) or the largest (first fit from the emptiest), ties by position; -1: none."""
+        op = self.open
+        if not op.length:
+            return -1
+        L = op.length
+        m = (op.rn[:L] >= a) & (op.re[:L] >= b)  # closed entries have rn = -1
+        if self.best:
+            j = int(np.argmin(np.where(m, op.hv[:L], self.top_key + 1)))
+        else:
+            j = int(np.argmax(np.where(m, op.hv[:L], -1)))
+        return j if m[j] else -1
+
+    def place(self, i: int, a: int, b: int, c: int) -> None:
+        """The ``c`` graphs of bin ``i`` (``a`` nodes, ``b`` edges each): into fitting open
+        packs while there are any, the rest into new packs."""
+        node_limit, edge_limit, graph_limit = self.limits
+        op, tree = self.open, self.tree
         while c > 0:
-            j = -1
-            if length:
-                L = length
-                m = (rn[:L] >= a) & (re[:L] >= b)  # dead entries have rn = -1
-                if best:  # the fitting pack with the smallest key, ties by position
-                    j = int(np.argmin(np.where(m, hv[:L], top_key + 1)))
-                else:
-                    j = int(np.argmax(np.where(m, hv[:L], -1)))
-                if not m[j]:
-                    j = -1
+            j = self._fitting(a, b)
             if j < 0:
                 per = min(node_limit // a if a else _BIG, edge_limit // b if b else _BIG,
                           graph_limit)
                 full, r = divmod(c, per)
                 if full:
-                    add_node(-1, i, per, full, -1, node_limit - per * a, edge_limit - per * b,
+                    self.add(-1, i, per, full, -1, node_limit - per * a, edge_limit - per * b,
                              graph_limit - per)
                 if r:
-                    add_node(-1, i, r, 1, -1, node_limit - r * a, edge_limit - r * b,
+                    self.add(-1, i, r, 1, -1, node_limit - r * a, edge_limit - r * b,
                              graph_limit - r)
-                break
-            node, k = int(ids[j]), int(cnt[j])
-            rem_n, rem_e, rem_k = int(rn[j]), int(re[j]), int(rk[j])
-            if best:
+                return
+            node, k = int(op.ids[j]), int(op.cnt[j])
+            rem_n, rem_e, rem_k = int(op.rn[j]), int(op.re[j]), int(op.rk[j])
+            if self.best:
                 per = min(rem_n // a if a else _BIG, rem_e // b if b else _BIG, rem_k)
             else:
                 per = 1
             if c >= per * k:
-                cnt[j] = 0
-                rn[j] = -1
-                t_count[node] -= k
-                add_node(node, i, per, k, t_base[node], rem_n - per * a, rem_e - per * b,
+                op.cnt[j] = 0
+                op.rn[j] = -1
+                tree.count[node] -= k
+                self.add(node, i, per, k, tree.base[node], rem_n - per * a, rem_e - per * b,
                          rem_k - per)
                 c -= per * k
             else:
                 q, r = divmod(c, per)
                 moved = q + (1 if r else 0)
-                cnt[j] -= moved
-                if cnt[j] == 0:
-                    rn[j] = -1
-                t_count[node] -= moved
+                op.cnt[j] -= moved
+                if op.cnt[j] == 0:
+                    op.rn[j] = -1
+                tree.count[node] -= moved
                 if q:
-                    add_node(node, i, per, q, t_base[node], rem_n - per * a, rem_e - per * b,
-                             rem_k - per)
+                    self.add(node, i, per, q, tree.base[node], rem_n - per * a,
+                             rem_e - per * b, rem_k - per)
                 if r:
-                    add_node(node, i, r, 1, t_base[node], rem_n - r * a, rem_e - r * b,
+                    self.add(node, i, r, 1, tree.base[node], rem_n - r * a, rem_e - r * b,
                              rem_k - r)
                 c = 0
-
-    # flatten: every tree node still holding packs is a pattern (its path to the root)
-    p_bins: list[int] = []
-    p_copies: list[int] = []
-    p_offsets = [0]
-    p_count: list[int] = []
-    p_base: list[int] = []
-    for k, tc in enumerate(t_count):
-        if tc <= 0:
-            continue
-        x = k
-        while x >= 0:
-            if t_bin[x] >= 0:
-                p_bins.append(t_bin[x])
-                p_copies.append(t_copies[x])
-            x = t_parent[x]
-        p_offsets.append(len(p_bins))
-        p_count.append(tc)
-        p_base.append(t_base[k])
-    patterns = PackPatterns.build(p_bins, p_copies, p_offsets, p_count, n, e)
-    if return_base:
-        return patterns, np.asarray(p_base, dtype=np.int64)
-    return patterns

@@ -41,6 +41,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from .._exact import decimal, fits_int64
 from .._sizes import GraphSizes
 from ._greedy import batches_lower_bound
@@ -202,11 +203,12 @@ def _check_range(value, name: str):
     try:
         lo, hi = (int(v) for v in value)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a pair (low, high) of integers, got {value!r}") from None
+        raise InputTypeError(
+            f"{name} must be a pair (low, high) of integers, got {value!r}") from None
     if lo < 0 or hi < lo:
-        raise ValueError(f"{name} must satisfy 0 <= low <= high, got {value!r}")
+        raise InputError(f"{name} must satisfy 0 <= low <= high, got {value!r}")
     if hi > MAX_LIMIT:
-        raise ValueError(f"{name} high end {hi} exceeds the largest limit searched, {MAX_LIMIT}")
+        raise InputError(f"{name} high end {hi} exceeds the largest limit searched, {MAX_LIMIT}")
     return lo, hi
 
 
@@ -336,31 +338,61 @@ def search_limits(
     ``grid``: node limits per refinement interval; ``refine=False`` keeps the ladder only.
     See the module docstring for the search.
     """
+    max_graphs = _check_search(sizes, grid, exact_points, sample_graphs, tolerance, max_graphs)
+    hist = sizes.histogram()
+    n_lo, n_hi, e_lo, e_hi = _limit_bounds(hist, node_range, edge_range)
+    s = _Search(hist, max_graphs, heuristic, method, float(tolerance), int(sample_graphs),
+                e_lo, e_hi)
+    # 1. scale ladder, growing until doubling stops paying (or the range ends)
+    ladder, recs = _ladder(s, hist, n_lo, n_hi, max_graphs)
+    # 2. refinement: node limits between ladder neighbours, then edge slack at the best ones
+    edges = _EdgeRefiner(s)
+    if refine and len(ladder) > 1:
+        _refine_nodes(s, ladder, ladder.index(s.chosen(recs)[0]["max_nodes"]), int(grid))
+    if refine:
+        tops: list[int] = []
+        for r in sorted(s.points(), key=lambda r: -_hm(r)):
+            if r["max_nodes"] not in tops:
+                tops.append(r["max_nodes"])
+        for mn in sorted({r["max_nodes"] for r in s.chosen(s.points())})[:2] + tops[:2]:
+            edges.refine(mn)
+    # 3. exact packing of the best candidates; the optimum is chosen among exact records
+    _pack_exactly(s, exact_points, edges if refine else None)
+    return _records(s, tolerance)
+
+
+def _check_search(sizes, grid, exact_points, sample_graphs, tolerance, max_graphs):
+    """`search_limits`'s arguments checked; returns ``max_graphs`` as an int or ``None``."""
     if not isinstance(sizes, GraphSizes):
-        raise TypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
+        raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or grid < 1:
-        raise ValueError(f"grid must be an integer >= 1 points per interval, got {grid!r}")
+        raise InputError(f"grid must be an integer >= 1 points per interval, got {grid!r}")
     if isinstance(exact_points, bool) or not isinstance(exact_points, (int, np.integer)) \
             or exact_points < 1:
-        raise ValueError(f"exact_points must be an integer >= 1, got {exact_points!r}")
+        raise InputError(f"exact_points must be an integer >= 1, got {exact_points!r}")
     if isinstance(sample_graphs, bool) or not isinstance(sample_graphs, (int, np.integer)) \
             or sample_graphs < 1:
-        raise ValueError(f"sample_graphs must be an integer >= 1, got {sample_graphs!r}")
+        raise InputError(f"sample_graphs must be an integer >= 1, got {sample_graphs!r}")
     if not (isinstance(tolerance, (int, float, np.floating)) and 0 <= tolerance < 1):
-        raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
+        raise InputError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
     if max_graphs is not None:
         if isinstance(max_graphs, bool) or not isinstance(max_graphs, (int, np.integer)) \
                 or max_graphs < 2:
-            raise ValueError(f"max_graphs must be an integer >= 2 (one graph is padding), "
+            raise InputError(f"max_graphs must be an integer >= 2 (one graph is padding), "
                              f"got {max_graphs!r}")
         max_graphs = int(max_graphs)
     if len(sizes) == 0:
-        raise ValueError("the size table holds no graphs; nothing to pack")
-    hist = sizes.histogram()
+        raise InputError("the size table holds no graphs; nothing to pack")
+    return max_graphs
+
+
+def _limit_bounds(hist, node_range, edge_range):
+    """``(n_lo, n_hi, e_lo, e_hi)``: the padded limits searched, from the smallest that holds
+    the largest graph (or the user's range) up to the range's end or `MAX_LIMIT`."""
     need_n = max(int(hist.n_node.max()) + 1, 2)  # one padding node, at least one real node
     need_e = int(hist.n_edge.max())
     if need_n > MAX_LIMIT or need_e > MAX_LIMIT:
-        raise ValueError(f"the largest graph ({need_n - 1} nodes, {need_e} edges) exceeds the "
+        raise InputError(f"the largest graph ({need_n - 1} nodes, {need_e} edges) exceeds the "
                          f"largest limit searched, {MAX_LIMIT}")
     user_n = _check_range(node_range, "node_range") if node_range is not None else None
     user_e = _check_range(edge_range, "edge_range") if edge_range is not None else None
@@ -369,33 +401,38 @@ def search_limits(
     e_lo = max(need_e, user_e[0]) if user_e else need_e
     e_hi = user_e[1] if user_e else MAX_LIMIT
     if n_hi < need_n or e_hi < need_e:
-        raise ValueError(
+        raise InputError(
             f"limits up to {n_hi} nodes / {e_hi} edges cannot hold the largest graph "
             f"({need_n - 1} nodes + 1 padding node, {need_e} edges)"
         )
-    s = _Search(hist, max_graphs, heuristic, method, float(tolerance), int(sample_graphs),
-                e_lo, e_hi)
+    return n_lo, n_hi, e_lo, e_hi
+
+
+_ZERO, _ONE_PC = Fraction(0), Fraction(1, 100)
+
+
+def _best_at(s: _Search, mn: int, slacks=(_ZERO, _ONE_PC)) -> dict:
+    """The best estimate at node limit ``mn`` over the edge ``slacks``."""
+    return max((s.estimate(mn, s.edge_limit(mn, d)) for d in slacks), key=_hm)
+
+
+def _ladder(s: _Search, hist, n_lo: int, n_hi: int, max_graphs):
+    """``(ladder, records)``: node limits doubling from ``n_lo``, with their best estimates,
+    until doubling stops paying past the extent (packs of at least 64 mean graphs, or twice
+    the most a graph cap allows) or the range (capped at every graph in one pack) ends."""
     # a pack never needs more than every graph: cap the ladder there
     n_cap = min(n_hi, max(n_lo, s.tn + 1))
-    # the ladder covers at least packs of 64 mean graphs (twice the most a graph cap allows)
     max_n = int(hist.n_node.max())
     extent = 64 * max(-(-s.tn // s.num), 1) + 1
     if max_graphs is not None:
         extent = min(extent, 2 * (s.gcap * max_n + 1))
     extent = min(n_cap, max(extent, n_lo))
-
-    zero, one_pc = Fraction(0), Fraction(1, 100)
-
-    def best_at(mn: int, slacks=(zero, one_pc)) -> dict:
-        return max((s.estimate(mn, s.edge_limit(mn, d)) for d in slacks), key=_hm)
-
-    # 1. scale ladder, growing until doubling stops paying (or the range ends)
     ladder: list[int] = []
     recs: list[dict] = []
     mn = n_lo
     while True:
         ladder.append(mn)
-        recs.append(best_at(mn))
+        recs.append(_best_at(s, mn))
         if mn >= n_cap:
             break
         if len(recs) >= 3 and mn >= extent:
@@ -404,51 +441,58 @@ def search_limits(
             if gain <= s.tol / 2:
                 break
         mn = min(2 * mn, n_cap)
-    knee = s.chosen(recs)[0]
-    i = ladder.index(knee["max_nodes"])
-    # 2. refinement: node limits between ladder neighbours (the knee's intervals and the one
-    # other whose upper bound is highest: efficiency is not smooth in the node limit when
-    # packs hold few graphs), then edge slack at the optimal node limits
-    if refine and len(ladder) > 1:
-        spans = [(ladder[j], ladder[j + 1]) for j in range(len(ladder) - 1)]
-        cands = [sorted(set(list(range(a + 1, b)) if b - a <= 4 * int(grid) else
-                            sorted(set(_geometric_points(a, b, int(grid) + 2)))[1:-1])
-                        | set(s.aligned(a, b, int(grid)))) for a, b in spans]
-        ubs = [max((s.upper_bound(mn, s.edge_limit(mn, zero)) for mn in c), default=zero)
-               for c in cands]
-        near = [j for j in (i - 1, i) if 0 <= j < len(spans)]
-        others = sorted((j for j in range(len(spans)) if j not in near), key=lambda j: -ubs[j])
-        for j in near + others[:1]:
-            for mn in cands[j]:
-                top = max(_hm(r) for r in s.points())
-                if s.upper_bound(mn, s.edge_limit(mn, zero)) < top - s.tol:
-                    continue  # cannot reach the optimal set
-                best_at(mn, (zero, one_pc))
-    slack_done: set[int] = set()
+    return ladder, recs
 
-    def refine_edges(mn: int) -> None:
-        """Edge slack around the ratio at node limit ``mn``, widened while the best is on an
-        edge of the slacks tried (so the optimum is interior in the edge limit)."""
-        if mn in slack_done:
+
+def _refine_nodes(s: _Search, ladder: list[int], i: int, grid: int) -> None:
+    """Estimates at node limits between ladder neighbours: the intervals next to the knee
+    ``ladder[i]`` and the one other whose upper bound is highest (efficiency is not smooth in
+    the node limit when packs hold few graphs), skipping limits that cannot reach the optimal
+    set."""
+    spans = [(ladder[j], ladder[j + 1]) for j in range(len(ladder) - 1)]
+    cands = [sorted(set(list(range(a + 1, b)) if b - a <= 4 * grid else
+                        sorted(set(_geometric_points(a, b, grid + 2)))[1:-1])
+                    | set(s.aligned(a, b, grid))) for a, b in spans]
+    ubs = [max((s.upper_bound(mn, s.edge_limit(mn, _ZERO)) for mn in c), default=_ZERO)
+           for c in cands]
+    near = [j for j in (i - 1, i) if 0 <= j < len(spans)]
+    others = sorted((j for j in range(len(spans)) if j not in near), key=lambda j: -ubs[j])
+    for j in near + others[:1]:
+        for mn in cands[j]:
+            top = max(_hm(r) for r in s.points())
+            if s.upper_bound(mn, s.edge_limit(mn, _ZERO)) < top - s.tol:
+                continue  # cannot reach the optimal set
+            _best_at(s, mn, (_ZERO, _ONE_PC))
+
+
+class _EdgeRefiner:
+    """Edge slack around the ratio at a node limit, each node limit once."""
+
+    def __init__(self, s: _Search) -> None:
+        self.s = s
+        self.done: set[int] = set()
+
+    def refine(self, mn: int) -> None:
+        """Estimates at node limit ``mn`` over the edge slacks, widened while the best is on
+        an edge of the slacks tried (so the optimum is interior in the edge limit)."""
+        if mn in self.done:
             return
-        slack_done.add(mn)
+        self.done.add(mn)
+        s = self.s
         slacks = list(_EDGE_SLACK)
         while True:
             rs = [s.estimate(mn, s.edge_limit(mn, d)) for d in slacks]
             j = max(range(len(rs)), key=lambda k: _hm(rs[k]))
             if 0 < j < len(rs) - 1 or len(slacks) > 16 or slacks[0] <= Fraction(-1, 2):
                 return
-            slacks = ([2 * slacks[0] - one_pc] + slacks if j == 0 else
-                      slacks + [2 * slacks[-1] + one_pc])
+            slacks = ([2 * slacks[0] - _ONE_PC] + slacks if j == 0 else
+                      slacks + [2 * slacks[-1] + _ONE_PC])
 
-    if refine:
-        tops: list[int] = []
-        for r in sorted(s.points(), key=lambda r: -_hm(r)):
-            if r["max_nodes"] not in tops:
-                tops.append(r["max_nodes"])
-        for mn in sorted({r["max_nodes"] for r in s.chosen(s.points())})[:2] + tops[:2]:
-            refine_edges(mn)
-    # 3. exact packing of the best candidates; the optimum is chosen among exact records
+
+def _pack_exactly(s: _Search, exact_points: int, edges: _EdgeRefiner | None) -> None:
+    """Exact packing of the best estimate, then of estimates within the tolerance of the best
+    exact record and smaller than the chosen one (up to ``2 * exact_points`` exact records),
+    refining the edge slack at the chosen node limit (``edges``) once; at most six rounds."""
     pool = sorted(s.points(), key=lambda r: -_hm(r))
     s.evaluate(pool[0]["max_nodes"], pool[0]["max_edges"])
     for _ in range(6):
@@ -462,10 +506,16 @@ def search_limits(
             for r in cands[: max(1, exact_points - 1)]:
                 s.evaluate(r["max_nodes"], r["max_edges"])
             continue
-        if refine and head["max_nodes"] not in slack_done:
-            refine_edges(head["max_nodes"])  # then look again
+        if edges is not None and head["max_nodes"] not in edges.done:
+            edges.refine(head["max_nodes"])  # then look again
             continue
         break
+
+
+def _records(s: _Search, tolerance) -> LimitRecords:
+    """The records, best first: exact ones within the tolerance (smallest first), the other
+    exact ones, then the estimates (each by decreasing HM), and whether the optimum is
+    interior to the limits tried."""
     exact = list(s.exact.values())
     ok = s.chosen(exact)
     ok_keys = {(r["max_nodes"], r["max_edges"]) for r in ok}

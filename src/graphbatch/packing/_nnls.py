@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._errors import InputError
 from .._exact_nnls import nnls
 from ._histogram import pack_histogram
 from ._patterns import PackPatterns
@@ -55,7 +56,7 @@ def pack_nnls(n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int
     patterns = list(cands)
     nb, npat = n.shape[0], len(patterns)
     if nb * npat > MAX_NNLS_ENTRIES:
-        raise ValueError(
+        raise InputError(
             f"NNLS packing would build a {nb} x {npat} matrix (> {MAX_NNLS_ENTRIES:,} entries); "
             "use pack-lpf for histograms this large"
         )

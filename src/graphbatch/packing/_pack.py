@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._budget import Budget
+from .._errors import UnknownNameError
 from ._balanced import balanced_pack
 from ._greedy import batches_lower_bound, greedy_offsets
 from ._histogram import pack_histogram
@@ -68,7 +69,7 @@ def pack_bins(
     fill in a fixed random order; the fewest packs win (histogram, then balanced, on a tie).
     """
     if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise UnknownNameError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     n = np.asarray(n, dtype=np.int64)
     e = np.asarray(e, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)

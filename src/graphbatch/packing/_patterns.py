@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _memory
+
 __all__ = ["PackPatterns", "patterns_from_slots"]
 
 
@@ -71,7 +73,8 @@ class PackPatterns:
         """``(slot_bin, pack_offsets)``: the bin of every graph slot, packs in pattern order.
 
         ``slot_bin`` has the narrowest dtype holding the bins (int16/int32/int64) and is built
-        in chunks of about `_SLOTS` slots (no per-slot int64 temporaries); offsets are int64."""
+        in chunks of about `PATTERN_SLOTS` slots (no per-slot int64 temporaries); offsets are
+        int64."""
         top = int(self.bins.max(initial=0)) + 1
         dt = np.int16 if top <= 2**15 else (np.int32 if top <= 2**31 else np.int64)
         items = np.repeat(self.bins, self.copies).astype(dt)  # items of each pattern
@@ -81,8 +84,9 @@ class PackPatterns:
         pack_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         slot_bin = np.empty(int(pack_offsets[-1]), dt)
         q0, num = 0, pack_pat.shape[0]
+        chunk = _memory.PATTERN_SLOTS
         while q0 < num:  # chunks of whole packs
-            q1 = int(np.searchsorted(pack_offsets, pack_offsets[q0] + _SLOTS, "right")) - 1
+            q1 = int(np.searchsorted(pack_offsets, pack_offsets[q0] + chunk, "right")) - 1
             q1 = min(num, max(q1, q0 + 1))
             lo, hi = int(pack_offsets[q0]), int(pack_offsets[q1])
             sz = sizes[q0:q1]
@@ -92,8 +96,6 @@ class PackPatterns:
         return slot_bin, pack_offsets
 
 
-#: Slots per chunk of `PackPatterns.slots`.
-_SLOTS = 1 << 20
 
 
 def patterns_from_slots(slot_bin, pack_offsets, bin_nodes, bin_edges) -> PackPatterns:

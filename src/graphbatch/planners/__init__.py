@@ -1,14 +1,23 @@
 """Planning strategies. Importing this package registers every built-in strategy."""
 
-from ._assemble import OversizeSplit, batch_totals, finish_plan, split_oversize
-from ._dynamic import (
+from ..packing.kernels import (
+    batch_totals,
     budget_lower_bound,
     greedy_fill,
     greedy_offsets,
     greedy_offsets_reference,
-    plan_dynamic,
 )
-from ._registry import PlanRequest, Strategy, get_strategy, register, strategy_names
+from ._assemble import OversizeSplit, finish_plan, split_oversize
+from ._distributed import distribute_plan, plan_for_ranks
+from ._dynamic import plan_dynamic
+from ._registry import (
+    OVERSIZE_POLICIES,
+    PlanRequest,
+    Strategy,
+    get_strategy,
+    register,
+    strategy_names,
+)
 from ._static import plan_static_constant, plan_static_multiple, plan_static_pow2, static_offsets
 from ._balancing import (
     PAD_MODES,
@@ -21,17 +30,19 @@ from ._balancing import (
 )
 from ._cost import CostModel, cost_model_from_options
 from ._packing import (
-    plan_buckets,
     plan_pack_lpf,
     plan_pack_lpf_1d,
     plan_pack_nnls,
     plan_pack_spf,
 )
+from ._buckets import plan_buckets
 
 __all__ = [
+    "OVERSIZE_POLICIES",
     "PAD_MODES",
     "CostModel",
     "cost_model_from_options",
+    "distribute_plan",
     "plan_balance",
     "plan_iqr",
     "plan_kk",
@@ -50,6 +61,7 @@ __all__ = [
     "greedy_offsets_reference",
     "plan_buckets",
     "plan_dynamic",
+    "plan_for_ranks",
     "plan_pack_lpf",
     "plan_pack_lpf_1d",
     "plan_pack_nnls",

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from .._budget import Budget, next_pow2, round_up
-from .._errors import InputError
+from .._errors import InputError, InputTypeError
 from .._plan import BatchPlan
+from ..packing.kernels import PackedSizes, any_oversize, batch_totals, gather_counts
 from ._registry import OVERSIZE_POLICIES, PlanRequest
 
 __all__ = [
     "PAD_MODES",
     "OversizeSplit",
-    "PackedSizes",
-    "any_oversize",
-    "batch_totals",
     "ceil_div",
     "finish_fixed_count_plan",
     "finish_plan",
-    "gather_counts",
     "padded_shapes",
     "split_oversize",
     "tight_shape_wanted",
@@ -56,126 +52,6 @@ class OversizeSplit:
     skipped: np.ndarray
     kept_nodes: np.ndarray
     kept_edges: np.ndarray
-
-
-def gather_counts(column: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``column[index]`` in the narrowest of int16/int32/int64 holding every value of
-    ``column``, gathered in chunks: no int64 copy of the whole gather. Sums of the result must
-    ask for an int64 accumulator where ``np.sum`` would not (``np.add.reduceat``)."""
-    n = index.shape[0]
-    top = int(column.max()) if column.shape[0] else 0
-    if top >= 2**31:
-        return column[index]
-    out = np.empty(n, np.int16 if top < 2**15 else np.int32)
-    step = 1 << 20
-    for s in range(0, n, step):
-        out[s:s + step] = column[index[s:s + step]]
-    return out
-
-
-#: Graphs per chunk of `widen_into`.
-_WIDEN_CHUNK = 1 << 16
-
-
-def widen_into(values: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``values`` (any int dtype) copied to the int64 array ``out`` of the same length, chunk
-    by chunk (no int64 temporary of the whole); ``values`` may be a view of ``out`` whose
-    element ``i`` lies within ``out[i]`` (as the order of `PackedSizes.shuffled` does).
-    Returns ``out``."""
-    for s0 in range(0, out.shape[0], _WIDEN_CHUNK):
-        out[s0:s0 + _WIDEN_CHUNK] = values[s0:s0 + _WIDEN_CHUNK]
-    return out
-
-
-#: Graphs per chunk when `PackedSizes.shuffled` packs and unpacks its int64 items.
-_SHUFFLE_CHUNK = 1 << 16
-#: Whether int64 items are little-endian (their halves are read through views), else shifts.
-_LITTLE = sys.byteorder == "little"
-
-
-class PackedSizes:
-    """The size table's node and edge counts packed into one int32 per graph (``n << 16 | e``)
-    when every node count is below 2**15 and every edge count below 2**16, so that a gather in
-    a random order reads one array, not two (`gather`). ``packed`` is ``None`` otherwise."""
-
-    def __init__(self, n_node: np.ndarray, n_edge: np.ndarray) -> None:
-        self.n_node, self.n_edge = n_node, n_edge
-        self.packed = None
-        n = n_node.shape[0]
-        if n and int(n_node.min()) >= 0 and int(n_edge.min()) >= 0 \
-                and int(n_node.max()) < 2**15 and int(n_edge.max()) < 2**16:
-            self.packed = np.empty(n, np.int32)
-            self.edge_dtype = np.int16 if int(n_edge.max()) < 2**15 else np.int32
-            step = 1 << 20
-            for s0 in range(0, n, step):
-                self.packed[s0:s0 + step] = ((n_node[s0:s0 + step] << 16)
-                                             | n_edge[s0:s0 + step])
-
-    def _unpack(self, values: np.ndarray, s0: int, nodes: np.ndarray, edges: np.ndarray):
-        nodes[s0:s0 + values.shape[0]] = (values >> 16) & 0x7FFF
-        edges[s0:s0 + values.shape[0]] = values & 0xFFFF
-
-    def shuffled(self, rng: np.random.Generator, subset: np.ndarray | None = None, *,
-                 with_order: bool = False, out: np.ndarray | None = None):
-        """Sizes in a shuffled order without a gather in random order: ``(order, nodes,
-        edges)`` equal to ``perm = arange(k); rng.shuffle(perm); order = perm`` (or
-        ``subset[perm]`` for ascending graph indices ``subset`` of ``k`` graphs) and
-        ``gather(order)`` — the same draws, as numpy's shuffle swaps the same positions
-        whatever the items. Each graph's packed sizes (and, with ``with_order``, its index in
-        the high 32 bits) travel through the shuffle as one int64; ``order`` is ``None``
-        without ``with_order``, else int32. On little-endian machines the three are strided
-        views of those items (nodes int16, edges int16 or uint16 from 2**15 on: 8 bytes a graph
-        in all, the memory the unpacked arrays would take, with no fresh pages to fault in);
-        elsewhere unpacked arrays of `gather`'s dtypes. Needs ``packed`` and fewer than 2**31
-        graphs. ``out``: a C-contiguous int64 array of the ``k`` items to shuffle in (its
-        contents are overwritten; memory already mapped is not faulted in again)."""
-        if self.packed is None or self.packed.shape[0] >= 2**31:
-            raise ValueError("PackedSizes.shuffled needs packed sizes of fewer than 2**31 graphs")
-        k = self.packed.shape[0] if subset is None else subset.shape[0]
-        step = _SHUFFLE_CHUNK  # cache-sized chunks
-        if out is None:
-            buf = np.empty(k, np.int64)  # int64 items: numpy's fastest shuffle, same draws
-        elif out.dtype != np.int64 or out.shape != (k,) or not out.flags.c_contiguous:
-            raise ValueError(f"out must be a C-contiguous int64 array of {k} items")
-        else:
-            buf = out
-        # little-endian int64 item: int32 halves [0] packed sizes, [1] graph index; the
-        # packed half's int16 halves [0] edges, [1] nodes (below 2**15: no sign bit)
-        little = _LITTLE
-        halves = buf.view(np.int32).reshape(k, 2)
-        for s0 in range(0, k, step):
-            s1 = min(k, s0 + step)
-            idx = (np.arange(s0, s1, dtype=np.int32) if subset is None
-                   else subset[s0:s1].astype(np.int32))
-            v = self.packed[s0:s1] if subset is None else self.packed[idx]
-            if little:
-                halves[s0:s1, 0] = v
-                halves[s0:s1, 1] = idx if with_order else 0
-            else:
-                buf[s0:s1] = (idx.astype(np.int64) << 32) | v if with_order else v
-        rng.shuffle(buf)
-        if little:  # views of the shuffled items: no fresh arrays to fill
-            edge_view = np.int16 if self.edge_dtype == np.int16 else np.uint16
-            return (halves[:, 1] if with_order else None, buf.view(np.int16).reshape(k, 4)[:, 1],
-                    buf.view(edge_view).reshape(k, 4)[:, 0])
-        nodes, edges = np.empty(k, np.int16), np.empty(k, self.edge_dtype)
-        order = np.empty(k, np.int32) if with_order else None
-        for s0 in range(0, k, step):
-            self._unpack(buf[s0:s0 + step], s0, nodes, edges)
-            if with_order:
-                order[s0:s0 + step] = buf[s0:s0 + step] >> 32
-        return order, nodes, edges
-
-    def gather(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(gather_counts(n_node, index), gather_counts(n_edge, index))``."""
-        if self.packed is None:
-            return gather_counts(self.n_node, index), gather_counts(self.n_edge, index)
-        m = index.shape[0]
-        nodes, edges = np.empty(m, np.int16), np.empty(m, self.edge_dtype)
-        step = 1 << 20
-        for s0 in range(0, m, step):
-            self._unpack(self.packed[index[s0:s0 + step]], s0, nodes, edges)
-        return nodes, edges
 
 
 def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
@@ -225,19 +101,6 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
                          kept_edges)
 
 
-#: Graphs per chunk of `any_oversize`.
-_OVERSIZE_CHUNK = 1 << 16
-
-
-def any_oversize(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> bool:
-    """Whether any graph has more nodes or edges than ``budget`` holds, tested chunk by chunk
-    (no boolean array of every graph)."""
-    step = _OVERSIZE_CHUNK
-    return any(bool(((nodes[s0:s0 + step] > budget.node_capacity)
-                     | (edges[s0:s0 + step] > budget.edge_capacity)).any())
-               for s0 in range(0, nodes.shape[0], step))
-
-
 def tight_shape_wanted(req: PlanRequest) -> bool:
     """Option ``tight_shape`` of the fixed-shape budget strategies: pad to the smallest shape
     that holds every batch (of every epoch) instead of the budget. Default: ``True`` when the
@@ -246,42 +109,8 @@ def tight_shape_wanted(req: PlanRequest) -> bool:
     if v is None:
         return req.budget is None
     if not isinstance(v, bool):
-        raise TypeError(f"tight_shape must be True or False, got {v!r}")
+        raise InputTypeError(f"tight_shape must be True or False, got {v!r}")
     return v
-
-
-def batch_totals(values: np.ndarray, offsets: np.ndarray,
-                 table: np.ndarray | None = None) -> np.ndarray:
-    """Per-batch sums of ``values`` (already in plan order) for batch boundaries ``offsets``,
-    int64. Summed in chunks of about `_TOTALS_CHUNK` values: ``np.add.reduceat`` with an int64
-    accumulator casts its whole input first, so narrow values are cast chunk by chunk. With
-    ``table``, the sums of ``table[values]`` (looked up chunk by chunk: no gathered array)."""
-    nb = offsets.shape[0] - 1
-    out = np.zeros(nb, dtype=np.int64)
-    if nb == 0 or values.shape[0] == 0:
-        return out
-    if table is not None:
-        table = np.asarray(table).astype(np.int64, copy=False)
-    b0 = 0
-    while b0 < nb:
-        lo = int(offsets[b0])
-        b1 = int(np.searchsorted(offsets, lo + _TOTALS_CHUNK, "right")) - 1
-        b1 = min(nb, max(b1, b0 + 1))
-        starts = offsets[b0:b1] - lo
-        chunk = values[lo:int(offsets[b1])]
-        chunk = chunk.astype(np.int64, copy=False) if table is None else table[chunk]
-        nonempty = offsets[b0 + 1:b1 + 1] > offsets[b0:b1]
-        if chunk.shape[0]:
-            if nonempty.all():
-                np.add.reduceat(chunk, starts, out=out[b0:b1])
-            else:
-                out[b0:b1][nonempty] = np.add.reduceat(chunk, starts[nonempty])
-        b0 = b1
-    return out
-
-
-#: Values per chunk of `batch_totals`.
-_TOTALS_CHUNK = 1 << 20
 
 
 def padded_shapes(

@@ -21,9 +21,7 @@ import numpy as np
 from .._errors import InputError, InputTypeError
 from .._exact import decimal, floor_frac, square_sum
 from .._validate import MAX_SHAPE, as_nonnegative_int, as_positive_int
-from ._assemble import PAD_MODES, finish_fixed_count_plan, padded_shapes
-from ._cost import CostModel, cost_model_from_options
-from ._partition import (
+from ..packing.kernels import (
     balanced_ldm,
     columns_in_order,
     refine_by_swaps,
@@ -31,6 +29,8 @@ from ._partition import (
     round_matrix,
     stratified_assignment,
 )
+from ._assemble import PAD_MODES, finish_fixed_count_plan, padded_shapes
+from ._cost import CostModel, cost_model_from_options
 from ._registry import PlanRequest, register
 
 __all__ = [

@@ -14,14 +14,17 @@ the step of the lightest batches. No graph is repeated or dropped (unlike torch'
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
+from .._errors import InputError
 from .._plan import BatchPlan
 from .._validate import as_positive_int
-from ._assemble import batch_totals, gather_counts, widen_into
+from ..packing.kernels import batch_totals, gather_batches, gather_counts, widen_into
+from ._registry import PlanRequest
 
-__all__ = ["distribute_plan", "balanced_sequence", "split_to_multiple"]
+__all__ = ["distribute_plan", "plan_for_ranks", "balanced_sequence", "split_to_multiple"]
 
 
 def _step_rng(seed: int, epoch: int) -> np.random.Generator:
@@ -156,41 +159,9 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
                      real_cost=totals(sizes.n_bytes, plan.real_cost), meta=meta)
 
 
-#: Graphs per chunk of `_gather_batches` (its index temporaries stay cache-sized).
-_GATHER_CHUNK = 1 << 16
-
-
-def _gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
-                    dtype=None) -> np.ndarray:
-    """The graphs of ``order[starts[b] : starts[b] + n_b]`` for each new batch ``b`` (``n_b`` =
-    ``offsets[b+1] - offsets[b]``), concatenated (as ``dtype``, default ``order``'s, which
-    must hold every value); built in chunks of about `_GATHER_CHUNK` graphs (whole batches),
-    each gathered straight into the result."""
-    out = np.empty(int(offsets[-1]), order.dtype if dtype is None else dtype)
-    nb = starts.shape[0]
-    ramp = np.zeros(0, np.int64)  # 0, 1, 2, ...: positions within a chunk
-    b0 = 0
-    while b0 < nb:
-        lo = int(offsets[b0])
-        b1 = int(np.searchsorted(offsets, lo + _GATHER_CHUNK, "right")) - 1
-        b1 = min(nb, max(b1, b0 + 1))
-        hi = int(offsets[b1])
-        if hi > lo:
-            if ramp.shape[0] < hi - lo:
-                ramp = np.arange(max(hi - lo, _GATHER_CHUNK), dtype=np.int64)
-            # graph at new position g comes from order[g - offsets[b] + starts[b]]
-            idx = np.repeat(starts[b0:b1] - offsets[b0:b1], np.diff(offsets[b0:b1 + 1]))
-            idx += lo
-            idx += ramp[:hi - lo]
-            # mode="clip": no buffered copy (the indices are in range)
-            np.take(order, idx, out=out[lo:hi], mode="clip")
-        b0 = b1
-    return out
-
-
 def distribute_plan(
     plan: BatchPlan, world_size: int, *, seed: int = 0, epoch: int = 0, shuffle: bool = True,
-    sizes=None, consume: bool = False,
+    sizes=None,
 ) -> BatchPlan:
     """A step-major plan of ``ceil(B / R)`` steps x ``R`` ranks from the single-device ``plan``.
 
@@ -200,73 +171,54 @@ def distribute_plan(
     formed by `balanced_sequence` (shape first, then real nodes and real edges). With the
     plan's ``sizes``, batches are first split until their number is a multiple of ``R``
     (`split_to_multiple`), so padding-only batches remain only when the graphs are fewer than
-    ``R * ceil(B / R)`` (then ``R * ceil(B / R) - graphs`` of them). ``consume=True`` says
-    the caller gives ``plan`` up: its int64 order may be overwritten by the new one (gathered
-    as int32 first where ``sizes`` has fewer than 2**31 graphs: half the peak of a second
-    int64 order).
+    ``R * ceil(B / R)`` (then ``R * ceil(B / R) - graphs`` of them). ``plan`` is left as it is.
     """
+    return _distribute(plan, world_size, seed=seed, epoch=epoch, shuffle=shuffle, sizes=sizes,
+                       owned=False)
+
+
+def plan_for_ranks(strategy: Callable[[PlanRequest], BatchPlan],
+                   request: PlanRequest) -> BatchPlan:
+    """``strategy``'s plan of ``request``, dealt into steps of ``request.world_size`` batches
+    (`distribute_plan`) when there are several ranks.
+
+    The single-device plan is made here and never leaves this function, so its int64 order can
+    be reused for the distributed plan's (the new order is gathered as int32 below 2**31 graphs
+    and widened over it: one int64 array of the epoch less at the peak). This is the only
+    caller that lets `_distribute` overwrite a plan."""
+    if request.world_size == 1:
+        return strategy(request)
+    return _distribute(strategy(request), request.world_size, seed=request.seed,
+                       epoch=request.epoch, shuffle=request.shuffle, sizes=request.sizes,
+                       owned=True)
+
+
+def _distribute(plan: BatchPlan, world_size: int, *, seed: int, epoch: int, shuffle: bool,
+                sizes, owned: bool) -> BatchPlan:
+    """`distribute_plan`; ``owned=True`` (`plan_for_ranks` only): nobody else holds ``plan``,
+    whose order is overwritten by the new one."""
     r = as_positive_int(world_size, "world_size")
     if plan.rank is not None or plan.step is not None:
-        raise ValueError("plan is already distributed (it has rank/step arrays)")
+        raise InputError(f"plan is already distributed (it has rank/step arrays for "
+                         f"{len(plan)} batches); distribute a single-device plan")
     if sizes is not None:
         plan = split_to_multiple(plan, sizes, r)
     nb = len(plan)
     steps = -(-nb // r)
     n_empty = steps * r - nb
-    by_shape = balanced_sequence(plan, r)
-    # slot sequence: empties first (they join the lightest batches of the smallest shape)
-    slots = np.concatenate([np.full(n_empty, -1, dtype=np.int64), by_shape])
-    grid = slots.reshape(steps, r)  # [S, R] original batch id or -1
-    real = grid >= 0
-    safe = np.where(real, grid, 0)
-
-    def step_max(values: np.ndarray) -> np.ndarray:
-        return np.where(real, values[safe], np.iinfo(np.int64).min).max(axis=1)
-
-    s_nodes = step_max(plan.pad_nodes)
-    s_edges = step_max(plan.pad_edges)
-    s_graphs = step_max(plan.pad_graphs)
-    if shuffle:
-        rng = _step_rng(seed, epoch)
-        step_order = rng.permutation(steps)
-        rank_perm = np.argsort(rng.random((steps, r)), axis=1, kind="stable")
-        grid = np.take_along_axis(grid, rank_perm, axis=1)
-    else:
-        first = np.where(real, grid, np.iinfo(np.int64).max).min(axis=1)
-        step_order = np.argsort(first, kind="stable")
-        key = np.where(grid >= 0, grid, np.iinfo(np.int64).max)
-        grid = np.take_along_axis(grid, np.argsort(key, axis=1, kind="stable"), axis=1)
-    grid = grid[step_order]
-    s_nodes, s_edges, s_graphs = s_nodes[step_order], s_edges[step_order], s_graphs[step_order]
-
-    src = grid.reshape(-1)
-    # memory-lean: per-batch temporaries dropped before the per-graph gather
-    del slots, grid, real, by_shape
-    if shuffle:
-        del rank_perm
+    src, (s_nodes, s_edges, s_graphs) = _step_slots(plan, r, steps, n_empty, seed, epoch,
+                                                     shuffle)
     is_real = src >= 0
-    # batch indices and graph positions as int32 where they fit (alive during the gather,
-    # where the peak memory is reached)
+    # batch indices as int32 where they fit (alive during the gather, the peak of memory)
     safe = np.where(is_real, src, 0).astype(np.int32 if nb < 2**31 else np.int64)
-    del src
-    gpb = np.where(is_real, plan.graphs_per_batch[safe], 0)
-    offsets = np.zeros(gpb.shape[0] + 1, dtype=np.int64)
-    np.cumsum(gpb, out=offsets[1:])
-    del gpb
+    src = None
+    offsets = _offsets(np.where(is_real, plan.graphs_per_batch[safe], 0))
     starts = np.where(is_real, plan.offsets[:-1][safe], 0)
     if int(offsets[-1]) < 2**31:
         starts = starts.astype(np.int32)
-    old = plan.order
-    if (consume and sizes is not None and len(sizes) < 2**31 and old.dtype == np.int64
-            and old.shape[0] == int(offsets[-1])):
-        narrow = _gather_batches(old, starts, offsets, np.int32)  # graph indices < 2**31
-        del starts
-        order = widen_into(narrow, old)  # over the given order (the caller gave the plan up)
-        del narrow
-    else:
-        order = _gather_batches(old, starts, offsets)
-        del starts
-    del old
+    reuse = (owned and sizes is not None and len(sizes) < 2**31
+             and plan.order.dtype == np.int64 and plan.order.shape[0] == int(offsets[-1]))
+    order = _gather_order(plan.order, starts, offsets, reuse)
 
     def per_batch(values):
         if values is None:
@@ -296,3 +248,48 @@ def distribute_plan(
         step=np.repeat(np.arange(steps, dtype=np.int64), r),
         meta=meta,
     )
+
+
+def _step_slots(plan: BatchPlan, r: int, steps: int, n_empty: int, seed: int, epoch: int,
+                shuffle: bool):
+    """``(src, (nodes, edges, graphs))``: the plan's batch for each slot of the steps (step
+    major, ``-1``: a padding-only batch), and each step's padded shape (the elementwise
+    maximum of its batches')."""
+    by_shape = balanced_sequence(plan, r)
+    # slot sequence: empties first (they join the lightest batches of the smallest shape)
+    slots = np.concatenate([np.full(n_empty, -1, dtype=np.int64), by_shape])
+    grid = slots.reshape(steps, r)  # [S, R] original batch id or -1
+    real = grid >= 0
+    safe = np.where(real, grid, 0)
+
+    def step_max(values: np.ndarray) -> np.ndarray:
+        return np.where(real, values[safe], np.iinfo(np.int64).min).max(axis=1)
+
+    shape = (step_max(plan.pad_nodes), step_max(plan.pad_edges), step_max(plan.pad_graphs))
+    if shuffle:
+        rng = _step_rng(seed, epoch)
+        step_order = rng.permutation(steps)
+        rank_perm = np.argsort(rng.random((steps, r)), axis=1, kind="stable")
+        grid = np.take_along_axis(grid, rank_perm, axis=1)
+    else:
+        first = np.where(real, grid, np.iinfo(np.int64).max).min(axis=1)
+        step_order = np.argsort(first, kind="stable")
+        key = np.where(grid >= 0, grid, np.iinfo(np.int64).max)
+        grid = np.take_along_axis(grid, np.argsort(key, axis=1, kind="stable"), axis=1)
+    return grid[step_order].reshape(-1), tuple(x[step_order] for x in shape)
+
+
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    """Batch boundaries (int64) of batches of ``sizes`` graphs."""
+    offsets = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets
+
+
+def _gather_order(old: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
+                  reuse: bool) -> np.ndarray:
+    """The new order (`gather_batches`); ``reuse``: gathered as int32 (graph indices below
+    2**31) and widened over ``old`` itself, whose owner gave it up."""
+    if not reuse:
+        return gather_batches(old, starts, offsets)
+    return widen_into(gather_batches(old, starts, offsets, np.int32), old)

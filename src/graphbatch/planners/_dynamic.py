@@ -3,31 +3,233 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .._budget import Budget
-from ..packing._greedy import (  # noqa: F401  (re-exported: the kernels live in packing/)
-    batches_lower_bound,
+from ..packing.kernels import (
+    PackedSizes,
+    SizePairs,
+    any_oversize,
+    budget_lower_bound,
     greedy_fill,
-    greedy_offsets,
-    greedy_offsets_reference,
     index_dtype,
+    step_fill,
+    take_into,
+    widen_into,
 )
-from ..packing._steps import SizePairs, step_fill
-from ._assemble import (PackedSizes, any_oversize, finish_plan, split_oversize,
-                        tight_shape_wanted, widen_into)
+from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
 from ._registry import PlanRequest, register
 
-__all__ = ["plan_dynamic", "budget_lower_bound", "greedy_fill", "greedy_offsets",
-           "greedy_offsets_reference"]
+__all__ = ["plan_dynamic"]
 
 
-def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: Budget) -> int:
-    """Fewest batches any plan under ``budget`` needs (`packing.batches_lower_bound`)."""
-    return batches_lower_bound(nodes_total, edges_total, graphs, budget.node_capacity,
-                               budget.edge_capacity, budget.graph_capacity)
+@register(
+    "dynamic",
+    description="Jraph/TF-GNN dynamic batching: greedy fill under a node/edge/graph budget "
+    "(estimated from batch_size by Algorithm 1 unless given), every batch padded to the budget",
+    options=("sample_size", "multiple", "tight_shape"),
+    fixed_shape=True,
+)
+def plan_dynamic(req: PlanRequest):
+    """Graphs in this epoch's order fill batches greedily while the budget holds (Algorithm 3);
+    every batch is padded to the budget, or with ``tight_shape`` to the largest batch of a
+    seed-only pass (the same shape every epoch). With ``world_size`` ranks the batches are
+    filled a step of ``ranks`` even batches at a time where that needs no more batches."""
+    budget = req.resolve_budget()
+    graphs = _Graphs(req, budget)  # oversize policy applied; per-graph buffers reused
+    shape, seed_steps, meta = budget, None, {}
+    if tight_shape_wanted(req) and graphs.n_kept:
+        shape, seed_steps = _seed_shape(graphs, budget, req.seed, req.world_size)
+        meta["padded_shape"] = list(shape.as_tuple())
+    epoch = graphs.epoch()  # the kept graphs in this epoch's order, with their sizes
+    lower_bound = budget_lower_bound(*epoch.totals, epoch.count, budget)
+    if req.world_size > 1:
+        fill = _step_or_greedy_fill(epoch, shape, req.world_size, seed_steps,
+                                    graphs.order_buffer())
+    else:
+        fill = _greedy_fill(epoch, shape)
+    fill = graphs.with_plan_order(fill)  # int64, over the items' buffer where reused
+    nb = fill.offsets.shape[0] - 1
+    if fill.step_fill:
+        meta["step_fill"] = True
+    return finish_plan(
+        req,
+        order=fill.order,
+        real_nodes=fill.real_nodes,
+        real_edges=fill.real_edges,
+        offsets=fill.offsets,
+        pad_nodes=np.full(nb, shape.n_node, dtype=np.int64),
+        pad_edges=np.full(nb, shape.n_edge, dtype=np.int64),
+        pad_graphs=np.full(nb, shape.n_graph, dtype=np.int64),
+        lower_bound=lower_bound,
+        split=epoch.split,
+        budget=budget,
+        **meta,
+    )
+
+
+@dataclass
+class _SeedSteps:
+    """What the seed pass of a data-parallel plan hands the epoch's step fill: the distinct
+    ``(n, e)`` pairs of the graphs (the same in any order) and its number of steps."""
+
+    pairs: SizePairs
+    steps: int
+
+
+@dataclass
+class _Epoch:
+    """The kept graphs of one epoch in its order (``kept``, int32 below 2**31 graphs, possibly
+    a view of shuffled items) with their narrow sizes; ``split`` is the oversize split without
+    them (what `finish_plan` needs)."""
+
+    kept: np.ndarray | None
+    nodes: np.ndarray | None
+    edges: np.ndarray | None
+    split: OversizeSplit
+    totals: tuple[int, int]
+    count: int
+
+    def take(self):
+        """``(kept, nodes, edges)``, dropped from here (their memory goes with the caller)."""
+        out = self.kept, self.nodes, self.edges
+        self.kept = self.nodes = self.edges = None
+        return out
+
+
+@dataclass
+class _Fill:
+    """Batches of one epoch: graphs in batch order, boundaries and real totals (int64)."""
+
+    order: np.ndarray
+    offsets: np.ndarray
+    real_nodes: np.ndarray
+    real_edges: np.ndarray
+    step_fill: bool = False
+
+
+def _seed_shape(graphs: _Graphs, budget: Budget, seed: int, ranks: int):
+    """``(shape, seed steps or None)``: the tight shape, the largest batch of the fill over a
+    seed-drawn order of the kept graphs (the same every epoch; each epoch then fills up to that
+    shape). With several ranks it is the step fill's, with 0.3% room for an epoch's own
+    imbalance within a step (never above the budget, rounded up in integers)."""
+    seed_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(5,)))
+    nodes, edges = graphs.seed_order_sizes(seed_rng)
+    seed_steps = None
+    if ranks > 1:
+        pairs = SizePairs(nodes, edges)  # the same in the epoch order (one scan)
+        off, sn, se = step_fill(nodes, edges, budget, ranks, return_totals=True,
+                                with_order=False, pairs=pairs)[1:]
+        seed_steps = _SeedSteps(pairs, (off.shape[0] - 1) // ranks)
+        sn = np.minimum((sn * 1003 + 999) // 1000, budget.node_capacity)
+        se = np.minimum((se * 1003 + 999) // 1000, budget.edge_capacity)
+    else:
+        sn, se = greedy_fill(nodes, edges, budget)[1:]
+    return Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph), seed_steps
+
+
+def _greedy_fill(epoch: _Epoch, shape: Budget) -> _Fill:
+    """The greedy fill of the epoch's graphs in their order."""
+    kept, nodes, edges = epoch.take()
+    return _Fill(kept, *greedy_fill(nodes, edges, shape))
+
+
+def _step_or_greedy_fill(epoch: _Epoch, shape: Budget, ranks: int,
+                         seed_steps: _SeedSteps | None, perm_out) -> _Fill:
+    """Data-parallel: steps of ``ranks`` evenly filled batches (`step_fill`, a multiple of
+    ``ranks`` batches in all), kept when it needs no more batches than the greedy fill split
+    to a multiple of ranks, i.e. when the greedy fill needs more than (step batches - ranks):
+    the greedy fill stops as soon as that is known. Else the greedy fill."""
+    kept, nodes, edges = epoch.take()
+    hint = {} if seed_steps is None else dict(fill=1.0, steps=seed_steps.steps,
+                                              pairs=seed_steps.pairs)
+    perm, off, bn, be = step_fill(nodes, edges, shape, ranks, return_totals=True,
+                                  perm_out=perm_out, totals=epoch.totals, **hint)
+    if not (np.diff(off) > 0).all():
+        return _Fill(kept, *greedy_fill(nodes, edges, shape))
+    greedy = greedy_fill(nodes, edges, shape, stop_at=off.shape[0] - 1 - ranks + 1,
+                         totals=epoch.totals)
+    if greedy is not None:
+        return _Fill(kept, *greedy)
+    return _Fill(take_into(kept, perm), off, bn, be, step_fill=True)  # kept[perm], over perm
+
+
+class _Graphs:
+    """The size table of a `dynamic` request with its oversize policy applied, and the
+    per-graph memory reused across the plan's phases (memory already faulted in is reused:
+    filling fresh pages costs ~1 ns a byte). Sizes are packed into one int32 per graph
+    (`PackedSizes`) and read in random orders through it. With no oversize graph and a
+    shuffled epoch, the seed pass's and the epoch's orders are drawn by shuffling int64 items
+    that carry each graph's sizes (`PackedSizes.shuffled`, no gather in random order), in one
+    buffer that then holds the plan's int64 order; the packed sizes' buffer takes the step
+    fill's order."""
+
+    def __init__(self, req: PlanRequest, budget: Budget) -> None:
+        self.req, self.budget = req, budget
+        sizes = req.sizes
+        self.packed = PackedSizes(sizes.n_node, sizes.n_edge)
+        # with no oversize graph the epoch order is drawn after the seed pass (independent
+        # streams)
+        self.split = (split_oversize(req, _epoch_order(req), budget, narrow=True,
+                                     packed=self.packed)
+                      if any_oversize(sizes.n_node, sizes.n_edge, budget) else None)
+        self.n_kept = len(sizes) if self.split is None else self.split.kept.shape[0]
+        self.reuse = (self.split is None and req.shuffle and self.packed.packed is not None
+                      and self.n_kept < 2**31)
+        self.items = np.empty(self.n_kept, np.int64) if self.reuse else None
+        self._order_buffer = None
+
+    def seed_order_sizes(self, rng: np.random.Generator):
+        """Sizes of the kept graphs in a seed-drawn order (the kept graphs in dataset order,
+        drawn by the same permutation as the whole table), narrow."""
+        kept_sorted = None if self.split is None else np.sort(self.split.kept)
+        if self.packed.packed is not None and self.n_kept < 2**31:  # sizes through the shuffle
+            return self.packed.shuffled(rng, kept_sorted, out=self.items)[1:]
+        order = _permutation(rng, self.n_kept)
+        if kept_sorted is not None:
+            order = kept_sorted[order]
+        return self.packed.gather(order)
+
+    def epoch(self) -> _Epoch:
+        """This epoch's kept graphs in order with their sizes (in the items' buffer when
+        reused); the packed sizes are dropped, or kept as the step fill's order buffer."""
+        req, budget = self.req, self.budget
+        if self.reuse:  # the epoch order and its sizes from one shuffle
+            order, nodes, edges = self.packed.shuffled(req.epoch_rng(), with_order=True,
+                                                       out=self.items)
+            split = split_oversize(req, order, budget, gathered=(nodes, edges))
+        elif self.split is None:
+            split = split_oversize(req, _epoch_order(req), budget, narrow=True,
+                                   packed=self.packed)
+        else:
+            split = self.split
+        if self.reuse and req.world_size > 1:
+            self._order_buffer = self.packed.packed  # int32, one per graph
+        self.packed = self.split = None
+        nodes, edges = split.kept_nodes, split.kept_edges
+        totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
+        # finish_plan needs none of them (the kept order may be a view of the items)
+        return _Epoch(split.kept, nodes, edges,
+                      replace(split, kept=None, kept_nodes=None, kept_edges=None), totals,
+                      split.kept.shape[0])
+
+    def order_buffer(self) -> np.ndarray | None:
+        """An int32 array of one item per graph for the step fill's order (``None``: none to
+        reuse); handed over once."""
+        out, self._order_buffer = self._order_buffer, None
+        return out
+
+    def with_plan_order(self, fill: _Fill) -> _Fill:
+        """``fill`` with the plan's order in place of the fill's: widened to int64 over the
+        items' buffer when it was reused (the fill's int32 order is then released), else its
+        own contiguous copy (a strided view of shuffled int64 items holds 8 bytes a graph: the
+        items are freed before the plan is built)."""
+        items, self.items = self.items, None
+        if items is not None:
+            return replace(fill, order=widen_into(fill.order, items))
+        return replace(fill, order=np.ascontiguousarray(fill.order))
 
 
 def _permutation(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -42,139 +244,3 @@ def _epoch_order(req: PlanRequest) -> np.ndarray:
     """`PlanRequest.order` (this epoch's graph order) as int32 below 2**31 graphs."""
     n = len(req.sizes)
     return _permutation(req.epoch_rng(), n) if req.shuffle else np.arange(n, dtype=index_dtype(n))
-
-
-#: Graphs per chunk of `_take_into`.
-_CHUNK = 1 << 16
-
-
-def _take_into(values: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``values[index]`` written over ``index`` (same dtype) chunk by chunk; returns ``index``.
-    ``values`` must not share memory with ``index``."""
-    for s0 in range(0, index.shape[0], _CHUNK):
-        chunk = index[s0:s0 + _CHUNK]
-        chunk[...] = values[chunk]
-    return index
-
-
-@register(
-    "dynamic",
-    description="Jraph/TF-GNN dynamic batching: greedy fill under a node/edge/graph budget "
-    "(estimated from batch_size by Algorithm 1 unless given), every batch padded to the budget",
-    options=("sample_size", "multiple", "tight_shape"),
-    fixed_shape=True,
-)
-def plan_dynamic(req: PlanRequest):
-    # memory-lean: int16/int32 sizes where they fit, per-graph arrays dropped once used
-    # (a 100M-graph epoch plans in a few GB; benchmarks/plan_scale.py)
-    budget = req.resolve_budget()
-    sizes = req.sizes
-    any_big = any_oversize(sizes.n_node, sizes.n_edge, budget)
-    # with no oversize graph the epoch order is drawn after the seed pass (independent streams)
-    # one int32 per graph read in random orders instead of two int64 columns
-    packed = PackedSizes(sizes.n_node, sizes.n_edge)
-    order = _epoch_order(req) if any_big else None
-    split = split_oversize(req, order, budget, narrow=True, packed=packed) if any_big else None
-    shape, meta = budget, {}
-    ranks = req.world_size
-    pairs = None
-    n_kept = len(sizes) if split is None else split.kept.shape[0]
-    # memory already faulted in is reused (filling fresh pages costs ~1 ns a byte here): with
-    # no oversize graph the int64 items of the seed-pass shuffle take the epoch's items, and
-    # then the plan's int64 order; the packed sizes (int32) take the step fill's order
-    reuse = split is None and req.shuffle and packed.packed is not None and n_kept < 2**31
-    items = np.empty(n_kept, np.int64) if reuse else None
-    if tight_shape_wanted(req) and n_kept:
-        # the tight shape from a seed-only pass (the same every epoch): the largest batch of the
-        # fill over a seed-drawn order; each epoch then fills up to that shape
-        seed_rng = np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(5,)))
-        # the kept graphs in dataset order, drawn by the same permutation
-        kept_sorted = None if split is None else np.sort(split.kept)
-        if packed.packed is not None and n_kept < 2**31:  # sizes carried through the shuffle
-            sn_all, se_all = packed.shuffled(seed_rng, kept_sorted, out=items)[1:]
-        else:
-            seed_order = _permutation(seed_rng, n_kept)
-            if kept_sorted is not None:
-                seed_order = kept_sorted[seed_order]
-            sn_all, se_all = packed.gather(seed_order)
-            del seed_order
-        del kept_sorted
-        if ranks > 1:
-            # the graphs' distinct (n, e) pairs: the same in the epoch order (one scan)
-            pairs = SizePairs(sn_all, se_all)
-            off, sn, se = step_fill(sn_all, se_all, budget, ranks, return_totals=True,
-                                    with_order=False, pairs=pairs)[1:]
-            steps = (off.shape[0] - 1) // ranks
-            # 0.3% room for the epoch's own imbalance within a step (never above the budget),
-            # rounded up in integers
-            sn = np.minimum((sn * 1003 + 999) // 1000, budget.node_capacity)
-            se = np.minimum((se * 1003 + 999) // 1000, budget.edge_capacity)
-        else:
-            sn, se = greedy_fill(sn_all, se_all, budget)[1:]
-        del sn_all, se_all
-        shape = Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph)
-        meta["padded_shape"] = list(shape.as_tuple())
-    if reuse:
-        # the epoch order and its sizes from one shuffle (no gather in random order)
-        order, e_nodes, e_edges = packed.shuffled(req.epoch_rng(), with_order=True, out=items)
-        split = split_oversize(req, order, budget, gathered=(e_nodes, e_edges))
-        del e_nodes, e_edges
-    elif split is None:
-        split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=packed)
-    perm_buf = packed.packed if reuse and ranks > 1 else None  # int32, one per graph
-    del packed
-    order = None
-    kept, nodes, edges = split.kept, split.kept_nodes, split.kept_edges
-    # finish_plan needs none of them (the kept order may be a view of the shuffled items)
-    split = replace(split, kept=None, kept_nodes=None, kept_edges=None)
-    totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
-    lb = budget_lower_bound(*totals, kept.shape[0], budget)
-    greedy = None
-    if ranks > 1:
-        # data-parallel: steps of `ranks` evenly filled batches, a multiple of `ranks` in all;
-        # kept when it needs no more batches than the greedy fill split to a multiple of
-        # ranks, i.e. when the greedy fill needs more than (step batches - ranks): the greedy
-        # fill stops as soon as that is known
-        perm, off, bn, be = step_fill(
-            nodes, edges, shape, ranks, return_totals=True, perm_out=perm_buf, totals=totals,
-            **(dict(fill=1.0, steps=steps, pairs=pairs) if "padded_shape" in meta else {}))
-        pairs = None
-        del perm_buf
-        if (np.diff(off) > 0).all():
-            greedy = greedy_fill(nodes, edges, shape, stop_at=off.shape[0] - 1 - ranks + 1,
-                                 totals=totals)
-            if greedy is None:  # the step fill is kept
-                kept = _take_into(kept, perm)  # kept[perm], written over perm
-                offsets, real_nodes, real_edges = off, bn, be
-                meta["step_fill"] = True
-        else:
-            greedy = greedy_fill(nodes, edges, shape)
-        del perm
-    else:
-        greedy = greedy_fill(nodes, edges, shape)
-    del nodes, edges
-    if greedy is not None:
-        offsets, real_nodes, real_edges = greedy
-    del greedy
-    if items is not None:  # the plan's int64 order, written over the shuffled items
-        kept = widen_into(kept, items)
-    else:
-        # a strided view of the shuffled int64 items (`PackedSizes.shuffled`) holds 8 bytes
-        # a graph: kept as its own int32 array, the items are freed before the plan is built
-        kept = np.ascontiguousarray(kept)
-    items = None
-    nb = offsets.shape[0] - 1
-    return finish_plan(
-        req,
-        order=kept,
-        real_nodes=real_nodes,
-        real_edges=real_edges,
-        offsets=offsets,
-        pad_nodes=np.full(nb, shape.n_node, dtype=np.int64),
-        pad_edges=np.full(nb, shape.n_edge, dtype=np.int64),
-        pad_graphs=np.full(nb, shape.n_graph, dtype=np.int64),
-        lower_bound=lb,
-        split=split,
-        budget=budget,
-        **meta,
-    )

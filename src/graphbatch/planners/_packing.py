@@ -1,5 +1,5 @@
-"""Tuple packing strategies: ``pack-lpf``, ``pack-spf``, ``pack-lpf-1d``, ``pack-nnls`` and
-``buckets`` (tuple-packing paper; IPU paper 4.1 / 5.5).
+"""Tuple packing strategies: ``pack-lpf``, ``pack-spf``, ``pack-lpf-1d`` and ``pack-nnls``
+(tuple-packing paper; IPU paper 4.1); ``buckets`` is in `_buckets`.
 
 Packing works on the (nodes, edges) histogram and yields packs of size bins; each epoch the
 concrete graphs of every bin are dealt to its slots in an order drawn from ``(seed, epoch)``,
@@ -15,39 +15,24 @@ from fractions import Fraction
 import numpy as np
 
 from .._budget import Budget, round_up
-from .._errors import InputTypeError
-from .._exact import abs_diff, share_keys, sortable
+from .._errors import InputTypeError, UnknownNameError
 from .._validate import as_positive_int
-from ..packing import (
-    MAX_SHAPES,
-    assign_graphs,
-    choose_scales,
-    graphs_for_scale,
-    pack_bins,
-    pack_histogram,
-    pack_nnls,
-    pack_scales,
-    shape_for_scale,
-)
-from ..packing._assign import group_by_key
-from ..packing._greedy import index_dtype
-from ..packing._heuristics import heuristic_function
-from ..packing._pack import METHODS
-from ..packing._repair import repair_overflow
-from ._assemble import (
-    OversizeSplit,
+from ..packing import METHODS, pack_bins, pack_histogram, pack_nnls
+from ..packing.kernels import (
     any_oversize,
-    batch_totals,
-    finish_plan,
+    assign_graphs,
+    balanced_packs,
+    budget_lower_bound,
     gather_counts,
-    split_oversize,
-    tight_shape_wanted,
+    heuristic_function,
+    index_dtype,
+    pack_totals,
+    spread_packs,
 )
-from ._dynamic import budget_lower_bound
-from ._partition import balanced_ldm, columns_in_order, refine_in_place
+from ._assemble import finish_plan, split_oversize, tight_shape_wanted
 from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
-__all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls", "plan_buckets"]
+__all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls"]
 
 _COMMON = ("max_graphs_per_pack", "fixed_packs", "sample_size", "multiple", "tight_shape")
 
@@ -71,253 +56,15 @@ def tight_budget(nodes, edges, graphs, budget: Budget) -> Budget:
                   max(2, min(int(graphs.max()) + 1, budget.n_graph)))
 
 
-def _pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
-    """Per-pack real ``(nodes, edges, graphs)`` of packs as slots, int64. One lookup and one sum
-    per chunk of slots (`batch_totals` with a table): each bin's node count in the high 32 bits
-    and its edge count in the low ones, where every pack's totals fit their halves (sums then
-    never carry from one half to the other); else the two columns apart."""
-    starts = offsets[:-1]
-    if starts.size == 0:
-        z = np.zeros(0, np.int64)
-        return z, z, z
-    bn = np.asarray(bin_nodes).astype(np.int64, copy=False)
-    be = np.asarray(bin_edges).astype(np.int64, copy=False)
-    width = int(np.diff(offsets).max())
-    if (bn.size and int(bn.min()) >= 0 and int(be.min()) >= 0
-            and width * int(bn.max()) < 2**31 and width * int(be.max()) < 2**32):
-        both = batch_totals(slot_bin, offsets, table=(bn << 32) | be)
-        return both >> 32, both & 0xFFFFFFFF, np.diff(offsets)
-    return (batch_totals(slot_bin, offsets, table=bn), batch_totals(slot_bin, offsets, table=be),
-            np.diff(offsets))
-
-
 def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget, totals=None):
     """(tight shape, padded slots relative to the real totals, an exact rational) of packs as
     slots; ``totals``: their `_pack_totals` when known."""
-    tn, te, tg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges) if totals is None else totals
+    tn, te, tg = pack_totals(slot_bin, offsets, bin_nodes, bin_edges) if totals is None else totals
     shape = tight_budget(tn, te, tg, budget)
     sum_e = int(te.sum())
     area = Fraction(shape.n_node, max(int(tn.sum()), 1)) + (Fraction(shape.n_edge, sum_e)
                                                             if sum_e else 0)
     return shape, area
-
-
-def _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int):
-    """`round_matrix` of the per-graph integer costs ``bin_cost[graph_bin]`` arranged by
-    `balanced_ldm`, memory-lean, with each graph's bin in place of the graph: ``(value, bins,
-    sum of the costs)``, ``bins[i, j] == graph_bin[ident[i, j]]`` for the identity matrix
-    ``ident`` of the per-graph computation (``-1``: dummy) and the same values.
-
-    The descending order (`descending_order`: costs descending, ties by graph index) is a
-    counting sort of the graphs by the rank of their bin's cost (`group_by_key`) that writes
-    the graphs' bins, not the graphs: Karmarkar-Karp looks only at the costs (``row_costs``)
-    and rearranges whatever the matrix holds within its rounds, and the swap repair looks only
-    at the values and the dummies, so the bins end where their graphs would. No per-graph cost
-    array and no gather of the graphs' bins in a random order; the value matrix is filled from
-    the arranged bins afterwards (never two float64 arrays of ``N``, nor one next to the
-    differencing's work arrays). ``bin_count[k]``: the graphs of bin ``k``. The sum is the
-    exact sum of the per-graph costs (a Python int, from the bins' counts)."""
-    n, b = graph_bin.shape[0], int(num_packs)
-    r = -(-n // b)
-    bins = np.empty(r * b, graph_bin.dtype if graph_bin.dtype.kind == "i" else np.int64)
-    bins[n:] = -1
-    uniq, inv = np.unique(bin_cost, return_inverse=True)
-    rank = uniq.shape[0] - 1 - inv.reshape(-1)  # 0: the largest cost
-    rank_count = np.zeros(uniq.shape[0], np.int64)
-    np.add.at(rank_count, rank, np.asarray(bin_count, np.int64))
-    group_by_key(graph_bin, rank_count, lookup=rank, values=graph_bin, out=bins[:n])
-    bins = bins.reshape(r, b)
-
-    def row_costs(idx):
-        real = idx >= 0
-        return np.where(real, bin_cost[np.where(real, idx, 0)], 0)
-
-    balanced_ldm(None, bins, inplace=True, row_costs=row_costs)
-    value = np.empty(r * b, np.int64)
-    flat = bins.reshape(-1)
-    step = 1 << 20
-    real_end = (r - 1) * b  # only the last round holds dummies (entries move within rounds)
-    for s0 in range(0, r * b, step):
-        s1 = min(s0 + step, r * b)
-        if s1 <= real_end:
-            np.take(bin_cost, flat[s0:s1], out=value[s0:s1])
-        else:
-            value[s0:s1] = row_costs(flat[s0:s1])
-    total = sum(int(c) * int(k) for c, k in zip(np.asarray(bin_count).tolist(),
-                                                 bin_cost.tolist()))
-    return value.reshape(r, b), bins, total
-
-
-#: Swap-repair passes of the balanced candidates (the ``kk`` default).
-_REFINE_PASSES = 16
-
-
-class _HopelessRefine:
-    """``stop`` rule for `refine_in_place`: ends the passes once the heaviest pack is further
-    above ``full`` (the cost of a pack at the budget's capacities, which a fitting pack never
-    exceeds) than the remaining passes could remove at the last pass's drop."""
-
-    def __init__(self, full: int, passes: int):
-        self.full, self.passes = int(full), int(passes)
-        self.last: int | None = None
-        self.stopped = False
-
-    def __call__(self, index: int, heaviest: int) -> bool:
-        heaviest = int(heaviest)
-        drop = self.last - heaviest if self.last is not None else None
-        self.last = heaviest
-        # before any pass the drop is unbounded: never stopped then
-        self.stopped = drop is not None and heaviest - self.full > drop * (self.passes - index)
-        return self.stopped
-
-
-def _optimal_max(cost_sum: int, num_packs: int) -> int:
-    """A lower bound on the largest pack's load for integer per-graph costs summing to
-    ``cost_sum``: the ceiling of the mean load."""
-    return -(-int(cost_sum) // int(num_packs))
-
-
-def equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs: int,
-                            budget: Budget) -> bool:
-    """Whether no partition of the histogram's graphs into ``num_packs`` packs whose graph counts
-    differ by at most one fits ``budget``: the pack holding the largest graph of a dimension also
-    holds at least ``N // num_packs - 1`` others, no fewer than the smallest ones of the table
-    (a necessary condition only; ``False`` says nothing)."""
-    count = np.asarray(bin_count, np.int64)
-    present = count > 0
-    total = int(count.sum())
-    q = total // int(num_packs)
-    if q > budget.graph_capacity:
-        return True
-    if q < 2:
-        return False
-    for vals, cap in ((bin_nodes, budget.node_capacity), (bin_edges, budget.edge_capacity)):
-        v = np.asarray(vals, np.int64)[present]
-        c = count[present]
-        order = np.argsort(v, kind="stable")
-        v, c = v[order], c[order]
-        take = np.minimum(c, np.maximum(q - 1 - np.concatenate([[0], np.cumsum(c)[:-1]]), 0))
-        if int(v[-1]) + int((v * take).sum()) > cap:
-            return True
-    return False
-
-
-def balanced_packs(graph_bin, bin_nodes, bin_edges, num_packs: int, budget: Budget):
-    """A candidate packing into exactly ``num_packs`` packs (graph counts differing by at most
-    one) that minimises the largest pack: Karmarkar-Karp over rounds plus swap repair
-    (`planners._partition`, the ``kk`` kernels) on the integer cost ``nodes + edges`` of each
-    graph (``kk``'s default model). ``graph_bin`` lists the graphs' bins in a seed- and
-    epoch-free order (dataset order), so the packs depend on the sizes only. A candidate over
-    a node or edge limit in some packs is repaired by swaps into the others' room
-    (`packing._repair.repair_overflow`; graph counts unchanged). Returns ``[(slot_bin,
-    offsets)]``, or ``[None]`` when it does not fit ``budget``."""
-    bin_count = np.bincount(graph_bin, minlength=bin_nodes.shape[0])
-    if equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs, budget):
-        return [None]  # no balanced candidate can fit: skip the work
-    # the round matrix arranged by Karmarkar-Karp (`balanced_ldm`), memory-lean; a graph's
-    # cost is its bin's
-    bin_cost = np.asarray(bin_nodes, np.int64) + np.asarray(bin_edges, np.int64)
-    # the matrix holds each graph's bin in place of the graph: the swap repair looks only at
-    # the values and the dummies, so its swaps are the same
-    value, bins, total = _cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs)
-    # no pack can load less than the mean's ceiling, so the swap repair stops at once where
-    # Karmarkar-Karp already reached it (the usual case)
-    hopeless = _HopelessRefine(budget.node_capacity + budget.edge_capacity, _REFINE_PASSES)
-    refine_in_place(value, bins, _REFINE_PASSES, _optimal_max(total, num_packs), stop=hopeless)
-    del value
-    if hopeless.stopped:
-        return [None]  # far over the budget, and the swaps were not closing the gap
-    slot_bin, sizes = columns_in_order(bins, dtype=graph_bin.dtype)  # column = pack
-    offsets = np.zeros(sizes.shape[0] + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    del bins
-    pn, pe, pg = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-    if pg.max(initial=0) > budget.graph_capacity:
-        return [None]
-    if pn.max(initial=0) > budget.node_capacity or pe.max(initial=0) > budget.edge_capacity:
-        # balanced but a few packs over a limit: swap graphs into the others' room
-        slot_bin = repair_overflow(slot_bin, offsets, bin_nodes, bin_edges,
-                                   budget.node_capacity, budget.edge_capacity)
-    return [None if slot_bin is None else (slot_bin, offsets)]
-
-
-def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Budget):
-    """The packs spread over ``count > P`` packs (``P`` the packs given): the ``count - P`` new
-    packs take ``N // count`` graphs each, one graph at a time from the heaviest packs (load
-    relative to the budget's capacities), the graph of each donor closest in size to the mean
-    graph (relative distance in nodes plus edges), dealt to the new packs in snake order by
-    size; the heaviest packs get lighter and no pack gets heavier. New packs above the largest
-    totals of the packs given are repaired by swaps (`repair_overflow`) under those totals (the
-    tight shape kept), else under the budget. ``None`` when there are too few graphs (``count``
-    of them at least, every donor keeping one) or the repair fails."""
-    p = offsets.shape[0] - 1
-    extra = int(count) - p
-    n = int(offsets[-1])
-    g = n // int(count)
-    take = extra * g
-    sizes = np.diff(offsets)
-    if extra <= 0 or g == 0 or take > n - p:
-        return None
-    bn = np.asarray(bin_nodes, np.int64)
-    be = np.asarray(bin_edges, np.int64)
-    cn, ce = budget.node_capacity, budget.edge_capacity
-    # sizes and loads relative to the capacities, compared exactly (integer keys)
-    cost = sortable(share_keys(bn, be, cn, ce))
-    tn, te, _ = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-    load = sortable(share_keys(tn, te, cn, ce))
-    # donations per pack: round-robin over the packs, heaviest first, each keeping one graph
-    donors = np.argsort(-load, kind="stable")
-    rounds = -(-take // p)
-    give = np.zeros(p, np.int64)
-    give[donors] = np.minimum(rounds, np.maximum(0, (take - np.arange(p)) + p - 1) // p)
-    if (sizes - give < 1).any() or give.sum() != take:
-        return None
-    # per donor, its `give` slots closest to the mean graph (nodes and edges relative to it);
-    # only the donors' slots are looked at (memory-lean: no per-slot arrays of the epoch)
-    # |bn / mean_n - 1| + |be / mean_e - 1| with mean = total / n, times both totals: exact
-    sum_n, sum_e = int(tn.sum()), int(te.sum())
-    dist = sortable(share_keys(abs_diff(bn, n, sum_n), abs_diff(be, n, sum_e),
-                               max(sum_n, 1), max(sum_e, 1)))
-    donor = np.flatnonzero(give > 0)  # in pack order
-    d_sizes = sizes[donor]
-    d_first = np.concatenate([[0], np.cumsum(d_sizes)]).astype(np.int64)
-    local = np.arange(int(d_first[-1])) - np.repeat(d_first[:-1], d_sizes)
-    d_pack = np.repeat(np.arange(donor.shape[0]), d_sizes)
-    slots = offsets[donor][d_pack] + local  # the donors' slots, pack after pack
-    order = np.lexsort((dist[slot_bin[slots]], d_pack))  # by pack, then distance
-    rank = np.arange(order.shape[0]) - d_first[d_pack[order]]  # within its pack's sorted slots
-    moved = np.sort(slots[order[rank < give[donor][d_pack[order]]]])  # slot positions
-    pool = slot_bin[moved]
-    pool = pool[np.argsort(-cost[pool], kind="stable")]
-    i = np.arange(take)
-    r, j = i // extra, i % extra
-    new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
-    new_sb = pool[np.argsort(new_pack, kind="stable")]
-    kept_sizes = sizes - give
-    keep = np.ones(n, bool)
-    keep[moved] = False
-    out_sb = np.empty(n, slot_bin.dtype)  # the kept slots in order, then the new packs'
-    at = 0
-    for s0 in range(0, n, 1 << 20):  # boolean masks by chunk (np.compress would build indices)
-        kept = slot_bin[s0:s0 + (1 << 20)][keep[s0:s0 + (1 << 20)]]
-        out_sb[at:at + kept.shape[0]] = kept
-        at += kept.shape[0]
-    del keep
-    out_sb[n - take:] = new_sb
-    out_off = np.concatenate([[0], np.cumsum(np.concatenate(
-        [kept_sizes, np.full(extra, g, np.int64)]))]).astype(np.int64)
-    nn, ne, _ = _pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes,
-                             bin_edges)
-    if nn.max() > tn.max() or ne.max() > te.max():
-        # a new pack above the packs given: swaps into the others' room, under their largest
-        # totals (the tight shape kept) or else under the budget
-        for lim_n, lim_e in ((int(tn.max()), int(te.max())),
-                             (budget.node_capacity, budget.edge_capacity)):
-            fixed = repair_overflow(out_sb, out_off, bin_nodes, bin_edges, lim_n, lim_e)
-            if fixed is not None:
-                return fixed, out_off
-        return None
-    return out_sb, out_off
 
 
 def _choose_packs(req, kept, hist, res, budget, tight: bool):
@@ -354,7 +101,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
             c = next(c for c in cands[::-1] if c is not None)
             return c[0], c[1], packer if c[0] is sb else "balanced-kk", None, None
         # each candidate's pack totals once: its shape, its area, and the plan's real totals
-        totals = [None if c is None else _pack_totals(*c, hist.n_node, hist.n_edge)
+        totals = [None if c is None else pack_totals(*c, hist.n_node, hist.n_edge)
                   for c in cands]
         ref = (_slots_area(*cands[0], hist.n_node, hist.n_edge, budget, totals[0])[0]
                if cands[0] is not None else None)
@@ -372,7 +119,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
         return best[1], best[2], best[3], best[4], best[5]
     if not tight:
         return sb, off, packer, None, None
-    tot = _pack_totals(sb, off, hist.n_node, hist.n_edge)
+    tot = pack_totals(sb, off, hist.n_node, hist.n_edge)
     return sb, off, packer, _slots_area(sb, off, hist.n_node, hist.n_edge, budget, tot)[0], tot
 
 
@@ -446,13 +193,12 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     real = {}
     if bin_nodes is not None and bin_edges is not None and nb:
         if totals is None:
-            totals = _pack_totals(slot_bin, pack_offsets, bin_nodes, bin_edges)
+            totals = pack_totals(slot_bin, pack_offsets, bin_nodes, bin_edges)
         real = dict(real_nodes=totals[0][pack_order], real_edges=totals[1][pack_order])
     pad_nodes = np.full(nb, shape.n_node, np.int64)
     pad_edges = np.full(nb, shape.n_edge, np.int64)
     pad_graphs = np.full(nb, shape.n_graph, np.int64)
     if lower_bound is None:
-        sizes = req.sizes
         lower_bound = budget_lower_bound(
             int(_kept_column(req, kept, "n_node").sum(dtype=np.int64)),
             int(_kept_column(req, kept, "n_edge").sum(dtype=np.int64)), n_kept, budget)
@@ -476,7 +222,7 @@ def _plan_tuple(req: PlanRequest, fit: str):
     heuristic = _heuristic(req)
     method = req.option("method", "auto")
     if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise UnknownNameError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if _every_graph_fits(req, budget):  # every graph kept: no index array (4 bytes a graph)
         split, kept = None, None
     else:
@@ -598,220 +344,3 @@ def plan_pack_nnls(req: PlanRequest):
              if tight_shape_wanted(req) else None)
     return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic,
                    bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape)
-
-
-@register(
-    "buckets",
-    description="K padded shapes (num_shapes, 1-16) chosen to minimise total padding: graphs "
-    "larger than the budget get larger shapes whose room is filled with small graphs, the rest "
-    "is packed to the budget; each batch is padded to the smallest shape it fits; "
-    "tight_shape=True or shape_cost=[c0, c_node, c_edge, c_graph, c_shape] (integers): tight "
-    "shapes minimising that cost",
-    options=("num_shapes", "heuristic", "shape_cost", *_COMMON),
-)
-def plan_buckets(req: PlanRequest):
-    k = req.option("num_shapes", 4)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise InputTypeError(f"num_shapes must be an integer, got {k!r}")
-    if not 1 <= int(k) <= MAX_SHAPES:
-        raise ValueError(f"num_shapes must be in 1..{MAX_SHAPES}, got {k}")
-    k = int(k)
-    budget = _budget(req)
-    heuristic = _heuristic(req)
-    multiple = as_positive_int(req.option("multiple", 64), "multiple")
-    sizes = req.sizes
-    allidx = np.arange(len(sizes), dtype=np.int64)
-    big = (sizes.n_node > budget.node_capacity) | (sizes.n_edge > budget.edge_capacity)
-    skipped = np.zeros(0, np.int64)
-    if req.on_oversize == "skip":
-        skipped, alone = allidx[big], np.zeros(0, np.int64)
-    else:  # larger graphs get larger buckets: never an error, never an unbounded own shape
-        alone = allidx[big]
-    kept = allidx[~big]
-    # the shape family: the budget scaled; an edge budget of 0 scales as `multiple` edges when
-    # planned graphs have edges (issue 14: 0-edge shapes were written for batches with edges)
-    planned = np.concatenate([kept, alone])
-    fam = budget
-    if budget.n_edge == 0 and planned.size and sizes.n_edge[planned].max() > 0:
-        fam = Budget(budget.n_node, multiple, budget.n_graph)
-    lim = dict(node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
-               graph_limit=budget.graph_capacity, heuristic=heuristic)
-    a_n, a_e = sizes.n_node[alone], sizes.n_edge[alone]
-    if kept.size:
-        hist = _kept_sizes(req, kept).histogram(return_inverse=True)
-        hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
-    else:
-        hn = he = hc = inverse = np.zeros(0, np.int64)
-    nbins = hn.shape[0]
-
-    def pack_totals(slot_bin, off, bn, be):
-        if off.shape[0] <= 1:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.add.reduceat(bn[slot_bin], off[:-1]), np.add.reduceat(be[slot_bin], off[:-1])
-
-    # 1. shapes from a first packing: small graphs to the budget, each large graph alone
-    if kept.size:
-        first = pack_bins(hn, he, hc, fit="best", **lim)
-        fn, fe = pack_totals(first.slot_bin, first.offsets, hn, he)
-    else:
-        fn = fe = np.zeros(0, np.int64)
-    ext_n, ext_e = np.concatenate([hn, a_n]), np.concatenate([he, a_e])
-
-    def filled(shape_n, shape_e, shape_g):
-        """2. each large graph gets the smallest of the shapes; its room is filled with small
-        graphs; 3. the remaining small graphs packed to the budget. Returns the packs as slots
-        (bin ``nbins + i`` = large graph ``i``) and the packer of step 3."""
-        remaining = hc.copy()
-        fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * alone.shape[0]
-        if alone.size and kept.size:
-            grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
-                            & (shape_e[None, :] >= a_e[:, None]), axis=1)
-            room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e, shape_g[grp] - 2)
-            pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
-                                        **lim)
-            for t in np.flatnonzero(base >= 0).tolist():
-                sl = slice(pats.offsets[t], pats.offsets[t + 1])
-                items = np.repeat(pats.bins[sl], pats.copies[sl])
-                fill_bins[int(base[t])] = items
-                remaining -= np.bincount(items, minlength=nbins)
-        if remaining.sum():
-            res = pack_bins(hn, he, remaining, fit="best", **lim)
-            sb, off, packer = res.slot_bin, res.offsets, res.method
-        else:
-            (sb, off), packer = _empty_slots(), None
-        parts = [sb] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
-        lens = np.array([len(x) for x in parts[1:]], np.int64)
-        return (np.concatenate(parts), np.concatenate([off, off[-1] + np.cumsum(lens)]),
-                packer)
-
-    def shaped(slot_bin, off):
-        """The best ``k`` shapes for these packs (exact) and their total cost."""
-        tn, te = pack_totals(slot_bin, off, ext_n, ext_e)
-        chosen, cost = choose_scales(pack_scales(tn, te, fam, multiple, np.diff(off)), k, fam,
-                                     multiple)
-        return chosen, cost
-
-    # candidates: the first packing (each large graph alone), and for every k' <= k the packs
-    # filled around the k' shapes best for the first packing; each candidate's packs get the k
-    # shapes best for them and the cheapest wins, so k shapes never cost more than k - 1
-    a_slots = nbins + np.arange(alone.shape[0], dtype=np.int64)
-    f_sb, f_off = (first.slot_bin, first.offsets) if kept.size else _empty_slots()
-    cand_sb = np.concatenate([f_sb, a_slots])
-    cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(alone.shape[0])])
-    chosen, cost = shaped(cand_sb, cand_off)
-    best = (cost, chosen, cand_sb, cand_off, first.method if kept.size else None)
-    candidates = [(cand_sb, cand_off, best[4])]  # every candidate packing (tight shapes)
-    first_scales = pack_scales(np.concatenate([fn, a_n]), np.concatenate([fe, a_e]), fam,
-                               multiple)
-    tried_shapes: set = set()
-    for kk in range(1, k + 1) if alone.size and kept.size else ():
-        sc_k, _ = choose_scales(first_scales, kk, fam, multiple)
-        sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, fam, multiple))
-        key = (tuple(sn_k.tolist()), tuple(se_k.tolist()))
-        if key in tried_shapes:
-            continue
-        tried_shapes.add(key)
-        sb_k, off_k, packer_k = filled(sn_k, se_k, np.atleast_1d(graphs_for_scale(sc_k, fam)))
-        candidates.append((sb_k, off_k, packer_k))
-        chosen_k, cost_k = shaped(sb_k, off_k)
-        if cost_k < best[0]:  # exact costs: strictly cheaper
-            best = (cost_k, chosen_k, sb_k, off_k, packer_k)
-    _, chosen, slot_bin, pack_off, packer = best
-    shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, fam, multiple))
-    shape_g = np.atleast_1d(graphs_for_scale(chosen, fam))
-    tight = _tight_bucket_request(req, fam)
-    extra_meta: dict = {}
-    if tight is not None:  # tight shapes by an integer cost, over every candidate packing
-        slot_bin, pack_off, packer, (shape_n, shape_e, shape_g), extra_meta = _tight_buckets(
-            candidates, lambda sb, off: pack_totals(sb, off, ext_n, ext_e), k, fam, multiple,
-            *tight)
-    graph_bin = np.concatenate([inverse, nbins + np.arange(alone.shape[0])])
-    graphs = np.concatenate([kept, alone])
-    assign_rng, order_rng = _rngs(req)
-    order, offsets = assign_graphs(slot_bin, pack_off, graph_bin, graphs,
-                                   assign_rng=assign_rng, order_rng=order_rng)
-    nb = offsets.shape[0] - 1
-    real_n = sizes.n_node[order]
-    real_e = sizes.n_edge[order]
-    tot_n = np.add.reduceat(real_n, offsets[:-1]) if nb else np.zeros(0, np.int64)
-    tot_e = np.add.reduceat(real_e, offsets[:-1]) if nb else np.zeros(0, np.int64)
-    # 4. every batch padded to the smallest chosen shape it fits
-    gpb = np.diff(offsets)
-    fits = ((shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
-            & (shape_g[None, :] >= gpb[:, None] + 1))
-    group = np.argmax(fits, axis=1) if nb else np.zeros(0, np.int64)
-    if tight is not None and nb:  # the cheapest tight shape holding each batch
-        group = _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple,
-                                  tight[0], fam)
-    # bound for packs of at most the largest chosen shape, every planned graph counted (it
-    # never exceeds the batch count; issue 14: the bound of the budget-sized graphs did)
-    lb = budget_lower_bound(int(sizes.n_node[planned].sum()), int(sizes.n_edge[planned].sum()),
-                            planned.shape[0],
-                            Budget(int(shape_n.max(initial=1)), int(shape_e.max(initial=0)),
-                                   int(max(shape_g.max(initial=2), 2)))) if nb else 0
-    empty = np.zeros(0, np.int64)
-    split = OversizeSplit(kept, empty, empty, skipped, sizes.n_node[kept], sizes.n_edge[kept])
-    return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
-                       pad_edges=shape_e[group], pad_graphs=shape_g[group],
-                       lower_bound=lb, split=split, **extra_meta,
-                       budget=budget, heuristic=heuristic, num_shapes=k, packer=packer,
-                       shapes=[[int(a), int(b), int(g)]
-                               for a, b, g in zip(shape_n, shape_e, shape_g)])
-
-
-def _tight_bucket_request(req: PlanRequest, fam: Budget):
-    """``(cost, shape_cost)`` when ``buckets`` should choose tight shapes by cost (option
-    ``shape_cost=[c0, c_node, c_edge, c_graph, c_shape]``, or ``tight_shape=True``: padded slots
-    relative to the budget), else ``None`` (the scaled family)."""
-    sc = req.option("shape_cost", None)
-    if sc is None:
-        return ((None, 0) if req.option("tight_shape", None) is True else None)
-    if isinstance(sc, (str, bytes)) or not hasattr(sc, "__len__") or len(sc) != 5:
-        raise InputTypeError("shape_cost must be [c0, c_node, c_edge, c_graph, c_shape] "
-                             f"(5 integers >= 0), got {sc!r}")
-    for v in sc:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0:
-            raise InputTypeError(f"shape_cost entries must be integers >= 0, got {sc!r}")
-    vals = [int(v) for v in sc]
-    return (tuple(vals[:4]), vals[4])
-
-
-def _tight_buckets(candidates, totals, k: int, fam: Budget, multiple: int, cost, shape_cost):
-    """The candidate packing and tight shapes of least integer cost
-    (`packing._bucket_shapes.choose_tight_shapes`), with the bound of `shape_padding_bound` on
-    the chosen packs. Returns ``(slot_bin, offsets, packer, (shape_n, shape_e, shape_g), meta)``."""
-    from ..packing import choose_tight_shapes, pack_needs, shape_padding_bound
-
-    best = None
-    for sb, off, packer in candidates:
-        tn, te = totals(sb, off)
-        needs = pack_needs(tn, te, np.diff(off), multiple)
-        shapes, _, total = choose_tight_shapes(needs, k, base=(fam.n_node, fam.n_edge),
-                                               cost=cost, shape_cost=shape_cost)
-        if best is None or total < best[0]:
-            best = (total, sb, off, packer, shapes, needs, tn, te)
-    total, sb, off, packer, shapes, needs, tn, te = best
-    bn, be = shape_padding_bound(needs, k)
-    meta = {"shape_choice": "tight", "shape_cost_total": int(total),
-            "shape_bound": {"node_efficiency_max": float(int(tn.sum()) / bn) if bn else 1.0,
-                            "edge_efficiency_max": float(int(te.sum()) / be) if be else 1.0}}
-    return sb, off, packer, (shapes[:, 0], shapes[:, 1], shapes[:, 2]), meta
-
-
-def _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, cost,
-                      fam: Budget) -> np.ndarray:
-    """Per batch, the index of the least costly shape that holds it (integer costs; ties: the
-    first). Every batch is held by some shape: its pack's."""
-    c0, cn, ce, cg = (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
-    per_shape = [c0 + cn * int(a) + ce * int(b) + cg * int(g)
-                 for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist())]
-    order = sorted(range(len(per_shape)), key=lambda i: (per_shape[i], i))
-    group = np.full(tot_n.shape[0], -1, np.int64)
-    for i in order:  # cheapest first: a batch takes the first shape that holds it
-        free = group < 0
-        fits = (free & (shape_n[i] >= tot_n + 1) & (shape_e[i] >= tot_e)
-                & (shape_g[i] >= gpb + 1))
-        group[fits] = i
-    if (group < 0).any():  # pragma: no cover - each batch's own pack shape holds it
-        raise RuntimeError("a batch fits no tight bucket shape")
-    return group

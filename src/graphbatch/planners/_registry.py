@@ -15,6 +15,8 @@ from .._sizes import GraphSizes
 
 __all__ = ["PlanRequest", "Strategy", "register", "get_strategy", "strategy_names"]
 
+#: The values of ``on_oversize``: what happens to a graph that does not fit the budget alone
+#: (raise, leave it out, or give it a batch of its own).
 OVERSIZE_POLICIES = ("error", "skip", "own_batch")
 
 

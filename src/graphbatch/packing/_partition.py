@@ -5,7 +5,7 @@ All kernels work on a *round matrix*: the graphs sorted by cost (descending) and
 dummies). Every batch takes exactly one entry of every round, so batch cardinalities differ by
 at most one and memory stays ``O(N)`` whatever the number of batches ``B``.
 
-Costs are integers (`planners._cost`: quantised once), so loads are exact integer sums and
+Costs are integers (the ``kk`` cost model: quantised once), so loads are exact integer sums and
 every comparison is exact: the same partition on every machine.
 """
 
@@ -16,8 +16,9 @@ import heapq
 import numpy as np
 
 from .._errors import InputError
-from ..packing._assign import _sort_chunk
-from ..packing._greedy import index_dtype
+from . import _memory
+from ._assign import _sort_chunk
+from ._memory import index_dtype
 
 __all__ = [
     "round_matrix",
@@ -60,8 +61,9 @@ def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.nd
         _repeat_into(value, (counts.shape[0] - 1) - np.arange(counts.shape[0], dtype=np.int64),
                      counts)
     else:
-        for s0 in range(0, n, _CHUNK):  # chunk by chunk: no whole-array temporary
-            value[s0:min(n, s0 + _CHUNK)] = costs[ident[s0:min(n, s0 + _CHUNK)]]
+        step = _memory.PARTITION_CHUNK
+        for s0 in range(0, n, step):  # chunk by chunk: no whole-array temporary
+            value[s0:min(n, s0 + step)] = costs[ident[s0:min(n, s0 + step)]]
     return value.reshape(r, b), ident.reshape(r, b)
 
 
@@ -70,8 +72,8 @@ def _repeat_into(out: np.ndarray, values: np.ndarray, counts: np.ndarray) -> Non
     whole repeat)."""
     ends = np.cumsum(counts)
     n = int(ends[-1]) if ends.shape[0] else 0
-    for s0 in range(0, n, _CHUNK):
-        s1 = min(n, s0 + _CHUNK)
+    for s0 in range(0, n, _memory.PARTITION_CHUNK):
+        s1 = min(n, s0 + _memory.PARTITION_CHUNK)
         k0 = int(np.searchsorted(ends, s0, side="right"))  # the value at position s0
         k1 = int(np.searchsorted(ends, s1, side="left"))  # the value at position s1 - 1
         cnt = counts[k0:k1 + 1].copy()
@@ -82,10 +84,6 @@ def _repeat_into(out: np.ndarray, values: np.ndarray, counts: np.ndarray) -> Non
 
 #: Largest integral cost `descending_order` counts by value (else a comparison sort).
 _COUNTING_MAX = 1 << 20
-_CHUNK = 1 << 20
-#: Round-matrix entries per chunk of batch pairs in `refine_in_place` (a sorted chunk fits
-#: the cache: its binary searches stay cheap).
-_REFINE_CHUNK = 1 << 16
 
 
 def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -109,19 +107,21 @@ def _sort_by_count(costs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
         return None
     lo, hi = costs.min(), costs.max()
     integral = lo >= 0 and hi <= _COUNTING_MAX and (costs.dtype.kind in "iu" or _whole_numbers(
-        costs[s0:s0 + _CHUNK] for s0 in range(0, n, _CHUNK)))
+        costs[s0:s0 + _memory.PARTITION_CHUNK] for s0 in range(0, n, _memory.PARTITION_CHUNK)))
     if not integral:
         out[:] = np.argsort(-costs, kind="stable")
         return None
     top = int(hi)
     counts = np.zeros(top + 1, np.int64)
-    for s0 in range(0, n, _CHUNK):
-        counts += np.bincount((top - costs[s0:s0 + _CHUNK]).astype(np.int64), minlength=top + 1)
+    for s0 in range(0, n, _memory.PARTITION_CHUNK):
+        counts += np.bincount((top - costs[s0:s0 + _memory.PARTITION_CHUNK]).astype(np.int64),
+                              minlength=top + 1)
     kdt = np.uint16 if top < 2**16 else np.int64
     ptr = np.zeros(top + 1, np.int64)  # next free position of each key (key 0 = largest cost)
     np.cumsum(counts[:-1], out=ptr[1:])
-    for s0 in range(0, n, _CHUNK):
-        key = (top - costs[s0:s0 + _CHUNK]).astype(kdt)  # 16-bit keys sort by radix
+    for s0 in range(0, n, _memory.PARTITION_CHUNK):
+        # 16-bit keys sort by radix
+        key = (top - costs[s0:s0 + _memory.PARTITION_CHUNK]).astype(kdt)
         srt, dest = _sort_chunk(key, ptr)
         srt += s0
         out[dest] = srt
@@ -153,7 +153,7 @@ def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool =
     idt = index_dtype(n)
     lazy = value is None
     if lazy and (row_costs is None or not inplace):
-        raise ValueError("balanced_ldm without a value matrix needs row_costs and inplace=True")
+        raise InputError("balanced_ldm without a value matrix needs row_costs and inplace=True")
     # Each tuple: its partial-batch sums (sorted descending) and one representative flat
     # position per partial batch (None: round i's own positions, in order); `parent` links
     # merged positions to their representative.
@@ -192,12 +192,12 @@ def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool =
     # the root of its tree, its final representative, whatever order the chunks take
     while True:
         changed = False
-        for s0 in range(0, n, _CHUNK):
-            p = parent[s0:s0 + _CHUNK]
+        for s0 in range(0, n, _memory.PARTITION_CHUNK):
+            p = parent[s0:s0 + _memory.PARTITION_CHUNK]
             g = parent[p]
             if not changed and not np.array_equal(g, p):
                 changed = True
-            parent[s0:s0 + _CHUNK] = g
+            parent[s0:s0 + _memory.PARTITION_CHUNK] = g
         if not changed:
             break
     # root -> batch (column) in place: roots hold -1 - column, then every other position takes
@@ -205,8 +205,8 @@ def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool =
     roots = rep(last)
     reps = None
     parent[roots] = -1 - np.arange(b, dtype=idt)
-    for s0 in range(0, n, _CHUNK):
-        p = parent[s0:s0 + _CHUNK]
+    for s0 in range(0, n, _memory.PARTITION_CHUNK):
+        p = parent[s0:s0 + _memory.PARTITION_CHUNK]
         inner = p >= 0
         p[inner] = -1 - parent[p[inner]]
     parent[roots] = -1 - parent[roots]
@@ -262,7 +262,7 @@ def _batch_loads(value: np.ndarray) -> np.ndarray:
     """Per-batch (column) sums (`_column_sums`), chunk by chunk."""
     r, b = value.shape
     load = np.empty(b, value.dtype)
-    step = max(1, _CHUNK // max(r, 1))
+    step = max(1, _memory.PARTITION_CHUNK // max(r, 1))
     for c0 in range(0, b, step):
         load[c0:c0 + step] = _column_sums(value[:, c0:c0 + step])
     return load
@@ -292,7 +292,7 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
     if value.dtype.kind not in "iu":
         raise InputError(f"refine_in_place needs an integer value matrix, got {value.dtype}")
     swaps = 0
-    step = max(1, _REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
+    step = max(1, _memory.REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
     vmax = max(int(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
     # dummies never move: with at most one a column, its row (or -1) tells the real entries
     # without gathering the identities of every pair's columns
@@ -418,7 +418,7 @@ def columns_in_order(ident: np.ndarray, cols: np.ndarray | None = None,
     ``ident`` is first copied batch-major, so the gather in ``cols`` order reads each column as
     one contiguous row (``R`` strided reads a column otherwise)."""
     r, b = ident.shape
-    step = max(1, _CHUNK // max(r, 1))
+    step = max(1, _memory.PARTITION_CHUNK // max(r, 1))
     real = np.empty(b, np.int64)
     if cols is None:
         for c0 in range(0, b, step):

@@ -1,0 +1,329 @@
+"""The ``buckets`` strategy: K padded shapes chosen to minimise total padding (IPU paper 5.5).
+
+Graphs that fit the budget are packed to it; larger graphs get larger shapes whose room is
+filled with small graphs. Candidate packings (each large graph alone, or the packs filled
+around the k' shapes best for that first packing, k' <= k) get the k shapes best for them
+(the scaled family, `packing.choose_scales`) or tight shapes by an integer cost
+(`packing.choose_tight_shapes`); the cheapest wins and each batch is padded to the cheapest
+chosen shape that holds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._budget import Budget
+from .._errors import InputError, InputTypeError
+from .._validate import as_positive_int
+from ..packing import (
+    MAX_SHAPES,
+    choose_scales,
+    choose_tight_shapes,
+    graphs_for_scale,
+    pack_bins,
+    pack_histogram,
+    pack_needs,
+    pack_scales,
+    shape_for_scale,
+    shape_padding_bound,
+)
+from ..packing.kernels import assign_graphs, budget_lower_bound
+from ._assemble import OversizeSplit, finish_plan
+from ._packing import _COMMON, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
+from ._registry import PlanRequest, register
+
+__all__ = ["plan_buckets"]
+
+
+@register(
+    "buckets",
+    description="K padded shapes (num_shapes, 1-16) chosen to minimise total padding: graphs "
+    "larger than the budget get larger shapes whose room is filled with small graphs, the rest "
+    "is packed to the budget; each batch is padded to the smallest shape it fits; "
+    "tight_shape=True or shape_cost=[c0, c_node, c_edge, c_graph, c_shape] (integers): tight "
+    "shapes minimising that cost",
+    options=("num_shapes", "heuristic", "shape_cost", *_COMMON),
+)
+def plan_buckets(req: PlanRequest):
+    k = _num_shapes(req)
+    budget = _budget(req)
+    heuristic = _heuristic(req)
+    multiple = as_positive_int(req.option("multiple", 64), "multiple")
+    g = _BucketGraphs.of(req, budget, heuristic, multiple)
+    # candidate packings and the k scaled shapes best for each; the cheapest wins
+    candidates, (_, chosen, slot_bin, pack_off, packer) = _candidate_packings(g, k, multiple)
+    shapes = _scaled_shapes(chosen, g.fam, multiple)
+    tight = _tight_bucket_request(req, g.fam)
+    extra_meta: dict = {}
+    if tight is not None:  # tight shapes by an integer cost, over every candidate packing
+        slot_bin, pack_off, packer, shapes, extra_meta = _tight_buckets(
+            candidates, g.pack_totals, k, g.fam, multiple, *tight)
+    shape_n, shape_e, shape_g = shapes
+    # this epoch's graphs in the packs' slots
+    graph_bin = np.concatenate([g.inverse, g.nbins + np.arange(g.alone.shape[0])])
+    assign_rng, order_rng = _rngs(req)
+    order, offsets = assign_graphs(slot_bin, pack_off, graph_bin,
+                                   np.concatenate([g.kept, g.alone]),
+                                   assign_rng=assign_rng, order_rng=order_rng)
+    tot_n, tot_e = _batch_sums(req.sizes, order, offsets)
+    gpb = np.diff(offsets)
+    # every batch padded to the smallest chosen shape it fits (tight: the cheapest)
+    group = _smallest_holding(tot_n, tot_e, gpb, shapes)
+    if tight is not None and gpb.shape[0]:
+        group = _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple,
+                                  tight[0], g.fam)
+    sizes = req.sizes
+    empty = np.zeros(0, np.int64)
+    split = OversizeSplit(g.kept, empty, empty, g.skipped, sizes.n_node[g.kept],
+                          sizes.n_edge[g.kept])
+    return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
+                       pad_edges=shape_e[group], pad_graphs=shape_g[group],
+                       lower_bound=_buckets_lower_bound(sizes, g, shapes, gpb.shape[0]),
+                       split=split,
+                       **extra_meta, budget=budget, heuristic=heuristic, num_shapes=k,
+                       packer=packer,
+                       shapes=[[int(a), int(b), int(c)]
+                               for a, b, c in zip(shape_n, shape_e, shape_g)])
+
+
+def _num_shapes(req: PlanRequest) -> int:
+    k = req.option("num_shapes", 4)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise InputTypeError(f"num_shapes must be an integer, got {k!r}")
+    if not 1 <= int(k) <= MAX_SHAPES:
+        raise InputError(f"num_shapes must be in 1..{MAX_SHAPES}, got {k}")
+    return int(k)
+
+
+def _pack_sums(slot_bin, off, bn, be):
+    """Per-pack node and edge totals of packs as slots (bins' sizes ``bn``/``be``)."""
+    if off.shape[0] <= 1:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.add.reduceat(bn[slot_bin], off[:-1]), np.add.reduceat(be[slot_bin], off[:-1])
+
+
+@dataclass(frozen=True)
+class _BucketGraphs:
+    """The graphs of a ``buckets`` request: ``kept`` (fit the budget, as a histogram: bins
+    ``hn``/``he``/``hc``, each kept graph's bin ``inverse``), ``alone`` (larger: a bucket of
+    their own, filled with small graphs; sizes ``a_n``/``a_e``), ``skipped``; ``fam`` the
+    shape family (the budget scaled) and ``lim`` the packing limits. Bin ``nbins + i`` of a
+    slot is large graph ``i``."""
+
+    kept: np.ndarray
+    alone: np.ndarray
+    skipped: np.ndarray
+    hn: np.ndarray
+    he: np.ndarray
+    hc: np.ndarray
+    inverse: np.ndarray
+    a_n: np.ndarray
+    a_e: np.ndarray
+    fam: Budget
+    lim: dict
+
+    @classmethod
+    def of(cls, req: PlanRequest, budget: Budget, heuristic: str, multiple: int):
+        sizes = req.sizes
+        allidx = np.arange(len(sizes), dtype=np.int64)
+        big = (sizes.n_node > budget.node_capacity) | (sizes.n_edge > budget.edge_capacity)
+        skipped = np.zeros(0, np.int64)
+        if req.on_oversize == "skip":
+            skipped, alone = allidx[big], np.zeros(0, np.int64)
+        else:  # larger graphs get larger buckets: never an error, never an unbounded own shape
+            alone = allidx[big]
+        kept = allidx[~big]
+        # the shape family: the budget scaled; an edge budget of 0 scales as `multiple` edges
+        # when planned graphs have edges (issue 14: 0-edge shapes were written for batches
+        # with edges)
+        planned = np.concatenate([kept, alone])
+        fam = budget
+        if budget.n_edge == 0 and planned.size and sizes.n_edge[planned].max() > 0:
+            fam = Budget(budget.n_node, multiple, budget.n_graph)
+        lim = dict(node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
+                   graph_limit=budget.graph_capacity, heuristic=heuristic)
+        if kept.size:
+            hist = _kept_sizes(req, kept).histogram(return_inverse=True)
+            hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
+        else:
+            hn = he = hc = inverse = np.zeros(0, np.int64)
+        return cls(kept, alone, skipped, hn, he, hc, inverse, sizes.n_node[alone],
+                   sizes.n_edge[alone], fam, lim)
+
+    @property
+    def nbins(self) -> int:
+        return self.hn.shape[0]
+
+    def pack_totals(self, slot_bin, off):
+        """Per-pack node and edge totals, large graphs included."""
+        return _pack_sums(slot_bin, off, np.concatenate([self.hn, self.a_n]),
+                          np.concatenate([self.he, self.a_e]))
+
+    def filled(self, shape_n, shape_e, shape_g):
+        """Each large graph gets the smallest of the shapes and its room is filled with small
+        graphs; the remaining small graphs are packed to the budget. Returns the packs as
+        slots and the packer of the remaining graphs."""
+        hn, he, hc, nbins = self.hn, self.he, self.hc, self.nbins
+        a_n, a_e = self.a_n, self.a_e
+        remaining = hc.copy()
+        fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * self.alone.shape[0]
+        if self.alone.size and self.kept.size:
+            grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
+                            & (shape_e[None, :] >= a_e[:, None]), axis=1)
+            room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e, shape_g[grp] - 2)
+            pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
+                                        **self.lim)
+            for t in np.flatnonzero(base >= 0).tolist():
+                sl = slice(pats.offsets[t], pats.offsets[t + 1])
+                items = np.repeat(pats.bins[sl], pats.copies[sl])
+                fill_bins[int(base[t])] = items
+                remaining -= np.bincount(items, minlength=nbins)
+        if remaining.sum():
+            res = pack_bins(hn, he, remaining, fit="best", **self.lim)
+            sb, off, packer = res.slot_bin, res.offsets, res.method
+        else:
+            (sb, off), packer = _empty_slots(), None
+        parts = [sb] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
+        lens = np.array([len(x) for x in parts[1:]], np.int64)
+        return (np.concatenate(parts), np.concatenate([off, off[-1] + np.cumsum(lens)]),
+                packer)
+
+
+def _candidate_packings(g: _BucketGraphs, k: int, multiple: int):
+    """``(candidates, best)``: every candidate packing ``(slot_bin, offsets, packer)`` and the
+    cheapest one with its k scaled shapes, ``(cost, chosen scales, slot_bin, offsets,
+    packer)``. The candidates: the first packing (small graphs to the budget, each large graph
+    alone), and for every k' <= k the packs filled around the k' shapes best for the first
+    packing; each candidate's packs get the k shapes best for them, so k shapes never cost
+    more than k - 1 (exact costs: a later candidate wins only when strictly cheaper)."""
+    fam = g.fam
+
+    def shaped(slot_bin, off):
+        tn, te = g.pack_totals(slot_bin, off)
+        return choose_scales(pack_scales(tn, te, fam, multiple, np.diff(off)), k, fam, multiple)
+
+    n_alone = g.alone.shape[0]
+    if g.kept.size:
+        first = pack_bins(g.hn, g.he, g.hc, fit="best", **g.lim)
+        f_sb, f_off, f_method = first.slot_bin, first.offsets, first.method
+        fn, fe = _pack_sums(f_sb, f_off, g.hn, g.he)
+    else:
+        (f_sb, f_off), f_method = _empty_slots(), None
+        fn = fe = np.zeros(0, np.int64)
+    cand_sb = np.concatenate([f_sb, g.nbins + np.arange(n_alone, dtype=np.int64)])
+    cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(n_alone)])
+    chosen, cost = shaped(cand_sb, cand_off)
+    best = (cost, chosen, cand_sb, cand_off, f_method)
+    candidates = [(cand_sb, cand_off, f_method)]
+    first_scales = pack_scales(np.concatenate([fn, g.a_n]), np.concatenate([fe, g.a_e]), fam,
+                               multiple)
+    tried_shapes: set = set()
+    for kk in range(1, k + 1) if n_alone and g.kept.size else ():
+        sc_k, _ = choose_scales(first_scales, kk, fam, multiple)
+        sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, fam, multiple))
+        key = (tuple(sn_k.tolist()), tuple(se_k.tolist()))
+        if key in tried_shapes:
+            continue
+        tried_shapes.add(key)
+        sb_k, off_k, packer_k = g.filled(sn_k, se_k, np.atleast_1d(graphs_for_scale(sc_k, fam)))
+        candidates.append((sb_k, off_k, packer_k))
+        chosen_k, cost_k = shaped(sb_k, off_k)
+        if cost_k < best[0]:
+            best = (cost_k, chosen_k, sb_k, off_k, packer_k)
+    return candidates, best
+
+
+def _scaled_shapes(chosen, fam: Budget, multiple: int):
+    """``(nodes, edges, graphs)`` arrays of the chosen scales of the family."""
+    shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, fam, multiple))
+    return shape_n, shape_e, np.atleast_1d(graphs_for_scale(chosen, fam))
+
+
+def _batch_sums(sizes, order, offsets):
+    """Real node and edge totals of each batch."""
+    if offsets.shape[0] <= 1:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return (np.add.reduceat(sizes.n_node[order], offsets[:-1]),
+            np.add.reduceat(sizes.n_edge[order], offsets[:-1]))
+
+
+def _smallest_holding(tot_n, tot_e, gpb, shapes) -> np.ndarray:
+    """Per batch, the first shape (in the family's order) that holds it."""
+    shape_n, shape_e, shape_g = shapes
+    if not gpb.shape[0]:
+        return np.zeros(0, np.int64)
+    fits = ((shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
+            & (shape_g[None, :] >= gpb[:, None] + 1))
+    return np.argmax(fits, axis=1)
+
+
+def _buckets_lower_bound(sizes, g: _BucketGraphs, shapes, nb: int) -> int:
+    """The batch bound for packs of at most the largest chosen shape, every planned graph
+    counted (it never exceeds the batch count; issue 14: the bound of the budget-sized graphs
+    did)."""
+    if not nb:
+        return 0
+    shape_n, shape_e, shape_g = shapes
+    planned = np.concatenate([g.kept, g.alone])
+    return budget_lower_bound(int(sizes.n_node[planned].sum()), int(sizes.n_edge[planned].sum()),
+                              planned.shape[0],
+                              Budget(int(shape_n.max(initial=1)), int(shape_e.max(initial=0)),
+                                     int(max(shape_g.max(initial=2), 2))))
+
+
+def _tight_bucket_request(req: PlanRequest, fam: Budget):
+    """``(cost, shape_cost)`` when ``buckets`` should choose tight shapes by cost (option
+    ``shape_cost=[c0, c_node, c_edge, c_graph, c_shape]``, or ``tight_shape=True``: padded slots
+    relative to the budget), else ``None`` (the scaled family)."""
+    sc = req.option("shape_cost", None)
+    if sc is None:
+        return ((None, 0) if req.option("tight_shape", None) is True else None)
+    if isinstance(sc, (str, bytes)) or not hasattr(sc, "__len__") or len(sc) != 5:
+        raise InputTypeError("shape_cost must be [c0, c_node, c_edge, c_graph, c_shape] "
+                             f"(5 integers >= 0), got {sc!r}")
+    for v in sc:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0:
+            raise InputTypeError(f"shape_cost entries must be integers >= 0, got {sc!r}")
+    vals = [int(v) for v in sc]
+    return (tuple(vals[:4]), vals[4])
+
+
+def _tight_buckets(candidates, totals, k: int, fam: Budget, multiple: int, cost, shape_cost):
+    """The candidate packing and tight shapes of least integer cost
+    (`packing._bucket_shapes.choose_tight_shapes`), with the bound of `shape_padding_bound` on
+    the chosen packs. Returns ``(slot_bin, offsets, packer, (shape_n, shape_e, shape_g), meta)``."""
+    best = None
+    for sb, off, packer in candidates:
+        tn, te = totals(sb, off)
+        needs = pack_needs(tn, te, np.diff(off), multiple)
+        shapes, _, total = choose_tight_shapes(needs, k, base=(fam.n_node, fam.n_edge),
+                                               cost=cost, shape_cost=shape_cost)
+        if best is None or total < best[0]:
+            best = (total, sb, off, packer, shapes, needs, tn, te)
+    total, sb, off, packer, shapes, needs, tn, te = best
+    bn, be = shape_padding_bound(needs, k)
+    meta = {"shape_choice": "tight", "shape_cost_total": int(total),
+            "shape_bound": {"node_efficiency_max": float(int(tn.sum()) / bn) if bn else 1.0,
+                            "edge_efficiency_max": float(int(te.sum()) / be) if be else 1.0}}
+    return sb, off, packer, (shapes[:, 0], shapes[:, 1], shapes[:, 2]), meta
+
+
+def _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, cost,
+                      fam: Budget) -> np.ndarray:
+    """Per batch, the index of the least costly shape that holds it (integer costs; ties: the
+    first). Every batch is held by some shape: its pack's."""
+    c0, cn, ce, cg = (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
+    per_shape = [c0 + cn * int(a) + ce * int(b) + cg * int(g)
+                 for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist())]
+    order = sorted(range(len(per_shape)), key=lambda i: (per_shape[i], i))
+    group = np.full(tot_n.shape[0], -1, np.int64)
+    for i in order:  # cheapest first: a batch takes the first shape that holds it
+        free = group < 0
+        fits = (free & (shape_n[i] >= tot_n + 1) & (shape_e[i] >= tot_e)
+                & (shape_g[i] >= gpb + 1))
+        group[fits] = i
+    if (group < 0).any():  # pragma: no cover - each batch's own pack shape holds it
+        raise RuntimeError("a batch fits no tight bucket shape")
+    return group
