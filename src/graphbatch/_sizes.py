@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._errors import InputError
 from ._io import atomic_savez, read_npz
@@ -46,6 +47,9 @@ class GraphSizes:
     """
 
     __slots__ = ("n_node", "n_edge", "n_bytes")
+    n_node: NDArray[np.int64]
+    n_edge: NDArray[np.int64]
+    n_bytes: NDArray[np.int64] | None
 
     def __init__(self, n_node, n_edge, n_bytes=None) -> None:
         nn = as_count_array(n_node, "n_node")

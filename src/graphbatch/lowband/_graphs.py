@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._errors import InputError, InputTypeError
 from .._io import atomic_savez, open_regular, read_npz
@@ -49,6 +50,15 @@ class EdgeGraphs:
 
     __slots__ = ("n_node", "n_edge", "senders", "receivers", "edge_type", "num_edge_types",
                  "node_data", "node_offsets", "edge_offsets")
+    n_node: NDArray[np.int64]
+    n_edge: NDArray[np.int64]
+    senders: NDArray[np.int64]
+    receivers: NDArray[np.int64]
+    edge_type: NDArray[np.int64]
+    num_edge_types: int
+    node_data: dict[str, np.ndarray]
+    node_offsets: NDArray[np.int64]
+    edge_offsets: NDArray[np.int64]
 
     def __init__(self, n_node, n_edge, senders, receivers, edge_type=None, *,
                  num_edge_types: int | None = None,
