@@ -264,3 +264,12 @@ def test_fixed_rows_and_counts_property(counts, slack, rows, seed):
     assert (d["shift"][e_real:] == float(e_real)).all()
     assert torch.equal(d["natoms"], d["ptr"].diff()) and torch.equal(d["nedges"], d["edge_ptr"].diff())
     assert int(d["natoms"].sum()) == shape[0] and int(d["nedges"].sum()) == shape[1]
+
+
+def test_presets_name_a_missing_r_max():
+    """``r_max=None`` is no cutoff for a preset: a one-line error, not an arithmetic failure."""
+    for preset in (ga.mace, ga.fairchem):
+        with pytest.raises(TypeError, match="r_max must be a number, got None"):
+            preset(None)
+        with pytest.raises(ValueError, match="cutoff must be a positive finite distance"):
+            preset(-1.0)
