@@ -15,11 +15,18 @@ from ._config import (
     PADDED_STRATEGIES,
     BenchConfig,
 )
-from ._report import learning_tests, summarize, targets, write_results
 from ._jax_runner import build_jax_model, jax_train_step
 from ._mace import ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, MaceData, small_mace
-from ._runner import (RunSpec, bench_model, compile_padded, effective_sharing_strategy,
-                      plan_runs, run_bench, run_one)
+from ._report import learning_tests, summarize, targets, write_results
+from ._runner import (
+    RunSpec,
+    bench_model,
+    compile_padded,
+    effective_sharing_strategy,
+    plan_runs,
+    run_bench,
+    run_one,
+)
 from ._stats import PairwiseTests, bonferroni, pairwise_mannwhitney, pairwise_ttest
 
 __all__ = [

@@ -15,14 +15,21 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import numpy as np
 
 from ..analysis._bench import step_list_fields, step_timing_fields
 from ._config import JAX_BASELINES, BenchConfig
-from ._runner import (RunSpec, _count_step, _evaluate_on_schedule, _reset_counters,
-                      bench_budget)
+from ._runner import (
+    RunSpec,
+    _count_step,
+    _evaluate_on_schedule,
+    _reset_counters,
+    _StepCounters,
+    bench_budget,
+)
 
 __all__ = ["JaxBenchData", "build_jax_model", "jax_train_step", "load_jax_bench_data",
            "plan_jax_runs", "run_jax_bench", "compile_seconds"]
@@ -48,9 +55,9 @@ class _CompileClock:
             jax.monitoring.register_event_duration_secs_listener(self._listen)
             self._registered = True
 
-    def _listen(self, event: str, duration: float, **_: Any) -> None:
+    def _listen(self, event: str, duration_secs: float, **_: str | int) -> None:
         if event in self.EVENTS:
-            self._local.total = getattr(self._local, "total", 0.0) + float(duration)
+            self._local.total = getattr(self._local, "total", 0.0) + float(duration_secs)
 
     def total(self) -> float:
         return getattr(self._local, "total", 0.0)
@@ -123,7 +130,7 @@ def _masked(graphs, index=None):
                         np.asarray(jraph.get_edge_padding_mask(graphs)), g_mask, gi)
 
 
-def _jraph_dynamic(data, budget, seed: int) -> Iterator[Any]:
+def _jraph_dynamic(data, budget, seed: int) -> Generator[Any, None, None]:
     """``jraph.dynamically_batch`` over a shuffled stream, to the dynamic strategy's budget."""
     import jraph
 
@@ -136,7 +143,7 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def _jraph_pad64(data, batch_size: int, seed: int) -> Iterator[Any]:
+def _jraph_pad64(data, batch_size: int, seed: int) -> Generator[Any, None, None]:
     """The common recipe: ``batch_size - 1`` graphs, ``jraph.batch_np``, then
     ``jraph.pad_with_graphs`` to the next multiples of 64 nodes and edges."""
     import jraph
@@ -150,7 +157,7 @@ def _jraph_pad64(data, batch_size: int, seed: int) -> Iterator[Any]:
         yield _masked(jraph.pad_with_graphs(b, n, e, batch_size))
 
 
-def _unpadded(data, batch_size: int, seed: int) -> Iterator[Any]:
+def _unpadded(data, batch_size: int, seed: int) -> Generator[Any, None, None]:
     """Exact-size batches of ``batch_size`` graphs (no padding graph, all-true masks)."""
     import jraph
 
@@ -164,7 +171,7 @@ def _unpadded(data, batch_size: int, seed: int) -> Iterator[Any]:
                            np.zeros(g, np.int64))
 
 
-def _loader_batches(spec: RunSpec, cfg: BenchConfig, data, options) -> Iterator[Any]:
+def _loader_batches(spec: RunSpec, cfg: BenchConfig, data, options) -> Generator[Any, None, None]:
     from ..jax import loader
 
     ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
@@ -223,7 +230,7 @@ class _Evaluator:
         return float(np.abs(e).mean()), float(np.sqrt((e * e).mean()))
 
 
-class _JaxRun:
+class _JaxRun(_StepCounters):
     def __init__(self, spec: RunSpec, cfg: BenchConfig, data, evaluator: _Evaluator) -> None:
         import jax
         import optax
@@ -272,7 +279,8 @@ class _JaxRun:
             pg = jax.device_put(pg)  # baselines: the transfer is part of batching
         jax.block_until_ready(pg)
         t1 = time.perf_counter()
-        before, c0 = self.step_fn._cache_size(), compile_seconds()
+        # jax.jit's compile cache size: a private API the type stubs do not declare
+        before, c0 = self.step_fn._cache_size(), compile_seconds()  # type: ignore[attr-defined]
         if self.unpadded:  # compile and run once apart; the update time is the rerun's
             jax.block_until_ready(self.step_fn(self.params, self.opt_state, pg))
             tw = time.perf_counter()
@@ -286,7 +294,7 @@ class _JaxRun:
         self.compile_s[k] = compile_seconds() - c0
         nm, em, gm = np.asarray(pg.node_mask), np.asarray(pg.edge_mask), np.asarray(pg.graph_mask)
         _count_step(self, k, batching_ms=(t1 - t0) * 1e3, update_ms=(t2 - tw) * 1e3,
-                    new_compiles=self.step_fn._cache_size() - before,
+                    new_compiles=self.step_fn._cache_size() - before,  # type: ignore[attr-defined]
                     real=(int(gm.sum()), int(nm.sum()), int(em.sum())),
                     padded=(nm.shape[0], em.shape[0]),
                     shape=(nm.shape[0], em.shape[0], gm.shape[0]),

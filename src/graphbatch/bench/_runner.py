@@ -4,7 +4,8 @@ Per step: batching time (planning + collation: the wait for the next batch), upd
 (forward, backward, optimizer step; CUDA synchronised), combined time; Dynamo compilations;
 real graphs. Per run: mean/median times, compile count and seconds, peak memory, real graphs/s,
 test MAE/RMSE every ``eval_every`` steps. Batches come from `graphbatch.torch.loader` (padded
-strategies; with ``data="store"`` from the graph store's batch path, `graphbatch.torch.StoreBatcher`)
+strategies; with ``data="store"`` from the graph store's batch path,
+`graphbatch.torch.StoreBatcher`)
 or PyG's ``DataLoader`` (baselines); models from `graphbatch.models`.
 """
 
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +41,7 @@ def plan_runs(cfg: BenchConfig) -> list[RunSpec]:
     eager, and ``pack-lpf`` additionally runs compiled (so the bench can pick the faster); for
     ``mace`` every padded strategy runs both ways. MACE's baselines: ``mace-eager`` eager,
     ``mace-compile`` compiled."""
-    runs = []
+    runs: list[RunSpec] = []
     for r in range(cfg.repeats):
         for m in cfg.models:
             for b in cfg.batch_sizes:
@@ -48,9 +50,7 @@ def plan_runs(cfg: BenchConfig) -> list[RunSpec]:
                         modes = [s == "mace-compile"]
                     elif s == "pyg-eager" or s == "unpadded":
                         modes = [False]
-                    elif s == "pyg-compile":
-                        modes = [True]
-                    elif cfg.compile == "on":
+                    elif s == "pyg-compile" or cfg.compile == "on":
                         modes = [True]
                     elif cfg.compile == "off":
                         modes = [False]
@@ -149,7 +149,7 @@ def _padded_options(spec: RunSpec, cfg: BenchConfig, data) -> dict[str, Any]:
     return options
 
 
-def _prefetched(batches: Iterator[Any], depth: int, pin_memory: bool) -> Iterator[Any]:
+def _prefetched(batches: Iterator[Any], depth: int, pin_memory: bool) -> Generator[Any, None, None]:
     """``batches`` made ``depth`` ahead by `graphbatch.torch.prefetch`. A generator, so the thread
     starts at the first step, after every run's model exists (no batch making overlaps another
     run's weight initialisation), and stops when the run closes it."""
@@ -164,7 +164,7 @@ def _pin_in_loader(cfg: BenchConfig) -> bool:
     return cfg.device == "cuda" and cfg.prefetch == 0
 
 
-def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     from ..torch import loader
 
     options = _padded_options(spec, cfg, data)
@@ -179,7 +179,7 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
         epoch += 1
 
 
-def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     """``--data store``: the plan's batches read by the store batch path (one vectorised gather
     per array, no per-graph ``Data``), ``y`` replaced by the bench target (0 for padding)."""
     import torch
@@ -203,7 +203,7 @@ def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
         epoch += 1
 
 
-def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     import torch
     from torch_geometric.loader import DataLoader
 
@@ -255,7 +255,26 @@ def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def _reset_counters(run: Any, steps: int) -> None:
+class _StepCounters:
+    """The counters `_reset_counters` sets and `_count_step` books (one set per run)."""
+
+    batching_ms: np.ndarray
+    update_ms: np.ndarray
+    real_graphs: np.ndarray
+    new_compiles: np.ndarray
+    shapes: set[tuple[int, int, int]]
+    real_nodes: int
+    pad_nodes: int
+    real_edges: int
+    pad_edges: int
+    peak_rss: int
+    batch_bytes: int
+    eval_steps: list[int]
+    maes: list[float]
+    rmses: list[float]
+
+
+def _reset_counters(run: _StepCounters, steps: int) -> None:
     """The per-step and per-run counters every bench run (torch, MACE, JAX) records: step times
     in ms, real graphs and new compilations per step, shapes met, real/padded node and edge
     totals, peak RSS in bytes and the evaluation history."""
@@ -271,7 +290,8 @@ def _reset_counters(run: Any, steps: int) -> None:
     run.rmses = []
 
 
-def _count_step(run: Any, k: int, *, batching_ms: float, update_ms: float, new_compiles: int,
+def _count_step(run: _StepCounters, k: int, *, batching_ms: float, update_ms: float,
+                new_compiles: int,
                 real: tuple[int, int, int], padded: tuple[int, int],
                 shape: tuple[int, int, int] | None, nbytes: int) -> None:
     """Book step ``k`` in the counters of `_reset_counters`: its batching and update times
@@ -323,7 +343,7 @@ def _compile(model, **kwargs):
     return torch.compile(fn, **kwargs)
 
 
-class _Run:
+class _Run(_StepCounters):
     """State of one run; `step` trains one step and times it, `record` summarises."""
 
     def __init__(self, spec: RunSpec, cfg: BenchConfig, data) -> None:
@@ -408,7 +428,6 @@ class _Run:
         spec, cfg, n = self.spec, self.cfg, self.cfg.steps
         self.batches.close()
         batching_ms, update_ms, real_graphs = self.batching_ms, self.update_ms, self.real_graphs
-        step_ms = batching_ms + update_ms
         compiling = self.new_compiles > 0
         steady = ~compiling if (~compiling).any() else np.ones(n, dtype=bool)
         compile_s = float(np.clip(update_ms[compiling] - np.median(update_ms[steady]), 0,

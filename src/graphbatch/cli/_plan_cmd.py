@@ -6,9 +6,9 @@ import argparse
 import json
 
 from .._api import plan
+from .._errors import InputError
 from .._io import check_output_path
 from ..analysis import input_files
-from .._errors import InputError
 from ..planners import get_strategy, strategy_names
 from ._common import add_budget_args, budget_from_args, load_sizes
 from ._format import format_table, print_json
