@@ -18,7 +18,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from ._errors import InputTypeError
 from ._validate import as_nonnegative_int, as_positive_int
@@ -194,7 +194,7 @@ class Prefetcher:
 
 
 def ahead(transform: Callable[[Any], Any], items: Iterable[Any], depth: int, *,
-          name: str = "graphbatch-prefetch") -> Iterator[Any]:
+          name: str = "graphbatch-prefetch") -> Generator[Any, None, None]:
     """``transform(item)`` for each item, computed ``depth`` items ahead by a `Prefetcher`
     (``depth=0``: in the caller's thread, no thread). A generator: closing it, or an exception
     while it is suspended, stops and joins the thread."""
