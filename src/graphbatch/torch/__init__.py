@@ -4,7 +4,7 @@ Import explicitly (``import graphbatch.torch``); ``import graphbatch`` never imp
 """
 
 from .._padlayout import short_padding_batches
-from ._collate import collate_dict
+from ._collate import PadContext, collate_dict
 from ._consistency import (
     PlanMismatchError,
     check_plan_consistency,
@@ -22,7 +22,6 @@ from ._norm import (
     convert_masked_norm,
     padding_masks,
 )
-from ._collate import PadContext
 from ._prefetch import Prefetcher, prefetch
 from ._preset import Preset
 from ._pyg import collate, unpad, unpad_graphs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 __all__ = ["masked_mean"]
@@ -12,7 +14,7 @@ def masked_mean(
     mask: torch.Tensor,
     *,
     distributed: bool | None = None,
-    group=None,
+    group: Any = None,
 ) -> torch.Tensor:
     """Mean of ``values`` over the real entries of every rank, ready for DDP's gradient averaging.
 
