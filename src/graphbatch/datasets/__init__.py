@@ -7,15 +7,16 @@ store (`GraphStore.to_torch`, ``graphbatch.datasets._torch``) imports torch only
 from ._atoms import ATOMS_PROPERTIES, AtomsInputError, AtomsKeys
 from ._atoms_build import ATOMS_FORMATS, build_atoms_store
 from ._build import DATASETS, BuildReport, build_store
+from ._chunked import chunk_shuffled_plan, chunk_windows
 from ._cluster import ENGINES, ShardBuildError, ShardedBuildReport, build_sharded_store
 from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, code_graphs, function_graph, python_files
-from ._chunked import chunk_shuffled_plan, chunk_windows
+from ._construct import GRAPH_METHODS, EdgeSet, build_edges, full_edges, knn_edges, radius_edges
 from ._convert import convert_store
 from ._emt import EMT_ELEMENTS, emt_structures, write_emt_extxyz
-from ._construct import GRAPH_METHODS, EdgeSet, build_edges, full_edges, knn_edges, radius_edges
 from ._graphs import LEVELS, GraphArrays
-from ._neighbours import neighbour_list
+from ._manifest import MANIFEST_FORMAT, MANIFEST_VERSION
 from ._moses import MOSES_TRAIN_SIZE, load_moses_smiles, moses_graphs, moses_sizes, smiles_graphs
+from ._neighbours import neighbour_list
 from ._ogb import (
     ATOM_FEATURES,
     BOND_FEATURES,
@@ -24,9 +25,9 @@ from ._ogb import (
     smiles_size,
     smiles_to_graph,
 )
-from ._manifest import MANIFEST_FORMAT, MANIFEST_VERSION
 from ._qm9 import QM9_NUM_MOLECULES, QM9_TARGETS, QM9Molecules, load_qm9, qm9_graphs
 from ._resources import package_data_path
+from ._shards import ShardedGraphStore
 from ._store import (
     STORE_FORMAT,
     STORE_VERSION,
@@ -37,7 +38,6 @@ from ._store import (
     remove_stale_temporaries,
     write_store,
 )
-from ._shards import ShardedGraphStore
 from ._synthetic import SIZE_DISTRIBUTIONS, synthetic_graphs, synthetic_sizes
 
 __all__ = [

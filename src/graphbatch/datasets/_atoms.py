@@ -30,8 +30,9 @@ in the source file; the conventional units are those of ASE and MACE, stated in 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class AtomsKeys:
 
     def used(self) -> dict[str, str]:
         """``{property: key}`` of the properties in use."""
-        return {p: self.key(p) for p in ATOMS_PROPERTIES if self.key(p) is not None}
+        return {p: k for p in ATOMS_PROPERTIES if (k := self.key(p)) is not None}
 
     def as_json(self) -> dict:
         return {**{p: self.key(p) for p in ATOMS_PROPERTIES}, "required": list(self.required),
@@ -138,7 +139,7 @@ def _fail(where: str, frame: int, what: str, msg: str) -> AtomsInputError:
     return AtomsInputError(f"{where}: frame {frame}: {what}: {msg}")
 
 
-def _lookup(atoms, key: str, per_atom: bool):
+def _lookup(atoms: Any, key: str, per_atom: bool) -> Any:
     """``atoms.arrays``/``atoms.info`` value of ``key``, else the calculator's result, else
     None."""
     src = atoms.arrays if per_atom else atoms.info
@@ -148,7 +149,7 @@ def _lookup(atoms, key: str, per_atom: bool):
     return value
 
 
-def _as_matrix(value, where, frame, key) -> np.ndarray:
+def _as_matrix(value: Any, where: str, frame: int, key: str) -> np.ndarray:
     """A stress/virials value as a 3x3 matrix: Voigt ``(xx, yy, zz, yz, xz, xy)``, 9 values in
     row order, or ``[3, 3]`` (MACE's ``voigt_to_matrix``)."""
     a = np.asarray(value, dtype=np.float64)
@@ -159,7 +160,7 @@ def _as_matrix(value, where, frame, key) -> np.ndarray:
     raise _fail(where, frame, key, f"needs 6 (Voigt) or 9 values, got shape {a.shape}")
 
 
-def _numeric(value, where, frame, key) -> np.ndarray:
+def _numeric(value: Any, where: str, frame: int, key: str) -> np.ndarray:
     try:
         a = np.asarray(value)
     except Exception as exc:  # pragma: no cover - numpy refuses odd objects
@@ -169,7 +170,7 @@ def _numeric(value, where, frame, key) -> np.ndarray:
     return a
 
 
-def _finite(a: np.ndarray, where, frame, key) -> np.ndarray:
+def _finite(a: np.ndarray, where: str, frame: int, key: str) -> np.ndarray:
     if a.dtype.kind == "f" and not np.isfinite(a).all():
         bad = np.argwhere(~np.isfinite(a))[0].tolist()
         raise _fail(where, frame, key, f"holds {a[tuple(bad)]} at {bad} (not finite)")
@@ -210,9 +211,9 @@ def convert_frames(frames: Iterable, *, cutoff: float, keys: AtomsKeys, source: 
             raise _fail(where, frame, "atoms", "the frame has no atoms")
         z = atoms.numbers
         if z.min() < 1 or z.max() > 118:
-            a = int(np.flatnonzero((z < 1) | (z > 118))[0])
-            raise _fail(where, frame, "atomic_numbers", f"atom {a} has atomic number "
-                        f"{int(z[a])} (unknown species {atoms.symbols[a]!r}; need 1..118)")
+            bad = int(np.flatnonzero((z < 1) | (z > 118))[0])
+            raise _fail(where, frame, "atomic_numbers", f"atom {bad} has atomic number "
+                        f"{int(z[bad])} (unknown species {atoms.symbols[bad]!r}; need 1..118)")
         pos = _finite(np.asarray(atoms.positions, dtype=np.float64), where, frame, "positions")
         cell = np.asarray(atoms.cell.array, dtype=np.float64)
         pbc = np.asarray(atoms.pbc, dtype=bool)

@@ -25,8 +25,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ._header import StoreHeader
 
 __all__ = ["PROBE_TIMEOUT_S", "probe_header", "probe_v1"]
 
@@ -71,7 +75,7 @@ def _run(task: str, path: Path) -> dict:
     return result["ok"]
 
 
-def probe_header(path: Path):
+def probe_header(path: Path) -> StoreHeader:
     """The `graphbatch.datasets._header.StoreHeader` of the format-2 store at ``path``, parsed
     by ``_store._read_header_h5`` in a child process (a format-1 store raises the error naming
     ``graphbatch data convert``)."""
@@ -112,8 +116,8 @@ def _child(task: str, path: Path) -> dict:
 def main(argv: list[str]) -> int:
     task, path = argv
     try:
-        result = {"ok": _child(task, Path(path))}
-    except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
+        result: dict[str, Any] = {"ok": _child(task, Path(path))}
+    except Exception as exc:
         from ._store import StoreFormatError
 
         msg = str(exc) if isinstance(exc, StoreFormatError) else (

@@ -13,6 +13,8 @@ periodic cells, slabs, clusters and one-atom cells, 2.4-3.3x faster than matscip
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .._errors import InputError
@@ -25,10 +27,10 @@ NEIGHBOUR_LIBRARY = "vesin"
 #: the product of its periodic vectors' lengths is below this is degenerate.
 _FLAT = 1e-8
 
-_LISTS: dict[float, object] = {}
+_LISTS: dict[float, Any] = {}
 
 
-def _vesin_list(cutoff: float):
+def _vesin_list(cutoff: float) -> Any:
     nl = _LISTS.get(cutoff)
     if nl is None:
         try:

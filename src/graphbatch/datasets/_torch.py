@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch.utils.data import Dataset
@@ -13,7 +15,7 @@ from ._store import GraphStore
 __all__ = ["GraphStoreDataset", "StoreData", "to_data", "torch_dtype"]
 
 
-def torch_dtype(dtype) -> np.dtype:
+def torch_dtype(dtype: np.dtype) -> np.dtype:
     """The NumPy dtype a stored array becomes in torch: ints -> int64, floats -> float32,
     bools stay bool."""
     kind = np.dtype(dtype).kind
@@ -27,10 +29,10 @@ class StoreData(Data):
     name contains ``index`` -- QM9's GDB id ``index``, code graphs' ``file_index`` -- as node
     indices and add node offsets to it in a batch.)"""
 
-    def __cat_dim__(self, key, value, *args, **kwargs):
+    def __cat_dim__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> int:
         return 1 if key == "edge_index" else 0
 
-    def __inc__(self, key, value, *args, **kwargs):
+    def __inc__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
         return self.num_nodes if key == "edge_index" else 0
 
 
@@ -50,13 +52,13 @@ class GraphStoreDataset(Dataset):
     (``graphbatch.torch.loader(store, ...)`` on the `GraphStore` itself reads whole padded
     batches instead, without per-graph objects.)"""
 
-    def __init__(self, store: GraphStore | str, **store_options) -> None:
+    def __init__(self, store: GraphStore | str, **store_options: Any) -> None:
         self.store = store if isinstance(store, GraphStore) else GraphStore(store, **store_options)
 
     def __len__(self) -> int:
         return len(self.store)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> StoreData:
         i = int(i)
         graph = self.store.get(i)
         return to_data(graph, self.store.n_node[i % len(self.store)])
