@@ -6,15 +6,20 @@ The core is pure NumPy: sizes in, a `BatchPlan` out. Framework adapters live in
 
 from ._api import plan
 from ._budget import Budget, estimate_budget, next_pow2, round_up
-from ._errors import (GraphbatchError, InputError, InputTypeError, PlanMismatchError,
-                      UnknownNameError)
+from ._errors import (
+    GraphbatchError,
+    InputError,
+    InputTypeError,
+    PlanMismatchError,
+    UnknownNameError,
+)
 from ._plan import PLAN_FORMAT_VERSION, BatchPlan, PlanStats
 from ._sizes import GraphSizes, SizeHistogram
 from .planners import get_strategy, strategy_names
 
 __version__ = "0.1.0"
 
-from .tuning import TuneResult, tune  # noqa: E402  (needs __version__)
+from .tuning import TuneResult, tune
 
 
 def strategies() -> dict[str, str]:
