@@ -10,6 +10,7 @@ from typing import Any
 
 from .._errors import UnknownNameError
 from ._base import INPUT_FIELDS, GraphRegressor, batch_inputs, count_parameters, unpadded_inputs
+from ._mpeu import MPEU
 from ._ops import (
     GaussianRBF,
     ShiftedSoftplus,
@@ -21,7 +22,6 @@ from ._ops import (
     scatter_sum,
     shifted_softplus,
 )
-from ._mpeu import MPEU
 from ._painn import PaiNN
 from ._schnet import SchNet
 
