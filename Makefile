@@ -69,10 +69,11 @@ wheel-smoke: setup-all
 	bash .ci/wheel_smoke.sh $(PY)
 
 # Lint and type check (the `lint` extra, pinned, comes with setup-all): the rule set and the
-# strictness are in pyproject.toml ([tool.ruff.lint], [tool.mypy]).
+# strictness are in pyproject.toml ([tool.ruff.lint], [tool.mypy]). Both always run; the target
+# fails if either finds anything.
 lint: setup-all
-	$(PY) -m ruff check src tests
-	$(PY) -m mypy
+	$(PY) -m ruff check src tests; ruff=$$?; $(PY) -m mypy; mypy=$$?; \
+	test $$ruff -eq 0 -a $$mypy -eq 0
 
 bench: setup-all
 	PYTHONPATH=src $(PY) benchmarks/plan_speed.py
