@@ -4,12 +4,13 @@
 #   make test-fairchem - fairchem's preset against fairchem itself, in its own environment
 #   make docs   - the documentation site in docs/_build/html (warnings are errors)
 #   make wheel-smoke - build the sdist and wheel, install the wheel in a fresh venv, run it
+#   make lint   - ruff check (src, tests) and mypy (src), as configured in pyproject.toml
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 
-.PHONY: demo test test-fairchem docs wheel-smoke setup-core setup-all bench clean
+.PHONY: demo test test-fairchem docs wheel-smoke lint setup-core setup-all bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,8 +68,15 @@ docs: setup-all
 wheel-smoke: setup-all
 	bash .ci/wheel_smoke.sh $(PY)
 
+# Lint and type check (the `lint` extra, pinned, comes with setup-all): the rule set and the
+# strictness are in pyproject.toml ([tool.ruff.lint], [tool.mypy]). Both always run; the target
+# fails if either finds anything.
+lint: setup-all
+	$(PY) -m ruff check src tests; ruff=$$?; $(PY) -m mypy; mypy=$$?; \
+	test $$ruff -eq 0 -a $$mypy -eq 0
+
 bench: setup-all
 	$(PY) -m benchmarks.planning.plan_speed
 
 clean:
-	rm -rf $(VENV) $(FCVENV) .pytest_cache .hypothesis docs/_build docs/api
+	rm -rf $(VENV) $(FCVENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache docs/_build docs/api

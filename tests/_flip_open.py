@@ -64,12 +64,12 @@ def main(store_path: str, positions_path: str, limit: float) -> None:
                 same = (got[:3] == ref[:3] and np.array_equal(got[4], ref[4])
                         and all(a.keys() == b.keys() and all(np.array_equal(a[f], b[f])
                                                              for f in a)
-                                for a, b in zip(got[3], ref[3])))
+                                for a, b in zip(got[3], ref[3], strict=True)))
                 code = 0 if same else 5
             except InputError as exc:     # StoreFormatError is one
                 msg = str(exc)
                 code, note = (3, "") if ("\n" not in msg and str(bad) in msg) else (4, msg)
-            except BaseException as exc:  # noqa: BLE001 - counted
+            except BaseException as exc:
                 note = f"{type(exc).__name__}: {exc}"
             os.write(w, note[:300].encode())
             os._exit(code)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 os.environ["JAX_PLATFORMS"] = "cpu"
-import jax  # noqa: E402
+import jax
 
 pid, port, out = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 jax.config.update("jax_cpu_collectives_implementation", "gloo")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 
 def brute_force_min_packs(items, node_cap, edge_cap, graph_cap):
@@ -20,7 +20,7 @@ def brute_force_min_packs(items, node_cap, edge_cap, graph_cap):
                 k += 1
         fits[mask] = n <= node_cap and e <= edge_cap and k <= graph_cap
 
-    @lru_cache(maxsize=None)
+    @cache
     def f(mask):
         if mask == 0:
             return 0

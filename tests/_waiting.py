@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 5.0, step: float = 0.005) -> bool:

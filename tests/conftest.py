@@ -16,7 +16,7 @@ from hypothesis import settings
 
 import graphbatch as gb
 
-from . import _docblocks  # noqa: F401 - snapshots the environment the session started with
+from . import _docblocks
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("dev", max_examples=30, deadline=None)

@@ -290,7 +290,7 @@ def test_load_bench_errors(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(json.dumps(bench_records()))
     assert len(load_bench([good, good])) == 24
-    with pytest.raises(FileNotFoundError, match="missing.json"):
+    with pytest.raises(FileNotFoundError, match=r"missing\.json"):
         load_bench([tmp_path / "missing.json"])
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

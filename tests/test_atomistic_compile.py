@@ -22,7 +22,7 @@ def test_mace_prepare_compiles_once_over_padded_batches():
     graphs = qm9_graphs(10)
     model = small_model("compiled")
     eager = small_model("MACE")  # same seed: same parameters
-    for (k, p), (k2, p2) in zip(model.named_parameters(), eager.named_parameters()):
+    for (k, p), (k2, p2) in zip(model.named_parameters(), eager.named_parameters(), strict=True):
         assert k == k2 and torch.equal(p, p2)
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("eager")

@@ -15,8 +15,7 @@ pytest.importorskip("mace.modules")  # mace-torch, importable (it needs matplotl
 gt = pytest.importorskip("graphbatch.torch")
 ga = pytest.importorskip("graphbatch.atomistic")
 
-from ._mace_graphs import (  # noqa: E402
-    R_MAX, periodic_graphs, qm9_graphs, small_model, unpadded_batch)
+from ._mace_graphs import R_MAX, periodic_graphs, qm9_graphs, small_model, unpadded_batch  # noqa: E402
 
 TOL = 1e-12
 
@@ -82,7 +81,7 @@ def test_padded_equals_unpadded(kind, system, extra, models, request):
         loss = ga.energy_force_loss(out, batch, energy_weight=1.0, forces_weight=10.0)
         loss_ref = WeightedEnergyForcesLoss(1.0, 10.0)(_Ref(ref), out_ref)
     assert abs(loss.item() - loss_ref.item()) <= TOL * max(1.0, abs(loss_ref.item()))
-    for gp, gr in zip(_grads(model, loss), _grads(model, loss_ref)):
+    for gp, gr in zip(_grads(model, loss), _grads(model, loss_ref), strict=True):
         if gr is None:
             assert gp is None or (gp == 0).all()
             continue
@@ -115,7 +114,8 @@ def test_preset_padding_values(crystals):
     cells = b["cell"].view(-1, 3, 3)
     assert cells.shape[0] == g + 2
     assert torch.equal(cells[g:], (R_MAX * torch.eye(3, dtype=cells.dtype)).expand(2, 3, 3))
-    assert torch.allclose(b["rcell"].view(-1, 3, 3)[g:], 2 * math.pi / R_MAX * torch.eye(3, dtype=cells.dtype))
+    assert torch.allclose(b["rcell"].view(-1, 3, 3)[g:],
+                          2 * math.pi / R_MAX * torch.eye(3, dtype=cells.dtype))
     assert (b["volume"][g:] == R_MAX ** 3).all()
     # every padding edge (here self-loops of the single padding node) is longer than r_max
     src, dst = b["edge_index"][:, e:]

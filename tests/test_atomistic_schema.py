@@ -53,11 +53,12 @@ def test_graph_level_field_with_fixed_rows():
 
 
 def test_graph_level_rows_must_agree():
-    graphs = [{"num_nodes": 2, "pos": torch.rand(2, 3), "edge_index": torch.zeros(2, 0, dtype=torch.int64),
+    graphs = [{"num_nodes": 2, "pos": torch.rand(2, 3),
+               "edge_index": torch.zeros(2, 0, dtype=torch.int64),
                "cell": torch.rand(3, 3)}, {"num_nodes": 3, "pos": torch.rand(3, 3),
                "edge_index": torch.zeros(2, 0, dtype=torch.int64), "cell": torch.rand(3, 3)}]
     schema = gt.infer_schema(graphs)
-    bad = graphs + [{"num_nodes": 5, "pos": torch.rand(5, 3),
+    bad = [*graphs, {"num_nodes": 5, "pos": torch.rand(5, 3),
                      "edge_index": torch.zeros(2, 0, dtype=torch.int64), "cell": torch.rand(4, 3)}]
     with pytest.raises(ValueError, match="'cell' has 4 entries along dim 0"):
         gt.collate_dict(bad, (16, 4, 6), schema=schema)
@@ -110,7 +111,8 @@ def test_callable_pad_sees_the_batch():
     d = gt.collate_dict(graphs, (3, 5, 2), schema=schema, cutoff=2.0)
     assert schema["shift"].level == "edge"
     assert torch.equal(d["shift"][3:], torch.full((2, 3), 3.0))
-    assert seen[0].block_shape == (2, 3) and seen[0].num_real == (1, 2, 3) and seen[0].spacing == 2.0
+    assert seen[0].block_shape == (2, 3) and seen[0].num_real == (1, 2, 3)
+    assert seen[0].spacing == 2.0
     bad = gt.infer_schema(graphs).with_pad(shift=torch.ones(4))
     with pytest.raises(ValueError, match="pad value of shape \\(4,\\) does not fit"):
         gt.collate_dict(graphs, (3, 5, 2), schema=bad)
@@ -205,7 +207,7 @@ def test_losses_equal_unpadded_recomputation_with_nan_in_padding():
 def test_dict_without_num_nodes_names_the_node_count_source():
     graphs = [{"cell": torch.eye(3), "pos": torch.rand(n, 3), "charges": torch.rand(n),
                "edge_index": torch.zeros(2, 0, dtype=torch.int64)} for n in (4, 5)]
-    with pytest.raises(ValueError, match="node count was taken from 'cell'.*set num_nodes"):
+    with pytest.raises(ValueError, match=r"node count was taken from 'cell'.*set num_nodes"):
         gt.infer_schema(graphs)
     for g in graphs:
         g["num_nodes"] = g["pos"].shape[0]
@@ -262,5 +264,15 @@ def test_fixed_rows_and_counts_property(counts, slack, rows, seed):
     assert torch.equal(d["lat"][rows * g:].view(-1, rows, 3),
                        item.expand(shape[2] - g, rows, 3))
     assert (d["shift"][e_real:] == float(e_real)).all()
-    assert torch.equal(d["natoms"], d["ptr"].diff()) and torch.equal(d["nedges"], d["edge_ptr"].diff())
+    assert torch.equal(d["natoms"], d["ptr"].diff())
+    assert torch.equal(d["nedges"], d["edge_ptr"].diff())
     assert int(d["natoms"].sum()) == shape[0] and int(d["nedges"].sum()) == shape[1]
+
+
+def test_presets_name_a_missing_r_max():
+    """``r_max=None`` is no cutoff for a preset: a one-line error, not an arithmetic failure."""
+    for preset in (ga.mace, ga.fairchem):
+        with pytest.raises(TypeError, match="r_max must be a number, got None"):
+            preset(None)
+        with pytest.raises(ValueError, match="cutoff must be a positive finite distance"):
+            preset(-1.0)

@@ -88,12 +88,12 @@ def test_store_batches_equal_the_atomic_data_path(files, mace_data):
     theirs = gt.loader(mace_data, strategy="dynamic", batch_size=6, seed=1, preset=preset)
     assert len(mine) == len(theirs) > 3
     first = list(mine)
-    for a, b in zip(theirs, first):
+    for a, b in zip(theirs, first, strict=True):
         _assert_same_batch(a, b)
     # a worker (batches through the shared-memory slots) gives the same batches
     with_workers = gt.loader(store, strategy="dynamic", batch_size=6, seed=1, preset=preset,
                              num_workers=1)
-    for a, b in zip(first, with_workers):
+    for a, b in zip(first, with_workers, strict=True):
         _assert_same_batch(a, b)
 
 
@@ -118,7 +118,6 @@ def test_fast_transform_equals_the_reference_bit_for_bit(files, tmp_path, dtype)
     clusters, one-atom cells, an all-padding batch, shifts served by the per-graph table and
     edge by edge (a one-atom cell at a cutoff of 4.5 cell lengths), a store without stress
     or heads."""
-    from graphbatch.datasets import GraphArrays
     from graphbatch.torch._store_batch import StoreBatcher
 
     store = GraphStore(files[1])

@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ase = pytest.importorskip("ase")
+pytest.importorskip("ase")
 pytest.importorskip("vesin")
 pytest.importorskip("h5py")
 
-import ase.io  # noqa: E402
-from ase import Atoms  # noqa: E402
-from ase.build import bulk, fcc111  # noqa: E402
+import ase.io
+from ase import Atoms
+from ase.build import bulk, fcc111
 
-from graphbatch.datasets import (  # noqa: E402
+from graphbatch.datasets import (
     AtomsKeys,
     GraphStore,
     build_atoms_store,
@@ -172,10 +172,11 @@ def test_ase_db_keys_voigt_calculator_results_and_keep(tmp_path):
                      charges=None, keep=("tag", "mag"), config_type_weights={"bulk": 2.0})
     build_atoms_store(db, out, cutoff=3.0, keys=keys)
     st = GraphStore(out)
-    for g, (e, f, s, a) in enumerate(frames):
+    for g, (e, f, s, _) in enumerate(frames):
         assert st.graph_field("energy")[g] == e
         np.testing.assert_array_equal(st.read_graph(g)["forces"], f)
-        assert st.graph_field("stress")[g][0, 1] == s[5] and st.graph_field("stress")[g][1, 2] == s[3]
+        stress = st.graph_field("stress")[g]
+        assert stress[0, 1] == s[5] and stress[1, 2] == s[3]
         assert st.graph_field("tag")[g] == g
         assert st.graph_field("weight")[g] == (2.0 if g % 2 else 1.0)
         assert st.read_graph(g)["mag"].shape == (4,)

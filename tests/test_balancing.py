@@ -74,7 +74,7 @@ def test_every_strategy_keeps_the_rules(data, strategy, bs, pad, seed):
     nodes, mult, nbytes, use_bytes = data
     n = len(nodes)
     bs = min(bs, n + 1)
-    sizes = gb.GraphSizes(nodes, [a * b for a, b in zip(nodes, mult)],
+    sizes = gb.GraphSizes(nodes, [a * b for a, b in zip(nodes, mult, strict=False)],
                           nbytes if use_bytes else None)
     plan = gb.plan(sizes, strategy, batch_size=bs, seed=seed, pad=pad)
     plan.validate(sizes)  # every graph exactly once, content within padded shapes
@@ -319,7 +319,7 @@ def test_memory_stats_match_reference():
     # NNLS bytes-per-node/edge fit from batch totals, applied to padded shapes
     assert s.cost_per_node >= 0 and s.cost_per_edge >= 0
     padded = [s.cost_per_node * n + s.cost_per_edge * e
-              for n, e in zip(plan.pad_nodes, plan.pad_edges)]
+              for n, e in zip(plan.pad_nodes, plan.pad_edges, strict=False)]
     assert s.padded_cost_max == pytest.approx(max(padded))
     # existing fields unchanged
     assert s.num_batches == len(plan) and s.max_pad_nodes == int(plan.pad_nodes.max())

@@ -16,8 +16,9 @@ pytest.importorskip("graphbatch.datasets")
 import graphbatch  # noqa: E402
 from graphbatch.bench import BenchConfig, plan_runs, run_bench  # noqa: E402
 from graphbatch.bench._config import PACKING_GRAPH_CAP  # noqa: E402
-from graphbatch.bench._run import bench_budget  # noqa: E402
 from graphbatch.bench._data import load_bench_data  # noqa: E402
+from graphbatch.bench._run import bench_budget  # noqa: E402
+from graphbatch.bench._runner import bench_budget  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 
 REQUIRED = ("model", "strategy", "batch_size", "repeat", "compiles", "compile_s", "step_ms_mean",
@@ -33,7 +34,8 @@ def data():
 
 def test_cli_tiny_run_writes_the_contract(tmp_path):
     out = tmp_path / "bench"
-    rc = main(["bench", "--models", "schnet", "--strategies", "dynamic,static-64,unpadded,pyg-eager",
+    rc = main(["bench", "--models", "schnet",
+               "--strategies", "dynamic,static-64,unpadded,pyg-eager",
                "--batch-sizes", "6", "--steps", "3", "--repeats", "2", "--subset", "60",
                "--eval-every", "2", "--threads", "1", "--quiet", "--no-plots", "--out", str(out)])
     assert rc == 0
@@ -153,7 +155,7 @@ def test_prefetch_thread_trains_on_the_same_batches(data):
                 steps=4, repeats=1, compile="off", eval_every=4, model_options=TINY, subset=80)
     plain = run_bench(BenchConfig(**base), progress=False, data=data)
     fetched = run_bench(BenchConfig(**base, prefetch=2), progress=False, data=data)
-    for a, b in zip(plain, fetched):
+    for a, b in zip(plain, fetched, strict=True):
         assert (a["strategy"], b["prefetch"], a["prefetch"]) == (b["strategy"], 2, 0)
         assert a["real_graphs_steps"] == b["real_graphs_steps"]
         assert a["test_rmse"] == pytest.approx(b["test_rmse"], rel=1e-6)
@@ -177,7 +179,7 @@ def test_full_grid_is_the_papers_and_runs_end_to_end(tmp_path):
     assert full.repeats == 10 and full.compile == "on" and full.subset is None
     runs = plan_runs(full)
     assert len(runs) == 3 * 4 * 10 * len(full.strategies)
-    assert all(r.compiled for r in runs if r.strategy in PADDED_STRATEGIES + ("pyg-compile",))
+    assert all(r.compiled for r in runs if r.strategy in (*PADDED_STRATEGIES, "pyg-compile"))
 
     out = tmp_path / "smoke"
     rc = main(["bench", "--full", "--models", "schnet", "--batch-sizes", "6", "--steps", "2",

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from graphbatch.bench import bonferroni, pairwise_mannwhitney, pairwise_ttest  # noqa: E402
+from graphbatch.bench import bonferroni, pairwise_mannwhitney, pairwise_ttest
 
 
 def u_statistic(a, b):

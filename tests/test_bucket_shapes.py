@@ -36,9 +36,9 @@ def brute_force(needs, k, c, shape_cost, contiguous_orders=None):
     if contiguous_orders is None:
         for assign in itertools.product(range(k), repeat=len(u)):
             groups = {}
-            for x, g in zip(u, assign):
+            for x, g in zip(u, assign, strict=False):
                 groups.setdefault(g, []).append(x)
-            tot = sum(sum(w[x] for x in xs) * cost_of(tuple(map(max, zip(*xs))), c)
+            tot = sum(sum(w[x] for x in xs) * cost_of(tuple(map(max, zip(*xs, strict=False))), c)
                       + shape_cost for xs in groups.values())
             best = tot if best is None else min(best, tot)
         return best
@@ -48,9 +48,9 @@ def brute_force(needs, k, c, shape_cost, contiguous_orders=None):
             for pos in itertools.combinations(range(1, len(seq)), cuts):
                 bounds = (0, *pos, len(seq))
                 tot = 0
-                for a, b in zip(bounds, bounds[1:]):
+                for a, b in zip(bounds, bounds[1:], strict=False):
                     xs = seq[a:b]
-                    tot += sum(w[x] for x in xs) * cost_of(tuple(map(max, zip(*xs))), c) \
+                    tot += sum(w[x] for x in xs) * cost_of(tuple(map(max, zip(*xs, strict=False))), c) \
                         + shape_cost
                 best = tot if best is None else min(best, tot)
     return best
@@ -86,7 +86,7 @@ def test_bound_is_exact_per_dimension_and_below_any_k_shapes(needs, k):
         for assign in itertools.product(range(k), repeat=len(vals)):
             tot = 0
             for g in range(k):
-                members = [v for v, a in zip(vals, assign) if a == g]
+                members = [v for v, a in zip(vals, assign, strict=False) if a == g]
                 tot += len(members) * max(members, default=0)
             best = tot if best is None else min(best, tot)
         assert bound == best

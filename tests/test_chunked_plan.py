@@ -48,7 +48,7 @@ def test_every_graph_once_and_batches_stay_in_a_window(n, chunk, window, strateg
 def test_windows_change_with_the_epoch():
     a = chunk_windows(1000, 10, 4, seed=0, epoch=0)
     b = chunk_windows(1000, 10, 4, seed=0, epoch=1)
-    assert len(a) == 25 and not all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert len(a) == 25 and not all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     with pytest.raises(ValueError):
         chunk_windows(10, 0, 1, seed=0, epoch=0)
     with pytest.raises(TypeError):
@@ -117,7 +117,8 @@ def test_loader_chunks_resume_and_epochs(small_store):
               window_chunks=2)
     ref = gt.loader(small_store, **kw)
     first, second = _indices(ref), _indices(ref)                     # epochs 0 and 1
-    assert sorted(sum(first, [])) == sorted(sum(second, [])) == list(range(len(small_store)))
+    assert (sorted(i for b in first for i in b) == sorted(i for b in second for i in b)
+            == list(range(len(small_store))))
     assert first != second                                           # reshuffled per epoch
     ld = gt.loader(small_store, num_workers=1, **kw)
     it = iter(ld)

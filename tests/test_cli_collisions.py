@@ -48,11 +48,11 @@ def test_plan_option_naming_a_plan_argument(tmp_path, sizes, capsys, option, fla
 def test_plan_option_given_twice_or_with_its_flag(tmp_path, sizes, capsys):
     base = ["plan", str(sizes), "--strategy", "pack-lpf", "--batch-size", "8",
             "--out", str(tmp_path / "p.npz")]
-    one_line_error(capsys, base + ["--option", "multiple=32", "--option", "multiple=64"],
+    one_line_error(capsys, [*base, "--option", "multiple=32", "--option", "multiple=64"],
                    "--option multiple given twice (32 and 64)")
-    one_line_error(capsys, base + ["--option", "multiple=32", "--multiple", "64"],
+    one_line_error(capsys, [*base, "--option", "multiple=32", "--multiple", "64"],
                    "--multiple and --option multiple=32 both set multiple")
-    assert main(base + ["--option", "multiple=32"]) == 0  # once is fine
+    assert main([*base, "--option", "multiple=32"]) == 0  # once is fine
     capsys.readouterr()
 
 
@@ -68,9 +68,9 @@ def test_bench_refuses_an_unknown_compile_backend_before_running(tmp_path, capsy
     one_line_error(capsys, ["bench", "--compile-backend", "nope", "--out", str(out)],
                    "unknown --compile-backend 'nope'", "inductor", "eager")
     assert not out.exists()
-    from graphbatch.bench import DEFAULT
-
     import dataclasses
+
+    from graphbatch.bench import DEFAULT
 
     with pytest.raises(gb.UnknownNameError, match="'nope'"):
         dataclasses.replace(DEFAULT, compile_backend="nope").validate()

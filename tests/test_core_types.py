@@ -41,8 +41,8 @@ def test_histogram_matches_counter():
     h = gb.GraphSizes(nodes, edges).histogram(return_inverse=True)
     from collections import Counter
 
-    expected = Counter(zip(nodes.tolist(), edges.tolist()))
-    got = {(int(a), int(b)): int(c) for a, b, c in zip(h.n_node, h.n_edge, h.count)}
+    expected = Counter(zip(nodes.tolist(), edges.tolist(), strict=True))
+    got = {(int(a), int(b)): int(c) for a, b, c in zip(h.n_node, h.n_edge, h.count, strict=True)}
     assert got == dict(expected)
     assert sorted(got) == list(got)  # sorted by nodes then edges
     assert np.array_equal(h.n_node[h.inverse], nodes)

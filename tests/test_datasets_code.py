@@ -42,7 +42,7 @@ def test_folder_walk_counts_functions_and_reports_failures(tmp_path):
     (tmp_path / "pkg" / "b.py").write_text("x = 1\n\ndef k(a, b=2):\n    return a * b\n")
     (tmp_path / "site-packages").mkdir()
     (tmp_path / "site-packages" / "skip.py").write_text("def no(): pass\n")
-    root, files = python_files(tmp_path)
+    _, files = python_files(tmp_path)
     assert [f.relative_to(tmp_path).as_posix() for f in files] == ["a.py", "broken.py",
                                                                     "pkg/b.py"]
     failures: list = []
@@ -50,7 +50,8 @@ def test_folder_walk_counts_functions_and_reports_failures(tmp_path):
     assert [i for i, _ in failures] == [1] and "broken.py" in failures[0][1]
     lineno = np.concatenate([p.graph["lineno"] for p in parts]).tolist()
     file_index = np.concatenate([p.graph["file_index"] for p in parts]).tolist()
-    assert list(zip(file_index, lineno)) == [(0, 2), (0, 3), (0, 6), (2, 3)]  # m, inner, g, k
+    # m, inner, g, k
+    assert list(zip(file_index, lineno, strict=True)) == [(0, 2), (0, 3), (0, 6), (2, 3)]
     n_node = np.concatenate([p.n_node for p in parts])
     # each graph's node count equals ast.walk over that def (an independent traversal)
     tree = ast.parse((tmp_path / "a.py").read_text())

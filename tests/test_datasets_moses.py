@@ -17,7 +17,7 @@ from graphbatch.datasets._ogb import (  # noqa: E402
 
 def test_ogb_documented_example():
     # the example in OGB's ogb/utils/features.py comments: chiral carbon and an E double bond
-    x, edge_index, edge_attr = smiles_to_graph("Cl[C@H](/C=C/C)Br")
+    x, _, edge_attr = smiles_to_graph("Cl[C@H](/C=C/C)Br")
     assert x[1].tolist() == [5, 2, 4, 5, 1, 0, 2, 0, 0]
     assert edge_attr[2 * 2].tolist() == [1, 2, 0]          # bond 2, first direction
     assert atom_feature_dims() == [119, 5, 12, 12, 10, 6, 6, 2, 2]

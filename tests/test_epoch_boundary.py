@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
+from torch.utils.data import DataLoader  # noqa: E402
+
 import graphbatch as gb  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
 
 from ._torch_graphs import molecules, sizes_of  # noqa: E402
 from .test_torch_dropin import KW, ids, plan_batches  # noqa: E402
@@ -82,7 +82,7 @@ def test_set_epoch_after_the_first_batch_waits_for_the_next_pass(graphs):
     first = next(it)
     ld.set_epoch(3)  # the pass in progress keeps its plan
     rest = [ids(b) for b in it]
-    assert [ids(first)] + rest == plan_batches(sizes, 0)
+    assert [ids(first), *rest] == plan_batches(sizes, 0)
     assert [ids(b) for b in ld] == plan_batches(sizes, 3)
 
 
@@ -142,7 +142,7 @@ def test_state_without_fingerprint_is_refused_unless_opted_in(graphs, change):
     state = ld.state_dict()
     del state["fingerprint"]  # as written before fingerprints
     other = gt.loader(graphs, **dict(KW, **change))
-    with pytest.raises(gb.InputError, match="no 'fingerprint'.*allow_missing_fingerprint=True"):
+    with pytest.raises(gb.InputError, match=r"no 'fingerprint'.*allow_missing_fingerprint=True"):
         other.load_state_dict(state)
     with pytest.raises(gb.InputError, match="no 'fingerprint'"):
         other.batch_sampler.load_state_dict(state)

@@ -62,7 +62,7 @@ def test_quantised_costs_decide_like_exact_rationals(a, b, table, data):
     fp = quantise_linear(a, b, int(n.sum()), int(e.sum()))
     q = fp.costs(n, e)
     assert q.dtype == np.int64 and int(q.sum()) <= FIXED_POINT_LIMIT
-    exact = [decimal(a) * int(x) + decimal(b) * int(y) for x, y in zip(n, e)]
+    exact = [decimal(a) * int(x) + decimal(b) * int(y) for x, y in zip(n, e, strict=True)]
     unit = Fraction(2) ** -fp.shift
     # rounding of each coefficient: at most half a unit per node and per edge
     err_a = abs(fp.per_node * unit - decimal(a))
@@ -120,7 +120,8 @@ def test_share_keys_order_like_the_fractions(x, data, cx, cy, how):
     y = data.draw(st.lists(st.integers(-(2**40), 2**40), min_size=len(x), max_size=len(x)))
     keys = share_keys(np.array(x), np.array(y), cx, cy, how).tolist()
     op = {"sum": lambda u, v: u + v, "min": min, "max": max}[how]
-    exact = [op(Fraction(a, max(cx, 1)), Fraction(b, max(cy, 1))) for a, b in zip(x, y)]
+    exact = [op(Fraction(a, max(cx, 1)), Fraction(b, max(cy, 1)))
+             for a, b in zip(x, y, strict=True)]
     for i in range(len(x)):
         for j in range(len(x)):
             assert (keys[i] < keys[j]) == (exact[i] < exact[j])

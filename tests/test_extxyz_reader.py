@@ -54,7 +54,7 @@ def _frames_of(text: str):
 
 def _assert_as_ase(text: str, *, read: int | None = None) -> list:
     mine, theirs = _frames_of(text)
-    for k, (m, atoms) in enumerate(zip(mine, theirs)):
+    for k, (m, atoms) in enumerate(zip(mine, theirs, strict=False)):
         if m is None:
             continue
         want = frame_from_atoms(k, atoms)

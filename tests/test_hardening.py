@@ -26,7 +26,9 @@ MAX_COUNT, MAX_SHAPE, MAX_TOTAL = 2**36, 2**40, 2**53
 
 
 def test_limits_are_the_documented_ones():
-    from graphbatch._validate import MAX_COUNT as count, MAX_SHAPE as shape, MAX_TOTAL as total
+    from graphbatch._validate import MAX_COUNT as count
+    from graphbatch._validate import MAX_SHAPE as shape
+    from graphbatch._validate import MAX_TOTAL as total
 
     assert (count, shape, total) == (MAX_COUNT, MAX_SHAPE, MAX_TOTAL)
 
@@ -65,7 +67,7 @@ def test_per_graph_and_total_limits():
     with pytest.raises(ValueError, match=r"n_node\[0\] = 68719476737 exceeds"):
         gb.GraphSizes([MAX_COUNT + 1], [0])
     n = MAX_TOTAL // MAX_COUNT + 1  # each graph at the limit, the column total just over
-    with pytest.raises(ValueError, match="n_edge sums to .* over the limit"):
+    with pytest.raises(ValueError, match=r"n_edge sums to .* over the limit"):
         gb.GraphSizes(np.full(n, 1), np.full(n, MAX_COUNT))
     with pytest.raises(ValueError, match="n_bytes sums"):
         gb.GraphSizes(np.full(n, 1), np.zeros(n), np.full(n, MAX_COUNT))
@@ -88,14 +90,14 @@ def test_histogram_of_large_values_has_no_key_overflow():
     nodes = np.array([MAX_COUNT, 1, MAX_COUNT, 5, 0])
     edges = np.array([MAX_COUNT, MAX_COUNT, 7, 5, 0])
     h = gb.GraphSizes(nodes, edges).histogram(return_inverse=True)
-    expect = sorted(set(zip(nodes.tolist(), edges.tolist())))
-    assert list(zip(h.n_node.tolist(), h.n_edge.tolist())) == expect
+    expect = sorted(set(zip(nodes.tolist(), edges.tolist(), strict=True)))
+    assert list(zip(h.n_node.tolist(), h.n_edge.tolist(), strict=True)) == expect
     assert np.array_equal(h.n_node[h.inverse], nodes) and np.array_equal(h.n_edge[h.inverse], edges)
     assert h.count.sum() == 5
 
 
 def test_budget_and_batch_size_limits(tmp_path):
-    with pytest.raises(ValueError, match="Budget.n_node = .* exceeds"):
+    with pytest.raises(ValueError, match=r"Budget.n_node = .* exceeds"):
         gb.Budget(MAX_SHAPE + 1, 10, 4)
     sizes = gb.GraphSizes([MAX_COUNT] * 3, [0] * 3)
     with pytest.raises(ValueError, match="over the padded-shape limit"):
@@ -139,13 +141,14 @@ def _save(path, arrays):
 
 @pytest.mark.parametrize("case, match", [
     ("dup", "duplicated"), ("neg", "outside"), ("range", "outside"), ("float", "integers"),
-    ("str", "integers"), ("2d", "1-D|first dimension"), ("offsets", "offsets"), ("rank", "step-major"),
+    ("str", "integers"), ("2d", "1-D|first dimension"), ("offsets", "offsets"),
+    ("rank", "step-major"),
     ("rank_only", "both rank and step"), ("meta_list", "JSON object"),
     ("meta_ws", "world_size"), ("meta_cost", "cost_model"), ("uint", "int64 range"),
     ("totals", "over its padded shape"), ("neg_real", "below 0"), ("pad_min", "below 1"),
 ])
 def test_load_refuses_damaged_plans(tmp_path, case, match):
-    sizes, p, a = _plan_arrays()
+    _, p, a = _plan_arrays()
     meta = json.loads(str(a["meta"]))
     if case == "dup":
         a["order"] = a["order"].copy()
@@ -290,7 +293,7 @@ def test_atomic_write_failure_leaves_target_and_no_temp(tmp_path):
         atomic_write(target, boom)
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]
-    with pytest.raises(ValueError, match=".npz"):
+    with pytest.raises(ValueError, match=r".npz"):
         atomic_savez(tmp_path / "x.txt", {})
 
 

@@ -13,20 +13,20 @@ pytest.importorskip("jax")
 pytest.importorskip("flax")
 pytest.importorskip("optax")
 
-from graphbatch.bench import BenchConfig  # noqa: E402
-from graphbatch.bench._jax_runner import (  # noqa: E402
+from graphbatch.bench import BenchConfig
+from graphbatch.bench._jax_runner import (
     jax_targets,
     load_jax_bench_data,
     run_jax_bench,
 )
-from graphbatch.bench._report import LIST_KEYS, learning_tests  # noqa: E402
-from graphbatch.cli import main  # noqa: E402
+from graphbatch.bench._report import LIST_KEYS, learning_tests
+from graphbatch.cli import main
 
 REQUIRED = ("framework", "model", "strategy", "batch_size", "repeat", "compiled", "budget",
             "compiles", "compile_s", "distinct_shapes", "step_ms_mean", "step_ms_median",
             "update_ms_median", "batching_ms_median", "graphs_per_s", "steady_graphs_per_s",
             "update_us_per_graph_median", "node_efficiency", "edge_efficiency",
-            "peak_mem_bytes", "test_rmse", "input_wait_fraction") + LIST_KEYS
+            "peak_mem_bytes", "test_rmse", "input_wait_fraction", *LIST_KEYS)
 TINY = {"schnet": {"hidden": 8, "filters": 8, "num_interactions": 1, "num_gaussians": 6}}
 STRATEGIES = ("pack-lpf", "jraph-dynamic", "jraph-pad64", "unpadded")
 

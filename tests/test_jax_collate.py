@@ -45,7 +45,7 @@ def test_collate_follows_pad_with_graphs_and_masks(graphs):
     shape = (64, 300, 5)
     out = gj.collate([graphs[i] for i in idx], shape, graph_index=idx)
     ref = jraph.pad_with_graphs(jraph.batch_np([graphs[i] for i in idx]), *shape)
-    for a, b in zip(jax.tree_util.tree_leaves(out.graphs), jax.tree_util.tree_leaves(ref)):
+    for a, b in zip(jax.tree_util.tree_leaves(out.graphs), jax.tree_util.tree_leaves(ref), strict=False):
         np.testing.assert_array_equal(a, b)
     n_real = sum(int(graphs[i].n_node[0]) for i in idx)
     e_real = sum(int(graphs[i].n_edge[0]) for i in idx)
@@ -59,7 +59,7 @@ def test_collate_follows_pad_with_graphs_and_masks(graphs):
     assert (out.graphs.senders[e_real:] >= n_real).all()
     back = gj.unpad(out)
     assert len(back) == 3
-    for g, i in zip(back, idx):
+    for g, i in zip(back, idx, strict=False):
         np.testing.assert_array_equal(g.senders, graphs[i].senders)
         np.testing.assert_array_equal(g.nodes["pos"], graphs[i].nodes["pos"])
 

@@ -53,7 +53,7 @@ def test_same_weights_same_per_graph_outputs(batch, name, extra):
     own = jax.eval_shape(lambda k, x: jmodel.init(k, **x, num_graphs=inp["num_graphs"]),
                          jax.random.PRNGKey(0), static)
     assert jax.tree_util.tree_structure(own) == jax.tree_util.tree_structure(params)
-    for a, b in zip(jax.tree_util.tree_leaves(own), jax.tree_util.tree_leaves(params)):
+    for a, b in zip(jax.tree_util.tree_leaves(own), jax.tree_util.tree_leaves(params), strict=True):
         assert a.shape == b.shape
     assert gjm.count_parameters(own) == tm.count_parameters(tmodel)
     out_j = np.asarray(jax.jit(jmodel.apply, static_argnames="num_graphs")(params, **inp))
@@ -111,3 +111,17 @@ def test_bad_hyperparameters_and_weights(batch):
         gjm.build_model("gcn")
     with pytest.raises(ValueError, match="not a layer"):
         gjm.params_from_torch({"centres": np.zeros(3)})
+
+
+def test_linear_initialises_standalone_with_both_schemes():
+    """``Linear(...).init`` is Flax's own (a field named ``init`` used to hide it), and the two
+    weight schemes give torch's uniform bias or Xavier with a zero bias."""
+    from graphbatch.jax.models._ops import Linear
+
+    x = jax.numpy.ones((2, 9))
+    torch_like = Linear(4).init(jax.random.PRNGKey(0), x)["params"]
+    assert torch_like["kernel"].shape == (9, 4) and torch_like["bias"].shape == (4,)
+    bias = np.asarray(torch_like["bias"])
+    assert np.all(np.abs(bias) <= 1 / 3) and np.any(bias != 0)
+    xavier = Linear(4, weight_init="xavier").init(jax.random.PRNGKey(0), x)["params"]
+    assert np.all(np.asarray(xavier["bias"]) == 0)

@@ -40,7 +40,7 @@ def _free_port() -> int:
 def multihost(tmp_path_factory):
     out = tmp_path_factory.mktemp("jax-multihost")
     port = _free_port()
-    logs = [open(out / f"log{p}", "w") for p in range(2)]
+    logs = [open(out / f"log{p}", "w") for p in range(2)]  # noqa: SIM115 (the children's)
     procs = [subprocess.Popen([sys.executable, str(SCRIPT), str(p), str(port), str(out)],
                               stdout=logs[p], stderr=subprocess.STDOUT) for p in range(2)]
     for p, proc in enumerate(procs):
@@ -161,7 +161,7 @@ def test_state_without_fingerprint_needs_the_opt_in():
     assert (state["epoch"], state["offset"]) == (0, 2)
     del state["fingerprint"]
     other = gj.loader(graphs, strategy="dynamic", batch_size=12, seed=4)
-    with pytest.raises(gb.InputError, match="no 'fingerprint'.*allow_missing_fingerprint=True"):
+    with pytest.raises(gb.InputError, match=r"no 'fingerprint'.*allow_missing_fingerprint=True"):
         other.load_state_dict(state)
     same = gj.loader(graphs, strategy="dynamic", batch_size=6, seed=4)
     same.load_state_dict(state, allow_missing_fingerprint=True)

@@ -34,7 +34,7 @@ def _store(tmp_path):
 def _assert_same(got, want):
     import jax
 
-    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want), strict=False):
         a, b = np.asarray(a), np.asarray(b)
         assert a.dtype == b.dtype and a.shape == b.shape
         assert np.array_equal(a, b)

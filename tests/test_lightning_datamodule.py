@@ -25,8 +25,8 @@ pytest.importorskip("torch_geometric")
 
 import graphbatch as gb
 import graphbatch.torch as gt
-from graphbatch.torch._store_batch import StoreCollater
 from graphbatch.lightning import GraphDataModule
+from graphbatch.torch._store_batch import StoreCollater
 
 from ._torch_graphs import molecules, sizes_of
 

@@ -9,8 +9,18 @@ from hypothesis import strategies as st
 
 import graphbatch as gb
 from graphbatch.lowband import (
-    BLOCK_C, BLOCK_L, BLOCK_U, DROPPED, EdgeGraphs, apply_reordering, bandwidth_summary,
-    bandwidths, build_supergraphs, classify_edges, graph_bandwidth, rcm_permutation,
+    BLOCK_C,
+    BLOCK_L,
+    BLOCK_U,
+    DROPPED,
+    EdgeGraphs,
+    apply_reordering,
+    bandwidth_summary,
+    bandwidths,
+    build_supergraphs,
+    classify_edges,
+    graph_bandwidth,
+    rcm_permutation,
     reduce_bandwidth,
 )
 
@@ -20,7 +30,7 @@ from ._lowband_graphs import random_banded, random_collection
 def dense_bandwidth(n, edge_index):
     """Bandwidth by definition: smallest B with a_ij = 0 for |i-j| > B, from a dense matrix."""
     a = np.zeros((n, n), bool)
-    for j, i in zip(*edge_index):
+    for j, i in zip(*edge_index, strict=True):
         a[i, j] = True
     b = 0
     for i in range(n):
@@ -34,9 +44,10 @@ def edge_multiset(graphs, key="uid"):
     """Edges as (graph, uid[sender], uid[receiver], type) — invariant under node renumbering."""
     out = []
     for g in range(len(graphs)):
-        n, ei, et = graphs.graph(g)
+        _, ei, et = graphs.graph(g)
         uid = graphs.node_data[key][graphs.node_offsets[g]:graphs.node_offsets[g + 1]]
-        out += [(g, int(uid[s]), int(uid[r]), int(t)) for s, r, t in zip(ei[0], ei[1], et)]
+        out += [(g, int(uid[s]), int(uid[r]), int(t))
+                for s, r, t in zip(ei[0], ei[1], et, strict=True)]
     return sorted(out)
 
 
@@ -140,7 +151,7 @@ def test_summary_values_against_plain_loops():
     for t in (128, 256, 512, 1024):
         assert s.share_below[t] == sum(1 for b in after if b < t) / 500
         assert s.share_below_before[t] == sum(1 for b in before if b < t) / 500
-    ratio = [v / max(b, 1) for v, b in zip(n, after)]
+    ratio = [v / max(b, 1) for v, b in zip(n, after, strict=True)]
     assert s.share_ratio_at_least_3 == sum(1 for x in ratio if x >= 3) / 500
     assert sum(s.ratio_counts) == 500
     assert s.ratio_counts[0] == sum(1 for x in ratio if 1 <= x < 1.5)
@@ -176,7 +187,7 @@ def place_and_count(graphs, supergraphs, block_size):
         offset = 0
         for g in sg.graph_index:
             n, ei, _ = graphs.graph(int(g))
-            for j, i in zip(ei[0], ei[1]):
+            for j, i in zip(ei[0], ei[1], strict=True):
                 bi, bj = (i + offset) // block_size, (j + offset) // block_size
                 if abs(bi - bj) >= 2:
                     dropped += 1
@@ -205,12 +216,12 @@ def test_supergraph_rules_and_edge_accounting(seed, s, k, filt):
         assert (sg.edge_class == classify_edges(sg.senders, sg.receivers, s)).all()
         # kept edges are the source edges moved by their graph's offset
         gi = np.searchsorted(graphs.edge_offsets, sg.edge_index, side="right") - 1
-        pos = {int(g): int(o) for g, o in zip(sg.graph_index, sg.node_offset)}
+        pos = {int(g): int(o) for g, o in zip(sg.graph_index, sg.node_offset, strict=True)}
         shift = np.array([pos[int(g)] for g in gi], dtype=np.int64)
         assert np.array_equal(sg.senders, graphs.senders[sg.edge_index] + shift)
         assert np.array_equal(sg.receivers, graphs.receivers[sg.edge_index] + shift)
         x = sg.gather_nodes(graphs.node_data["x"], fill=np.nan)
-        for g, o, n in zip(sg.graph_index, sg.node_offset, sg.n_node):
+        for g, o, n in zip(sg.graph_index, sg.node_offset, sg.n_node, strict=True):
             a = graphs.node_offsets[g]
             assert np.array_equal(x[o:o + n], graphs.node_data["x"][a:a + n])
         assert np.isnan(x[sg.num_real_nodes:]).all()

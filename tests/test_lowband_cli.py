@@ -9,7 +9,12 @@ import pytest
 
 from graphbatch.cli import main
 from graphbatch.lowband import (
-    EdgeGraphs, apply_reordering, band_coverage, bandwidth_summary, bandwidths, reduce_bandwidth,
+    EdgeGraphs,
+    apply_reordering,
+    band_coverage,
+    bandwidth_summary,
+    bandwidths,
+    reduce_bandwidth,
 )
 
 from ._lowband_graphs import random_collection

@@ -11,10 +11,18 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from graphbatch.lowband import (  # noqa: E402
-    BLOCK_L, BLOCK_U, apply_reordering, bandwidths, build_supergraphs, reduce_bandwidth,
+    BLOCK_L,
+    BLOCK_U,
+    apply_reordering,
+    bandwidths,
+    build_supergraphs,
+    reduce_bandwidth,
 )
 from graphbatch.lowband.nn import (  # noqa: E402
-    GGNN, BandPropagation, ScatterPropagation, band_blocks,
+    GGNN,
+    BandPropagation,
+    ScatterPropagation,
+    band_blocks,
 )
 
 from ._lowband_graphs import random_collection  # noqa: E402
@@ -33,7 +41,7 @@ def dense_reference(sg, h):
     """Plain loop over kept edges into per-type dense matrices A_p, then A_p @ E."""
     n, p = sg.num_nodes, sg.num_edge_types
     a = np.zeros((p, n, n))
-    for j, i, t in zip(sg.senders, sg.receivers, sg.edge_type):
+    for j, i, t in zip(sg.senders, sg.receivers, sg.edge_type, strict=True):
         a[t, i, j] += 1.0
     pre = np.einsum("pij,jh->iph", a, h.numpy())
     return pre.reshape(n, p * h.shape[1])
@@ -101,7 +109,7 @@ def test_ggnn_backends_agree_in_forward_and_gradients():
         outs.append(out.detach())
         grads.append([p.grad.clone() for p in model.parameters()])
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-10, atol=1e-10)
-    for a, b in zip(*grads):
+    for a, b in zip(*grads, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
 
 
@@ -132,7 +140,7 @@ def test_weights_trained_on_band_evaluate_on_all_edges_with_scatter():
                                                      ignore_index=-100)
             grads = torch.autograd.grad(loss, params)
             with torch.no_grad():  # plain SGD (torch.optim would import torch._dynamo: slow)
-                for p, g in zip(params, grads):
+                for p, g in zip(params, grads, strict=True):
                     p -= 0.05 * g
             losses[-1] += float(loss.detach())
     assert losses[-1] < losses[0]
@@ -142,7 +150,7 @@ def test_weights_trained_on_band_evaluate_on_all_edges_with_scatter():
         full = ScatterPropagation.from_graphs(raw)
         x_raw = torch.tensor(raw.node_data["x"], dtype=torch.float32)
         logits_full = head(fresh(embed(x_raw), full))
-        for sg, (prop, x, _) in zip(res.supergraphs, batches):
+        for sg, (prop, x, _) in zip(res.supergraphs, batches, strict=True):
             logits_band = head(model(embed(x), prop))
             real = sg.node_index[: sg.num_real_nodes]
             uid = graphs.node_data["uid"][real]  # row of the same node in the raw graphs

@@ -70,7 +70,7 @@ def padded(mols, pad_nodes=7, pad_edges=11, extra_graphs=2, seed=1):
     pei[:, 0] = n  # a self loop at distance 0
     out = dict(zip(("z", "pos", "edge_index", "batch"), t(
         np.concatenate([z, pz]), np.concatenate([pos, ppos]),
-        np.concatenate([ei, pei], 1), np.concatenate([b, np.full(pad_nodes, g)]))))
+        np.concatenate([ei, pei], 1), np.concatenate([b, np.full(pad_nodes, g)])), strict=True))
     out["node_mask"] = torch.arange(n + pad_nodes) < n
     out["edge_mask"] = torch.arange(ei.shape[1] + pad_edges) < ei.shape[1]
     out["num_graphs"] = g + extra_graphs
@@ -143,7 +143,7 @@ def test_schnet_matches_pyg_schnet_with_the_same_weights():
         w1 = torch.cat([b.mlp[0].weight for b in theirs.interactions])
         b1 = torch.cat([b.mlp[0].bias for b in theirs.interactions])
         ours.filter1.weight.copy_(w1), ours.filter1.bias.copy_(b1)
-        for mine, blk in zip(ours.interactions, theirs.interactions):
+        for mine, blk in zip(ours.interactions, theirs.interactions, strict=True):
             mine.filter2.load_state_dict(blk.mlp[2].state_dict())
             mine.lin_in.load_state_dict(blk.conv.lin1.state_dict())
             mine.lin_out.load_state_dict(blk.conv.lin2.state_dict())
@@ -162,7 +162,8 @@ def test_painn_is_rotation_and_translation_invariant():
     mols = molecules(3, seed=11)
     model = make("painn").double()
     ref = unpadded(mols)
-    q, _ = torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
+    q, _ = torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64,
+                                       generator=torch.Generator().manual_seed(0)))
     with torch.no_grad():
         a = model(**dict(ref, pos=ref["pos"].double()))
         b = model(**dict(ref, pos=ref["pos"].double() @ q.T + 3.0))
@@ -298,5 +299,5 @@ def test_compiled_model_equals_eager_with_gradients(name):
     fn = torch.compile(model, dynamic=False, fullgraph=True, backend="aot_eager")
     out, g = grads(fn)
     torch.testing.assert_close(out, ref_out, rtol=1e-10, atol=1e-10)
-    for a, b in zip(g, ref_g):
+    for a, b in zip(g, ref_g, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)

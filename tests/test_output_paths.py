@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("h5py")
 
-from graphbatch import GraphSizes  # noqa: E402
-from graphbatch.cli import main  # noqa: E402
-from graphbatch.datasets import synthetic_graphs, synthetic_sizes, write_store  # noqa: E402
+from graphbatch import GraphSizes
+from graphbatch.cli import main
+from graphbatch.datasets import synthetic_graphs, synthetic_sizes, write_store
 
 
 def _store(path: Path) -> Path:

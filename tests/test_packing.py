@@ -53,7 +53,7 @@ def test_every_graph_once_per_epoch_and_limits(strategy, batch_size):
             # estimated budget: one tight shape, within the budget, the same every epoch
             (shape,) = p.shapes().tolist()
             assert shape == p.meta["padded_shape"]
-            assert all(x <= y for x, y in zip(shape, b))
+            assert all(x <= y for x, y in zip(shape, b, strict=False))
             assert shape == [int(p.real_nodes.max()) + 1, int(p.real_edges.max()),
                              int(p.graphs_per_batch.max()) + 1]
             shapes.add(tuple(shape))
@@ -90,7 +90,7 @@ def test_same_seed_epoch_same_plan_and_packs_change_with_epoch():
     assert np.array_equal(a.order, b.order) and np.array_equal(a.offsets, b.offsets)
     assert not np.array_equal(a.order, c.order)
     # the packs' size patterns stay; which graphs fill them changes
-    pat = lambda p: sorted(tuple(sorted(zip(sizes.n_node[x], sizes.n_edge[x])))  # noqa: E731
+    pat = lambda p: sorted(tuple(sorted(zip(sizes.n_node[x], sizes.n_edge[x], strict=False)))  # noqa: E731
                            for x in p.batches())
     assert pat(a) == pat(c)
     sets = lambda p: {frozenset(x.tolist()) for x in p.batches()}  # noqa: E731
@@ -220,8 +220,6 @@ def test_cli_plan_flags_and_limits(tmp_path, capsys):
     assert "cannot hold the largest graph" in capsys.readouterr().err
 
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=25, deadline=None)
@@ -262,7 +260,7 @@ def test_tight_shapes_hold_every_batch_of_every_epoch(n, bs, seed, strategy, dat
         p.validate(sizes)
         budget = p.meta["budget"]
         (shape,) = p.shapes().tolist() or [p.meta.get("padded_shape", budget)]
-        assert all(x <= y for x, y in zip(shape, budget))
+        assert all(x <= y for x, y in zip(shape, budget, strict=False))
         assert (p.real_nodes + 1 <= shape[0]).all() and (p.real_edges <= shape[1]).all()
         assert (p.graphs_per_batch + 1 <= shape[2]).all()
         shapes.add(tuple(shape))
@@ -279,7 +277,7 @@ def test_user_budget_stays_as_given(strategy):
     t.validate(sizes)
     assert t.meta["budget"] == list(budget)
     (shape,) = t.shapes().tolist()
-    assert shape == t.meta["padded_shape"] and all(x <= y for x, y in zip(shape, budget))
+    assert shape == t.meta["padded_shape"] and all(x <= y for x, y in zip(shape, budget, strict=False))
 
 
 @pytest.mark.parametrize("batch_size", [32, 128])
@@ -336,7 +334,7 @@ def test_property_ranks_with_tight_shapes(n, bs, world, seed, strategy):
         if n >= len(p):
             assert p.stats().padding_only_batches == 0
         (shape,) = p.shapes().tolist()
-        assert all(x <= y for x, y in zip(shape, p.meta["budget"]))
+        assert all(x <= y for x, y in zip(shape, p.meta["budget"], strict=False))
         assert (p.real_nodes + 1 <= shape[0]).all() and (p.real_edges <= shape[1]).all()
         shapes.add(tuple(shape))
     assert len(shapes) == 1

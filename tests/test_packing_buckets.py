@@ -73,7 +73,7 @@ def test_more_shapes_never_cost_more_padding(policy):
         plan.validate(sizes)
         assert plan.stats().distinct_shapes <= k
         costs.append(plan.pad_nodes.sum() / 1024 + plan.pad_edges.sum() / 2240)
-    assert all(b <= a + 1e-9 for a, b in zip(costs, costs[1:])), costs
+    assert all(b <= a + 1e-9 for a, b in zip(costs, costs[1:], strict=False)), costs
 
 
 def test_zero_edge_budget_never_writes_zero_edge_shapes_for_edges():
@@ -156,7 +156,7 @@ def test_choice_is_exactly_optimal_in_rationals(seed):
         nn, ne = shape_for_scale(s, base, 64)
         return Fraction(nn, base.n_node) + Fraction(ne, base.n_edge)
 
-    per_pack = [v for v, c in zip(ps.values, ps.counts.tolist()) for _ in range(c)]
+    per_pack = [v for v, c in zip(ps.values, ps.counts.tolist(), strict=False) for _ in range(c)]
     v = list(ps.values)
     best = None
     for r in range(1, min(k, len(v)) + 1):

@@ -59,7 +59,7 @@ def test_heuristic_keys_order_like_the_exact_fractions(name, data, caps):
     xs = data.draw(st.lists(st.integers(0, cx), min_size=2, max_size=12))
     ys = data.draw(st.lists(st.integers(0, max(cy, 0)), min_size=len(xs), max_size=len(xs)))
     h = HEURISTICS[name]
-    exact = [h(Fraction(x, max(cx, 1)), Fraction(y, max(cy, 1))) for x, y in zip(xs, ys)]
+    exact = [h(Fraction(x, max(cx, 1)), Fraction(y, max(cy, 1))) for x, y in zip(xs, ys, strict=False)]
     keys = heuristic_keys(name, np.array(xs), np.array(ys), cx, cy).tolist()
     for i in range(len(xs)):
         assert heuristic_keys(name, xs[i], ys[i], cx, cy) == keys[i]
@@ -193,7 +193,7 @@ def test_assignment_places_each_graph_once_in_a_slot_of_its_bin():
         order, offs = assign_graphs(slot_bin, offsets, graph_bin, graph_ids,
                                     assign_rng=rngs[0], order_rng=rngs[1])
         assert sorted(order.tolist()) == graph_ids.tolist()
-        bin_of = dict(zip(graph_ids.tolist(), graph_bin.tolist()))
+        bin_of = dict(zip(graph_ids.tolist(), graph_bin.tolist(), strict=False))
         got = sorted(sorted(bin_of[g] for g in order[offs[b]:offs[b + 1]].tolist())
                      for b in range(3))
         assert got == sorted(sorted(slot_bin[offsets[b]:offsets[b + 1]].tolist())

@@ -191,7 +191,7 @@ def test_search_points_are_numpys_spacings_in_integers(a, span, num):
     lin = np.linspace(a, b, num)
     for got, ref in ((_geometric_points(a, b, num), geo), (_even_points(a, b, num), lin)):
         assert len(got) == num and got[0] == a and (num == 1 or got[-1] == b)
-        for g, r in zip(got, ref.tolist()):
+        for g, r in zip(got, ref.tolist(), strict=False):
             if abs(r - np.floor(r) - 0.5) > 1e-6:
                 assert g == int(np.rint(r))
 

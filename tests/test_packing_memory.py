@@ -82,7 +82,7 @@ def test_gather_batches_equals_the_slice_concatenation(sizes, chunk, seed):
     order = rng.permutation(sum(sizes) + 7)
     starts = np.array([int(rng.integers(0, order.shape[0] - s + 1)) for s in sizes], np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    want = np.concatenate([order[a:a + s] for a, s in zip(starts.tolist(), sizes)]
+    want = np.concatenate([order[a:a + s] for a, s in zip(starts.tolist(), sizes, strict=False)]
                           + [np.zeros(0, order.dtype)])
     with mock.patch.object(memory_mod, "BATCH_GATHER_CHUNK", chunk):
         got = memory_mod.gather_batches(order, starts, offsets)

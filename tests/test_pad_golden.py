@@ -11,7 +11,7 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("jraph")
 pytest.importorskip("h5py")
 
-from ._pad_cases import cases, digest  # noqa: E402
+from ._pad_cases import cases, digest
 
 #: ``{case: digest}`` printed by ``python tests/_pad_cases.py`` on commit dcc14dd.
 GOLDEN = {

@@ -12,8 +12,13 @@ pytest.importorskip("h5py")
 import graphbatch as gb  # noqa: E402
 import graphbatch.jax as gj  # noqa: E402
 from graphbatch._padbatch import pad_batch  # noqa: E402
-from graphbatch.datasets import GraphArrays, GraphStore, synthetic_graphs, synthetic_sizes  # noqa: E402
-from graphbatch.datasets import write_store  # noqa: E402
+from graphbatch.datasets import (  # noqa: E402
+    GraphArrays,
+    GraphStore,
+    synthetic_graphs,
+    synthetic_sizes,
+    write_store,
+)
 
 
 def test_jraph_layout_equals_jax_collate(tmp_path):

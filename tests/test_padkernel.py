@@ -186,7 +186,7 @@ def _same_tree(a, b):
     la, ta = jax.tree_util.tree_flatten(a)
     lb, tb = jax.tree_util.tree_flatten(b)
     assert ta == tb
-    for x, y in zip(la, lb):
+    for x, y in zip(la, lb, strict=False):
         x, y = np.asarray(x), np.asarray(y)
         assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
 

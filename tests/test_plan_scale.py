@@ -4,8 +4,8 @@ before, chunk and window boundaries included, and plans keep the documented int6
 from __future__ import annotations
 
 import hashlib
-from fractions import Fraction
 import json
+from fractions import Fraction
 from importlib import resources
 from pathlib import Path
 from unittest import mock
@@ -17,14 +17,13 @@ from hypothesis import strategies as st
 
 import graphbatch as gb
 import graphbatch.packing._assign as assign_mod
+import graphbatch.packing._balanced as balanced_mod
 import graphbatch.packing._memory as memory_mod
 import graphbatch.packing._packed_sizes as packed_mod
 import graphbatch.packing._partition as partition_mod
-import graphbatch.packing._totals as totals_mod
-import graphbatch.packing._balanced as balanced_mod
-import graphbatch.packing._greedy as greedy_mod
 import graphbatch.packing._patterns as patterns_mod
 import graphbatch.packing._steps as steps_mod
+import graphbatch.packing._totals as totals_mod
 import graphbatch.planners._distributed as distributed_mod
 from graphbatch.packing._assign import group_by_key
 from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
@@ -315,14 +314,14 @@ def _step_fill_both(nodes, edges, budget, ranks, **kw):
     lean = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True,
                                with_order=False, **kw)
     assert lean[0] is None
-    for a, b in zip(vec[1:], lean[1:]):
+    for a, b in zip(vec[1:], lean[1:], strict=False):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     # with the (n, e) pairs found beforehand from the graphs in another order (`dynamic`'s
     # seed pass): the same fill
     o = np.random.default_rng(nodes.shape[0]).permutation(nodes.shape[0])
     shared = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True,
                                  pairs=steps_mod.SizePairs(nodes[o], edges[o]), **kw)
-    for a, b in zip(vec, shared):
+    for a, b in zip(vec, shared, strict=False):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     with mock.patch.object(memory_mod, "STEP_BLOCK_STEPS", 0):
         seq = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
@@ -352,7 +351,7 @@ def test_vectorised_step_fill_equals_the_per_step_fill(sizes, ranks, cap, fill, 
             # int64 sort items instead of uint32 ones; node and edge totals by two counts
             _ITEM_BITS=0 if wide_items else 32, _EXACT_FLOAT=1 if two_counts else 2**53):
         vec, seq = _step_fill_both(nodes, edges, budget, ranks, fill=fill, steps=steps)
-    for a, b in zip(vec, seq):
+    for a, b in zip(vec, seq, strict=False):
         assert a.dtype == b.dtype
         assert np.array_equal(a, b)
     perm, off, bn, be = vec
@@ -371,7 +370,7 @@ def test_step_fill_takes_the_per_step_path_where_a_dealt_step_does_not_fit():
     edges = rng.integers(0, 9, 3000)
     budget = gb.Budget(81, 200, 17)
     vec, seq = _step_fill_both(nodes, edges, budget, 4, fill=1.0)
-    for a, b in zip(vec, seq):
+    for a, b in zip(vec, seq, strict=False):
         assert np.array_equal(a, b)
 
 
@@ -382,7 +381,7 @@ def test_step_fill_with_huge_counts_sums_them_apart():
     edges = rng.integers(0, 2**30, 500)
     budget = gb.Budget(2**33, 2**33, 9)
     vec, seq = _step_fill_both(nodes, edges, budget, 3)
-    for a, b in zip(vec, seq):
+    for a, b in zip(vec, seq, strict=False):
         assert np.array_equal(a, b)
     perm, off, bn, be = vec
     assert np.array_equal(be, [int(edges[perm[off[i]:off[i + 1]]].sum())
@@ -533,7 +532,7 @@ def test_packed_sizes_gather_like_the_narrow_column_gathers(n, e_top, seed):
     index = rng.permutation(nodes.shape[0]).astype(np.int32)
     got = packed_mod.PackedSizes(nodes, edges).gather(index)
     want = (memory_mod.gather_counts(nodes, index), memory_mod.gather_counts(edges, index))
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=False):
         assert g.dtype == w.dtype and np.array_equal(g, w)
 
 
@@ -553,9 +552,9 @@ def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budg
     if extra <= 0 or g == 0 or take > n - p:
         return None
     cn, ce = max(budget.node_capacity, 1), max(budget.edge_capacity, 1)
-    cost = [Fraction(int(a), cn) + Fraction(int(b), ce) for a, b in zip(bin_nodes, bin_edges)]
+    cost = [Fraction(int(a), cn) + Fraction(int(b), ce) for a, b in zip(bin_nodes, bin_edges, strict=False)]
     tn, te, _ = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-    load = [Fraction(int(a), cn) + Fraction(int(b), ce) for a, b in zip(tn, te)]
+    load = [Fraction(int(a), cn) + Fraction(int(b), ce) for a, b in zip(tn, te, strict=False)]
     donors = np.array(sorted(range(p), key=lambda k: -load[k]), np.int64)
     rounds = -(-take // p)
     give = np.zeros(p, np.int64)
@@ -566,7 +565,7 @@ def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budg
     mean_n = Fraction(int(tn.sum()), n) or Fraction(1, 10**9)
     mean_e = Fraction(int(te.sum()), n) or Fraction(1, 10**9)
     dist = [abs(int(a) / mean_n - 1) + abs(int(b) / mean_e - 1)
-            for a, b in zip(bin_nodes, bin_edges)]
+            for a, b in zip(bin_nodes, bin_edges, strict=False)]
     order = np.array(sorted(range(n), key=lambda k: (pack_of[k], dist[slot_bin[k]])), np.int64)
     rank = np.arange(n) - offsets[pack_of[order]]
     moved = np.zeros(n, bool)
@@ -866,7 +865,7 @@ def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chu
     perm = rng.permutation(counts.shape[0])
     starts, new_counts = old_offsets[:-1][perm], counts[perm]
     offsets = np.concatenate([[0], np.cumsum(new_counts)])
-    want = np.concatenate([order[s:s + c] for s, c in zip(starts, new_counts)])
+    want = np.concatenate([order[s:s + c] for s, c in zip(starts, new_counts, strict=False)])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(memory_mod, "BATCH_GATHER_CHUNK", chunk)
         got = memory_mod.gather_batches(
@@ -893,7 +892,7 @@ def test_greedy_fill_stops_only_once_the_count_is_reached(sizes, window, extra, 
     if count >= stop_at:
         assert got is None
     else:
-        assert got is not None and all(np.array_equal(a, b) for a, b in zip(got, full))
+        assert got is not None and all(np.array_equal(a, b) for a, b in zip(got, full, strict=False))
 
 # ------------------------------------------------------- pack-lpf kernels (issue 17, round 4)
 def _assign_reference(slot_bin, pack_offsets, graph_bin, graph_ids, assign_rng, order_rng):
@@ -955,7 +954,7 @@ def test_assign_graphs_equals_the_reference_form(seed, packs, width, bins, full,
                                        order_rng=o1, return_pack_order=True)
     a2, o2 = rngs()
     want = _assign_reference(slot_bin, offsets, graph_bin, graph_ids, a2, o2)
-    for x, y in zip(got, want):
+    for x, y in zip(got, want, strict=False):
         assert np.array_equal(x, y)
     # the generators drew the same numbers: they end in the same state
     assert a1.bit_generator.state == a2.bit_generator.state

@@ -13,8 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphbatch._prefetch import (POLL_MAX_S, POLL_MIN_S, POLL_SHARE, Prefetcher, ahead,
-                                  poll_interval)
+from graphbatch._prefetch import (
+    POLL_MAX_S,
+    POLL_MIN_S,
+    POLL_SHARE,
+    Prefetcher,
+    ahead,
+    poll_interval,
+)
 
 from ._imports import imports_of
 from ._waiting import wait_for

@@ -14,12 +14,13 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-import graphbatch as gb  # noqa: E402
-from graphbatch.analysis import BENCH_KEYS, LimitSearch, search_limits_if_available  # noqa: E402
-from graphbatch.cli import main  # noqa: E402
-from graphbatch.report import _figures as F  # noqa: E402
-from graphbatch.report._build import REPORT_FIGURES  # noqa: E402
-from graphbatch.report._html import HtmlPage  # noqa: E402
+import graphbatch as gb
+from graphbatch.analysis import BENCH_KEYS, LimitSearch, search_limits_if_available
+from graphbatch.cli import main
+from graphbatch.report import REPORT_FIGURES, HtmlPage
+from graphbatch.report import _figures as F
+from graphbatch.report._build import REPORT_FIGURES
+from graphbatch.report._html import HtmlPage
 
 BENCH_FIGURES = ("fig-bench-timing", "fig-bench-compile", "fig-bench-memory")
 TUNE_FIGURES = ("fig-tune-fit",)  # only with a tune result (tests/test_tune.py)

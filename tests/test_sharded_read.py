@@ -3,6 +3,7 @@ graphs into shards, every read equals the single-file store's (property test).""
 
 from __future__ import annotations
 
+import itertools
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("h5py")
 
-from graphbatch.datasets import (  # noqa: E402
+from graphbatch.datasets import (
     GraphArrays,
     GraphStore,
     ShardedGraphStore,
@@ -19,12 +20,13 @@ from graphbatch.datasets import (  # noqa: E402
     synthetic_sizes,
     write_store,
 )
-from graphbatch.datasets._manifest import (  # noqa: E402
+from graphbatch.datasets._manifest import (
     shard_facts,
     write_manifest_of_facts,
     write_manifest_of_shards,
 )
-from ._padded import assert_same_padded  # noqa: E402
+
+from ._padded import assert_same_padded
 
 N = 40
 
@@ -54,7 +56,7 @@ def test_random_partitions_read_like_one_file(tmp_path_factory, data):
     folder = tmp_path_factory.mktemp("shards")
     single = GraphStore(write_store(folder / "one.h5", [GRAPHS], name="t"))
     paths = [write_store(folder / f"s{k}.h5", [GRAPHS.take(np.arange(a, b))], name="t")
-             for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+             for k, (a, b) in enumerate(itertools.pairwise(bounds))]
     write_manifest_of_shards(folder / "m.json", paths, name="t", meta={}, build={})
     store = GraphStore(folder / "m.json")
     assert isinstance(store, ShardedGraphStore) and store.n_shards == len(paths)
@@ -68,7 +70,8 @@ def test_random_partitions_read_like_one_file(tmp_path_factory, data):
     layout = data.draw(st.sampled_from(["torch", "jraph"]), label="layout")
     cutoff = data.draw(st.sampled_from([None, 1.5]), label="cutoff")
     options = {"layout": layout, "cutoff": cutoff}
-    assert_same_padded(single.read_batch(idx, shape, **options), store.read_batch(idx, shape, **options))
+    assert_same_padded(single.read_batch(idx, shape, **options),
+                       store.read_batch(idx, shape, **options))
     for i in idx[:3]:
         a, b = single.read_graph(int(i)), store.read_graph(int(i))
         assert all(np.array_equal(a[k], b[k]) for k in a)
@@ -88,7 +91,7 @@ def test_shards_outside_the_manifest_folder_or_disagreeing_are_refused(tmp_path)
                         edge_index=GRAPHS.take(np.arange(5)).edge_index,
                         node={"z": GRAPHS.take(np.arange(5)).node["z"]})
     p2 = write_store(tmp_path / "s2.h5", [other], name="t")
-    with pytest.raises(ValueError, match="s2.h5.*has fields"):
+    with pytest.raises(ValueError, match=r"s2.h5.*has fields"):
         write_manifest_of_shards(tmp_path / "m.json", [p1, p2], name="t", meta={}, build={})
     assert not (tmp_path / "m.json").exists()
 

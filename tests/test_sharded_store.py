@@ -29,16 +29,17 @@ from graphbatch.datasets import (  # noqa: E402
     ShardBuildError,
     ShardedGraphStore,
     StoreFormatError,
+    _cluster,
     build_sharded_store,
     build_store,
 )
-from graphbatch.datasets import _cluster  # noqa: E402
 from graphbatch.datasets._build import (  # noqa: E402
     BuildOptions,
     load_records,
     slice_records,
     write_partition,
 )
+
 from ._padded import assert_same_padded  # noqa: E402
 
 QM9_N = 420
@@ -65,7 +66,7 @@ def qm9(tmp_path_factory, cluster):
 def _copy_set(manifest: Path, to: Path) -> Path:
     """Copy a manifest and its shards into another folder (tests damage the copy)."""
     to.mkdir(parents=True, exist_ok=True)
-    for p in ShardedGraphStore(manifest).shard_paths + [manifest]:
+    for p in [*ShardedGraphStore(manifest).shard_paths, manifest]:
         shutil.copy(p, to / p.name)
     return to / manifest.name
 
@@ -215,9 +216,9 @@ def test_torch_loader_batches_equal_single_file(qm9, strategy, kw):
     assert isinstance(lb.collater, StoreCollater)
     xs, ys = list(la), list(lb)
     assert len(xs) == len(ys) > 0
-    for x, y in zip(xs, ys):
+    for x, y in zip(xs, ys, strict=True):
         assert sorted(x.keys()) == sorted(y.keys()) and type(x) is type(y)
-        for k in x.keys():
+        for k in x.keys():  # noqa: SIM118 (a PyG Batch iterates over (key, value) pairs)
             assert x[k].dtype == y[k].dtype and torch.equal(x[k], y[k]), k
         for k in x._slice_dict:
             assert torch.equal(x._slice_dict[k], y._slice_dict[k]), k
@@ -255,7 +256,7 @@ def test_jax_batches_equal_single_file(qm9):
     for b, idx in enumerate(plan.batches()):
         x = make_padded(sa, idx, plan.shape(b), template=None, cutoff=2.5)
         y = make_padded(sb, idx, plan.shape(b), template=None, cutoff=2.5)
-        for u, v in zip(jax.tree_util.tree_leaves(x), jax.tree_util.tree_leaves(y)):
+        for u, v in zip(jax.tree_util.tree_leaves(x), jax.tree_util.tree_leaves(y), strict=True):
             assert np.asarray(u).dtype == np.asarray(v).dtype
             assert np.array_equal(np.asarray(u), np.asarray(v))
 
@@ -355,7 +356,7 @@ def test_failed_shard_leaves_no_new_manifest_and_no_shards(qm9, tmp_path, cluste
     with pytest.raises(ShardBuildError):
         build_sharded_store("qm9", fresh, shards=3, limit=QM9_N, address=cluster, retries=0)
     assert not fresh.exists() and list(fresh.parent.iterdir()) == []
-    with pytest.raises(FileNotFoundError, match="x.json"):
+    with pytest.raises(FileNotFoundError, match=r"x.json"):
         GraphStore(fresh)
 
 
@@ -412,7 +413,7 @@ def test_source_error_closes_the_cluster_started_meanwhile(tmp_path):
     import multiprocessing
 
     before = set(multiprocessing.active_children())
-    with pytest.raises(FileNotFoundError, match="missing.csv"):
+    with pytest.raises(FileNotFoundError, match=r"missing.csv"):
         build_sharded_store("moses", tmp_path / "m.json", shards=2, workers=1,
                             source=tmp_path / "missing.csv")
     assert set(multiprocessing.active_children()) <= before
@@ -456,7 +457,7 @@ def test_killed_driver_leaves_no_openable_manifest(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert not out.exists()
-    with pytest.raises(FileNotFoundError, match="m.json"):
+    with pytest.raises(FileNotFoundError, match=r"m.json"):
         GraphStore(out)
 
 
@@ -511,7 +512,7 @@ def test_killed_worker_partition_is_retried_and_the_build_equals_single_file(tmp
             try:
                 box["report"] = build_sharded_store("moses", out, shards=3, limit=n,
                                                     address=cluster.scheduler_address)
-            except BaseException as exc:  # noqa: BLE001 - re-raised by the test below
+            except BaseException as exc:
                 box["error"] = exc
 
         thread = threading.Thread(target=run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pickle
@@ -19,7 +20,6 @@ h5py = pytest.importorskip("h5py")
 from graphbatch import GraphSizes  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 from graphbatch.cli._common import load_sizes  # noqa: E402
-from ._stores import edit_header, read_header, write_v2  # noqa: E402
 from graphbatch.datasets import (  # noqa: E402
     GraphArrays,
     GraphStore,
@@ -30,6 +30,8 @@ from graphbatch.datasets import (  # noqa: E402
     synthetic_sizes,
     write_store,
 )
+
+from ._stores import edit_header, read_header, write_v2  # noqa: E402
 
 
 def _graphs(n=120, seed=0) -> GraphArrays:
@@ -48,7 +50,7 @@ def _graphs(n=120, seed=0) -> GraphArrays:
 
 def _write(path, graphs, pieces=3, **kw):
     cut = np.linspace(0, len(graphs), pieces + 1).astype(int)
-    chunks = [graphs.take(np.arange(a, b)) for a, b in zip(cut[:-1], cut[1:]) if b > a]
+    chunks = [graphs.take(np.arange(a, b)) for a, b in itertools.pairwise(cut) if b > a]
     return write_store(path, chunks, name="test", meta={"note": "ünïcode ok"},
                        failed_index=[7, 11], **kw)
 
@@ -125,15 +127,14 @@ def test_lru_cache(stored):
 def test_write_is_atomic(tmp_path, stored):
     path, graphs = stored
     before = path.read_bytes()
-    with pytest.raises(RuntimeError):
-        with GraphStoreWriter(path, name="x") as w:
-            w.append(graphs.take([0, 1]))
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), GraphStoreWriter(path, name="x") as w:
+        w.append(graphs.take([0, 1]))
+        raise RuntimeError("interrupted")
     assert path.read_bytes() == before                    # old file untouched
     assert [p.name for p in path.parent.iterdir()] == [path.name]   # no temp file left
-    with pytest.raises(ValueError, match="no graphs"):
-        with GraphStoreWriter(tmp_path / "empty.h5", name="x"):
-            pass
+    with pytest.raises(ValueError, match="no graphs"), \
+            GraphStoreWriter(tmp_path / "empty.h5", name="x"):
+        pass
     assert not (tmp_path / "empty.h5").exists()
     other = GraphArrays(n_node=[2], n_edge=[0], edge_index=np.zeros((2, 0), np.int32))
     with pytest.raises(ValueError, match="differ"):
@@ -196,7 +197,8 @@ def test_other_format_or_version(tmp_path, stored):
          "overlap"),
         (lambda b: b["arrays"]["edge_index"].update(offset=10**12), "outside"),
         (lambda b: b["chunks"].update(arrays=["edge_index"]), "chunk table columns"),
-        (lambda b: b.update(meta={"deep": _nested(100)}), "nested 102 levels deep, over the limit of 64"),
+        (lambda b: b.update(meta={"deep": _nested(100)}),
+         "nested 102 levels deep, over the limit of 64"),
     ]
     for k, (change, match) in enumerate(cases):
         copy = tmp_path / f"case{k}.h5"
@@ -450,10 +452,10 @@ def test_temporaries_of_killed_builds_are_removed(tmp_path, stored):
     write_store(path, [graphs], name="again")
     keep = sorted([path.name, alive.name, other.name])
     assert sorted(p.name for p in tmp_path.iterdir()) == keep
-    with pytest.raises(RuntimeError):                          # a failed build cleans up too
-        with GraphStoreWriter(path, name="x") as w:
-            w.append(graphs)
-            raise RuntimeError("boom")
+    # a failed build cleans up too
+    with pytest.raises(RuntimeError), GraphStoreWriter(path, name="x") as w:
+        w.append(graphs)
+        raise RuntimeError("boom")
     assert sorted(p.name for p in tmp_path.iterdir()) == keep
 
 

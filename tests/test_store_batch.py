@@ -14,7 +14,6 @@ pytest.importorskip("h5py")
 
 import graphbatch as gb  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
-from graphbatch.torch._store_batch import StoreCollater  # noqa: E402
 from graphbatch._padbatch import pad_batch  # noqa: E402
 from graphbatch.datasets import (  # noqa: E402
     GraphArrays,
@@ -24,6 +23,7 @@ from graphbatch.datasets import (  # noqa: E402
     synthetic_sizes,
     write_store,
 )
+from graphbatch.torch._store_batch import StoreCollater  # noqa: E402
 
 
 def _graphs(n=150, seed=0) -> GraphArrays:
@@ -140,14 +140,14 @@ def test_loader_on_store_equals_loader_on_dataset(store):
             n = len(a)
             ga, gb_ = _collect(a), _collect(b)
             assert len(ga) == len(gb_) == n > 0
-            for x, y in zip(ga, gb_):
+            for x, y in zip(ga, gb_, strict=False):
                 assert_same_batch(x, y)
 
 
 def test_workers_and_resume_on_batch_path(store):
     ref = _collect(gt.loader(store, strategy="dynamic", batch_size=8, seed=1))
     two = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=2)
-    for x, y in zip(_collect(two), ref):
+    for x, y in zip(_collect(two), ref, strict=False):
         assert_same_batch(x, y)
     first = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
     it = iter(first)
@@ -163,7 +163,7 @@ def _assert_resumes(store, state, ref, taken: int) -> None:
     again.load_state_dict(state)
     rest = _collect(again)
     assert len(rest) == len(ref) - taken
-    for x, y in zip(rest, ref[taken:]):
+    for x, y in zip(rest, ref[taken:], strict=False):
         assert_same_batch(x, y)
 
 
@@ -176,7 +176,7 @@ def test_prefetch_thread_over_worker_slots_equals_one_process_and_resumes(store)
                    prefetch_factor=1)
     got = list(gt.prefetch(ld, depth=3))
     assert len(got) == len(ref)
-    for x, y in zip(got, ref):
+    for x, y in zip(got, ref, strict=False):
         assert_same_batch(x, y)
     first = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
     it = gt.prefetch(first, depth=2)
@@ -233,7 +233,7 @@ def test_prefetch_thread_and_pin_memory_on_batch_path(store):
     with gt.prefetch(gt.loader(store, strategy="buckets", batch_size=7, seed=3), 3) as fetched:
         got = list(fetched)
     assert len(got) == len(ref)
-    for x, y in zip(got, ref):
+    for x, y in zip(got, ref, strict=False):
         assert_same_batch(x, y)
     import warnings
 
@@ -241,7 +241,7 @@ def test_prefetch_thread_and_pin_memory_on_batch_path(store):
         warnings.simplefilter("ignore")                   # no accelerator here: pinning is a no-op
         pinned = _collect(gt.loader(store, strategy="buckets", batch_size=7, seed=3,
                                     pin_memory=True))
-    for x, y in zip(pinned, ref):
+    for x, y in zip(pinned, ref, strict=False):
         assert_same_batch(x, y)
 
 
@@ -282,7 +282,7 @@ def test_kernel_gathers_equal_per_graph_slices(n_node, edges_per_node, data, run
     nn = np.array(n_node, dtype=np.int64)
     ne = np.array([k * edges_per_node if k else 0 for k in n_node], dtype=np.int64)
     N, E, G = int(nn.sum()), int(ne.sum()), len(n_node)
-    ei = np.concatenate([rng.integers(0, max(k, 1), (2, m)) for k, m in zip(nn, ne)]
+    ei = np.concatenate([rng.integers(0, max(k, 1), (2, m)) for k, m in zip(nn, ne, strict=False)]
                         + [np.zeros((2, 0), dtype=np.int64)], axis=1).astype(np.int32)
     arrays = {"node": {"z": rng.integers(0, 255, N).astype(np.uint8),
                        "pos": rng.normal(size=(N, 3)).astype(np.float32)},
@@ -382,7 +382,7 @@ def test_batches_bigger_than_a_slot_arrive_as_one_shared_block(store, monkeypatc
     monkeypatch.setattr(ld.collate_fn, "slot_bytes", lambda loader: 1024)   # nothing fits
     got = _collect(ld)
     assert len(got) == len(ref)
-    for x, y in zip(got, ref):
+    for x, y in zip(got, ref, strict=False):
         assert_same_batch(x, y)
         assert len({x[k].untyped_storage().data_ptr() for k in x.keys()
                     if isinstance(x[k], torch.Tensor)}) == 1          # one shared block
@@ -430,7 +430,7 @@ def test_ring_slots_of_recent_batches_never_collide(workers, per_worker, data):
     """The slot rule: a worker's last ``per_worker`` batches sit in distinct slots, and no two
     workers ever share a slot; each claim writes its ticket first."""
     ring = _slots.SlotRing(workers, per_worker, 256)
-    from multiprocessing.reduction import ForkingPickler      # as for a spawned worker
+    from multiprocessing.reduction import ForkingPickler  # as for a spawned worker
 
     clones = [pickle.loads(ForkingPickler.dumps(ring)) for _ in range(workers)]
     order = data.draw(st.lists(st.integers(0, workers - 1), max_size=40))
@@ -505,7 +505,7 @@ def test_slot_hand_off_with_start_methods_init_fn_and_ranks(store, context, work
     for ref in refs:
         got = _collect(ld)
         assert len(got) == len(ref) > 0
-        for x, y in zip(got, ref):
+        for x, y in zip(got, ref, strict=False):
             assert_same_batch(x, y)
 
 
@@ -540,5 +540,5 @@ def test_slot_hand_off_on_a_sharded_store(tmp_path):
     ref = _collect(gt.loader(store, **kw))
     got = _collect(gt.loader(store, num_workers=2, **kw))
     assert len(got) == len(ref) > 0
-    for x, y in zip(got, ref):
+    for x, y in zip(got, ref, strict=False):
         assert_same_batch(x, y)

@@ -4,6 +4,7 @@ data, never a traceback: a one-line error naming the file, or the right result."
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 import subprocess
@@ -241,7 +242,7 @@ def _sharded(tmp_path, graphs, parts=3) -> Path:
     d.mkdir(parents=True)
     cut = np.linspace(0, len(graphs), parts + 1).astype(int)
     paths = [write_store(d / f"s{k}.h5", [graphs.take(np.arange(a, b))], name="t")
-             for k, (a, b) in enumerate(zip(cut[:-1], cut[1:]))]
+             for k, (a, b) in enumerate(itertools.pairwise(cut))]
     write_manifest_of_shards(d / "set.json", paths, name="t", meta={}, build={})
     return d / "set.json"
 

@@ -215,7 +215,7 @@ def test_unpad_graphs_round_trip(graphs):
     b = gt.collate([graphs[i] for i in idx], (64, 256, 6), graph_index=idx)
     back = gt.unpad_graphs(b)
     assert len(back) == 3
-    for d, i in zip(back, idx):
+    for d, i in zip(back, idx, strict=False):
         for key in ("z", "pos", "edge_index", "edge_attr", "y"):
             assert torch.equal(d[key], graphs[i][key]), key
 

@@ -124,7 +124,7 @@ def test_ddp_two_ranks(ddp_run, mode):
     ref = TinyMPNN()
     schema = gt.infer_schema(graphs)
     for step in range(len(rec[0]["grads"])):
-        for g0, g1 in zip(rec[0]["grads"][step], rec[1]["grads"][step]):
+        for g0, g1 in zip(rec[0]["grads"][step], rec[1]["grads"][step], strict=True):
             torch.testing.assert_close(g0, g1)
         ref.load_state_dict(rec[0]["params"][step])
         ref.zero_grad()
@@ -138,7 +138,7 @@ def test_ddp_two_ranks(ddp_run, mode):
             total = total + ((pred - b.y[:, 0]) ** 2)[: len(idx)].sum()
             count += len(idx)
         (total / count).backward()
-        for g_ddp, p in zip(rec[0]["grads"][step], ref.parameters()):
+        for g_ddp, p in zip(rec[0]["grads"][step], ref.parameters(), strict=True):
             torch.testing.assert_close(g_ddp, p.grad, rtol=1e-5, atol=1e-6)
 
 

@@ -139,7 +139,8 @@ def test_ranks_are_read_when_iteration_starts(graphs, monkeypatch):
 def test_warns_when_explicit_world_differs_from_torch_distributed(graphs, monkeypatch):
     ld = gt.loader(graphs, num_replicas=1, rank=0, **KW)
     monkeypatch.setattr(_sampler, "_dist", lambda: FakeDist(4, 1))
-    with pytest.warns(UserWarning, match="num_replicas = 1 but torch.distributed's world size is 4"):
+    with pytest.warns(UserWarning,
+                      match="num_replicas = 1 but torch.distributed's world size is 4"):
         next(iter(ld))
     monkeypatch.setattr(_sampler, "_dist", lambda: None)
     with warnings.catch_warnings():

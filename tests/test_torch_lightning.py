@@ -26,9 +26,9 @@ import pytest
 pytest.importorskip("lightning")
 pytest.importorskip("torch_geometric")
 
-import graphbatch as gb  # noqa: E402
+import graphbatch as gb
 
-from ._torch_graphs import molecules, sizes_of  # noqa: E402
+from ._torch_graphs import molecules, sizes_of
 
 pytestmark = pytest.mark.slow  # about 40 CPU-seconds of process start-up, run concurrently
 
@@ -63,7 +63,7 @@ RESUMES = {
 
 def _start(args, out: Path, tag: str):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    log = open(out / f"{tag}.log", "w")
+    log = open(out / f"{tag}.log", "w")  # noqa: SIM115 (the child's: it outlives this call)
     return subprocess.Popen([sys.executable, str(SCRIPT), *args, "--out", str(out),
                              "--tag", tag], stdout=log, stderr=subprocess.STDOUT, env=env)
 
@@ -88,7 +88,7 @@ def runs(tmp_path_factory):
         _wait(procs[stopped], out, stopped)
         ckpt = out / name
         assert ckpt.exists(), sorted(p.name for p in out.iterdir())
-        procs[tag] = _start(args + ["--resume", str(ckpt)], out, tag)
+        procs[tag] = _start([*args, "--resume", str(ckpt)], out, tag)
     for tag, proc in procs.items():
         _wait(proc, out, tag)
     return out

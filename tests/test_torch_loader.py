@@ -32,7 +32,7 @@ def test_sampler_yields_plan_batches_with_exact_len(graphs):
     n = len(s)
     got = list(s)
     assert n == len(p) == len(got)
-    for b, (item, idx) in enumerate(zip(got, p.batches())):
+    for b, (item, idx) in enumerate(zip(got, p.batches(), strict=True)):
         assert list(item) == idx.tolist() and item.shape == p.shape(b)
         assert isinstance(item, list)
     assert s.epoch == 1  # a complete pass moves to the next epoch
@@ -229,7 +229,7 @@ def test_sampler_ranks_of_a_real_distributed_plan(graphs, strategy):
     per_rank = [list(gt.PlanBatchSampler(sizes, strategy, batch_size=6, seed=3, num_replicas=3,
                                          rank=r)) for r in range(3)]
     assert len({len(x) for x in per_rank}) == 1
-    for step in zip(*per_rank):
+    for step in zip(*per_rank, strict=True):
         assert len({b.shape for b in step}) == 1  # one padded shape per step
     seen = sorted(i for x in per_rank for b in x for i in b)
     assert seen == list(range(len(graphs)))

@@ -13,7 +13,6 @@ import json
 import socket
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -144,7 +144,7 @@ def test_prefetched_plan_loader_gives_the_same_batches():
     ld.set_epoch(0)
     fetched = list(prefetch(ld, depth=2))
     assert len(fetched) == len(direct) > 1
-    for a, b in zip(direct, fetched):
+    for a, b in zip(direct, fetched, strict=True):
         for key in ("z", "pos", "edge_index", "batch", "node_mask", "edge_mask", "graph_mask"):
             assert torch.equal(getattr(a, key), getattr(b, key))
 

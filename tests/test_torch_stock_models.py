@@ -133,7 +133,7 @@ class OGBGIN(torch.nn.Module):
 
     def forward(self, data):
         h = self.atom(data.x)
-        for conv, bond, norm in zip(self.convs, self.bonds, self.norms):
+        for conv, bond, norm in zip(self.convs, self.bonds, self.norms, strict=True):
             h = torch.relu(norm(conv(h, data.edge_index, bond(data.edge_attr))))
         return self.pred(global_mean_pool(h, data.batch))[:, 0]
 
@@ -242,7 +242,7 @@ def test_masked_batchnorm_equals_batchnorm_on_real_rows(momentum, rows):
     assert isinstance(bn, gt.MaskedBatchNorm)
     for step in range(3):
         x = torch.randn(*rows) * (step + 1) + step
-        pad = torch.randn((4,) + rows[1:]) * 100  # padding rows with wild values
+        pad = torch.randn((4, *rows[1:])) * 100  # padding rows with wild values
         mask = torch.tensor([True] * rows[0] + [False] * 4)
         xp = torch.cat([x, pad]).requires_grad_()
         xr = x.clone().requires_grad_()
@@ -255,7 +255,7 @@ def test_masked_batchnorm_equals_batchnorm_on_real_rows(momentum, rows):
     for k, v in ref.state_dict().items():
         torch.testing.assert_close(bn.state_dict()[k], v, msg=k)
     before = {k: v.clone() for k, v in bn.state_dict().items()}
-    bn(torch.randn((4,) + rows[1:]), mask=torch.zeros(4, dtype=torch.bool))  # no real row
+    bn(torch.randn((4, *rows[1:])), mask=torch.zeros(4, dtype=torch.bool))  # no real row
     for k in ("running_mean", "running_var"):
         torch.testing.assert_close(bn.state_dict()[k], before[k])
 
@@ -348,13 +348,13 @@ def test_masked_syncbatchnorm_across_two_ranks(tmp_path):
     mp.start_processes(_sync_worker, args=(port, str(tmp_path)), nprocs=2, join=True,
                        start_method="spawn")
     res = [torch.load(tmp_path / f"r{r}.pt") for r in range(2)]
-    xs, ws, masks = zip(*[_sync_inputs(r) for r in range(2)])
-    reals = [x[m].clone().requires_grad_() for x, m in zip(xs, masks)]
+    xs, ws, masks = zip(*[_sync_inputs(r) for r in range(2)], strict=True)
+    reals = [x[m].clone().requires_grad_() for x, m in zip(xs, masks, strict=True)]
     ref = torch.nn.BatchNorm1d(3)
     y = ref(torch.cat(reals))
-    (y * torch.cat([w[m] for w, m in zip(ws, masks)])).sum().backward()
+    (y * torch.cat([w[m] for w, m in zip(ws, masks, strict=True)])).sum().backward()
     n0 = _SYNC_ROWS[0][0]
-    for r, (y_r, real) in enumerate(zip((y[:n0], y[n0:]), reals)):
+    for r, (y_r, real) in enumerate(zip((y[:n0], y[n0:]), reals, strict=True)):
         torch.testing.assert_close(res[r]["y"][masks[r]], y_r.detach(), rtol=RTOL, atol=ATOL)
         torch.testing.assert_close(res[r]["grad"][masks[r]], real.grad, rtol=RTOL, atol=ATOL)
         assert (res[r]["grad"][~masks[r]] == 0).all()

@@ -96,7 +96,7 @@ def torchrun_nodes(nodes: int, nproc: int, store: Path, out: Path, extra: list[s
                 p.wait()
         tails = "\n".join(log.read_text()[-2000:] for log in logs)
         pytest.fail(f"torchrun job did not finish within {LAUNCH_TIMEOUT} s:\n{tails}")
-    return [(p.returncode, log.read_text()) for p, log in zip(procs, logs)]
+    return [(p.returncode, log.read_text()) for p, log in zip(procs, logs, strict=True)]
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -130,7 +130,7 @@ def reference_losses(store: Path, world: int) -> list[float]:
     for epoch in range(EPOCHS):
         for ld in loaders:
             ld.set_epoch(epoch)
-        for batches in zip(*loaders):
+        for batches in zip(*loaders, strict=True):
             total, count = 0.0, 0
             for b in batches:
                 err = (model(**batch_inputs(b)) - targets[b.graph_index.clamp(min=0)]) ** 2

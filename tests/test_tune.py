@@ -3,6 +3,7 @@ whole tune loop on a `SimulatedBackend` whose step costs are given functions of 
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -234,10 +235,11 @@ def test_rank_orders_by_exact_time_per_real_graph(profiled32, a, bn, be, bg, com
     def total(pred):
         pc = next(p for p in profiled if p.candidate.label == pred.label)
         steps = sum(int(c) * model.step_ps(s) for s, c in zip(pc.profile.shapes.tolist(),
-                                                               pc.profile.steps.tolist()))
+                                                               pc.profile.steps.tolist(),
+                                                               strict=True))
         shapes = pc.profile.distinct_shapes + pred.recompiles
         return epochs * steps + model.compile.total_ms(shapes) * TIME_UNITS_PER_MS
-    for x, y in zip(ranking, ranking[1:]):
+    for x, y in itertools.pairwise(ranking):
         assert total(x) * y.real_graphs <= total(y) * x.real_graphs
 
 
@@ -428,18 +430,18 @@ def test_plan_config_flags(sizes, tmp_path, capsys):
     req = {"strategy": "buckets", "budget": [640, 9216, 64], "num_shapes": 2, "seed": 3}
     (tmp_path / "r.json").write_text(json.dumps(req))
     base = ["plan", str(tmp_path / "s.npz"), "--out", str(tmp_path / "p.npz")]
-    assert main(base + ["--config", str(tmp_path / "r.json")]) == 0
+    assert main([*base, "--config", str(tmp_path / "r.json")]) == 0
     got = gb.BatchPlan.load(tmp_path / "p.npz")
     assert plan_arrays_digest(got) == plan_arrays_digest(gb.plan(sizes, **req))
     # flags given too override the config (here the seed and a strategy option)
-    assert main(base + ["--config", str(tmp_path / "r.json"), "--seed", "5",
-                        "--num-shapes", "3"]) == 0
+    assert main([*base, "--config", str(tmp_path / "r.json"), "--seed", "5",
+                 "--num-shapes", "3"]) == 0
     want = gb.plan(sizes, **{**req, "seed": 5, "num_shapes": 3})
     assert plan_arrays_digest(gb.BatchPlan.load(tmp_path / "p.npz")) == plan_arrays_digest(want)
     capsys.readouterr()
     assert main(base) == 2
     assert "give --strategy, or --config" in capsys.readouterr().err
-    assert main(base + ["--config", str(tmp_path / "r.json"), "--strategy", "dynamic"]) == 2
+    assert main([*base, "--config", str(tmp_path / "r.json"), "--strategy", "dynamic"]) == 2
     assert "differs from the --config" in capsys.readouterr().err
     assert main(["plan", str(tmp_path / "s.npz"), "--config", str(tmp_path / "r.json"),
                  "--out", str(tmp_path / "r.json")]) == 2  # never overwrite an input

@@ -84,8 +84,10 @@ def test_cli_tune_writes_a_request_that_plans_the_evaluated_plan(qm9_dir, monkey
 def test_factory_protocol_and_cpu_peak_memory(qm9_dir):
     """A factory returning a TuneStep with loader options; its step allocates a known buffer,
     which the CPU peak-memory measure must see."""
-    from graphbatch.tuning import SimulatedBackend  # noqa: F401  (public next to TorchBackend)
-    from graphbatch.tuning import TorchBackend
+    from graphbatch.tuning import (
+        SimulatedBackend,  # noqa: F401  (public next to TorchBackend)
+        TorchBackend,
+    )
 
     extra = 64 * 2**20
     calls = []

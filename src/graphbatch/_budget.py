@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, overload
 
 import numpy as np
 
@@ -13,14 +14,22 @@ from ._validate import MAX_SHAPE, as_nonnegative_int, as_positive_int
 __all__ = ["Budget", "estimate_budget", "round_up", "next_pow2"]
 
 
-def round_up(x, multiple: int):
+@overload
+def round_up(x: int | np.integer, multiple: int) -> int: ...
+@overload
+def round_up(x: np.ndarray, multiple: int) -> np.ndarray: ...
+def round_up(x: int | np.integer | np.ndarray, multiple: int) -> int | np.ndarray:
     """Smallest multiple of ``multiple`` that is >= ``max(x, 1)`` (scalar or int array)."""
     x = np.maximum(np.asarray(x, dtype=np.int64), 1)
     out = -(-x // multiple) * multiple
     return int(out) if out.ndim == 0 else out
 
 
-def next_pow2(x):
+@overload
+def next_pow2(x: int | np.integer) -> int: ...
+@overload
+def next_pow2(x: np.ndarray) -> np.ndarray: ...
+def next_pow2(x: int | np.integer | np.ndarray) -> int | np.ndarray:
     """Smallest power of two that is >= ``max(x, 1)`` (scalar or int array)."""
     x = np.maximum(np.asarray(x, dtype=np.int64), 1)
     # frexp(x - 1) returns the bit length of x - 1 as its exponent (exact below 2**53)
@@ -58,7 +67,7 @@ class Budget:
         object.__setattr__(self, "n_graph", n_graph)
 
     @classmethod
-    def coerce(cls, value) -> "Budget":
+    def coerce(cls, value: Any) -> Budget:
         """A `Budget` from a `Budget`, a 3-sequence ``(n_node, n_edge, n_graph)`` or a mapping."""
         if isinstance(value, Budget):
             return value

@@ -23,6 +23,8 @@ in a shuffled order if neighbouring source records are correlated.
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import numpy as np
 
 from ._api import plan as make_plan
@@ -67,7 +69,7 @@ def _windows(n_graph: int, chunk_graphs: int, window_chunks: int,
 
 def chunk_shuffled_plan(sizes: GraphSizes, strategy: str, *,
                         chunk_graphs: int = CHUNK_GRAPHS, window_chunks: int = WINDOW_CHUNKS,
-                        seed: int = 0, epoch: int = 0, **plan_options) -> BatchPlan:
+                        seed: int = 0, epoch: int = 0, **plan_options: Any) -> BatchPlan:
     """A plan of ``sizes`` whose batches each draw from one window of ``window_chunks`` chunks
     of ``chunk_graphs`` consecutive graphs (module docstring: what this does to randomness).
 
@@ -94,7 +96,7 @@ def chunk_shuffled_plan(sizes: GraphSizes, strategy: str, *,
     # one seed per window: the permutation's generator continued (same (seed, epoch) stream)
     seeds = rng.integers(0, 2**31 - 1, size=len(windows))
     parts = []
-    for win, s in zip(windows, seeds.tolist()):
+    for win, s in zip(windows, seeds.tolist(), strict=True):
         p = make_plan(sizes.subset(win), strategy, seed=s, epoch=epoch, **plan_options)
         parts.append((win, p))
     order, skipped, offsets = [], [], [np.zeros(1, dtype=np.int64)]
@@ -105,6 +107,7 @@ def chunk_shuffled_plan(sizes: GraphSizes, strategy: str, *,
         offsets.append(p.offsets[1:] + start)
         start += int(p.order.shape[0])
         if p.rank is not None:
+            assert p.step is not None  # given with rank
             ranks.append(p.rank)
             steps.append(p.step + step0)
             step0 += int(p.step.max()) + 1 if p.step.shape[0] else 0
@@ -124,18 +127,18 @@ def chunk_shuffled_plan(sizes: GraphSizes, strategy: str, *,
     )
 
 
-def check_shuffle(shuffle) -> bool | str:
+def check_shuffle(shuffle: object) -> bool | Literal["chunks"]:
     """A loader's ``shuffle``: ``"chunks"``, or any other non-string value as a ``bool``."""
     if isinstance(shuffle, str):
         if shuffle != "chunks":
             raise InputError(f"shuffle must be True, False or 'chunks', got {shuffle!r}")
-        return shuffle
+        return "chunks"
     return bool(shuffle)
 
 
-def plan_epoch(sizes: GraphSizes, strategy: str, *, shuffle=True, seed: int = 0,
+def plan_epoch(sizes: GraphSizes, strategy: str, *, shuffle: bool | str = True, seed: int = 0,
                epoch: int = 0, chunk_graphs: int | None = None,
-               window_chunks: int | None = None, **options) -> BatchPlan:
+               window_chunks: int | None = None, **options: Any) -> BatchPlan:
     """The plan of one epoch as the loaders make it: ``graphbatch.plan(sizes, strategy,
     shuffle=shuffle, seed=seed, epoch=epoch, **options)``, or with ``shuffle="chunks"``
     `chunk_shuffled_plan` (``chunk_graphs`` default `CHUNK_GRAPHS`, ``window_chunks`` default

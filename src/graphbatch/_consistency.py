@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import weakref
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def _update_array(h: Any, name: str, a: np.ndarray | None) -> None:
         return
     a = np.ascontiguousarray(a, dtype="<i8")
     h.update(f"[{a.shape[0]}]".encode())
-    h.update(memoryview(a).cast("B"))
+    h.update(memoryview(a).cast("B"))  # type: ignore[arg-type]  # a buffer (NumPy stubs: 3.12+)
 
 
 def _request_meta(plan: BatchPlan) -> dict[str, Any]:
@@ -109,7 +110,7 @@ def digest_row(digests: Mapping[str, str], *, loader_rank: int, plan_world: int,
     pass starts at; -1: unknown). ``ROW_WORDS`` int64 values, the same on every platform."""
     words = [np.frombuffer(bytes.fromhex(digests[c]), dtype="<i8") for c in COMPONENTS]
     tail = np.array([loader_rank, plan_world, epoch, start], dtype="<i8")
-    return np.concatenate(words + [tail]).astype(np.int64)
+    return np.concatenate([*words, tail]).astype(np.int64)
 
 
 def _rank_list(ranks: list[int]) -> str:
@@ -225,11 +226,12 @@ class PlanVerifier:
         """The `COMPONENTS` digests of ``plan`` over this verifier's size table."""
         if self._sizes_digest is None:
             self._sizes_digest = sizes_digest(self.sizes)
-        if self._plan_ref is None or self._plan_ref() is not plan:
+        if self._plan_digests is None or self._plan_ref is None or self._plan_ref() is not plan:
             self._plan_digests = (request_digest(plan), plan_digest(plan))
             self._plan_ref = weakref.ref(plan)
+        request, plan_d = self._plan_digests
         return {"graphbatch version": version_digest(), "size table": self._sizes_digest,
-                "plan request": self._plan_digests[0], "plan": self._plan_digests[1],
+                "plan request": request, "plan": plan_d,
                 "extra": extra_digest(extra)}
 
     def verify(self, plan: BatchPlan, *, epoch: int, start: int, loader_rank: int,
@@ -246,10 +248,10 @@ class PlanVerifier:
                                     f"{rows.shape}, expected (ranks, {row.shape[0]})")
         check_rows(rows, world=rows.shape[0], epoch=epoch, what=what, plan_world=plan_world)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"sizes": self.sizes, "_sizes_digest": self._sizes_digest}
 
-    def __setstate__(self, state) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.sizes = state["sizes"]
         self._sizes_digest = state["_sizes_digest"]
         self._plan_ref = None

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._errors import InputError
 from ._validate import MAX_TOTAL
@@ -40,7 +41,7 @@ FIXED_POINT_LIMIT = MAX_TOTAL
 _INT64_SAFE = 2**62
 
 
-def decimal(value) -> Fraction:
+def decimal(value: object) -> Fraction:
     """The exact rational a real option stands for: an integer as itself, a float as the
     shortest decimal that prints as it (``repr``: ``0.1`` -> ``1/10``, ``0.99`` -> ``99/100``;
     the same on every platform). Non-finite values raise `InputError`."""
@@ -92,7 +93,7 @@ def _dyadic_shift(x: Fraction) -> float:
     return float(d.bit_length() - 1)
 
 
-def quantise_linear(a, b, total_nodes: int, total_edges: int, *,
+def quantise_linear(a: object, b: object, total_nodes: int, total_edges: int, *,
                     limit: int = FIXED_POINT_LIMIT, what: str = "cost model") -> FixedPoint:
     """``a * nodes + b * edges`` (``a, b >= 0`` reals, read by `decimal`) as a `FixedPoint`.
 
@@ -146,7 +147,7 @@ def fits_int64(*bounds: int) -> bool:
     return all(int(v) < _INT64_SAFE for v in bounds)
 
 
-def share_keys(x, y, cap_x: int, cap_y: int, how: str = "sum") -> np.ndarray:
+def share_keys(x: ArrayLike, y: ArrayLike, cap_x: int, cap_y: int, how: str = "sum") -> np.ndarray:
     """Exact integer keys with the order of ``x / cap_x + y / cap_y`` (``how="sum"``), of
     ``min(x / cap_x, y / cap_y)`` (``"min"``) or of their max (``"max"``): the shares times
     ``cap_x * cap_y`` (capacities below 1 count as 1). int64 where the magnitudes allow, else
@@ -209,7 +210,7 @@ def ratio_order(num: np.ndarray, den: np.ndarray, *, descending: bool = False) -
     big = num.dtype == object or den.dtype == object or not (
         int(np.abs(num).max()) <= 2**53 and int(den.max()) <= 2**53)
     if big:
-        fr = [Fraction(int(p), int(q)) for p, q in zip(num.tolist(), den.tolist())]
+        fr = [Fraction(int(p), int(q)) for p, q in zip(num.tolist(), den.tolist(), strict=True)]
         return np.asarray(sorted(range(n), key=(lambda i: -fr[i]) if descending
                                  else (lambda i: fr[i])), np.int64)
     num = num.astype(np.int64)
@@ -229,12 +230,12 @@ def ratio_order(num: np.ndarray, den: np.ndarray, *, descending: bool = False) -
         return order
     starts = np.flatnonzero(np.concatenate([[True], ~same]))
     ends = np.concatenate([starts[1:], [n]])
-    for s, e in zip(starts.tolist(), ends.tolist()):
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
         if e - s > 1 and differ[s:e - 1].any():
             idx = np.sort(order[s:e])  # stable: by index within equal ratios
             fr = [Fraction(int(num[i]), int(den[i])) for i in idx.tolist()]
-            pos = sorted(range(e - s), key=(lambda j: -fr[j]) if descending
-                         else (lambda j: fr[j]))
+            keys = [-f for f in fr] if descending else fr
+            pos = sorted(range(e - s), key=keys.__getitem__)
             order[s:e] = idx[pos]
     return order
 

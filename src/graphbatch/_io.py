@@ -5,6 +5,7 @@ conversion of NumPy values."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ __all__ = ["MAX_JSON_DEPTH", "atomic_savez", "atomic_write", "atomic_write_text"
 MAX_JSON_DEPTH = 64
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> Path:
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], object]) -> Path:
     """Create or replace ``path`` with what ``write(binary file)`` writes, atomically.
 
     The data goes to a temp file next to ``path`` (same folder, so the final ``os.replace`` is
@@ -53,10 +54,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
             write(fh)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     return path
 
@@ -72,7 +71,8 @@ def atomic_savez(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> Path
     path = Path(path)
     if path.suffix != ".npz":
         raise InputError(f"expected a path ending in .npz, got {str(path)!r}")
-    return atomic_write(path, lambda fh: np.savez(fh, **arrays))
+    # (NumPy's stubs type savez's **kwds as its allow_pickle flag)
+    return atomic_write(path, lambda fh: np.savez(fh, **arrays))  # type: ignore[arg-type]
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
@@ -216,7 +216,7 @@ def parse_json(data: bytes | str, what: str, *, max_bytes: int,
 _NPY_HEADER_LIMIT = 10000
 
 
-def _npy_header(member, key: str, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+def _npy_header(member: IO[bytes], key: str, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     """``(shape, fortran_order, dtype)`` from the ``.npy`` header at the start of ``member``
     (nothing after the header is read or decompressed)."""
     try:
@@ -250,7 +250,8 @@ def read_npz(path: str | os.PathLike, what: str, required: tuple[str, ...],
     shape it declares must match the member's size in the zip directory exactly (a header
     claiming ``(2**40,)`` in a small member is refused, not allocated); ``lengths[key](arrays
     read so far)`` gives the first-dimension length the member must have (``None``: no
-    constraint) of its first dimension, ``max_bytes[key]`` a cap on its data. Only then is the data read -- at most
+    constraint) of its first dimension, ``max_bytes[key]`` a cap on its data. Only then is the
+    data read -- at most
     the declared bytes, whose CRC-32 the zip reader checks.
     """
     where = f"{what} {str(path)!r}"
@@ -262,7 +263,7 @@ def read_npz(path: str | os.PathLike, what: str, required: tuple[str, ...],
         except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
             raise InputError(f"cannot read {where}: not an .npz (zip) file ({exc})") from None
         with zf:
-            members = {}
+            members: dict[str, zipfile.ZipInfo] = {}
             for info in zf.infolist():
                 if info.filename.endswith(".npy"):
                     members.setdefault(info.filename[:-4], info)
@@ -278,7 +279,8 @@ def read_npz(path: str | os.PathLike, what: str, required: tuple[str, ...],
 
 
 def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, key: str, where: str,
-                 done: dict, length, cap: int | None) -> np.ndarray:
+                 done: dict, length: Callable[[dict], int | None] | None,
+                 cap: int | None) -> np.ndarray:
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise InputError(f"{where}: array {key!r} uses zip compression method "
                          f"{info.compress_type}; only stored and deflated members are read")
@@ -302,10 +304,13 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, key: str, where: st
                 raise InputError(f"{where}: array {key!r} holds {nbytes:,} bytes, over the "
                                  f"limit of {cap:,}")
             arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
-            view = memoryview(arr.reshape(-1, order="A").view(np.uint8)) if nbytes else None
+            # (ignores: NumPy declares arrays as buffers to type checkers on Python >= 3.12
+            # only; zipfile's members are ZipExtFile objects, which typeshed calls IO[bytes])
+            view = (memoryview(arr.reshape(-1, order="A").view(np.uint8))  # type: ignore[arg-type]
+                    if nbytes else None)
             got = 0
             while view is not None and got < nbytes:
-                k = member.readinto(view[got:])
+                k = member.readinto(view[got:])  # type: ignore[attr-defined]
                 if not k:
                     break
                 got += k
@@ -320,7 +325,7 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, key: str, where: st
     return arr
 
 
-def json_default(o):
+def json_default(o: object) -> Any:
     """``json.dumps(default=...)`` for NumPy scalars and arrays."""
     if isinstance(o, np.integer):
         return int(o)

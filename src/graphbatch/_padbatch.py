@@ -42,9 +42,9 @@ Padding edges connect padding nodes only (`graphbatch._padlayout.padding_edge_in
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 import numpy as np
 
@@ -56,8 +56,8 @@ from ._padkernel import (
     edge_index_bounds,
     fill_padding_rows,
     fill_structure,
-    padding_node_positions,
     padded_shape,
+    padding_node_positions,
     padding_owner,
     shift_edge_index,
     slot_counts,
@@ -166,7 +166,7 @@ def _rows(starts: np.ndarray, counts: np.ndarray, first: np.ndarray, total: int)
     one slice per graph with rows (long runs, see `RUN_ROWS`) or the row-index array
     (`row_ranges`)."""
     if total and total >= RUN_ROWS * starts.shape[0]:
-        return [slice(a, a + n) for a, n in zip(starts.tolist(), counts.tolist()) if n]
+        return [slice(a, a + n) for a, n in zip(starts.tolist(), counts.tolist(), strict=False) if n]
     return row_ranges(starts, counts, first, total)
 
 

@@ -24,12 +24,12 @@ Units: counts of nodes, edges and graph slots; positions in the caller's length 
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
-from ._errors import InputError, InputTypeError
 from ._budget import Budget
+from ._errors import InputError, InputTypeError
 from ._padlayout import auto_spacing, padding_positions
 
 __all__ = [

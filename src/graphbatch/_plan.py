@@ -7,15 +7,20 @@ import json
 import math
 import numbers
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._errors import InputError, InputTypeError
 from ._exact_nnls import nnls
 from ._io import atomic_savez, json_default, parse_json, read_npz
+
+if TYPE_CHECKING:
+    from ._sizes import GraphSizes
 
 __all__ = ["BatchPlan", "PlanStats", "PLAN_FORMAT_VERSION"]
 
@@ -35,6 +40,11 @@ def _n_batches(arrays: dict) -> int | None:
     return int(arrays["pad_nodes"].shape[0]) if arrays["pad_nodes"].ndim == 1 else None
 
 
+def _n_offsets(arrays: dict) -> int | None:
+    n = _n_batches(arrays)
+    return None if n is None else n + 1
+
+
 def _order_length(arrays: dict) -> int | None:
     off = arrays["offsets"]
     if (off.ndim != 1 or off.dtype.kind not in "iu" or off.size == 0 or int(off[0]) != 0
@@ -45,7 +55,7 @@ def _order_length(arrays: dict) -> int | None:
 
 _PLAN_LENGTHS = {**{k: _n_batches for k in ("pad_edges", "pad_graphs", "real_nodes",
                                             "real_edges", "real_cost", "rank", "step")},
-                 "offsets": lambda a: None if _n_batches(a) is None else _n_batches(a) + 1,
+                 "offsets": _n_offsets,
                  "order": _order_length}
 
 
@@ -118,22 +128,25 @@ class BatchPlan:
 
     def __init__(
         self,
-        order,
-        offsets,
-        pad_nodes,
-        pad_edges,
-        pad_graphs,
-        skipped=(),
+        order: ArrayLike,
+        offsets: ArrayLike,
+        pad_nodes: ArrayLike,
+        pad_edges: ArrayLike,
+        pad_graphs: ArrayLike,
+        skipped: ArrayLike = (),
         *,
-        real_nodes,
-        real_edges,
-        real_cost=None,
-        rank=None,
-        step=None,
+        real_nodes: ArrayLike,
+        real_edges: ArrayLike,
+        real_cost: ArrayLike | None = None,
+        rank: ArrayLike | None = None,
+        step: ArrayLike | None = None,
         meta: dict[str, Any] | None = None,
     ) -> None:
-        def arr(x):
-            return None if x is None else np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
+        def arr(x: ArrayLike) -> np.ndarray:
+            return np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
+
+        def opt(x: ArrayLike | None) -> np.ndarray | None:
+            return None if x is None else arr(x)
 
         self.order = arr(order)
         self.offsets = arr(offsets)
@@ -143,9 +156,9 @@ class BatchPlan:
         self.skipped = arr(skipped)
         self.real_nodes = arr(real_nodes)
         self.real_edges = arr(real_edges)
-        self.real_cost = arr(real_cost)
-        self.rank = arr(rank)
-        self.step = arr(step)
+        self.real_cost = opt(real_cost)
+        self.rank = opt(rank)
+        self.step = opt(step)
         self.meta: dict[str, Any] = dict(meta or {})
         self._check_shapes()
 
@@ -245,6 +258,7 @@ class BatchPlan:
             raise InputError(f"rank {rank} out of range for a plan of world size {ws}")
         if self.rank is None:
             return np.arange(len(self), dtype=np.int64)
+        assert self.step is not None  # given with rank (checked by validate)
         idx = np.flatnonzero(self.rank == int(rank))
         return idx[np.argsort(self.step[idx], kind="stable")].astype(np.int64)
 
@@ -275,6 +289,7 @@ class BatchPlan:
         balanced on a linear model (``meta["cost_model"]``); else the linear model."""
         source, a, b = self.cost_coefficients()
         if source == "n_bytes":
+            assert self.real_cost is not None  # the n_bytes source is the real cost
             return self.real_cost.astype(np.float64)
         return a * self.real_nodes.astype(np.float64) + b * self.real_edges.astype(np.float64)
 
@@ -357,7 +372,7 @@ class BatchPlan:
         return out[0], out[1], out[2], out[3]
 
     # ------------------------------------------------------------ validation
-    def validate(self, sizes=None) -> None:
+    def validate(self, sizes: GraphSizes | None = None) -> None:
         """Check the plan's invariants; raise ``ValueError`` naming the first violation.
 
         Without ``sizes``: structure, non-negative totals, per-batch totals against the padded
@@ -387,17 +402,16 @@ class BatchPlan:
                 )
         if self.rank is not None or self.step is not None or self.meta.get("world_size", 1) != 1:
             self._validate_distributed()
-        if sizes is not None:
-            if len(self):
-                starts = self.offsets[:-1]
-                nonempty = gpb > 0
-                rn = np.zeros(len(self), dtype=np.int64)
-                re = np.zeros(len(self), dtype=np.int64)
-                if self.order.shape[0]:
-                    rn[nonempty] = np.add.reduceat(sizes.n_node[self.order], starts[nonempty])
-                    re[nonempty] = np.add.reduceat(sizes.n_edge[self.order], starts[nonempty])
-                if not (np.array_equal(rn, self.real_nodes) and np.array_equal(re, self.real_edges)):
-                    raise InputError("plan's real_nodes/real_edges disagree with the size table")
+        if sizes is not None and len(self):
+            starts = self.offsets[:-1]
+            nonempty = gpb > 0
+            rn = np.zeros(len(self), dtype=np.int64)
+            re = np.zeros(len(self), dtype=np.int64)
+            if self.order.shape[0]:
+                rn[nonempty] = np.add.reduceat(sizes.n_node[self.order], starts[nonempty])
+                re[nonempty] = np.add.reduceat(sizes.n_edge[self.order], starts[nonempty])
+            if not (np.array_equal(rn, self.real_nodes) and np.array_equal(re, self.real_edges)):
+                raise InputError("plan's real_nodes/real_edges disagree with the size table")
 
     def _check_indices(self, n: int | None) -> None:
         """``order`` + ``skipped`` must be a permutation of ``0..n-1`` (``n`` defaults to their
@@ -469,12 +483,12 @@ class BatchPlan:
         return atomic_savez(path, self.to_arrays())
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "BatchPlan":
+    def load(cls, path: str | os.PathLike) -> BatchPlan:
         """Read a plan file and check it: refuses pickled content, files of a newer format
         version, non-integer or multi-dimensional arrays, a ``meta`` that is not a JSON object,
         and any plan that fails :meth:`validate` (duplicate/negative/out-of-range indices,
         non-monotone offsets, inconsistent ranks/steps, totals over their shapes)."""
-        arrays = read_npz(path, "plan file", _READ_ORDER, _OPTIONAL_INT_KEYS + ("meta",),
+        arrays = read_npz(path, "plan file", _READ_ORDER, (*_OPTIONAL_INT_KEYS, "meta"),
                           lengths=_PLAN_LENGTHS, max_bytes={"meta": _MAX_META_BYTES})
         where = f"plan file {str(path)!r}"
         meta = _load_meta(arrays.pop("meta", None), where)
@@ -502,7 +516,7 @@ class BatchPlan:
         return plan
 
 
-def _load_meta(raw, where: str) -> dict[str, Any]:
+def _load_meta(raw: np.ndarray | None, where: str) -> dict[str, Any]:
     """The ``meta`` JSON object of a plan file (``{}`` when absent)."""
     if raw is None:
         return {}

@@ -15,10 +15,12 @@ while the model step runs with the GIL released.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import Any
 
 from ._errors import InputTypeError
 from ._validate import as_nonnegative_int, as_positive_int
@@ -107,7 +109,7 @@ def _produce(it: Iterator[Any], transform: Callable[[Any], Any] | None, q: queue
                                        "StopIteration") from exc
             if not _put(q, stop, pace, item):
                 return
-    except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+    except BaseException as exc:
         _put(q, stop, pace, _Failure(exc))
     finally:
         close = getattr(it, "close", None)
@@ -144,7 +146,7 @@ class Prefetcher:
             name=name, daemon=True)
         self._thread.start()
 
-    def __iter__(self) -> "Prefetcher":
+    def __iter__(self) -> Prefetcher:
         return self
 
     def __next__(self) -> Any:
@@ -180,21 +182,19 @@ class Prefetcher:
         if self._thread is not threading.current_thread():
             self._thread.join()
 
-    def __enter__(self) -> "Prefetcher":
+    def __enter__(self) -> Prefetcher:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self._stop.set()
-        except Exception:  # noqa: BLE001 - interpreter shutdown, or __init__ failed early
-            pass
 
 
 def ahead(transform: Callable[[Any], Any], items: Iterable[Any], depth: int, *,
-          name: str = "graphbatch-prefetch") -> Iterator[Any]:
+          name: str = "graphbatch-prefetch") -> Generator[Any, None, None]:
     """``transform(item)`` for each item, computed ``depth`` items ahead by a `Prefetcher`
     (``depth=0``: in the caller's thread, no thread). A generator: closing it, or an exception
     while it is suspended, stops and joins the thread."""

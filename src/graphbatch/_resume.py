@@ -8,7 +8,8 @@ the loader that loads it and returns where the next pass starts; every refusal i
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ._errors import InputError
 from ._validate import as_nonnegative_int

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._errors import InputError
 from ._io import atomic_savez, read_npz
@@ -46,8 +48,12 @@ class GraphSizes:
     """
 
     __slots__ = ("n_node", "n_edge", "n_bytes")
+    n_node: NDArray[np.int64]
+    n_edge: NDArray[np.int64]
+    n_bytes: NDArray[np.int64] | None
 
-    def __init__(self, n_node, n_edge, n_bytes=None) -> None:
+    def __init__(self, n_node: ArrayLike, n_edge: ArrayLike, n_bytes: ArrayLike | None = None,
+                 ) -> None:
         nn = as_count_array(n_node, "n_node")
         ne = as_count_array(n_edge, "n_edge")
         if nn.shape[0] != ne.shape[0]:
@@ -75,10 +81,12 @@ class GraphSizes:
                 arr.flags.writeable = False
             object.__setattr__(self, name, arr)
 
-    def __setattr__(self, name, value):  # immutability
+    def __setattr__(self, name: str, value: object) -> NoReturn:  # immutability
         raise AttributeError("GraphSizes is immutable")
 
-    def __reduce__(self):  # pickle, copy and deepcopy rebuild through __init__ (validated)
+    # pickle, copy and deepcopy rebuild through __init__ (validated)
+    def __reduce__(self) -> tuple[type[GraphSizes], tuple[np.ndarray, np.ndarray,
+                                                          np.ndarray | None]]:
         return (GraphSizes, (self.n_node, self.n_edge, self.n_bytes))
 
     def __len__(self) -> int:
@@ -91,21 +99,21 @@ class GraphSizes:
             f"edges={int(self.n_edge.sum())}{extra})"
         )
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, GraphSizes):
             return NotImplemented
-        same_bytes = (self.n_bytes is None) == (other.n_bytes is None) and (
-            self.n_bytes is None or np.array_equal(self.n_bytes, other.n_bytes)
-        )
+        a, b = self.n_bytes, other.n_bytes
+        same_bytes = (a is None and b is None) or (
+            a is not None and b is not None and np.array_equal(a, b))
         return (
             np.array_equal(self.n_node, other.n_node)
             and np.array_equal(self.n_edge, other.n_edge)
             and same_bytes
         )
 
-    __hash__ = None  # mutable-array contents: not hashable
+    __hash__ = None  # type: ignore[assignment]  # mutable-array contents: not hashable
 
-    def subset(self, index) -> "GraphSizes":
+    def subset(self, index: ArrayLike) -> GraphSizes:
         """The sizes of the graphs ``index`` (an int array or mask), in that order."""
         idx = np.asarray(index)
         return GraphSizes(
@@ -150,14 +158,15 @@ class GraphSizes:
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | os.PathLike) -> Path:
-        """Write an ``.npz`` with int64 keys ``n_node``, ``n_edge`` (and ``n_bytes``), atomically."""
+        """Write an ``.npz`` with int64 keys ``n_node``, ``n_edge`` (and ``n_bytes``),
+        atomically."""
         arrays = {"n_node": self.n_node, "n_edge": self.n_edge}
         if self.n_bytes is not None:
             arrays["n_bytes"] = self.n_bytes
         return atomic_savez(path, arrays)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "GraphSizes":
+    def load(cls, path: str | os.PathLike) -> GraphSizes:
         """Read a size table written by :meth:`save` (or any ``.npz`` with those keys).
 
         Never unpickles: object arrays are refused.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = ["format_table", "format_value"]
 
@@ -26,10 +27,10 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Iterable[str] | None =
     cols = list(columns) if columns is not None else list(rows[0])
     cells = [[format_value(r.get(c, "")) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     numeric = [all(isinstance(r.get(c), (int, float)) for r in rows) for c in cols]
     for row in cells:
         lines.append("  ".join(v.rjust(w) if num else v.ljust(w)
-                               for v, w, num in zip(row, widths, numeric)))
+                               for v, w, num in zip(row, widths, numeric, strict=True)))
     return "\n".join(lines)

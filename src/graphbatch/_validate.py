@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -9,7 +10,8 @@ from numpy.typing import ArrayLike
 
 from ._errors import InputError, InputTypeError
 
-__all__ = ["MAX_COUNT", "MAX_SHAPE", "MAX_TOTAL", "MAX_WORLD_SIZE", "as_count_array", "as_positive_int", "as_nonnegative_int",
+__all__ = ["MAX_COUNT", "MAX_SHAPE", "MAX_TOTAL", "MAX_WORLD_SIZE", "as_count_array",
+           "as_positive_int", "as_nonnegative_int",
            "as_index_array", "check_total"]
 
 #: Largest accepted per-graph count (nodes, edges, bytes): 2**36 (about 6.9e10).
@@ -34,7 +36,7 @@ def _limit(maximum: int) -> str:
     return str(maximum)
 
 
-def as_count_array(values, name: str, maximum: int = MAX_COUNT) -> np.ndarray:
+def as_count_array(values: ArrayLike, name: str, maximum: int = MAX_COUNT) -> np.ndarray:
     """Return ``values`` as a 1-D int64 array of integers in ``[0, maximum]``.
 
     Integral floats are accepted (``3.0`` -> 3); anything else raises ``ValueError`` or
@@ -73,10 +75,10 @@ def check_total(arr: np.ndarray, name: str, maximum: int = MAX_TOTAL) -> None:
                          "column total")
 
 
-def _as_int(value, name: str) -> int:
+def _as_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and float(value).is_integer():
-            return int(value)
+            return int(math.trunc(value))
         raise InputTypeError(f"{name} must be an integer, got {value!r}")
     return int(value)
 
@@ -87,7 +89,7 @@ def _check_max(v: int, name: str, maximum: int | None) -> int:
     return v
 
 
-def as_positive_int(value, name: str, maximum: int | None = None) -> int:
+def as_positive_int(value: object, name: str, maximum: int | None = None) -> int:
     """``value`` as an ``int`` in ``[1, maximum]`` (``None``: unbounded), else a clear error."""
     v = _as_int(value, name)
     if v < 1:
@@ -95,7 +97,7 @@ def as_positive_int(value, name: str, maximum: int | None = None) -> int:
     return _check_max(v, name, maximum)
 
 
-def as_nonnegative_int(value, name: str, maximum: int | None = None) -> int:
+def as_nonnegative_int(value: object, name: str, maximum: int | None = None) -> int:
     """``value`` as an ``int`` in ``[0, maximum]`` (``None``: unbounded), else a clear error."""
     v = _as_int(value, name)
     if v < 0:

@@ -12,13 +12,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._errors import USER_ERRORS, InputError
 from ._io import check_output_path
 from ._sizes import GraphSizes
+
+if TYPE_CHECKING:
+    from .analysis import Variant
 
 __all__ = ["DEFAULT_TABLE", "default_sizes", "synthetic_qm9_like", "main", "add_arguments", "run"]
 
@@ -47,7 +52,7 @@ def default_sizes() -> tuple[GraphSizes, str]:
             "pass --sizes for real data)")
 
 
-def build_qm9_sizes(say) -> GraphSizes:
+def build_qm9_sizes(say: Callable[[str], None]) -> GraphSizes:
     """QM9 radius-6 Å graph sizes built from the installed ``qm9pack`` data (about 20-40 s)."""
     from .datasets import QM9_NUM_MOLECULES, qm9_graphs
 
@@ -78,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="report.html", help="report to write (default report.html)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     """Load sizes, compare every strategy, write the report; progress on stderr."""
     if args.sizes and args.shipped:
         raise InputError(f"--sizes {args.sizes} and --shipped each name the size table; give one")
@@ -108,7 +113,7 @@ def run(args) -> int:
     say(f"{len(sizes):,} graphs from {source}")
     bench = load_bench(args.bench) if args.bench else None
 
-    def step(i: int, n: int, variant) -> None:
+    def step(i: int, n: int, variant: Variant) -> None:
         say(f"planning {i + 1}/{n}: {variant.label}")
 
     comparison = compare_strategies(sizes, args.batch_size, seed=args.seed, progress=step)

@@ -132,7 +132,7 @@ def test_padded_loss_and_gradients_equal_unpadded(model, graphs, name):
     grads = torch.autograd.grad(loss, model.parameters, allow_unused=True)
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=0.0)
     compared = 0
-    for a, b in zip(grads, ref_grads):
+    for a, b in zip(grads, ref_grads, strict=True):
         assert (a is None) == (b is None)
         if b is None:
             continue

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-ase = pytest.importorskip("ase")
+pytest.importorskip("ase")
 pytest.importorskip("fairchem.core", reason="fairchem-core is not installed (it cannot share "
                     "mace-torch's environment); run `make test-fairchem`")
 pytest.importorskip("vesin")
@@ -63,7 +63,7 @@ def _fairchem_own(atoms_list):
     return atomicdata_list_to_batch(graphs)
 
 
-def test_store_fed_fairchem_batches_equal_fairchem_on_its_own_batch(model, tmp_path):
+def test_store_fed_fairchem_batches_equal_fairchem_on_its_own_batch(model, tmp_path):  # noqa: F811
     atoms = _structures()
     path = tmp_path / "set.xyz"
     ase.io.write(path, atoms, format="extxyz")
@@ -102,6 +102,6 @@ def test_a_store_without_atomistic_fields_is_refused(tmp_path):
     plain = GraphArrays(n_node=[2], n_edge=[1], edge_index=[[0], [1]],
                         node={"pos": np.zeros((2, 3))})
     write_store(tmp_path / "plain.h5", [plain], name="plain")
-    with pytest.raises(ValueError, match="ga.fairchem needs"):
+    with pytest.raises(ValueError, match=r"ga\.fairchem needs"):
         gt.loader(GraphStore(tmp_path / "plain.h5"), strategy="dynamic", batch_size=2,
                   preset=ga.fairchem(r_max=R_MAX))

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -114,7 +115,8 @@ _MAX_BENCH_BYTES = 1 << 30
 
 
 def load_bench(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
-    """Records of all ``paths`` concatenated; unreadable or malformed files raise with their path."""
+    """Records of all ``paths`` concatenated; unreadable or malformed files raise with their
+    path."""
     records: list[dict[str, Any]] = []
     for path in paths:
         path = Path(path)

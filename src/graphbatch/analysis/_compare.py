@@ -7,8 +7,9 @@ runs is built from the strategy registry, so a newly registered strategy appears
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

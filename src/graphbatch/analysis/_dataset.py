@@ -7,10 +7,12 @@ format.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
@@ -82,7 +84,7 @@ class DatasetSummary:
         (keys ``metric``, ``nodes``, ``edges`` and ``bytes`` when present)."""
         cols = self.columns()
 
-        def row(metric, get):
+        def row(metric: str, get: Callable[..., Any]) -> dict[str, Any]:
             return {"metric": metric, **{c.name: get(c) for c in cols}}
 
         return [
@@ -111,13 +113,14 @@ class DatasetSummary:
         return out
 
 
-def _finite_or_none(v):
+def _finite_or_none(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
 
 
-def describe_column(values, name: str, quantiles=DEFAULT_QUANTILES) -> ColumnSummary:
+def describe_column(values: ArrayLike, name: str,
+                    quantiles: Sequence[float] = DEFAULT_QUANTILES) -> ColumnSummary:
     """`ColumnSummary` of one 1-D array of non-negative counts (at least one value)."""
     from scipy import stats as sstats
 
@@ -147,7 +150,7 @@ def describe_column(values, name: str, quantiles=DEFAULT_QUANTILES) -> ColumnSum
         max=vmax,
         mean=float(xf.mean()),
         std=std,
-        quantiles={q: float(v) for q, v in zip(qs, np.atleast_1d(qv))},
+        quantiles={q: float(v) for q, v in zip(qs, np.atleast_1d(qv), strict=True)},
         skewness=skew,
         excess_kurtosis=kurt,
         padding_efficiency=float(eff),
@@ -155,7 +158,8 @@ def describe_column(values, name: str, quantiles=DEFAULT_QUANTILES) -> ColumnSum
     )
 
 
-def describe(sizes: GraphSizes, quantiles=DEFAULT_QUANTILES) -> DatasetSummary:
+def describe(sizes: GraphSizes,
+             quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DatasetSummary:
     """Table 1 of the tuple-packing paper for ``sizes``, plus quantiles, mean, std and kurtosis."""
     if not isinstance(sizes, GraphSizes):
         raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")

@@ -3,13 +3,15 @@ as MACE's per-graph fields, so MACE trains on graphbatch's own radius graphs."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
 from .._errors import InputError
+from .._sizes import GraphSizes
 
 __all__ = ["MACEGraphs"]
 
@@ -26,7 +28,7 @@ class MACEGraphs(Dataset):
     An atomic number outside ``atomic_numbers`` raises ``ValueError`` naming it.
     """
 
-    def __init__(self, dataset, atomic_numbers: Sequence[int], *,
+    def __init__(self, dataset: Any, atomic_numbers: Sequence[int], *,
                  targets: Callable[[Any], Mapping[str, torch.Tensor]] | None = None,
                  dtype: torch.dtype | None = None, z_key: str = "z", pos_key: str = "pos") -> None:
         zs = [int(z) for z in atomic_numbers]
@@ -44,7 +46,7 @@ class MACEGraphs(Dataset):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def graph_sizes(self):
+    def graph_sizes(self) -> GraphSizes:
         from ..torch import read_sizes
 
         return read_sizes(self.dataset)

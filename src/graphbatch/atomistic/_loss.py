@@ -16,7 +16,8 @@ so NaN/inf on padding reach neither the loss nor any gradient; the means are
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -25,13 +26,13 @@ from ..torch import masked_mean
 __all__ = ["energy_force_loss", "energy_force_stress_loss"]
 
 
-def _get(batch, key: str):
+def _get(batch: Any, key: str) -> Any:
     if isinstance(batch, Mapping):
         return batch.get(key)
-    return batch[key] if key in batch else None
+    return batch[key] if key in batch else None  # noqa: SIM401 (a PyG Batch has no .get)
 
 
-def _weights(batch, name: str, like: torch.Tensor) -> torch.Tensor:
+def _weights(batch: Any, name: str, like: torch.Tensor) -> torch.Tensor:
     """Per-graph ``weight * name`` (1 where the batch lacks them)."""
     out = torch.ones_like(like)
     for key in ("weight", name):
@@ -41,7 +42,8 @@ def _weights(batch, name: str, like: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _real_only(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor):
+def _real_only(pred: torch.Tensor, ref: torch.Tensor,
+               mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``pred`` and ``ref`` with padding rows set to 0 *before* any arithmetic: ``torch.where``
     passes a zero gradient to the rows it drops, so NaN/inf predictions on padding (a model's
     padding graphs) never meet a multiplication in the backward pass."""
@@ -51,7 +53,7 @@ def _real_only(pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor):
     return torch.where(m, pred, zero), torch.where(m, ref, zero)
 
 
-def _energy_term(pred, batch, key: str) -> torch.Tensor:
+def _energy_term(pred: Mapping[str, Any], batch: Any, key: str) -> torch.Tensor:
     graph_mask = batch["graph_mask"]
     ptr = batch["ptr"]
     n_atoms = (ptr[1:] - ptr[:-1]).to(pred[key].dtype)
@@ -61,14 +63,14 @@ def _energy_term(pred, batch, key: str) -> torch.Tensor:
     return masked_mean(per_graph, graph_mask)
 
 
-def _forces_term(pred, batch, key: str) -> torch.Tensor:
+def _forces_term(pred: Mapping[str, Any], batch: Any, key: str) -> torch.Tensor:
     f_pred, f_ref = _real_only(pred[key], batch[key], batch["node_mask"])
     w = _weights(batch, "forces_weight", f_pred.new_ones(batch["graph_mask"].shape[0]))
     per_atom = w[batch["batch"]].unsqueeze(-1) * (f_ref - f_pred) ** 2
     return masked_mean(per_atom, batch["node_mask"])
 
 
-def _stress_term(pred, batch, key: str) -> torch.Tensor:
+def _stress_term(pred: Mapping[str, Any], batch: Any, key: str) -> torch.Tensor:
     graph_mask = batch["graph_mask"]
     s_pred, s_ref = _real_only(pred[key], batch[key].reshape(pred[key].shape), graph_mask)
     w = _weights(batch, "stress_weight", s_pred.new_ones(graph_mask.shape[0]))
@@ -76,7 +78,7 @@ def _stress_term(pred, batch, key: str) -> torch.Tensor:
     return masked_mean(per_graph, graph_mask)
 
 
-def energy_force_loss(pred: Mapping[str, Any], batch, *, energy_weight: float = 1.0,
+def energy_force_loss(pred: Mapping[str, Any], batch: Any, *, energy_weight: float = 1.0,
                       forces_weight: float = 1.0, energy_key: str = "energy",
                       forces_key: str = "forces") -> torch.Tensor:
     """``energy_weight * E + forces_weight * F`` over the real graphs of a padded batch (see the
@@ -85,7 +87,7 @@ def energy_force_loss(pred: Mapping[str, Any], batch, *, energy_weight: float = 
             + forces_weight * _forces_term(pred, batch, forces_key))
 
 
-def energy_force_stress_loss(pred: Mapping[str, Any], batch, *, energy_weight: float = 1.0,
+def energy_force_stress_loss(pred: Mapping[str, Any], batch: Any, *, energy_weight: float = 1.0,
                              forces_weight: float = 1.0, stress_weight: float = 1.0,
                              energy_key: str = "energy", forces_key: str = "forces",
                              stress_key: str = "stress") -> torch.Tensor:

@@ -12,6 +12,8 @@ fairchem ``cell_offsets``) with ``(1, 1, 1)`` cell vectors, so every padding edg
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -23,11 +25,20 @@ __all__ = ["mace", "fairchem", "to_fairchem"]
 
 
 
+def _r_max(r_max: float) -> float:
+    """``r_max`` checked as a cutoff (a positive finite number; ``None`` is not one here)."""
+    c = check_cutoff(r_max)
+    if c is None:
+        raise TypeError("r_max must be a number, got None")
+    return c
+
+
 def _eye(c: float) -> torch.Tensor:
     return c * torch.eye(3, dtype=torch.float64)
 
 
-def mace(r_max: float, *, z_table=None, heads=None, dtype=None) -> Preset:
+def mace(r_max: float, *, z_table: Any = None, heads: Sequence[str] | None = None,
+         dtype: torch.dtype | None = None) -> Preset:
     """Preset for MACE's ``AtomicData`` (``mace.data.AtomicData.from_config(..., cutoff=r_max)``),
     and for atomistic graph stores (`graphbatch.datasets.build_atoms_store`): over a
     `GraphStore`, `graphbatch.torch.loader` reads the same dicts straight from the store's
@@ -45,7 +56,7 @@ def mace(r_max: float, *, z_table=None, heads=None, dtype=None) -> Preset:
     padding edge, self-loops included, is at least ``sqrt(3) r_max`` long; ``weight`` and the
     per-property weights 0 (MACE's own losses then weigh padding graphs by 0).
     """
-    c = check_cutoff(r_max)
+    c = _r_max(r_max)
     ones = torch.ones(3, dtype=torch.float64)
     pads = {
         "cell": _eye(c),
@@ -85,7 +96,7 @@ def fairchem(r_max: float, *, as_dict: bool = True, dataset: str | None = None) 
     from the store's arrays (`graphbatch.atomistic._store_view.FairchemStoreReader`;
     ``dataset``: fairchem's task name for every structure).
     """
-    c = check_cutoff(r_max)
+    c = _r_max(r_max)
     pads = {"cell": _eye(c), "cell_offsets": torch.ones(3, dtype=torch.float64),
             "sid": [""]}
     from ._store_view import FairchemStoreReader
@@ -95,7 +106,7 @@ def fairchem(r_max: float, *, as_dict: bool = True, dataset: str | None = None) 
                   store_reader=FairchemStoreReader(c, dataset))
 
 
-def to_fairchem(batch: dict):
+def to_fairchem(batch: dict[str, Any]) -> Any:
     """A padded `collate_dict` batch of fairchem graphs as fairchem's batched ``AtomicData``
     (needs ``fairchem-core``). ``sid`` becomes the flat list fairchem batches hold (``""`` for
     padding graphs); a per-graph ``dataset`` name is repeated from the first real graph on
@@ -118,7 +129,7 @@ def to_fairchem(batch: dict):
     return AtomicData.from_dict(d)
 
 
-def _one(value, default):
+def _one(value: Any, default: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return value[0] if value else default
     return default if value is None else value

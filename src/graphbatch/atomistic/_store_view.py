@@ -28,13 +28,17 @@ the same dicts bit for bit (``tests/test_atomistic_store.py``).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from .._errors import InputError
 from ..torch import StoreView
+
+if TYPE_CHECKING:
+    from ..datasets import GraphStore
 
 __all__ = ["MACE_BATCH_KEYS", "MaceStoreReader", "StoreFieldError"]
 
@@ -62,7 +66,7 @@ class StoreFieldError(InputError):
     model's z table."""
 
 
-def _zs(z_table) -> list[int]:
+def _zs(z_table: Any) -> list[int]:
     zs = getattr(z_table, "zs", z_table)
     try:
         out = [int(z) for z in zs]
@@ -80,7 +84,7 @@ class MaceStoreReader:
     ``AtomicNumberTable``); ``heads``: its head names (default ``["Default"]``); ``dtype``:
     float dtype of the batch (default: torch's default dtype when the preset was made)."""
 
-    def __init__(self, r_max: float, z_table=None, heads: Sequence[str] | None = None,
+    def __init__(self, r_max: float, z_table: Any = None, heads: Sequence[str] | None = None,
                  dtype: torch.dtype | None = None) -> None:
         self.r_max = float(r_max)
         self.zs = None if z_table is None else _zs(z_table)
@@ -444,10 +448,7 @@ class _MaceTransform:
             return torch.zeros((n_node if level == "node" else n_graph, *row), dtype=dtype)
 
         def weight(name: str, row: tuple = ()) -> torch.Tensor:
-            if name in t:
-                w = t[name].to(dtype)
-            else:
-                w = gf
+            w = t[name].to(dtype) if name in t else gf
             return w.reshape(n_graph, *([1] * len(row))).expand(n_graph, *row).clone() \
                 if row else w
 
@@ -514,7 +515,7 @@ class FairchemStoreReader:
         self.r_max = float(r_max)
         self.dataset = dataset
 
-    def for_store(self, store) -> StoreView:
+    def for_store(self, store: GraphStore) -> StoreView:
         fields = store.fields
         name = str(getattr(store, "path", store))
         missing = [f for f in FAIRCHEM_NEEDED if f not in fields]
@@ -531,7 +532,7 @@ class FairchemStoreReader:
         dtypes.update(unit_shifts=np.dtype(fields["unit_shifts"]["dtype"]),
                       atomic_numbers=np.dtype(fields["atomic_numbers"]["dtype"]))
         pads = {"cell": self.r_max * np.eye(3), "unit_shifts": 1}
-        labels = [k for k in ("energy", "forces", "stress") if k in fields]
+        labels: list[str] = [k for k in ("energy", "forces", "stress") if k in fields]
         return StoreView(dtypes=dtypes, pads=pads, transform=_FairchemTransform(
             self.dataset, labels, "tags" in fields), position_key="positions")
 
@@ -543,7 +544,7 @@ class _FairchemTransform:
         self.has_tags = has_tags
 
     def __call__(self, t: dict, shape: tuple[int, int, int], real_graphs: int) -> dict:
-        n_node, n_edge, n_graph = shape
+        n_node, _, n_graph = shape
         index = t["graph_index"].tolist()
         out = {
             "pos": t["positions"],

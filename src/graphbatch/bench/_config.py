@@ -82,7 +82,7 @@ class BenchConfig:
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     strategy_options: dict[str, Any] = field(default_factory=lambda: {"buckets": {"num_shapes": 4}})
 
-    def validate(self) -> "BenchConfig":
+    def validate(self) -> BenchConfig:
         if self.framework not in ("torch", "jax"):
             raise InputError(f"framework must be torch or jax, got {self.framework!r}")
         jax = self.framework == "jax"
@@ -90,7 +90,7 @@ class BenchConfig:
             from ..jax.models import MODELS
         else:
             from ..models import MODELS
-        baselines = JAX_BASELINES if jax else BASELINES
+        baselines: tuple[str, ...] = JAX_BASELINES if jax else BASELINES
         if "mace" in self.models and not jax:
             self._validate_mace()
             baselines = MACE_BASELINES
@@ -110,7 +110,8 @@ class BenchConfig:
                     )
         for b in self.batch_sizes:
             if int(b) < 2:
-                raise InputError(f"batch sizes must be >= 2 (one slot is the padding graph), got {b}")
+                raise InputError("batch sizes must be >= 2 (one slot is the padding graph), "
+                                 f"got {b}")
         for name in ("steps", "repeats", "eval_every"):
             if int(getattr(self, name)) < 1:
                 raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -209,7 +210,7 @@ FULL = BenchConfig(
 #: ``--models mace``: a small MACE on 512 QM9 molecules at r_max 5 Å, batch size 32, padded
 #: ``dynamic`` (eager, and compiled once; ``--compile auto``) against MACE eager and
 #: ``torch.compile(dynamic=None)`` unpadded.
-MACE_DEFAULT = BenchConfig(models=("mace",), strategies=("dynamic",) + MACE_BASELINES,
+MACE_DEFAULT = BenchConfig(models=("mace",), strategies=("dynamic", *MACE_BASELINES),
                            batch_sizes=(32,), steps=100, repeats=1, subset=512, cutoff=5.0,
                            eval_every=100)
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._errors import InputError
+
+if TYPE_CHECKING:
+    from .._sizes import GraphSizes
+    from ..datasets import GraphArrays
 
 __all__ = ["BenchArrays", "BenchData", "load_bench_arrays", "load_bench_data", "load_store_data",
            "TARGET"]
@@ -26,15 +31,15 @@ class BenchData:
 
     train: list
     test: list
-    train_sizes: object  # GraphSizes
+    train_sizes: GraphSizes
     scale: float
     unit: str
     num_graphs: int
     #: ``--data store``: the open GraphStore, the store indices of the training graphs (the
     #: plan's index i is store graph ``train_index[i]``) and the target of every store graph
-    store: object = None
-    train_index: object = None
-    target: object = None
+    store: Any = None
+    train_index: Any = None
+    target: Any = None
 
 
 def _element_counts(z: np.ndarray, n_node: np.ndarray) -> np.ndarray:
@@ -65,7 +70,7 @@ class BenchArrays:
     """The bench split as NumPy: all graphs (``graphs``, a `GraphArrays`), the standardised
     target per graph, train/test indices, the target scale and unit (framework-neutral)."""
 
-    graphs: object  # GraphArrays
+    graphs: GraphArrays
     target: np.ndarray
     train_idx: np.ndarray
     test_idx: np.ndarray

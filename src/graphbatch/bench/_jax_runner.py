@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -48,9 +49,9 @@ class _CompileClock:
             jax.monitoring.register_event_duration_secs_listener(self._listen)
             self._registered = True
 
-    def _listen(self, event: str, duration: float, **_: Any) -> None:
+    def _listen(self, event: str, duration_secs: float, **_: str | int) -> None:
         if event in self.EVENTS:
-            self._local.total = getattr(self._local, "total", 0.0) + float(duration)
+            self._local.total = getattr(self._local, "total", 0.0) + float(duration_secs)
 
     def total(self) -> float:
         return getattr(self._local, "total", 0.0)
@@ -123,7 +124,7 @@ def _masked(graphs, index=None):
                         np.asarray(jraph.get_edge_padding_mask(graphs)), g_mask, gi)
 
 
-def _jraph_dynamic(data, budget, seed: int) -> Iterator[Any]:
+def _jraph_dynamic(data, budget, seed: int) -> Generator[Any, None, None]:
     """``jraph.dynamically_batch`` over a shuffled stream, to the dynamic strategy's budget."""
     import jraph
 
@@ -136,7 +137,7 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def _jraph_pad64(data, batch_size: int, seed: int) -> Iterator[Any]:
+def _jraph_pad64(data, batch_size: int, seed: int) -> Generator[Any, None, None]:
     """The common recipe: ``batch_size - 1`` graphs, ``jraph.batch_np``, then
     ``jraph.pad_with_graphs`` to the next multiples of 64 nodes and edges."""
     import jraph
@@ -150,7 +151,7 @@ def _jraph_pad64(data, batch_size: int, seed: int) -> Iterator[Any]:
         yield _masked(jraph.pad_with_graphs(b, n, e, batch_size))
 
 
-def _unpadded(data, batch_size: int, seed: int) -> Iterator[Any]:
+def _unpadded(data, batch_size: int, seed: int) -> Generator[Any, None, None]:
     """Exact-size batches of ``batch_size`` graphs (no padding graph, all-true masks)."""
     import jraph
 
@@ -164,7 +165,7 @@ def _unpadded(data, batch_size: int, seed: int) -> Iterator[Any]:
                            np.zeros(g, np.int64))
 
 
-def _loader_batches(spec: RunSpec, cfg: BenchConfig, data, options) -> Iterator[Any]:
+def _loader_batches(spec: RunSpec, cfg: BenchConfig, data, options) -> Generator[Any, None, None]:
     from ..jax import loader
 
     ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
@@ -272,7 +273,8 @@ class _JaxRun:
             pg = jax.device_put(pg)  # baselines: the transfer is part of batching
         jax.block_until_ready(pg)
         t1 = time.perf_counter()
-        before, c0 = self.step_fn._cache_size(), compile_seconds()
+        # jax.jit's compile cache size: a private API the type stubs do not declare
+        before, c0 = self.step_fn._cache_size(), compile_seconds()  # type: ignore[attr-defined]
         if self.unpadded:  # compile and run once apart; the update time is the rerun's
             jax.block_until_ready(self.step_fn(self.params, self.opt_state, pg))
             tw = time.perf_counter()
@@ -286,7 +288,7 @@ class _JaxRun:
         self.compile_s[k] = compile_seconds() - c0
         nm, em, gm = np.asarray(pg.node_mask), np.asarray(pg.edge_mask), np.asarray(pg.graph_mask)
         _count_step(self, k, batching_ms=(t1 - t0) * 1e3, update_ms=(t2 - tw) * 1e3,
-                    new_compiles=self.step_fn._cache_size() - before,
+                    new_compiles=self.step_fn._cache_size() - before,  # type: ignore[attr-defined]
                     real=(int(gm.sum()), int(nm.sum()), int(em.sum())),
                     padded=(nm.shape[0], em.shape[0]),
                     shape=(nm.shape[0], em.shape[0], gm.shape[0]),

@@ -25,8 +25,9 @@ shapes and the seconds spent in the backend.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +41,9 @@ from ._run import (
     _reset_counters,
     _Run,
 )
+
+if TYPE_CHECKING:
+    from .._sizes import GraphSizes
 
 __all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targets", "small_mace"]
 
@@ -62,16 +66,16 @@ class MaceData:
 
     train: list
     test: list
-    train_sizes: object
+    train_sizes: GraphSizes
     scale: float
     unit: str
     num_graphs: int
     avg_num_neighbors: float
     r_max: float
-    store: object = None  # an atomistic store (``--store``): padded runs read it directly
+    store: Any = None  # an atomistic store (``--store``): padded runs read it directly
     elements: tuple = MACE_ELEMENTS
-    atomic_energies: object = None      # per element (eV); None: zeros
-    train_index: object = None          # store indices of the training graphs
+    atomic_energies: Any = None      # per element (eV); None: zeros
+    train_index: Any = None          # store indices of the training graphs
 
 
 def load_mace_data(*, subset: int | None, r_max: float, seed: int) -> MaceData:
@@ -194,7 +198,7 @@ def _dict_nbytes(batch: dict) -> int:
 class MaceRun(_Run):
     """One MACE run with `_Run`'s timing and record; see the module docstring."""
 
-    def __init__(self, spec, cfg: BenchConfig, data: MaceData) -> None:  # noqa: D107
+    def __init__(self, spec, cfg: BenchConfig, data: MaceData) -> None:
         import torch
         from mace.modules.loss import WeightedEnergyForcesLoss
         from mace.tools import torch_geometric
@@ -233,14 +237,16 @@ class MaceRun(_Run):
                             preset=ga.mace(r_max=data.r_max), num_workers=cfg.num_workers,
                             persistent_workers=cfg.num_workers > 0, **opts)
                 self.batches = _cycle(ld, set_epoch=True)
-            self.loss_fn = None
+            self.loss_fn: Callable[..., Any] | None = None
         else:
             gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
-            ld = torch_geometric.dataloader.DataLoader(
-                data.train, batch_size=spec.batch_size, shuffle=True, drop_last=False,
+            # mace's loader takes any sequence of graphs (its annotation says Dataset)
+            pyg_ld = torch_geometric.dataloader.DataLoader(
+                data.train,  # type: ignore[arg-type]
+                batch_size=spec.batch_size, shuffle=True, drop_last=False,
                 generator=gen, num_workers=cfg.num_workers,
                 persistent_workers=cfg.num_workers > 0)
-            self.batches = _cycle(ld, set_epoch=False)
+            self.batches = _cycle(pyg_ld, set_epoch=False)
             self.loss_fn = WeightedEnergyForcesLoss(ENERGY_WEIGHT, FORCES_WEIGHT)
         _reset_counters(self, cfg.steps)
         self.train_loss: list[float] = []
@@ -271,6 +277,7 @@ class MaceRun(_Run):
             loss = ga.energy_force_loss(out, d, energy_weight=ENERGY_WEIGHT,
                                         forces_weight=FORCES_WEIGHT)
         else:
+            assert self.loss_fn is not None  # set for the unpadded baselines
             loss = self.loss_fn(b, out)
         loss.backward()
         self.opt.step()
@@ -370,7 +377,7 @@ def load_mace_store_data(path: str, *, subset: int | None, seed: int,
     col = {z: k for k, z in enumerate(elements)}
     for r, i in enumerate(train_idx.tolist()):
         z = packed.node["atomic_numbers"][no[i]:no[i + 1]]
-        for zz, c in zip(*np.unique(z, return_counts=True)):
+        for zz, c in zip(*np.unique(z, return_counts=True), strict=True):
             counts[r, col[int(zz)]] = c
     e0 = np.linalg.lstsq(counts, energy[train_idx], rcond=None)[0]
 
@@ -401,7 +408,8 @@ def _evaluate_mace(model, data: MaceData, device) -> tuple[float, float]:
     from mace.tools import torch_geometric
 
     err = []
-    for b in torch_geometric.dataloader.DataLoader(data.test, batch_size=64, shuffle=False):
+    for b in torch_geometric.dataloader.DataLoader(data.test,  # type: ignore[arg-type]
+                                                   batch_size=64, shuffle=False):
         b = b.to(device)
         out = model(b.to_dict(), training=False, compute_force=False)
         err.append((out["energy"].detach() - b.energy).double().cpu())
@@ -423,7 +431,8 @@ def mace_targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         runs = {_label(r): r for r in mace if r["batch_size"] == b and r["repeat"] == rep}
         t: dict[str, Any] = {"model": "mace", "batch_size": b, "repeat": rep,
                              "compiles": {k: r["compiles"] for k, r in runs.items()},
-                             "dynamic_graphs": {k: r.get("dynamic_graphs") for k, r in runs.items()},
+                             "dynamic_graphs": {k: r.get("dynamic_graphs")
+                                                for k, r in runs.items()},
                              "compile_s": {k: round(r["compile_s"], 2) for k, r in runs.items()}}
         ratios: dict[str, dict[str, float]] = {}
         for name, r in runs.items():

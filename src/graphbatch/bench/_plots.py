@@ -110,7 +110,7 @@ def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Pa
             mats = ((t[key]["U"], "U statistic"), (t[key]["p_bonferroni"], "p (Bonferroni)")) \
                 if key == "mannwhitney" else ((t[key]["t"], "t statistic"), (t[key]["p"], "p"))
             fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-            for ax, (mat, what) in zip(axes, mats):
+            for ax, (mat, what) in zip(axes, mats, strict=True):
                 a = np.array(mat, dtype=float)
                 is_p = what.startswith("p")
                 im = ax.imshow(a, cmap="viridis_r" if is_p else "viridis",

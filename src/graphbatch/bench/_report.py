@@ -102,7 +102,7 @@ def targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (eager or compiled) over ``pyg-eager`` in real graphs/s (medians over repeats).
     """
     rows = summarize(records)
-    by = defaultdict(dict)
+    by: defaultdict[tuple[str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
         by[(r["model"], r["batch_size"])][r["strategy"]] = r
     out = []

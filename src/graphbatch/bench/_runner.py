@@ -4,13 +4,15 @@ Per step: batching time (planning + collation: the wait for the next batch), upd
 (forward, backward, optimizer step; CUDA synchronised), combined time; Dynamo compilations;
 real graphs. Per run: mean/median times, compile count and seconds, peak memory, real graphs/s,
 test MAE/RMSE every ``eval_every`` steps. Batches come from `graphbatch.torch.loader` (padded
-strategies; with ``data="store"`` from the graph store's batch path, `graphbatch.torch.StoreBatcher`)
+strategies; with ``data="store"`` from the graph store's batch path,
+`graphbatch.torch.StoreBatcher`)
 or PyG's ``DataLoader`` (baselines); models from `graphbatch.models`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .._errors import InputError
 from ._config import MACE_BASELINES, BenchConfig
@@ -25,7 +27,7 @@ def plan_runs(cfg: BenchConfig) -> list[RunSpec]:
     eager, and ``pack-lpf`` additionally runs compiled (so the bench can pick the faster); for
     ``mace`` every padded strategy runs both ways. MACE's baselines: ``mace-eager`` eager,
     ``mace-compile`` compiled."""
-    runs = []
+    runs: list[RunSpec] = []
     for r in range(cfg.repeats):
         for m in cfg.models:
             for b in cfg.batch_sizes:
@@ -34,9 +36,7 @@ def plan_runs(cfg: BenchConfig) -> list[RunSpec]:
                         modes = [s == "mace-compile"]
                     elif s == "pyg-eager" or s == "unpadded":
                         modes = [False]
-                    elif s == "pyg-compile":
-                        modes = [True]
-                    elif cfg.compile == "on":
+                    elif s == "pyg-compile" or cfg.compile == "on":
                         modes = [True]
                     elif cfg.compile == "off":
                         modes = [False]

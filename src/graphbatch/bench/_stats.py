@@ -8,9 +8,10 @@ table. Pure NumPy/SciPy; plotting lives in `graphbatch.bench._plots`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats

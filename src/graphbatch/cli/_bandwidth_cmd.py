@@ -28,7 +28,8 @@ def add_parser(sub) -> None:
     p.add_argument("--block-sizes", type=positive_int, nargs="*", default=[],
                    help="block sizes S: share of graphs/edges covered in supergraphs of K*S")
     p.add_argument("--num-blocks", type=positive_int, default=16, help="K, blocks per supergraph")
-    p.add_argument("--limit", type=nonnegative_int, help="at most this many graphs (directory input)")
+    p.add_argument("--limit", type=nonnegative_int,
+                   help="at most this many graphs (directory input)")
     p.add_argument("--out", help="write the reordered graphs: an EdgeGraphs .npz, or (for an "
                    ".h5 input) a new .h5 store with node fields permuted")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -105,7 +106,7 @@ def run(args) -> int:
     edges = summary.ratio_bin_edges
     print(format_table([{"N/B from": lo, "to": hi if hi != float("inf") else "inf",
                          "graphs": c} for lo, hi, c in zip(edges[:-1], edges[1:],
-                                                            summary.ratio_counts)]))
+                                                            summary.ratio_counts, strict=True)]))
     if coverage:
         print()
         print(format_table(coverage))

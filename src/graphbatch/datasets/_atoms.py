@@ -30,14 +30,15 @@ in the source file; the conventional units are those of ASE and MACE, stated in 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from .._errors import AtomsInputError, GraphbatchError, InputError
-from ._graphs import GraphArrays
 from ._extxyz import AtomsFrame
+from ._graphs import GraphArrays
 from ._neighbours import _FLAT, _box, check_cell, half_pairs, neighbour_list
 
 __all__ = ["ATOMS_PROPERTIES", "AtomsInputError", "AtomsKeys", "AtomsChunk", "convert_frames",
@@ -103,7 +104,7 @@ class AtomsKeys:
 
     def used(self) -> dict[str, str]:
         """``{property: key}`` of the properties in use."""
-        return {p: self.key(p) for p in ATOMS_PROPERTIES if self.key(p) is not None}
+        return {p: k for p in ATOMS_PROPERTIES if (k := self.key(p)) is not None}
 
     def as_json(self) -> dict:
         return {**{p: self.key(p) for p in ATOMS_PROPERTIES}, "required": list(self.required),
@@ -143,7 +144,7 @@ def _lookup(atoms: AtomsFrame, key: str, per_atom: bool):
     return value
 
 
-def _as_matrix(value, where, frame, key) -> np.ndarray:
+def _as_matrix(value: Any, where: str, frame: int, key: str) -> np.ndarray:
     """A stress/virials value as a 3x3 matrix: Voigt ``(xx, yy, zz, yz, xz, xy)``, 9 values in
     row order, or ``[3, 3]`` (MACE's ``voigt_to_matrix``)."""
     a = np.asarray(value, dtype=np.float64)
@@ -154,7 +155,7 @@ def _as_matrix(value, where, frame, key) -> np.ndarray:
     raise _fail(where, frame, key, f"needs 6 (Voigt) or 9 values, got shape {a.shape}")
 
 
-def _numeric(value, where, frame, key) -> np.ndarray:
+def _numeric(value: Any, where: str, frame: int, key: str) -> np.ndarray:
     try:
         a = np.asarray(value)
     except Exception as exc:  # pragma: no cover - numpy refuses odd objects
@@ -164,7 +165,7 @@ def _numeric(value, where, frame, key) -> np.ndarray:
     return a
 
 
-def _finite(a: np.ndarray, where, frame, key) -> np.ndarray:
+def _finite(a: np.ndarray, where: str, frame: int, key: str) -> np.ndarray:
     if a.dtype.kind == "f" and not np.isfinite(a).all():
         bad = np.argwhere(~np.isfinite(a))[0].tolist()
         raise _fail(where, frame, key, f"holds {a[tuple(bad)]} at {bad} (not finite)")
@@ -351,7 +352,7 @@ def _bulk_values(p: str, raw: list, counts: np.ndarray) -> tuple[np.ndarray, lis
         out = np.array([0.0 if v is None else v for v in raw], dtype=np.float64)
     elif level == "node":
         parts = []
-        for v, n in zip(raw, counts.tolist()):
+        for v, n in zip(raw, counts.tolist(), strict=False):
             if v is None:
                 parts.append(np.zeros((n, *shape)))
                 continue

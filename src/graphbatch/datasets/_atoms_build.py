@@ -16,17 +16,17 @@ import os
 import platform
 import time
 from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
 from .._errors import InputError
 from .._io import check_output_path
 from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
-from ._extxyz import AtomsFrame, frame_from_atoms, parse_comment, read_frames
 from ._build import BuildReport
+from ._extxyz import AtomsFrame, frame_from_atoms, parse_comment, read_frames
 from ._neighbours import NEIGHBOUR_LIBRARY, import_vesin
 from ._store import GraphStoreWriter
 
@@ -77,7 +77,8 @@ def extxyz_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]
                 n = int(head)
             except ValueError:
                 raise AtomsInputError(f"{path}: frame {frame} (line {line_no}): atom count: "
-                                      f"expected an integer, got {head[:60].decode(errors='replace').strip()!r}") from None
+                                      "expected an integer, got "
+                                      f"{head[:60].decode(errors='replace').strip()!r}") from None
             if n < 0:
                 raise AtomsInputError(f"{path}: frame {frame} (line {line_no}): atom count: "
                                       f"{n} < 0")
@@ -178,7 +179,7 @@ def _bad_atom_line(lines: list[str], at: int, first: int,
             continue
         if len(tokens) < len(columns):
             return first + 2 + r, columns[len(tokens)]
-        for name, conv, token in zip(columns, convs, tokens):
+        for name, conv, token in zip(columns, convs, tokens, strict=False):
             try:
                 conv(token)
             except (ValueError, TypeError, OverflowError):
@@ -203,7 +204,7 @@ def _db_frames(block: _Block) -> Iterator[AtomsFrame]:
             yield frame_from_atoms(int(row.id), atoms)
 
 
-def _convert_block(args) -> AtomsChunk:
+def _convert_block(args: tuple[_Block, float, AtomsKeys]) -> AtomsChunk:
     block, cutoff, keys = args
     frames = _extxyz_frames(block) if block.fmt == "extxyz" else _db_frames(block)
     return convert_frames(frames, cutoff=cutoff, keys=keys, source=block.source,
@@ -279,7 +280,7 @@ def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
     if isinstance(chunk_frames, bool) or int(chunk_frames) < 1:
         raise InputError(f"chunk_frames must be >= 1, got {chunk_frames!r}")
     fmts = [format or _format_of(p) for p in paths]
-    for p, f in zip(paths, fmts):
+    for p, f in zip(paths, fmts, strict=True):
         if f not in ATOMS_FORMATS:
             raise InputError(f"unknown format {f!r}; choose one of {ATOMS_FORMATS}")
         if not Path(p).is_file():
@@ -301,7 +302,7 @@ def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
     }
 
     def blocks() -> Iterator[_Block]:
-        for k, (p, f) in enumerate(zip(paths, fmts)):
+        for k, (p, f) in enumerate(zip(paths, fmts, strict=True)):
             make = extxyz_blocks if f == "extxyz" else _db_blocks
             yield from make(p, k, int(chunk_frames))
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -24,6 +25,12 @@ from .._io import check_output_path
 from ._construct import GRAPH_METHODS
 from ._graphs import GraphArrays
 from ._store import STORE_SUFFIXES, GraphStoreWriter
+
+if TYPE_CHECKING:
+    from ._qm9 import QM9Molecules
+
+    #: What `load_records` reads: QM9 molecules, MOSES SMILES or Python files.
+    Records = QM9Molecules | list[str] | list[Path]
 
 __all__ = ["DATASETS", "BuildOptions", "BuildReport", "build_store", "load_records",
            "record_count", "slice_records", "write_partition"]
@@ -47,7 +54,7 @@ class BuildOptions:
     source: str | None = None
     reverse_edges: bool = False
 
-    def check(self) -> "BuildOptions":
+    def check(self) -> BuildOptions:
         if self.dataset not in DATASETS:
             raise InputError(f"unknown dataset {self.dataset!r}; choose one of {DATASETS}")
         if self.graph not in GRAPH_METHODS:
@@ -81,7 +88,8 @@ class BuildReport:
         return self.n_graph / self.seconds if self.seconds > 0 else float("inf")
 
 
-def _tqdm_chunks(chunks, total: int | None, unit: str, desc: str):
+def _tqdm_chunks(chunks: Iterable[GraphArrays], total: int | None, unit: str,
+                 desc: str) -> Iterator[GraphArrays]:
     from tqdm import tqdm
 
     with tqdm(total=total, unit=unit, desc=desc) as bar:
@@ -90,7 +98,7 @@ def _tqdm_chunks(chunks, total: int | None, unit: str, desc: str):
             yield chunk
 
 
-def load_records(opts: BuildOptions) -> tuple[Any, dict]:
+def load_records(opts: BuildOptions) -> tuple[Records, dict]:
     """``(records, meta)``: the source records of ``opts.dataset`` and the store metadata.
 
     Records: QM9 -> `QM9Molecules` (first ``limit`` molecules); MOSES -> list of SMILES (first
@@ -99,6 +107,7 @@ def load_records(opts: BuildOptions) -> tuple[Any, dict]:
     opts.check()
     meta: dict = {"dataset": opts.dataset, "limit": opts.limit,
                   "python": platform.python_version()}
+    records: Records
     if opts.dataset == "qm9":
         from ._qm9 import QM9_TARGETS, load_qm9
 
@@ -120,19 +129,20 @@ def load_records(opts: BuildOptions) -> tuple[Any, dict]:
     else:
         from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, python_files
 
-        root, records = python_files(opts.source)
-        meta.update(source=str(root), files=[str(f.relative_to(root)) for f in records],
+        root, files = python_files(opts.source)
+        records = files
+        meta.update(source=str(root), files=[str(f.relative_to(root)) for f in files],
                     node_types=list(AST_NODE_TYPES), edge_types=list(CODE_EDGE_TYPES),
                     reverse_edges=opts.reverse_edges)
     return records, meta
 
 
-def record_count(records) -> int:
+def record_count(records: Records) -> int:
     """Number of source records (molecules, SMILES or files)."""
     return len(records)
 
 
-def slice_records(records, start: int, stop: int):
+def slice_records(records: Records, start: int, stop: int) -> Records:
     """Records ``start:stop`` (a contiguous partition) of what `load_records` returned."""
     from ._qm9 import QM9Molecules
 
@@ -143,7 +153,7 @@ def slice_records(records, start: int, stop: int):
         return QM9Molecules(z=records.z[a:b], pos=records.pos[a:b],
                             n_node=records.n_node[start:stop], y=records.y[start:stop],
                             index=records.index[start:stop])
-    return list(records[start:stop])
+    return records[start:stop]  # a list: a new one
 
 
 def _shift_graph_field(chunk: GraphArrays, name: str, start: int) -> GraphArrays:
@@ -155,7 +165,8 @@ def _shift_graph_field(chunk: GraphArrays, name: str, start: int) -> GraphArrays
                        node=chunk.node, edge=chunk.edge, graph=graph)
 
 
-def convert_records(opts: BuildOptions, records, *, start: int = 0, workers: int | None = 1,
+def convert_records(opts: BuildOptions, records: Records, *, start: int = 0,
+                    workers: int | None = 1,
                     progress: bool = False, failures: list | None = None,
                     ) -> Iterator[GraphArrays]:
     """Graphs of ``records`` (records ``start:start + len(records)`` of the whole source) in
@@ -165,7 +176,8 @@ def convert_records(opts: BuildOptions, records, *, start: int = 0, workers: int
     if opts.dataset == "qm9":
         from ._qm9 import qm9_graphs
 
-        chunks = qm9_graphs(opts.graph, cutoff=opts.cutoff, k=opts.k, mols=records,
+        chunks = qm9_graphs(opts.graph, cutoff=opts.cutoff, k=opts.k,
+                            mols=cast("QM9Molecules", records),
                             chunk_size=2048)
         if progress:
             chunks = _tqdm_chunks(chunks, len(records), "mol", f"QM9 -> {opts.graph} graphs")
@@ -175,13 +187,14 @@ def convert_records(opts: BuildOptions, records, *, start: int = 0, workers: int
         if opts.dataset == "moses":
             from ._moses import smiles_graphs
 
-            for chunk in smiles_graphs(records, workers=workers, progress=progress,
+            for chunk in smiles_graphs(cast("list[str]", records), workers=workers,
+                                       progress=progress,
                                        failures=local):
                 yield _shift_graph_field(chunk, "index", start)
         else:
             from ._code import code_graphs
 
-            for chunk in code_graphs(files=records, limit=opts.limit,
+            for chunk in code_graphs(files=cast("list[Path]", records), limit=opts.limit,
                                      reverse_edges=opts.reverse_edges, progress=progress,
                                      failures=local):
                 yield _shift_graph_field(chunk, "file_index", start)
@@ -190,7 +203,8 @@ def convert_records(opts: BuildOptions, records, *, start: int = 0, workers: int
             failures.extend((start + int(i), msg) for i, msg in local)
 
 
-def write_partition(out: str | os.PathLike, opts: BuildOptions, records, meta: dict, *,
+def write_partition(out: str | os.PathLike, opts: BuildOptions, records: Records, meta: dict,
+                    *,
                     start: int = 0, workers: int | None = 1, progress: bool = False,
                     allow_empty: bool = False) -> BuildReport:
     """Convert ``records`` (starting at global record ``start``) and write them to one store at

@@ -21,6 +21,7 @@ from __future__ import annotations
 import mmap
 import threading
 import zlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -71,11 +72,13 @@ class _Column:
 
     def crc(self, r0: int, r1: int) -> int:
         """CRC-32 of rows ``r0:r1`` (for ``edge_index``: columns, row 0 then row 1)."""
+        # (ignores: NumPy declares arrays as buffers to type checkers on Python >= 3.12 only)
         v, b = self.view, self.row
         if self.edge_index:
-            crc = zlib.crc32(v[r0 * b:r1 * b])
-            return zlib.crc32(v[self.stride + r0 * b:self.stride + r1 * b], crc)
-        return zlib.crc32(v[r0 * b:r1 * b])
+            crc = zlib.crc32(v[r0 * b:r1 * b])  # type: ignore[arg-type]
+            second = v[self.stride + r0 * b:self.stride + r1 * b]
+            return zlib.crc32(second, crc)  # type: ignore[arg-type]
+        return zlib.crc32(v[r0 * b:r1 * b])  # type: ignore[arg-type]
 
 
 def _columns(arrays: dict[str, np.ndarray], names: list[str]) -> list[_Column]:
@@ -83,7 +86,8 @@ def _columns(arrays: dict[str, np.ndarray], names: list[str]) -> list[_Column]:
             for w in names]
 
 
-def _rows(bounds: np.ndarray, node_offsets: np.ndarray, edge_offsets: np.ndarray, k: int):
+def _rows(bounds: np.ndarray, node_offsets: np.ndarray, edge_offsets: np.ndarray,
+          k: int) -> dict[str, tuple[int, int]]:
     b0, b1 = int(bounds[k]), int(bounds[k + 1])
     return {"node": (int(node_offsets[b0]), int(node_offsets[b1])),
             "edge": (int(edge_offsets[b0]), int(edge_offsets[b1])), "graph": (b0, b1)}
@@ -128,7 +132,8 @@ class ChunkChecker:
     """
 
     def __init__(self, path: Path, arrays: dict[str, np.ndarray], names: list[str],
-                 bounds: np.ndarray, table: np.ndarray, error) -> None:
+                 bounds: np.ndarray, table: np.ndarray,
+                 error: Callable[[str], Exception]) -> None:
         self.path = path
         self.bounds = np.asarray(bounds, dtype=np.int64)
         self.table = table
@@ -190,7 +195,7 @@ class ChunkChecker:
             self.done[:] = True
             self.remaining = 0
 
-    def _check_chunk(self, c: int, cols=None) -> None:
+    def _check_chunk(self, c: int, cols: Iterable[int] | None = None) -> None:
         rows = _rows(self.bounds, self._no, self._eo, c)
         for a in (range(len(self._cols)) if cols is None else cols):
             if self._col_done[c, a]:

@@ -25,11 +25,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import time
 import uuid as uuidlib
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +121,7 @@ def _build_shard(task: dict) -> dict:
             "seconds": time.perf_counter() - wall0, "cpu_seconds": time.process_time() - cpu0}
 
 
-def _client(address: str | None, n_workers: int):
+def _client(address: str | None, n_workers: int) -> tuple[Any, Any]:
     """A Dask client of the running cluster at ``address``, or of a new local cluster of
     ``n_workers`` single-threaded worker processes; returns ``(client, cluster or None)``."""
     try:
@@ -147,7 +150,7 @@ class _ClusterStart:
         self._future = pool.submit(_client, address, n_workers)
         pool.shutdown(wait=False)
 
-    def result(self, stop=None):
+    def result(self, stop: threading.Event | None = None) -> tuple[Any, Any]:
         """``(client, cluster or None)`` once started (re-raises a failed start); raises
         `BuildCancelled` as soon as ``stop`` is set (the caller then `discard`s)."""
         from concurrent.futures import TimeoutError as FutureTimeout
@@ -166,12 +169,12 @@ class _ClusterStart:
         """The build failed before using the cluster: close it once it has started."""
         try:
             client, cluster = self._future.result()
-        except BaseException:  # noqa: BLE001 - the start failed: nothing to close
+        except BaseException:
             return
         _close(client, cluster)
 
 
-def _close(client, cluster) -> None:
+def _close(client: Any, cluster: Any) -> None:
     client.close()
     if cluster is not None:
         cluster.close()
@@ -181,13 +184,13 @@ def _close(client, cluster) -> None:
 _POLL_S = 0.2
 
 
-def _check_stop(stop) -> None:
+def _check_stop(stop: threading.Event | None) -> None:
     if stop is not None and stop.is_set():
         raise BuildCancelled("the sharded build was called off (terminated); no manifest was "
                              "written and this build's shards were removed")
 
 
-def _completed(futures, stop):
+def _completed(futures: Iterable[Any], stop: threading.Event | None) -> Iterator[Any]:
     """Yield ``futures`` as they finish, checking ``stop`` every `_POLL_S` seconds: the driver
     never waits inside the engine where a signal could interrupt it."""
     from distributed import wait as wait_for
@@ -202,7 +205,7 @@ def _completed(futures, stop):
         yield from done
 
 
-def _call_off(client, marker: Path, futures, *, wait: bool = True) -> None:
+def _call_off(client: Any, marker: Path, futures: Iterable[Any], *, wait: bool = True) -> None:
     """Stop a failing build: write the abort marker, so that tasks not yet started return at
     once and running ones delete their shard after writing it; with ``wait``, return once every
     task has ended (and remove the marker), else cancel the tasks (the engine drops what they
@@ -216,11 +219,11 @@ def _call_off(client, marker: Path, futures, *, wait: bool = True) -> None:
             marker.unlink(missing_ok=True)      # every task has ended: none looks at it again
         else:
             client.cancel(list(futures))
-    except Exception:  # noqa: BLE001 - best effort: the build is failing anyway
+    except Exception:
         pass
 
 
-def _remove(paths) -> None:
+def _remove(paths: Iterable[str | os.PathLike]) -> None:
     for p in paths:
         Path(p).unlink(missing_ok=True)
 
@@ -256,7 +259,8 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                         workers: int | None = None, retries: int = 2, graph: str = "radius",
                         cutoff: float = 6.0, k: int = 24, limit: int | None = None,
                         source: str | os.PathLike | None = None, reverse_edges: bool = False,
-                        progress: bool = False, stop=None) -> ShardedBuildReport:
+                        progress: bool = False,
+                        stop: threading.Event | None = None) -> ShardedBuildReport:
     """Build ``dataset`` as ``shards`` store files plus a JSON manifest at ``out``, converting
     the partitions on a Dask cluster: a local one with ``workers`` processes (default: CPUs),
     or the running cluster at ``address`` (its workers need graphbatch installed and the output
@@ -350,7 +354,7 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                 s = futures[fut]
                 try:
                     results[s] = fut.result()
-                except Exception as exc:  # noqa: BLE001 - reported as one line, shard named
+                except Exception as exc:
                     _call_off(client, abort, futures)
                     msg = " ".join(str(exc).split()) or type(exc).__name__
                     raise ShardBuildError(f"shard {s} ({paths[s].name}, records "
@@ -364,9 +368,10 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                 bar.close()
         engine_seconds = time.perf_counter() - t_submit
         mark("tasks")
-        unsharded = sorted(int(i) for res in results if res.get("empty")
+        finished = [r for r in results if r is not None]  # every shard (a failure raised)
+        unsharded = sorted(int(i) for res in finished if res.get("empty")
                            for i, _ in res["failures"])
-        built = [(paths[s], res) for s, res in enumerate(results) if not res.get("empty")]
+        built = [(paths[s], res) for s, res in enumerate(finished) if not res.get("empty")]
         if not built:
             raise InputError(f"no {dataset} graphs were built (limit={limit}, "
                              f"{len(unsharded)} failures)")
@@ -397,13 +402,13 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
             if cluster is not None:     # its workers are gone: no task looks for the marker
                 abort.unlink(missing_ok=True)
         mark("cluster close")
-    failures = sorted(f for res in results for f in (tuple(x) for x in res["failures"]))
+    failures = sorted(f for res in finished for f in (tuple(x) for x in res["failures"]))
     return ShardedBuildReport(
         path=out, dataset=dataset,
-        shards=[p for p, r in zip(paths, results) if not r.get("empty")],
+        shards=[p for p, r in zip(paths, finished, strict=True) if not r.get("empty")],
         n_graph=sum(e.n_graph for e in entries),
         n_node=sum(e.n_node for e in entries), n_edge=sum(e.n_edge for e in entries),
         seconds=time.perf_counter() - t0, engine_seconds=engine_seconds,
-        shard_seconds=[r["seconds"] for r in results],
-        shard_cpu_seconds=[r["cpu_seconds"] for r in results], failures=failures,
+        shard_seconds=[r["seconds"] for r in finished],
+        shard_cpu_seconds=[r["cpu_seconds"] for r in finished], failures=failures,
         phases={name: t - marks[k][1] for k, (name, t) in enumerate(marks[1:])})

@@ -63,9 +63,9 @@ def function_graph(func: ast.AST, *, reverse_edges: bool = False) -> dict[str, n
     token: list[bool] = []
     stack = [(func, -1, 0)]
     while stack:
-        node, par, d = stack.pop()
+        node, up, d = stack.pop()
         types.append(_TYPE_INDEX.get(type(node).__name__, len(AST_NODE_TYPES)))
-        parent.append(par)
+        parent.append(up)
         depth.append(d)
         token.append(_is_token(node))
         me = len(types) - 1
@@ -79,7 +79,7 @@ def function_graph(func: ast.AST, *, reverse_edges: bool = False) -> dict[str, n
     etype = [np.zeros(n - 1, np.int64), np.ones(max(tok.shape[0] - 1, 0), np.int64)]
     if reverse_edges:
         src, dst = src + dst, dst + src
-        etype = etype + [etype[0] + 2, etype[1] + 2]
+        etype = [*etype, etype[0] + 2, etype[1] + 2]
     return {
         "node_type": np.asarray(types, dtype=np.int64),
         "node_depth": np.asarray(depth, dtype=np.int64),
@@ -100,7 +100,8 @@ def python_files(root: str | os.PathLike | None = None) -> tuple[Path, list[Path
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         files.extend(Path(dirpath) / f for f in sorted(filenames)   # regular files only: a
-                     if f.endswith(".py") and os.path.isfile(os.path.join(dirpath, f)))  # FIFO blocks
+                     # FIFO blocks
+                     if f.endswith(".py") and os.path.isfile(os.path.join(dirpath, f)))
     return root, sorted(files)
 
 

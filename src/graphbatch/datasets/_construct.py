@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._errors import InputError
 from .._validate import as_count_array, as_positive_int
@@ -33,7 +34,7 @@ class EdgeSet:
     n_edge: np.ndarray
 
 
-def _check(pos, n_node) -> tuple[np.ndarray, np.ndarray]:
+def _check(pos: ArrayLike, n_node: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     pos = np.asarray(pos, dtype=np.float64)
     nn = as_count_array(n_node, "n_node")
     if pos.ndim != 2 or pos.shape[1] != 3:
@@ -85,7 +86,7 @@ def _grid_layout(pos: np.ndarray, nn: np.ndarray,
     return pos + shift[graph_of_node], graph_of_node
 
 
-def full_edges(pos, n_node) -> EdgeSet:
+def full_edges(pos: ArrayLike, n_node: ArrayLike) -> EdgeSet:
     """All ordered pairs ``(i, j)``, ``i != j``, inside each graph: ``n * (n - 1)`` edges."""
     pos, nn = _check(pos, n_node)
     sq = nn * nn
@@ -103,7 +104,7 @@ def full_edges(pos, n_node) -> EdgeSet:
     return _finish(src[keep], dst[keep], pos, nn)
 
 
-def radius_edges(pos, n_node, cutoff: float = 6.0) -> EdgeSet:
+def radius_edges(pos: ArrayLike, n_node: ArrayLike, cutoff: float = 6.0) -> EdgeSet:
     """Ordered pairs ``(i, j)``, ``i != j``, of the same graph with ``|pos_i - pos_j| <= cutoff``.
 
     ``cutoff`` is in the units of ``pos`` and must be > 0. The edge set is symmetric.
@@ -128,7 +129,7 @@ def radius_edges(pos, n_node, cutoff: float = 6.0) -> EdgeSet:
     return _finish(np.concatenate([i, j]), np.concatenate([j, i]), pos, nn)
 
 
-def knn_edges(pos, n_node, k: int = 24) -> EdgeSet:
+def knn_edges(pos: ArrayLike, n_node: ArrayLike, k: int = 24) -> EdgeSet:
     """Edges ``j -> i`` from each node ``i``'s ``min(k, n - 1)`` nearest other nodes ``j`` of the
     same graph (PyG's ``knn_graph`` flow, source = neighbour). ``n * min(k, n - 1)`` edges per
     graph; the set need not be symmetric. Ties at the k-th distance are broken by the KD-tree.
@@ -154,7 +155,8 @@ def knn_edges(pos, n_node, k: int = 24) -> EdgeSet:
     return _finish(nbr[rows, cols], rows.astype(np.int64), pos, nn)
 
 
-def build_edges(pos, n_node, method: str = "radius", *, cutoff: float = 6.0,
+def build_edges(pos: ArrayLike, n_node: ArrayLike, method: str = "radius", *,
+                cutoff: float = 6.0,
                 k: int = 24) -> EdgeSet:
     """Dispatch to `radius_edges` (``cutoff``), `knn_edges` (``k``) or `full_edges`."""
     if method == "radius":

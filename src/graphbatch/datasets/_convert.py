@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
@@ -41,24 +42,24 @@ __all__ = ["check_v1", "convert_store"]
 
 
 # ====================================================================== format 1 (child process)
-def _attr(f, key: str):
+def _attr(f: Any, key: str) -> Any:
     v = f.attrs[key]
     return v.decode() if isinstance(v, bytes) else v
 
 
-def _chunk_index_problem(ds, file_size: int, raw) -> str | None:
+def _chunk_index_problem(ds: Any, file_size: int, raw: IO[bytes]) -> str | None:
     """What is wrong with the chunk index of the chunked dataset ``ds``, or ``None``
     (``raw``: the file, open for binary reading)."""
     shape, chunk = ds.shape, ds.chunks
-    grid = [-(-s // c) for s, c in zip(shape, chunk)]
+    grid = [-(-s // c) for s, c in zip(shape, chunk, strict=True)]
     expected = int(np.prod(grid, dtype=np.int64))
     seen: set[tuple] = set()
     problems: list[str] = []
 
-    def visit(info) -> None:
+    def visit(info: Any) -> None:
         off = tuple(int(o) for o in info.chunk_offset)
         if len(off) != len(shape) or any(o % c or o >= max(s, 1)
-                                         for o, c, s in zip(off, chunk, shape)):
+                                         for o, c, s in zip(off, chunk, shape, strict=True)):
             problems.append(f"a chunk at {off} is not on the {chunk} grid of shape {shape}")
         elif off in seen:
             problems.append(f"two chunks at {off}")
@@ -146,7 +147,8 @@ def check_v1(path: Path) -> dict:
 
 
 # ====================================================================== format 1 (reading)
-def _read_v1_sizes(f, info: dict, src: Path):
+def _read_v1_sizes(f: Any, info: dict, src: Path,
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     n_graph, fields = info["n_graph"], info["fields"]
     n_node = np.asarray(f["sizes/n_node"][...])
     n_edge = np.asarray(f["sizes/n_edge"][...])
@@ -178,13 +180,14 @@ def _read_v1_sizes(f, info: dict, src: Path):
     return n_node, n_edge, no, eo, failed.astype(np.int64)
 
 
-def _v1_chunks(f, fields: dict, n_node, n_edge, no, eo, chunk: int) -> Iterator[GraphArrays]:
+def _v1_chunks(f: Any, fields: dict, n_node: np.ndarray, n_edge: np.ndarray, no: np.ndarray,
+               eo: np.ndarray, chunk: int) -> Iterator[GraphArrays]:
     """Graph ranges of a format-1 store; `GraphArrays` checks each edge index is inside its
     graph and every length matches the sizes."""
     for a in range(0, n_node.shape[0], chunk):
         b = min(a + chunk, n_node.shape[0])
         rows = {"node": slice(no[a], no[b]), "edge": slice(eo[a], eo[b]), "graph": slice(a, b)}
-        per_level = {level: {} for level in LEVELS}
+        per_level: dict[str, dict[str, np.ndarray]] = {level: {} for level in LEVELS}
         for name, spec in fields.items():
             per_level[spec["level"]][name] = f[f"{spec['level']}/{name}"][rows[spec["level"]]]
         yield GraphArrays(n_node=n_node[a:b], n_edge=n_edge[a:b],

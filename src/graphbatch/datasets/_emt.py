@@ -14,12 +14,18 @@ magnitudes, not physics); ASE is needed (``pip install 'graphbatch[atomistic]'``
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import IO, TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from .._errors import InputError
+
+if TYPE_CHECKING:
+    from ase import Atoms
+
+T = TypeVar("T")
 
 __all__ = ["EMT_ELEMENTS", "EMT_KINDS", "emt_structures", "write_emt_extxyz"]
 
@@ -60,7 +66,7 @@ def _lattice(symbols: np.ndarray) -> float:
     return float(np.mean([EMT_ELEMENTS[s] for s in symbols]))
 
 
-def _bulk(rng: np.random.Generator, max_atoms: int):
+def _bulk(rng: np.random.Generator, max_atoms: int) -> tuple[Atoms, str]:
     from ase.build import bulk
 
     target = _atom_count(rng, max_atoms)
@@ -86,7 +92,7 @@ def _bulk(rng: np.random.Generator, max_atoms: int):
     return atoms, f"bulk_{lattice}"
 
 
-def _slab(rng: np.random.Generator, max_atoms: int):
+def _slab(rng: np.random.Generator, max_atoms: int) -> tuple[Atoms, str]:
     from ase.build import fcc100, fcc110, fcc111
 
     target = max(4, _atom_count(rng, max_atoms))
@@ -103,7 +109,7 @@ def _slab(rng: np.random.Generator, max_atoms: int):
     return atoms, f"slab_{make.__name__}"
 
 
-def _cluster(rng: np.random.Generator, max_atoms: int):
+def _cluster(rng: np.random.Generator, max_atoms: int) -> tuple[Atoms, str]:
     from ase import Atoms
     from ase.build import bulk
 
@@ -159,7 +165,7 @@ def emt_structures(n: int, *, seed: int = 0, start: int = 0, max_atoms: int = 40
         yield atoms
 
 
-def _write_part(args) -> str:
+def _write_part(args: tuple[str, int, int, int, int, dict[str, float] | None]) -> str:
     import ase.io
 
     path, n, seed, start, max_atoms, kinds = args
@@ -197,7 +203,7 @@ def write_emt_extxyz(path: str | os.PathLike, n: int, *, seed: int = 0, max_atom
         else:
             list(_progress(map(_write_part, jobs), len(jobs), progress))
 
-        def concatenate(out) -> None:
+        def concatenate(out: IO[bytes]) -> None:
             for part in parts:
                 with open(part, "rb") as src:
                     while chunk := src.read(1 << 24):
@@ -207,7 +213,7 @@ def write_emt_extxyz(path: str | os.PathLike, n: int, *, seed: int = 0, max_atom
     return path
 
 
-def _progress(it, total: int, on: bool):
+def _progress(it: Iterable[T], total: int, on: bool) -> Iterable[T]:
     if not on:
         return it
     from tqdm import tqdm

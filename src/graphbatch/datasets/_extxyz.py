@@ -403,7 +403,7 @@ def _read_group(lines: list[str], starts: list[int], first: int, heads: list, gr
     positions = np.ascontiguousarray(per_atom.pop("positions"))
     per_atom = {name: np.ascontiguousarray(a) for name, a in per_atom.items()}
     at = 0
-    for k, n in zip(group, counts):
+    for k, n in zip(group, counts, strict=False):
         _, info, cell, pbc, _, _, _ = heads[k]
         end = at + n
         mine = {name: a[at:end] for name, a in per_atom.items()}

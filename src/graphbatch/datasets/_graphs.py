@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
@@ -117,7 +118,7 @@ class GraphArrays:
         out.update({k: v[g:g + 1] for k, v in self.graph.items()})
         return out
 
-    def take(self, index) -> "GraphArrays":
+    def take(self, index: ArrayLike) -> GraphArrays:
         """The graphs ``index`` (int array), in that order, as a new `GraphArrays`."""
         idx = np.asarray(index, dtype=np.int64).reshape(-1)
         no, eo = self.node_offsets, self.edge_offsets
@@ -133,7 +134,7 @@ class GraphArrays:
         )
 
     @staticmethod
-    def concat(parts: list["GraphArrays"]) -> "GraphArrays":
+    def concat(parts: list[GraphArrays]) -> GraphArrays:
         """Concatenate graph collections with identical fields (dtype of the first part)."""
         if not parts:
             raise InputError("concat needs at least one GraphArrays")

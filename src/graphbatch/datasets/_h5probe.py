@@ -73,7 +73,7 @@ def _run(task: str, path: Path) -> dict:
     return result["ok"]
 
 
-def probe_header(path: Path):
+def probe_header(path: Path) -> StoreHeader:
     """The `graphbatch.datasets._header.StoreHeader` of the format-2 store at ``path``, parsed
     by ``_store._read_header_h5`` in a child process (a format-1 store raises the error naming
     ``graphbatch data convert``)."""

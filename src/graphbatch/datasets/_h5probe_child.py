@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     task, path = argv
     try:
         result = {"ok": _child(task, Path(path))}
-    except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
+    except Exception as exc:
         msg = str(exc) if isinstance(exc, StoreFormatError) else (
             f"{path!r} is not a readable graph store (damaged?): {type(exc).__name__}: {exc}")
         result = {"error": " ".join(msg.split())}

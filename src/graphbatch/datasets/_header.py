@@ -34,6 +34,7 @@ overlapping each other, the header or the prefix.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import struct
@@ -93,7 +94,7 @@ class StoreHeader:
     chunk_arrays: tuple = field(default=())
 
 
-def check_dtype(text) -> np.dtype:
+def check_dtype(text: object) -> np.dtype:
     """A stored array dtype: bool, int, uint or float of at most 8 bytes, no structure."""
     dt = np.dtype(str(text))
     if dt.kind not in "biuf" or dt.itemsize > 8 or dt.shape or dt.names:
@@ -101,7 +102,7 @@ def check_dtype(text) -> np.dtype:
     return dt
 
 
-def check_fields(fields) -> dict:
+def check_fields(fields: object) -> dict:
     """The ``fields`` table: ``{name: {level, dtype, shape}}`` with known levels, dtypes
     (`check_dtype`), bounded trailing shapes, plain names."""
     if not isinstance(fields, dict):
@@ -163,7 +164,7 @@ def sniff(path: Path) -> str:
     return "other"
 
 
-def _count(value, what: str) -> int:
+def _count(value: object, what: str) -> int:
     if type(value) is not int or not 0 <= value <= _MAX_COUNT:
         raise _FormatError(f"{what} = {value!r} is not a count")
     return value
@@ -179,14 +180,14 @@ def read_header_v3(path: Path) -> StoreHeader:
         if len(raw) < PREFIX_BYTES:
             raise _FormatError(f"truncated: {len(raw)} bytes, shorter than the "
                                f"{PREFIX_BYTES}-byte prefix")
-        magic, version, _, offset, length, crc = _PREFIX.unpack_from(raw)
+        _, version, _, offset, length, crc = _PREFIX.unpack_from(raw)
         (prefix_crc,) = struct.unpack_from("<I", raw, _PREFIX.size)
         if zlib.crc32(raw[:_PREFIX.size]) != prefix_crc:
             raise _FormatError("the store prefix does not match its checksum (damaged file)")
         if version != STORE_VERSION:
             raise _FormatError(f"store format version {version}; this graphbatch reads "
                                f"versions 2 and {STORE_VERSION}")
-        if not (PREFIX_BYTES <= offset and 2 <= length <= MAX_HEADER_BYTES
+        if not (offset >= PREFIX_BYTES and 2 <= length <= MAX_HEADER_BYTES
                 and offset + length <= size):
             raise _FormatError(f"the header ({length:,} bytes at offset {offset:,}) lies "
                                f"outside the {size:,}-byte file or over the limit of "
@@ -201,7 +202,7 @@ def read_header_v3(path: Path) -> StoreHeader:
     return _parse_body(body, size, (offset, length), crc)
 
 
-def _parse_body(body, size: int, header_span: tuple[int, int], crc: int) -> StoreHeader:
+def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int) -> StoreHeader:
     if not isinstance(body, dict):
         raise _FormatError("the header is not a JSON object")
     if body.get("format") != STORE_FORMAT or body.get("format_version") != STORE_VERSION:
@@ -254,8 +255,8 @@ def _parse_body(body, size: int, header_span: tuple[int, int], crc: int) -> Stor
             raise _FormatError(f"{where} is described as {entry.get('shape')} "
                                f"{entry.get('dtype')}; the counts require {list(want[0])} "
                                f"{want[1].str}")
-        crc = entry.get("crc32")
-        if type(crc) is not int or not 0 <= crc < 1 << 32:
+        entry_crc = entry.get("crc32")
+        if type(entry_crc) is not int or not 0 <= entry_crc < 1 << 32:
             raise _FormatError(f"no checksum for {where}")
         nbytes = int(np.prod(want[0], dtype=np.int64)) * want[1].itemsize
         offset = entry.get("offset")
@@ -267,9 +268,9 @@ def _parse_body(body, size: int, header_span: tuple[int, int], crc: int) -> Stor
         else:
             spans.append((offset, nbytes))
         layout[where] = (offset, want[0], want[1])
-        checksums[where] = crc
+        checksums[where] = entry_crc
     spans.sort()
-    for (a, la), (b, _) in zip(spans, spans[1:]):
+    for (a, la), (b, _) in itertools.pairwise(spans):
         if a + la > b:
             raise _FormatError(f"arrays overlap at file offset {b:,} (damaged header)")
     return StoreHeader(uuid=uuid, name=name, n_graph=n_graph, totals=totals, fields=fields,

@@ -38,8 +38,10 @@ import os
 import stat
 import uuid as uuidlib
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -108,7 +110,7 @@ def _encode(arr: np.ndarray) -> tuple[str, int]:
     return base64.b64encode(zlib.compress(raw, 6)).decode("ascii"), zlib.crc32(raw)
 
 
-def _decode(text, crc, n: int, what: str) -> np.ndarray:
+def _decode(text: object, crc: object, n: int, what: str) -> np.ndarray:
     """The ``n`` int64 counts of ``sizes/<what>``: never decompresses more than ``8 n + 1``
     bytes (a zlib bomb is refused after that many, not expanded)."""
     if not isinstance(text, str) or type(crc) is not int:
@@ -136,7 +138,7 @@ def _body_crc(body: dict) -> int:
 def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict, fields: dict,
                    edge_index_dtype: str, build: dict, shards: list[ShardEntry],
                    n_node: np.ndarray, n_edge: np.ndarray,
-                   failed_without_shard: list[int] = ()) -> Path:
+                   failed_without_shard: Sequence[int] = ()) -> Path:
     """Write the manifest atomically (`graphbatch._io.atomic_write`: temporary file in the same
     folder, fsync, rename)."""
     path = Path(path)
@@ -160,7 +162,7 @@ def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict,
     body["manifest_crc"] = _body_crc(body)
     data = json.dumps(body, indent=1, sort_keys=True).encode("utf-8")
 
-    def write(fh) -> None:
+    def write(fh: IO[bytes]) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())  # the manifest marks the set complete: on disk before the rename
@@ -222,7 +224,8 @@ def shard_facts(shard_path: str | os.PathLike) -> ShardFacts:
 
 
 def write_manifest_of_facts(path: str | os.PathLike, facts: list[ShardFacts], *, name: str,
-                            meta: dict, build: dict, failed_without_shard=()) -> list[ShardEntry]:
+                            meta: dict, build: dict,
+                            failed_without_shard: Sequence[int] = ()) -> list[ShardEntry]:
     """Write the manifest at ``path`` from the shards' `ShardFacts` (global order) without
     opening any shard: checks that every shard lies in the manifest's folder, that each file on
     disk is still the one its facts were read from (`file_identity`; otherwise "written
@@ -259,8 +262,10 @@ def write_manifest_of_facts(path: str | os.PathLike, facts: list[ShardFacts], *,
     return entries
 
 
-def write_manifest_of_shards(path: str | os.PathLike, shard_paths, *, name: str, meta: dict,
-                             build: dict, failed_without_shard=()) -> list[ShardEntry]:
+def write_manifest_of_shards(path: str | os.PathLike, shard_paths: Sequence[str | os.PathLike],
+                             *, name: str, meta: dict,
+                             build: dict,
+                             failed_without_shard: Sequence[int] = ()) -> list[ShardEntry]:
     """Open every shard store (in global order; each in the manifest's folder) and write the
     manifest at ``path`` with their entries and combined size table (`shard_facts`, then
     `write_manifest_of_facts`). Returns the entries."""
@@ -275,13 +280,13 @@ def write_manifest_of_shards(path: str | os.PathLike, shard_paths, *, name: str,
                                    failed_without_shard=failed_without_shard)
 
 
-def _count(value, what: str) -> int:
+def _count(value: object, what: str) -> int:
     if type(value) is not int or not 0 <= value <= _MAX_COUNT:
         raise InputError(f"{what} = {value!r} is not a count")
     return value
 
 
-def _shard(entry, k: int) -> ShardEntry:
+def _shard(entry: object, k: int) -> ShardEntry:
     if not isinstance(entry, dict):
         raise InputError(f"shard {k} is not a JSON object")
     file = entry.get("file")
@@ -297,7 +302,7 @@ def _shard(entry, k: int) -> ShardEntry:
                          ("n_graph", "n_node", "n_edge", "n_failed", "header_crc", "bytes")})
 
 
-def _check_shard_files(path: Path, entries) -> None:
+def _check_shard_files(path: Path, entries: Iterable[ShardEntry]) -> None:
     """Every shard file exists, is a regular file of the recorded size, and that size can hold
     the graphs the entry claims (>= `_MIN_GRAPH_BYTES` each): so the size table's declared
     length is bounded by real files before it is decompressed."""
@@ -392,7 +397,7 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
                                   dtype=np.int64)
     except StoreFormatError:
         raise
-    except Exception as exc:  # noqa: BLE001 - every failure to parse is a format error
+    except Exception as exc:
         raise StoreFormatError(f"{str(path)!r} is not a complete sharded store manifest: "
                                f"{type(exc).__name__}: {exc}") from exc
     return Manifest(path=path, uuid=body["uuid"], name=body["name"], meta=body["meta"],

@@ -15,6 +15,7 @@ import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ def load_moses_smiles(split: str = "train", limit: int | None = None,
     return out
 
 
-def _convert(task: tuple[int, Sequence[str], bool]):
+def _convert(task: tuple[int, Sequence[str], bool]) -> dict[str, Any]:
     """Worker: convert one block of SMILES; returns counts, features and failures."""
     start, block, sizes_only = task
     n_node, n_edge, xs, eis, eas, ok, failed = [], [], [], [], [], [], []
@@ -95,7 +96,7 @@ def _convert(task: tuple[int, Sequence[str], bool]):
     return res
 
 
-def _context():
+def _context() -> multiprocessing.context.BaseContext:
     """``fork`` where the platform has it and the process is single-threaded (workers inherit
     the loaded modules and need no importable ``__main__``), else ``spawn``. A process with other
     threads -- Python threads, or torch's, once torch is imported -- is not forked: a child can
@@ -109,7 +110,8 @@ def _context():
     return multiprocessing.get_context("fork" if "fork" in methods and single else "spawn")
 
 
-def _blocks(smiles: Sequence[str], chunk_size: int, sizes_only: bool):
+def _blocks(smiles: Sequence[str], chunk_size: int,
+            sizes_only: bool) -> Iterator[tuple[int, list[str], bool]]:
     for s in range(0, len(smiles), chunk_size):
         yield s, list(smiles[s:s + chunk_size]), sizes_only
 
@@ -124,6 +126,7 @@ def _run(smiles: Sequence[str], *, sizes_only: bool, workers: int | None, chunk_
 
         bar = tqdm(total=len(smiles), unit="mol", desc="SMILES -> graphs")
     tasks = _blocks(smiles, chunk_size, sizes_only)
+    results: Iterator[dict[str, Any]]
     try:
         if workers == 1:
             results = map(_convert, tasks)
@@ -164,14 +167,14 @@ def smiles_graphs(smiles: Sequence[str], *, workers: int | None = None, chunk_si
 
 
 def moses_graphs(split: str = "train", *, limit: int | None = None,
-                 source: str | Path | None = None, **options) -> Iterator[GraphArrays]:
+                 source: str | Path | None = None, **options: Any) -> Iterator[GraphArrays]:
     """MOSES molecules as OGB graphs; ``options`` as for `smiles_graphs`."""
     return smiles_graphs(load_moses_smiles(split, limit, source), **options)
 
 
 def moses_sizes(split: str = "train", *, limit: int | None = None,
                 source: str | Path | None = None, failures: list | None = None,
-                **options) -> tuple[GraphSizes, np.ndarray]:
+                **options: Any) -> tuple[GraphSizes, np.ndarray]:
     """``(sizes, index)``: node/edge counts of the OGB graphs (no features computed) and the
     SMILES index of each converted molecule (failures go to ``failures``)."""
     smiles = load_moses_smiles(split, limit, source)

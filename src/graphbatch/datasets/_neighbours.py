@@ -14,6 +14,7 @@ periodic cells, slabs, clusters and one-atom cells, 2.4-3.3x faster than matscip
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -27,10 +28,10 @@ NEIGHBOUR_LIBRARY = "vesin"
 #: the product of its periodic vectors' lengths is below this is degenerate.
 _FLAT = 1e-8
 
-_LISTS: dict[float, object] = {}
+_LISTS: dict[float, Any] = {}
 
 
-def import_vesin(*, without_torch: bool = False):
+def import_vesin(*, without_torch: bool = False) -> Any:
     """The ``vesin`` module. vesin imports torch (seconds) only to accept torch tensors, which
     graphbatch never passes: with ``without_torch``, in a process that has imported neither yet,
     vesin is imported with torch blocked (and takes NumPy arrays only in this process) -- for
@@ -54,7 +55,7 @@ def import_vesin(*, without_torch: bool = False):
     return vesin
 
 
-def _vesin_list(cutoff: float):
+def _vesin_list(cutoff: float) -> Any:
     nl = _LISTS.get(cutoff)
     if nl is None:
         vesin = import_vesin()

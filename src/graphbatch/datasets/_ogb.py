@@ -9,6 +9,8 @@ boolean features and bond stereo, which have no ``misc`` entry (as in OGB).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .._errors import InputError
@@ -18,13 +20,13 @@ __all__ = ["ATOM_FEATURES", "BOND_FEATURES", "atom_feature_dims", "bond_feature_
 
 #: (name, vocabulary) of the 9 atom features, in column order of ``x``.
 ATOM_FEATURES: tuple[tuple[str, tuple], ...] = (
-    ("atomic_num", tuple(range(1, 119)) + ("misc",)),
+    ("atomic_num", (*range(1, 119), "misc")),
     ("chirality", ("CHI_UNSPECIFIED", "CHI_TETRAHEDRAL_CW", "CHI_TETRAHEDRAL_CCW", "CHI_OTHER",
                    "misc")),
-    ("degree", tuple(range(11)) + ("misc",)),
-    ("formal_charge", tuple(range(-5, 6)) + ("misc",)),
-    ("num_hs", tuple(range(9)) + ("misc",)),
-    ("num_radical_electrons", tuple(range(5)) + ("misc",)),
+    ("degree", (*range(11), "misc")),
+    ("formal_charge", (*range(-5, 6), "misc")),
+    ("num_hs", (*range(9), "misc")),
+    ("num_radical_electrons", (*range(5), "misc")),
     ("hybridization", ("SP", "SP2", "SP3", "SP3D", "SP3D2", "misc")),
     ("is_aromatic", (False, True)),
     ("is_in_ring", (False, True)),
@@ -51,7 +53,7 @@ def bond_feature_dims() -> list[int]:
     return [len(v) for _, v in BOND_FEATURES]
 
 
-def _lookup(table: dict, value, *, misc: bool = True) -> int:
+def _lookup(table: dict, value: object, *, misc: bool = True) -> int:
     i = table.get(value)
     if i is not None:
         return i
@@ -60,7 +62,7 @@ def _lookup(table: dict, value, *, misc: bool = True) -> int:
     raise InputError(f"value {value!r} has no entry in the OGB vocabulary {list(table)}")
 
 
-def _atom_row(atom) -> list[int]:
+def _atom_row(atom: Any) -> list[int]:
     t = _ATOM_INDEX
     return [
         _lookup(t[0], atom.GetAtomicNum()),
@@ -75,7 +77,7 @@ def _atom_row(atom) -> list[int]:
     ]
 
 
-def _bond_row(bond) -> list[int]:
+def _bond_row(bond: Any) -> list[int]:
     t = _BOND_INDEX
     return [
         _lookup(t[0], str(bond.GetBondType())),
@@ -87,14 +89,14 @@ def _bond_row(bond) -> list[int]:
 _QUIET = False
 
 
-def _mol(smiles: str):
+def _mol(smiles: str) -> Any:
     global _QUIET
     from rdkit import Chem
 
     if not _QUIET:  # RDKit's per-molecule warnings would flood a progress bar; errors raise
         from rdkit import RDLogger
 
-        RDLogger.DisableLog("rdApp.*")
+        RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]  # not in RDKit's stubs
         _QUIET = True
     mol = Chem.MolFromSmiles(smiles)
     if mol is None:

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._budget import Budget
 from .._errors import InputError, InputTypeError, StoreFormatError
@@ -138,7 +141,7 @@ class ShardedGraphStore(GraphStore):
                      misses=0, in_memory=False)
         return state
 
-    def _arrays(self):
+    def _arrays(self) -> NoReturn:
         raise InputTypeError("a sharded store has no single set of arrays; read graphs with "
                         "read_graph/read_batch or a shard with shard(s)")
 
@@ -239,7 +242,7 @@ class ShardedGraphStore(GraphStore):
                     part.fields[name][:rows[spec["level"]]])
         nn_all = np.concatenate(nn) if nn else np.zeros(0, np.int64)
         ne_all = np.concatenate(ne) if ne else np.zeros(0, np.int64)
-        arrays = {level: {} for level in LEVELS}
+        arrays: dict[str, dict[str, np.ndarray]] = {level: {} for level in LEVELS}
         for name, spec in self.fields.items():
             level = spec["level"]
             chunks = per_level[level].get(name)
@@ -255,7 +258,8 @@ class ShardedGraphStore(GraphStore):
         back[order] = np.arange(idx.shape[0], dtype=np.int64)
         return packed, back
 
-    def read_batch(self, index, shape, **options) -> PaddedArrays:
+    def read_batch(self, index: ArrayLike, shape: tuple[int, int, int] | Sequence[int],
+                   **options: Any) -> PaddedArrays:
         """Graphs ``index`` (global) as one padded batch of ``shape``: equal to what a
         single-file store with the same graphs returns (options as `GraphStore.read_batch`)."""
         idx = _index(index, len(self))

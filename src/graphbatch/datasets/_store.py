@@ -347,7 +347,7 @@ class GraphStoreWriter:
             self._done = True
             self._cleanup()
 
-    def __enter__(self) -> "GraphStoreWriter":
+    def __enter__(self) -> GraphStoreWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -455,7 +455,7 @@ def _read_header_h5(path: Path) -> _Header:
             return _parse_header(path, f)
     except StoreFormatError:
         raise
-    except Exception as exc:  # noqa: BLE001 - every failure to parse is a format error
+    except Exception as exc:
         raise StoreFormatError(f"{str(path)!r} is not a complete graph store "
                                f"(corrupt or truncated?): {type(exc).__name__}: {exc}") from exc
 
@@ -710,7 +710,7 @@ class GraphStore(metaclass=_OpensByPath):
         self._checker = None
         self._cache.clear()
 
-    def __enter__(self) -> "GraphStore":
+    def __enter__(self) -> GraphStore:
         return self
 
     def __exit__(self, *exc) -> None:

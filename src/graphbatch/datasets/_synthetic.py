@@ -15,7 +15,7 @@ __all__ = ["SIZE_DISTRIBUTIONS", "synthetic_graphs", "synthetic_sizes"]
 SIZE_DISTRIBUTIONS = ("normal", "lognormal", "heavy")
 
 
-def _rng(rng) -> np.random.Generator:
+def _rng(rng: np.random.Generator | int) -> np.random.Generator:
     if isinstance(rng, np.random.Generator):
         return rng
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
@@ -23,7 +23,8 @@ def _rng(rng) -> np.random.Generator:
     raise InputTypeError(f"rng must be a numpy Generator or a non-negative int seed, got {rng!r}")
 
 
-def synthetic_sizes(n_graph: int, distribution: str = "lognormal", *, rng,
+def synthetic_sizes(n_graph: int, distribution: str = "lognormal", *,
+                    rng: np.random.Generator | int,
                     mean_nodes: float = 20.0, spread: float = 0.5, min_nodes: int = 1,
                     max_nodes: int = 10_000, mean_degree: float = 4.0,
                     degree_spread: float = 0.25) -> GraphSizes:
@@ -54,7 +55,8 @@ def synthetic_sizes(n_graph: int, distribution: str = "lognormal", *, rng,
     return GraphSizes(n_node, n_edge)
 
 
-def synthetic_graphs(sizes: GraphSizes, *, rng, node_dim: int = 8, n_targets: int = 1
+def synthetic_graphs(sizes: GraphSizes, *, rng: np.random.Generator | int, node_dim: int = 8,
+                     n_targets: int = 1
                      ) -> GraphArrays:
     """Random graphs with exactly ``sizes``: uniform random directed edges without self loops
     (repeats possible), node features ``x`` float32 ``[n, node_dim]``, ``pos`` float32 ``[n, 3]``,

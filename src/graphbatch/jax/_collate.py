@@ -14,7 +14,8 @@ wrong batch), and the arrays of one batch are views of one buffer.
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import jax
 import jraph
@@ -160,7 +161,7 @@ def _concatenate(items: list) -> tuple[PackedGraphs, _Trees]:
                  - np.repeat(node_offsets[:-1], ne))
     packed = PackedGraphs(nn, ne, node_offsets, edge_offsets, local, **fields)
     kinds = tuple(dict.fromkeys((np.asarray(g.n_node).dtype, np.asarray(g.n_edge).dtype, s.dtype)
-                                for g, s in zip(items, senders)))
+                                for g, s in zip(items, senders, strict=False)))
     return packed, _Trees(defs, paths, *_jraph_dtypes(kinds, len(items) > 1))
 
 
@@ -184,7 +185,7 @@ def _jraph_dtypes(kinds: tuple, several: bool):
 
     def batch(parts, counts):  # jraph's `_batch`: shifted indices of each part, concatenated
         offsets = np.cumsum(np.array([0] + [np.sum(c) for c in counts[:-1]]))
-        return np.concatenate([p[:0] + o for p, o in zip(parts, offsets)])
+        return np.concatenate([p[:0] + o for p, o in zip(parts, offsets, strict=False)])
 
     n_node = np.concatenate([c[:0] for c in n_nodes])
     n_edge = np.concatenate([np.zeros(0, dtype=k[1]) for k in reps])

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -52,12 +53,12 @@ def _fingerprint(sizes: GraphSizes, request: dict[str, Any]) -> str:
     return h.hexdigest()[:16]
 
 
-def _budget_list(budget) -> list[int]:
+def _budget_list(budget: Budget | Sequence[int]) -> list[int]:
     b = Budget.coerce(budget)
     return [b.n_node, b.n_edge, b.n_graph]
 
 
-def _check_devices(devices) -> list:
+def _check_devices(devices: Iterable[Any]) -> list[Any]:
     try:
         devs = list(devices)
     except TypeError:
@@ -107,7 +108,7 @@ class JaxPlanLoader:
     of an epoch resumes (via ``load_state_dict`` on an equal loader) at step ``k + 1``.
     """
 
-    def __init__(self, source, sizes: GraphSizes, request: dict[str, Any], *,
+    def __init__(self, source: Any, sizes: GraphSizes, request: dict[str, Any], *,
                  devices: list | None, prefetch: int, cutoff: float | None,
                  position_key: str, verify_plan: bool = True) -> None:
         if not isinstance(verify_plan, bool):
@@ -129,8 +130,9 @@ class JaxPlanLoader:
         self._cache: tuple[int, BatchPlan, np.ndarray] | None = None
         self.template = source[int(np.argmax(sizes.n_node))] if len(sizes) else None
         if devices is not None:
-            self.mesh = Mesh(np.asarray(devices, dtype=object), (DATA_AXIS,))
-            self.sharding = NamedSharding(self.mesh, PartitionSpec(DATA_AXIS))
+            self.mesh: Mesh | None = Mesh(np.asarray(devices, dtype=object), (DATA_AXIS,))
+            self.sharding: NamedSharding | None = NamedSharding(self.mesh,
+                                                                PartitionSpec(DATA_AXIS))
             me = jax.process_index()
             self._local = [r for r, d in enumerate(devices) if d.process_index == me]
             if not self._local:
@@ -189,6 +191,7 @@ class JaxPlanLoader:
     def _device_batch(self, epoch: int, step: int) -> PaddedGraphs:
         if self.devices is None:
             return jax.device_put(self.host_batch(epoch, step))
+        assert self.sharding is not None  # set whenever devices are
         parts = {r: self.host_batch(epoch, step, r) for r in self._local}
         first = parts[self._local[0]]
         treedef = jax.tree_util.tree_structure(first)
@@ -197,7 +200,7 @@ class JaxPlanLoader:
         for k, leaf in enumerate(jax.tree_util.tree_leaves(first)):
             shards = [jax.device_put(leaves[r][k][None], self.devices[r]) for r in self._local]
             out.append(jax.make_array_from_single_device_arrays(
-                (self.world_size,) + np.shape(leaf), self.sharding, shards))
+                (self.world_size, *np.shape(leaf)), self.sharding, shards))
         return jax.tree_util.tree_unflatten(treedef, out)
 
     def verifies(self) -> bool:
@@ -260,7 +263,7 @@ class JaxPlanLoader:
 
 
 def loader(
-    source,
+    source: Any,
     *,
     strategy: str,
     batch_size: int | None = None,

@@ -5,7 +5,8 @@ an index list and a padded shape into host arrays.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import jraph
 import numpy as np
@@ -14,10 +15,13 @@ from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
 from ._collate import PaddedGraphs, collate
 
+if TYPE_CHECKING:
+    from ..datasets import GraphStore
+
 __all__ = ["StoreGraphs", "as_graph_source", "graph_sizes_of", "make_padded"]
 
 
-def _store_type():
+def _store_type() -> type[GraphStore]:
     from ..datasets import GraphStore  # NumPy/h5py only: no framework
 
     return GraphStore
@@ -32,7 +36,7 @@ class StoreGraphs:
     ``graph_sizes()`` comes from the store's metadata (no graph is read).
     """
 
-    def __init__(self, store) -> None:
+    def __init__(self, store: GraphStore) -> None:
         self.store = store
         levels = {name: spec["level"] for name, spec in store.fields.items()}
         self._fields = {lvl: [k for k, v in levels.items() if v == lvl]
@@ -44,7 +48,8 @@ class StoreGraphs:
     def graph_sizes(self) -> GraphSizes:
         return self.store.graph_sizes()
 
-    def read_batch(self, indices: Sequence[int], shape, *, cutoff: float | None = None,
+    def read_batch(self, indices: Sequence[int] | np.ndarray, shape: tuple[int, int, int], *,
+                   cutoff: float | None = None,
                    position_key: str = "pos") -> PaddedGraphs:
         """Graphs ``indices`` padded to ``shape`` in jraph's layout, read at batch level by the
         store's ``read_batch`` (memory maps; per shard for a sharded store), equal to `collate`
@@ -68,7 +73,7 @@ class StoreGraphs:
         return PaddedGraphs(graphs=graphs, node_mask=pad.node_mask, edge_mask=pad.edge_mask,
                             graph_mask=pad.graph_mask, graph_index=pad.graph_index)
 
-    def __getitem__(self, i) -> jraph.GraphsTuple:
+    def __getitem__(self, i: int) -> jraph.GraphsTuple:
         g = self.store[i]
         ei = g["edge_index"]
         n = next((g[k].shape[0] for k in self._fields["node"]), None)
@@ -85,7 +90,7 @@ class StoreGraphs:
         )
 
 
-def as_graph_source(source) -> Any:
+def as_graph_source(source: Any) -> Any:
     """``source`` as a map-style dataset of ``GraphsTuple``s (a `GraphStore` becomes a
     `StoreGraphs`); anything without ``len`` and ``[i]`` raises ``TypeError``."""
     try:
@@ -101,7 +106,7 @@ def as_graph_source(source) -> Any:
     return source
 
 
-def graph_sizes_of(source) -> GraphSizes:
+def graph_sizes_of(source: Any) -> GraphSizes:
     """Node and edge counts of every graph: ``source.graph_sizes()`` when it has one (a store's
     metadata), else read from each graph's ``n_node``/``n_edge`` (one pass over the dataset)."""
     get = getattr(source, "graph_sizes", None)
@@ -129,8 +134,8 @@ def graph_sizes_of(source) -> GraphSizes:
 
 
 def make_padded(
-    source,
-    indices: Sequence[int],
+    source: Any,
+    indices: Sequence[int] | np.ndarray,
     shape: tuple[int, int, int],
     *,
     template: jraph.GraphsTuple | None,

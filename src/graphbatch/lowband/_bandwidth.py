@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .._errors import InputError
@@ -42,7 +43,7 @@ def bandwidths(graphs: EdgeGraphs) -> np.ndarray:
     return _segment_max(np.abs(graphs.senders - graphs.receivers), graphs.n_edge)
 
 
-def graph_bandwidth(edge_index) -> int:
+def graph_bandwidth(edge_index: ArrayLike) -> int:
     """Bandwidth of one graph given ``edge_index[2, E]`` (0 without edges)."""
     ei = np.asarray(edge_index, dtype=np.int64)
     if ei.size == 0:
@@ -52,7 +53,7 @@ def graph_bandwidth(edge_index) -> int:
     return int(np.abs(ei[0] - ei[1]).max())
 
 
-def rcm_permutation(num_nodes: int, edge_index) -> np.ndarray:
+def rcm_permutation(num_nodes: int, edge_index: ArrayLike) -> np.ndarray:
     """RCM order of one graph on its symmetrised adjacency: ``perm[k]`` = old id at position k."""
     ei = np.asarray(edge_index, dtype=np.int64).reshape(2, -1)
     if num_nodes < 0:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .._validate import as_positive_int
 from ._bandwidth import bandwidths

@@ -13,6 +13,10 @@ import math
 import torch
 
 from .._errors import InputError
+from ._propagate import BandPropagation, ScatterPropagation
+
+#: Either aggregation form: ``premessages(h [N, H]) -> [N, P·H]`` over the same nodes.
+Propagation = BandPropagation | ScatterPropagation
 
 __all__ = ["GGNN"]
 
@@ -44,14 +48,14 @@ class GGNN(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
         self.gru.reset_parameters()
 
-    def step(self, h: torch.Tensor, propagation) -> torch.Tensor:
+    def step(self, h: torch.Tensor, propagation: Propagation) -> torch.Tensor:
         """One propagation step: ``[N, H] -> [N, H]``."""
         msg = propagation.premessages(h) @ self.weight
         if self.bias is not None:
             msg = msg + propagation.in_degree.to(h.dtype) @ self.bias
         return self.gru(msg, h)
 
-    def forward(self, h: torch.Tensor, propagation) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, propagation: Propagation) -> torch.Tensor:
         """``T`` steps from initial embeddings ``h [N, H]`` over ``propagation``'s graph."""
         if h.dim() != 2 or h.shape[1] != self.hidden:
             raise InputError(f"h must have shape [N, {self.hidden}], got {list(h.shape)}")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import NoReturn
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._errors import InputError, InputTypeError
 from .._io import atomic_savez, open_regular, read_npz
@@ -49,8 +51,18 @@ class EdgeGraphs:
 
     __slots__ = ("n_node", "n_edge", "senders", "receivers", "edge_type", "num_edge_types",
                  "node_data", "node_offsets", "edge_offsets")
+    n_node: NDArray[np.int64]
+    n_edge: NDArray[np.int64]
+    senders: NDArray[np.int64]
+    receivers: NDArray[np.int64]
+    edge_type: NDArray[np.int64]
+    num_edge_types: int
+    node_data: dict[str, np.ndarray]
+    node_offsets: NDArray[np.int64]
+    edge_offsets: NDArray[np.int64]
 
-    def __init__(self, n_node, n_edge, senders, receivers, edge_type=None, *,
+    def __init__(self, n_node: ArrayLike, n_edge: ArrayLike, senders: ArrayLike,
+                 receivers: ArrayLike, edge_type: ArrayLike | None = None, *,
                  num_edge_types: int | None = None,
                  node_data: Mapping[str, np.ndarray] | None = None) -> None:
         nn = as_count_array(n_node, "n_node")
@@ -106,13 +118,13 @@ class EdgeGraphs:
         set_(self, "node_offsets", _frozen(_offsets(nn)))
         set_(self, "edge_offsets", _frozen(_offsets(ne)))
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError("EdgeGraphs is immutable")
 
     # ------------------------------------------------------------- building
     @classmethod
     def from_graphs(cls, graphs: Iterable[tuple], *, num_edge_types: int | None = None,
-                    ) -> "EdgeGraphs":
+                    ) -> EdgeGraphs:
         """From ``(num_nodes, edge_index[2, E], edge_type[E] or None)`` triples, one per graph."""
         nn, ne, ss, rr, tt = [], [], [], [], []
         for k, item in enumerate(graphs):
@@ -143,7 +155,7 @@ class EdgeGraphs:
                    num_edge_types=num_edge_types)
 
     @classmethod
-    def concatenate(cls, parts: Iterable["EdgeGraphs"]) -> "EdgeGraphs":
+    def concatenate(cls, parts: Iterable[EdgeGraphs]) -> EdgeGraphs:
         """The graphs of ``parts`` one after another (node data keys must agree)."""
         parts = list(parts)
         if not parts:
@@ -201,7 +213,7 @@ class EdgeGraphs:
         base = np.repeat(self.node_offsets[:-1], self.n_edge)
         return self.senders + base, self.receivers + base
 
-    def subset(self, index) -> "EdgeGraphs":
+    def subset(self, index: ArrayLike) -> EdgeGraphs:
         """The graphs ``index`` (int array or boolean mask), in that order, with their node data."""
         idx = np.asarray(index)
         if idx.dtype == bool:
@@ -218,8 +230,10 @@ class EdgeGraphs:
                           num_edge_types=self.num_edge_types,
                           node_data={k: v[n_sel] for k, v in self.node_data.items()})
 
-    def replace(self, *, senders=None, receivers=None, edge_type=None, node_data=None,
-                ) -> "EdgeGraphs":
+    def replace(self, *, senders: ArrayLike | None = None, receivers: ArrayLike | None = None,
+                edge_type: ArrayLike | None = None,
+                node_data: Mapping[str, np.ndarray] | None = None,
+                ) -> EdgeGraphs:
         """A copy with some edge arrays or the node data replaced (same counts)."""
         return EdgeGraphs(
             self.n_node, self.n_edge,
@@ -239,14 +253,15 @@ class EdgeGraphs:
     def save(self, path: str | os.PathLike) -> Path:
         """Write an ``.npz`` (no pickle): ``n_node, n_edge, senders, receivers, edge_type,
         num_edge_types`` and ``node__<name>`` per node array."""
-        arrays = {"n_node": self.n_node, "n_edge": self.n_edge, "senders": self.senders,
+        arrays: dict[str, np.ndarray] = {
+                  "n_node": self.n_node, "n_edge": self.n_edge, "senders": self.senders,
                   "receivers": self.receivers, "edge_type": self.edge_type,
-                  "num_edge_types": np.int64(self.num_edge_types)}
+                  "num_edge_types": np.array(self.num_edge_types, dtype=np.int64)}
         arrays.update({_NODE_PREFIX + k: v for k, v in self.node_data.items()})
         return atomic_savez(path, arrays)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "EdgeGraphs":
+    def load(cls, path: str | os.PathLike) -> EdgeGraphs:
         """Read a file written by :meth:`save`; a size table without edges gives a clear error."""
         path = Path(path)
         try:
@@ -267,7 +282,7 @@ class EdgeGraphs:
         def graphs(a: dict) -> int | None:
             return int(a["n_node"].shape[0]) if a["n_node"].ndim == 1 else None
 
-        def total(key: str):
+        def total(key: str) -> Callable[[dict], int | None]:
             def length(a: dict) -> int | None:
                 v = a[key]
                 if v.ndim != 1 or v.dtype.kind not in "iu" or (v.size and v.min() < 0):

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from .._errors import InputError
+from ._graphs import EdgeGraphs
 from ._supergraph import BLOCK_C, BLOCK_L, BLOCK_U, Supergraph
 
 __all__ = ["BandPropagation", "ScatterPropagation", "band_blocks", "band_premessages"]
 
 
 def band_blocks(sg: Supergraph, num_edge_types: int | None = None, *,
-                dtype: torch.dtype = torch.float32, device=None):
+                dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Dense blocks ``C [K, S·P, S]``, ``U [K-1, S·P, S]``, ``L [K-1, S·P, S]`` of a supergraph.
 
     Row ``s·P + p`` of block ``k`` is receiver slot ``k·S + s`` and edge type ``p``; column ``t``
@@ -43,7 +46,8 @@ def band_blocks(sg: Supergraph, num_edge_types: int | None = None, *,
         counts = np.bincount(flat, minlength=nblocks * s * p * s) if nblocks else np.zeros(0)
         out.append(torch.as_tensor(counts.reshape(nblocks, s * p, s), dtype=dtype,
                                    device=device))
-    return tuple(out)
+    c, u, lo = out
+    return c, u, lo
 
 
 def band_premessages(c: torch.Tensor, u: torch.Tensor, lo: torch.Tensor,
@@ -86,7 +90,8 @@ class BandPropagation:
 
     @classmethod
     def from_supergraph(cls, sg: Supergraph, num_edge_types: int | None = None, *,
-                        dtype: torch.dtype = torch.float32, device=None) -> "BandPropagation":
+                        dtype: torch.dtype = torch.float32,
+                        device: torch.device | str | None = None) -> BandPropagation:
         return cls(*band_blocks(sg, num_edge_types, dtype=dtype, device=device))
 
     @property
@@ -109,9 +114,10 @@ class ScatterPropagation:
     ``receiver·P + edge_type``.
     """
 
-    def __init__(self, senders, receivers, edge_type, num_nodes: int, num_edge_types: int, *,
-                 device=None) -> None:
-        def as_long(x):
+    def __init__(self, senders: ArrayLike, receivers: ArrayLike, edge_type: ArrayLike,
+                 num_nodes: int, num_edge_types: int, *,
+                 device: torch.device | str | None = None) -> None:
+        def as_long(x: ArrayLike) -> torch.Tensor:
             return torch.as_tensor(np.array(x, dtype=np.int64), device=device)
 
         self.senders = as_long(senders)
@@ -133,13 +139,14 @@ class ScatterPropagation:
 
     @classmethod
     def from_supergraph(cls, sg: Supergraph, num_edge_types: int | None = None, *,
-                        device=None) -> "ScatterPropagation":
+                        device: torch.device | str | None = None) -> ScatterPropagation:
         """The kept edges of a supergraph, in slot positions (same nodes as the band form)."""
         p = sg.num_edge_types if num_edge_types is None else int(num_edge_types)
         return cls(sg.senders, sg.receivers, sg.edge_type, sg.num_nodes, p, device=device)
 
     @classmethod
-    def from_graphs(cls, graphs, *, device=None) -> "ScatterPropagation":
+    def from_graphs(cls, graphs: EdgeGraphs, *,
+                    device: torch.device | str | None = None) -> ScatterPropagation:
         """All edges of an `EdgeGraphs` collection, nodes numbered by concatenation."""
         s, r = graphs.global_edges()
         return cls(s, r, graphs.edge_type, graphs.num_nodes, graphs.num_edge_types,

@@ -7,7 +7,10 @@ Both go through ``graphbatch.datasets`` (its `GraphStore` and its ogbg-code2-sty
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +19,9 @@ from .._io import check_output_path
 from ._bandwidth import Reordering, apply_reordering, reduce_bandwidth
 from ._graphs import EdgeGraphs
 
+if TYPE_CHECKING:
+    from ..datasets import GraphArrays
+
 __all__ = ["from_graph_arrays", "graphs_from_python", "graphs_from_store",
            "reorder_graph_arrays", "reorder_store"]
 
@@ -23,7 +29,7 @@ __all__ = ["from_graph_arrays", "graphs_from_python", "graphs_from_store",
 SOURCE_NODE_FIELD = "rcm_source_node"
 
 
-def _datasets():
+def _datasets() -> ModuleType:
     try:
         from .. import datasets
     except ImportError as exc:
@@ -32,7 +38,7 @@ def _datasets():
     return datasets
 
 
-def from_graph_arrays(arrays, *, edge_type_field: str = "edge_type",
+def from_graph_arrays(arrays: GraphArrays, *, edge_type_field: str = "edge_type",
                       num_edge_types: int | None = None) -> EdgeGraphs:
     """`EdgeGraphs` from a ``graphbatch.datasets.GraphArrays``: edges, the edge-level field
     ``edge_type_field`` as edge types (all 0 when absent) and every node-level field as node data.
@@ -71,7 +77,8 @@ def graphs_from_python(path: str | Path, *, limit: int | None = None) -> EdgeGra
     return EdgeGraphs.concatenate(parts)
 
 
-def reorder_graph_arrays(arrays, *, edge_type_field: str = "edge_type"):
+def reorder_graph_arrays(arrays: GraphArrays, *, edge_type_field: str = "edge_type",
+                         ) -> tuple[GraphArrays, Reordering]:
     """RCM-reorder a ``GraphArrays`` chunk: ``(new GraphArrays, Reordering)``.
 
     Node fields are permuted with the nodes and gain ``rcm_source_node`` (each node's original
@@ -105,7 +112,7 @@ def reorder_store(src: str | Path, dst: str | Path, *, chunk_size: int = 4096,
     with ds.GraphStore(src) as store:
         if len(store) == 0:
             raise InputError(f"store {str(src)!r} holds no graphs")
-        def chunks():
+        def chunks() -> Iterator[GraphArrays]:
             for a in range(0, len(store), chunk_size):
                 new, r = reorder_graph_arrays(store.arrays(a, min(a + chunk_size, len(store))),
                                               edge_type_field=edge_type_field)

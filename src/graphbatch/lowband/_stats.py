@@ -7,10 +7,12 @@ for which the band method's ~3NB cost beats full densification's N^2.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._errors import InputError
 from .._validate import as_count_array
@@ -23,7 +25,7 @@ DEFAULT_BOUNDS = (128, 256, 512, 1024)
 RATIO_EDGES = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, float("inf"))
 
 
-def node_bandwidth_ratio(n_node, bandwidth) -> np.ndarray:
+def node_bandwidth_ratio(n_node: ArrayLike, bandwidth: ArrayLike) -> np.ndarray:
     """``N / B`` per graph, with ``B`` floored at 1 (a graph without off-diagonal edges has B=0)."""
     n = np.asarray(n_node, dtype=np.float64)
     b = np.maximum(np.asarray(bandwidth, dtype=np.float64), 1.0)
@@ -62,7 +64,7 @@ class BandwidthSummary:
         return d
 
 
-def bandwidth_summary(n_node, before, after,
+def bandwidth_summary(n_node: ArrayLike, before: ArrayLike, after: ArrayLike,
                       bounds: Sequence[int] = DEFAULT_BOUNDS) -> BandwidthSummary:
     """Figure-1 statistics from per-graph node counts and bandwidths before/after reduction."""
     n = as_count_array(n_node, "n_node")

@@ -12,8 +12,10 @@ most ``S-1`` also has bandwidth at most ``S-1``, and then no edge is dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._api import plan as make_plan
 from .._budget import Budget
@@ -42,7 +44,7 @@ def default_strategy() -> str:
 BLOCK_C, BLOCK_U, BLOCK_L, DROPPED = 0, 1, 2, -1
 
 
-def classify_edges(senders, receivers, block_size: int) -> np.ndarray:
+def classify_edges(senders: ArrayLike, receivers: ArrayLike, block_size: int) -> np.ndarray:
     """Block class of each edge ``senders[e] -> receivers[e]`` (supergraph positions).
 
     ``BLOCK_C`` when both ends share a block, ``BLOCK_U`` when the sender is in the block after
@@ -103,10 +105,10 @@ class Supergraph:
             return 0
         return int(np.abs(self.senders - self.receivers).max())
 
-    def gather_nodes(self, values: np.ndarray, fill=0) -> np.ndarray:
+    def gather_nodes(self, values: np.ndarray, fill: Any = 0) -> np.ndarray:
         """Node array of the source graphs laid out on the ``K·S`` slots (padding = ``fill``)."""
         values = np.asarray(values)
-        out = np.full((self.num_nodes,) + values.shape[1:], fill, dtype=values.dtype)
+        out = np.full((self.num_nodes, *values.shape[1:]), fill, dtype=values.dtype)
         real = self.node_index >= 0
         out[real] = values[self.node_index[real]]
         return out
@@ -168,7 +170,7 @@ def build_supergraphs(
     seed: int = 0,
     epoch: int = 0,
     shuffle: bool = True,
-    **options,
+    **options: Any,
 ) -> SupergraphBatches:
     """Pack (already reordered) graphs into supergraphs of ``num_blocks · block_size`` slots.
 

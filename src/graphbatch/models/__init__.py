@@ -6,6 +6,8 @@ gradients, and the forward pass compiles with ``torch.compile(dynamic=False, ful
 (one compilation per padded shape). Import explicitly: ``import graphbatch.models`` needs torch.
 """
 
+from typing import Any
+
 from .._errors import UnknownNameError
 from ._base import GraphRegressor, batch_inputs, count_parameters, unpadded_inputs
 from ._mpeu import MPEU
@@ -17,7 +19,7 @@ from ._schnet import SchNet
 MODELS = {"schnet": SchNet, "mpeu": MPEU, "painn": PaiNN}
 
 
-def build_model(name: str, **kwargs) -> GraphRegressor:
+def build_model(name: str, **kwargs: Any) -> GraphRegressor:
     """A model by name (``schnet``, ``mpeu``, ``painn``) with keyword hyperparameters."""
     try:
         cls = MODELS[name]

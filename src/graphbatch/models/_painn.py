@@ -88,7 +88,7 @@ class PaiNN(GraphRegressor):
         rbf = self.rbf(d)
         s = self.embedding(z)
         v = s.new_zeros((s.shape[0], 3, self.features))
-        for msg, upd in zip(self.messages, self.updates):
+        for msg, upd in zip(self.messages, self.updates, strict=True):
             s, v = msg(s, v, rbf, cut, unit, src, dst)
             s, v = upd(s, v)
         out = self.out2(F.silu(self.out1(s))).squeeze(-1)

@@ -56,8 +56,8 @@ def _dealing_key(n, e, count, node_limit, edge_limit) -> tuple[np.ndarray, int]:
     matters), quantised once to int64 (`quantise_linear`: integer keys whose sum over the
     table stays below 2**53). Returns the keys and the key of a full pack (its capacity)."""
     cn, ce = max(int(node_limit), 1), max(int(edge_limit), 1)
-    tn = sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist()))
-    te = sum(int(a) * int(c) for a, c in zip(e.tolist(), count.tolist()))
+    tn = sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist(), strict=False))
+    te = sum(int(a) * int(c) for a, c in zip(e.tolist(), count.tolist(), strict=False))
     fp = quantise_linear(Fraction(tn, cn * cn), Fraction(te, ce * ce), tn, te,
                          what="balanced dealing")
     return fp.costs(n, e), fp.cost(cn, ce)
@@ -409,8 +409,8 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     if N == 0:
         return BalancedPacking(np.zeros(0, np.int64), np.zeros(1, np.int64), 0)
     limits = (node_limit, edge_limit, graph_limit)
-    lb = batches_lower_bound(sum(int(a) * int(c) for a, c in zip(sn.tolist(), sc.tolist())),
-                             sum(int(a) * int(c) for a, c in zip(se.tolist(), sc.tolist())),
+    lb = batches_lower_bound(sum(int(a) * int(c) for a, c in zip(sn.tolist(), sc.tolist(), strict=False)),
+                             sum(int(a) * int(c) for a, c in zip(se.tolist(), sc.tolist(), strict=False)),
                              N, node_limit, edge_limit, graph_limit)
     # with graphs over a tenth of a limit, a second variant packs those first (best fit) and
     # deals the rest around them; the variant with fewer packs wins
@@ -435,7 +435,7 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
         for f in tries:
             f = decimal(f)
             P = min(lb + -(-lb * f.numerator // f.denominator), N)
-            if prev is not None and P >= prev:
+            if prev is not None and prev <= P:
                 break
             total, detail = _try(sn, se, P, limits, heuristic, dealer)
             if prev is not None and total >= prev:

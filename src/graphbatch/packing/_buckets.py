@@ -92,7 +92,7 @@ def pack_scales(nodes, edges, base: Budget, multiple: int, graphs=None) -> PackS
     triples, counts = np.unique(np.stack([need_n, need_e, g], axis=1), axis=0,
                                 return_counts=True)
     merged: dict[Fraction, int] = {}
-    for (a, b, c), k in zip(triples.tolist(), counts.tolist()):
+    for (a, b, c), k in zip(triples.tolist(), counts.tolist(), strict=False):
         s = Fraction(a, base.n_node)
         if base.n_edge:
             s = max(s, Fraction(b, base.n_edge))
@@ -119,7 +119,7 @@ def _costs(values, base: Budget, multiple: int) -> tuple[list[int], int]:
     over one denominator: ``(numerators, denominator)``."""
     nn, ne = shape_for_scale(np.array(values, dtype=object), base, multiple)
     if base.n_edge:
-        return ([int(a) * base.n_edge + int(b) * base.n_node for a, b in zip(nn, ne)],
+        return ([int(a) * base.n_edge + int(b) * base.n_node for a, b in zip(nn, ne, strict=False)],
                 base.n_node * base.n_edge)
     return [int(a) for a in nn], base.n_node
 

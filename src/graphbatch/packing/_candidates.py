@@ -60,7 +60,7 @@ def cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int):
         else:
             value[s0:s1] = row_costs(flat[s0:s1])
     total = sum(int(c) * int(k) for c, k in zip(np.asarray(bin_count).tolist(),
-                                                 bin_cost.tolist()))
+                                                 bin_cost.tolist(), strict=False))
     return value.reshape(r, b), bins, total
 
 

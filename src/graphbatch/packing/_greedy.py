@@ -146,7 +146,7 @@ def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:
     cap_v, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
     offsets = [0]
     cv = ce = cg = 0
-    for i, (v, e) in enumerate(zip(nodes.tolist(), edges.tolist())):
+    for i, (v, e) in enumerate(zip(nodes.tolist(), edges.tolist(), strict=False)):
         if v > cap_v or e > cap_e:
             raise InputError(f"graph at position {i} exceeds the budget {budget}")
         if cv + v > cap_v or ce + e > cap_e or cg + 1 > cap_g:

@@ -11,7 +11,7 @@ the heuristic on the exact fractions (`HEURISTICS` are the definitions, for refe
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -145,8 +145,8 @@ def evaluate_limits(hist, max_nodes: int, max_edges: int, max_graphs: int | None
 
 def _totals(n, e, count) -> tuple[int, int]:
     """Exact Python-int totals (no int64 overflow)."""
-    return (sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist())),
-            sum(int(a) * int(c) for a, c in zip(e.tolist(), count.tolist())))
+    return (sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist(), strict=False)),
+            sum(int(a) * int(c) for a, c in zip(e.tolist(), count.tolist(), strict=False)))
 
 
 def _sample_counts(count: np.ndarray, m: int) -> np.ndarray:

@@ -31,7 +31,7 @@ def _single_bin_patterns(n, e, count, node_limit, edge_limit, graph_limit):
     per = np.minimum(per, graph_limit)
     per = np.minimum(per, np.maximum(count, 1))
     idx = np.arange(n.shape[0])
-    return [((int(i),), (int(p),)) for i, p in zip(idx, per)]
+    return [((int(i),), (int(p),)) for i, p in zip(idx, per, strict=False)]
 
 
 def pack_nnls(n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int,
@@ -47,12 +47,12 @@ def pack_nnls(n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int
         for t in range(p.num_patterns):
             sl = slice(p.offsets[t], p.offsets[t + 1])
             agg: dict[int, int] = {}
-            for b, c in zip(p.bins[sl].tolist(), p.copies[sl].tolist()):
+            for b, c in zip(p.bins[sl].tolist(), p.copies[sl].tolist(), strict=False):
                 agg[b] = agg.get(b, 0) + c
             key = tuple(sorted(agg.items()))
             cands[key] = None
     for bins, copies in _single_bin_patterns(n, e, count, **kw):
-        cands[tuple(zip(bins, copies))] = None
+        cands[tuple(zip(bins, copies, strict=False))] = None
     patterns = list(cands)
     nb, npat = n.shape[0], len(patterns)
     if nb * npat > MAX_NNLS_ENTRIES:

@@ -43,8 +43,8 @@ class PackResult:
 def lower_bound(n, e, count, node_limit: int, edge_limit: int, graph_limit: int) -> int:
     """Fewest packs any packing of the histogram needs (`batches_lower_bound` of its totals)."""
     count = np.asarray(count).tolist()
-    tot_n = sum(int(a) * c for a, c in zip(np.asarray(n).tolist(), count))
-    tot_e = sum(int(a) * c for a, c in zip(np.asarray(e).tolist(), count))
+    tot_n = sum(int(a) * c for a, c in zip(np.asarray(n).tolist(), count, strict=False))
+    tot_e = sum(int(a) * c for a, c in zip(np.asarray(e).tolist(), count, strict=False))
     return batches_lower_bound(tot_n, tot_e, sum(count), node_limit, edge_limit, graph_limit)
 
 

@@ -187,7 +187,8 @@ def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool =
         sums[j] = reps[j] = None
         heapq.heappush(heap, (-(sums[i][0] - sums[i][-1]), i))
     _, last = heap[0]
-    del sums, heap
+    sums.clear()   # the round sums and the heap are done with (their arrays freed here)
+    heap.clear()
     # pointer jumping in place, chunk by chunk (no second array of N): every position ends at
     # the root of its tree, its final representative, whatever order the chunks take
     while True:

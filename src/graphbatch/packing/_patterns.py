@@ -30,7 +30,7 @@ class PackPatterns:
     graphs: np.ndarray
 
     @classmethod
-    def build(cls, bins, copies, offsets, count, bin_nodes, bin_edges) -> "PackPatterns":
+    def build(cls, bins, copies, offsets, count, bin_nodes, bin_edges) -> PackPatterns:
         bins = np.asarray(bins, dtype=np.int64)
         copies = np.asarray(copies, dtype=np.int64)
         offsets = np.asarray(offsets, dtype=np.int64)

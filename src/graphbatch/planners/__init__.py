@@ -8,17 +8,6 @@ from ..packing.kernels import (
     greedy_offsets_reference,
 )
 from ._assemble import OversizeSplit, finish_plan, split_oversize
-from ._distributed import distribute_plan, plan_for_ranks
-from ._dynamic import plan_dynamic
-from ._registry import (
-    OVERSIZE_POLICIES,
-    PlanRequest,
-    Strategy,
-    get_strategy,
-    register,
-    strategy_names,
-)
-from ._static import plan_static_constant, plan_static_multiple, plan_static_pow2, static_offsets
 from ._balancing import (
     PAD_MODES,
     plan_balance,
@@ -28,14 +17,25 @@ from ._balancing import (
     plan_stratified,
     plan_zscore,
 )
+from ._buckets import plan_buckets
 from ._cost import CostModel, cost_model_from_options
+from ._distributed import distribute_plan, plan_for_ranks
+from ._dynamic import plan_dynamic
 from ._packing import (
     plan_pack_lpf,
     plan_pack_lpf_1d,
     plan_pack_nnls,
     plan_pack_spf,
 )
-from ._buckets import plan_buckets
+from ._registry import (
+    OVERSIZE_POLICIES,
+    PlanRequest,
+    Strategy,
+    get_strategy,
+    register,
+    strategy_names,
+)
+from ._static import plan_static_constant, plan_static_multiple, plan_static_pow2, static_offsets
 
 __all__ = [
     "OVERSIZE_POLICIES",

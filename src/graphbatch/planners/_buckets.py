@@ -85,7 +85,7 @@ def plan_buckets(req: PlanRequest):
                        **extra_meta, budget=budget, heuristic=heuristic, num_shapes=k,
                        packer=packer,
                        shapes=[[int(a), int(b), int(c)]
-                               for a, b, c in zip(shape_n, shape_e, shape_g)])
+                               for a, b, c in zip(shape_n, shape_e, shape_g, strict=False)])
 
 
 def _num_shapes(req: PlanRequest) -> int:
@@ -316,7 +316,7 @@ def _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, co
     first). Every batch is held by some shape: its pack's."""
     c0, cn, ce, cg = (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
     per_shape = [c0 + cn * int(a) + ce * int(b) + cg * int(g)
-                 for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist())]
+                 for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist(), strict=False)]
     order = sorted(range(len(per_shape)), key=lambda i: (per_shape[i], i))
     group = np.full(tot_n.shape[0], -1, np.int64)
     for i in order:  # cheapest first: a batch takes the first shape that holds it

@@ -14,7 +14,7 @@ the step of the lightest batches. No graph is repeated or dropped (unlike torch'
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -106,7 +106,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
         ref = (_slots_area(*cands[0], hist.n_node, hist.n_edge, budget, totals[0])[0]
                if cands[0] is not None else None)
         best = None
-        for c, tot in zip(cands, totals):
+        for c, tot in zip(cands, totals, strict=False):
             if c is None:
                 continue
             sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget, tot)

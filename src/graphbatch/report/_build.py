@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._io import atomic_write_text
 from .._sizes import GraphSizes
@@ -20,6 +21,9 @@ from ..analysis import (
 )
 from . import _figures as F
 from ._html import HtmlPage
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["build_report", "write_report", "REPORT_FIGURES"]
 
@@ -40,7 +44,7 @@ _BENCH_COLUMNS = (
 )
 
 
-def _close(fig) -> None:
+def _close(fig: Figure) -> None:
     fig.clear()
 
 
@@ -106,7 +110,7 @@ def build_report(
     if limits is None:
         say("searching packing limits")
         limits = search_limits_if_available(sizes, max_graphs=budget.n_graph)
-    if limits.available:
+    if limits.records is not None:  # limits.available, spelled out for the type checker
         fig = F.fig_limits_heatmap(limits.records)
         page.figure("fig-limits", fig, caption)
         _close(fig)
@@ -150,9 +154,9 @@ def build_report(
     if bench:
         say("benchmark figures")
         rows = summarize_bench(validate_bench(list(bench)))
-        for r in rows:
+        for row in rows:
             for suffix in ("", "_min", "_max"):
-                r["peak_mem_mib" + suffix] = r["peak_mem_bytes" + suffix] / 2**20
+                row["peak_mem_mib" + suffix] = row["peak_mem_bytes" + suffix] / 2**20
         page.heading("Benchmarks")
         page.paragraph(f"{len(bench):,} benchmark runs in {len(rows):,} (model, strategy, batch "
                        "size) groups; medians over repeats.")

@@ -7,9 +7,11 @@ headless and can be garbage-collected without a GUI backend.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from matplotlib.cm import ScalarMappable
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
 
@@ -134,10 +136,10 @@ def fig_limits_heatmap(records: Sequence[dict[str, Any]]) -> Figure:
     if ux.size * uy.size <= 4 * len(records) and ux.size > 1 and uy.size > 1:
         grid = np.full((uy.size, ux.size), np.nan)
         xi, yi = np.searchsorted(ux, xs), np.searchsorted(uy, ys)
-        for i, j, v in zip(yi, xi, hm):
+        for i, j, v in zip(yi, xi, hm, strict=True):
             if not v <= grid[i, j]:  # keep the best over graph limits (NaN compares False)
                 grid[i, j] = v
-        mesh = ax.pcolormesh(_centers_to_edges(ux), _centers_to_edges(uy),
+        mesh: ScalarMappable = ax.pcolormesh(_centers_to_edges(ux), _centers_to_edges(uy),
                              np.ma.masked_invalid(100 * np.maximum(grid, vmin)),
                              cmap="magma", norm=norm)
     else:  # scattered search points (derivative-free search)
@@ -176,8 +178,9 @@ def fig_strategy_comparison(comparison: Comparison) -> Figure:
     y = np.arange(len(ok))
     fig = Figure(figsize=(14, max(3.2, 1.4 + 0.42 * len(ok))), layout="constrained")
     axes = fig.subplots(1, 4, sharey=True)
-    node = [100 * r.stats.node_efficiency for r in ok]
-    edge = [100 * r.stats.edge_efficiency for r in ok]
+    stats = [r.stats for r in ok if r.stats is not None]  # every successful run has its stats
+    node = [100 * s.node_efficiency for s in stats]
+    edge = [100 * s.edge_efficiency for s in stats]
     axes[0].barh(y - 0.2, node, height=0.4, color="tab:blue", label="nodes")
     axes[0].barh(y + 0.2, edge, height=0.4, color="tab:orange", label="edges")
     axes[0].set_xlim(0, 150)  # room right of the bars for the legend
@@ -185,22 +188,22 @@ def fig_strategy_comparison(comparison: Comparison) -> Figure:
     axes[0].set_title("padding efficiency\n(higher is better)", fontsize=10)
     axes[0].set_xlabel("real / padded (%)")
     axes[0].legend(fontsize=8, loc="center right")
-    over = [r.stats.batches_over_bound for r in ok]
+    over = [s.batches_over_bound for s in stats]
     axes[1].barh(y, over, color="tab:green")
     axes[1].axvline(1.0, color="black", lw=1, ls="--", label="lower bound")
     axes[1].set_xlim(0.95, max(over) * 1.05 + 0.01)
     axes[1].set_title("batches over the lower bound\n(lower is better)", fontsize=10)
     axes[1].set_xlabel("batches / lower bound")
     axes[1].legend(fontsize=8, loc="lower right")
-    shapes = [r.stats.distinct_shapes for r in ok]
+    shapes = [s.distinct_shapes for s in stats]
     axes[2].barh(y, shapes, color="tab:purple")
     axes[2].set_xscale("log")
     axes[2].set_xlim(0.8, max(shapes) * 3)
     axes[2].set_title("distinct padded shapes\n(= compilations; lower is better)", fontsize=10)
     axes[2].set_xlabel("shapes (log scale)")
-    for yi, s in zip(y, shapes):
+    for yi, s in zip(y, shapes, strict=True):
         axes[2].text(s * 1.08, yi, f"{s:,}", va="center", fontsize=8)
-    cost = [r.stats.cost_max_over_mean for r in ok]
+    cost = [s.cost_max_over_mean for s in stats]
     axes[3].barh(y, cost, color="tab:red")
     axes[3].axvline(1.0, color="black", lw=1, ls="--", label="perfect balance")
     axes[3].set_xlim(0.95, np.nanmax(cost) * 1.05 + 0.01)
@@ -229,8 +232,9 @@ def fig_graphs_per_batch(comparison: Comparison, ncols: int = 4) -> Figure:
     nrows = -(-len(ok) // ncols)
     fig = Figure(figsize=(3.4 * ncols, 2.6 * nrows + 0.6), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
-    for ax, r in zip(axes, ok):
+    for ax, r in zip(axes, ok, strict=False):  # the grid may have spare panels
         g = r.graphs_per_batch
+        assert g is not None  # runs without it are filtered out above
         lo, hi = int(g.min()), int(g.max())
         if hi - lo <= 200:
             pad = max(0, (8 - (hi - lo)) // 2)
@@ -252,7 +256,8 @@ def fig_graphs_per_batch(comparison: Comparison, ncols: int = 4) -> Figure:
 
 
 # --------------------------------------------------------------- benchmarks
-def _bench_panels(rows, metrics, title, ylog=(), scale=None):
+def _bench_panels(rows: Sequence[dict[str, Any]], metrics: Sequence[tuple[str, str]], title: str,
+                  ylog: Sequence[str] = (), scale: dict[str, float] | None = None) -> Figure:
     models = sorted({r["model"] for r in rows})
     strategies = sorted({r["strategy"] for r in rows})
     colors = strategy_colors(strategies)
@@ -286,7 +291,7 @@ def _bench_panels(rows, metrics, title, ylog=(), scale=None):
             ax.grid(alpha=0.3)
     handles, labels = [], []
     for ax in axes.ravel():
-        for h, lab in zip(*ax.get_legend_handles_labels()):
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)

@@ -1,4 +1,5 @@
-"""The strategy comparison as a plain-text table (printed by ``graphbatch compare`` and the demo)."""
+"""The strategy comparison as a plain-text table (printed by ``graphbatch compare`` and the
+demo)."""
 
 from __future__ import annotations
 

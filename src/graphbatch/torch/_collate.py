@@ -26,7 +26,8 @@ differences remain, for stated reasons:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -159,7 +160,7 @@ def _sizes(vals, d: int, key: str, graph_index) -> list[int]:
 
 
 def _first_mismatch(sizes: list[int], expected: list[int]) -> int:
-    return next(i for i, (a, b) in enumerate(zip(sizes, expected)) if a != b)
+    return next(i for i, (a, b) in enumerate(zip(sizes, expected, strict=False)) if a != b)
 
 
 class _Checked:
@@ -291,7 +292,7 @@ def _check_counts(vals, key, counts, what, graph_index) -> None:
     if vals is None:
         return
     _check_tensors(vals, key, graph_index)
-    for i, (v, n) in enumerate(zip(vals, counts)):
+    for i, (v, n) in enumerate(zip(vals, counts, strict=False)):
         if v.numel() != 1 or int(v.reshape(-1)[0]) != n:
             raise InputError(
                 f"{_label(i, graph_index)}: count field {key!r} holds {v.reshape(-1).tolist()}, "
@@ -299,7 +300,7 @@ def _check_counts(vals, key, counts, what, graph_index) -> None:
             )
 
 
-def _count_field(spec: FieldSpec, key: str, c: "_Checked") -> torch.Tensor:
+def _count_field(spec: FieldSpec, key: str, c: _Checked) -> torch.Tensor:
     """A count field's padded value: every graph slot's node or edge count (``ptr.diff()``)."""
     ptr = c.node_ptr if spec.count == "node" else c.edge_ptr
     out = torch.from_numpy(np.diff(ptr)).to(spec.dtype or torch.int64)
@@ -310,7 +311,7 @@ def _count_field(spec: FieldSpec, key: str, c: "_Checked") -> torch.Tensor:
     return out
 
 
-def _spacing(c: "_Checked", cache: dict) -> float | None:
+def _spacing(c: _Checked, cache: dict) -> float | None:
     """The padding geometry's spacing ``s`` of this batch (``None`` without positions)."""
     if not c.geometric:
         return None
@@ -325,7 +326,7 @@ def _spacing(c: "_Checked", cache: dict) -> float | None:
     return cache["spacing"]
 
 
-def _pad_block(key: str, spec: FieldSpec, pad_shape: list, dtype, c: "_Checked",
+def _pad_block(key: str, spec: FieldSpec, pad_shape: list, dtype, c: _Checked,
                cache: dict) -> torch.Tensor:
     """The padding block of one field: ``spec.pad`` as a number, a tensor broadcast to each
     padding item, or a callable of a `PadContext`."""
@@ -381,7 +382,7 @@ def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
                 per_graph = torch.from_numpy(c.node_ptr[:g_real])
             else:
                 per_graph = torch.as_tensor(
-                    [int(g.__inc__(key, v)) for g, v in zip(graphs, vals)], dtype=torch.int64
+                    [int(g.__inc__(key, v)) for g, v in zip(graphs, vals, strict=False)], dtype=torch.int64
                 )
             inc_full = torch.zeros(n_graph, dtype=torch.int64)
             inc_full[:g_real] = per_graph

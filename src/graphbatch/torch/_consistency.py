@@ -11,7 +11,8 @@ pass when ``torch.distributed`` is initialised (``verify_plan=True``, the defaul
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ __all__ = ["COMPONENTS", "PlanMismatchError", "check_plan_consistency", "consist
            "plan_digest", "sizes_digest", "torch_gather"]
 
 
-def torch_gather(group=None) -> Callable[[np.ndarray], np.ndarray]:
+def torch_gather(group: Any = None) -> Callable[[np.ndarray], np.ndarray]:
     """``row -> rows``: all-gather one int64 row per rank over ``group`` (default: the default
     process group). With the NCCL backend the row travels in a tensor on the current CUDA device
     (``torch.cuda.set_device`` first, as for any NCCL job)."""
@@ -53,7 +54,7 @@ def torch_gather(group=None) -> Callable[[np.ndarray], np.ndarray]:
     return gather
 
 
-def _source_parts(source) -> tuple[BatchPlan, GraphSizes | None, int, int]:
+def _source_parts(source: Any) -> tuple[BatchPlan, GraphSizes | None, int, int]:
     """(plan, sizes or None, loader rank or -1, start batch or -1) of a BatchPlan,
     PlanBatchSampler or PlanLoader."""
     if isinstance(source, BatchPlan):
@@ -75,7 +76,7 @@ def _source_parts(source) -> tuple[BatchPlan, GraphSizes | None, int, int]:
     return plan, sizes, -1 if rank is None else int(rank), start
 
 
-def consistency_digests(source, extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+def consistency_digests(source: Any, extra: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The digests `check_plan_consistency` compares, by component name (`COMPONENTS`).
 
     ``source``: a `BatchPlan`, or a `PlanLoader`/`PlanBatchSampler` (its current epoch's plan and
@@ -91,7 +92,7 @@ def consistency_digests(source, extra: Mapping[str, Any] | None = None) -> dict[
     }
 
 
-def check_plan_consistency(source, *, group=None,
+def check_plan_consistency(source: Any, *, group: Any = None,
                            extra: Mapping[str, Any] | None = None) -> dict[str, str]:
     """All-gather `consistency_digests` over ``group`` (default: the default process group) and
     raise `PlanMismatchError` on every rank if any component differs between ranks, if a

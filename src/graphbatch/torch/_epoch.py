@@ -103,10 +103,10 @@ class EpochCursor:
         """Id of the latest started pass (0: none yet)."""
         return self._pass_id
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in self.__slots__}
 
-    def __setstate__(self, state) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         for k, v in state.items():
             setattr(self, k, v)
 

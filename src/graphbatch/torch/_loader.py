@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from torch.utils.data import DataLoader, Dataset
 
 from .._budget import Budget
 from .._errors import InputError, InputTypeError
 from .._padlayout import check_cutoff, short_padding_batches
+from .._plan import BatchPlan
 from .._sizes import GraphSizes
 from .._validate import as_index_array, as_nonnegative_int
 from ._collate import collate_dict
@@ -27,7 +30,7 @@ __all__ = ["loader", "PlanLoader", "read_sizes", "DATALOADER_ARGS"]
 _SCHEMA_SAMPLE = 32
 
 
-def read_sizes(dataset, indices=None) -> GraphSizes:
+def read_sizes(dataset: Any, indices: ArrayLike | None = None) -> GraphSizes:
     """Node and edge counts of every graph (of the graphs ``indices``, in that order, when
     given), read once and without collating anything.
 
@@ -67,20 +70,20 @@ def read_sizes(dataset, indices=None) -> GraphSizes:
 class _PlannedDataset(Dataset):
     """Wraps a map-style dataset so a `PlannedBatch` comes back with its graphs."""
 
-    def __init__(self, dataset) -> None:
+    def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
 
     @classmethod
-    def wrap(cls, dataset) -> "_PlannedDataset":
+    def wrap(cls, dataset: Any) -> _PlannedDataset:
         return dataset if isinstance(dataset, cls) else cls(dataset)
 
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Any:
         return self.dataset[i]
 
-    def __getitems__(self, batch):
+    def __getitems__(self, batch: list[int]) -> tuple[list[int], list[Any]]:
         inner = getattr(self.dataset, "__getitems__", None)
         graphs = inner(list(batch)) if callable(inner) else [self.dataset[i] for i in batch]
         return batch, graphs
@@ -89,13 +92,14 @@ class _PlannedDataset(Dataset):
 class PlanCollater:
     """``collate_fn`` for a DataLoader over `PlannedBatch` index lists (picklable for workers)."""
 
-    def __init__(self, schema: Schema, *, cutoff=None, position_key="pos", as_dict=False):
+    def __init__(self, schema: Schema, *, cutoff: float | None = None, position_key: str = "pos",
+                 as_dict: bool = False) -> None:
         self.schema = schema
         self.cutoff = check_cutoff(cutoff)
         self.position_key = position_key
         self.as_dict = bool(as_dict)
 
-    def __call__(self, item):
+    def __call__(self, item: tuple[PlannedBatch, list[Any]]) -> Any:
         batch, graphs = item
         if not isinstance(batch, PlannedBatch):
             raise InputTypeError("PlanCollater needs batches from a PlanBatchSampler")
@@ -110,7 +114,7 @@ class PlanCollater:
         )
 
 
-def _plan_sampler_of(batch_sampler) -> PlanBatchSampler:
+def _plan_sampler_of(batch_sampler: Any) -> PlanBatchSampler:
     """The `PlanBatchSampler` in ``batch_sampler`` (itself, or wrapped by a framework, e.g.
     Lightning's prediction wrapper, which keeps it as ``_batch_sampler``)."""
     seen = 0
@@ -124,7 +128,7 @@ def _plan_sampler_of(batch_sampler) -> PlanBatchSampler:
     return batch_sampler
 
 
-def _received(it: Iterator[Any], receive) -> Iterator[Any]:
+def _received(it: Iterator[Any], receive: Callable[[Any], Any]) -> Iterator[Any]:
     """``receive(batch)`` of each batch of ``it``, each before the next is asked for."""
     for batch in it:
         yield receive(batch)
@@ -150,12 +154,16 @@ class PlanLoader(DataLoader):
     consistency check (``verify_plan``, see `PlanBatchSampler`).
     """
 
-    def __init__(self, dataset, batch_sampler=None, collate_fn=None, **kwargs: Any) -> None:
+    def __init__(self, dataset: Any, batch_sampler: Any = None,
+                 collate_fn: PlanCollater | StoreCollater | None = None, **kwargs: Any) -> None:
         plan_sampler = _plan_sampler_of(batch_sampler)
         if not callable(collate_fn):
             raise InputTypeError("PlanLoader needs collate_fn= a PlanCollater")
         super().__init__(_PlannedDataset.wrap(dataset), batch_sampler=batch_sampler,
-                         collate_fn=collate_fn, **kwargs)
+                         # torch types collate_fn as taking a list; ours take the
+                         # (PlannedBatch, graphs) pair _PlannedDataset.__getitems__ returns
+                         collate_fn=collate_fn,  # type: ignore[arg-type]
+                         **kwargs)
         self.plan_sampler = plan_sampler
         plan_sampler.counted_by_loader = True
         # DataLoader sets `sampler` to a SequentialSampler it never uses once a batch_sampler is
@@ -164,15 +172,15 @@ class PlanLoader(DataLoader):
         object.__setattr__(self, "sampler", plan_sampler.sampler)
 
     @property
-    def collater(self) -> PlanCollater:
-        return self.collate_fn
+    def collater(self) -> PlanCollater | StoreCollater:
+        return cast("PlanCollater | StoreCollater", self.collate_fn)
 
     @property
     def schema(self) -> Schema:
-        return self.collate_fn.schema
+        return self.collater.schema
 
     @property
-    def plan(self):
+    def plan(self) -> BatchPlan:
         """The whole plan (all ranks) of the current epoch."""
         return self.plan_sampler.plan_for_epoch()
 
@@ -185,7 +193,9 @@ class PlanLoader(DataLoader):
         """Run ``epoch`` from its first batch at the next iteration."""
         self.plan_sampler.set_epoch(epoch)
 
-    def __iter__(self) -> Iterator[Any]:
+    # the batches pass through the consumed-batch counter (a generator), not a DataLoader
+    # iterator object
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         it, pass_id = self._begin_pass()
         return self._counted(it, pass_id)
 
@@ -213,6 +223,7 @@ class PlanLoader(DataLoader):
             it = super().__iter__()
         sampler = self.plan_sampler
         this = sampler.latest_pass
+        assert this is not None  # the DataLoader's iterator started one
         try:
             sampler.verify_pass(this)  # in the caller's thread, every rank at the same point
         except BaseException:
@@ -222,7 +233,7 @@ class PlanLoader(DataLoader):
             raise
         return it, this.id
 
-    def _counted(self, it, pass_id: int):
+    def _counted(self, it: Iterator[Any], pass_id: int) -> Iterator[Any]:
         cursor = self.plan_sampler.cursor
         if cursor.superseded(pass_id):  # set_epoch / load_state_dict since iter(): restart
             it, pass_id = self._begin_pass()
@@ -243,7 +254,7 @@ class PlanLoader(DataLoader):
         self.plan_sampler.load_state_dict(state,
                                           allow_missing_fingerprint=allow_missing_fingerprint)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_iterator"] = None  # a live (multiprocess) iterator does not travel
         g = state.get("generator")
@@ -252,7 +263,7 @@ class PlanLoader(DataLoader):
             state["generator"] = _GeneratorState(str(g.device), g.get_state().numpy().tobytes())
         return state
 
-    def __setstate__(self, state) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         g = state.get("generator")
         if isinstance(g, _GeneratorState):
             state["generator"] = g.rebuild()
@@ -289,7 +300,7 @@ def _has_positions(schema: Schema, position_key: str) -> bool:
 
 
 def loader(
-    dataset,
+    dataset: Any,
     *,
     strategy: str,
     sizes: GraphSizes | None = None,
@@ -427,8 +438,9 @@ def loader(
                 stacklevel=2,
             )
     if store is not None:
-        collater = StoreCollater(store, schema, cutoff=cutoff, position_key=position_key,
-                                 as_dict=as_dict, view=view)
+        collater: PlanCollater | StoreCollater = StoreCollater(
+            store, schema, cutoff=cutoff, position_key=position_key,
+            as_dict=as_dict, view=view)
         dataset = StoreIndices(store)
     else:
         collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .._errors import InputError, InputTypeError
@@ -14,7 +16,7 @@ def masked_mean(
     mask: torch.Tensor,
     *,
     distributed: bool | None = None,
-    group=None,
+    group: Any = None,
 ) -> torch.Tensor:
     """Mean of ``values`` over the real entries of every rank, ready for DDP's gradient averaging.
 

@@ -7,8 +7,9 @@ pushed by `padding_masks` and by the hooks `convert_masked_norm` installs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import torch
 

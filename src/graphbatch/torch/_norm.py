@@ -19,6 +19,8 @@ without ``batch`` (the whole batch as one graph), they are converted to masked s
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -32,7 +34,8 @@ class MaskedBatchNorm(_BatchNorm):
     """``BatchNorm1d`` over the real rows of a padded batch.
 
     Input ``[N, C]`` or ``[N, C, L]``; ``mask`` ``[N]`` bool (default: the active padding mask
-    with ``N`` rows: node mask first, then edge, then graph; see the module docstring). In training mode (or
+    with ``N`` rows: node mask first, then edge, then graph; see the module docstring). In
+    training mode (or
     without running statistics) the mean and biased variance are taken over real rows only and
     the running statistics are updated from them exactly as ``BatchNorm1d`` does from an
     unpadded batch (unbiased variance, ``momentum``, cumulative average when ``momentum`` is
@@ -48,7 +51,8 @@ class MaskedBatchNorm(_BatchNorm):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, *, sync: bool = False,
-                 process_group=None, device=None, dtype=None) -> None:
+                 process_group: Any = None, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
         self.sync = bool(sync)
         self.process_group = process_group
@@ -82,7 +86,7 @@ class MaskedBatchNorm(_BatchNorm):
         if mask.dtype != torch.bool or mask.shape != (x.shape[0],):
             raise InputError(f"mask must be bool [{x.shape[0]}], got {mask.dtype} "
                              f"{tuple(mask.shape)}")
-        dims = [0] + list(range(2, x.dim()))
+        dims = [0, *range(2, x.dim())]
         shape = [1, -1] + [1] * (x.dim() - 2)
         m = mask.to(x.dtype).view([-1] + [1] * (x.dim() - 1))
         per_row = 1
@@ -109,24 +113,22 @@ class MaskedBatchNorm(_BatchNorm):
         if self.affine:
             y = y * self.weight.view(shape) + self.bias.view(shape)
         if self.training and self.track_running_stats:
+            rm, rv, nbt = self.running_mean, self.running_var, self.num_batches_tracked
+            assert rm is not None and rv is not None and nbt is not None  # tracked
             with torch.no_grad():
-                self.num_batches_tracked.add_((count > 0).to(self.num_batches_tracked.dtype))
+                nbt.add_((count > 0).to(nbt.dtype))
                 if self.momentum is None:
-                    factor = 1.0 / self.num_batches_tracked.clamp(min=1).to(x.dtype)
+                    factor = 1.0 / nbt.clamp(min=1).to(x.dtype)
                 else:
                     factor = torch.as_tensor(self.momentum, dtype=x.dtype, device=x.device)
                 unbiased = var * count / (count - 1).clamp(min=1)
                 has = count > 0
-                self.running_mean.copy_(torch.where(
-                    has, self.running_mean + factor * (mean.detach() - self.running_mean),
-                    self.running_mean))
-                self.running_var.copy_(torch.where(
-                    has, self.running_var + factor * (unbiased.detach() - self.running_var),
-                    self.running_var))
+                rm.copy_(torch.where(has, rm + factor * (mean.detach() - rm), rm))
+                rv.copy_(torch.where(has, rv + factor * (unbiased.detach() - rv), rv))
         return y
 
 
-def _masks_hook(module, args, kwargs):
+def _masks_hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     found = None
     for value in list(args) + list(kwargs.values()):
         if not isinstance(value, torch.Tensor):
@@ -137,12 +139,13 @@ def _masks_hook(module, args, kwargs):
     return None
 
 
-def _pop_hook(module, args, kwargs, output):
+def _pop_hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+              output: Any) -> None:
     pop_masks()
     return None
 
 
-def _pyg_norms() -> dict:
+def _pyg_norms() -> dict[type, type]:
     try:
         from ._pyg_norm import MASKED_PYG_NORMS
     except ImportError:  # pragma: no cover - without PyG there is nothing to convert
@@ -150,7 +153,7 @@ def _pyg_norms() -> dict:
     return MASKED_PYG_NORMS
 
 
-def _swap(module: torch.nn.Module, pyg: dict) -> torch.nn.Module:
+def _swap(module: torch.nn.Module, pyg: dict[type, type]) -> torch.nn.Module:
     masked_cls = pyg.get(type(module))
     if masked_cls is not None:
         if getattr(module, "track_running_stats", False):
@@ -162,7 +165,7 @@ def _swap(module: torch.nn.Module, pyg: dict) -> torch.nn.Module:
         module.__class__ = masked_cls  # same parameters, buffers and state_dict keys
         return module
     sync = isinstance(module, torch.nn.SyncBatchNorm)
-    if (sync or isinstance(module, torch.nn.BatchNorm1d)) and not isinstance(
+    if isinstance(module, (torch.nn.SyncBatchNorm, torch.nn.BatchNorm1d)) and not isinstance(
             module, MaskedBatchNorm):
         new = MaskedBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
                               module.track_running_stats, sync=sync,
@@ -205,5 +208,6 @@ def convert_masked_norm(module: torch.nn.Module, *, hook: bool = True) -> torch.
     if hook and not getattr(out, "_graphbatch_hooked", False):
         out.register_forward_pre_hook(_masks_hook, with_kwargs=True)
         out.register_forward_hook(_pop_hook, with_kwargs=True, always_call=True)
-        out._graphbatch_hooked = True
+        # torch types Module attributes as Tensor | Module; a plain flag is allowed
+        out._graphbatch_hooked = True  # type: ignore[assignment]
     return out

@@ -10,7 +10,8 @@ transform such as a non-blocking device copy).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .._errors import InputTypeError
 from .._prefetch import Prefetcher as _CorePrefetcher

@@ -9,8 +9,9 @@ MACE and fairchem live in `graphbatch.atomistic`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -81,12 +82,14 @@ class Preset:
                 fields[key] = FieldSpec("graph", None, dtype=torch.int64, shape=(), count=what)
             else:
                 if spec.kind != "tensor" or spec.level != "graph" or spec.rows != 1:
-                    raise InputError(f"field {key!r} cannot hold one {what} count per graph: {spec}")
+                    raise InputError(f"field {key!r} cannot hold one {what} count per graph: "
+                                     f"{spec}")
                 fields[key] = replace(spec, count=what, inc="none", pad=0)
         return Schema(fields)
 
-    def collate(self, graphs: Sequence[Any], shape, *, schema: Schema | None = None,
-                graph_index=None):
+    def collate(self, graphs: Sequence[Any], shape: tuple[int, int, int] | Sequence[int], *,
+                schema: Schema | None = None,
+                graph_index: Any = None) -> Any:
         """Collate ``graphs`` to ``shape`` with this preset (schema inferred unless given)."""
         from ._collate import collate_dict
         from ._pyg import collate

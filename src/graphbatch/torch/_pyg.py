@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from .._errors import InputError
 from ._collate import collate_parts, structure
 from ._schema import Schema
 
+if TYPE_CHECKING:
+    from torch_geometric.data import Batch, Data
+
 __all__ = ["collate", "unpad", "unpad_graphs"]
 
 
-def _pyg():
+def _pyg() -> tuple[type[Batch], type[Data]]:
     try:
         from torch_geometric.data import Batch, Data
     except ImportError as exc:  # pragma: no cover - exercised only without PyG
@@ -27,14 +32,15 @@ def _pyg():
 
 def collate(
     data_list: Sequence[Any],
-    shape,
+    shape: tuple[int, int, int] | Sequence[int],
     *,
-    graph_index=None,
+    graph_index: Sequence[int] | np.ndarray | torch.Tensor | None = None,
     cutoff: float | None = None,
     schema: Schema | None = None,
     position_key: str = "pos",
-):
-    """Collate PyG ``Data`` objects into a ``Batch`` padded to ``shape = (n_node, n_edge, n_graph)``.
+) -> Batch:
+    """Collate PyG ``Data`` objects into a ``Batch`` padded to ``shape = (n_node, n_edge,
+    n_graph)``.
 
     Real graphs come first in the given order, then empty padding graphs, then the last graph
     slot, a padding graph owning every padding node (at least one) and padding edge (so
@@ -86,7 +92,8 @@ def collate(
     slices = {}
     inc_dict = {}
     for key, spec in parts.schema.items():
-        slices[key] = {"node": node_ptr, "edge": edge_ptr, "graph": graph_ptr * spec.rows}[spec.level]
+        slices[key] = {"node": node_ptr, "edge": edge_ptr,
+                       "graph": graph_ptr * spec.rows}[spec.level]
         inc_dict[key] = parts.incs.get(key)
     out._slice_dict = slices
     out._inc_dict = inc_dict
@@ -97,7 +104,7 @@ def collate(
 _BATCH_CLASSES: dict[type, type] = {}
 
 
-def _new_batch(Batch, base):
+def _new_batch(Batch: type[Batch], base: type[Any]) -> Batch:
     """An empty ``Batch`` inheriting from ``base``. PyG's ``Batch(_base_cls=base)`` rebuilds a
     metaclass and inspects signatures on every call; the class it makes is cached here and, for
     ``base`` classes whose ``__init__`` needs no argument, instantiated directly."""
@@ -113,19 +120,17 @@ def _new_batch(Batch, base):
     return type.__call__(cls)
 
 
-def _real_counts(batch) -> tuple[int, torch.Tensor, torch.Tensor]:
+def _real_counts(batch: Any) -> tuple[int, torch.Tensor, torch.Tensor]:
     g_real = int(batch["graph_mask"].sum())
     ptr = batch["ptr"]
     node_counts = (ptr[1:] - ptr[:-1])[:g_real]
-    if isinstance(batch, dict):
-        edge_ptr = batch["edge_ptr"]
-    else:
-        edge_ptr = batch._slice_dict["edge_index"]
+    edge_ptr = batch["edge_ptr"] if isinstance(batch, dict) else batch._slice_dict["edge_index"]
     edge_counts = (edge_ptr[1:] - edge_ptr[:-1])[:g_real]
     return g_real, node_counts, edge_counts
 
 
-def unpad(values: torch.Tensor, batch, *, level: str | None = None):
+def unpad(values: torch.Tensor, batch: Any, *,
+          level: str | None = None) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """Per-real-graph outputs from a tensor computed on a padded batch.
 
     ``level="graph"``: ``values`` is ``[n_graph, ...]``; returns the real rows ``[G, ...]`` in
@@ -159,7 +164,7 @@ def unpad(values: torch.Tensor, batch, *, level: str | None = None):
     return torch.split(values[:total], counts.tolist())
 
 
-def unpad_graphs(batch) -> list:
+def unpad_graphs(batch: Batch) -> list[Data]:
     """The real graphs of a padded PyG ``Batch`` as ``Data`` objects (like
     ``jraph.unpad_with_graphs``), with node indices relative to each graph again."""
     g_real = int(batch.graph_mask.sum())

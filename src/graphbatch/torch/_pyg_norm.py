@@ -10,6 +10,7 @@ active padding mask (see `graphbatch.torch.padding_masks`). Imported only when P
 
 from __future__ import annotations
 
+import torch
 from torch_geometric.nn.norm import GraphNorm, InstanceNorm, LayerNorm, PairNorm
 
 from ._masks import mask_for_rows
@@ -18,8 +19,9 @@ __all__ = ["MaskedGraphNorm", "MaskedInstanceNorm", "MaskedLayerNorm", "MaskedPa
            "MASKED_PYG_NORMS"]
 
 
-class _WholeBatchMasked:
-    def forward(self, x, batch=None, batch_size=None):
+class _WholeBatchMasked(torch.nn.Module):
+    def forward(self, x: torch.Tensor, batch: torch.Tensor | None = None,
+                batch_size: int | None = None) -> torch.Tensor:
         if batch is None:
             mask = mask_for_rows(x.shape[0])
             if mask is not None:
@@ -45,5 +47,5 @@ class MaskedInstanceNorm(_WholeBatchMasked, InstanceNorm):
 
 
 #: stock class -> masked subclass (same parameters, buffers and state_dict keys)
-MASKED_PYG_NORMS = {LayerNorm: MaskedLayerNorm, GraphNorm: MaskedGraphNorm,
+MASKED_PYG_NORMS: dict[type, type] = {LayerNorm: MaskedLayerNorm, GraphNorm: MaskedGraphNorm,
                     PairNorm: MaskedPairNorm, InstanceNorm: MaskedInstanceNorm}

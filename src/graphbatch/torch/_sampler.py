@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from typing import Any, Iterator
+from collections.abc import Iterable, Iterator
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 from torch.utils.data import DistributedSampler, Sampler
@@ -33,20 +35,23 @@ class PlannedBatch(list):
 
     __slots__ = ("shape", "epoch", "batch")
 
-    def __init__(self, indices, shape: tuple[int, int, int], epoch: int = 0, batch: int = 0):
+    def __init__(self, indices: Iterable[int], shape: tuple[int, int, int], epoch: int = 0,
+                 batch: int = 0) -> None:
         super().__init__(indices)
-        self.shape = tuple(int(s) for s in shape)
+        n_node, n_edge, n_graph = shape
+        self.shape = (int(n_node), int(n_edge), int(n_graph))
         self.epoch = int(epoch)
         self.batch = int(batch)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[PlannedBatch], tuple[list[int], tuple[int, int, int],
+                                                           int, int]]:
         return (PlannedBatch, (list(self), self.shape, self.epoch, self.batch))
 
     def __repr__(self) -> str:
         return f"PlannedBatch({list.__repr__(self)}, shape={self.shape})"
 
 
-def _dist():
+def _dist() -> ModuleType | None:
     import torch.distributed as dist
 
     return dist if dist.is_available() and dist.is_initialized() else None
@@ -67,7 +72,7 @@ def distributed_world(num_replicas: int | None, rank: int | None) -> tuple[int, 
     return num_replicas, rank
 
 
-def _canonical(value) -> Any:
+def _canonical(value: Any) -> Any:
     """A plain, comparable form of a planning option (tuples -> lists, numpy -> Python)."""
     if isinstance(value, Budget):
         return [value.n_node, value.n_edge, value.n_graph]
@@ -238,7 +243,8 @@ class PlanBatchSampler(Sampler[list]):
         """The current epoch's plan."""
         return self.plan_for_epoch()
 
-    def _planned(self, epoch: int, world: tuple[int, int] | None = None):
+    def _planned(self, epoch: int,
+                 world: tuple[int, int] | None = None) -> tuple[BatchPlan, np.ndarray]:
         world = world or self._world_seen or self.world()
         if self._cache is None or self._cache[0] != (epoch, world[0], world[1]):
             kwargs = dict(self._kwargs)
@@ -260,7 +266,8 @@ class PlanBatchSampler(Sampler[list]):
         counts = np.bincount(p.rank, minlength=num_replicas)
         if counts.shape[0] != num_replicas or (counts != counts[0]).any():
             raise InputError(
-                f"distributed plan gives ranks unequal step counts {counts.tolist()}; DDP would hang"
+                f"distributed plan gives ranks unequal step counts {counts.tolist()}; "
+                "DDP would hang"
             )
         return p.rank_batches(rank)
 
@@ -286,7 +293,7 @@ class PlanBatchSampler(Sampler[list]):
         self.cursor.set_epoch(epoch)
 
     @property
-    def sampler(self) -> "PlanGraphSampler":
+    def sampler(self) -> PlanGraphSampler:
         """This rank's graphs of the current epoch as a ``DistributedSampler`` (see
         `PlanGraphSampler`); ``set_epoch`` on it moves this sampler's epoch."""
         return self._graph_sampler
@@ -344,7 +351,7 @@ class PlanBatchSampler(Sampler[list]):
                              f"{this.epoch}")
         return mine
 
-    def _batches(self, this: Pass, count: bool):
+    def _batches(self, this: Pass, count: bool) -> Iterator[PlannedBatch]:
         if count:  # used directly: this runs when the first batch is drawn
             if self.cursor.superseded(this.id):
                 # set_epoch / load_state_dict after iter() and before the first batch: they
@@ -419,7 +426,7 @@ class PlanBatchSampler(Sampler[list]):
             allow_missing_fingerprint=allow_missing_fingerprint)
         self.cursor.resume_at(epoch, offset)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_cache"] = None  # re-planned on demand (a plan can be large)
         state["_world_seen"] = None  # the world is read again where it is unpickled
@@ -439,7 +446,7 @@ class PlanGraphSampler(DistributedSampler):
     (``plan_for_epoch``, ``state_dict``, ...).
     """
 
-    def __init__(self, batch_sampler: PlanBatchSampler) -> None:  # noqa: D107
+    def __init__(self, batch_sampler: PlanBatchSampler) -> None:
         # DistributedSampler.__init__ needs a dataset and a process group; none applies here
         self.batch_sampler = batch_sampler
         self.drop_last = False
@@ -453,7 +460,7 @@ class PlanGraphSampler(DistributedSampler):
     def set_epoch(self, epoch: int) -> None:
         self.batch_sampler.set_epoch(epoch)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         # the rest of the batch sampler's interface (plan_for_epoch, state_dict, ...), so code
         # written when `PlanLoader.sampler` was the batch sampler keeps working
         if name.startswith("_") or name == "batch_sampler":

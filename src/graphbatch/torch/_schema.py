@@ -9,8 +9,9 @@ graph (1, a 0-d tensor, or e.g. the 3 rows of a ``[3, 3]`` cell) graph-level.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -88,7 +89,8 @@ class FieldSpec:
             raise InputTypeError(f"FieldSpec.cat_dim must be an int or None, got {self.cat_dim!r}")
         if self.count is not None:
             if self.count not in ("node", "edge"):
-                raise InputError(f"FieldSpec.count must be None, 'node' or 'edge', got {self.count!r}")
+                raise InputError("FieldSpec.count must be None, 'node' or 'edge', got "
+                                 f"{self.count!r}")
             if self.level != "graph" or self.kind != "tensor" or self.inc != "none":
                 raise InputError("a count field must be a graph-level tensor without increment")
             if self.rows != 1:
@@ -131,12 +133,14 @@ class Schema(Mapping[str, FieldSpec]):
         inner = ", ".join(f"{k}: {v.level}" for k, v in self._fields.items())
         return f"Schema({inner})"
 
-    def with_pad(self, **pads: Any) -> "Schema":
+    def with_pad(self, **pads: Any) -> Schema:
         """A copy with other pad values, e.g. ``schema.with_pad(y=float("nan"))``."""
         unknown = sorted(set(pads) - set(self._fields))
         if unknown:
-            raise UnknownNameError(f"schema has no field(s) {', '.join(unknown)}; fields: {list(self)}")
-        return Schema({k: replace(v, pad=pads[k]) if k in pads else v for k, v in self._fields.items()})
+            raise UnknownNameError(f"schema has no field(s) {', '.join(unknown)}; "
+                                   f"fields: {list(self)}")
+        return Schema({k: replace(v, pad=pads[k]) if k in pads else v
+                       for k, v in self._fields.items()})
 
     def node_anchor(self) -> str | None:
         """First node-level tensor field with no increment: it defines each graph's node count."""
@@ -146,7 +150,7 @@ class Schema(Mapping[str, FieldSpec]):
         return None
 
 
-def _keys(graph) -> list[str]:
+def _keys(graph: Any) -> list[str]:
     """Attribute names of a graph: a mapping's keys, PyG ``Data.keys()``, or ``keys`` of an
     old-style ``Data`` where it is a property listing the non-``None`` attributes (MACE's
     ``AtomicData``)."""
@@ -158,11 +162,12 @@ def _keys(graph) -> list[str]:
     try:
         keys = list(keys)
     except TypeError:
-        raise InputTypeError(f"a graph must be a PyG Data or a mapping, got {type(graph).__name__}") from None
+        raise InputTypeError("a graph must be a PyG Data or a mapping, got "
+                        f"{type(graph).__name__}") from None
     return [k for k in keys if k != "num_nodes" and k not in RECOMPUTED_KEYS]
 
 
-def _num_nodes(graph, edge_index) -> int:
+def _num_nodes(graph: Any, edge_index: torch.Tensor) -> int:
     """Node count: ``num_nodes`` (PyG infers it for ``Data``); for a dict without ``num_nodes``,
     the dim-0 size of its first tensor field other than ``edge_index``."""
     if not isinstance(graph, Mapping):
@@ -178,7 +183,7 @@ def _num_nodes(graph, edge_index) -> int:
     return int(n)
 
 
-def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
+def infer_schema(graphs: Iterable[Any], *, pad: Mapping[str, Any] | None = None) -> Schema:
     """Infer the `Schema` of a list of graphs (PyG ``Data`` or plain dicts of tensors).
 
     For ``Data`` the concatenation dimension and increment of each attribute come from the
@@ -234,11 +239,12 @@ def infer_schema(graphs, *, pad: Mapping[str, Any] | None = None) -> Schema:
             fields[key] = replace(fields[key], pad=pad[key])
     unknown = sorted(set(pad) - set(fields))
     if unknown:
-        raise UnknownNameError(f"pad given for unknown field(s) {', '.join(unknown)}; fields: {list(fields)}")
+        raise UnknownNameError(f"pad given for unknown field(s) {', '.join(unknown)}; "
+                               f"fields: {list(fields)}")
     return Schema(fields)
 
 
-def _node_count_source(graph) -> str | None:
+def _node_count_source(graph: Any) -> str | None:
     """The field a dict without ``num_nodes`` takes its node count from (see `_num_nodes`)."""
     if "num_nodes" in graph:
         return None
@@ -246,7 +252,8 @@ def _node_count_source(graph) -> str | None:
                  if k != EDGE_INDEX and isinstance(v, torch.Tensor) and v.dim() >= 1), None)
 
 
-def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> FieldSpec:
+def _infer_tensor_field(key: str, graphs: Sequence[Any], node_counts: Sequence[int],
+                        edge_counts: Sequence[int], is_mapping: bool) -> FieldSpec:
     first = graphs[0]
     value = first[key]
     if is_mapping:
@@ -302,7 +309,7 @@ def _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping) -> Fi
     return FieldSpec(level, d, inc, 0, dtype=value.dtype, shape=shape)
 
 
-def _describe(v) -> str:
+def _describe(v: object) -> str:
     if isinstance(v, torch.Tensor):
         return f"a tensor of shape {tuple(v.shape)}"
     return f"a {type(v).__name__}"

@@ -43,7 +43,8 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -61,7 +62,7 @@ _ALIGN = 64
 START_LOCK = threading.Lock()
 
 #: Main process: the receiver of each live ring by token (for ``SlotBatch.pin_memory``).
-_RECEIVERS: "weakref.WeakValueDictionary[int, SlotReceiver]" = weakref.WeakValueDictionary()
+_RECEIVERS: weakref.WeakValueDictionary[int, SlotReceiver] = weakref.WeakValueDictionary()
 
 
 class SlotBatch:
@@ -80,11 +81,11 @@ class SlotBatch:
         self.shape = shape
         self.real_graphs = real_graphs
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[SlotBatch], tuple[int, int, int, int, Any, int]]:
         return (SlotBatch, (self.token, self.slot, self.ticket, self.nbytes, self.shape,
                             self.real_graphs))
 
-    def pin_memory(self, device=None):
+    def pin_memory(self, device: torch.device | str | None = None) -> Any:
         """The batch copied out of its slot straight into pinned memory (called by DataLoader's
         pin-memory thread in the main process; ``device`` is ignored, as by ``Tensor``)."""
         receiver = _RECEIVERS.get(self.token)
@@ -174,12 +175,13 @@ class SlotRing:
             raise RuntimeError(f"slot {msg.slot} no longer holds {msg} (ticket "
                                f"{self._ticket(msg.slot)}): the worker hand-off invariant broke")
         at = msg.slot * self.stride + HEADER_BYTES
+        out: np.ndarray | torch.Tensor
         if pin:
             out = _pinned_buffer(msg.nbytes)
             out.copy_(self.memory[at:at + msg.nbytes])
         else:
-            out = np.empty(msg.nbytes, dtype=np.uint8)
-            np.copyto(out, self._bytes()[at:at + msg.nbytes])
+            out = host = np.empty(msg.nbytes, dtype=np.uint8)
+            np.copyto(host, self._bytes()[at:at + msg.nbytes])
         if self._ticket(msg.slot) != msg.ticket:
             raise RuntimeError(f"slot {msg.slot} was rewritten while {msg} was copied out: "
                                "the worker hand-off invariant broke")
@@ -202,7 +204,7 @@ class SlotReceiver:
         self.build = build
         _RECEIVERS[ring.token] = self
 
-    def receive(self, item, *, pin: bool = False):
+    def receive(self, item: Any, *, pin: bool = False) -> Any:
         if not isinstance(item, SlotBatch):
             return item
         if item.token != self.ring.token:

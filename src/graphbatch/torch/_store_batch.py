@@ -10,11 +10,14 @@ per-graph object is made. `graphbatch.torch.loader` takes this path for a `Graph
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from torch.utils.data import Dataset, get_worker_info
 
 from .._errors import InputError, InputTypeError
@@ -25,23 +28,29 @@ from ._sampler import PlannedBatch
 from ._schema import EDGE_INDEX, FieldSpec, Schema, torch_dtype
 from ._slots import START_LOCK, SlotBatch, SlotReceiver, SlotRing
 
-__all__ = ["StoreBatcher", "StoreCollater", "StoreIndices", "is_graph_store", "store_batch", "store_schema"]
+if TYPE_CHECKING:
+    from ..datasets import GraphStore
+    from ._loader import PlanLoader
+    from ._preset import StoreView
+
+__all__ = ["StoreBatcher", "StoreCollater", "StoreIndices", "is_graph_store", "store_batch",
+           "store_schema"]
 
 _STRUCTURE = ("batch", "ptr", "node_mask", "edge_mask", "graph_mask", "graph_index")
 
 
-def is_graph_store(obj) -> bool:
+def is_graph_store(obj: object) -> bool:
     """Whether ``obj`` is a `graphbatch.datasets.GraphStore` (without importing the datasets
     package when it was never imported)."""
     mod = sys.modules.get("graphbatch.datasets._store")
     return mod is not None and isinstance(obj, mod.GraphStore)
 
 
-def _torch_dtypes(store) -> dict[str, np.dtype]:
+def _torch_dtypes(store: GraphStore) -> dict[str, np.dtype]:
     return {name: torch_dtype(spec["dtype"]) for name, spec in store.fields.items()}
 
 
-def store_schema(store) -> Schema:
+def store_schema(store: GraphStore) -> Schema:
     """The `Schema` of a store's torch view, from its field table: ``edge_index`` ``[2, E]``
     offset by node counts; node/edge fields along dim 0; graph fields ``[1, ...]`` per graph;
     nothing else offset. Equals `infer_schema` of ``store.to_torch()`` graphs."""
@@ -56,7 +65,7 @@ def store_schema(store) -> Schema:
     return Schema(fields)
 
 
-def _check_schema(store, schema: Schema) -> dict[str, Any]:
+def _check_schema(store: GraphStore, schema: Schema) -> dict[str, Any]:
     """Pad values of a user schema, after checking it describes the store's fields."""
     want = store_schema(store)
     if set(schema) != set(want):
@@ -84,7 +93,7 @@ def _torch_dtype(dt: np.dtype) -> torch.dtype:
     return t
 
 
-def _shared_allocator():
+def _shared_allocator() -> tuple[Callable[[int], np.ndarray], list[torch.Tensor]]:
     """``(allocate, holder)``: ``allocate(nbytes)`` makes a ``uint8`` tensor in shared memory
     (appended to ``holder``) and returns its NumPy view, for `pad_batch` in a DataLoader
     worker: the batch then travels to the main process as one shared block, not one per
@@ -99,7 +108,8 @@ def _shared_allocator():
     return allocate, holder
 
 
-def _as_tensors(padded: PaddedArrays, keys, base: torch.Tensor | None) -> dict[str, torch.Tensor]:
+def _as_tensors(padded: PaddedArrays, keys: Iterable[str],
+                base: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """The batch's field and structure arrays as tensors sharing its memory: views of ``base``
     (the batch's buffer as one tensor, in workers) or ``torch.from_numpy`` per array."""
     if base is None:
@@ -111,10 +121,11 @@ def _as_tensors(padded: PaddedArrays, keys, base: torch.Tensor | None) -> dict[s
     arrays = {key: padded.fields[key] for key in keys}
     arrays.update({key: getattr(padded, attr) for key, attr in _STRUCT_KEYS.items()})
     offsets = padded.offsets
-    attr = {**{key: key for key in keys}, **_STRUCT_KEYS}
+    assert offsets is not None  # a batch made in one buffer has its offsets
+    names = {**{key: key for key in keys}, **_STRUCT_KEYS}
     out = {}
     for key, a in arrays.items():
-        at = offsets[attr[key]]
+        at = offsets[names[key]]
         out[key] = base[at:at + a.nbytes].view(_torch_dtype(a.dtype)).view(a.shape)
     return out
 
@@ -126,8 +137,10 @@ class StoreBatcher:
     levels must be the store's. Picklable (the store re-opens in another process and checks
     it is still the same file)."""
 
-    def __init__(self, store, schema: Schema | None = None, *, cutoff: float | None = None,
-                 position_key: str = "pos", as_dict: bool = False, view=None) -> None:
+    def __init__(self, store: GraphStore, schema: Schema | None = None, *,
+                 cutoff: float | None = None,
+                 position_key: str = "pos", as_dict: bool = False,
+                 view: StoreView | None = None) -> None:
         self.store = store
         self.schema = store_schema(store) if schema is None else schema
         self._pads = _check_schema(store, self.schema)
@@ -153,7 +166,8 @@ class StoreBatcher:
         state["_fields_only"] = None
         return state
 
-    def __call__(self, index, shape, ring: SlotRing | None = None):
+    def __call__(self, index: ArrayLike, shape: tuple[int, int, int],
+                 ring: SlotRing | None = None) -> Any:
         """The padded batch of graphs ``index``. In a DataLoader worker given the ``ring`` of
         its pass (`StoreCollater` does), the batch is written into the worker's next slot and
         a `SlotBatch` message comes back instead (the main's `SlotReceiver` turns it into the
@@ -181,6 +195,7 @@ class StoreBatcher:
                                        index_dtype=np.int64, pad=self._pads, **options)
         if claimed is not None:
             slot, ticket, nbytes = claimed
+            assert ring is not None  # only a ring's slot is claimed
             return SlotBatch(ring.token, slot, ticket, nbytes, padded.shape, padded.num_real[0])
         # tensors share this batch's new buffer (never reused for another batch)
         tensors = _as_tensors(padded, self._keys, holder[0] if options else None)
@@ -221,12 +236,13 @@ class StoreBatcher:
                                              np.zeros((2, 0), np.int64), **per_level)
         return self._fields_only
 
-    def buffer_bytes(self, shape) -> int:
+    def buffer_bytes(self, shape: Sequence[int]) -> int:
         """Bytes of the buffer of one padded batch of ``shape`` (``(n_node, n_edge,
         n_graph)``)."""
-        return self._views(tuple(int(s) for s in shape))[0]
+        n_node, n_edge, n_graph = (int(s) for s in shape)
+        return self._views((n_node, n_edge, n_graph))[0]
 
-    def from_buffer(self, base: np.ndarray | torch.Tensor, msg: SlotBatch):
+    def from_buffer(self, base: np.ndarray | torch.Tensor, msg: SlotBatch) -> Any:
         """The batch of a `SlotBatch` from its copied-out buffer ``base`` (1-D ``uint8``, NumPy
         or -- pinned -- torch): the same ``Batch`` (or dict) the worker would have built, every
         tensor a view of ``base``."""
@@ -234,6 +250,7 @@ class StoreBatcher:
         if nbytes != msg.nbytes or base.shape[0] != nbytes:
             raise RuntimeError(f"{msg} has {msg.nbytes} bytes, but a batch of shape "
                                f"{msg.shape} of this store has {nbytes}")
+        counts: np.ndarray | torch.Tensor
         if isinstance(base, np.ndarray):
             # NumPy views wrapped by from_numpy: ~3x faster than slicing a tensor
             tensors = {key: torch.from_numpy(np.ndarray(shp, dt, base, a))
@@ -245,8 +262,8 @@ class StoreBatcher:
             counts = base[at:end].view(torch.int64)
         return self._assemble(tensors, msg.shape, msg.real_graphs, counts.tolist)
 
-    def _assemble(self, tensors: dict[str, torch.Tensor], shape: tuple[int, int, int],
-                  real_graphs: int, node_counts):
+    def _assemble(self, tensors: dict[str, Any], shape: tuple[int, int, int],
+                  real_graphs: int, node_counts: Callable[[], list[int]]) -> Any:
         """The ``Batch`` (or dict) of one padded batch from its tensors (`_as_tensors`);
         ``node_counts()`` gives the nodes per graph slot (read only when needed)."""
         n_graph = shape[2]
@@ -288,7 +305,7 @@ def _batch_classes() -> tuple[type, type, type]:
     return _CLASSES[0], _CLASSES[1], _CLASSES[2]
 
 
-def _set_all(batch, tensors: dict[str, torch.Tensor]) -> None:
+def _set_all(batch: Any, tensors: dict[str, torch.Tensor]) -> None:
     """``batch[key] = value`` for every entry, on a ``Batch`` just made: straight into its
     storage's mapping (what PyG's ``__setitem__`` does for a non-``None`` value after dropping
     cached keys, of which a new ``Batch`` has none), else item by item."""
@@ -300,8 +317,10 @@ def _set_all(batch, tensors: dict[str, torch.Tensor]) -> None:
             batch[key] = value
 
 
-def store_batch(store, index, shape, *, schema: Schema | None = None,
-                cutoff: float | None = None, position_key: str = "pos", as_dict: bool = False):
+def store_batch(store: GraphStore, index: ArrayLike, shape: tuple[int, int, int], *,
+                schema: Schema | None = None,
+                cutoff: float | None = None, position_key: str = "pos",
+                as_dict: bool = False) -> Any:
     """Graphs ``index`` of ``store`` as one padded PyG ``Batch`` of ``shape`` (or the
     `graphbatch.torch.collate_dict` dict with ``as_dict=True``), equal to
     ``collate([store.to_torch()[i] for i in index], shape, graph_index=index, ...)``.
@@ -314,16 +333,16 @@ class StoreIndices(Dataset):
     """A store seen by the DataLoader on the batch path: fetching a batch returns its index
     list unchanged; `StoreCollater` reads the graphs, knowing the padded shape."""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store: GraphStore) -> None:
         self.store = store
 
     def __len__(self) -> int:
         return len(self.store)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> int:
         return i
 
-    def __getitems__(self, batch):
+    def __getitems__(self, batch: list[int]) -> list[int]:
         return batch
 
 
@@ -341,8 +360,10 @@ class StoreCollater:
     #: through a shared block of their own).
     HEADROOM = 1.25
 
-    def __init__(self, store, schema: Schema | None = None, *, cutoff=None,
-                 position_key: str = "pos", as_dict: bool = False, view=None) -> None:
+    def __init__(self, store: GraphStore, schema: Schema | None = None, *,
+                 cutoff: float | None = None,
+                 position_key: str = "pos", as_dict: bool = False,
+                 view: StoreView | None = None) -> None:
         self.batcher = StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key,
                                     as_dict=as_dict, view=view)
         self._ring: SlotRing | None = None  # set only while `start_pass` starts workers
@@ -351,13 +372,13 @@ class StoreCollater:
     def schema(self) -> Schema:
         return self.batcher.schema
 
-    def __call__(self, item):
+    def __call__(self, item: tuple[PlannedBatch, Any]) -> Any:
         batch, _ = item
         if not isinstance(batch, PlannedBatch):
             raise InputTypeError("StoreCollater needs batches from a PlanBatchSampler")
         return self.batcher(np.asarray(batch, dtype=np.int64), batch.shape, self._ring)
 
-    def slot_bytes(self, loader) -> int:
+    def slot_bytes(self, loader: PlanLoader) -> int:
         """Slot capacity for ``loader``'s workers: the largest batch buffer of its current
         epoch's plan or of its budget (plus the spare padding nodes), times `HEADROOM`."""
         sampler = loader.plan_sampler
@@ -370,7 +391,8 @@ class StoreCollater:
         most = max((self.batcher.buffer_bytes(s) for s in shapes), default=0)
         return int(most * self.HEADROOM)
 
-    def start_pass(self, loader, start: Callable[[], Any]):
+    def start_pass(self, loader: PlanLoader,
+                   start: Callable[[], Any]) -> tuple[Any, SlotReceiver | None]:
         """Start a pass of ``loader`` (a `PlanLoader` over this collater) with ``start()`` (the
         ``DataLoader.__iter__``): ``(iterator, receive)``, where ``receive(batch)`` turns what
         the iterator yields into the batch (``None`` without workers). New workers get a new
@@ -387,6 +409,7 @@ class StoreCollater:
                 if it is not reused:  # pragma: no cover - DataLoader made new workers anyway
                     receiver = None
                 return it, receiver
+            assert loader.prefetch_factor is not None  # DataLoader sets it with workers
             ring = SlotRing(workers, int(loader.prefetch_factor) + 2, self.slot_bytes(loader))
             receiver = SlotReceiver(ring, self.batcher.from_buffer)
             self._ring = ring
@@ -394,8 +417,6 @@ class StoreCollater:
                 it = start()
             finally:
                 self._ring = None
-            try:
+            with contextlib.suppress(AttributeError):  # an iterator with __slots__
                 it._graphbatch_receiver = receiver  # kept as long as its workers live
-            except AttributeError:  # pragma: no cover - an iterator with __slots__
-                pass
         return it, receiver

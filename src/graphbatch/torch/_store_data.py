@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch.utils.data import Dataset
@@ -21,10 +23,10 @@ class StoreData(Data):
     name contains ``index`` -- QM9's GDB id ``index``, code graphs' ``file_index`` -- as node
     indices and add node offsets to it in a batch.)"""
 
-    def __cat_dim__(self, key, value, *args, **kwargs):
+    def __cat_dim__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> int:
         return 1 if key == "edge_index" else 0
 
-    def __inc__(self, key, value, *args, **kwargs):
+    def __inc__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
         return self.num_nodes if key == "edge_index" else 0
 
 
@@ -44,14 +46,14 @@ class GraphStoreDataset(Dataset):
     (``graphbatch.torch.loader(store, ...)`` on the `GraphStore` itself reads whole padded
     batches instead, without per-graph objects.)"""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store: Any) -> None:
         """``store``: an open `graphbatch.datasets.GraphStore` (or sharded store)."""
         self.store = store
 
     def __len__(self) -> int:
         return len(self.store)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> StoreData:
         i = int(i)
         graph = self.store.get(i)
         return to_data(graph, self.store.n_node[i % len(self.store)])

@@ -9,8 +9,9 @@ what the tests use to check the fit and the search without timing anything.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -130,14 +131,14 @@ class SimulatedBackend(Backend):
     def memory_kind(self) -> str:  # type: ignore[override]
         return "simulated" if self.memory_bytes is not None else "none"
 
-    def _time(self, shape, mode: str) -> float:
+    def _time(self, shape: tuple[int, int, int], mode: str) -> float:
         self.calls += 1
         t = float(self.step_ms(*shape, mode))
         if self.noise:
             t *= float(np.exp(self.rng.normal(0.0, self.noise)))
         return t
 
-    def _first(self, shape, mode: str) -> float:
+    def _first(self, shape: tuple[int, int, int], mode: str) -> float:
         t = self._time(shape, mode)
         if mode != "eager" and tuple(shape) not in self.compiled[mode]:
             self.compiled[mode].add(tuple(shape))
@@ -161,15 +162,16 @@ class SimulatedBackend(Backend):
 
 
 class _SimulatedRun(RequestRun):
-    def __init__(self, backend: SimulatedBackend, request, mode: str, world_size: int) -> None:
+    def __init__(self, backend: SimulatedBackend, request: dict[str, Any], mode: str,
+                 world_size: int) -> None:
         self.backend, self.mode = backend, mode
         plan = make_plan(backend.sizes, world_size=world_size, **request)
-        self.shapes = [tuple(int(x) for x in r) for r in step_shapes(plan).tolist()]
+        self.shapes = [(int(n), int(e), int(g)) for n, e, g in step_shapes(plan).tolist()]
         idx = plan.rank_batches(0)
         self.graphs = np.diff(plan.offsets)[idx].tolist()
         self.k = 0
 
-    def step(self):
+    def step(self) -> tuple[float, tuple[int, int, int], int]:
         i = self.k % len(self.shapes)
         self.k += 1
         self.last = shape = self.shapes[i]

@@ -20,8 +20,9 @@ budgets of the grid's ends. Every decision here is integer arithmetic.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -13,9 +13,10 @@ configurations most likely to be chosen are measured where they run.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["design_probes", "targeted_probes"]
 
@@ -28,8 +29,9 @@ def _grid(shapes: np.ndarray) -> np.ndarray:
     return ((shapes - lo) * _GRID) // span  # int64: shapes <= 2**40, products <= 2**60
 
 
-def design_probes(shapes, weights, count: int, *, chosen: Sequence[int] = (),
-                  eligible=None) -> list[int]:
+def design_probes(shapes: np.ndarray, weights: ArrayLike, count: int, *,
+                  chosen: Sequence[int] = (),
+                  eligible: ArrayLike | None = None) -> list[int]:
     """Indices into ``shapes`` (``[M, 3]`` int64) of up to ``count`` probes (including the
     already ``chosen`` ones, which come first), by greedy maximin from the most used shape
     (``weights``: candidate steps per shape). ``eligible`` (bool ``[M]``): the shapes the design
@@ -67,7 +69,8 @@ def design_probes(shapes, weights, count: int, *, chosen: Sequence[int] = (),
     return out
 
 
-def targeted_probes(shapes, leaders: Sequence[tuple[np.ndarray, np.ndarray]], chosen: Sequence[int],
+def targeted_probes(shapes: np.ndarray, leaders: Sequence[tuple[np.ndarray, np.ndarray]],
+                    chosen: Sequence[int],
                     count: int, *, min_gap_per_mille: int = 20) -> list[int]:
     """Indices of up to ``count`` further probes: the shapes ``leaders`` use most (each a pair
     ``(shapes [S, 3], steps [S])`` of a leading candidate, best first), round robin: every
@@ -84,7 +87,7 @@ def targeted_probes(shapes, leaders: Sequence[tuple[np.ndarray, np.ndarray]], ch
         for j in picked:
             b = shapes[j]
             if all(abs(int(x) - int(y)) * 1000 <= min_gap_per_mille * max(int(x), int(y), 1)
-                   for x, y in zip(a, b)):
+                   for x, y in zip(a, b, strict=True)):
                 return True
         return False
 

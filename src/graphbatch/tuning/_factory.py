@@ -22,12 +22,17 @@ training step of ``graphbatch bench``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InputError, UnknownNameError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["TuneStep", "as_tune_step", "builtin_models", "resolve_factory"]
 
@@ -47,7 +52,7 @@ class TuneStep:
     memory_bytes: Callable[[Any], int] | None = None
 
 
-def as_tune_step(obj) -> TuneStep:
+def as_tune_step(obj: object) -> TuneStep:
     """A factory's result as a `TuneStep` (a plain callable is its step)."""
     if isinstance(obj, TuneStep):
         return obj
@@ -58,7 +63,7 @@ def as_tune_step(obj) -> TuneStep:
 
 
 # --------------------------------------------------------------------------- torch built-ins
-def _target(batch):
+def _target(batch: Any) -> torch.Tensor:
     """The regression target of a padded batch: column 0 of the graph field ``y`` (QM9 stores:
     ``mu``; any column times the same), zeros when the batch has none."""
     import torch
@@ -70,7 +75,7 @@ def _target(batch):
 
 
 def _torch_reference(name: str) -> Callable[..., TuneStep]:
-    def factory(*, device: str, compile: bool, source) -> TuneStep:
+    def factory(*, device: str, compile: bool, source: Any) -> TuneStep:
         import torch
 
         from ..bench import BenchConfig, bench_model, compile_padded
@@ -82,7 +87,7 @@ def _torch_reference(name: str) -> Callable[..., TuneStep]:
         fn = compile_padded(model, cfg) if compile else model
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
 
-        def step(batch):
+        def step(batch: Any) -> torch.Tensor:
             b = batch.to(device, non_blocking=True)
             opt.zero_grad(set_to_none=True)
             out = fn(**batch_inputs(b))
@@ -97,10 +102,10 @@ def _torch_reference(name: str) -> Callable[..., TuneStep]:
     return factory
 
 
-_MACE_GRAPHS: "weakref.WeakKeyDictionary[Any, list]" = weakref.WeakKeyDictionary()
+_MACE_GRAPHS: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
 
 
-def _mace_factory(*, device: str, compile: bool, source) -> TuneStep:
+def _mace_factory(*, device: str, compile: bool, source: Any) -> TuneStep:
     """The bench's small MACE (energies + forces, `graphbatch.atomistic.energy_force_loss`) on
     MACE ``AtomicData`` built from the source's atoms (``z``, ``pos``) by MACE's own neighbour
     list at r_max = 5 Å; energy and force targets 0 (tune measures speed)."""
@@ -138,10 +143,8 @@ def _mace_factory(*, device: str, compile: bool, source) -> TuneStep:
                                                         "forces": np.zeros((len(g["z"]), 3))},
                                  property_weights={})
             graphs.append(AtomicData.from_config(conf, z_table=table, cutoff=r_max))
-        try:
+        with contextlib.suppress(TypeError):
             _MACE_GRAPHS[source] = graphs  # the compiled and the eager step convert once
-        except TypeError:
-            pass
     n_node = np.array([int(d.positions.shape[0]) for d in graphs])
     n_edge = np.array([int(d.edge_index.shape[1]) for d in graphs])
     data = MaceData(graphs, [], GraphSizes(n_node, n_edge), 1.0, "", len(graphs),
@@ -151,7 +154,7 @@ def _mace_factory(*, device: str, compile: bool, source) -> TuneStep:
     fn = compile_padded(model, cfg) if compile else model
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
 
-    def step(batch):
+    def step(batch: dict[str, Any]) -> torch.Tensor:
         d = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         opt.zero_grad(set_to_none=True)
         if compile:  # MACE's prepare_graph leaves this to the caller
@@ -168,7 +171,7 @@ def _mace_factory(*, device: str, compile: bool, source) -> TuneStep:
 
 # --------------------------------------------------------------------------- JAX built-ins
 def _jax_reference(name: str) -> Callable[..., TuneStep]:
-    def factory(*, device: str, compile: bool, source) -> TuneStep:
+    def factory(*, device: str, compile: bool, source: Any) -> TuneStep:
         import jax
         import optax
 
@@ -181,21 +184,22 @@ def _jax_reference(name: str) -> Callable[..., TuneStep]:
         jitted = jax.jit(jax_train_step(model, opt))
         state: dict[str, Any] = {}
 
-        def init(pg):
+        def init(pg: Any) -> None:
             params = jax.jit(model.init, static_argnames="num_graphs")(
                 jax.random.PRNGKey(cfg.seed), **graph_inputs(pg))
             state["params"], state["opt"] = params, opt.init(params)
 
-        def step(pg):
+        def step(pg: Any) -> tuple[Any, Any, Any]:
             if not state:
                 init(pg)
             state["params"], state["opt"], loss = jitted(state["params"], state["opt"], pg)
             return loss, state["params"], state["opt"]  # ready only when the update is done
 
-        def memory_bytes(pg) -> int:
+        def memory_bytes(pg: Any) -> int:
             if not state:
                 init(pg)
-            mem = jitted.lower(state["params"], state["opt"], pg).compile().memory_analysis()
+            lowered = jitted.lower(state["params"], state["opt"], pg)
+            mem: Any = lowered.compile().memory_analysis()
             return int(mem.argument_size_in_bytes + mem.output_size_in_bytes
                        - mem.alias_size_in_bytes + mem.temp_size_in_bytes)
 
@@ -217,7 +221,8 @@ def builtin_models(framework: str = "torch") -> dict[str, Callable[..., TuneStep
     raise InputError(f"framework must be torch or jax, got {framework!r}")
 
 
-def resolve_factory(model, framework: str = "torch") -> Callable[..., Any]:
+def resolve_factory(model: str | Callable[..., Any],
+                    framework: str = "torch") -> Callable[..., Any]:
     """The factory for ``model``: a built-in name, ``"MODULE:FACTORY"`` (imported), or a
     callable (returned as is)."""
     if callable(model):
@@ -235,7 +240,7 @@ def resolve_factory(model, framework: str = "torch") -> Callable[..., Any]:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
         raise InputError(f"model {model!r}: cannot import module {mod_name!r} ({exc})") from None
-    obj = mod
+    obj: Any = mod
     for part in attr.split("."):
         obj = getattr(obj, part, None)
         if obj is None:

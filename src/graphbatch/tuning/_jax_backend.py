@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from .._errors import InputError
 from .._sizes import GraphSizes
 from ._backend import Backend, ProbeSpec, RequestRun
 from ._factory import TuneStep, as_tune_step, resolve_factory
+
+if TYPE_CHECKING:
+    from ..jax import JaxPlanLoader, PaddedGraphs
 
 __all__ = ["JaxBackend", "synthetic_graphs_tuples"]
 
@@ -47,7 +51,7 @@ def synthetic_graphs_tuples(sizes: GraphSizes, seed: int = 0) -> list:
     return out
 
 
-def _open_source(source, seed: int):
+def _open_source(source: Any, seed: int) -> tuple[Any, bool]:
     if isinstance(source, GraphSizes):
         return synthetic_graphs_tuples(source, seed), True
     if isinstance(source, (str, os.PathLike)):
@@ -60,7 +64,7 @@ def _open_source(source, seed: int):
     return source, False
 
 
-def _shape(pg) -> tuple[int, int, int]:
+def _shape(pg: Any) -> tuple[int, int, int]:
     return (int(pg.node_mask.shape[0]), int(pg.edge_mask.shape[0]), int(pg.graph_mask.shape[0]))
 
 
@@ -72,8 +76,9 @@ class JaxBackend(Backend):
     framework = "jax"
     modes = ("jit",)
 
-    def __init__(self, source, *, model="schnet", device: str = "cpu", seed: int = 0,
-                 progress=None) -> None:
+    def __init__(self, source: Any, *, model: str | Callable[..., Any] = "schnet",
+                 device: str = "cpu", seed: int = 0,
+                 progress: Callable[[str], object] | None = None) -> None:
         import jax
 
         platforms = {d.platform for d in jax.devices()}
@@ -105,7 +110,7 @@ class JaxBackend(Backend):
     def graph_sizes(self) -> GraphSizes:
         return self._sizes
 
-    def loader(self, request: dict[str, Any], world_size: int = 1):
+    def loader(self, request: dict[str, Any], world_size: int = 1) -> JaxPlanLoader:
         if world_size != 1:
             raise InputError("tune --framework jax measures one device; world_size must be 1")
         from ..jax import loader
@@ -113,7 +118,8 @@ class JaxBackend(Backend):
         return loader(self.dataset, sizes=self._sizes, prefetch=0,
                       **{**request, **self.loader_options})
 
-    def batch_at(self, request, epoch: int, step: int, world_size: int = 1):
+    def batch_at(self, request: dict[str, Any], epoch: int, step: int,
+                 world_size: int = 1) -> Any:
         ld = self.loader(request, world_size)
         ld.set_epoch(int(epoch))
         for i, pg in enumerate(ld):
@@ -121,7 +127,7 @@ class JaxBackend(Backend):
                 return pg
         raise InputError(f"the plan of {request} has no step {step} in epoch {epoch}")
 
-    def _timed(self, pg) -> float:
+    def _timed(self, pg: Any) -> float:
         import jax
 
         t0 = time.perf_counter()
@@ -142,7 +148,7 @@ class JaxBackend(Backend):
         fn = self.tune_step.memory_bytes
         return None if fn is None else int(fn(self.batches[key]))
 
-    def open_run(self, request, mode: str, world_size: int = 1) -> RequestRun:
+    def open_run(self, request: dict[str, Any], mode: str, world_size: int = 1) -> RequestRun:
         return _JaxRun(self, request, world_size)
 
     def info(self) -> dict[str, Any]:
@@ -158,13 +164,14 @@ class JaxBackend(Backend):
 
 
 class _JaxRun(RequestRun):
-    def __init__(self, backend: JaxBackend, request, world_size: int) -> None:
+    def __init__(self, backend: JaxBackend, request: dict[str, Any], world_size: int) -> None:
         self.backend, self.request, self.world_size = backend, request, world_size
         ld = backend.loader(request, world_size)
         ld.set_epoch(0)
-        self.it = iter(ld)
+        self.it: Iterator[PaddedGraphs] = iter(ld)
+        self.last: PaddedGraphs | None
 
-    def step(self):
+    def step(self) -> tuple[float, tuple[int, int, int], int]:
         self.last = pg = next(self.it)
         ms = self.backend._timed(pg)
         return ms, _shape(pg), int(np.asarray(pg.graph_mask).sum())

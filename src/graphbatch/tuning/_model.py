@@ -14,10 +14,12 @@ fitted to the others), as relative errors.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._errors import InputError
 
@@ -69,8 +71,9 @@ class ProbeMeasurement:
                 "peak_bytes": self.peak_bytes, "source": self.source, "phase": self.phase}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ProbeMeasurement":
-        return cls(tuple(int(x) for x in d["shape"]), str(d["mode"]),
+    def from_dict(cls, d: dict[str, Any]) -> ProbeMeasurement:
+        s = d["shape"]
+        return cls((int(s[0]), int(s[1]), int(s[2])), str(d["mode"]),
                    tuple(float(x) for x in d["step_ms"]), float(d["first_ms"]),
                    None if d.get("peak_bytes") is None else int(d["peak_bytes"]),
                    str(d.get("source", "")), str(d.get("phase", "design")))
@@ -94,7 +97,7 @@ class LinearCost:
     def predict_units(self, shape: Sequence[int]) -> int:
         """The prediction in integer units (exact Python-int arithmetic)."""
         total = int(self.intercept)
-        for f, c in zip(self.features, self.coef):
+        for f, c in zip(self.features, self.coef, strict=True):
             total += int(c) * int(shape[_COLUMN[f]])
         return total
 
@@ -119,14 +122,15 @@ class LinearCost:
                 "fit_rel_errors": list(self.fit_rel_errors)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "LinearCost":
+    def from_dict(cls, d: dict[str, Any]) -> LinearCost:
         return cls(tuple(d["features"]), int(d["intercept"]), tuple(int(c) for c in d["coef"]),
                    int(d["units"]), tuple(float(x) for x in d.get("loo_rel_errors", ())),
                    tuple(float(x) for x in d.get("fit_rel_errors", ())))
 
     def describe(self, unit: str) -> str:
         terms = [f"{self.intercept / self.units:.4g}"]
-        terms += [f"{c / self.units:.4g}*{f}" for f, c in zip(self.features, self.coef)]
+        terms += [f"{c / self.units:.4g}*{f}"
+                  for f, c in zip(self.features, self.coef, strict=True)]
         return f"{unit} = " + " + ".join(terms)
 
 
@@ -152,7 +156,7 @@ def _quantise(coef: np.ndarray, units: int) -> tuple[int, tuple[int, ...]]:
     return q[0], tuple(q[1:])
 
 
-def fit_linear(shapes, values, *, units: int,
+def fit_linear(shapes: ArrayLike, values: ArrayLike, *, units: int,
                feature_sets: Sequence[Sequence[str]] = FEATURE_SETS,
                criterion: str = "median") -> LinearCost:
     """Fit ``values`` (ms or bytes, > 0) over ``shapes`` (``[n, 3]`` plan shapes) with each of
@@ -171,13 +175,14 @@ def fit_linear(shapes, values, *, units: int,
         raise InputError("no probe measurements to fit")
     if not np.all(np.isfinite(y)) or (y <= 0).any():
         raise InputError(f"probe measurements must be finite and > 0, got {y.tolist()}")
-    best = None
+    best: tuple[float, int, tuple[str, ...], np.ndarray, tuple[float, ...],
+                tuple[float, ...]] | None = None
     for feats in feature_sets:
         feats = tuple(feats)
         x = _design(shapes, feats)
         n = y.shape[0]
         if n > x.shape[1]:
-            loo = []
+            loo: list[float] = []
             for i in range(n):
                 keep = np.arange(n) != i
                 c = _nnls_relative(x[keep], y[keep])
@@ -192,9 +197,11 @@ def fit_linear(shapes, values, *, units: int,
         cand = (score, len(feats), feats, coef, tuple(loo), fit)
         if best is None or (cand[0], cand[1]) < (best[0], best[1]):
             best = cand
-    _, _, feats, coef, loo, fit = best
+    if best is None:
+        raise InputError("no feature sets to fit")
+    _, _, feats, coef, loo_errors, fit = best
     intercept, q = _quantise(coef, units)
-    return LinearCost(feats, intercept, q, units, loo, fit)
+    return LinearCost(feats, intercept, q, units, loo_errors, fit)
 
 
 @dataclass(frozen=True)
@@ -216,7 +223,7 @@ class CompileCost:
                 "samples_ms": list(self.samples_ms)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CompileCost":
+    def from_dict(cls, d: dict[str, Any]) -> CompileCost:
         return cls(int(d["first_ms"]), int(d["per_shape_ms"]),
                    tuple(float(x) for x in d.get("samples_ms", ())))
 
@@ -274,7 +281,7 @@ class StepCostModel:
         """The time model as ``buckets``' integer ``shape_cost`` option: picoseconds per step
         ``[c0, c_node, c_edge, c_graph]`` and, per shape, the compile time spread over
         ``epochs`` (the per-epoch cost a shape adds)."""
-        coef = dict(zip(self.time.features, self.time.coef))
+        coef = dict(zip(self.time.features, self.time.coef, strict=True))
         per_shape = (self.compile.per_shape_ms * TIME_UNITS_PER_MS) // max(int(epochs), 1)
         return [max(0, int(self.time.intercept))] + [max(0, int(coef.get(f, 0)))
                                                     for f in ("n_node", "n_edge", "n_graph")] \
@@ -288,7 +295,7 @@ class StepCostModel:
                 "probes": [p.as_dict() for p in self.probes]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "StepCostModel":
+    def from_dict(cls, d: dict[str, Any]) -> StepCostModel:
         return cls(str(d["mode"]), LinearCost.from_dict(d["time"]),
                    CompileCost.from_dict(d["compile"]),
                    None if d.get("memory") is None else LinearCost.from_dict(d["memory"]),
@@ -300,7 +307,7 @@ def _memory_margin(memory: LinearCost, shapes: np.ndarray, peaks: Sequence[int])
     """Per mille by which measured peaks exceed their predictions: in-sample (exact integers)
     and held out (each probe against the fit without it), rounded up."""
     worst = 0
-    for s, p in zip(shapes.tolist(), peaks):
+    for s, p in zip(shapes.tolist(), peaks, strict=True):
         pred = memory.predict_units(s)
         if pred <= 0:
             return 1000 * 1000  # a non-positive fit under a real peak: no bound worth giving

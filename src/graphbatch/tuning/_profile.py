@@ -9,6 +9,7 @@ compiler performs after epoch 0).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,7 +98,7 @@ class PlanProfile:
         """Mean real graphs per batch."""
         return self.real_graphs / self.num_batches if self.num_batches else 0.0
 
-    def where(self, shape) -> tuple[int, int]:
+    def where(self, shape: Sequence[int]) -> tuple[int, int]:
         """``(epoch, step)`` where ``shape`` (a row of `all_shapes`) first appears."""
         t = tuple(int(x) for x in shape)
         for i, r in enumerate(self.shapes.tolist()):
@@ -118,7 +119,7 @@ class PlanProfile:
                 self.real_graphs, self.world_size)
 
 
-def _distinct(rows: np.ndarray):
+def _distinct(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     shapes, inverse, counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
     first = np.full(shapes.shape[0], rows.shape[0], np.int64)
@@ -139,7 +140,7 @@ def profile_plan(plan: BatchPlan, later: list[BatchPlan] | tuple = ()) -> PlanPr
         new = 0
         rows_e = step_shapes(p)
         uniq, first_e = np.unique(rows_e, axis=0, return_index=True)
-        for r, f in sorted(zip(uniq.tolist(), first_e.tolist()), key=lambda x: x[1]):
+        for r, f in sorted(zip(uniq.tolist(), first_e.tolist(), strict=True), key=lambda x: x[1]):
             if tuple(r) not in seen:
                 seen.add(tuple(r))
                 later_rows.append(r)

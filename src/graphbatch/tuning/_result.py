@@ -73,7 +73,7 @@ class TuneResult:
                 "settings": self.settings}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TuneResult":
+    def from_dict(cls, d: dict[str, Any]) -> TuneResult:
         if d.get("format") != TUNE_FORMAT:
             raise InputError(f"not a tune result (format {d.get('format')!r}, expected "
                              f"{TUNE_FORMAT!r})")
@@ -94,7 +94,7 @@ class TuneResult:
         return atomic_write_text(path, json.dumps(self.request, indent=1, sort_keys=True) + "\n")
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "TuneResult":
+    def load(cls, path: str | os.PathLike) -> TuneResult:
         with open(path, encoding="utf-8") as f:
             try:
                 d = json.load(f)

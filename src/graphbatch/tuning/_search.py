@@ -22,11 +22,13 @@ integer model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ._candidates import ProfiledCandidate
 from ._model import TIME_UNITS_PER_MS, StepCostModel
+from ._profile import PlanProfile
 
 __all__ = ["Prediction", "predict", "rank"]
 
@@ -112,14 +114,14 @@ class Prediction:
                 "steady_graphs_per_s": self.steady_graphs_per_s, "step_ms": self.step_ms}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Prediction":
+    def from_dict(cls, d: dict[str, Any]) -> Prediction:
         keys = ("label", "request", "mode", "index", "epochs", "steps", "world_size",
                 "real_graphs", "epoch_ps", "compile_ms", "shapes", "recompiles", "peak_bytes",
                 "node_efficiency", "edge_efficiency", "graphs_per_batch", "feasible", "reason")
         return cls(**{k: d[k] for k in keys}, plan_digest=str(d.get("plan_digest", "")))
 
 
-def _recompiles(profile, epochs: int) -> int:
+def _recompiles(profile: PlanProfile, epochs: int) -> int:
     """New shapes after epoch 0 over ``epochs`` epochs: those planned, plus the last planned
     epoch's count for every epoch not planned."""
     planned = int(sum(profile.later_new))
@@ -133,13 +135,14 @@ def predict(pc: ProfiledCandidate, model: StepCostModel, index: int, *, epochs: 
     """The `Prediction` of candidate ``pc`` under ``model`` (see the module docstring)."""
     prof = pc.profile
     epoch_ps = 0
-    for shape, n in zip(prof.shapes.tolist(), prof.steps.tolist()):
+    for shape, n in zip(prof.shapes.tolist(), prof.steps.tolist(), strict=True):
         epoch_ps += int(n) * model.step_ps(shape)
     recompiles = _recompiles(prof, epochs)
     shapes = prof.distinct_shapes
     compile_ms = model.compile.total_ms(shapes + recompiles)
     peaks = [model.peak_bytes(s) for s in prof.all_shapes().tolist()]
-    peak = None if any(p is None for p in peaks) else max(peaks, default=0)
+    known = [p for p in peaks if p is not None]
+    peak = None if len(known) < len(peaks) else max(known, default=0)
     feasible, reason = True, ""
     if memory_limit is not None:
         if peak is None:

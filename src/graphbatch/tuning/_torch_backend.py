@@ -24,7 +24,8 @@ import gc
 import os
 import sys
 import time
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,10 +34,15 @@ from .._sizes import GraphSizes
 from ._backend import Backend, ProbeSpec, RequestRun
 from ._factory import TuneStep, as_tune_step, resolve_factory
 
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+    from ..torch import PlanLoader
+
 __all__ = ["TorchBackend", "synthetic_dataset"]
 
 
-def synthetic_dataset(sizes: GraphSizes, seed: int = 0):
+def synthetic_dataset(sizes: GraphSizes, seed: int = 0) -> list[Data]:
     """PyG ``Data`` graphs with exactly ``sizes``: ``z`` (atomic numbers 1-9), ``pos`` (Å),
     random directed edges, ``y`` -- stand-ins for a size table's graphs (a step's cost depends on
     the padded shape, not on the values)."""
@@ -60,7 +66,7 @@ def synthetic_dataset(sizes: GraphSizes, seed: int = 0):
     return out
 
 
-def _open_source(source, seed: int):
+def _open_source(source: Any, seed: int) -> tuple[Any, bool]:
     """(dataset for the loader, whether it is synthetic)."""
     if isinstance(source, GraphSizes):
         return synthetic_dataset(source, seed), True
@@ -74,7 +80,7 @@ def _open_source(source, seed: int):
     return source, False
 
 
-def _storage_ptrs(batch) -> set[int]:
+def _storage_ptrs(batch: Any) -> set[int]:
     """Data pointers of the storages of a batch's tensors."""
     import torch
 
@@ -109,7 +115,7 @@ def _live_tensor_bytes(exclude: set[int] = frozenset()) -> int:  # type: ignore[
 
 
 @contextlib.contextmanager
-def _quiet_native_stderr():
+def _quiet_native_stderr() -> Iterator[None]:
     """Native (C++) writes to stderr dropped while inside: the profiler's start/stop lines and
     its one-time warning about blocks allocated before it started. Python's own stderr is
     flushed first and restored after (exceptions still propagate)."""
@@ -131,15 +137,15 @@ def _quiet_native_stderr():
         os.close(saved)
 
 
-def _allocation_peak(fn) -> int:
+def _allocation_peak(fn: Callable[[], Any]) -> int:
     """Peak of tensor bytes allocated (and not yet freed) while ``fn()`` runs, from the torch
     profiler's allocation events (bytes >= 0)."""
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_native_stderr():
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            fn()
+    with _quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU],
+                                         profile_memory=True) as prof:
+        fn()
     events = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
@@ -155,15 +161,17 @@ def _allocation_peak(fn) -> int:
     return peak
 
 
-def _plan_shape(batch, spare: int) -> tuple[int, int, int]:
+def _plan_shape(batch: Any, spare: int) -> tuple[int, int, int]:
     """The plan shape of a padded batch from its masks (a PyG ``Batch`` or a dict)."""
-    get = batch.get if isinstance(batch, dict) else (lambda k: getattr(batch, k))
+    get: Callable[[str], Any] = batch.get if isinstance(batch, dict) else (
+        lambda k: getattr(batch, k))
     return (int(get("node_mask").shape[0]) - spare, int(get("edge_mask").shape[0]),
             int(get("graph_mask").shape[0]))
 
 
-def _real_graphs(batch) -> int:
-    get = batch.get if isinstance(batch, dict) else (lambda k: getattr(batch, k))
+def _real_graphs(batch: Any) -> int:
+    get: Callable[[str], Any] = batch.get if isinstance(batch, dict) else (
+        lambda k: getattr(batch, k))
     return int(get("graph_mask").sum())
 
 
@@ -175,9 +183,10 @@ class TorchBackend(Backend):
 
     framework = "torch"
 
-    def __init__(self, source, *, model="schnet", device: str = "cpu",
+    def __init__(self, source: Any, *, model: str | Callable[..., Any] = "schnet",
+                 device: str = "cpu",
                  modes: tuple[str, ...] = ("compiled", "eager"), threads: int | None = None,
-                 seed: int = 0, progress=None) -> None:
+                 seed: int = 0, progress: Callable[[str], object] | None = None) -> None:
         import torch
 
         if device not in ("cpu", "cuda"):
@@ -220,7 +229,7 @@ class TorchBackend(Backend):
         return self._sizes
 
     # ----------------------------------------------------------------- batches
-    def loader(self, request: dict[str, Any], world_size: int = 1):
+    def loader(self, request: dict[str, Any], world_size: int = 1) -> PlanLoader:
         from ..torch import loader
 
         kw = dict(self.loader_options)
@@ -228,7 +237,8 @@ class TorchBackend(Backend):
             kw.update(num_replicas=world_size, rank=0)
         return loader(self.dataset, sizes=self._sizes, **request, **kw)
 
-    def batch_at(self, request: dict[str, Any], epoch: int, step: int, world_size: int = 1):
+    def batch_at(self, request: dict[str, Any], epoch: int, step: int, world_size: int = 1,
+                 ) -> tuple[Any, tuple[int, int, int]]:
         """(batch, plan shape) of step ``step`` of epoch ``epoch`` of ``request``'s plan."""
         ld = self.loader(request, world_size)
         ld.set_epoch(int(epoch))
@@ -245,7 +255,7 @@ class TorchBackend(Backend):
 
             torch.cuda.synchronize()
 
-    def _timed(self, mode: str, batch) -> float:
+    def _timed(self, mode: str, batch: Any) -> float:
         self._sync()
         t0 = time.perf_counter()
         self.steps[mode].step(batch)
@@ -262,7 +272,7 @@ class TorchBackend(Backend):
     def time_probe(self, key: int, mode: str) -> float:
         return self._timed(mode, self.batches[key])
 
-    def _peak(self, mode: str, batch) -> int:
+    def _peak(self, mode: str, batch: Any) -> int:
         import torch
 
         step = self.steps[mode].step
@@ -307,14 +317,15 @@ class TorchBackend(Backend):
 
 
 class _TorchRun(RequestRun):
-    def __init__(self, backend: TorchBackend, request, mode: str, world_size: int) -> None:
+    def __init__(self, backend: TorchBackend, request: dict[str, Any], mode: str,
+                 world_size: int) -> None:
         self.backend, self.request, self.mode, self.world_size = backend, request, mode, world_size
         ld = backend.loader(request, world_size)
         ld.set_epoch(0)
         self.spare = int(getattr(ld.batch_sampler, "extra_padding_nodes", 0))
         self.it = iter(ld)
 
-    def step(self):
+    def step(self) -> tuple[float, tuple[int, int, int], int]:
         self.last = b = next(self.it)
         ms = self.backend._timed(self.mode, b)
         return ms, _plan_shape(b, self.spare), _real_graphs(b)

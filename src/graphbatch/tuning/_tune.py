@@ -21,7 +21,8 @@ import gc
 import os
 import platform
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,7 @@ from ._candidates import (
 )
 from ._design import design_probes, targeted_probes
 from ._model import ProbeMeasurement, StepCostModel, fit_step_model
+from ._profile import PlanProfile
 from ._result import TuneResult
 from ._search import Prediction, rank
 
@@ -47,11 +49,14 @@ __all__ = ["tune", "measure_configs", "parse_memory", "worst_step", "MAX_PROBES"
 #: Most probe shapes `tune` measures.
 MAX_PROBES = 20
 
+#: A progress callback: called with a message before each stage (or ``None``: silent).
+Progress = Callable[[str], None] | None
+
 _UNITS = {"b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20,
           "g": 2**30, "gb": 2**30, "gib": 2**30, "t": 2**40, "tb": 2**40, "tib": 2**40}
 
 
-def parse_memory(value) -> int | None:
+def parse_memory(value: int | float | str | None) -> int | None:
     """Bytes from an int (bytes), a float (GiB) or a string such as ``"2.5GiB"``, ``"800M"``
     (binary units; a bare number is GiB). ``None`` stays ``None``."""
     if value is None:
@@ -78,18 +83,18 @@ def parse_memory(value) -> int | None:
     return b
 
 
-def _say(progress, msg: str) -> None:
+def _say(progress: Progress, msg: str) -> None:
     if progress is not None:
         progress(msg)
 
 
-def _probe_specs(profiled: Sequence[ProfiledCandidate], shapes: np.ndarray, indices,
+def _probe_specs(profiled: Sequence[ProfiledCandidate], shapes: np.ndarray, indices: Iterable[int],
                  start_key: int, phase: str, world_size: int) -> list[ProbeSpec]:
     """A probe per shape index: the batch of the first candidate (in order) that meets the
     shape, at the step where it first appears."""
     out = []
     for j, i in enumerate(indices):
-        target = tuple(int(x) for x in shapes[i])
+        target = (int(shapes[i][0]), int(shapes[i][1]), int(shapes[i][2]))
         for pc in profiled:
             try:
                 epoch, step = pc.profile.where(target)
@@ -104,7 +109,7 @@ def _probe_specs(profiled: Sequence[ProfiledCandidate], shapes: np.ndarray, indi
 class _Probing:
     """The probes measured so far: first-call times, steady step samples, peaks."""
 
-    def __init__(self, backend: Backend, progress) -> None:
+    def __init__(self, backend: Backend, progress: Progress) -> None:
         self.backend, self.progress = backend, progress
         self.specs: list[ProbeSpec] = []
         self.phase: dict[int, str] = {}
@@ -204,7 +209,8 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
     (plan shapes), ``graphs_all`` (real graphs per step), ``new_shapes`` and ``new_shape_ms``
     (median of first call minus steady over them), ``meas_step_ms`` (median steady time),
     ``meas_graphs_per_s`` (real graphs, every rank's, over the summed steady times), and
-    ``meas_peak_bytes`` (measured after every run's loader is released). ``reference=(probe key, mode)``: that probe is timed once per round
+    ``meas_peak_bytes`` (measured after every run's loader is released).
+    ``reference=(probe key, mode)``: that probe is timed once per round
     as well (the ``reference_ms`` of every row: a gauge of the machine's load while these
     steps ran, to compare with the probe's own timings)."""
     runs = [backend.open_run(req, mode, world_size) for _, req, mode in configs]
@@ -214,7 +220,7 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
     try:
         for k in range(steps):
             _say(progress, f"measuring step {k + 1}/{steps} of {len(runs)} configurations")
-            for run, rec, met in zip(runs, recs, seen):
+            for run, rec, met in zip(runs, recs, seen, strict=True):
                 first, shape, graphs = run.step()
                 steady = first
                 if shape not in met:  # a new shape: its steady time from the batch once more
@@ -227,7 +233,7 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
             run.close()
         gc.collect()
         out = []
-        for i, ((label, req, mode), run, rec) in enumerate(zip(configs, runs, recs)):
+        for i, ((label, req, mode), run, rec) in enumerate(zip(configs, runs, recs, strict=True)):
             new = [(f - s_) for s_, _, _, f in rec if f != s_]
             graphs = sum(g for _, _, g, _ in rec) * world_size
             at = None if peak_steps is None else peak_steps[i]
@@ -254,7 +260,7 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
             run.close()
 
 
-def worst_step(profile, model: StepCostModel) -> int:
+def worst_step(profile: PlanProfile, model: StepCostModel) -> int:
     """Plan step (epoch 0) of ``profile``'s worst batch under ``model``: the shape of largest
     predicted peak memory (largest ``nodes + edges`` without a memory model), first one wins."""
     shapes0 = profile.shapes.tolist()
@@ -268,7 +274,7 @@ def worst_step(profile, model: StepCostModel) -> int:
 
 def _validate(backend: Backend, preds: Sequence[Prediction], profiles: dict[str, Any],
               models: dict[str, StepCostModel], steps: int, world_size: int,
-              progress, reference: tuple[int, str] | None = None) -> list[dict[str, Any]]:
+              progress: Progress, reference: tuple[int, str] | None = None) -> list[dict[str, Any]]:
     """`measure_configs` of ``preds`` with the predictions beside the measurements: step time
     (median over the same steady steps), real graphs/s over them, peak at the worst batch;
     ``reference``: a probe timed beside them (the load gauge)."""
@@ -277,7 +283,7 @@ def _validate(backend: Backend, preds: Sequence[Prediction], profiles: dict[str,
     measured = measure_configs(backend, configs, steps, world_size=world_size, peak_steps=at,
                                reference=reference, progress=progress)
     out = []
-    for p, m, step_at in zip(preds, measured, at):
+    for p, m, step_at in zip(preds, measured, at, strict=True):
         model = models[p.mode]
         steady = m.pop("_steps")
         pred = float(np.median([model.step_ms(s) for _, s, _ in steady]))
@@ -297,7 +303,9 @@ def _validate(backend: Backend, preds: Sequence[Prediction], profiles: dict[str,
     return out
 
 
-def _make_backend(source, *, model, framework, device, compile, threads, seed, progress
+def _make_backend(source: Any, *, model: str | Callable[..., Any], framework: str,
+                  device: str, compile: str, threads: int | None, seed: int,
+                  progress: Progress
                   ) -> Backend:
     if framework == "torch":
         from ._torch_backend import TorchBackend
@@ -318,9 +326,9 @@ def _make_backend(source, *, model, framework, device, compile, threads, seed, p
 
 
 def tune(
-    source,
+    source: Any,
     *,
-    model: str | Callable = "schnet",
+    model: str | Callable[..., Any] = "schnet",
     framework: str = "torch",
     device: str = "cpu",
     batch_size: int = 128,
@@ -400,9 +408,12 @@ def tune(
             backend.close()
 
 
-def _tune(backend: Backend, *, t_start, load_start, seconds, model, batch_size, epochs, limit,
-          world_size, validate, validate_steps, probes, rounds, batch_tolerance, strategies,
-          max_shapes, seed, on_oversize, progress) -> TuneResult:
+def _tune(backend: Backend, *, t_start: float,
+          load_start: tuple[float, float, float] | None, seconds: dict[str, float],
+          model: str | Callable[..., Any], batch_size: int, epochs: int, limit: int | None,
+          world_size: int, validate: int, validate_steps: int, probes: int, rounds: int,
+          batch_tolerance: float, strategies: Sequence[str] | None, max_shapes: int, seed: int,
+          on_oversize: str, progress: Progress) -> TuneResult:
     sizes = backend.graph_sizes()
     if len(sizes) == 0:
         raise InputError("the source holds no graphs")
@@ -481,7 +492,8 @@ def _tune(backend: Backend, *, t_start, load_start, seconds, model, batch_size, 
             if v["reference_ms"]:
                 # each step scaled by the gauge of its round: the machine's load change taken
                 # out (a diagnostic beside the raw error, not a replacement for it)
-                scaled = [m * probe_ms / r for m, r in zip(v["step_ms_all"], v["reference_ms"])]
+                scaled = [m * probe_ms / r
+                          for m, r in zip(v["step_ms_all"], v["reference_ms"], strict=True)]
                 med = float(np.median(scaled))
                 v["load_adjusted_step_ms"] = round(med, 3)
                 v["load_adjusted_err_pct"] = round(100.0 * (v["pred_step_ms"] - med) / med, 2)

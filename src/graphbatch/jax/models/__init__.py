@@ -7,27 +7,31 @@ The JAX twins of `graphbatch.models` (same hyperparameters, structure and paddin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._errors import UnknownNameError
 from ._convert import params_from_torch
 from ._models import MPEU, PaiNN, SchNet
 from ._ops import node_graph_index
 
+if TYPE_CHECKING:
+    from .._collate import PaddedGraphs
+
 #: Model classes by CLI name.
 MODELS = {"schnet": SchNet, "mpeu": MPEU, "painn": PaiNN}
 
 
-def build_model(name: str, **kwargs: Any):
+def build_model(name: str, **kwargs: Any) -> SchNet | MPEU | PaiNN:
     """A Flax model by name (``schnet``, ``mpeu``, ``painn``) with keyword hyperparameters."""
     try:
         cls = MODELS[name]
     except KeyError:
-        raise UnknownNameError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
+        raise UnknownNameError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}"
+                               ) from None
     return cls(**kwargs)
 
 
-def graph_inputs(pg, *, z_key: str = "z", pos_key: str = "pos") -> dict[str, Any]:
+def graph_inputs(pg: PaddedGraphs, *, z_key: str = "z", pos_key: str = "pos") -> dict[str, Any]:
     """Model keyword arguments from a `graphbatch.jax.PaddedGraphs` (one device's batch, no
     leading device axis): atomic numbers and positions from ``pg.graphs.nodes``, the node ->
     graph-slot index from ``n_node``, masks, and ``num_graphs`` (static)."""
@@ -41,7 +45,7 @@ def graph_inputs(pg, *, z_key: str = "z", pos_key: str = "pos") -> dict[str, Any
     }
 
 
-def count_parameters(params) -> int:
+def count_parameters(params: Any) -> int:
     """Number of scalar parameters in a parameter pytree."""
     import jax
 

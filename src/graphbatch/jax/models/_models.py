@@ -38,7 +38,7 @@ def _check(name: str, ints: dict[str, int], cutoff: float) -> None:
         raise InputError(f"{name} cutoff must be > 0 Å, got {cutoff}")
 
 
-def _segment_sum(x, index, n):
+def _segment_sum(x: jax.Array, index: jax.Array, n: int) -> jax.Array:
     return jax.ops.segment_sum(x, index, num_segments=n)
 
 
@@ -56,8 +56,9 @@ class SchNet(nn.Module):
     pair_edges: bool = False
 
     @nn.compact
-    def __call__(self, z, pos, senders, receivers, node_graph, node_mask, edge_mask,
-                 num_graphs: int):
+    def __call__(self, z: jax.Array, pos: jax.Array, senders: jax.Array, receivers: jax.Array,
+                 node_graph: jax.Array, node_mask: jax.Array, edge_mask: jax.Array,
+                 num_graphs: int) -> jax.Array:
         _check("SchNet", {"hidden": self.hidden, "filters": self.filters,
                           "num_interactions": self.num_interactions,
                           "num_gaussians": self.num_gaussians}, self.cutoff)
@@ -69,25 +70,27 @@ class SchNet(nn.Module):
         if self.pair_edges:
             d, cut = d[0::2], cut[0::2]
         rbf = gaussian_rbf(d, 0.0, self.cutoff, self.num_gaussians)
-        f1 = Linear(self.num_interactions * self.filters, init="xavier", name="filter1")(rbf)
-        f1 = jnp.split(f1, self.num_interactions, axis=-1)
+        f1_all = Linear(self.num_interactions * self.filters, weight_init="xavier",
+                        name="filter1")(rbf)
+        f1 = jnp.split(f1_all, self.num_interactions, axis=-1)
         h = nn.Embed(self.num_embeddings, self.hidden, embedding_init=nn.initializers.normal(1.0),
                      name="embedding")(z)
         for t in range(self.num_interactions):
             p = f"interactions_{t}_"
-            w = Linear(self.filters, init="xavier", name=p + "filter2")(shifted_softplus(f1[t]))
+            w = Linear(self.filters, weight_init="xavier",
+                       name=p + "filter2")(shifted_softplus(f1[t]))
             w = w * cut[:, None]
-            x = Linear(self.filters, use_bias=False, init="xavier", name=p + "lin_in")(h)
+            x = Linear(self.filters, use_bias=False, weight_init="xavier", name=p + "lin_in")(h)
             xj = x[senders]
             if self.pair_edges:
                 msg = (xj.reshape(-1, 2, self.filters) * w[:, None, :]).reshape(-1, self.filters)
             else:
                 msg = xj * w
             agg = _segment_sum(msg, receivers, n)
-            v = Linear(self.hidden, init="xavier", name=p + "lin_out")(agg)
-            h = h + Linear(self.hidden, init="xavier", name=p + "lin")(shifted_softplus(v))
-        out = Linear(self.hidden // 2, init="xavier", name="out1")(h)
-        out = Linear(1, init="xavier", name="out2")(shifted_softplus(out))[:, 0]
+            v = Linear(self.hidden, weight_init="xavier", name=p + "lin_out")(agg)
+            h = h + Linear(self.hidden, weight_init="xavier", name=p + "lin")(shifted_softplus(v))
+        out = Linear(self.hidden // 2, weight_init="xavier", name="out1")(h)
+        out = Linear(1, weight_init="xavier", name="out2")(shifted_softplus(out))[:, 0]
         return masked_graph_sum(out, node_graph, node_mask, num_graphs)
 
 
@@ -103,8 +106,9 @@ class MPEU(nn.Module):
     num_embeddings: int = 100
 
     @nn.compact
-    def __call__(self, z, pos, senders, receivers, node_graph, node_mask, edge_mask,
-                 num_graphs: int):
+    def __call__(self, z: jax.Array, pos: jax.Array, senders: jax.Array, receivers: jax.Array,
+                 node_graph: jax.Array, node_mask: jax.Array, edge_mask: jax.Array,
+                 num_graphs: int) -> jax.Array:
         _check("MPEU", {"hidden": self.hidden, "edge_dim": self.edge_dim,
                         "num_steps": self.num_steps, "num_gaussians": self.num_gaussians},
                self.cutoff)
@@ -143,8 +147,9 @@ class PaiNN(nn.Module):
     num_embeddings: int = 100
 
     @nn.compact
-    def __call__(self, z, pos, senders, receivers, node_graph, node_mask, edge_mask,
-                 num_graphs: int):
+    def __call__(self, z: jax.Array, pos: jax.Array, senders: jax.Array, receivers: jax.Array,
+                 node_graph: jax.Array, node_mask: jax.Array, edge_mask: jax.Array,
+                 num_graphs: int) -> jax.Array:
         _check("PaiNN", {"features": self.features, "num_layers": self.num_layers,
                          "num_rbf": self.num_rbf}, self.cutoff)
         n, f = z.shape[0], self.features

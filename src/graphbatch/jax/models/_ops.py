@@ -22,7 +22,7 @@ LOG2 = math.log(2.0)
 RBF_MIN_EXPONENT = -87.0
 
 
-def shifted_softplus(x):
+def shifted_softplus(x: jax.Array) -> jax.Array:
     """``softplus(x) - log 2`` (0 at ``x = 0``)."""
     return jax.nn.softplus(x) - LOG2
 
@@ -31,24 +31,29 @@ def shifted_softplus(x):
 
 class Linear(nn.Module):
     """``y = x @ kernel + bias`` on the last axis; ``kernel`` is ``[in, out]`` (torch's
-    ``weight.T``). ``init="torch"``: torch ``nn.Linear``'s default (kernel and bias uniform in
-    ``±1/sqrt(in)``); ``init="xavier"``: Xavier-uniform kernel, zero bias (SchNet's reset)."""
+    ``weight.T``). ``weight_init="torch"``: torch ``nn.Linear``'s default (kernel and bias
+    uniform in ``±1/sqrt(in)``); ``weight_init="xavier"``: Xavier-uniform kernel, zero bias
+    (SchNet's reset). (Not ``init``: a field of that name would hide Flax's ``Module.init``.)"""
 
     features: int
     use_bias: bool = True
-    init: str = "torch"
+    weight_init: str = "torch"
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x: jax.Array) -> jax.Array:
         fan_in = x.shape[-1]
-        if self.init == "xavier":
+        k_init: nn.initializers.Initializer
+        b_init: nn.initializers.Initializer
+        if self.weight_init == "xavier":
             k_init = nn.initializers.xavier_uniform()
             b_init = nn.initializers.zeros
         else:
             k_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
             bound = 1.0 / math.sqrt(fan_in)
-            b_init = lambda key, shape, dtype=jnp.float32: jax.random.uniform(  # noqa: E731
-                key, shape, dtype, -bound, bound)
+
+            def b_init(key: jax.Array, shape: tuple[int, ...],
+                       dtype: jnp.dtype = jnp.float32) -> jax.Array:
+                return jax.random.uniform(key, shape, dtype, -bound, bound)
         kernel = self.param("kernel", k_init, (fan_in, self.features), jnp.float32)
         y = jnp.dot(x, kernel)
         if self.use_bias:
@@ -56,7 +61,7 @@ class Linear(nn.Module):
         return y
 
 
-def gaussian_rbf(d, start: float, stop: float, num: int):
+def gaussian_rbf(d: jax.Array, start: float, stop: float, num: int) -> jax.Array:
     """``num`` Gaussians with centres evenly spaced on ``[start, stop]`` (Å), width = spacing,
     exactly 0 where the exponent is below `RBF_MIN_EXPONENT`: ``[*d.shape, num]``."""
     centres = jnp.linspace(start, stop, num, dtype=jnp.float32)
@@ -66,13 +71,14 @@ def gaussian_rbf(d, start: float, stop: float, num: int):
     return jnp.where(arg > RBF_MIN_EXPONENT, jnp.exp(jnp.maximum(arg, RBF_MIN_EXPONENT)), 0.0)
 
 
-def cosine_cutoff(d, cutoff: float, edge_mask):
+def cosine_cutoff(d: jax.Array, cutoff: float, edge_mask: jax.Array) -> jax.Array:
     """``0.5 (cos(pi d / cutoff) + 1)`` on real edges with ``d < cutoff``, else exactly 0."""
     c = 0.5 * (jnp.cos(d * (math.pi / cutoff)) + 1.0)
     return jnp.where(edge_mask & (d < cutoff), c, 0.0)
 
 
-def edge_vectors(pos, senders, receivers, edge_mask):
+def edge_vectors(pos: jax.Array, senders: jax.Array, receivers: jax.Array,
+                 edge_mask: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``pos[i] - pos[j]`` per edge (Å) and its length; padding edges get a zero vector and
     length 1, so ``sqrt`` never sees 0 (whose gradient would put NaN into real gradients)."""
     vec = pos[receivers] - pos[senders]
@@ -81,19 +87,21 @@ def edge_vectors(pos, senders, receivers, edge_mask):
     return vec, jnp.sqrt(jnp.where(edge_mask, d2, 1.0))
 
 
-def node_graph_index(n_node, num_nodes: int):
+def node_graph_index(n_node: jax.Array, num_nodes: int) -> jax.Array:
     """Graph slot of every node from jraph's per-graph counts (``[num_nodes]`` int32)."""
     return jnp.repeat(jnp.arange(n_node.shape[0], dtype=jnp.int32), n_node,
                       total_repeat_length=num_nodes)
 
 
-def masked_graph_sum(x, node_graph, node_mask, num_graphs: int):
+def masked_graph_sum(x: jax.Array, node_graph: jax.Array, node_mask: jax.Array,
+                     num_graphs: int) -> jax.Array:
     """Sum of node values per graph slot, padding nodes excluded: ``[num_graphs, ...]``."""
     mask = node_mask.reshape((-1,) + (1,) * (x.ndim - 1))
     return jax.ops.segment_sum(jnp.where(mask, x, 0.0), node_graph, num_segments=num_graphs)
 
 
-def pair_reverse_edges(senders, receivers, edge_mask, num_nodes: int):
+def pair_reverse_edges(senders: jax.Array, receivers: jax.Array, edge_mask: jax.Array,
+                       num_nodes: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Edges reordered so that each real edge ``j->i`` sits next to its reverse ``i->j``
     (padding last; one padding edge appended when ``E`` is odd). Needs every real edge to have
     exactly one real reverse (radius / fully connected graphs); unchecked under ``jit``."""
