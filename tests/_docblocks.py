@@ -34,17 +34,41 @@ DOCS = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").g
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _MARK = re.compile(r"<!--\s*doc-test:(.*?)-->\s*$", re.S)
 #: Modules a block needs when it imports these graphbatch subpackages.
-_SUBPACKAGE_NEEDS = {"graphbatch.torch": ("torch", "torch_geometric"),
-                     "graphbatch.jax": ("jax", "jraph"),
-                     "graphbatch.atomistic": ("torch", "torch_geometric"),
-                     "graphbatch.lowband.nn": ("torch",)}
+_SUBPACKAGE_NEEDS = {
+    "graphbatch.torch": ("torch", "torch_geometric"),
+    "graphbatch.jax": ("jax", "jraph"),
+    "graphbatch.atomistic": ("torch", "torch_geometric"),
+    "graphbatch.lowband.nn": ("torch",),
+}
 _KEYWORDS = ("fragment", "not run", "continues", "env", "requires", "timeout")
 #: graphbatch's optional dependencies (its extras and what they pull in): a block that fails
 #: because one of these cannot be imported is skipped, not failed (any other missing module,
 #: e.g. a misspelt one, fails).
-OPTIONAL = frozenset({"torch", "torch_geometric", "jax", "jaxlib", "jraph", "flax", "optax",
-                      "h5py", "tqdm", "rdkit", "matplotlib", "psutil", "lightning", "ogb",
-                      "mace", "e3nn", "dask", "distributed", "qm9pack", "moses", "fairchem"})
+OPTIONAL = frozenset(
+    {
+        "torch",
+        "torch_geometric",
+        "jax",
+        "jaxlib",
+        "jraph",
+        "flax",
+        "optax",
+        "h5py",
+        "tqdm",
+        "rdkit",
+        "matplotlib",
+        "psutil",
+        "lightning",
+        "ogb",
+        "mace",
+        "e3nn",
+        "dask",
+        "distributed",
+        "qm9pack",
+        "moses",
+        "fairchem",
+    }
+)
 _MISSING = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 
@@ -92,7 +116,7 @@ def _directives(block: Block, text: str) -> None:
         if not part:
             continue
         key = next((k for k in _KEYWORDS if part.startswith(k)), None)
-        rest = part[len(key):].strip(" :") if key else ""
+        rest = part[len(key) :].strip(" :") if key else ""
         if key == "fragment" and rest:
             block.fragment = rest
         elif key == "not run" and rest:
@@ -107,8 +131,10 @@ def _directives(block: Block, text: str) -> None:
         elif key == "timeout" and rest.isdigit():
             block.timeout = int(rest)
         else:
-            raise ValueError(f"{block.id}: bad doc-test directive {part!r} (known: "
-                             f"{', '.join(_KEYWORDS)}; fragment/not run need a reason)")
+            raise ValueError(
+                f"{block.id}: bad doc-test directive {part!r} (known: "
+                f"{', '.join(_KEYWORDS)}; fragment/not run need a reason)"
+            )
 
 
 def python_blocks(doc: str | Path) -> list[Block]:
@@ -119,7 +145,7 @@ def python_blocks(doc: str | Path) -> list[Block]:
     for i, m in enumerate(_FENCE.finditer(text)):
         line = text.count("\n", 0, m.start()) + 1
         block = Block(str(path.relative_to(ROOT)), line, i, m.group(1))
-        before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
         mark = _MARK.search(before)
         if mark:
             _directives(block, mark.group(1))
@@ -148,9 +174,13 @@ def needed_modules(block: Block) -> list[str]:
     """Top-level modules the block's program imports (third-party) plus its ``requires``."""
     need: list[str] = list(block.requires)
     for node in ast.walk(ast.parse(program(block))):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and
-                 not node.level else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level
+            else []
+        )
         for name in names:
             for sub, mods in _SUBPACKAGE_NEEDS.items():
                 if name == sub or name.startswith(sub + "."):
@@ -174,8 +204,9 @@ def missing_optional(res: subprocess.CompletedProcess) -> str | None:
     return top if top in OPTIONAL else None
 
 
-def run_block(block: Block, folder: Path, *, check: str | None = None
-              ) -> subprocess.CompletedProcess:
+def run_block(
+    block: Block, folder: Path, *, check: str | None = None
+) -> subprocess.CompletedProcess:
     """Run ``block`` (its `program`) as ``python block.py`` in ``folder`` with the session's
     starting environment plus the block's ``env``. With ``check`` (Python source), run instead
     ``python check.py``, which runs ``block.py`` as ``__main__`` (``runpy.run_path``), then the
@@ -185,11 +216,18 @@ def run_block(block: Block, folder: Path, *, check: str | None = None
     script = "block.py"
     if check is not None:
         (folder / "check.py").write_text(
-            "import runpy\nns = runpy.run_path('block.py', run_name='__main__')\n" + check)
+            "import runpy\nns = runpy.run_path('block.py', run_name='__main__')\n" + check
+        )
         script = "check.py"
     env = dict(START_ENV, **block.env)
-    return subprocess.run([sys.executable, script], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=block.timeout)
+    return subprocess.run(
+        [sys.executable, script],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=block.timeout,
+    )
 
 
 def block_module(doc: str, index: int, folder: Path, name: str) -> Path:

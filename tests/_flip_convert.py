@@ -27,14 +27,16 @@ def _tree_spans(raw: bytes) -> list[tuple[int, int]]:
     while pos >= 0:
         if raw[pos + 4] == 1:
             n = struct.unpack_from("<H", raw, pos + 6)[0]
-            for ks in (24, 32, 40):                      # key size = 8 + 8 * (rank + 1)
+            for ks in (24, 32, 40):  # key size = 8 + 8 * (rank + 1)
                 keys = [pos + 24 + i * (ks + 8) for i in range(n + 1)]
                 if keys[-1] + ks > len(raw):
                     continue
-                ok = all(struct.unpack_from("<I", raw, k)[0] > 0
-                         and struct.unpack_from("<I", raw, k + 4)[0] == 0
-                         and struct.unpack_from("<Q", raw, k + ks - 8)[0] == 0
-                         for k in keys[:-1])
+                ok = all(
+                    struct.unpack_from("<I", raw, k)[0] > 0
+                    and struct.unpack_from("<I", raw, k + 4)[0] == 0
+                    and struct.unpack_from("<Q", raw, k + ks - 8)[0] == 0
+                    for k in keys[:-1]
+                )
                 if ok:
                     spans.append((pos, 24 + n * (ks + 8) + ks))
                     break
@@ -43,7 +45,7 @@ def _tree_spans(raw: bytes) -> list[tuple[int, int]]:
 
 
 def main(store: str, reference: str, step: int) -> None:
-    try:      # the new code reads format-1 metadata in a child process: here, in process
+    try:  # the new code reads format-1 metadata in a child process: here, in process
         import graphbatch.datasets._h5probe as probe
         from graphbatch.datasets._convert import check_v1
 
@@ -73,11 +75,15 @@ def main(store: str, reference: str, step: int) -> None:
             try:
                 convert_store(bad, out)
                 with GraphStore(out, verify=True) as s:
-                    got = {"n_node": s.n_node, "n_edge": s.n_edge,
-                           "edge_index": s.packed().edge_index}
+                    got = {
+                        "n_node": s.n_node,
+                        "n_edge": s.n_edge,
+                        "edge_index": s.packed().edge_index,
+                    }
                     for level in ("node", "edge", "graph"):
-                        got.update({f"{level}/{n}": v
-                                    for n, v in getattr(s.packed(), level).items()})
+                        got.update(
+                            {f"{level}/{n}": v for n, v in getattr(s.packed(), level).items()}
+                        )
                     same = all(np.array_equal(np.asarray(got[n]), v) for n, v in ref.items())
                 code = 0 if same else 5
             except StoreFormatError:
@@ -101,8 +107,11 @@ def main(store: str, reference: str, step: int) -> None:
         counts[key] += 1
         if len(examples[key]) < 5:
             examples[key].append([pos, mask])
-    print(json.dumps({"positions": len(positions), "nodes": len(spans), **counts,
-                      "examples": examples}))
+    print(
+        json.dumps(
+            {"positions": len(positions), "nodes": len(spans), **counts, "examples": examples}
+        )
+    )
 
 
 if __name__ == "__main__":

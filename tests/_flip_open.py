@@ -26,8 +26,7 @@ def _batches(store) -> list:
     out = []
     for a in range(0, n, 7):
         idx = np.arange(a, min(n, a + 7))
-        shape = (int(store.n_node[idx].sum()) + 1, int(store.n_edge[idx].sum()),
-                 idx.shape[0] + 1)
+        shape = (int(store.n_node[idx].sum()) + 1, int(store.n_edge[idx].sum()), idx.shape[0] + 1)
         b = store.read_batch(idx, shape, layout="jraph")
         out.append({k: np.array(v) for k, v in b.fields.items()})
     return out
@@ -61,12 +60,16 @@ def main(store_path: str, positions_path: str, limit: float) -> None:
             try:
                 with GraphStore(bad) as s:
                     got = (s.name, s.meta, s.fields, _batches(s), np.array(s.failed_index))
-                same = (got[:3] == ref[:3] and np.array_equal(got[4], ref[4])
-                        and all(a.keys() == b.keys() and all(np.array_equal(a[f], b[f])
-                                                             for f in a)
-                                for a, b in zip(got[3], ref[3], strict=True)))
+                same = (
+                    got[:3] == ref[:3]
+                    and np.array_equal(got[4], ref[4])
+                    and all(
+                        a.keys() == b.keys() and all(np.array_equal(a[f], b[f]) for f in a)
+                        for a, b in zip(got[3], ref[3], strict=True)
+                    )
+                )
                 code = 0 if same else 5
-            except InputError as exc:     # StoreFormatError is one
+            except InputError as exc:  # StoreFormatError is one
                 msg = str(exc)
                 code, note = (3, "") if ("\n" not in msg and str(bad) in msg) else (4, msg)
             except BaseException as exc:

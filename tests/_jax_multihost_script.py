@@ -17,8 +17,12 @@ import jax
 
 pid, port, out = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
-jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2,
-                           process_id=pid, initialization_timeout=120)
+jax.distributed.initialize(
+    coordinator_address=f"127.0.0.1:{port}",
+    num_processes=2,
+    process_id=pid,
+    initialization_timeout=120,
+)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
@@ -50,8 +54,9 @@ def _sizes(bump: bool) -> gb.GraphSizes:
 for case, args in CASES.items():
     kw = args(pid)
     start_epoch = kw.pop("start_epoch", 0)
-    ld = gj.loader(GRAPHS, strategy="dynamic", batch_size=6, devices=jax.devices(), prefetch=1,
-                   **kw)
+    ld = gj.loader(
+        GRAPHS, strategy="dynamic", batch_size=6, devices=jax.devices(), prefetch=1, **kw
+    )
     ld.set_epoch(start_epoch)
     try:
         steps = []

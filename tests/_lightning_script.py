@@ -57,7 +57,8 @@ class Recorder(L.LightningModule):
         Path(self.path, f"{self.tag}_rank{rank}.json").write_text(json.dumps(self.records))
         if self.val_records:
             Path(self.path, f"{self.tag}_val_rank{rank}.json").write_text(
-                json.dumps(self.val_records))
+                json.dumps(self.val_records)
+            )
 
 
 def main() -> None:
@@ -68,10 +69,16 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--max-steps", type=int, default=-1)
     ap.add_argument("--ckpt-every", type=int, default=None)
-    ap.add_argument("--seed-per-rank", action="store_true",
-                    help="each rank plans with another seed (the plan check must stop the run)")
-    ap.add_argument("--ckpt-epoch", action="store_true",
-                    help="ModelCheckpoint's default trigger: a checkpoint at every epoch's end")
+    ap.add_argument(
+        "--seed-per-rank",
+        action="store_true",
+        help="each rank plans with another seed (the plan check must stop the run)",
+    )
+    ap.add_argument(
+        "--ckpt-epoch",
+        action="store_true",
+        help="ModelCheckpoint's default trigger: a checkpoint at every epoch's end",
+    )
     ap.add_argument("--val", type=int, default=0, help="the last N graphs validate")
     ap.add_argument("--resume", default=None)
     ap.add_argument("--out", required=True)
@@ -82,19 +89,30 @@ def main() -> None:
     devices = 1 if a.strategy == "single" else 2
     callbacks = []
     if a.ckpt_every:
-        callbacks.append(ModelCheckpoint(dirpath=a.out, every_n_train_steps=a.ckpt_every,
-                                         save_top_k=-1, filename="{step}"))
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=a.out, every_n_train_steps=a.ckpt_every, save_top_k=-1, filename="{step}"
+            )
+        )
     if a.ckpt_epoch:
-        callbacks.append(ModelCheckpoint(dirpath=a.out, every_n_epochs=1, save_top_k=-1,
-                                         filename=a.tag + "-{epoch}"))
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=a.out, every_n_epochs=1, save_top_k=-1, filename=a.tag + "-{epoch}"
+            )
+        )
     trainer = L.Trainer(
-        accelerator="cpu", devices=devices,
+        accelerator="cpu",
+        devices=devices,
         strategy="auto" if a.strategy == "single" else a.strategy,
-        max_epochs=a.epochs, max_steps=a.max_steps,
+        max_epochs=a.epochs,
+        max_steps=a.max_steps,
         limit_train_batches=a.limit if a.limit else 1.0,
         reload_dataloaders_every_n_epochs=1,
-        logger=False, enable_progress_bar=False, enable_model_summary=False,
-        enable_checkpointing=bool(callbacks), callbacks=callbacks,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=bool(callbacks),
+        callbacks=callbacks,
         num_sanity_val_steps=0,
     )
     model = Recorder(a.out, a.tag)
@@ -107,8 +125,9 @@ def main() -> None:
     else:
         n = len(graphs)
         splits = dict(val=range(n - a.val, n)) if a.val else {}
-        trainer.fit(model, datamodule=GraphDataModule(graphs, **splits, **options),
-                    ckpt_path=a.resume)
+        trainer.fit(
+            model, datamodule=GraphDataModule(graphs, **splits, **options), ckpt_path=a.resume
+        )
 
 
 if __name__ == "__main__":

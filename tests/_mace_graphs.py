@@ -24,12 +24,20 @@ def small_model(kind: str = "MACE", seed: int = 0):
 
     torch.manual_seed(seed)
     kw = dict(
-        r_max=R_MAX, num_bessel=4, num_polynomial_cutoff=5, max_ell=1,
+        r_max=R_MAX,
+        num_bessel=4,
+        num_polynomial_cutoff=5,
+        max_ell=1,
         interaction_cls=modules.interaction_classes["RealAgnosticResidualInteractionBlock"],
         interaction_cls_first=modules.interaction_classes["RealAgnosticResidualInteractionBlock"],
-        num_interactions=2, num_elements=len(ZS), hidden_irreps=o3.Irreps("8x0e + 8x1o"),
-        MLP_irreps=o3.Irreps("8x0e"), atomic_energies=np.array([-0.5, -38.0, -54.6, -75.1, -99.7]),
-        avg_num_neighbors=6.0, atomic_numbers=list(ZS), correlation=2,
+        num_interactions=2,
+        num_elements=len(ZS),
+        hidden_irreps=o3.Irreps("8x0e + 8x1o"),
+        MLP_irreps=o3.Irreps("8x0e"),
+        atomic_energies=np.array([-0.5, -38.0, -54.6, -75.1, -99.7]),
+        avg_num_neighbors=6.0,
+        atomic_numbers=list(ZS),
+        correlation=2,
         gate=torch.nn.functional.silu,
     )
     if kind == "ScaleShiftMACE":
@@ -56,12 +64,15 @@ def qm9_graphs(n: int, seed: int = 0) -> list:
     out = []
     with _float64():
         for i in range(n):
-            z = mols.z[ptr[i]:ptr[i + 1]]
+            z = mols.z[ptr[i] : ptr[i + 1]]
             conf = Configuration(
-                atomic_numbers=z, positions=mols.pos[ptr[i]:ptr[i + 1]],
-                properties={"energy": float(mols.y[i, 10]),
-                            "forces": rng.normal(size=(len(z), 3))},
-                property_weights={}, cell=None, pbc=(False,) * 3)
+                atomic_numbers=z,
+                positions=mols.pos[ptr[i] : ptr[i + 1]],
+                properties={"energy": float(mols.y[i, 10]), "forces": rng.normal(size=(len(z), 3))},
+                property_weights={},
+                cell=None,
+                pbc=(False,) * 3,
+            )
             out.append(AtomicData.from_config(conf, z_table(), R_MAX))
     return out
 
@@ -79,10 +90,17 @@ def periodic_graphs(n: int, seed: int = 1) -> list:
             cell = np.diag(rng.uniform(3.4, 3.9, size=3)) + rng.uniform(-0.2, 0.2, size=(3, 3))
             frac = rng.uniform(0, 1, size=(k, 3))
             conf = Configuration(
-                atomic_numbers=rng.choice(ZS, size=k), positions=frac @ cell,
-                properties={"energy": float(rng.normal()), "forces": rng.normal(size=(k, 3)),
-                            "stress": rng.normal(size=6) * 0.01},
-                property_weights={}, cell=cell, pbc=(True,) * 3)
+                atomic_numbers=rng.choice(ZS, size=k),
+                positions=frac @ cell,
+                properties={
+                    "energy": float(rng.normal()),
+                    "forces": rng.normal(size=(k, 3)),
+                    "stress": rng.normal(size=6) * 0.01,
+                },
+                property_weights={},
+                cell=cell,
+                pbc=(True,) * 3,
+            )
             out.append(AtomicData.from_config(conf, z_table(), R_MAX))
     return out
 

@@ -25,8 +25,14 @@ def _flat(obj, path: str, out: list) -> None:
 
     if isinstance(obj, torch.Tensor):
         a = obj.detach().cpu()
-        out.append((path, f"torch.{str(a.dtype).split('.')[-1]}", tuple(a.shape),
-                    a.contiguous().view(torch.uint8).numpy().tobytes() if a.numel() else b""))
+        out.append(
+            (
+                path,
+                f"torch.{str(a.dtype).split('.')[-1]}",
+                tuple(a.shape),
+                a.contiguous().view(torch.uint8).numpy().tobytes() if a.numel() else b"",
+            )
+        )
     elif isinstance(obj, np.ndarray) or type(obj).__module__.startswith("jax"):
         a = np.asarray(obj)
         out.append((path, a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes()))
@@ -84,10 +90,14 @@ def qm9_arrays(n: int = 120):
     ei = np.concatenate(ei, axis=1).astype(np.int32)
     e = ei.shape[1]
     return GraphArrays(
-        n_node=mols.n_node, n_edge=np.asarray(ne, dtype=np.int64), edge_index=ei,
+        n_node=mols.n_node,
+        n_edge=np.asarray(ne, dtype=np.int64),
+        edge_index=ei,
         node={"z": mols.z.astype(np.uint8), "pos": mols.pos.astype(np.float32)},
-        edge={"edge_dist": rng.random(e).astype(np.float32),
-              "bond": rng.integers(0, 4, (e, 2)).astype(np.int16)},
+        edge={
+            "edge_dist": rng.random(e).astype(np.float32),
+            "bond": rng.integers(0, 4, (e, 2)).astype(np.int16),
+        },
         graph={"y": mols.y.astype(np.float32), "index": mols.index},
     )
 
@@ -103,11 +113,15 @@ def molecules(n: int, seed: int):
         k = int(rng.integers(1, 10))
         m = int(rng.integers(0, 3 * k))
         ei = rng.integers(0, k, (2, m))
-        out.append(Data(z=torch.from_numpy(rng.integers(1, 10, k)),
-                        pos=torch.from_numpy(rng.uniform(-2, 3, (k, 3))).float(),
-                        edge_index=torch.from_numpy(ei),
-                        edge_attr=torch.from_numpy(rng.uniform(0, 1, (m, 2))).float(),
-                        y=torch.from_numpy(rng.uniform(0, 1, (1, 3))).float()))
+        out.append(
+            Data(
+                z=torch.from_numpy(rng.integers(1, 10, k)),
+                pos=torch.from_numpy(rng.uniform(-2, 3, (k, 3))).float(),
+                edge_index=torch.from_numpy(ei),
+                edge_attr=torch.from_numpy(rng.uniform(0, 1, (m, 2))).float(),
+                y=torch.from_numpy(rng.uniform(0, 1, (1, 3))).float(),
+            )
+        )
     return out
 
 
@@ -120,10 +134,14 @@ def plain_dicts(n: int, seed: int):
     for _ in range(n):
         k = int(rng.integers(1, 7))
         m = int(rng.integers(0, 2 * k + 1))
-        out.append({"x": torch.from_numpy(rng.uniform(0, 1, (k, 4))),
-                    "edge_index": torch.from_numpy(rng.integers(0, k, (2, m)).astype(np.int32)),
-                    "w": torch.from_numpy(rng.uniform(0, 1, m).astype(np.float16)),
-                    "label": torch.tensor([int(rng.integers(0, 5))])})
+        out.append(
+            {
+                "x": torch.from_numpy(rng.uniform(0, 1, (k, 4))),
+                "edge_index": torch.from_numpy(rng.integers(0, k, (2, m)).astype(np.int32)),
+                "w": torch.from_numpy(rng.uniform(0, 1, m).astype(np.float16)),
+                "label": torch.tensor([int(rng.integers(0, 5))]),
+            }
+        )
     return out
 
 
@@ -154,18 +172,24 @@ def torch_cases():
                 yield f"torch/mol-cutoff/{b}/{s}", gt.collate(graphs, shape, cutoff=0.75)
     schema = gt.infer_schema(mols)
     yield "torch/mol-empty", gt.collate([], (4, 3, 3), schema=schema)
-    yield "torch/mol-pads", gt.collate(mols[:4], _fits(nn, ne, np.arange(4), 3, 2, 2),
-                                       schema=schema.with_pad(
-                                           y=float("nan"), z=-1,
-                                           edge_attr=lambda ctx: ctx.spacing + 0.5))
+    yield (
+        "torch/mol-pads",
+        gt.collate(
+            mols[:4],
+            _fits(nn, ne, np.arange(4), 3, 2, 2),
+            schema=schema.with_pad(y=float("nan"), z=-1, edge_attr=lambda ctx: ctx.spacing + 0.5),
+        ),
+    )
     dicts = plain_dicts(20, 2)
     dn = np.array([g["x"].shape[0] for g in dicts])
     de = np.array([g["edge_index"].shape[1] for g in dicts])
     for b, (a, z) in enumerate(((0, 1), (1, 9), (9, 20))):
         idx = np.arange(a, z)
         for s, slack in enumerate(SLACKS):
-            yield f"torch/dict/{b}/{s}", gt.collate_dict([dicts[i] for i in idx],
-                                                         _fits(dn, de, idx, *slack))
+            yield (
+                f"torch/dict/{b}/{s}",
+                gt.collate_dict([dicts[i] for i in idx], _fits(dn, de, idx, *slack)),
+            )
 
 
 def store_torch_cases(store):
@@ -183,8 +207,10 @@ def store_torch_cases(store):
             yield f"qm9-store/{b}/{s}", gt.store_batch(store, idx, shape)
             yield f"qm9-store-dict/{b}/{s}", gt.store_batch(store, idx, shape, as_dict=True)
             if slack[0] > 1:
-                yield f"qm9-torch-cutoff/{b}/{s}", gt.collate(graphs, shape, graph_index=idx,
-                                                              cutoff=2.0)
+                yield (
+                    f"qm9-torch-cutoff/{b}/{s}",
+                    gt.collate(graphs, shape, graph_index=idx, cutoff=2.0),
+                )
                 yield f"qm9-store-cutoff/{b}/{s}", gt.store_batch(store, idx, shape, cutoff=2.0)
     yield "qm9-store-empty", gt.store_batch(store, np.zeros(0, np.int64), (3, 2, 4))
 
@@ -201,15 +227,27 @@ def kernel_cases(store):
             shape = _fits(nn, ne, idx, *slack)
             for layout in ("torch", "jraph"):
                 yield f"kernel/{layout}/{b}/{s}", pad_batch(packed, idx, shape, layout=layout)
-                yield f"kernel-opts/{layout}/{b}/{s}", pad_batch(
-                    packed, idx, shape, layout=layout, index_dtype=np.int32,
-                    dtypes={"z": np.int64, "pos": np.float64, "y": np.float64},
-                    pad={"edge_dist": 9.5, "y": -1.0})
+                yield (
+                    f"kernel-opts/{layout}/{b}/{s}",
+                    pad_batch(
+                        packed,
+                        idx,
+                        shape,
+                        layout=layout,
+                        index_dtype=np.int32,
+                        dtypes={"z": np.int64, "pos": np.float64, "y": np.float64},
+                        pad={"edge_dist": 9.5, "y": -1.0},
+                    ),
+                )
                 if slack[0] > 1:
-                    yield f"kernel-cutoff/{layout}/{b}/{s}", pad_batch(
-                        packed, idx, shape, layout=layout, cutoff=1.25)
-                    yield f"kernel-nopos/{layout}/{b}/{s}", pad_batch(
-                        packed, idx, shape, layout=layout, position_key="z")
+                    yield (
+                        f"kernel-cutoff/{layout}/{b}/{s}",
+                        pad_batch(packed, idx, shape, layout=layout, cutoff=1.25),
+                    )
+                    yield (
+                        f"kernel-nopos/{layout}/{b}/{s}",
+                        pad_batch(packed, idx, shape, layout=layout, position_key="z"),
+                    )
 
 
 def jax_cases(store):
@@ -239,22 +277,35 @@ def jax_cases(store):
         k = int(rng.integers(1, 6))
         m = int(rng.integers(0, 2 * k + 1))
         ei = rng.integers(0, k, (2, m))
-        plain.append(jraph.GraphsTuple(
-            n_node=np.array([k], dtype=np.int64), n_edge=np.array([m], dtype=np.int64),
-            nodes=rng.uniform(0, 1, (k, 2)), edges=rng.integers(0, 9, (m,)).astype(np.int8),
-            globals=None, senders=ei[0], receivers=ei[1]))
+        plain.append(
+            jraph.GraphsTuple(
+                n_node=np.array([k], dtype=np.int64),
+                n_edge=np.array([m], dtype=np.int64),
+                nodes=rng.uniform(0, 1, (k, 2)),
+                edges=rng.integers(0, 9, (m,)).astype(np.int8),
+                globals=None,
+                senders=ei[0],
+                receivers=ei[1],
+            )
+        )
     pn = np.array([int(g.n_node[0]) for g in plain])
     pe = np.array([int(g.n_edge[0]) for g in plain])
     for b, (a, z) in enumerate(((0, 1), (1, 6), (6, 12))):
         idx = np.arange(a, z)
         for s, slack in enumerate(SLACKS):
-            yield f"jax/plain/{b}/{s}", collate([plain[i] for i in idx],
-                                                _fits(pn, pe, idx, *slack))
-    nested = [g._replace(nodes={"h": g.nodes, "more": {"c": g.nodes[:, :1].astype(np.float32)}},
-                         edges={"e": g.edges}, globals={"u": np.ones((1, 2), np.float32)},
-                         n_node=g.n_node.astype(np.int32), n_edge=g.n_edge.astype(np.int32),
-                         senders=g.senders.astype(np.int32),
-                         receivers=g.receivers.astype(np.int32)) for g in plain]
+            yield f"jax/plain/{b}/{s}", collate([plain[i] for i in idx], _fits(pn, pe, idx, *slack))
+    nested = [
+        g._replace(
+            nodes={"h": g.nodes, "more": {"c": g.nodes[:, :1].astype(np.float32)}},
+            edges={"e": g.edges},
+            globals={"u": np.ones((1, 2), np.float32)},
+            n_node=g.n_node.astype(np.int32),
+            n_edge=g.n_edge.astype(np.int32),
+            senders=g.senders.astype(np.int32),
+            receivers=g.receivers.astype(np.int32),
+        )
+        for g in plain
+    ]
     for b, (a, z) in enumerate(((0, 4), (4, 12))):
         idx = np.arange(a, z)
         yield f"jax/nested/{b}", collate([nested[i] for i in idx], _fits(pn, pe, idx, 3, 2, 3))

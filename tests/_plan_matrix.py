@@ -51,52 +51,84 @@ def requests(name: str, sizes):
     mean_n = float(sizes.n_node.mean())
     mean_e = float(sizes.n_edge.mean())
     # an explicit budget a few of the largest graphs overflow (the oversize policies act)
-    big = (int(np.percentile(sizes.n_node, 99.5)) + 1, int(np.percentile(sizes.n_edge, 99.5)),
-           24)
+    big = (int(np.percentile(sizes.n_node, 99.5)) + 1, int(np.percentile(sizes.n_edge, 99.5)), 24)
     tight = (int(mean_n * 20) + 1, int(mean_e * 20), 40)
     for ws in (1, 8, 64):
         for s in ("dynamic", "pack-lpf"):
-            yield f"{s}-est-{ws}", s, dict(batch_size=32, seed=1, epoch=2, world_size=ws,
-                                                      on_oversize="own_batch")
+            yield (
+                f"{s}-est-{ws}",
+                s,
+                dict(batch_size=32, seed=1, epoch=2, world_size=ws, on_oversize="own_batch"),
+            )
         for s in ("kk", "stratified", "static-64"):
             yield f"{s}-{ws}", s, dict(batch_size=17, seed=1, epoch=2, world_size=ws)
     for pol in ("skip", "own_batch"):
         for ws in (1, 8):
             for s in ("dynamic", "pack-lpf", "pack-spf"):
-                yield (f"{s}-budget-{pol}-{ws}", s,
-                       dict(budget=big, seed=3, world_size=ws, on_oversize=pol))
-        yield (f"buckets-budget-{pol}", "buckets",
-               dict(budget=tight, seed=3, on_oversize=pol, num_shapes=4))
+                yield (
+                    f"{s}-budget-{pol}-{ws}",
+                    s,
+                    dict(budget=big, seed=3, world_size=ws, on_oversize=pol),
+                )
+        yield (
+            f"buckets-budget-{pol}",
+            "buckets",
+            dict(budget=tight, seed=3, on_oversize=pol, num_shapes=4),
+        )
         yield (f"pack-lpf-1d-{pol}", "pack-lpf-1d", dict(budget=big, seed=3, on_oversize=pol))
-    yield "pack-lpf-1d-free", "pack-lpf-1d", dict(budget=big, seed=3, on_oversize="skip",
-                                                   edge_limit=False)
+    yield (
+        "pack-lpf-1d-free",
+        "pack-lpf-1d",
+        dict(budget=big, seed=3, on_oversize="skip", edge_limit=False),
+    )
     for h in ("sum", "max", "min", "node"):
-        yield f"pack-lpf-{h}", "pack-lpf", dict(batch_size=32, seed=4, heuristic=h,
-                                                        on_oversize="skip")
-    yield "pack-lpf-balanced", "pack-lpf", dict(budget=tight, seed=4, method="balanced",
-                                                    on_oversize="skip")
-    yield "pack-lpf-histogram", "pack-lpf", dict(budget=tight, seed=4, method="histogram",
-                                                     on_oversize="own_batch")
+        yield (
+            f"pack-lpf-{h}",
+            "pack-lpf",
+            dict(batch_size=32, seed=4, heuristic=h, on_oversize="skip"),
+        )
+    yield (
+        "pack-lpf-balanced",
+        "pack-lpf",
+        dict(budget=tight, seed=4, method="balanced", on_oversize="skip"),
+    )
+    yield (
+        "pack-lpf-histogram",
+        "pack-lpf",
+        dict(budget=tight, seed=4, method="histogram", on_oversize="own_batch"),
+    )
     yield "pack-nnls", "pack-nnls", dict(batch_size=32, seed=4, on_oversize="skip")
-    yield "pack-spf-est-8", "pack-spf", dict(batch_size=32, seed=4, world_size=8,
-                                                         on_oversize="skip")
+    yield (
+        "pack-spf-est-8",
+        "pack-spf",
+        dict(batch_size=32, seed=4, world_size=8, on_oversize="skip"),
+    )
     yield "buckets-est", "buckets", dict(batch_size=32, seed=5, num_shapes=3)
     yield "buckets-est-8", "buckets", dict(batch_size=32, seed=5, num_shapes=2, world_size=8)
-    yield "dynamic-noshuffle-8", "dynamic", dict(batch_size=32, seed=6, world_size=8,
-                                                 shuffle=False, on_oversize="own_batch")
+    yield (
+        "dynamic-noshuffle-8",
+        "dynamic",
+        dict(batch_size=32, seed=6, world_size=8, shuffle=False, on_oversize="own_batch"),
+    )
     yield "static-constant", "static-constant", dict(batch_size=17, seed=6)
     yield "static-pow2-8", "static-pow2", dict(batch_size=17, seed=6, world_size=8)
     # balancing strategies, default and float cost models
-    models = {"default": {}, "float": dict(cost_nodes=0.3, cost_edges=1.7),
-              "node": dict(cost_nodes=2.5, cost_edges=0)}
+    models = {
+        "default": {},
+        "float": dict(cost_nodes=0.3, cost_edges=1.7),
+        "node": dict(cost_nodes=2.5, cost_edges=0),
+    }
     for mname, model in models.items():
         for s in ("random", "balance", "zscore", "iqr", "kk", "stratified"):
             for ws in (1, 8):
                 yield f"{s}-{mname}-{ws}", s, dict(batch_size=17, seed=7, world_size=ws, **model)
     yield "zscore-low", "zscore", dict(batch_size=17, seed=7, threshold=0.5, cost_nodes=0.1)
     yield "iqr-low", "iqr", dict(batch_size=17, seed=7, multiplier=0.25, cost_edges=0.7)
-    yield "stratified-tight", "stratified", dict(batch_size=9, seed=7, tolerance=0.001,
-                                                 cost_nodes=1.1, passes=20)
+    yield (
+        "stratified-tight",
+        "stratified",
+        dict(batch_size=9, seed=7, tolerance=0.001, cost_nodes=1.1, passes=20),
+    )
     yield "balance-half", "balance", dict(batch_size=9, seed=7, fraction=0.5, cost_edges=1.3)
 
 
@@ -116,8 +148,10 @@ def stats_record(plan) -> str:
     their exact bits (``float.hex``): the n_bytes cost fit, means, imbalances."""
     from dataclasses import asdict
 
-    return json.dumps({k: v.hex() if isinstance(v, float) else v
-                       for k, v in asdict(plan.stats()).items()}, sort_keys=True)
+    return json.dumps(
+        {k: v.hex() if isinstance(v, float) else v for k, v in asdict(plan.stats()).items()},
+        sort_keys=True,
+    )
 
 
 def run() -> dict:
@@ -132,8 +166,9 @@ def run() -> dict:
                 out[f"{tname}/{case}"] = plan_file_digest(plan, Path(tmp) / "plan.npz")
                 out[f"{tname}/{case}/stats"] = stats_record(plan)
             recs = search_limits(sizes, sample_graphs=800, exact_points=2, grid=4)
-            out[f"{tname}/limits"] = hashlib.sha256(json.dumps(
-                [list(recs), recs.summary()], sort_keys=True).encode()).hexdigest()
+            out[f"{tname}/limits"] = hashlib.sha256(
+                json.dumps([list(recs), recs.summary()], sort_keys=True).encode()
+            ).hexdigest()
     return out
 
 

@@ -19,10 +19,13 @@ def write_v2(path, graphs, *, name="v2", meta=None, failed_index=()) -> Path:
     from graphbatch.datasets._store import _header_crc
 
     nn, ne = graphs.n_node.astype(np.int64), graphs.n_edge.astype(np.int64)
-    small = {"sizes/n_node": nn, "sizes/n_edge": ne,
-             "offsets/node": np.concatenate([[0], np.cumsum(nn)]).astype(np.int64),
-             "offsets/edge": np.concatenate([[0], np.cumsum(ne)]).astype(np.int64),
-             "failed_index": np.asarray(failed_index, dtype=np.int64).reshape(-1)}
+    small = {
+        "sizes/n_node": nn,
+        "sizes/n_edge": ne,
+        "offsets/node": np.concatenate([[0], np.cumsum(nn)]).astype(np.int64),
+        "offsets/edge": np.concatenate([[0], np.cumsum(ne)]).astype(np.int64),
+        "failed_index": np.asarray(failed_index, dtype=np.int64).reshape(-1),
+    }
     fields, sums = {}, {}
     with h5py.File(path, "w", libver="latest") as f:
         for where, arr in small.items():
@@ -57,7 +60,7 @@ def read_header(path) -> dict:
     """The JSON header of a format-3 store."""
     raw = Path(path).read_bytes()
     _, _, _, off, length, _ = _PREFIX.unpack_from(raw)
-    return json.loads(raw[off:off + length])
+    return json.loads(raw[off : off + length])
 
 
 def write_header(path, body: dict, *, fix_crc: bool = True) -> None:
@@ -69,7 +72,7 @@ def write_header(path, body: dict, *, fix_crc: bool = True) -> None:
     blob = json.dumps(body).encode()
     off = len(raw)
     head = _PREFIX.pack(magic, version, res, off, len(blob), zlib.crc32(blob) if fix_crc else crc)
-    raw[:_PREFIX.size + 4] = head + struct.pack("<I", zlib.crc32(head))
+    raw[: _PREFIX.size + 4] = head + struct.pack("<I", zlib.crc32(head))
     path.write_bytes(bytes(raw) + blob)
 
 
@@ -80,8 +83,9 @@ def edit_header(path, change, *, fix_crc: bool = True) -> None:
     write_header(path, body, fix_crc=fix_crc)
 
 
-def write_v1(path, graphs, *, chunk_rows: int = 8, name="old", meta=None,
-             failed_index=(5,)) -> Path:
+def write_v1(
+    path, graphs, *, chunk_rows: int = 8, name="old", meta=None, failed_index=(5,)
+) -> Path:
     """A format-1 store as graphbatch wrote it before format 2 (chunked, gzip, shuffle,
     Fletcher-32; earliest HDF5 file format, so v1 B-tree chunk indexes), in small chunks so
     that the chunk indexes have many entries."""
@@ -99,17 +103,26 @@ def write_v1(path, graphs, *, chunk_rows: int = 8, name="old", meta=None,
         put(f, "sizes/n_edge", graphs.n_edge, chunk_rows)
         put(f, "offsets/node", graphs.node_offsets, chunk_rows)
         put(f, "offsets/edge", graphs.edge_offsets, chunk_rows)
-        f.create_dataset("edge_index", data=graphs.edge_index,
-                         chunks=(2, min(graphs.edge_index.shape[1], 2 * chunk_rows)), **filters)
+        f.create_dataset(
+            "edge_index",
+            data=graphs.edge_index,
+            chunks=(2, min(graphs.edge_index.shape[1], 2 * chunk_rows)),
+            **filters,
+        )
         put(f, "failed_index", np.asarray(failed_index, np.int64), chunk_rows)
         fields = {}
         for level in ("node", "edge", "graph"):
             for k, v in getattr(graphs, level).items():
                 put(f, f"{level}/{k}", v, 2 * chunk_rows)
                 fields[k] = {"level": level, "dtype": v.dtype.str, "shape": list(v.shape[1:])}
-        f.attrs.update(format="graphbatch-graph-store", format_version=1, name=name,
-                       n_graph=len(graphs), fields=json.dumps(fields),
-                       meta=json.dumps(meta or {"a": 1}))
+        f.attrs.update(
+            format="graphbatch-graph-store",
+            format_version=1,
+            name=name,
+            n_graph=len(graphs),
+            fields=json.dumps(fields),
+            meta=json.dumps(meta or {"a": 1}),
+        )
     return Path(path)
 
 

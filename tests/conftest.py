@@ -58,8 +58,10 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "requires(*modules): skip unless every named module imports (optional "
-        "dependencies: matplotlib, h5py, torch, ...)")
+        "markers",
+        "requires(*modules): skip unless every named module imports (optional "
+        "dependencies: matplotlib, h5py, torch, ...)",
+    )
 
 
 #: Packages graphbatch reads data files from and never imports (qm9pack's own import needs

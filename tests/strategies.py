@@ -9,8 +9,14 @@ import graphbatch as gb
 
 
 @st.composite
-def size_tables(draw, min_graphs: int = 1, max_graphs: int = 300, max_nodes: int = 60,
-                max_edges: int = 400, with_bytes: bool = False) -> gb.GraphSizes:
+def size_tables(
+    draw,
+    min_graphs: int = 1,
+    max_graphs: int = 300,
+    max_nodes: int = 60,
+    max_edges: int = 400,
+    with_bytes: bool = False,
+) -> gb.GraphSizes:
     n = draw(st.integers(min_graphs, max_graphs))
     seed = draw(st.integers(0, 2**31 - 1))
     rng = np.random.default_rng(seed)

@@ -88,8 +88,10 @@ def test_describe_hand_table():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 60), st.integers(0, 300)), min_size=1, max_size=60),
-       st.booleans())
+@given(
+    st.lists(st.tuples(st.integers(1, 60), st.integers(0, 300)), min_size=1, max_size=60),
+    st.booleans(),
+)
 def test_describe_matches_reference(pairs, with_bytes):
     nodes = [p[0] for p in pairs]
     edges = [p[1] for p in pairs]
@@ -149,8 +151,9 @@ def test_comparison_variants_from_registry():
     assert runs[2].options == {"num_shapes": 2} and runs[3].options == {"num_shapes": 4}
     assert {v.strategy for v in runs} == set(names)
     with pytest.raises(ValueError, match="duplicates"):
-        comparison_variants([Variant("a", "dynamic"), Variant("a", "static-64")],
-                            names=["dynamic", "static-64"])
+        comparison_variants(
+            [Variant("a", "dynamic"), Variant("a", "static-64")], names=["dynamic", "static-64"]
+        )
 
 
 def _one_per_batch(req):
@@ -161,9 +164,15 @@ def _one_per_batch(req):
     n = order.shape[0]
     nodes = req.sizes.n_node[order]
     edges = req.sizes.n_edge[order]
-    return finish_plan(req, order=order, offsets=np.arange(n + 1), pad_nodes=nodes + 1,
-                       pad_edges=np.maximum(edges, 0), pad_graphs=np.full(n, 2),
-                       lower_bound=n)
+    return finish_plan(
+        req,
+        order=order,
+        offsets=np.arange(n + 1),
+        pad_nodes=nodes + 1,
+        pad_edges=np.maximum(edges, 0),
+        pad_graphs=np.full(n, 2),
+        lower_bound=n,
+    )
 
 
 def test_compare_includes_every_registered_strategy(monkeypatch):
@@ -182,8 +191,9 @@ def test_compare_includes_every_registered_strategy(monkeypatch):
         costs = [int(sizes.n_node[b].sum() + sizes.n_edge[b].sum()) for b in r.plan.batches()]
         assert r.stats.cost_max == max(costs)
         assert r.stats.cost_mean == pytest.approx(sum(costs) / len(costs))
-        assert r.as_dict()["cost_max_over_mean"] == pytest.approx(max(costs) * len(costs)
-                                                                  / sum(costs))
+        assert r.as_dict()["cost_max_over_mean"] == pytest.approx(
+            max(costs) * len(costs) / sum(costs)
+        )
         assert r.cost_unit == "nodes+edges"
         assert r.plan_seconds >= 0
         # every strategy that takes a budget got the one shared budget
@@ -264,14 +274,23 @@ def bench_records():
     for strategy in ("dynamic", "static-64"):
         for bs in (16, 32):
             for rep in range(3):
-                recs.append({k: None for k in BENCH_KEYS} | {
-                    "model": "schnet", "strategy": strategy, "batch_size": bs, "repeat": rep,
-                    "compiles": 1 if strategy == "dynamic" else 10 + rep,
-                    "compile_s": 1.0 + rep, "step_ms_mean": 2.0 * bs + rep,
-                    "step_ms_median": 1.5 * bs + rep * rep, "update_ms_median": bs,
-                    "batching_ms_median": 0.1, "graphs_per_s": 1000.0 / (rep + 1),
-                    "peak_mem_bytes": bs * 2**20,
-                })
+                recs.append(
+                    {k: None for k in BENCH_KEYS}
+                    | {
+                        "model": "schnet",
+                        "strategy": strategy,
+                        "batch_size": bs,
+                        "repeat": rep,
+                        "compiles": 1 if strategy == "dynamic" else 10 + rep,
+                        "compile_s": 1.0 + rep,
+                        "step_ms_mean": 2.0 * bs + rep,
+                        "step_ms_median": 1.5 * bs + rep * rep,
+                        "update_ms_median": bs,
+                        "batching_ms_median": 0.1,
+                        "graphs_per_s": 1000.0 / (rep + 1),
+                        "peak_mem_bytes": bs * 2**20,
+                    }
+                )
     return recs
 
 

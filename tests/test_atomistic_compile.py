@@ -27,8 +27,9 @@ def test_mace_prepare_compiles_once_over_padded_batches():
     torch._dynamo.reset()
     counter = CompileCounterWithBackend("eager")
     step = torch.compile(model, backend=counter, dynamic=False)
-    loader = gt.loader(graphs, strategy="dynamic", batch_size=4, seed=0,
-                       preset=ga.mace(r_max=R_MAX))
+    loader = gt.loader(
+        graphs, strategy="dynamic", batch_size=4, seed=0, preset=ga.mace(r_max=R_MAX)
+    )
     shapes = set()
     n_batches = 0
     with torch._dynamo.config.patch(error_on_recompile=True):
@@ -45,5 +46,8 @@ def test_mace_prepare_compiles_once_over_padded_batches():
             n_batches += 1
     assert n_batches >= 3 and len(shapes) == 1
     assert counter.frame_count == 1  # one graph, compiled once for the epoch
-    assert all(p.grad is not None and torch.isfinite(p.grad).all()
-               for p in model.parameters() if p.requires_grad)
+    assert all(
+        p.grad is not None and torch.isfinite(p.grad).all()
+        for p in model.parameters()
+        if p.requires_grad
+    )

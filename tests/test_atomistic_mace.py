@@ -52,8 +52,11 @@ def _grads(model, loss):
 
 @pytest.mark.parametrize("kind", ["MACE", "ScaleShiftMACE"])
 @pytest.mark.parametrize("system", ["molecules", "crystals"])
-@pytest.mark.parametrize("extra", [(1, 0, 1), (1, 9, 3), (6, 5, 2)],
-                         ids=["one-pad-node-no-pad-edge", "one-pad-node", "six-pad-nodes"])
+@pytest.mark.parametrize(
+    "extra",
+    [(1, 0, 1), (1, 9, 3), (6, 5, 2)],
+    ids=["one-pad-node-no-pad-edge", "one-pad-node", "six-pad-nodes"],
+)
 def test_padded_equals_unpadded(kind, system, extra, models, request):
     from mace.modules.loss import WeightedEnergyForcesLoss, WeightedEnergyForcesStressLoss
 
@@ -74,8 +77,9 @@ def test_padded_equals_unpadded(kind, system, extra, models, request):
     if stress:
         assert (out["stress"][:g] - out_ref["stress"]).abs().max() <= TOL
         assert torch.isfinite(out["stress"]).all()
-        loss = ga.energy_force_stress_loss(out, batch, energy_weight=1.0, forces_weight=10.0,
-                                           stress_weight=100.0)
+        loss = ga.energy_force_stress_loss(
+            out, batch, energy_weight=1.0, forces_weight=10.0, stress_weight=100.0
+        )
         loss_ref = WeightedEnergyForcesStressLoss(1.0, 10.0, 100.0)(_Ref(ref), out_ref)
     else:
         loss = ga.energy_force_loss(out, batch, energy_weight=1.0, forces_weight=10.0)
@@ -114,15 +118,17 @@ def test_preset_padding_values(crystals):
     cells = b["cell"].view(-1, 3, 3)
     assert cells.shape[0] == g + 2
     assert torch.equal(cells[g:], (R_MAX * torch.eye(3, dtype=cells.dtype)).expand(2, 3, 3))
-    assert torch.allclose(b["rcell"].view(-1, 3, 3)[g:],
-                          2 * math.pi / R_MAX * torch.eye(3, dtype=cells.dtype))
-    assert (b["volume"][g:] == R_MAX ** 3).all()
+    assert torch.allclose(
+        b["rcell"].view(-1, 3, 3)[g:], 2 * math.pi / R_MAX * torch.eye(3, dtype=cells.dtype)
+    )
+    assert (b["volume"][g:] == R_MAX**3).all()
     # every padding edge (here self-loops of the single padding node) is longer than r_max
     src, dst = b["edge_index"][:, e:]
     vec = b["positions"][dst] - b["positions"][src] + b["shifts"][e:]
     assert (vec.norm(dim=1) > R_MAX).all()
-    assert torch.equal(b["shifts"][e:], torch.einsum("ej,ejk->ek", b["unit_shifts"][e:],
-                                                     cells[b["batch"][src]]))
+    assert torch.equal(
+        b["shifts"][e:], torch.einsum("ej,ejk->ek", b["unit_shifts"][e:], cells[b["batch"][src]])
+    )
     assert (b["weight"][g:] == 0).all() and (b["weight"][:g] == 1).all()
 
 
@@ -142,8 +148,9 @@ def test_collate_accepts_atomic_data(molecules):
 
 def test_loader_with_mace_preset(molecules, models):
     model = models["MACE"]
-    loader = gt.loader(molecules, strategy="dynamic", batch_size=3, seed=0,
-                       preset=ga.mace(r_max=R_MAX))
+    loader = gt.loader(
+        molecules, strategy="dynamic", batch_size=3, seed=0, preset=ga.mace(r_max=R_MAX)
+    )
     assert loader.collater.position_key == "positions" and loader.collater.as_dict
     seen = []
     shapes = set()
@@ -153,7 +160,7 @@ def test_loader_with_mace_preset(molecules, models):
         seen += real
         out = model(batch, training=True)
         ref = model(unpadded_batch([molecules[i] for i in real]), training=True)
-        assert (out["energy"][:len(real)] - ref["energy"]).abs().max() <= TOL
+        assert (out["energy"][: len(real)] - ref["energy"]).abs().max() <= TOL
         n_real = int(batch["node_mask"].sum())
         assert (out["forces"][:n_real] - ref["forces"]).abs().max() <= TOL
     assert sorted(seen) == list(range(len(molecules)))
@@ -175,12 +182,10 @@ def test_mace_graphs_view_of_a_graphbatch_store(models, tmp_path):
     build_store("qm9", tmp_path / "qm9.h5", graph="radius", cutoff=R_MAX, limit=6)
     store = GraphStore(tmp_path / "qm9.h5").to_torch()
     data = [store[i] for i in range(len(store))]
-    view = ga.MACEGraphs(store, ZS, dtype=torch.float64,
-                         targets=lambda g: {"energy": g.y[0, 10]})
+    view = ga.MACEGraphs(store, ZS, dtype=torch.float64, targets=lambda g: {"energy": g.y[0, 10]})
     assert view.graph_sizes().n_node.tolist() == [g.num_nodes for g in data]
     model = models["MACE"]
-    loader = gt.loader(view, strategy="dynamic", batch_size=3, seed=1,
-                       preset=ga.mace(r_max=R_MAX))
+    loader = gt.loader(view, strategy="dynamic", batch_size=3, seed=1, preset=ga.mace(r_max=R_MAX))
     with _float64():
         for batch in loader:
             real = batch["graph_index"][batch["graph_mask"]].tolist()
@@ -188,17 +193,23 @@ def test_mace_graphs_view_of_a_graphbatch_store(models, tmp_path):
             atoms = []
             for i in real:
                 g = data[i]
-                conf = Configuration(atomic_numbers=g.z.numpy().astype(int),
-                                     positions=g.pos.double().numpy(), properties={},
-                                     property_weights={}, cell=None, pbc=(False,) * 3)
+                conf = Configuration(
+                    atomic_numbers=g.z.numpy().astype(int),
+                    positions=g.pos.double().numpy(),
+                    properties={},
+                    property_weights={},
+                    cell=None,
+                    pbc=(False,) * 3,
+                )
                 atoms.append(AtomicData.from_config(conf, z_table(), R_MAX))
             ref_batch = torch_geometric.Batch.from_data_list(atoms)
             assert ref_batch.edge_index.shape[1] == int(batch["edge_mask"].sum())
             ref = model(ref_batch.to_dict(), training=False)
-            assert (out["energy"][:len(real)] - ref["energy"]).abs().max() <= 1e-10
+            assert (out["energy"][: len(real)] - ref["energy"]).abs().max() <= 1e-10
             n = int(batch["node_mask"].sum())
             assert (out["forces"][:n] - ref["forces"]).abs().max() <= 1e-10
-            assert torch.equal(batch["energy"][:len(real)],
-                               torch.stack([data[i].y[0, 10].double() for i in real]))
+            assert torch.equal(
+                batch["energy"][: len(real)], torch.stack([data[i].y[0, 10].double() for i in real])
+            )
     with pytest.raises(ValueError, match="atomic number 6 is not in atomic_numbers"):
         ga.MACEGraphs(data, [1, 7, 8])[0]

@@ -34,9 +34,15 @@ def _crystal(rng, n, e, *, with_batch=True):
 
 def test_graph_level_field_with_fixed_rows():
     rng = np.random.default_rng(0)
-    graphs = [{"num_nodes": n, "pos": torch.rand(n, 3, dtype=torch.float64),
-               "edge_index": torch.zeros(2, 0, dtype=torch.int64),
-               "cell": torch.from_numpy(rng.normal(size=(3, 3)))} for n in (2, 4, 5)]
+    graphs = [
+        {
+            "num_nodes": n,
+            "pos": torch.rand(n, 3, dtype=torch.float64),
+            "edge_index": torch.zeros(2, 0, dtype=torch.int64),
+            "cell": torch.from_numpy(rng.normal(size=(3, 3))),
+        }
+        for n in (2, 4, 5)
+    ]
     schema = gt.infer_schema(graphs)
     assert schema["cell"].level == "graph" and schema["cell"].rows == 3
     eye = 7.0 * torch.eye(3, dtype=torch.float64)
@@ -53,13 +59,30 @@ def test_graph_level_field_with_fixed_rows():
 
 
 def test_graph_level_rows_must_agree():
-    graphs = [{"num_nodes": 2, "pos": torch.rand(2, 3),
-               "edge_index": torch.zeros(2, 0, dtype=torch.int64),
-               "cell": torch.rand(3, 3)}, {"num_nodes": 3, "pos": torch.rand(3, 3),
-               "edge_index": torch.zeros(2, 0, dtype=torch.int64), "cell": torch.rand(3, 3)}]
+    graphs = [
+        {
+            "num_nodes": 2,
+            "pos": torch.rand(2, 3),
+            "edge_index": torch.zeros(2, 0, dtype=torch.int64),
+            "cell": torch.rand(3, 3),
+        },
+        {
+            "num_nodes": 3,
+            "pos": torch.rand(3, 3),
+            "edge_index": torch.zeros(2, 0, dtype=torch.int64),
+            "cell": torch.rand(3, 3),
+        },
+    ]
     schema = gt.infer_schema(graphs)
-    bad = [*graphs, {"num_nodes": 5, "pos": torch.rand(5, 3),
-                     "edge_index": torch.zeros(2, 0, dtype=torch.int64), "cell": torch.rand(4, 3)}]
+    bad = [
+        *graphs,
+        {
+            "num_nodes": 5,
+            "pos": torch.rand(5, 3),
+            "edge_index": torch.zeros(2, 0, dtype=torch.int64),
+            "cell": torch.rand(4, 3),
+        },
+    ]
     with pytest.raises(ValueError, match="'cell' has 4 entries along dim 0"):
         gt.collate_dict(bad, (16, 4, 6), schema=schema)
 
@@ -79,8 +102,11 @@ def test_count_fields_follow_the_padded_layout_and_are_checked():
     # padding cells r_max * I, padding cell offsets (1, 1, 1): padding edges longer than r_max
     assert torch.equal(d["cell"][3:], (2.5 * torch.eye(3, dtype=torch.float64)).expand(3, 3, 3))
     src, dst = d["edge_index"][:, 11:]
-    vec = d["pos"][src] - d["pos"][dst] + torch.einsum(
-        "ej,ejk->ek", d["cell_offsets"][11:], d["cell"][d["batch"][src]])
+    vec = (
+        d["pos"][src]
+        - d["pos"][dst]
+        + torch.einsum("ej,ejk->ek", d["cell_offsets"][11:], d["cell"][d["batch"][src]])
+    )
     assert (vec.norm(dim=1) > 2.5).all()
     assert d["sid"][:3] == [g["sid"] for g in graphs] and d["sid"][3:] == [[""]] * 3
     graphs[1]["natoms"] = torch.tensor([6])
@@ -104,9 +130,13 @@ def test_callable_pad_sees_the_batch():
         seen.append(ctx)
         return torch.full((3,), ctx.spacing * 1.5, dtype=ctx.dtype)
 
-    graphs = [{"pos": torch.tensor([[0.0, 0, 0], [1.0, 0, 0]]),
-               "edge_index": torch.tensor([[0, 1, 0], [1, 0, 1]]),
-               "shift": torch.zeros(3, 3)}]
+    graphs = [
+        {
+            "pos": torch.tensor([[0.0, 0, 0], [1.0, 0, 0]]),
+            "edge_index": torch.tensor([[0, 1, 0], [1, 0, 1]]),
+            "shift": torch.zeros(3, 3),
+        }
+    ]
     schema = gt.infer_schema(graphs).with_pad(shift=pad)
     d = gt.collate_dict(graphs, (3, 5, 2), schema=schema, cutoff=2.0)
     assert schema["shift"].level == "edge"
@@ -146,10 +176,18 @@ class OldStyleData:
 
 
 def test_old_style_data_and_reserved_batch_are_accepted():
-    graphs = [OldStyleData(num_nodes=n, positions=torch.rand(n, 3, dtype=torch.float64),
-                           edge_index=torch.tensor([[0, 1], [1, 0]]), cell=torch.eye(3),
-                           batch=torch.zeros(n, dtype=torch.int64), energy=torch.tensor(1.0 * n),
-                           charges=None) for n in (2, 3)]
+    graphs = [
+        OldStyleData(
+            num_nodes=n,
+            positions=torch.rand(n, 3, dtype=torch.float64),
+            edge_index=torch.tensor([[0, 1], [1, 0]]),
+            cell=torch.eye(3),
+            batch=torch.zeros(n, dtype=torch.int64),
+            energy=torch.tensor(1.0 * n),
+            charges=None,
+        )
+        for n in (2, 3)
+    ]
     schema = gt.infer_schema(graphs)
     assert list(schema) == ["positions", "edge_index", "cell", "energy"]
     d = gt.collate_dict(graphs, (8, 6, 4), schema=schema, position_key="positions")
@@ -161,8 +199,11 @@ def test_old_style_data_and_reserved_batch_are_accepted():
 
 
 def test_other_reserved_names_still_raise():
-    g = {"pos": torch.rand(2, 3), "edge_index": torch.zeros(2, 0, dtype=torch.int64),
-         "node_mask": torch.ones(2, dtype=torch.bool)}
+    g = {
+        "pos": torch.rand(2, 3),
+        "edge_index": torch.zeros(2, 0, dtype=torch.int64),
+        "node_mask": torch.ones(2, dtype=torch.bool),
+    }
     with pytest.raises(ValueError, match="'node_mask' clashes"):
         gt.infer_schema([g])
 
@@ -192,21 +233,30 @@ def test_losses_equal_unpadded_recomputation_with_nan_in_padding():
         pf[n_real:] = float("inf")
         ps[3:] = float("nan")
     pred = {"energy": pe, "forces": pf, "stress": ps}
-    loss = ga.energy_force_stress_loss(pred, d, energy_weight=2.0, forces_weight=0.5,
-                                       stress_weight=3.0)
+    loss = ga.energy_force_stress_loss(
+        pred, d, energy_weight=2.0, forces_weight=0.5, stress_weight=3.0
+    )
     ref = _unpadded_loss(graphs, pe[:3], pf[:n_real], ps[:3], 2.0, 0.5, 3.0)
     assert torch.isclose(loss, ref, rtol=1e-13, atol=0)
     loss.backward()
     for t, k in ((pe, 3), (pf, n_real), (ps, 3)):
         assert torch.isfinite(t.grad).all() and (t.grad[k:] == 0).all()
     ef = ga.energy_force_loss(pred, d)
-    assert torch.isclose(ef, _unpadded_loss(graphs, pe[:3], pf[:n_real], ps[:3], 1, 1, 0),
-                         rtol=1e-13, atol=0)
+    assert torch.isclose(
+        ef, _unpadded_loss(graphs, pe[:3], pf[:n_real], ps[:3], 1, 1, 0), rtol=1e-13, atol=0
+    )
 
 
 def test_dict_without_num_nodes_names_the_node_count_source():
-    graphs = [{"cell": torch.eye(3), "pos": torch.rand(n, 3), "charges": torch.rand(n),
-               "edge_index": torch.zeros(2, 0, dtype=torch.int64)} for n in (4, 5)]
+    graphs = [
+        {
+            "cell": torch.eye(3),
+            "pos": torch.rand(n, 3),
+            "charges": torch.rand(n),
+            "edge_index": torch.zeros(2, 0, dtype=torch.int64),
+        }
+        for n in (4, 5)
+    ]
     with pytest.raises(ValueError, match=r"node count was taken from 'cell'.*set num_nodes"):
         gt.infer_schema(graphs)
     for g in graphs:
@@ -234,35 +284,44 @@ def test_fixed_rows_and_counts_property(counts, slack, rows, seed):
     graphs = []
     for n, e in counts:
         e = e if n else 0
-        graphs.append({
-            "num_nodes": n,
-            "pos": torch.from_numpy(rng.normal(size=(n, 3))),
-            "edge_index": torch.from_numpy(rng.integers(0, max(n, 1), size=(2, e))),
-            "shift": torch.from_numpy(rng.normal(size=(e, 3))),
-            "lat": torch.from_numpy(rng.normal(size=(rows, 3))),
-        })
+        graphs.append(
+            {
+                "num_nodes": n,
+                "pos": torch.from_numpy(rng.normal(size=(n, 3))),
+                "edge_index": torch.from_numpy(rng.integers(0, max(n, 1), size=(2, e))),
+                "shift": torch.from_numpy(rng.normal(size=(e, 3))),
+                "lat": torch.from_numpy(rng.normal(size=(rows, 3))),
+            }
+        )
     n_real = sum(n for n, _ in counts)
     e_real = sum(e if n else 0 for n, e in counts)
     shape = (n_real + slack[0], e_real + slack[1], max(2, len(graphs) + slack[2]))
     item = torch.arange(rows * 3, dtype=torch.float64).reshape(rows, 3)
-    schema = gt.Schema({
-        "pos": gt.FieldSpec("node", 0, dtype=torch.float64, shape=(-1, 3)),
-        "edge_index": gt.FieldSpec("edge", 1, "node", dtype=torch.int64, shape=(2, -1)),
-        "shift": gt.FieldSpec("edge", 0, dtype=torch.float64, shape=(-1, 3),
-                              pad=lambda ctx: torch.full(ctx.block_shape, float(ctx.num_real[2]),
-                                                         dtype=ctx.dtype)),
-        "lat": gt.FieldSpec("graph", 0, dtype=torch.float64, shape=(rows, 3), pad=item),
-        "natoms": gt.FieldSpec("graph", None, dtype=torch.int64, shape=(), count="node"),
-        "nedges": gt.FieldSpec("graph", None, dtype=torch.int64, shape=(), count="edge"),
-    })
+    schema = gt.Schema(
+        {
+            "pos": gt.FieldSpec("node", 0, dtype=torch.float64, shape=(-1, 3)),
+            "edge_index": gt.FieldSpec("edge", 1, "node", dtype=torch.int64, shape=(2, -1)),
+            "shift": gt.FieldSpec(
+                "edge",
+                0,
+                dtype=torch.float64,
+                shape=(-1, 3),
+                pad=lambda ctx: torch.full(
+                    ctx.block_shape, float(ctx.num_real[2]), dtype=ctx.dtype
+                ),
+            ),
+            "lat": gt.FieldSpec("graph", 0, dtype=torch.float64, shape=(rows, 3), pad=item),
+            "natoms": gt.FieldSpec("graph", None, dtype=torch.int64, shape=(), count="node"),
+            "nedges": gt.FieldSpec("graph", None, dtype=torch.int64, shape=(), count="edge"),
+        }
+    )
     d = gt.collate_dict(graphs, shape, schema=schema)
     g = len(graphs)
     assert d["lat"].shape == (rows * shape[2], 3)
     if graphs:
-        assert torch.equal(d["lat"][:rows * g], torch.cat([x["lat"] for x in graphs]))
+        assert torch.equal(d["lat"][: rows * g], torch.cat([x["lat"] for x in graphs]))
         assert torch.equal(d["shift"][:e_real], torch.cat([x["shift"] for x in graphs]))
-    assert torch.equal(d["lat"][rows * g:].view(-1, rows, 3),
-                       item.expand(shape[2] - g, rows, 3))
+    assert torch.equal(d["lat"][rows * g :].view(-1, rows, 3), item.expand(shape[2] - g, rows, 3))
     assert (d["shift"][e_real:] == float(e_real)).all()
     assert torch.equal(d["natoms"], d["ptr"].diff())
     assert torch.equal(d["nedges"], d["edge_ptr"].diff())

@@ -29,7 +29,7 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("mace_store")
     frames = list(emt_structures(24, seed=5, max_atoms=24)) + special_structures()
     for k, a in enumerate(frames):
-        a.info["config_weight"] = 1.0 + (k % 3) / 2   # MACE's per-configuration weight
+        a.info["config_weight"] = 1.0 + (k % 3) / 2  # MACE's per-configuration weight
     xyz = d / "set.xyz"
     ase.io.write(xyz, frames, format="extxyz")
     h5 = d / "set.h5"
@@ -44,15 +44,22 @@ def mace_data(files):
     from mace.data.utils import KeySpecification, load_from_xyz
     from mace.tools import AtomicNumberTable
 
-    keys = KeySpecification(info_keys={"energy": "REF_energy", "stress": "REF_stress",
-                                       "virials": "REF_virials", "head": "head"},
-                            arrays_keys={"forces": "REF_forces", "charges": "REF_charges"})
+    keys = KeySpecification(
+        info_keys={
+            "energy": "REF_energy",
+            "stress": "REF_stress",
+            "virials": "REF_virials",
+            "head": "head",
+        },
+        arrays_keys={"forces": "REF_forces", "charges": "REF_charges"},
+    )
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
         _, configs = load_from_xyz(str(files[0]), keys)
-        return [AtomicData.from_config(c, z_table=AtomicNumberTable(ZS), cutoff=R_MAX)
-                for c in configs]
+        return [
+            AtomicData.from_config(c, z_table=AtomicNumberTable(ZS), cutoff=R_MAX) for c in configs
+        ]
     finally:
         torch.set_default_dtype(old)
 
@@ -91,8 +98,9 @@ def test_store_batches_equal_the_atomic_data_path(files, mace_data):
     for a, b in zip(theirs, first, strict=True):
         _assert_same_batch(a, b)
     # a worker (batches through the shared-memory slots) gives the same batches
-    with_workers = gt.loader(store, strategy="dynamic", batch_size=6, seed=1, preset=preset,
-                             num_workers=1)
+    with_workers = gt.loader(
+        store, strategy="dynamic", batch_size=6, seed=1, preset=preset, num_workers=1
+    )
     for a, b in zip(first, with_workers, strict=True):
         _assert_same_batch(a, b)
 
@@ -121,14 +129,15 @@ def test_fast_transform_equals_the_reference_bit_for_bit(files, tmp_path, dtype)
     from graphbatch.torch._store_batch import StoreBatcher
 
     store = GraphStore(files[1])
-    reader = ga.mace(r_max=R_MAX, z_table=ZS, heads=["x", "Default"],
-                     dtype=dtype).store_reader
+    reader = ga.mace(r_max=R_MAX, z_table=ZS, heads=["x", "Default"], dtype=dtype).store_reader
     fast = StoreBatcher(store, view=reader.for_store(store))
     ref = StoreBatcher(store, view=reader.for_store(store, reference=True))
     assert fast.view.transform.fast and not ref.view.transform.fast
     n = len(store)
     batches = [np.arange(k, min(n, k + 7)) for k in range(0, n, 7)] + [
-        np.arange(n)[::-1], np.zeros(0, dtype=np.int64)]
+        np.arange(n)[::-1],
+        np.zeros(0, dtype=np.int64),
+    ]
     for index in batches:
         nodes = int(store.n_node[index].sum()) + 3
         edges = int(store.n_edge[index].sum()) + 5
@@ -163,8 +172,9 @@ def test_edge_shifts_equal_the_plain_product_in_both_forms():
         u = rng.integers(-m, m + 1, size=(int(counts.sum()), 3)).astype(np.int16)
         cell = rng.normal(0, 4, size=(n_graph, 3, 3))
         per_edge = np.repeat(cell, counts, axis=0)
-        want = ((u[:, 0:1] * per_edge[:, 0] + u[:, 1:2] * per_edge[:, 1])
-                + u[:, 2:3] * per_edge[:, 2])
+        want = (u[:, 0:1] * per_edge[:, 0] + u[:, 1:2] * per_edge[:, 1]) + u[:, 2:3] * per_edge[
+            :, 2
+        ]
         for dt in (np.float64, np.float32):
             out = np.full((u.shape[0], 3), np.nan, dtype=dt)
             _edge_shifts(u, cell, counts, out)
@@ -178,8 +188,13 @@ def test_mace_on_store_batches_equals_mace_on_its_own_batches(files, mace_data):
 
     model = _model()
     store = GraphStore(files[1])
-    loader = gt.loader(store, strategy="dynamic", batch_size=8, seed=0,
-                       preset=ga.mace(r_max=R_MAX, z_table=ZS, dtype=torch.float64))
+    loader = gt.loader(
+        store,
+        strategy="dynamic",
+        batch_size=8,
+        seed=0,
+        preset=ga.mace(r_max=R_MAX, z_table=ZS, dtype=torch.float64),
+    )
     seen = 0
     for batch in loader:
         real = batch["graph_index"][batch["graph_mask"]].tolist()
@@ -203,11 +218,22 @@ def _model():
     torch.manual_seed(0)
     block = modules.interaction_classes["RealAgnosticResidualInteractionBlock"]
     return modules.MACE(
-        r_max=R_MAX, num_bessel=4, num_polynomial_cutoff=5, max_ell=1, interaction_cls=block,
-        interaction_cls_first=block, num_interactions=2, num_elements=len(ZS),
-        hidden_irreps=o3.Irreps("8x0e + 8x1o"), MLP_irreps=o3.Irreps("8x0e"),
-        atomic_energies=np.linspace(-3.0, -1.0, len(ZS)), avg_num_neighbors=10.0,
-        atomic_numbers=ZS, correlation=2, gate=torch.nn.functional.silu).double()
+        r_max=R_MAX,
+        num_bessel=4,
+        num_polynomial_cutoff=5,
+        max_ell=1,
+        interaction_cls=block,
+        interaction_cls_first=block,
+        num_interactions=2,
+        num_elements=len(ZS),
+        hidden_irreps=o3.Irreps("8x0e + 8x1o"),
+        MLP_irreps=o3.Irreps("8x0e"),
+        atomic_energies=np.linspace(-3.0, -1.0, len(ZS)),
+        avg_num_neighbors=10.0,
+        atomic_numbers=ZS,
+        correlation=2,
+        gate=torch.nn.functional.silu,
+    ).double()
 
 
 def test_resume_gives_the_next_batch(files):
@@ -231,19 +257,29 @@ def test_clear_errors_for_stores_that_cannot_feed_mace(files, tmp_path):
 
     store = GraphStore(files[1])
     with pytest.raises(ValueError, match=r"element\(s\) \[79\] .* not in the z table"):
-        gt.loader(store, strategy="dynamic", batch_size=4,
-                  preset=ga.mace(r_max=R_MAX, z_table=ZS[:-1]))
+        gt.loader(
+            store, strategy="dynamic", batch_size=4, preset=ga.mace(r_max=R_MAX, z_table=ZS[:-1])
+        )
     with pytest.raises(ValueError, match="needs the model's z table"):
         gt.loader(store, strategy="dynamic", batch_size=4, preset=ga.mace(r_max=R_MAX))
     with pytest.raises(ValueError, match="larger than the store's cutoff"):
-        gt.loader(store, strategy="dynamic", batch_size=4,
-                  preset=ga.mace(r_max=R_MAX + 1, z_table=ZS))
-    plain = GraphArrays(n_node=[2], n_edge=[1], edge_index=[[0], [1]],
-                        node={"pos": np.zeros((2, 3)), "z": np.array([1, 6])})
+        gt.loader(
+            store, strategy="dynamic", batch_size=4, preset=ga.mace(r_max=R_MAX + 1, z_table=ZS)
+        )
+    plain = GraphArrays(
+        n_node=[2],
+        n_edge=[1],
+        edge_index=[[0], [1]],
+        node={"pos": np.zeros((2, 3)), "z": np.array([1, 6])},
+    )
     write_store(tmp_path / "plain.h5", [plain], name="plain")
     with pytest.raises(ValueError, match=r"no field\(s\) \['positions', 'atomic_numbers'"):
-        gt.loader(GraphStore(tmp_path / "plain.h5"), strategy="dynamic", batch_size=4,
-                  preset=ga.mace(r_max=R_MAX, z_table=ZS))
+        gt.loader(
+            GraphStore(tmp_path / "plain.h5"),
+            strategy="dynamic",
+            batch_size=4,
+            preset=ga.mace(r_max=R_MAX, z_table=ZS),
+        )
 
 
 @pytest.mark.slow
@@ -258,10 +294,34 @@ def test_bench_mace_trains_from_an_atomistic_store(tmp_path):
     ase.io.write(xyz, list(emt_structures(24, seed=2, max_atoms=8, kinds={"bulk": 1.0})))
     build_atoms_store(xyz, h5, cutoff=3.0)
     out = tmp_path / "bench"
-    assert main(["bench", "--models", "mace", "--store", str(h5), "--subset", "24", "--steps",
-                 "2", "--strategies", "dynamic,mace-eager", "--compile", "off",
-                 "--batch-sizes", "4", "--eval-every", "2", "--no-plots", "--quiet", "--out",
-                 str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--models",
+                "mace",
+                "--store",
+                str(h5),
+                "--subset",
+                "24",
+                "--steps",
+                "2",
+                "--strategies",
+                "dynamic,mace-eager",
+                "--compile",
+                "off",
+                "--batch-sizes",
+                "4",
+                "--eval-every",
+                "2",
+                "--no-plots",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     records = json.loads((out / "results.json").read_text())
     records = records["records"] if isinstance(records, dict) else records
     assert {r["strategy"] for r in records} == {"dynamic", "mace-eager"}
@@ -280,13 +340,15 @@ def test_heads_map_to_the_model_heads_as_in_mace(tmp_path):
     for k, a in enumerate(frames):
         a.info["task"] = ["mp", "omat", "other", "mp"][k]
     ase.io.write(tmp_path / "h.xyz", frames)
-    build_atoms_store(tmp_path / "h.xyz", tmp_path / "h.h5", cutoff=3.0,
-                      keys=AtomsKeys(head_key="task"))
+    build_atoms_store(
+        tmp_path / "h.xyz", tmp_path / "h.h5", cutoff=3.0, keys=AtomsKeys(head_key="task")
+    )
     store = GraphStore(tmp_path / "h.h5")
     assert store.meta["heads"] == ["mp", "omat", "other"]
     preset = ga.mace(r_max=3.0, z_table=ZS, heads=["omat", "mp", "Default"])
-    loader = gt.loader(store, strategy="dynamic", batch_size=5, seed=0, shuffle=False,
-                       preset=preset)
+    loader = gt.loader(
+        store, strategy="dynamic", batch_size=5, seed=0, shuffle=False, preset=preset
+    )
     batch = next(iter(loader))
     real = batch["graph_mask"]
     assert batch["graph_index"][real].tolist() == [0, 1, 2, 3]

@@ -47,8 +47,8 @@ def special_structures() -> list[Atoms]:
             a.info["REF_stress"] = rng.normal(size=6)
         return a
 
-    out.append(label(bulk("Cu", "fcc", a=3.61), True))                      # 1 atom
-    out.append(label(bulk("Al", "bcc", a=3.2), True))                       # 1 atom
+    out.append(label(bulk("Cu", "fcc", a=3.61), True))  # 1 atom
+    out.append(label(bulk("Al", "bcc", a=3.2), True))  # 1 atom
     slab = fcc111("Pt", (2, 2, 3), a=3.92, vacuum=None)
     slab.pbc = (True, True, False)
     slab.cell[2] = 0.0
@@ -58,8 +58,12 @@ def special_structures() -> list[Atoms]:
     out.append(label(cluster, False))
     boxed = Atoms("Ni3", positions=rng.normal(3, 1.0, size=(3, 3)), cell=[8, 8, 8], pbc=False)
     out.append(label(boxed, False))
-    tri = Atoms("CuAg", scaled_positions=[[0, 0, 0], [0.4, 0.5, 0.6]],
-                cell=[[3.0, 0, 0], [1.4, 2.9, 0], [0.7, 1.1, 3.3]], pbc=True)
+    tri = Atoms(
+        "CuAg",
+        scaled_positions=[[0, 0, 0], [0.4, 0.5, 0.6]],
+        cell=[[3.0, 0, 0], [1.4, 2.9, 0], [0.7, 1.1, 3.3]],
+        pbc=True,
+    )
     out.append(label(tri, True))
     tiny = Atoms("Pd2", positions=[[0, 0, 0], [1.1, 0.3, 0.2]], cell=[2.4, 2.6, 2.8], pbc=True)
     out.append(label(tiny, True))
@@ -96,9 +100,12 @@ def test_store_edges_equal_mace_neighbourhood_on_every_structure(extxyz, store):
     assert len(store) == len(frames)
     kinds = set()
     for g, atoms in enumerate(frames):
-        ei, _, us, _ = get_neighborhood(atoms.positions, CUTOFF,
-                                        pbc=tuple(bool(p) for p in atoms.pbc),
-                                        cell=np.array(atoms.cell))
+        ei, _, us, _ = get_neighborhood(
+            atoms.positions,
+            CUTOFF,
+            pbc=tuple(bool(p) for p in atoms.pbc),
+            cell=np.array(atoms.cell),
+        )
         got = store.read_graph(g)
         mine = _edge_rows(got["edge_index"][0], got["edge_index"][1], got["unit_shifts"])
         np.testing.assert_array_equal(mine, _edge_rows(ei[0], ei[1], us), err_msg=f"frame {g}")
@@ -114,19 +121,29 @@ def test_labels_and_weights_follow_mace_config_from_atoms(extxyz, store):
     """energy/forces/stress and the weights are MACE's Configuration values."""
     from mace.data.utils import KeySpecification, load_from_xyz
 
-    keys = KeySpecification(info_keys={"energy": "REF_energy", "stress": "REF_stress",
-                                       "virials": "REF_virials", "head": "head"},
-                            arrays_keys={"forces": "REF_forces", "charges": "REF_charges"})
+    keys = KeySpecification(
+        info_keys={
+            "energy": "REF_energy",
+            "stress": "REF_stress",
+            "virials": "REF_virials",
+            "head": "head",
+        },
+        arrays_keys={"forces": "REF_forces", "charges": "REF_charges"},
+    )
     _, configs = load_from_xyz(str(extxyz), keys)
     no = store.node_offsets
     for g, c in enumerate(configs):
         np.testing.assert_array_equal(store.graph_field("energy")[g], c.properties["energy"])
-        np.testing.assert_array_equal(store.packed().node["forces"][no[g]:no[g + 1]],
-                                      c.properties["forces"])
+        np.testing.assert_array_equal(
+            store.packed().node["forces"][no[g] : no[g + 1]], c.properties["forces"]
+        )
         if c.properties["stress"] is not None:
             s = np.asarray(c.properties["stress"])
-            v = s if s.shape == (3, 3) else np.array([[s[0], s[5], s[4]], [s[5], s[1], s[3]],
-                                                      [s[4], s[3], s[2]]])
+            v = (
+                s
+                if s.shape == (3, 3)
+                else np.array([[s[0], s[5], s[4]], [s[5], s[1], s[3]], [s[4], s[3], s[2]]])
+            )
             np.testing.assert_array_equal(store.graph_field("stress")[g], v)
         for p in ("energy", "forces", "stress", "virials", "charges"):
             assert store.graph_field(f"{p}_weight")[g] == c.property_weights[p], (g, p)
@@ -164,12 +181,23 @@ def test_ase_db_keys_voigt_calculator_results_and_keep(tmp_path):
             a.positions += rng.normal(0, 0.05, size=a.positions.shape)
             e, f, s = float(rng.normal()), rng.normal(size=(4, 3)), rng.normal(size=6)
             a.calc = SinglePointCalculator(a, energy=e, forces=f, stress=s)
-            conn.write(a, config_type="bulk" if k % 2 else "other", tag=float(k),
-                       data={"mag": rng.normal(size=4)})
+            conn.write(
+                a,
+                config_type="bulk" if k % 2 else "other",
+                tag=float(k),
+                data={"mag": rng.normal(size=4)},
+            )
             frames.append((e, f, s, a.copy()))
     out = tmp_path / "db.h5"
-    keys = AtomsKeys(energy="energy", forces="forces", stress="stress", virials=None,
-                     charges=None, keep=("tag", "mag"), config_type_weights={"bulk": 2.0})
+    keys = AtomsKeys(
+        energy="energy",
+        forces="forces",
+        stress="stress",
+        virials=None,
+        charges=None,
+        keep=("tag", "mag"),
+        config_type_weights={"bulk": 2.0},
+    )
     build_atoms_store(db, out, cutoff=3.0, keys=keys)
     st = GraphStore(out)
     for g, (e, f, s, _) in enumerate(frames):
@@ -183,9 +211,27 @@ def test_ase_db_keys_voigt_calculator_results_and_keep(tmp_path):
         assert st.graph_field("frame")[g] == g + 1  # ASE row ids
     assert "virials" not in st.fields and "charges" not in st.fields
     # the CLI builds the same store (ase-db defaults: the calculator's keys)
-    r = _cli("data", "build", "ase-db", db, "--cutoff", "3", "--out", "cli.h5", "--no-progress",
-             "--virials-key", "none", "--charges-key", "none", "--keep", "tag", "mag",
-             "--config-type-weights", '{"bulk": 2.0}', cwd=tmp_path)
+    r = _cli(
+        "data",
+        "build",
+        "ase-db",
+        db,
+        "--cutoff",
+        "3",
+        "--out",
+        "cli.h5",
+        "--no-progress",
+        "--virials-key",
+        "none",
+        "--charges-key",
+        "none",
+        "--keep",
+        "tag",
+        "mag",
+        "--config-type-weights",
+        '{"bulk": 2.0}',
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     cli = GraphStore(tmp_path / "cli.h5").packed()
     for level in ("node", "edge", "graph"):
@@ -194,8 +240,13 @@ def test_ase_db_keys_voigt_calculator_results_and_keep(tmp_path):
 
 
 def _cli(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "graphbatch.cli", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "graphbatch.cli", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _main(capsys, *args) -> tuple[int, str]:
@@ -208,42 +259,71 @@ def _main(capsys, *args) -> tuple[int, str]:
 
 
 BAD = {
-    "malformed": ("2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
-                  "Cu 0 0 0 0 0 0\nCu 1 1 1 0 0\n",
-                  "frame 0 (line 4): malformed extxyz: REF_forces: ValueError"),
-    "count": ("2\nProperties=species:S:1:pos:R:3 REF_energy=1.0\nCu 0 0 0\nCu 1 1 1\n"
-              "two\n", "frame 1 (line 5): atom count"),
-    "missing": ("1\nProperties=species:S:1:pos:R:3:REF_forces:R:3\nCu 0 0 0 0 0 0\n",
-                "frame 0: REF_energy: missing"),
-    "nan": ("1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
-            "Cu 0 0 0 nan 0 0\n", "frame 0: REF_forces: holds nan"),
-    "volume": ('2\nLattice="3 0 0 0 3 0 6 0 0" pbc="T T T" Properties=species:S:1:pos:R:3:'
-               'REF_forces:R:3 REF_energy=1.0\nCu 0 0 0 0 0 0\nCu 1 1 1 0 0 0\n',
-               "frame 0: cell: has zero volume"),
-    "species": ("1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
-                "Qq 0 0 0 0 0 0\n", "frame 0 (line 3): species: unknown chemical symbol 'Qq'"),
-    "dummy": ("1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
-              "X 0 0 0 0 0 0\n", "frame 0: atomic_numbers: atom 0 has atomic number 0"),
-    "float": ("2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
-              "Cu 0 0 0 0 0 0\nCu 1 abc 1 0 0 0\n",
-              "frame 0 (line 4): malformed extxyz: pos: ValueError: could not convert string "
-              "to float: 'abc'"),
-    "lattice": ('1\nLattice="3 0 0 0 3 0 6 0" Properties=species:S:1:pos:R:3:REF_forces:R:3 '
-                "REF_energy=1.0\nCu 0 0 0 0 0 0\n",
-                "frame 0 (line 2): malformed extxyz: comment line: ValueError: Got info item "
-                "Lattice"),
+    "malformed": (
+        "2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
+        "Cu 0 0 0 0 0 0\nCu 1 1 1 0 0\n",
+        "frame 0 (line 4): malformed extxyz: REF_forces: ValueError",
+    ),
+    "count": (
+        "2\nProperties=species:S:1:pos:R:3 REF_energy=1.0\nCu 0 0 0\nCu 1 1 1\ntwo\n",
+        "frame 1 (line 5): atom count",
+    ),
+    "missing": (
+        "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3\nCu 0 0 0 0 0 0\n",
+        "frame 0: REF_energy: missing",
+    ),
+    "nan": (
+        "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\nCu 0 0 0 nan 0 0\n",
+        "frame 0: REF_forces: holds nan",
+    ),
+    "volume": (
+        '2\nLattice="3 0 0 0 3 0 6 0 0" pbc="T T T" Properties=species:S:1:pos:R:3:'
+        "REF_forces:R:3 REF_energy=1.0\nCu 0 0 0 0 0 0\nCu 1 1 1 0 0 0\n",
+        "frame 0: cell: has zero volume",
+    ),
+    "species": (
+        "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\nQq 0 0 0 0 0 0\n",
+        "frame 0 (line 3): species: unknown chemical symbol 'Qq'",
+    ),
+    "dummy": (
+        "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\nX 0 0 0 0 0 0\n",
+        "frame 0: atomic_numbers: atom 0 has atomic number 0",
+    ),
+    "float": (
+        "2\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
+        "Cu 0 0 0 0 0 0\nCu 1 abc 1 0 0 0\n",
+        "frame 0 (line 4): malformed extxyz: pos: ValueError: could not convert string "
+        "to float: 'abc'",
+    ),
+    "lattice": (
+        '1\nLattice="3 0 0 0 3 0 6 0" Properties=species:S:1:pos:R:3:REF_forces:R:3 '
+        "REF_energy=1.0\nCu 0 0 0 0 0 0\n",
+        "frame 0 (line 2): malformed extxyz: comment line: ValueError: Got info item Lattice",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_input_is_one_line_naming_file_frame_and_field(tmp_path, case, capsys):
     text, expect = BAD[case]
-    good = "".join(f"1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\n"
-                   f"Cu {k} 0 0 0 0 0\n" for k in range(3))
+    good = "".join(
+        f"1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\nCu {k} 0 0 0 0 0\n"
+        for k in range(3)
+    )
     src = tmp_path / "in.xyz"
-    src.write_text(good + text)   # the bad frame comes after good ones (frame numbers shift)
-    rc, err = _main(capsys, "data", "build", "extxyz", src, "--cutoff", "3", "--out",
-                    tmp_path / "out.h5", "--no-progress")
+    src.write_text(good + text)  # the bad frame comes after good ones (frame numbers shift)
+    rc, err = _main(
+        capsys,
+        "data",
+        "build",
+        "extxyz",
+        src,
+        "--cutoff",
+        "3",
+        "--out",
+        tmp_path / "out.h5",
+        "--no-progress",
+    )
     assert rc == 2, err
     msg = err.strip().splitlines()
     assert len(msg) == 1 and "Traceback" not in err, err
@@ -251,13 +331,14 @@ def test_bad_input_is_one_line_naming_file_frame_and_field(tmp_path, case, capsy
     shifted = re.sub(r"frame (\d+)", lambda m: f"frame {int(m.group(1)) + 3}", expect)
     shifted = re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) + 9}", shifted)
     assert f"in.xyz: {shifted}" in msg[0], msg[0]
-    assert sorted(os.listdir(tmp_path)) == ["in.xyz"]   # nothing written, no temporaries
+    assert sorted(os.listdir(tmp_path)) == ["in.xyz"]  # nothing written, no temporaries
 
 
 def test_cutoff_and_options_are_checked(tmp_path, extxyz, capsys):
     for cut in ("0", "-1", "nan"):
-        rc, err = _main(capsys, "data", "build", "extxyz", extxyz, "--cutoff", cut, "--out",
-                        tmp_path / "o.h5")
+        rc, err = _main(
+            capsys, "data", "build", "extxyz", extxyz, "--cutoff", cut, "--out", tmp_path / "o.h5"
+        )
         assert rc == 2 and "cutoff must be a finite distance > 0" in err
     # a real process: one line on stderr, no traceback
     r = _cli("data", "build", "extxyz", extxyz, "--cutoff", "3", "--out", extxyz, cwd=tmp_path)
@@ -278,13 +359,24 @@ def test_cutoff_and_options_are_checked(tmp_path, extxyz, capsys):
 
 
 def test_cli_build_then_plan_limits_and_report_work_unchanged(tmp_path, extxyz):
-    r = _cli("data", "build", "extxyz", extxyz, "--cutoff", "3.5", "--out", "s.h5",
-             "--no-progress", cwd=tmp_path)
+    r = _cli(
+        "data",
+        "build",
+        "extxyz",
+        extxyz,
+        "--cutoff",
+        "3.5",
+        "--out",
+        "s.h5",
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     st = GraphStore(tmp_path / "s.h5", verify=True)
     assert st.meta["cutoff_angstrom"] == 3.5
-    r = _cli("plan", "s.h5", "--strategy", "dynamic", "--batch-size", "8", "--out", "p.npz",
-             cwd=tmp_path)
+    r = _cli(
+        "plan", "s.h5", "--strategy", "dynamic", "--batch-size", "8", "--out", "p.npz", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     from graphbatch import BatchPlan
 
@@ -322,8 +414,7 @@ def _assert_same_chunk(a, b) -> None:
 
 
 @pytest.mark.parametrize("variant", ["mace", "keep-heads-weights", "optional-missing"])
-def test_vectorised_conversion_equals_the_reference_frame_by_frame(extxyz, monkeypatch,
-                                                                   variant):
+def test_vectorised_conversion_equals_the_reference_frame_by_frame(extxyz, monkeypatch, variant):
     """`convert_frames` (NumPy over the block, one vesin call per structure) against
     `convert_frames_reference` (frame by frame): the same chunk, array for array -- with the
     block path really taken (the reference is disabled while it runs)."""
@@ -337,12 +428,16 @@ def test_vectorised_conversion_equals_the_reference_frame_by_frame(extxyz, monke
         r.arrays["spin"] = np.full(len(r), float(k))
         if variant == "optional-missing" and k % 5 == 0:
             r.info.pop("REF_stress", None)
-    keys = {"mace": AtomsKeys(),
-            "keep-heads-weights": AtomsKeys(keep=("spin", "config_weight"), head_key="task",
-                                            config_type_weights={"bulk_fcc": 3.0}),
-            "optional-missing": AtomsKeys(required=("energy",))}[variant]
-    want = atoms_mod.convert_frames_reference(records, cutoff=CUTOFF, keys=keys, source=1,
-                                              where="set.xyz")
+    keys = {
+        "mace": AtomsKeys(),
+        "keep-heads-weights": AtomsKeys(
+            keep=("spin", "config_weight"), head_key="task", config_type_weights={"bulk_fcc": 3.0}
+        ),
+        "optional-missing": AtomsKeys(required=("energy",)),
+    }[variant]
+    want = atoms_mod.convert_frames_reference(
+        records, cutoff=CUTOFF, keys=keys, source=1, where="set.xyz"
+    )
 
     def refuse(*a, **k):
         raise AssertionError("the block path fell back to the reference")
@@ -403,13 +498,14 @@ def test_a_build_process_does_not_import_torch(extxyz, store, tmp_path):
 import sys
 from graphbatch.cli import main
 assert main(["data", "build", "extxyz", {str(extxyz)!r}, "--cutoff", "{CUTOFF}", "--out",
-             {str(tmp_path / 'cli.h5')!r}, "--no-progress", "--workers", "2"]) == 0
+             {str(tmp_path / "cli.h5")!r}, "--no-progress", "--workers", "2"]) == 0
 assert "torch" not in sys.modules, "torch imported"
 import torch
 print("ok", torch.__version__)
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=300, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
     a = GraphStore(tmp_path / "cli.h5").packed()
     b = store.packed()

@@ -68,14 +68,20 @@ sizes_st = st.integers(1, 120).flatmap(
 
 
 @settings(max_examples=40, deadline=None)
-@given(data=sizes_st, strategy=st.sampled_from(BALANCING), bs=st.integers(2, 12),
-       pad=st.sampled_from(("static-64", "pow2", "max")), seed=st.integers(0, 3))
+@given(
+    data=sizes_st,
+    strategy=st.sampled_from(BALANCING),
+    bs=st.integers(2, 12),
+    pad=st.sampled_from(("static-64", "pow2", "max")),
+    seed=st.integers(0, 3),
+)
 def test_every_strategy_keeps_the_rules(data, strategy, bs, pad, seed):
     nodes, mult, nbytes, use_bytes = data
     n = len(nodes)
     bs = min(bs, n + 1)
-    sizes = gb.GraphSizes(nodes, [a * b for a, b in zip(nodes, mult, strict=False)],
-                          nbytes if use_bytes else None)
+    sizes = gb.GraphSizes(
+        nodes, [a * b for a, b in zip(nodes, mult, strict=False)], nbytes if use_bytes else None
+    )
     plan = gb.plan(sizes, strategy, batch_size=bs, seed=seed, pad=pad)
     plan.validate(sizes)  # every graph exactly once, content within padded shapes
     k = bs - 1
@@ -125,8 +131,12 @@ def test_kk_fixes_batch_contents_across_epochs():
 
 # ---------------------------------------------------------------- outliers
 @settings(max_examples=40, deadline=None)
-@given(costs=st.lists(st.integers(1, 1000), min_size=4, max_size=80),
-       mult=st.sampled_from((0.0, 0.5, 1.5, 3.0)), bs=st.integers(2, 6), seed=st.integers(0, 5))
+@given(
+    costs=st.lists(st.integers(1, 1000), min_size=4, max_size=80),
+    mult=st.sampled_from((0.0, 0.5, 1.5, 3.0)),
+    bs=st.integers(2, 6),
+    seed=st.integers(0, 5),
+)
 def test_iqr_no_batch_holds_two_outliers_while_batches_suffice(costs, mult, bs, seed):
     n = len(costs)
     bs = min(bs, n + 1)
@@ -144,8 +154,11 @@ def test_iqr_no_batch_holds_two_outliers_while_batches_suffice(costs, mult, bs, 
 
 
 @settings(max_examples=30, deadline=None)
-@given(costs=st.lists(st.integers(1, 1000), min_size=4, max_size=80),
-       threshold=st.sampled_from((0.0, 1.0, 2.0, 3.0)), bs=st.integers(2, 6))
+@given(
+    costs=st.lists(st.integers(1, 1000), min_size=4, max_size=80),
+    threshold=st.sampled_from((0.0, 1.0, 2.0, 3.0)),
+    bs=st.integers(2, 6),
+)
 def test_zscore_outliers_spread_one_per_batch(costs, threshold, bs):
     n = len(costs)
     bs = min(bs, n + 1)
@@ -171,8 +184,10 @@ def test_balance_fraction_one_is_bucket_partitioning():
 
 def test_outlier_strategies_beat_random_on_skewed_data():
     sizes = lognormal_sizes(20_000, seed=4)
-    ratio = {s: gb.plan(sizes, s, batch_size=64).stats().cost_max_over_mean
-             for s in ("random", "iqr", "kk", "stratified")}
+    ratio = {
+        s: gb.plan(sizes, s, batch_size=64).stats().cost_max_over_mean
+        for s in ("random", "iqr", "kk", "stratified")
+    }
     assert ratio["kk"] <= ratio["stratified"] <= ratio["iqr"] < ratio["random"]
     assert ratio["kk"] < 1.01
 
@@ -224,15 +239,18 @@ def test_kk_close_to_brute_force_on_tiny_cases():
         assert got >= opt
         # provable bound: the final spread never exceeds the largest round spread
         ranked = sorted(costs, reverse=True)
-        spread = max(max(ranked[i:i + 3]) - min(ranked[i:i + 3]) for i in range(0, n, 3))
+        spread = max(max(ranked[i : i + 3]) - min(ranked[i : i + 3]) for i in range(0, n, 3))
         assert got <= opt + spread
         ratios.append(got / opt)
     assert statistics.fmean(ratios) < 1.02
 
 
 @settings(max_examples=40, deadline=None)
-@given(costs=st.lists(st.integers(0, 10_000), min_size=1, max_size=200), b=st.integers(1, 20),
-       passes=st.integers(0, 4))
+@given(
+    costs=st.lists(st.integers(0, 10_000), min_size=1, max_size=200),
+    b=st.integers(1, 20),
+    passes=st.integers(0, 4),
+)
 def test_ldm_and_swaps_keep_cardinalities_and_shrink_spread(costs, b, passes):
     c = np.asarray(costs, dtype=np.float64)
     n = c.shape[0]
@@ -318,8 +336,10 @@ def test_memory_stats_match_reference():
     assert s.cost_max_over_mean == pytest.approx(max(costs) / statistics.fmean(costs))
     # NNLS bytes-per-node/edge fit from batch totals, applied to padded shapes
     assert s.cost_per_node >= 0 and s.cost_per_edge >= 0
-    padded = [s.cost_per_node * n + s.cost_per_edge * e
-              for n, e in zip(plan.pad_nodes, plan.pad_edges, strict=False)]
+    padded = [
+        s.cost_per_node * n + s.cost_per_edge * e
+        for n, e in zip(plan.pad_nodes, plan.pad_edges, strict=False)
+    ]
     assert s.padded_cost_max == pytest.approx(max(padded))
     # existing fields unchanged
     assert s.num_batches == len(plan) and s.max_pad_nodes == int(plan.pad_nodes.max())
@@ -387,11 +407,16 @@ def test_registered_with_descriptions():
 
 
 @settings(max_examples=60, deadline=None)
-@given(r=st.integers(1, 9), b=st.integers(1, 40), seed=st.integers(0, 2**16),
-       chunk=st.integers(1, 50), dummy_frac=st.floats(0, 1), every=st.booleans(),
-       dtype=st.sampled_from([np.int64, np.int16]))
-def test_columns_in_order_equals_the_transposed_mask(r, b, seed, chunk, dummy_frac, every,
-                                                     dtype):
+@given(
+    r=st.integers(1, 9),
+    b=st.integers(1, 40),
+    seed=st.integers(0, 2**16),
+    chunk=st.integers(1, 50),
+    dummy_frac=st.floats(0, 1),
+    every=st.booleans(),
+    dtype=st.sampled_from([np.int64, np.int16]),
+)
+def test_columns_in_order_equals_the_transposed_mask(r, b, seed, chunk, dummy_frac, every, dtype):
     # every column in order (read column chunk by column chunk) or a permutation of them
     # (through the batch-major copy): the same entries as the whole-matrix mask
     rng = np.random.default_rng(seed)
@@ -400,8 +425,7 @@ def test_columns_in_order_equals_the_transposed_mask(r, b, seed, chunk, dummy_fr
     cols = np.arange(b) if every else rng.permutation(b)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(memory_mod, "PARTITION_CHUNK", chunk)
-        order, counts = partition_mod.columns_in_order(ident, None if every else cols,
-                                                       dtype=dtype)
+        order, counts = partition_mod.columns_in_order(ident, None if every else cols, dtype=dtype)
     rows = ident.T[cols]
     keep = rows >= 0
     assert order.dtype == dtype and counts.dtype == np.int64

@@ -21,9 +21,21 @@ from graphbatch.bench._run import bench_budget  # noqa: E402
 from graphbatch.bench._runner import bench_budget  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 
-REQUIRED = ("model", "strategy", "batch_size", "repeat", "compiles", "compile_s", "step_ms_mean",
-            "step_ms_median", "update_ms_median", "batching_ms_median", "graphs_per_s",
-            "peak_mem_bytes", "test_rmse")
+REQUIRED = (
+    "model",
+    "strategy",
+    "batch_size",
+    "repeat",
+    "compiles",
+    "compile_s",
+    "step_ms_mean",
+    "step_ms_median",
+    "update_ms_median",
+    "batching_ms_median",
+    "graphs_per_s",
+    "peak_mem_bytes",
+    "test_rmse",
+)
 TINY = {"schnet": {"hidden": 8, "filters": 8, "num_interactions": 1, "num_gaussians": 6}}
 
 
@@ -34,16 +46,38 @@ def data():
 
 def test_cli_tiny_run_writes_the_contract(tmp_path):
     out = tmp_path / "bench"
-    rc = main(["bench", "--models", "schnet",
-               "--strategies", "dynamic,static-64,unpadded,pyg-eager",
-               "--batch-sizes", "6", "--steps", "3", "--repeats", "2", "--subset", "60",
-               "--eval-every", "2", "--threads", "1", "--quiet", "--no-plots", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--models",
+            "schnet",
+            "--strategies",
+            "dynamic,static-64,unpadded,pyg-eager",
+            "--batch-sizes",
+            "6",
+            "--steps",
+            "3",
+            "--repeats",
+            "2",
+            "--subset",
+            "60",
+            "--eval-every",
+            "2",
+            "--threads",
+            "1",
+            "--quiet",
+            "--no-plots",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     records = json.loads((out / "results.json").read_text())
     assert isinstance(records, list) and len(records) == 4 * 2
     seen = {(r["strategy"], r["repeat"]) for r in records}
-    assert seen == {(s, r) for s in ("dynamic", "static-64", "unpadded", "pyg-eager")
-                    for r in (0, 1)}
+    assert seen == {
+        (s, r) for s in ("dynamic", "static-64", "unpadded", "pyg-eager") for r in (0, 1)
+    }
     for r in records:
         for k in REQUIRED:
             assert k in r, k
@@ -67,9 +101,18 @@ def test_compile_count_equals_plan_distinct_shapes(data):
 
     Dynamo's ``eager`` backend: the count is Dynamo's (Inductor would add minutes here)."""
     steps, bs = 6, 6
-    cfg = BenchConfig(models=("schnet",), strategies=("static-64", "dynamic"), batch_sizes=(bs,),
-                      steps=steps, repeats=1, compile="on", compile_backend="eager",
-                      eval_every=steps, model_options=TINY, subset=80)
+    cfg = BenchConfig(
+        models=("schnet",),
+        strategies=("static-64", "dynamic"),
+        batch_sizes=(bs,),
+        steps=steps,
+        repeats=1,
+        compile="on",
+        compile_backend="eager",
+        eval_every=steps,
+        model_options=TINY,
+        subset=80,
+    )
     recs = {r["strategy"]: r for r in run_bench(cfg, progress=False, data=data)}
     p = graphbatch.plan(data.train_sizes, "static-64", batch_size=bs, seed=cfg.seed, epoch=0)
     expect = np.unique(np.stack([p.pad_nodes, p.pad_edges, p.pad_graphs], 1)[:steps], axis=0)
@@ -79,11 +122,17 @@ def test_compile_count_equals_plan_distinct_shapes(data):
 
 
 def test_auto_compile_plan_and_bad_arguments(tmp_path):
-    cpu = BenchConfig(strategies=("pack-lpf", "dynamic", "pyg-compile", "pyg-eager"),
-                      batch_sizes=(32,), repeats=1)
+    cpu = BenchConfig(
+        strategies=("pack-lpf", "dynamic", "pyg-compile", "pyg-eager"), batch_sizes=(32,), repeats=1
+    )
     modes = [(r.strategy, r.compiled) for r in plan_runs(cpu)]
-    assert modes == [("pack-lpf", False), ("pack-lpf", True), ("dynamic", False),
-                     ("pyg-compile", True), ("pyg-eager", False)]
+    assert modes == [
+        ("pack-lpf", False),
+        ("pack-lpf", True),
+        ("dynamic", False),
+        ("pyg-compile", True),
+        ("pyg-eager", False),
+    ]
     with pytest.raises(ValueError, match="unknown model"):
         BenchConfig(models=("gcn",)).validate()
     with pytest.raises(ValueError, match="unknown strategy"):
@@ -97,9 +146,18 @@ def test_one_budget_for_every_repeat_and_graph_cap(data):
     """Budget-using strategies get Algorithm 1's budget from ``cfg.seed`` in every repeat (one
     compiled shape across repeats); ``graph_cap`` multiplies only the graph slots."""
     bs = 6
-    cfg = BenchConfig(models=("schnet",), strategies=("dynamic", "static-64"), batch_sizes=(bs,),
-                      steps=2, repeats=2, compile="off", eval_every=2, model_options=TINY,
-                      subset=80, graph_cap=2.5)
+    cfg = BenchConfig(
+        models=("schnet",),
+        strategies=("dynamic", "static-64"),
+        batch_sizes=(bs,),
+        steps=2,
+        repeats=2,
+        compile="off",
+        eval_every=2,
+        model_options=TINY,
+        subset=80,
+        graph_cap=2.5,
+    )
     recs = run_bench(cfg, progress=False, data=data)
     est = graphbatch.estimate_budget(data.train_sizes, bs, rng=np.random.default_rng(cfg.seed))
     dyn = [r for r in recs if r["strategy"] == "dynamic"]
@@ -113,7 +171,8 @@ def test_one_budget_for_every_repeat_and_graph_cap(data):
     assert auto.graph_cap_for("dynamic") == 1.0
     assert auto.graph_cap_for("pack-lpf") == auto.graph_cap_for("buckets") == PACKING_GRAPH_CAP
     assert bench_budget(auto, data.train_sizes, bs, "pack-lpf").n_graph == round(
-        PACKING_GRAPH_CAP * bs)
+        PACKING_GRAPH_CAP * bs
+    )
     assert bench_budget(auto, data.train_sizes, bs, "dynamic").n_graph == est.n_graph
     assert BenchConfig(graph_cap=3.0).graph_cap_for("dynamic") == 3.0
     with pytest.raises(ValueError, match="graph_cap"):
@@ -124,24 +183,45 @@ def test_one_budget_for_every_repeat_and_graph_cap(data):
 
     assert effective_sharing_strategy(BenchConfig()) is None  # no workers: torch's own
     assert effective_sharing_strategy(BenchConfig(num_workers=2)) == "file_system"
-    assert effective_sharing_strategy(BenchConfig(num_workers=2,
-                                                  sharing_strategy="file_descriptor")) \
+    assert (
+        effective_sharing_strategy(BenchConfig(num_workers=2, sharing_strategy="file_descriptor"))
         == "file_descriptor"
+    )
 
 
 def test_padding_cost_per_repeat_hand_checked():
     from graphbatch.bench import targets
 
     def rec(strategy, repeat, us, compiled=False):
-        return {"model": "schnet", "batch_size": 8, "strategy": strategy, "repeat": repeat,
-                "compiled": compiled, "compiles": 0, "compile_s": 0.0, "batching_ms_median": 1.0,
-                "update_ms_median": 1.0, "step_ms_median": 1.0, "step_ms_mean": 1.0,
-                "graphs_per_s": 1.0, "steady_graphs_per_s": 1.0, "update_us_per_graph": us,
-                "update_us_per_graph_median": us, "peak_mem_bytes": 1, "test_rmse": 1.0}
+        return {
+            "model": "schnet",
+            "batch_size": 8,
+            "strategy": strategy,
+            "repeat": repeat,
+            "compiled": compiled,
+            "compiles": 0,
+            "compile_s": 0.0,
+            "batching_ms_median": 1.0,
+            "update_ms_median": 1.0,
+            "step_ms_median": 1.0,
+            "step_ms_mean": 1.0,
+            "graphs_per_s": 1.0,
+            "steady_graphs_per_s": 1.0,
+            "update_us_per_graph": us,
+            "update_us_per_graph_median": us,
+            "peak_mem_bytes": 1,
+            "test_rmse": 1.0,
+        }
 
-    recs = [rec("unpadded", 0, 100.0), rec("unpadded", 1, 200.0), rec("unpadded", 2, 100.0),
-            rec("pack-lpf", 0, 102.0), rec("pack-lpf", 1, 190.0), rec("pack-lpf", 2, 110.0),
-            rec("pack-lpf", 0, 50.0, compiled=True)]
+    recs = [
+        rec("unpadded", 0, 100.0),
+        rec("unpadded", 1, 200.0),
+        rec("unpadded", 2, 100.0),
+        rec("pack-lpf", 0, 102.0),
+        rec("pack-lpf", 1, 190.0),
+        rec("pack-lpf", 2, 110.0),
+        rec("pack-lpf", 0, 50.0, compiled=True),
+    ]
     (t,) = targets(recs)
     assert t["padding_cost_repeats"]["pack-lpf"] == pytest.approx([1.02, 0.95, 1.10])
     assert "pack-lpf+compile" not in t["padding_cost_repeats"]
@@ -151,8 +231,17 @@ def test_padding_cost_per_repeat_hand_checked():
 def test_prefetch_thread_trains_on_the_same_batches(data):
     """``prefetch`` only moves batch making into a thread: the same batches in the same order, so
     the same losses, weights and test errors as without it."""
-    base = dict(models=("schnet",), strategies=("pack-lpf", "pyg-eager"), batch_sizes=(6,),
-                steps=4, repeats=1, compile="off", eval_every=4, model_options=TINY, subset=80)
+    base = dict(
+        models=("schnet",),
+        strategies=("pack-lpf", "pyg-eager"),
+        batch_sizes=(6,),
+        steps=4,
+        repeats=1,
+        compile="off",
+        eval_every=4,
+        model_options=TINY,
+        subset=80,
+    )
     plain = run_bench(BenchConfig(**base), progress=False, data=data)
     fetched = run_bench(BenchConfig(**base, prefetch=2), progress=False, data=data)
     for a, b in zip(plain, fetched, strict=True):
@@ -182,9 +271,28 @@ def test_full_grid_is_the_papers_and_runs_end_to_end(tmp_path):
     assert all(r.compiled for r in runs if r.strategy in (*PADDED_STRATEGIES, "pyg-compile"))
 
     out = tmp_path / "smoke"
-    rc = main(["bench", "--full", "--models", "schnet", "--batch-sizes", "6", "--steps", "2",
-               "--repeats", "1", "--subset", "60", "--compile-backend", "eager", "--quiet",
-               "--no-plots", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--full",
+            "--models",
+            "schnet",
+            "--batch-sizes",
+            "6",
+            "--steps",
+            "2",
+            "--repeats",
+            "1",
+            "--subset",
+            "60",
+            "--compile-backend",
+            "eager",
+            "--quiet",
+            "--no-plots",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     records = json.loads((out / "results.json").read_text())
     assert {r["strategy"] for r in records} == set(full.strategies)

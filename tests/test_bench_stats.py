@@ -107,6 +107,8 @@ def test_statistics_import_without_torch():
     import subprocess
     import sys
 
-    code = ("import sys, graphbatch.bench, graphbatch.cli; graphbatch.cli.build_parser(); "
-            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    code = (
+        "import sys, graphbatch.bench, graphbatch.cli; graphbatch.cli.build_parser(); "
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -22,8 +22,9 @@ def qm9_store(tmp_path_factory):
     pytest.importorskip("graphbatch.datasets._qm9")
     out = tmp_path_factory.mktemp("bs") / "qm9.h5"
     try:
-        assert main(["data", "build", "qm9", "--limit", "60", "--no-progress",
-                     "--out", str(out)]) == 0
+        assert (
+            main(["data", "build", "qm9", "--limit", "60", "--no-progress", "--out", str(out)]) == 0
+        )
     except FileNotFoundError as exc:  # pragma: no cover - qm9pack missing
         pytest.skip(str(exc))
     return out
@@ -40,21 +41,49 @@ def test_store_batches_carry_the_bench_target(qm9_store):
         assert torch.equal(b.y.view(-1)[b.graph_mask], data.target[gi])
         assert (b.y.view(-1)[~b.graph_mask] == 0).all()
         seen.extend(gi.tolist())
-    assert set(seen) <= set(data.train_index.tolist())          # never a test graph
+    assert set(seen) <= set(data.train_index.tolist())  # never a test graph
     assert len(data.test) + len(data.train_index) == 60
 
 
 def test_bench_cli_trains_from_the_store(qm9_store, tmp_path, capsys):
     out = tmp_path / "b"
-    assert main(["bench", "--store", str(qm9_store), "--strategies", "dynamic,pyg-eager",
-                 "--batch-sizes", "8", "--steps", "3", "--repeats", "1", "--eval-every", "3",
-                 "--compile", "off", "--threads", "1", "--no-plots", "--quiet",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--store",
+                str(qm9_store),
+                "--strategies",
+                "dynamic,pyg-eager",
+                "--batch-sizes",
+                "8",
+                "--steps",
+                "3",
+                "--repeats",
+                "1",
+                "--eval-every",
+                "3",
+                "--compile",
+                "off",
+                "--threads",
+                "1",
+                "--no-plots",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "read from the store" in text and "batching_ms" in text
     records = json.loads((out / "results.json").read_text())
     assert {r["strategy"] for r in records} == {"dynamic", "pyg-eager"}
     assert all(np.isfinite(r["test_rmse"]) for r in records)
     assert main(["bench", "--data", "store", "--out", str(tmp_path / "c")]) == 2
-    assert main(["bench", "--store", str(qm9_store), "--num-workers", "1",
-                 "--out", str(tmp_path / "d")]) == 2
+    assert (
+        main(
+            ["bench", "--store", str(qm9_store), "--num-workers", "1", "--out", str(tmp_path / "d")]
+        )
+        == 2
+    )

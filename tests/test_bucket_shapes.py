@@ -18,8 +18,9 @@ from graphbatch.packing import (
     shape_padding_bound,
 )
 
-needs_st = st.lists(st.tuples(st.integers(1, 60), st.integers(0, 90), st.integers(2, 9)),
-                    min_size=1, max_size=6)
+needs_st = st.lists(
+    st.tuples(st.integers(1, 60), st.integers(0, 90), st.integers(2, 9)), min_size=1, max_size=6
+)
 
 
 def cost_of(shape, c):
@@ -38,8 +39,11 @@ def brute_force(needs, k, c, shape_cost, contiguous_orders=None):
             groups = {}
             for x, g in zip(u, assign, strict=False):
                 groups.setdefault(g, []).append(x)
-            tot = sum(sum(w[x] for x in xs) * cost_of(tuple(map(max, zip(*xs, strict=False))), c)
-                      + shape_cost for xs in groups.values())
+            tot = sum(
+                sum(w[x] for x in xs) * cost_of(tuple(map(max, zip(*xs, strict=False))), c)
+                + shape_cost
+                for xs in groups.values()
+            )
             best = tot if best is None else min(best, tot)
         return best
     for order in contiguous_orders:
@@ -50,16 +54,23 @@ def brute_force(needs, k, c, shape_cost, contiguous_orders=None):
                 tot = 0
                 for a, b in zip(bounds, bounds[1:], strict=False):
                     xs = seq[a:b]
-                    tot += sum(w[x] for x in xs) * cost_of(tuple(map(max, zip(*xs, strict=False))), c) \
+                    tot += (
+                        sum(w[x] for x in xs) * cost_of(tuple(map(max, zip(*xs, strict=False))), c)
                         + shape_cost
+                    )
                 best = tot if best is None else min(best, tot)
     return best
 
 
-@given(needs=needs_st, k=st.integers(1, 3), c=st.tuples(*[st.integers(0, 5)] * 4),
-       shape_cost=st.integers(0, 200))
-def test_tight_shapes_are_the_best_contiguous_segmentation_and_hold_every_pack(needs, k, c,
-                                                                               shape_cost):
+@given(
+    needs=needs_st,
+    k=st.integers(1, 3),
+    c=st.tuples(*[st.integers(0, 5)] * 4),
+    shape_cost=st.integers(0, 200),
+)
+def test_tight_shapes_are_the_best_contiguous_segmentation_and_hold_every_pack(
+    needs, k, c, shape_cost
+):
     arr = np.array(needs, np.int64)
     base = (16, 24)
     shapes, group, total = choose_tight_shapes(arr, k, base=base, cost=c, shape_cost=shape_cost)
@@ -70,8 +81,11 @@ def test_tight_shapes_are_the_best_contiguous_segmentation_and_hold_every_pack(n
     # the cost reported is the cost of this assignment
     used = shapes.shape[0]
     assert total == sum(cost_of(shapes[g], c) for g in group.tolist()) + used * shape_cost
-    orders = (lambda x: (max(x[0] * base[1], x[1] * base[0]), x), lambda x: x,
-              lambda x: (x[1], x[0], x[2]))
+    orders = (
+        lambda x: (max(x[0] * base[1], x[1] * base[0]), x),
+        lambda x: x,
+        lambda x: (x[1], x[0], x[2]),
+    )
     assert total == brute_force(needs, k, c, shape_cost, orders)
     assert total >= brute_force(needs, k, c, shape_cost)  # never below the true optimum
 
@@ -106,8 +120,9 @@ def test_costs_are_checked():
         with pytest.raises((ValueError, TypeError)):
             choose_tight_shapes(arr, 1, base=(1, 1), cost=bad)
     with pytest.raises(ValueError, match="2\\*\\*61"):
-        choose_tight_shapes(np.array([[2**40, 2**40, 2]] * 3), 1, base=(1, 1),
-                            cost=(0, 2**30, 0, 0))
+        choose_tight_shapes(
+            np.array([[2**40, 2**40, 2]] * 3), 1, base=(1, 1), cost=(0, 2**30, 0, 0)
+        )
 
 
 def heavy_sizes(n=4000, seed=5):
@@ -126,11 +141,13 @@ def test_buckets_tight_shapes_never_pad_more_slots_than_the_family(k):
     tight.validate(sizes)
     b = fam.meta["budget"] if "budget" in fam.meta else None
     assert tight.stats().distinct_shapes <= k
-    n0, e0 = gb.estimate_budget(sizes, 64, rng=np.random.default_rng(
-        np.random.SeedSequence(0, spawn_key=(0,)))).as_tuple()[:2]
+    n0, e0 = gb.estimate_budget(
+        sizes, 64, rng=np.random.default_rng(np.random.SeedSequence(0, spawn_key=(0,)))
+    ).as_tuple()[:2]
 
     def slots(p):  # the family's objective: padded slots relative to the budget
         return int((p.pad_nodes * e0 + p.pad_edges * n0).sum())
+
     assert slots(tight) <= slots(fam), b
     for i in range(len(tight)):  # every batch in a shape that holds it
         assert tight.pad_nodes[i] >= tight.real_nodes[i] + 1
@@ -144,10 +161,8 @@ def test_buckets_tight_shapes_never_pad_more_slots_than_the_family(k):
 
 def test_buckets_shape_cost_trades_padding_for_compiles():
     sizes = heavy_sizes()
-    cheap = gb.plan(sizes, "buckets", batch_size=64, num_shapes=6,
-                    shape_cost=[0, 1, 1, 0, 0])
-    dear = gb.plan(sizes, "buckets", batch_size=64, num_shapes=6,
-                   shape_cost=[0, 1, 1, 0, 10**12])
+    cheap = gb.plan(sizes, "buckets", batch_size=64, num_shapes=6, shape_cost=[0, 1, 1, 0, 0])
+    dear = gb.plan(sizes, "buckets", batch_size=64, num_shapes=6, shape_cost=[0, 1, 1, 0, 10**12])
     assert dear.stats().distinct_shapes == 1 < cheap.stats().distinct_shapes
     again = gb.plan(sizes, "buckets", batch_size=64, num_shapes=6, shape_cost=[0, 1, 1, 0, 0])
     assert np.array_equal(again.pad_nodes, cheap.pad_nodes)

@@ -31,8 +31,15 @@ def _rows(plans, starts=None, sizes=None):
     out = []
     for r, p in enumerate(plans):
         v = PlanVerifier(sizes[r] if sizes else SIZES)
-        out.append(digest_row(v.digests(p), loader_rank=r, plan_world=p.world_size,
-                              epoch=p.meta["epoch"], start=(starts or [0] * len(plans))[r]))
+        out.append(
+            digest_row(
+                v.digests(p),
+                loader_rank=r,
+                plan_world=p.world_size,
+                epoch=p.meta["epoch"],
+                start=(starts or [0] * len(plans))[r],
+            )
+        )
     return np.stack(out)
 
 
@@ -55,16 +62,25 @@ def test_one_odd_rank_among_four_is_named():
 def test_a_size_table_a_resume_position_and_an_epoch_are_compared():
     other = gb.GraphSizes(SIZES.n_node, SIZES.n_edge + (np.arange(50) == 7))
     rows = _rows([_plan()] * 4, sizes=[SIZES, SIZES, other, SIZES])
-    with pytest.raises(gb.PlanMismatchError, match=r"size table differs \(ranks 0,1,3: .*; "
-                       r"rank 2: .*disagreeing ranks: 2\."):
+    with pytest.raises(
+        gb.PlanMismatchError,
+        match=r"size table differs \(ranks 0,1,3: .*; "
+        r"rank 2: .*disagreeing ranks: 2\.",
+    ):
         check_rows(rows, world=4, epoch=0)
     rows = _rows([_plan()] * 4, starts=[3, 3, 0, 3])
-    with pytest.raises(gb.PlanMismatchError, match=r"starts at different batches \(ranks 0,1,3: "
-                       r"3; rank 2: 0\)"):
+    with pytest.raises(
+        gb.PlanMismatchError,
+        match=r"starts at different batches \(ranks 0,1,3: "
+        r"3; rank 2: 0\)",
+    ):
         check_rows(rows, world=4, epoch=0)
     rows = _rows([_plan(), _plan(epoch=1), _plan(), _plan()])
-    with pytest.raises(gb.PlanMismatchError, match=r"\(epochs 0, 1\): .*epoch differs "
-                       r"\(ranks 0,2,3: 0; rank 1: 1\)"):
+    with pytest.raises(
+        gb.PlanMismatchError,
+        match=r"\(epochs 0, 1\): .*epoch differs "
+        r"\(ranks 0,2,3: 0; rank 1: 1\)",
+    ):
         check_rows(rows, world=4, epoch=0)
 
 
@@ -78,8 +94,9 @@ def test_two_sides_of_equal_size_name_no_odd_rank():
 
 def test_world_and_rank_checks():
     rows = _rows([_plan(world=2)] * 4)
-    with pytest.raises(gb.PlanMismatchError, match="the plan is for world_size=2 but the process "
-                       "group has 4 ranks"):
+    with pytest.raises(
+        gb.PlanMismatchError, match="the plan is for world_size=2 but the process group has 4 ranks"
+    ):
         check_rows(rows, world=4, epoch=0)
     check_rows(rows, world=4, epoch=0, plan_world=None)  # JAX: devices, not processes
     rows = _rows([_plan()] * 4)
@@ -110,8 +127,13 @@ def test_verifier_gathers_once_per_call_and_caches_digests(monkeypatch):
     v.verify(p, epoch=0, start=0, loader_rank=0, gather=gather)  # the same plan: no rehash
     assert calls == [] and len(seen) == 2
     with pytest.raises(gb.PlanMismatchError, match="epoch differs"):
-        v.verify(p, epoch=0, start=0, loader_rank=0,
-                 gather=lambda row: np.stack([row, *[_with(row, ROW_WORDS - 2, 5)] * 3]))
+        v.verify(
+            p,
+            epoch=0,
+            start=0,
+            loader_rank=0,
+            gather=lambda row: np.stack([row, *[_with(row, ROW_WORDS - 2, 5)] * 3]),
+        )
 
 
 def _with(row, i, value):
@@ -124,8 +146,9 @@ def _with(row, i, value):
 def test_digests_are_plain_functions_of_their_inputs():
     assert plan_digest(_plan()) == plan_digest(_plan())
     assert plan_digest(_plan()) != plan_digest(_plan(seed=2))
-    assert sizes_digest(SIZES) == sizes_digest(gb.GraphSizes(SIZES.n_node.copy(),
-                                                             SIZES.n_edge.copy()))
+    assert sizes_digest(SIZES) == sizes_digest(
+        gb.GraphSizes(SIZES.n_node.copy(), SIZES.n_edge.copy())
+    )
     assert len(COMPONENTS) == 5
     with pytest.raises(gb.InputTypeError, match="BatchPlan"):
         plan_digest(SIZES)

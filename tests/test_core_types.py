@@ -121,8 +121,9 @@ def test_stats_means_are_correctly_rounded_sums():
 
     rng = np.random.default_rng(5)
     sizes = gb.GraphSizes(rng.integers(1, 40, 3000), rng.integers(0, 90, 3000))
-    plan = gb.plan(sizes, "kk", batch_size=7, seed=1, world_size=8, cost_nodes=0.1,
-                   cost_edges=1.0 / 3.0)
+    plan = gb.plan(
+        sizes, "kk", batch_size=7, seed=1, world_size=8, cost_nodes=0.1, cost_edges=1.0 / 3.0
+    )
     st = plan.stats()
     full = plan.graphs_per_batch > 0
     cost = plan.batch_costs()[full]

@@ -14,10 +14,19 @@ SOURCE = "def f(x):\n    return x + 1\n"
 def test_tiny_function_by_hand():
     g = function_graph(ast.parse(SOURCE).body[0])
     names = [AST_NODE_TYPES[t] for t in g["node_type"]]
-    assert names == ["FunctionDef", "arguments", "arg", "Return", "BinOp", "Name", "Load",
-                     "Add", "Constant"]
+    assert names == [
+        "FunctionDef",
+        "arguments",
+        "arg",
+        "Return",
+        "BinOp",
+        "Name",
+        "Load",
+        "Add",
+        "Constant",
+    ]
     assert g["node_depth"].tolist() == [0, 1, 2, 1, 2, 3, 4, 3, 3]
-    assert g["is_token"].tolist() == [1, 0, 1, 0, 0, 1, 0, 0, 1]   # f, x, x, 1
+    assert g["is_token"].tolist() == [1, 0, 1, 0, 0, 1, 0, 0, 1]  # f, x, x, 1
     ast_edges = [(0, 1), (1, 2), (0, 3), (3, 4), (4, 5), (5, 6), (4, 7), (4, 8)]
     next_token = [(0, 2), (2, 5), (5, 8)]
     assert list(map(tuple, g["edge_index"].T.tolist())) == ast_edges + next_token
@@ -36,15 +45,15 @@ def test_reverse_edges_mirror_forward_edges():
 def test_folder_walk_counts_functions_and_reports_failures(tmp_path):
     (tmp_path / "a.py").write_text(
         "class C:\n    def m(self):\n        def inner():\n            pass\n        return 1\n"
-        "async def g():\n    await h()\n")
+        "async def g():\n    await h()\n"
+    )
     (tmp_path / "broken.py").write_text("def oops(:\n")
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "b.py").write_text("x = 1\n\ndef k(a, b=2):\n    return a * b\n")
     (tmp_path / "site-packages").mkdir()
     (tmp_path / "site-packages" / "skip.py").write_text("def no(): pass\n")
     _, files = python_files(tmp_path)
-    assert [f.relative_to(tmp_path).as_posix() for f in files] == ["a.py", "broken.py",
-                                                                    "pkg/b.py"]
+    assert [f.relative_to(tmp_path).as_posix() for f in files] == ["a.py", "broken.py", "pkg/b.py"]
     failures: list = []
     parts = list(code_graphs(files=files, failures=failures, chunk_size=2))
     assert [i for i, _ in failures] == [1] and "broken.py" in failures[0][1]

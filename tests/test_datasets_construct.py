@@ -27,8 +27,10 @@ def _clouds(seed: int, sizes, scale=3.0):
 def _split(edges, n_node):
     """Per-graph list of (src, dst) pairs from an EdgeSet (local indices)."""
     off = np.concatenate([[0], np.cumsum(edges.n_edge)])
-    return [set(map(tuple, edges.edge_index[:, off[g]:off[g + 1]].T.tolist()))
-            for g in range(len(n_node))]
+    return [
+        set(map(tuple, edges.edge_index[:, off[g] : off[g + 1]].T.tolist()))
+        for g in range(len(n_node))
+    ]
 
 
 def _brute_pairs(p, cutoff=None):
@@ -46,14 +48,14 @@ def _check_common(edges, pos, n_node):
     e_off = np.concatenate([[0], np.cumsum(edges.n_edge)])
     assert edges.edge_index.shape == (2, int(edges.n_edge.sum()))
     for g in range(len(n_node)):
-        ei = edges.edge_index[:, e_off[g]:e_off[g + 1]]
+        ei = edges.edge_index[:, e_off[g] : e_off[g + 1]]
         assert (ei[0] != ei[1]).all(), "self loop"
         assert ((ei >= 0) & (ei < n_node[g])).all(), "index not local"
         keys = ei[0] * max(n_node[g], 1) + ei[1]
         assert (np.diff(keys) > 0).all(), "not sorted by (src, dst) or duplicated"
-        p = pos[off[g]:off[g + 1]]
+        p = pos[off[g] : off[g + 1]]
         want = np.linalg.norm(p[ei[0]] - p[ei[1]], axis=1)
-        np.testing.assert_allclose(edges.dist[e_off[g]:e_off[g + 1]], want, rtol=1e-12)
+        np.testing.assert_allclose(edges.dist[e_off[g] : e_off[g + 1]], want, rtol=1e-12)
 
 
 @pytest.mark.parametrize("sizes", [[5, 1, 0, 7, 2], [1], [12, 12, 3]])
@@ -64,26 +66,30 @@ def test_full_edges_are_all_ordered_pairs(sizes):
     np.testing.assert_array_equal(edges.n_edge, n_node * (n_node - 1))
     off = np.concatenate([[0], np.cumsum(n_node)])
     for g, got in enumerate(_split(edges, n_node)):
-        assert got == _brute_pairs(pos[off[g]:off[g + 1]])[0]
+        assert got == _brute_pairs(pos[off[g] : off[g + 1]])[0]
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000),
-       sizes=st.lists(st.integers(0, 15), min_size=1, max_size=6),
-       cutoff=st.floats(0.5, 8.0))
+@given(
+    seed=st.integers(0, 10_000),
+    sizes=st.lists(st.integers(0, 15), min_size=1, max_size=6),
+    cutoff=st.floats(0.5, 8.0),
+)
 def test_radius_edges_match_brute_force(seed, sizes, cutoff):
     pos, n_node = _clouds(seed, sizes)
     edges = radius_edges(pos, n_node, cutoff)
     _check_common(edges, pos, n_node)
     off = np.concatenate([[0], np.cumsum(n_node)])
     for g, got in enumerate(_split(edges, n_node)):
-        assert got == _brute_pairs(pos[off[g]:off[g + 1]], cutoff)[0]
+        assert got == _brute_pairs(pos[off[g] : off[g + 1]], cutoff)[0]
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000),
-       sizes=st.lists(st.integers(0, 14), min_size=1, max_size=6),
-       k=st.integers(1, 8))
+@given(
+    seed=st.integers(0, 10_000),
+    sizes=st.lists(st.integers(0, 14), min_size=1, max_size=6),
+    k=st.integers(1, 8),
+)
 def test_knn_edges_take_the_k_nearest(seed, sizes, k):
     pos, n_node = _clouds(seed, sizes)
     edges = knn_edges(pos, n_node, k)
@@ -92,11 +98,11 @@ def test_knn_edges_take_the_k_nearest(seed, sizes, k):
     off = np.concatenate([[0], np.cumsum(n_node)])
     for g, got in enumerate(_split(edges, n_node)):
         n = int(n_node[g])
-        _, d = _brute_pairs(pos[off[g]:off[g + 1]])
+        _, d = _brute_pairs(pos[off[g] : off[g + 1]])
         for i in range(n):
-            nbrs = sorted(j for j, t in got if t == i)       # edges j -> i
+            nbrs = sorted(j for j, t in got if t == i)  # edges j -> i
             others = sorted(d[i, j] for j in range(n) if j != i)
-            want = others[:min(k, n - 1)]
+            want = others[: min(k, n - 1)]
             np.testing.assert_allclose(sorted(d[i, nbrs]), want, rtol=1e-12)
 
 
@@ -132,20 +138,19 @@ def test_qm9_first_molecules_by_hand(qm9_500):
     names = [n for n, _, _ in QM9_TARGETS]
     assert names[10] == "U0" and len(names) == mols.y.shape[1] == 15
     assert mols.y[0, names.index("U0")] == pytest.approx(-40.47893)
-    assert mols.y[1, names.index("mu")] == pytest.approx(1.6256)   # ammonia dipole, debye
+    assert mols.y[1, names.index("mu")] == pytest.approx(1.6256)  # ammonia dipole, debye
     assert set(np.unique(mols.z)) <= {1, 6, 7, 8, 9}
 
 
 def test_qm9_graph_counts_match_brute_force(qm9_500):
     mols = qm9_500
     off = np.concatenate([[0], np.cumsum(mols.n_node)])
-    for graph, param in (("radius", 6.0), ("radius", 2.0), ("knn", 24), ("knn", 5),
-                         ("full", None)):
+    for graph, param in (("radius", 6.0), ("radius", 2.0), ("knn", 24), ("knn", 5), ("full", None)):
         kw = {"cutoff": param} if graph == "radius" else {"k": param} if graph == "knn" else {}
         parts = list(qm9_graphs(graph, mols=mols, chunk_size=128, **kw))
         n_edge = np.concatenate([p.n_edge for p in parts])
         for g in range(0, 500, 7):
-            p = mols.pos[off[g]:off[g + 1]]
+            p = mols.pos[off[g] : off[g + 1]]
             n = len(p)
             d = np.sqrt(((p[:, None] - p[None]) ** 2).sum(-1))
             if graph == "radius":
@@ -172,6 +177,6 @@ def test_shipped_qm9_table_matches_brute_force(qm9_500):
     off = np.concatenate([[0], np.cumsum(mols.n_node)])
     np.testing.assert_array_equal(table.n_node[:500], mols.n_node)
     for g in range(500):
-        p = mols.pos[off[g]:off[g + 1]]
+        p = mols.pos[off[g] : off[g + 1]]
         d = np.sqrt(((p[:, None] - p[None]) ** 2).sum(-1))
         assert table.n_edge[g] == int((d <= 6.0).sum()) - len(p), g

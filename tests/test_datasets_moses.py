@@ -19,7 +19,7 @@ def test_ogb_documented_example():
     # the example in OGB's ogb/utils/features.py comments: chiral carbon and an E double bond
     x, _, edge_attr = smiles_to_graph("Cl[C@H](/C=C/C)Br")
     assert x[1].tolist() == [5, 2, 4, 5, 1, 0, 2, 0, 0]
-    assert edge_attr[2 * 2].tolist() == [1, 2, 0]          # bond 2, first direction
+    assert edge_attr[2 * 2].tolist() == [1, 2, 0]  # bond 2, first direction
     assert atom_feature_dims() == [119, 5, 12, 12, 10, 6, 6, 2, 2]
     assert bond_feature_dims() == [5, 6, 2]
 
@@ -27,15 +27,17 @@ def test_ogb_documented_example():
 def test_ethanol_and_benzene_by_hand():
     x, ei, ea = smiles_to_graph("CCO")
     # atomic number index = Z - 1; total degree incl. H; H count; SP3 = index 2
-    assert x.tolist() == [[5, 0, 4, 5, 3, 0, 2, 0, 0],
-                          [5, 0, 4, 5, 2, 0, 2, 0, 0],
-                          [7, 0, 2, 5, 1, 0, 2, 0, 0]]
+    assert x.tolist() == [
+        [5, 0, 4, 5, 3, 0, 2, 0, 0],
+        [5, 0, 4, 5, 2, 0, 2, 0, 0],
+        [7, 0, 2, 5, 1, 0, 2, 0, 0],
+    ]
     assert ei.T.tolist() == [[0, 1], [1, 0], [1, 2], [2, 1]]
     assert ea.tolist() == [[0, 0, 0]] * 4
     x, ei, ea = smiles_to_graph("c1ccccc1")
     assert x.shape == (6, 9) and ei.shape == (2, 12)
     assert (x[:, 7] == 1).all() and (x[:, 8] == 1).all() and (x[:, 6] == 1).all()  # SP2
-    assert (ea == [3, 0, 1]).all()                         # aromatic, no stereo, conjugated
+    assert (ea == [3, 0, 1]).all()  # aromatic, no stereo, conjugated
 
 
 def test_moses_counts_match_rdkit():
@@ -80,8 +82,23 @@ def test_moses_store_keeps_failed_indices(tmp_path, capsys):
     csv = tmp_path / "mols.csv"
     csv.write_text("SMILES\nCCO\nC1CC\nc1ccccc1\n")
     out = tmp_path / "m.h5"
-    assert main(["data", "build", "moses", "--source", str(csv), "--workers", "1",
-                 "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "build",
+                "moses",
+                "--source",
+                str(csv),
+                "--workers",
+                "1",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "1 record(s) could not be converted" in printed and ": 1\n" in printed
     with GraphStore(out) as store:

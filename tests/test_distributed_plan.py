@@ -49,16 +49,22 @@ def check_distributed(plan, sizes, world_size):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 150), strategy=st.sampled_from(gb.strategy_names()),
-       world=st.integers(1, 9), bs=st.integers(2, 12), seed=st.integers(0, 3),
-       shuffle=st.booleans())
+@given(
+    n=st.integers(1, 150),
+    strategy=st.sampled_from(gb.strategy_names()),
+    world=st.integers(1, 9),
+    bs=st.integers(2, 12),
+    seed=st.integers(0, 3),
+    shuffle=st.booleans(),
+)
 def test_every_strategy_distributes(n, strategy, world, bs, seed, shuffle):
     sizes = make_sizes(n, seed)
     bs = min(bs, n + 1)
     kw = {"on_oversize": "own_batch"} if gb.get_strategy(strategy).uses_budget else {}
     single = gb.plan(sizes, strategy, batch_size=bs, seed=seed, shuffle=shuffle, **kw)
-    plan = gb.plan(sizes, strategy, batch_size=bs, seed=seed, shuffle=shuffle, world_size=world,
-                   **kw)
+    plan = gb.plan(
+        sizes, strategy, batch_size=bs, seed=seed, shuffle=shuffle, world_size=world, **kw
+    )
     if world == 1:
         assert plan.rank is None and plan.step is None
         assert np.array_equal(plan.order, single.order)
@@ -144,16 +150,34 @@ def test_validate_rejects_broken_distributed_plans():
     arrays = plan.to_arrays()
     pad_nodes = arrays["pad_nodes"].copy()
     pad_nodes[1] += 64  # rank 1 of step 0 now differs from rank 0
-    broken = gb.BatchPlan(arrays["order"], arrays["offsets"], pad_nodes, arrays["pad_edges"],
-                          arrays["pad_graphs"], arrays["skipped"], real_nodes=plan.real_nodes,
-                          real_edges=plan.real_edges, rank=plan.rank, step=plan.step,
-                          meta=plan.meta)
+    broken = gb.BatchPlan(
+        arrays["order"],
+        arrays["offsets"],
+        pad_nodes,
+        arrays["pad_edges"],
+        arrays["pad_graphs"],
+        arrays["skipped"],
+        real_nodes=plan.real_nodes,
+        real_edges=plan.real_edges,
+        rank=plan.rank,
+        step=plan.step,
+        meta=plan.meta,
+    )
     with pytest.raises(ValueError, match="mixes padded shapes"):
         broken.validate()
-    swapped = gb.BatchPlan(arrays["order"], arrays["offsets"], arrays["pad_nodes"],
-                           arrays["pad_edges"], arrays["pad_graphs"], arrays["skipped"],
-                           real_nodes=plan.real_nodes, real_edges=plan.real_edges,
-                           rank=plan.rank[::-1], step=plan.step, meta=plan.meta)
+    swapped = gb.BatchPlan(
+        arrays["order"],
+        arrays["offsets"],
+        arrays["pad_nodes"],
+        arrays["pad_edges"],
+        arrays["pad_graphs"],
+        arrays["skipped"],
+        real_nodes=plan.real_nodes,
+        real_edges=plan.real_edges,
+        rank=plan.rank[::-1],
+        step=plan.step,
+        meta=plan.meta,
+    )
     with pytest.raises(ValueError, match="step-major"):
         swapped.validate()
 
@@ -174,8 +198,9 @@ def test_single_device_rank_access():
         distribute_plan(dist, 2)
 
 
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
-                                        ("2", TypeError)])
+@pytest.mark.parametrize(
+    "bad, error", [(0, ValueError), (-2, ValueError), (1.5, TypeError), ("2", TypeError)]
+)
 def test_bad_world_size(bad, error):
     sizes = make_sizes(50)
     with pytest.raises(error, match="world_size"):
@@ -210,18 +235,57 @@ def test_split_fills_steps_without_padding_only_batches(strategy):
 def test_cli_world_size(tmp_path, capsys):
     sizes = make_sizes(400, seed=11)
     sizes.save(tmp_path / "s.npz")
-    rc = main(["plan", str(tmp_path / "s.npz"), "--strategy", "stratified", "--batch-size", "9",
-               "--world-size", "4", "--pad", "max", "--out", str(tmp_path / "p.npz"), "--json"])
+    rc = main(
+        [
+            "plan",
+            str(tmp_path / "s.npz"),
+            "--strategy",
+            "stratified",
+            "--batch-size",
+            "9",
+            "--world-size",
+            "4",
+            "--pad",
+            "max",
+            "--out",
+            str(tmp_path / "p.npz"),
+            "--json",
+        ]
+    )
     assert rc == 0
     assert '"world_size": 4' in capsys.readouterr().out
     plan = gb.BatchPlan.load(tmp_path / "p.npz")
     check_distributed(plan, sizes, 4)
     assert plan.meta["pad"] == "max" and plan.shapes().shape[0] == 1
-    rc = main(["plan", str(tmp_path / "s.npz"), "--strategy", "dynamic", "--batch-size", "9",
-               "--world-size", "0", "--out", str(tmp_path / "q.npz")])
+    rc = main(
+        [
+            "plan",
+            str(tmp_path / "s.npz"),
+            "--strategy",
+            "dynamic",
+            "--batch-size",
+            "9",
+            "--world-size",
+            "0",
+            "--out",
+            str(tmp_path / "q.npz"),
+        ]
+    )
     assert rc == 2
     assert "world_size must be >= 1" in capsys.readouterr().err
-    rc = main(["plan", str(tmp_path / "s.npz"), "--strategy", "dynamic", "--batch-size", "9",
-               "--pad", "max", "--out", str(tmp_path / "q.npz")])
+    rc = main(
+        [
+            "plan",
+            str(tmp_path / "s.npz"),
+            "--strategy",
+            "dynamic",
+            "--batch-size",
+            "9",
+            "--pad",
+            "max",
+            "--out",
+            str(tmp_path / "q.npz"),
+        ]
+    )
     assert rc == 2
     assert "takes no --pad" in capsys.readouterr().err

@@ -61,8 +61,11 @@ def _store_mace_training(out: str) -> None:
 PRINTED = {
     ("docs/atomistic.md", 0): _mace_losses,
     ("docs/atomistic.md", 2): _store_mace_training,
-    ("docs/jax.md", 0): lambda out: re.findall(r"^epoch \d: loss", out, re.M) == [
-        "epoch 0: loss", "epoch 1: loss", "epoch 2: loss"] or pytest.fail(out),
+    ("docs/jax.md", 0): lambda out: (
+        re.findall(r"^epoch \d: loss", out, re.M)
+        == ["epoch 0: loss", "epoch 1: loss", "epoch 2: loss"]
+        or pytest.fail(out)
+    ),
 }
 
 
@@ -72,8 +75,13 @@ def _key(block):
 
 def test_the_harness_finds_the_documented_blocks():
     docs = {b.doc for b in BLOCKS}
-    assert {"README.md", "docs/atomistic.md", "docs/jax.md", "docs/torch.md",
-            "docs/lightning.md"} <= docs
+    assert {
+        "README.md",
+        "docs/atomistic.md",
+        "docs/jax.md",
+        "docs/torch.md",
+        "docs/lightning.md",
+    } <= docs
     for b in BLOCKS:  # every block runs, or says why not
         assert b.runs or (b.fragment or b.not_run), b.id
     for key in [*CHECKS, *PRINTED]:  # checks name blocks that run
@@ -85,8 +93,9 @@ def test_the_session_environment_is_the_one_tests_started_with():
     """mace-torch sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD when imported; a doc block must not
     inherit it from another test's import (it hid the MACE block's failure at `from e3nn
     import o3`). Nothing in tests/ sets it."""
-    assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in START_ENV or \
-        pytest.fail("the test session was started with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD set")
+    assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in START_ENV or pytest.fail(
+        "the test session was started with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD set"
+    )
 
 
 @pytest.mark.slow

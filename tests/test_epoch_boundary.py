@@ -134,8 +134,9 @@ def test_set_epoch_after_iter_on_the_store_path(store, workers):
 
 
 # --------------------------------------------------------------------------- resume states
-@pytest.mark.parametrize("change", [dict(batch_size=12), dict(shuffle=False),
-                                    dict(strategy="static-64")])
+@pytest.mark.parametrize(
+    "change", [dict(batch_size=12), dict(shuffle=False), dict(strategy="static-64")]
+)
 def test_state_without_fingerprint_is_refused_unless_opted_in(graphs, change):
     ld = gt.loader(graphs, **KW)
     list(itertools.islice(ld, 2))

@@ -113,15 +113,20 @@ def test_plans_depend_on_the_cost_ratio_only(molecule_sizes):
 
 
 @settings(max_examples=100, deadline=None)
-@given(x=st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=30), data=st.data(),
-       cx=st.sampled_from([1, 3, 640, 2**40]), cy=st.sampled_from([0, 7, 1152, 2**40]),
-       how=st.sampled_from(["sum", "min", "max"]))
+@given(
+    x=st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=30),
+    data=st.data(),
+    cx=st.sampled_from([1, 3, 640, 2**40]),
+    cy=st.sampled_from([0, 7, 1152, 2**40]),
+    how=st.sampled_from(["sum", "min", "max"]),
+)
 def test_share_keys_order_like_the_fractions(x, data, cx, cy, how):
     y = data.draw(st.lists(st.integers(-(2**40), 2**40), min_size=len(x), max_size=len(x)))
     keys = share_keys(np.array(x), np.array(y), cx, cy, how).tolist()
     op = {"sum": lambda u, v: u + v, "min": min, "max": max}[how]
-    exact = [op(Fraction(a, max(cx, 1)), Fraction(b, max(cy, 1)))
-             for a, b in zip(x, y, strict=True)]
+    exact = [
+        op(Fraction(a, max(cx, 1)), Fraction(b, max(cy, 1))) for a, b in zip(x, y, strict=True)
+    ]
     for i in range(len(x)):
         for j in range(len(x)):
             assert (keys[i] < keys[j]) == (exact[i] < exact[j])
@@ -136,9 +141,13 @@ def test_top_indices_are_the_stable_descending_argsort(keys, k):
 
 
 @settings(max_examples=100, deadline=None)
-@given(pairs=st.lists(st.tuples(st.integers(-(2**53), 2**53), st.integers(1, 2**20)),
-                      min_size=0, max_size=40),
-       near=st.booleans(), descending=st.booleans())
+@given(
+    pairs=st.lists(
+        st.tuples(st.integers(-(2**53), 2**53), st.integers(1, 2**20)), min_size=0, max_size=40
+    ),
+    near=st.booleans(),
+    descending=st.booleans(),
+)
 def test_ratio_order_is_the_exact_stable_order(pairs, near, descending):
     if near:  # ratios within one float rounding of each other
         pairs = [(2**52 + i, 2**20 - (i % 3)) for i in range(len(pairs))] + pairs
@@ -174,16 +183,20 @@ def _zscore_reference(costs, threshold):
 
 
 @settings(max_examples=150, deadline=None)
-@given(costs=st.lists(st.integers(0, 10**12), min_size=1, max_size=60),
-       threshold=st.sampled_from([0, 0.5, 1, 1.5, 3.0, -0.5, -2.0]))
+@given(
+    costs=st.lists(st.integers(0, 10**12), min_size=1, max_size=60),
+    threshold=st.sampled_from([0, 0.5, 1, 1.5, 3.0, -0.5, -2.0]),
+)
 def test_zscore_outliers_are_exact(costs, threshold):
     got = outliers_zscore(np.array(costs, np.int64), threshold).tolist()
     assert got == _zscore_reference(costs, threshold)
 
 
 @settings(max_examples=150, deadline=None)
-@given(costs=st.lists(st.integers(0, 10**6), min_size=1, max_size=60),
-       multiplier=st.sampled_from([0, 0.25, 1.5, 3.0]))
+@given(
+    costs=st.lists(st.integers(0, 10**6), min_size=1, max_size=60),
+    multiplier=st.sampled_from([0, 0.25, 1.5, 3.0]),
+)
 def test_iqr_fence_is_numpys_percentile_rule_in_exact_arithmetic(costs, multiplier):
     c = np.array(costs, np.int64)
     idx, fence = outliers_iqr(c, multiplier)

@@ -19,8 +19,10 @@ from graphbatch._exact_nnls import _Cholesky, _exact_finish, _Problem, _sequenti
 
 
 def _residual(A, b, x) -> list[Fraction]:
-    return [Fraction(int(bi)) - sum(int(a) * xj for a, xj in zip(row, x, strict=True))
-            for row, bi in zip(A.tolist(), b.tolist(), strict=True)]
+    return [
+        Fraction(int(bi)) - sum(int(a) * xj for a, xj in zip(row, x, strict=True))
+        for row, bi in zip(A.tolist(), b.tolist(), strict=True)
+    ]
 
 
 def _assert_kkt(A, b, x):
@@ -129,7 +131,7 @@ def test_exact_phase_reaches_the_optimum_from_any_passive_set():
     for _ in range(150):
         A, b = _random_problem(rng)
         n = A.shape[1]
-        start = [int(q) for q in rng.permutation(n)[:int(rng.integers(0, n + 1))]]
+        start = [int(q) for q in rng.permutation(n)[: int(rng.integers(0, n + 1))]]
         x0 = np.zeros(n)
         x0[start] = rng.uniform(0.1, 5.0, len(start))
         for pb in (_Problem(A, b), _tall_twin(A, b)):
@@ -161,10 +163,10 @@ def test_float_cholesky_updates_against_lstsq():
     assert order == [3, 1, 0, 2, 6, 4]  # 5 refused
 
     def check():
-        U = ch.U[:ch.k, :ch.k]
+        U = ch.U[: ch.k, : ch.k]
         np.testing.assert_allclose(U.T @ U, G[np.ix_(order, order)], rtol=1e-10, atol=1e-8)
         want = np.linalg.lstsq(A[:, order], b, rcond=None)[0]
-        np.testing.assert_allclose(ch.z[:ch.k], want, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(ch.z[: ch.k], want, rtol=1e-9, atol=1e-9)
 
     check()
     for p in (1, 3, 0):
@@ -189,9 +191,18 @@ def test_sequential_sums_add_left_to_right():
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(1, 7).flatmap(lambda m: st.integers(1, 7).flatmap(lambda n: st.tuples(
-    st.lists(st.lists(st.integers(-20, 20), min_size=n, max_size=n), min_size=m, max_size=m),
-    st.lists(st.integers(-50, 50), min_size=m, max_size=m)))))
+@given(
+    st.integers(1, 7).flatmap(
+        lambda m: st.integers(1, 7).flatmap(
+            lambda n: st.tuples(
+                st.lists(
+                    st.lists(st.integers(-20, 20), min_size=n, max_size=n), min_size=m, max_size=m
+                ),
+                st.lists(st.integers(-50, 50), min_size=m, max_size=m),
+            )
+        )
+    )
+)
 def test_nnls_meets_the_kkt_conditions_exactly(problem):
     A, b = (np.array(v, np.int64) for v in problem)
     sol = nnls(A, b)

@@ -27,11 +27,14 @@ from graphbatch.datasets._extxyz import frame_from_atoms, parse_comment, read_fr
 def _same(a, b) -> bool:
     """Equal values of the same types (arrays: same dtype and shape; NaN equals NaN)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return (type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape
-                and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+        return (
+            type(a) is type(b)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+        )
     if isinstance(a, dict):
-        return (isinstance(b, dict) and list(a) == list(b)
-                and all(_same(a[k], b[k]) for k in a))
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
     if type(a) is not type(b):
@@ -60,8 +63,12 @@ def _assert_as_ase(text: str, *, read: int | None = None) -> list:
         want = frame_from_atoms(k, atoms)
         assert m.frame == k
         for name in ("numbers", "positions", "cell", "pbc", "info", "arrays", "results"):
-            assert _same(getattr(m, name), getattr(want, name)), (k, name, getattr(m, name),
-                                                                 getattr(want, name))
+            assert _same(getattr(m, name), getattr(want, name)), (
+                k,
+                name,
+                getattr(m, name),
+                getattr(want, name),
+            )
     if read is not None:
         assert [m is not None for m in mine] == [True] * read, [m is None for m in mine]
     return mine
@@ -93,9 +100,14 @@ def test_calculator_results_as_ase_moves_them():
     out = []
     for k in range(4):
         a = bulk("Cu", "fcc", a=3.6, cubic=True)
-        a.calc = SinglePointCalculator(a, energy=float(rng.normal()),
-                                       forces=rng.normal(size=(4, 3)), stress=rng.normal(size=6),
-                                       magmom=0.5, charges=rng.normal(size=4))
+        a.calc = SinglePointCalculator(
+            a,
+            energy=float(rng.normal()),
+            forces=rng.normal(size=(4, 3)),
+            stress=rng.normal(size=6),
+            magmom=0.5,
+            charges=rng.normal(size=4),
+        )
         a.arrays["tags_custom"] = np.arange(4, dtype=np.int32)
         out.append(a)
     _assert_as_ase(_write(out), read=4)
@@ -103,7 +115,7 @@ def test_calculator_results_as_ase_moves_them():
 
 EDGE = [
     # quoted strings with spaces and special characters inside the quotes
-    '1\nProperties=species:S:1:pos:R:3 comment="hello world = 1, 2 {x} [y] \'q\'" e=1.5\n'
+    "1\nProperties=species:S:1:pos:R:3 comment=\"hello world = 1, 2 {x} [y] 'q'\" e=1.5\n"
     "Cu 0 0 0\n",
     # a key without a value, duplicate keys, uid (unprocessed), integers and float forms
     "1\nProperties=species:S:1:pos:R:3 have_energy uid=0012 n=+5 m=007 a=1_000 b=.5 c=5. "
@@ -131,7 +143,7 @@ EDGE = [
     'data="_JSON [1, 2, 3]" Properties=species:S:1:pos:R:3:forces:R:3:charge:R:1 '
     "energy=3\nNi 0 0 0 0.1 0.2 0.3 -0.5\n",
     # a dummy atom (X is 0 for ASE), booleans in many spellings
-    "1\nProperties=species:S:1:pos:R:3 a=T b=F c=true d=False e=TRUE f=\"T F T\"\nX 0 0 0\n",
+    '1\nProperties=species:S:1:pos:R:3 a=T b=F c=true d=False e=TRUE f="T F T"\nX 0 0 0\n',
 ]
 
 #: comment lines parsed by ASE's own key_val_str_to_dict (single quotes, braces, brackets,
@@ -142,7 +154,7 @@ ASE_COMMENTS = [
     '1\nProperties=species:S:1:pos:R:3 s="say \\"hi\\""\nCu 0 0 0\n',
     "1\nProperties=species:S:1:pos:R:3 key = value\nCu 0 0 0\n",
     "1\nProperties=species:S:1:pos:R:3 é=1\nCu 0 0 0\n",
-    '1\nLattice=[4 0 0 0 4 0 0 0 4] Properties=species:S:1:pos:R:3\nCu 0 0 0\n',
+    "1\nLattice=[4 0 0 0 4 0 0 0 4] Properties=species:S:1:pos:R:3\nCu 0 0 0\n",
 ]
 
 #: frames the reader leaves to ASE (the result is still ASE's)
@@ -181,8 +193,30 @@ def test_a_block_mixing_plain_and_unusual_frames():
 
 _KEY = st.text(alphabet="abcXYZ_0-.:!#$|~", min_size=1, max_size=5)
 _VALUE = st.one_of(
-    st.sampled_from(["T", "F", "True", "false", "TRUE", "1", "-2", "+3", "1.5", ".5", "5.",
-                     "1e3", "nan", "inf", "1_0", "0x10", "bulk", "_JSON", "a,b", "1,2"]),
+    st.sampled_from(
+        [
+            "T",
+            "F",
+            "True",
+            "false",
+            "TRUE",
+            "1",
+            "-2",
+            "+3",
+            "1.5",
+            ".5",
+            "5.",
+            "1e3",
+            "nan",
+            "inf",
+            "1_0",
+            "0x10",
+            "bulk",
+            "_JSON",
+            "a,b",
+            "1,2",
+        ]
+    ),
     st.text(alphabet="abT F019.,-+e_:", min_size=0, max_size=8),
 )
 _SEP = st.sampled_from([" ", "  ", "\t", " \t "])
@@ -223,11 +257,21 @@ def _check_comment(line: str) -> None:
     assert _same(parse_comment(line), want), (line, parse_comment(line), want)
 
 
-@pytest.mark.parametrize("line", [
-    'Lattice="1 0 0 0 1 0 0 0 1" Properties=species:S:1:pos:R:3 energy=-3.2 pbc="T T T"',
-    "a=1 b=2.5 c=x d", 'x="1 2 3" y="T F" z="1.5 2"', "uid=0001", 'stress="1 2 3 4 5 6 7 8 9"',
-    'j="_JSON [[1, 2], [3, 4]]"', 'k="_JSON [\\"a\\"]"', "n=99999999999999999999999",
-    "", "   ", "e=1e400 f=-0 g=-0.0",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        'Lattice="1 0 0 0 1 0 0 0 1" Properties=species:S:1:pos:R:3 energy=-3.2 pbc="T T T"',
+        "a=1 b=2.5 c=x d",
+        'x="1 2 3" y="T F" z="1.5 2"',
+        "uid=0001",
+        'stress="1 2 3 4 5 6 7 8 9"',
+        'j="_JSON [[1, 2], [3, 4]]"',
+        'k="_JSON [\\"a\\"]"',
+        "n=99999999999999999999999",
+        "",
+        "   ",
+        "e=1e400 f=-0 g=-0.0",
+    ],
+)
 def test_parse_comment_on_chosen_lines(line):
     _check_comment(line)

@@ -34,8 +34,9 @@ def test_limits_are_the_documented_ones():
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "graphbatch.cli", *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "graphbatch.cli", *args], capture_output=True, text=True, timeout=300
+    )
 
 
 def one_line_error(res: subprocess.CompletedProcess, *needles: str) -> None:
@@ -55,8 +56,16 @@ def test_uint64_max_is_refused_not_wrapped(tmp_path):
         gb.GraphSizes(np.array([1.0, 2.0**70]), [0, 0])
     path = tmp_path / "u.npz"
     np.savez(path, n_node=big, n_edge=np.array([1, 1], dtype=np.uint64))
-    res = cli("plan", str(path), "--strategy", "static-64", "--batch-size", "4",
-              "--out", str(tmp_path / "p.npz"))
+    res = cli(
+        "plan",
+        str(path),
+        "--strategy",
+        "static-64",
+        "--batch-size",
+        "4",
+        "--out",
+        str(tmp_path / "p.npz"),
+    )
     one_line_error(res, "n_node[1] = 18446744073709551615", str(MAX_COUNT))
     assert not (tmp_path / "p.npz").exists()
     one_line_error(cli("limits", str(path)), "exceeds the limit")  # used to hang
@@ -107,21 +116,66 @@ def test_budget_and_batch_size_limits(tmp_path):
     path = tmp_path / "s.npz"
     gb.GraphSizes([3, 4, 5], [2, 2, 2]).save(path)
     huge = "99999999999999999999"
-    one_line_error(cli("plan", str(path), "--strategy", "static-64", "--batch-size", huge,
-                       "--out", str(tmp_path / "p.npz")), "batch_size", "exceeds the limit")
+    one_line_error(
+        cli(
+            "plan",
+            str(path),
+            "--strategy",
+            "static-64",
+            "--batch-size",
+            huge,
+            "--out",
+            str(tmp_path / "p.npz"),
+        ),
+        "batch_size",
+        "exceeds the limit",
+    )
     one_line_error(cli("compare", str(path), "--batch-size", huge), "exceeds the limit")
-    one_line_error(cli("plan", str(path), "--strategy", "dynamic", "--batch-size", "4",
-                       "--world-size", str(2**40), "--out", str(tmp_path / "p.npz")),
-                   "world_size = 1099511627776 exceeds the limit 1048576 (2**20)")
-    one_line_error(cli("plan", str(path), "--strategy", "dynamic", "--max-nodes", huge,
-                       "--max-edges", "8", "--max-graphs", "4", "--out", str(tmp_path / "p.npz")),
-                   "Budget.n_node")
+    one_line_error(
+        cli(
+            "plan",
+            str(path),
+            "--strategy",
+            "dynamic",
+            "--batch-size",
+            "4",
+            "--world-size",
+            str(2**40),
+            "--out",
+            str(tmp_path / "p.npz"),
+        ),
+        "world_size = 1099511627776 exceeds the limit 1048576 (2**20)",
+    )
+    one_line_error(
+        cli(
+            "plan",
+            str(path),
+            "--strategy",
+            "dynamic",
+            "--max-nodes",
+            huge,
+            "--max-edges",
+            "8",
+            "--max-graphs",
+            "4",
+            "--out",
+            str(tmp_path / "p.npz"),
+        ),
+        "Budget.n_node",
+    )
 
 
 def test_stats_of_huge_padded_totals_do_not_overflow():
     n = 2**13
-    p = gb.BatchPlan(np.arange(n), np.arange(n + 1), np.full(n, MAX_SHAPE), np.full(n, MAX_SHAPE),
-                     np.full(n, 2), real_nodes=np.full(n, 3), real_edges=np.zeros(n))
+    p = gb.BatchPlan(
+        np.arange(n),
+        np.arange(n + 1),
+        np.full(n, MAX_SHAPE),
+        np.full(n, MAX_SHAPE),
+        np.full(n, 2),
+        real_nodes=np.full(n, 3),
+        real_edges=np.zeros(n),
+    )
     s = p.stats()  # padded totals are summed in float64 (no int64 wrap for huge plans)
     assert s.node_efficiency == pytest.approx(3 / MAX_SHAPE)
     assert s.edge_efficiency == 0.0
@@ -139,14 +193,27 @@ def _save(path, arrays):
     return path
 
 
-@pytest.mark.parametrize("case, match", [
-    ("dup", "duplicated"), ("neg", "outside"), ("range", "outside"), ("float", "integers"),
-    ("str", "integers"), ("2d", "1-D|first dimension"), ("offsets", "offsets"),
-    ("rank", "step-major"),
-    ("rank_only", "both rank and step"), ("meta_list", "JSON object"),
-    ("meta_ws", "world_size"), ("meta_cost", "cost_model"), ("uint", "int64 range"),
-    ("totals", "over its padded shape"), ("neg_real", "below 0"), ("pad_min", "below 1"),
-])
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("dup", "duplicated"),
+        ("neg", "outside"),
+        ("range", "outside"),
+        ("float", "integers"),
+        ("str", "integers"),
+        ("2d", "1-D|first dimension"),
+        ("offsets", "offsets"),
+        ("rank", "step-major"),
+        ("rank_only", "both rank and step"),
+        ("meta_list", "JSON object"),
+        ("meta_ws", "world_size"),
+        ("meta_cost", "cost_model"),
+        ("uint", "int64 range"),
+        ("totals", "over its padded shape"),
+        ("neg_real", "below 0"),
+        ("pad_min", "below 1"),
+    ],
+)
 def test_load_refuses_damaged_plans(tmp_path, case, match):
     _, p, a = _plan_arrays()
     meta = json.loads(str(a["meta"]))
@@ -195,9 +262,12 @@ def test_load_refuses_damaged_plans(tmp_path, case, match):
 
 def test_load_accepts_valid_plans_of_every_kind(tmp_path):
     sizes = gb.GraphSizes(np.arange(1, 40), np.arange(1, 40) * 2, np.arange(1, 40) * 10)
-    for kw in ({"strategy": "dynamic"}, {"strategy": "kk"},
-               {"strategy": "dynamic", "world_size": 3},
-               {"strategy": "dynamic", "on_oversize": "skip", "budget": (20, 60, 5)}):
+    for kw in (
+        {"strategy": "dynamic"},
+        {"strategy": "kk"},
+        {"strategy": "dynamic", "world_size": 3},
+        {"strategy": "dynamic", "on_oversize": "skip", "budget": (20, 60, 5)},
+    ):
         kw = dict(kw)
         strategy = kw.pop("strategy")
         if "budget" not in kw:
@@ -213,8 +283,15 @@ def test_validate_without_sizes_catches_duplicates_and_minus_one():
     for bad_value in ("dup", -1):
         order = a["order"].copy()
         order[0] = order[1] if bad_value == "dup" else -1
-        bad = gb.BatchPlan(order, p.offsets, p.pad_nodes, p.pad_edges, p.pad_graphs,
-                           real_nodes=p.real_nodes, real_edges=p.real_edges)
+        bad = gb.BatchPlan(
+            order,
+            p.offsets,
+            p.pad_nodes,
+            p.pad_edges,
+            p.pad_graphs,
+            real_nodes=p.real_nodes,
+            real_edges=p.real_edges,
+        )
         with pytest.raises(ValueError, match="exactly once"):
             bad.validate()
 
@@ -227,7 +304,8 @@ def test_cli_reads_bad_meta_as_one_line_error(tmp_path):
         "import sys, graphbatch as gb\n"
         "from graphbatch._errors import USER_ERRORS\n"
         "try:\n    gb.BatchPlan.load(sys.argv[1]).stats()\n"
-        "except USER_ERRORS as e:\n    print('clean', e)\n")
+        "except USER_ERRORS as e:\n    print('clean', e)\n"
+    )
     res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.startswith("clean"), res.stderr
 
@@ -237,16 +315,22 @@ def test_plan_refuses_to_overwrite_its_input(tmp_path):
     path = tmp_path / "s.npz"
     gb.GraphSizes([3, 4, 5], [2, 2, 2]).save(path)
     before = path.read_bytes()
-    one_line_error(cli("plan", str(path), "--strategy", "dynamic", "--batch-size", "3",
-                       "--out", str(path)), "is the input file")
+    one_line_error(
+        cli("plan", str(path), "--strategy", "dynamic", "--batch-size", "3", "--out", str(path)),
+        "is the input file",
+    )
     alias = tmp_path / "sub" / ".." / "s.npz"
     (tmp_path / "sub").mkdir()
-    one_line_error(cli("plan", str(path), "--strategy", "dynamic", "--batch-size", "3",
-                       "--out", str(alias)), "is the input file")
+    one_line_error(
+        cli("plan", str(path), "--strategy", "dynamic", "--batch-size", "3", "--out", str(alias)),
+        "is the input file",
+    )
     link = tmp_path / "link.npz"
     os.link(path, link)
-    one_line_error(cli("plan", str(path), "--strategy", "dynamic", "--batch-size", "3",
-                       "--out", str(link)), "is the input file")
+    one_line_error(
+        cli("plan", str(path), "--strategy", "dynamic", "--batch-size", "3", "--out", str(link)),
+        "is the input file",
+    )
     assert path.read_bytes() == before
 
 
@@ -257,8 +341,9 @@ def test_report_demo_bandwidth_refuse_their_inputs(tmp_path):
     bench.write_text("[]")
     before = (sizes.read_bytes(), bench.read_bytes())
     one_line_error(cli("report", str(sizes), "--out", str(sizes)), "is the input file")
-    one_line_error(cli("report", str(sizes), "--bench", str(bench), "--out", str(bench)),
-                   "is the input file")
+    one_line_error(
+        cli("report", str(sizes), "--bench", str(bench), "--out", str(bench)), "is the input file"
+    )
     one_line_error(cli("demo", "--sizes", str(sizes), "--out", str(sizes)), "is the input file")
     one_line_error(cli("bandwidth", str(sizes), "--out", str(sizes)), "is the input file")
     assert (sizes.read_bytes(), bench.read_bytes()) == before
@@ -305,7 +390,7 @@ def test_one_atomic_writer():
         if path in exempt:
             continue
         text = path.read_text()
-        for needle in ("os.replace(", "os.rename(", "mkstemp(", ".tmp\""):
+        for needle in ("os.replace(", "os.rename(", "mkstemp(", '.tmp"'):
             assert needle not in text, f"{path.relative_to(SRC)} has its own {needle}"
 
 
@@ -316,6 +401,7 @@ def test_cli_main_reports_library_errors_and_keeps_bug_tracebacks(monkeypatch, c
     def raises(exc):
         def run(args):
             raise exc
+
         return run
 
     monkeypatch.setattr(_analyze_cmd, "run", raises(gb.InputError("bad value 7")))
@@ -331,11 +417,24 @@ def test_wrongly_typed_strategy_options_are_one_line_errors(tmp_path):
     path = tmp_path / "s.npz"
     gb.GraphSizes([3, 4, 5], [2, 2, 2]).save(path)
     for option in ("fixed_packs=3", "edge_limit=7", "num_shapes=1.5", "nope=1"):
-        strategy = {"edge_limit=7": "pack-lpf-1d", "num_shapes=1.5": "buckets"}.get(option,
-                                                                                  "pack-lpf")
-        one_line_error(cli("plan", str(path), "--strategy", strategy, "--batch-size", "4",
-                           "--option", option, "--out", str(tmp_path / "p.npz")),
-                       option.split("=")[0])
+        strategy = {"edge_limit=7": "pack-lpf-1d", "num_shapes=1.5": "buckets"}.get(
+            option, "pack-lpf"
+        )
+        one_line_error(
+            cli(
+                "plan",
+                str(path),
+                "--strategy",
+                strategy,
+                "--batch-size",
+                "4",
+                "--option",
+                option,
+                "--out",
+                str(tmp_path / "p.npz"),
+            ),
+            option.split("=")[0],
+        )
 
 
 def test_unknown_names_are_value_errors_not_key_errors():
@@ -379,14 +478,17 @@ def test_all_zero_and_capped_tables_report_cleanly(tmp_path):
     assert out["nodes"]["total"] == 5 * MAX_COUNT and out["nodes"]["padding_efficiency"] == 1.0
     res = cli("compare", str(capped), "--batch-size", "3", "--json")
     assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stderr
-    one_line_error(cli("report", str(capped), "--out", str(tmp_path / "r2.html"), "--quiet"),
-                   "padded-shape limit")
+    one_line_error(
+        cli("report", str(capped), "--out", str(tmp_path / "r2.html"), "--quiet"),
+        "padded-shape limit",
+    )
 
 
 def test_compare_lets_bugs_propagate(monkeypatch):
     from graphbatch.analysis import _compare
 
     for bug in (KeyError("bug"), TypeError("unsupported operand")):
+
         def broken(*a, _bug=bug, **k):
             raise _bug
 
@@ -397,12 +499,25 @@ def test_compare_lets_bugs_propagate(monkeypatch):
 
 # ------------------------------------------------------------------------- structure
 def _record(strategy, compiled, graphs_per_s, repeat=0):
-    return {"model": "schnet", "strategy": strategy, "batch_size": 32, "repeat": repeat,
-            "compiled": compiled, "compiles": 1, "compile_s": 0.5, "step_ms_mean": 10.0,
-            "step_ms_median": 9.0, "update_ms_median": 5.0, "batching_ms_median": 1.0,
-            "graphs_per_s": graphs_per_s, "peak_mem_bytes": 2**20, "test_rmse": 1.0,
-            "steady_graphs_per_s": graphs_per_s, "update_us_per_graph": 3.0,
-            "update_us_per_graph_median": 3.0}
+    return {
+        "model": "schnet",
+        "strategy": strategy,
+        "batch_size": 32,
+        "repeat": repeat,
+        "compiled": compiled,
+        "compiles": 1,
+        "compile_s": 0.5,
+        "step_ms_mean": 10.0,
+        "step_ms_median": 9.0,
+        "update_ms_median": 5.0,
+        "batching_ms_median": 1.0,
+        "graphs_per_s": graphs_per_s,
+        "peak_mem_bytes": 2**20,
+        "test_rmse": 1.0,
+        "steady_graphs_per_s": graphs_per_s,
+        "update_us_per_graph": 3.0,
+        "update_us_per_graph_median": 3.0,
+    }
 
 
 @pytest.mark.requires("matplotlib")
@@ -411,8 +526,12 @@ def test_one_bench_summary_keeps_eager_and_compiled_apart():
     from graphbatch.bench import summarize
     from graphbatch.report import build_report
 
-    recs = [_record("pack-lpf", False, 100.0), _record("pack-lpf", True, 300.0),
-            _record("pack-lpf", True, 500.0, repeat=1), _record("pyg-compile", True, 50.0)]
+    recs = [
+        _record("pack-lpf", False, 100.0),
+        _record("pack-lpf", True, 300.0),
+        _record("pack-lpf", True, 500.0, repeat=1),
+        _record("pyg-compile", True, 50.0),
+    ]
     rows = {r["strategy"]: r for r in summarize_bench(recs)}
     assert set(rows) == {"pack-lpf", "pack-lpf+compile", "pyg-compile"}
     assert rows["pack-lpf"]["graphs_per_s"] == 100.0
@@ -420,8 +539,12 @@ def test_one_bench_summary_keeps_eager_and_compiled_apart():
     cli_rows = {r["strategy"]: r for r in summarize(recs)}
     assert cli_rows["pack-lpf+compile"]["graphs_per_s"] == 400.0
     assert cli_rows["pack-lpf"]["peak_mem_mb"] == 1.0
-    assert [bench_label(r) for r in recs] == ["pack-lpf", "pack-lpf+compile",
-                                              "pack-lpf+compile", "pyg-compile"]
+    assert [bench_label(r) for r in recs] == [
+        "pack-lpf",
+        "pack-lpf+compile",
+        "pack-lpf+compile",
+        "pyg-compile",
+    ]
     html = build_report(gb.GraphSizes([3, 4, 5, 6], [2, 3, 4, 5]), batch_size=3, bench=recs)
     assert "pack-lpf+compile" in html
 
@@ -429,9 +552,16 @@ def test_one_bench_summary_keeps_eager_and_compiled_apart():
 def test_no_upward_or_cyclicimports_of():
     assert not any("cli" in m for m in imports_of(SRC / "demo.py"))
     assert "._report" not in imports_of(SRC / "bench" / "_plots.py")
-    res = subprocess.run([sys.executable, "-c", "import sys, graphbatch.demo; "
-                          "print(any(m.startswith('graphbatch.cli') for m in sys.modules))"],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, graphbatch.demo; "
+            "print(any(m.startswith('graphbatch.cli') for m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.stdout.strip() == "False", res.stderr
 
 

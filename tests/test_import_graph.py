@@ -34,7 +34,7 @@ ROOT = "graphbatch"
 # is merged: the private imports that remain at the boundary of src/graphbatch/planners/ and
 # packing/, as (importing module, imported module). Every entry has planners or packing on one
 # side; nothing else may be listed, and every entry must still occur (`test_allowlist_is_exact`).
-ALLOWED_PRIVATE: frozenset[tuple[str, str]] = frozenset()   # none: the restructuring is done
+ALLOWED_PRIVATE: frozenset[tuple[str, str]] = frozenset()  # none: the restructuring is done
 ALLOWED_CYCLES: frozenset[frozenset[str]] = frozenset()
 ALLOWLISTED_PACKAGES = ("graphbatch.planners", "graphbatch.packing")
 
@@ -65,8 +65,9 @@ def _is_package(name: str, modules: dict[str, Path]) -> bool:
     return modules[name].name == "__init__.py"
 
 
-def _resolve_relative(importer: str, level: int, module: str | None,
-                      modules: dict[str, Path]) -> str:
+def _resolve_relative(
+    importer: str, level: int, module: str | None, modules: dict[str, Path]
+) -> str:
     package = importer if _is_package(importer, modules) else importer.rpartition(".")[0]
     for _ in range(level - 1):
         package = package.rpartition(".")[0]
@@ -87,19 +88,26 @@ def _string_constants(tree: ast.Module) -> set[str]:
     out = set()
     for stmt in tree.body:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-            out.update(n.value for n in ast.walk(stmt.value)
-                       if isinstance(n, ast.Constant) and isinstance(n.value, str))
+            out.update(
+                n.value
+                for n in ast.walk(stmt.value)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            )
     return out
 
 
-def _dynamic_targets(importer: str, call: ast.Call, constants: set[str],
-                     modules: dict[str, Path]) -> set[str]:
+def _dynamic_targets(
+    importer: str, call: ast.Call, constants: set[str], modules: dict[str, Path]
+) -> set[str]:
     """Modules an ``importlib.import_module(...)`` call may import."""
     if not call.args:
         return set()
     first = call.args[0]
-    candidates = ({first.value} if isinstance(first, ast.Constant)
-                  and isinstance(first.value, str) else constants)
+    candidates = (
+        {first.value}
+        if isinstance(first, ast.Constant) and isinstance(first.value, str)
+        else constants
+    )
     package = importer if _is_package(importer, modules) else importer.rpartition(".")[0]
     out = set()
     for text in candidates:
@@ -117,8 +125,9 @@ def _dynamic_targets(importer: str, call: ast.Call, constants: set[str],
 
 def _is_import_module(call: ast.Call) -> bool:
     func = call.func
-    return ((isinstance(func, ast.Attribute) and func.attr == "import_module")
-            or (isinstance(func, ast.Name) and func.id == "import_module"))
+    return (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
+        isinstance(func, ast.Name) and func.id == "import_module"
+    )
 
 
 def import_edges(root: Path, package: str = ROOT) -> list[Edge]:
@@ -135,8 +144,11 @@ def import_edges(root: Path, package: str = ROOT) -> list[Edge]:
                     if target:
                         edges.append(Edge(importer, target, node.lineno))
             elif isinstance(node, ast.ImportFrom):
-                base = (_resolve_relative(importer, node.level, node.module, modules)
-                        if node.level else node.module or "")
+                base = (
+                    _resolve_relative(importer, node.level, node.module, modules)
+                    if node.level
+                    else node.module or ""
+                )
                 if base.split(".")[0] != package:
                     continue
                 for alias in node.names:
@@ -146,10 +158,10 @@ def import_edges(root: Path, package: str = ROOT) -> list[Edge]:
                         continue
                     target = _nearest_module(base, modules)
                     if target:
-                        private = (alias.name.startswith("_")
-                                   and not alias.name.startswith("__"))
-                        edges.append(Edge(importer, target, node.lineno,
-                                          alias.name if private else ""))
+                        private = alias.name.startswith("_") and not alias.name.startswith("__")
+                        edges.append(
+                            Edge(importer, target, node.lineno, alias.name if private else "")
+                        )
             elif isinstance(node, ast.Call) and _is_import_module(node):
                 for target in sorted(_dynamic_targets(importer, node, constants, modules)):
                     edges.append(Edge(importer, target, node.lineno))
@@ -242,8 +254,13 @@ def cycles(edges: list[Edge]) -> list[list[str]]:
 def describe_cycle(component: list[str], edges: list[Edge]) -> str:
     """The component and the imports inside it, as 'importer:line -> target' lines."""
     members = set(component)
-    inner = sorted({(e.importer, e.line, e.target) for e in edges
-                    if e.importer in members and e.target in members})
+    inner = sorted(
+        {
+            (e.importer, e.line, e.target)
+            for e in edges
+            if e.importer in members and e.target in members
+        }
+    )
     lines = [f"  {imp}:{line} imports {tgt}" for imp, line, tgt in inner]
     return "import cycle between " + ", ".join(component) + ":\n" + "\n".join(lines)
 
@@ -253,15 +270,22 @@ def describe_private(e: Edge) -> str:
     return f"{e.importer}:{e.line} imports private {what} from outside its package"
 
 
-def check(root: Path, package: str = ROOT,
-          allowed_private: frozenset[tuple[str, str]] = frozenset(),
-          allowed_cycles: frozenset[frozenset[str]] = frozenset()) -> list[str]:
+def check(
+    root: Path,
+    package: str = ROOT,
+    allowed_private: frozenset[tuple[str, str]] = frozenset(),
+    allowed_cycles: frozenset[frozenset[str]] = frozenset(),
+) -> list[str]:
     """One message per cycle and per private import not allowlisted."""
     edges = import_edges(root, package)
-    messages = [describe_cycle(c, edges) for c in cycles(edges)
-                if frozenset(c) not in allowed_cycles]
-    bad = {e for e in private_imports(edges, packages(root, package))
-           if (e.importer, e.target) not in allowed_private}
+    messages = [
+        describe_cycle(c, edges) for c in cycles(edges) if frozenset(c) not in allowed_cycles
+    ]
+    bad = {
+        e
+        for e in private_imports(edges, packages(root, package))
+        if (e.importer, e.target) not in allowed_private
+    }
     messages += [describe_private(e) for e in sorted(bad, key=lambda e: (e.importer, e.line))]
     return messages
 
@@ -274,8 +298,9 @@ def test_no_import_cycles_and_no_foreign_private_imports():
 def test_allowlist_is_exact():
     """The allowlist names only planners/packing modules and only violations that exist."""
     for importer, target in ALLOWED_PRIVATE:
-        assert (importer.startswith(ALLOWLISTED_PACKAGES)
-                or target.startswith(ALLOWLISTED_PACKAGES)), (importer, target)
+        assert importer.startswith(ALLOWLISTED_PACKAGES) or target.startswith(
+            ALLOWLISTED_PACKAGES
+        ), (importer, target)
     for comp in ALLOWED_CYCLES:
         assert any(m.startswith(ALLOWLISTED_PACKAGES) for m in comp), sorted(comp)
     edges = import_edges(SRC)
@@ -293,12 +318,15 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 
 def test_checker_catches_a_cycle_closed_inside_a_function(tmp_path):
-    _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/a.py": "from .b import f\n",
-        "pkg/b.py": "def f():\n    from pkg import a\n    return a\n",
-        "pkg/c.py": "import pkg.a\n",
-    })
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from .b import f\n",
+            "pkg/b.py": "def f():\n    from pkg import a\n    return a\n",
+            "pkg/c.py": "import pkg.a\n",
+        },
+    )
     messages = check(tmp_path, "pkg")
     assert len(messages) == 1, messages
     assert "import cycle between pkg.a, pkg.b" in messages[0]
@@ -307,29 +335,35 @@ def test_checker_catches_a_cycle_closed_inside_a_function(tmp_path):
 
 
 def test_checker_catches_a_cycle_through_import_module(tmp_path):
-    _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/a.py": "import importlib\n_LAZY = {'f': '.b'}\n"
-                    "def g(n):\n    return importlib.import_module(_LAZY[n], __package__)\n",
-        "pkg/b.py": "from pkg.a import g\n",
-    })
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "import importlib\n_LAZY = {'f': '.b'}\n"
+            "def g(n):\n    return importlib.import_module(_LAZY[n], __package__)\n",
+            "pkg/b.py": "from pkg.a import g\n",
+        },
+    )
     messages = check(tmp_path, "pkg")
     assert len(messages) == 1 and "pkg.a, pkg.b" in messages[0], messages
 
 
 def test_checker_catches_private_imports(tmp_path):
-    _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/_core.py": "X = 1\n",
-        "pkg/sub/__init__.py": "from ._impl import Y\n",
-        "pkg/sub/_impl.py": "from .._core import X\nY = X\n",
-        "pkg/sub/inner/__init__.py": "from .._impl import Y\n",
-        "pkg/other/__init__.py": "",
-        "pkg/other/_use.py": "import os\n\ndef f():\n"
-                             "    from pkg.sub._impl import Y\n    return Y\n",
-        "pkg/other/_rel.py": "from ..sub import _impl\n",
-        "pkg/other/_name.py": "from pkg.sub import _hidden\n",
-    })
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/_core.py": "X = 1\n",
+            "pkg/sub/__init__.py": "from ._impl import Y\n",
+            "pkg/sub/_impl.py": "from .._core import X\nY = X\n",
+            "pkg/sub/inner/__init__.py": "from .._impl import Y\n",
+            "pkg/other/__init__.py": "",
+            "pkg/other/_use.py": "import os\n\ndef f():\n"
+            "    from pkg.sub._impl import Y\n    return Y\n",
+            "pkg/other/_rel.py": "from ..sub import _impl\n",
+            "pkg/other/_name.py": "from pkg.sub import _hidden\n",
+        },
+    )
     messages = check(tmp_path, "pkg")
     assert sorted(messages) == [
         "pkg.other._name:1 imports private pkg.sub._hidden from outside its package",
@@ -340,12 +374,15 @@ def test_checker_catches_private_imports(tmp_path):
     assert len(check(tmp_path, "pkg", frozenset({("pkg.other._use", "pkg.sub._impl")}))) == 2
 
 
-@pytest.mark.parametrize("module, owner", [
-    ("graphbatch._io", "graphbatch"),
-    ("graphbatch.datasets._store", "graphbatch.datasets"),
-    ("graphbatch.jax.models._ops", "graphbatch.jax.models"),
-    ("graphbatch.torch", None),
-    ("graphbatch.cli.__main__", None),
-])
+@pytest.mark.parametrize(
+    "module, owner",
+    [
+        ("graphbatch._io", "graphbatch"),
+        ("graphbatch.datasets._store", "graphbatch.datasets"),
+        ("graphbatch.jax.models._ops", "graphbatch.jax.models"),
+        ("graphbatch.torch", None),
+        ("graphbatch.cli.__main__", None),
+    ],
+)
 def test_private_owner(module, owner):
     assert private_owner(module) == owner

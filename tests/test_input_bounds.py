@@ -30,8 +30,11 @@ def _npy(arr: np.ndarray) -> bytes:
 def _zip(path, members: dict[str, bytes], deflate=()) -> None:
     with zipfile.ZipFile(path, "w") as z:
         for name, data in members.items():
-            z.writestr(f"{name}.npy", data, compress_type=zipfile.ZIP_DEFLATED
-                       if name in deflate else zipfile.ZIP_STORED)
+            z.writestr(
+                f"{name}.npy",
+                data,
+                compress_type=zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED,
+            )
 
 
 def _bounded(load, path, match: str) -> None:
@@ -50,8 +53,12 @@ def test_deeply_nested_meta_is_refused_not_a_recursion_error(tmp_path):
     a = _plan_arrays()
     a["meta"] = np.array("[" * 100_000 + "]" * 100_000)
     np.savez(tmp_path / "p.npz", **a)
-    _bounded(gb.BatchPlan.load, tmp_path / "p.npz", r"nested 100000 levels deep, over the "
-                                                   r"limit of 64")
+    _bounded(
+        gb.BatchPlan.load,
+        tmp_path / "p.npz",
+        r"nested 100000 levels deep, over the "
+        r"limit of 64",
+    )
     a["meta"] = np.array(json.dumps({"x": "y" * 100}) + " " * (17 << 20))
     np.savez(tmp_path / "q.npz", **a)
     with pytest.raises(InputError, match="over the limit of 16,777,216"):
@@ -67,8 +74,11 @@ def test_npy_header_claiming_a_huge_shape_is_refused_not_allocated(tmp_path):
     np.lib.format.write_array_header_1_0(buf, header)
     members["order"] = buf.getvalue() + a["order"].tobytes()
     _zip(tmp_path / "p.npz", members)
-    _bounded(gb.BatchPlan.load, tmp_path / "p.npz",
-             r"'order' declares shape \(1099511627776,\).*but the file holds 48 bytes")
+    _bounded(
+        gb.BatchPlan.load,
+        tmp_path / "p.npz",
+        r"'order' declares shape \(1099511627776,\).*but the file holds 48 bytes",
+    )
     sizes = {"n_node": buf.getvalue() + a["order"].tobytes(), "n_edge": _npy(np.arange(6))}
     _zip(tmp_path / "s.npz", sizes)
     _bounded(gb.GraphSizes.load, tmp_path / "s.npz", "declares shape")
@@ -79,11 +89,14 @@ def test_zip_members_are_bounded_before_decompressing(tmp_path):
     check: its length now has to match what the other members say first."""
     a = _plan_arrays()
     members = {k: _npy(v) for k, v in a.items()}
-    members["order"] = _npy(np.zeros(50_000_000, dtype=np.int64))       # 400 MB of zeros
+    members["order"] = _npy(np.zeros(50_000_000, dtype=np.int64))  # 400 MB of zeros
     _zip(tmp_path / "p.npz", members, deflate=("order",))
     assert (tmp_path / "p.npz").stat().st_size < 2 << 20
-    _bounded(gb.BatchPlan.load, tmp_path / "p.npz",
-             r"'order' has shape \(50000000,\); its first dimension must be 6")
+    _bounded(
+        gb.BatchPlan.load,
+        tmp_path / "p.npz",
+        r"'order' has shape \(50000000,\); its first dimension must be 6",
+    )
     sizes = {"n_node": _npy(np.arange(5)), "n_edge": _npy(np.zeros(12_500_000, np.int64))}
     _zip(tmp_path / "s.npz", sizes, deflate=("n_edge",))
     _bounded(gb.GraphSizes.load, tmp_path / "s.npz", "its first dimension must be 5")

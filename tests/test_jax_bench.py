@@ -22,11 +22,31 @@ from graphbatch.bench._jax_runner import (
 from graphbatch.bench._report import LIST_KEYS, learning_tests
 from graphbatch.cli import main
 
-REQUIRED = ("framework", "model", "strategy", "batch_size", "repeat", "compiled", "budget",
-            "compiles", "compile_s", "distinct_shapes", "step_ms_mean", "step_ms_median",
-            "update_ms_median", "batching_ms_median", "graphs_per_s", "steady_graphs_per_s",
-            "update_us_per_graph_median", "node_efficiency", "edge_efficiency",
-            "peak_mem_bytes", "test_rmse", "input_wait_fraction", *LIST_KEYS)
+REQUIRED = (
+    "framework",
+    "model",
+    "strategy",
+    "batch_size",
+    "repeat",
+    "compiled",
+    "budget",
+    "compiles",
+    "compile_s",
+    "distinct_shapes",
+    "step_ms_mean",
+    "step_ms_median",
+    "update_ms_median",
+    "batching_ms_median",
+    "graphs_per_s",
+    "steady_graphs_per_s",
+    "update_us_per_graph_median",
+    "node_efficiency",
+    "edge_efficiency",
+    "peak_mem_bytes",
+    "test_rmse",
+    "input_wait_fraction",
+    *LIST_KEYS,
+)
 TINY = {"schnet": {"hidden": 8, "filters": 8, "num_interactions": 1, "num_gaussians": 6}}
 STRATEGIES = ("pack-lpf", "jraph-dynamic", "jraph-pad64", "unpadded")
 
@@ -34,15 +54,25 @@ STRATEGIES = ("pack-lpf", "jraph-dynamic", "jraph-pad64", "unpadded")
 @pytest.fixture(scope="module")
 def records():
     data = load_jax_bench_data("qm9", subset=60, seed=0)
-    cfg = BenchConfig(framework="jax", strategies=STRATEGIES, batch_sizes=(4,), steps=2,
-                      repeats=2, subset=60, eval_every=1, model_options=TINY, prefetch=2)
+    cfg = BenchConfig(
+        framework="jax",
+        strategies=STRATEGIES,
+        batch_sizes=(4,),
+        steps=2,
+        repeats=2,
+        subset=60,
+        eval_every=1,
+        model_options=TINY,
+        prefetch=2,
+    )
     return run_jax_bench(cfg, progress=False, data=data)
 
 
 def test_records_follow_the_bench_schema(records):
     assert len(records) == len(STRATEGIES) * 2
     assert {(r["strategy"], r["repeat"]) for r in records} == {
-        (s, k) for s in STRATEGIES for k in (0, 1)}
+        (s, k) for s in STRATEGIES for k in (0, 1)
+    }
     for r in records:
         for k in REQUIRED:
             assert k in r, k
@@ -62,18 +92,19 @@ def test_input_wait_is_recorded_per_step(records):
         wait = np.asarray(r["input_wait_ms_steps"])
         assert wait.shape == (r["steps"],) and (wait >= 0).all()
         # the step time is the input wait plus the update time, step by step
-        np.testing.assert_allclose(wait + np.asarray(r["update_ms_steps"]), r["step_ms"],
-                                   atol=1e-3)
+        np.testing.assert_allclose(wait + np.asarray(r["update_ms_steps"]), r["step_ms"], atol=1e-3)
         steady = [k for k in range(r["steps"]) if k not in r["compile_steps"]]
         if not steady or r["strategy"] == "unpadded":  # unpadded: timed after a warm-up call
             steady = list(range(r["steps"]))
         frac = np.asarray(r["step_ms"])[steady]
-        assert r["input_wait_fraction"] == pytest.approx(wait[steady].sum() / frac.sum(),
-                                                         rel=1e-3, abs=1e-6)
+        assert r["input_wait_fraction"] == pytest.approx(
+            wait[steady].sum() / frac.sum(), rel=1e-3, abs=1e-6
+        )
         assert 0 <= r["input_wait_fraction_median"] <= 1
         # graphbatch's loader runs with the configured prefetch; the baselines in the loop
-        assert r["prefetch"] == (0 if r["strategy"] in ("jraph-dynamic", "jraph-pad64",
-                                                        "unpadded") else 2)
+        assert r["prefetch"] == (
+            0 if r["strategy"] in ("jraph-dynamic", "jraph-pad64", "unpadded") else 2
+        )
 
 
 def test_default_jax_bench_uses_the_loaders_default_prefetch():
@@ -113,27 +144,49 @@ def test_cli_framework_jax_writes_results(tmp_path, monkeypatch):
     import graphbatch.bench as bench
 
     # the CLI's own path with a small SchNet (the default one compiles for ~10 s per run)
-    monkeypatch.setattr(bench, "JAX_DEFAULT",
-                        dataclasses.replace(bench.JAX_DEFAULT, model_options=TINY))
+    monkeypatch.setattr(
+        bench, "JAX_DEFAULT", dataclasses.replace(bench.JAX_DEFAULT, model_options=TINY)
+    )
     out = tmp_path / "b"
-    rc = main(["bench", "--framework", "jax", "--strategies", "pack-lpf,jraph-dynamic",
-               "--batch-sizes", "4", "--steps", "2", "--repeats", "1", "--subset", "40",
-               "--quiet", "--no-plots", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--framework",
+            "jax",
+            "--strategies",
+            "pack-lpf,jraph-dynamic",
+            "--batch-sizes",
+            "4",
+            "--steps",
+            "2",
+            "--repeats",
+            "1",
+            "--subset",
+            "40",
+            "--quiet",
+            "--no-plots",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     recs = json.loads((out / "results.json").read_text())
     assert [r["framework"] for r in recs] == ["jax", "jax"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["framework"] == "jax"
     assert summary["jax_targets"][0]["compiles"] == {"pack-lpf": 1, "jraph-dynamic": 1}
-    assert main(["bench", "--framework", "jax", "--strategies", "pyg-eager",
-                 "--out", str(out)]) == 2  # a torch baseline: a one-line error
+    assert (
+        main(["bench", "--framework", "jax", "--strategies", "pyg-eager", "--out", str(out)]) == 2
+    )  # a torch baseline: a one-line error
 
 
 def test_jax_bench_path_imports_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, graphbatch.bench._jax_runner, graphbatch.jax.models, graphbatch.jax; "
-            "from graphbatch.bench import JAX_DEFAULT; JAX_DEFAULT.validate(); "
-            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    code = (
+        "import sys, graphbatch.bench._jax_runner, graphbatch.jax.models, graphbatch.jax; "
+        "from graphbatch.bench import JAX_DEFAULT; JAX_DEFAULT.validate(); "
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

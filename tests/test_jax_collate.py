@@ -21,13 +21,17 @@ def make_graphs(n_graphs: int, seed: int = 0, max_nodes: int = 10):
         pos = rng.uniform(0, 2.0, size=(n, 3)).astype(np.float32)
         d = np.linalg.norm(pos[:, None] - pos[None], axis=-1)
         s, r = np.nonzero((d < 1.5) & ~np.eye(n, dtype=bool))
-        out.append(jraph.GraphsTuple(
-            n_node=np.array([n], dtype=np.int32), n_edge=np.array([s.shape[0]], dtype=np.int32),
-            nodes={"z": rng.integers(1, 9, size=n).astype(np.int32), "pos": pos},
-            edges=rng.normal(size=(s.shape[0], 2)).astype(np.float32),
-            globals=rng.normal(size=(1, 1)).astype(np.float32),
-            senders=s.astype(np.int32), receivers=r.astype(np.int32),
-        ))
+        out.append(
+            jraph.GraphsTuple(
+                n_node=np.array([n], dtype=np.int32),
+                n_edge=np.array([s.shape[0]], dtype=np.int32),
+                nodes={"z": rng.integers(1, 9, size=n).astype(np.int32), "pos": pos},
+                edges=rng.normal(size=(s.shape[0], 2)).astype(np.float32),
+                globals=rng.normal(size=(1, 1)).astype(np.float32),
+                senders=s.astype(np.int32),
+                receivers=r.astype(np.int32),
+            )
+        )
     return out
 
 
@@ -45,7 +49,9 @@ def test_collate_follows_pad_with_graphs_and_masks(graphs):
     shape = (64, 300, 5)
     out = gj.collate([graphs[i] for i in idx], shape, graph_index=idx)
     ref = jraph.pad_with_graphs(jraph.batch_np([graphs[i] for i in idx]), *shape)
-    for a, b in zip(jax.tree_util.tree_leaves(out.graphs), jax.tree_util.tree_leaves(ref), strict=False):
+    for a, b in zip(
+        jax.tree_util.tree_leaves(out.graphs), jax.tree_util.tree_leaves(ref), strict=False
+    ):
         np.testing.assert_array_equal(a, b)
     n_real = sum(int(graphs[i].n_node[0]) for i in idx)
     e_real = sum(int(graphs[i].n_edge[0]) for i in idx)
@@ -98,10 +104,12 @@ def test_jitted_step_compiles_once_over_an_epoch(graphs):
         h = g.nodes["pos"] @ w
         msg = jnp.where(pg.edge_mask[:, None], h[g.senders], 0.0)
         h = h + jax.ops.segment_sum(msg, g.receivers, num_segments=h.shape[0])
-        node_graph = jnp.repeat(jnp.arange(g.n_node.shape[0]), g.n_node,
-                                total_repeat_length=h.shape[0])
-        out = jax.ops.segment_sum(jnp.where(pg.node_mask[:, None], h, 0.0), node_graph,
-                                  num_segments=g.n_node.shape[0])
+        node_graph = jnp.repeat(
+            jnp.arange(g.n_node.shape[0]), g.n_node, total_repeat_length=h.shape[0]
+        )
+        out = jax.ops.segment_sum(
+            jnp.where(pg.node_mask[:, None], h, 0.0), node_graph, num_segments=g.n_node.shape[0]
+        )
         err = jnp.where(pg.graph_mask, (out[:, 0] - g.globals[:, 0]) ** 2, 0.0)
         return err.sum() / jnp.maximum(pg.graph_mask.sum(), 1)
 

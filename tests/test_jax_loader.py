@@ -60,8 +60,9 @@ def test_fixed_shape_strategy_emits_one_shape_and_masks_match(graphs):
     for pg in ld:
         g = pg.graphs
         shapes.add((g.nodes["pos"].shape[0], g.senders.shape[0], g.n_node.shape[0]))
-        np.testing.assert_array_equal(np.asarray(pg.node_mask),
-                                      np.asarray(jraph.get_node_padding_mask(g)))
+        np.testing.assert_array_equal(
+            np.asarray(pg.node_mask), np.asarray(jraph.get_node_padding_mask(g))
+        )
     assert shapes == {(80, 400, 12)}
 
 
@@ -132,8 +133,9 @@ def test_prefetch_thread_stops_on_early_exit_and_passes_errors(graphs):
                 raise RuntimeError("disk on fire at graph 11")
             return list.__getitem__(self, i)
 
-    bad = gj.loader(Broken(graphs), strategy="dynamic", batch_size=6, prefetch=2,
-                    sizes=sizes_of(graphs))
+    bad = gj.loader(
+        Broken(graphs), strategy="dynamic", batch_size=6, prefetch=2, sizes=sizes_of(graphs)
+    )
     with pytest.raises(RuntimeError, match="graph 11"):
         epoch_indices(bad)
     assert threading.active_count() == before
@@ -189,8 +191,10 @@ def test_graph_store_source_matches_the_same_graphs_in_memory(tmp_path, graphs):
         n_node=np.array([int(g.n_node[0]) for g in graphs]),
         n_edge=np.array([int(g.n_edge[0]) for g in graphs]),
         edge_index=np.concatenate([np.stack([g.senders, g.receivers]) for g in graphs], axis=1),
-        node={"z": np.concatenate([g.nodes["z"] for g in graphs]),
-              "pos": np.concatenate([g.nodes["pos"] for g in graphs])},
+        node={
+            "z": np.concatenate([g.nodes["z"] for g in graphs]),
+            "pos": np.concatenate([g.nodes["pos"] for g in graphs]),
+        },
         graph={"y": np.concatenate([g.globals for g in graphs])},
     )
     path = write_store(tmp_path / "g.h5", [ga], name="t")
@@ -200,10 +204,12 @@ def test_graph_store_source_matches_the_same_graphs_in_memory(tmp_path, graphs):
     assert len(a) == len(b)
     for pa, pb in zip(a, b, strict=True):
         for key in ("z", "pos"):
-            np.testing.assert_array_equal(np.asarray(pa.graphs.nodes[key]),
-                                          np.asarray(pb.graphs.nodes[key]))
-        np.testing.assert_array_equal(np.asarray(pa.graphs.globals["y"]),
-                                      np.asarray(pb.graphs.globals))
+            np.testing.assert_array_equal(
+                np.asarray(pa.graphs.nodes[key]), np.asarray(pb.graphs.nodes[key])
+            )
+        np.testing.assert_array_equal(
+            np.asarray(pa.graphs.globals["y"]), np.asarray(pb.graphs.globals)
+        )
         np.testing.assert_array_equal(np.asarray(pa.graphs.senders), np.asarray(pb.graphs.senders))
         np.testing.assert_array_equal(np.asarray(pa.graph_index), np.asarray(pb.graph_index))
 
@@ -218,8 +224,11 @@ def test_graph_store_source_matches_the_same_graphs_in_memory(tmp_path, graphs):
 )
 def test_property_every_graph_once_across_ranks(n, strategy, batch_size, world, seed):
     gs = make_graphs(n, seed=seed, max_nodes=6)
-    kw = {"budget": (40, 200, batch_size + 1)} if strategy == "pack-lpf" else {
-        "batch_size": batch_size}
+    kw = (
+        {"budget": (40, 200, batch_size + 1)}
+        if strategy == "pack-lpf"
+        else {"batch_size": batch_size}
+    )
     plan = gb.plan(sizes_of(gs), strategy, seed=seed, world_size=world, **kw)
     table = step_table(plan, world)  # what the loader iterates, one row per step
     assert table.shape == (plan.num_steps, world)
@@ -284,14 +293,20 @@ MULTI_DEVICE = textwrap.dedent("""
 
 
 def run_two_devices(strategy: str) -> dict:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu")
+    env = dict(
+        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu"
+    )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", MULTI_DEVICE, root, strategy], env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", MULTI_DEVICE, root, strategy],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 @pytest.mark.parametrize("strategy", ["static-constant", "dynamic"])
@@ -310,8 +325,11 @@ FIXED = [n for n in gb.strategy_names() if gb.get_strategy(n).fixed_shape]
 
 @pytest.mark.parametrize("strategy", FIXED)
 def test_fixed_shape_strategies_compile_once_per_run_on_one_device(graphs, strategy):
-    kw = ({"budget": (70, 500, 10)} if gb.get_strategy(strategy).uses_budget
-          and strategy != "dynamic" else {"batch_size": 6})
+    kw = (
+        {"budget": (70, 500, 10)}
+        if gb.get_strategy(strategy).uses_budget and strategy != "dynamic"
+        else {"batch_size": 6}
+    )
 
     @jax.jit
     def step(pg):

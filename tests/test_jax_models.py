@@ -16,9 +16,11 @@ import graphbatch.models as tm  # noqa: E402
 
 from .test_jax_collate import make_graphs  # noqa: E402
 
-SMALL = {"schnet": dict(hidden=16, filters=12, num_interactions=2, num_gaussians=10),
-         "mpeu": dict(hidden=16, edge_dim=12, num_steps=2, num_gaussians=10),
-         "painn": dict(features=16, num_layers=2, num_rbf=10)}
+SMALL = {
+    "schnet": dict(hidden=16, filters=12, num_interactions=2, num_gaussians=10),
+    "mpeu": dict(hidden=16, edge_dim=12, num_steps=2, num_gaussians=10),
+    "painn": dict(features=16, num_layers=2, num_rbf=10),
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +32,22 @@ def batch():
 
 
 def torch_inputs(inp):
-    return dict(z=torch.from_numpy(np.asarray(inp["z"], dtype=np.int64)),
-                pos=torch.from_numpy(np.asarray(inp["pos"])),
-                edge_index=torch.from_numpy(np.stack([np.asarray(inp["senders"]),
-                                                      np.asarray(inp["receivers"])]).astype(np.int64)),
-                batch=torch.from_numpy(np.asarray(inp["node_graph"], dtype=np.int64)),
-                node_mask=torch.from_numpy(np.asarray(inp["node_mask"])),
-                edge_mask=torch.from_numpy(np.asarray(inp["edge_mask"])),
-                num_graphs=inp["num_graphs"])
+    return dict(
+        z=torch.from_numpy(np.asarray(inp["z"], dtype=np.int64)),
+        pos=torch.from_numpy(np.asarray(inp["pos"])),
+        edge_index=torch.from_numpy(
+            np.stack([np.asarray(inp["senders"]), np.asarray(inp["receivers"])]).astype(np.int64)
+        ),
+        batch=torch.from_numpy(np.asarray(inp["node_graph"], dtype=np.int64)),
+        node_mask=torch.from_numpy(np.asarray(inp["node_mask"])),
+        edge_mask=torch.from_numpy(np.asarray(inp["edge_mask"])),
+        num_graphs=inp["num_graphs"],
+    )
 
 
-@pytest.mark.parametrize("name,extra", [("schnet", {}), ("schnet", {"pair_edges": True}),
-                                        ("mpeu", {}), ("painn", {})])
+@pytest.mark.parametrize(
+    "name,extra", [("schnet", {}), ("schnet", {"pair_edges": True}), ("mpeu", {}), ("painn", {})]
+)
 def test_same_weights_same_per_graph_outputs(batch, name, extra):
     torch.manual_seed(0)
     tmodel = tm.build_model(name, **SMALL[name], **extra).eval()
@@ -50,8 +56,11 @@ def test_same_weights_same_per_graph_outputs(batch, name, extra):
     inp = gjm.graph_inputs(batch)
     # the Flax model's own parameter tree has exactly the torch layers' names and shapes
     static = {k: v for k, v in inp.items() if k != "num_graphs"}
-    own = jax.eval_shape(lambda k, x: jmodel.init(k, **x, num_graphs=inp["num_graphs"]),
-                         jax.random.PRNGKey(0), static)
+    own = jax.eval_shape(
+        lambda k, x: jmodel.init(k, **x, num_graphs=inp["num_graphs"]),
+        jax.random.PRNGKey(0),
+        static,
+    )
     assert jax.tree_util.tree_structure(own) == jax.tree_util.tree_structure(params)
     for a, b in zip(jax.tree_util.tree_leaves(own), jax.tree_util.tree_leaves(params), strict=True):
         assert a.shape == b.shape
@@ -70,8 +79,9 @@ def test_schnet_default_size_matches_torch():
     pg = gj.collate(make_graphs(2, seed=1), (30, 200, 3))
     inp = gjm.graph_inputs(pg)
     n_graph = inp.pop("num_graphs")
-    shapes = jax.eval_shape(lambda k, x: model.init(k, **x, num_graphs=n_graph),
-                            jax.random.PRNGKey(0), inp)
+    shapes = jax.eval_shape(
+        lambda k, x: model.init(k, **x, num_graphs=n_graph), jax.random.PRNGKey(0), inp
+    )
     assert gjm.count_parameters(shapes) == 186_701
 
 

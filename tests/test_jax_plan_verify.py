@@ -41,8 +41,14 @@ def multihost(tmp_path_factory):
     out = tmp_path_factory.mktemp("jax-multihost")
     port = _free_port()
     logs = [open(out / f"log{p}", "w") for p in range(2)]  # noqa: SIM115 (the children's)
-    procs = [subprocess.Popen([sys.executable, str(SCRIPT), str(p), str(port), str(out)],
-                              stdout=logs[p], stderr=subprocess.STDOUT) for p in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(SCRIPT), str(p), str(port), str(out)],
+            stdout=logs[p],
+            stderr=subprocess.STDOUT,
+        )
+        for p in range(2)
+    ]
     for p, proc in enumerate(procs):
         try:
             rc = proc.wait(timeout=300)
@@ -80,11 +86,14 @@ def test_processes_that_agree_train_on_their_share(multihost):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case, parts", [
-    ("seed", ["plan request differs (process 0: ", "; process 1: ", "plan differs"]),
-    ("sizes", ["size table differs (process 0: ", "; process 1: ", "plan differs"]),
-    ("epoch", ["epoch differs (process 0: 0; process 1: 1)"]),
-])
+@pytest.mark.parametrize(
+    "case, parts",
+    [
+        ("seed", ["plan request differs (process 0: ", "; process 1: ", "plan differs"]),
+        ("sizes", ["size table differs (process 0: ", "; process 1: ", "plan differs"]),
+        ("epoch", ["epoch differs (process 0: 0; process 1: 1)"]),
+    ],
+)
 def test_processes_that_disagree_both_raise_naming_them(multihost, case, parts):
     res = [_result(multihost, case, p) for p in range(2)]
     assert [r.get("type") for r in res] == ["PlanMismatchError"] * 2, res
@@ -123,8 +132,11 @@ def test_check_runs_only_for_a_loader_over_several_processes(monkeypatch):
 
     monkeypatch.setattr(jax_loader, "process_gather", gather)
     monkeypatch.setattr(type(ld), "verifies", lambda self: True)
-    with pytest.raises(gb.PlanMismatchError, match="graphbatch version differs "
-                       r"\(process 0: .*; process 1: "):
+    with pytest.raises(
+        gb.PlanMismatchError,
+        match="graphbatch version differs "
+        r"\(process 0: .*; process 1: ",
+    ):
         next(iter(ld))
     assert len(calls) == 1
     monkeypatch.setattr(jax_loader, "process_gather", lambda row: np.stack([row, second(row)]))

@@ -26,8 +26,14 @@ def _store(tmp_path):
     g = synthetic_graphs(sizes, rng=6, node_dim=3, n_targets=2)
     node = dict(g.node)
     node["pos"] = np.random.default_rng(7).normal(size=(int(g.n_node.sum()), 3)).astype(np.float32)
-    ga = GraphArrays(n_node=g.n_node, n_edge=g.n_edge, edge_index=g.edge_index, node=node,
-                     edge={"w": np.arange(int(g.n_edge.sum()), dtype=np.float32)}, graph=g.graph)
+    ga = GraphArrays(
+        n_node=g.n_node,
+        n_edge=g.n_edge,
+        edge_index=g.edge_index,
+        node=node,
+        edge={"w": np.arange(int(g.n_edge.sum()), dtype=np.float32)},
+        graph=g.graph,
+    )
     return GraphStore(write_store(tmp_path / "s.h5", [ga], name="s"))
 
 
@@ -38,19 +44,32 @@ def _assert_same(got, want):
         a, b = np.asarray(a), np.asarray(b)
         assert a.dtype == b.dtype and a.shape == b.shape
         assert np.array_equal(a, b)
-    assert (jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want))
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
 
 
-@pytest.mark.parametrize("strategy, kw", [("pack-lpf", {}), ("dynamic", {}), ("static-64", {}),
-                                          ("kk", {}), ("dynamic", {"world_size": 3})])
+@pytest.mark.parametrize(
+    "strategy, kw",
+    [
+        ("pack-lpf", {}),
+        ("dynamic", {}),
+        ("static-64", {}),
+        ("kk", {}),
+        ("dynamic", {"world_size": 3}),
+    ],
+)
 @pytest.mark.parametrize("cutoff", [None, 2.5])
 def test_store_batch_path_equals_per_graph_collate(tmp_path, strategy, kw, cutoff):
     src = StoreGraphs(_store(tmp_path))
     plan = gb.plan(src.graph_sizes(), strategy, batch_size=9, seed=3, **kw)
     for b, idx in enumerate(plan.batches()):
         got = make_padded(src, idx, plan.shape(b), template=src[0], cutoff=cutoff)
-        want = collate([src[int(i)] for i in idx], plan.shape(b), graph_index=idx,
-                       cutoff=cutoff, template=src[0])
+        want = collate(
+            [src[int(i)] for i in idx],
+            plan.shape(b),
+            graph_index=idx,
+            cutoff=cutoff,
+            template=src[0],
+        )
         _assert_same(got, want)
 
 

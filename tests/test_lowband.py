@@ -45,9 +45,10 @@ def edge_multiset(graphs, key="uid"):
     out = []
     for g in range(len(graphs)):
         _, ei, et = graphs.graph(g)
-        uid = graphs.node_data[key][graphs.node_offsets[g]:graphs.node_offsets[g + 1]]
-        out += [(g, int(uid[s]), int(uid[r]), int(t))
-                for s, r, t in zip(ei[0], ei[1], et, strict=True)]
+        uid = graphs.node_data[key][graphs.node_offsets[g] : graphs.node_offsets[g + 1]]
+        out += [
+            (g, int(uid[s]), int(uid[r]), int(t)) for s, r, t in zip(ei[0], ei[1], et, strict=True)
+        ]
     return sorted(out)
 
 
@@ -95,11 +96,13 @@ def test_plain_rcm_on_symmetrised_adjacency_per_graph():
 
 def test_self_loops_and_isolated_nodes_are_handled():
     # graph 0: self loops only; graph 1: isolated nodes 0 and 4 plus a path 3-1-2; graph 2: empty
-    g = EdgeGraphs.from_graphs([
-        (3, np.array([[0, 1, 2], [0, 1, 2]]), None),
-        (5, np.array([[3, 1, 1, 2, 1], [1, 3, 2, 1, 1]]), None),
-        (0, np.zeros((2, 0), np.int64), None),
-    ])
+    g = EdgeGraphs.from_graphs(
+        [
+            (3, np.array([[0, 1, 2], [0, 1, 2]]), None),
+            (5, np.array([[3, 1, 1, 2, 1], [1, 3, 2, 1, 1]]), None),
+            (0, np.zeros((2, 0), np.int64), None),
+        ]
+    )
     assert bandwidths(g).tolist() == [0, 2, 0]
     r = reduce_bandwidth(g)
     assert r.after.tolist() == [0, 1, 0]  # the path becomes consecutive, isolated nodes aside
@@ -166,15 +169,25 @@ def test_classify_edges_follows_the_paper_rule():
     # receiver 5 is in block 1 (slots 4..7)
     senders = np.array([5, 7, 4, 8, 11, 3, 0, 12, 15, 1])
     cls = classify_edges(senders, np.full(10, 5), s)
-    assert cls.tolist() == [BLOCK_C, BLOCK_C, BLOCK_C, BLOCK_U, BLOCK_U, BLOCK_L, BLOCK_L,
-                            DROPPED, DROPPED, BLOCK_L]
+    assert cls.tolist() == [
+        BLOCK_C,
+        BLOCK_C,
+        BLOCK_C,
+        BLOCK_U,
+        BLOCK_U,
+        BLOCK_L,
+        BLOCK_L,
+        DROPPED,
+        DROPPED,
+        BLOCK_L,
+    ]
     rng = np.random.default_rng(0)
     a, b = rng.integers(0, 200, 2000), rng.integers(0, 200, 2000)
     c = classify_edges(a, b, 8)
     d = np.abs(a - b)
-    assert (c[d < 8] != DROPPED).all()          # |i-j| < S: always kept
-    assert (c[d >= 16] == DROPPED).all()        # |i-j| >= 2S: always dropped
-    mid = (d >= 8) & (d < 16)                   # in between: kept iff blocks adjacent
+    assert (c[d < 8] != DROPPED).all()  # |i-j| < S: always kept
+    assert (c[d >= 16] == DROPPED).all()  # |i-j| >= 2S: always dropped
+    mid = (d >= 8) & (d < 16)  # in between: kept iff blocks adjacent
     assert np.array_equal(c[mid] != DROPPED, np.abs(a // 8 - b // 8)[mid] == 1)
     with pytest.raises(ValueError, match="block_size must be >= 1, got 0"):
         classify_edges(a, b, 0)
@@ -197,8 +210,9 @@ def place_and_count(graphs, supergraphs, block_size):
     return kept, dropped
 
 
-@given(seed=st.integers(0, 2**31 - 1), s=st.integers(1, 24), k=st.integers(1, 6),
-       filt=st.booleans())
+@given(
+    seed=st.integers(0, 2**31 - 1), s=st.integers(1, 24), k=st.integers(1, 6), filt=st.booleans()
+)
 def test_supergraph_rules_and_edge_accounting(seed, s, k, filt):
     graphs = random_collection(seed, 15, max_nodes=40, max_band=16)
     graphs = apply_reordering(graphs, reduce_bandwidth(graphs))
@@ -223,8 +237,8 @@ def test_supergraph_rules_and_edge_accounting(seed, s, k, filt):
         x = sg.gather_nodes(graphs.node_data["x"], fill=np.nan)
         for g, o, n in zip(sg.graph_index, sg.node_offset, sg.n_node, strict=True):
             a = graphs.node_offsets[g]
-            assert np.array_equal(x[o:o + n], graphs.node_data["x"][a:a + n])
-        assert np.isnan(x[sg.num_real_nodes:]).all()
+            assert np.array_equal(x[o : o + n], graphs.node_data["x"][a : a + n])
+        assert np.isnan(x[sg.num_real_nodes :]).all()
         if filt or (bw[sg.graph_index] < s).all():
             # bandwidth invariant: graphs with B <= S-1 give a supergraph with B <= S-1
             assert sg.bandwidth() <= s - 1 and sg.num_dropped == 0
@@ -251,9 +265,11 @@ def test_numpy_part_imports_no_framework():
     import subprocess
     import sys
 
-    code = ("import sys, graphbatch.lowband, graphbatch.cli._bandwidth_cmd; "
-            "bad = [m for m in ('torch', 'jax', 'torch_geometric') if m in sys.modules]; "
-            "sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, graphbatch.lowband, graphbatch.cli._bandwidth_cmd; "
+        "bad = [m for m in ('torch', 'jax', 'torch_geometric') if m in sys.modules]; "
+        "sys.exit(1 if bad else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -273,8 +289,9 @@ def test_band_coverage_against_independent_counts():
         assert row["graphs_oversize"] == sum(int(n) > 6 * s for n in graphs.n_node)
 
 
-@pytest.mark.parametrize("strategy", [n for n in gb.strategy_names()
-                                      if gb.get_strategy(n).uses_budget])
+@pytest.mark.parametrize(
+    "strategy", [n for n in gb.strategy_names() if gb.get_strategy(n).uses_budget]
+)
 def test_every_budget_strategy_packs_supergraphs_within_k_times_s(strategy):
     graphs = random_collection(12, 40, max_nodes=60, max_band=10)
     graphs = apply_reordering(graphs, reduce_bandwidth(graphs))

@@ -23,9 +23,24 @@ from ._lowband_graphs import random_collection
 def test_bandwidth_json_matches_library(tmp_path, capsys):
     g = random_collection(4, 30, max_nodes=60, max_band=10)
     g.save(tmp_path / "g.npz")
-    rc = main(["bandwidth", str(tmp_path / "g.npz"), "--json", "--bounds", "4", "8", "16",
-               "--block-sizes", "8", "16", "--num-blocks", "8", "--out",
-               str(tmp_path / "r.npz")])
+    rc = main(
+        [
+            "bandwidth",
+            str(tmp_path / "g.npz"),
+            "--json",
+            "--bounds",
+            "4",
+            "8",
+            "16",
+            "--block-sizes",
+            "8",
+            "16",
+            "--num-blocks",
+            "8",
+            "--out",
+            str(tmp_path / "r.npz"),
+        ]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     r = reduce_bandwidth(g)
@@ -68,8 +83,9 @@ def test_code_graphs_and_store_through_datasets(tmp_path, capsys):
 
     src = tmp_path / "pkg"
     src.mkdir()
-    (src / "a.py").write_text("def f(x):\n    y = x + 1\n    return y\n\n"
-                              "def g(a, b):\n    return f(a) * b\n")
+    (src / "a.py").write_text(
+        "def f(x):\n    y = x + 1\n    return y\n\ndef g(a, b):\n    return f(a) * b\n"
+    )
     (src / "b.py").write_text("def h():\n    return [i for i in range(3)]\n")
     g = graphs_from_python(src)
     assert len(g) == 3 and g.num_edge_types == 4
@@ -77,8 +93,9 @@ def test_code_graphs_and_store_through_datasets(tmp_path, capsys):
     chunks = list(datasets.code_graphs(src, reverse_edges=True))
     ei = np.concatenate([c.edge_index for c in chunks], axis=1)
     assert np.array_equal(g.senders, ei[0]) and np.array_equal(g.receivers, ei[1])
-    assert np.array_equal(g.node_data["node_type"],
-                          np.concatenate([c.node["node_type"] for c in chunks]))
+    assert np.array_equal(
+        g.node_data["node_type"], np.concatenate([c.node["node_type"] for c in chunks])
+    )
     assert len(graphs_from_python(src / "a.py")) == 2
     datasets.write_store(tmp_path / "code.h5", iter(chunks), name="code")
     h = graphs_from_store(tmp_path / "code.h5")
@@ -99,15 +116,21 @@ def test_reordered_store_keeps_fields_with_their_nodes(tmp_path, capsys):
     rng = np.random.default_rng(0)
     g = random_collection(8, 12, max_nodes=40, max_band=6)
     arrays = datasets.GraphArrays(
-        n_node=g.n_node, n_edge=g.n_edge, edge_index=np.stack([g.senders, g.receivers]),
+        n_node=g.n_node,
+        n_edge=g.n_edge,
+        edge_index=np.stack([g.senders, g.receivers]),
         node={"x": g.node_data["x"].astype(np.float32), "uid": np.arange(g.num_nodes)},
-        edge={"edge_type": g.edge_type.astype(np.uint8),
-              "w": rng.normal(size=g.num_edges).astype(np.float32)},
+        edge={
+            "edge_type": g.edge_type.astype(np.uint8),
+            "w": rng.normal(size=g.num_edges).astype(np.float32),
+        },
         graph={"y": rng.normal(size=len(g)).astype(np.float32)},
     )
     datasets.write_store(tmp_path / "in.h5", [arrays], name="t")
-    assert main(["bandwidth", str(tmp_path / "in.h5"), "--out", str(tmp_path / "out.h5"),
-                 "--json"]) == 0
+    assert (
+        main(["bandwidth", str(tmp_path / "in.h5"), "--out", str(tmp_path / "out.h5"), "--json"])
+        == 0
+    )
     capsys.readouterr()
     with datasets.GraphStore(tmp_path / "out.h5") as st:
         new = st.arrays()
@@ -124,5 +147,9 @@ def test_reordered_store_keeps_fields_with_their_nodes(tmp_path, capsys):
     assert np.array_equal(uid[new.edge_index[1] + ebase], g.receivers + ebase)
     assert np.array_equal(new.edge["w"], arrays.edge["w"])
     assert np.array_equal(new.graph["y"], arrays.graph["y"])
-    assert main(["bandwidth", str(tmp_path / "in.h5"), "--limit", "3", "--out",
-                 str(tmp_path / "o2.h5")]) == 2
+    assert (
+        main(
+            ["bandwidth", str(tmp_path / "in.h5"), "--limit", "3", "--out", str(tmp_path / "o2.h5")]
+        )
+        == 2
+    )

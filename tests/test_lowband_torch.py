@@ -101,8 +101,10 @@ def test_ggnn_backends_agree_in_forward_and_gradients():
     h0 = torch.randn(sg.num_nodes, 8, dtype=torch.float64)
     grads = []
     outs = []
-    for prop in (BandPropagation.from_supergraph(sg, dtype=torch.float64),
-                 ScatterPropagation.from_supergraph(sg)):
+    for prop in (
+        BandPropagation.from_supergraph(sg, dtype=torch.float64),
+        ScatterPropagation.from_supergraph(sg),
+    ):
         model.zero_grad()
         out = model(h0, prop)
         out[: sg.num_real_nodes].square().sum().backward()
@@ -136,8 +138,9 @@ def test_weights_trained_on_band_evaluate_on_all_edges_with_scatter():
     for _ in range(5):
         losses.append(0.0)
         for prop, x, y in batches:
-            loss = torch.nn.functional.cross_entropy(head(model(embed(x), prop)), y,
-                                                     ignore_index=-100)
+            loss = torch.nn.functional.cross_entropy(
+                head(model(embed(x), prop)), y, ignore_index=-100
+            )
             grads = torch.autograd.grad(loss, params)
             with torch.no_grad():  # plain SGD (torch.optim would import torch._dynamo: slow)
                 for p, g in zip(params, grads, strict=True):
@@ -154,8 +157,9 @@ def test_weights_trained_on_band_evaluate_on_all_edges_with_scatter():
             logits_band = head(model(embed(x), prop))
             real = sg.node_index[: sg.num_real_nodes]
             uid = graphs.node_data["uid"][real]  # row of the same node in the raw graphs
-            torch.testing.assert_close(logits_band[: sg.num_real_nodes], logits_full[uid],
-                                       rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(
+                logits_band[: sg.num_real_nodes], logits_full[uid], rtol=1e-4, atol=1e-5
+            )
 
 
 def test_equivalence_on_real_code_graphs():
@@ -190,6 +194,7 @@ def test_bad_input_to_torch_parts():
     with pytest.raises(ValueError, match="edge endpoints"):
         ScatterPropagation([0, 5], [1, 2], [0, 0], 4, 1)
     with pytest.raises(ValueError, match="3 edge types, the model 2"):
-        GGNN(4, 2, 1)(torch.zeros(12, 4), BandPropagation(torch.zeros(3, 12, 4),
-                                                          torch.zeros(2, 12, 4),
-                                                          torch.zeros(2, 12, 4)))
+        GGNN(4, 2, 1)(
+            torch.zeros(12, 4),
+            BandPropagation(torch.zeros(3, 12, 4), torch.zeros(2, 12, 4), torch.zeros(2, 12, 4)),
+        )

@@ -52,8 +52,12 @@ def concat(mols):
 
 
 def t(z, pos, ei, b):
-    return (torch.as_tensor(z, dtype=torch.long), torch.as_tensor(pos, dtype=torch.float32),
-            torch.as_tensor(ei, dtype=torch.long), torch.as_tensor(b, dtype=torch.long))
+    return (
+        torch.as_tensor(z, dtype=torch.long),
+        torch.as_tensor(pos, dtype=torch.float32),
+        torch.as_tensor(ei, dtype=torch.long),
+        torch.as_tensor(b, dtype=torch.long),
+    )
 
 
 def padded(mols, pad_nodes=7, pad_edges=11, extra_graphs=2, seed=1):
@@ -68,9 +72,18 @@ def padded(mols, pad_nodes=7, pad_edges=11, extra_graphs=2, seed=1):
     ppos[1::2] = rng.normal(size=(len(ppos[1::2]), 3))  # some far, some at the same point
     pei = rng.integers(n, n + pad_nodes, size=(2, pad_edges))
     pei[:, 0] = n  # a self loop at distance 0
-    out = dict(zip(("z", "pos", "edge_index", "batch"), t(
-        np.concatenate([z, pz]), np.concatenate([pos, ppos]),
-        np.concatenate([ei, pei], 1), np.concatenate([b, np.full(pad_nodes, g)])), strict=True))
+    out = dict(
+        zip(
+            ("z", "pos", "edge_index", "batch"),
+            t(
+                np.concatenate([z, pz]),
+                np.concatenate([pos, ppos]),
+                np.concatenate([ei, pei], 1),
+                np.concatenate([b, np.full(pad_nodes, g)]),
+            ),
+            strict=True,
+        )
+    )
     out["node_mask"] = torch.arange(n + pad_nodes) < n
     out["edge_mask"] = torch.arange(ei.shape[1] + pad_edges) < ei.shape[1]
     out["num_graphs"] = g + extra_graphs
@@ -100,12 +113,16 @@ def test_padded_equals_unpadded_and_single_graphs(name, kw):
     with torch.no_grad():
         out_pad = model(**pad)
         out_ref = model(**ref)
-        singles = torch.cat([model(**{k: (v.double() if k == "pos" else v)
-                                      for k, v in unpadded([m]).items()}) for m in mols])
+        singles = torch.cat(
+            [
+                model(**{k: (v.double() if k == "pos" else v) for k, v in unpadded([m]).items()})
+                for m in mols
+            ]
+        )
     assert out_pad.shape == (len(mols) + 2,)
     torch.testing.assert_close(out_pad[: len(mols)], out_ref, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(out_ref, singles, rtol=1e-10, atol=1e-10)
-    assert torch.all(out_pad[len(mols):] == 0)  # padding graphs: exactly nothing
+    assert torch.all(out_pad[len(mols) :] == 0)  # padding graphs: exactly nothing
 
 
 @pytest.mark.parametrize("name,kw", CASES)
@@ -117,8 +134,7 @@ def test_padding_contributes_no_gradient(name, kw):
         model = make(name, seed=1, **kw)
         out = model(**inputs)[: len(mols)]
         ((out - y) ** 2).mean().backward()
-        grads.append({k: p.grad.clone() for k, p in model.named_parameters()
-                      if p.grad is not None})
+        grads.append({k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None})
     assert grads[0].keys() == grads[1].keys()
     for k in grads[0]:
         assert torch.isfinite(grads[0][k]).all(), k
@@ -135,8 +151,14 @@ def test_schnet_matches_pyg_schnet_with_the_same_weights():
     def graph(pos, batch):
         return ei, (pos[ei[0]] - pos[ei[1]]).norm(dim=-1)
 
-    theirs = pyg.SchNet(hidden_channels=16, num_filters=12, num_interactions=3, num_gaussians=8,
-                        cutoff=4.0, interaction_graph=graph).double()
+    theirs = pyg.SchNet(
+        hidden_channels=16,
+        num_filters=12,
+        num_interactions=3,
+        num_gaussians=8,
+        cutoff=4.0,
+        interaction_graph=graph,
+    ).double()
     assert count_parameters(ours) == count_parameters(theirs)
     with torch.no_grad():
         ours.embedding.weight.copy_(theirs.embedding.weight)
@@ -162,8 +184,9 @@ def test_painn_is_rotation_and_translation_invariant():
     mols = molecules(3, seed=11)
     model = make("painn").double()
     ref = unpadded(mols)
-    q, _ = torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64,
-                                       generator=torch.Generator().manual_seed(0)))
+    q, _ = torch.linalg.qr(
+        torch.randn(3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    )
     with torch.no_grad():
         a = model(**dict(ref, pos=ref["pos"].double()))
         b = model(**dict(ref, pos=ref["pos"].double() @ q.T + 3.0))
@@ -192,8 +215,9 @@ def test_gaussian_rbf_never_emits_subnormals():
 
 def test_shifted_softplus_is_stable_and_matches_definition():
     x = torch.tensor([-1e4, -30.0, -1.0, 0.0, 1e-3, 2.0, 50.0, 1e4], dtype=torch.float64)
-    expect = torch.tensor([math.log1p(math.exp(v)) if v < 30 else v for v in x.tolist()],
-                          dtype=torch.float64) - math.log(2.0)
+    expect = torch.tensor(
+        [math.log1p(math.exp(v)) if v < 30 else v for v in x.tolist()], dtype=torch.float64
+    ) - math.log(2.0)
     torch.testing.assert_close(shifted_softplus(x), expect)
     assert shifted_softplus(torch.zeros(1)).item() == 0.0
     # the branch-free formula (used under torch.compile) agrees too

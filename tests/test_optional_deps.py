@@ -29,7 +29,8 @@ def hide_packages(folder: Path, names) -> dict[str, str]:
         pkg.mkdir(parents=True, exist_ok=True)
         (pkg / "__init__.py").write_text(
             f"raise ModuleNotFoundError(\"No module named '{name}' (hidden by "
-            f"tests/test_optional_deps.py)\", name={name!r})\n")
+            f'tests/test_optional_deps.py)", name={name!r})\n'
+        )
     path = os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return dict(os.environ, PYTHONPATH=path)
 
@@ -37,13 +38,31 @@ def hide_packages(folder: Path, names) -> dict[str, str]:
 @pytest.mark.slow
 def test_hardening_and_lowband_cli_skip_without_matplotlib_and_h5py(tmp_path):
     env = hide_packages(tmp_path / "hidden", HIDDEN)
-    check = subprocess.run([sys.executable, "-c", "import matplotlib"], env=env,
-                           capture_output=True, text=True, timeout=60)
+    check = subprocess.run(
+        [sys.executable, "-c", "import matplotlib"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert check.returncode != 0 and "hidden by" in check.stderr  # the packages are hidden
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-         *[str(HERE / f) for f in FILES]],
-        env=env, capture_output=True, text=True, timeout=900, cwd=HERE.parent)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            *[str(HERE / f) for f in FILES],
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=HERE.parent,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "failed" not in out.splitlines()[-1], out[-3000:]

@@ -47,11 +47,15 @@ def _refused(argv, inputs, capsys, match) -> None:
 
 
 def test_data_sizes_never_replaces_its_store(tmp_path, capsys):
-    store = _store(tmp_path / "store.npz")           # a store whose name says .npz
+    store = _store(tmp_path / "store.npz")  # a store whose name says .npz
     for out in _aliases(store, tmp_path / "a", "store.npz"):
         _refused(["data", "sizes", store, "--out", out], [store], capsys, "is the input file")
-    _refused(["data", "sizes", store, "--out", tmp_path / "sizes.h5"], [store], capsys,
-             "must end in .npz")
+    _refused(
+        ["data", "sizes", store, "--out", tmp_path / "sizes.h5"],
+        [store],
+        capsys,
+        "must end in .npz",
+    )
     assert main(["data", "sizes", str(store), "--out", str(tmp_path / "ok.npz")]) == 0
 
 
@@ -62,21 +66,36 @@ def test_data_convert_and_build_refuse_inputs_and_wrong_suffixes(tmp_path, capsy
     old = write_v2(tmp_path / "old.h5", g)
     for out in _aliases(old, tmp_path / "a", "old.h5"):
         _refused(["data", "convert", old, "--out", out], [old], capsys, "is the input file")
-    _refused(["data", "convert", old, "--out", tmp_path / "x.npz"], [old], capsys,
-             "must end in .h5 or .hdf5")
+    _refused(
+        ["data", "convert", old, "--out", tmp_path / "x.npz"],
+        [old],
+        capsys,
+        "must end in .h5 or .hdf5",
+    )
     assert not (tmp_path / "x.npz").exists()
     src = tmp_path / "mols.csv"
     src.write_text("smiles\nCCO\n")
-    _refused(["data", "build", "moses", "--source", src, "--out", src], [src], capsys,
-             "is the input file")
-    _refused(["data", "build", "moses", "--source", src, "--out", tmp_path / "m.csv"], [src],
-             capsys, "must end in .h5")
+    _refused(
+        ["data", "build", "moses", "--source", src, "--out", src],
+        [src],
+        capsys,
+        "is the input file",
+    )
+    _refused(
+        ["data", "build", "moses", "--source", src, "--out", tmp_path / "m.csv"],
+        [src],
+        capsys,
+        "must end in .h5",
+    )
     link = tmp_path / "mols.h5"
     os.link(src, link)
-    _refused(["data", "build", "moses", "--source", src, "--out", link], [src], capsys,
-             "is the input file")
-    _refused(["data", "build", "qm9", "--out", tmp_path / "q.npz"], [], capsys,
-             "must end in .h5")
+    _refused(
+        ["data", "build", "moses", "--source", src, "--out", link],
+        [src],
+        capsys,
+        "is the input file",
+    )
+    _refused(["data", "build", "qm9", "--out", tmp_path / "q.npz"], [], capsys, "must end in .h5")
 
 
 def test_plan_report_and_bandwidth_refuse_their_inputs_and_shards(tmp_path, capsys):
@@ -84,30 +103,56 @@ def test_plan_report_and_bandwidth_refuse_their_inputs_and_shards(tmp_path, caps
 
     sizes_path = GraphSizes(np.arange(1, 30), np.arange(1, 30) * 2).save(tmp_path / "s.npz")
     for out in _aliases(sizes_path, tmp_path / "a", "s.npz"):
-        _refused(["plan", sizes_path, "--strategy", "dynamic", "--batch-size", "4", "--out", out],
-                 [sizes_path], capsys, "is the input file")
-    _refused(["plan", sizes_path, "--strategy", "dynamic", "--batch-size", "4", "--out",
-              tmp_path / "plan.h5"], [sizes_path], capsys, "must end in .npz")
+        _refused(
+            ["plan", sizes_path, "--strategy", "dynamic", "--batch-size", "4", "--out", out],
+            [sizes_path],
+            capsys,
+            "is the input file",
+        )
+    _refused(
+        [
+            "plan",
+            sizes_path,
+            "--strategy",
+            "dynamic",
+            "--batch-size",
+            "4",
+            "--out",
+            tmp_path / "plan.h5",
+        ],
+        [sizes_path],
+        capsys,
+        "must end in .npz",
+    )
     # a sharded store: no output may replace the manifest or any shard it names
     d = tmp_path / "set"
     d.mkdir()
     g = synthetic_graphs(synthetic_sizes(20, rng=4), rng=5)
-    shards = [write_store(d / f"p{k}.h5", [g.take(np.arange(10 * k, 10 * k + 10))], name="t")
-              for k in range(2)]
+    shards = [
+        write_store(d / f"p{k}.h5", [g.take(np.arange(10 * k, 10 * k + 10))], name="t")
+        for k in range(2)
+    ]
     manifest = d / "set.json"
     write_manifest_of_shards(manifest, shards, name="t", meta={}, build={})
     inputs = [manifest, *shards]
     shard_link = tmp_path / "shard-link.npz"
     os.link(shards[1], shard_link)
-    _refused(["plan", manifest, "--strategy", "dynamic", "--batch-size", "4", "--out",
-              shard_link], inputs, capsys, "is the input file")
-    _refused(["data", "sizes", manifest, "--out", shard_link], inputs, capsys,
-             "is the input file")
+    _refused(
+        ["plan", manifest, "--strategy", "dynamic", "--batch-size", "4", "--out", shard_link],
+        inputs,
+        capsys,
+        "is the input file",
+    )
+    _refused(["data", "sizes", manifest, "--out", shard_link], inputs, capsys, "is the input file")
     html = tmp_path / "shard.html"
     os.link(shards[0], html)
     _refused(["report", manifest, "--out", html, "--quiet"], inputs, capsys, "is the input file")
-    _refused(["report", sizes_path, "--out", tmp_path / "r.npz", "--quiet"], [sizes_path],
-             capsys, "must end in .html")
+    _refused(
+        ["report", sizes_path, "--out", tmp_path / "r.npz", "--quiet"],
+        [sizes_path],
+        capsys,
+        "must end in .html",
+    )
     store = _store(tmp_path / "g.h5")
     for out in _aliases(store, tmp_path / "b", "g.h5"):
         _refused(["bandwidth", store, "--out", out], [store], capsys, "is the input file")
@@ -116,14 +161,46 @@ def test_plan_report_and_bandwidth_refuse_their_inputs_and_shards(tmp_path, caps
 def test_bench_refuses_an_output_folder_holding_its_store(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
-    store = _store(out / "results.json")             # a store file named like a result
-    _refused(["bench", "--data", "store", "--store", store, "--models", "schnet",
-              "--strategies", "dynamic", "--batch-sizes", "8", "--steps", "2", "--out", out],
-             [store], capsys, "is the input file")
+    store = _store(out / "results.json")  # a store file named like a result
+    _refused(
+        [
+            "bench",
+            "--data",
+            "store",
+            "--store",
+            store,
+            "--models",
+            "schnet",
+            "--strategies",
+            "dynamic",
+            "--batch-sizes",
+            "8",
+            "--steps",
+            "2",
+            "--out",
+            out,
+        ],
+        [store],
+        capsys,
+        "is the input file",
+    )
 
 
 def test_atomic_writes_never_replace_non_files(tmp_path, capsys):
     sizes_path = GraphSizes(np.arange(1, 30), np.arange(1, 30)).save(tmp_path / "s.npz")
     (tmp_path / "dir.npz").mkdir()
-    _refused(["plan", sizes_path, "--strategy", "dynamic", "--batch-size", "4", "--out",
-              tmp_path / "dir.npz"], [sizes_path], capsys, "is not a regular file")
+    _refused(
+        [
+            "plan",
+            sizes_path,
+            "--strategy",
+            "dynamic",
+            "--batch-size",
+            "4",
+            "--out",
+            tmp_path / "dir.npz",
+        ],
+        [sizes_path],
+        capsys,
+        "is not a regular file",
+    )

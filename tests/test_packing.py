@@ -13,8 +13,9 @@ import graphbatch as gb
 from graphbatch.cli import main
 
 PACK = ["pack-lpf", "pack-spf", "pack-lpf-1d", "pack-nnls", "buckets"]
-QM9 = Path(__file__).resolve().parent.parent / "src" / "graphbatch" / "data" / \
-    "qm9_radius6_sizes.npz"
+QM9 = (
+    Path(__file__).resolve().parent.parent / "src" / "graphbatch" / "data" / "qm9_radius6_sizes.npz"
+)
 
 
 def _sizes(seed=0, n=700):
@@ -28,8 +29,9 @@ def _bound(sizes, idx, budget):
     """max of the three capacity ceilings, in plain integer arithmetic."""
     nodes = int(sizes.n_node[idx].sum())
     edges = int(sizes.n_edge[idx].sum())
-    return max(-(-nodes // (budget[0] - 1)), -(-edges // budget[1]),
-               -(-len(idx) // (budget[2] - 1)))
+    return max(
+        -(-nodes // (budget[0] - 1)), -(-edges // budget[1]), -(-len(idx) // (budget[2] - 1))
+    )
 
 
 def test_strategies_registered():
@@ -54,8 +56,11 @@ def test_every_graph_once_per_epoch_and_limits(strategy, batch_size):
             (shape,) = p.shapes().tolist()
             assert shape == p.meta["padded_shape"]
             assert all(x <= y for x, y in zip(shape, b, strict=False))
-            assert shape == [int(p.real_nodes.max()) + 1, int(p.real_edges.max()),
-                             int(p.graphs_per_batch.max()) + 1]
+            assert shape == [
+                int(p.real_nodes.max()) + 1,
+                int(p.real_edges.max()),
+                int(p.graphs_per_batch.max()) + 1,
+            ]
             shapes.add(tuple(shape))
             assert p.meta["lower_bound"] == _bound(sizes, np.arange(len(sizes)), b)
         else:
@@ -90,8 +95,10 @@ def test_same_seed_epoch_same_plan_and_packs_change_with_epoch():
     assert np.array_equal(a.order, b.order) and np.array_equal(a.offsets, b.offsets)
     assert not np.array_equal(a.order, c.order)
     # the packs' size patterns stay; which graphs fill them changes
-    pat = lambda p: sorted(tuple(sorted(zip(sizes.n_node[x], sizes.n_edge[x], strict=False)))  # noqa: E731
-                           for x in p.batches())
+    pat = lambda p: sorted(
+        tuple(sorted(zip(sizes.n_node[x], sizes.n_edge[x], strict=False)))  # noqa: E731
+        for x in p.batches()
+    )
     assert pat(a) == pat(c)
     sets = lambda p: {frozenset(x.tolist()) for x in p.batches()}  # noqa: E731
     assert sets(a) != sets(c)
@@ -99,8 +106,10 @@ def test_same_seed_epoch_same_plan_and_packs_change_with_epoch():
 
 def test_fixed_packs_keep_graph_sets_and_shuffle_order():
     sizes = _sizes(2)
-    plans = [gb.plan(sizes, "pack-lpf", batch_size=16, seed=1, epoch=e, fixed_packs=True)
-             for e in range(3)]
+    plans = [
+        gb.plan(sizes, "pack-lpf", batch_size=16, seed=1, epoch=e, fixed_packs=True)
+        for e in range(3)
+    ]
     sets = [{frozenset(x.tolist()) for x in p.batches()} for p in plans]
     assert sets[0] == sets[1] == sets[2]
     assert not np.array_equal(plans[0].order, plans[1].order)
@@ -185,41 +194,125 @@ def test_cli_plan_flags_and_limits(tmp_path, capsys):
     table = tmp_path / "sizes.npz"
     sizes.save(table)
     out = tmp_path / "plan.npz"
-    assert main(["plan", str(table), "--strategy", "buckets", "--batch-size", "16",
-                 "--num-shapes", "3", "--heuristic", "sum", "--out", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                str(table),
+                "--strategy",
+                "buckets",
+                "--batch-size",
+                "16",
+                "--num-shapes",
+                "3",
+                "--heuristic",
+                "sum",
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     stats = json.loads(capsys.readouterr().out)
     assert stats["distinct_shapes"] <= 3
     gb.BatchPlan.load(out).validate(sizes)
-    assert main(["plan", str(table), "--strategy", "pack-lpf", "--batch-size", "16",
-                 "--max-graphs-per-pack", "4", "--fixed-packs", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                str(table),
+                "--strategy",
+                "pack-lpf",
+                "--batch-size",
+                "16",
+                "--max-graphs-per-pack",
+                "4",
+                "--fixed-packs",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert gb.BatchPlan.load(out).graphs_per_batch.max() <= 4
-    assert main(["plan", str(table), "--strategy", "dynamic", "--batch-size", "16",
-                 "--heuristic", "sum", "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "plan",
+                str(table),
+                "--strategy",
+                "dynamic",
+                "--batch-size",
+                "16",
+                "--heuristic",
+                "sum",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "takes no --heuristic" in capsys.readouterr().err
-    assert main(["limits", str(table), "--node-range", "40:60", "--edge-range", "300:400",
-                 "--grid", "3", "--method", "auto", "--json"]) == 0
+    assert (
+        main(
+            [
+                "limits",
+                str(table),
+                "--node-range",
+                "40:60",
+                "--edge-range",
+                "300:400",
+                "--grid",
+                "3",
+                "--method",
+                "auto",
+                "--json",
+            ]
+        )
+        == 0
+    )
     recs = json.loads(capsys.readouterr().out)
     assert all(40 <= r["max_nodes"] <= 60 and 300 <= r["max_edges"] <= 400 for r in recs)
-    assert set(recs[0]) >= {"max_nodes", "max_edges", "max_graphs", "node_eff", "edge_eff",
-                            "harmonic_mean"}
+    assert set(recs[0]) >= {
+        "max_nodes",
+        "max_edges",
+        "max_graphs",
+        "node_eff",
+        "edge_eff",
+        "harmonic_mean",
+    }
     # json[0] packs to what it says
     best = recs[0]
-    st = gb.plan(sizes, "pack-lpf", budget=(best["max_nodes"], best["max_edges"],
-                                            len(sizes) + 1)).stats()
+    st = gb.plan(
+        sizes, "pack-lpf", budget=(best["max_nodes"], best["max_edges"], len(sizes) + 1)
+    ).stats()
     assert (st.node_efficiency, st.edge_efficiency) == pytest.approx(
-        (best["node_eff"], best["edge_eff"]))
+        (best["node_eff"], best["edge_eff"])
+    )
     with pytest.raises(SystemExit) as exc:  # issue 14: --top -1 was accepted
         main(["limits", str(table), "--top", "-1"])
     assert exc.value.code == 2
     assert "--top" in capsys.readouterr().err
-    assert main(["limits", str(table), "--node-range", "40:60", "--edge-range", "300:400",
-                 "--grid", "3"]) == 0
+    assert (
+        main(
+            [
+                "limits",
+                str(table),
+                "--node-range",
+                "40:60",
+                "--edge-range",
+                "300:400",
+                "--grid",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert "harmonic_mean" in capsys.readouterr().out
     assert main(["limits", str(table), "--node-range", "2:4"]) == 2
     assert "cannot hold the largest graph" in capsys.readouterr().err
-
-
 
 
 @settings(max_examples=25, deadline=None)
@@ -244,8 +337,13 @@ FIXED_BUDGET_STRATEGIES = ["dynamic", "pack-lpf", "pack-spf", "pack-lpf-1d", "pa
 
 
 @settings(max_examples=25, deadline=None)
-@given(n=st.integers(1, 120), bs=st.integers(2, 20), seed=st.integers(0, 5),
-       strategy=st.sampled_from(FIXED_BUDGET_STRATEGIES), data=st.data())
+@given(
+    n=st.integers(1, 120),
+    bs=st.integers(2, 20),
+    seed=st.integers(0, 5),
+    strategy=st.sampled_from(FIXED_BUDGET_STRATEGIES),
+    data=st.data(),
+)
 def test_tight_shapes_hold_every_batch_of_every_epoch(n, bs, seed, strategy, data):
     # issue 18: with an estimated budget the shape is tight, never above the budget, holds every
     # batch, and is the same every epoch (one compilation)
@@ -255,8 +353,7 @@ def test_tight_shapes_hold_every_batch_of_every_epoch(n, bs, seed, strategy, dat
     sizes = gb.GraphSizes(nodes, edges)
     shapes = set()
     for epoch in data.draw(st.lists(st.integers(0, 50), min_size=2, max_size=3, unique=True)):
-        p = gb.plan(sizes, strategy, batch_size=bs, seed=seed, epoch=epoch,
-                    on_oversize="skip")
+        p = gb.plan(sizes, strategy, batch_size=bs, seed=seed, epoch=epoch, on_oversize="skip")
         p.validate(sizes)
         budget = p.meta["budget"]
         (shape,) = p.shapes().tolist() or [p.meta.get("padded_shape", budget)]
@@ -277,7 +374,9 @@ def test_user_budget_stays_as_given(strategy):
     t.validate(sizes)
     assert t.meta["budget"] == list(budget)
     (shape,) = t.shapes().tolist()
-    assert shape == t.meta["padded_shape"] and all(x <= y for x, y in zip(shape, budget, strict=False))
+    assert shape == t.meta["padded_shape"] and all(
+        x <= y for x, y in zip(shape, budget, strict=False)
+    )
 
 
 @pytest.mark.parametrize("batch_size", [32, 128])
@@ -310,8 +409,13 @@ def test_pack_lpf_world_size_keeps_the_packing_tightness():
 
 
 @settings(max_examples=20, deadline=None)
-@given(n=st.integers(1, 400), bs=st.integers(3, 40), world=st.integers(2, 9),
-       seed=st.integers(0, 5), strategy=st.sampled_from(["pack-lpf", "pack-spf"]))
+@given(
+    n=st.integers(1, 400),
+    bs=st.integers(3, 40),
+    world=st.integers(2, 9),
+    seed=st.integers(0, 5),
+    strategy=st.sampled_from(["pack-lpf", "pack-spf"]),
+)
 def test_property_ranks_with_tight_shapes(n, bs, world, seed, strategy):
     # issue 18: with world_size and an estimated budget (spread / balanced / repaired packs) every
     # graph is in one batch, batches come in whole steps, and one tight shape holds them all

@@ -50,8 +50,11 @@ def test_plan_uses_at_most_k_shapes_each_batch_smallest_fitting(k):
     assert 1 <= shapes.shape[0] <= k
     listed = np.array(p.meta["shapes"])
     for b in range(len(p)):
-        fits = ((listed[:, 0] - 1 >= p.real_nodes[b]) & (listed[:, 1] >= p.real_edges[b])
-                & (listed[:, 2] - 1 >= p.graphs_per_batch[b]))
+        fits = (
+            (listed[:, 0] - 1 >= p.real_nodes[b])
+            & (listed[:, 1] >= p.real_edges[b])
+            & (listed[:, 2] - 1 >= p.graphs_per_batch[b])
+        )
         smallest = listed[np.flatnonzero(fits)[0]]
         assert p.shape(b) == tuple(smallest)
     assert n.max() + 1 <= shapes[:, 0].max()  # the largest graph has a bucket

@@ -21,11 +21,17 @@ def _histogram(seed: int, n: int, bins: int):
 
 def _check_packs(slot_bin, offsets, graph_bin, bin_nodes, bin_edges, caps):
     # every graph exactly once: the slots hold each bin as often as the graphs do
-    assert np.array_equal(np.bincount(slot_bin, minlength=bin_nodes.shape[0]),
-                          np.bincount(graph_bin, minlength=bin_nodes.shape[0]))
+    assert np.array_equal(
+        np.bincount(slot_bin, minlength=bin_nodes.shape[0]),
+        np.bincount(graph_bin, minlength=bin_nodes.shape[0]),
+    )
     tn, te, tg = pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-    want_n = [int(bin_nodes[slot_bin[a:b]].sum()) for a, b in zip(offsets[:-1], offsets[1:], strict=False)]
-    want_e = [int(bin_edges[slot_bin[a:b]].sum()) for a, b in zip(offsets[:-1], offsets[1:], strict=False)]
+    want_n = [
+        int(bin_nodes[slot_bin[a:b]].sum()) for a, b in zip(offsets[:-1], offsets[1:], strict=False)
+    ]
+    want_e = [
+        int(bin_edges[slot_bin[a:b]].sum()) for a, b in zip(offsets[:-1], offsets[1:], strict=False)
+    ]
     assert tn.tolist() == want_n and te.tolist() == want_e
     assert tg.tolist() == np.diff(offsets).tolist()
     cap_n, cap_e, cap_g = caps
@@ -34,10 +40,14 @@ def _check_packs(slot_bin, offsets, graph_bin, bin_nodes, bin_edges, caps):
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**16), n=st.integers(1, 400), bins=st.integers(1, 12),
-       packs=st.integers(1, 40), room=st.sampled_from([1.0, 1.3, 3.0]))
-def test_balanced_packs_are_equal_count_fitting_packs_of_every_graph(seed, n, bins, packs,
-                                                                     room):
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 400),
+    bins=st.integers(1, 12),
+    packs=st.integers(1, 40),
+    room=st.sampled_from([1.0, 1.3, 3.0]),
+)
+def test_balanced_packs_are_equal_count_fitting_packs_of_every_graph(seed, n, bins, packs, room):
     graph_bin, bn, be = _histogram(seed, n, bins)
     packs = min(packs, n)
     g = -(-n // packs)
@@ -50,14 +60,25 @@ def test_balanced_packs_are_equal_count_fitting_packs_of_every_graph(seed, n, bi
         return
     slot_bin, offsets = got
     assert offsets.shape[0] - 1 == packs
-    _, _, tg = _check_packs(slot_bin, offsets, graph_bin, bn, be,
-                            (budget.node_capacity, budget.edge_capacity, budget.graph_capacity))
+    _, _, tg = _check_packs(
+        slot_bin,
+        offsets,
+        graph_bin,
+        bn,
+        be,
+        (budget.node_capacity, budget.edge_capacity, budget.graph_capacity),
+    )
     assert int(tg.max()) - int(tg.min()) <= 1  # graph counts differ by at most one
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**16), n=st.integers(2, 300), bins=st.integers(1, 10),
-       packs=st.integers(1, 20), extra=st.integers(1, 8))
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(2, 300),
+    bins=st.integers(1, 10),
+    packs=st.integers(1, 20),
+    extra=st.integers(1, 8),
+)
 def test_spread_packs_keep_every_graph_and_make_lighter_packs(seed, n, bins, packs, extra):
     graph_bin, bn, be = _histogram(seed, n, bins)
     packs = min(packs, n)
@@ -73,5 +94,11 @@ def test_spread_packs_keep_every_graph_and_make_lighter_packs(seed, n, bins, pac
         return
     new_sb, new_off = got
     assert new_off.shape[0] - 1 == packs + extra
-    _check_packs(new_sb, new_off, graph_bin, bn, be,
-                 (budget.node_capacity, budget.edge_capacity, budget.graph_capacity))
+    _check_packs(
+        new_sb,
+        new_off,
+        graph_bin,
+        bn,
+        be,
+        (budget.node_capacity, budget.edge_capacity, budget.graph_capacity),
+    )

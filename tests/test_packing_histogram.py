@@ -25,8 +25,11 @@ from ._packing_util import brute_force_min_packs, expand
 
 def _arrays(hist):
     keys = sorted(hist)
-    return (np.array([k[0] for k in keys]), np.array([k[1] for k in keys]),
-            np.array([hist[k] for k in keys]))
+    return (
+        np.array([k[0] for k in keys]),
+        np.array([k[1] for k in keys]),
+        np.array([hist[k] for k in keys]),
+    )
 
 
 def _check_slots(slot_bin, offsets, n, e, count, cn, ce, cg):
@@ -49,9 +52,14 @@ def test_min_is_minimum_and_heuristics_monotone():
         assert h(np.float64(0), np.float64(0)) == 0, name
 
 
-@given(name=st.sampled_from(sorted(HEURISTICS)), data=st.data(),
-       caps=st.tuples(st.sampled_from([1, 7, 64, 575, 1152, 2**20, 2**40]),
-                      st.sampled_from([0, 1, 12, 640, 1152, 2**33, 2**40])))
+@given(
+    name=st.sampled_from(sorted(HEURISTICS)),
+    data=st.data(),
+    caps=st.tuples(
+        st.sampled_from([1, 7, 64, 575, 1152, 2**20, 2**40]),
+        st.sampled_from([0, 1, 12, 640, 1152, 2**33, 2**40]),
+    ),
+)
 def test_heuristic_keys_order_like_the_exact_fractions(name, data, caps):
     # the packers' integer keys against the heuristic on exact rationals (ties included),
     # int64 and Python-int keys alike
@@ -59,7 +67,9 @@ def test_heuristic_keys_order_like_the_exact_fractions(name, data, caps):
     xs = data.draw(st.lists(st.integers(0, cx), min_size=2, max_size=12))
     ys = data.draw(st.lists(st.integers(0, max(cy, 0)), min_size=len(xs), max_size=len(xs)))
     h = HEURISTICS[name]
-    exact = [h(Fraction(x, max(cx, 1)), Fraction(y, max(cy, 1))) for x, y in zip(xs, ys, strict=False)]
+    exact = [
+        h(Fraction(x, max(cx, 1)), Fraction(y, max(cy, 1))) for x, y in zip(xs, ys, strict=False)
+    ]
     keys = heuristic_keys(name, np.array(xs), np.array(ys), cx, cy).tolist()
     for i in range(len(xs)):
         assert heuristic_keys(name, xs[i], ys[i], cx, cy) == keys[i]
@@ -89,8 +99,9 @@ def test_lpf_each_heuristic_reaches_brute_force_optimum(case, heuristic):
     hist, cn, ce, cg = case
     n, e, c = _arrays(hist)
     opt = brute_force_min_packs(expand(hist), cn, ce, cg)
-    pats = pack_histogram(n, e, c, node_limit=cn, edge_limit=ce, graph_limit=cg,
-                          heuristic=heuristic, fit="best")
+    pats = pack_histogram(
+        n, e, c, node_limit=cn, edge_limit=ce, graph_limit=cg, heuristic=heuristic, fit="best"
+    )
     sb, off = pats.slots()
     _check_slots(sb, off, n, e, c, cn, ce, cg)
     assert pats.num_packs == opt
@@ -120,8 +131,9 @@ def test_random_tiny_histograms_valid_and_not_below_optimum(fit, heuristic):
             continue
         cn, ce, cg = 8, 12, int(rng.integers(1, 5))
         n, e, c = _arrays(hist)
-        pats = pack_histogram(n, e, c, node_limit=cn, edge_limit=ce, graph_limit=cg,
-                              heuristic=heuristic, fit=fit)
+        pats = pack_histogram(
+            n, e, c, node_limit=cn, edge_limit=ce, graph_limit=cg, heuristic=heuristic, fit=fit
+        )
         sb, off = pats.slots()
         _check_slots(sb, off, n, e, c, cn, ce, cg)
         opt = brute_force_min_packs(expand(hist), cn, ce, cg)
@@ -190,17 +202,26 @@ def test_assignment_places_each_graph_once_in_a_slot_of_its_bin():
     graph_bin = np.array([2, 0, 1, 2, 0, 1, 2])
     graph_ids = np.array([10, 11, 12, 13, 14, 15, 16])
     for rngs in [(None, None), (np.random.default_rng(1), np.random.default_rng(2))]:
-        order, offs = assign_graphs(slot_bin, offsets, graph_bin, graph_ids,
-                                    assign_rng=rngs[0], order_rng=rngs[1])
+        order, offs = assign_graphs(
+            slot_bin, offsets, graph_bin, graph_ids, assign_rng=rngs[0], order_rng=rngs[1]
+        )
         assert sorted(order.tolist()) == graph_ids.tolist()
         bin_of = dict(zip(graph_ids.tolist(), graph_bin.tolist(), strict=False))
-        got = sorted(sorted(bin_of[g] for g in order[offs[b]:offs[b + 1]].tolist())
-                     for b in range(3))
-        assert got == sorted(sorted(slot_bin[offsets[b]:offsets[b + 1]].tolist())
-                             for b in range(3))
+        got = sorted(
+            sorted(bin_of[g] for g in order[offs[b] : offs[b + 1]].tolist()) for b in range(3)
+        )
+        assert got == sorted(
+            sorted(slot_bin[offsets[b] : offsets[b + 1]].tolist()) for b in range(3)
+        )
     with pytest.raises(ValueError, match="slots per size bin"):
-        assign_graphs(slot_bin, offsets, np.array([0, 0, 0, 0, 0, 0, 0]), graph_ids,
-                      assign_rng=None, order_rng=None)
+        assign_graphs(
+            slot_bin,
+            offsets,
+            np.array([0, 0, 0, 0, 0, 0, 0]),
+            graph_ids,
+            assign_rng=None,
+            order_rng=None,
+        )
 
 
 def test_pack_bins_heavy_tail_tries_greedy_and_keeps_fewest():
@@ -248,17 +269,31 @@ def test_assignment_with_few_large_bins_shuffles_within_each_bin():
     offsets = np.arange(0, 601, 20)
     seen_slots = set()
     for seed in range(4):
-        order, offs = assign_graphs(slot_bin, offsets, graph_bin, None,
-                                    assign_rng=np.random.default_rng(seed), order_rng=None)
+        order, offs = assign_graphs(
+            slot_bin,
+            offsets,
+            graph_bin,
+            None,
+            assign_rng=np.random.default_rng(seed),
+            order_rng=None,
+        )
         assert np.array_equal(offs, offsets)
         assert sorted(order.tolist()) == list(range(600))
         assert np.array_equal(graph_bin[order], slot_bin)  # every slot holds a graph of its bin
         seen_slots.add(int(np.flatnonzero(order == 0)[0]))
     assert len(seen_slots) > 1  # graph 0 moves between its bin's slots across draws
-    plan = assign_graphs(slot_bin, offsets, graph_bin, None, assign_rng=np.random.default_rng(1),
-                         order_rng=np.random.default_rng(2), return_pack_order=True)
+    plan = assign_graphs(
+        slot_bin,
+        offsets,
+        graph_bin,
+        None,
+        assign_rng=np.random.default_rng(1),
+        order_rng=np.random.default_rng(2),
+        return_pack_order=True,
+    )
     order, offs, pack_order = plan
     for b in range(30):  # batch b holds the bins of input pack pack_order[b]
         p = pack_order[b]
-        assert sorted(graph_bin[order[offs[b]:offs[b + 1]]].tolist()) == \
-            sorted(slot_bin[offsets[p]:offsets[p + 1]].tolist())
+        assert sorted(graph_bin[order[offs[b] : offs[b + 1]]].tolist()) == sorted(
+            slot_bin[offsets[p] : offsets[p + 1]].tolist()
+        )

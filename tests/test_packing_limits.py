@@ -59,8 +59,11 @@ def test_first_record_equals_direct_pack_lpf(sample):
     best = recs[0]
     assert best["exact"] and best["max_graphs"] is None
     ne, ee, nb = _plan_effs(sizes, best)
-    assert (ne, ee, nb) == (pytest.approx(best["node_eff"]), pytest.approx(best["edge_eff"]),
-                            best["num_packs"])
+    assert (ne, ee, nb) == (
+        pytest.approx(best["node_eff"]),
+        pytest.approx(best["edge_eff"]),
+        best["num_packs"],
+    )
     # exact records equal evaluate_limits; records come in the documented order
     hist = sizes.histogram()
     for r in [r for r in recs if r["exact"]][:3]:
@@ -85,11 +88,14 @@ def test_ranges_are_respected_and_edge_reported():
     assert "ON THE EDGE" in recs.summary()
 
 
-@pytest.mark.parametrize("n_node, n_edge", [
-    ([0, 0, 0], [0, 0, 0]),          # all-zero table (issue 14: ZeroDivisionError)
-    ([3, 4, 5], [0, 0, 0]),          # no edges
-    ([2**36, 5], [3, 2**36]),        # graphs at the per-graph limit (issue 14: overflow / hang)
-])
+@pytest.mark.parametrize(
+    "n_node, n_edge",
+    [
+        ([0, 0, 0], [0, 0, 0]),  # all-zero table (issue 14: ZeroDivisionError)
+        ([3, 4, 5], [0, 0, 0]),  # no edges
+        ([2**36, 5], [3, 2**36]),  # graphs at the per-graph limit (issue 14: overflow / hang)
+    ],
+)
 def test_degenerate_tables_finish_quickly(n_node, n_edge):
     sizes = gb.GraphSizes(n_node, n_edge)
     t0 = time.perf_counter()
@@ -153,8 +159,7 @@ def test_cli_json_contract(tmp_path, capsys):
     assert main(["limits", str(path), "--json"]) == 0
     recs = json.loads(capsys.readouterr().out)
     assert isinstance(recs, list) and recs
-    for key in ("max_nodes", "max_edges", "max_graphs", "node_eff", "edge_eff",
-                "harmonic_mean"):
+    for key in ("max_nodes", "max_edges", "max_graphs", "node_eff", "edge_eff", "harmonic_mean"):
         assert key in recs[0]
     ne, ee, _ = _plan_effs(sizes, recs[0])
     assert (ne, ee) == (pytest.approx(recs[0]["node_eff"]), pytest.approx(recs[0]["edge_eff"]))

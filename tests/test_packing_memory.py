@@ -37,14 +37,20 @@ def test_every_chunk_size_lives_in_the_memory_module():
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(0, 300), top=st.sampled_from([10, 2**15 + 3, 2**40]),
-       chunk=st.integers(1, 40), seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(0, 300),
+    top=st.sampled_from([10, 2**15 + 3, 2**40]),
+    chunk=st.integers(1, 40),
+    seed=st.integers(0, 2**16),
+)
 def test_gather_counts_and_take_into_equal_the_fancy_index(n, top, chunk, seed):
     rng = np.random.default_rng(seed)
     column = rng.integers(0, top, max(n, 1))
     index = rng.integers(0, column.shape[0], n).astype(np.int32)
-    with mock.patch.object(memory_mod, "GATHER_CHUNK", chunk), \
-            mock.patch.object(memory_mod, "TAKE_CHUNK", chunk):
+    with (
+        mock.patch.object(memory_mod, "GATHER_CHUNK", chunk),
+        mock.patch.object(memory_mod, "TAKE_CHUNK", chunk),
+    ):
         got = memory_mod.gather_counts(column, index)
         assert np.array_equal(got, column[index])
         big = int(column.max())
@@ -57,8 +63,9 @@ def test_gather_counts_and_take_into_equal_the_fancy_index(n, top, chunk, seed):
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(0, 300), chunk=st.integers(1, 40), seed=st.integers(0, 2**16),
-       view=st.booleans())
+@given(
+    n=st.integers(0, 300), chunk=st.integers(1, 40), seed=st.integers(0, 2**16), view=st.booleans()
+)
 def test_widen_into_equals_astype(n, chunk, seed, view):
     rng = np.random.default_rng(seed)
     out = np.empty(n, np.int64)
@@ -67,7 +74,7 @@ def test_widen_into_equals_astype(n, chunk, seed, view):
         values = out.view(np.int32)[0::2] if np.little_endian else out.view(np.int32)[1::2]
         want = values.astype(np.int64)
     else:
-        values = rng.integers(-2**15, 2**15, n).astype(np.int16)
+        values = rng.integers(-(2**15), 2**15, n).astype(np.int16)
         want = values.astype(np.int64)
     with mock.patch.object(memory_mod, "WIDEN_CHUNK", chunk):
         got = memory_mod.widen_into(values, out)
@@ -75,15 +82,20 @@ def test_widen_into_equals_astype(n, chunk, seed, view):
 
 
 @settings(max_examples=60, deadline=None)
-@given(sizes=st.lists(st.integers(0, 9), max_size=40), chunk=st.integers(1, 30),
-       seed=st.integers(0, 2**16))
+@given(
+    sizes=st.lists(st.integers(0, 9), max_size=40),
+    chunk=st.integers(1, 30),
+    seed=st.integers(0, 2**16),
+)
 def test_gather_batches_equals_the_slice_concatenation(sizes, chunk, seed):
     rng = np.random.default_rng(seed)
     order = rng.permutation(sum(sizes) + 7)
     starts = np.array([int(rng.integers(0, order.shape[0] - s + 1)) for s in sizes], np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    want = np.concatenate([order[a:a + s] for a, s in zip(starts.tolist(), sizes, strict=False)]
-                          + [np.zeros(0, order.dtype)])
+    want = np.concatenate(
+        [order[a : a + s] for a, s in zip(starts.tolist(), sizes, strict=False)]
+        + [np.zeros(0, order.dtype)]
+    )
     with mock.patch.object(memory_mod, "BATCH_GATHER_CHUNK", chunk):
         got = memory_mod.gather_batches(order, starts, offsets)
         narrow = memory_mod.gather_batches(order, starts, offsets, np.int32)

@@ -12,7 +12,7 @@ def _totals(slot_bin, offsets, bn, be):
     """Per-pack real totals by a plain loop."""
     out = []
     for p in range(len(offsets) - 1):
-        bins = slot_bin[offsets[p]:offsets[p + 1]]
+        bins = slot_bin[offsets[p] : offsets[p + 1]]
         out.append((int(sum(bn[b] for b in bins)), int(sum(be[b] for b in bins))))
     return np.array(out, np.int64).reshape(-1, 2)
 
@@ -41,8 +41,12 @@ def test_already_fitting_packs_come_back_unchanged():
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), packs=st.integers(1, 12), per=st.integers(1, 9),
-       slack=st.floats(0.0, 0.2))
+@given(
+    seed=st.integers(0, 10_000),
+    packs=st.integers(1, 12),
+    per=st.integers(1, 9),
+    slack=st.floats(0.0, 0.2),
+)
 def test_property_counts_and_bins_kept_and_result_fits(seed, packs, per, slack):
     rng = np.random.default_rng(seed)
     nb = int(rng.integers(1, 15))
@@ -108,11 +112,11 @@ def test_equal_counts_cannot_fit_is_a_necessary_condition(seed, n, packs):
     rng = np.random.default_rng(seed)
     nodes = rng.integers(0, 12, n)
     edges = rng.integers(0, 20, n)
-    budget = gb.Budget(int(rng.integers(8, 30)), int(rng.integers(10, 50)),
-                       int(rng.integers(2, 6)))
+    budget = gb.Budget(int(rng.integers(8, 30)), int(rng.integers(10, 50)), int(rng.integers(2, 6)))
     caps = (budget.node_capacity, budget.edge_capacity, budget.graph_capacity)
-    bins, inv, count = np.unique(np.stack([nodes, edges], 1), axis=0, return_inverse=True,
-                                 return_counts=True)
+    bins, inv, count = np.unique(
+        np.stack([nodes, edges], 1), axis=0, return_inverse=True, return_counts=True
+    )
     if equal_counts_cannot_fit(bins[:, 0], bins[:, 1], count, packs, budget):
         assert not _equal_count_partition_fits(nodes, edges, packs, caps)
 
@@ -141,14 +145,23 @@ def test_property_spread_packs_keeps_graphs_and_fits(seed, n, extra):
     rng = np.random.default_rng(seed)
     nodes = rng.integers(1, 20, n)
     edges = rng.integers(0, 50, n)
-    bins, inv, count = np.unique(np.stack([nodes, edges], 1), axis=0, return_inverse=True,
-                                 return_counts=True)
-    budget = gb.Budget(int(rng.integers(40, 200)), int(rng.integers(100, 500)),
-                       int(rng.integers(3, 20)))
-    res = pack_bins(bins[:, 0], bins[:, 1], count, node_limit=budget.node_capacity,
-                    edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity)
-    out = spread_packs(res.slot_bin, res.offsets, res.num_packs + extra, bins[:, 0], bins[:, 1],
-                       budget)
+    bins, inv, count = np.unique(
+        np.stack([nodes, edges], 1), axis=0, return_inverse=True, return_counts=True
+    )
+    budget = gb.Budget(
+        int(rng.integers(40, 200)), int(rng.integers(100, 500)), int(rng.integers(3, 20))
+    )
+    res = pack_bins(
+        bins[:, 0],
+        bins[:, 1],
+        count,
+        node_limit=budget.node_capacity,
+        edge_limit=budget.edge_capacity,
+        graph_limit=budget.graph_capacity,
+    )
+    out = spread_packs(
+        res.slot_bin, res.offsets, res.num_packs + extra, bins[:, 0], bins[:, 1], budget
+    )
     if out is None:
         return
     sb, off = out

@@ -31,13 +31,26 @@ def test_one_lower_bound(seed):
     rng = np.random.default_rng(seed)
     n = rng.integers(0, 30, 50)
     e = np.where(n > 0, rng.integers(0, 60, 50), 0)
-    budget = gb.Budget(int(rng.integers(30, 200)), int(rng.integers(60, 400)),
-                       int(rng.integers(2, 20)))
+    budget = gb.Budget(
+        int(rng.integers(30, 200)), int(rng.integers(60, 400)), int(rng.integers(2, 20))
+    )
     h = gb.GraphSizes(n, e).histogram()
-    want = max(-(-int(n.sum()) // budget.node_capacity), -(-int(e.sum()) // budget.n_edge),
-               -(-50 // budget.graph_capacity))
-    assert lower_bound(h.n_node, h.n_edge, h.count, budget.node_capacity, budget.edge_capacity,
-                       budget.graph_capacity) == want
+    want = max(
+        -(-int(n.sum()) // budget.node_capacity),
+        -(-int(e.sum()) // budget.n_edge),
+        -(-50 // budget.graph_capacity),
+    )
+    assert (
+        lower_bound(
+            h.n_node,
+            h.n_edge,
+            h.count,
+            budget.node_capacity,
+            budget.edge_capacity,
+            budget.graph_capacity,
+        )
+        == want
+    )
     assert budget_lower_bound(int(n.sum()), int(e.sum()), 50, budget) == want
 
 

@@ -59,14 +59,18 @@ def reference_pad(graphs, shape, layout, cutoff=None, pad=None):
     return {
         "x": np.concatenate([real_x, pad_x]),
         "a": np.array(a + [pad.get("a", 0)] * (n_node - n_real), dtype=np.int16),
-        "w": np.array(w + [[pad.get("w", 0)] * 2] * (n_edge - e_real),
-                      dtype=np.float64).reshape(n_edge, 2),
+        "w": np.array(w + [[pad.get("w", 0)] * 2] * (n_edge - e_real), dtype=np.float64).reshape(
+            n_edge, 2
+        ),
         "y": np.array(y + [pad.get("y", 0)] * (n_graph - g_real), dtype=np.float32),
         "edge_index": np.array(ei, dtype=np.int64).reshape(2, n_edge),
-        "node_counts": np.array(node_counts), "edge_counts": np.array(edge_counts),
-        "node_ptr": np.cumsum([0] + node_counts), "edge_ptr": np.cumsum([0] + edge_counts),
+        "node_counts": np.array(node_counts),
+        "edge_counts": np.array(edge_counts),
+        "node_ptr": np.cumsum([0] + node_counts),
+        "edge_ptr": np.cumsum([0] + edge_counts),
         "batch": np.array(batch),
-        "node_mask": np.arange(n_node) < n_real, "edge_mask": np.arange(n_edge) < e_real,
+        "node_mask": np.arange(n_node) < n_real,
+        "edge_mask": np.arange(n_edge) < e_real,
         "graph_mask": np.arange(n_graph) < g_real,
     }
 
@@ -76,34 +80,49 @@ def _random_graphs(sizes, seed):
     out = []
     for n, e in sizes:
         e = e if n else 0
-        out.append({"x": rng.uniform(-3, 3, (n, 3)).astype(np.float32),
-                    "a": rng.integers(-9, 9, n).astype(np.int16),
-                    "w": rng.uniform(0, 1, (e, 2)),
-                    "edge_index": rng.integers(0, max(n, 1), (2, e)).astype(np.int32),
-                    "y": rng.uniform(0, 1, 1).astype(np.float32)})
+        out.append(
+            {
+                "x": rng.uniform(-3, 3, (n, 3)).astype(np.float32),
+                "a": rng.integers(-9, 9, n).astype(np.int16),
+                "w": rng.uniform(0, 1, (e, 2)),
+                "edge_index": rng.integers(0, max(n, 1), (2, e)).astype(np.int32),
+                "y": rng.uniform(0, 1, 1).astype(np.float32),
+            }
+        )
     return out
 
 
 def _packed(graphs):
     nn = np.array([g["x"].shape[0] for g in graphs], dtype=np.int64)
     ne = np.array([g["edge_index"].shape[1] for g in graphs], dtype=np.int64)
-    cat = lambda k, shape: (np.concatenate([g[k] for g in graphs])  # noqa: E731
-                            if graphs else np.zeros(shape, dtype=np.float32))
+    cat = lambda k, shape: (
+        np.concatenate([g[k] for g in graphs])  # noqa: E731
+        if graphs
+        else np.zeros(shape, dtype=np.float32)
+    )
     return PackedGraphs(
-        nn, ne, np.concatenate([[0], np.cumsum(nn)]).astype(np.int64),
+        nn,
+        ne,
+        np.concatenate([[0], np.cumsum(nn)]).astype(np.int64),
         np.concatenate([[0], np.cumsum(ne)]).astype(np.int64),
-        np.concatenate([g["edge_index"] for g in graphs], axis=1) if graphs
+        np.concatenate([g["edge_index"] for g in graphs], axis=1)
+        if graphs
         else np.zeros((2, 0), np.int32),
         node={"x": cat("x", (0, 3)), "a": cat("a", (0,)).astype(np.int16)},
         edge={"w": cat("w", (0, 2)).astype(np.float64)},
-        graph={"y": cat("y", (0,))})
+        graph={"y": cat("y", (0,))},
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(sizes=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 12)), min_size=1, max_size=9),
-       take=st.data(), slack=st.tuples(st.integers(1, 6), st.integers(0, 6), st.integers(1, 4)),
-       layout=st.sampled_from(["torch", "jraph"]),
-       cutoff=st.sampled_from([None, 0.5, 2.0]), seed=st.integers(0, 2**16))
+@given(
+    sizes=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 12)), min_size=1, max_size=9),
+    take=st.data(),
+    slack=st.tuples(st.integers(1, 6), st.integers(0, 6), st.integers(1, 4)),
+    layout=st.sampled_from(["torch", "jraph"]),
+    cutoff=st.sampled_from([None, 0.5, 2.0]),
+    seed=st.integers(0, 2**16),
+)
 def test_pad_batch_equals_its_reference_form(sizes, take, slack, layout, cutoff, seed):
     graphs = _random_graphs(sizes, seed)
     idx = take.draw(st.lists(st.integers(0, len(graphs) - 1), max_size=6))
@@ -112,8 +131,15 @@ def test_pad_batch_equals_its_reference_form(sizes, take, slack, layout, cutoff,
     e = sum(g["edge_index"].shape[1] for g in chosen)
     shape = (n + slack[0], e + slack[1], max(len(idx) + slack[2], 2))
     pad = {"a": -1, "w": 7.5, "y": 0.25}
-    got = pad_batch(_packed(graphs), np.array(idx, dtype=np.int64), shape, layout=layout,
-                    cutoff=cutoff, position_key="x", pad=pad)
+    got = pad_batch(
+        _packed(graphs),
+        np.array(idx, dtype=np.int64),
+        shape,
+        layout=layout,
+        cutoff=cutoff,
+        position_key="x",
+        pad=pad,
+    )
     want = reference_pad(chosen, shape, layout, cutoff, pad)
     for key, value in want.items():
         have = got.fields[key] if key in got.fields else getattr(got, key)
@@ -122,8 +148,12 @@ def test_pad_batch_equals_its_reference_form(sizes, take, slack, layout, cutoff,
     assert np.array_equal(got.graph_index, np.array(idx + [-1] * (shape[2] - len(idx))))
 
 
-@given(real=st.lists(st.integers(0, 50), max_size=8), extra=st.integers(0, 20),
-       spare=st.integers(1, 4), layout=st.sampled_from(pk.LAYOUTS))
+@given(
+    real=st.lists(st.integers(0, 50), max_size=8),
+    extra=st.integers(0, 20),
+    spare=st.integers(1, 4),
+    layout=st.sampled_from(pk.LAYOUTS),
+)
 def test_slot_counts_equal_a_loop(real, extra, spare, layout):
     n_graph = len(real) + spare
     owner = pk.padding_owner(layout, len(real), n_graph)
@@ -149,8 +179,10 @@ def test_layout_and_fit_errors_name_the_values():
 
 
 def test_fill_structure_writes_the_given_arrays():
-    out = {name: np.full({"node": 5, "edge": 4, "graph": 3}[lv], 7, dtype=dt)
-           for name, lv, dt in pk.STRUCTURE}
+    out = {
+        name: np.full({"node": 5, "edge": 4, "graph": 3}[lv], 7, dtype=dt)
+        for name, lv, dt in pk.STRUCTURE
+    }
     counts, _ = pk.slot_counts([2, 1], 2, 3, 2)
     got = pk.fill_structure((5, 4, 3), (2, 3, 1), counts, [40, 41], out=out)
     assert all(got[k] is out[k] for k in out)
@@ -169,13 +201,20 @@ def _jraph_graphs(seed, n_items, *, per_item=1, dtype=np.int32, count_dtype=np.i
         for _ in range(per_item):
             k = int(rng.integers(1, 6))
             m = int(rng.integers(0, 2 * k + 1))
-            parts.append(jraph.GraphsTuple(
-                n_node=np.array([k], dtype=count_dtype), n_edge=np.array([m], dtype=count_dtype),
-                nodes={"pos": rng.uniform(0, 4, (k, 3)).astype(np.float32),
-                       "h": [rng.integers(0, 5, (k,)), None]},
-                edges=rng.uniform(0, 1, (m, 2)), globals={"u": rng.uniform(0, 1, (1, 4))},
-                senders=rng.integers(0, k, m).astype(dtype),
-                receivers=rng.integers(0, k, m).astype(dtype)))
+            parts.append(
+                jraph.GraphsTuple(
+                    n_node=np.array([k], dtype=count_dtype),
+                    n_edge=np.array([m], dtype=count_dtype),
+                    nodes={
+                        "pos": rng.uniform(0, 4, (k, 3)).astype(np.float32),
+                        "h": [rng.integers(0, 5, (k,)), None],
+                    },
+                    edges=rng.uniform(0, 1, (m, 2)),
+                    globals={"u": rng.uniform(0, 1, (1, 4))},
+                    senders=rng.integers(0, k, m).astype(dtype),
+                    receivers=rng.integers(0, k, m).astype(dtype),
+                )
+            )
         items.append(jraph.batch_np(parts) if per_item > 1 else parts[0])
     return items
 
@@ -192,15 +231,17 @@ def _same_tree(a, b):
 
 
 @pytest.mark.parametrize("per_item", [1, 3])
-@pytest.mark.parametrize("dtype,count_dtype", [(np.int32, np.int32), (np.int64, np.int64),
-                                               (np.uint8, np.int32)])
+@pytest.mark.parametrize(
+    "dtype,count_dtype", [(np.int32, np.int32), (np.int64, np.int64), (np.uint8, np.int32)]
+)
 @pytest.mark.parametrize("seed", range(4))
 def test_jax_collate_equals_jraph_pad_with_graphs(seed, per_item, dtype, count_dtype):
     jraph = pytest.importorskip("jraph")
     from graphbatch.jax import collate
 
-    items = _jraph_graphs(seed, 1 + seed * 2, per_item=per_item, dtype=dtype,
-                          count_dtype=count_dtype)
+    items = _jraph_graphs(
+        seed, 1 + seed * 2, per_item=per_item, dtype=dtype, count_dtype=count_dtype
+    )
     batched = jraph.batch_np(items)
     n, e, g = int(batched.n_node.sum()), int(batched.n_edge.sum()), batched.n_node.shape[0]
     for shape in ((n + 1, e, g + 1), (n + 4, e + 3, g + 3)):

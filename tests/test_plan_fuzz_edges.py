@@ -55,12 +55,21 @@ def _check(plan: gb.BatchPlan, sizes: gb.GraphSizes) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(table=edge_tables(), strategy=st.sampled_from(STRATEGIES),
-       batch_size=st.sampled_from([2, 3, 5, 17]),
-       budget=st.one_of(st.none(), st.tuples(st.sampled_from([1, 2, 65, 2**37, 2**40]),
-                                             st.sampled_from([0, 1, 64, 2**40]),
-                                             st.sampled_from([2, 3, 9]))),
-       oversize=st.sampled_from(["skip", "own_batch", "error"]), world_size=st.sampled_from([1, 2]))
+@given(
+    table=edge_tables(),
+    strategy=st.sampled_from(STRATEGIES),
+    batch_size=st.sampled_from([2, 3, 5, 17]),
+    budget=st.one_of(
+        st.none(),
+        st.tuples(
+            st.sampled_from([1, 2, 65, 2**37, 2**40]),
+            st.sampled_from([0, 1, 64, 2**40]),
+            st.sampled_from([2, 3, 9]),
+        ),
+    ),
+    oversize=st.sampled_from(["skip", "own_batch", "error"]),
+    world_size=st.sampled_from([1, 2]),
+)
 def test_edge_tables_plan_or_refuse(table, strategy, batch_size, budget, oversize, world_size):
     sizes = gb.GraphSizes(*table)
     strat = gb.get_strategy(strategy)
@@ -79,10 +88,18 @@ def test_edge_tables_plan_or_refuse(table, strategy, batch_size, budget, oversiz
 
 
 @settings(max_examples=40, deadline=None)
-@given(values=st.lists(st.one_of(st.integers(0, 2**64 - 1), st.integers(0, MAX_COUNT + 2),
-                                 st.integers(MAX_COUNT - 2, MAX_COUNT + 2)),
-                       min_size=1, max_size=12),
-       dtype=st.sampled_from([np.uint64, np.float64, object]))
+@given(
+    values=st.lists(
+        st.one_of(
+            st.integers(0, 2**64 - 1),
+            st.integers(0, MAX_COUNT + 2),
+            st.integers(MAX_COUNT - 2, MAX_COUNT + 2),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    dtype=st.sampled_from([np.uint64, np.float64, object]),
+)
 def test_uint64_and_huge_values_are_refused_before_the_cast(values, dtype):
     """Values past the limit never reach a planner; those within it are kept exactly."""
     arr = np.array(values, dtype=dtype)

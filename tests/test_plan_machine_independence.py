@@ -38,16 +38,24 @@ def settings() -> list[tuple[str, dict[str, str]]]:
     threads), and the ``AVX2 FMA3 X86_V3`` form where the CPU has AVX2."""
     dispatch, features = _cpu_report()
     present = [f for f in dispatch if features.get(f)]
-    out = [("native, 2 threads", {"NPY_DISABLE_CPU_FEATURES": ""}, 2),
-           ("native, 1 thread", {"NPY_DISABLE_CPU_FEATURES": ""}, 1)]
+    out = [
+        ("native, 2 threads", {"NPY_DISABLE_CPU_FEATURES": ""}, 2),
+        ("native, 1 thread", {"NPY_DISABLE_CPU_FEATURES": ""}, 1),
+    ]
     for i in range(len(present) - 1, -1, -1):
         names = " ".join(present[i:])
         out.append((f"without {names}", {"NPY_DISABLE_CPU_FEATURES": names}, 1 + i % 2))
     if features.get("AVX2"):  # the issue's form (NumPy ignores names it does not dispatch)
-        out.append(("without AVX2 FMA3 X86_V3", {"NPY_DISABLE_CPU_FEATURES": "AVX2 FMA3 X86_V3"},
-                    2))
-    return [(f"{name} ({t} thread{'s' if t > 1 else ''})" if "native" not in name else name,
-             {**env, **{v: str(t) for v in THREAD_VARS}}) for name, env, t in out]
+        out.append(
+            ("without AVX2 FMA3 X86_V3", {"NPY_DISABLE_CPU_FEATURES": "AVX2 FMA3 X86_V3"}, 2)
+        )
+    return [
+        (
+            f"{name} ({t} thread{'s' if t > 1 else ''})" if "native" not in name else name,
+            {**env, **{v: str(t) for v in THREAD_VARS}},
+        )
+        for name, env, t in out
+    ]
 
 
 def _run(settings_, tmp: Path) -> dict[str, dict]:
@@ -60,9 +68,13 @@ def _run(settings_, tmp: Path) -> dict[str, dict]:
         while pending and len(running) < width:
             i, (name, env) = pending.pop(0)
             out = tmp / f"m{i}.json"
-            proc = subprocess.Popen([sys.executable, str(HERE / "_plan_matrix.py"), str(out)],
-                                    env={**os.environ, **env}, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.Popen(
+                [sys.executable, str(HERE / "_plan_matrix.py"), str(out)],
+                env={**os.environ, **env},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
             running.append((name, proc, out))
         name, proc, out = running.pop(0)
         log, _ = proc.communicate(timeout=600)
@@ -89,8 +101,9 @@ def test_plans_are_byte_identical_across_simd_and_thread_settings(tmp_path):
     ref = results["native, 2 threads"]
     assert len(ref) > 300  # every strategy family on three tables
     assert sum(k.endswith("/stats") for k in ref) > 300  # every plan's stats, bit for bit
-    assert sum('"cost_source": "n_bytes"' in v for k, v in ref.items()
-               if k.endswith("/stats")) > 20  # stats' NNLS fits of n_bytes costs among them
+    assert (
+        sum('"cost_source": "n_bytes"' in v for k, v in ref.items() if k.endswith("/stats")) > 20
+    )  # stats' NNLS fits of n_bytes costs among them
     for name, got in results.items():
         assert got.keys() == ref.keys(), name
         differ = sorted(k for k in ref if got[k] != ref[k])

@@ -51,110 +51,113 @@ ROOT = Path(__file__).resolve().parents[1]
 #: remainders (2, 6) and (3, 4)) by noise; it now compares exact integer keys, equal values
 #: going to the first open pack. Same batch counts and efficiencies.
 REFERENCE = {
-    'moses-20000-0-dynamic-1-17': '7f427276629dd1a5',
-    'moses-20000-0-dynamic-1-32': '8894245a6f111e9d',
-    'moses-20000-0-dynamic-64-17': '638e9e8de829bdcd',
-    'moses-20000-0-dynamic-64-32': 'fe3e2a59f93ba9b4',
-    'moses-20000-0-dynamic-8-17': '9555e8479f60cdf5',
-    'moses-20000-0-dynamic-8-32': '5e55f8cfcf1dad0b',
-    'moses-20000-0-kk-1-17': '8e99a99f8234b80d',
-    'moses-20000-0-kk-1-32': '9a1333ac9b77712f',
-    'moses-20000-0-kk-64-17': 'd52dc3116fbe8aaa',
-    'moses-20000-0-kk-64-32': 'da1315f4e6d016e7',
-    'moses-20000-0-kk-8-17': '24b06aea2fcec1c9',
-    'moses-20000-0-kk-8-32': 'f3fdae60b487cf9e',
-    'moses-20000-0-pack-lpf-1-17': 'd09f63fb39fe0061',
-    'moses-20000-0-pack-lpf-1-32': 'cabcb83082aa5528',
-    'moses-20000-0-pack-lpf-64-17': '18f78b1ff32f8db9',
-    'moses-20000-0-pack-lpf-64-32': '3f3e758002e5d180',
-    'moses-20000-0-pack-lpf-8-17': '4169df3a9a9f45df',
-    'moses-20000-0-pack-lpf-8-32': 'ac63dcbf21645f77',
-    'moses-50001-1-dynamic-1-17': 'f272e5dc0ec1df89',
-    'moses-50001-1-dynamic-1-32': '9c1006227724990f',
-    'moses-50001-1-dynamic-64-17': 'dca92a9e529bf1d5',
-    'moses-50001-1-dynamic-64-32': '4cceb900fd07e19d',
-    'moses-50001-1-dynamic-8-17': 'c78bc2ffcba1f2a5',
-    'moses-50001-1-dynamic-8-32': 'ee61f8f574cd15b6',
-    'moses-50001-1-kk-1-17': '7833e2187e21394e',
-    'moses-50001-1-kk-1-32': '8d1a335a8ecdf3c6',
-    'moses-50001-1-kk-64-17': '52d9039922c1b7e7',
-    'moses-50001-1-kk-64-32': '6d858fb1044fa460',
-    'moses-50001-1-kk-8-17': '0c6e25616f3df247',
-    'moses-50001-1-kk-8-32': '21d228f4d75a5ca7',
-    'moses-50001-1-pack-lpf-1-17': '41dc9ba24a7e8e43',
-    'moses-50001-1-pack-lpf-1-32': '9c8996665e70199d',
-    'moses-50001-1-pack-lpf-64-17': 'f458d8ca0945cf91',
-    'moses-50001-1-pack-lpf-64-32': '1c4e9858f2c18b4f',
-    'moses-50001-1-pack-lpf-8-17': 'd4de928617933d4d',
-    'moses-50001-1-pack-lpf-8-32': '8ec1f9401735ff61',
-    'moses-budget-dynamic-1-own_batch': 'd15bbc36b36bf4ec',
-    'moses-budget-dynamic-1-skip': '63cb044bc529a51a',
-    'moses-budget-dynamic-8-own_batch': 'c24c74b6c9b422bf',
-    'moses-budget-dynamic-8-skip': 'f39721e10882c3c3',
-    'moses-budget-pack-lpf-1-own_batch': '4c986450ad213b34',
-    'moses-budget-pack-lpf-1-skip': '2c8189767d57dfd1',
-    'moses-budget-pack-lpf-8-own_batch': '274befe460b0d51e',
-    'moses-budget-pack-lpf-8-skip': 'b93c4fac223d2702',
-    'moses-noshuffle-dynamic-1': '53d8a4f2509c826c',
-    'moses-noshuffle-dynamic-8': '5be1b4e440e1d4fb',
-    'moses-noshuffle-kk-8': 'ae960046e422a913',
-    'moses-noshuffle-pack-lpf-1': '8c9cab4fc7ea9927',
-    'moses-noshuffle-pack-lpf-8': '6408ed9f856ff16d',
-    'qm9-20000-0-dynamic-1-17': 'da846920183618d6',
-    'qm9-20000-0-dynamic-1-32': 'fa5dc3df13ca417d',
-    'qm9-20000-0-dynamic-64-17': '4edddb0727bc99f2',
-    'qm9-20000-0-dynamic-64-32': '00db8411925ec3f2',
-    'qm9-20000-0-dynamic-8-17': 'd0399356674280a8',
-    'qm9-20000-0-dynamic-8-32': 'ec8cf6f410b589f0',
-    'qm9-20000-0-kk-1-17': '0f695557910dcbe3',
-    'qm9-20000-0-kk-1-32': 'f16a53bec02fc763',
-    'qm9-20000-0-kk-64-17': '4f6db55311e5d437',
-    'qm9-20000-0-kk-64-32': 'bbed94b4ee029230',
-    'qm9-20000-0-kk-8-17': '98394306d657fcaa',
-    'qm9-20000-0-kk-8-32': 'ef57a55229702670',
-    'qm9-20000-0-pack-lpf-1-17': '234e86faec042374',
-    'qm9-20000-0-pack-lpf-1-32': '847a1ca2f1610041',
-    'qm9-20000-0-pack-lpf-64-17': 'cceb25183aa5307e',
-    'qm9-20000-0-pack-lpf-64-32': '288cff25575a7599',
-    'qm9-20000-0-pack-lpf-8-17': '278e3e3b2c2a2e3a',
-    'qm9-20000-0-pack-lpf-8-32': '0eeefa63c7335a7a',
-    'qm9-50001-1-dynamic-1-17': 'a886bfb1a9f04594',
-    'qm9-50001-1-dynamic-1-32': '88a06696ba122ffe',
-    'qm9-50001-1-dynamic-64-17': '5ae3d9c473e12d35',
-    'qm9-50001-1-dynamic-64-32': 'e3d11ded3683c3fc',
-    'qm9-50001-1-dynamic-8-17': 'f55ca54ffb85b830',
-    'qm9-50001-1-dynamic-8-32': 'cf3b8c0a48504228',
-    'qm9-50001-1-kk-1-17': 'fe82f4646d679528',
-    'qm9-50001-1-kk-1-32': 'e67950977a7302b7',
-    'qm9-50001-1-kk-64-17': '7ad67528cceed171',
-    'qm9-50001-1-kk-64-32': '9976f66af9e956bc',
-    'qm9-50001-1-kk-8-17': '060748fe819136da',
-    'qm9-50001-1-kk-8-32': '63664ae6de516fff',
-    'qm9-50001-1-pack-lpf-1-17': 'f47601ea966d051f',
-    'qm9-50001-1-pack-lpf-1-32': 'bb9fa8a1257efc67',
-    'qm9-50001-1-pack-lpf-64-17': '864feb67d55b63ae',
-    'qm9-50001-1-pack-lpf-64-32': '3229291a7296805e',
-    'qm9-50001-1-pack-lpf-8-17': '8a2d574bf147a8ee',
-    'qm9-50001-1-pack-lpf-8-32': '5c6e2c25ca42d973',
-    'qm9-budget-dynamic-1-own_batch': '1fafaec9220f411f',
-    'qm9-budget-dynamic-1-skip': '507723149048f246',
-    'qm9-budget-dynamic-8-own_batch': 'b20c3285566a0ee2',
-    'qm9-budget-dynamic-8-skip': '5d1c83cedcdc9a6d',
-    'qm9-budget-pack-lpf-1-own_batch': 'a04e772ababb7490',
-    'qm9-budget-pack-lpf-1-skip': 'd6cf1e91dd1d304c',
-    'qm9-budget-pack-lpf-8-own_batch': '37b0860c86b10d82',
-    'qm9-budget-pack-lpf-8-skip': '267ffd067b57eb2a',
-    'qm9-noshuffle-dynamic-1': 'b8f0028e3f5efecb',
-    'qm9-noshuffle-dynamic-8': 'c05c307aad3f9404',
-    'qm9-noshuffle-kk-8': '8cb4714936a9e4cb',
-    'qm9-noshuffle-pack-lpf-1': '6f238d398978c9e5',
-    'qm9-noshuffle-pack-lpf-8': 'f182a6af86b86a03'
+    "moses-20000-0-dynamic-1-17": "7f427276629dd1a5",
+    "moses-20000-0-dynamic-1-32": "8894245a6f111e9d",
+    "moses-20000-0-dynamic-64-17": "638e9e8de829bdcd",
+    "moses-20000-0-dynamic-64-32": "fe3e2a59f93ba9b4",
+    "moses-20000-0-dynamic-8-17": "9555e8479f60cdf5",
+    "moses-20000-0-dynamic-8-32": "5e55f8cfcf1dad0b",
+    "moses-20000-0-kk-1-17": "8e99a99f8234b80d",
+    "moses-20000-0-kk-1-32": "9a1333ac9b77712f",
+    "moses-20000-0-kk-64-17": "d52dc3116fbe8aaa",
+    "moses-20000-0-kk-64-32": "da1315f4e6d016e7",
+    "moses-20000-0-kk-8-17": "24b06aea2fcec1c9",
+    "moses-20000-0-kk-8-32": "f3fdae60b487cf9e",
+    "moses-20000-0-pack-lpf-1-17": "d09f63fb39fe0061",
+    "moses-20000-0-pack-lpf-1-32": "cabcb83082aa5528",
+    "moses-20000-0-pack-lpf-64-17": "18f78b1ff32f8db9",
+    "moses-20000-0-pack-lpf-64-32": "3f3e758002e5d180",
+    "moses-20000-0-pack-lpf-8-17": "4169df3a9a9f45df",
+    "moses-20000-0-pack-lpf-8-32": "ac63dcbf21645f77",
+    "moses-50001-1-dynamic-1-17": "f272e5dc0ec1df89",
+    "moses-50001-1-dynamic-1-32": "9c1006227724990f",
+    "moses-50001-1-dynamic-64-17": "dca92a9e529bf1d5",
+    "moses-50001-1-dynamic-64-32": "4cceb900fd07e19d",
+    "moses-50001-1-dynamic-8-17": "c78bc2ffcba1f2a5",
+    "moses-50001-1-dynamic-8-32": "ee61f8f574cd15b6",
+    "moses-50001-1-kk-1-17": "7833e2187e21394e",
+    "moses-50001-1-kk-1-32": "8d1a335a8ecdf3c6",
+    "moses-50001-1-kk-64-17": "52d9039922c1b7e7",
+    "moses-50001-1-kk-64-32": "6d858fb1044fa460",
+    "moses-50001-1-kk-8-17": "0c6e25616f3df247",
+    "moses-50001-1-kk-8-32": "21d228f4d75a5ca7",
+    "moses-50001-1-pack-lpf-1-17": "41dc9ba24a7e8e43",
+    "moses-50001-1-pack-lpf-1-32": "9c8996665e70199d",
+    "moses-50001-1-pack-lpf-64-17": "f458d8ca0945cf91",
+    "moses-50001-1-pack-lpf-64-32": "1c4e9858f2c18b4f",
+    "moses-50001-1-pack-lpf-8-17": "d4de928617933d4d",
+    "moses-50001-1-pack-lpf-8-32": "8ec1f9401735ff61",
+    "moses-budget-dynamic-1-own_batch": "d15bbc36b36bf4ec",
+    "moses-budget-dynamic-1-skip": "63cb044bc529a51a",
+    "moses-budget-dynamic-8-own_batch": "c24c74b6c9b422bf",
+    "moses-budget-dynamic-8-skip": "f39721e10882c3c3",
+    "moses-budget-pack-lpf-1-own_batch": "4c986450ad213b34",
+    "moses-budget-pack-lpf-1-skip": "2c8189767d57dfd1",
+    "moses-budget-pack-lpf-8-own_batch": "274befe460b0d51e",
+    "moses-budget-pack-lpf-8-skip": "b93c4fac223d2702",
+    "moses-noshuffle-dynamic-1": "53d8a4f2509c826c",
+    "moses-noshuffle-dynamic-8": "5be1b4e440e1d4fb",
+    "moses-noshuffle-kk-8": "ae960046e422a913",
+    "moses-noshuffle-pack-lpf-1": "8c9cab4fc7ea9927",
+    "moses-noshuffle-pack-lpf-8": "6408ed9f856ff16d",
+    "qm9-20000-0-dynamic-1-17": "da846920183618d6",
+    "qm9-20000-0-dynamic-1-32": "fa5dc3df13ca417d",
+    "qm9-20000-0-dynamic-64-17": "4edddb0727bc99f2",
+    "qm9-20000-0-dynamic-64-32": "00db8411925ec3f2",
+    "qm9-20000-0-dynamic-8-17": "d0399356674280a8",
+    "qm9-20000-0-dynamic-8-32": "ec8cf6f410b589f0",
+    "qm9-20000-0-kk-1-17": "0f695557910dcbe3",
+    "qm9-20000-0-kk-1-32": "f16a53bec02fc763",
+    "qm9-20000-0-kk-64-17": "4f6db55311e5d437",
+    "qm9-20000-0-kk-64-32": "bbed94b4ee029230",
+    "qm9-20000-0-kk-8-17": "98394306d657fcaa",
+    "qm9-20000-0-kk-8-32": "ef57a55229702670",
+    "qm9-20000-0-pack-lpf-1-17": "234e86faec042374",
+    "qm9-20000-0-pack-lpf-1-32": "847a1ca2f1610041",
+    "qm9-20000-0-pack-lpf-64-17": "cceb25183aa5307e",
+    "qm9-20000-0-pack-lpf-64-32": "288cff25575a7599",
+    "qm9-20000-0-pack-lpf-8-17": "278e3e3b2c2a2e3a",
+    "qm9-20000-0-pack-lpf-8-32": "0eeefa63c7335a7a",
+    "qm9-50001-1-dynamic-1-17": "a886bfb1a9f04594",
+    "qm9-50001-1-dynamic-1-32": "88a06696ba122ffe",
+    "qm9-50001-1-dynamic-64-17": "5ae3d9c473e12d35",
+    "qm9-50001-1-dynamic-64-32": "e3d11ded3683c3fc",
+    "qm9-50001-1-dynamic-8-17": "f55ca54ffb85b830",
+    "qm9-50001-1-dynamic-8-32": "cf3b8c0a48504228",
+    "qm9-50001-1-kk-1-17": "fe82f4646d679528",
+    "qm9-50001-1-kk-1-32": "e67950977a7302b7",
+    "qm9-50001-1-kk-64-17": "7ad67528cceed171",
+    "qm9-50001-1-kk-64-32": "9976f66af9e956bc",
+    "qm9-50001-1-kk-8-17": "060748fe819136da",
+    "qm9-50001-1-kk-8-32": "63664ae6de516fff",
+    "qm9-50001-1-pack-lpf-1-17": "f47601ea966d051f",
+    "qm9-50001-1-pack-lpf-1-32": "bb9fa8a1257efc67",
+    "qm9-50001-1-pack-lpf-64-17": "864feb67d55b63ae",
+    "qm9-50001-1-pack-lpf-64-32": "3229291a7296805e",
+    "qm9-50001-1-pack-lpf-8-17": "8a2d574bf147a8ee",
+    "qm9-50001-1-pack-lpf-8-32": "5c6e2c25ca42d973",
+    "qm9-budget-dynamic-1-own_batch": "1fafaec9220f411f",
+    "qm9-budget-dynamic-1-skip": "507723149048f246",
+    "qm9-budget-dynamic-8-own_batch": "b20c3285566a0ee2",
+    "qm9-budget-dynamic-8-skip": "5d1c83cedcdc9a6d",
+    "qm9-budget-pack-lpf-1-own_batch": "a04e772ababb7490",
+    "qm9-budget-pack-lpf-1-skip": "d6cf1e91dd1d304c",
+    "qm9-budget-pack-lpf-8-own_batch": "37b0860c86b10d82",
+    "qm9-budget-pack-lpf-8-skip": "267ffd067b57eb2a",
+    "qm9-noshuffle-dynamic-1": "b8f0028e3f5efecb",
+    "qm9-noshuffle-dynamic-8": "c05c307aad3f9404",
+    "qm9-noshuffle-kk-8": "8cb4714936a9e4cb",
+    "qm9-noshuffle-pack-lpf-1": "6f238d398978c9e5",
+    "qm9-noshuffle-pack-lpf-8": "f182a6af86b86a03",
 }
 
 
 def _table(name: str, n: int, seed: int) -> gb.GraphSizes:
-    path = (ROOT / "benchmarks" / "data" / "moses_train_sizes.npz" if name == "moses"
-            else resources.files("graphbatch") / "data" / "qm9_radius6_sizes.npz")
+    path = (
+        ROOT / "benchmarks" / "data" / "moses_train_sizes.npz"
+        if name == "moses"
+        else resources.files("graphbatch") / "data" / "qm9_radius6_sizes.npz"
+    )
     d = np.load(str(path))
     idx = np.random.default_rng(seed).integers(0, d["n_node"].shape[0], n)
     return gb.GraphSizes(d["n_node"][idx], d["n_edge"][idx])
@@ -180,19 +183,35 @@ def _cases():
             for strat in ("dynamic", "pack-lpf", "kk"):
                 for ws in (1, 8, 64):
                     for bs in (17, 32):
-                        yield (f"{name}-{n}-{seed}-{strat}-{ws}-{bs}", sizes, strat,
-                               dict(batch_size=bs, seed=seed, epoch=1, world_size=ws))
+                        yield (
+                            f"{name}-{n}-{seed}-{strat}-{ws}-{bs}",
+                            sizes,
+                            strat,
+                            dict(batch_size=bs, seed=seed, epoch=1, world_size=ws),
+                        )
     for name in ("moses", "qm9"):
         sizes = _table(name, 30000, 2)
         for strat in ("dynamic", "pack-lpf"):
             for ws in (1, 8):
                 for pol in ("skip", "own_batch"):
-                    yield (f"{name}-budget-{strat}-{ws}-{pol}", sizes, strat,
-                           dict(budget=(400, 700, 24), seed=3, world_size=ws, on_oversize=pol))
-                yield (f"{name}-noshuffle-{strat}-{ws}", sizes, strat,
-                       dict(batch_size=32, seed=3, world_size=ws, shuffle=False))
-        yield (f"{name}-noshuffle-kk-8", sizes, "kk",
-               dict(batch_size=32, seed=3, world_size=8, shuffle=False))
+                    yield (
+                        f"{name}-budget-{strat}-{ws}-{pol}",
+                        sizes,
+                        strat,
+                        dict(budget=(400, 700, 24), seed=3, world_size=ws, on_oversize=pol),
+                    )
+                yield (
+                    f"{name}-noshuffle-{strat}-{ws}",
+                    sizes,
+                    strat,
+                    dict(batch_size=32, seed=3, world_size=ws, shuffle=False),
+                )
+        yield (
+            f"{name}-noshuffle-kk-8",
+            sizes,
+            "kk",
+            dict(batch_size=32, seed=3, world_size=8, shuffle=False),
+        )
 
 
 def _check_cases(keep=lambda key: True):
@@ -240,8 +259,17 @@ def test_plan_arrays_have_the_documented_dtypes(tmp_path, strategy, world_size):
     sizes = gb.GraphSizes(sizes.n_node, sizes.n_edge, sizes.n_node * 40 + sizes.n_edge * 8)
     plan = gb.plan(sizes, strategy, batch_size=32, world_size=world_size)
     arrays = plan.to_arrays()
-    expected = {"order", "offsets", "pad_nodes", "pad_edges", "pad_graphs", "skipped",
-                "real_nodes", "real_edges", "real_cost"}
+    expected = {
+        "order",
+        "offsets",
+        "pad_nodes",
+        "pad_edges",
+        "pad_graphs",
+        "skipped",
+        "real_nodes",
+        "real_edges",
+        "real_cost",
+    }
     if world_size > 1:
         expected |= {"rank", "step"}
     assert set(arrays) - {"meta"} == expected
@@ -256,17 +284,20 @@ def test_plan_arrays_have_the_documented_dtypes(tmp_path, strategy, world_size):
 
 
 @settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 20)), min_size=1,
-                      max_size=300),
-       window=st.integers(1, 40), dtype=st.sampled_from([np.int16, np.int32, np.int64]))
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 20)), min_size=1, max_size=300),
+    window=st.integers(1, 40),
+    dtype=st.sampled_from([np.int16, np.int32, np.int64]),
+)
 def test_windowed_greedy_fill_matches_the_per_graph_loop(sizes, window, dtype):
     nodes = np.array([s[0] for s in sizes], dtype)
     edges = np.array([s[1] for s in sizes], dtype)
     budget = gb.Budget(12, 30, 5)
     with mock.patch.object(memory_mod, "GREEDY_WINDOW", window):
         offsets, rn, re_ = greedy_fill(nodes, edges, budget)
-    assert np.array_equal(offsets, greedy_offsets_reference(nodes.astype(np.int64),
-                                                            edges.astype(np.int64), budget))
+    assert np.array_equal(
+        offsets, greedy_offsets_reference(nodes.astype(np.int64), edges.astype(np.int64), budget)
+    )
     assert rn.dtype == np.int64 and re_.dtype == np.int64
     cn = np.concatenate([[0], np.cumsum(nodes, dtype=np.int64)])
     ce = np.concatenate([[0], np.cumsum(edges, dtype=np.int64)])
@@ -274,8 +305,11 @@ def test_windowed_greedy_fill_matches_the_per_graph_loop(sizes, window, dtype):
 
 
 @settings(max_examples=40, deadline=None)
-@given(costs=st.lists(st.integers(0, 50), min_size=1, max_size=400),
-       frac=st.booleans(), chunk=st.integers(1, 64))
+@given(
+    costs=st.lists(st.integers(0, 50), min_size=1, max_size=400),
+    frac=st.booleans(),
+    chunk=st.integers(1, 64),
+)
 def test_descending_order_is_the_stable_argsort(costs, frac, chunk):
     c = np.asarray(costs, np.float64) + (0.5 if frac else 0.0) * (np.arange(len(costs)) % 2)
     with mock.patch.object(memory_mod, "PARTITION_CHUNK", chunk):
@@ -285,8 +319,12 @@ def test_descending_order_is_the_stable_argsort(costs, frac, chunk):
 
 
 @settings(max_examples=40, deadline=None)
-@given(keys=st.lists(st.integers(0, 12), min_size=1, max_size=400), chunk=st.integers(1, 64),
-       seed=st.integers(0, 2**16), with_index=st.booleans())
+@given(
+    keys=st.lists(st.integers(0, 12), min_size=1, max_size=400),
+    chunk=st.integers(1, 64),
+    seed=st.integers(0, 2**16),
+    with_index=st.booleans(),
+)
 def test_group_by_key_is_the_stable_argsort(keys, chunk, seed, with_index):
     k = np.asarray(keys, np.int16)
     index = np.random.default_rng(seed).permutation(k.shape[0]) if with_index else None
@@ -311,16 +349,24 @@ def _step_fill_both(nodes, edges, budget, ranks, **kw):
     """`step_fill` vectorised (blocks of steps) and sequential (every step on its own)."""
     vec = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
     # without the order: the same batches and totals, no positions
-    lean = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True,
-                               with_order=False, **kw)
+    lean = steps_mod.step_fill(
+        nodes, edges, budget, ranks, return_totals=True, with_order=False, **kw
+    )
     assert lean[0] is None
     for a, b in zip(vec[1:], lean[1:], strict=False):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     # with the (n, e) pairs found beforehand from the graphs in another order (`dynamic`'s
     # seed pass): the same fill
     o = np.random.default_rng(nodes.shape[0]).permutation(nodes.shape[0])
-    shared = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True,
-                                 pairs=steps_mod.SizePairs(nodes[o], edges[o]), **kw)
+    shared = steps_mod.step_fill(
+        nodes,
+        edges,
+        budget,
+        ranks,
+        return_totals=True,
+        pairs=steps_mod.SizePairs(nodes[o], edges[o]),
+        **kw,
+    )
     for a, b in zip(vec, shared, strict=False):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     with mock.patch.object(memory_mod, "STEP_BLOCK_STEPS", 0):
@@ -329,27 +375,37 @@ def _step_fill_both(nodes, edges, budget, ranks, **kw):
 
 
 @settings(max_examples=60, deadline=None)
-@given(sizes=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 30)), min_size=1,
-                      max_size=400),
-       ranks=st.sampled_from([1, 2, 3, 4, 8]), cap=st.integers(0, 3),
-       fill=st.sampled_from([0.9, 0.99, 1.0]), steps=st.one_of(st.none(), st.integers(1, 60)),
-       block=st.integers(1, 9), window=st.integers(1, 50), small_table=st.booleans(),
-       dtype=st.sampled_from([np.int16, np.int64]), wide_items=st.booleans(),
-       two_counts=st.booleans())
-def test_vectorised_step_fill_equals_the_per_step_fill(sizes, ranks, cap, fill, steps, block,
-                                                       window, small_table, dtype, wide_items,
-                                                       two_counts):
+@given(
+    sizes=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 30)), min_size=1, max_size=400),
+    ranks=st.sampled_from([1, 2, 3, 4, 8]),
+    cap=st.integers(0, 3),
+    fill=st.sampled_from([0.9, 0.99, 1.0]),
+    steps=st.one_of(st.none(), st.integers(1, 60)),
+    block=st.integers(1, 9),
+    window=st.integers(1, 50),
+    small_table=st.booleans(),
+    dtype=st.sampled_from([np.int16, np.int64]),
+    wide_items=st.booleans(),
+    two_counts=st.booleans(),
+)
+def test_vectorised_step_fill_equals_the_per_step_fill(
+    sizes, ranks, cap, fill, steps, block, window, small_table, dtype, wide_items, two_counts
+):
     nodes = np.array([x[0] for x in sizes], dtype)
     edges = np.array([x[1] for x in sizes], dtype)
     budget = gb.Budget((13, 20, 40, 25)[cap], (31, 40, 90, 31)[cap], (4, 6, 9, 3)[cap])
-    with mock.patch.multiple(
-            memory_mod, STEP_BLOCK_STEPS=block, STEP_WINDOW=window,
-            STEP_BLOCK_GRAPHS=window + block), \
-            mock.patch.multiple(  # blocks cut by graphs as well as by steps
+    with (
+        mock.patch.multiple(
+            memory_mod, STEP_BLOCK_STEPS=block, STEP_WINDOW=window, STEP_BLOCK_GRAPHS=window + block
+        ),
+        mock.patch.multiple(  # blocks cut by graphs as well as by steps
             steps_mod,
             _RANK_SPAN=1 if small_table else steps_mod._RANK_SPAN,  # 1: shares compared as floats
             # int64 sort items instead of uint32 ones; node and edge totals by two counts
-            _ITEM_BITS=0 if wide_items else 32, _EXACT_FLOAT=1 if two_counts else 2**53):
+            _ITEM_BITS=0 if wide_items else 32,
+            _EXACT_FLOAT=1 if two_counts else 2**53,
+        ),
+    ):
         vec, seq = _step_fill_both(nodes, edges, budget, ranks, fill=fill, steps=steps)
     for a, b in zip(vec, seq, strict=False):
         assert a.dtype == b.dtype
@@ -357,8 +413,9 @@ def test_vectorised_step_fill_equals_the_per_step_fill(sizes, ranks, cap, fill, 
     perm, off, bn, be = vec
     assert np.array_equal(np.sort(perm), np.arange(nodes.shape[0]))
     assert (np.diff(off) <= budget.graph_capacity).all()
-    assert np.array_equal(bn, [int(nodes[perm[off[i]:off[i + 1]]].sum())
-                               for i in range(off.shape[0] - 1)])
+    assert np.array_equal(
+        bn, [int(nodes[perm[off[i] : off[i + 1]]].sum()) for i in range(off.shape[0] - 1)]
+    )
 
 
 def test_step_fill_takes_the_per_step_path_where_a_dealt_step_does_not_fit():
@@ -384,8 +441,9 @@ def test_step_fill_with_huge_counts_sums_them_apart():
     for a, b in zip(vec, seq, strict=False):
         assert np.array_equal(a, b)
     perm, off, bn, be = vec
-    assert np.array_equal(be, [int(edges[perm[off[i]:off[i + 1]]].sum())
-                               for i in range(off.shape[0] - 1)])
+    assert np.array_equal(
+        be, [int(edges[perm[off[i] : off[i + 1]]].sum()) for i in range(off.shape[0] - 1)]
+    )
 
 
 def _share_order_reference(ln, le, cap_n, cap_e):
@@ -394,15 +452,18 @@ def _share_order_reference(ln, le, cap_n, cap_e):
 
 
 @settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 900)), min_size=1,
-                      max_size=300),
-       cap_n=st.integers(0, 700), cap_e=st.integers(0, 2000))
+@given(
+    sizes=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 900)), min_size=1, max_size=300),
+    cap_n=st.integers(0, 700),
+    cap_e=st.integers(0, 2000),
+)
 def test_share_ranks_sort_like_the_float_shares(sizes, cap_n, cap_e):
     ln = np.array([x[0] for x in sizes], np.int64)
     le = np.array([x[1] for x in sizes], np.int64)
     keys = steps_mod._ShareRanks(ln, le, cap_n, cap_e).keys(ln, le)
-    assert np.array_equal(np.argsort(keys, kind="stable"),
-                          _share_order_reference(ln, le, cap_n, cap_e))
+    assert np.array_equal(
+        np.argsort(keys, kind="stable"), _share_order_reference(ln, le, cap_n, cap_e)
+    )
 
 
 def _deal_reference(end, P):
@@ -417,8 +478,11 @@ def _deal_reference(end, P):
 
 
 @settings(max_examples=60, deadline=None)
-@given(count=st.lists(st.integers(1, 9), min_size=1, max_size=60), P=st.integers(1, 40),
-       rows=st.integers(1, 50))
+@given(
+    count=st.lists(st.integers(1, 9), min_size=1, max_size=60),
+    P=st.integers(1, 40),
+    rows=st.integers(1, 50),
+)
 def test_narrow_snake_dealing_equals_the_int64_formula(count, P, rows):
     end = np.cumsum(count)
     with mock.patch.object(memory_mod, "DEAL_ROWS", rows):
@@ -428,9 +492,12 @@ def test_narrow_snake_dealing_equals_the_int64_formula(count, P, rows):
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.lists(st.integers(1, 30), min_size=1, max_size=25, unique=True),
-       seed=st.integers(0, 2**16), limits=st.sampled_from([(60, 90, 6), (100, 200, 12)]),
-       rows=st.integers(1, 40))
+@given(
+    n=st.lists(st.integers(1, 30), min_size=1, max_size=25, unique=True),
+    seed=st.integers(0, 2**16),
+    limits=st.sampled_from([(60, 90, 6), (100, 200, 12)]),
+    rows=st.integers(1, 40),
+)
 def test_balanced_pack_is_the_same_in_chunks_of_rows(n, seed, limits, rows):
     rng = np.random.default_rng(seed)
     n = np.asarray(n, np.int64)
@@ -451,10 +518,17 @@ def test_balanced_pack_is_the_same_in_chunks_of_rows(n, seed, limits, rows):
 
 
 @settings(max_examples=40, deadline=None)
-@given(pats=st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 3)),
-                                        min_size=1, max_size=4), st.integers(0, 6)),
-                     min_size=1, max_size=12),
-       chunk=st.integers(1, 30))
+@given(
+    pats=st.lists(
+        st.tuples(
+            st.lists(st.tuples(st.integers(0, 20), st.integers(1, 3)), min_size=1, max_size=4),
+            st.integers(0, 6),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    chunk=st.integers(1, 30),
+)
 def test_pattern_slots_in_chunks_equal_the_expanded_patterns(pats, chunk):
     bins = np.array([b for items, _ in pats for b, _ in items], np.int64)
     copies = np.array([c for items, _ in pats for _, c in items], np.int64)
@@ -475,8 +549,11 @@ def test_pattern_slots_in_chunks_equal_the_expanded_patterns(pats, chunk):
 
 
 @settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.integers(0, 6), min_size=1, max_size=80), chunk=st.integers(1, 20),
-       seed=st.integers(0, 2**16))
+@given(
+    sizes=st.lists(st.integers(0, 6), min_size=1, max_size=80),
+    chunk=st.integers(1, 20),
+    seed=st.integers(0, 2**16),
+)
 def test_chunked_batch_totals_equal_the_direct_sums(sizes, chunk, seed):
     counts = np.asarray(sizes, np.int64)  # graphs per batch, empty batches included
     offsets = np.concatenate([[0], np.cumsum(counts)])
@@ -484,8 +561,13 @@ def test_chunked_batch_totals_equal_the_direct_sums(sizes, chunk, seed):
     with mock.patch.object(memory_mod, "TOTALS_CHUNK", chunk):
         got = totals_mod.batch_totals(values, offsets)
     assert got.dtype == np.int64
-    assert np.array_equal(got, [int(values[offsets[i]:offsets[i + 1]].astype(np.int64).sum())
-                                for i in range(counts.shape[0])])
+    assert np.array_equal(
+        got,
+        [
+            int(values[offsets[i] : offsets[i + 1]].astype(np.int64).sum())
+            for i in range(counts.shape[0])
+        ],
+    )
 
 
 def _split_counts_reference(gpb, load, target):
@@ -499,14 +581,15 @@ def _split_counts_reference(gpb, load, target):
         k = parts.index(max(parts))
         if parts[k] < 2:
             break
-        parts[k:k + 1] = [parts[k] - parts[k] // 2, parts[k] // 2]
+        parts[k : k + 1] = [parts[k] - parts[k] // 2, parts[k] // 2]
         need -= 1
     return np.concatenate([np.asarray(c, np.int64) for c in counts])
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 300), ws=st.integers(2, 16), seed=st.integers(0, 2**16),
-       equal=st.booleans())
+@given(
+    n=st.integers(1, 300), ws=st.integers(2, 16), seed=st.integers(0, 2**16), equal=st.booleans()
+)
 def test_vectorised_split_to_multiple_equals_the_python_loop(n, ws, seed, equal):
     from graphbatch.planners._distributed import split_to_multiple
 
@@ -517,14 +600,18 @@ def test_vectorised_split_to_multiple_equals_the_python_loop(n, ws, seed, equal)
     out = split_to_multiple(plan, sizes, ws)
     target = min(-(-len(plan) // ws) * ws, n)
     load = plan.real_nodes.astype(np.float64)
-    assert np.array_equal(out.graphs_per_batch,
-                          _split_counts_reference(plan.graphs_per_batch, load, target))
+    assert np.array_equal(
+        out.graphs_per_batch, _split_counts_reference(plan.graphs_per_batch, load, target)
+    )
     out.validate(sizes)
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.lists(st.integers(0, 2**15 + 5), min_size=1, max_size=200),
-       e_top=st.sampled_from([10, 2**15 - 1, 2**15 + 10, 2**16 + 3]), seed=st.integers(0, 2**16))
+@given(
+    n=st.lists(st.integers(0, 2**15 + 5), min_size=1, max_size=200),
+    e_top=st.sampled_from([10, 2**15 - 1, 2**15 + 10, 2**16 + 3]),
+    seed=st.integers(0, 2**16),
+)
 def test_packed_sizes_gather_like_the_narrow_column_gathers(n, e_top, seed):
     rng = np.random.default_rng(seed)
     nodes = np.asarray(n, np.int64)
@@ -534,7 +621,6 @@ def test_packed_sizes_gather_like_the_narrow_column_gathers(n, e_top, seed):
     want = (memory_mod.gather_counts(nodes, index), memory_mod.gather_counts(edges, index))
     for g, w in zip(got, want, strict=False):
         assert g.dtype == w.dtype and np.array_equal(g, w)
-
 
 
 def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budget):
@@ -552,7 +638,10 @@ def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budg
     if extra <= 0 or g == 0 or take > n - p:
         return None
     cn, ce = max(budget.node_capacity, 1), max(budget.edge_capacity, 1)
-    cost = [Fraction(int(a), cn) + Fraction(int(b), ce) for a, b in zip(bin_nodes, bin_edges, strict=False)]
+    cost = [
+        Fraction(int(a), cn) + Fraction(int(b), ce)
+        for a, b in zip(bin_nodes, bin_edges, strict=False)
+    ]
     tn, te, _ = _pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
     load = [Fraction(int(a), cn) + Fraction(int(b), ce) for a, b in zip(tn, te, strict=False)]
     donors = np.array(sorted(range(p), key=lambda k: -load[k]), np.int64)
@@ -564,8 +653,10 @@ def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budg
     pack_of = np.repeat(np.arange(p), sizes)
     mean_n = Fraction(int(tn.sum()), n) or Fraction(1, 10**9)
     mean_e = Fraction(int(te.sum()), n) or Fraction(1, 10**9)
-    dist = [abs(int(a) / mean_n - 1) + abs(int(b) / mean_e - 1)
-            for a, b in zip(bin_nodes, bin_edges, strict=False)]
+    dist = [
+        abs(int(a) / mean_n - 1) + abs(int(b) / mean_e - 1)
+        for a, b in zip(bin_nodes, bin_edges, strict=False)
+    ]
     order = np.array(sorted(range(n), key=lambda k: (pack_of[k], dist[slot_bin[k]])), np.int64)
     rank = np.arange(n) - offsets[pack_of[order]]
     moved = np.zeros(n, bool)
@@ -577,13 +668,17 @@ def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budg
     new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
     new_sb = pool[np.argsort(new_pack, kind="stable")]
     out_sb = np.concatenate([slot_bin[~moved], new_sb]).astype(slot_bin.dtype)
-    out_off = np.concatenate([[0], np.cumsum(np.concatenate(
-        [sizes - give, np.full(extra, g, np.int64)]))]).astype(np.int64)
-    nn, ne, _ = _pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes,
-                             bin_edges)
+    out_off = np.concatenate(
+        [[0], np.cumsum(np.concatenate([sizes - give, np.full(extra, g, np.int64)]))]
+    ).astype(np.int64)
+    nn, ne, _ = _pack_totals(
+        new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes, bin_edges
+    )
     if nn.max() > tn.max() or ne.max() > te.max():
-        for lim_n, lim_e in ((int(tn.max()), int(te.max())),
-                             (budget.node_capacity, budget.edge_capacity)):
+        for lim_n, lim_e in (
+            (int(tn.max()), int(te.max())),
+            (budget.node_capacity, budget.edge_capacity),
+        ):
             fixed = repair_overflow(out_sb, out_off, bin_nodes, bin_edges, lim_n, lim_e)
             if fixed is not None:
                 return fixed, out_off
@@ -592,8 +687,12 @@ def _spread_packs_reference(slot_bin, offsets, count, bin_nodes, bin_edges, budg
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**16), packs=st.integers(2, 40), extra=st.integers(1, 6),
-       cap=st.sampled_from([(400, 900, 40), (60, 120, 12)]))
+@given(
+    seed=st.integers(0, 2**16),
+    packs=st.integers(2, 40),
+    extra=st.integers(1, 6),
+    cap=st.sampled_from([(400, 900, 40), (60, 120, 12)]),
+)
 def test_lean_spread_packs_equals_the_per_slot_form(seed, packs, extra, cap):
     from graphbatch.packing._candidates import spread_packs
 
@@ -605,8 +704,7 @@ def test_lean_spread_packs_equals_the_per_slot_form(seed, packs, extra, cap):
     slot_bin = rng.integers(0, 15, int(offsets[-1])).astype(np.int16)
     budget = gb.Budget(*cap)
     got = spread_packs(slot_bin, offsets, packs + extra, bin_nodes, bin_edges, budget)
-    want = _spread_packs_reference(slot_bin, offsets, packs + extra, bin_nodes, bin_edges,
-                                   budget)
+    want = _spread_packs_reference(slot_bin, offsets, packs + extra, bin_nodes, bin_edges, budget)
     assert (got is None) == (want is None)
     if got is not None:
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
@@ -632,11 +730,17 @@ def test_balanced_ldm_with_lazy_rows_equals_the_value_matrix_form(n, b, seed):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.lists(st.integers(0, 2**15 - 1), min_size=1, max_size=300),
-       e_top=st.sampled_from([10, 2**15 - 1, 2**15 + 10, 2**16 - 1]), seed=st.integers(0, 2**16),
-       subset=st.booleans(), with_order=st.booleans(), views=st.booleans())
-def test_packed_sizes_shuffled_equals_a_permutation_and_a_gather(n, e_top, seed, subset,
-                                                                  with_order, views):
+@given(
+    n=st.lists(st.integers(0, 2**15 - 1), min_size=1, max_size=300),
+    e_top=st.sampled_from([10, 2**15 - 1, 2**15 + 10, 2**16 - 1]),
+    seed=st.integers(0, 2**16),
+    subset=st.booleans(),
+    with_order=st.booleans(),
+    views=st.booleans(),
+)
+def test_packed_sizes_shuffled_equals_a_permutation_and_a_gather(
+    n, e_top, seed, subset, with_order, views
+):
     # the sizes carried through an int64 shuffle: the same draws as shuffling an int32 arange
     # (as `rng.permutation` draws) and gathering afterwards; chunk seams crossed
     with pytest.MonkeyPatch.context() as mp:
@@ -657,8 +761,9 @@ def _check_shuffled(n, e_top, seed, subset, with_order, views):
     np.random.default_rng(seed + 1).shuffle(perm)
     assert np.array_equal(perm, np.random.default_rng(seed + 1).permutation(k))
     want_order = perm if sub is None else sub[perm]
-    order, got_n, got_e = packed.shuffled(np.random.default_rng(seed + 1), sub,
-                                          with_order=with_order)
+    order, got_n, got_e = packed.shuffled(
+        np.random.default_rng(seed + 1), sub, with_order=with_order
+    )
     want_n, want_e = packed.gather(want_order)
     assert got_n.dtype == np.int16 and np.array_equal(got_n, want_n)
     assert got_e.dtype in (want_e.dtype, np.uint16) and np.array_equal(got_e, want_e)
@@ -670,8 +775,13 @@ def _check_shuffled(n, e_top, seed, subset, with_order, views):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 400), b=st.integers(2, 40), seed=st.integers(0, 2**16),
-       chunk=st.integers(1, 64), two=st.booleans())
+@given(
+    n=st.integers(1, 400),
+    b=st.integers(2, 40),
+    seed=st.integers(0, 2**16),
+    chunk=st.integers(1, 64),
+    two=st.booleans(),
+)
 def test_swap_repair_with_dummy_rows_equals_the_identity_gathers(n, b, seed, chunk, two):
     # the real entries told by each column's dummy row, or by gathering the identities (the
     # form used when a column holds two dummies): the same swaps
@@ -694,8 +804,10 @@ def test_swap_repair_with_dummy_rows_equals_the_identity_gathers(n, b, seed, chu
 
 
 @settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 90)), min_size=0,
-                      max_size=60), chunk=st.integers(1, 9))
+@given(
+    sizes=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 90)), min_size=0, max_size=60),
+    chunk=st.integers(1, 9),
+)
 def test_any_oversize_in_chunks_is_the_whole_array_test(sizes, chunk):
     nodes = np.array([x[0] for x in sizes], np.int64)
     edges = np.array([x[1] for x in sizes], np.int64)
@@ -706,8 +818,9 @@ def test_any_oversize_in_chunks_is_the_whole_array_test(sizes, chunk):
         assert totals_mod.any_oversize(nodes, edges, budget) == want
 
 
-def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
-                    target: int | None = None, stop=None) -> int:
+def _refine_reference(
+    value: np.ndarray, ident: np.ndarray, passes: int, target: int | None = None, stop=None
+) -> int:
     """`refine_in_place` before the pairs that cannot swap were skipped and the loads kept
     current (every pair searched, every load summed again each pass): the form it must equal.
     Integer entries (issue 26): the search in doubled units, one global shift per pair."""
@@ -718,7 +831,7 @@ def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
     swaps = 0
     pairs = np.arange(half)
     step = max(1, memory_mod.REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
-    vmax = max(int(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
+    vmax = max(int(np.abs(value[:, c0 : c0 + step]).max()) for c0 in range(0, b, step))
     # dummies never move: with at most one a column, its row (or -1) tells the real entries
     # without gathering the identities of every pair's columns
     dummy_row = partition_mod._dummy_rows(ident, step)
@@ -797,11 +910,19 @@ def _refine_reference(value: np.ndarray, ident: np.ndarray, passes: int,
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(1, 500), b=st.integers(2, 60), seed=st.integers(0, 2**16),
-       chunk=st.integers(1, 200), whole=st.booleans(), top=st.sampled_from([3, 50, 10_000]),
-       passes=st.integers(0, 8), dummies=st.booleans())
+@given(
+    n=st.integers(1, 500),
+    b=st.integers(2, 60),
+    seed=st.integers(0, 2**16),
+    chunk=st.integers(1, 200),
+    whole=st.booleans(),
+    top=st.sampled_from([3, 50, 10_000]),
+    passes=st.integers(0, 8),
+    dummies=st.booleans(),
+)
 def test_swap_repair_searching_only_pairs_that_can_swap_equals_the_full_search(
-        n, b, seed, chunk, whole, top, passes, dummies):
+    n, b, seed, chunk, whole, top, passes, dummies
+):
     # pairs whose gap is at most 1 cannot swap (integer costs); loads kept current instead
     # of summed again: the same swaps, in the same order, as searching every pair
     rng = np.random.default_rng(seed)
@@ -822,8 +943,12 @@ def test_swap_repair_searching_only_pairs_that_can_swap_equals_the_full_search(
 
 
 @settings(max_examples=60, deadline=None)
-@given(costs=st.lists(st.integers(0, 40), min_size=1, max_size=300), b=st.integers(1, 30),
-       chunk=st.integers(1, 70), frac=st.booleans())
+@given(
+    costs=st.lists(st.integers(0, 40), min_size=1, max_size=300),
+    b=st.integers(1, 30),
+    chunk=st.integers(1, 70),
+    frac=st.booleans(),
+)
 def test_round_matrix_values_from_the_counting_sort_in_chunks(costs, b, chunk, frac):
     # small costs: the values are the counting sort's keys repeated chunk by chunk; costs
     # above the counting range: gathered; either way the costs of the graphs the matrix names
@@ -835,14 +960,17 @@ def test_round_matrix_values_from_the_counting_sort_in_chunks(costs, b, chunk, f
         value, ident = round_matrix(c, b)
     assert value.dtype == np.int64
     assert np.array_equal(value, np.where(ident >= 0, c[np.maximum(ident, 0)], 0))
-    assert np.array_equal(ident.ravel()[:c.shape[0]], np.argsort(-c, kind="stable"))
+    assert np.array_equal(ident.ravel()[: c.shape[0]], np.argsort(-c, kind="stable"))
     with pytest.raises(gb.InputError, match="integers"):
         round_matrix(c + 0.5, b)
 
+
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(0, 200), spans=st.lists(st.sampled_from([1, 2, 5, 300, 2**17, 2**40]),
-                                             min_size=1, max_size=6),
-       seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(0, 200),
+    spans=st.lists(st.sampled_from([1, 2, 5, 300, 2**17, 2**40]), min_size=1, max_size=6),
+    seed=st.integers(0, 2**16),
+)
 def test_stable_lexsort_equals_the_lexsort_with_the_index_key(n, spans, seed):
     # `balanced_sequence` drops constant keys and folds the others into one key (a radix sort
     # below 2**16 values, lexsort when the ranges overflow): the order of np.lexsort
@@ -854,8 +982,12 @@ def test_stable_lexsort_equals_the_lexsort_with_the_index_key(n, spans, seed):
 
 
 @settings(max_examples=60, deadline=None)
-@given(counts=st.lists(st.integers(0, 9), min_size=1, max_size=60), seed=st.integers(0, 2**16),
-       chunk=st.integers(1, 20), narrow=st.booleans())
+@given(
+    counts=st.lists(st.integers(0, 9), min_size=1, max_size=60),
+    seed=st.integers(0, 2**16),
+    chunk=st.integers(1, 20),
+    narrow=st.booleans(),
+)
 def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chunk, narrow):
     # batches of the new plan read from their old places, chunk by chunk: the slices joined
     rng = np.random.default_rng(seed)
@@ -865,18 +997,22 @@ def test_chunked_gather_batches_equals_the_slice_concatenation(counts, seed, chu
     perm = rng.permutation(counts.shape[0])
     starts, new_counts = old_offsets[:-1][perm], counts[perm]
     offsets = np.concatenate([[0], np.cumsum(new_counts)])
-    want = np.concatenate([order[s:s + c] for s, c in zip(starts, new_counts, strict=False)])
+    want = np.concatenate([order[s : s + c] for s, c in zip(starts, new_counts, strict=False)])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(memory_mod, "BATCH_GATHER_CHUNK", chunk)
         got = memory_mod.gather_batches(
-            order, starts.astype(np.int32) if narrow else starts, offsets)
+            order, starts.astype(np.int32) if narrow else starts, offsets
+        )
     assert got.dtype == order.dtype and np.array_equal(got, want)
 
 
 @settings(max_examples=60, deadline=None)
-@given(sizes=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 20)), min_size=0,
-                      max_size=300),
-       window=st.integers(1, 40), extra=st.integers(-30, 30), totals=st.booleans())
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 20)), min_size=0, max_size=300),
+    window=st.integers(1, 40),
+    extra=st.integers(-30, 30),
+    totals=st.booleans(),
+)
 def test_greedy_fill_stops_only_once_the_count_is_reached(sizes, window, extra, totals):
     # `dynamic` keeps its step fill when the greedy fill needs at least a number of batches:
     # the fill stops early (None) exactly when its full count reaches that number
@@ -892,7 +1028,10 @@ def test_greedy_fill_stops_only_once_the_count_is_reached(sizes, window, extra, 
     if count >= stop_at:
         assert got is None
     else:
-        assert got is not None and all(np.array_equal(a, b) for a, b in zip(got, full, strict=False))
+        assert got is not None and all(
+            np.array_equal(a, b) for a, b in zip(got, full, strict=False)
+        )
+
 
 # ------------------------------------------------------- pack-lpf kernels (issue 17, round 4)
 def _assign_reference(slot_bin, pack_offsets, graph_bin, graph_ids, assign_rng, order_rng):
@@ -910,7 +1049,7 @@ def _assign_reference(slot_bin, pack_offsets, graph_bin, graph_ids, assign_rng, 
         g_pos = np.argsort(graph_bin, kind="stable").astype(np.int32)
         ends = np.cumsum(per)
         for b in np.flatnonzero(per > 1).tolist():
-            assign_rng.shuffle(g_pos[ends[b] - per[b]:ends[b]])
+            assign_rng.shuffle(g_pos[ends[b] - per[b] : ends[b]])
     slot_graph = np.empty(m, np.int64)
     slot_graph[np.argsort(slot_bin, kind="stable")] = g_pos
     if graph_ids is not None:
@@ -929,13 +1068,22 @@ def _assign_reference(slot_bin, pack_offsets, graph_bin, graph_ids, assign_rng, 
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**16), packs=st.integers(1, 40), width=st.integers(1, 9),
-       bins=st.integers(1, 12), full=st.booleans(), ids=st.booleans(), same=st.booleans(),
-       sort_chunk=st.integers(1, 50), rows_chunk=st.integers(1, 60))
-def test_assign_graphs_equals_the_reference_form(seed, packs, width, bins, full, ids, same,
-                                                  sort_chunk, rows_chunk):
+@given(
+    seed=st.integers(0, 2**16),
+    packs=st.integers(1, 40),
+    width=st.integers(1, 9),
+    bins=st.integers(1, 12),
+    full=st.booleans(),
+    ids=st.booleans(),
+    same=st.booleans(),
+    sort_chunk=st.integers(1, 50),
+    rows_chunk=st.integers(1, 60),
+)
+def test_assign_graphs_equals_the_reference_form(
+    seed, packs, width, bins, full, ids, same, sort_chunk, rows_chunk
+):
     g = np.random.default_rng(seed)
-    sizes = (np.full(packs, width) if full else g.integers(0, width + 1, packs))
+    sizes = np.full(packs, width) if full else g.integers(0, width + 1, packs)
     sizes[g.integers(0, packs)] = width  # the largest pack holds `width` graphs
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     m = int(offsets[-1])
@@ -948,10 +1096,19 @@ def test_assign_graphs_equals_the_reference_form(seed, packs, width, bins, full,
         return a, (a if same else np.random.default_rng(seed + 2))
 
     a1, o1 = rngs()
-    with mock.patch.object(memory_mod, "SORT_CHUNK", sort_chunk), \
-            mock.patch.object(memory_mod, "ASSIGN_ROWS_CHUNK", rows_chunk):
-        got = assign_mod.assign_graphs(slot_bin, offsets, graph_bin, graph_ids, assign_rng=a1,
-                                       order_rng=o1, return_pack_order=True)
+    with (
+        mock.patch.object(memory_mod, "SORT_CHUNK", sort_chunk),
+        mock.patch.object(memory_mod, "ASSIGN_ROWS_CHUNK", rows_chunk),
+    ):
+        got = assign_mod.assign_graphs(
+            slot_bin,
+            offsets,
+            graph_bin,
+            graph_ids,
+            assign_rng=a1,
+            order_rng=o1,
+            return_pack_order=True,
+        )
     a2, o2 = rngs()
     want = _assign_reference(slot_bin, offsets, graph_bin, graph_ids, a2, o2)
     for x, y in zip(got, want, strict=False):
@@ -962,8 +1119,11 @@ def test_assign_graphs_equals_the_reference_form(seed, packs, width, bins, full,
 
 
 @settings(max_examples=40, deadline=None)
-@given(keys=st.lists(st.integers(0, 12), min_size=1, max_size=400), chunk=st.integers(1, 64),
-       seed=st.integers(0, 2**16))
+@given(
+    keys=st.lists(st.integers(0, 12), min_size=1, max_size=400),
+    chunk=st.integers(1, 64),
+    seed=st.integers(0, 2**16),
+)
 def test_group_by_key_with_a_lookup_and_values_is_the_stable_argsort(keys, chunk, seed):
     k = np.asarray(keys, np.int16)
     g = np.random.default_rng(seed)
@@ -978,8 +1138,13 @@ def test_group_by_key_with_a_lookup_and_values_is_the_stable_argsort(keys, chunk
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**16), n=st.integers(1, 600), packs=st.integers(1, 40),
-       bins=st.integers(1, 30), chunk=st.integers(1, 64))
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 600),
+    packs=st.integers(1, 40),
+    bins=st.integers(1, 30),
+    chunk=st.integers(1, 64),
+)
 def test_cost_round_matrix_of_bins_equals_the_identity_form(seed, n, packs, bins, chunk):
     """`_cost_round_matrix` (bins from the counting sort on) against `round_matrix` +
     `balanced_ldm` on the per-graph costs, the bins taken from the identities; then the swap
@@ -994,8 +1159,9 @@ def test_cost_round_matrix_of_bins_equals_the_identity_form(seed, n, packs, bins
     cost = bin_cost[graph_bin]
     value_ref, ident = balanced_ldm(*round_matrix(cost, packs))
     with mock.patch.object(memory_mod, "SORT_CHUNK", chunk):
-        value, bins_m, total = _cost_round_matrix(graph_bin, bin_cost,
-                                                  np.bincount(graph_bin, minlength=bins), packs)
+        value, bins_m, total = _cost_round_matrix(
+            graph_bin, bin_cost, np.bincount(graph_bin, minlength=bins), packs
+        )
     assert np.array_equal(value, value_ref)
     assert np.array_equal(bins_m, np.where(ident >= 0, graph_bin[np.maximum(ident, 0)], -1))
     assert total == cost.sum()
@@ -1006,8 +1172,12 @@ def test_cost_round_matrix_of_bins_equals_the_identity_form(seed, n, packs, bins
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**16), packs=st.integers(1, 30), huge=st.booleans(),
-       chunk=st.integers(1, 64))
+@given(
+    seed=st.integers(0, 2**16),
+    packs=st.integers(1, 30),
+    huge=st.booleans(),
+    chunk=st.integers(1, 64),
+)
 def test_pack_totals_in_one_sum_equal_the_column_sums(seed, packs, huge, chunk):
     from graphbatch.packing._totals import pack_totals as _pack_totals
 
@@ -1039,22 +1209,31 @@ def test_pack_lpf_without_oversize_graphs_still_checks_the_policy():
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(8, 300), ws=st.integers(2, 9), seed=st.integers(0, 2**16),
-       strategy=st.sampled_from(["dynamic", "pack-lpf", "kk"]), chunk=st.integers(1, 50),
-       shuffle=st.booleans())
-def test_distribute_plan_consuming_the_plan_gives_the_same_plan(n, ws, seed, strategy, chunk,
-                                                                 shuffle):
+@given(
+    n=st.integers(8, 300),
+    ws=st.integers(2, 9),
+    seed=st.integers(0, 2**16),
+    strategy=st.sampled_from(["dynamic", "pack-lpf", "kk"]),
+    chunk=st.integers(1, 50),
+    shuffle=st.booleans(),
+)
+def test_distribute_plan_consuming_the_plan_gives_the_same_plan(
+    n, ws, seed, strategy, chunk, shuffle
+):
     # an owned plan (`plan_for_ranks`): the new order is gathered as int32 and written over
     # the given plan's order
     from graphbatch.planners._distributed import _distribute, distribute_plan
+
     rng = np.random.default_rng(seed)
     sizes = gb.GraphSizes(rng.integers(1, 30, n), rng.integers(0, 60, n))
     options = {} if strategy == "kk" else dict(on_oversize="own_batch")
     single = gb.plan(sizes, strategy, batch_size=8, seed=seed, shuffle=shuffle, **options)
     kw = dict(seed=seed, epoch=2, shuffle=shuffle, sizes=sizes)
     want = distribute_plan(single, ws, **kw).to_arrays()
-    with mock.patch.object(memory_mod, "WIDEN_CHUNK", chunk), \
-            mock.patch.object(memory_mod, "BATCH_GATHER_CHUNK", chunk):
+    with (
+        mock.patch.object(memory_mod, "WIDEN_CHUNK", chunk),
+        mock.patch.object(memory_mod, "BATCH_GATHER_CHUNK", chunk),
+    ):
         got = _distribute(single, ws, owned=True, **kw)
     assert got.order.dtype == np.int64
     got = got.to_arrays()

@@ -29,8 +29,12 @@ def check_within_shape(plan: gb.BatchPlan, sizes: gb.GraphSizes) -> None:
         assert len(idx) <= plan.pad_graphs[b] - 1  # one padding graph reserved
 
 
-@given(sizes=size_tables(), strategy=st.sampled_from(FOUNDATION),
-       batch_size=st.integers(2, 40), epoch=st.integers(0, 5))
+@given(
+    sizes=size_tables(),
+    strategy=st.sampled_from(FOUNDATION),
+    batch_size=st.integers(2, 40),
+    epoch=st.integers(0, 5),
+)
 def test_every_graph_once_and_within_shape(sizes, strategy, batch_size, epoch):
     plan = gb.plan(sizes, strategy, batch_size=batch_size, epoch=epoch, on_oversize="own_batch")
     check_exactly_once(plan, len(sizes))
@@ -64,14 +68,19 @@ def test_fixed_shape_strategies_emit_one_shape(sizes, batch_size):
         assert plan.stats().distinct_shapes <= 1
 
 
-@given(sizes=size_tables(max_graphs=400), n_node=st.integers(2, 200),
-       n_edge=st.integers(0, 800), n_graph=st.integers(2, 40))
+@given(
+    sizes=size_tables(max_graphs=400),
+    n_node=st.integers(2, 200),
+    n_edge=st.integers(0, 800),
+    n_graph=st.integers(2, 40),
+)
 def test_greedy_matches_reference_loop(sizes, n_node, n_edge, n_graph):
     budget = gb.Budget(n_node, n_edge, n_graph)
     fits = (sizes.n_node <= budget.node_capacity) & (sizes.n_edge <= budget.edge_capacity)
     nodes, edges = sizes.n_node[fits], sizes.n_edge[fits]
-    assert np.array_equal(greedy_offsets(nodes, edges, budget),
-                          greedy_offsets_reference(nodes, edges, budget))
+    assert np.array_equal(
+        greedy_offsets(nodes, edges, budget), greedy_offsets_reference(nodes, edges, budget)
+    )
 
 
 def test_static_exact_values():
@@ -104,8 +113,11 @@ def test_dynamic_budget_from_batch_size_is_algorithm1(molecule_sizes):
     p = gb.plan(molecule_sizes, "dynamic", batch_size=32, sample_size=None)
     mean_v = molecule_sizes.n_node.mean()
     mean_e = molecule_sizes.n_edge.mean()
-    assert p.meta["budget"] == [gb.round_up(int(np.ceil(mean_v * 32)), 64),
-                                gb.round_up(int(np.ceil(mean_e * 32)), 64), 32]
+    assert p.meta["budget"] == [
+        gb.round_up(int(np.ceil(mean_v * 32)), 64),
+        gb.round_up(int(np.ceil(mean_e * 32)), 64),
+        32,
+    ]
 
 
 def test_oversize_policies():
@@ -163,12 +175,26 @@ def test_validate_catches_violations(molecule_sizes):
     arrays = p.to_arrays()
     bad_order = arrays["order"].copy()
     bad_order[0] = bad_order[1]
-    bad = gb.BatchPlan(bad_order, p.offsets, p.pad_nodes, p.pad_edges, p.pad_graphs,
-                       real_nodes=p.real_nodes, real_edges=p.real_edges)
+    bad = gb.BatchPlan(
+        bad_order,
+        p.offsets,
+        p.pad_nodes,
+        p.pad_edges,
+        p.pad_graphs,
+        real_nodes=p.real_nodes,
+        real_edges=p.real_edges,
+    )
     with pytest.raises(ValueError, match="exactly once"):
         bad.validate(molecule_sizes)
-    small = gb.BatchPlan(p.order, p.offsets, p.real_nodes, p.pad_edges, p.pad_graphs,
-                         real_nodes=p.real_nodes, real_edges=p.real_edges)
+    small = gb.BatchPlan(
+        p.order,
+        p.offsets,
+        p.real_nodes,
+        p.pad_edges,
+        p.pad_graphs,
+        real_nodes=p.real_nodes,
+        real_edges=p.real_edges,
+    )
     with pytest.raises(ValueError, match="over its padded shape"):
         small.validate()
 

@@ -54,12 +54,16 @@ class Source:
 
 
 def test_the_core_module_imports_no_framework():
-    assert not any(m.split(".")[0] in ("torch", "jax", "jraph", "torch_geometric")
-                   for m in imports_of(SRC / "_prefetch.py"))
-    code = ("import sys, graphbatch._prefetch; "
-            "print([m for m in ('torch', 'jax') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    assert not any(
+        m.split(".")[0] in ("torch", "jax", "jraph", "torch_geometric")
+        for m in imports_of(SRC / "_prefetch.py")
+    )
+    code = (
+        "import sys, graphbatch._prefetch; print([m for m in ('torch', 'jax') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "[]"
 
 

@@ -24,8 +24,10 @@ from graphbatch.report._html import HtmlPage
 
 BENCH_FIGURES = ("fig-bench-timing", "fig-bench-compile", "fig-bench-memory")
 TUNE_FIGURES = ("fig-tune-fit",)  # only with a tune result (tests/test_tune.py)
-IMG_RE = re.compile(r'<figure class="gb-figure" id="([^"]+)"><img[^>]*'
-                    r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+IMG_RE = re.compile(
+    r'<figure class="gb-figure" id="([^"]+)"><img[^>]*'
+    r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"'
+)
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -49,16 +51,23 @@ def bench_records():
         for strategy in ("dynamic", "static-64", "static-pow2"):
             for bs in (16, 32, 64):
                 for rep in range(2):
-                    recs.append({
-                        "model": model, "strategy": strategy, "batch_size": bs, "repeat": rep,
-                        "compiles": {"dynamic": 1, "static-64": 40, "static-pow2": 4}[strategy],
-                        "compile_s": float(rng.uniform(1, 3)),
-                        "step_ms_mean": 0.3 * bs + float(rng.uniform()),
-                        "step_ms_median": 0.25 * bs + float(rng.uniform()),
-                        "update_ms_median": 0.2 * bs, "batching_ms_median": 0.5,
-                        "graphs_per_s": float(rng.uniform(900, 1100)),
-                        "peak_mem_bytes": bs * 2**21, "test_rmse": float(rng.uniform(0.1, 0.2)),
-                    })
+                    recs.append(
+                        {
+                            "model": model,
+                            "strategy": strategy,
+                            "batch_size": bs,
+                            "repeat": rep,
+                            "compiles": {"dynamic": 1, "static-64": 40, "static-pow2": 4}[strategy],
+                            "compile_s": float(rng.uniform(1, 3)),
+                            "step_ms_mean": 0.3 * bs + float(rng.uniform()),
+                            "step_ms_median": 0.25 * bs + float(rng.uniform()),
+                            "update_ms_median": 0.2 * bs,
+                            "batching_ms_median": 0.5,
+                            "graphs_per_s": float(rng.uniform(900, 1100)),
+                            "peak_mem_bytes": bs * 2**21,
+                            "test_rmse": float(rng.uniform(0.1, 0.2)),
+                        }
+                    )
     return recs
 
 
@@ -71,8 +80,21 @@ def report(tmp_path_factory):
     bench = d / "bench.json"
     bench.write_text(json.dumps(bench_records()))
     out = d / "report.html"
-    rc = main(["report", str(sizes_path), "--bench", str(bench), "--batch-size", "16",
-               "--out", str(out), "--quiet", "--dpi", "60"])
+    rc = main(
+        [
+            "report",
+            str(sizes_path),
+            "--bench",
+            str(bench),
+            "--batch-size",
+            "16",
+            "--out",
+            str(out),
+            "--quiet",
+            "--dpi",
+            "60",
+        ]
+    )
     assert rc == 0
     return out, out.read_text(encoding="utf-8")
 
@@ -81,8 +103,11 @@ def test_report_figures_embedded(report):
     _, html = report
     figures = dict(IMG_RE.findall(html))
     limits = search_limits_if_available(sizes_table(), max_graphs=16)
-    expected = [f for f in REPORT_FIGURES if (f != "fig-limits" or limits.available)
-                and f not in TUNE_FIGURES]
+    expected = [
+        f
+        for f in REPORT_FIGURES
+        if (f != "fig-limits" or limits.available) and f not in TUNE_FIGURES
+    ]
     assert sorted(figures) == sorted(expected)
     for fig_id, b64 in figures.items():
         w, h = png_size(base64.b64decode(b64))
@@ -91,8 +116,8 @@ def test_report_figures_embedded(report):
         assert re.search(r'<figure class="unavailable" id="fig-limits">.*unavailable', html)
         assert limits.reason in html
     # the tables are there, one row per registered strategy
-    compare = html[html.index('id="table-compare"'):]
-    compare = compare[:compare.index("</table>")]
+    compare = html[html.index('id="table-compare"') :]
+    compare = compare[: compare.index("</table>")]
     # one row per comparison run: every registered strategy, buckets once per listed K
     from graphbatch.analysis._compare import comparison_variants
 
@@ -115,14 +140,27 @@ def gb_report(sizes, **kw):
 
 
 def test_report_with_given_limits_and_no_bench():
-    recs = [{"max_nodes": 40, "max_edges": 90, "max_graphs": 8, "node_eff": 0.9,
-             "edge_eff": 0.8, "harmonic_mean": 2 / (1 / 0.9 + 1 / 0.8)},
-            {"max_nodes": 30, "max_edges": 80, "max_graphs": 8, "node_eff": 0.5,
-             "edge_eff": 0.6, "harmonic_mean": 2 / (1 / 0.5 + 1 / 0.6)}]
+    recs = [
+        {
+            "max_nodes": 40,
+            "max_edges": 90,
+            "max_graphs": 8,
+            "node_eff": 0.9,
+            "edge_eff": 0.8,
+            "harmonic_mean": 2 / (1 / 0.9 + 1 / 0.8),
+        },
+        {
+            "max_nodes": 30,
+            "max_edges": 80,
+            "max_graphs": 8,
+            "node_eff": 0.5,
+            "edge_eff": 0.6,
+            "harmonic_mean": 2 / (1 / 0.5 + 1 / 0.6),
+        },
+    ]
     html = gb_report(sizes_table(200), batch_size=8, limits=LimitSearch(recs), dpi=50)
     ids = dict(IMG_RE.findall(html))
-    assert sorted(ids) == sorted(f for f in REPORT_FIGURES
-                                 if f not in BENCH_FIGURES + TUNE_FIGURES)
+    assert sorted(ids) == sorted(f for f in REPORT_FIGURES if f not in BENCH_FIGURES + TUNE_FIGURES)
     assert 'id="table-limits"' in html and 'id="table-bench"' not in html
 
 
@@ -140,8 +178,16 @@ def test_limits_heatmap_marks_optimum():
     for v in (20, 30, 40):
         for e in (50, 60, 70):
             ne, ee = 1 - abs(v - 30) / 100, 1 - abs(e - 60) / 100
-            recs.append({"max_nodes": v, "max_edges": e, "max_graphs": 8, "node_eff": ne,
-                         "edge_eff": ee, "harmonic_mean": 2 / (1 / ne + 1 / ee)})
+            recs.append(
+                {
+                    "max_nodes": v,
+                    "max_edges": e,
+                    "max_graphs": 8,
+                    "node_eff": ne,
+                    "edge_eff": ee,
+                    "harmonic_mean": 2 / (1 / ne + 1 / ee),
+                }
+            )
     recs.sort(key=lambda r: -r["harmonic_mean"])
     fig = F.fig_limits_heatmap(recs)
     ax = fig.axes[0]
@@ -169,8 +215,10 @@ def test_report_cli_errors(tmp_path, capsys):
     sizes_table(50).save(sizes_path)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{k: 1 for k in BENCH_KEYS if k != "peak_mem_bytes"}]))
-    assert main(["report", str(sizes_path), "--bench", str(bad), "--out",
-                 str(tmp_path / "r.html")]) == 2
+    assert (
+        main(["report", str(sizes_path), "--bench", str(bad), "--out", str(tmp_path / "r.html")])
+        == 2
+    )
     assert "peak_mem_bytes" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
     with pytest.raises(SystemExit):
@@ -184,8 +232,12 @@ def test_demo_prints_table_and_path(tmp_path, capsys):
     sizes_path = tmp_path / "s.npz"
     sizes_table(300).save(sizes_path)
     out = tmp_path / "demo.html"
-    assert demo_main(["--sizes", str(sizes_path), "--batch-size", "8", "--out", str(out),
-                      "--dpi", "50"]) == 0
+    assert (
+        demo_main(
+            ["--sizes", str(sizes_path), "--batch-size", "8", "--out", str(out), "--dpi", "50"]
+        )
+        == 0
+    )
     cap = capsys.readouterr()
     assert f"report: {out.resolve()}" in cap.out
     for name in gb.strategy_names():
@@ -209,9 +261,16 @@ def test_synthetic_default_is_labelled():
 
 # ------------------------------------------------------------------ chromium
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--hide-scrollbars")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+)
 
 
 def chromium(tmp_path, *args):

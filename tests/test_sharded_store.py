@@ -48,8 +48,9 @@ QM9_N = 420
 @pytest.fixture(scope="module")
 def cluster():
     """A local Dask cluster of 2 thread workers in this process (fast to start)."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=":0") as c:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+    ) as c:
         yield c.scheduler_address
 
 
@@ -80,7 +81,7 @@ def test_sharded_store_equals_single_file_build(qm9):
     sa, sb = a.graph_sizes(), b.graph_sizes()
     for key in ("n_node", "n_edge", "n_bytes"):
         assert np.array_equal(getattr(sa, key), getattr(sb, key)), key
-    assert not any(s is not None for s in b._shards)       # sizes came from the manifest only
+    assert not any(s is not None for s in b._shards)  # sizes came from the manifest only
     for i in range(len(a)):
         ga, gb_ = a.read_graph(i), b[i]
         assert ga.keys() == gb_.keys()
@@ -117,18 +118,34 @@ def test_moses_ids_and_failures_are_global_record_indices(tmp_path, cluster):
     """Invalid SMILES in several partitions: failed_index and the graph ids equal the
     single-file build's (partition offsets added)."""
     pytest.importorskip("rdkit")
-    smiles = ["CCO", "c1ccccc1", "not-a-smiles", "CC(=O)O", "N#N", "C1CC", "CCN(CC)CC",
-              "O=C=O", "xyz", "CC", "CCCC", "c1ccncc1", "C(", "OCCO", "CS(=O)C", "F"]
+    smiles = [
+        "CCO",
+        "c1ccccc1",
+        "not-a-smiles",
+        "CC(=O)O",
+        "N#N",
+        "C1CC",
+        "CCN(CC)CC",
+        "O=C=O",
+        "xyz",
+        "CC",
+        "CCCC",
+        "c1ccncc1",
+        "C(",
+        "OCCO",
+        "CS(=O)C",
+        "F",
+    ]
     csv = tmp_path / "m.csv"
     csv.write_text("SMILES,SPLIT\n" + "".join(f"{s},train\n" for s in smiles))
     single = GraphStore(build_store("moses", tmp_path / "one.h5", source=csv, workers=1).path)
-    rep = build_sharded_store("moses", tmp_path / "set" / "m.json", shards=5, source=csv,
-                              address=cluster)
+    rep = build_sharded_store(
+        "moses", tmp_path / "set" / "m.json", shards=5, source=csv, address=cluster
+    )
     sharded = GraphStore(rep.path)
     assert single.failed_index.tolist() == [2, 5, 8, 12]
     assert [i for i, _ in rep.failures] == [2, 5, 8, 12]
-    assert sharded.graph_field("index").tolist() == [i for i in range(16)
-                                                     if i not in (2, 5, 8, 12)]
+    assert sharded.graph_field("index").tolist() == [i for i in range(16) if i not in (2, 5, 8, 12)]
     _assert_same_store(single, sharded)
 
 
@@ -137,8 +154,9 @@ def test_code_file_indices_are_global(tmp_path, cluster):
 
     folder = Path(pkg.__file__).parent
     single = GraphStore(build_store("code", tmp_path / "one.h5", source=folder).path)
-    rep = build_sharded_store("code", tmp_path / "set" / "c.json", shards=4, source=folder,
-                              address=cluster)
+    rep = build_sharded_store(
+        "code", tmp_path / "set" / "c.json", shards=4, source=folder, address=cluster
+    )
     sharded = GraphStore(rep.path)
     assert sharded.graph_field("file_index").max() > 4
     _assert_same_store(single, sharded)
@@ -149,17 +167,23 @@ def test_partitions_without_graphs_have_no_shard(tmp_path, cluster):
     no shard file for them, their failures kept in the manifest, the set still equal."""
     src = tmp_path / "src"
     src.mkdir()
-    for name, text in (("a.py", "def f(x):\n    return x + 1\n"), ("b.py", "X = 1\n"),
-                       ("c.py", "def (:\n"), ("d.py", "Y = 2\n"),
-                       ("e.py", "def g():\n    pass\n\ndef h(a, b):\n    return a * b\n")):
+    for name, text in (
+        ("a.py", "def f(x):\n    return x + 1\n"),
+        ("b.py", "X = 1\n"),
+        ("c.py", "def (:\n"),
+        ("d.py", "Y = 2\n"),
+        ("e.py", "def g():\n    pass\n\ndef h(a, b):\n    return a * b\n"),
+    ):
         (src / name).write_text(text)
     single = GraphStore(build_store("code", tmp_path / "one.h5", source=src).path)
-    rep = build_sharded_store("code", tmp_path / "set" / "c.json", shards=5, source=src,
-                              address=cluster)
+    rep = build_sharded_store(
+        "code", tmp_path / "set" / "c.json", shards=5, source=src, address=cluster
+    )
     sharded = GraphStore(rep.path, verify=True)
     assert sharded.n_shards == 2 and len(rep.shards) == 2
     assert sorted(p.name for p in rep.path.parent.iterdir()) == sorted(
-        [rep.path.name] + [p.name for p in rep.shards])
+        [rep.path.name] + [p.name for p in rep.shards]
+    )
     assert single.failed_index.tolist() == sharded.failed_index.tolist() == [2]
     _assert_same_store(single, sharded)
 
@@ -173,8 +197,21 @@ def test_plan_reads_the_manifest_sizes(qm9, tmp_path, capsys):
     outs = []
     for src in (single, manifest):
         out = tmp_path / f"{src.stem}.npz"
-        assert main(["plan", str(src), "--strategy", "pack-lpf", "--batch-size", "32",
-                     "--out", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "plan",
+                    str(src),
+                    "--strategy",
+                    "pack-lpf",
+                    "--batch-size",
+                    "32",
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         outs.append(gb.BatchPlan.load(out))
     assert np.array_equal(outs[0].order, outs[1].order)
 
@@ -183,12 +220,24 @@ def test_read_batch_across_shards_is_bit_identical(qm9):
     single, manifest = qm9
     a, b = GraphStore(single), GraphStore(manifest)
     rng = np.random.default_rng(0)
-    for idx in (rng.permutation(QM9_N)[:30], np.array([419, 0, 140, 139, 280]),
-                np.array([7]), np.zeros(0, np.int64)):
+    for idx in (
+        rng.permutation(QM9_N)[:30],
+        np.array([419, 0, 140, 139, 280]),
+        np.array([7]),
+        np.zeros(0, np.int64),
+    ):
         shape = (int(a.n_node[idx].sum()) + 9, int(a.n_edge[idx].sum()) + 5, len(idx) + 3)
-        options = ({}, {"layout": "jraph"}, {"cutoff": 2.0}, {"layout": "jraph", "cutoff": 3.0},
-                   {"dtypes": {"z": np.int64, "y": np.float32}, "index_dtype": np.int32,
-                    "pad": {"y": -1.0}})
+        options = (
+            {},
+            {"layout": "jraph"},
+            {"cutoff": 2.0},
+            {"layout": "jraph", "cutoff": 3.0},
+            {
+                "dtypes": {"z": np.int64, "y": np.float32},
+                "index_dtype": np.int32,
+                "pad": {"y": -1.0},
+            },
+        )
         for kw in options:
             assert_same_padded(a.read_batch(idx, shape, **kw), b.read_batch(idx, shape, **kw))
     with pytest.raises(IndexError, match="out of range"):
@@ -197,9 +246,13 @@ def test_read_batch_across_shards_is_bit_identical(qm9):
         b.read_batch([419, 0], (10, 10, 4))
 
 
-_STRATEGIES = [("static-64", {}), ("dynamic", {}), ("pack-lpf", {}),
-               ("dynamic", {"num_replicas": 2, "rank": 1}),
-               ("pack-lpf", {"num_replicas": 3, "rank": 2})]
+_STRATEGIES = [
+    ("static-64", {}),
+    ("dynamic", {}),
+    ("pack-lpf", {}),
+    ("dynamic", {"num_replicas": 2, "rank": 1}),
+    ("pack-lpf", {"num_replicas": 3, "rank": 2}),
+]
 
 
 @pytest.mark.parametrize("strategy,kw", _STRATEGIES)
@@ -281,11 +334,11 @@ def test_replaced_missing_and_damaged_shards_are_named(qm9, tmp_path, capsys):
     # replaced by a re-build of the same records: same size, another store id
     opts = BuildOptions("qm9", limit=QM9_N)
     records, _ = load_records(opts)
-    meta = store.shard(1).meta                     # the same header but for its id: same size
+    meta = store.shard(1).meta  # the same header but for its id: same size
     store.close()
     write_partition(victim, opts, slice_records(records, 140, 280), meta, start=140)
-    again = GraphStore(manifest)                            # opening reads no shard
-    again.read_graph(0)                                     # shard 0 is intact
+    again = GraphStore(manifest)  # opening reads no shard
+    again.read_graph(0)  # shard 0 is intact
     with pytest.raises(StoreFormatError, match=rf"{victim.name}.*replaced shard"):
         again.read_batch([0, 150], (200, 4000, 4))
     assert main(["data", "verify", str(manifest)]) == 2
@@ -345,10 +398,13 @@ def test_failed_shard_leaves_no_new_manifest_and_no_shards(qm9, tmp_path, cluste
         return real(out, opts, records, meta, start=start, **kw)
 
     monkeypatch.setattr(_cluster, "write_partition", flaky)
-    with pytest.raises(ShardBuildError, match=r"shard [12] .*failed after the engine's retries: "
-                                              r"OSError: disk full.*no manifest was written"):
+    with pytest.raises(
+        ShardBuildError,
+        match=r"shard [12] .*failed after the engine's retries: "
+        r"OSError: disk full.*no manifest was written",
+    ):
         build_sharded_store("qm9", manifest, shards=3, limit=QM9_N, address=cluster, retries=1)
-    assert calls.count(140) == 2 or calls.count(280) == 2    # tried, then retried once
+    assert calls.count(140) == 2 or calls.count(280) == 2  # tried, then retried once
     # the earlier complete set is untouched and still opens; the failed build left nothing
     assert sorted(p.name for p in manifest.parent.iterdir()) == before
     GraphStore(manifest).verify()
@@ -363,9 +419,13 @@ def test_failed_shard_leaves_no_new_manifest_and_no_shards(qm9, tmp_path, cluste
 def test_rebuild_replaces_the_set_and_removes_old_shards(qm9, tmp_path, cluster):
     manifest = _copy_set(qm9[1], tmp_path / "s")
     old = GraphStore(manifest).shard_paths
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
-    dead = int(gone.stdout)                                  # a writer killed earlier
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = int(gone.stdout)  # a writer killed earlier
     stale = manifest.parent / f".set-0123abcd-00001-of-00003.h5.{dead}.x1y2z3w4.tmp"
     stale.mkdir()
     (stale / "0.bin").write_bytes(b"partial")
@@ -375,7 +435,8 @@ def test_rebuild_replaces_the_set_and_removes_old_shards(qm9, tmp_path, cluster)
     assert len(new) == 100 and new.n_shards == 2
     assert not any(p.exists() for p in old)
     assert sorted(p.name for p in manifest.parent.iterdir()) == sorted(
-        [manifest.name] + [p.name for p in new.shard_paths])
+        [manifest.name] + [p.name for p in new.shard_paths]
+    )
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
@@ -383,19 +444,48 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         (["--shards", "2", "--out", str(tmp_path / "x.h5")], "must end in .json"),
         (["--shards", "0", "--out", str(tmp_path / "x.json")], "--shards must be >= 1"),
         (["--engine", "dask", "--out", str(tmp_path / "x.h5")], "--engine needs --shards"),
-        (["--address", "tcp://127.0.0.1:1", "--out", str(tmp_path / "x.h5")],
-         "--address needs --shards"),
-        (["--shards", "2", "--address", "tcp://127.0.0.1:1", "--workers", "2",
-          "--out", str(tmp_path / "x.json")], "has its own workers"),
-        (["--shards", "9", "--limit", "4", "--out", str(tmp_path / "x.json")],
-         "more than the 4 source records"),
+        (
+            ["--address", "tcp://127.0.0.1:1", "--out", str(tmp_path / "x.h5")],
+            "--address needs --shards",
+        ),
+        (
+            [
+                "--shards",
+                "2",
+                "--address",
+                "tcp://127.0.0.1:1",
+                "--workers",
+                "2",
+                "--out",
+                str(tmp_path / "x.json"),
+            ],
+            "has its own workers",
+        ),
+        (
+            ["--shards", "9", "--limit", "4", "--out", str(tmp_path / "x.json")],
+            "more than the 4 source records",
+        ),
     ]
     for extra, message in cases:
         assert main(["data", "build", "qm9", "--no-progress", *extra]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
-    assert main(["data", "build", "code", "--limit", "3", "--shards", "2", "--out",
-                 str(tmp_path / "c.json")]) == 2
+    assert (
+        main(
+            [
+                "data",
+                "build",
+                "code",
+                "--limit",
+                "3",
+                "--shards",
+                "2",
+                "--out",
+                str(tmp_path / "c.json"),
+            ]
+        )
+        == 2
+    )
     assert "partitions files" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(SystemExit):
@@ -414,18 +504,27 @@ def test_source_error_closes_the_cluster_started_meanwhile(tmp_path):
 
     before = set(multiprocessing.active_children())
     with pytest.raises(FileNotFoundError, match=r"missing.csv"):
-        build_sharded_store("moses", tmp_path / "m.json", shards=2, workers=1,
-                            source=tmp_path / "missing.csv")
+        build_sharded_store(
+            "moses", tmp_path / "m.json", shards=2, workers=1, source=tmp_path / "missing.csv"
+        )
     assert set(multiprocessing.active_children()) <= before
     assert not any(t.name.startswith("graphbatch-cluster-start") for t in threading.enumerate())
     assert list(tmp_path.iterdir()) == []
 
 
 def test_report_phases_cover_the_driver_wall(tmp_path, cluster):
-    report = build_sharded_store("moses", tmp_path / "m.json", shards=2, limit=40,
-                                 address=cluster)
-    assert list(report.phases) == ["checks", "read source", "partition", "cluster start (wait)",
-                                   "submit", "tasks", "previous", "manifest", "cluster close"]
+    report = build_sharded_store("moses", tmp_path / "m.json", shards=2, limit=40, address=cluster)
+    assert list(report.phases) == [
+        "checks",
+        "read source",
+        "partition",
+        "cluster start (wait)",
+        "submit",
+        "tasks",
+        "previous",
+        "manifest",
+        "cluster close",
+    ]
     assert all(v >= 0 for v in report.phases.values())
     assert sum(report.phases.values()) == pytest.approx(report.seconds, abs=1e-3)
     engine = report.phases["submit"] + report.phases["tasks"]
@@ -433,17 +532,35 @@ def test_report_phases_cover_the_driver_wall(tmp_path, cluster):
 
 
 def _sharded_cli(out: Path, limit: int, shards: int, workers: int = 2):
-    return [sys.executable, "-m", "graphbatch.cli", "data", "build", "moses", "--limit",
-            str(limit), "--shards", str(shards), "--workers", str(workers), "--no-progress",
-            "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "graphbatch.cli",
+        "data",
+        "build",
+        "moses",
+        "--limit",
+        str(limit),
+        "--shards",
+        str(shards),
+        "--workers",
+        str(workers),
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
 
 
 @pytest.mark.slow
 def test_killed_driver_leaves_no_openable_manifest(tmp_path):
     """SIGKILL the whole build (driver and its local cluster) once shards are being written."""
     out = tmp_path / "m.json"
-    proc = subprocess.Popen(_sharded_cli(out, 3000, 3), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _sharded_cli(out, 3000, 3),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 240
         while time.time() < deadline and proc.poll() is None:
@@ -468,13 +585,18 @@ def test_sigterm_calls_the_sharded_build_off_in_one_line(tmp_path, group):
     when the worker was stopped mid-task) and could leave a finished shard behind. Now: one
     line, exit status 143, no manifest, no shard, no temporary of a live process."""
     out = tmp_path / "m.json"
-    proc = subprocess.Popen(_sharded_cli(out, 3000, 3), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _sharded_cli(out, 3000, 3),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 240
         while time.time() < deadline and proc.poll() is None:
             if any(p.name.startswith(".m-") for p in tmp_path.iterdir()):
-                break                                   # a worker is writing a shard
+                break  # a worker is writing a shard
             time.sleep(0.01)
         assert proc.poll() is None, "the build ended before it could be terminated"
         if group:
@@ -490,7 +612,7 @@ def test_sigterm_calls_the_sharded_build_off_in_one_line(tmp_path, group):
     assert not out.exists() and not list(tmp_path.glob("*.h5"))
     from graphbatch.datasets._store import _pid_alive
 
-    for p in tmp_path.iterdir():                        # recognisably stale, if anything
+    for p in tmp_path.iterdir():  # recognisably stale, if anything
         pid = re.fullmatch(r"\.m-[0-9a-f]{8}-\d{5}-of-\d{5}\.h5\.(\d+)\.\w{8}\.tmp", p.name)
         assert pid is not None and not _pid_alive(int(pid.group(1))), p.name
 
@@ -502,16 +624,20 @@ def test_killed_worker_partition_is_retried_and_the_build_equals_single_file(tmp
     single = GraphStore(build_store("moses", tmp_path / "single.h5", limit=n, workers=1).path)
     out = tmp_path / "set" / "m.json"
     out.parent.mkdir()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         pids = set(client.run(os.getpid).values())
         box: dict = {}
 
         def run():
             try:
-                box["report"] = build_sharded_store("moses", out, shards=3, limit=n,
-                                                    address=cluster.scheduler_address)
+                box["report"] = build_sharded_store(
+                    "moses", out, shards=3, limit=n, address=cluster.scheduler_address
+                )
             except BaseException as exc:
                 box["error"] = exc
 
@@ -532,9 +658,10 @@ def test_killed_worker_partition_is_retried_and_the_build_equals_single_file(tmp
     assert "error" not in box, box.get("error")
     assert killed is not None and killed[2], "no worker was killed while writing its shard"
     report = box["report"]
-    assert not killed[1].exists()                       # the retry removed the dead temporary
+    assert not killed[1].exists()  # the retry removed the dead temporary
     assert sorted(p.name for p in out.parent.iterdir()) == sorted(
-        [out.name] + [p.name for p in report.shards])
+        [out.name] + [p.name for p in report.shards]
+    )
     sharded = GraphStore(out, verify=True)
     assert np.array_equal(sharded.n_node, single.n_node)
     assert np.array_equal(sharded.n_edge, single.n_edge)

@@ -40,10 +40,11 @@ def _graphs(n=120, seed=0) -> GraphArrays:
     rng = np.random.default_rng(seed + 2)
     E = int(sizes.n_edge.sum())
     return GraphArrays(
-        n_node=g.n_node, n_edge=g.n_edge, edge_index=g.edge_index,
+        n_node=g.n_node,
+        n_edge=g.n_edge,
+        edge_index=g.edge_index,
         node={**g.node, "z": rng.integers(1, 10, int(sizes.n_node.sum())).astype(np.uint8)},
-        edge={"edge_dist": rng.random(E).astype(np.float32),
-              "flag": rng.random(E) < 0.5},
+        edge={"edge_dist": rng.random(E).astype(np.float32), "flag": rng.random(E) < 0.5},
         graph={**g.graph, "index": np.arange(n, dtype=np.int64)},
     )
 
@@ -51,8 +52,9 @@ def _graphs(n=120, seed=0) -> GraphArrays:
 def _write(path, graphs, pieces=3, **kw):
     cut = np.linspace(0, len(graphs), pieces + 1).astype(int)
     chunks = [graphs.take(np.arange(a, b)) for a, b in itertools.pairwise(cut) if b > a]
-    return write_store(path, chunks, name="test", meta={"note": "ünïcode ok"},
-                       failed_index=[7, 11], **kw)
+    return write_store(
+        path, chunks, name="test", meta={"note": "ünïcode ok"}, failed_index=[7, 11], **kw
+    )
 
 
 @pytest.fixture()
@@ -84,16 +86,16 @@ def test_round_trip_equality(tmp_path, in_memory):
                 np.testing.assert_array_equal(getattr(back, level)[k], v)
         np.testing.assert_array_equal(store.graph_field("y"), graphs.graph["y"])
         store.verify()
-    with h5py.File(path, "r") as f:                     # contiguous, unfiltered, latest format
+    with h5py.File(path, "r") as f:  # contiguous, unfiltered, latest format
         assert f["node/x"].chunks is None and f["node/x"].compression is None
-    assert path.read_bytes()[8] >= 2              # superblock v2+: checksummed metadata
+    assert path.read_bytes()[8] >= 2  # superblock v2+: checksummed metadata
 
 
 def test_sizes_come_from_metadata(stored):
     path, graphs = stored
     with GraphStore(path) as store:
         sizes = store.graph_sizes()
-        assert store.cache_info()["misses"] == 0       # no graph was read
+        assert store.cache_info()["misses"] == 0  # no graph was read
     np.testing.assert_array_equal(sizes.n_node, graphs.n_node)
     np.testing.assert_array_equal(sizes.n_edge, graphs.n_edge)
     # bytes once materialised in torch: x float32[3], pos float32[3], z int64 per node;
@@ -107,11 +109,10 @@ def test_lru_cache(stored):
     path, _ = stored
     store = GraphStore(path, cache_size=2)
     a = store[0]
-    assert store[0] is a and store.cache_info() == {"hits": 1, "misses": 1, "size": 1,
-                                                    "maxsize": 2}
+    assert store[0] is a and store.cache_info() == {"hits": 1, "misses": 1, "size": 1, "maxsize": 2}
     with pytest.raises(ValueError):
-        a["z"][0] = 3                                    # cached arrays are read-only
-    store[1], store[2]                                   # evicts graph 0 (least recent)
+        a["z"][0] = 3  # cached arrays are read-only
+    store[1], store[2]  # evicts graph 0 (least recent)
     assert store[0] is not a
     assert store.cache_info()["misses"] == 4
     assert store[-1]["index"].tolist() == [len(store) - 1]
@@ -119,7 +120,7 @@ def test_lru_cache(stored):
         store[len(store)]
     with pytest.raises(TypeError):
         store[1.5]
-    clone = pickle.loads(pickle.dumps(store))            # what DataLoader workers receive
+    clone = pickle.loads(pickle.dumps(store))  # what DataLoader workers receive
     assert clone.cache_info()["size"] == 0
     np.testing.assert_array_equal(clone[3]["edge_index"], store[3]["edge_index"])
 
@@ -130,10 +131,12 @@ def test_write_is_atomic(tmp_path, stored):
     with pytest.raises(RuntimeError), GraphStoreWriter(path, name="x") as w:
         w.append(graphs.take([0, 1]))
         raise RuntimeError("interrupted")
-    assert path.read_bytes() == before                    # old file untouched
-    assert [p.name for p in path.parent.iterdir()] == [path.name]   # no temp file left
-    with pytest.raises(ValueError, match="no graphs"), \
-            GraphStoreWriter(tmp_path / "empty.h5", name="x"):
+    assert path.read_bytes() == before  # old file untouched
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
+    with (
+        pytest.raises(ValueError, match="no graphs"),
+        GraphStoreWriter(tmp_path / "empty.h5", name="x"),
+    ):
         pass
     assert not (tmp_path / "empty.h5").exists()
     other = GraphArrays(n_node=[2], n_edge=[0], edge_index=np.zeros((2, 0), np.int32))
@@ -165,7 +168,7 @@ def test_corrupted_data_is_detected(tmp_path, stored):
         raw[b] ^= 0xFF
     bad = tmp_path / "bad.h5"
     bad.write_bytes(bytes(raw))
-    store = GraphStore(bad)                   # metadata intact: opens
+    store = GraphStore(bad)  # metadata intact: opens
     with pytest.raises(StoreFormatError, match="node/x"):
         store.verify()
     with pytest.raises(StoreFormatError, match="node/x"):
@@ -193,25 +196,26 @@ def test_other_format_or_version(tmp_path, stored):
         (lambda b: b.update(n_graph=2**63 - 1), "not a count"),
         (lambda b: b.update(edge_index_dtype="<f8"), "not an integer type"),
         (lambda b: b["arrays"]["node/x"].update(dtype="<f8"), "the counts require"),
-        (lambda b: b["arrays"]["node/x"].update(offset=b["arrays"]["node/z"]["offset"]),
-         "overlap"),
+        (lambda b: b["arrays"]["node/x"].update(offset=b["arrays"]["node/z"]["offset"]), "overlap"),
         (lambda b: b["arrays"]["edge_index"].update(offset=10**12), "outside"),
         (lambda b: b["chunks"].update(arrays=["edge_index"]), "chunk table columns"),
-        (lambda b: b.update(meta={"deep": _nested(100)}),
-         "nested 102 levels deep, over the limit of 64"),
+        (
+            lambda b: b.update(meta={"deep": _nested(100)}),
+            "nested 102 levels deep, over the limit of 64",
+        ),
     ]
     for k, (change, match) in enumerate(cases):
         copy = tmp_path / f"case{k}.h5"
         copy.write_bytes(path.read_bytes())
         edit_header(copy, change, fix_crc=False)
         with pytest.raises(StoreFormatError, match="does not match its checksum"):
-            GraphStore(copy)                           # caught by the header checksum
-        edit_header(copy, lambda b: None)              # the same header, checksum recomputed
+            GraphStore(copy)  # caught by the header checksum
+        edit_header(copy, lambda b: None)  # the same header, checksum recomputed
         with pytest.raises(StoreFormatError, match=match):
             GraphStore(copy)
     copy = tmp_path / "prefix.h5"
     raw = bytearray(path.read_bytes())
-    raw[20] ^= 1                                       # the header offset, in the prefix
+    raw[20] ^= 1  # the header offset, in the prefix
     copy.write_bytes(bytes(raw))
     with pytest.raises(StoreFormatError, match="prefix does not match its checksum"):
         GraphStore(copy)
@@ -223,7 +227,7 @@ def test_other_format_or_version(tmp_path, stored):
     copy.write_bytes(bytes(raw))
     with pytest.raises(StoreFormatError, match="checksum of sizes/n_edge"):
         GraphStore(copy)
-    with GraphStore(path) as st:                         # a consistent checksum of wrong sizes
+    with GraphStore(path) as st:  # a consistent checksum of wrong sizes
         n_edge = np.array(st.n_edge)
     n_edge[0] ^= 1
     edit_header(copy, lambda b: b["arrays"]["sizes/n_edge"].update(crc32=zlib.crc32(n_edge)))
@@ -242,7 +246,7 @@ def test_format_2_stores_still_open_and_say_they_lack_chunk_checksums(tmp_path):
     for i in (0, 7, 29):
         for k, v in graphs.graph_dict(i).items():
             np.testing.assert_array_equal(store[i][k], v)
-    with h5py.File(old, "r+") as f:                    # a damaged format-2 header attribute
+    with h5py.File(old, "r+") as f:  # a damaged format-2 header attribute
         f.attrs["name"] = "edited"
     with pytest.raises(StoreFormatError, match="do not match their checksum"):
         GraphStore(old)
@@ -274,8 +278,12 @@ def _layout(path):
 
 def _content(store):
     p = store.packed()
-    out = {"edge_index": np.array(p.edge_index), "n_node": np.array(p.n_node),
-           "n_edge": np.array(p.n_edge), "failed": np.array(store.failed_index)}
+    out = {
+        "edge_index": np.array(p.edge_index),
+        "n_node": np.array(p.n_node),
+        "n_edge": np.array(p.n_edge),
+        "failed": np.array(store.failed_index),
+    }
     for level in ("node", "edge", "graph"):
         out.update({f"{level}/{k}": np.array(v) for k, v in getattr(p, level).items()})
     return (store.name, store.meta, store.fields, store.uuid), out
@@ -287,21 +295,25 @@ def test_single_byte_flips_anywhere_are_detected(tmp_path):
     or leaves everything a reader sees unchanged (bytes nobody reads); never garbage, never
     another exception, never a hang."""
     graphs = _graphs(n=4, seed=9)
-    path = write_store(tmp_path / "small.h5", [graphs], name="flip", meta={"k": [1, 2]},
-                       failed_index=[3])
+    path = write_store(
+        tmp_path / "small.h5", [graphs], name="flip", meta={"k": [1, 2]}, failed_index=[3]
+    )
     raw = path.read_bytes()
     with GraphStore(path) as s:
         ref_meta, ref = _content(s)
     data = np.zeros(len(raw), dtype=bool)
     for off, shape, dt in _layout(path):
         if off is not None:
-            data[off:off + int(np.prod(shape)) * dt.itemsize] = True
+            data[off : off + int(np.prod(shape)) * dt.itemsize] = True
     arr = np.frombuffer(raw, dtype=np.uint8)
-    meta_set = np.flatnonzero(~data & (arr != 0))      # every byte of HDF5 structure/attrs
+    meta_set = np.flatnonzero(~data & (arr != 0))  # every byte of HDF5 structure/attrs
     assert meta_set.shape[0] > 1000
-    masks = (0x01, 0xFF, 0x10, 0x80)                    # a full scan is in benchmarks/RESULTS.md
-    picks = (meta_set[::5].tolist() + np.flatnonzero(~data & (arr == 0))[::97].tolist()
-             + np.flatnonzero(data)[::53].tolist())
+    masks = (0x01, 0xFF, 0x10, 0x80)  # a full scan is in benchmarks/RESULTS.md
+    picks = (
+        meta_set[::5].tolist()
+        + np.flatnonzero(~data & (arr == 0))[::97].tolist()
+        + np.flatnonzero(data)[::53].tolist()
+    )
     flips = [(int(p), masks[k % 4]) for k, p in enumerate(picks)]
     bad = tmp_path / "flipped.h5"
     outcomes = {"open": 0, "verify": 0, "unchanged": 0}
@@ -330,9 +342,11 @@ def test_single_byte_flips_anywhere_are_detected(tmp_path):
 
 def test_numpy_access_works_without_torch(stored):
     path, _ = stored
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "from graphbatch.datasets import GraphStore\n"
-            f"s = GraphStore({str(path)!r}); print(len(s[0]['edge_index'][0]), len(s))")
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from graphbatch.datasets import GraphStore\n"
+        f"s = GraphStore({str(path)!r}); print(len(s[0]['edge_index'][0]), len(s))"
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
@@ -360,8 +374,22 @@ def test_cli_build_and_sizes(tmp_path, capsys):
     pytest.importorskip("graphbatch.datasets._qm9")
     out = tmp_path / "qm9.h5"
     try:
-        rc = main(["data", "build", "qm9", "--limit", "30", "--graph", "knn", "--k", "4",
-                   "--no-progress", "--out", str(out)])
+        rc = main(
+            [
+                "data",
+                "build",
+                "qm9",
+                "--limit",
+                "30",
+                "--graph",
+                "knn",
+                "--k",
+                "4",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
     except FileNotFoundError as exc:  # pragma: no cover - qm9pack missing
         pytest.skip(str(exc))
     assert rc == 0 and "wrote" in capsys.readouterr().out
@@ -381,10 +409,16 @@ def _write_v1(path, graphs: GraphArrays) -> Path:
     """A version-1 store as graphbatch wrote it before (chunked, gzip, Fletcher-32)."""
     filters = {"compression": "gzip", "shuffle": True, "fletcher32": True}
     with h5py.File(path, "w") as f:
+
         def put(where, arr):
             arr = np.asarray(arr)
-            f.create_dataset(where, data=arr, chunks=tuple(max(1, min(s, 64)) for s in arr.shape)
-                             if arr.size else None, **(filters if arr.size else {}))
+            f.create_dataset(
+                where,
+                data=arr,
+                chunks=tuple(max(1, min(s, 64)) for s in arr.shape) if arr.size else None,
+                **(filters if arr.size else {}),
+            )
+
         put("sizes/n_node", graphs.n_node)
         put("sizes/n_edge", graphs.n_edge)
         put("offsets/node", graphs.node_offsets)
@@ -396,8 +430,14 @@ def _write_v1(path, graphs: GraphArrays) -> Path:
             for k, v in getattr(graphs, level).items():
                 put(f"{level}/{k}", v)
                 fields[k] = {"level": level, "dtype": v.dtype.str, "shape": list(v.shape[1:])}
-        f.attrs.update(format="graphbatch-graph-store", format_version=1, name="old",
-                       n_graph=len(graphs), fields=json.dumps(fields), meta=json.dumps({"a": 1}))
+        f.attrs.update(
+            format="graphbatch-graph-store",
+            format_version=1,
+            name="old",
+            n_graph=len(graphs),
+            fields=json.dumps(fields),
+            meta=json.dumps({"a": 1}),
+        )
     return Path(path)
 
 
@@ -408,7 +448,7 @@ def test_old_store_names_convert_and_converts(tmp_path, capsys):
         GraphStore(old)
     assert main(["data", "sizes", str(old), "--out", str(tmp_path / "s.npz")]) == 2
     assert "graphbatch data convert" in capsys.readouterr().err
-    assert main(["data", "convert", str(old), "--out", str(old)]) == 2      # never in place
+    assert main(["data", "convert", str(old), "--out", str(old)]) == 2  # never in place
     assert main(["data", "convert", str(old), "--out", str(tmp_path / "new.h5")]) == 0
     with GraphStore(tmp_path / "new.h5", verify=True) as s:
         assert s.name == "old" and s.meta == {"a": 1} and s.failed_index.tolist() == [5]
@@ -420,8 +460,9 @@ def test_old_store_names_convert_and_converts(tmp_path, capsys):
 
 
 def _dead_pid() -> int:
-    p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     return int(p.stdout)
 
 
@@ -429,24 +470,26 @@ def test_temporaries_of_killed_builds_are_removed(tmp_path, stored):
     """Issue 14: a killed `data build` left `.tmp` files behind for good."""
     path, graphs = stored
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
-    code = ("import os, sys, numpy as np\n"
-            "from graphbatch.datasets import GraphStoreWriter, synthetic_graphs, synthetic_sizes\n"
-            "g = synthetic_graphs(synthetic_sizes(30, rng=0), rng=1)\n"
-            f"w = GraphStoreWriter({str(path)!r}, name='x')\n"
-            "w.append(g)\n"
-            "os.kill(os.getpid(), 9)\n")
+    code = (
+        "import os, sys, numpy as np\n"
+        "from graphbatch.datasets import GraphStoreWriter, synthetic_graphs, synthetic_sizes\n"
+        "g = synthetic_graphs(synthetic_sizes(30, rng=0), rng=1)\n"
+        f"w = GraphStoreWriter({str(path)!r}, name='x')\n"
+        "w.append(g)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
     assert out.returncode == -signal.SIGKILL
     left = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-    assert len(left) == 1 and left[0].is_dir()                # the killed build's spill folder
-    old_style = tmp_path / f".{path.name}.abc12_yz.tmp"          # an earlier version's temp file
+    assert len(left) == 1 and left[0].is_dir()  # the killed build's spill folder
+    old_style = tmp_path / f".{path.name}.abc12_yz.tmp"  # an earlier version's temp file
     old_style.write_bytes(b"x")
     os.utime(old_style, (0, 0))
     dead = tmp_path / f".{path.name}.{_dead_pid()}.xyz12345.tmp"
     dead.write_bytes(b"y")
-    alive = tmp_path / f".{path.name}.1.live1234.tmp"          # pid 1 is alive: not touched
+    alive = tmp_path / f".{path.name}.1.live1234.tmp"  # pid 1 is alive: not touched
     alive.write_bytes(b"z")
-    other = tmp_path / f".{path.name}.bak.{_dead_pid()}.abcdefgh.tmp"   # another target's
+    other = tmp_path / f".{path.name}.bak.{_dead_pid()}.abcdefgh.tmp"  # another target's
     other.write_bytes(b"o")
     os.utime(other, (0, 0))
     write_store(path, [graphs], name="again")
@@ -476,12 +519,26 @@ def test_sigterm_during_data_build_leaves_no_temporaries(tmp_path):
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
     out = tmp_path / "q.h5"
-    proc = subprocess.Popen([sys.executable, "-m", "graphbatch.cli", "data", "build", "qm9",
-                             "--limit", "20000", "--no-progress", "--out", str(out)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "graphbatch.cli",
+            "data",
+            "build",
+            "qm9",
+            "--limit",
+            "20000",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.time() + 60
-    while time.time() < deadline and not any(p.name.endswith(".tmp")
-                                             for p in tmp_path.iterdir()):
+    while time.time() < deadline and not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
         if proc.poll() is not None:
             pytest.skip("the build ended before a temporary appeared")
         time.sleep(0.05)
@@ -489,6 +546,6 @@ def test_sigterm_during_data_build_leaves_no_temporaries(tmp_path):
     _, err = proc.communicate(timeout=60)
     if proc.returncode == 0:  # pragma: no cover - finished before the signal arrived
         pytest.skip("the build finished before SIGTERM")
-    assert list(tmp_path.iterdir()) == []                  # no store, no temporary
+    assert list(tmp_path.iterdir()) == []  # no store, no temporary
     err = err.decode()
     assert proc.returncode == 143 and err.count("\n") == 1 and "terminated (SIGTERM)" in err

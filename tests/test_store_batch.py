@@ -32,18 +32,27 @@ def _graphs(n=150, seed=0) -> GraphArrays:
     rng = np.random.default_rng(seed + 2)
     E = int(sizes.n_edge.sum())
     return GraphArrays(
-        n_node=g.n_node, n_edge=g.n_edge, edge_index=g.edge_index.astype(np.int32),
+        n_node=g.n_node,
+        n_edge=g.n_edge,
+        edge_index=g.edge_index.astype(np.int32),
         node={**g.node, "z": rng.integers(1, 10, int(sizes.n_node.sum())).astype(np.uint8)},
-        edge={"edge_dist": rng.random(E).astype(np.float32), "flag": rng.random(E) < 0.5,
-              "bond": rng.integers(0, 4, (E, 3)).astype(np.uint8)},
-        graph={**g.graph, "index": np.arange(1000, 1000 + n, dtype=np.int64),
-               "w": rng.random(n).astype(np.float64)},
+        edge={
+            "edge_dist": rng.random(E).astype(np.float32),
+            "flag": rng.random(E) < 0.5,
+            "bond": rng.integers(0, 4, (E, 3)).astype(np.uint8),
+        },
+        graph={
+            **g.graph,
+            "index": np.arange(1000, 1000 + n, dtype=np.int64),
+            "w": rng.random(n).astype(np.float64),
+        },
     )
 
 
 def _write(path, graphs):
-    chunks = [graphs.take(np.arange(a, min(a + 40, len(graphs))))
-              for a in range(0, len(graphs), 40)]
+    chunks = [
+        graphs.take(np.arange(a, min(a + 40, len(graphs)))) for a in range(0, len(graphs), 40)
+    ]
     return write_store(path, chunks, name="t")
 
 
@@ -73,15 +82,27 @@ def assert_same_batch(a, b):
 
 def _per_graph(store, idx, shape, **kw):
     ds = store.to_torch()
-    return gt.collate([ds[int(i)] for i in idx], shape, graph_index=list(idx),
-                      schema=gt.store_schema(store), **kw)
+    return gt.collate(
+        [ds[int(i)] for i in idx], shape, graph_index=list(idx), schema=gt.store_schema(store), **kw
+    )
 
 
-@pytest.mark.parametrize("strategy,kw", [
-    ("static-64", {}), ("static-pow2", {}), ("dynamic", {}), ("pack-lpf", {}),
-    ("buckets", {}), ("kk", {}), ("random", {}), ("zscore", {}),
-    ("dynamic", {"world_size": 3}), ("pack-lpf", {"world_size": 2}), ("kk", {"world_size": 2}),
-])
+@pytest.mark.parametrize(
+    "strategy,kw",
+    [
+        ("static-64", {}),
+        ("static-pow2", {}),
+        ("dynamic", {}),
+        ("pack-lpf", {}),
+        ("buckets", {}),
+        ("kk", {}),
+        ("random", {}),
+        ("zscore", {}),
+        ("dynamic", {"world_size": 3}),
+        ("pack-lpf", {"world_size": 2}),
+        ("kk", {"world_size": 2}),
+    ],
+)
 def test_batch_path_equals_per_graph_path(store, strategy, kw):
     plan = gb.plan(store.graph_sizes(), strategy, batch_size=9, seed=5, **kw)
     empty = 0
@@ -94,8 +115,9 @@ def test_batch_path_equals_per_graph_path(store, strategy, kw):
             assert_same_batch(got, want)
         d = gt.store_batch(store, idx, shape, as_dict=True)
         ds = store.to_torch()
-        want_d = gt.collate_dict([ds[int(i)] for i in idx], shape, graph_index=list(idx),
-                                 schema=gt.store_schema(store))
+        want_d = gt.collate_dict(
+            [ds[int(i)] for i in idx], shape, graph_index=list(idx), schema=gt.store_schema(store)
+        )
         assert d.keys() == want_d.keys()
         for k in d:
             if isinstance(d[k], torch.Tensor):
@@ -110,15 +132,15 @@ def test_layout_rules_and_ids_are_not_offset(store):
     idx = [4, 0, 17]
     b = gt.store_batch(store, idx, (400, 3000, 6))
     n_real = int(store.n_node[idx].sum())
-    assert int(b.batch.max()) + 1 == 6                      # padding owned by the last slot
+    assert int(b.batch.max()) + 1 == 6  # padding owned by the last slot
     assert (b.batch[n_real:] == 5).all()
     assert b.graph_index.tolist() == [4, 0, 17, -1, -1, -1]
     # graph-level ids keep their values (plain PyG Data would add node offsets to "index")
     assert b.index[:3].tolist() == [1004, 1000, 1017]
     assert torch.equal(b.y[:3], torch.from_numpy(store.graph_field("y")[idx]))
     pad = pad_batch(store.packed(), idx, (400, 3000, 6), layout="jraph")
-    assert pad.node_counts[3] == 400 - n_real and pad.node_counts[5] == 0   # jraph: slot G
-    assert pad.fields["z"].dtype == np.uint8                # stored dtypes unless asked
+    assert pad.node_counts[3] == 400 - n_real and pad.node_counts[5] == 0  # jraph: slot G
+    assert pad.fields["z"].dtype == np.uint8  # stored dtypes unless asked
 
 
 def test_schema_matches_inference(store):
@@ -136,7 +158,7 @@ def test_loader_on_store_equals_loader_on_dataset(store):
         a = gt.loader(store, strategy="pack-lpf", batch_size=10, seed=2, **kw)
         b = gt.loader(store.to_torch(), strategy="pack-lpf", batch_size=10, seed=2, **kw)
         assert isinstance(a.collater, StoreCollater)
-        for _ in range(2):                                   # two epochs
+        for _ in range(2):  # two epochs
             n = len(a)
             ga, gb_ = _collect(a), _collect(b)
             assert len(ga) == len(gb_) == n > 0
@@ -172,8 +194,9 @@ def test_prefetch_thread_over_worker_slots_equals_one_process_and_resumes(store)
     thread receives each slot before asking for the next batch, the content equals 0
     workers, and ``state_dict`` counts the batches the consumer took."""
     ref = _collect(gt.loader(store, strategy="dynamic", batch_size=8, seed=1))
-    ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=2,
-                   prefetch_factor=1)
+    ld = gt.loader(
+        store, strategy="dynamic", batch_size=8, seed=1, num_workers=2, prefetch_factor=1
+    )
     got = list(gt.prefetch(ld, depth=3))
     assert len(got) == len(ref)
     for x, y in zip(got, ref, strict=False):
@@ -191,17 +214,17 @@ def test_replaced_store_is_never_read_with_old_offsets(tmp_path):
     """Issue 14 item 1: rebuild the file between epochs (workers are re-forked each epoch)."""
     path = _write(tmp_path / "s.h5", _graphs(seed=1))
     store = GraphStore(path)
-    keep = GraphStore(path, in_memory=True)               # reference content of the old file
-    ld = gt.loader(store, strategy="static-64", batch_size=6, seed=0, shuffle=False,
-                   num_workers=1)
+    keep = GraphStore(path, in_memory=True)  # reference content of the old file
+    ld = gt.loader(store, strategy="static-64", batch_size=6, seed=0, shuffle=False, num_workers=1)
     _collect(ld)
-    _write(path, _graphs(seed=2))                          # same path, other graphs
-    for batch in _collect(ld):                             # workers keep the opened file
+    _write(path, _graphs(seed=2))  # same path, other graphs
+    for batch in _collect(ld):  # workers keep the opened file
         idx = batch.graph_index[batch.graph_mask].numpy()
-        want = gt.store_batch(keep, idx, (batch.num_nodes, batch.edge_index.shape[1],
-                                          batch.num_graphs))
+        want = gt.store_batch(
+            keep, idx, (batch.num_nodes, batch.edge_index.shape[1], batch.num_graphs)
+        )
         assert_same_batch(batch, want)
-    clone = pickle.loads(pickle.dumps(store))              # a spawned worker re-opens by path
+    clone = pickle.loads(pickle.dumps(store))  # a spawned worker re-opens by path
     with pytest.raises(StoreFormatError, match="replaced"):
         clone.read_graph(0)
     with pytest.raises(StoreFormatError, match="replaced"):
@@ -214,12 +237,12 @@ def test_damaged_edge_index_raises_on_read(tmp_path):
     with GraphStore(path) as s:
         offset = s._arrays()["edge_index"].offset
     raw = bytearray(path.read_bytes())
-    raw[offset:offset + 4] = np.int32(5000).tobytes()       # first source -> node 5000
+    raw[offset : offset + 4] = np.int32(5000).tobytes()  # first source -> node 5000
     path.write_bytes(bytes(raw))
-    s = GraphStore(path)                                    # the chunk check names it first
+    s = GraphStore(path)  # the chunk check names it first
     with pytest.raises(StoreFormatError, match="edge_index, check chunk 0"):
         s.read_batch([1, 0], (500, 2000, 4))
-    s = GraphStore(path, check_chunks=False)                # without: the range check
+    s = GraphStore(path, check_chunks=False)  # without: the range check
     with pytest.raises(StoreFormatError, match="edge_index"):
         s.read_graph(0)
     with pytest.raises(StoreFormatError, match="outside"):
@@ -238,9 +261,10 @@ def test_prefetch_thread_and_pin_memory_on_batch_path(store):
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")                   # no accelerator here: pinning is a no-op
-        pinned = _collect(gt.loader(store, strategy="buckets", batch_size=7, seed=3,
-                                    pin_memory=True))
+        warnings.simplefilter("ignore")  # no accelerator here: pinning is a no-op
+        pinned = _collect(
+            gt.loader(store, strategy="buckets", batch_size=7, seed=3, pin_memory=True)
+        )
     for x, y in zip(pinned, ref, strict=False):
         assert_same_batch(x, y)
 
@@ -273,54 +297,80 @@ def _unaligned(arr: np.ndarray) -> np.ndarray:
 
 
 @settings(max_examples=30, deadline=None)
-@given(n_node=st.lists(st.integers(0, 9), min_size=1, max_size=12),
-       edges_per_node=st.integers(0, 3), data=st.data(),
-       run_rows=st.sampled_from([1, 4, 10**9]), unaligned=st.booleans(), touch=st.booleans())
-def test_kernel_gathers_equal_per_graph_slices(n_node, edges_per_node, data, run_rows,
-                                               unaligned, touch):
+@given(
+    n_node=st.lists(st.integers(0, 9), min_size=1, max_size=12),
+    edges_per_node=st.integers(0, 3),
+    data=st.data(),
+    run_rows=st.sampled_from([1, 4, 10**9]),
+    unaligned=st.booleans(),
+    touch=st.booleans(),
+)
+def test_kernel_gathers_equal_per_graph_slices(
+    n_node, edges_per_node, data, run_rows, unaligned, touch
+):
     rng = np.random.default_rng(len(n_node) * 31 + edges_per_node)
     nn = np.array(n_node, dtype=np.int64)
     ne = np.array([k * edges_per_node if k else 0 for k in n_node], dtype=np.int64)
     N, E, G = int(nn.sum()), int(ne.sum()), len(n_node)
-    ei = np.concatenate([rng.integers(0, max(k, 1), (2, m)) for k, m in zip(nn, ne, strict=False)]
-                        + [np.zeros((2, 0), dtype=np.int64)], axis=1).astype(np.int32)
-    arrays = {"node": {"z": rng.integers(0, 255, N).astype(np.uint8),
-                       "pos": rng.normal(size=(N, 3)).astype(np.float32)},
-              "edge": {"d": rng.random(E).astype(np.float64),
-                       "b": rng.integers(0, 4, (E, 2)).astype(np.int16)},
-              "graph": {"y": rng.normal(size=(G, 2)).astype(np.float32),
-                        "i": np.arange(G, dtype=np.int64)}}
+    ei = np.concatenate(
+        [rng.integers(0, max(k, 1), (2, m)) for k, m in zip(nn, ne, strict=False)]
+        + [np.zeros((2, 0), dtype=np.int64)],
+        axis=1,
+    ).astype(np.int32)
+    arrays = {
+        "node": {
+            "z": rng.integers(0, 255, N).astype(np.uint8),
+            "pos": rng.normal(size=(N, 3)).astype(np.float32),
+        },
+        "edge": {
+            "d": rng.random(E).astype(np.float64),
+            "b": rng.integers(0, 4, (E, 2)).astype(np.int16),
+        },
+        "graph": {
+            "y": rng.normal(size=(G, 2)).astype(np.float32),
+            "i": np.arange(G, dtype=np.int64),
+        },
+    }
     wrap = _unaligned if unaligned else (lambda a: a)
     src = pb.PackedGraphs(
-        n_node=nn, n_edge=ne, node_offsets=np.r_[0, np.cumsum(nn)],
-        edge_offsets=np.r_[0, np.cumsum(ne)], edge_index=wrap(ei),
-        **{lv: {k: wrap(v) for k, v in d.items()} for lv, d in arrays.items()})
+        n_node=nn,
+        n_edge=ne,
+        node_offsets=np.r_[0, np.cumsum(nn)],
+        edge_offsets=np.r_[0, np.cumsum(ne)],
+        edge_index=wrap(ei),
+        **{lv: {k: wrap(v) for k, v in d.items()} for lv, d in arrays.items()},
+    )
     if unaligned and N:
         assert not src.node["pos"].flags.aligned
     idx = np.array(data.draw(st.lists(st.integers(0, G - 1), max_size=6)), dtype=np.int64)
     shape = (int(nn[idx].sum()) + 3, int(ne[idx].sum()) + 2, len(idx) + 2)
     old = pb.RUN_ROWS, pb.TOUCH_BYTES
     pb.RUN_ROWS = run_rows
-    pb.TOUCH_BYTES = 0 if touch else old[1]              # touch every array before gathering
+    pb.TOUCH_BYTES = 0 if touch else old[1]  # touch every array before gathering
     try:
         casts = {"z": np.int64, "d": np.float32} if run_rows == 4 else {}
         got = pb.pad_batch(src, idx, shape, dtypes=casts, pad={"i": -7})
     finally:
         pb.RUN_ROWS, pb.TOUCH_BYTES = old
     no, eo = src.node_offsets, src.edge_offsets
-    for level, rows in (("node", [slice(no[g], no[g + 1]) for g in idx]),
-                        ("edge", [slice(eo[g], eo[g + 1]) for g in idx]),
-                        ("graph", [slice(g, g + 1) for g in idx])):
+    for level, rows in (
+        ("node", [slice(no[g], no[g + 1]) for g in idx]),
+        ("edge", [slice(eo[g], eo[g + 1]) for g in idx]),
+        ("graph", [slice(g, g + 1) for g in idx]),
+    ):
         for name, arr in arrays[level].items():
             want = np.concatenate([arr[r] for r in rows] + [arr[:0]])
             out = got.fields[name]
             assert out.dtype == np.dtype(casts.get(name, arr.dtype))
-            assert np.array_equal(out[:want.shape[0]], want.astype(out.dtype)), name
+            assert np.array_equal(out[: want.shape[0]], want.astype(out.dtype)), name
             if name == "i":
-                assert (out[want.shape[0]:] == -7).all()
-    local = np.concatenate([ei[:, eo[g]:eo[g + 1]] + got.node_ptr[k]
-                            for k, g in enumerate(idx)] + [np.zeros((2, 0), np.int64)], axis=1)
-    assert np.array_equal(got.fields["edge_index"][:, :local.shape[1]], local)
+                assert (out[want.shape[0] :] == -7).all()
+    local = np.concatenate(
+        [ei[:, eo[g] : eo[g + 1]] + got.node_ptr[k] for k, g in enumerate(idx)]
+        + [np.zeros((2, 0), np.int64)],
+        axis=1,
+    )
+    assert np.array_equal(got.fields["edge_index"][:, : local.shape[1]], local)
     # every output array is a view of the batch's one buffer, at its recorded offset
     base = got.buffer.__array_interface__["data"][0]
     for name, arr in [*got.fields.items(), ("batch", got.batch), ("graph_ptr", got.graph_ptr)]:
@@ -332,13 +382,14 @@ def test_batches_never_share_buffers(store):
     a = store.read_batch([0, 1], (400, 3000, 4))
     b = store.read_batch([0, 1], (400, 3000, 4))
     assert not np.shares_memory(a.buffer, b.buffer)
-    a.fields["pos"][:] = 99                                   # a consumer writing to a batch
+    a.fields["pos"][:] = 99  # a consumer writing to a batch
     assert not (b.fields["pos"] == 99).all()
     with pytest.raises(TypeError, match="allocate"):
         store.read_batch([0], (400, 3000, 4), allocate=lambda n: np.empty(n - 1, np.uint8))
     seen = []
-    c = store.read_batch([2], (400, 3000, 4),
-                         allocate=lambda n: seen.append(n) or np.empty(n + 8, np.uint8))
+    c = store.read_batch(
+        [2], (400, 3000, 4), allocate=lambda n: seen.append(n) or np.empty(n + 8, np.uint8)
+    )
     assert seen and c.buffer.shape[0] == seen[0] + 8
 
 
@@ -351,27 +402,39 @@ from graphbatch.torch import _slots  # noqa: E402
 
 def _tensor_ranges(b):
     """``(start, end)`` byte addresses of every tensor of a batch."""
-    return [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
-            for t in b.values() if isinstance(t, torch.Tensor)] if isinstance(b, dict) else \
-        [(b[k].data_ptr(), b[k].data_ptr() + b[k].numel() * b[k].element_size())
-         for k in b.keys() if isinstance(b[k], torch.Tensor)]
+    return (
+        [
+            (t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+            for t in b.values()
+            if isinstance(t, torch.Tensor)
+        ]
+        if isinstance(b, dict)
+        else [
+            (b[k].data_ptr(), b[k].data_ptr() + b[k].numel() * b[k].element_size())
+            for k in b.keys()
+            if isinstance(b[k], torch.Tensor)
+        ]
+    )
 
 
 def test_worker_batches_arrive_through_slots_not_shared_storages(store):
     ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
     it, receive = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
-    raw = next(it)                                   # what crossed from the worker
+    raw = next(it)  # what crossed from the worker
     assert isinstance(raw, _slots.SlotBatch)
-    assert len(pickle.dumps(raw)) < 200              # a few ints, no storage
+    assert len(pickle.dumps(raw)) < 200  # a few ints, no storage
     b = receive(raw)
     assert type(b).__name__ == "StoreDataBatch"
     for k in b.keys():
         if isinstance(b[k], torch.Tensor):
-            assert not b[k].is_shared(), k           # a private copy in the main process
+            assert not b[k].is_shared(), k  # a private copy in the main process
     lo = min(a for a, _ in _tensor_ranges(b))
-    assert max(e for _, e in _tensor_ranges(b)) - lo <= raw.nbytes   # one buffer per batch
-    ref = gt.store_batch(store, b.graph_index[b.graph_mask].numpy(),
-                         (b.num_nodes, b.edge_index.shape[1], b.num_graphs))
+    assert max(e for _, e in _tensor_ranges(b)) - lo <= raw.nbytes  # one buffer per batch
+    ref = gt.store_batch(
+        store,
+        b.graph_index[b.graph_mask].numpy(),
+        (b.num_nodes, b.edge_index.shape[1], b.num_graphs),
+    )
     assert_same_batch(b, ref)
     del it
 
@@ -379,22 +442,36 @@ def test_worker_batches_arrive_through_slots_not_shared_storages(store):
 def test_batches_bigger_than_a_slot_arrive_as_one_shared_block(store, monkeypatch):
     ref = _collect(gt.loader(store, strategy="dynamic", batch_size=8, seed=1))
     ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=2)
-    monkeypatch.setattr(ld.collate_fn, "slot_bytes", lambda loader: 1024)   # nothing fits
+    monkeypatch.setattr(ld.collate_fn, "slot_bytes", lambda loader: 1024)  # nothing fits
     got = _collect(ld)
     assert len(got) == len(ref)
     for x, y in zip(got, ref, strict=False):
         assert_same_batch(x, y)
-        assert len({x[k].untyped_storage().data_ptr() for k in x.keys()
-                    if isinstance(x[k], torch.Tensor)}) == 1          # one shared block
+        assert (
+            len(
+                {
+                    x[k].untyped_storage().data_ptr()
+                    for k in x.keys()
+                    if isinstance(x[k], torch.Tensor)
+                }
+            )
+            == 1
+        )  # one shared block
         assert x.edge_index.is_shared()
 
 
 @settings(max_examples=8, deadline=None)
-@given(workers=st.integers(1, 2), prefetch=st.integers(1, 3), in_order=st.booleans(),
-       persistent=st.booleans(), as_dict=st.booleans(), delays=st.lists(
-           st.sampled_from([0.0, 0.0, 0.002, 0.01]), min_size=1, max_size=6))
-def test_slot_hand_off_equals_one_process_under_any_pace(store, workers, prefetch, in_order,
-                                                          persistent, as_dict, delays):
+@given(
+    workers=st.integers(1, 2),
+    prefetch=st.integers(1, 3),
+    in_order=st.booleans(),
+    persistent=st.booleans(),
+    as_dict=st.booleans(),
+    delays=st.lists(st.sampled_from([0.0, 0.0, 0.002, 0.01]), min_size=1, max_size=6),
+)
+def test_slot_hand_off_equals_one_process_under_any_pace(
+    store, workers, prefetch, in_order, persistent, as_dict, delays
+):
     """Two epochs with workers equal 0 workers bit for bit, whatever the consumer's pace
     (a slow consumer lets workers run ahead to the DataLoader's limit); a slot rewritten
     before its copy would raise in `SlotRing.copy_out` or show as a different batch."""
@@ -402,10 +479,15 @@ def test_slot_hand_off_equals_one_process_under_any_pace(store, workers, prefetc
 
     kw = dict(strategy="pack-lpf", batch_size=6, seed=4, as_dict=as_dict)
     ref = gt.loader(store, **kw)
-    ld = gt.loader(store, num_workers=workers, prefetch_factor=prefetch, in_order=in_order,
-                   persistent_workers=persistent, **kw)
-    key = (lambda b: b["graph_index"].tolist()) if as_dict else (
-        lambda b: b.graph_index.tolist())
+    ld = gt.loader(
+        store,
+        num_workers=workers,
+        prefetch_factor=prefetch,
+        in_order=in_order,
+        persistent_workers=persistent,
+        **kw,
+    )
+    key = (lambda b: b["graph_index"].tolist()) if as_dict else (lambda b: b.graph_index.tolist())
     for _ in range(2):
         want = {tuple(key(b)): b for b in ref}
         got = []
@@ -439,10 +521,10 @@ def test_ring_slots_of_recent_batches_never_collide(workers, per_worker, data):
     for w in order:
         slot, ticket, buf = clones[w].claim(w, 100)
         assert buf.shape[0] >= 100 and owner.setdefault(slot, w) == w
-        assert ring._ticket(slot) == ticket                    # visible through the ring
+        assert ring._ticket(slot) == ticket  # visible through the ring
         recent[w] = (recent[w] + [slot])[-per_worker:]
         assert len(set(recent[w])) == len(recent[w])
-    assert ring.claim(0, 257) is None                           # too big for a slot
+    assert ring.claim(0, 257) is None  # too big for a slot
 
 
 def test_rewritten_slot_is_detected_not_returned(store):
@@ -451,16 +533,18 @@ def test_rewritten_slot_is_detected_not_returned(store):
     ring = _slots.SlotRing(1, 2, col.slot_bytes(ld))
     recv = _slots.SlotReceiver(ring, col.batcher.from_buffer)
     plan = ld.plan
-    shape = (plan.shape(0)[0] + 1, *plan.shape(0)[1:])          # the spare padding node
+    shape = (plan.shape(0)[0] + 1, *plan.shape(0)[1:])  # the spare padding node
     slot, ticket, buf = ring.claim(0, col.batcher.buffer_bytes(shape))
-    padded = store.read_batch(plan.batch(0), shape, dtypes=col.batcher._dtypes,
-                              allocate=lambda n: buf)
-    msg = _slots.SlotBatch(ring.token, slot, ticket, col.batcher.buffer_bytes(shape),
-                           padded.shape, padded.num_real[0])
+    padded = store.read_batch(
+        plan.batch(0), shape, dtypes=col.batcher._dtypes, allocate=lambda n: buf
+    )
+    msg = _slots.SlotBatch(
+        ring.token, slot, ticket, col.batcher.buffer_bytes(shape), padded.shape, padded.num_real[0]
+    )
     ref = gt.store_batch(store, plan.batch(0), shape)
     assert_same_batch(recv(msg), ref)
     for _ in range(2):
-        ring.claim(0, 64)                                       # the worker wraps around
+        ring.claim(0, 64)  # the worker wraps around
     with pytest.raises(RuntimeError, match="no longer holds"):
         recv(msg)
     other = _slots.SlotBatch(ring.token + 1, slot, ticket, msg.nbytes, msg.shape, 1)
@@ -484,12 +568,18 @@ def test_pin_memory_thread_copies_slots_straight_into_pinned_buffers(store, monk
     ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
     it, receive = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
     raw = next(it)
-    b = torch_pin.pin_memory(raw)                            # what the pin thread does
+    b = torch_pin.pin_memory(raw)  # what the pin thread does
     assert receive(b) is b and len(made) == 1
     lo, hi = made[0].data_ptr(), made[0].data_ptr() + made[0].numel()
     assert all(lo <= a and e <= hi for a, e in _tensor_ranges(b))
-    assert_same_batch(b, gt.store_batch(store, b.graph_index[b.graph_mask].numpy(),
-                                        (b.num_nodes, b.edge_index.shape[1], b.num_graphs)))
+    assert_same_batch(
+        b,
+        gt.store_batch(
+            store,
+            b.graph_index[b.graph_mask].numpy(),
+            (b.num_nodes, b.edge_index.shape[1], b.num_graphs),
+        ),
+    )
     del it
 
 
@@ -499,9 +589,15 @@ def test_slot_hand_off_with_start_methods_init_fn_and_ranks(store, context, work
     imports torch and PyG anew (seconds), hence one worker there."""
     kw = dict(strategy="pack-lpf", batch_size=7, seed=2, num_replicas=2, rank=1)
     ref_loader = gt.loader(store, **kw)
-    refs = [_collect(ref_loader), _collect(ref_loader)]      # epochs 0 and 1
-    ld = gt.loader(store, num_workers=workers, multiprocessing_context=context,
-                   worker_init_fn=_init_fn, persistent_workers=True, **kw)
+    refs = [_collect(ref_loader), _collect(ref_loader)]  # epochs 0 and 1
+    ld = gt.loader(
+        store,
+        num_workers=workers,
+        multiprocessing_context=context,
+        worker_init_fn=_init_fn,
+        persistent_workers=True,
+        **kw,
+    )
     for ref in refs:
         got = _collect(ld)
         assert len(got) == len(ref) > 0
@@ -510,7 +606,7 @@ def test_slot_hand_off_with_start_methods_init_fn_and_ranks(store, context, work
 
 
 def _init_fn(worker_id):
-    torch.manual_seed(1000 + worker_id)                       # a user's init runs as before
+    torch.manual_seed(1000 + worker_id)  # a user's init runs as before
 
 
 def test_buffer_layout_is_the_kernels(store):
@@ -532,8 +628,10 @@ def test_slot_hand_off_on_a_sharded_store(tmp_path):
     from graphbatch.datasets._manifest import write_manifest_of_shards
 
     g = _graphs(n=60, seed=4)
-    paths = [write_store(tmp_path / f"s{k}.h5", [g.take(np.arange(a, b))], name="t")
-             for k, (a, b) in enumerate([(0, 25), (25, 60)])]
+    paths = [
+        write_store(tmp_path / f"s{k}.h5", [g.take(np.arange(a, b))], name="t")
+        for k, (a, b) in enumerate([(0, 25), (25, 60)])
+    ]
     write_manifest_of_shards(tmp_path / "m.json", paths, name="t", meta={}, build={})
     store = GraphStore(tmp_path / "m.json")
     kw = dict(strategy="dynamic", batch_size=5, seed=1)

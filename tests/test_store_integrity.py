@@ -36,8 +36,12 @@ from ._stores import graph_arrays_dict, read_header, write_v1, write_v2  # noqa:
 
 TESTS = Path(__file__).resolve().parent
 _SRC = str(Path(graphbatch.__file__).resolve().parents[1])
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(           # the graphbatch this process uses
-    p for p in (_SRC, os.environ.get("PYTHONPATH")) if p)}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(  # the graphbatch this process uses
+        p for p in (_SRC, os.environ.get("PYTHONPATH")) if p
+    ),
+}
 
 
 def _graphs(n=40, seed=0) -> GraphArrays:
@@ -45,15 +49,23 @@ def _graphs(n=40, seed=0) -> GraphArrays:
     g = synthetic_graphs(sizes, rng=seed + 1, node_dim=3, n_targets=2)
     rng = np.random.default_rng(seed + 2)
     return GraphArrays(
-        n_node=g.n_node, n_edge=g.n_edge, edge_index=g.edge_index,
+        n_node=g.n_node,
+        n_edge=g.n_edge,
+        edge_index=g.edge_index,
         node={**g.node, "z": rng.integers(1, 10, int(g.n_node.sum())).astype(np.uint8)},
         edge={"d": rng.random(int(g.n_edge.sum())).astype(np.float32)},
-        graph={**g.graph, "index": np.arange(n, dtype=np.int64)})
+        graph={**g.graph, "index": np.arange(n, dtype=np.int64)},
+    )
 
 
 def _script(name: str, *args, timeout: float) -> dict:
-    out = subprocess.run([sys.executable, str(TESTS / name), *map(str, args)], env=ENV,
-                         capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, str(TESTS / name), *map(str, args)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -76,8 +88,7 @@ def test_convert_refuses_or_reproduces_every_chunk_index_flip(tmp_path):
 def test_convert_format_1_and_2_and_check_the_result(tmp_path, capsys):
     graphs = _graphs(30, seed=5)
     for writer, tag in ((write_v1, "v1"), (write_v2, "v2")):
-        src = writer(tmp_path / f"{tag}.h5", graphs, name="old", meta={"a": 1},
-                     failed_index=[5])
+        src = writer(tmp_path / f"{tag}.h5", graphs, name="old", meta={"a": 1}, failed_index=[5])
         out = tmp_path / f"{tag}-new.h5"
         assert main(["data", "convert", str(src), "--out", str(out)]) == 0
         with GraphStore(out, verify=True) as s:
@@ -101,8 +112,10 @@ def test_convert_format_1_and_2_and_check_the_result(tmp_path, capsys):
     assert "checksum of node/x" in err and err.count("\n") == 1
     assert not (tmp_path / "bad.h5").exists()
     # an up-to-date store is not converted again
-    assert main(["data", "convert", str(tmp_path / "v1-new.h5"), "--out",
-                 str(tmp_path / "again.h5")]) == 2
+    assert (
+        main(["data", "convert", str(tmp_path / "v1-new.h5"), "--out", str(tmp_path / "again.h5")])
+        == 2
+    )
     assert "already a format-3 store" in capsys.readouterr().err
 
 
@@ -121,9 +134,17 @@ def test_convert_compares_what_it_wrote_with_what_it_read(tmp_path, monkeypatch)
         node = dict(chunk.node)
         node["x"] = node["x"].copy()
         node["x"][0, 0] += 1.0
-        real(self, GraphArrays(n_node=chunk.n_node, n_edge=chunk.n_edge,
-                               edge_index=chunk.edge_index, node=node, edge=chunk.edge,
-                               graph=chunk.graph))
+        real(
+            self,
+            GraphArrays(
+                n_node=chunk.n_node,
+                n_edge=chunk.n_edge,
+                edge_index=chunk.edge_index,
+                node=node,
+                edge=chunk.edge,
+                graph=chunk.graph,
+            ),
+        )
 
     monkeypatch.setattr(_store.GraphStoreWriter, "append", lossy)
     with pytest.raises(StoreFormatError, match="differ from the source"):
@@ -139,11 +160,11 @@ def _object_before_free_space(raw: bytearray) -> int:
     index (2), refs (2), reserved (4), size (8), data padded to 8 bytes; index 0 is free)."""
     start = raw.find(b"GCOL")
     while start >= 0:
-        end = start + int.from_bytes(raw[start + 8:start + 16], "little")
+        end = start + int.from_bytes(raw[start + 8 : start + 16], "little")
         at, last = start + 16, None
         while at + 16 <= end:
-            idx = int.from_bytes(raw[at:at + 2], "little")
-            size = int.from_bytes(raw[at + 8:at + 16], "little")
+            idx = int.from_bytes(raw[at : at + 2], "little")
+            size = int.from_bytes(raw[at + 8 : at + 16], "little")
             if idx == 0:
                 if last is not None and size >= 64:
                     return last + 8
@@ -163,8 +184,8 @@ def test_damaged_global_heap_of_a_format_2_store_never_hangs(tmp_path, monkeypat
     path = write_v2(tmp_path / "v2.h5", _graphs(10, seed=7), meta={"files": ["a.py"] * 50})
     raw = bytearray(path.read_bytes())
     size_at = _object_before_free_space(raw)
-    size = int.from_bytes(raw[size_at:size_at + 8], "little")
-    raw[size_at] = ((size + 7) // 8 * 8 + 1) & 0xFF    # one byte: 8 more once padded
+    size = int.from_bytes(raw[size_at : size_at + 8], "little")
+    raw[size_at] = ((size + 7) // 8 * 8 + 1) & 0xFF  # one byte: 8 more once padded
     bad = tmp_path / "hang.h5"
     bad.write_bytes(bytes(raw))
     monkeypatch.setattr(probe, "PROBE_TIMEOUT_S", 4.0)
@@ -180,8 +201,13 @@ def test_byte_flips_over_a_store_never_hang_or_change_what_is_read(tmp_path):
     """Every flip of the header region (the prefix, the JSON header), a sample of the HDF5
     metadata and of the data: the copy opens and every batch reads exactly as before, or a
     one-line error naming the file -- never a hang, never other data."""
-    path = write_store(tmp_path / "s.h5", [_graphs(12, seed=8)], name="flip",
-                       meta={"k": [1, 2], "files": ["x.py"] * 20}, failed_index=[3])
+    path = write_store(
+        tmp_path / "s.h5",
+        [_graphs(12, seed=8)],
+        name="flip",
+        meta={"k": [1, 2], "files": ["x.py"] * 20},
+        failed_index=[3],
+    )
     raw = path.read_bytes()
     head = read_header(path)
     hoff = int.from_bytes(raw[16:24], "little")
@@ -190,13 +216,20 @@ def test_byte_flips_over_a_store_never_hang_or_change_what_is_read(tmp_path):
     for entry in head["arrays"].values():
         if entry["offset"] is not None:
             n = int(np.prod(entry["shape"])) * np.dtype(entry["dtype"]).itemsize
-            data[entry["offset"]:entry["offset"] + n] = True
-    data[hoff:hoff + hlen] = True
+            data[entry["offset"] : entry["offset"] + n] = True
+    data[hoff : hoff + hlen] = True
     other = np.flatnonzero(~data)
     other = other[other >= 40]
-    positions = np.unique(np.concatenate([
-        np.arange(0, 40), np.arange(hoff, hoff + hlen, 13), other[::41],
-        np.flatnonzero(data)[::97]]))
+    positions = np.unique(
+        np.concatenate(
+            [
+                np.arange(0, 40),
+                np.arange(hoff, hoff + hlen, 13),
+                other[::41],
+                np.flatnonzero(data)[::97],
+            ]
+        )
+    )
     assert positions.size > 200
     np.save(tmp_path / "pos.npy", positions)
     res = _script("_flip_open.py", path, tmp_path / "pos.npy", 20, timeout=600)
@@ -205,8 +238,13 @@ def test_byte_flips_over_a_store_never_hang_or_change_what_is_read(tmp_path):
 
 
 def _run_cli(*args, timeout=60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "graphbatch.cli", *map(str, args)], env=ENV,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "graphbatch.cli", *map(str, args)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_fifos_and_devices_are_refused_not_read(tmp_path):
@@ -215,11 +253,14 @@ def test_fifos_and_devices_are_refused_not_read(tmp_path):
     os.mkfifo(fifo)
     csv = tmp_path / "mols.csv"
     os.mkfifo(csv)
-    for args in (["data", "verify", fifo], ["data", "sizes", fifo, "--out", tmp_path / "s.npz"],
-                 ["plan", fifo, "--strategy", "dynamic", "--batch-size", "4", "--out",
-                  tmp_path / "p.npz"], ["data", "verify", "/dev/zero"],
-                 ["data", "convert", fifo, "--out", tmp_path / "c.h5"],
-                 ["data", "build", "moses", "--source", csv, "--out", tmp_path / "m.h5"]):
+    for args in (
+        ["data", "verify", fifo],
+        ["data", "sizes", fifo, "--out", tmp_path / "s.npz"],
+        ["plan", fifo, "--strategy", "dynamic", "--batch-size", "4", "--out", tmp_path / "p.npz"],
+        ["data", "verify", "/dev/zero"],
+        ["data", "convert", fifo, "--out", tmp_path / "c.h5"],
+        ["data", "build", "moses", "--source", csv, "--out", tmp_path / "m.h5"],
+    ):
         out = _run_cli(*args)
         assert out.returncode == 2, out.stderr
         assert out.stderr.count("\n") == 1 and "not a regular file" in out.stderr, out.stderr
@@ -241,8 +282,10 @@ def _sharded(tmp_path, graphs, parts=3) -> Path:
     d = tmp_path / "set"
     d.mkdir(parents=True)
     cut = np.linspace(0, len(graphs), parts + 1).astype(int)
-    paths = [write_store(d / f"s{k}.h5", [graphs.take(np.arange(a, b))], name="t")
-             for k, (a, b) in enumerate(itertools.pairwise(cut))]
+    paths = [
+        write_store(d / f"s{k}.h5", [graphs.take(np.arange(a, b))], name="t")
+        for k, (a, b) in enumerate(itertools.pairwise(cut))
+    ]
     write_manifest_of_shards(d / "set.json", paths, name="t", meta={}, build={})
     return d / "set.json"
 
@@ -266,7 +309,7 @@ def test_forged_manifest_dtypes_and_shapes_are_refused(tmp_path, capsys):
         (lambda b: b["fields"]["x"].update(dtype="<c16"), "unsupported dtype"),
         (lambda b: b["fields"]["x"].update(shape=[-3]), "bad field description"),
         (lambda b: b["fields"]["x"].update(level="edge"), "disagrees with the manifest"),
-        (lambda b: b.update(edge_index_dtype="<i8"), "edge_index dtype"),   # shards hold <i4
+        (lambda b: b.update(edge_index_dtype="<i8"), "edge_index dtype"),  # shards hold <i4
     ]
     for k, (change, match) in enumerate(cases):
         manifest = _sharded(tmp_path / f"c{k}", graphs)
@@ -275,11 +318,22 @@ def test_forged_manifest_dtypes_and_shapes_are_refused(tmp_path, capsys):
             GraphStore(manifest).verify()
         capsys.readouterr()
         assert main(["data", "verify", str(manifest)]) == 2
-        assert main(["plan", str(manifest), "--strategy", "dynamic", "--batch-size", "4",
-                     "--out", str(tmp_path / f"p{k}.npz")]) in ((0, 2) if k >= 3 else (2,))
+        assert main(
+            [
+                "plan",
+                str(manifest),
+                "--strategy",
+                "dynamic",
+                "--batch-size",
+                "4",
+                "--out",
+                str(tmp_path / f"p{k}.npz"),
+            ]
+        ) in ((0, 2) if k >= 3 else (2,))
         err = capsys.readouterr().err
-        assert "Traceback" not in err and all(line.startswith("graphbatch") for line in
-                                              err.splitlines())
+        assert "Traceback" not in err and all(
+            line.startswith("graphbatch") for line in err.splitlines()
+        )
 
 
 def test_manifest_size_table_is_bounded_before_decompressing(tmp_path):
@@ -298,8 +352,7 @@ def test_manifest_size_table_is_bounded_before_decompressing(tmp_path):
         tracemalloc.stop()
     assert peak < 64 << 20, peak
     manifest = _sharded(tmp_path / "b", graphs)
-    _forge(manifest, lambda b: (b["shards"][0].update(n_graph=10**9),
-                                b.update(n_graph=10**9 + 20)))
+    _forge(manifest, lambda b: (b["shards"][0].update(n_graph=10**9), b.update(n_graph=10**9 + 20)))
     with pytest.raises(StoreFormatError, match="cannot hold the 1,000,000,000 graphs"):
         GraphStore(manifest)
 
@@ -325,26 +378,27 @@ def test_damaged_arrays_are_caught_on_first_read_not_served(tmp_path, small_chun
     head = read_header(path)
     with GraphStore(path) as s:
         bounds = np.array(s._arrays()["checks/chunk_graphs"])
-        assert bounds.shape[0] > 3                     # several chunks
+        assert bounds.shape[0] > 3  # several chunks
         k = 2
-        g = int(bounds[k])                             # the first graph of chunk 2
+        g = int(bounds[k])  # the first graph of chunk 2
         row = int(s.node_offsets[g])
     entry = head["arrays"]["node/x"]
     raw = bytearray(path.read_bytes())
-    raw[entry["offset"] + row * 12 + 1] ^= 0x20        # graph g's first x row (3 float32)
+    raw[entry["offset"] + row * 12 + 1] ^= 0x20  # graph g's first x row (3 float32)
     bad = tmp_path / "bad.h5"
     bad.write_bytes(bytes(raw))
     store = GraphStore(bad)
-    elsewhere = np.arange(0, int(bounds[1]))          # chunk 0 only: fine
+    elsewhere = np.arange(0, int(bounds[1]))  # chunk 0 only: fine
     store.read_batch(elsewhere, (2000, 20000, len(elsewhere) + 1))
-    with pytest.raises(StoreFormatError,
-                       match=rf"bad\.h5.*node/x, check chunk {k} of \d+ \(graphs {g}:"):
+    with pytest.raises(
+        StoreFormatError, match=rf"bad\.h5.*node/x, check chunk {k} of \d+ \(graphs {g}:"
+    ):
         store.read_batch([0, g], (200, 2000, 3))
     with pytest.raises(StoreFormatError, match="node/x, check chunk"):
         store.read_graph(g)
     with pytest.raises(StoreFormatError, match="node/x, check chunk"):
         store.arrays(g - 1, g + 1)
-    unchecked = GraphStore(bad, check_chunks=False)    # the opt-out serves what is on disk
+    unchecked = GraphStore(bad, check_chunks=False)  # the opt-out serves what is on disk
     assert not np.array_equal(unchecked.read_graph(g)["x"], graphs.graph_dict(g)["x"])
     with pytest.raises(StoreFormatError, match="check chunk"):
         for _ in gt.loader(GraphStore(bad), strategy="dynamic", batch_size=16, seed=0):
@@ -362,8 +416,9 @@ def test_damaged_arrays_are_caught_on_first_read_not_served(tmp_path, small_chun
             with pytest.raises(StoreFormatError, match=f"{where}, check chunk"):
                 for a in range(0, len(s), 50):
                     idx = np.arange(a, min(a + 50, len(s)))
-                    s.read_batch(idx, (int(s.n_node[idx].sum()) + 1, int(s.n_edge[idx].sum()),
-                                       idx.size + 1))
+                    s.read_batch(
+                        idx, (int(s.n_node[idx].sum()) + 1, int(s.n_edge[idx].sum()), idx.size + 1)
+                    )
 
 
 def test_chunk_checks_are_per_process_and_skipped_after_verify(tmp_path, small_chunks):
@@ -375,19 +430,19 @@ def test_chunk_checks_are_per_process_and_skipped_after_verify(tmp_path, small_c
     assert checker.remaining == checker.n_chunks > 1
     store.read_batch([0, 1], (100, 1000, 3))
     assert checker.remaining == checker.n_chunks - 1
-    clone = pickle.loads(pickle.dumps(store))          # a spawned process checks for itself
+    clone = pickle.loads(pickle.dumps(store))  # a spawned process checks for itself
     clone.read_graph(0)
     assert clone._checker.remaining == clone._checker.n_chunks - 1
-    last = len(store) - 1                              # a forked one (a DataLoader worker)
-    pid = os.fork()                                    # shares what it checks
+    last = len(store) - 1  # a forked one (a DataLoader worker)
+    pid = os.fork()  # shares what it checks
     if pid == 0:
         store.read_graph(last)
         os._exit(0)
     os.waitpid(pid, 0)
     assert checker.done[-1] and checker.remaining == checker.n_chunks - 1
-    store.read_graph(0)                                # nothing to check: the view refreshes
+    store.read_graph(0)  # nothing to check: the view refreshes
     assert checker.remaining == checker.n_chunks - 2
-    store.verify()                                     # read whole: nothing left to check
+    store.verify()  # read whole: nothing left to check
     assert checker.remaining == 0
     assert GraphStore(path, verify=True)._checker.remaining == 0
     assert GraphStore(path, check_chunks=False)._checker is None

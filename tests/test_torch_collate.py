@@ -36,8 +36,11 @@ def reference_concat(graphs):
         y.append(g.y)
         off += g.num_nodes
     return {
-        "z": torch.cat(z), "pos": torch.cat(pos), "edge_index": torch.cat(ei, 1),
-        "edge_attr": torch.cat(ea), "y": torch.cat(y),
+        "z": torch.cat(z),
+        "pos": torch.cat(pos),
+        "edge_index": torch.cat(ei, 1),
+        "edge_attr": torch.cat(ea),
+        "y": torch.cat(y),
     }
 
 
@@ -90,15 +93,26 @@ def test_inferred_schema_levels_and_custom_fields():
     g = []
     for n, e in ((3, 4), (5, 2), (2, 0)):
         d = Data(
-            x=torch.randn(n, 4), edge_index=torch.randint(0, n, (2, e)), w=torch.randn(e),
-            label=torch.tensor(n * 1.0), y=torch.randn(1, 2), count=n, name=f"g{n}",
+            x=torch.randn(n, 4),
+            edge_index=torch.randint(0, n, (2, e)),
+            w=torch.randn(e),
+            label=torch.tensor(n * 1.0),
+            y=torch.randn(1, 2),
+            count=n,
+            name=f"g{n}",
             deg_hist=torch.randn(n, 2, 2),
         )
         g.append(d)
     s = gt.infer_schema(g)
     assert {k: v.level for k, v in s.items()} == {
-        "x": "node", "edge_index": "edge", "w": "edge", "label": "graph", "y": "graph",
-        "count": "graph", "name": "graph", "deg_hist": "node",
+        "x": "node",
+        "edge_index": "edge",
+        "w": "edge",
+        "label": "graph",
+        "y": "graph",
+        "count": "graph",
+        "name": "graph",
+        "deg_hist": "node",
     }
     assert s["edge_index"].inc == "node" and s["x"].inc == "none"
     b = gt.collate(g, (16, 8, 5), schema=s.with_pad(x=-1.0, y=float("nan"), w=7.0))
@@ -121,8 +135,15 @@ class Transposed(Data):
 
 
 def test_schema_follows_cat_dim_of_data_subclass():
-    g = [Transposed(xt=torch.randn(3, n), z=torch.ones(n, dtype=torch.long),
-                    edge_index=torch.zeros(2, 1, dtype=torch.long), num_nodes=n) for n in (2, 4)]
+    g = [
+        Transposed(
+            xt=torch.randn(3, n),
+            z=torch.ones(n, dtype=torch.long),
+            edge_index=torch.zeros(2, 1, dtype=torch.long),
+            num_nodes=n,
+        )
+        for n in (2, 4)
+    ]
     s = gt.infer_schema(g)
     assert s["xt"].level == "node" and s["xt"].cat_dim == 1
     b = gt.collate(g, (9, 4, 3), schema=s)
@@ -132,8 +153,14 @@ def test_schema_follows_cat_dim_of_data_subclass():
 
 
 def test_node_index_fields_are_offset_and_padded_to_padding_nodes():
-    g = [Data(x=torch.randn(n, 1), edge_index=torch.zeros(2, 0, dtype=torch.long),
-              anchor_index=torch.tensor([n - 1])) for n in (2, 3)]
+    g = [
+        Data(
+            x=torch.randn(n, 1),
+            edge_index=torch.zeros(2, 0, dtype=torch.long),
+            anchor_index=torch.tensor([n - 1]),
+        )
+        for n in (2, 3)
+    ]
     s = gt.infer_schema(g)
     assert s["anchor_index"].level == "graph" and s["anchor_index"].inc == "node"
     b = gt.collate(g, (8, 0, 4), schema=s)
@@ -165,8 +192,11 @@ def test_cutoff_with_one_padding_node_gives_self_loops(graphs):
 
 def test_short_padding_batches_matches_loop(graphs):
     p = gb.plan(sizes_of(graphs), "dynamic", budget=(40, 200, 8), seed=0)
-    expect = [b for b in range(len(p))
-              if p.pad_nodes[b] - p.real_nodes[b] == 1 and p.pad_edges[b] > p.real_edges[b]]
+    expect = [
+        b
+        for b in range(len(p))
+        if p.pad_nodes[b] - p.real_nodes[b] == 1 and p.pad_edges[b] > p.real_edges[b]
+    ]
     assert short_padding_batches(p).tolist() == expect
 
 
@@ -194,15 +224,17 @@ def test_unpad_matches_unpadded_reference(graphs):
     for b, idx in enumerate(p.batches()):
         idx = idx.tolist()
         bt = gt.collate([graphs[i] for i in idx], p.shape(b), graph_index=idx, schema=schema)
-        node_out, graph_out = tiny_model(bt.z, bt.pos, bt.edge_index, bt.batch, bt.num_graphs,
-                                         bt.node_mask, bt.edge_mask)
+        node_out, graph_out = tiny_model(
+            bt.z, bt.pos, bt.edge_index, bt.batch, bt.num_graphs, bt.node_mask, bt.edge_mask
+        )
         per_graph = gt.unpad(graph_out, bt, level="graph")
         per_node = gt.unpad(node_out, bt, level="node")
         assert per_graph.shape[0] == len(idx) and len(per_node) == len(idx)
         for k, i in enumerate(idx):
             g = graphs[i]
-            ref_nodes, ref_graph = tiny_model(g.z, g.pos, g.edge_index,
-                                              torch.zeros(g.num_nodes, dtype=torch.long), 1)
+            ref_nodes, ref_graph = tiny_model(
+                g.z, g.pos, g.edge_index, torch.zeros(g.num_nodes, dtype=torch.long), 1
+            )
             torch.testing.assert_close(per_node[k], ref_nodes)
             torch.testing.assert_close(per_graph[k], ref_graph[0])
         edge_vals = gt.unpad(bt.edge_attr, bt, level="edge")
@@ -226,14 +258,26 @@ def test_dict_variant_matches_pyg(graphs):
     b = gt.collate([graphs[i] for i in idx], shape, graph_index=idx)
     plain = [{k: graphs[i][k] for k in ("z", "pos", "edge_index", "edge_attr", "y")} for i in idx]
     d = gt.collate_dict(plain, shape, graph_index=idx)
-    for key in ("z", "pos", "edge_index", "edge_attr", "y", "batch", "ptr", "node_mask",
-                "edge_mask", "graph_mask", "graph_index"):
+    for key in (
+        "z",
+        "pos",
+        "edge_index",
+        "edge_attr",
+        "y",
+        "batch",
+        "ptr",
+        "node_mask",
+        "edge_mask",
+        "graph_mask",
+        "graph_index",
+    ):
         assert torch.equal(d[key], b[key]), key
     assert d["num_graphs"] == 7
     counts = (d["edge_ptr"][1:] - d["edge_ptr"][:-1])[:4].tolist()
     assert counts == [graphs[i].num_edges for i in idx]
-    assert [t.shape[0] for t in gt.unpad(d["pos"], d, level="node")] == \
-        [graphs[i].num_nodes for i in idx]
+    assert [t.shape[0] for t in gt.unpad(d["pos"], d, level="node")] == [
+        graphs[i].num_nodes for i in idx
+    ]
 
 
 def test_empty_batch_from_schema(graphs):
@@ -265,8 +309,11 @@ def test_mismatched_attribute_sizes(graphs):
     bad = graphs[1].clone()
     bad.pos = torch.randn(bad.num_nodes + 1, 3)
     schema = gt.infer_schema(graphs[:4])
-    with pytest.raises(ValueError, match="mismatched attribute sizes: node-level field '(z|pos)' "
-                       r"has \d+ entries along dim 0, but its node-level field '(pos|z)' says"):
+    with pytest.raises(
+        ValueError,
+        match="mismatched attribute sizes: node-level field '(z|pos)' "
+        r"has \d+ entries along dim 0, but its node-level field '(pos|z)' says",
+    ):
         gt.collate([graphs[0], bad], (64, 256, 3), graph_index=[0, 1], schema=schema)
     with pytest.raises(ValueError, match="in graph 1, matching neither"):
         gt.infer_schema([graphs[0], bad])
@@ -283,8 +330,13 @@ def test_missing_attribute_in_one_graph(graphs):
 
 
 def test_reserved_attribute_names_refused():
-    g = [Data(x=torch.randn(2, 1), edge_index=torch.zeros(2, 0, dtype=torch.long),
-              node_mask=torch.ones(2, dtype=torch.bool))]
+    g = [
+        Data(
+            x=torch.randn(2, 1),
+            edge_index=torch.zeros(2, 0, dtype=torch.long),
+            node_mask=torch.ones(2, dtype=torch.bool),
+        )
+    ]
     with pytest.raises(ValueError, match="clashes"):
         gt.collate(g, (4, 0, 2))
 
@@ -319,17 +371,21 @@ def test_collate_dict_rules_hold_for_random_graphs(counts, slack, seed, cutoff):
     graphs = []
     for n, e in counts:
         e = e if n else 0
-        graphs.append({
-            "num_nodes": n,
-            "pos": torch.from_numpy(rng.normal(size=(n, 2))),
-            "edge_index": torch.from_numpy(rng.integers(0, max(n, 1), size=(2, e))),
-            "w": torch.from_numpy(rng.normal(size=e)),
-        })
-    schema = gt.Schema({
-        "pos": gt.FieldSpec("node", 0, dtype=torch.float64, shape=(-1, 2)),
-        "edge_index": gt.FieldSpec("edge", 1, "node", dtype=torch.int64, shape=(2, -1)),
-        "w": gt.FieldSpec("edge", 0, pad=-1.0, dtype=torch.float64, shape=(-1,)),
-    })
+        graphs.append(
+            {
+                "num_nodes": n,
+                "pos": torch.from_numpy(rng.normal(size=(n, 2))),
+                "edge_index": torch.from_numpy(rng.integers(0, max(n, 1), size=(2, e))),
+                "w": torch.from_numpy(rng.normal(size=e)),
+            }
+        )
+    schema = gt.Schema(
+        {
+            "pos": gt.FieldSpec("node", 0, dtype=torch.float64, shape=(-1, 2)),
+            "edge_index": gt.FieldSpec("edge", 1, "node", dtype=torch.int64, shape=(2, -1)),
+            "w": gt.FieldSpec("edge", 0, pad=-1.0, dtype=torch.float64, shape=(-1,)),
+        }
+    )
     n_real = sum(g["num_nodes"] for g in graphs)
     e_real = sum(g["edge_index"].shape[1] for g in graphs)
     shape = (n_real + slack[0], e_real + slack[1], max(2, len(graphs) + slack[2]))

@@ -40,10 +40,16 @@ def round_robin_plan(sizes, strategy, *, world_size, epoch=0, **kw):
     b = np.arange(nb + extra)
     zero = np.zeros(extra, dtype=np.int64)
     return gb.BatchPlan(
-        p.order, offsets, p.pad_nodes[pick], p.pad_edges[pick], p.pad_graphs[pick],
+        p.order,
+        offsets,
+        p.pad_nodes[pick],
+        p.pad_edges[pick],
+        p.pad_graphs[pick],
         real_nodes=np.concatenate([p.real_nodes, zero]),
         real_edges=np.concatenate([p.real_edges, zero]),
-        rank=b % world_size, step=b // world_size, meta=dict(p.meta, world_size=world_size),
+        rank=b % world_size,
+        step=b // world_size,
+        meta=dict(p.meta, world_size=world_size),
     )
 
 
@@ -61,8 +67,9 @@ def _worker(rank, port, graphs, out_dir):
 
     from .test_torch_compile import TinyMPNN
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=WORLD)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
+    )
     torch.set_num_threads(1)
     for mode in MODES:
         _sampler.make_plan = round_robin_plan if mode == "round-robin" else gb.plan
@@ -76,9 +83,11 @@ def _worker(rank, port, graphs, out_dir):
                 record["shapes"].append((b.z.shape[0], b.edge_index.shape[1], b.num_graphs))
                 record["index"].append(b.graph_index.tolist())
                 record["params"].append(
-                    {k: v.detach().clone() for k, v in model.module.state_dict().items()})
-                pred = model(b.z, b.pos, b.edge_index, b.batch, b.node_mask, b.edge_mask,
-                             b.graph_mask)
+                    {k: v.detach().clone() for k, v in model.module.state_dict().items()}
+                )
+                pred = model(
+                    b.z, b.pos, b.edge_index, b.batch, b.node_mask, b.edge_mask, b.graph_mask
+                )
                 loss = gt.masked_mean((pred - b.y[:, 0]) ** 2, b.graph_mask)
                 opt.zero_grad()
                 loss.backward()
@@ -96,8 +105,13 @@ def ddp_run(tmp_path_factory):
         pytest.skip("torch.distributed unavailable")
     out = tmp_path_factory.mktemp("ddp")
     graphs = molecules(41, seed=5, max_nodes=9)
-    mp.start_processes(_worker, args=(_free_port(), graphs, str(out)), nprocs=WORLD,
-                       join=True, start_method="spawn")
+    mp.start_processes(
+        _worker,
+        args=(_free_port(), graphs, str(out)),
+        nprocs=WORLD,
+        join=True,
+        start_method="spawn",
+    )
     return out, graphs
 
 
@@ -114,8 +128,13 @@ def test_ddp_two_ranks(ddp_run, mode):
     # every graph exactly once per epoch across ranks
     start = 0
     for n_steps in rec[0]["len"]:
-        seen = [i for r in range(WORLD) for step in rec[r]["index"][start:start + n_steps]
-                for i in step if i >= 0]
+        seen = [
+            i
+            for r in range(WORLD)
+            for step in rec[r]["index"][start : start + n_steps]
+            for i in step
+            if i >= 0
+        ]
         assert sorted(seen) == list(range(len(graphs)))
         start += n_steps
     # synchronised gradients, equal to the single-process gradient of the global mean loss

@@ -53,8 +53,12 @@ def test_loader_is_a_dataloader_with_a_distributed_sampler(graphs):
 @pytest.mark.parametrize("who", ["loader", "sampler", "batch_sampler", "graph_sampler"])
 def test_set_epoch_from_any_caller_takes_effect_at_next_iter(graphs, who):
     ld = gt.loader(graphs, **KW)
-    target = {"loader": ld, "sampler": ld.sampler, "batch_sampler": ld.batch_sampler,
-              "graph_sampler": ld.batch_sampler.sampler}[who]
+    target = {
+        "loader": ld,
+        "sampler": ld.sampler,
+        "batch_sampler": ld.batch_sampler,
+        "graph_sampler": ld.batch_sampler.sampler,
+    }[who]
     sizes = sizes_of(graphs)
     for epoch in (0, 1, 4, 2):
         target.set_epoch(epoch)
@@ -128,8 +132,9 @@ def test_ranks_are_read_when_iteration_starts(graphs, monkeypatch):
     for r in range(2):
         monkeypatch.setattr(_sampler, "_dist", lambda r=r: FakeDist(2, r))
         ld.set_epoch(0)
-        assert len(ld) == len(gb.plan(sizes, "dynamic", batch_size=6, seed=3,
-                                      world_size=2).rank_batches(r))
+        assert len(ld) == len(
+            gb.plan(sizes, "dynamic", batch_size=6, seed=3, world_size=2).rank_batches(r)
+        )
         shares.append([i for b in ld for i in ids(b)])
     assert sorted(shares[0] + shares[1]) == list(range(len(graphs)))
     assert not set(shares[0]) & set(shares[1])
@@ -139,8 +144,9 @@ def test_ranks_are_read_when_iteration_starts(graphs, monkeypatch):
 def test_warns_when_explicit_world_differs_from_torch_distributed(graphs, monkeypatch):
     ld = gt.loader(graphs, num_replicas=1, rank=0, **KW)
     monkeypatch.setattr(_sampler, "_dist", lambda: FakeDist(4, 1))
-    with pytest.warns(UserWarning,
-                      match="num_replicas = 1 but torch.distributed's world size is 4"):
+    with pytest.warns(
+        UserWarning, match="num_replicas = 1 but torch.distributed's world size is 4"
+    ):
         next(iter(ld))
     monkeypatch.setattr(_sampler, "_dist", lambda: None)
     with warnings.catch_warnings():
@@ -171,9 +177,16 @@ def record_worker(worker_id):  # module level: spawn workers import it by name
 
 def test_spawn_workers_and_dataloader_arguments(graphs):
     sizes = sizes_of(graphs)
-    ld = gt.loader(graphs, num_workers=1, multiprocessing_context="spawn", timeout=60,
-                   worker_init_fn=record_worker, persistent_workers=True, prefetch_factor=2,
-                   **KW)
+    ld = gt.loader(
+        graphs,
+        num_workers=1,
+        multiprocessing_context="spawn",
+        timeout=60,
+        worker_init_fn=record_worker,
+        persistent_workers=True,
+        prefetch_factor=2,
+        **KW,
+    )
     assert ld.timeout == 60 and ld.worker_init_fn is record_worker and ld.num_workers == 1
     for epoch in range(2):
         assert [ids(b) for b in ld] == plan_batches(sizes, epoch)
@@ -193,20 +206,30 @@ def test_lightning_style_reinstantiation_keeps_the_plan(graphs):
     """Lightning rebuilds a DataLoader from its attributes (e.g. for prediction)."""
     ld = gt.loader(graphs, num_workers=0, **KW)
     attrs = {k: v for k, v in vars(ld).items() if not k.startswith("_")}
-    clone = type(ld)(attrs["dataset"], batch_sampler=ld.batch_sampler, collate_fn=ld.collate_fn,
-                     sampler=None, shuffle=False, batch_size=1, drop_last=False,
-                     generator=attrs["generator"])
+    clone = type(ld)(
+        attrs["dataset"],
+        batch_sampler=ld.batch_sampler,
+        collate_fn=ld.collate_fn,
+        sampler=None,
+        shuffle=False,
+        batch_size=1,
+        drop_last=False,
+        generator=attrs["generator"],
+    )
     assert [ids(b) for b in clone] == plan_batches(sizes_of(graphs), 0)
 
 
 # ------------------------------------------------------------------- resume fingerprint
-@pytest.mark.parametrize("change, field", [
-    (dict(batch_size=12), "batch_size"),
-    (dict(shuffle=False), "shuffle"),
-    (dict(on_oversize="skip"), "on_oversize"),
-    (dict(seed=4), "seed"),
-    (dict(strategy="static-64"), "strategy"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (dict(batch_size=12), "batch_size"),
+        (dict(shuffle=False), "shuffle"),
+        (dict(on_oversize="skip"), "on_oversize"),
+        (dict(seed=4), "seed"),
+        (dict(strategy="static-64"), "strategy"),
+    ],
+)
 def test_resume_refuses_a_changed_plan_request(graphs, change, field):
     ld = gt.loader(graphs, **KW)
     list(itertools.islice(ld, 2))
@@ -225,8 +248,12 @@ def test_resume_refuses_a_changed_budget_or_size_table(graphs):
     swapped = gb.GraphSizes(sizes.n_node[::-1], sizes.n_edge[::-1])  # same length, other table
     with pytest.raises(ValueError, match="saved with sizes_sha256"):
         gt.PlanBatchSampler(swapped, "dynamic", budget=(80, 300, 8), seed=0).load_state_dict(state)
-    same = gt.PlanBatchSampler(gb.GraphSizes(sizes.n_node.copy(), sizes.n_edge.copy()),
-                               "dynamic", budget=(80, 300, 8), seed=0)
+    same = gt.PlanBatchSampler(
+        gb.GraphSizes(sizes.n_node.copy(), sizes.n_edge.copy()),
+        "dynamic",
+        budget=(80, 300, 8),
+        seed=0,
+    )
     same.load_state_dict(state)  # an equal table and equal options resume
 
 
@@ -240,8 +267,10 @@ def test_state_of_a_finished_epoch_resumes_with_the_next(graphs):
     again = gt.loader(graphs, **KW)
     again.load_state_dict(state)
     assert again.epoch == 1 and [ids(b) for b in again] == plan_batches(sizes, 1)
-    assert np.array_equal(np.sort(np.concatenate([np.array(x) for x in plan_batches(sizes, 1)])),
-                          np.arange(len(graphs)))
+    assert np.array_equal(
+        np.sort(np.concatenate([np.array(x) for x in plan_batches(sizes, 1)])),
+        np.arange(len(graphs)),
+    )
 
 
 def test_lightning_reinstantiation_and_sampler_epoch_helpers(graphs):
@@ -268,11 +297,15 @@ def test_lightning_reinstantiation_and_sampler_epoch_helpers(graphs):
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_OPS = st.lists(st.one_of(
-    st.tuples(st.just("take"), st.integers(1, 9)),
-    st.tuples(st.just("set_epoch"), st.integers(0, 5)),
-    st.tuples(st.just("resume"), st.just(0)),
-), min_size=1, max_size=8)
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("take"), st.integers(1, 9)),
+        st.tuples(st.just("set_epoch"), st.integers(0, 5)),
+        st.tuples(st.just("resume"), st.just(0)),
+    ),
+    min_size=1,
+    max_size=8,
+)
 
 
 @given(ops=_OPS)
@@ -287,8 +320,10 @@ def test_epoch_rules_hold_for_any_sequence(ops):
 
     def batches(epoch):
         if epoch not in plans:
-            plans[epoch] = [b.tolist() for b in gb.plan(sizes, "dynamic", batch_size=4, seed=1,
-                                                         epoch=epoch).batches()]
+            plans[epoch] = [
+                b.tolist()
+                for b in gb.plan(sizes, "dynamic", batch_size=4, seed=1, epoch=epoch).batches()
+            ]
         return plans[epoch]
 
     s = make()
@@ -308,7 +343,7 @@ def test_epoch_rules_hold_for_any_sequence(ops):
             got = list(itertools.islice(s, arg))
             epoch, start = expect
             plan = batches(epoch)
-            assert [list(b) for b in got] == plan[start:start + arg]
+            assert [list(b) for b in got] == plan[start : start + arg]
             assert all(b.epoch == epoch for b in got)
             end = start + len(got)
             expect, armed, stopped = (epoch + 1, 0), end == len(plan), (epoch, end)

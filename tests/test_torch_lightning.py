@@ -39,10 +39,28 @@ RUNS = {
     # also writes a checkpoint at the end of every epoch (ModelCheckpoint's default trigger)
     "ddp-before": ["--strategy", "ddp", "--build", "before", "--epochs", "2", "--ckpt-epoch"],
     "spawn-before": ["--strategy", "ddp_spawn", "--build", "before", "--epochs", "2"],
-    "spawn-after-limit": ["--strategy", "ddp_spawn", "--build", "after", "--epochs", "3",
-                          "--limit", "2"],
-    "ddp-after-stop": ["--strategy", "ddp", "--build", "after", "--epochs", "3",
-                       "--max-steps", "6", "--ckpt-every", "6"],
+    "spawn-after-limit": [
+        "--strategy",
+        "ddp_spawn",
+        "--build",
+        "after",
+        "--epochs",
+        "3",
+        "--limit",
+        "2",
+    ],
+    "ddp-after-stop": [
+        "--strategy",
+        "ddp",
+        "--build",
+        "after",
+        "--epochs",
+        "3",
+        "--max-steps",
+        "6",
+        "--ckpt-every",
+        "6",
+    ],
     "single": ["--strategy", "single", "--build", "after", "--epochs", "2", "--ckpt-epoch"],
     # rank 1 plans with another seed: the loader's plan check must stop both ranks
     "ddp-mismatch": ["--strategy", "ddp", "--build", "after", "--epochs", "1", "--seed-per-rank"],
@@ -51,21 +69,34 @@ RUNS = {
 MUST_FAIL = {"ddp-mismatch"}
 #: stopped run -> (its checkpoint, the resumed run's tag and arguments)
 RESUMES = {
-    "ddp-after-stop": ("step=6.ckpt", "ddp-after-resume",
-                       ["--strategy", "ddp", "--build", "after", "--epochs", "3"]),
+    "ddp-after-stop": (
+        "step=6.ckpt",
+        "ddp-after-resume",
+        ["--strategy", "ddp", "--build", "after", "--epochs", "3"],
+    ),
     # resumed from the checkpoint at the end of epoch 0: they train epoch 1 only
-    "single": ("single-epoch=0.ckpt", "single-epoch-resume",
-               ["--strategy", "single", "--build", "after", "--epochs", "2"]),
-    "ddp-before": ("ddp-before-epoch=0.ckpt", "ddp-epoch-resume",
-                   ["--strategy", "ddp", "--build", "before", "--epochs", "2"]),
+    "single": (
+        "single-epoch=0.ckpt",
+        "single-epoch-resume",
+        ["--strategy", "single", "--build", "after", "--epochs", "2"],
+    ),
+    "ddp-before": (
+        "ddp-before-epoch=0.ckpt",
+        "ddp-epoch-resume",
+        ["--strategy", "ddp", "--build", "before", "--epochs", "2"],
+    ),
 }
 
 
 def _start(args, out: Path, tag: str):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     log = open(out / f"{tag}.log", "w")  # noqa: SIM115 (the child's: it outlives this call)
-    return subprocess.Popen([sys.executable, str(SCRIPT), *args, "--out", str(out),
-                             "--tag", tag], stdout=log, stderr=subprocess.STDOUT, env=env)
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), *args, "--out", str(out), "--tag", tag],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
 
 
 def _wait(proc, out: Path, tag: str) -> None:
@@ -76,8 +107,9 @@ def _wait(proc, out: Path, tag: str) -> None:
         rc = "timeout"
     (out / f"{tag}.rc").write_text(str(rc))
     if rc != 0 and tag not in MUST_FAIL:
-        pytest.fail(f"Lightning run {tag} failed ({rc}):\n"
-                    + (out / f"{tag}.log").read_text()[-4000:])
+        pytest.fail(
+            f"Lightning run {tag} failed ({rc}):\n" + (out / f"{tag}.log").read_text()[-4000:]
+        )
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +181,7 @@ def test_max_steps_checkpoint_and_resume(runs):
         assert stopped[r][0] == expected(0, r)
         assert stopped[r][1] == expected(1, r)[: 6 - steps]
         assert 0 not in resumed[r]
-        assert resumed[r][1] == expected(1, r)[6 - steps:]  # continues with the next batch
+        assert resumed[r][1] == expected(1, r)[6 - steps :]  # continues with the next batch
         assert resumed[r][2] == expected(2, r)
         combined.append({0: stopped[r][0], 1: stopped[r][1] + resumed[r][1], 2: resumed[r][2]})
     check_exactly_once(combined, 3)
@@ -167,8 +199,10 @@ def test_resume_from_an_end_of_epoch_checkpoint_serves_the_next_epoch(runs, worl
     """Lightning 2.6 resuming from a checkpoint taken at an epoch's end does not call the
     loader's load_state_dict: it creates the iterator, then calls sampler.set_epoch(1). The
     resumed run must train on epoch 1's plan (it used to replay epoch 0's batches)."""
-    stop, resume = ("single", "ddp-before")[world - 1], ("single", "ddp")[world - 1] + \
-        "-epoch-resume"
+    stop, resume = (
+        ("single", "ddp-before")[world - 1],
+        ("single", "ddp")[world - 1] + "-epoch-resume",
+    )
     stopped = [records(runs, stop, r) for r in range(world)]  # it went on with epoch 1 itself
     resumed = [records(runs, resume, r) for r in range(world)]
     for r in range(world):

@@ -52,8 +52,9 @@ def test_sampler_works_in_plain_dataloader(graphs):
     sizes = sizes_of(graphs)
     s = gt.PlanBatchSampler(sizes, "static-64", batch_size=6, seed=0)
     schema = gt.infer_schema(graphs)
-    dl = DataLoader(graphs, batch_sampler=s, collate_fn=lambda gs: gt.collate(
-        gs, (256, 1024, 6), schema=schema))
+    dl = DataLoader(
+        graphs, batch_sampler=s, collate_fn=lambda gs: gt.collate(gs, (256, 1024, 6), schema=schema)
+    )
     seen = sum(int(b.graph_mask.sum()) for b in dl)
     assert seen == len(graphs) and len(dl) == len(s)
 
@@ -90,14 +91,23 @@ def test_sampler_rank_selection_from_distributed_plan(graphs, monkeypatch):
     def fake_plan(sizes, strategy, *, world_size=1, **kw):
         assert world_size == 2
         return gb.BatchPlan(
-            order, offsets, base.pad_nodes[keep], base.pad_edges[keep], base.pad_graphs[keep],
-            real_nodes=base.real_nodes[keep], real_edges=base.real_edges[keep],
-            rank=keep % 2, step=keep // 2, meta={"world_size": 2},
+            order,
+            offsets,
+            base.pad_nodes[keep],
+            base.pad_edges[keep],
+            base.pad_graphs[keep],
+            real_nodes=base.real_nodes[keep],
+            real_edges=base.real_edges[keep],
+            rank=keep % 2,
+            step=keep // 2,
+            meta={"world_size": 2},
         )
 
     monkeypatch.setattr(_sampler, "make_plan", fake_plan)
-    per_rank = [list(gt.PlanBatchSampler(sizes, "dynamic", batch_size=8, num_replicas=2, rank=r))
-                for r in range(2)]
+    per_rank = [
+        list(gt.PlanBatchSampler(sizes, "dynamic", batch_size=8, num_replicas=2, rank=r))
+        for r in range(2)
+    ]
     assert len(per_rank[0]) == len(per_rank[1]) == nb // 2
     for r in range(2):
         assert [list(b) for b in per_rank[r]] == [base.batch(b).tolist() for b in keep[r::2]]
@@ -124,8 +134,15 @@ def test_loader_shapes_epochs_and_every_graph_once(graphs):
 
 
 def test_loader_replans_in_persistent_workers(graphs):
-    ld = gt.loader(graphs, strategy="dynamic", batch_size=8, seed=2, num_workers=2,
-                   persistent_workers=True, prefetch_factor=2)
+    ld = gt.loader(
+        graphs,
+        strategy="dynamic",
+        batch_size=8,
+        seed=2,
+        num_workers=2,
+        persistent_workers=True,
+        prefetch_factor=2,
+    )
     sizes = sizes_of(graphs)
     for epoch in range(2):
         p = gb.plan(sizes, "dynamic", batch_size=8, seed=2, epoch=epoch)
@@ -175,8 +192,10 @@ def test_read_sizes_prefers_graph_sizes_method(graphs):
 
 
 def test_read_sizes_of_dict_graphs():
-    g = [{"x": torch.zeros(n, 2), "edge_index": torch.zeros(2, e, dtype=torch.long)}
-         for n, e in ((3, 1), (5, 0))]
+    g = [
+        {"x": torch.zeros(n, 2), "edge_index": torch.zeros(2, e, dtype=torch.long)}
+        for n, e in ((3, 1), (5, 0))
+    ]
     assert gt.read_sizes(g) == gb.GraphSizes([3, 5], [1, 0])
     ld = gt.loader(g, strategy="static-64", batch_size=3, shuffle=False, as_dict=True)
     (b,) = list(ld)
@@ -189,8 +208,9 @@ def test_loader_warns_when_cutoff_cannot_hold(graphs):
     short = short_padding_batches(p)
     assert short.shape[0] > 0  # this seeded data set has such batches under this budget
     with pytest.warns(UserWarning, match=f"{short.shape[0]} of {len(p)} batches"):
-        ld = gt.loader(graphs, strategy="dynamic", budget=(40, 400, 8), cutoff=1.0,
-                       spare_padding_node=False)
+        ld = gt.loader(
+            graphs, strategy="dynamic", budget=(40, 400, 8), cutoff=1.0, spare_padding_node=False
+        )
     for b, batch in enumerate(ld):
         e_real = int(batch.edge_mask.sum())
         pad = batch.edge_index[:, e_real:]
@@ -226,8 +246,10 @@ def test_masked_mean_single_process():
 @pytest.mark.parametrize("strategy", ["dynamic", "static-64"])
 def test_sampler_ranks_of_a_real_distributed_plan(graphs, strategy):
     sizes = sizes_of(graphs)
-    per_rank = [list(gt.PlanBatchSampler(sizes, strategy, batch_size=6, seed=3, num_replicas=3,
-                                         rank=r)) for r in range(3)]
+    per_rank = [
+        list(gt.PlanBatchSampler(sizes, strategy, batch_size=6, seed=3, num_replicas=3, rank=r))
+        for r in range(3)
+    ]
     assert len({len(x) for x in per_rank}) == 1
     for step in zip(*per_rank, strict=True):
         assert len({b.shape for b in step}) == 1  # one padded shape per step

@@ -88,19 +88,25 @@ def _cases(rank: int, graphs, store_path: str | None):
         "same": lambda: epochs(gt.loader(graphs, **KW)),
         # forked workers: in a process started by spawn, workers would be spawned as well
         # (re-importing torch and PyG, seconds each)
-        "workers": lambda: epochs(gt.loader(graphs, num_workers=2, multiprocessing_context="fork",
-                                            **KW)),
+        "workers": lambda: epochs(
+            gt.loader(graphs, num_workers=2, multiprocessing_context="fork", **KW)
+        ),
         "prefetch": lambda: epochs(gt.loader(graphs, **KW), wrap=gt.prefetch),
-        "store": (lambda: epochs(store_loader(num_workers=1, multiprocessing_context="fork"))
-                  if store_path else None),
+        "store": (
+            lambda: (
+                epochs(store_loader(num_workers=1, multiprocessing_context="fork"))
+                if store_path
+                else None
+            )
+        ),
         "bare-sampler": bare_sampler,
         "set-after-iter": set_after_iter,
         "one-rank-only": one_rank_only,
         "seed": lambda: epochs(gt.loader(graphs, **dict(KW, seed=3 + rank))),
-        "sizes": lambda: epochs(gt.loader(graphs, sizes=_bumped(sizes) if rank else sizes,
-                                          **KW)),
+        "sizes": lambda: epochs(gt.loader(graphs, sizes=_bumped(sizes) if rank else sizes, **KW)),
         "store-sizes": (lambda: epochs(store_loader(seed=3 if rank == 0 else 4), 1))
-        if store_path else (lambda: None),
+        if store_path
+        else (lambda: None),
         "epoch": lambda: epochs(_at_epoch(gt.loader(graphs, **KW), rank), 1),
         "resume": resumed,
         "off": lambda: epochs(gt.loader(graphs, verify_plan=False, **dict(KW, seed=3 + rank))),
@@ -113,8 +119,7 @@ def _at_epoch(ld, epoch):
 
 
 def _worker(rank, port, out_dir, store_path):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     torch.set_num_threads(1)
     gathers = [0]
     real = dist.all_gather
@@ -148,11 +153,20 @@ def run(tmp_path_factory):
     else:
         from graphbatch.datasets import synthetic_graphs, synthetic_sizes, write_store
 
-        g = synthetic_graphs(synthetic_sizes(N, "normal", rng=0, mean_nodes=7, spread=0.2), rng=1,
-                             node_dim=3, n_targets=1)
+        g = synthetic_graphs(
+            synthetic_sizes(N, "normal", rng=0, mean_nodes=7, spread=0.2),
+            rng=1,
+            node_dim=3,
+            n_targets=1,
+        )
         store_path = str(write_store(out / "g.h5", [g], name="t"))
-    mp.start_processes(_worker, args=(_free_port(), str(out), store_path), nprocs=2,
-                       join=True, start_method="spawn")
+    mp.start_processes(
+        _worker,
+        args=(_free_port(), str(out), store_path),
+        nprocs=2,
+        join=True,
+        start_method="spawn",
+    )
     return out
 
 
@@ -166,8 +180,10 @@ def _plan(epoch: int, seed: int = 3, sizes=None):
     return [[p.batch(b).tolist() for b in p.rank_batches(r)] for r in range(2)]
 
 
-@pytest.mark.parametrize("case, passes", [("same", 2), ("workers", 2), ("prefetch", 2),
-                                          ("store", 2), ("bare-sampler", 2)])
+@pytest.mark.parametrize(
+    "case, passes",
+    [("same", 2), ("workers", 2), ("prefetch", 2), ("store", 2), ("bare-sampler", 2)],
+)
 def test_matching_ranks_train_normally_one_gather_per_pass(run, case, passes):
     res = _results(run, case)
     if res[0]["epochs"] is None:
@@ -199,13 +215,16 @@ def test_a_loader_of_one_rank_does_not_take_part(run):
     assert len(res[0]["epochs"][0]) > 0
 
 
-@pytest.mark.parametrize("case, parts", [
-    ("seed", ["plan request differs (rank 0: ", "; rank 1: ", "plan differs (rank 0: "]),
-    ("sizes", ["size table differs (rank 0: ", "; rank 1: ", "plan differs"]),
-    ("store-sizes", ["plan request differs (rank 0: ", "; rank 1: "]),
-    ("epoch", ["epoch differs (rank 0: 0; rank 1: 1)"]),
-    ("resume", ["the pass starts at different batches (rank 0: 1; rank 1: 2)"]),
-])
+@pytest.mark.parametrize(
+    "case, parts",
+    [
+        ("seed", ["plan request differs (rank 0: ", "; rank 1: ", "plan differs (rank 0: "]),
+        ("sizes", ["size table differs (rank 0: ", "; rank 1: ", "plan differs"]),
+        ("store-sizes", ["plan request differs (rank 0: ", "; rank 1: "]),
+        ("epoch", ["epoch differs (rank 0: 0; rank 1: 1)"]),
+        ("resume", ["the pass starts at different batches (rank 0: 1; rank 1: 2)"]),
+    ],
+)
 def test_disagreeing_ranks_both_raise_naming_them(run, case, parts):
     res = _results(run, case)
     if "epochs" in res[0] and res[0]["epochs"] is None:

@@ -107,10 +107,15 @@ def test_transform_runs_in_the_thread_after_pinning():
         return b
 
     got = list(prefetch([Pinnable(), Pinnable()], pin_memory=True, transform=to_device))
-    assert [b.steps for b in got] == [[("pin", "graphbatch-prefetch"),
-                                       ("to", "graphbatch-prefetch")]] * 2
+    assert [b.steps for b in got] == [
+        [("pin", "graphbatch-prefetch"), ("to", "graphbatch-prefetch")]
+    ] * 2
     assert [int(t) for t in prefetch(torch.arange(4), transform=lambda t: t * 10)] == [
-        0, 10, 20, 30]
+        0,
+        10,
+        20,
+        30,
+    ]
 
 
 def test_is_the_cores_consumer_paced_prefetcher():

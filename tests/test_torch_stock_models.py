@@ -83,8 +83,9 @@ def compare_epoch(ld, graphs, make_model, run, *, compile_=True):
             out_u = run(ref, ub, padded=False)
             loss_u = ((out_u - ub.y[:, 0]) ** 2).mean()
             loss_u.backward()
-            torch.testing.assert_close(gt.unpad(out_p.detach(), batch), out_u.detach(),
-                                       rtol=RTOL, atol=ATOL)
+            torch.testing.assert_close(
+                gt.unpad(out_p.detach(), batch), out_u.detach(), rtol=RTOL, atol=ATOL
+            )
             torch.testing.assert_close(loss_p.detach(), loss_u.detach(), rtol=RTOL, atol=ATOL)
             gp, gu = grads(padded), grads(ref)
             assert gp.keys() == gu.keys() and gp
@@ -101,8 +102,14 @@ def test_pyg_schnet_with_batch_edges(graphs):
     ld = gt.loader(graphs, strategy="dynamic", batch_size=6, seed=1)
 
     def make():
-        return SchNet(hidden_channels=16, num_filters=16, num_interactions=2, num_gaussians=8,
-                      cutoff=3.0, interaction_graph=gt.batch_edges)
+        return SchNet(
+            hidden_channels=16,
+            num_filters=16,
+            num_interactions=2,
+            num_gaussians=8,
+            cutoff=3.0,
+            interaction_graph=gt.batch_edges,
+        )
 
     def run(model, b, padded):
         with gt.padding_masks(b if padded else all_ones(b)):
@@ -124,10 +131,17 @@ class OGBGIN(torch.nn.Module):
         self.atom = AtomEncoder(emb)
         self.bonds = torch.nn.ModuleList(BondEncoder(emb) for _ in range(layers))
         self.convs = torch.nn.ModuleList(
-            GINEConv(torch.nn.Sequential(torch.nn.Linear(emb, 2 * emb),
-                                         torch.nn.BatchNorm1d(2 * emb), torch.nn.ReLU(),
-                                         torch.nn.Linear(2 * emb, emb)), train_eps=True)
-            for _ in range(layers))
+            GINEConv(
+                torch.nn.Sequential(
+                    torch.nn.Linear(emb, 2 * emb),
+                    torch.nn.BatchNorm1d(2 * emb),
+                    torch.nn.ReLU(),
+                    torch.nn.Linear(2 * emb, emb),
+                ),
+                train_eps=True,
+            )
+            for _ in range(layers)
+        )
         self.norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(emb) for _ in range(layers))
         self.pred = torch.nn.Linear(emb, 1)
 
@@ -148,9 +162,14 @@ def ogb_graphs():
     rng = np.random.default_rng(0)
     for s in load_moses_smiles("train", limit=30):
         g = smiles2graph(s)
-        out.append(Data(x=torch.from_numpy(g["node_feat"]), edge_attr=torch.from_numpy(
-            g["edge_feat"]), edge_index=torch.from_numpy(g["edge_index"]),
-            y=torch.from_numpy(rng.normal(size=(1, 1))).float()))
+        out.append(
+            Data(
+                x=torch.from_numpy(g["node_feat"]),
+                edge_attr=torch.from_numpy(g["edge_feat"]),
+                edge_index=torch.from_numpy(g["edge_index"]),
+                y=torch.from_numpy(rng.normal(size=(1, 1))).float(),
+            )
+        )
     return out
 
 
@@ -185,8 +204,9 @@ def test_ogb_gin_batchnorm_train_mode_via_masked_layers(ogb_graphs):
             out_u = ref(ub)
             loss_u = ((out_u - ub.y[:, 0]) ** 2).mean()
             loss_u.backward()
-            torch.testing.assert_close(gt.unpad(out_p.detach(), batch), out_u.detach(),
-                                       rtol=RTOL, atol=ATOL)
+            torch.testing.assert_close(
+                gt.unpad(out_p.detach(), batch), out_u.detach(), rtol=RTOL, atol=ATOL
+            )
             torch.testing.assert_close(loss_p.detach(), loss_u.detach(), rtol=RTOL, atol=ATOL)
             gp, gu = grads(padded), grads(ref)
             assert gp.keys() == gu.keys()
@@ -202,8 +222,9 @@ def test_ogb_gin_batchnorm_train_mode_via_masked_layers(ogb_graphs):
     # eval mode uses the running statistics, padded or not
     padded.eval(), ref.eval()
     b = next(iter(ld))
-    torch.testing.assert_close(gt.unpad(padded(b).detach(), b),
-                               ref(unpadded(ogb_graphs, b)).detach(), rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(
+        gt.unpad(padded(b).detach(), b), ref(unpadded(ogb_graphs, b)).detach(), rtol=RTOL, atol=ATOL
+    )
 
 
 def test_stock_batchnorm_sees_padding_without_conversion(ogb_graphs):
@@ -229,8 +250,13 @@ def test_per_graph_norms_ignore_padding_as_they_are(graphs):
         ux = torch.cat([ub.pos, ub.z[:, None].float()], dim=1)
         n_real = int(b.node_mask.sum())
         for norm in norms:
-            torch.testing.assert_close(norm(x, b.batch)[:n_real], norm(ux, ub.batch),
-                                       rtol=RTOL, atol=ATOL, msg=type(norm).__name__)
+            torch.testing.assert_close(
+                norm(x, b.batch)[:n_real],
+                norm(ux, ub.batch),
+                rtol=RTOL,
+                atol=ATOL,
+                msg=type(norm).__name__,
+            )
 
 
 @pytest.mark.parametrize("momentum", [0.1, None])
@@ -249,9 +275,9 @@ def test_masked_batchnorm_equals_batchnorm_on_real_rows(momentum, rows):
         out, out_ref = bn(xp, mask=mask), ref(xr)
         torch.testing.assert_close(out[: rows[0]], out_ref, rtol=RTOL, atol=ATOL)
         (out[: rows[0]] ** 2).sum().backward()
-        (out_ref ** 2).sum().backward()
+        (out_ref**2).sum().backward()
         torch.testing.assert_close(xp.grad[: rows[0]], xr.grad, rtol=RTOL, atol=ATOL)
-        assert (xp.grad[rows[0]:] == 0).all()
+        assert (xp.grad[rows[0] :] == 0).all()
     for k, v in ref.state_dict().items():
         torch.testing.assert_close(bn.state_dict()[k], v, msg=k)
     before = {k: v.clone() for k, v in bn.state_dict().items()}
@@ -303,8 +329,9 @@ def test_convert_handles_pyg_batchnorm_and_syncbatchnorm():
     sync = gt.convert_masked_norm(torch.nn.Sequential(torch.nn.SyncBatchNorm(4)))
     assert isinstance(sync[0], gt.MaskedBatchNorm) and sync[0].sync
     z = torch.randn(6, 4)
-    torch.testing.assert_close(sync[0](z, mask=mask)[:4], torch.nn.BatchNorm1d(4)(z[:4]),
-                               rtol=RTOL, atol=ATOL)  # one process: plain masked statistics
+    torch.testing.assert_close(
+        sync[0](z, mask=mask)[:4], torch.nn.BatchNorm1d(4)(z[:4]), rtol=RTOL, atol=ATOL
+    )  # one process: plain masked statistics
 
 
 _SYNC_ROWS = ((5, 3), (2, 4))  # (real rows, padding rows) of ranks 0 and 1
@@ -323,8 +350,7 @@ def _sync_inputs(rank):
 def _sync_worker(rank, port, out):
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     torch.manual_seed(0)
     bn = gt.convert_masked_norm(torch.nn.SyncBatchNorm(3), hook=False)
     x, w, mask = _sync_inputs(rank)
@@ -345,8 +371,9 @@ def test_masked_syncbatchnorm_across_two_ranks(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    mp.start_processes(_sync_worker, args=(port, str(tmp_path)), nprocs=2, join=True,
-                       start_method="spawn")
+    mp.start_processes(
+        _sync_worker, args=(port, str(tmp_path)), nprocs=2, join=True, start_method="spawn"
+    )
     res = [torch.load(tmp_path / f"r{r}.pt") for r in range(2)]
     xs, ws, masks = zip(*[_sync_inputs(r) for r in range(2)], strict=True)
     reals = [x[m].clone().requires_grad_() for x, m in zip(xs, masks, strict=True)]
@@ -407,7 +434,7 @@ def test_single_padding_node_self_loops_would_give_nan(graphs):
     i = 0
     g = graphs[i]
     b = gt.collate([g], (g.num_nodes + 1, g.num_edges + 2, 2))
-    assert (b.edge_index[:, g.num_edges:] == g.num_nodes).all()
+    assert (b.edge_index[:, g.num_edges :] == g.num_nodes).all()
     model = BesselMPNN()
     gt.masked_mean(model(b.z, b.pos, b.edge_index, b.batch), b.graph_mask).backward()
     assert any(torch.isnan(p.grad).any() for p in model.parameters())
@@ -427,10 +454,10 @@ def test_default_padding_geometry_guarantee(graphs):
         length = (b.pos[pad[0]] - b.pos[pad[1]]).norm(dim=1)
         real = b.pos[:n_real]
         span = max(1.0, float((real.max(0).values - real.min(0).values).max()))
-        torch.testing.assert_close(length, torch.full_like(length, 2 * span * 3 ** 0.5))
+        torch.testing.assert_close(length, torch.full_like(length, 2 * span * 3**0.5))
         # longer than twice the diameter of every real graph
         for k in range(int(b.graph_mask.sum())):
-            p = b.pos[b.ptr[k]: b.ptr[k + 1]]
+            p = b.pos[b.ptr[k] : b.ptr[k + 1]]
             assert (length > 2 * torch.cdist(p, p).max()).all()
         assert (torch.cdist(b.pos[n_real:], real) > 2 * span).all()
 
@@ -453,8 +480,14 @@ def test_stock_readouts_give_n_graph_rows(graphs):
 
 
 def test_pyg_schnet_readout_rows(graphs):
-    model = SchNet(hidden_channels=8, num_filters=8, num_interactions=1, num_gaussians=4,
-                   cutoff=3.0, interaction_graph=gt.batch_edges)
+    model = SchNet(
+        hidden_channels=8,
+        num_filters=8,
+        num_interactions=1,
+        num_gaussians=4,
+        cutoff=3.0,
+        interaction_graph=gt.batch_edges,
+    )
     ld = gt.loader(graphs, strategy="dynamic", batch_size=10, seed=0)
     for b in ld:
         with gt.padding_masks(b):
@@ -483,9 +516,12 @@ def test_ogb_smiles2graph_equals_our_moses_featurisation():
     for k, s in enumerate(smiles):
         ref = smiles2graph(s)
         assert ref["num_nodes"] == arrays.n_node[k]
-        np.testing.assert_array_equal(arrays.node["x"][node_ptr[k]:node_ptr[k + 1]],
-                                      ref["node_feat"])
-        np.testing.assert_array_equal(arrays.edge_index[:, edge_ptr[k]:edge_ptr[k + 1]],
-                                      ref["edge_index"])
-        np.testing.assert_array_equal(arrays.edge["edge_attr"][edge_ptr[k]:edge_ptr[k + 1]],
-                                      ref["edge_feat"])
+        np.testing.assert_array_equal(
+            arrays.node["x"][node_ptr[k] : node_ptr[k + 1]], ref["node_feat"]
+        )
+        np.testing.assert_array_equal(
+            arrays.edge_index[:, edge_ptr[k] : edge_ptr[k + 1]], ref["edge_index"]
+        )
+        np.testing.assert_array_equal(
+            arrays.edge["edge_attr"][edge_ptr[k] : edge_ptr[k + 1]], ref["edge_feat"]
+        )

@@ -58,8 +58,10 @@ def linear_ms(a, bn, be, bg):
 # ----------------------------------------------------------------------------- the fit
 def test_fit_recovers_exact_linear_costs_and_quantises_to_integers():
     rng = np.random.default_rng(0)
-    shapes = np.stack([rng.integers(100, 5000, 12), rng.integers(1000, 80000, 12),
-                       rng.integers(8, 300, 12)], axis=1)
+    shapes = np.stack(
+        [rng.integers(100, 5000, 12), rng.integers(1000, 80000, 12), rng.integers(8, 300, 12)],
+        axis=1,
+    )
     f = linear_ms(3.0, 0.01, 0.004, 0.02)
     y = [f(*s) for s in shapes]
     fit = fit_linear(shapes, y, units=TIME_UNITS_PER_MS)
@@ -81,8 +83,9 @@ def test_fit_keeps_the_smallest_feature_set_the_data_supports():
 
 def test_fit_coefficients_are_nonnegative_and_loo_is_held_out():
     rng = np.random.default_rng(3)
-    shapes = np.stack([rng.integers(50, 4000, 10), rng.integers(500, 60000, 10),
-                       rng.integers(4, 200, 10)], axis=1)
+    shapes = np.stack(
+        [rng.integers(50, 4000, 10), rng.integers(500, 60000, 10), rng.integers(4, 200, 10)], axis=1
+    )
     f = linear_ms(1.0, 0.02, 0.003, 0.0)
     y = np.array([f(*s) for s in shapes]) * np.exp(rng.normal(0, 0.05, 10))
     fit = fit_linear(shapes, y, units=TIME_UNITS_PER_MS)
@@ -102,11 +105,11 @@ def test_fit_refuses_bad_measurements():
 
 def test_step_model_memory_margin_covers_every_probe():
     ms = []
-    for i, (n, e) in enumerate([(100, 900), (400, 5000), (900, 9000), (2000, 31000),
-                                (3000, 41000)]):
+    for i, (n, e) in enumerate(
+        [(100, 900), (400, 5000), (900, 9000), (2000, 31000), (3000, 41000)]
+    ):
         peak = 10**6 + 1500 * e + 300 * n + (4096 if i == 2 else 0)  # one probe above the line
-        ms.append(ProbeMeasurement((n, e, 32), "compiled", (1.0 + e / 1e4,) * 3,
-                                   2000.0, peak))
+        ms.append(ProbeMeasurement((n, e, 32), "compiled", (1.0 + e / 1e4,) * 3, 2000.0, peak))
     model = fit_step_model("compiled", ms)
     assert 0 < model.memory_margin < 50  # per mille
     for m in ms:
@@ -145,8 +148,14 @@ def test_batch_size_grid_is_integer_and_within_tolerance():
 def test_candidates_cover_the_issue_strategies_and_plan_as_requested(sizes):
     cands = candidate_requests(sizes, 64, tolerance=0.0)
     labels = [c.label for c in cands]
-    for want in ("dynamic b=64", "pack-lpf b=64", "buckets b=64 K=1", "buckets b=64 K=8",
-                 "static-pow2 b=64", "static-64 b=64"):
+    for want in (
+        "dynamic b=64",
+        "pack-lpf b=64",
+        "buckets b=64 K=1",
+        "buckets b=64 K=8",
+        "static-pow2 b=64",
+        "static-64 b=64",
+    ):
         assert want in labels
     assert any(lbl.startswith("pack-lpf limits") for lbl in labels)
     for c in cands:  # JSON-ready and accepted by graphbatch.plan as they are
@@ -209,36 +218,54 @@ def test_design_spans_the_extremes_without_repeats():
 def _model(ms_fn, compile_ms=(0, 0), mode="compiled", mem=None):
     """A StepCostModel whose time is exactly ``ms_fn`` (linear, integer picoseconds)."""
     a, bn, be, bg = ms_fn
-    t = LinearCost(("n_node", "n_edge", "n_graph"), int(a * TIME_UNITS_PER_MS),
-                   tuple(int(x * TIME_UNITS_PER_MS) for x in (bn, be, bg)), TIME_UNITS_PER_MS)
+    t = LinearCost(
+        ("n_node", "n_edge", "n_graph"),
+        int(a * TIME_UNITS_PER_MS),
+        tuple(int(x * TIME_UNITS_PER_MS) for x in (bn, be, bg)),
+        TIME_UNITS_PER_MS,
+    )
     m = None
     if mem is not None:
-        m = LinearCost(("n_node", "n_edge", "n_graph"), mem[0] * MEMORY_UNITS_PER_BYTE,
-                       tuple(x * MEMORY_UNITS_PER_BYTE for x in mem[1:]), MEMORY_UNITS_PER_BYTE)
+        m = LinearCost(
+            ("n_node", "n_edge", "n_graph"),
+            mem[0] * MEMORY_UNITS_PER_BYTE,
+            tuple(x * MEMORY_UNITS_PER_BYTE for x in mem[1:]),
+            MEMORY_UNITS_PER_BYTE,
+        )
     return StepCostModel(mode, t, CompileCost(*compile_ms), m)
 
 
 @pytest.fixture(scope="module")
 def profiled32(sizes):
-    return profile_candidates(sizes, candidate_requests(sizes, 32, tolerance=0.0,
-                                                        limit_search=False))[0]
+    return profile_candidates(
+        sizes, candidate_requests(sizes, 32, tolerance=0.0, limit_search=False)
+    )[0]
 
 
-@given(a=st.floats(0, 50), bn=st.floats(0, 0.05), be=st.floats(0, 0.01), bg=st.floats(0, 0.1),
-       compile_s=st.integers(0, 60), epochs=st.integers(1, 50))
+@given(
+    a=st.floats(0, 50),
+    bn=st.floats(0, 0.05),
+    be=st.floats(0, 0.01),
+    bg=st.floats(0, 0.1),
+    compile_s=st.integers(0, 60),
+    epochs=st.integers(1, 50),
+)
 def test_rank_orders_by_exact_time_per_real_graph(profiled32, a, bn, be, bg, compile_s, epochs):
     profiled = profiled32
     model = _model((a, bn, be, bg), (compile_s * 1000, compile_s * 1000))
     ranking = rank(profiled, [model], epochs=epochs)
     assert len(ranking) == len(profiled)
+
     # independently: total time of `epochs` epochs per real graph, in exact integers
     def total(pred):
         pc = next(p for p in profiled if p.candidate.label == pred.label)
-        steps = sum(int(c) * model.step_ps(s) for s, c in zip(pc.profile.shapes.tolist(),
-                                                               pc.profile.steps.tolist(),
-                                                               strict=True))
+        steps = sum(
+            int(c) * model.step_ps(s)
+            for s, c in zip(pc.profile.shapes.tolist(), pc.profile.steps.tolist(), strict=True)
+        )
         shapes = pc.profile.distinct_shapes + pred.recompiles
         return epochs * steps + model.compile.total_ms(shapes) * TIME_UNITS_PER_MS
+
     for x, y in itertools.pairwise(ranking):
         assert total(x) * y.real_graphs <= total(y) * x.real_graphs
 
@@ -287,8 +314,9 @@ def true_best(sizes, result, fn, compile_ms, epochs):
 @pytest.mark.parametrize("compile_ms", [0.0, 60_000.0])
 def test_tune_chooses_the_true_best_on_exact_linear_costs(sizes, compile_ms):
     fn = linear_ms(5.0, 0.02, 0.003, 0.05)
-    be = SimulatedBackend(sizes, lambda n, e, g, m: fn(n, e, g),
-                          compile_ms=lambda n, e, g, m: compile_ms)
+    be = SimulatedBackend(
+        sizes, lambda n, e, g, m: fn(n, e, g), compile_ms=lambda n, e, g, m: compile_ms
+    )
     res = gb.tune(None, backend=be, batch_size=48, epochs=3, probes=8, rounds=2)
     best_gps, best_label = true_best(sizes, res, fn, compile_ms, 3)
     chosen = res.ranking[0]
@@ -310,19 +338,36 @@ def test_tune_memory_limit_is_a_hard_constraint(sizes):
     fn = linear_ms(1.0, 0.01, 0.002, 0.01)
     mem = lambda n, e, g, m: 10**6 + 400 * n + 90 * e + 1000 * g  # noqa: E731
     be = SimulatedBackend(sizes, lambda n, e, g, m: fn(n, e, g), memory_bytes=mem, noise=0.02)
-    free = gb.tune(None, backend=be, batch_size=48, epochs=3, probes=6, rounds=2, validate=1,
-                   validate_steps=4)
+    free = gb.tune(
+        None, backend=be, batch_size=48, epochs=3, probes=6, rounds=2, validate=1, validate_steps=4
+    )
     peak = free.validation[0]["meas_peak_bytes"]
-    assert peak == max(mem(*s, None) for s in profile_plan(gb.plan(sizes, **free.request))
-                       .shapes.tolist())
+    assert peak == max(
+        mem(*s, None) for s in profile_plan(gb.plan(sizes, **free.request)).shapes.tolist()
+    )
     be2 = SimulatedBackend(sizes, lambda n, e, g, m: fn(n, e, g), memory_bytes=mem, noise=0.02)
-    capped = gb.tune(None, backend=be2, batch_size=48, epochs=3, probes=6, rounds=2,
-                     validate=1, validate_steps=4, memory_limit=peak - 1)
+    capped = gb.tune(
+        None,
+        backend=be2,
+        batch_size=48,
+        epochs=3,
+        probes=6,
+        rounds=2,
+        validate=1,
+        validate_steps=4,
+        memory_limit=peak - 1,
+    )
     assert capped.validation[0]["meas_peak_bytes"] <= peak - 1
     assert capped.request != free.request
     with pytest.raises(ValueError, match="no configuration fits"):
-        gb.tune(None, backend=SimulatedBackend(sizes, lambda n, e, g, m: 1.0, memory_bytes=mem),
-                batch_size=48, probes=4, rounds=1, memory_limit=10)
+        gb.tune(
+            None,
+            backend=SimulatedBackend(sizes, lambda n, e, g, m: 1.0, memory_bytes=mem),
+            batch_size=48,
+            probes=4,
+            rounds=1,
+            memory_limit=10,
+        )
 
 
 def test_tune_without_memory_measure_refuses_a_limit(sizes):
@@ -333,21 +378,29 @@ def test_tune_without_memory_measure_refuses_a_limit(sizes):
 
 def test_tune_prefers_eager_when_compiling_never_pays(sizes):
     fn = linear_ms(2.0, 0.01, 0.002, 0.01)
-    be = SimulatedBackend(sizes, lambda n, e, g, m: fn(n, e, g) * (1.2 if m == "eager" else 1),
-                          compile_ms=lambda n, e, g, m: 10**7, modes=("compiled", "eager"))
+    be = SimulatedBackend(
+        sizes,
+        lambda n, e, g, m: fn(n, e, g) * (1.2 if m == "eager" else 1),
+        compile_ms=lambda n, e, g, m: 10**7,
+        modes=("compiled", "eager"),
+    )
     res = gb.tune(None, backend=be, batch_size=48, epochs=1, probes=5, rounds=2)
     assert res.mode == "eager"
-    be = SimulatedBackend(sizes, lambda n, e, g, m: fn(n, e, g) * (1.2 if m == "eager" else 1),
-                          compile_ms=lambda n, e, g, m: 1.0, modes=("compiled", "eager"))
-    assert gb.tune(None, backend=be, batch_size=48, epochs=1, probes=5, rounds=2).mode == \
-        "compiled"
+    be = SimulatedBackend(
+        sizes,
+        lambda n, e, g, m: fn(n, e, g) * (1.2 if m == "eager" else 1),
+        compile_ms=lambda n, e, g, m: 1.0,
+        modes=("compiled", "eager"),
+    )
+    assert gb.tune(None, backend=be, batch_size=48, epochs=1, probes=5, rounds=2).mode == "compiled"
 
 
 def test_validation_compares_the_same_steps(sizes):
     fn = linear_ms(3.0, 0.01, 0.003, 0.02)
     be = SimulatedBackend(sizes, lambda n, e, g, m: fn(n, e, g))
-    res = gb.tune(None, backend=be, batch_size=48, epochs=2, probes=6, rounds=2, validate=3,
-                  validate_steps=6)
+    res = gb.tune(
+        None, backend=be, batch_size=48, epochs=2, probes=6, rounds=2, validate=3, validate_steps=6
+    )
     assert len(res.validation) == 3
     assert len({v["config"] for v in res.validation}) == 3
     for v in res.validation:
@@ -357,10 +410,14 @@ def test_validation_compares_the_same_steps(sizes):
 
 
 def test_result_round_trips_and_the_request_replans_the_evaluated_plan(sizes, tmp_path):
-    be = SimulatedBackend(sizes, lambda n, e, g, m: 1.0 + 0.003 * e + 0.01 * n,
-                          memory_bytes=lambda n, e, g, m: 1000 + n + e)
-    res = gb.tune(None, backend=be, batch_size=40, epochs=2, probes=5, rounds=1, validate=1,
-                  validate_steps=3)
+    be = SimulatedBackend(
+        sizes,
+        lambda n, e, g, m: 1.0 + 0.003 * e + 0.01 * n,
+        memory_bytes=lambda n, e, g, m: 1000 + n + e,
+    )
+    res = gb.tune(
+        None, backend=be, batch_size=40, epochs=2, probes=5, rounds=1, validate=1, validate_steps=3
+    )
     path = res.save(tmp_path / "result.json")
     back = TuneResult.load(path)
     assert back.as_dict() == json.loads(json.dumps(res.as_dict()))
@@ -372,9 +429,21 @@ def test_result_round_trips_and_the_request_replans_the_evaluated_plan(sizes, tm
     # and through the CLI's --config
     np.savez(tmp_path / "sizes.npz", n_node=sizes.n_node, n_edge=sizes.n_edge)
     out = tmp_path / "plan.npz"
-    proc = subprocess.run([sys.executable, "-m", "graphbatch.cli", "plan",
-                           str(tmp_path / "sizes.npz"), "--config", str(req_file), "--out",
-                           str(out)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "graphbatch.cli",
+            "plan",
+            str(tmp_path / "sizes.npz"),
+            "--config",
+            str(req_file),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert plan_arrays_digest(gb.BatchPlan.load(out)) == res.ranking[0].plan_digest
     with pytest.raises(ValueError, match="not a tune result"):
@@ -393,9 +462,12 @@ def test_load_request_refuses_non_requests(tmp_path):
 
 def test_tune_refuses_bad_arguments(sizes):
     be = SimulatedBackend(sizes, lambda n, e, g, m: 1.0)
-    for kw, msg in ((dict(probes=21), "exceeds the limit 20"), (dict(probes=1), "at least 2"),
-                    (dict(batch_tolerance=0.9), "batch tolerance"),
-                    (dict(strategies=["nope"]), "unknown strategy")):
+    for kw, msg in (
+        (dict(probes=21), "exceeds the limit 20"),
+        (dict(probes=1), "at least 2"),
+        (dict(batch_tolerance=0.9), "batch tolerance"),
+        (dict(strategies=["nope"]), "unknown strategy"),
+    ):
         with pytest.raises(ValueError, match=msg):
             gb.tune(None, backend=be, **kw)
 
@@ -409,17 +481,25 @@ def test_report_shows_the_tune_table_and_the_fit_against_its_probes(sizes, tmp_p
     pytest.importorskip("matplotlib")
     from graphbatch.report import build_report
 
-    be = SimulatedBackend(sizes, lambda n, e, g, m: (2.0 + 0.004 * e) * (1.3 if m == "eager"
-                                                                           else 1.0),
-                          compile_ms=lambda *a: 5000.0, memory_bytes=lambda n, e, g, m: 10**6 + e,
-                          modes=("compiled", "eager"), noise=0.02)
-    res = gb.tune(None, backend=be, batch_size=32, probes=5, rounds=2, validate=2,
-                  validate_steps=3)
+    be = SimulatedBackend(
+        sizes,
+        lambda n, e, g, m: (2.0 + 0.004 * e) * (1.3 if m == "eager" else 1.0),
+        compile_ms=lambda *a: 5000.0,
+        memory_bytes=lambda n, e, g, m: 10**6 + e,
+        modes=("compiled", "eager"),
+        noise=0.02,
+    )
+    res = gb.tune(None, backend=be, batch_size=32, probes=5, rounds=2, validate=2, validate_steps=3)
     res.save(tmp_path / "r.json")
-    html = build_report(sizes.subset(np.arange(300)), tune=TuneResult.load(tmp_path / "r.json"),
-                        dpi=40)
-    for key in ('id="fig-tune-fit"', 'id="table-tune"', 'id="table-tune-validation"',
-                res.ranking[0].label):
+    html = build_report(
+        sizes.subset(np.arange(300)), tune=TuneResult.load(tmp_path / "r.json"), dpi=40
+    )
+    for key in (
+        'id="fig-tune-fit"',
+        'id="table-tune"',
+        'id="table-tune-validation"',
+        res.ranking[0].label,
+    ):
         assert key in html
 
 
@@ -434,8 +514,9 @@ def test_plan_config_flags(sizes, tmp_path, capsys):
     got = gb.BatchPlan.load(tmp_path / "p.npz")
     assert plan_arrays_digest(got) == plan_arrays_digest(gb.plan(sizes, **req))
     # flags given too override the config (here the seed and a strategy option)
-    assert main([*base, "--config", str(tmp_path / "r.json"), "--seed", "5",
-                 "--num-shapes", "3"]) == 0
+    assert (
+        main([*base, "--config", str(tmp_path / "r.json"), "--seed", "5", "--num-shapes", "3"]) == 0
+    )
     want = gb.plan(sizes, **{**req, "seed": 5, "num_shapes": 3})
     assert plan_arrays_digest(gb.BatchPlan.load(tmp_path / "p.npz")) == plan_arrays_digest(want)
     capsys.readouterr()
@@ -443,5 +524,16 @@ def test_plan_config_flags(sizes, tmp_path, capsys):
     assert "give --strategy, or --config" in capsys.readouterr().err
     assert main([*base, "--config", str(tmp_path / "r.json"), "--strategy", "dynamic"]) == 2
     assert "differs from the --config" in capsys.readouterr().err
-    assert main(["plan", str(tmp_path / "s.npz"), "--config", str(tmp_path / "r.json"),
-                 "--out", str(tmp_path / "r.json")]) == 2  # never overwrite an input
+    assert (
+        main(
+            [
+                "plan",
+                str(tmp_path / "s.npz"),
+                "--config",
+                str(tmp_path / "r.json"),
+                "--out",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 2
+    )  # never overwrite an input

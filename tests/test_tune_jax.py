@@ -24,10 +24,10 @@ def tiny_factory(*, device, compile, source):
         g = pg.graphs
         h = jnp.tanh(g.nodes["pos"] @ params["w"])
         msg = jax.ops.segment_sum(h[g.senders], g.receivers, num_segments=h.shape[0])
-        node_graph = jnp.repeat(jnp.arange(g.n_node.shape[0]), g.n_node,
-                                total_repeat_length=h.shape[0])
-        out = jax.ops.segment_sum((msg + h).sum(-1), node_graph,
-                                  num_segments=g.n_node.shape[0])
+        node_graph = jnp.repeat(
+            jnp.arange(g.n_node.shape[0]), g.n_node, total_repeat_length=h.shape[0]
+        )
+        out = jax.ops.segment_sum((msg + h).sum(-1), node_graph, num_segments=g.n_node.shape[0])
         err = jnp.where(pg.graph_mask, (out - g.globals["y"][:, 0]) ** 2, 0.0)
         return err.sum() / jnp.maximum(pg.graph_mask.sum(), 1)
 
@@ -46,8 +46,12 @@ def tiny_factory(*, device, compile, source):
 
     def memory_bytes(pg):
         m = train.lower(st["p"], st["o"], pg).compile().memory_analysis()
-        return int(m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
-                   + m.temp_size_in_bytes)
+        return int(
+            m.argument_size_in_bytes
+            + m.output_size_in_bytes
+            - m.alias_size_in_bytes
+            + m.temp_size_in_bytes
+        )
 
     return TuneStep(step, memory_bytes=memory_bytes)
 
@@ -56,10 +60,20 @@ def test_jax_tune_on_a_size_table_with_synthetic_graphs():
     rng = np.random.default_rng(0)
     n = rng.integers(3, 20, 240)
     sizes = gb.GraphSizes(n, n * 2)
-    res = gb.tune(sizes, model=tiny_factory, framework="jax", batch_size=16, probes=3,
-                  rounds=1, validate=1, validate_steps=3, epochs=2,
-                  strategies=["dynamic", "pack-lpf", "buckets"], max_shapes=2,
-                  memory_limit="1GiB")
+    res = gb.tune(
+        sizes,
+        model=tiny_factory,
+        framework="jax",
+        batch_size=16,
+        probes=3,
+        rounds=1,
+        validate=1,
+        validate_steps=3,
+        epochs=2,
+        strategies=["dynamic", "pack-lpf", "buckets"],
+        max_shapes=2,
+        memory_limit="1GiB",
+    )
     assert res.mode == "jit" and set(res.models) == {"jit"}
     assert res.settings["memory_kind"] == "xla_memory_analysis"
     assert res.settings["synthetic_graphs"] is True

@@ -26,8 +26,7 @@ DOC = ROOT / "docs" / "tune.md"
 
 
 def _run(args, cwd, timeout=600, env=None):
-    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 
@@ -36,8 +35,22 @@ def _run(args, cwd, timeout=600, env=None):
 def qm9_dir(tmp_path_factory):
     """A folder holding qm9.h5: the first 300 QM9 molecules (radius 6 Å graphs)."""
     d = tmp_path_factory.mktemp("tune_qm9")
-    _run([sys.executable, "-m", "graphbatch.cli", "data", "build", "qm9", "--limit", "300",
-          "--no-progress", "--out", "qm9.h5"], cwd=d)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "graphbatch.cli",
+            "data",
+            "build",
+            "qm9",
+            "--limit",
+            "300",
+            "--no-progress",
+            "--out",
+            "qm9.h5",
+        ],
+        cwd=d,
+    )
     return d
 
 
@@ -55,10 +68,36 @@ def test_cli_tune_writes_a_request_that_plans_the_evaluated_plan(qm9_dir, monkey
     from graphbatch.cli import main
 
     monkeypatch.chdir(qm9_dir)
-    assert main(["tune", "qm9.h5", "--model", "schnet", "--batch-size", "16", "--compile", "off",
-                 "--probes", "3", "--rounds", "1", "--validate", "1", "--validate-steps", "2",
-                 "--memory-limit", "4GiB", "--out", "tune.json", "--result", "tune-result.json",
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "qm9.h5",
+                "--model",
+                "schnet",
+                "--batch-size",
+                "16",
+                "--compile",
+                "off",
+                "--probes",
+                "3",
+                "--rounds",
+                "1",
+                "--validate",
+                "1",
+                "--validate-steps",
+                "2",
+                "--memory-limit",
+                "4GiB",
+                "--out",
+                "tune.json",
+                "--result",
+                "tune-result.json",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "chosen (eager)" in printed and "validation" in printed
     request = json.loads((qm9_dir / "tune.json").read_text())
@@ -66,8 +105,20 @@ def test_cli_tune_writes_a_request_that_plans_the_evaluated_plan(qm9_dir, monkey
     assert request == result.request
     assert result.validation[0]["meas_peak_bytes"] > 0
     assert result.settings["memory_kind"].startswith("cpu_tensor_bytes")
-    _run([sys.executable, "-m", "graphbatch.cli", "plan", "qm9.h5", "--config", "tune.json",
-          "--out", "plan.npz"], cwd=qm9_dir)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "graphbatch.cli",
+            "plan",
+            "qm9.h5",
+            "--config",
+            "tune.json",
+            "--out",
+            "plan.npz",
+        ],
+        cwd=qm9_dir,
+    )
     from graphbatch.datasets import GraphStore
 
     sizes = GraphStore(str(qm9_dir / "qm9.h5")).graph_sizes()
@@ -109,8 +160,11 @@ def test_factory_protocol_and_cpu_peak_memory(qm9_dir):
         b, shape = be.batch_at({"strategy": "dynamic", "batch_size": 8}, 0, 0)
         be.batches[0] = b
         peak = be.probe_memory(0, "eager")
-        batch_bytes = sum(v.untyped_storage().nbytes() for v in b.to_dict().values()
-                          if isinstance(v, torch.Tensor))
+        batch_bytes = sum(
+            v.untyped_storage().nbytes()
+            for v in b.to_dict().values()
+            if isinstance(v, torch.Tensor)
+        )
         assert peak >= extra + batch_bytes // 2
         assert peak < extra + 64 * 2**20  # not the process: tensors only
         assert shape[2] == int(b.graph_mask.shape[0])
@@ -127,8 +181,11 @@ def test_factory_by_module_path(qm9_dir):
     finally:
         sys.path.remove(str(ROOT))
     assert callable(f)
-    for bad, msg in (("nope", "unknown model"), ("no_such_module_x:f", "cannot import"),
-                     ("graphbatch:no_such_factory", "has no")):
+    for bad, msg in (
+        ("nope", "unknown model"),
+        ("no_such_module_x:f", "cannot import"),
+        ("graphbatch:no_such_factory", "has no"),
+    ):
         with pytest.raises(ValueError, match=msg):
             resolve_factory(bad)
     assert np.isfinite(float(torch.ones(1)))

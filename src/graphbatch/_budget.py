@@ -54,10 +54,10 @@ class Budget:
     n_graph: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n_node",
-                           as_positive_int(self.n_node, "Budget.n_node", MAX_SHAPE))
-        object.__setattr__(self, "n_edge",
-                           as_nonnegative_int(self.n_edge, "Budget.n_edge", MAX_SHAPE))
+        object.__setattr__(self, "n_node", as_positive_int(self.n_node, "Budget.n_node", MAX_SHAPE))
+        object.__setattr__(
+            self, "n_edge", as_nonnegative_int(self.n_edge, "Budget.n_edge", MAX_SHAPE)
+        )
         n_graph = as_positive_int(self.n_graph, "Budget.n_graph", MAX_SHAPE)
         if n_graph < 2:
             raise InputError(

@@ -34,8 +34,15 @@ from ._random import epoch_rng
 from ._sizes import GraphSizes
 from ._validate import as_nonnegative_int, as_positive_int
 
-__all__ = ["CHUNK_GRAPHS", "WINDOW_CHUNKS", "SHUFFLE_MODES", "check_shuffle",
-           "chunk_shuffled_plan", "chunk_windows", "plan_epoch"]
+__all__ = [
+    "CHUNK_GRAPHS",
+    "WINDOW_CHUNKS",
+    "SHUFFLE_MODES",
+    "check_shuffle",
+    "chunk_shuffled_plan",
+    "chunk_windows",
+    "plan_epoch",
+]
 
 #: Defaults of ``shuffle="chunks"``: chunks of 4,096 consecutive graphs, 8 chunks per window.
 CHUNK_GRAPHS = 4096
@@ -44,15 +51,17 @@ WINDOW_CHUNKS = 8
 SHUFFLE_MODES = (True, False, "chunks")
 
 
-def chunk_windows(n_graph: int, chunk_graphs: int, window_chunks: int, *, seed: int,
-                  epoch: int) -> list[np.ndarray]:
+def chunk_windows(
+    n_graph: int, chunk_graphs: int, window_chunks: int, *, seed: int, epoch: int
+) -> list[np.ndarray]:
     """The epoch's windows: lists of graph indices (each the union of ``window_chunks``
     randomly chosen chunks of ``chunk_graphs`` consecutive graphs, in ascending order)."""
     return _windows(n_graph, chunk_graphs, window_chunks, epoch_rng(seed, epoch))
 
 
-def _windows(n_graph: int, chunk_graphs: int, window_chunks: int,
-             rng: np.random.Generator) -> list[np.ndarray]:
+def _windows(
+    n_graph: int, chunk_graphs: int, window_chunks: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     """`chunk_windows` with the chunk permutation drawn from ``rng`` (advanced by it)."""
     n = as_nonnegative_int(n_graph, "n_graph")
     c = as_positive_int(chunk_graphs, "chunk_graphs")
@@ -61,15 +70,23 @@ def _windows(n_graph: int, chunk_graphs: int, window_chunks: int,
     perm = rng.permutation(n_chunks)
     out = []
     for k in range(0, n_chunks, w):
-        chunks = np.sort(perm[k:k + w])
-        out.append(np.concatenate([np.arange(j * c, min((j + 1) * c, n), dtype=np.int64)
-                                   for j in chunks]))
+        chunks = np.sort(perm[k : k + w])
+        out.append(
+            np.concatenate([np.arange(j * c, min((j + 1) * c, n), dtype=np.int64) for j in chunks])
+        )
     return out
 
 
-def chunk_shuffled_plan(sizes: GraphSizes, strategy: str, *,
-                        chunk_graphs: int = CHUNK_GRAPHS, window_chunks: int = WINDOW_CHUNKS,
-                        seed: int = 0, epoch: int = 0, **plan_options: Any) -> BatchPlan:
+def chunk_shuffled_plan(
+    sizes: GraphSizes,
+    strategy: str,
+    *,
+    chunk_graphs: int = CHUNK_GRAPHS,
+    window_chunks: int = WINDOW_CHUNKS,
+    seed: int = 0,
+    epoch: int = 0,
+    **plan_options: Any,
+) -> BatchPlan:
     """A plan of ``sizes`` whose batches each draw from one window of ``window_chunks`` chunks
     of ``chunk_graphs`` consecutive graphs (module docstring: what this does to randomness).
 
@@ -114,16 +131,24 @@ def chunk_shuffled_plan(sizes: GraphSizes, strategy: str, *,
     cat = np.concatenate
     distributed = bool(ranks) and len(ranks) == len(parts)
     return BatchPlan(
-        cat(order), cat(offsets),
-        cat([p.pad_nodes for _, p in parts]), cat([p.pad_edges for _, p in parts]),
-        cat([p.pad_graphs for _, p in parts]), cat(skipped),
+        cat(order),
+        cat(offsets),
+        cat([p.pad_nodes for _, p in parts]),
+        cat([p.pad_edges for _, p in parts]),
+        cat([p.pad_graphs for _, p in parts]),
+        cat(skipped),
         real_nodes=cat([p.real_nodes for _, p in parts]),
         real_edges=cat([p.real_edges for _, p in parts]),
         rank=cat(ranks) if distributed else None,
         step=cat(steps) if distributed else None,
-        meta={**parts[0][1].meta,
-              "chunk_shuffled": {"chunk_graphs": int(chunk_graphs),
-                                 "window_chunks": int(window_chunks), "windows": len(parts)}},
+        meta={
+            **parts[0][1].meta,
+            "chunk_shuffled": {
+                "chunk_graphs": int(chunk_graphs),
+                "window_chunks": int(window_chunks),
+                "windows": len(parts),
+            },
+        },
     )
 
 
@@ -136,9 +161,17 @@ def check_shuffle(shuffle: object) -> bool | Literal["chunks"]:
     return bool(shuffle)
 
 
-def plan_epoch(sizes: GraphSizes, strategy: str, *, shuffle: bool | str = True, seed: int = 0,
-               epoch: int = 0, chunk_graphs: int | None = None,
-               window_chunks: int | None = None, **options: Any) -> BatchPlan:
+def plan_epoch(
+    sizes: GraphSizes,
+    strategy: str,
+    *,
+    shuffle: bool | str = True,
+    seed: int = 0,
+    epoch: int = 0,
+    chunk_graphs: int | None = None,
+    window_chunks: int | None = None,
+    **options: Any,
+) -> BatchPlan:
     """The plan of one epoch as the loaders make it: ``graphbatch.plan(sizes, strategy,
     shuffle=shuffle, seed=seed, epoch=epoch, **options)``, or with ``shuffle="chunks"``
     `chunk_shuffled_plan` (``chunk_graphs`` default `CHUNK_GRAPHS`, ``window_chunks`` default
@@ -147,10 +180,16 @@ def plan_epoch(sizes: GraphSizes, strategy: str, *, shuffle: bool | str = True, 
     shuffle = check_shuffle(shuffle)
     if shuffle == "chunks":
         return chunk_shuffled_plan(
-            sizes, strategy, seed=seed, epoch=epoch,
+            sizes,
+            strategy,
+            seed=seed,
+            epoch=epoch,
             chunk_graphs=CHUNK_GRAPHS if chunk_graphs is None else chunk_graphs,
-            window_chunks=WINDOW_CHUNKS if window_chunks is None else window_chunks, **options)
+            window_chunks=WINDOW_CHUNKS if window_chunks is None else window_chunks,
+            **options,
+        )
     if chunk_graphs is not None or window_chunks is not None:
-        raise InputTypeError(f"chunk_graphs/window_chunks need shuffle='chunks' (got "
-                        f"shuffle={shuffle!r})")
+        raise InputTypeError(
+            f"chunk_graphs/window_chunks need shuffle='chunks' (got shuffle={shuffle!r})"
+        )
     return make_plan(sizes, strategy, shuffle=shuffle, seed=seed, epoch=epoch, **options)

@@ -27,8 +27,17 @@ from ._plan import BatchPlan
 from ._sizes import GraphSizes
 from ._version import __version__
 
-__all__ = ["COMPONENTS", "PlanMismatchError", "PlanVerifier", "check_rows", "digest_row",
-           "plan_digest", "request_digest", "sizes_digest", "text_digest"]
+__all__ = [
+    "COMPONENTS",
+    "PlanMismatchError",
+    "PlanVerifier",
+    "check_rows",
+    "digest_row",
+    "plan_digest",
+    "request_digest",
+    "sizes_digest",
+    "text_digest",
+]
 
 #: Components compared across ranks, in this order (the names used in error messages).
 COMPONENTS = ("graphbatch version", "size table", "plan request", "plan", "extra")
@@ -66,8 +75,19 @@ def plan_digest(plan: BatchPlan) -> str:
     if not isinstance(plan, BatchPlan):
         raise InputTypeError(f"plan must be a BatchPlan, got {type(plan).__name__}")
     h = hashlib.sha256(b"graphbatch-plan-v1")
-    for name in ("order", "offsets", "pad_nodes", "pad_edges", "pad_graphs", "skipped",
-                 "real_nodes", "real_edges", "real_cost", "rank", "step"):
+    for name in (
+        "order",
+        "offsets",
+        "pad_nodes",
+        "pad_edges",
+        "pad_graphs",
+        "skipped",
+        "real_nodes",
+        "real_edges",
+        "real_cost",
+        "rank",
+        "step",
+    ):
         _update_array(h, name, getattr(plan, name))
     h.update(_meta_json(plan).encode())
     return h.hexdigest()
@@ -103,8 +123,9 @@ def version_digest() -> str:
     return text_digest(__version__)
 
 
-def digest_row(digests: Mapping[str, str], *, loader_rank: int, plan_world: int, epoch: int,
-               start: int = -1) -> np.ndarray:
+def digest_row(
+    digests: Mapping[str, str], *, loader_rank: int, plan_world: int, epoch: int, start: int = -1
+) -> np.ndarray:
     """One rank's row for the all-gather: the `COMPONENTS` digests as int64 words (4 each),
     then ``loader_rank`` (-1: unknown), ``plan_world``, ``epoch`` and ``start`` (the batch this
     pass starts at; -1: unknown). ``ROW_WORDS`` int64 values, the same on every platform."""
@@ -124,7 +145,7 @@ def _rank_list(ranks: list[int]) -> str:
         if j - i >= 2:
             parts.append(f"{ranks[i]}-{ranks[j]}")
         else:
-            parts.extend(str(r) for r in ranks[i:j + 1])
+            parts.extend(str(r) for r in ranks[i : j + 1])
         i = j + 1
     return ",".join(parts)
 
@@ -139,8 +160,9 @@ def _groups(values: list[str], what: str = "ranks") -> str:
     by: dict[str, list[int]] = {}
     for r, v in enumerate(values):
         by.setdefault(v, []).append(r)
-    return "; ".join(f"{plural if len(rs) > 1 else singular} {_rank_list(rs)}: {v[:8]}"
-                     for v, rs in by.items())
+    return "; ".join(
+        f"{plural if len(rs) > 1 else singular} {_rank_list(rs)}: {v[:8]}" for v, rs in by.items()
+    )
 
 
 def disagreeing_ranks(rows: np.ndarray) -> list[int]:
@@ -157,8 +179,9 @@ def disagreeing_ranks(rows: np.ndarray) -> list[int]:
     return [r for r, k in enumerate(keys) if k != common]
 
 
-def check_rows(rows: np.ndarray, *, world: int, epoch: Any, what: str = "ranks",
-               plan_world: int | None = -1) -> None:
+def check_rows(
+    rows: np.ndarray, *, world: int, epoch: Any, what: str = "ranks", plan_world: int | None = -1
+) -> None:
     """Compare the gathered rows (``[world, ROW_WORDS]``, row ``r`` from rank ``r``) and raise
     `PlanMismatchError` when any component differs between ranks, when the plan is for another
     world size than ``plan_world`` (default ``world``; ``None``: not checked), or when the
@@ -168,12 +191,14 @@ def check_rows(rows: np.ndarray, *, world: int, epoch: Any, what: str = "ranks",
         plan_world = world
     rows = np.asarray(rows, dtype=np.int64)
     if rows.shape != (world, ROW_WORDS):
-        raise PlanMismatchError(f"graphbatch plan consistency check: expected {world} rows of "
-                                f"{ROW_WORDS} words, got shape {rows.shape} (mixed graphbatch "
-                                "versions?)")
+        raise PlanMismatchError(
+            f"graphbatch plan consistency check: expected {world} rows of "
+            f"{ROW_WORDS} words, got shape {rows.shape} (mixed graphbatch "
+            "versions?)"
+        )
     problems = []
     for i, name in enumerate(COMPONENTS):
-        block = rows[:, i * _WORDS:(i + 1) * _WORDS]
+        block = rows[:, i * _WORDS : (i + 1) * _WORDS]
         if (block != block[0]).any():
             values = [block[r].astype("<i8").tobytes().hex() for r in range(world)]
             problems.append(f"{name} differs ({_groups(values, what)})")
@@ -182,25 +207,36 @@ def check_rows(rows: np.ndarray, *, world: int, epoch: Any, what: str = "ranks",
     if (epochs != epochs[0]).any():
         problems.append(f"epoch differs ({_groups([str(int(e)) for e in epochs], what)})")
     if (starts >= 0).all() and (starts != starts[0]).any():
-        problems.append("the pass starts at different batches "
-                        f"({_groups([str(int(s)) for s in starts], what)})")
+        problems.append(
+            f"the pass starts at different batches ({_groups([str(int(s)) for s in starts], what)})"
+        )
     if not problems and plan_world is not None and int(plan_worlds[0]) != plan_world:
-        problems.append(f"the plan is for world_size={int(plan_worlds[0])} but the process group "
-                        f"has {plan_world} ranks")
+        problems.append(
+            f"the plan is for world_size={int(plan_worlds[0])} but the process group "
+            f"has {plan_world} ranks"
+        )
     if (loader_ranks >= 0).all() and sorted(loader_ranks.tolist()) != list(range(world)):
         by = "process-group rank" if what == "ranks" else _SINGULAR.get(what.split()[-1], what)
-        problems.append(f"loader ranks by {by} are {loader_ranks.tolist()}, "
-                        f"expected each of 0..{world - 1} once")
+        problems.append(
+            f"loader ranks by {by} are {loader_ranks.tolist()}, "
+            f"expected each of 0..{world - 1} once"
+        )
     if problems:
         odd = disagreeing_ranks(rows)
         who = f"; disagreeing {what.split()[-1]}: {_rank_list(odd)}" if odd else ""
         # the same message on every rank: the epoch as the rows say
         known = sorted({int(e) for e in epochs if e >= 0})
-        when = (f"epoch {epoch}" if not known else f"epoch {known[0]}" if len(known) == 1
-                else "epochs " + ", ".join(map(str, known)))
+        when = (
+            f"epoch {epoch}"
+            if not known
+            else f"epoch {known[0]}"
+            if len(known) == 1
+            else "epochs " + ", ".join(map(str, known))
+        )
         raise PlanMismatchError(
             f"graphbatch plan consistency check failed across {world} {what} ({when}): "
-            + "; ".join(problems) + who
+            + "; ".join(problems)
+            + who
             + ". Every node needs the same graphbatch version, the same size table (store) "
             "and the same plan arguments (strategy, batch size/budget, seed, options)."
         )
@@ -230,22 +266,42 @@ class PlanVerifier:
             self._plan_digests = (request_digest(plan), plan_digest(plan))
             self._plan_ref = weakref.ref(plan)
         request, plan_d = self._plan_digests
-        return {"graphbatch version": version_digest(), "size table": self._sizes_digest,
-                "plan request": request, "plan": plan_d,
-                "extra": extra_digest(extra)}
+        return {
+            "graphbatch version": version_digest(),
+            "size table": self._sizes_digest,
+            "plan request": request,
+            "plan": plan_d,
+            "extra": extra_digest(extra),
+        }
 
-    def verify(self, plan: BatchPlan, *, epoch: int, start: int, loader_rank: int,
-               gather: Callable[[np.ndarray], np.ndarray], what: str = "ranks",
-               plan_world: int | None = -1, extra: Mapping[str, Any] | None = None) -> None:
+    def verify(
+        self,
+        plan: BatchPlan,
+        *,
+        epoch: int,
+        start: int,
+        loader_rank: int,
+        gather: Callable[[np.ndarray], np.ndarray],
+        what: str = "ranks",
+        plan_world: int | None = -1,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         """Gather this rank's row and compare all of them (`check_rows`; ``plan_world``: the
         world size the plan must be for, default the number of rows, ``None``: unchecked;
         ``extra``: more request facts every rank must share, e.g. a split's digest)."""
-        row = digest_row(self.digests(plan, extra), loader_rank=loader_rank,
-                         plan_world=plan.world_size, epoch=epoch, start=start)
+        row = digest_row(
+            self.digests(plan, extra),
+            loader_rank=loader_rank,
+            plan_world=plan.world_size,
+            epoch=epoch,
+            start=start,
+        )
         rows = np.asarray(gather(row), dtype=np.int64)
         if rows.ndim != 2 or rows.shape[1:] != row.shape:
-            raise PlanMismatchError(f"graphbatch plan consistency check: gathered rows of shape "
-                                    f"{rows.shape}, expected (ranks, {row.shape[0]})")
+            raise PlanMismatchError(
+                f"graphbatch plan consistency check: gathered rows of shape "
+                f"{rows.shape}, expected (ranks, {row.shape[0]})"
+            )
         check_rows(rows, world=rows.shape[0], epoch=epoch, what=what, plan_world=plan_world)
 
     def __getstate__(self) -> dict[str, Any]:

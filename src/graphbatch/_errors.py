@@ -8,9 +8,18 @@ those keeps working; `UnknownNameError` is an `InputError` for an unknown user-s
 
 from __future__ import annotations
 
-__all__ = ["AtomsInputError", "BuildCancelled", "GraphbatchError", "InputError", "InputTypeError",
-           "PlanMismatchError", "ShardBuildError", "StoreFormatError", "UnknownNameError",
-           "USER_ERRORS"]
+__all__ = [
+    "AtomsInputError",
+    "BuildCancelled",
+    "GraphbatchError",
+    "InputError",
+    "InputTypeError",
+    "PlanMismatchError",
+    "ShardBuildError",
+    "StoreFormatError",
+    "UnknownNameError",
+    "USER_ERRORS",
+]
 
 
 class GraphbatchError(Exception):

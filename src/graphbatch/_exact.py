@@ -30,9 +30,21 @@ from numpy.typing import ArrayLike
 from ._errors import InputError
 from ._validate import MAX_TOTAL
 
-__all__ = ["FIXED_POINT_LIMIT", "FixedPoint", "decimal", "quantise_linear", "share_keys",
-           "top_indices", "ratio_order", "fits_int64", "square_sum", "int_dot", "floor_frac",
-           "sortable", "abs_diff"]
+__all__ = [
+    "FIXED_POINT_LIMIT",
+    "FixedPoint",
+    "decimal",
+    "quantise_linear",
+    "share_keys",
+    "top_indices",
+    "ratio_order",
+    "fits_int64",
+    "square_sum",
+    "int_dot",
+    "floor_frac",
+    "sortable",
+    "abs_diff",
+]
 
 #: Largest total of quantised costs over a size table (the same bound as a size column's sum):
 #: every cost and every sum of costs is an exact integer in int64 and in float64.
@@ -66,18 +78,19 @@ class FixedPoint:
     per_edge: int
     shift: int
 
-    def costs(self, nodes: np.ndarray, edges: np.ndarray, out: np.ndarray | None = None
-              ) -> np.ndarray:
+    def costs(
+        self, nodes: np.ndarray, edges: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Per-graph int64 costs, chunk by chunk (no int64 copies of the whole columns)."""
         n = nodes.shape[0]
         out = np.empty(n, np.int64) if out is None else out
         a, b = np.int64(self.per_node), np.int64(self.per_edge)
         step = 1 << 20
         for s0 in range(0, n, step):
-            c = nodes[s0:s0 + step].astype(np.int64)
+            c = nodes[s0 : s0 + step].astype(np.int64)
             c *= a
-            c += edges[s0:s0 + step].astype(np.int64) * b
-            out[s0:s0 + step] = c
+            c += edges[s0 : s0 + step].astype(np.int64) * b
+            out[s0 : s0 + step] = c
         return out
 
     def cost(self, nodes: int, edges: int) -> int:
@@ -93,8 +106,15 @@ def _dyadic_shift(x: Fraction) -> float:
     return float(d.bit_length() - 1)
 
 
-def quantise_linear(a: object, b: object, total_nodes: int, total_edges: int, *,
-                    limit: int = FIXED_POINT_LIMIT, what: str = "cost model") -> FixedPoint:
+def quantise_linear(
+    a: object,
+    b: object,
+    total_nodes: int,
+    total_edges: int,
+    *,
+    limit: int = FIXED_POINT_LIMIT,
+    what: str = "cost model",
+) -> FixedPoint:
     """``a * nodes + b * edges`` (``a, b >= 0`` reals, read by `decimal`) as a `FixedPoint`.
 
     The shift is the smallest ``f >= 0`` at which both coefficients are whole numbers (so
@@ -126,11 +146,14 @@ def quantise_linear(a: object, b: object, total_nodes: int, total_edges: int, *,
             f = int(exact)
     qa, qb = _scaled(a, f), _scaled(b, f)
     if qa == 0 and qb == 0 and (a > 0 or b > 0):
-        raise InputError(f"{what}: coefficients {float(a)!r}, {float(b)!r} quantise to 0 "
-                         f"within the limit {limit} on this table")
+        raise InputError(
+            f"{what}: coefficients {float(a)!r}, {float(b)!r} quantise to 0 "
+            f"within the limit {limit} on this table"
+        )
     if qa * tn + qb * te > limit:  # by construction never; the one-line error if it were
-        raise InputError(f"{what}: total cost {qa * tn + qb * te} (units of 2**-{f}) is over "
-                         f"the limit {limit}")
+        raise InputError(
+            f"{what}: total cost {qa * tn + qb * te} (units of 2**-{f}) is over the limit {limit}"
+        )
     return FixedPoint(qa, qb, f)
 
 
@@ -184,7 +207,7 @@ def top_indices(keys: np.ndarray, k: int) -> np.ndarray:
         return np.argsort(_negated(keys), kind="stable")[:k]
     kth = np.partition(keys, n - k)[n - k]  # the k-th largest value (a value: no tie order)
     above = np.flatnonzero(keys > kth)
-    at = np.flatnonzero(keys == kth)[:k - above.shape[0]]
+    at = np.flatnonzero(keys == kth)[: k - above.shape[0]]
     pick = np.concatenate([above, at])  # ascending within each part
     pick.sort(kind="stable")
     return pick[np.argsort(_negated(keys[pick]), kind="stable")]
@@ -207,12 +230,16 @@ def ratio_order(num: np.ndarray, den: np.ndarray, *, descending: bool = False) -
     n = num.shape[0]
     if n == 0:
         return np.zeros(0, np.int64)
-    big = num.dtype == object or den.dtype == object or not (
-        int(np.abs(num).max()) <= 2**53 and int(den.max()) <= 2**53)
+    big = (
+        num.dtype == object
+        or den.dtype == object
+        or not (int(np.abs(num).max()) <= 2**53 and int(den.max()) <= 2**53)
+    )
     if big:
         fr = [Fraction(int(p), int(q)) for p, q in zip(num.tolist(), den.tolist(), strict=True)]
-        return np.asarray(sorted(range(n), key=(lambda i: -fr[i]) if descending
-                                 else (lambda i: fr[i])), np.int64)
+        return np.asarray(
+            sorted(range(n), key=(lambda i: -fr[i]) if descending else (lambda i: fr[i])), np.int64
+        )
     num = num.astype(np.int64)
     den = den.astype(np.int64)
     f = num.astype(np.float64) / den
@@ -231,7 +258,7 @@ def ratio_order(num: np.ndarray, den: np.ndarray, *, descending: bool = False) -
     starts = np.flatnonzero(np.concatenate([[True], ~same]))
     ends = np.concatenate([starts[1:], [n]])
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        if e - s > 1 and differ[s:e - 1].any():
+        if e - s > 1 and differ[s : e - 1].any():
             idx = np.sort(order[s:e])  # stable: by index within equal ratios
             fr = [Fraction(int(num[i]), int(den[i])) for i in idx.tolist()]
             keys = [-f for f in fr] if descending else fr
@@ -261,12 +288,14 @@ def int_dot(u: np.ndarray, v: np.ndarray, *, name: str = "int_dot") -> int:
     if max(bounds) >= 2**54:
         raise InputError(f"{name}: value {max(bounds)} is over the limit 2**54")
     if bounds[0] * bounds[1] < 2**36:  # a chunk's products and their sum fit as they are
-        return sum(int(np.dot(u[s0:s0 + step].astype(np.int64), v[s0:s0 + step].astype(np.int64)))
-                   for s0 in range(0, u.shape[0], step))
+        return sum(
+            int(np.dot(u[s0 : s0 + step].astype(np.int64), v[s0 : s0 + step].astype(np.int64)))
+            for s0 in range(0, u.shape[0], step)
+        )
     total = 0
     for s0 in range(0, u.shape[0], step):
-        la = _limbs(u[s0:s0 + step].astype(np.int64))
-        lb = la if v is u else _limbs(v[s0:s0 + step].astype(np.int64))
+        la = _limbs(u[s0 : s0 + step].astype(np.int64))
+        lb = la if v is u else _limbs(v[s0 : s0 + step].astype(np.int64))
         for i in range(3):
             for j in range(3):
                 total += int(np.dot(la[i], lb[j])) << (18 * (i + j))

@@ -177,8 +177,9 @@ class _Problem:
         return _sequential_sums(val * r[idx])
 
 
-def _slots(group: np.ndarray, member: np.ndarray, vals: np.ndarray, ngroups: int
-           ) -> tuple[np.ndarray, np.ndarray]:
+def _slots(
+    group: np.ndarray, member: np.ndarray, vals: np.ndarray, ngroups: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``[W, ngroups]`` member indices and float values of entries grouped by ``group``
     (sorted ascending): slot ``s`` holds each group's ``s``-th entry, zero-padded."""
     counts = np.bincount(group, minlength=ngroups) if group.size else np.zeros(ngroups, np.int64)
@@ -230,7 +231,7 @@ class _Cholesky:
         for j in range(k):
             if v[j] != 0.0:
                 v[j] = v[j] / U[j, j]
-                v[j + 1:k] -= v[j] * U[j, j + 1:k]
+                v[j + 1 : k] -= v[j] * U[j, j + 1 : k]
         return v
 
     def backward(self, y: np.ndarray) -> np.ndarray:
@@ -270,9 +271,9 @@ class _Cholesky:
         (the remaining columns' ``A^T b``) and ``z``."""
         k = self.k
         U = self.U
-        v = U[p, p + 1:k].copy()
-        U[p:k - 1, :k] = U[p + 1:k, :k]  # rows up
-        U[:k, p:k - 1] = U[:k, p + 1:k]  # columns left
+        v = U[p, p + 1 : k].copy()
+        U[p : k - 1, :k] = U[p + 1 : k, :k]  # rows up
+        U[:k, p : k - 1] = U[:k, p + 1 : k]  # columns left
         U[k - 1, :k] = 0.0
         U[:k, k - 1] = 0.0
         k -= 1
@@ -284,9 +285,9 @@ class _Cholesky:
             r = math.sqrt(ujj * ujj + vi * vi)
             cs, sn = r / ujj, vi / ujj
             U[j, j] = r
-            row = (U[j, j + 1:k] + sn * v[i + 1:]) / cs
-            v[i + 1:] = cs * v[i + 1:] - sn * row
-            U[j, j + 1:k] = row
+            row = (U[j, j + 1 : k] + sn * v[i + 1 :]) / cs
+            v[i + 1 :] = cs * v[i + 1 :] - sn * row
+            U[j, j + 1 : k] = row
         self.k = k
         self.y[:k] = self.forward(c)
         self.y[k:] = 0.0
@@ -321,7 +322,7 @@ def _float_path(pb: _Problem, limit: int) -> tuple[list[int], np.ndarray]:
             blocked[t] = True
             continue
         order.append(t)
-        z = ch.z[:ch.k].copy()
+        z = ch.z[: ch.k].copy()
         if not z[-1] > 0.0:  # rounding: the entering column would not move
             ch.remove(len(order) - 1, atb[order[:-1]])
             order.pop()
@@ -344,7 +345,7 @@ def _float_path(pb: _Problem, limit: int) -> tuple[list[int], np.ndarray]:
                 x[q] = 0.0
                 xs = np.delete(xs, p)
                 ch.remove(p, atb[order])
-            z = ch.z[:ch.k].copy()
+            z = ch.z[: ch.k].copy()
         x[order] = z
         blocked[:] = False
     return order, x
@@ -436,8 +437,9 @@ def _least_squares(pb: _Problem, order: list[int]) -> list[Fraction] | None:
         return []
     if pb.tall:  # normal equations G_PP z = A_P^T b
         G = pb.gram
-        normal: list[dict[int, _Num]] = [{a: G[q][p] for a, p in enumerate(order) if G[q][p]}
-                                        for q in order]
+        normal: list[dict[int, _Num]] = [
+            {a: G[q][p] for a, p in enumerate(order) if G[q][p]} for q in order
+        ]
         return _solve_sparse(normal, [pb.atb[q] for q in order])
     # augmented system: r + A_P z = b on the rows A_P touches, A_P^T r = 0
     touched = sorted({i for q in order for i in pb.column(q)[0].tolist()})
@@ -474,8 +476,7 @@ def _dual_exact(pb: _Problem, x: dict[int, Fraction]) -> tuple[list[int], int]:
     return dual, D
 
 
-def _exact_finish(pb: _Problem, order: list[int], xf: np.ndarray, limit: int
-                  ) -> NNLSSolution:
+def _exact_finish(pb: _Problem, order: list[int], xf: np.ndarray, limit: int) -> NNLSSolution:
     """Lawson-Hanson in rationals from the float phase's passive set, to exact optimality."""
     order = list(order)
     x = {q: Fraction(float(xf[q])) for q in order}  # exactly the floats: all > 0

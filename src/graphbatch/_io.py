@@ -20,9 +20,19 @@ import numpy as np
 
 from ._errors import InputError, InputTypeError
 
-__all__ = ["MAX_JSON_DEPTH", "atomic_savez", "atomic_write", "atomic_write_text",
-           "check_output_path", "check_regular_file", "json_default", "open_regular",
-           "parse_json", "read_npz", "same_file"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "atomic_savez",
+    "atomic_write",
+    "atomic_write_text",
+    "check_output_path",
+    "check_regular_file",
+    "json_default",
+    "open_regular",
+    "parse_json",
+    "read_npz",
+    "same_file",
+]
 
 #: Deepest nesting of arrays/objects accepted in any JSON input (plan ``meta``, manifests,
 #: store headers): what graphbatch writes nests at most a few levels.
@@ -87,8 +97,14 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
-def check_output_path(out: str | os.PathLike, inputs: Iterable, flag: str = "--out", *,
-                      suffixes: tuple[str, ...] | None = None, what: str = "output") -> None:
+def check_output_path(
+    out: str | os.PathLike,
+    inputs: Iterable,
+    flag: str = "--out",
+    *,
+    suffixes: tuple[str, ...] | None = None,
+    what: str = "output",
+) -> None:
     """The one check of an output path, made before anything is read or written: raise
     `InputError` when ``out`` names one of the ``inputs`` (paths, compared by `same_file`:
     through symlinks and hard links; ``None`` entries are ignored; a sharded store's caller
@@ -99,24 +115,27 @@ def check_output_path(out: str | os.PathLike, inputs: Iterable, flag: str = "--o
     text = str(out)
     for src in inputs:
         if src is not None and same_file(out, src):
-            raise InputError(f"{flag} {text!r} is the input file {str(src)!r}; "
-                             "write to another path")
+            raise InputError(
+                f"{flag} {text!r} is the input file {str(src)!r}; write to another path"
+            )
     if suffixes is not None and not text.lower().endswith(tuple(s.lower() for s in suffixes)):
-        raise InputError(f"{flag} {text!r}: the {what} must end in "
-                         f"{' or '.join(suffixes)}")
+        raise InputError(f"{flag} {text!r}: the {what} must end in {' or '.join(suffixes)}")
     try:
         st = os.stat(out)
     except OSError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{flag} {text!r} exists and is not a regular file; write to another "
-                         "path")
+        raise InputError(f"{flag} {text!r} exists and is not a regular file; write to another path")
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -166,9 +185,9 @@ def read_bounded(path: str | os.PathLike, what: str, limit: int) -> bytes:
     else `InputError` naming the file and the limit (never more than ``limit + 1`` bytes are
     read, whatever the file's size claims)."""
     with open_regular(path, what) as fh:
-        size = os.fstat(fh.fileno()).st_size       # no buffer larger than the file
+        size = os.fstat(fh.fileno()).st_size  # no buffer larger than the file
         data = fh.read(min(limit, size) + 1)
-        if len(data) > size:                       # it grew while read: read on, bounded
+        if len(data) > size:  # it grew while read: read on, bounded
             data += fh.read(limit + 1 - len(data))
     if len(data) > limit:
         raise InputError(f"{what} {str(path)!r} is larger than the limit of {limit:,} bytes")
@@ -184,28 +203,28 @@ def json_depth(data: bytes) -> int:
     bare = np.frombuffer(_JSON_STRING.sub(b'""', data), dtype=np.uint8)
     depth = deepest = 0
     for a in range(0, bare.shape[0], 1 << 24):
-        block = bare[a:a + (1 << 24)]
-        step = ((block == ord("[")) | (block == ord("{"))).astype(np.int32) \
-            - ((block == ord("]")) | (block == ord("}"))).astype(np.int32)
+        block = bare[a : a + (1 << 24)]
+        step = ((block == ord("[")) | (block == ord("{"))).astype(np.int32) - (
+            (block == ord("]")) | (block == ord("}"))
+        ).astype(np.int32)
         run = np.cumsum(step, dtype=np.int64) + depth
         if run.shape[0]:
             deepest, depth = max(deepest, int(run.max())), int(run[-1])
     return deepest
 
 
-def parse_json(data: bytes | str, what: str, *, max_bytes: int,
-               max_depth: int = MAX_JSON_DEPTH) -> Any:
+def parse_json(
+    data: bytes | str, what: str, *, max_bytes: int, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
     """Parse JSON from an input file with its size and nesting bounded first: `InputError`
     naming ``what`` and the limit for text over ``max_bytes`` bytes, nesting deeper than
     ``max_depth`` (which would exhaust Python's recursion), invalid UTF-8 or invalid JSON."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     if len(raw) > max_bytes:
-        raise InputError(f"{what}: {len(raw):,} bytes of JSON, over the limit of "
-                         f"{max_bytes:,}")
+        raise InputError(f"{what}: {len(raw):,} bytes of JSON, over the limit of {max_bytes:,}")
     depth = json_depth(raw)
     if depth > max_depth:
-        raise InputError(f"{what}: JSON nested {depth} levels deep, over the limit of "
-                         f"{max_depth}")
+        raise InputError(f"{what}: JSON nested {depth} levels deep, over the limit of {max_depth}")
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -223,24 +242,33 @@ def _npy_header(member: IO[bytes], key: str, where: str) -> tuple[tuple[int, ...
         version = np.lib.format.read_magic(member)
         if version == (1, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(
-                member, max_header_size=_NPY_HEADER_LIMIT)
+                member, max_header_size=_NPY_HEADER_LIMIT
+            )
         elif version == (2, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(
-                member, max_header_size=_NPY_HEADER_LIMIT)
+                member, max_header_size=_NPY_HEADER_LIMIT
+            )
         else:
             raise InputError(f"unsupported .npy format version {version}")
     except (ValueError, EOFError, OSError, zipfile.BadZipFile, SyntaxError) as exc:
         raise InputError(f"{where}: array {key!r} has no valid .npy header ({exc})") from None
     if dtype.hasobject:
-        raise InputError(f"{where}: array {key!r} holds Python objects (dtype {dtype}); they "
-                         "would have to be unpickled, which graphbatch never does")
+        raise InputError(
+            f"{where}: array {key!r} holds Python objects (dtype {dtype}); they "
+            "would have to be unpickled, which graphbatch never does"
+        )
     return shape, fortran, dtype
 
 
-def read_npz(path: str | os.PathLike, what: str, required: tuple[str, ...],
-             optional: tuple[str, ...] = (), *,
-             lengths: Mapping[str, Callable[[dict], int | None]] | None = None,
-             max_bytes: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+def read_npz(
+    path: str | os.PathLike,
+    what: str,
+    required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+    *,
+    lengths: Mapping[str, Callable[[dict], int | None]] | None = None,
+    max_bytes: Mapping[str, int] | None = None,
+) -> dict[str, np.ndarray]:
     """Read the arrays ``required`` and (where present) ``optional`` of an ``.npz`` file, in that
     order, without unpickling and with every size bounded before it is allocated or
     decompressed; other members are not read. Errors name the file (``what``: its role, e.g.
@@ -273,17 +301,26 @@ def read_npz(path: str | os.PathLike, what: str, required: tuple[str, ...],
                 raise InputError(f"{where} lacks key(s) {', '.join(missing)} (found: {found})")
             out: dict[str, np.ndarray] = {}
             for key in (*required, *(k for k in optional if k in members)):
-                out[key] = _read_member(zf, members[key], key, where, out,
-                                        lengths.get(key), max_bytes.get(key))
+                out[key] = _read_member(
+                    zf, members[key], key, where, out, lengths.get(key), max_bytes.get(key)
+                )
     return out
 
 
-def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, key: str, where: str,
-                 done: dict, length: Callable[[dict], int | None] | None,
-                 cap: int | None) -> np.ndarray:
+def _read_member(
+    zf: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    key: str,
+    where: str,
+    done: dict,
+    length: Callable[[dict], int | None] | None,
+    cap: int | None,
+) -> np.ndarray:
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise InputError(f"{where}: array {key!r} uses zip compression method "
-                         f"{info.compress_type}; only stored and deflated members are read")
+        raise InputError(
+            f"{where}: array {key!r} uses zip compression method "
+            f"{info.compress_type}; only stored and deflated members are read"
+        )
     try:
         with zf.open(info) as member:
             shape, fortran, dtype = _npy_header(member, key, where)
@@ -293,21 +330,29 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, key: str, where: st
                 n *= int(d)
             nbytes = n * dtype.itemsize
             if nbytes != info.file_size - header:
-                raise InputError(f"{where}: array {key!r} declares shape {shape} of {dtype} "
-                                 f"({nbytes:,} bytes) but the file holds "
-                                 f"{max(0, info.file_size - header):,} bytes of it")
+                raise InputError(
+                    f"{where}: array {key!r} declares shape {shape} of {dtype} "
+                    f"({nbytes:,} bytes) but the file holds "
+                    f"{max(0, info.file_size - header):,} bytes of it"
+                )
             want = None if length is None else length(done)
             if want is not None and shape[:1] != (want,):
-                raise InputError(f"{where}: array {key!r} has shape {shape}; its first "
-                                 f"dimension must be {want} to match the other arrays")
+                raise InputError(
+                    f"{where}: array {key!r} has shape {shape}; its first "
+                    f"dimension must be {want} to match the other arrays"
+                )
             if cap is not None and nbytes > cap:
-                raise InputError(f"{where}: array {key!r} holds {nbytes:,} bytes, over the "
-                                 f"limit of {cap:,}")
+                raise InputError(
+                    f"{where}: array {key!r} holds {nbytes:,} bytes, over the limit of {cap:,}"
+                )
             arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
             # (ignores: NumPy declares arrays as buffers to type checkers on Python >= 3.12
             # only; zipfile's members are ZipExtFile objects, which typeshed calls IO[bytes])
-            view = (memoryview(arr.reshape(-1, order="A").view(np.uint8))  # type: ignore[arg-type]
-                    if nbytes else None)
+            view = (
+                memoryview(arr.reshape(-1, order="A").view(np.uint8))  # type: ignore[arg-type]
+                if nbytes
+                else None
+            )
             got = 0
             while view is not None and got < nbytes:
                 k = member.readinto(view[got:])  # type: ignore[attr-defined]
@@ -315,9 +360,10 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, key: str, where: st
                     break
                 got += k
             if got != nbytes:
-                raise InputError(f"{where}: array {key!r} is truncated ({got:,} of {nbytes:,} "
-                                 "bytes)")
-            member.read(1)   # at the end: lets the zip reader check the member's CRC-32
+                raise InputError(
+                    f"{where}: array {key!r} is truncated ({got:,} of {nbytes:,} bytes)"
+                )
+            member.read(1)  # at the end: lets the zip reader check the member's CRC-32
     except InputError:
         raise
     except (OSError, EOFError, zipfile.BadZipFile, ValueError, RuntimeError) as exc:

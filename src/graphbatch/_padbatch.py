@@ -97,8 +97,11 @@ class PackedGraphs:
 
     def level_of(self) -> dict[str, str]:
         """``{field: level}`` in storage order (node, then edge, then graph fields)."""
-        return {**{k: "node" for k in self.node}, **{k: "edge" for k in self.edge},
-                **{k: "graph" for k in self.graph}}
+        return {
+            **{k: "node" for k in self.node},
+            **{k: "edge" for k in self.edge},
+            **{k: "graph" for k in self.graph},
+        }
 
     def max_nodes(self) -> int:
         """The largest node count of one graph (0 without graphs), computed once."""
@@ -117,11 +120,16 @@ class PackedGraphs:
         every array has the rows the offsets address (``ValueError``)."""
         if self._rows is None:
             g = len(self)
-            totals = {"node": int(self.node_offsets[-1]), "edge": int(self.edge_offsets[-1]),
-                      "graph": g}
+            totals = {
+                "node": int(self.node_offsets[-1]),
+                "edge": int(self.edge_offsets[-1]),
+                "graph": g,
+            }
             if self.node_offsets.shape != (g + 1,) or self.edge_offsets.shape != (g + 1,):
-                raise InputError(f"offsets of shape {self.node_offsets.shape} and "
-                                 f"{self.edge_offsets.shape} for {g} graphs (need {g + 1})")
+                raise InputError(
+                    f"offsets of shape {self.node_offsets.shape} and "
+                    f"{self.edge_offsets.shape} for {g} graphs (need {g + 1})"
+                )
             ei = self.edge_index
             if ei.ndim != 2 or ei.shape[0] != 2 or ei.shape[1] < totals["edge"]:
                 raise InputError(f"edge_index of shape {ei.shape} for {totals['edge']} edges")
@@ -129,8 +137,10 @@ class PackedGraphs:
             for level in ("node", "edge", "graph"):
                 for name, arr in getattr(self, level).items():
                     if arr.shape[0] < totals[level]:
-                        raise InputError(f"{level} field {name!r} has {arr.shape[0]} rows, the "
-                                         f"offsets address {totals[level]}")
+                        raise InputError(
+                            f"{level} field {name!r} has {arr.shape[0]} rows, the "
+                            f"offsets address {totals[level]}"
+                        )
                     views[name] = _row_view(arr)
             object.__setattr__(self, "_rows", views)
         return self._rows
@@ -166,12 +176,20 @@ def _rows(starts: np.ndarray, counts: np.ndarray, first: np.ndarray, total: int)
     one slice per graph with rows (long runs, see `RUN_ROWS`) or the row-index array
     (`row_ranges`)."""
     if total and total >= RUN_ROWS * starts.shape[0]:
-        return [slice(a, a + n) for a, n in zip(starts.tolist(), counts.tolist(), strict=False) if n]
+        return [
+            slice(a, a + n) for a, n in zip(starts.tolist(), counts.tolist(), strict=False) if n
+        ]
     return row_ranges(starts, counts, first, total)
 
 
-def _take_rows(arr: np.ndarray, view: np.ndarray | None, rows, out: np.ndarray,
-               axis: int = 0, same: bool | None = None) -> None:
+def _take_rows(
+    arr: np.ndarray,
+    view: np.ndarray | None,
+    rows,
+    out: np.ndarray,
+    axis: int = 0,
+    same: bool | None = None,
+) -> None:
     """``out[:] = arr[rows]`` along ``axis`` (0, or 1 for ``edge_index``), ``rows`` from `_rows`
     (in range), copying whole rows through ``view`` (`PackedGraphs.row_views`) when ``out`` has
     ``arr``'s dtype and is C-contiguous (``same``: that condition, when the caller knows it);
@@ -188,11 +206,12 @@ def _take_rows(arr: np.ndarray, view: np.ndarray | None, rows, out: np.ndarray,
         else:
             np.take(view, rows, axis=axis, out=dst, mode="clip")
     elif runs:
-        np.concatenate([arr[:, r] if axis else arr[r] for r in rows], axis=axis, out=out,
-                       casting="unsafe")
+        np.concatenate(
+            [arr[:, r] if axis else arr[r] for r in rows], axis=axis, out=out, casting="unsafe"
+        )
     elif view is not None:
         tmp = np.take(view, rows, axis=axis, mode="clip")
-        out[...] = (tmp.view(arr.dtype) if axis else tmp.view(arr.dtype).reshape(out.shape))
+        out[...] = tmp.view(arr.dtype) if axis else tmp.view(arr.dtype).reshape(out.shape)
     else:
         out[...] = np.take(arr, rows, axis=axis, mode="clip")
 
@@ -236,12 +255,19 @@ class PaddedArrays:
 #: Byte alignment of every array inside a batch's buffer (a cache line; enough for any dtype).
 ALIGN = 64
 #: The structure arrays of a batch, in buffer order: (name, level of its length, dtype).
-_STRUCT = (("node_counts", "graph", np.int64), ("edge_counts", "graph", np.int64),
-           ("node_ptr", "graph+1", np.int64), ("edge_ptr", "graph+1", np.int64),
-           ("batch", "node", np.int64), ("node_mask", "node", np.bool_),
-           ("edge_mask", "edge", np.bool_), ("graph_mask", "graph", np.bool_),
-           ("graph_index", "graph", np.int64), ("edge_inc", "graph", np.int64),
-           ("graph_ptr", "graph+1", np.int64))
+_STRUCT = (
+    ("node_counts", "graph", np.int64),
+    ("edge_counts", "graph", np.int64),
+    ("node_ptr", "graph+1", np.int64),
+    ("edge_ptr", "graph+1", np.int64),
+    ("batch", "node", np.int64),
+    ("node_mask", "node", np.bool_),
+    ("edge_mask", "edge", np.bool_),
+    ("graph_mask", "graph", np.bool_),
+    ("graph_index", "graph", np.int64),
+    ("edge_inc", "graph", np.int64),
+    ("graph_ptr", "graph+1", np.int64),
+)
 
 
 #: Arrays of at least this many bytes are "touched" before a batch is gathered (see
@@ -264,8 +290,9 @@ class _Layout:
         specs = [("edge_index", (2, shape[1]), np.dtype(index_dtype))]
         for level in ("node", "edge", "graph"):
             for name, arr in getattr(source, level).items():
-                specs.append((name, (n[level], *arr.shape[1:]),
-                              np.dtype(dtypes.get(name, arr.dtype))))
+                specs.append(
+                    (name, (n[level], *arr.shape[1:]), np.dtype(dtypes.get(name, arr.dtype)))
+                )
         specs += [(name, (n[level],), np.dtype(dt)) for name, level, dt in _STRUCT]
         self.entries = {}
         at = 0
@@ -287,11 +314,27 @@ class _Program:
     bounds (``ei_bounds``, `graphbatch._padkernel.edge_index_bounds`), and constant structure
     rows (``graph_ptr``, ``arange(n_graph + 1)``)."""
 
-    __slots__ = ("entries", "nbytes", "offsets", "fields", "touch", "ei_view", "ei_bounds",
-                 "geometric", "graph_ptr")
+    __slots__ = (
+        "entries",
+        "nbytes",
+        "offsets",
+        "fields",
+        "touch",
+        "ei_view",
+        "ei_bounds",
+        "geometric",
+        "graph_ptr",
+    )
 
-    def __init__(self, source: PackedGraphs, shape: tuple[int, int, int], dtypes, index_dtype,
-                 layout: str, position_key: str):
+    def __init__(
+        self,
+        source: PackedGraphs,
+        shape: tuple[int, int, int],
+        dtypes,
+        index_dtype,
+        layout: str,
+        position_key: str,
+    ):
         lay = _Layout(source, shape, dtypes, index_dtype)
         self.entries, self.nbytes, self.offsets = lay.entries, lay.nbytes, lay.offsets
         views = source.row_views()
@@ -310,22 +353,41 @@ class _Program:
                 at, _, shp, dt = self.entries[name]
                 view = views[name]
                 same = view is not None and dt == arr.dtype
-                self.fields.append((name, lv, arr, view, same, at, shp, dt,
-                                    level == "node" and name == position_key))
-                if (view is not None and level != "graph" and arr.shape[0]
-                        and arr.nbytes >= TOUCH_BYTES):
+                self.fields.append(
+                    (
+                        name,
+                        lv,
+                        arr,
+                        view,
+                        same,
+                        at,
+                        shp,
+                        dt,
+                        level == "node" and name == position_key,
+                    )
+                )
+                if (
+                    view is not None
+                    and level != "graph"
+                    and arr.shape[0]
+                    and arr.nbytes >= TOUCH_BYTES
+                ):
                     self.touch.append((view, lv, 0))
         pos = source.node.get(position_key)
         # padding geometry by default: torch layout with float node positions (as
         # `graphbatch.torch.collate` does); with a cutoff always
-        self.geometric = layout == "torch" and pos is not None and np.issubdtype(
-            np.dtype(dtypes.get(position_key, pos.dtype)), np.floating)
+        self.geometric = (
+            layout == "torch"
+            and pos is not None
+            and np.issubdtype(np.dtype(dtypes.get(position_key, pos.dtype)), np.floating)
+        )
         self.graph_ptr = np.arange(shape[2] + 1, dtype=np.int64)
         self.graph_ptr.flags.writeable = False
 
 
-def _program(source: PackedGraphs, shape, dtypes, index_dtype, layout: str,
-             position_key: str) -> _Program:
+def _program(
+    source: PackedGraphs, shape, dtypes, index_dtype, layout: str, position_key: str
+) -> _Program:
     """The `_Program` for ``shape`` and these options, cached per source (a few distinct shapes
     per plan; fixed-shape strategies have one)."""
     cache = source._layouts
@@ -333,8 +395,13 @@ def _program(source: PackedGraphs, shape, dtypes, index_dtype, layout: str,
         key = (shape, index_dtype, layout, position_key, tuple(dtypes.items()))
         prog = cache.get(key)
     except TypeError:  # unhashable dtype spellings
-        key = (shape, np.dtype(index_dtype).str, layout, position_key, tuple(sorted(
-            (k, np.dtype(v).str) for k, v in dtypes.items())))
+        key = (
+            shape,
+            np.dtype(index_dtype).str,
+            layout,
+            position_key,
+            tuple(sorted((k, np.dtype(v).str) for k, v in dtypes.items())),
+        )
         prog = cache.get(key)
     if prog is None:
         if len(cache) >= 256:
@@ -343,8 +410,9 @@ def _program(source: PackedGraphs, shape, dtypes, index_dtype, layout: str,
     return prog
 
 
-def buffer_layout(source: PackedGraphs, shape, dtypes: Mapping[str, np.dtype] | None = None,
-                  index_dtype=np.int64) -> _Layout:
+def buffer_layout(
+    source: PackedGraphs, shape, dtypes: Mapping[str, np.dtype] | None = None, index_dtype=np.int64
+) -> _Layout:
     """Where `pad_batch` puts each array of a batch of ``shape`` from ``source`` with these
     ``dtypes``/``index_dtype``: ``.entries`` ``{name: (start, end, shape, dtype)}`` (byte
     range in the buffer; fields by name, structure arrays by their `PaddedArrays` attribute
@@ -354,8 +422,12 @@ def buffer_layout(source: PackedGraphs, shape, dtypes: Mapping[str, np.dtype] | 
     return _Layout(source, padded_shape(shape), dtypes or {}, index_dtype)
 
 
-def row_ranges(starts: np.ndarray, lengths: np.ndarray, first: np.ndarray | None = None,
-               total: int | None = None) -> np.ndarray:
+def row_ranges(
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    first: np.ndarray | None = None,
+    total: int | None = None,
+) -> np.ndarray:
     """The concatenation of ``arange(s, s + n)`` for each ``(s, n)`` (int64, vectorised).
 
     ``first`` (optional): the exclusive prefix sums of ``lengths`` and ``total`` their sum, when
@@ -441,8 +513,9 @@ def pad_batch(
     cutoff = check_cutoff(cutoff)
     dtypes = dtypes or {}
     if cutoff is not None and position_key not in source.node:
-        raise InputError(f"cutoff needs node positions: no node-level field {position_key!r} "
-                         "(set position_key)")
+        raise InputError(
+            f"cutoff needs node positions: no node-level field {position_key!r} (set position_key)"
+        )
     # 1. the real content, checked against the padding reservation
     nn, ne = source.n_node[idx], source.n_edge[idx]
     num_real = g_real, n_real, e_real = int(idx.shape[0]), int(nn.sum()), int(ne.sum())
@@ -455,19 +528,22 @@ def pad_batch(
     out = {name: np.ndarray(shp, dt, buf, at) for name, (at, _, shp, dt) in prog.entries.items()}
     # 3. the layout: rows per graph slot and their pointers (`_padkernel.slot_counts`)
     owner = padding_owner(layout, g_real, n_graph)
-    slot_counts(nn, n_node - n_real, n_graph, owner, counts_out=out["node_counts"],
-                ptr_out=out["node_ptr"])
-    slot_counts(ne, n_edge - e_real, n_graph, owner, counts_out=out["edge_counts"],
-                ptr_out=out["edge_ptr"])
+    slot_counts(
+        nn, n_node - n_real, n_graph, owner, counts_out=out["node_counts"], ptr_out=out["node_ptr"]
+    )
+    slot_counts(
+        ne, n_edge - e_real, n_graph, owner, counts_out=out["edge_counts"], ptr_out=out["edge_ptr"]
+    )
     node_first, edge_first = out["node_ptr"][:g_real], out["edge_ptr"][:g_real]
-    rows = (_rows(starts[0], nn, node_first, n_real), _rows(starts[1], ne, edge_first, e_real),
-            idx)
+    rows = (_rows(starts[0], nn, node_first, n_real), _rows(starts[1], ne, edge_first, e_real), idx)
     geometric = cutoff is not None or prog.geometric
     # 4. edges: gathered, range-checked, shifted to batch-global indices; padding edges wired
-    _gather_edge_index(source, prog, rows[1], e_real, idx, nn, ne, node_first, edge_first,
-                       out["edge_index"])
-    padding_edge_index(n_real, n_node, n_edge - e_real, spread=geometric,
-                       out=out["edge_index"][:, e_real:])
+    _gather_edge_index(
+        source, prog, rows[1], e_real, idx, nn, ne, node_first, edge_first, out["edge_index"]
+    )
+    padding_edge_index(
+        n_real, n_node, n_edge - e_real, spread=geometric, out=out["edge_index"][:, e_real:]
+    )
     out["edge_inc"][:g_real] = node_first
     out["edge_inc"][g_real:] = 0
     # 5. every field: real rows gathered, padding rows filled
@@ -477,11 +553,22 @@ def pad_batch(
     fill_structure(shape, num_real, out["node_counts"], idx, out=out)
     out["graph_ptr"][:] = prog.graph_ptr
     return PaddedArrays(
-        fields=fields, node_counts=out["node_counts"], edge_counts=out["edge_counts"],
-        node_ptr=out["node_ptr"], edge_ptr=out["edge_ptr"], batch=out["batch"],
-        node_mask=out["node_mask"], edge_mask=out["edge_mask"], graph_mask=out["graph_mask"],
-        graph_index=out["graph_index"], edge_inc=out["edge_inc"], num_real=num_real,
-        shape=shape, layout=layout, buffer=buf, offsets=prog.offsets,
+        fields=fields,
+        node_counts=out["node_counts"],
+        edge_counts=out["edge_counts"],
+        node_ptr=out["node_ptr"],
+        edge_ptr=out["edge_ptr"],
+        batch=out["batch"],
+        node_mask=out["node_mask"],
+        edge_mask=out["edge_mask"],
+        graph_mask=out["graph_mask"],
+        graph_index=out["graph_index"],
+        edge_inc=out["edge_inc"],
+        num_real=num_real,
+        shape=shape,
+        layout=layout,
+        buffer=buf,
+        offsets=prog.offsets,
         graph_ptr=out["graph_ptr"],
     )
 
@@ -499,15 +586,32 @@ def _touch_first_rows(prog: _Program, starts, g_real: int) -> None:
 def _new_buffer(nbytes: int, allocate) -> np.ndarray:
     """The batch's one buffer: ``np.empty`` or ``allocate(nbytes)``, checked."""
     buf = np.empty(nbytes, dtype=np.uint8) if allocate is None else allocate(nbytes)
-    if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1
-            and buf.shape[0] >= nbytes and buf.flags.c_contiguous and buf.flags.writeable):
-        raise InputTypeError(f"allocate({nbytes}) must return a writable 1-D uint8 array of at "
-                        f"least {nbytes} bytes")
+    if not (
+        isinstance(buf, np.ndarray)
+        and buf.dtype == np.uint8
+        and buf.ndim == 1
+        and buf.shape[0] >= nbytes
+        and buf.flags.c_contiguous
+        and buf.flags.writeable
+    ):
+        raise InputTypeError(
+            f"allocate({nbytes}) must return a writable 1-D uint8 array of at least {nbytes} bytes"
+        )
     return buf
 
 
-def _gather_edge_index(source: PackedGraphs, prog: _Program, edge_rows, e_real: int, idx,
-                       nn, ne, node_first, edge_first, out: np.ndarray) -> None:
+def _gather_edge_index(
+    source: PackedGraphs,
+    prog: _Program,
+    edge_rows,
+    e_real: int,
+    idx,
+    nn,
+    ne,
+    node_first,
+    edge_first,
+    out: np.ndarray,
+) -> None:
     """The ``e_real`` real edges of ``out`` (the batch's ``edge_index``): local indices
     gathered, range-checked against each graph's node count
     (`_padkernel.check_local_edge_index`), then shifted by each graph's first node

@@ -51,9 +51,13 @@ __all__ = [
 LAYOUTS = ("torch", "jraph")
 
 #: The arrays `fill_structure` writes, with their length (a level of the shape) and dtype.
-STRUCTURE = (("batch", "node", np.int64), ("node_mask", "node", np.bool_),
-             ("edge_mask", "edge", np.bool_), ("graph_mask", "graph", np.bool_),
-             ("graph_index", "graph", np.int64))
+STRUCTURE = (
+    ("batch", "node", np.int64),
+    ("node_mask", "node", np.bool_),
+    ("edge_mask", "edge", np.bool_),
+    ("graph_mask", "graph", np.bool_),
+    ("graph_index", "graph", np.int64),
+)
 
 
 def padded_shape(shape) -> tuple[int, int, int]:
@@ -98,8 +102,9 @@ def padding_owner(layout: str, num_real_graphs: int, n_graph: int) -> int:
     raise InputError(f"layout must be one of {LAYOUTS}, got {layout!r}")
 
 
-def check_fits(num_real: tuple[int, int, int], shape: tuple[int, int, int],
-               where: str = "") -> None:
+def check_fits(
+    num_real: tuple[int, int, int], shape: tuple[int, int, int], where: str = ""
+) -> None:
     """Check that the real content leaves the padding reservation free.
 
     Args:
@@ -114,18 +119,27 @@ def check_fits(num_real: tuple[int, int, int], shape: tuple[int, int, int],
     g_real, n_real, e_real = num_real
     n_node, n_edge, n_graph = shape
     if g_real > n_graph - 1:
-        raise InputError(f"{g_real} graphs do not fit a padded shape with n_graph = {n_graph} "
-                         f"(room for {n_graph - 1} real graphs beside the padding graph)")
+        raise InputError(
+            f"{g_real} graphs do not fit a padded shape with n_graph = {n_graph} "
+            f"(room for {n_graph - 1} real graphs beside the padding graph)"
+        )
     if n_real > n_node - 1 or e_real > n_edge:
         raise InputError(
             f"{g_real} graphs with {n_real} nodes and {e_real} edges{where} do not fit the padded "
             f"shape ({n_node}, {n_edge}, {n_graph}), which has room for {n_node - 1} real nodes "
-            f"and {n_edge} real edges; the plan and the data disagree about graph sizes")
+            f"and {n_edge} real edges; the plan and the data disagree about graph sizes"
+        )
 
 
-def slot_counts(real_counts, num_padding: int, n_graph: int, owner: int, *,
-                counts_out: np.ndarray | None = None,
-                ptr_out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def slot_counts(
+    real_counts,
+    num_padding: int,
+    n_graph: int,
+    owner: int,
+    *,
+    counts_out: np.ndarray | None = None,
+    ptr_out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows (nodes or edges) per graph slot and their prefix sums.
 
     Args:
@@ -177,8 +191,14 @@ def edge_index_bounds(dtype, max_nodes: int) -> tuple[np.dtype, int | None, bool
     return np.dtype(f"u{dtype.itemsize}"), cap, dtype.itemsize == 8
 
 
-def check_local_edge_index(local: np.ndarray, node_counts: np.ndarray, edge_counts: np.ndarray,
-                           edge_first: np.ndarray, graph_ids: np.ndarray, bounds) -> None:
+def check_local_edge_index(
+    local: np.ndarray,
+    node_counts: np.ndarray,
+    edge_counts: np.ndarray,
+    edge_first: np.ndarray,
+    graph_ids: np.ndarray,
+    bounds,
+) -> None:
     """Check that every edge of a batch joins nodes of its own graph.
 
     Args:
@@ -214,13 +234,16 @@ def check_local_edge_index(local: np.ndarray, node_counts: np.ndarray, edge_coun
             limit = limit.astype(unsigned_dt)
         e = int(np.flatnonzero((unsigned >= limit).any(axis=0))[0])
         g = int(graph_ids[np.searchsorted(np.cumsum(edge_counts), e, side="right")])
-        raise InputError(f"edge_index of graph {g} holds {local[:, e].tolist()}, outside its "
-                         f"{int(nodes[e])} nodes (indices must be local to their graph; "
-                         "read from a store, the store is damaged)")
+        raise InputError(
+            f"edge_index of graph {g} holds {local[:, e].tolist()}, outside its "
+            f"{int(nodes[e])} nodes (indices must be local to their graph; "
+            "read from a store, the store is damaged)"
+        )
 
 
-def shift_edge_index(local: np.ndarray, node_first: np.ndarray, edge_counts: np.ndarray,
-                     out: np.ndarray) -> np.ndarray:
+def shift_edge_index(
+    local: np.ndarray, node_first: np.ndarray, edge_counts: np.ndarray, out: np.ndarray
+) -> np.ndarray:
     """Local node indices to batch-global ones (senders/receivers of the padded batch).
 
     Args:
@@ -236,9 +259,13 @@ def shift_edge_index(local: np.ndarray, node_first: np.ndarray, edge_counts: np.
     return out
 
 
-def fill_structure(shape: tuple[int, int, int], num_real: tuple[int, int, int],
-                   node_counts: np.ndarray, graph_ids,
-                   out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+def fill_structure(
+    shape: tuple[int, int, int],
+    num_real: tuple[int, int, int],
+    node_counts: np.ndarray,
+    graph_ids,
+    out: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
     """``batch``, the masks and ``graph_index`` of a padded batch.
 
     Args:
@@ -254,8 +281,10 @@ def fill_structure(shape: tuple[int, int, int], num_real: tuple[int, int, int],
       (``graph_ids``, then -1)}``.
     """
     n = {"node": shape[0], "edge": shape[1], "graph": shape[2]}
-    arrays = {name: (np.empty(n[level], dtype=dt) if out is None else out[name])
-              for name, level, dt in STRUCTURE}
+    arrays = {
+        name: (np.empty(n[level], dtype=dt) if out is None else out[name])
+        for name, level, dt in STRUCTURE
+    }
     arrays["batch"][:] = np.repeat(np.arange(shape[2], dtype=np.int64), node_counts)
     g_real, n_real, e_real = num_real
     for name, k in (("node_mask", n_real), ("edge_mask", e_real), ("graph_mask", g_real)):
@@ -280,12 +309,14 @@ def padding_spacing(real_positions: np.ndarray, cutoff: float | None) -> float:
     if not k:
         return 1.0
     axes = _axes(real_positions)
-    return auto_spacing(np.stack([axes.min(axis=1).astype(np.float64),
-                                  axes.max(axis=1).astype(np.float64)]))
+    return auto_spacing(
+        np.stack([axes.min(axis=1).astype(np.float64), axes.max(axis=1).astype(np.float64)])
+    )
 
 
-def padding_node_positions(real_positions: np.ndarray, num_padding: int,
-                           cutoff: float | None) -> np.ndarray:
+def padding_node_positions(
+    real_positions: np.ndarray, num_padding: int, cutoff: float | None
+) -> np.ndarray:
     """Positions of the padding nodes next to the real ones.
 
     Args:

@@ -38,8 +38,14 @@ def check_cutoff(cutoff) -> float | None:
     return c
 
 
-def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, spread: bool,
-                       out: np.ndarray | None = None):
+def padding_edge_index(
+    num_real_nodes: int,
+    n_node: int,
+    num_pad_edges: int,
+    *,
+    spread: bool,
+    out: np.ndarray | None = None,
+):
     """Sender/receiver indices ``[2, num_pad_edges]`` (int64) of the padding edges.
 
     Without ``spread`` every padding edge is a self-loop of the first padding node (jraph's
@@ -56,14 +62,13 @@ def padding_edge_index(num_real_nodes: int, n_node: int, num_pad_edges: int, *, 
     e = as_nonnegative_int(num_pad_edges, "num_pad_edges")
     p = n_node - n_real
     if p < 1:
-        raise InputError(
-            f"{n_real} real nodes leave no padding node in a batch of {n_node} nodes"
-        )
+        raise InputError(f"{n_real} real nodes leave no padding node in a batch of {n_node} nodes")
     if out is None:
         out = np.empty((2, e), dtype=np.int64)
     elif out.shape != (2, e) or out.dtype.kind not in "iu":
-        raise InputError(f"out must be an integer array of shape (2, {e}), got {out.dtype} "
-                         f"{out.shape}")
+        raise InputError(
+            f"out must be an integer array of shape (2, {e}), got {out.dtype} {out.shape}"
+        )
     if not spread or p == 1:
         out[...] = n_real
     else:
@@ -87,7 +92,9 @@ def padding_positions(real_max, num_pad_nodes: int, cutoff: float, dtype=np.floa
     """
     real_max = np.asarray(real_max, dtype=np.float64).reshape(-1)
     if not np.isfinite(real_max).all():
-        raise InputError(f"real node positions must be finite, got a maximum of {real_max.tolist()}")
+        raise InputError(
+            f"real node positions must be finite, got a maximum of {real_max.tolist()}"
+        )
     p = as_nonnegative_int(num_pad_nodes, "num_pad_nodes")
     step = 2.0 * check_cutoff(cutoff)
     j = np.arange(1, p + 1, dtype=np.float64)[:, None]

@@ -33,7 +33,7 @@ _OPTIONAL_INT_KEYS = ("real_nodes", "real_edges", "real_cost", "rank", "step")
 #: entry per batch, ``offsets`` one more, ``order`` as many as ``offsets[-1]`` says), so no
 #: member is decompressed or allocated beyond what the others declare.
 _READ_ORDER = ("pad_nodes", "pad_edges", "pad_graphs", "offsets", "order", "skipped")
-_MAX_META_BYTES = 1 << 24    # 16 MiB of meta JSON (a plan's is under 1 KiB)
+_MAX_META_BYTES = 1 << 24  # 16 MiB of meta JSON (a plan's is under 1 KiB)
 
 
 def _n_batches(arrays: dict) -> int | None:
@@ -47,24 +47,44 @@ def _n_offsets(arrays: dict) -> int | None:
 
 def _order_length(arrays: dict) -> int | None:
     off = arrays["offsets"]
-    if (off.ndim != 1 or off.dtype.kind not in "iu" or off.size == 0 or int(off[0]) != 0
-            or (np.diff(off) < 0).any()):
-        return None          # refused by the plan's own checks after reading
+    if (
+        off.ndim != 1
+        or off.dtype.kind not in "iu"
+        or off.size == 0
+        or int(off[0]) != 0
+        or (np.diff(off) < 0).any()
+    ):
+        return None  # refused by the plan's own checks after reading
     return int(off[-1])
 
 
-_PLAN_LENGTHS = {**{k: _n_batches for k in ("pad_edges", "pad_graphs", "real_nodes",
-                                            "real_edges", "real_cost", "rank", "step")},
-                 "offsets": _n_offsets,
-                 "order": _order_length}
-
+_PLAN_LENGTHS = {
+    **{
+        k: _n_batches
+        for k in (
+            "pad_edges",
+            "pad_graphs",
+            "real_nodes",
+            "real_edges",
+            "real_cost",
+            "rank",
+            "step",
+        )
+    },
+    "offsets": _n_offsets,
+    "order": _order_length,
+}
 
 
 def _fsum(values: np.ndarray) -> float:
     """The correctly rounded sum of float ``values`` (``math.fsum``), chunk by chunk as lists."""
     step = 1 << 16
-    return math.fsum(itertools.chain.from_iterable(
-        values[s0:s0 + step].tolist() for s0 in range(0, values.shape[0], step)))
+    return math.fsum(
+        itertools.chain.from_iterable(
+            values[s0 : s0 + step].tolist() for s0 in range(0, values.shape[0], step)
+        )
+    )
+
 
 @dataclass(frozen=True)
 class PlanStats:
@@ -382,8 +402,14 @@ class BatchPlan:
         """
         self._check_shapes()
         self._check_indices(None if sizes is None else len(sizes))
-        for name, least in (("real_nodes", 0), ("real_edges", 0), ("real_cost", 0),
-                            ("pad_nodes", 1), ("pad_edges", 0), ("pad_graphs", 1)):
+        for name, least in (
+            ("real_nodes", 0),
+            ("real_edges", 0),
+            ("real_cost", 0),
+            ("pad_nodes", 1),
+            ("pad_edges", 0),
+            ("pad_graphs", 1),
+        ):
             v = getattr(self, name)  # checked first: pad - 1 below must not wrap around
             if v is not None and v.shape[0] and int(v.min()) < least:
                 b = int(np.argmin(v))
@@ -435,8 +461,10 @@ class BatchPlan:
 
     def _validate_distributed(self) -> None:
         if self.rank is None or self.step is None:
-            raise InputError("a distributed plan needs both rank and step arrays "
-                             f"(meta world_size = {self.meta.get('world_size', 1)!r})")
+            raise InputError(
+                "a distributed plan needs both rank and step arrays "
+                f"(meta world_size = {self.meta.get('world_size', 1)!r})"
+            )
         r = self.meta.get("world_size", 1)
         if isinstance(r, bool) or not isinstance(r, numbers.Integral) or r < 1:
             raise InputError(f"meta world_size must be a positive integer, got {r!r}")
@@ -445,8 +473,10 @@ class BatchPlan:
         if r < 1 or nb % r:
             raise InputError(f"{nb} batches do not fill whole steps of world size {r}")
         s = nb // r
-        if not (np.array_equal(self.step, np.repeat(np.arange(s), r))
-                and np.array_equal(self.rank, np.tile(np.arange(r), s))):
+        if not (
+            np.array_equal(self.step, np.repeat(np.arange(s), r))
+            and np.array_equal(self.rank, np.tile(np.arange(r), s))
+        ):
             raise InputError("distributed batches must be stored step-major: step s, ranks 0..R-1")
         for name in ("pad_nodes", "pad_edges", "pad_graphs"):
             grid = getattr(self, name).reshape(s, r)
@@ -488,8 +518,14 @@ class BatchPlan:
         version, non-integer or multi-dimensional arrays, a ``meta`` that is not a JSON object,
         and any plan that fails :meth:`validate` (duplicate/negative/out-of-range indices,
         non-monotone offsets, inconsistent ranks/steps, totals over their shapes)."""
-        arrays = read_npz(path, "plan file", _READ_ORDER, (*_OPTIONAL_INT_KEYS, "meta"),
-                          lengths=_PLAN_LENGTHS, max_bytes={"meta": _MAX_META_BYTES})
+        arrays = read_npz(
+            path,
+            "plan file",
+            _READ_ORDER,
+            (*_OPTIONAL_INT_KEYS, "meta"),
+            lengths=_PLAN_LENGTHS,
+            max_bytes={"meta": _MAX_META_BYTES},
+        )
         where = f"plan file {str(path)!r}"
         meta = _load_meta(arrays.pop("meta", None), where)
         version = meta.get("format_version", 1)
@@ -521,8 +557,9 @@ def _load_meta(raw: np.ndarray | None, where: str) -> dict[str, Any]:
     if raw is None:
         return {}
     if raw.dtype.kind != "U" or raw.ndim != 0:
-        raise InputError(f"{where}: meta must be a 0-d string, got dtype {raw.dtype} "
-                         f"shape {raw.shape}")
+        raise InputError(
+            f"{where}: meta must be a 0-d string, got dtype {raw.dtype} shape {raw.shape}"
+        )
     meta = parse_json(str(raw), f"{where}: meta", max_bytes=_MAX_META_BYTES)
     if not isinstance(meta, dict):
         raise InputError(f"{where}: meta must be a JSON object, got {type(meta).__name__}")
@@ -534,11 +571,15 @@ def _load_meta(raw: np.ndarray | None, where: str) -> dict[str, Any]:
     if model is not None:
         ok = isinstance(model, dict) and model.get("source") in ("n_bytes", "linear")
         if ok and model["source"] == "linear":
-            ok = all(isinstance(model.get(k), (int, float)) and not isinstance(model.get(k), bool)
-                     for k in ("per_node", "per_edge"))
+            ok = all(
+                isinstance(model.get(k), (int, float)) and not isinstance(model.get(k), bool)
+                for k in ("per_node", "per_edge")
+            )
         if not ok:
-            raise InputError(f"{where}: meta cost_model must be {{'source': 'n_bytes'}} or "
-                             f"{{'source': 'linear', 'per_node': a, 'per_edge': b}}, got {model!r}")
+            raise InputError(
+                f"{where}: meta cost_model must be {{'source': 'n_bytes'}} or "
+                f"{{'source': 'linear', 'per_node': a, 'per_edge': b}}, got {model!r}"
+            )
     return meta
 
 

@@ -69,8 +69,11 @@ class _Pace:
         now = time.perf_counter()
         if self._last is not None:
             dt = now - self._last
-            self.interval = dt if self.interval is None else (
-                (1 - _PACE_WEIGHT) * self.interval + _PACE_WEIGHT * dt)
+            self.interval = (
+                dt
+                if self.interval is None
+                else ((1 - _PACE_WEIGHT) * self.interval + _PACE_WEIGHT * dt)
+            )
         self._last = now
 
 
@@ -85,8 +88,13 @@ def _put(q: queue.Queue, stop: threading.Event, pace: _Pace, item: Any) -> bool:
     return False
 
 
-def _produce(it: Iterator[Any], transform: Callable[[Any], Any] | None, q: queue.Queue,
-             stop: threading.Event, pace: _Pace) -> None:
+def _produce(
+    it: Iterator[Any],
+    transform: Callable[[Any], Any] | None,
+    q: queue.Queue,
+    stop: threading.Event,
+    pace: _Pace,
+) -> None:
     """The producer thread: ``transform(item)`` for each item of ``it`` into ``q``, then `_End`;
     an exception becomes a `_Failure`. A source left before its end (stopped by the consumer,
     or a transform failed) is closed, so a generator source runs its cleanup. Holds no
@@ -105,8 +113,9 @@ def _produce(it: Iterator[Any], transform: Callable[[Any], Any] | None, q: queue
                 try:
                     item = transform(item)
                 except StopIteration as exc:  # would end the consumer's loop silently
-                    raise RuntimeError(f"prefetch transform {transform!r} raised "
-                                       "StopIteration") from exc
+                    raise RuntimeError(
+                        f"prefetch transform {transform!r} raised StopIteration"
+                    ) from exc
             if not _put(q, stop, pace, item):
                 return
     except BaseException as exc:
@@ -130,9 +139,14 @@ class Prefetcher:
     ``exhausted`` is True once ``next`` has reached the end of ``source``.
     """
 
-    def __init__(self, source: Iterable[Any], depth: int = 2, *,
-                 transform: Callable[[Any], Any] | None = None,
-                 name: str = "graphbatch-prefetch") -> None:
+    def __init__(
+        self,
+        source: Iterable[Any],
+        depth: int = 2,
+        *,
+        transform: Callable[[Any], Any] | None = None,
+        name: str = "graphbatch-prefetch",
+    ) -> None:
         depth = as_positive_int(depth, "prefetch depth")
         if transform is not None and not callable(transform):
             raise InputTypeError(f"transform must be callable, got {type(transform).__name__}")
@@ -142,8 +156,11 @@ class Prefetcher:
         self._done = False
         self.exhausted = False
         self._thread = threading.Thread(
-            target=_produce, args=(iter(source), transform, self._queue, self._stop, self._pace),
-            name=name, daemon=True)
+            target=_produce,
+            args=(iter(source), transform, self._queue, self._stop, self._pace),
+            name=name,
+            daemon=True,
+        )
         self._thread.start()
 
     def __iter__(self) -> Prefetcher:
@@ -193,8 +210,13 @@ class Prefetcher:
             self._stop.set()
 
 
-def ahead(transform: Callable[[Any], Any], items: Iterable[Any], depth: int, *,
-          name: str = "graphbatch-prefetch") -> Generator[Any, None, None]:
+def ahead(
+    transform: Callable[[Any], Any],
+    items: Iterable[Any],
+    depth: int,
+    *,
+    name: str = "graphbatch-prefetch",
+) -> Generator[Any, None, None]:
     """``transform(item)`` for each item, computed ``depth`` items ahead by a `Prefetcher`
     (``depth=0``: in the caller's thread, no thread). A generator: closing it, or an exception
     while it is suspended, stops and joins the thread."""

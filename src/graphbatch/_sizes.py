@@ -52,8 +52,12 @@ class GraphSizes:
     n_edge: NDArray[np.int64]
     n_bytes: NDArray[np.int64] | None
 
-    def __init__(self, n_node: ArrayLike, n_edge: ArrayLike, n_bytes: ArrayLike | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        n_node: ArrayLike,
+        n_edge: ArrayLike,
+        n_bytes: ArrayLike | None = None,
+    ) -> None:
         nn = as_count_array(n_node, "n_node")
         ne = as_count_array(n_edge, "n_edge")
         if nn.shape[0] != ne.shape[0]:
@@ -71,9 +75,7 @@ class GraphSizes:
         if n_bytes is not None:
             nb = as_count_array(n_bytes, "n_bytes")
             if nb.shape[0] != nn.shape[0]:
-                raise InputError(
-                    f"n_bytes has {nb.shape[0]} entries but n_node has {nn.shape[0]}"
-                )
+                raise InputError(f"n_bytes has {nb.shape[0]} entries but n_node has {nn.shape[0]}")
         for name, arr in (("n_node", nn), ("n_edge", ne), ("n_bytes", nb)):
             if arr is not None:
                 check_total(arr, name, MAX_TOTAL)
@@ -85,8 +87,9 @@ class GraphSizes:
         raise AttributeError("GraphSizes is immutable")
 
     # pickle, copy and deepcopy rebuild through __init__ (validated)
-    def __reduce__(self) -> tuple[type[GraphSizes], tuple[np.ndarray, np.ndarray,
-                                                          np.ndarray | None]]:
+    def __reduce__(
+        self,
+    ) -> tuple[type[GraphSizes], tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         return (GraphSizes, (self.n_node, self.n_edge, self.n_bytes))
 
     def __len__(self) -> int:
@@ -104,7 +107,8 @@ class GraphSizes:
             return NotImplemented
         a, b = self.n_bytes, other.n_bytes
         same_bytes = (a is None and b is None) or (
-            a is not None and b is not None and np.array_equal(a, b))
+            a is not None and b is not None and np.array_equal(a, b)
+        )
         return (
             np.array_equal(self.n_node, other.n_node)
             and np.array_equal(self.n_edge, other.n_edge)
@@ -139,15 +143,20 @@ class GraphSizes:
                 rank = np.zeros(span, np.int64)
                 rank[uniq] = np.arange(uniq.shape[0])
                 inverse = rank[key]
-            return SizeHistogram(n_node=uniq // max_e, n_edge=uniq % max_e,
-                                 count=counts[uniq].astype(np.int64), inverse=inverse)
+            return SizeHistogram(
+                n_node=uniq // max_e,
+                n_edge=uniq % max_e,
+                count=counts[uniq].astype(np.int64),
+                inverse=inverse,
+            )
         if span < 2**63:
             key = n * max_e + e
             uniq, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
             un, ue = uniq // max_e, uniq % max_e
         else:
-            pairs, inverse, count = np.unique(np.stack([n, e], axis=1), axis=0,
-                                              return_inverse=True, return_counts=True)
+            pairs, inverse, count = np.unique(
+                np.stack([n, e], axis=1), axis=0, return_inverse=True, return_counts=True
+            )
             un, ue = pairs[:, 0], pairs[:, 1]
         return SizeHistogram(
             n_node=un.astype(np.int64),
@@ -171,9 +180,15 @@ class GraphSizes:
 
         Never unpickles: object arrays are refused.
         """
+
         def same(a: dict) -> int | None:
             return int(a["n_node"].shape[0]) if a["n_node"].ndim == 1 else None
 
-        data = read_npz(path, "size table", ("n_node", "n_edge"), ("n_bytes",),
-                        lengths={"n_edge": same, "n_bytes": same})
+        data = read_npz(
+            path,
+            "size table",
+            ("n_node", "n_edge"),
+            ("n_bytes",),
+            lengths={"n_edge": same, "n_bytes": same},
+        )
         return cls(data["n_node"], data["n_edge"], data.get("n_bytes"))

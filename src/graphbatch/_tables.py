@@ -31,6 +31,10 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Iterable[str] | None =
     lines.append("  ".join("-" * w for w in widths))
     numeric = [all(isinstance(r.get(c), (int, float)) for r in rows) for c in cols]
     for row in cells:
-        lines.append("  ".join(v.rjust(w) if num else v.ljust(w)
-                               for v, w, num in zip(row, widths, numeric, strict=True)))
+        lines.append(
+            "  ".join(
+                v.rjust(w) if num else v.ljust(w)
+                for v, w, num in zip(row, widths, numeric, strict=True)
+            )
+        )
     return "\n".join(lines)

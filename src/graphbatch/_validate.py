@@ -10,9 +10,17 @@ from numpy.typing import ArrayLike
 
 from ._errors import InputError, InputTypeError
 
-__all__ = ["MAX_COUNT", "MAX_SHAPE", "MAX_TOTAL", "MAX_WORLD_SIZE", "as_count_array",
-           "as_positive_int", "as_nonnegative_int",
-           "as_index_array", "check_total"]
+__all__ = [
+    "MAX_COUNT",
+    "MAX_SHAPE",
+    "MAX_TOTAL",
+    "MAX_WORLD_SIZE",
+    "as_count_array",
+    "as_positive_int",
+    "as_nonnegative_int",
+    "as_index_array",
+    "check_total",
+]
 
 #: Largest accepted per-graph count (nodes, edges, bytes): 2**36 (about 6.9e10).
 MAX_COUNT = 2**36
@@ -71,8 +79,9 @@ def check_total(arr: np.ndarray, name: str, maximum: int = MAX_TOTAL) -> None:
     """
     total = float(np.sum(arr, dtype=np.float64))
     if total > maximum:
-        raise InputError(f"{name} sums to {total:.6g}, over the limit {_limit(maximum)} on a "
-                         "column total")
+        raise InputError(
+            f"{name} sums to {total:.6g}, over the limit {_limit(maximum)} on a column total"
+        )
 
 
 def _as_int(value: object, name: str) -> int:
@@ -110,8 +119,9 @@ def as_index_array(values: ArrayLike, name: str, limit: int | None = None) -> np
     (``limit=None``: unbounded), e.g. a dataset split; else a clear error naming a bad value."""
     arr = np.asarray(values)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise InputTypeError(f"{name} must be a 1-D sequence of ints, got {arr.dtype} values "
-                             f"of shape {arr.shape}")
+        raise InputTypeError(
+            f"{name} must be a 1-D sequence of ints, got {arr.dtype} values of shape {arr.shape}"
+        )
     if arr.shape[0] == 0:
         raise InputError(f"{name} is empty: it needs at least one index")
     arr = arr.astype(np.int64)
@@ -122,6 +132,8 @@ def as_index_array(values: ArrayLike, name: str, limit: int | None = None) -> np
     uniq, counts = np.unique(arr, return_counts=True)
     if uniq.shape[0] != arr.shape[0]:
         twice = int(np.flatnonzero(counts > 1)[0])
-        raise InputError(f"{name} holds {int(uniq[twice])} {int(counts[twice])} times; each "
-                         "graph comes once per epoch")
+        raise InputError(
+            f"{name} holds {int(uniq[twice])} {int(counts[twice])} times; each "
+            "graph comes once per epoch"
+        )
     return arr

@@ -47,9 +47,10 @@ def default_sizes() -> tuple[GraphSizes, str]:
     if ref.is_file():
         with resources.as_file(ref) as path:
             return GraphSizes.load(path), "QM9, radius 6 Å (size table shipped with graphbatch)"
-    return (synthetic_qm9_like(),
-            "SYNTHETIC QM9-like table (this build ships no QM9 size table; "
-            "pass --sizes for real data)")
+    return (
+        synthetic_qm9_like(),
+        "SYNTHETIC QM9-like table (this build ships no QM9 size table; pass --sizes for real data)",
+    )
 
 
 def build_qm9_sizes(say: Callable[[str], None]) -> GraphSizes:
@@ -73,12 +74,21 @@ def qm9pack_installed() -> bool:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", help="size table or graph store to use instead of the default")
-    p.add_argument("--shipped", action="store_true",
-                   help="use the shipped QM9 size table instead of building it from qm9pack")
+    p.add_argument(
+        "--shipped",
+        action="store_true",
+        help="use the shipped QM9 size table instead of building it from qm9pack",
+    )
     p.add_argument("--batch-size", type=int, default=32, help="graphs per batch (default 32)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bench", nargs="+", action="extend", default=[], metavar="RESULTS.json",
-                   help="benchmark result files to include in the report")
+    p.add_argument(
+        "--bench",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="RESULTS.json",
+        help="benchmark result files to include in the report",
+    )
     p.add_argument("--dpi", type=int, default=100, help="figure resolution (default 100)")
     p.add_argument("--out", default="report.html", help="report to write (default report.html)")
 
@@ -89,8 +99,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--sizes {args.sizes} and --shipped each name the size table; give one")
     from .analysis import compare_strategies, input_files, load_bench, load_sizes
 
-    check_output_path(args.out, [*input_files(args.sizes), *args.bench],
-                      suffixes=(".html", ".htm"), what="report")  # before importing matplotlib
+    check_output_path(
+        args.out, [*input_files(args.sizes), *args.bench], suffixes=(".html", ".htm"), what="report"
+    )  # before importing matplotlib
     from .report import build_report, comparison_table, write_report
 
     t0 = time.perf_counter()
@@ -106,8 +117,10 @@ def run(args: argparse.Namespace) -> int:
         shipped, _ = default_sizes()
         same = shipped == sizes
         source = "QM9, radius 6 Å, built from qm9pack" + (
-            " (identical to the shipped size table)" if same else
-            " (DIFFERS from the shipped size table)")
+            " (identical to the shipped size table)"
+            if same
+            else " (DIFFERS from the shipped size table)"
+        )
     else:
         sizes, source = default_sizes()
     say(f"{len(sizes):,} graphs from {source}")
@@ -117,9 +130,16 @@ def run(args: argparse.Namespace) -> int:
         say(f"planning {i + 1}/{n}: {variant.label}")
 
     comparison = compare_strategies(sizes, args.batch_size, seed=args.seed, progress=step)
-    text = build_report(sizes, source=source, batch_size=args.batch_size, seed=args.seed,
-                        comparison=comparison, bench=bench,
-                        progress=lambda m: say(f"report: {m}"), dpi=args.dpi)
+    text = build_report(
+        sizes,
+        source=source,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        comparison=comparison,
+        bench=bench,
+        progress=lambda m: say(f"report: {m}"),
+        dpi=args.dpi,
+    )
     path = write_report(args.out, text)
     say("done")
     print(f"Strategies on {len(sizes):,} graphs from {source}, batch size {args.batch_size}:")

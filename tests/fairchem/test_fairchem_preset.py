@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("fairchem.core", reason="fairchem-core is not installed (it cannot share "
-                    "mace-torch's environment); run `make test-fairchem`")
+pytest.importorskip(
+    "fairchem.core",
+    reason="fairchem-core is not installed (it cannot share "
+    "mace-torch's environment); run `make test-fairchem`",
+)
 ase = pytest.importorskip("ase")
 
 import graphbatch.atomistic as ga  # noqa: E402
@@ -42,12 +45,18 @@ def _graphs(n: int = 4, seed: int = 0) -> list:
     out = []
     for i in range(n):
         k = int(rng.integers(3, 7))
-        atoms = ase.Atoms(numbers=rng.choice([1, 6, 8], k),
-                          scaled_positions=rng.uniform(0, 1, (k, 3)),
-                          cell=np.diag(rng.uniform(3.4, 3.9, 3)), pbc=True)
-        atoms.calc = SinglePointCalculator(atoms, energy=float(rng.normal()),
-                                           forces=rng.normal(size=(k, 3)),
-                                           stress=rng.normal(size=6) * 0.01)
+        atoms = ase.Atoms(
+            numbers=rng.choice([1, 6, 8], k),
+            scaled_positions=rng.uniform(0, 1, (k, 3)),
+            cell=np.diag(rng.uniform(3.4, 3.9, 3)),
+            pbc=True,
+        )
+        atoms.calc = SinglePointCalculator(
+            atoms,
+            energy=float(rng.normal()),
+            forces=rng.normal(size=(k, 3)),
+            stress=rng.normal(size=6) * 0.01,
+        )
         g = AtomicData.from_ase(atoms, r_edges=False, sid=f"s{i}", task_name="omat")
         ii, jj, shifts = neighbor_list("ijS", atoms, R_MAX)
         g.edge_index = torch.tensor(np.stack([jj, ii]), dtype=torch.long)
@@ -63,17 +72,30 @@ def model():
 
     torch.manual_seed(0)
     backbone = eSCNMDBackbone(
-        max_num_elements=10, sphere_channels=16, lmax=1, mmax=1, otf_graph=False,
-        cutoff=R_MAX, edge_channels=16, num_distance_basis=16, num_layers=1,
-        hidden_channels=16, direct_forces=False, regress_forces=True, regress_stress=True,
-        dataset_list=["omat"], use_dataset_embedding=False)
+        max_num_elements=10,
+        sphere_channels=16,
+        lmax=1,
+        mmax=1,
+        otf_graph=False,
+        cutoff=R_MAX,
+        edge_channels=16,
+        num_distance_basis=16,
+        num_layers=1,
+        hidden_channels=16,
+        direct_forces=False,
+        regress_forces=True,
+        regress_stress=True,
+        dataset_list=["omat"],
+        use_dataset_embedding=False,
+    )
     head = MLP_EFS_Head(backbone, wrap_property=False)
 
     def run(data):
         return head(data, backbone(data))
 
-    run.parameters = [p for p in list(backbone.parameters()) + list(head.parameters())
-                      if p.requires_grad]
+    run.parameters = [
+        p for p in list(backbone.parameters()) + list(head.parameters()) if p.requires_grad
+    ]
     return run
 
 
@@ -117,9 +139,11 @@ def _reference_loss(batch, out):
     """fairchem-style energy-per-atom + force + stress MSE on fairchem's unpadded batch,
     written out independently of `graphbatch.atomistic`."""
     na = batch["natoms"].to(out["energy"].dtype)
-    return ((((batch["energy"] - out["energy"]) / na) ** 2).mean()
-            + ((batch["forces"] - out["forces"]) ** 2).mean()
-            + ((batch["stress"].reshape(out["stress"].shape) - out["stress"]) ** 2).mean())
+    return (
+        (((batch["energy"] - out["energy"]) / na) ** 2).mean()
+        + ((batch["forces"] - out["forces"]) ** 2).mean()
+        + ((batch["stress"].reshape(out["stress"].shape) - out["stress"]) ** 2).mean()
+    )
 
 
 @pytest.mark.parametrize("name", list(SHAPES))

@@ -10,8 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("ase")
-pytest.importorskip("fairchem.core", reason="fairchem-core is not installed (it cannot share "
-                    "mace-torch's environment); run `make test-fairchem`")
+pytest.importorskip(
+    "fairchem.core",
+    reason="fairchem-core is not installed (it cannot share "
+    "mace-torch's environment); run `make test-fairchem`",
+)
 pytest.importorskip("vesin")
 pytest.importorskip("h5py")
 
@@ -33,14 +36,20 @@ def _structures(n: int = 6, seed: int = 1) -> list:
     out = []
     for i in range(n):
         k = int(rng.integers(3, 7))
-        atoms = ase.Atoms(numbers=rng.choice([1, 6, 8], k),
-                          scaled_positions=rng.uniform(0, 1, (k, 3)),
-                          cell=np.diag(rng.uniform(3.4, 3.9, 3)), pbc=True)
+        atoms = ase.Atoms(
+            numbers=rng.choice([1, 6, 8], k),
+            scaled_positions=rng.uniform(0, 1, (k, 3)),
+            cell=np.diag(rng.uniform(3.4, 3.9, 3)),
+            pbc=True,
+        )
         if i == n - 1:
             atoms.pbc = (True, True, False)
-        atoms.calc = SinglePointCalculator(atoms, energy=float(rng.normal()),
-                                           forces=rng.normal(size=(k, 3)),
-                                           stress=rng.normal(size=6) * 0.01)
+        atoms.calc = SinglePointCalculator(
+            atoms,
+            energy=float(rng.normal()),
+            forces=rng.normal(size=(k, 3)),
+            stress=rng.normal(size=6) * 0.01,
+        )
         out.append(atoms)
     return out
 
@@ -55,7 +64,7 @@ def _fairchem_own(atoms_list):
     for i, atoms in enumerate(atoms_list):
         g = AtomicData.from_ase(atoms, r_edges=False, sid=f"s{i}", task_name="omat")
         ii, jj, shifts = neighbor_list("ijS", atoms, R_MAX)
-        g.pos = torch.tensor(atoms.positions, dtype=torch.float32)   # as stored (unwrapped)
+        g.pos = torch.tensor(atoms.positions, dtype=torch.float32)  # as stored (unwrapped)
         g.edge_index = torch.tensor(np.stack([jj, ii]), dtype=torch.long)
         g.cell_offsets = torch.tensor(shifts, dtype=torch.float32)
         g.nedges = torch.tensor([len(ii)])
@@ -69,12 +78,16 @@ def test_store_fed_fairchem_batches_equal_fairchem_on_its_own_batch(model, tmp_p
     ase.io.write(path, atoms, format="extxyz")
     from graphbatch.datasets import AtomsKeys
 
-    keys = AtomsKeys(energy="energy", forces="forces", stress="stress", virials=None,
-                     charges=None)
+    keys = AtomsKeys(energy="energy", forces="forces", stress="stress", virials=None, charges=None)
     build_atoms_store(path, tmp_path / "set.h5", cutoff=R_MAX, keys=keys)
     store = GraphStore(tmp_path / "set.h5")
-    loader = gt.loader(store, strategy="dynamic", batch_size=4, seed=0,
-                       preset=ga.fairchem(r_max=R_MAX, dataset="omat"))
+    loader = gt.loader(
+        store,
+        strategy="dynamic",
+        batch_size=4,
+        seed=0,
+        preset=ga.fairchem(r_max=R_MAX, dataset="omat"),
+    )
     seen = 0
     for batch in loader:
         assert torch.equal(batch["natoms"], batch["ptr"].diff())
@@ -99,9 +112,14 @@ def test_store_fed_fairchem_batches_equal_fairchem_on_its_own_batch(model, tmp_p
 def test_a_store_without_atomistic_fields_is_refused(tmp_path):
     from graphbatch.datasets import GraphArrays, write_store
 
-    plain = GraphArrays(n_node=[2], n_edge=[1], edge_index=[[0], [1]],
-                        node={"pos": np.zeros((2, 3))})
+    plain = GraphArrays(
+        n_node=[2], n_edge=[1], edge_index=[[0], [1]], node={"pos": np.zeros((2, 3))}
+    )
     write_store(tmp_path / "plain.h5", [plain], name="plain")
     with pytest.raises(ValueError, match=r"ga\.fairchem needs"):
-        gt.loader(GraphStore(tmp_path / "plain.h5"), strategy="dynamic", batch_size=2,
-                  preset=ga.fairchem(r_max=R_MAX))
+        gt.loader(
+            GraphStore(tmp_path / "plain.h5"),
+            strategy="dynamic",
+            batch_size=2,
+            preset=ga.fairchem(r_max=R_MAX),
+        )

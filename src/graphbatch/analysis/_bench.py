@@ -21,27 +21,63 @@ import numpy as np
 from .._errors import InputError
 from .._io import parse_json, read_bounded
 
-__all__ = ["BENCH_KEYS", "BENCH_METRICS", "BENCH_OPTIONAL_METRICS", "LIST_KEYS", "bench_label",
-           "load_bench", "step_timing_fields", "step_list_fields", "summarize_bench",
-           "validate_bench"]
+__all__ = [
+    "BENCH_KEYS",
+    "BENCH_METRICS",
+    "BENCH_OPTIONAL_METRICS",
+    "LIST_KEYS",
+    "bench_label",
+    "load_bench",
+    "step_timing_fields",
+    "step_list_fields",
+    "summarize_bench",
+    "validate_bench",
+]
 
 BENCH_KEYS = (
-    "model", "strategy", "batch_size", "repeat", "compiles", "compile_s", "step_ms_mean",
-    "step_ms_median", "update_ms_median", "batching_ms_median", "graphs_per_s", "peak_mem_bytes",
+    "model",
+    "strategy",
+    "batch_size",
+    "repeat",
+    "compiles",
+    "compile_s",
+    "step_ms_mean",
+    "step_ms_median",
+    "update_ms_median",
+    "batching_ms_median",
+    "graphs_per_s",
+    "peak_mem_bytes",
     "test_rmse",
 )
 #: Numeric keys summarised over repeats (``None`` values count as missing).
 BENCH_METRICS = BENCH_KEYS[4:]
 #: Numeric keys summarised when present (NaN in the summary when no record has them).
-BENCH_OPTIONAL_METRICS = ("steady_graphs_per_s", "update_us_per_graph",
-                          "update_us_per_graph_median")
+BENCH_OPTIONAL_METRICS = (
+    "steady_graphs_per_s",
+    "update_us_per_graph",
+    "update_us_per_graph_median",
+)
 #: Record keys that hold per-step or per-evaluation lists (kept in JSON, left out of the CSV).
-LIST_KEYS = ("eval_steps", "test_mae_curve", "test_rmse_curve", "step_ms", "compile_steps",
-             "update_ms_steps", "real_graphs_steps", "input_wait_ms_steps")
+LIST_KEYS = (
+    "eval_steps",
+    "test_mae_curve",
+    "test_rmse_curve",
+    "step_ms",
+    "compile_steps",
+    "update_ms_steps",
+    "real_graphs_steps",
+    "input_wait_ms_steps",
+)
 
 
-def step_timing_fields(batching_ms: np.ndarray, update_ms: np.ndarray, real_graphs: np.ndarray,
-                       steady: np.ndarray, *, overhead_ms: float = 0.0) -> dict[str, float]:
+def step_timing_fields(
+    batching_ms: np.ndarray,
+    update_ms: np.ndarray,
+    real_graphs: np.ndarray,
+    steady: np.ndarray,
+    *,
+    overhead_ms: float = 0.0,
+) -> dict[str, float]:
     """The timing keys of a record from per-step arrays (milliseconds; real graphs per step;
     ``steady``: bool mask of the steps without a compilation). ``graphs_per_s`` counts every
     step plus ``overhead_ms`` (e.g. untimed warm-up calls); the ``steady_*``/``update_us_*`` keys
@@ -57,13 +93,15 @@ def step_timing_fields(batching_ms: np.ndarray, update_ms: np.ndarray, real_grap
         "graphs_per_s": float(real_graphs.sum() / ((step_ms.sum() + overhead_ms) / 1e3)),
         "steady_graphs_per_s": float(real_graphs[steady].sum() / (step_ms[steady].sum() / 1e3)),
         "update_us_per_graph": float(update_ms[steady].sum() * 1e3 / real_graphs[steady].sum()),
-        "update_us_per_graph_median": float(np.median(update_ms[steady] * 1e3
-                                                      / np.maximum(real_graphs[steady], 1))),
+        "update_us_per_graph_median": float(
+            np.median(update_ms[steady] * 1e3 / np.maximum(real_graphs[steady], 1))
+        ),
     }
 
 
-def step_list_fields(batching_ms: np.ndarray, update_ms: np.ndarray, real_graphs: np.ndarray,
-                     compiling: np.ndarray) -> dict[str, list]:
+def step_list_fields(
+    batching_ms: np.ndarray, update_ms: np.ndarray, real_graphs: np.ndarray, compiling: np.ndarray
+) -> dict[str, list]:
     """The per-step list keys of a record (``LIST_KEYS`` without the evaluation curves and
     the JAX bench's ``input_wait_ms_steps``)."""
     return {
@@ -124,8 +162,9 @@ def load_bench(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
             raw = read_bounded(path, "benchmark results", _MAX_BENCH_BYTES)
         except FileNotFoundError:
             raise FileNotFoundError(f"benchmark results {str(path)!r} do not exist") from None
-        data = parse_json(raw, f"cannot read benchmark results {str(path)!r}",
-                          max_bytes=_MAX_BENCH_BYTES)
+        data = parse_json(
+            raw, f"cannot read benchmark results {str(path)!r}", max_bytes=_MAX_BENCH_BYTES
+        )
         records.extend(validate_bench(data, repr(str(path))))
     return records
 
@@ -141,17 +180,27 @@ def summarize_bench(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key = (str(rec["model"]), bench_label(rec), int(rec["batch_size"]))
         groups.setdefault(key, []).append(rec)
     rows = []
-    for (model, lab, bs), recs in sorted(groups.items(),
-                                         key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
-        row: dict[str, Any] = {"model": model, "strategy": lab, "batch_size": bs,
-                               "repeats": len(recs),
-                               "compiled": bool(recs[0].get("compiled", False))}
+    for (model, lab, bs), recs in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])
+    ):
+        row: dict[str, Any] = {
+            "model": model,
+            "strategy": lab,
+            "batch_size": bs,
+            "repeats": len(recs),
+            "compiled": bool(recs[0].get("compiled", False)),
+        }
         for k in BENCH_METRICS + BENCH_OPTIONAL_METRICS:
-            vals = np.array([float(r[k]) for r in recs if r.get(k) is not None
-                             and math.isfinite(float(r[k]))], dtype=np.float64)
+            vals = np.array(
+                [float(r[k]) for r in recs if r.get(k) is not None and math.isfinite(float(r[k]))],
+                dtype=np.float64,
+            )
             if vals.size:
                 row[k], row[k + "_min"], row[k + "_max"] = (
-                    float(np.median(vals)), float(vals.min()), float(vals.max()))
+                    float(np.median(vals)),
+                    float(vals.min()),
+                    float(vals.max()),
+                )
             else:
                 row[k] = row[k + "_min"] = row[k + "_max"] = float("nan")
         rows.append(row)

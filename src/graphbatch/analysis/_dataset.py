@@ -55,8 +55,17 @@ class ColumnSummary:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict: quantiles keyed ``p50`` etc., NaN written as ``None``."""
         out: dict[str, Any] = {}
-        for key in ("total", "min", "max", "mean", "std", "skewness", "excess_kurtosis",
-                    "padding_efficiency", "potential_speedup"):
+        for key in (
+            "total",
+            "min",
+            "max",
+            "mean",
+            "std",
+            "skewness",
+            "excess_kurtosis",
+            "padding_efficiency",
+            "potential_speedup",
+        ):
             out[key] = _finite_or_none(getattr(self, key))
         out["quantiles"] = {_quantile_key(q): float(v) for q, v in self.quantiles.items()}
         return out
@@ -90,15 +99,19 @@ class DatasetSummary:
         return [
             {"metric": "graphs", **{c.name: self.num_graphs for c in cols}},
             row("max per graph", lambda c: c.max),
-            {"metric": "distinct (nodes, edges) pairs",
-             **{c.name: self.distinct_pairs for c in cols}},
+            {
+                "metric": "distinct (nodes, edges) pairs",
+                **{c.name: self.distinct_pairs for c in cols},
+            },
             row("padding efficiency (pad to max)", lambda c: c.padding_efficiency),
             row("potential speedup (1 / efficiency)", lambda c: c.potential_speedup),
             row("mean per graph", lambda c: c.mean),
             row("std per graph", lambda c: c.std),
             row("min per graph", lambda c: c.min),
-            *[row(f"quantile {_quantile_key(q)}", lambda c, q=q: c.quantiles[q])
-              for q in self.nodes.quantiles],
+            *[
+                row(f"quantile {_quantile_key(q)}", lambda c, q=q: c.quantiles[q])
+                for q in self.nodes.quantiles
+            ],
             row("skewness", lambda c: c.skewness),
             row("excess kurtosis", lambda c: c.excess_kurtosis),
         ]
@@ -119,8 +132,9 @@ def _finite_or_none(v: Any) -> Any:
     return v
 
 
-def describe_column(values: ArrayLike, name: str,
-                    quantiles: Sequence[float] = DEFAULT_QUANTILES) -> ColumnSummary:
+def describe_column(
+    values: ArrayLike, name: str, quantiles: Sequence[float] = DEFAULT_QUANTILES
+) -> ColumnSummary:
     """`ColumnSummary` of one 1-D array of non-negative counts (at least one value)."""
     from scipy import stats as sstats
 
@@ -158,8 +172,7 @@ def describe_column(values: ArrayLike, name: str,
     )
 
 
-def describe(sizes: GraphSizes,
-             quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DatasetSummary:
+def describe(sizes: GraphSizes, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> DatasetSummary:
     """Table 1 of the tuple-packing paper for ``sizes``, plus quantiles, mean, std and kurtosis."""
     if not isinstance(sizes, GraphSizes):
         raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")

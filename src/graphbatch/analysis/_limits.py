@@ -17,8 +17,14 @@ from .._sizes import GraphSizes
 __all__ = ["LIMIT_RECORD_KEYS", "LimitSearch", "search_limits_if_available"]
 
 #: Keys every record of ``graphbatch.packing.search_limits`` carries (efficiencies are 0-1).
-LIMIT_RECORD_KEYS = ("max_nodes", "max_edges", "max_graphs", "node_eff", "edge_eff",
-                     "harmonic_mean")
+LIMIT_RECORD_KEYS = (
+    "max_nodes",
+    "max_edges",
+    "max_graphs",
+    "node_eff",
+    "edge_eff",
+    "harmonic_mean",
+)
 
 
 @dataclass(frozen=True)
@@ -40,11 +46,15 @@ class LimitSearch:
 
     def as_dict(self) -> dict[str, Any]:
         """The optimum (``records[0]``) and the search summary, for JSON output."""
-        return {"available": self.available, "reason": self.reason, "summary": self.summary,
-                "interior": self.interior,
-                "node_range": None if self.node_range is None else list(self.node_range),
-                "edge_range": None if self.edge_range is None else list(self.edge_range),
-                "optimum": self.records[0] if self.records else None}
+        return {
+            "available": self.available,
+            "reason": self.reason,
+            "summary": self.summary,
+            "interior": self.interior,
+            "node_range": None if self.node_range is None else list(self.node_range),
+            "edge_range": None if self.edge_range is None else list(self.edge_range),
+            "optimum": self.records[0] if self.records else None,
+        }
 
 
 def search_limits_if_available(sizes: GraphSizes, **kwargs: Any) -> LimitSearch:
@@ -71,6 +81,10 @@ def search_limits_if_available(sizes: GraphSizes, **kwargs: Any) -> LimitSearch:
     if missing:
         raise InputError(f"search_limits records lack key(s) {', '.join(missing)}")
     summary = found.summary() if hasattr(found, "summary") else None
-    return LimitSearch(records, summary=summary, interior=getattr(found, "interior", None),
-                       node_range=getattr(found, "node_range", None),
-                       edge_range=getattr(found, "edge_range", None))
+    return LimitSearch(
+        records,
+        summary=summary,
+        interior=getattr(found, "interior", None),
+        node_range=getattr(found, "node_range", None),
+        edge_range=getattr(found, "edge_range", None),
+    )

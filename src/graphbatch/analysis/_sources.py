@@ -20,7 +20,7 @@ def input_files(path: str | os.PathLike | None) -> list[Path]:
         return []
     path = Path(path)
     try:
-        with open_regular(path, "input") as fh:     # never blocks on a FIFO
+        with open_regular(path, "input") as fh:  # never blocks on a FIFO
             head = fh.read(64)
     except (OSError, ValueError):
         return [path]

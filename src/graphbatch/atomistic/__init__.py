@@ -15,5 +15,11 @@ from ._convert import MACEGraphs
 from ._loss import energy_force_loss, energy_force_stress_loss
 from ._presets import fairchem, mace, to_fairchem
 
-__all__ = ["MACEGraphs", "energy_force_loss", "energy_force_stress_loss", "fairchem", "mace",
-           "to_fairchem"]
+__all__ = [
+    "MACEGraphs",
+    "energy_force_loss",
+    "energy_force_stress_loss",
+    "fairchem",
+    "mace",
+    "to_fairchem",
+]

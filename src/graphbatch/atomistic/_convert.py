@@ -28,9 +28,16 @@ class MACEGraphs(Dataset):
     An atomic number outside ``atomic_numbers`` raises ``ValueError`` naming it.
     """
 
-    def __init__(self, dataset: Any, atomic_numbers: Sequence[int], *,
-                 targets: Callable[[Any], Mapping[str, torch.Tensor]] | None = None,
-                 dtype: torch.dtype | None = None, z_key: str = "z", pos_key: str = "pos") -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        atomic_numbers: Sequence[int],
+        *,
+        targets: Callable[[Any], Mapping[str, torch.Tensor]] | None = None,
+        dtype: torch.dtype | None = None,
+        z_key: str = "z",
+        pos_key: str = "pos",
+    ) -> None:
         zs = [int(z) for z in atomic_numbers]
         if not zs or len(set(zs)) != len(zs) or min(zs) < 0:
             raise InputError(f"atomic_numbers must be distinct non-negative ints, got {zs}")
@@ -59,8 +66,10 @@ class MACEGraphs(Dataset):
         idx = torch.from_numpy(self._index)[z.clamp(0, self._index.shape[0] - 1)]
         bad |= idx < 0
         if bool(bad.any()):
-            raise InputError(f"graph {i}: atomic number {int(z[bad][0])} is not in "
-                             f"atomic_numbers {self.atomic_numbers}")
+            raise InputError(
+                f"graph {i}: atomic number {int(z[bad][0])} is not in "
+                f"atomic_numbers {self.atomic_numbers}"
+            )
         n = int(z.shape[0])
         ei = torch.as_tensor(g["edge_index"]).to(torch.int64)
         e = int(ei.shape[1])
@@ -74,7 +83,10 @@ class MACEGraphs(Dataset):
             "unit_shifts": torch.zeros(e, 3, dtype=dtype),
             "cell": torch.zeros(3, 3, dtype=dtype),
             "head": torch.zeros((), dtype=torch.int64),
-            "weight": one, "energy_weight": one, "forces_weight": one, "stress_weight": one,
+            "weight": one,
+            "energy_weight": one,
+            "forces_weight": one,
+            "stress_weight": one,
         }
         if self.targets is not None:
             for key, value in self.targets(g).items():

@@ -42,8 +42,9 @@ def _weights(batch: Any, name: str, like: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _real_only(pred: torch.Tensor, ref: torch.Tensor,
-               mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _real_only(
+    pred: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``pred`` and ``ref`` with padding rows set to 0 *before* any arithmetic: ``torch.where``
     passes a zero gradient to the rows it drops, so NaN/inf predictions on padding (a model's
     padding graphs) never meet a multiplication in the backward pass."""
@@ -78,21 +79,39 @@ def _stress_term(pred: Mapping[str, Any], batch: Any, key: str) -> torch.Tensor:
     return masked_mean(per_graph, graph_mask)
 
 
-def energy_force_loss(pred: Mapping[str, Any], batch: Any, *, energy_weight: float = 1.0,
-                      forces_weight: float = 1.0, energy_key: str = "energy",
-                      forces_key: str = "forces") -> torch.Tensor:
+def energy_force_loss(
+    pred: Mapping[str, Any],
+    batch: Any,
+    *,
+    energy_weight: float = 1.0,
+    forces_weight: float = 1.0,
+    energy_key: str = "energy",
+    forces_key: str = "forces",
+) -> torch.Tensor:
     """``energy_weight * E + forces_weight * F`` over the real graphs of a padded batch (see the
     module docstring); ``pred`` holds ``[n_graph]`` energies and ``[n_node, 3]`` forces."""
-    return (energy_weight * _energy_term(pred, batch, energy_key)
-            + forces_weight * _forces_term(pred, batch, forces_key))
+    return energy_weight * _energy_term(pred, batch, energy_key) + forces_weight * _forces_term(
+        pred, batch, forces_key
+    )
 
 
-def energy_force_stress_loss(pred: Mapping[str, Any], batch: Any, *, energy_weight: float = 1.0,
-                             forces_weight: float = 1.0, stress_weight: float = 1.0,
-                             energy_key: str = "energy", forces_key: str = "forces",
-                             stress_key: str = "stress") -> torch.Tensor:
+def energy_force_stress_loss(
+    pred: Mapping[str, Any],
+    batch: Any,
+    *,
+    energy_weight: float = 1.0,
+    forces_weight: float = 1.0,
+    stress_weight: float = 1.0,
+    energy_key: str = "energy",
+    forces_key: str = "forces",
+    stress_key: str = "stress",
+) -> torch.Tensor:
     """`energy_force_loss` ``+ stress_weight * S`` (``[n_graph, 3, 3]`` stress)."""
-    return (energy_force_loss(pred, batch, energy_weight=energy_weight,
-                              forces_weight=forces_weight, energy_key=energy_key,
-                              forces_key=forces_key)
-            + stress_weight * _stress_term(pred, batch, stress_key))
+    return energy_force_loss(
+        pred,
+        batch,
+        energy_weight=energy_weight,
+        forces_weight=forces_weight,
+        energy_key=energy_key,
+        forces_key=forces_key,
+    ) + stress_weight * _stress_term(pred, batch, stress_key)

@@ -24,7 +24,6 @@ from ..torch import Preset
 __all__ = ["mace", "fairchem", "to_fairchem"]
 
 
-
 def _r_max(r_max: float) -> float:
     """``r_max`` checked as a cutoff (a positive finite number; ``None`` is not one here)."""
     c = check_cutoff(r_max)
@@ -37,8 +36,13 @@ def _eye(c: float) -> torch.Tensor:
     return c * torch.eye(3, dtype=torch.float64)
 
 
-def mace(r_max: float, *, z_table: Any = None, heads: Sequence[str] | None = None,
-         dtype: torch.dtype | None = None) -> Preset:
+def mace(
+    r_max: float,
+    *,
+    z_table: Any = None,
+    heads: Sequence[str] | None = None,
+    dtype: torch.dtype | None = None,
+) -> Preset:
     """Preset for MACE's ``AtomicData`` (``mace.data.AtomicData.from_config(..., cutoff=r_max)``),
     and for atomistic graph stores (`graphbatch.datasets.build_atoms_store`): over a
     `GraphStore`, `graphbatch.torch.loader` reads the same dicts straight from the store's
@@ -61,7 +65,7 @@ def mace(r_max: float, *, z_table: Any = None, heads: Sequence[str] | None = Non
     pads = {
         "cell": _eye(c),
         "rcell": _eye(2 * math.pi / c),
-        "volume": c ** 3,
+        "volume": c**3,
         "shifts": c * ones,
         "unit_shifts": ones,
         "weight": 0.0,
@@ -76,8 +80,9 @@ def mace(r_max: float, *, z_table: Any = None, heads: Sequence[str] | None = Non
     from ._store_view import MaceStoreReader
 
     reader = MaceStoreReader(c, z_table, heads, dtype)
-    return Preset("mace", position_key="positions", cutoff=c, as_dict=True, pads=pads,
-                  store_reader=reader)
+    return Preset(
+        "mace", position_key="positions", cutoff=c, as_dict=True, pads=pads, store_reader=reader
+    )
 
 
 def fairchem(r_max: float, *, as_dict: bool = True, dataset: str | None = None) -> Preset:
@@ -97,13 +102,18 @@ def fairchem(r_max: float, *, as_dict: bool = True, dataset: str | None = None) 
     ``dataset``: fairchem's task name for every structure).
     """
     c = _r_max(r_max)
-    pads = {"cell": _eye(c), "cell_offsets": torch.ones(3, dtype=torch.float64),
-            "sid": [""]}
+    pads = {"cell": _eye(c), "cell_offsets": torch.ones(3, dtype=torch.float64), "sid": [""]}
     from ._store_view import FairchemStoreReader
 
-    return Preset("fairchem", position_key="pos", cutoff=c, as_dict=as_dict, pads=pads,
-                  counts={"natoms": "node", "nedges": "edge"},
-                  store_reader=FairchemStoreReader(c, dataset))
+    return Preset(
+        "fairchem",
+        position_key="pos",
+        cutoff=c,
+        as_dict=as_dict,
+        pads=pads,
+        counts={"natoms": "node", "nedges": "edge"},
+        store_reader=FairchemStoreReader(c, dataset),
+    )
 
 
 def to_fairchem(batch: dict[str, Any]) -> Any:
@@ -115,8 +125,10 @@ def to_fairchem(batch: dict[str, Any]) -> Any:
     from fairchem.core.datasets.atomic_data import AtomicData
 
     if not isinstance(batch, dict) or "graph_mask" not in batch:
-        raise InputTypeError("to_fairchem needs a padded dict batch (graphbatch.atomistic.fairchem "
-                        "preset with as_dict=True)")
+        raise InputTypeError(
+            "to_fairchem needs a padded dict batch (graphbatch.atomistic.fairchem "
+            "preset with as_dict=True)"
+        )
     n_graph = int(batch["graph_mask"].shape[0])
     g = int(batch["graph_mask"].sum())
     d = {k: v for k, v in batch.items() if k != "num_graphs"}

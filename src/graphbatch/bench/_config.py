@@ -7,9 +7,20 @@ from typing import Any
 
 from .._errors import InputError, InputTypeError, UnknownNameError
 
-__all__ = ["BASELINES", "BenchConfig", "DEFAULT", "FULL", "JAX_BASELINES", "JAX_DEFAULT",
-           "JAX_FULL", "MACE_BASELINES", "MACE_DEFAULT", "PACKING_GRAPH_CAP", "PADDED_STRATEGIES",
-           "is_packing"]
+__all__ = [
+    "BASELINES",
+    "BenchConfig",
+    "DEFAULT",
+    "FULL",
+    "JAX_BASELINES",
+    "JAX_DEFAULT",
+    "JAX_FULL",
+    "MACE_BASELINES",
+    "MACE_DEFAULT",
+    "PACKING_GRAPH_CAP",
+    "PADDED_STRATEGIES",
+    "is_packing",
+]
 
 #: Strategies that batch with PyG's ``DataLoader`` (no padding): PyG's SchNet (for ``schnet``;
 #: our model otherwise) eager or ``torch.compile(dynamic=True)``, and our model unpadded + eager.
@@ -23,8 +34,14 @@ JAX_BASELINES = ("jraph-dynamic", "jraph-pad64", "unpadded")
 #: Baselines of ``--models mace`` (MACE's own unpadded batches): ``mace-eager`` (MACE's usual
 #: path) and ``mace-compile`` (``mace.tools.compile.prepare`` + ``torch.compile(dynamic=None)``).
 MACE_BASELINES = ("mace-eager", "mace-compile")
-PADDED_STRATEGIES = ("static-constant", "static-64", "static-pow2", "dynamic", "pack-lpf",
-                     "buckets")
+PADDED_STRATEGIES = (
+    "static-constant",
+    "static-64",
+    "static-pow2",
+    "dynamic",
+    "pack-lpf",
+    "buckets",
+)
 COMPILE_MODES = ("auto", "on", "off")
 #: Graph slots per batch-size unit that packing strategies get by default (``graph_cap=None``):
 #: packs are limited by nodes and edges (tuple-packing and IPU papers); a graph cap of twice the
@@ -110,8 +127,9 @@ class BenchConfig:
                     )
         for b in self.batch_sizes:
             if int(b) < 2:
-                raise InputError("batch sizes must be >= 2 (one slot is the padding graph), "
-                                 f"got {b}")
+                raise InputError(
+                    f"batch sizes must be >= 2 (one slot is the padding graph), got {b}"
+                )
         for name in ("steps", "repeats", "eval_every"):
             if int(getattr(self, name)) < 1:
                 raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -126,8 +144,10 @@ class BenchConfig:
         if self.graph_cap is not None and not float(self.graph_cap) >= 1.0:
             raise InputError(f"graph_cap must be >= 1, got {self.graph_cap}")
         if self.sharing_strategy not in (None, "file_descriptor", "file_system"):
-            raise InputError("sharing_strategy must be file_descriptor or file_system, got "
-                             f"{self.sharing_strategy!r}")
+            raise InputError(
+                "sharing_strategy must be file_descriptor or file_system, got "
+                f"{self.sharing_strategy!r}"
+            )
         if int(self.num_workers) < 0:
             raise InputError(f"num_workers must be >= 0, got {self.num_workers}")
         if int(self.prefetch) < 0:
@@ -139,8 +159,10 @@ class BenchConfig:
         if self.data == "store" and self.store is None:
             raise InputError("--data store needs a graph store: --store PATH")
         if self.data == "store" and int(self.num_workers) > 0:
-            raise InputError("--data store reads batches in the training process; use "
-                             "--prefetch N (a background thread) instead of --num-workers")
+            raise InputError(
+                "--data store reads batches in the training process; use "
+                "--prefetch N (a background thread) instead of --num-workers"
+            )
         return self
 
     def _validate_compile_backend(self) -> None:
@@ -156,21 +178,29 @@ class BenchConfig:
         known = list_backends(exclude_tags=())  # debug/experimental ones (eager) included
         if backend not in known:
             shown = sorted(b for b in known if "TESTING" not in b and "minifier" not in b)
-            raise UnknownNameError(f"unknown --compile-backend {backend!r}; torch.compile "
-                                   f"backends here: {', '.join(shown)}")
+            raise UnknownNameError(
+                f"unknown --compile-backend {backend!r}; torch.compile "
+                f"backends here: {', '.join(shown)}"
+            )
 
     def _validate_mace(self) -> None:
         """``mace`` runs alone (its own data and baselines) on the memory path."""
         if self.models != ("mace",):
-            raise InputError(f"model mace runs alone (its own data and baselines), got models "
-                             f"{', '.join(self.models)}")
+            raise InputError(
+                f"model mace runs alone (its own data and baselines), got models "
+                f"{', '.join(self.models)}"
+            )
         if self.data != "memory" and self.store is None:
-            raise InputError("model mace with --data store needs an atomistic store: --store "
-                             "PATH (graphbatch data build extxyz FILE --cutoff R --out PATH)")
+            raise InputError(
+                "model mace with --data store needs an atomistic store: --store "
+                "PATH (graphbatch data build extxyz FILE --cutoff R --out PATH)"
+            )
         wrong = [s for s in self.strategies if s in BASELINES]
         if wrong:
-            raise InputError(f"strategy {wrong[0]!r} is a PyG baseline; model mace's baselines "
-                             f"are {', '.join(MACE_BASELINES)}")
+            raise InputError(
+                f"strategy {wrong[0]!r} is a PyG baseline; model mace's baselines "
+                f"are {', '.join(MACE_BASELINES)}"
+            )
         if self.prefetch:
             raise InputError("model mace does not take --prefetch")
 
@@ -210,16 +240,28 @@ FULL = BenchConfig(
 #: ``--models mace``: a small MACE on 512 QM9 molecules at r_max 5 Å, batch size 32, padded
 #: ``dynamic`` (eager, and compiled once; ``--compile auto``) against MACE eager and
 #: ``torch.compile(dynamic=None)`` unpadded.
-MACE_DEFAULT = BenchConfig(models=("mace",), strategies=("dynamic", *MACE_BASELINES),
-                           batch_sizes=(32,), steps=100, repeats=1, subset=512, cutoff=5.0,
-                           eval_every=100)
+MACE_DEFAULT = BenchConfig(
+    models=("mace",),
+    strategies=("dynamic", *MACE_BASELINES),
+    batch_sizes=(32,),
+    steps=100,
+    repeats=1,
+    subset=512,
+    cutoff=5.0,
+    eval_every=100,
+)
 
 #: ``--framework jax`` default: finishes on 2 shared CPU cores in under 10 minutes (measured in
 #: benchmarks/RESULTS.md): SchNet, pack-lpf and dynamic against jraph.dynamically_batch, the
 #: loader as users run it (`graphbatch.jax.loader`'s default ``prefetch=2``); 40 steps (about
 #: one epoch of the subset at batch size 128), as the 80 steps' runs took 10-25 minutes there.
-JAX_DEFAULT = BenchConfig(framework="jax", strategies=("pack-lpf", "dynamic", "jraph-dynamic"),
-                          prefetch=2, steps=40, eval_every=40)
+JAX_DEFAULT = BenchConfig(
+    framework="jax",
+    strategies=("pack-lpf", "dynamic", "jraph-dynamic"),
+    prefetch=2,
+    steps=40,
+    eval_every=40,
+)
 
 #: ``--framework jax --full``: the paper's grid in JAX.
 JAX_FULL = BenchConfig(

@@ -13,8 +13,14 @@ if TYPE_CHECKING:
     from .._sizes import GraphSizes
     from ..datasets import GraphArrays
 
-__all__ = ["BenchArrays", "BenchData", "load_bench_arrays", "load_bench_data", "load_store_data",
-           "TARGET"]
+__all__ = [
+    "BenchArrays",
+    "BenchData",
+    "load_bench_arrays",
+    "load_bench_data",
+    "load_store_data",
+    "TARGET",
+]
 
 #: The regression target (the paper's QM9 target: internal energy at 0 K).
 TARGET = "U0"
@@ -49,8 +55,9 @@ def _element_counts(z: np.ndarray, n_node: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _split_and_standardise(z: np.ndarray, n_node: np.ndarray, y: np.ndarray,
-                           test_fraction: float, seed: int):
+def _split_and_standardise(
+    z: np.ndarray, n_node: np.ndarray, y: np.ndarray, test_fraction: float, seed: int
+):
     """Random train/test split (``seed``) and the target as the standardised residual of a
     per-element linear baseline fitted on the training graphs: ``(train_idx, test_idx,
     target, scale)`` (indices sorted, int64)."""
@@ -78,9 +85,14 @@ class BenchArrays:
     unit: str
 
 
-def load_bench_arrays(dataset: str = "qm9", *, subset: int | None = 2000,
-                      test_fraction: float = 0.1, cutoff: float = 6.0,
-                      seed: int = 0) -> BenchArrays:
+def load_bench_arrays(
+    dataset: str = "qm9",
+    *,
+    subset: int | None = 2000,
+    test_fraction: float = 0.1,
+    cutoff: float = 6.0,
+    seed: int = 0,
+) -> BenchArrays:
     """The first ``subset`` QM9 molecules (all with ``None``) as radius-``cutoff`` graphs (Å),
     split at random (``seed``) into train and test, target as in `BenchData`. NumPy only."""
     if dataset != "qm9":
@@ -98,21 +110,33 @@ def load_bench_arrays(dataset: str = "qm9", *, subset: int | None = 2000,
     unit = QM9_TARGETS[col][2]
     y = ga.graph["y"][:, col].astype(np.float64)
     z = ga.node["z"].astype(np.int64)
-    train_idx, test_idx, target, scale = _split_and_standardise(z, ga.n_node, y, test_fraction,
-                                                                seed)
+    train_idx, test_idx, target, scale = _split_and_standardise(
+        z, ga.n_node, y, test_fraction, seed
+    )
     return BenchArrays(ga, target, train_idx, test_idx, scale, unit)
 
 
-def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fraction: float = 0.1,
-                    cutoff: float = 6.0, seed: int = 0) -> BenchData:
+def load_bench_data(
+    dataset: str = "qm9",
+    *,
+    subset: int | None = 2000,
+    test_fraction: float = 0.1,
+    cutoff: float = 6.0,
+    seed: int = 0,
+) -> BenchData:
     """`load_bench_arrays` as PyG ``Data`` lists."""
     import torch
     from torch_geometric.data import Data
 
-    arrays = load_bench_arrays(dataset, subset=subset, test_fraction=test_fraction,
-                               cutoff=cutoff, seed=seed)
-    ga, target, train_idx, test_idx = (arrays.graphs, arrays.target, arrays.train_idx,
-                                       arrays.test_idx)
+    arrays = load_bench_arrays(
+        dataset, subset=subset, test_fraction=test_fraction, cutoff=cutoff, seed=seed
+    )
+    ga, target, train_idx, test_idx = (
+        arrays.graphs,
+        arrays.target,
+        arrays.train_idx,
+        arrays.test_idx,
+    )
     z = ga.node["z"].astype(np.int64)
     no, eo = ga.node_offsets, ga.edge_offsets
     zt = torch.from_numpy(z)
@@ -122,17 +146,22 @@ def load_bench_data(dataset: str = "qm9", *, subset: int | None = 2000, test_fra
 
     def data(i: int):
         a, b, c, d = int(no[i]), int(no[i + 1]), int(eo[i]), int(eo[i + 1])
-        return Data(z=zt[a:b], pos=pos[a:b], edge_index=ei[:, c:d].contiguous(),
-                    y=yt[i : i + 1], num_nodes=b - a)
+        return Data(
+            z=zt[a:b],
+            pos=pos[a:b],
+            edge_index=ei[:, c:d].contiguous(),
+            y=yt[i : i + 1],
+            num_nodes=b - a,
+        )
 
     train = [data(int(i)) for i in train_idx]
     test = [data(int(i)) for i in test_idx]
-    return BenchData(train, test, ga.sizes().subset(train_idx), arrays.scale, arrays.unit,
-                     len(ga))
+    return BenchData(train, test, ga.sizes().subset(train_idx), arrays.scale, arrays.unit, len(ga))
 
 
-def load_store_data(path: str, *, subset: int | None = None, test_fraction: float = 0.1,
-                    seed: int = 0) -> BenchData:
+def load_store_data(
+    path: str, *, subset: int | None = None, test_fraction: float = 0.1, seed: int = 0
+) -> BenchData:
     """`BenchData` read from a QM9 graph store (``graphbatch data build qm9``): the first
     ``subset`` graphs (all with ``None``), split at random (``seed``). Training batches are read
     by the store batch path (``data.store``, ``data.train_index``, ``data.target``); only the
@@ -146,8 +175,10 @@ def load_store_data(path: str, *, subset: int | None = None, test_fraction: floa
     store = GraphStore(path)
     missing = {"z", "pos", "y"} - set(store.fields)
     if missing:
-        raise InputError(f"store {path!r} lacks the QM9 fields {sorted(missing)} the bench needs "
-                         "(build it with `graphbatch data build qm9`)")
+        raise InputError(
+            f"store {path!r} lacks the QM9 fields {sorted(missing)} the bench needs "
+            "(build it with `graphbatch data build qm9`)"
+        )
     g = len(store) if subset is None else min(int(subset), len(store))
     if g < 10:
         raise InputError(f"subset={subset} gives {g} graphs; the bench needs >= 10")
@@ -163,8 +194,23 @@ def load_store_data(path: str, *, subset: int | None = None, test_fraction: floa
     test = []
     for i in test_idx.tolist():
         d = ds[i]
-        test.append(type(d)(z=d.z, pos=d.pos, edge_index=d.edge_index, y=target[i:i + 1],
-                            num_nodes=d.num_nodes))
-    return BenchData(train=[], test=test, train_sizes=store.graph_sizes().subset(train_idx),
-                     scale=scale, unit=unit, num_graphs=g, store=store,
-                     train_index=train_idx.astype(np.int64), target=target)
+        test.append(
+            type(d)(
+                z=d.z,
+                pos=d.pos,
+                edge_index=d.edge_index,
+                y=target[i : i + 1],
+                num_nodes=d.num_nodes,
+            )
+        )
+    return BenchData(
+        train=[],
+        test=test,
+        train_sizes=store.graph_sizes().subset(train_idx),
+        scale=scale,
+        unit=unit,
+        num_graphs=g,
+        store=store,
+        train_index=train_idx.astype(np.int64),
+        target=target,
+    )

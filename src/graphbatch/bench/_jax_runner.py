@@ -25,8 +25,15 @@ from ..analysis import step_list_fields, step_timing_fields
 from ._config import JAX_BASELINES, BenchConfig
 from ._run import RunSpec, _count_step, _evaluate_on_schedule, _reset_counters, bench_budget
 
-__all__ = ["JaxBenchData", "build_jax_model", "jax_train_step", "load_jax_bench_data",
-           "plan_jax_runs", "run_jax_bench", "compile_seconds"]
+__all__ = [
+    "JaxBenchData",
+    "build_jax_model",
+    "jax_train_step",
+    "load_jax_bench_data",
+    "plan_jax_runs",
+    "run_jax_bench",
+    "compile_seconds",
+]
 
 
 # --------------------------------------------------------------------------- compile events
@@ -34,9 +41,11 @@ class _CompileClock:
     """Seconds JAX spends tracing, lowering and compiling, summed per thread, from
     ``jax.monitoring`` duration events (registered once per process)."""
 
-    EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
-              "/jax/core/compile/jaxpr_to_mlir_module_duration",
-              "/jax/core/compile/backend_compile_duration")
+    EVENTS = (
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    )
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -76,8 +85,9 @@ class JaxBenchData:
         self.scale, self.unit, self.num_graphs = scale, unit, num_graphs
 
 
-def load_jax_bench_data(dataset: str = "qm9", *, subset: int | None = 2000,
-                        cutoff: float = 6.0, seed: int = 0) -> JaxBenchData:
+def load_jax_bench_data(
+    dataset: str = "qm9", *, subset: int | None = 2000, cutoff: float = 6.0, seed: int = 0
+) -> JaxBenchData:
     """The torch bench's split and target (`load_bench_arrays`) as ``GraphsTuple`` lists."""
     import jraph
 
@@ -94,9 +104,14 @@ def load_jax_bench_data(dataset: str = "qm9", *, subset: int | None = 2000,
     def graph(i: int):
         p, q, r, s = int(no[i]), int(no[i + 1]), int(eo[i]), int(eo[i + 1])
         return jraph.GraphsTuple(
-            n_node=np.array([q - p], np.int32), n_edge=np.array([s - r], np.int32),
-            nodes={"z": z[p:q], "pos": pos[p:q]}, edges={}, globals={"y": y[i : i + 1, None]},
-            senders=ei[0, r:s], receivers=ei[1, r:s])
+            n_node=np.array([q - p], np.int32),
+            n_edge=np.array([s - r], np.int32),
+            nodes={"z": z[p:q], "pos": pos[p:q]},
+            edges={},
+            globals={"y": y[i : i + 1, None]},
+            senders=ei[0, r:s],
+            receivers=ei[1, r:s],
+        )
 
     train = [graph(int(i)) for i in a.train_idx]
     test = [graph(int(i)) for i in a.test_idx]
@@ -120,8 +135,13 @@ def _masked(graphs, index=None):
 
     g_mask = np.asarray(jraph.get_graph_padding_mask(graphs))
     gi = np.full(g_mask.shape[0], -1, np.int64) if index is None else index
-    return PaddedGraphs(graphs, np.asarray(jraph.get_node_padding_mask(graphs)),
-                        np.asarray(jraph.get_edge_padding_mask(graphs)), g_mask, gi)
+    return PaddedGraphs(
+        graphs,
+        np.asarray(jraph.get_node_padding_mask(graphs)),
+        np.asarray(jraph.get_edge_padding_mask(graphs)),
+        g_mask,
+        gi,
+    )
 
 
 def _jraph_dynamic(data, budget, seed: int) -> Generator[Any, None, None]:
@@ -161,16 +181,23 @@ def _unpadded(data, batch_size: int, seed: int) -> Generator[Any, None, None]:
     while True:
         b = jraph.batch_np([data.train[next(order)] for _ in range(batch_size)])
         n, e, g = int(b.n_node.sum()), int(b.n_edge.sum()), batch_size
-        yield PaddedGraphs(b, np.ones(n, bool), np.ones(e, bool), np.ones(g, bool),
-                           np.zeros(g, np.int64))
+        yield PaddedGraphs(
+            b, np.ones(n, bool), np.ones(e, bool), np.ones(g, bool), np.zeros(g, np.int64)
+        )
 
 
 def _loader_batches(spec: RunSpec, cfg: BenchConfig, data, options) -> Generator[Any, None, None]:
     from ..jax import loader
 
-    ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
-                batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
-                prefetch=max(cfg.prefetch, 0), **options)
+    ld = loader(
+        data.train,
+        strategy=spec.strategy,
+        sizes=data.train_sizes,
+        batch_size=spec.batch_size,
+        seed=cfg.seed + spec.repeat,
+        prefetch=max(cfg.prefetch, 0),
+        **options,
+    )
     while True:  # the loader advances its own epoch after each pass
         yield from ld
 
@@ -181,8 +208,13 @@ def plan_jax_runs(cfg: BenchConfig) -> list[RunSpec]:
     batch is a new shape: its step is called once to compile (counted in ``compiles``,
     ``compile_s`` and the compilation-included ``graphs_per_s``) and timed on a second call
     (``update_ms``, the steady-state figures), which gives the padding-cost reference."""
-    return [RunSpec(m, s, int(b), r, True) for r in range(cfg.repeats) for m in cfg.models
-            for b in cfg.batch_sizes for s in cfg.strategies]
+    return [
+        RunSpec(m, s, int(b), r, True)
+        for r in range(cfg.repeats)
+        for m in cfg.models
+        for b in cfg.batch_sizes
+        for s in cfg.strategies
+    ]
 
 
 def _model_kwargs(spec: RunSpec, cfg: BenchConfig) -> dict[str, Any]:
@@ -200,8 +232,9 @@ class _Evaluator:
         from ..jax import loader
 
         self.data = data
-        ld = loader(data.test, strategy="static-constant", batch_size=129, shuffle=False,
-                    prefetch=0)
+        ld = loader(
+            data.test, strategy="static-constant", batch_size=129, shuffle=False, prefetch=0
+        )
         self.batches = list(ld)
         self._fns: dict[str, Callable] = {}
 
@@ -248,8 +281,7 @@ class _JaxRun:
         else:
             options = dict(cfg.strategy_options.get(spec.strategy, {}))
             if get_strategy(spec.strategy).uses_budget and "budget" not in options:
-                self.budget = bench_budget(cfg, data.train_sizes, spec.batch_size,
-                                           spec.strategy)
+                self.budget = bench_budget(cfg, data.train_sizes, spec.batch_size, spec.strategy)
                 options["budget"] = self.budget
             self.batches = _loader_batches(spec, cfg, data, options)
         model = self.model
@@ -287,14 +319,20 @@ class _JaxRun:
         self.params, self.opt_state = params, opt_state
         self.compile_s[k] = compile_seconds() - c0
         nm, em, gm = np.asarray(pg.node_mask), np.asarray(pg.edge_mask), np.asarray(pg.graph_mask)
-        _count_step(self, k, batching_ms=(t1 - t0) * 1e3, update_ms=(t2 - tw) * 1e3,
-                    new_compiles=self.step_fn._cache_size() - before,  # type: ignore[attr-defined]
-                    real=(int(gm.sum()), int(nm.sum()), int(em.sum())),
-                    padded=(nm.shape[0], em.shape[0]),
-                    shape=(nm.shape[0], em.shape[0], gm.shape[0]),
-                    nbytes=sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(pg)))
-        _evaluate_on_schedule(self, k,
-                              lambda: self.evaluator(self.model, self.model_key, self.params))
+        _count_step(
+            self,
+            k,
+            batching_ms=(t1 - t0) * 1e3,
+            update_ms=(t2 - tw) * 1e3,
+            new_compiles=self.step_fn._cache_size() - before,  # type: ignore[attr-defined]
+            real=(int(gm.sum()), int(nm.sum()), int(em.sum())),
+            padded=(nm.shape[0], em.shape[0]),
+            shape=(nm.shape[0], em.shape[0], gm.shape[0]),
+            nbytes=sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(pg)),
+        )
+        _evaluate_on_schedule(
+            self, k, lambda: self.evaluator(self.model, self.model_key, self.params)
+        )
 
     def record(self, interleaved: bool) -> dict[str, Any]:
         import jax
@@ -332,11 +370,11 @@ class _JaxRun:
             "compiles": int(self.new_compiles.sum()),
             "compile_s": float(self.compile_s.sum()),
             "distinct_shapes": len(self.shapes),
-            **step_timing_fields(batching_ms, update_ms, real_graphs, steady,
-                                 overhead_ms=float(self.warmup_ms.sum())),
+            **step_timing_fields(
+                batching_ms, update_ms, real_graphs, steady, overhead_ms=float(self.warmup_ms.sum())
+            ),
             "input_wait_fraction": float(batching_ms[steady].sum() / step_ms[steady].sum()),
-            "input_wait_fraction_median": float(np.median(batching_ms[steady]
-                                                          / step_ms[steady])),
+            "input_wait_fraction_median": float(np.median(batching_ms[steady] / step_ms[steady])),
             "input_wait_ms_steps": [round(float(x), 4) for x in batching_ms],
             "real_graphs": graphs_seen,
             "node_efficiency": float(self.real_nodes / self.pad_nodes) if self.pad_nodes else 1.0,
@@ -437,8 +475,7 @@ def run_jax_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list
         raise InputError(f"run_jax_bench needs framework='jax', got {cfg.framework!r}")
     compile_seconds()  # register the compile-event listener before anything compiles
     if data is None:
-        data = load_jax_bench_data(cfg.dataset, subset=cfg.subset, cutoff=cfg.cutoff,
-                                   seed=cfg.seed)
+        data = load_jax_bench_data(cfg.dataset, subset=cfg.subset, cutoff=cfg.cutoff, seed=cfg.seed)
     evaluator = _Evaluator(data, cfg)
     runs = plan_jax_runs(cfg)
     for m in cfg.models:
@@ -460,8 +497,10 @@ def run_jax_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list
                 group = [_JaxRun(s, cfg, data, evaluator) for s in runs if s.repeat == r]
                 for k in range(cfg.steps):
                     for run in group:
-                        bar.set_description(f"jax {run.spec.model} {run.spec.strategy} "
-                                            f"b={run.spec.batch_size} r={r}")
+                        bar.set_description(
+                            f"jax {run.spec.model} {run.spec.strategy} "
+                            f"b={run.spec.batch_size} r={r}"
+                        )
                         run.step(k)
                         bar.update(1)
                 records.extend(run.record(interleaved=True) for run in group)
@@ -484,22 +523,29 @@ def jax_targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for x in records:
         if x.get("framework") == "jax":
             waits.setdefault((x["model"], x["batch_size"], x["strategy"]), []).append(
-                x["input_wait_fraction"])
+                x["input_wait_fraction"]
+            )
     out = []
     for (m, b), d in sorted(by.items()):
-        t: dict[str, Any] = {"model": m, "batch_size": b,
-                             "compiles": {k: v["compiles"] for k, v in d.items()},
-                             "compile_s": {k: round(v["compile_s"], 3) for k, v in d.items()},
-                             "input_wait_fraction": {k: float(np.median(waits[(m, b, k)]))
-                                                     for k in d}}
+        t: dict[str, Any] = {
+            "model": m,
+            "batch_size": b,
+            "compiles": {k: v["compiles"] for k, v in d.items()},
+            "compile_s": {k: round(v["compile_s"], 3) for k, v in d.items()},
+            "input_wait_fraction": {k: float(np.median(waits[(m, b, k)])) for k in d},
+        }
         if "unpadded" in d:
             base = d["unpadded"]["update_us_per_graph_median"]
-            t["padding_cost"] = {k: v["update_us_per_graph_median"] / base for k, v in d.items()
-                                 if k not in JAX_BASELINES}
+            t["padding_cost"] = {
+                k: v["update_us_per_graph_median"] / base
+                for k, v in d.items()
+                if k not in JAX_BASELINES
+            }
         if "pack-lpf" in d:
             for k in ("jraph-dynamic", "jraph-pad64"):
                 if k in d:
                     t[f"pack_lpf_over_{k.replace('-', '_')}"] = (
-                        d["pack-lpf"]["graphs_per_s"] / d[k]["graphs_per_s"])
+                        d["pack-lpf"]["graphs_per_s"] / d[k]["graphs_per_s"]
+                    )
         out.append(t)
     return out

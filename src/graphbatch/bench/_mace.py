@@ -51,9 +51,15 @@ __all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targe
 MACE_ELEMENTS = (1, 6, 7, 8, 9)
 
 #: The small MACE of the bench (``cfg.model_options["mace"]`` overrides any key).
-SMALL_MACE = {"hidden_irreps": "16x0e + 16x1o", "MLP_irreps": "16x0e", "max_ell": 2,
-              "num_bessel": 8, "num_polynomial_cutoff": 5, "num_interactions": 2,
-              "correlation": 2}
+SMALL_MACE = {
+    "hidden_irreps": "16x0e + 16x1o",
+    "MLP_irreps": "16x0e",
+    "max_ell": 2,
+    "num_bessel": 8,
+    "num_polynomial_cutoff": 5,
+    "num_interactions": 2,
+    "correlation": 2,
+}
 #: Loss weights (MACE's ``WeightedEnergyForcesLoss`` and `energy_force_loss` alike).
 ENERGY_WEIGHT, FORCES_WEIGHT = 1.0, 10.0
 
@@ -74,8 +80,8 @@ class MaceData:
     r_max: float
     store: Any = None  # an atomistic store (``--store``): padded runs read it directly
     elements: tuple = MACE_ELEMENTS
-    atomic_energies: Any = None      # per element (eV); None: zeros
-    train_index: Any = None          # store indices of the training graphs
+    atomic_energies: Any = None  # per element (eV); None: zeros
+    train_index: Any = None  # store indices of the training graphs
 
 
 def load_mace_data(*, subset: int | None, r_max: float, seed: int) -> MaceData:
@@ -96,18 +102,30 @@ def load_mace_data(*, subset: int | None, r_max: float, seed: int) -> MaceData:
 
     def atomic(i: int):
         a, b = int(no[i]), int(no[i + 1])
-        conf = Configuration(atomic_numbers=z[a:b], positions=pos[a:b], pbc=(False,) * 3,
-                             cell=None, properties={"energy": float(arrays.target[i]),
-                                                    "forces": np.zeros((b - a, 3))},
-                             property_weights={})
+        conf = Configuration(
+            atomic_numbers=z[a:b],
+            positions=pos[a:b],
+            pbc=(False,) * 3,
+            cell=None,
+            properties={"energy": float(arrays.target[i]), "forces": np.zeros((b - a, 3))},
+            property_weights={},
+        )
         return AtomicData.from_config(conf, z_table=table, cutoff=float(r_max))
 
     train = [atomic(int(i)) for i in arrays.train_idx]
     test = [atomic(int(i)) for i in arrays.test_idx]
     n_node = np.array([int(d.positions.shape[0]) for d in train])
     n_edge = np.array([int(d.edge_index.shape[1]) for d in train])
-    return MaceData(train, test, GraphSizes(n_node, n_edge), arrays.scale, arrays.unit,
-                    len(ga), float(n_edge.sum() / max(n_node.sum(), 1)), float(r_max))
+    return MaceData(
+        train,
+        test,
+        GraphSizes(n_node, n_edge),
+        arrays.scale,
+        arrays.unit,
+        len(ga),
+        float(n_edge.sum() / max(n_node.sum(), 1)),
+        float(r_max),
+    )
 
 
 def small_mace(data: MaceData, *, compiled: bool, seed: int, **options: Any):
@@ -119,18 +137,28 @@ def small_mace(data: MaceData, *, compiled: bool, seed: int, **options: Any):
 
     cfg = {**SMALL_MACE, **options}
     elements = list(data.elements)
-    e0 = (np.zeros(len(elements)) if data.atomic_energies is None
-          else np.asarray(data.atomic_energies, dtype=np.float64))
+    e0 = (
+        np.zeros(len(elements))
+        if data.atomic_energies is None
+        else np.asarray(data.atomic_energies, dtype=np.float64)
+    )
     block = modules.interaction_classes["RealAgnosticResidualInteractionBlock"]
     torch.manual_seed(seed)
     kw = dict(
-        r_max=data.r_max, num_bessel=int(cfg["num_bessel"]),
-        num_polynomial_cutoff=int(cfg["num_polynomial_cutoff"]), max_ell=int(cfg["max_ell"]),
-        interaction_cls=block, interaction_cls_first=block,
-        num_interactions=int(cfg["num_interactions"]), num_elements=len(elements),
-        hidden_irreps=o3.Irreps(cfg["hidden_irreps"]), MLP_irreps=o3.Irreps(cfg["MLP_irreps"]),
-        atomic_energies=e0, avg_num_neighbors=data.avg_num_neighbors,
-        atomic_numbers=elements, correlation=int(cfg["correlation"]),
+        r_max=data.r_max,
+        num_bessel=int(cfg["num_bessel"]),
+        num_polynomial_cutoff=int(cfg["num_polynomial_cutoff"]),
+        max_ell=int(cfg["max_ell"]),
+        interaction_cls=block,
+        interaction_cls_first=block,
+        num_interactions=int(cfg["num_interactions"]),
+        num_elements=len(elements),
+        hidden_irreps=o3.Irreps(cfg["hidden_irreps"]),
+        MLP_irreps=o3.Irreps(cfg["MLP_irreps"]),
+        atomic_energies=e0,
+        avg_num_neighbors=data.avg_num_neighbors,
+        atomic_numbers=elements,
+        correlation=int(cfg["correlation"]),
         gate=torch.nn.functional.silu,
     )
     if compiled:
@@ -191,8 +219,9 @@ def _cycle(loader, set_epoch: bool):
 def _dict_nbytes(batch: dict) -> int:
     import torch
 
-    return sum(v.element_size() * v.nelement() for v in batch.values()
-               if isinstance(v, torch.Tensor))
+    return sum(
+        v.element_size() * v.nelement() for v in batch.values() if isinstance(v, torch.Tensor)
+    )
 
 
 class MaceRun(_Run):
@@ -209,13 +238,13 @@ class MaceRun(_Run):
         self.is_pyg_model = False
         self.padded = spec.strategy not in MACE_BASELINES
         options = cfg.model_options.get("mace", {})
-        self.model = small_mace(data, compiled=spec.compiled, seed=cfg.seed + spec.repeat,
-                                **options).to(self.device)
+        self.model = small_mace(
+            data, compiled=spec.compiled, seed=cfg.seed + spec.repeat, **options
+        ).to(self.device)
         self.compile_log = CompileLog()
         if spec.compiled:
             backend = self.compile_log.backend(cfg.compile_backend)
-            self.fn = _compile(self.model, dynamic=False if self.padded else None,
-                               backend=backend)
+            self.fn = _compile(self.model, dynamic=False if self.padded else None, backend=backend)
         else:
             self.fn = self.model
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
@@ -232,10 +261,17 @@ class MaceRun(_Run):
             if data.store is not None:
                 self.batches = _mace_store_batches(spec, cfg, data, opts)
             else:
-                ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
-                            batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
-                            preset=ga.mace(r_max=data.r_max), num_workers=cfg.num_workers,
-                            persistent_workers=cfg.num_workers > 0, **opts)
+                ld = loader(
+                    data.train,
+                    strategy=spec.strategy,
+                    sizes=data.train_sizes,
+                    batch_size=spec.batch_size,
+                    seed=cfg.seed + spec.repeat,
+                    preset=ga.mace(r_max=data.r_max),
+                    num_workers=cfg.num_workers,
+                    persistent_workers=cfg.num_workers > 0,
+                    **opts,
+                )
                 self.batches = _cycle(ld, set_epoch=True)
             self.loss_fn: Callable[..., Any] | None = None
         else:
@@ -243,9 +279,13 @@ class MaceRun(_Run):
             # mace's loader takes any sequence of graphs (its annotation says Dataset)
             pyg_ld = torch_geometric.dataloader.DataLoader(
                 data.train,  # type: ignore[arg-type]
-                batch_size=spec.batch_size, shuffle=True, drop_last=False,
-                generator=gen, num_workers=cfg.num_workers,
-                persistent_workers=cfg.num_workers > 0)
+                batch_size=spec.batch_size,
+                shuffle=True,
+                drop_last=False,
+                generator=gen,
+                num_workers=cfg.num_workers,
+                persistent_workers=cfg.num_workers > 0,
+            )
             self.batches = _cycle(pyg_ld, set_epoch=False)
             self.loss_fn = WeightedEnergyForcesLoss(ENERGY_WEIGHT, FORCES_WEIGHT)
         _reset_counters(self, cfg.steps)
@@ -260,8 +300,9 @@ class MaceRun(_Run):
         t0 = time.perf_counter()
         b = next(self.batches)
         if self.padded:
-            d = {key: v.to(self.device) if isinstance(v, torch.Tensor) else v
-                 for key, v in b.items()}
+            d = {
+                key: v.to(self.device) if isinstance(v, torch.Tensor) else v for key, v in b.items()
+            }
         else:
             b = b.to(self.device)
             d = b.to_dict()
@@ -274,8 +315,9 @@ class MaceRun(_Run):
             d["positions"].requires_grad_(True)
         out = self.fn(d, training=True)
         if self.padded:
-            loss = ga.energy_force_loss(out, d, energy_weight=ENERGY_WEIGHT,
-                                        forces_weight=FORCES_WEIGHT)
+            loss = ga.energy_force_loss(
+                out, d, energy_weight=ENERGY_WEIGHT, forces_weight=FORCES_WEIGHT
+            )
         else:
             assert self.loss_fn is not None  # set for the unpadded baselines
             loss = self.loss_fn(b, out)
@@ -287,32 +329,46 @@ class MaceRun(_Run):
         t2 = time.perf_counter()
         n_node, n_edge = int(d["positions"].shape[0]), int(d["edge_index"].shape[1])
         if self.padded:
-            real = (int(d["graph_mask"].sum()), int(d["node_mask"].sum()),
-                    int(d["edge_mask"].sum()))
+            real = (
+                int(d["graph_mask"].sum()),
+                int(d["node_mask"].sum()),
+                int(d["edge_mask"].sum()),
+            )
             shape = (n_node, n_edge, int(d["graph_mask"].shape[0]))
         else:
             real, shape = (int(b.num_graphs), n_node, n_edge), None
-        _count_step(self, k, batching_ms=(t1 - t0) * 1e3, update_ms=(t2 - t1) * 1e3,
-                    new_compiles=counters["stats"]["unique_graphs"] - before, real=real,
-                    padded=(n_node, n_edge), shape=shape, nbytes=_dict_nbytes(d))
+        _count_step(
+            self,
+            k,
+            batching_ms=(t1 - t0) * 1e3,
+            update_ms=(t2 - t1) * 1e3,
+            new_compiles=counters["stats"]["unique_graphs"] - before,
+            real=real,
+            padded=(n_node, n_edge),
+            shape=shape,
+            nbytes=_dict_nbytes(d),
+        )
         _evaluate_on_schedule(self, k, lambda: _evaluate_mace(self.model, self.data, self.device))
 
     def record(self, interleaved: bool) -> dict[str, Any]:
         rec = super().record(interleaved)
         log = self.compile_log
-        rec.update({
-            "model_impl": "mace-torch",
-            "compile_backend": self.cfg.compile_backend if self.spec.compiled else None,
-            "compile_dynamic": (None if not self.spec.compiled
-                                else (False if self.padded else None)),
-            "r_max": self.data.r_max,
-            "forces_weight": FORCES_WEIGHT,
-            "dynamic_graphs": int(sum(log.dynamic)),
-            "graph_dynamic": [bool(x) for x in log.dynamic],
-            "backend_compile_s": [round(float(x), 3) for x in log.backend_s],
-            "train_loss": [round(x, 8) for x in self.train_loss],
-            "data_source": "store" if self.data.store is not None else "memory",
-        })
+        rec.update(
+            {
+                "model_impl": "mace-torch",
+                "compile_backend": self.cfg.compile_backend if self.spec.compiled else None,
+                "compile_dynamic": (
+                    None if not self.spec.compiled else (False if self.padded else None)
+                ),
+                "r_max": self.data.r_max,
+                "forces_weight": FORCES_WEIGHT,
+                "dynamic_graphs": int(sum(log.dynamic)),
+                "graph_dynamic": [bool(x) for x in log.dynamic],
+                "backend_compile_s": [round(float(x), 3) for x in log.backend_s],
+                "train_loss": [round(x, 8) for x in self.train_loss],
+                "data_source": "store" if self.data.store is not None else "memory",
+            }
+        )
         return rec
 
 
@@ -325,11 +381,16 @@ def _mace_store_batches(spec, cfg: BenchConfig, data: MaceData, options: dict):
 
     from ..torch import PlanBatchSampler, StoreBatcher
 
-    preset = ga.mace(r_max=data.r_max, z_table=list(data.elements),
-                     dtype=torch.get_default_dtype())
+    preset = ga.mace(r_max=data.r_max, z_table=list(data.elements), dtype=torch.get_default_dtype())
     view = preset.store_reader.for_store(data.store)
-    sampler = PlanBatchSampler(data.train_sizes, spec.strategy, batch_size=spec.batch_size,
-                               seed=cfg.seed + spec.repeat, extra_padding_nodes=1, **options)
+    sampler = PlanBatchSampler(
+        data.train_sizes,
+        spec.strategy,
+        batch_size=spec.batch_size,
+        seed=cfg.seed + spec.repeat,
+        extra_padding_nodes=1,
+        **options,
+    )
     batcher = StoreBatcher(data.store, cutoff=data.r_max, position_key="positions", view=view)
     epoch = 0
     while True:
@@ -339,8 +400,9 @@ def _mace_store_batches(spec, cfg: BenchConfig, data: MaceData, options: dict):
         epoch += 1
 
 
-def load_mace_store_data(path: str, *, subset: int | None, seed: int,
-                         test_fraction: float = 0.1) -> MaceData:
+def load_mace_store_data(
+    path: str, *, subset: int | None, seed: int, test_fraction: float = 0.1
+) -> MaceData:
     """The first ``subset`` structures of an atomistic store (``graphbatch data build
     extxyz``), split at random (``seed``): the padded runs read the training graphs from the
     store; MACE's baselines and the test set get MACE's own ``AtomicData.from_config`` of the
@@ -356,8 +418,10 @@ def load_mace_store_data(path: str, *, subset: int | None, seed: int,
     store = GraphStore(path)
     missing = {"positions", "atomic_numbers", "cell", "pbc", "energy", "forces"} - set(store.fields)
     if missing:
-        raise InputError(f"store {path!r} lacks the fields {sorted(missing)} MACE's bench needs "
-                         "(build it with `graphbatch data build extxyz FILE --cutoff R`)")
+        raise InputError(
+            f"store {path!r} lacks the fields {sorted(missing)} MACE's bench needs "
+            "(build it with `graphbatch data build extxyz FILE --cutoff R`)"
+        )
     if "cutoff_angstrom" not in store.meta:
         raise InputError(f"store {path!r} does not state its cutoff (meta cutoff_angstrom)")
     r_max = float(store.meta["cutoff_angstrom"])
@@ -376,7 +440,7 @@ def load_mace_store_data(path: str, *, subset: int | None, seed: int,
     counts = np.zeros((len(train_idx), len(elements)))
     col = {z: k for k, z in enumerate(elements)}
     for r, i in enumerate(train_idx.tolist()):
-        z = packed.node["atomic_numbers"][no[i]:no[i + 1]]
+        z = packed.node["atomic_numbers"][no[i] : no[i + 1]]
         for zz, c in zip(*np.unique(z, return_counts=True), strict=True):
             counts[r, col[int(zz)]] = c
     e0 = np.linalg.lstsq(counts, energy[train_idx], rcond=None)[0]
@@ -388,18 +452,29 @@ def load_mace_store_data(path: str, *, subset: int | None, seed: int,
             positions=np.array(packed.node["positions"][a:b]),
             pbc=tuple(bool(p) for p in store.graph_field("pbc")[i]),
             cell=np.array(store.graph_field("cell")[i]),
-            properties={"energy": float(energy[i]),
-                        "forces": np.array(packed.node["forces"][a:b])},
-            property_weights={})
+            properties={"energy": float(energy[i]), "forces": np.array(packed.node["forces"][a:b])},
+            property_weights={},
+        )
         return AtomicData.from_config(conf, z_table=table, cutoff=float(r_max))
 
     train = [atomic(int(i)) for i in train_idx]
     test = [atomic(int(i)) for i in test_idx]
     sizes = store.graph_sizes().subset(train_idx)
     nn, ne = sizes.n_node, sizes.n_edge
-    return MaceData(train, test, sizes, 1.0, "eV", g, float(ne.sum() / max(nn.sum(), 1)),
-                    float(r_max), store=store, elements=elements, atomic_energies=e0,
-                    train_index=train_idx.astype(np.int64))
+    return MaceData(
+        train,
+        test,
+        sizes,
+        1.0,
+        "eV",
+        g,
+        float(ne.sum() / max(nn.sum(), 1)),
+        float(r_max),
+        store=store,
+        elements=elements,
+        atomic_energies=e0,
+        train_index=train_idx.astype(np.int64),
+    )
 
 
 def _evaluate_mace(model, data: MaceData, device) -> tuple[float, float]:
@@ -408,8 +483,11 @@ def _evaluate_mace(model, data: MaceData, device) -> tuple[float, float]:
     from mace.tools import torch_geometric
 
     err = []
-    for b in torch_geometric.dataloader.DataLoader(data.test,  # type: ignore[arg-type]
-                                                   batch_size=64, shuffle=False):
+    for b in torch_geometric.dataloader.DataLoader(
+        data.test,  # type: ignore[arg-type]
+        batch_size=64,
+        shuffle=False,
+    ):
         b = b.to(device)
         out = model(b.to_dict(), training=False, compute_force=False)
         err.append((out["energy"].detach() - b.energy).double().cpu())
@@ -429,11 +507,14 @@ def mace_targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keys = sorted({(r["batch_size"], r["repeat"]) for r in mace})
     for b, rep in keys:
         runs = {_label(r): r for r in mace if r["batch_size"] == b and r["repeat"] == rep}
-        t: dict[str, Any] = {"model": "mace", "batch_size": b, "repeat": rep,
-                             "compiles": {k: r["compiles"] for k, r in runs.items()},
-                             "dynamic_graphs": {k: r.get("dynamic_graphs")
-                                                for k, r in runs.items()},
-                             "compile_s": {k: round(r["compile_s"], 2) for k, r in runs.items()}}
+        t: dict[str, Any] = {
+            "model": "mace",
+            "batch_size": b,
+            "repeat": rep,
+            "compiles": {k: r["compiles"] for k, r in runs.items()},
+            "dynamic_graphs": {k: r.get("dynamic_graphs") for k, r in runs.items()},
+            "compile_s": {k: round(r["compile_s"], 2) for k, r in runs.items()},
+        }
         ratios: dict[str, dict[str, float]] = {}
         for name, r in runs.items():
             if r["strategy"] in ("mace-eager", "mace-compile"):
@@ -442,17 +523,22 @@ def mace_targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 if base not in runs:
                     continue
                 o = runs[base]
-                steady = sorted(set(range(len(r["step_ms"]))) - set(r["compile_steps"])
-                                - set(o["compile_steps"]))
-                per_step = [(o["step_ms"][i] / max(o["real_graphs_steps"][i], 1))
-                            / (r["step_ms"][i] / max(r["real_graphs_steps"][i], 1))
-                            for i in steady]
+                steady = sorted(
+                    set(range(len(r["step_ms"])))
+                    - set(r["compile_steps"])
+                    - set(o["compile_steps"])
+                )
+                per_step = [
+                    (o["step_ms"][i] / max(o["real_graphs_steps"][i], 1))
+                    / (r["step_ms"][i] / max(r["real_graphs_steps"][i], 1))
+                    for i in steady
+                ]
                 ratios[f"{name} vs {base}"] = {
                     "median_step_ratio": float(np.median(per_step)) if per_step else float("nan"),
                     "steady_steps": len(per_step),
                     "graphs_per_s_ratio_compile_included": r["graphs_per_s"] / o["graphs_per_s"],
-                    "graphs_per_s_ratio_compile_excluded":
-                        r["steady_graphs_per_s"] / o["steady_graphs_per_s"],
+                    "graphs_per_s_ratio_compile_excluded": r["steady_graphs_per_s"]
+                    / o["steady_graphs_per_s"],
                 }
         t["speedup"] = ratios
         out.append(t)

@@ -15,8 +15,9 @@ from ..analysis import summarize_bench
 __all__ = ["plot_all"]
 
 
-def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Path
-             ) -> dict[str, Path]:
+def plot_all(
+    records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Path
+) -> dict[str, Path]:
     """Timing vs batch size (Figs. 5/7-10), running average of the combined time (Fig. 4),
     compilations, peak memory, test RMSE vs step (Fig. 14), Mann-Whitney / t-test heatmaps
     (Figs. 16-21). Returns ``{file name: path}``."""
@@ -43,9 +44,13 @@ def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Pa
         for r in rows:
             if r["model"] == m:
                 by[r["strategy"]].append(r)
-        for i, (key, name) in enumerate((("batching_ms_median", "batching"),
-                                         ("update_ms_median", "update"),
-                                         ("step_ms_median", "combined"))):
+        for i, (key, name) in enumerate(
+            (
+                ("batching_ms_median", "batching"),
+                ("update_ms_median", "update"),
+                ("step_ms_median", "combined"),
+            )
+        ):
             ax = axes[i, j]
             for s, rs in sorted(by.items()):
                 rs = sorted(rs, key=lambda r: r["batch_size"])
@@ -64,8 +69,11 @@ def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Pa
         for r in records:
             if r["model"] == m and r["repeat"] == 0:
                 x = np.asarray(r["step_ms"])
-                ax.plot(np.arange(1, x.size + 1), np.cumsum(x) / np.arange(1, x.size + 1),
-                        label=f"{label(r)} b={r['batch_size']}")
+                ax.plot(
+                    np.arange(1, x.size + 1),
+                    np.cumsum(x) / np.arange(1, x.size + 1),
+                    label=f"{label(r)} b={r['batch_size']}",
+                )
         ax.set_xlabel("training step")
         ax.set_ylabel("running average combined time (ms)")
         ax.set_yscale("log")
@@ -74,10 +82,12 @@ def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Pa
     save(fig, "running_average.png")
 
     # compilations and compile seconds; peak memory
-    for key, ylabel, name in (("compiles", "compilations per run", "compiles.png"),
-                              ("compile_s", "compile time per run (s)", "compile_seconds.png"),
-                              ("peak_mem_mb", "peak memory (MiB)", "memory.png"),
-                              ("graphs_per_s", "real graphs / s", "throughput.png")):
+    for key, ylabel, name in (
+        ("compiles", "compilations per run", "compiles.png"),
+        ("compile_s", "compile time per run (s)", "compile_seconds.png"),
+        ("peak_mem_mb", "peak memory (MiB)", "memory.png"),
+        ("graphs_per_s", "real graphs / s", "throughput.png"),
+    ):
         fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(rows)), 4))
         names = [f"{r['model']} b={r['batch_size']}\n{r['strategy']}" for r in rows]
         ax.bar(range(len(rows)), [r[key] for r in rows])
@@ -105,24 +115,40 @@ def plot_all(records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Pa
 
     # pairwise test heatmaps
     for t in tests:
-        for key, title, fname in (("mannwhitney", "Mann-Whitney U", "mwu"),
-                                  ("ttest", "Student's t", "ttest")):
-            mats = ((t[key]["U"], "U statistic"), (t[key]["p_bonferroni"], "p (Bonferroni)")) \
-                if key == "mannwhitney" else ((t[key]["t"], "t statistic"), (t[key]["p"], "p"))
+        for key, title, fname in (
+            ("mannwhitney", "Mann-Whitney U", "mwu"),
+            ("ttest", "Student's t", "ttest"),
+        ):
+            mats = (
+                ((t[key]["U"], "U statistic"), (t[key]["p_bonferroni"], "p (Bonferroni)"))
+                if key == "mannwhitney"
+                else ((t[key]["t"], "t statistic"), (t[key]["p"], "p"))
+            )
             fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
             for ax, (mat, what) in zip(axes, mats, strict=True):
                 a = np.array(mat, dtype=float)
                 is_p = what.startswith("p")
-                im = ax.imshow(a, cmap="viridis_r" if is_p else "viridis",
-                               vmin=0.0 if is_p else None, vmax=1.0 if is_p else None)
+                im = ax.imshow(
+                    a,
+                    cmap="viridis_r" if is_p else "viridis",
+                    vmin=0.0 if is_p else None,
+                    vmax=1.0 if is_p else None,
+                )
                 n = len(t["names"])
                 ax.set_xticks(range(n), t["names"], rotation=45, ha="right", fontsize=7)
                 ax.set_yticks(range(n), t["names"], fontsize=7)
                 for i in range(n):
                     for k in range(n):
                         if np.isfinite(a[i, k]):
-                            ax.text(k, i, f"{a[i, k]:.3g}", ha="center", va="center",
-                                    fontsize=6, color="w")
+                            ax.text(
+                                k,
+                                i,
+                                f"{a[i, k]:.3g}",
+                                ha="center",
+                                va="center",
+                                fontsize=6,
+                                color="w",
+                            )
                 ax.set_title(f"{title}: {what}")
                 fig.colorbar(im, ax=ax)
             fig.suptitle(f"{t['model']}, batch size {t['batch_size']}, final test RMSE")

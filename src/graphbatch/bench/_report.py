@@ -46,9 +46,13 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     size, label), with short column names, fastest first within a (model, batch size)."""
     rows = []
     for r in summarize_bench(records):
-        row = {"model": r["model"], "batch_size": r["batch_size"], "strategy": r["strategy"],
-               "repeats": r["repeats"],
-               "compiles": int(r["compiles"]) if math.isfinite(r["compiles"]) else None}
+        row = {
+            "model": r["model"],
+            "batch_size": r["batch_size"],
+            "strategy": r["strategy"],
+            "repeats": r["repeats"],
+            "compiles": int(r["compiles"]) if math.isfinite(r["compiles"]) else None,
+        }
         row.update({key: r[src] * scale for key, src, scale in _TABLE})
         rows.append(row)
     rows.sort(key=lambda r: (r["model"], r["batch_size"], -r["graphs_per_s"]))
@@ -68,28 +72,45 @@ def learning_tests(records: list[dict[str, Any]], alpha: float = 0.05) -> list[d
             continue
         mw = pairwise_mannwhitney(samples, alpha=alpha)
         tt = pairwise_ttest(samples, alpha=alpha)
-        out.append({
-            "model": m, "batch_size": b, "names": list(mw.names),
-            "mannwhitney": {"U": mw.statistic.tolist(), "p": mw.pvalue.tolist(),
-                            "p_bonferroni": mw.pvalue_adjusted.tolist(),
-                            "pairs": mw.records()},
-            "ttest": {"t": tt.statistic.tolist(), "p": tt.pvalue.tolist(), "pairs": tt.records()},
-            "num_comparisons": mw.num_comparisons,
-            "repeats": {k: len(v) for k, v in samples.items()},
-        })
+        out.append(
+            {
+                "model": m,
+                "batch_size": b,
+                "names": list(mw.names),
+                "mannwhitney": {
+                    "U": mw.statistic.tolist(),
+                    "p": mw.pvalue.tolist(),
+                    "p_bonferroni": mw.pvalue_adjusted.tolist(),
+                    "pairs": mw.records(),
+                },
+                "ttest": {
+                    "t": tt.statistic.tolist(),
+                    "p": tt.pvalue.tolist(),
+                    "pairs": tt.records(),
+                },
+                "num_comparisons": mw.num_comparisons,
+                "repeats": {k: len(v) for k, v in samples.items()},
+            }
+        )
     return out
 
 
 def _per_repeat_cost(records, model, batch_size, names) -> dict[str, list[float]]:
     """Padding cost of each repeat alone (its run over the same repeat's ``unpadded`` run): the
     spread across repeats is the noise level of the median ratio."""
-    runs = {(label(r), r["repeat"]): r for r in records
-            if r["model"] == model and r["batch_size"] == batch_size}
+    runs = {
+        (label(r), r["repeat"]): r
+        for r in records
+        if r["model"] == model and r["batch_size"] == batch_size
+    }
     out: dict[str, list[float]] = {}
     for k in names:
-        out[k] = [runs[(k, rep)]["update_us_per_graph_median"]
-                  / runs[("unpadded", rep)]["update_us_per_graph_median"]
-                  for (lab, rep) in sorted(runs) if lab == k and ("unpadded", rep) in runs]
+        out[k] = [
+            runs[(k, rep)]["update_us_per_graph_median"]
+            / runs[("unpadded", rep)]["update_us_per_graph_median"]
+            for (lab, rep) in sorted(runs)
+            if lab == k and ("unpadded", rep) in runs
+        ]
     return out
 
 
@@ -111,14 +132,17 @@ def targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         t["compiles"] = {k: v["compiles"] for k, v in d.items()}
         t["compile_s"] = {k: round(v["compile_s"], 3) for k, v in d.items()}
         if "unpadded" in d:
-            eager = {k: v for k, v in d.items()
-                     if not k.endswith("+compile") and k not in ("pyg-eager", "pyg-compile")}
+            eager = {
+                k: v
+                for k, v in d.items()
+                if not k.endswith("+compile") and k not in ("pyg-eager", "pyg-compile")
+            }
             base = d["unpadded"]["update_us_per_graph_median"]
-            t["padding_cost"] = {k: v["update_us_per_graph_median"] / base
-                                 for k, v in eager.items()}
+            t["padding_cost"] = {
+                k: v["update_us_per_graph_median"] / base for k, v in eager.items()
+            }
             base = d["unpadded"]["update_us_per_graph"]
-            t["padding_cost_mean"] = {k: v["update_us_per_graph"] / base
-                                      for k, v in eager.items()}
+            t["padding_cost_mean"] = {k: v["update_us_per_graph"] / base for k, v in eager.items()}
             t["padding_cost_repeats"] = _per_repeat_cost(records, m, b, eager)
         if "pyg-eager" in d:
             cands = {k: v for k, v in d.items() if k in ("pack-lpf", "pack-lpf+compile")}
@@ -129,24 +153,33 @@ def targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "graphs_per_s": cands[best]["graphs_per_s"],
                     "pyg_eager_graphs_per_s": d["pyg-eager"]["graphs_per_s"],
                     "speedup": cands[best]["graphs_per_s"] / d["pyg-eager"]["graphs_per_s"],
-                    "steady_speedup": {k: v["steady_graphs_per_s"]
-                                       / d["pyg-eager"]["steady_graphs_per_s"]
-                                       for k, v in cands.items()},
+                    "steady_speedup": {
+                        k: v["steady_graphs_per_s"] / d["pyg-eager"]["steady_graphs_per_s"]
+                        for k, v in cands.items()
+                    },
                 }
         out.append(t)
     return out
 
 
-def write_results(out_dir: str | os.PathLike, records: list[dict[str, Any]],
-                  config: dict[str, Any], *, plots: bool = True,
-                  extra: dict[str, Any] | None = None) -> dict[str, Path]:
+def write_results(
+    out_dir: str | os.PathLike,
+    records: list[dict[str, Any]],
+    config: dict[str, Any],
+    *,
+    plots: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Path]:
     """Write ``results.json`` (the records), ``results.csv`` (scalar fields), ``summary.json``
     (config, summary table, targets, learning tests, plus ``extra`` entries) and, with
     matplotlib, ``*.png``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"results.json": out / "results.json", "results.csv": out / "results.csv",
-             "summary.json": out / "summary.json"}
+    paths = {
+        "results.json": out / "results.json",
+        "results.csv": out / "results.csv",
+        "summary.json": out / "summary.json",
+    }
     atomic_write_text(paths["results.json"], json.dumps(records, indent=1))
     cols = [k for k in records[0] if k not in LIST_KEYS] if records else []
     buf = io.StringIO(newline="")
@@ -154,8 +187,13 @@ def write_results(out_dir: str | os.PathLike, records: list[dict[str, Any]],
     w.writeheader()
     w.writerows(records)
     atomic_write_text(paths["results.csv"], buf.getvalue())
-    summary = {"config": config, "summary": summarize(records), "targets": targets(records),
-               "learning_tests": learning_tests(records), **(extra or {})}
+    summary = {
+        "config": config,
+        "summary": summarize(records),
+        "targets": targets(records),
+        "learning_tests": learning_tests(records),
+        **(extra or {}),
+    }
     atomic_write_text(paths["summary.json"], json.dumps(summary, indent=1))
     if plots:
         from ._plots import plot_all

@@ -36,8 +36,13 @@ def _pyg_schnet(cutoff: float):
     class PygSchNetOnEdges(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.net = PygSchNet(hidden_channels=100, num_filters=100, num_interactions=4,
-                                 num_gaussians=25, cutoff=cutoff)
+            self.net = PygSchNet(
+                hidden_channels=100,
+                num_filters=100,
+                num_interactions=4,
+                num_gaussians=25,
+                cutoff=cutoff,
+            )
 
         def forward(self, z, pos, edge_index, batch):
             # PyG's SchNet.forward, with the batch's edges instead of its radius_graph call
@@ -81,8 +86,9 @@ def compile_padded(model, cfg: BenchConfig):
     """``model`` compiled as the bench compiles padded runs: ``torch.compile(dynamic=False,
     fullgraph=True)`` with ``cfg``'s backend and mode, through a fresh code object (one
     compilation per padded shape, counted for this model alone)."""
-    return _compile(model, dynamic=False, fullgraph=True, backend=cfg.compile_backend,
-                    mode=cfg.compile_mode)
+    return _compile(
+        model, dynamic=False, fullgraph=True, backend=cfg.compile_backend, mode=cfg.compile_mode
+    )
 
 
 # --------------------------------------------------------------------------- batches
@@ -131,10 +137,17 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
     from ..torch import loader
 
     options = _padded_options(spec, cfg, data)
-    ld = loader(data.train, strategy=spec.strategy, sizes=data.train_sizes,
-                batch_size=spec.batch_size, seed=cfg.seed + spec.repeat,
-                num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
-                pin_memory=_pin_in_loader(cfg), **options)
+    ld = loader(
+        data.train,
+        strategy=spec.strategy,
+        sizes=data.train_sizes,
+        batch_size=spec.batch_size,
+        seed=cfg.seed + spec.repeat,
+        num_workers=cfg.num_workers,
+        persistent_workers=cfg.num_workers > 0,
+        pin_memory=_pin_in_loader(cfg),
+        **options,
+    )
     epoch = 0
     while True:
         ld.set_epoch(epoch)
@@ -150,8 +163,13 @@ def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
     from ..torch import PlanBatchSampler, StoreBatcher
 
     options = _padded_options(spec, cfg, data)
-    sampler = PlanBatchSampler(data.train_sizes, spec.strategy, batch_size=spec.batch_size,
-                               seed=cfg.seed + spec.repeat, **options)
+    sampler = PlanBatchSampler(
+        data.train_sizes,
+        spec.strategy,
+        batch_size=spec.batch_size,
+        seed=cfg.seed + spec.repeat,
+        **options,
+    )
     batcher = StoreBatcher(data.store)
     epoch = 0
     while True:
@@ -177,12 +195,25 @@ def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
         train = []
         for i in data.train_index.tolist():
             d = ds[i]
-            train.append(type(d)(z=d.z, pos=d.pos, edge_index=d.edge_index,
-                                 y=data.target[i:i + 1], num_nodes=d.num_nodes))
+            train.append(
+                type(d)(
+                    z=d.z,
+                    pos=d.pos,
+                    edge_index=d.edge_index,
+                    y=data.target[i : i + 1],
+                    num_nodes=d.num_nodes,
+                )
+            )
         data.train = train
-    ld = DataLoader(train, batch_size=spec.batch_size, shuffle=True, generator=gen,
-                    num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0,
-                    pin_memory=_pin_in_loader(cfg))
+    ld = DataLoader(
+        train,
+        batch_size=spec.batch_size,
+        shuffle=True,
+        generator=gen,
+        num_workers=cfg.num_workers,
+        persistent_workers=cfg.num_workers > 0,
+        pin_memory=_pin_in_loader(cfg),
+    )
     while True:
         yield from ld
 
@@ -206,7 +237,7 @@ def _nbytes(batch) -> int:
     import torch
 
     total = 0
-    for v in (batch.to_dict().values() if hasattr(batch, "to_dict") else vars(batch).values()):
+    for v in batch.to_dict().values() if hasattr(batch, "to_dict") else vars(batch).values():
         if isinstance(v, torch.Tensor):
             total += v.element_size() * v.nelement()
     return total
@@ -234,9 +265,18 @@ def _reset_counters(run: Any, steps: int) -> None:
     run.rmses = []
 
 
-def _count_step(run: Any, k: int, *, batching_ms: float, update_ms: float, new_compiles: int,
-                real: tuple[int, int, int], padded: tuple[int, int],
-                shape: tuple[int, int, int] | None, nbytes: int) -> None:
+def _count_step(
+    run: Any,
+    k: int,
+    *,
+    batching_ms: float,
+    update_ms: float,
+    new_compiles: int,
+    real: tuple[int, int, int],
+    padded: tuple[int, int],
+    shape: tuple[int, int, int] | None,
+    nbytes: int,
+) -> None:
     """Book step ``k`` in the counters of `_reset_counters`: its batching and update times
     (ms), new compilations, the ``real`` (graphs, nodes, edges) and ``padded`` (nodes, edges)
     sizes of its batch (the real ones again without padding), the padded ``shape`` met (None:
@@ -298,8 +338,9 @@ def _compile(model, **kwargs):
         return model(*args, **kw)
 
     code = call.__code__.replace(co_name=f"bench_run_{next(_RUN_IDS)}")
-    fn = types.FunctionType(code, call.__globals__, code.co_name, call.__defaults__,
-                            call.__closure__)
+    fn = types.FunctionType(
+        code, call.__globals__, code.co_name, call.__defaults__, call.__closure__
+    )
     return torch.compile(fn, **kwargs)
 
 
@@ -316,12 +357,20 @@ class _Run:
         self.model = model.to(self.device)
         self.padded = spec.strategy not in BASELINES
         budget = _padded_options(spec, cfg, data).get("budget") if self.padded else None
-        self.budget = None if budget is None else [int(budget.n_node), int(budget.n_edge),
-                                                   int(budget.n_graph)]
+        self.budget = (
+            None
+            if budget is None
+            else [int(budget.n_node), int(budget.n_edge), int(budget.n_graph)]
+        )
         if spec.compiled:
             mode = cfg.compile_mode if self.padded else None  # CUDA graphs need static shapes
-            self.fn = _compile(self.model, dynamic=not self.padded,
-                               fullgraph=self.padded, backend=cfg.compile_backend, mode=mode)
+            self.fn = _compile(
+                self.model,
+                dynamic=not self.padded,
+                fullgraph=self.padded,
+                backend=cfg.compile_backend,
+                mode=mode,
+            )
         else:
             self.fn = self.model
         self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
@@ -374,11 +423,24 @@ class _Run:
             shape = (n_node, n_edge, int(b.num_graphs))
         else:
             real, shape = (int(b.num_graphs), n_node, n_edge), None
-        _count_step(self, k, batching_ms=(t1 - t0) * 1e3, update_ms=(t2 - t1) * 1e3,
-                    new_compiles=counters["stats"]["unique_graphs"] - before, real=real,
-                    padded=(n_node, n_edge), shape=shape, nbytes=_nbytes(b))
-        _evaluate_on_schedule(self, k, lambda: _evaluate(
-            lambda bb: _predict_eval(self.model, bb, self.is_pyg_model), self.data, self.device))
+        _count_step(
+            self,
+            k,
+            batching_ms=(t1 - t0) * 1e3,
+            update_ms=(t2 - t1) * 1e3,
+            new_compiles=counters["stats"]["unique_graphs"] - before,
+            real=real,
+            padded=(n_node, n_edge),
+            shape=shape,
+            nbytes=_nbytes(b),
+        )
+        _evaluate_on_schedule(
+            self,
+            k,
+            lambda: _evaluate(
+                lambda bb: _predict_eval(self.model, bb, self.is_pyg_model), self.data, self.device
+            ),
+        )
 
     def record(self, interleaved: bool) -> dict[str, Any]:
         import torch
@@ -391,10 +453,10 @@ class _Run:
         step_ms = batching_ms + update_ms
         compiling = self.new_compiles > 0
         steady = ~compiling if (~compiling).any() else np.ones(n, dtype=bool)
-        compile_s = float(np.clip(update_ms[compiling] - np.median(update_ms[steady]), 0,
-                                  None).sum() / 1e3)
-        peak = (int(torch.cuda.max_memory_reserved(self.device)) if self.cuda
-                else self.peak_rss)
+        compile_s = float(
+            np.clip(update_ms[compiling] - np.median(update_ms[steady]), 0, None).sum() / 1e3
+        )
+        peak = int(torch.cuda.max_memory_reserved(self.device)) if self.cuda else self.peak_rss
         graphs_seen = int(real_graphs.sum())
         return {
             "model": spec.model,

@@ -21,6 +21,7 @@ from ._run import RunSpec, _Run, effective_sharing_strategy
 
 __all__ = ["effective_sharing_strategy", "plan_runs", "run_one", "run_bench"]
 
+
 def plan_runs(cfg: BenchConfig) -> list[RunSpec]:
     """The runs of ``cfg``, repeat-major (so slow drifts of a shared machine spread over all
     strategies). ``compile='auto'``: padded strategies run compiled on CUDA; on CPU they run
@@ -50,8 +51,9 @@ def plan_runs(cfg: BenchConfig) -> list[RunSpec]:
     return runs
 
 
-def run_one(spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None] | None = None
-            ) -> dict[str, Any]:
+def run_one(
+    spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None] | None = None
+) -> dict[str, Any]:
     """Train ``cfg.steps`` steps of ``spec`` alone and return its record (see docs/bench.md)."""
     if cfg.device == "cuda":  # peak memory of this run alone
         import torch
@@ -136,5 +138,7 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
 
 
 def _describe(spec: RunSpec) -> str:
-    return (f"{spec.model} {spec.strategy}{' (compiled)' if spec.compiled else ''} "
-            f"b={spec.batch_size} r={spec.repeat}")
+    return (
+        f"{spec.model} {spec.strategy}{' (compiled)' if spec.compiled else ''} "
+        f"b={spec.batch_size} r={spec.repeat}"
+    )

@@ -49,14 +49,16 @@ class PairwiseTests:
         """One row per unordered pair ``(a, b)``, ``a`` before ``b`` in ``names``."""
         out = []
         for i, j in combinations(range(len(self.names)), 2):
-            out.append({
-                "a": self.names[i],
-                "b": self.names[j],
-                "statistic": float(self.statistic[i, j]),
-                "pvalue": float(self.pvalue[i, j]),
-                "pvalue_adjusted": float(self.pvalue_adjusted[i, j]),
-                "significant": bool(self.significant[i, j]),
-            })
+            out.append(
+                {
+                    "a": self.names[i],
+                    "b": self.names[j],
+                    "statistic": float(self.statistic[i, j]),
+                    "pvalue": float(self.pvalue[i, j]),
+                    "pvalue_adjusted": float(self.pvalue_adjusted[i, j]),
+                    "significant": bool(self.significant[i, j]),
+                }
+            )
         return out
 
 
@@ -99,8 +101,13 @@ def _pairwise(method, names, arrays, fn, correction: str, alpha: float) -> Pairw
     return PairwiseTests(method, correction, float(alpha), names, stat, p, adj, m)
 
 
-def pairwise_mannwhitney(samples: Mapping[str, Sequence[float]], *, correction: str = "bonferroni",
-                         alpha: float = 0.05, method: str = "auto") -> PairwiseTests:
+def pairwise_mannwhitney(
+    samples: Mapping[str, Sequence[float]],
+    *,
+    correction: str = "bonferroni",
+    alpha: float = 0.05,
+    method: str = "auto",
+) -> PairwiseTests:
     """Two-sided Mann-Whitney U test for every pair of samples (``scipy.stats.mannwhitneyu``).
 
     ``method`` passes to SciPy (``"auto"``: exact distribution for small samples without ties).
@@ -115,8 +122,13 @@ def pairwise_mannwhitney(samples: Mapping[str, Sequence[float]], *, correction: 
     return _pairwise("mann-whitney-u", names, arrays, fn, correction, alpha)
 
 
-def pairwise_ttest(samples: Mapping[str, Sequence[float]], *, correction: str = "none",
-                   alpha: float = 0.05, equal_var: bool = True) -> PairwiseTests:
+def pairwise_ttest(
+    samples: Mapping[str, Sequence[float]],
+    *,
+    correction: str = "none",
+    alpha: float = 0.05,
+    equal_var: bool = True,
+) -> PairwiseTests:
     """Two-sided Student's t-test (``scipy.stats.ttest_ind``) for every pair; unadjusted by
     default (the paper's appendix I). ``equal_var=False`` gives Welch's test."""
     names, arrays = _prepare(samples, 2)

@@ -18,8 +18,18 @@ from .._errors import USER_ERRORS
 __all__ = ["main", "build_parser"]
 
 #: Subcommand modules, in the order ``graphbatch --help`` lists them.
-_COMMANDS = ("_plan_cmd", "_analyze_cmd", "_compare_cmd", "_report_cmd", "_demo_cmd",
-             "_data_cmd", "_limits_cmd", "_bandwidth_cmd", "_bench_cmd", "_tune_cmd")
+_COMMANDS = (
+    "_plan_cmd",
+    "_analyze_cmd",
+    "_compare_cmd",
+    "_report_cmd",
+    "_demo_cmd",
+    "_data_cmd",
+    "_limits_cmd",
+    "_bandwidth_cmd",
+    "_bench_cmd",
+    "_tune_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -33,57 +33,97 @@ def add_parser(sub) -> None:
         "(targets, Mann-Whitney/t-tests) and plots. Default: a QM9 subset on CPU in minutes; "
         "--full: the static-vs-dynamic paper's grid.",
     )
-    p.add_argument("--framework", choices=["torch", "jax"], default="torch",
-                   help="torch (graphbatch.torch + torch models) or jax (graphbatch.jax.loader "
-                   "+ Flax models; baselines jraph-dynamic, jraph-pad64, unpadded)")
+    p.add_argument(
+        "--framework",
+        choices=["torch", "jax"],
+        default="torch",
+        help="torch (graphbatch.torch + torch models) or jax (graphbatch.jax.loader "
+        "+ Flax models; baselines jraph-dynamic, jraph-pad64, unpadded)",
+    )
     p.add_argument("--dataset", default=None, choices=["qm9"], help="dataset (default qm9)")
-    p.add_argument("--store", help="train from this QM9 graph store (graphbatch data build qm9 "
-                   "--out PATH), or with --models mace an atomistic store (graphbatch data "
-                   "build extxyz FILE --cutoff R --out PATH; MACE's r_max is the store's cutoff); "
-                   "implies --data store")
-    p.add_argument("--data", choices=["memory", "store"], default=None,
-                   help="batches from QM9 graphs built in memory, or read from --store by the "
-                   "store batch path (default: store when --store is given, else memory)")
-    p.add_argument("--models", type=_csv(str),
-                   help="comma list of schnet,mpeu,painn; or mace alone (mace-torch: a small MACE "
-                   "on QM9 at r_max 5 A, energies+forces; strategies: padded ones compiled once "
-                   "and the baselines mace-eager, mace-compile; see docs/atomistic.md)")
-    p.add_argument("--strategies", type=_csv(str),
-                   help="comma list of planner strategies and baselines pyg-eager, pyg-compile, "
-                   "unpadded")
+    p.add_argument(
+        "--store",
+        help="train from this QM9 graph store (graphbatch data build qm9 "
+        "--out PATH), or with --models mace an atomistic store (graphbatch data "
+        "build extxyz FILE --cutoff R --out PATH; MACE's r_max is the store's cutoff); "
+        "implies --data store",
+    )
+    p.add_argument(
+        "--data",
+        choices=["memory", "store"],
+        default=None,
+        help="batches from QM9 graphs built in memory, or read from --store by the "
+        "store batch path (default: store when --store is given, else memory)",
+    )
+    p.add_argument(
+        "--models",
+        type=_csv(str),
+        help="comma list of schnet,mpeu,painn; or mace alone (mace-torch: a small MACE "
+        "on QM9 at r_max 5 A, energies+forces; strategies: padded ones compiled once "
+        "and the baselines mace-eager, mace-compile; see docs/atomistic.md)",
+    )
+    p.add_argument(
+        "--strategies",
+        type=_csv(str),
+        help="comma list of planner strategies and baselines pyg-eager, pyg-compile, unpadded",
+    )
     p.add_argument("--batch-sizes", type=_csv(int), help="comma list, e.g. 32,128")
     p.add_argument("--steps", type=int, help="optimizer steps per run")
     p.add_argument("--repeats", type=int, help="repeats per configuration")
     p.add_argument("--subset", type=int, help="first N QM9 molecules (default 5000; --full: all)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None)
-    p.add_argument("--compile", choices=["auto", "on", "off"], default=None,
-                   help="torch.compile padded strategies (auto: on CUDA all, on CPU pack-lpf both "
-                   "ways)")
-    p.add_argument("--compile-backend", default=None,
-                   help="torch.compile backend (default inductor; 'eager' traces only)")
-    p.add_argument("--compile-mode", default=None,
-                   choices=["default", "reduce-overhead", "max-autotune"],
-                   help="torch.compile mode for padded strategies (reduce-overhead: CUDA graphs)")
+    p.add_argument(
+        "--compile",
+        choices=["auto", "on", "off"],
+        default=None,
+        help="torch.compile padded strategies (auto: on CUDA all, on CPU pack-lpf both ways)",
+    )
+    p.add_argument(
+        "--compile-backend",
+        default=None,
+        help="torch.compile backend (default inductor; 'eager' traces only)",
+    )
+    p.add_argument(
+        "--compile-mode",
+        default=None,
+        choices=["default", "reduce-overhead", "max-autotune"],
+        help="torch.compile mode for padded strategies (reduce-overhead: CUDA graphs)",
+    )
     p.add_argument("--eval-every", type=int, help="steps between test evaluations")
     p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
-    p.add_argument("--prefetch", type=int,
-                   help="batches made ahead by a background thread of the training process "
-                   "(0: none; works with or without --num-workers)")
-    p.add_argument("--graph-cap", type=float,
-                   help="graph slots of the shared budget = F x batch size for every "
-                   "budget-using strategy (default: 2 for pack-*/buckets, so that their node/edge "
-                   "caps bind; 1 -- Algorithm 1's -- for dynamic and the others)")
-    p.add_argument("--sharing-strategy", choices=["file_descriptor", "file_system"],
-                   help="torch.multiprocessing sharing strategy for batches from workers "
-                   "(default with workers: file_system, which avoids a socket round trip per "
-                   "tensor; see docs/bench.md)")
-    p.add_argument("--threads", type=int,
-                   help="torch intra-op threads (default: torch's, i.e. the cores; use 1 when "
-                   "other jobs share the cores)")
+    p.add_argument(
+        "--prefetch",
+        type=int,
+        help="batches made ahead by a background thread of the training process "
+        "(0: none; works with or without --num-workers)",
+    )
+    p.add_argument(
+        "--graph-cap",
+        type=float,
+        help="graph slots of the shared budget = F x batch size for every "
+        "budget-using strategy (default: 2 for pack-*/buckets, so that their node/edge "
+        "caps bind; 1 -- Algorithm 1's -- for dynamic and the others)",
+    )
+    p.add_argument(
+        "--sharing-strategy",
+        choices=["file_descriptor", "file_system"],
+        help="torch.multiprocessing sharing strategy for batches from workers "
+        "(default with workers: file_system, which avoids a socket round trip per "
+        "tensor; see docs/bench.md)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch intra-op threads (default: torch's, i.e. the cores; use 1 when "
+        "other jobs share the cores)",
+    )
     p.add_argument("--seed", type=int, help="base seed (repeat r uses seed + r)")
-    p.add_argument("--sequential", action="store_true",
-                   help="run configurations one after another (per-run peak memory) instead of "
-                   "stepping the runs of a repeat in turn")
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="run configurations one after another (per-run peak memory) instead of "
+        "stepping the runs of a repeat in turn",
+    )
     p.add_argument("--full", action="store_true", help="the paper's full grid (hours)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -93,10 +133,17 @@ def add_parser(sub) -> None:
 
 #: Flags only the torch runs read (``dest`` -> flag): with ``--framework jax`` they would be
 #: silently ignored, so giving one is an error.
-_TORCH_ONLY = {"store": "--store", "data": "--data", "device": "--device", "compile": "--compile",
-               "compile_backend": "--compile-backend", "compile_mode": "--compile-mode",
-               "num_workers": "--num-workers", "sharing_strategy": "--sharing-strategy",
-               "threads": "--threads"}
+_TORCH_ONLY = {
+    "store": "--store",
+    "data": "--data",
+    "device": "--device",
+    "compile": "--compile",
+    "compile_backend": "--compile-backend",
+    "compile_mode": "--compile-mode",
+    "num_workers": "--num-workers",
+    "sharing_strategy": "--sharing-strategy",
+    "threads": "--threads",
+}
 
 
 def check_flag_collisions(args) -> None:
@@ -106,8 +153,10 @@ def check_flag_collisions(args) -> None:
         if given:
             raise InputError(f"--framework jax does not use {', '.join(given)} (torch runs only)")
     if args.data == "memory" and args.store is not None:
-        raise InputError(f"--store {args.store} with --data memory: the store would not be read "
-                         "(drop --data memory, or --store)")
+        raise InputError(
+            f"--store {args.store} with --data memory: the store would not be read "
+            "(drop --data memory, or --store)"
+        )
 
 
 def config_from_args(args):
@@ -120,20 +169,32 @@ def config_from_args(args):
         from ..bench import MACE_DEFAULT
 
         if args.full:
-            raise InputError("--full is the paper's grid of SchNet/MPEU/PaiNN; model mace has "
-                             "its own default (omit --full)")
+            raise InputError(
+                "--full is the paper's grid of SchNet/MPEU/PaiNN; model mace has "
+                "its own default (omit --full)"
+            )
         base = MACE_DEFAULT
     else:
         base = FULL if args.full else DEFAULT
     fields = {
-        "dataset": args.dataset, "models": args.models, "store": args.store,
-        "data": args.data or ("store" if args.store else None), "strategies": args.strategies,
-        "batch_sizes": args.batch_sizes, "steps": args.steps, "repeats": args.repeats,
-        "subset": args.subset, "device": args.device, "compile": args.compile,
-        "eval_every": args.eval_every, "num_workers": args.num_workers,
+        "dataset": args.dataset,
+        "models": args.models,
+        "store": args.store,
+        "data": args.data or ("store" if args.store else None),
+        "strategies": args.strategies,
+        "batch_sizes": args.batch_sizes,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "subset": args.subset,
+        "device": args.device,
+        "compile": args.compile,
+        "eval_every": args.eval_every,
+        "num_workers": args.num_workers,
         "prefetch": args.prefetch,
-        "threads": args.threads, "graph_cap": args.graph_cap,
-        "sharing_strategy": args.sharing_strategy, "seed": args.seed,
+        "threads": args.threads,
+        "graph_cap": args.graph_cap,
+        "sharing_strategy": args.sharing_strategy,
+        "seed": args.seed,
         "compile_backend": args.compile_backend,
         "compile_mode": None if args.compile_mode in (None, "default") else args.compile_mode,
     }
@@ -170,39 +231,66 @@ def run(args) -> int:
     records = run_bench(cfg, progress=not args.quiet)
     paths = write_results(args.out, records, cfg.as_dict(), plots=not args.no_plots)
     if cfg.data == "store":
-        print(f"training batches read from the store {cfg.store} (batching_ms = wait for a "
-              "batch, update_ms = step)")
-    cols = ["model", "batch_size", "strategy", "compiles", "compile_s", "batching_ms",
-            "update_ms", "step_ms_median", "step_ms_mean", "graphs_per_s", "peak_mem_mb",
-            "test_rmse"]
+        print(
+            f"training batches read from the store {cfg.store} (batching_ms = wait for a "
+            "batch, update_ms = step)"
+        )
+    cols = [
+        "model",
+        "batch_size",
+        "strategy",
+        "compiles",
+        "compile_s",
+        "batching_ms",
+        "update_ms",
+        "step_ms_median",
+        "step_ms_mean",
+        "graphs_per_s",
+        "peak_mem_mb",
+        "test_rmse",
+    ]
     print(format_table(summarize(records), cols))
     for t in targets(records):
         if "end_to_end" in t:
             e = t["end_to_end"]
-            print(f"{t['model']} b={t['batch_size']}: {e['best']} {e['graphs_per_s']:.1f} "
-                  f"graphs/s vs pyg-eager {e['pyg_eager_graphs_per_s']:.1f} "
-                  f"-> {e['speedup']:.2f}x")
+            print(
+                f"{t['model']} b={t['batch_size']}: {e['best']} {e['graphs_per_s']:.1f} "
+                f"graphs/s vs pyg-eager {e['pyg_eager_graphs_per_s']:.1f} "
+                f"-> {e['speedup']:.2f}x"
+            )
         if "padding_cost" in t:
             pc = ", ".join(f"{k} {v:.3f}" for k, v in t["padding_cost"].items())
             print(f"{t['model']} b={t['batch_size']}: update time per real graph / unpadded: {pc}")
-            reps = "; ".join(f"{k} " + " ".join(f"{x:.3f}" for x in v)
-                             for k, v in t["padding_cost_repeats"].items() if k != "unpadded")
+            reps = "; ".join(
+                f"{k} " + " ".join(f"{x:.3f}" for x in v)
+                for k, v in t["padding_cost_repeats"].items()
+                if k != "unpadded"
+            )
             print(f"{t['model']} b={t['batch_size']}: per repeat: {reps}")
     _print_wrote(paths, records)
     return 0
 
 
-_RUN_COLUMNS = ["model", "batch_size", "strategy", "compiles", "compile_s", "batching_ms",
-                "update_ms", "step_ms_median", "graphs_per_s", "steady_graphs_per_s",
-                "test_rmse"]
+_RUN_COLUMNS = [
+    "model",
+    "batch_size",
+    "strategy",
+    "compiles",
+    "compile_s",
+    "batching_ms",
+    "update_ms",
+    "step_ms_median",
+    "graphs_per_s",
+    "steady_graphs_per_s",
+    "test_rmse",
+]
 
 
 def _write_and_tabulate(args, cfg, records, extra: dict) -> dict:
     """Write the run's result files (with ``extra`` in results.json) and print its table."""
     from ..bench import summarize, write_results
 
-    paths = write_results(args.out, records, cfg.as_dict(), plots=not args.no_plots,
-                          extra=extra)
+    paths = write_results(args.out, records, cfg.as_dict(), plots=not args.no_plots, extra=extra)
     print(format_table(summarize(records), _RUN_COLUMNS))
     return paths
 
@@ -222,10 +310,12 @@ def _run_mace(args, cfg) -> int:
         dyn = ", ".join(f"{k} {v}/{t['compiles'][k]}" for k, v in t["dynamic_graphs"].items())
         print(f"{head} dynamic-shape graphs / compilations: {dyn}")
         for pair, v in t["speedup"].items():
-            print(f"{head} {pair}: median same-step ratio {v['median_step_ratio']:.2f}x "
-                  f"({v['steady_steps']} steady steps); graphs/s ratio compile excluded "
-                  f"{v['graphs_per_s_ratio_compile_excluded']:.2f}x, included "
-                  f"{v['graphs_per_s_ratio_compile_included']:.2f}x")
+            print(
+                f"{head} {pair}: median same-step ratio {v['median_step_ratio']:.2f}x "
+                f"({v['steady_steps']} steady steps); graphs/s ratio compile excluded "
+                f"{v['graphs_per_s_ratio_compile_excluded']:.2f}x, included "
+                f"{v['graphs_per_s_ratio_compile_included']:.2f}x"
+            )
     _print_wrote(paths, records)
     return 0
 

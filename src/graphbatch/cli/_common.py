@@ -16,6 +16,7 @@ __all__ = ["add_budget_args", "budget_from_args", "load_sizes", "nonnegative_int
 
 def _int_at_least(minimum: int):
     """An argparse type: an integer >= ``minimum``."""
+
     def parse(text: str) -> int:
         try:
             v = int(text)
@@ -35,8 +36,9 @@ nonnegative_int = _int_at_least(0)
 
 def add_budget_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("budget (padded batch shape)")
-    g.add_argument("--batch-size", type=int,
-                   help="graphs per padded batch, incl. one padding graph")
+    g.add_argument(
+        "--batch-size", type=int, help="graphs per padded batch, incl. one padding graph"
+    )
     g.add_argument("--max-nodes", type=int, help="padded nodes per batch (incl. 1 padding node)")
     g.add_argument("--max-edges", type=int, help="padded edges per batch")
     g.add_argument("--max-graphs", type=int, help="padded graphs per batch (incl. 1 padding graph)")
@@ -58,10 +60,14 @@ def budget_from_args(args, sizes: GraphSizes, *, sample_size=1000, multiple=64) 
     if missing:
         if args.batch_size is None:
             names = {"n_node": "nodes", "n_edge": "edges", "n_graph": "graphs"}
-            flags = ", ".join("--max-" + names[k]
-                              for k in missing)
+            flags = ", ".join("--max-" + names[k] for k in missing)
             raise InputError(f"give {flags} too, or --batch-size to estimate them from")
-        est = estimate_budget(sizes, args.batch_size, rng=seed_rng(args.seed),
-                              sample_size=sample_size, multiple=multiple)
+        est = estimate_budget(
+            sizes,
+            args.batch_size,
+            rng=seed_rng(args.seed),
+            sample_size=sample_size,
+            multiple=multiple,
+        )
         return dataclasses.replace(est, **{k: v for k, v in given.items() if v is not None})
     return Budget(**given)

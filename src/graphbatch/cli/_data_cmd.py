@@ -16,82 +16,148 @@ __all__ = ["add_parser"]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("data", help="build graph stores (QM9, MOSES, code) and size tables",
-                       description="Build an HDF5 graph store from installed data, or write a "
-                       "store's size table.")
+    p = sub.add_parser(
+        "data",
+        help="build graph stores (QM9, MOSES, code) and size tables",
+        description="Build an HDF5 graph store from installed data, or write a store's size table.",
+    )
     dsub = p.add_subparsers(dest="data_command", metavar="ACTION")
     dsub.required = True
 
-    b = dsub.add_parser("build", help="build a graph store (.h5)",
-                        description="Convert a dataset to graphs and write an HDF5 graph store "
-                        "atomically. qm9: qm9pack molecules with radius/kNN/full graphs; moses: "
-                        "molsets SMILES with OGB features; code: AST graphs of every function "
-                        "in a folder of .py files (default: the Python standard library).")
+    b = dsub.add_parser(
+        "build",
+        help="build a graph store (.h5)",
+        description="Convert a dataset to graphs and write an HDF5 graph store "
+        "atomically. qm9: qm9pack molecules with radius/kNN/full graphs; moses: "
+        "molsets SMILES with OGB features; code: AST graphs of every function "
+        "in a folder of .py files (default: the Python standard library).",
+    )
     b.add_argument("dataset", choices=("qm9", "moses", "code", "extxyz", "ase-db"))
-    b.add_argument("inputs", nargs="*", metavar="FILE",
-                   help="extxyz / ase-db: the input files (extxyz: one or more; ase-db: an ASE "
-                   "database, .db or .json)")
-    b.add_argument("--graph", choices=("radius", "knn", "full"), default="radius",
-                   help="QM9 graph construction (default radius)")
+    b.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="FILE",
+        help="extxyz / ase-db: the input files (extxyz: one or more; ase-db: an ASE "
+        "database, .db or .json)",
+    )
+    b.add_argument(
+        "--graph",
+        choices=("radius", "knn", "full"),
+        default="radius",
+        help="QM9 graph construction (default radius)",
+    )
     b.add_argument("--cutoff", type=float, default=6.0, help="radius cutoff in Å (default 6.0)")
     b.add_argument("--k", type=int, default=24, help="neighbours per node for knn (default 24)")
     b.add_argument("--limit", type=int, help="use only the first N records")
-    b.add_argument("--source", help="data location: qm9pack data/ folder, MOSES .csv[.gz], "
-                   "or a folder of .py files")
-    b.add_argument("--workers", type=int, help="processes for SMILES conversion; with --shards: "
-                   "workers of the local cluster (default: CPUs)")
-    b.add_argument("--reverse-edges", action="store_true",
-                   help="code graphs: also add reversed AST and next-token edges")
+    b.add_argument(
+        "--source",
+        help="data location: qm9pack data/ folder, MOSES .csv[.gz], or a folder of .py files",
+    )
+    b.add_argument(
+        "--workers",
+        type=int,
+        help="processes for SMILES conversion; with --shards: "
+        "workers of the local cluster (default: CPUs)",
+    )
+    b.add_argument(
+        "--reverse-edges",
+        action="store_true",
+        help="code graphs: also add reversed AST and next-token edges",
+    )
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
-    b.add_argument("--shards", type=int, help="build N shard stores on a cluster engine plus a "
-                   "JSON manifest (--out MANIFEST.json); open it with GraphStore(MANIFEST)")
-    b.add_argument("--engine", choices=ENGINES, help="cluster engine for --shards (default "
-                   f"{ENGINES[0]})")
-    b.add_argument("--address", help="with --shards: the running cluster's scheduler address "
-                   "(default: start a local cluster of --workers processes)")
-    b.add_argument("--out", required=True, help="graph store to write (.h5), or the manifest "
-                   "(.json) with --shards")
+    b.add_argument(
+        "--shards",
+        type=int,
+        help="build N shard stores on a cluster engine plus a "
+        "JSON manifest (--out MANIFEST.json); open it with GraphStore(MANIFEST)",
+    )
+    b.add_argument(
+        "--engine", choices=ENGINES, help=f"cluster engine for --shards (default {ENGINES[0]})"
+    )
+    b.add_argument(
+        "--address",
+        help="with --shards: the running cluster's scheduler address "
+        "(default: start a local cluster of --workers processes)",
+    )
+    b.add_argument(
+        "--out",
+        required=True,
+        help="graph store to write (.h5), or the manifest (.json) with --shards",
+    )
     a = b.add_argument_group(
-        "extxyz / ase-db", "Structures read by ASE, streamed; periodic radius graphs at --cutoff "
+        "extxyz / ase-db",
+        "Structures read by ASE, streamed; periodic radius graphs at --cutoff "
         "with MACE's edge set (vesin), labels and weights as MACE reads them. Values are stored "
-        "as in the file (stated units: eV, Å, eV/Å, eV/Å^3).")
+        "as in the file (stated units: eV, Å, eV/Å, eV/Å^3).",
+    )
     for prop in ("energy", "forces", "stress", "virials", "charges"):
-        a.add_argument(f"--{prop}-key", metavar="KEY",
-                       help=f"info/arrays key of the {prop} (default REF_{prop} for extxyz, "
-                       f"{prop} for ase-db; 'none' drops it)")
-    a.add_argument("--require", nargs="*", metavar="PROP",
-                   help="properties every frame must have (default: energy forces); the others "
-                   "get weight 0 where missing, as in MACE")
-    a.add_argument("--keep", nargs="+", default=(), metavar="KEY",
-                   help="also store these info (per structure) or arrays (per atom) keys")
-    a.add_argument("--config-type-weights", metavar="JSON",
-                   help="MACE's per-config_type weights, e.g. '{\"Default\": 1.0, \"slab\": 0.5}'")
-    a.add_argument("--head", default="Default", help="head name of every structure (MACE's "
-                   "head; default Default)")
+        a.add_argument(
+            f"--{prop}-key",
+            metavar="KEY",
+            help=f"info/arrays key of the {prop} (default REF_{prop} for extxyz, "
+            f"{prop} for ase-db; 'none' drops it)",
+        )
+    a.add_argument(
+        "--require",
+        nargs="*",
+        metavar="PROP",
+        help="properties every frame must have (default: energy forces); the others "
+        "get weight 0 where missing, as in MACE",
+    )
+    a.add_argument(
+        "--keep",
+        nargs="+",
+        default=(),
+        metavar="KEY",
+        help="also store these info (per structure) or arrays (per atom) keys",
+    )
+    a.add_argument(
+        "--config-type-weights",
+        metavar="JSON",
+        help='MACE\'s per-config_type weights, e.g. \'{"Default": 1.0, "slab": 0.5}\'',
+    )
+    a.add_argument(
+        "--head",
+        default="Default",
+        help="head name of every structure (MACE's head; default Default)",
+    )
     a.add_argument("--head-key", help="info key holding each structure's head name")
-    a.add_argument("--chunk-frames", type=int, default=512,
-                   help="frames per block converted by one worker (default 512)")
+    a.add_argument(
+        "--chunk-frames",
+        type=int,
+        default=512,
+        help="frames per block converted by one worker (default 512)",
+    )
     b.set_defaults(func=run_build)
 
-    s = dsub.add_parser("sizes", help="write a store's size table (.npz)",
-                        description="Write the per-graph size table (n_node, n_edge, n_bytes) of "
-                        "a graph store, read from its metadata only.")
+    s = dsub.add_parser(
+        "sizes",
+        help="write a store's size table (.npz)",
+        description="Write the per-graph size table (n_node, n_edge, n_bytes) of "
+        "a graph store, read from its metadata only.",
+    )
     s.add_argument("store", help="graph store (.h5)")
     s.add_argument("--out", required=True, help="size table to write (.npz)")
     s.set_defaults(func=run_sizes)
 
-    v = dsub.add_parser("verify", help="check every checksum of a graph store",
-                        description="Read a graph store once and check the CRC-32 checksum of "
-                        "every array (HDF5 checks its own metadata checksums on open). For a "
-                        "sharded store's manifest: check the manifest and every shard. Exit 0 if "
-                        "intact, 2 with a one-line message naming the damaged file if not.")
+    v = dsub.add_parser(
+        "verify",
+        help="check every checksum of a graph store",
+        description="Read a graph store once and check the CRC-32 checksum of "
+        "every array (HDF5 checks its own metadata checksums on open). For a "
+        "sharded store's manifest: check the manifest and every shard. Exit 0 if "
+        "intact, 2 with a one-line message naming the damaged file if not.",
+    )
     v.add_argument("store", help="graph store (.h5) or sharded store manifest (.json)")
     v.set_defaults(func=run_verify)
 
-    c = dsub.add_parser("convert", help="rewrite a version-1 store in the current format",
-                        description="Convert a graph store written by an earlier graphbatch "
-                        "(format version 1: chunked, compressed arrays) to the current format "
-                        "(contiguous, memory-mappable, checksummed). The input is not changed.")
+    c = dsub.add_parser(
+        "convert",
+        help="rewrite a version-1 store in the current format",
+        description="Convert a graph store written by an earlier graphbatch "
+        "(format version 1: chunked, compressed arrays) to the current format "
+        "(contiguous, memory-mappable, checksummed). The input is not changed.",
+    )
     c.add_argument("store", help="version-1 graph store (.h5)")
     c.add_argument("--out", required=True, help="converted store to write (.h5); not the input")
     c.set_defaults(func=run_convert)
@@ -114,16 +180,21 @@ def _say_terminated(what: str) -> int:
 def run_build(args) -> int:
     from ..datasets import STORE_SUFFIXES, build_store
 
-    check_output_path(args.out, input_files(args.source),
-                      suffixes=(".json",) if args.shards is not None else STORE_SUFFIXES,
-                      what="sharded store manifest" if args.shards is not None else "graph store")
+    check_output_path(
+        args.out,
+        input_files(args.source),
+        suffixes=(".json",) if args.shards is not None else STORE_SUFFIXES,
+        what="sharded store manifest" if args.shards is not None else "graph store",
+    )
 
     if args.dataset in ("extxyz", "ase-db"):
         signal.signal(signal.SIGTERM, _terminate_cleanly)
         return _run_atoms_build(args)
     if args.inputs:
-        raise InputError(f"{args.dataset} takes no input files (got {args.inputs[0]!r}); use "
-                         "--source for another data location")
+        raise InputError(
+            f"{args.dataset} takes no input files (got {args.inputs[0]!r}); use "
+            "--source for another data location"
+        )
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit must be >= 1, got {args.limit}")
     if args.workers is not None and args.workers < 1:
@@ -138,18 +209,35 @@ def run_build(args) -> int:
         return _run_sharded_build(args)
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     try:
-        report = build_store(args.dataset, args.out, graph=args.graph, cutoff=args.cutoff,
-                             k=args.k, limit=args.limit, source=args.source,
-                             workers=args.workers, reverse_edges=args.reverse_edges,
-                             progress=not args.no_progress)
+        report = build_store(
+            args.dataset,
+            args.out,
+            graph=args.graph,
+            cutoff=args.cutoff,
+            k=args.k,
+            limit=args.limit,
+            source=args.source,
+            workers=args.workers,
+            reverse_edges=args.reverse_edges,
+            progress=not args.no_progress,
+        )
     except _Terminated:
         return _say_terminated(f"nothing was written to {args.out} (temporaries removed)")
-    print(format_table([{
-        "dataset": report.dataset, "graphs": report.n_graph, "nodes": report.n_node,
-        "edges": report.n_edge, "failed": len(report.failures),
-        "graphs/s": round(report.graphs_per_second, 1),
-        "MB": round(os.path.getsize(report.path) / 2**20, 2),
-    }]))
+    print(
+        format_table(
+            [
+                {
+                    "dataset": report.dataset,
+                    "graphs": report.n_graph,
+                    "nodes": report.n_node,
+                    "edges": report.n_edge,
+                    "failed": len(report.failures),
+                    "graphs/s": round(report.graphs_per_second, 1),
+                    "MB": round(os.path.getsize(report.path) / 2**20, 2),
+                }
+            ]
+        )
+    )
     if report.failures:
         _print_failures(report.failures)
         print(f"first failure: {report.failures[0][1]}")
@@ -178,35 +266,58 @@ def _atoms_keys(args):
         if not isinstance(weights, dict):
             raise InputError("--config-type-weights must be a JSON object {config_type: weight}")
     required = ("energy", "forces") if args.require is None else tuple(args.require)
-    return AtomsKeys(**given, required=tuple(p for p in required if given.get(p) or p not in given),
-                     keep=tuple(args.keep), config_type_weights=weights, head=args.head,
-                     head_key=args.head_key)
+    return AtomsKeys(
+        **given,
+        required=tuple(p for p in required if given.get(p) or p not in given),
+        keep=tuple(args.keep),
+        config_type_weights=weights,
+        head=args.head,
+        head_key=args.head_key,
+    )
 
 
 def _run_atoms_build(args) -> int:
     from ..datasets import build_atoms_store, import_vesin
 
-    import_vesin(without_torch=True)   # this process only builds: no torch import (seconds)
+    import_vesin(without_torch=True)  # this process only builds: no torch import (seconds)
 
     if not args.inputs:
-        raise InputError(f"{args.dataset} needs input files: graphbatch data build {args.dataset} "
-                         "FILE... --cutoff R --out STORE")
+        raise InputError(
+            f"{args.dataset} needs input files: graphbatch data build {args.dataset} "
+            "FILE... --cutoff R --out STORE"
+        )
     for flag in ("shards", "engine", "address", "limit", "source"):
         if getattr(args, flag) is not None:
-            raise InputError(f"--{flag} does not apply to {args.dataset} (use --workers for "
-                             "parallel conversion)")
+            raise InputError(
+                f"--{flag} does not apply to {args.dataset} (use --workers for parallel conversion)"
+            )
     if args.dataset == "ase-db" and len(args.inputs) != 1:
         raise InputError(f"ase-db takes one database file, got {len(args.inputs)}")
-    report = build_atoms_store(args.inputs, args.out, cutoff=args.cutoff,
-                               format=args.dataset, keys=_atoms_keys(args),
-                               workers=args.workers or 1, chunk_frames=args.chunk_frames,
-                               progress=not args.no_progress)
-    print(format_table([{
-        "dataset": args.dataset, "structures": report.n_graph, "atoms": report.n_node,
-        "edges": report.n_edge, "cutoff": args.cutoff,
-        "structures/s": round(report.graphs_per_second, 1),
-        "MB": round(os.path.getsize(report.path) / 2**20, 2),
-    }]))
+    report = build_atoms_store(
+        args.inputs,
+        args.out,
+        cutoff=args.cutoff,
+        format=args.dataset,
+        keys=_atoms_keys(args),
+        workers=args.workers or 1,
+        chunk_frames=args.chunk_frames,
+        progress=not args.no_progress,
+    )
+    print(
+        format_table(
+            [
+                {
+                    "dataset": args.dataset,
+                    "structures": report.n_graph,
+                    "atoms": report.n_node,
+                    "edges": report.n_edge,
+                    "cutoff": args.cutoff,
+                    "structures/s": round(report.graphs_per_second, 1),
+                    "MB": round(os.path.getsize(report.path) / 2**20, 2),
+                }
+            ]
+        )
+    )
     print(f"wrote {report.path}")
     return 0
 
@@ -215,8 +326,10 @@ def _print_failures(failures: list) -> None:
     """One line naming the records (first 20 indices) a build could not convert."""
     shown = ", ".join(str(i) for i, _ in failures[:20])
     more = f" (+{len(failures) - 20} more)" if len(failures) > 20 else ""
-    print(f"{len(failures)} record(s) could not be converted and are not in the "
-          f"store (indices also stored as failed_index): {shown}{more}")
+    print(
+        f"{len(failures)} record(s) could not be converted and are not in the "
+        f"store (indices also stored as failed_index): {shown}{more}"
+    )
 
 
 def _run_sharded_build(args) -> int:
@@ -231,24 +344,46 @@ def _run_sharded_build(args) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     try:
         report = build_sharded_store(
-            args.dataset, args.out, shards=args.shards, engine=args.engine or ENGINES[0],
-            address=args.address, workers=args.workers, graph=args.graph, cutoff=args.cutoff,
-            k=args.k, limit=args.limit, source=args.source, reverse_edges=args.reverse_edges,
-            progress=not args.no_progress, stop=stop)
+            args.dataset,
+            args.out,
+            shards=args.shards,
+            engine=args.engine or ENGINES[0],
+            address=args.address,
+            workers=args.workers,
+            graph=args.graph,
+            cutoff=args.cutoff,
+            k=args.k,
+            limit=args.limit,
+            source=args.source,
+            reverse_edges=args.reverse_edges,
+            progress=not args.no_progress,
+            stop=stop,
+        )
     except Exception as exc:
         # terminated: the engine may fail in its own way first (e.g. worker processes that got
         # the signal too, from a process-group kill, fail to start)
         if isinstance(exc, BuildCancelled) or stop.is_set():
-            return _say_terminated(f"no manifest was written to {args.out}; this build's "
-                                   "shards were removed")
+            return _say_terminated(
+                f"no manifest was written to {args.out}; this build's shards were removed"
+            )
         raise
-    print(format_table([{
-        "dataset": report.dataset, "shards": len(report.shards), "graphs": report.n_graph,
-        "nodes": report.n_node, "edges": report.n_edge, "failed": len(report.failures),
-        "graphs/s": round(report.graphs_per_second, 1),
-        "CPU ms/graph": round(1e3 * report.cpu_seconds_per_graph, 3),
-        "MB": round(sum(os.path.getsize(p) for p in report.shards) / 2**20, 2),
-    }]))
+    print(
+        format_table(
+            [
+                {
+                    "dataset": report.dataset,
+                    "shards": len(report.shards),
+                    "graphs": report.n_graph,
+                    "nodes": report.n_node,
+                    "edges": report.n_edge,
+                    "failed": len(report.failures),
+                    "graphs/s": round(report.graphs_per_second, 1),
+                    "CPU ms/graph": round(1e3 * report.cpu_seconds_per_graph, 3),
+                    "MB": round(sum(os.path.getsize(p) for p in report.shards) / 2**20, 2),
+                }
+            ]
+        )
+    )
     if report.failures:
         _print_failures(report.failures)
     print(f"wrote {len(report.shards)} shards and the manifest {report.path}")
@@ -262,8 +397,10 @@ def run_sizes(args) -> int:
     with GraphStore(args.store, cache_size=0) as store:
         sizes = store.graph_sizes()
     path = sizes.save(args.out)
-    print(f"{len(sizes):,} graphs, {int(sizes.n_node.sum()):,} nodes, "
-          f"{int(sizes.n_edge.sum()):,} edges -> {path}")
+    print(
+        f"{len(sizes):,} graphs, {int(sizes.n_node.sum()):,} nodes, "
+        f"{int(sizes.n_edge.sum()):,} edges -> {path}"
+    )
     return 0
 
 

@@ -23,44 +23,93 @@ def add_parser(sub) -> None:
         "**request), graphbatch.torch.loader, graphbatch.jax.loader and `graphbatch plan "
         "--config`. See docs/tune.md.",
     )
-    p.add_argument("source", help="graph store (.h5, sharded .json manifest) or size table "
-                   "(.npz: probes use synthetic graphs of those sizes)")
-    p.add_argument("--model", default="schnet",
-                   help="schnet, mpeu, painn, mace (torch) or MODULE:FACTORY (default schnet)")
+    p.add_argument(
+        "source",
+        help="graph store (.h5, sharded .json manifest) or size table "
+        "(.npz: probes use synthetic graphs of those sizes)",
+    )
+    p.add_argument(
+        "--model",
+        default="schnet",
+        help="schnet, mpeu, painn, mace (torch) or MODULE:FACTORY (default schnet)",
+    )
     p.add_argument("--framework", choices=("torch", "jax"), default="torch")
     p.add_argument("--device", default="cpu", help="cpu or cuda (jax: cpu or gpu)")
-    p.add_argument("--batch-size", type=positive_int, default=128,
-                   help="nominal graphs per batch incl. the padding graph (default 128)")
-    p.add_argument("--batch-tolerance", type=float, default=0.1,
-                   help="batch sizes searched within this fraction of --batch-size (default 0.1)")
-    p.add_argument("--epochs", type=positive_int, default=10,
-                   help="training epochs the compile time is amortised over (default 10)")
-    p.add_argument("--memory-limit", metavar="GiB",
-                   help="hard limit on the worst batch's predicted peak memory: GiB, or a size "
-                   "such as 800MiB")
-    p.add_argument("--world-size", type=positive_int, default=1,
-                   help="ranks per step (adds the balancing strategies; default 1)")
-    p.add_argument("--validate", type=nonnegative_int, default=0, metavar="K",
-                   help="train the top K configurations and print predicted vs measured")
-    p.add_argument("--validate-steps", type=positive_int, default=20,
-                   help="steps per validated configuration (default 20)")
-    p.add_argument("--probes", type=positive_int, default=8,
-                   help=f"probe shapes, at most {MAX_PROBES} (default 8)")
-    p.add_argument("--rounds", type=positive_int, default=5,
-                   help="timed steps per probe and mode (default 5)")
-    p.add_argument("--compile", choices=("both", "on", "off"), default="both",
-                   help="torch: measure compiled and eager steps (both), or one (default both)")
-    p.add_argument("--strategies", help="comma-separated strategy families (default: dynamic, "
-                   "pack-lpf, buckets, static-pow2, static-64)")
-    p.add_argument("--max-shapes", type=positive_int, default=8,
-                   help="largest K of buckets (default 8)")
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=128,
+        help="nominal graphs per batch incl. the padding graph (default 128)",
+    )
+    p.add_argument(
+        "--batch-tolerance",
+        type=float,
+        default=0.1,
+        help="batch sizes searched within this fraction of --batch-size (default 0.1)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=10,
+        help="training epochs the compile time is amortised over (default 10)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        metavar="GiB",
+        help="hard limit on the worst batch's predicted peak memory: GiB, or a size such as 800MiB",
+    )
+    p.add_argument(
+        "--world-size",
+        type=positive_int,
+        default=1,
+        help="ranks per step (adds the balancing strategies; default 1)",
+    )
+    p.add_argument(
+        "--validate",
+        type=nonnegative_int,
+        default=0,
+        metavar="K",
+        help="train the top K configurations and print predicted vs measured",
+    )
+    p.add_argument(
+        "--validate-steps",
+        type=positive_int,
+        default=20,
+        help="steps per validated configuration (default 20)",
+    )
+    p.add_argument(
+        "--probes",
+        type=positive_int,
+        default=8,
+        help=f"probe shapes, at most {MAX_PROBES} (default 8)",
+    )
+    p.add_argument(
+        "--rounds", type=positive_int, default=5, help="timed steps per probe and mode (default 5)"
+    )
+    p.add_argument(
+        "--compile",
+        choices=("both", "on", "off"),
+        default="both",
+        help="torch: measure compiled and eager steps (both), or one (default both)",
+    )
+    p.add_argument(
+        "--strategies",
+        help="comma-separated strategy families (default: dynamic, "
+        "pack-lpf, buckets, static-pow2, static-64)",
+    )
+    p.add_argument(
+        "--max-shapes", type=positive_int, default=8, help="largest K of buckets (default 8)"
+    )
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--threads", type=positive_int, help="torch intra-op threads while measuring")
     p.add_argument("--on-oversize", choices=("error", "skip", "own_batch"), default="error")
     p.add_argument("--top", type=positive_int, default=15, help="rows of the ranking printed")
     p.add_argument("--out", help="write the chosen request (JSON) here")
-    p.add_argument("--result", help="write the whole result (JSON: ranking, fitted models, "
-                   "probes, validation) here; `graphbatch report --tune` reads it")
+    p.add_argument(
+        "--result",
+        help="write the whole result (JSON: ranking, fitted models, "
+        "probes, validation) here; `graphbatch report --tune` reads it",
+    )
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     p.set_defaults(func=run)
@@ -70,15 +119,21 @@ def _model_lines(result: TuneResult) -> list[str]:
     out = []
     for mode, m in result.models.items():
         t = m.time
-        out.append(f"{mode}: step {t.describe('ms')} (leave-one-out error median "
-                   f"{100 * t.loo_median:.1f}%, max {100 * t.loo_max:.1f}%)")
+        out.append(
+            f"{mode}: step {t.describe('ms')} (leave-one-out error median "
+            f"{100 * t.loo_median:.1f}%, max {100 * t.loo_max:.1f}%)"
+        )
         what = "compile" if m.compiles else "first call of a new shape"
-        out.append(f"{mode}: {what} {m.compile.first_ms / 1000:.1f} s (first shape), "
-                   f"{m.compile.per_shape_ms / 1000:.2f} s per further shape")
+        out.append(
+            f"{mode}: {what} {m.compile.first_ms / 1000:.1f} s (first shape), "
+            f"{m.compile.per_shape_ms / 1000:.2f} s per further shape"
+        )
         if m.memory is not None:
-            out.append(f"{mode}: peak {m.memory.describe('bytes')} + margin "
-                       f"{m.memory_margin:,} B (leave-one-out error max "
-                       f"{100 * m.memory.loo_max:.1f}%)")
+            out.append(
+                f"{mode}: peak {m.memory.describe('bytes')} + margin "
+                f"{m.memory_margin:,} B (leave-one-out error max "
+                f"{100 * m.memory.loo_max:.1f}%)"
+            )
     return out
 
 
@@ -86,8 +141,18 @@ def _fmt(rows):
     """Rows with floats rounded for display."""
     out = []
     for r in rows:
-        out.append({k: (f"{v:,.1f}" if isinstance(v, float) and abs(v) >= 100 else
-                        f"{v:.3g}" if isinstance(v, float) else v) for k, v in r.items()})
+        out.append(
+            {
+                k: (
+                    f"{v:,.1f}"
+                    if isinstance(v, float) and abs(v) >= 100
+                    else f"{v:.3g}"
+                    if isinstance(v, float)
+                    else v
+                )
+                for k, v in r.items()
+            }
+        )
     return out
 
 
@@ -99,8 +164,13 @@ def run(args) -> int:
     for flag in ("out", "result"):
         path = getattr(args, flag)
         if path is not None:
-            check_output_path(path, input_files(args.source), flag=f"--{flag}",
-                              suffixes=(".json",), what="tune output")
+            check_output_path(
+                path,
+                input_files(args.source),
+                flag=f"--{flag}",
+                suffixes=(".json",),
+                what="tune output",
+            )
     t0 = time.perf_counter()
 
     def progress(msg: str) -> None:
@@ -110,13 +180,28 @@ def run(args) -> int:
     strategies = None
     if args.strategies:
         strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    result = tune(args.source, model=args.model, framework=args.framework, device=args.device,
-                  batch_size=args.batch_size, epochs=args.epochs, memory_limit=args.memory_limit,
-                  world_size=args.world_size, validate=args.validate,
-                  validate_steps=args.validate_steps, probes=args.probes, rounds=args.rounds,
-                  compile=args.compile, batch_tolerance=args.batch_tolerance,
-                  strategies=strategies, max_shapes=args.max_shapes, seed=args.seed,
-                  threads=args.threads, on_oversize=args.on_oversize, progress=progress)
+    result = tune(
+        args.source,
+        model=args.model,
+        framework=args.framework,
+        device=args.device,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        memory_limit=args.memory_limit,
+        world_size=args.world_size,
+        validate=args.validate,
+        validate_steps=args.validate_steps,
+        probes=args.probes,
+        rounds=args.rounds,
+        compile=args.compile,
+        batch_tolerance=args.batch_tolerance,
+        strategies=strategies,
+        max_shapes=args.max_shapes,
+        seed=args.seed,
+        threads=args.threads,
+        on_oversize=args.on_oversize,
+        progress=progress,
+    )
     if args.out:
         result.save_request(args.out)
     if args.result:
@@ -125,10 +210,12 @@ def run(args) -> int:
         print_json(result.as_dict())
         return 0
     s = result.settings
-    print(f"tune: {s['model']} ({s['framework']}, {s['device']}), {s['num_graphs']:,} graphs, "
-          f"batch size {s['batch_size']} ±{100 * s['batch_tolerance']:.0f}%, {s['epochs']} "
-          f"epochs; {s['distinct_candidates']} distinct configurations, {s['probes']} probe "
-          f"shapes; {s['seconds']['total']:.0f} s")
+    print(
+        f"tune: {s['model']} ({s['framework']}, {s['device']}), {s['num_graphs']:,} graphs, "
+        f"batch size {s['batch_size']} ±{100 * s['batch_tolerance']:.0f}%, {s['epochs']} "
+        f"epochs; {s['distinct_candidates']} distinct configurations, {s['probes']} probe "
+        f"shapes; {s['seconds']['total']:.0f} s"
+    )
     for line in _model_lines(result):
         print("  " + line)
     print()

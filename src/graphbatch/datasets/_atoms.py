@@ -41,8 +41,15 @@ from ._extxyz import AtomsFrame
 from ._graphs import GraphArrays
 from ._neighbours import _FLAT, _box, check_cell, half_pairs, neighbour_list
 
-__all__ = ["ATOMS_PROPERTIES", "AtomsInputError", "AtomsKeys", "AtomsChunk", "convert_frames",
-           "convert_frames_reference", "store_units"]
+__all__ = [
+    "ATOMS_PROPERTIES",
+    "AtomsInputError",
+    "AtomsKeys",
+    "AtomsChunk",
+    "convert_frames",
+    "convert_frames_reference",
+    "store_units",
+]
 
 #: MACE's properties graphbatch stores: name -> (level, per-row shape, unit).
 ATOMS_PROPERTIES = {
@@ -52,9 +59,24 @@ ATOMS_PROPERTIES = {
     "virials": ("graph", (3, 3), "eV"),
     "charges": ("node", (), "e"),
 }
-_RESERVED = {"positions", "atomic_numbers", "unit_shifts", "cell", "pbc", "weight", "head",
-             "config_type", "source", "frame", "edge_index", "numbers"} | set(ATOMS_PROPERTIES) | {
-    f"{p}_weight" for p in ATOMS_PROPERTIES}
+_RESERVED = (
+    {
+        "positions",
+        "atomic_numbers",
+        "unit_shifts",
+        "cell",
+        "pbc",
+        "weight",
+        "head",
+        "config_type",
+        "source",
+        "frame",
+        "edge_index",
+        "numbers",
+    }
+    | set(ATOMS_PROPERTIES)
+    | {f"{p}_weight" for p in ATOMS_PROPERTIES}
+)
 _SHIFT_MAX = np.iinfo(np.int16).max
 
 
@@ -88,8 +110,9 @@ class AtomsKeys:
         object.__setattr__(self, "config_type_weights", dict(self.config_type_weights))
         for p in self.required:
             if p not in ATOMS_PROPERTIES:
-                raise InputError(f"required property {p!r} is not one of "
-                                 f"{sorted(ATOMS_PROPERTIES)}")
+                raise InputError(
+                    f"required property {p!r} is not one of {sorted(ATOMS_PROPERTIES)}"
+                )
             if self.key(p) is None:
                 raise InputError(f"property {p!r} is required but its key is None")
         for k in self.keep:
@@ -107,16 +130,25 @@ class AtomsKeys:
         return {p: k for p in ATOMS_PROPERTIES if (k := self.key(p)) is not None}
 
     def as_json(self) -> dict:
-        return {**{p: self.key(p) for p in ATOMS_PROPERTIES}, "required": list(self.required),
-                "keep": list(self.keep), "config_type_weights": self.config_type_weights,
-                "head": self.head, "head_key": self.head_key}
+        return {
+            **{p: self.key(p) for p in ATOMS_PROPERTIES},
+            "required": list(self.required),
+            "keep": list(self.keep),
+            "config_type_weights": self.config_type_weights,
+            "head": self.head,
+            "head_key": self.head_key,
+        }
 
 
 def store_units(keys: AtomsKeys, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The units stated in a store's meta (values are stored as read; these are ASE's and
     MACE's conventions, ``extra`` overrides them)."""
-    units = {"positions": "Å", "cell": "Å", "unit_shifts": "cell vectors",
-             **{p: ATOMS_PROPERTIES[p][2] for p in keys.used()}}
+    units = {
+        "positions": "Å",
+        "cell": "Å",
+        "unit_shifts": "cell vectors",
+        **{p: ATOMS_PROPERTIES[p][2] for p in keys.used()},
+    }
     units.update(extra or {})
     return units
 
@@ -201,21 +233,42 @@ def _keep_value(frame: AtomsFrame, k: str, where: str, kept: dict, kept_level: d
         raise _fail(where, frame.frame, k, "missing (a --keep key must be in every frame)")
     level = "node" if in_arrays else "graph"
     if kept_level.setdefault(k, level) != level:
-        raise _fail(where, frame.frame, k, f"is per-{level} here but per-{kept_level[k]} "
-                    "in earlier frames")
+        raise _fail(
+            where, frame.frame, k, f"is per-{level} here but per-{kept_level[k]} in earlier frames"
+        )
     a = _finite(_numeric(value, where, frame.frame, k), where, frame.frame, k)
     row = a.shape[1:] if level == "node" else a.shape
     if level == "node" and a.shape[:1] != (n,):
         raise _fail(where, frame.frame, k, f"has shape {a.shape} for {n} atoms")
     if kept[k] and row != kept[k][0].shape[1:]:
-        raise _fail(where, frame.frame, k, f"has rows of shape {row}, earlier frames "
-                    f"{kept[k][0].shape[1:]}")
+        raise _fail(
+            where, frame.frame, k, f"has rows of shape {row}, earlier frames {kept[k][0].shape[1:]}"
+        )
     kept[k].append(a if level == "node" else a[None])
 
 
-def _chunk(n_node, n_edge, senders, receivers, shifts, node: dict, graph: dict, used, values,
-           pweights, w_l, head_l, ct_l, frame_l, source, kept, kept_level, ctypes, heads,
-           present) -> AtomsChunk:
+def _chunk(
+    n_node,
+    n_edge,
+    senders,
+    receivers,
+    shifts,
+    node: dict,
+    graph: dict,
+    used,
+    values,
+    pweights,
+    w_l,
+    head_l,
+    ct_l,
+    frame_l,
+    source,
+    kept,
+    kept_level,
+    ctypes,
+    heads,
+    present,
+) -> AtomsChunk:
     """Assemble converted frames (lists per frame, or block arrays) into an `AtomsChunk`."""
     for p in used:
         level = ATOMS_PROPERTIES[p][0]
@@ -235,13 +288,20 @@ def _chunk(n_node, n_edge, senders, receivers, shifts, node: dict, graph: dict, 
         target = node if kept_level[k] == "node" else graph
         target[k] = np.concatenate(parts)
     ei = np.stack([senders, receivers]).astype(np.int32)
-    graphs = GraphArrays(n_node=np.asarray(n_node), n_edge=np.asarray(n_edge), edge_index=ei,
-                         node=node, edge={"unit_shifts": shifts.astype(np.int16)}, graph=graph)
+    graphs = GraphArrays(
+        n_node=np.asarray(n_node),
+        n_edge=np.asarray(n_edge),
+        edge_index=ei,
+        node=node,
+        edge={"unit_shifts": shifts.astype(np.int16)},
+        graph=graph,
+    )
     return AtomsChunk(graphs, ctypes.names, heads.names, present)
 
 
-def convert_frames_reference(frames: Iterable[AtomsFrame], *, cutoff: float, keys: AtomsKeys,
-                             source: int, where: str) -> AtomsChunk:
+def convert_frames_reference(
+    frames: Iterable[AtomsFrame], *, cutoff: float, keys: AtomsKeys, source: int, where: str
+) -> AtomsChunk:
     """`convert_frames`, frame by frame: the plain form (and the one that names the first bad
     value: file, frame, field)."""
     used = keys.used()
@@ -262,19 +322,33 @@ def convert_frames_reference(frames: Iterable[AtomsFrame], *, cutoff: float, key
         z = atoms.numbers
         if z.min() < 1 or z.max() > 118:
             a = int(np.flatnonzero((z < 1) | (z > 118))[0])
-            raise _fail(where, frame, "atomic_numbers", f"atom {a} has atomic number "
-                        f"{int(z[a])} (unknown species {_symbol(int(z[a]))!r}; need 1..118)")
+            raise _fail(
+                where,
+                frame,
+                "atomic_numbers",
+                f"atom {a} has atomic number "
+                f"{int(z[a])} (unknown species {_symbol(int(z[a]))!r}; need 1..118)",
+            )
         pos = _finite(np.asarray(atoms.positions, dtype=np.float64), where, frame, "positions")
         cell = np.asarray(atoms.cell, dtype=np.float64)
         pbc = np.asarray(atoms.pbc, dtype=bool)
         why = check_cell(cell, pbc)
         if why is not None:
-            raise _fail(where, frame, "cell", f"{why} (pbc {pbc.astype(int).tolist()}, cell "
-                        f"{np.round(cell, 6).tolist()})")
+            raise _fail(
+                where,
+                frame,
+                "cell",
+                f"{why} (pbc {pbc.astype(int).tolist()}, cell {np.round(cell, 6).tolist()})",
+            )
         i, j, s = neighbour_list(pos, cell, pbc, cutoff)
         if s.size and int(np.abs(s).max()) > _SHIFT_MAX:
-            raise _fail(where, frame, "cell", f"a periodic image {int(np.abs(s).max())} cells "
-                        f"away is within the cutoff (more than {_SHIFT_MAX})")
+            raise _fail(
+                where,
+                frame,
+                "cell",
+                f"a periodic image {int(np.abs(s).max())} cells "
+                f"away is within the cutoff (more than {_SHIFT_MAX})",
+            )
         info = atoms.info
         for p, key in used.items():
             level, shape, _ = ATOMS_PROPERTIES[p]
@@ -282,10 +356,18 @@ def convert_frames_reference(frames: Iterable[AtomsFrame], *, cutoff: float, key
             if value is None:
                 if p in keys.required:
                     what = "array" if level == "node" else "info key"
-                    hint = (f"; ASE read a calculator {p!r}: use --{p}-key {p}"
-                            if p in atoms.results else "")
-                    raise _fail(where, frame, key, f"missing (no {what} {key!r}; required "
-                                f"{p}, set its key option or make it optional{hint})")
+                    hint = (
+                        f"; ASE read a calculator {p!r}: use --{p}-key {p}"
+                        if p in atoms.results
+                        else ""
+                    )
+                    raise _fail(
+                        where,
+                        frame,
+                        key,
+                        f"missing (no {what} {key!r}; required "
+                        f"{p}, set its key option or make it optional{hint})",
+                    )
                 values[p].append(np.zeros((n, *shape) if level == "node" else shape))
                 pweights[p].append(0.0)
                 continue
@@ -322,12 +404,33 @@ def convert_frames_reference(frames: Iterable[AtomsFrame], *, cutoff: float, key
         frame_l.append(frame)
     if not n_node:
         raise AtomsInputError(f"{where}: no frames")
-    node = {"positions": np.concatenate(pos_l),
-            "atomic_numbers": np.concatenate(z_l).astype(np.uint8)}
+    node = {
+        "positions": np.concatenate(pos_l),
+        "atomic_numbers": np.concatenate(z_l).astype(np.uint8),
+    }
     graph = {"cell": np.stack(cell_l), "pbc": np.stack(pbc_l)}
-    return _chunk(n_node, n_edge, np.concatenate(senders), np.concatenate(receivers),
-                  np.concatenate(shifts), node, graph, used, values, pweights, w_l, head_l,
-                  ct_l, frame_l, source, kept, kept_level, ctypes, heads, present)
+    return _chunk(
+        n_node,
+        n_edge,
+        np.concatenate(senders),
+        np.concatenate(receivers),
+        np.concatenate(shifts),
+        node,
+        graph,
+        used,
+        values,
+        pweights,
+        w_l,
+        head_l,
+        ct_l,
+        frame_l,
+        source,
+        kept,
+        kept_level,
+        ctypes,
+        heads,
+        present,
+    )
 
 
 class _NotPlain(GraphbatchError):
@@ -360,7 +463,7 @@ def _bulk_values(p: str, raw: list, counts: np.ndarray) -> tuple[np.ndarray, lis
                 raise _NotPlain
             parts.append(v)
         out = np.concatenate(parts) if parts else np.zeros((0, *shape))
-    else:                                                  # stress / virials: 3x3 matrices
+    else:  # stress / virials: 3x3 matrices
         rows = []
         for v in raw:
             if v is None:
@@ -368,7 +471,7 @@ def _bulk_values(p: str, raw: list, counts: np.ndarray) -> tuple[np.ndarray, lis
             elif type(v) is not np.ndarray or v.dtype != np.float64:
                 raise _NotPlain
             elif v.shape == (6,):
-                rows.append(v[_VOIGT])                     # Voigt -> 3x3 in row order
+                rows.append(v[_VOIGT])  # Voigt -> 3x3 in row order
             elif v.shape in ((9,), (3, 3)):
                 rows.append(v.reshape(9))
             else:
@@ -385,13 +488,16 @@ _VOIGT = np.array([0, 5, 4, 5, 1, 3, 4, 3, 2])
 
 def _det3(c: np.ndarray) -> np.ndarray:
     """Determinants of ``[F, 3, 3]`` matrices (cofactor expansion)."""
-    return (c[:, 0, 0] * (c[:, 1, 1] * c[:, 2, 2] - c[:, 1, 2] * c[:, 2, 1])
-            - c[:, 0, 1] * (c[:, 1, 0] * c[:, 2, 2] - c[:, 1, 2] * c[:, 2, 0])
-            + c[:, 0, 2] * (c[:, 1, 0] * c[:, 2, 1] - c[:, 1, 1] * c[:, 2, 0]))
+    return (
+        c[:, 0, 0] * (c[:, 1, 1] * c[:, 2, 2] - c[:, 1, 2] * c[:, 2, 1])
+        - c[:, 0, 1] * (c[:, 1, 0] * c[:, 2, 2] - c[:, 1, 2] * c[:, 2, 0])
+        + c[:, 0, 2] * (c[:, 1, 0] * c[:, 2, 1] - c[:, 1, 1] * c[:, 2, 0])
+    )
 
 
-def _convert_plain(frames: list[AtomsFrame], cutoff: float, keys: AtomsKeys, source: int,
-                   where: str) -> AtomsChunk:
+def _convert_plain(
+    frames: list[AtomsFrame], cutoff: float, keys: AtomsKeys, source: int, where: str
+) -> AtomsChunk:
     """`convert_frames` vectorised over the block; raises `_NotPlain` where
     `convert_frames_reference` must decide."""
     used = keys.used()
@@ -405,8 +511,12 @@ def _convert_plain(frames: list[AtomsFrame], cutoff: float, keys: AtomsKeys, sou
     pos = np.concatenate([f.positions for f in frames]).astype(np.float64, copy=False)
     cells = np.stack([f.cell for f in frames]).astype(np.float64, copy=False)
     pbcs = np.stack([f.pbc for f in frames]).astype(bool, copy=False)
-    if (z.shape[0] != int(counts.sum()) or pos.shape != (z.shape[0], 3)
-            or cells.shape != (f_count, 3, 3) or pbcs.shape != (f_count, 3)):
+    if (
+        z.shape[0] != int(counts.sum())
+        or pos.shape != (z.shape[0], 3)
+        or cells.shape != (f_count, 3, 3)
+        or pbcs.shape != (f_count, 3)
+    ):
         raise _NotPlain
     if z.min() < 1 or z.max() > 118 or not np.isfinite(pos).all():
         raise _NotPlain
@@ -414,8 +524,11 @@ def _convert_plain(frames: list[AtomsFrame], cutoff: float, keys: AtomsKeys, sou
     # (2x the margin of `check_cell`/`_box`); the rest are checked one by one
     periodic = pbcs.all(axis=1)
     lengths = np.sqrt((cells * cells).sum(axis=2))
-    clear = (periodic & np.isfinite(cells).all(axis=(1, 2))
-             & (np.abs(_det3(cells)) > 2 * _FLAT * lengths.prod(axis=1)))
+    clear = (
+        periodic
+        & np.isfinite(cells).all(axis=(1, 2))
+        & (np.abs(_det3(cells)) > 2 * _FLAT * lengths.prod(axis=1))
+    )
     boxes = []
     for f in range(f_count):
         if clear[f]:
@@ -429,7 +542,7 @@ def _convert_plain(frames: list[AtomsFrame], cutoff: float, keys: AtomsKeys, sou
     np.cumsum(counts, out=offsets[1:])
     pairs_l, shifts_l = [], []
     for f in range(f_count):
-        p, s = half_pairs(pos[offsets[f]:offsets[f + 1]], boxes[f], pbcs[f], cutoff)
+        p, s = half_pairs(pos[offsets[f] : offsets[f + 1]], boxes[f], pbcs[f], cutoff)
         pairs_l.append(p)
         shifts_l.append(s)
     half = np.fromiter((p.shape[0] for p in pairs_l), dtype=np.int64, count=f_count)
@@ -443,8 +556,9 @@ def _convert_plain(frames: list[AtomsFrame], cutoff: float, keys: AtomsKeys, sou
     w_l, head_l, ct_l = [], [], []
     kept: dict[str, list] = {k: [] for k in keys.keep}
     kept_level: dict[str, str] = {}
-    lookups = [(p, key, ATOMS_PROPERTIES[p][0] == "node", f"config_{p}_weight")
-               for p, key in used.items()]
+    lookups = [
+        (p, key, ATOMS_PROPERTIES[p][0] == "node", f"config_{p}_weight") for p, key in used.items()
+    ]
     head_key = keys.head_key
     for fr in frames:
         info, results = fr.info, fr.results
@@ -486,13 +600,33 @@ def _convert_plain(frames: list[AtomsFrame], cutoff: float, keys: AtomsKeys, sou
     unit[fwd], unit[back] = shifts, -shifts
     node = {"positions": pos, "atomic_numbers": z.astype(np.uint8)}
     graph = {"cell": cells, "pbc": pbcs}
-    return _chunk(counts, n_edge, senders, receivers, unit, node, graph, used, values,
-                  pweights, w_l, head_l, ct_l, [f.frame for f in frames], source, kept,
-                  kept_level, ctypes, heads, present)
+    return _chunk(
+        counts,
+        n_edge,
+        senders,
+        receivers,
+        unit,
+        node,
+        graph,
+        used,
+        values,
+        pweights,
+        w_l,
+        head_l,
+        ct_l,
+        [f.frame for f in frames],
+        source,
+        kept,
+        kept_level,
+        ctypes,
+        heads,
+        present,
+    )
 
 
-def convert_frames(frames: Iterable[AtomsFrame], *, cutoff: float, keys: AtomsKeys,
-                   source: int, where: str) -> AtomsChunk:
+def convert_frames(
+    frames: Iterable[AtomsFrame], *, cutoff: float, keys: AtomsKeys, source: int, where: str
+) -> AtomsChunk:
     """Convert the `AtomsFrame` records ``frames`` of input ``source`` (named ``where`` in
     errors) to one `AtomsChunk` of graphs with the store schema (module docstring).
 
@@ -507,8 +641,9 @@ def convert_frames(frames: Iterable[AtomsFrame], *, cutoff: float, keys: AtomsKe
     try:
         return _convert_plain(frames, cutoff, keys, source, where)
     except Exception:  # _NotPlain, or an error the reference must report in frame order
-        return convert_frames_reference(frames, cutoff=cutoff, keys=keys, source=source,
-                                        where=where)
+        return convert_frames_reference(
+            frames, cutoff=cutoff, keys=keys, source=source, where=where
+        )
 
 
 def remap_codes(codes: np.ndarray, local: Sequence[str], table: list[str]) -> np.ndarray:

@@ -69,30 +69,38 @@ def extxyz_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]
             if not head.strip():  # ASE stops at a blank line
                 rest = fh.read(1 << 16)
                 if rest.strip():
-                    raise AtomsInputError(f"{path}: line {line_no}: a blank line inside the "
-                                          f"file after frame {frame - 1} (extxyz frames follow "
-                                          "each other directly)")
+                    raise AtomsInputError(
+                        f"{path}: line {line_no}: a blank line inside the "
+                        f"file after frame {frame - 1} (extxyz frames follow "
+                        "each other directly)"
+                    )
                 break
             try:
                 n = int(head)
             except ValueError:
-                raise AtomsInputError(f"{path}: frame {frame} (line {line_no}): atom count: "
-                                      "expected an integer, got "
-                                      f"{head[:60].decode(errors='replace').strip()!r}") from None
+                raise AtomsInputError(
+                    f"{path}: frame {frame} (line {line_no}): atom count: "
+                    "expected an integer, got "
+                    f"{head[:60].decode(errors='replace').strip()!r}"
+                ) from None
             if n < 0:
-                raise AtomsInputError(f"{path}: frame {frame} (line {line_no}): atom count: "
-                                      f"{n} < 0")
+                raise AtomsInputError(
+                    f"{path}: frame {frame} (line {line_no}): atom count: {n} < 0"
+                )
             lines.append(line_no)
             for _ in range(n + 1):
                 if not fh.readline():
-                    raise AtomsInputError(f"{path}: frame {frame} (line {line_no}): the file "
-                                          f"ends inside the frame ({n} atoms announced)")
+                    raise AtomsInputError(
+                        f"{path}: frame {frame} (line {line_no}): the file "
+                        f"ends inside the frame ({n} atoms announced)"
+                    )
             line_no += n + 1
             frame += 1
             offset_next = fh.tell()
             if len(lines) == chunk_frames:
-                yield _Block("extxyz", path, source, block_start, offset_next, block_first,
-                             tuple(lines))
+                yield _Block(
+                    "extxyz", path, source, block_start, offset_next, block_first, tuple(lines)
+                )
                 block_start, block_first, lines = offset_next, frame, []
             offset = offset_next
     if lines:
@@ -130,7 +138,7 @@ def _ase_frame(lines: list[str], at: int, block: _Block, k: int) -> AtomsFrame:
     import ase.io
 
     n = int(lines[at])
-    chunk = "\n".join(lines[at:at + n + 2]) + "\n"
+    chunk = "\n".join(lines[at : at + n + 2]) + "\n"
     try:
         atoms = next(ase.io.iread(io.StringIO(chunk), index=":", format="extxyz"))
     except KeyError as exc:  # ASE's symbol table: an unknown species
@@ -138,18 +146,21 @@ def _ase_frame(lines: list[str], at: int, block: _Block, k: int) -> AtomsFrame:
         line, _ = _bad_atom_line(lines, at, block.lines[k], symbol)
         raise AtomsInputError(
             f"{block.path}: frame {block.first + k} (line {line}): species: unknown "
-            f"chemical symbol {symbol!r}") from None
+            f"chemical symbol {symbol!r}"
+        ) from None
     except Exception as exc:  # ASE's parse errors have many types
         line, field = _bad_atom_line(lines, at, block.lines[k])
         where = f"{field}: " if field else ""
         raise AtomsInputError(
             f"{block.path}: frame {block.first + k} (line {line}): malformed extxyz: {where}"
-            f"{type(exc).__name__}: {str(exc).strip()[:200]}") from None
+            f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        ) from None
     return frame_from_atoms(block.first + k, atoms)
 
 
-def _bad_atom_line(lines: list[str], at: int, first: int,
-                   symbol: str | None = None) -> tuple[int, str | None]:
+def _bad_atom_line(
+    lines: list[str], at: int, first: int, symbol: str | None = None
+) -> tuple[int, str | None]:
     """Where in the frame whose count line is ``lines[at]`` (line ``first`` of the file) ASE
     could not parse, as far as can be told: ``(line, field)`` of the comment line (field
     ``comment line`` or ``Properties``) when it does not parse, else of the first atom line
@@ -207,8 +218,7 @@ def _db_frames(block: _Block) -> Iterator[AtomsFrame]:
 def _convert_block(args: tuple[_Block, float, AtomsKeys]) -> AtomsChunk:
     block, cutoff, keys = args
     frames = _extxyz_frames(block) if block.fmt == "extxyz" else _db_frames(block)
-    return convert_frames(frames, cutoff=cutoff, keys=keys, source=block.source,
-                          where=block.path)
+    return convert_frames(frames, cutoff=cutoff, keys=keys, source=block.source, where=block.path)
 
 
 def _worker_start() -> None:
@@ -216,8 +226,9 @@ def _worker_start() -> None:
     import_vesin(without_torch=True)
 
 
-def _converted(blocks: Iterator[_Block], cutoff: float, keys: AtomsKeys,
-               workers: int) -> Iterator[AtomsChunk]:
+def _converted(
+    blocks: Iterator[_Block], cutoff: float, keys: AtomsKeys, workers: int
+) -> Iterator[AtomsChunk]:
     """Chunks of ``blocks`` in order, converted here or by ``workers`` processes (spawned: the
     caller may hold torch or threads) at most ``2 * workers`` blocks ahead."""
     if workers <= 1:
@@ -227,8 +238,9 @@ def _converted(blocks: Iterator[_Block], cutoff: float, keys: AtomsKeys,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_start) as pool:
+    with ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
+    ) as pool:
         pending: deque = deque()
         try:
             for block in blocks:
@@ -249,11 +261,19 @@ def _format_of(path: str) -> str:
     return "extxyz"
 
 
-def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
-                      out: str | os.PathLike, *, cutoff: float, format: str | None = None,
-                      keys: AtomsKeys | None = None, workers: int = 1, chunk_frames: int = 512,
-                      units: dict[str, str] | None = None, name: str | None = None,
-                      progress: bool = False) -> BuildReport:
+def build_atoms_store(
+    sources: str | os.PathLike | Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    *,
+    cutoff: float,
+    format: str | None = None,
+    keys: AtomsKeys | None = None,
+    workers: int = 1,
+    chunk_frames: int = 512,
+    units: dict[str, str] | None = None,
+    name: str | None = None,
+    progress: bool = False,
+) -> BuildReport:
     """Read structures from extxyz files or ASE databases ``sources`` and write their radius
     graphs at ``cutoff`` (in the positions' unit, Å) with MACE's edge set, labels and weights
     to a graph store at ``out`` (schema: `graphbatch.datasets._atoms`).
@@ -287,18 +307,36 @@ def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
             raise InputError(f"{p}: no such file")
     check_output_path(out, paths)
     if keys is None:
-        keys = (AtomsKeys(energy="energy", forces="forces", stress="stress", virials="virials",
-                          charges="charges") if set(fmts) == {"ase-db"} else AtomsKeys())
+        keys = (
+            AtomsKeys(
+                energy="energy",
+                forces="forces",
+                stress="stress",
+                virials="virials",
+                charges="charges",
+            )
+            if set(fmts) == {"ase-db"}
+            else AtomsKeys()
+        )
     import ase
 
     vesin = import_vesin()
     meta = {
-        "dataset": "atoms", "schema": "graphbatch-atoms-1", "sources": paths, "formats": fmts,
-        "cutoff_angstrom": cutoff, "keys": keys.as_json(), "units": store_units(keys, units),
-        "neighbour_list": {"library": NEIGHBOUR_LIBRARY, "version": vesin.__version__,
-                           "edges": "MACE's get_neighborhood: |x_j - x_i + S @ cell| < cutoff, "
-                                    "no self-edge at S = 0"},
-        "reader": f"ase {ase.__version__}", "python": platform.python_version(),
+        "dataset": "atoms",
+        "schema": "graphbatch-atoms-1",
+        "sources": paths,
+        "formats": fmts,
+        "cutoff_angstrom": cutoff,
+        "keys": keys.as_json(),
+        "units": store_units(keys, units),
+        "neighbour_list": {
+            "library": NEIGHBOUR_LIBRARY,
+            "version": vesin.__version__,
+            "edges": "MACE's get_neighborhood: |x_j - x_i + S @ cell| < cutoff, "
+            "no self-edge at S = 0",
+        },
+        "reader": f"ase {ase.__version__}",
+        "python": platform.python_version(),
     }
 
     def blocks() -> Iterator[_Block]:
@@ -320,8 +358,9 @@ def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
         with GraphStoreWriter(out, name=name or Path(paths[0]).stem, meta=meta) as writer:
             for chunk in _converted(blocks(), cutoff, keys, int(workers)):
                 g = chunk.graphs
-                g.graph["config_type"] = remap_codes(g.graph["config_type"], chunk.config_types,
-                                                     config_types)
+                g.graph["config_type"] = remap_codes(
+                    g.graph["config_type"], chunk.config_types, config_types
+                )
                 g.graph["head"] = remap_codes(g.graph["head"], chunk.heads, heads)
                 writer.append(g)
                 seen[g.node["atomic_numbers"]] = True
@@ -334,12 +373,20 @@ def build_atoms_store(sources: str | os.PathLike | Sequence[str | os.PathLike],
                     bar.update(len(g))
             if len(config_types) > np.iinfo(np.int32).max or len(heads) > np.iinfo(np.int16).max:
                 raise InputError("too many distinct config types or heads")
-            writer.meta.update(config_types=config_types, heads=heads,
-                               frames_with={p: int(c) for p, c in present.items()},
-                               elements=[int(z) for z in np.flatnonzero(seen)])
+            writer.meta.update(
+                config_types=config_types,
+                heads=heads,
+                frames_with={p: int(c) for p, c in present.items()},
+                elements=[int(z) for z in np.flatnonzero(seen)],
+            )
     finally:
         if bar is not None:
             bar.close()
-    return BuildReport(path=Path(out), dataset="atoms", n_graph=n_graph, n_node=n_node,
-                       n_edge=n_edge, seconds=time.perf_counter() - t0)
-
+    return BuildReport(
+        path=Path(out),
+        dataset="atoms",
+        n_graph=n_graph,
+        n_node=n_node,
+        n_edge=n_edge,
+        seconds=time.perf_counter() - t0,
+    )

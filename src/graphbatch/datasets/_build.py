@@ -32,8 +32,16 @@ if TYPE_CHECKING:
     #: What `load_records` reads: QM9 molecules, MOSES SMILES or Python files.
     Records = QM9Molecules | list[str] | list[Path]
 
-__all__ = ["DATASETS", "BuildOptions", "BuildReport", "build_store", "load_records",
-           "record_count", "slice_records", "write_partition"]
+__all__ = [
+    "DATASETS",
+    "BuildOptions",
+    "BuildReport",
+    "build_store",
+    "load_records",
+    "record_count",
+    "slice_records",
+    "write_partition",
+]
 
 #: Dataset names understood by `build_store` (and ``graphbatch data build``).
 DATASETS = ("qm9", "moses", "code")
@@ -58,16 +66,23 @@ class BuildOptions:
         if self.dataset not in DATASETS:
             raise InputError(f"unknown dataset {self.dataset!r}; choose one of {DATASETS}")
         if self.graph not in GRAPH_METHODS:
-            raise InputError(f"unknown graph construction {self.graph!r}; choose one of "
-                             f"{GRAPH_METHODS}")
+            raise InputError(
+                f"unknown graph construction {self.graph!r}; choose one of {GRAPH_METHODS}"
+            )
         if self.limit is not None and (isinstance(self.limit, bool) or int(self.limit) < 0):
             raise InputError(f"limit must be >= 0, got {self.limit!r}")
         return self
 
     def as_json(self) -> dict:
-        return {"dataset": self.dataset, "graph": self.graph, "cutoff": self.cutoff,
-                "k": self.k, "limit": self.limit, "source": self.source,
-                "reverse_edges": self.reverse_edges}
+        return {
+            "dataset": self.dataset,
+            "graph": self.graph,
+            "cutoff": self.cutoff,
+            "k": self.k,
+            "limit": self.limit,
+            "source": self.source,
+            "reverse_edges": self.reverse_edges,
+        }
 
 
 @dataclass(frozen=True)
@@ -88,8 +103,9 @@ class BuildReport:
         return self.n_graph / self.seconds if self.seconds > 0 else float("inf")
 
 
-def _tqdm_chunks(chunks: Iterable[GraphArrays], total: int | None, unit: str,
-                 desc: str) -> Iterator[GraphArrays]:
+def _tqdm_chunks(
+    chunks: Iterable[GraphArrays], total: int | None, unit: str, desc: str
+) -> Iterator[GraphArrays]:
     from tqdm import tqdm
 
     with tqdm(total=total, unit=unit, desc=desc) as bar:
@@ -105,35 +121,43 @@ def load_records(opts: BuildOptions) -> tuple[Records, dict]:
     ``limit``); code -> list of ``.py`` file paths (``limit`` counts functions, applied during
     conversion)."""
     opts.check()
-    meta: dict = {"dataset": opts.dataset, "limit": opts.limit,
-                  "python": platform.python_version()}
+    meta: dict = {"dataset": opts.dataset, "limit": opts.limit, "python": platform.python_version()}
     records: Records
     if opts.dataset == "qm9":
         from ._qm9 import QM9_TARGETS, load_qm9
 
         records = load_qm9(opts.limit, opts.source)
-        meta.update(graph=opts.graph,
-                    cutoff_angstrom=opts.cutoff if opts.graph == "radius" else None,
-                    k=opts.k if opts.graph == "knn" else None,
-                    source="qm9pack 1.0.3 (data/qm9_part*.csv)",
-                    targets=[{"name": n, "column": c, "unit": u} for n, c, u in QM9_TARGETS],
-                    units={"pos": "angstrom", "edge_dist": "angstrom"})
+        meta.update(
+            graph=opts.graph,
+            cutoff_angstrom=opts.cutoff if opts.graph == "radius" else None,
+            k=opts.k if opts.graph == "knn" else None,
+            source="qm9pack 1.0.3 (data/qm9_part*.csv)",
+            targets=[{"name": n, "column": c, "unit": u} for n, c, u in QM9_TARGETS],
+            units={"pos": "angstrom", "edge_dist": "angstrom"},
+        )
     elif opts.dataset == "moses":
         from ._moses import load_moses_smiles
         from ._ogb import atom_feature_dims, bond_feature_dims
 
         records = load_moses_smiles("train", opts.limit, opts.source)
-        meta.update(source="molsets 0.3.1 (moses/dataset/data/train.csv.gz)",
-                    featurisation="OGB smiles2graph (9 atom, 3 bond features)",
-                    atom_feature_dims=atom_feature_dims(), bond_feature_dims=bond_feature_dims())
+        meta.update(
+            source="molsets 0.3.1 (moses/dataset/data/train.csv.gz)",
+            featurisation="OGB smiles2graph (9 atom, 3 bond features)",
+            atom_feature_dims=atom_feature_dims(),
+            bond_feature_dims=bond_feature_dims(),
+        )
     else:
         from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, python_files
 
         root, files = python_files(opts.source)
         records = files
-        meta.update(source=str(root), files=[str(f.relative_to(root)) for f in files],
-                    node_types=list(AST_NODE_TYPES), edge_types=list(CODE_EDGE_TYPES),
-                    reverse_edges=opts.reverse_edges)
+        meta.update(
+            source=str(root),
+            files=[str(f.relative_to(root)) for f in files],
+            node_types=list(AST_NODE_TYPES),
+            edge_types=list(CODE_EDGE_TYPES),
+            reverse_edges=opts.reverse_edges,
+        )
     return records, meta
 
 
@@ -150,9 +174,13 @@ def slice_records(records: Records, start: int, stop: int) -> Records:
         first = np.zeros(len(records) + 1, dtype=np.int64)
         np.cumsum(records.n_node, out=first[1:])
         a, b = first[start], first[stop]
-        return QM9Molecules(z=records.z[a:b], pos=records.pos[a:b],
-                            n_node=records.n_node[start:stop], y=records.y[start:stop],
-                            index=records.index[start:stop])
+        return QM9Molecules(
+            z=records.z[a:b],
+            pos=records.pos[a:b],
+            n_node=records.n_node[start:stop],
+            y=records.y[start:stop],
+            index=records.index[start:stop],
+        )
     return records[start:stop]  # a list: a new one
 
 
@@ -161,14 +189,25 @@ def _shift_graph_field(chunk: GraphArrays, name: str, start: int) -> GraphArrays
         return chunk
     graph = dict(chunk.graph)
     graph[name] = (graph[name] + start).astype(graph[name].dtype)
-    return GraphArrays(n_node=chunk.n_node, n_edge=chunk.n_edge, edge_index=chunk.edge_index,
-                       node=chunk.node, edge=chunk.edge, graph=graph)
+    return GraphArrays(
+        n_node=chunk.n_node,
+        n_edge=chunk.n_edge,
+        edge_index=chunk.edge_index,
+        node=chunk.node,
+        edge=chunk.edge,
+        graph=graph,
+    )
 
 
-def convert_records(opts: BuildOptions, records: Records, *, start: int = 0,
-                    workers: int | None = 1,
-                    progress: bool = False, failures: list | None = None,
-                    ) -> Iterator[GraphArrays]:
+def convert_records(
+    opts: BuildOptions,
+    records: Records,
+    *,
+    start: int = 0,
+    workers: int | None = 1,
+    progress: bool = False,
+    failures: list | None = None,
+) -> Iterator[GraphArrays]:
     """Graphs of ``records`` (records ``start:start + len(records)`` of the whole source) in
     chunks. Ids and ``failures`` entries ``(index, message)`` use global record indices.
     ``workers``: processes for MOSES SMILES conversion (1 = in this process)."""
@@ -176,9 +215,13 @@ def convert_records(opts: BuildOptions, records: Records, *, start: int = 0,
     if opts.dataset == "qm9":
         from ._qm9 import qm9_graphs
 
-        chunks = qm9_graphs(opts.graph, cutoff=opts.cutoff, k=opts.k,
-                            mols=cast("QM9Molecules", records),
-                            chunk_size=2048)
+        chunks = qm9_graphs(
+            opts.graph,
+            cutoff=opts.cutoff,
+            k=opts.k,
+            mols=cast("QM9Molecules", records),
+            chunk_size=2048,
+        )
         if progress:
             chunks = _tqdm_chunks(chunks, len(records), "mol", f"QM9 -> {opts.graph} graphs")
         yield from chunks  # QM9's graph id is the GDB-9 id: global already
@@ -187,26 +230,37 @@ def convert_records(opts: BuildOptions, records: Records, *, start: int = 0,
         if opts.dataset == "moses":
             from ._moses import smiles_graphs
 
-            for chunk in smiles_graphs(cast("list[str]", records), workers=workers,
-                                       progress=progress,
-                                       failures=local):
+            for chunk in smiles_graphs(
+                cast("list[str]", records), workers=workers, progress=progress, failures=local
+            ):
                 yield _shift_graph_field(chunk, "index", start)
         else:
             from ._code import code_graphs
 
-            for chunk in code_graphs(files=cast("list[Path]", records), limit=opts.limit,
-                                     reverse_edges=opts.reverse_edges, progress=progress,
-                                     failures=local):
+            for chunk in code_graphs(
+                files=cast("list[Path]", records),
+                limit=opts.limit,
+                reverse_edges=opts.reverse_edges,
+                progress=progress,
+                failures=local,
+            ):
                 yield _shift_graph_field(chunk, "file_index", start)
     finally:
         if failures is not None:
             failures.extend((start + int(i), msg) for i, msg in local)
 
 
-def write_partition(out: str | os.PathLike, opts: BuildOptions, records: Records, meta: dict,
-                    *,
-                    start: int = 0, workers: int | None = 1, progress: bool = False,
-                    allow_empty: bool = False) -> BuildReport:
+def write_partition(
+    out: str | os.PathLike,
+    opts: BuildOptions,
+    records: Records,
+    meta: dict,
+    *,
+    start: int = 0,
+    workers: int | None = 1,
+    progress: bool = False,
+    allow_empty: bool = False,
+) -> BuildReport:
     """Convert ``records`` (starting at global record ``start``) and write them to one store at
     ``out`` atomically (`GraphStoreWriter`: the file appears only when complete). If no record
     converts, raises ``ValueError`` -- or, with ``allow_empty`` (a shard of a bigger build),
@@ -215,8 +269,9 @@ def write_partition(out: str | os.PathLike, opts: BuildOptions, records: Records
     failures: list = []
     n_graph = n_node = n_edge = 0
     with GraphStoreWriter(out, name=opts.dataset, meta=meta) as writer:
-        for chunk in convert_records(opts, records, start=start, workers=workers,
-                                     progress=progress, failures=failures):
+        for chunk in convert_records(
+            opts, records, start=start, workers=workers, progress=progress, failures=failures
+        ):
             writer.append(chunk)
             n_graph += len(chunk)
             n_node += int(chunk.n_node.sum())
@@ -225,17 +280,35 @@ def write_partition(out: str | os.PathLike, opts: BuildOptions, records: Records
         if n_graph == 0 and allow_empty:
             writer.discard()
         elif n_graph == 0:
-            raise InputError(f"no {opts.dataset} graphs were built (limit={opts.limit}, "
-                             f"records {start}:{start + record_count(records)}, "
-                             f"{len(failures)} failures)")
-    return BuildReport(path=Path(out), dataset=opts.dataset, n_graph=n_graph, n_node=n_node,
-                       n_edge=n_edge, seconds=time.perf_counter() - t0, failures=failures)
+            raise InputError(
+                f"no {opts.dataset} graphs were built (limit={opts.limit}, "
+                f"records {start}:{start + record_count(records)}, "
+                f"{len(failures)} failures)"
+            )
+    return BuildReport(
+        path=Path(out),
+        dataset=opts.dataset,
+        n_graph=n_graph,
+        n_node=n_node,
+        n_edge=n_edge,
+        seconds=time.perf_counter() - t0,
+        failures=failures,
+    )
 
 
-def build_store(dataset: str, out: str | os.PathLike, *, graph: str = "radius",
-                cutoff: float = 6.0, k: int = 24, limit: int | None = None,
-                source: str | os.PathLike | None = None, workers: int | None = None,
-                reverse_edges: bool = False, progress: bool = False) -> BuildReport:
+def build_store(
+    dataset: str,
+    out: str | os.PathLike,
+    *,
+    graph: str = "radius",
+    cutoff: float = 6.0,
+    k: int = 24,
+    limit: int | None = None,
+    source: str | os.PathLike | None = None,
+    workers: int | None = None,
+    reverse_edges: bool = False,
+    progress: bool = False,
+) -> BuildReport:
     """Build ``dataset`` (``qm9``, ``moses`` or ``code``) into a graph store at ``out``.
 
     ``graph``/``cutoff`` (Å)/``k`` choose QM9's construction; ``limit`` keeps the first N records;
@@ -248,11 +321,23 @@ def build_store(dataset: str, out: str | os.PathLike, *, graph: str = "radius",
     """
     t0 = time.perf_counter()
     check_output_path(out, [source], "out", suffixes=STORE_SUFFIXES, what="graph store")
-    opts = BuildOptions(dataset, graph=graph, cutoff=cutoff, k=k, limit=limit,
-                        source=None if source is None else str(source),
-                        reverse_edges=reverse_edges).check()
+    opts = BuildOptions(
+        dataset,
+        graph=graph,
+        cutoff=cutoff,
+        k=k,
+        limit=limit,
+        source=None if source is None else str(source),
+        reverse_edges=reverse_edges,
+    ).check()
     records, meta = load_records(opts)
     report = write_partition(out, opts, records, meta, workers=workers, progress=progress)
-    return BuildReport(path=report.path, dataset=dataset, n_graph=report.n_graph,
-                       n_node=report.n_node, n_edge=report.n_edge,
-                       seconds=time.perf_counter() - t0, failures=report.failures)
+    return BuildReport(
+        path=report.path,
+        dataset=dataset,
+        n_graph=report.n_graph,
+        n_node=report.n_node,
+        n_edge=report.n_edge,
+        seconds=time.perf_counter() - t0,
+        failures=report.failures,
+    )

@@ -65,7 +65,7 @@ class _Column:
         self.edge_index = where == "edge_index"
         if self.edge_index:
             self.row = arr.dtype.itemsize
-            self.stride = int(arr.shape[1]) * self.row        # bytes of one of the two rows
+            self.stride = int(arr.shape[1]) * self.row  # bytes of one of the two rows
         else:
             self.row = arr.dtype.itemsize * int(np.prod(arr.shape[1:], dtype=np.int64))
         self.view = _flat_bytes(arr) if arr.size else np.zeros(0, np.uint8)
@@ -75,26 +75,36 @@ class _Column:
         # (ignores: NumPy declares arrays as buffers to type checkers on Python >= 3.12 only)
         v, b = self.view, self.row
         if self.edge_index:
-            crc = zlib.crc32(v[r0 * b:r1 * b])  # type: ignore[arg-type]
-            second = v[self.stride + r0 * b:self.stride + r1 * b]
+            crc = zlib.crc32(v[r0 * b : r1 * b])  # type: ignore[arg-type]
+            second = v[self.stride + r0 * b : self.stride + r1 * b]
             return zlib.crc32(second, crc)  # type: ignore[arg-type]
-        return zlib.crc32(v[r0 * b:r1 * b])  # type: ignore[arg-type]
+        return zlib.crc32(v[r0 * b : r1 * b])  # type: ignore[arg-type]
 
 
 def _columns(arrays: dict[str, np.ndarray], names: list[str]) -> list[_Column]:
-    return [_Column(w, arrays[w], "edge" if w == "edge_index" else w.split("/", 1)[0])
-            for w in names]
+    return [
+        _Column(w, arrays[w], "edge" if w == "edge_index" else w.split("/", 1)[0]) for w in names
+    ]
 
 
-def _rows(bounds: np.ndarray, node_offsets: np.ndarray, edge_offsets: np.ndarray,
-          k: int) -> dict[str, tuple[int, int]]:
+def _rows(
+    bounds: np.ndarray, node_offsets: np.ndarray, edge_offsets: np.ndarray, k: int
+) -> dict[str, tuple[int, int]]:
     b0, b1 = int(bounds[k]), int(bounds[k + 1])
-    return {"node": (int(node_offsets[b0]), int(node_offsets[b1])),
-            "edge": (int(edge_offsets[b0]), int(edge_offsets[b1])), "graph": (b0, b1)}
+    return {
+        "node": (int(node_offsets[b0]), int(node_offsets[b1])),
+        "edge": (int(edge_offsets[b0]), int(edge_offsets[b1])),
+        "graph": (b0, b1),
+    }
 
 
-def chunk_crcs(arrays: dict[str, np.ndarray], names: list[str], bounds: np.ndarray,
-               node_offsets: np.ndarray, edge_offsets: np.ndarray) -> np.ndarray:
+def chunk_crcs(
+    arrays: dict[str, np.ndarray],
+    names: list[str],
+    bounds: np.ndarray,
+    node_offsets: np.ndarray,
+    edge_offsets: np.ndarray,
+) -> np.ndarray:
     """uint32 ``[K, A]``: the CRC-32 of every chunk of every array ``names`` (module
     docstring). ``arrays``: the store's arrays by dataset path (memory maps)."""
     cols = _columns(arrays, names)
@@ -131,9 +141,15 @@ class ChunkChecker:
     may be checked twice, never marked checked before it is).
     """
 
-    def __init__(self, path: Path, arrays: dict[str, np.ndarray], names: list[str],
-                 bounds: np.ndarray, table: np.ndarray,
-                 error: Callable[[str], Exception]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        arrays: dict[str, np.ndarray],
+        names: list[str],
+        bounds: np.ndarray,
+        table: np.ndarray,
+        error: Callable[[str], Exception],
+    ) -> None:
         self.path = path
         self.bounds = np.asarray(bounds, dtype=np.int64)
         self.table = table
@@ -143,9 +159,9 @@ class ChunkChecker:
         self._eo = np.asarray(arrays["offsets/edge"])
         self._error = error
         n = int(self.bounds.shape[0]) - 1
-        self.done = _shared_flags((n,))                # every column of chunk k checked
+        self.done = _shared_flags((n,))  # every column of chunk k checked
         self._col_done = _shared_flags((n, len(self._cols)))
-        self.remaining = n                             # in this process's view
+        self.remaining = n  # in this process's view
         self._lock = threading.Lock()
 
     @property
@@ -197,7 +213,7 @@ class ChunkChecker:
 
     def _check_chunk(self, c: int, cols: Iterable[int] | None = None) -> None:
         rows = _rows(self.bounds, self._no, self._eo, c)
-        for a in (range(len(self._cols)) if cols is None else cols):
+        for a in range(len(self._cols)) if cols is None else cols:
             if self._col_done[c, a]:
                 continue
             col = self._cols[a]
@@ -206,7 +222,8 @@ class ChunkChecker:
                 raise self._error(
                     f"{str(self.path)!r}: {col.where}, check chunk {c} of {self.n_chunks} "
                     f"(graphs {b0}:{b1}), does not match its CRC-32: damaged data (run "
-                    "`graphbatch data verify` on the store)")
+                    "`graphbatch data verify` on the store)"
+                )
             self._col_done[c, a] = True
         with self._lock:
             if not self.done[c] and self._col_done[c].all():

@@ -43,8 +43,14 @@ from ._build import BuildOptions, load_records, record_count, slice_records, wri
 from ._manifest import read_manifest, shard_facts, write_manifest_of_facts
 from ._store import remove_stale_temporaries
 
-__all__ = ["ENGINES", "BuildCancelled", "ShardBuildError", "ShardedBuildReport",
-           "build_sharded_store", "partition_bounds"]
+__all__ = [
+    "ENGINES",
+    "BuildCancelled",
+    "ShardBuildError",
+    "ShardedBuildReport",
+    "build_sharded_store",
+    "partition_bounds",
+]
 
 #: Cluster engines a sharded build can run on.
 ENGINES = ("dask",)
@@ -108,17 +114,32 @@ def _build_shard(task: dict) -> dict:
     if _aborted(task["abort"]):
         return {"aborted": True}
     opts = BuildOptions(**task["options"])
-    report = write_partition(task["path"], opts, task["records"], task["meta"],
-                             start=task["start"], workers=1, allow_empty=True)
-    if report.n_graph == 0:        # every record failed: no file (the manifest keeps them)
-        return {"empty": True, "failures": report.failures,
-                "seconds": time.perf_counter() - wall0, "cpu_seconds": time.process_time() - cpu0}
-    if _aborted(task["abort"]):   # checked after the rename: the driver's cleanup or this one
+    report = write_partition(
+        task["path"],
+        opts,
+        task["records"],
+        task["meta"],
+        start=task["start"],
+        workers=1,
+        allow_empty=True,
+    )
+    if report.n_graph == 0:  # every record failed: no file (the manifest keeps them)
+        return {
+            "empty": True,
+            "failures": report.failures,
+            "seconds": time.perf_counter() - wall0,
+            "cpu_seconds": time.process_time() - cpu0,
+        }
+    if _aborted(task["abort"]):  # checked after the rename: the driver's cleanup or this one
         report.path.unlink(missing_ok=True)
         return {"aborted": True}
     facts = shard_facts(report.path)  # read here, in parallel: the driver opens no shard
-    return {"facts": facts, "failures": report.failures,
-            "seconds": time.perf_counter() - wall0, "cpu_seconds": time.process_time() - cpu0}
+    return {
+        "facts": facts,
+        "failures": report.failures,
+        "seconds": time.perf_counter() - wall0,
+        "cpu_seconds": time.process_time() - cpu0,
+    }
 
 
 def _client(address: str | None, n_workers: int) -> tuple[Any, Any]:
@@ -135,9 +156,14 @@ def _client(address: str | None, n_workers: int) -> tuple[Any, Any]:
     # driver still reads the source, not in its first task
     # silence_logs: the engine's own warnings (e.g. a task cancelled when a build is called off)
     # would print beside graphbatch's one-line report; failures reach the driver as exceptions
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", preload=[__name__],
-                           silence_logs=logging.ERROR)
+    cluster = LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        preload=[__name__],
+        silence_logs=logging.ERROR,
+    )
     return Client(cluster), cluster
 
 
@@ -162,7 +188,7 @@ class _ClusterStart:
             except FutureTimeout:
                 continue
             except Exception:
-                _check_stop(stop)   # a start that failed because the build was called off
+                _check_stop(stop)  # a start that failed because the build was called off
                 raise
 
     def discard(self) -> None:
@@ -186,8 +212,10 @@ _POLL_S = 0.2
 
 def _check_stop(stop: threading.Event | None) -> None:
     if stop is not None and stop.is_set():
-        raise BuildCancelled("the sharded build was called off (terminated); no manifest was "
-                             "written and this build's shards were removed")
+        raise BuildCancelled(
+            "the sharded build was called off (terminated); no manifest was "
+            "written and this build's shards were removed"
+        )
 
 
 def _completed(futures: Iterable[Any], stop: threading.Event | None) -> Iterator[Any]:
@@ -216,7 +244,7 @@ def _call_off(client: Any, marker: Path, futures: Iterable[Any], *, wait: bool =
         marker.touch()
         if wait:
             wait_for(list(futures), timeout=3600)
-            marker.unlink(missing_ok=True)      # every task has ended: none looks at it again
+            marker.unlink(missing_ok=True)  # every task has ended: none looks at it again
         else:
             client.cancel(list(futures))
     except Exception:
@@ -237,7 +265,7 @@ def _remove_dead_writers(directory: Path, stem: str, *, markers: bool = False) -
     marker = re.compile(rf"\.{re.escape(stem)}-[0-9a-f]{{8}}\.abort")
     names = set()
     for p in directory.iterdir():
-        if (m := pattern.fullmatch(p.name)):
+        if m := pattern.fullmatch(p.name):
             names.add(m.group(1))
         elif markers and marker.fullmatch(p.name):
             p.unlink(missing_ok=True)
@@ -254,13 +282,24 @@ def _previous_shards(out: Path) -> list[Path]:
     return [old.shard_path(s) for s in range(len(old.shards))]
 
 
-def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
-                        engine: str = "dask", address: str | None = None,
-                        workers: int | None = None, retries: int = 2, graph: str = "radius",
-                        cutoff: float = 6.0, k: int = 24, limit: int | None = None,
-                        source: str | os.PathLike | None = None, reverse_edges: bool = False,
-                        progress: bool = False,
-                        stop: threading.Event | None = None) -> ShardedBuildReport:
+def build_sharded_store(
+    dataset: str,
+    out: str | os.PathLike,
+    *,
+    shards: int,
+    engine: str = "dask",
+    address: str | None = None,
+    workers: int | None = None,
+    retries: int = 2,
+    graph: str = "radius",
+    cutoff: float = 6.0,
+    k: int = 24,
+    limit: int | None = None,
+    source: str | os.PathLike | None = None,
+    reverse_edges: bool = False,
+    progress: bool = False,
+    stop: threading.Event | None = None,
+) -> ShardedBuildReport:
     """Build ``dataset`` as ``shards`` store files plus a JSON manifest at ``out``, converting
     the partitions on a Dask cluster: a local one with ``workers`` processes (default: CPUs),
     or the running cluster at ``address`` (its workers need graphbatch installed and the output
@@ -290,18 +329,27 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
         raise InputError(f"the manifest of a sharded store is a .json file, got {str(out)!r}")
     check_output_path(out, [source], "out", what="sharded store manifest")
     if address is not None and workers is not None:
-        raise InputError("--workers sizes a local cluster; a running cluster (--address) has "
-                         "its own workers")
+        raise InputError(
+            "--workers sizes a local cluster; a running cluster (--address) has its own workers"
+        )
     retries = int(retries)
     if retries < 0:
         raise InputError(f"retries must be >= 0, got {retries}")
-    opts = BuildOptions(dataset, graph=graph, cutoff=cutoff, k=k, limit=limit,
-                        source=None if source is None else str(source),
-                        reverse_edges=reverse_edges).check()
+    opts = BuildOptions(
+        dataset,
+        graph=graph,
+        cutoff=cutoff,
+        k=k,
+        limit=limit,
+        source=None if source is None else str(source),
+        reverse_edges=reverse_edges,
+    ).check()
     if dataset == "code" and limit is not None:
-        raise InputError("--limit counts functions, but a sharded code build partitions files: "
-                         "build code shards without --limit (or use --source on a smaller "
-                         "folder)")
+        raise InputError(
+            "--limit counts functions, but a sharded code build partitions files: "
+            "build code shards without --limit (or use --source on a smaller "
+            "folder)"
+        )
     shards = as_positive_int(shards, "shards")
     n_workers = (os.cpu_count() or 1) if workers is None else as_positive_int(workers, "workers")
     if limit is not None:  # too many shards for the records asked for: say so before starting
@@ -318,8 +366,9 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
         directory.mkdir(parents=True, exist_ok=True)
         _remove_dead_writers(directory, out.stem, markers=True)
         build_id = uuidlib.uuid4().hex[:8]
-        paths = [directory / f"{out.stem}-{build_id}-{s:05d}-of-{shards:05d}.h5"
-                 for s in range(shards)]
+        paths = [
+            directory / f"{out.stem}-{build_id}-{s:05d}-of-{shards:05d}.h5" for s in range(shards)
+        ]
         mark("partition")
         _check_stop(stop)
         client, cluster = starting.result(stop)
@@ -329,19 +378,32 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
     mark("cluster start (wait)")
     results: list[dict | None] = [None] * shards
     committed = False
-    abort = directory / f".{out.stem}-{build_id}.abort"   # written only to call the build off
+    abort = directory / f".{out.stem}-{build_id}.abort"  # written only to call the build off
     futures: dict = {}
     try:
         t_submit = time.perf_counter()
         for s in range(shards):
             a, b = int(bounds[s]), int(bounds[s + 1])
-            task = {"path": str(paths[s]), "options": opts.as_json(), "start": a,
-                    "abort": str(abort),
-                    "records": slice_records(records, a, b),
-                    "meta": {**meta, "shard": {"index": s, "of": shards, "records": [a, b],
-                                               "build_id": build_id}}}
-            futures[client.submit(_build_shard, task, retries=retries, pure=False,
-                                  key=f"graphbatch-shard-{build_id}-{s:05d}")] = s
+            task = {
+                "path": str(paths[s]),
+                "options": opts.as_json(),
+                "start": a,
+                "abort": str(abort),
+                "records": slice_records(records, a, b),
+                "meta": {
+                    **meta,
+                    "shard": {"index": s, "of": shards, "records": [a, b], "build_id": build_id},
+                },
+            }
+            futures[
+                client.submit(
+                    _build_shard,
+                    task,
+                    retries=retries,
+                    pure=False,
+                    key=f"graphbatch-shard-{build_id}-{s:05d}",
+                )
+            ] = s
         del records
         mark("submit")
         bar = None
@@ -357,10 +419,12 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
                 except Exception as exc:
                     _call_off(client, abort, futures)
                     msg = " ".join(str(exc).split()) or type(exc).__name__
-                    raise ShardBuildError(f"shard {s} ({paths[s].name}, records "
-                                          f"{int(bounds[s])}:{int(bounds[s + 1])}) failed "
-                                          f"after the engine's retries: {type(exc).__name__}: "
-                                          f"{msg}; no manifest was written") from exc
+                    raise ShardBuildError(
+                        f"shard {s} ({paths[s].name}, records "
+                        f"{int(bounds[s])}:{int(bounds[s + 1])}) failed "
+                        f"after the engine's retries: {type(exc).__name__}: "
+                        f"{msg}; no manifest was written"
+                    ) from exc
                 if bar is not None:
                     bar.update(1)
         finally:
@@ -369,22 +433,35 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
         engine_seconds = time.perf_counter() - t_submit
         mark("tasks")
         finished = [r for r in results if r is not None]  # every shard (a failure raised)
-        unsharded = sorted(int(i) for res in finished if res.get("empty")
-                           for i, _ in res["failures"])
+        unsharded = sorted(
+            int(i) for res in finished if res.get("empty") for i, _ in res["failures"]
+        )
         built = [(paths[s], res) for s, res in enumerate(finished) if not res.get("empty")]
         if not built:
-            raise InputError(f"no {dataset} graphs were built (limit={limit}, "
-                             f"{len(unsharded)} failures)")
+            raise InputError(
+                f"no {dataset} graphs were built (limit={limit}, {len(unsharded)} failures)"
+            )
         _check_stop(stop)
         previous = [p for p in _previous_shards(out) if p not in paths]
         workers_seen = len(client.scheduler_info().get("workers", {}))
         mark("previous")
         entries = write_manifest_of_facts(
-            out, [r["facts"] for _, r in built], name=dataset, meta=meta,
-            build={**opts.as_json(), "shards": shards, "engine": engine, "address": address,
-                   "workers": workers_seen, "retries": retries, "build_id": build_id,
-                   "records": [int(bounds[0]), int(bounds[-1])]},
-            failed_without_shard=unsharded)
+            out,
+            [r["facts"] for _, r in built],
+            name=dataset,
+            meta=meta,
+            build={
+                **opts.as_json(),
+                "shards": shards,
+                "engine": engine,
+                "address": address,
+                "workers": workers_seen,
+                "retries": retries,
+                "build_id": build_id,
+                "records": [int(bounds[0]), int(bounds[-1])],
+            },
+            failed_without_shard=unsharded,
+        )
         committed = True
         _remove(previous)
         mark("manifest")
@@ -396,19 +473,24 @@ def build_sharded_store(dataset: str, out: str | os.PathLike, *, shards: int,
         raise
     finally:
         _close(client, cluster)
-        if not committed:   # again: a task may have renamed its shard in place meanwhile
+        if not committed:  # again: a task may have renamed its shard in place meanwhile
             _remove(paths)
             _remove_dead_writers(directory, out.stem)
-            if cluster is not None:     # its workers are gone: no task looks for the marker
+            if cluster is not None:  # its workers are gone: no task looks for the marker
                 abort.unlink(missing_ok=True)
         mark("cluster close")
     failures = sorted(f for res in finished for f in (tuple(x) for x in res["failures"]))
     return ShardedBuildReport(
-        path=out, dataset=dataset,
+        path=out,
+        dataset=dataset,
         shards=[p for p, r in zip(paths, finished, strict=True) if not r.get("empty")],
         n_graph=sum(e.n_graph for e in entries),
-        n_node=sum(e.n_node for e in entries), n_edge=sum(e.n_edge for e in entries),
-        seconds=time.perf_counter() - t0, engine_seconds=engine_seconds,
+        n_node=sum(e.n_node for e in entries),
+        n_edge=sum(e.n_edge for e in entries),
+        seconds=time.perf_counter() - t0,
+        engine_seconds=engine_seconds,
         shard_seconds=[r["seconds"] for r in finished],
-        shard_cpu_seconds=[r["cpu_seconds"] for r in finished], failures=failures,
-        phases={name: t - marks[k][1] for k, (name, t) in enumerate(marks[1:])})
+        shard_cpu_seconds=[r["cpu_seconds"] for r in finished],
+        failures=failures,
+        phases={name: t - marks[k][1] for k, (name, t) in enumerate(marks[1:])},
+    )

@@ -31,14 +31,23 @@ import numpy as np
 from .._validate import as_nonnegative_int, as_positive_int
 from ._graphs import GraphArrays
 
-__all__ = ["AST_NODE_TYPES", "CODE_EDGE_TYPES", "code_graphs", "function_graph",
-           "python_files", "source_graphs"]
+__all__ = [
+    "AST_NODE_TYPES",
+    "CODE_EDGE_TYPES",
+    "code_graphs",
+    "function_graph",
+    "python_files",
+    "source_graphs",
+]
 
 #: Names of all AST node classes of this Python, sorted; ``node_type`` indexes this tuple.
-AST_NODE_TYPES: tuple[str, ...] = tuple(sorted(
-    name for name, obj in vars(ast).items()
-    if isinstance(obj, type) and issubclass(obj, ast.AST) and obj is not ast.AST
-))
+AST_NODE_TYPES: tuple[str, ...] = tuple(
+    sorted(
+        name
+        for name, obj in vars(ast).items()
+        if isinstance(obj, type) and issubclass(obj, ast.AST) and obj is not ast.AST
+    )
+)
 _TYPE_INDEX = {name: i for i, name in enumerate(AST_NODE_TYPES)}
 
 #: Edge types (``edge_type`` values index this tuple).
@@ -99,9 +108,12 @@ def python_files(root: str | os.PathLike | None = None) -> tuple[Path, list[Path
     files: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        files.extend(Path(dirpath) / f for f in sorted(filenames)   # regular files only: a
-                     # FIFO blocks
-                     if f.endswith(".py") and os.path.isfile(os.path.join(dirpath, f)))
+        files.extend(
+            Path(dirpath) / f
+            for f in sorted(filenames)  # regular files only: a
+            # FIFO blocks
+            if f.endswith(".py") and os.path.isfile(os.path.join(dirpath, f))
+        )
     return root, sorted(files)
 
 
@@ -134,19 +146,29 @@ def _pack(graphs: list[tuple[int, int, dict]]) -> GraphArrays:
         n_node=np.asarray([g["node_type"].shape[0] for _, _, g in graphs], np.int64),
         n_edge=np.asarray([g["edge_type"].shape[0] for _, _, g in graphs], np.int64),
         edge_index=cat("edge_index", axis=1).astype(np.int32),
-        node={"node_type": cat("node_type").astype(np.int16),
-              "node_depth": cat("node_depth").astype(np.int32),
-              "is_token": cat("is_token").astype(np.uint8)},
+        node={
+            "node_type": cat("node_type").astype(np.int16),
+            "node_depth": cat("node_depth").astype(np.int32),
+            "is_token": cat("is_token").astype(np.uint8),
+        },
         edge={"edge_type": cat("edge_type").astype(np.uint8)},
-        graph={"file_index": np.asarray([f for f, _, _ in graphs], np.int32),
-               "lineno": np.asarray([ln for _, ln, _ in graphs], np.int32)},
+        graph={
+            "file_index": np.asarray([f for f, _, _ in graphs], np.int32),
+            "lineno": np.asarray([ln for _, ln, _ in graphs], np.int32),
+        },
     )
 
 
-def code_graphs(root: str | os.PathLike | None = None, *, limit: int | None = None,
-                reverse_edges: bool = False, chunk_size: int = 4096, progress: bool = False,
-                failures: list | None = None, files: list[Path] | None = None,
-                ) -> Iterator[GraphArrays]:
+def code_graphs(
+    root: str | os.PathLike | None = None,
+    *,
+    limit: int | None = None,
+    reverse_edges: bool = False,
+    chunk_size: int = 4096,
+    progress: bool = False,
+    failures: list | None = None,
+    files: list[Path] | None = None,
+) -> Iterator[GraphArrays]:
     """Function AST graphs of every ``.py`` file under ``root`` (default: the standard library),
     in `GraphArrays` chunks of about ``chunk_size`` graphs, stopping after ``limit`` graphs.
 
@@ -176,7 +198,7 @@ def code_graphs(root: str | os.PathLike | None = None, *, limit: int | None = No
                     failures.append((fi, f"{path}: {type(exc).__name__}: {exc}"))
                 found = []
             if limit is not None:
-                found = found[:limit - produced]
+                found = found[: limit - produced]
             produced += len(found)
             pending.extend((fi, ln, g) for ln, g in found)
             if bar is not None:

@@ -60,8 +60,9 @@ def _finish(src: np.ndarray, dst: np.ndarray, pos: np.ndarray, nn: np.ndarray) -
     return EdgeSet(edge_index=local, dist=dist, n_edge=n_edge)
 
 
-def _grid_layout(pos: np.ndarray, nn: np.ndarray,
-                 margin: float | None) -> tuple[np.ndarray, np.ndarray]:
+def _grid_layout(
+    pos: np.ndarray, nn: np.ndarray, margin: float | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Shift each graph into its own cell of a cubic grid: nodes of different graphs end up more
     than ``2 * margin`` apart (``margin=None``: more than the largest graph extent apart, so every
     node's own graph is nearer than any other graph).
@@ -80,8 +81,13 @@ def _grid_layout(pos: np.ndarray, nn: np.ndarray,
         margin = extent
     spacing = extent + 2.0 * margin + 1.0
     side = max(1, int(np.ceil(G ** (1.0 / 3.0))))
-    cell = np.stack([np.arange(G) % side, (np.arange(G) // side) % side,
-                     np.arange(G) // (side * side)], axis=1).astype(np.float64) * spacing
+    cell = (
+        np.stack(
+            [np.arange(G) % side, (np.arange(G) // side) % side, np.arange(G) // (side * side)],
+            axis=1,
+        ).astype(np.float64)
+        * spacing
+    )
     shift = cell - np.where(np.isfinite(lo), lo, 0.0)
     return pos + shift[graph_of_node], graph_of_node
 
@@ -155,9 +161,9 @@ def knn_edges(pos: ArrayLike, n_node: ArrayLike, k: int = 24) -> EdgeSet:
     return _finish(nbr[rows, cols], rows.astype(np.int64), pos, nn)
 
 
-def build_edges(pos: ArrayLike, n_node: ArrayLike, method: str = "radius", *,
-                cutoff: float = 6.0,
-                k: int = 24) -> EdgeSet:
+def build_edges(
+    pos: ArrayLike, n_node: ArrayLike, method: str = "radius", *, cutoff: float = 6.0, k: int = 24
+) -> EdgeSet:
     """Dispatch to `radius_edges` (``cutoff``), `knn_edges` (``k``) or `full_edges`."""
     if method == "radius":
         return radius_edges(pos, n_node, cutoff)

@@ -30,8 +30,7 @@ T = TypeVar("T")
 __all__ = ["EMT_ELEMENTS", "EMT_KINDS", "emt_structures", "write_emt_extxyz"]
 
 #: EMT's metals and their FCC lattice constants (Å, ASE's reference states).
-EMT_ELEMENTS = {"Cu": 3.61, "Al": 4.05, "Ni": 3.52, "Pd": 3.89, "Ag": 4.09, "Au": 4.08,
-                "Pt": 3.92}
+EMT_ELEMENTS = {"Cu": 3.61, "Al": 4.05, "Ni": 3.52, "Pd": 3.89, "Ag": 4.09, "Au": 4.08, "Pt": 3.92}
 #: Structure kinds and their default shares.
 EMT_KINDS = {"bulk": 0.7, "slab": 0.15, "cluster": 0.15}
 
@@ -99,9 +98,10 @@ def _slab(rng: np.random.Generator, max_atoms: int) -> tuple[Atoms, str]:
     layers = int(rng.integers(2, 6))
     side = max(1, int(round(np.sqrt(target / layers))))
     make = [fcc111, fcc100, fcc110][int(rng.integers(3))]
-    symbols = _species(rng, side * side * layers)   # one atom per surface cell and layer
-    atoms = make("Cu", size=(side, side, layers), a=_lattice(symbols),
-                 vacuum=float(rng.uniform(5.0, 10.0)))
+    symbols = _species(rng, side * side * layers)  # one atom per surface cell and layer
+    atoms = make(
+        "Cu", size=(side, side, layers), a=_lattice(symbols), vacuum=float(rng.uniform(5.0, 10.0))
+    )
     atoms.info.clear()
     atoms.set_chemical_symbols(symbols)
     atoms.pbc = (True, True, False)
@@ -129,8 +129,14 @@ def _cluster(rng: np.random.Generator, max_atoms: int) -> tuple[Atoms, str]:
     return atoms, "cluster"
 
 
-def emt_structures(n: int, *, seed: int = 0, start: int = 0, max_atoms: int = 400,
-                   kinds: dict[str, float] | None = None) -> Iterator:
+def emt_structures(
+    n: int,
+    *,
+    seed: int = 0,
+    start: int = 0,
+    max_atoms: int = 400,
+    kinds: dict[str, float] | None = None,
+) -> Iterator:
     """Structures ``start .. start + n - 1`` as ``ase.Atoms`` labelled by EMT: ``info``
     ``REF_energy`` (eV), ``REF_stress`` (eV/Å^3, Voigt; periodic cells only), ``config_type``;
     ``arrays`` ``REF_forces`` (eV/Å). ``kinds``: shares of ``bulk``/``slab``/``cluster``
@@ -175,9 +181,16 @@ def _write_part(args: tuple[str, int, int, int, int, dict[str, float] | None]) -
     return path
 
 
-def write_emt_extxyz(path: str | os.PathLike, n: int, *, seed: int = 0, max_atoms: int = 400,
-                     kinds: dict[str, float] | None = None, workers: int = 1,
-                     progress: bool = False) -> Path:
+def write_emt_extxyz(
+    path: str | os.PathLike,
+    n: int,
+    *,
+    seed: int = 0,
+    max_atoms: int = 400,
+    kinds: dict[str, float] | None = None,
+    workers: int = 1,
+    progress: bool = False,
+) -> Path:
     """Write `emt_structures` ``0 .. n-1`` to the extxyz file ``path`` (atomically:
     `graphbatch._io.atomic_write`), computed by ``workers`` processes in blocks of 2,000
     structures (each written to a part file in a temporary folder next to ``path``); returns
@@ -193,8 +206,9 @@ def write_emt_extxyz(path: str | os.PathLike, n: int, *, seed: int = 0, max_atom
     directory = path.parent if str(path.parent) else Path(".")
     with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=directory) as tmp:
         parts = [str(Path(tmp) / f"{k}.xyz") for k in range(len(starts))]
-        jobs = [(parts[k], min(block, n - s), seed, s, max_atoms, kinds)
-                for k, s in enumerate(starts)]
+        jobs = [
+            (parts[k], min(block, n - s), seed, s, max_atoms, kinds) for k, s in enumerate(starts)
+        ]
         if workers > 1 and len(jobs) > 1:
             from concurrent.futures import ProcessPoolExecutor
 

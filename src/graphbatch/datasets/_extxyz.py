@@ -53,8 +53,17 @@ class AtomsFrame:
 
     __slots__ = ("frame", "numbers", "positions", "cell", "pbc", "info", "arrays", "results")
 
-    def __init__(self, frame: int, numbers: np.ndarray, positions: np.ndarray, cell: np.ndarray,
-                 pbc: np.ndarray, info: dict, arrays: dict, results: dict) -> None:
+    def __init__(
+        self,
+        frame: int,
+        numbers: np.ndarray,
+        positions: np.ndarray,
+        cell: np.ndarray,
+        pbc: np.ndarray,
+        info: dict,
+        arrays: dict,
+        results: dict,
+    ) -> None:
         self.frame = frame
         self.numbers = numbers
         self.positions = positions
@@ -72,8 +81,16 @@ def frame_from_atoms(frame: int, atoms) -> AtomsFrame:
     """The `AtomsFrame` of an ``ase.Atoms`` (no copies)."""
     calc = atoms.calc
     results = getattr(calc, "results", None) or {} if calc is not None else {}
-    return AtomsFrame(frame, atoms.numbers, atoms.positions, atoms.cell.array, atoms.pbc,
-                      atoms.info, atoms.arrays, results)
+    return AtomsFrame(
+        frame,
+        atoms.numbers,
+        atoms.positions,
+        atoms.cell.array,
+        atoms.pbc,
+        atoms.info,
+        atoms.arrays,
+        results,
+    )
 
 
 class Declined(GraphbatchError):
@@ -82,10 +99,18 @@ class Declined(GraphbatchError):
 
 
 # ------------------------------------------------------------------ the comment line
-_UNPROCESSED = {"uid"}                           # ase.io.extxyz.UNPROCESSED_KEYS
-_SPECIAL_3_3 = {"Lattice", "virial", "stress"}   # ase.io.extxyz.SPECIAL_3_3_KEYS
-_STR_TO_BOOL = {"T": True, "F": False, "true": True, "false": False, "True": True,
-                "False": False, "TRUE": True, "FALSE": False}
+_UNPROCESSED = {"uid"}  # ase.io.extxyz.UNPROCESSED_KEYS
+_SPECIAL_3_3 = {"Lattice", "virial", "stress"}  # ase.io.extxyz.SPECIAL_3_3_KEYS
+_STR_TO_BOOL = {
+    "T": True,
+    "F": False,
+    "true": True,
+    "false": False,
+    "True": True,
+    "False": False,
+    "TRUE": True,
+    "FALSE": False,
+}
 #: printable ASCII except space and the characters ASE's parser treats specially
 _BARE = r"[!#-&(-<>-Z^-z|~]+"
 #: inside double quotes: printable ASCII, space and tab, except ``"`` and ``\`` (not empty:
@@ -113,9 +138,9 @@ def _convert(key: str, value: str) -> Any:
     if _INTS.fullmatch(value):
         kinds = (int, float)
     elif _FLOATS.fullmatch(value):
-        kinds = (float,)                 # np.array(..., dtype=int) fails on one of these
+        kinds = (float,)  # np.array(..., dtype=int) fails on one of these
     elif split_value and not all(_NUMBERISH.issuperset(s) for s in split_value):
-        kinds = ()                       # a token no int or float parses: stays a string
+        kinds = ()  # a token no int or float parses: stays a string
     else:
         kinds = (int, float)
     for kind in kinds:
@@ -128,8 +153,10 @@ def _convert(key: str, value: str) -> Any:
         value = numeric[0] if len(numeric) == 1 else numeric
     if key in _SPECIAL_3_3:
         if not isinstance(value, np.ndarray) or value.shape != (9,):
-            raise InputError(f"Got info item {key}, expecting special 3x3 matrix, but value "
-                             "is not in the form of a 9-long numerical vector")
+            raise InputError(
+                f"Got info item {key}, expecting special 3x3 matrix, but value "
+                "is not in the form of a 9-long numerical vector"
+            )
         value = np.array(value).reshape((3, 3), order="F")
     if isinstance(value, str):
         parts = _TOKENS.findall(value)
@@ -159,17 +186,18 @@ def parse_comment(line: str) -> dict:
     cache = _CONVERTED
     for key, value in _PAIRS.findall(line):
         hit = cache.get((key, value))
-        if hit is not None:              # a repeated text value (Properties, config_type, ...)
+        if hit is not None:  # a repeated text value (Properties, config_type, ...)
             out[key] = list(hit) if type(hit) is tuple else hit
             continue
         raw = value
         if not value:
-            value = "T"                  # a key without a value is True
+            value = "T"  # a key without a value is True
         elif value[0] == '"':
             value = value[1:-1]
         out[key] = got = _convert(key, value)
-        if isinstance(got, (str, bool)) or (type(got) is list and all(
-                type(g) is bool for g in got)):
+        if isinstance(got, (str, bool)) or (
+            type(got) is list and all(type(g) is bool for g in got)
+        ):
             if len(cache) >= 4096:
                 cache.clear()
             cache[(key, raw)] = tuple(got) if type(got) is list else got
@@ -203,9 +231,13 @@ def _properties(spec: str) -> tuple:
             ase_name, cols = properties[name]
             field = dtype[name if cols == 1 else name + "0"]
             kind = kinds.get(field.kind)
-            if (kind is None or cols < 1 or ase_name in seen
-                    or (field.kind == "i" and field.itemsize != 4)
-                    or (field.kind == "f" and field.itemsize != 8)):
+            if (
+                kind is None
+                or cols < 1
+                or ase_name in seen
+                or (field.kind == "i" and field.itemsize != 4)
+                or (field.kind == "f" and field.itemsize != 8)
+            ):
                 raise Declined
             seen.add(ase_name)
             columns.append((ase_name, at, cols, kind))
@@ -250,7 +282,7 @@ def _columns(rows: list[list[str]], n_columns: int, columns: tuple) -> dict[str,
     flat = list(chain.from_iterable(rows))
     out = {}
     for name, at, cols, kind in columns:
-        parts = [flat[at + c::n_columns] for c in range(cols)]
+        parts = [flat[at + c :: n_columns] for c in range(cols)]
         if kind == "R":
             a = np.array(parts, dtype=np.float64)
         elif kind == "I":
@@ -291,8 +323,9 @@ def _pbc(value: Any) -> np.ndarray:
     out = np.zeros(3, dtype=bool)
     if value is None:
         return out
-    if isinstance(value, bool) or (isinstance(value, list) and len(value) == 3
-                                   and all(isinstance(v, bool) for v in value)):
+    if isinstance(value, bool) or (
+        isinstance(value, list) and len(value) == 3 and all(isinstance(v, bool) for v in value)
+    ):
         out[:] = value
         return out
     raise Declined
@@ -340,8 +373,9 @@ def _results_and_arrays(info: dict, per_atom: dict[str, np.ndarray]) -> tuple[di
     for key, value in raw.items():
         if value is None:
             continue
-        results[key] = value if key in ("energy", "magmom", "free_energy") else np.array(
-            value, float)
+        results[key] = (
+            value if key in ("energy", "magmom", "free_energy") else np.array(value, float)
+        )
     return results, arrays
 
 
@@ -362,7 +396,7 @@ def read_frames(lines: list[str], starts: list[int], first: int) -> list[AtomsFr
             heads.append((n, info, _cell(cell), _pbc(pbc), spec, columns, width))
         except Declined:
             heads.append(None)
-        except Exception:                # ASE raises its own error for this frame
+        except Exception:  # ASE raises its own error for this frame
             heads.append(None)
     k = 0
     while k < len(starts):
@@ -371,16 +405,20 @@ def read_frames(lines: list[str], starts: list[int], first: int) -> list[AtomsFr
             continue
         spec = heads[k][4]
         group = [k]
-        while (k + len(group) < len(starts) and heads[k + len(group)] is not None
-               and heads[k + len(group)][4] == spec):
+        while (
+            k + len(group) < len(starts)
+            and heads[k + len(group)] is not None
+            and heads[k + len(group)][4] == spec
+        ):
             group.append(k + len(group))
         _read_group(lines, starts, first, heads, group, out)
         k = group[-1] + 1
     return out
 
 
-def _read_group(lines: list[str], starts: list[int], first: int, heads: list, group: list[int],
-                out: list) -> None:
+def _read_group(
+    lines: list[str], starts: list[int], first: int, heads: list, group: list[int], out: list
+) -> None:
     """Frames ``group`` (consecutive, the same ``Properties``): their atom lines converted
     together; on anything unusual, frame by frame (a frame that still fails is left None)."""
     _, _, _, _, _, columns, width = heads[group[0]]
@@ -388,7 +426,7 @@ def _read_group(lines: list[str], starts: list[int], first: int, heads: list, gr
     counts = []
     for k in group:
         n, s = heads[k][0], starts[k]
-        rows += map(str.split, lines[s + 2:s + 2 + n])
+        rows += map(str.split, lines[s + 2 : s + 2 + n])
         counts.append(n)
     try:
         if set(map(len, rows)) != {width}:
@@ -413,6 +451,7 @@ def _read_group(lines: list[str], starts: list[int], first: int, heads: list, gr
             at = end
             continue
         arrays = {"numbers": numbers[at:end], "positions": positions[at:end], **arrays}
-        out[k] = AtomsFrame(first + k, arrays["numbers"], arrays["positions"], cell, pbc,
-                            info, arrays, results)
+        out[k] = AtomsFrame(
+            first + k, arrays["numbers"], arrays["positions"], cell, pbc, info, arrays, results
+        )
         at = end

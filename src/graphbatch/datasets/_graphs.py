@@ -51,8 +51,9 @@ class GraphArrays:
             raise InputError(f"n_node has {nn.shape[0]} entries but n_edge has {ne.shape[0]}")
         ei = np.asarray(self.edge_index)
         if ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
-            raise InputError(f"edge_index must be an int array of shape [2, E], got "
-                             f"{ei.dtype} {ei.shape}")
+            raise InputError(
+                f"edge_index must be an int array of shape [2, E], got {ei.dtype} {ei.shape}"
+            )
         if ei.shape[1] != int(ne.sum()):
             raise InputError(f"edge_index has {ei.shape[1]} edges but n_edge sums to {ne.sum()}")
         if ei.size:
@@ -60,8 +61,10 @@ class GraphArrays:
             bad = (ei < 0).any(axis=0) | (ei >= limit).any(axis=0)
             if bad.any():
                 e = int(np.flatnonzero(bad)[0])
-                raise InputError(f"edge {e} = {ei[:, e].tolist()} is outside its graph "
-                                 f"of {limit[e]} nodes (indices are local)")
+                raise InputError(
+                    f"edge {e} = {ei[:, e].tolist()} is outside its graph "
+                    f"of {limit[e]} nodes (indices are local)"
+                )
         object.__setattr__(self, "n_node", nn)
         object.__setattr__(self, "n_edge", ne)
         object.__setattr__(self, "edge_index", ei)
@@ -74,11 +77,15 @@ class GraphArrays:
                     raise InputError(f"field name {name!r} is reserved or used twice")
                 seen.add(name)
                 if arr.ndim == 0 or arr.shape[0] != expected[level]:
-                    raise InputError(f"{level} field {name!r} has shape {arr.shape}; its first "
-                                     f"dimension must be {expected[level]}")
+                    raise InputError(
+                        f"{level} field {name!r} has shape {arr.shape}; its first "
+                        f"dimension must be {expected[level]}"
+                    )
                 if arr.dtype.kind not in "biuf":
-                    raise InputTypeError(f"field {name!r} has dtype {arr.dtype}; only bool, int and "
-                                    "float arrays are supported")
+                    raise InputTypeError(
+                        f"field {name!r} has dtype {arr.dtype}; only bool, int and "
+                        "float arrays are supported"
+                    )
             object.__setattr__(self, level, fields)
 
     # ----------------------------------------------------------------- views
@@ -112,10 +119,10 @@ class GraphArrays:
             raise IndexError(f"graph index {g} out of range for {len(self)} graphs")
         g %= len(self)
         no, eo = self.node_offsets, self.edge_offsets
-        out = {"edge_index": self.edge_index[:, eo[g]:eo[g + 1]]}
-        out.update({k: v[no[g]:no[g + 1]] for k, v in self.node.items()})
-        out.update({k: v[eo[g]:eo[g + 1]] for k, v in self.edge.items()})
-        out.update({k: v[g:g + 1] for k, v in self.graph.items()})
+        out = {"edge_index": self.edge_index[:, eo[g] : eo[g + 1]]}
+        out.update({k: v[no[g] : no[g + 1]] for k, v in self.node.items()})
+        out.update({k: v[eo[g] : eo[g + 1]] for k, v in self.edge.items()})
+        out.update({k: v[g : g + 1] for k, v in self.graph.items()})
         return out
 
     def take(self, index: ArrayLike) -> GraphArrays:

@@ -46,26 +46,32 @@ def _identity(path: Path) -> tuple:
 
 
 def _run(task: str, path: Path) -> dict:
-    root = str(Path(__file__).resolve().parents[2])   # the folder holding graphbatch/
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding graphbatch/
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     before = _identity(path)
     try:
-        out = subprocess.run([sys.executable, "-m", "graphbatch.datasets._h5probe_child", task,
-                              str(path)], capture_output=True, env=env,
-                             timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [sys.executable, "-m", "graphbatch.datasets._h5probe_child", task, str(path)],
+            capture_output=True,
+            env=env,
+            timeout=PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise StoreFormatError(
             f"{str(path)!r}: reading its HDF5 metadata did not finish within "
             f"{PROBE_TIMEOUT_S:g} s (damaged file: HDF5 loops forever on some damaged "
-            "metadata)") from None
-    lines = [ln for ln in out.stdout.decode("utf-8", "replace").splitlines()
-             if ln.startswith(MARK)]
+            "metadata)"
+        ) from None
+    lines = [ln for ln in out.stdout.decode("utf-8", "replace").splitlines() if ln.startswith(MARK)]
     if out.returncode != 0 or not lines:
         err = " ".join(out.stderr.decode("utf-8", "replace").split()[-30:])
-        raise StoreFormatError(f"{str(path)!r}: reading its HDF5 metadata failed (exit status "
-                               f"{out.returncode}; damaged file?): {err}")
-    result = json.loads(lines[-1][len(MARK):])
+        raise StoreFormatError(
+            f"{str(path)!r}: reading its HDF5 metadata failed (exit status "
+            f"{out.returncode}; damaged file?): {err}"
+        )
+    result = json.loads(lines[-1][len(MARK) :])
     if "error" in result:
         raise StoreFormatError(result["error"])
     if _identity(path) != before:
@@ -79,10 +85,19 @@ def probe_header(path: Path) -> StoreHeader:
     ``graphbatch data convert``)."""
     h = _run("header", Path(path))
     layout = {w: (o, tuple(s), np.dtype(d)) for w, (o, s, d) in h["layout"].items()}
-    return StoreHeader(uuid=h["uuid"], name=h["name"], n_graph=h["n_graph"], totals=h["totals"],
-                       fields=h["fields"], meta=h["meta"], checksums=h["checksums"],
-                       edge_dtype=np.dtype(h["edge_dtype"]), layout=layout,
-                       header_crc=h["header_crc"], format_version=h["format_version"])
+    return StoreHeader(
+        uuid=h["uuid"],
+        name=h["name"],
+        n_graph=h["n_graph"],
+        totals=h["totals"],
+        fields=h["fields"],
+        meta=h["meta"],
+        checksums=h["checksums"],
+        edge_dtype=np.dtype(h["edge_dtype"]),
+        layout=layout,
+        header_crc=h["header_crc"],
+        format_version=h["format_version"],
+    )
 
 
 def probe_v1(path: Path) -> dict:

@@ -20,11 +20,19 @@ __all__ = ["main"]
 def _child(task: str, path: Path) -> dict:
     if task == "header":
         h = _read_header_h5(path)
-        return {"uuid": h.uuid, "name": h.name, "n_graph": h.n_graph, "totals": h.totals,
-                "fields": h.fields, "meta": h.meta, "checksums": h.checksums,
-                "edge_dtype": h.edge_dtype.str, "header_crc": h.header_crc,
-                "format_version": h.format_version,
-                "layout": {w: [o, list(s), d.str] for w, (o, s, d) in h.layout.items()}}
+        return {
+            "uuid": h.uuid,
+            "name": h.name,
+            "n_graph": h.n_graph,
+            "totals": h.totals,
+            "fields": h.fields,
+            "meta": h.meta,
+            "checksums": h.checksums,
+            "edge_dtype": h.edge_dtype.str,
+            "header_crc": h.header_crc,
+            "format_version": h.format_version,
+            "layout": {w: [o, list(s), d.str] for w, (o, s, d) in h.layout.items()},
+        }
     if task == "v1":
         return check_v1(path)
     raise InputError(f"unknown probe task {task!r}")
@@ -35,8 +43,11 @@ def main(argv: list[str]) -> int:
     try:
         result = {"ok": _child(task, Path(path))}
     except Exception as exc:
-        msg = str(exc) if isinstance(exc, StoreFormatError) else (
-            f"{path!r} is not a readable graph store (damaged?): {type(exc).__name__}: {exc}")
+        msg = (
+            str(exc)
+            if isinstance(exc, StoreFormatError)
+            else (f"{path!r} is not a readable graph store (damaged?): {type(exc).__name__}: {exc}")
+        )
         result = {"error": " ".join(msg.split())}
     sys.stdout.write(MARK + json.dumps(result) + "\n")
     sys.stdout.flush()

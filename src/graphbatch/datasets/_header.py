@@ -48,24 +48,43 @@ from .._errors import InputError, InputTypeError
 from .._io import open_regular, parse_json
 from ._graphs import LEVELS
 
-__all__ = ["HDF5_SIGNATURE", "MAX_HEADER_BYTES", "PREFIX_BYTES", "PREFIX_MAGIC", "STORE_FORMAT",
-           "STORE_VERSION", "StoreHeader", "check_dtype", "check_fields", "expected_arrays",
-           "pack_prefix", "read_header_v3", "sniff"]
+__all__ = [
+    "HDF5_SIGNATURE",
+    "MAX_HEADER_BYTES",
+    "PREFIX_BYTES",
+    "PREFIX_MAGIC",
+    "STORE_FORMAT",
+    "STORE_VERSION",
+    "StoreHeader",
+    "check_dtype",
+    "check_fields",
+    "expected_arrays",
+    "pack_prefix",
+    "read_header_v3",
+    "sniff",
+]
 
 STORE_FORMAT = "graphbatch-graph-store"
 #: The format this graphbatch writes. It reads 3 directly and 2 through a time-bounded child
 #: process (`graphbatch.datasets._h5probe`); version 1 only converts (`data convert`).
 STORE_VERSION = 3
-PREFIX_BYTES = 512                 # the HDF5 userblock: a power of two >= 512
+PREFIX_BYTES = 512  # the HDF5 userblock: a power of two >= 512
 PREFIX_MAGIC = b"\x89GBSTORE"
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-MAX_HEADER_BYTES = 1 << 28         # 256 MiB of header JSON (meta of huge code stores included)
-_MAX_COUNT = 1 << 48               # no store holds more rows than this
-_PREFIX = struct.Struct("<8sIIQQI")   # magic, version, reserved, offset, length, header crc
+MAX_HEADER_BYTES = 1 << 28  # 256 MiB of header JSON (meta of huge code stores included)
+_MAX_COUNT = 1 << 48  # no store holds more rows than this
+_PREFIX = struct.Struct("<8sIIQQI")  # magic, version, reserved, offset, length, header crc
 
 #: Arrays checked whole on open (small: one entry per graph or per chunk).
-SMALL_ARRAYS = ("sizes/n_node", "sizes/n_edge", "offsets/node", "offsets/edge", "failed_index",
-                "checks/chunk_graphs", "checks/chunk_crc32")
+SMALL_ARRAYS = (
+    "sizes/n_node",
+    "sizes/n_edge",
+    "offsets/node",
+    "offsets/edge",
+    "failed_index",
+    "checks/chunk_graphs",
+    "checks/chunk_crc32",
+)
 
 
 class _FormatError(InputError):
@@ -108,17 +127,24 @@ def check_fields(fields: object) -> dict:
     if not isinstance(fields, dict):
         raise InputTypeError("fields is not a JSON object")
     for name, spec in fields.items():
-        if (not isinstance(spec, dict) or spec.get("level") not in LEVELS
-                or not isinstance(spec.get("shape"), list) or len(spec["shape"]) > 8
-                or not all(type(s) is int and 0 <= s <= _MAX_COUNT for s in spec["shape"])
-                or name == "edge_index" or "/" in name or not name):
+        if (
+            not isinstance(spec, dict)
+            or spec.get("level") not in LEVELS
+            or not isinstance(spec.get("shape"), list)
+            or len(spec["shape"]) > 8
+            or not all(type(s) is int and 0 <= s <= _MAX_COUNT for s in spec["shape"])
+            or name == "edge_index"
+            or "/" in name
+            or not name
+        ):
             raise InputError(f"bad field description {name!r}: {spec!r}")
         check_dtype(spec.get("dtype"))
     return fields
 
 
-def expected_arrays(n_graph: int, totals: dict, fields: dict,
-                    edge_dtype: np.dtype) -> dict[str, tuple[tuple, np.dtype]]:
+def expected_arrays(
+    n_graph: int, totals: dict, fields: dict, edge_dtype: np.dtype
+) -> dict[str, tuple[tuple, np.dtype]]:
     """The shape and dtype every graph array must have, from the header's counts (without
     ``failed_index``, whose length is free, and the check tables)."""
     out = {
@@ -129,8 +155,10 @@ def expected_arrays(n_graph: int, totals: dict, fields: dict,
         "edge_index": ((2, totals["edge"]), edge_dtype),
     }
     for name, spec in fields.items():
-        out[f"{spec['level']}/{name}"] = ((totals[spec["level"]], *spec["shape"]),
-                                          check_dtype(spec["dtype"]))
+        out[f"{spec['level']}/{name}"] = (
+            (totals[spec["level"]], *spec["shape"]),
+            check_dtype(spec["dtype"]),
+        )
     return out
 
 
@@ -142,8 +170,7 @@ def chunk_columns(fields: dict) -> list[str]:
 
 def pack_prefix(header_offset: int, header_length: int, header_crc: int) -> bytes:
     """The `PREFIX_BYTES` bytes of the userblock (module docstring)."""
-    head = _PREFIX.pack(PREFIX_MAGIC, STORE_VERSION, 0, header_offset, header_length,
-                        header_crc)
+    head = _PREFIX.pack(PREFIX_MAGIC, STORE_VERSION, 0, header_offset, header_length, header_crc)
     head += struct.pack("<I", zlib.crc32(head))
     return head + bytes(PREFIX_BYTES - len(head))
 
@@ -178,20 +205,26 @@ def read_header_v3(path: Path) -> StoreHeader:
         size = os.fstat(fh.fileno()).st_size
         raw = fh.read(PREFIX_BYTES)
         if len(raw) < PREFIX_BYTES:
-            raise _FormatError(f"truncated: {len(raw)} bytes, shorter than the "
-                               f"{PREFIX_BYTES}-byte prefix")
+            raise _FormatError(
+                f"truncated: {len(raw)} bytes, shorter than the {PREFIX_BYTES}-byte prefix"
+            )
         _, version, _, offset, length, crc = _PREFIX.unpack_from(raw)
         (prefix_crc,) = struct.unpack_from("<I", raw, _PREFIX.size)
-        if zlib.crc32(raw[:_PREFIX.size]) != prefix_crc:
+        if zlib.crc32(raw[: _PREFIX.size]) != prefix_crc:
             raise _FormatError("the store prefix does not match its checksum (damaged file)")
         if version != STORE_VERSION:
-            raise _FormatError(f"store format version {version}; this graphbatch reads "
-                               f"versions 2 and {STORE_VERSION}")
-        if not (offset >= PREFIX_BYTES and 2 <= length <= MAX_HEADER_BYTES
-                and offset + length <= size):
-            raise _FormatError(f"the header ({length:,} bytes at offset {offset:,}) lies "
-                               f"outside the {size:,}-byte file or over the limit of "
-                               f"{MAX_HEADER_BYTES:,} bytes (truncated?)")
+            raise _FormatError(
+                f"store format version {version}; this graphbatch reads "
+                f"versions 2 and {STORE_VERSION}"
+            )
+        if not (
+            offset >= PREFIX_BYTES and 2 <= length <= MAX_HEADER_BYTES and offset + length <= size
+        ):
+            raise _FormatError(
+                f"the header ({length:,} bytes at offset {offset:,}) lies "
+                f"outside the {size:,}-byte file or over the limit of "
+                f"{MAX_HEADER_BYTES:,} bytes (truncated?)"
+            )
         fh.seek(offset)
         blob = fh.read(length)
     if len(blob) != length:
@@ -206,15 +239,23 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
     if not isinstance(body, dict):
         raise _FormatError("the header is not a JSON object")
     if body.get("format") != STORE_FORMAT or body.get("format_version") != STORE_VERSION:
-        raise _FormatError(f"the header names format {body.get('format')!r} version "
-                           f"{body.get('format_version')!r}")
+        raise _FormatError(
+            f"the header names format {body.get('format')!r} version {body.get('format_version')!r}"
+        )
     uuid, name, meta = body.get("uuid"), body.get("name"), body.get("meta")
-    if not (isinstance(uuid, str) and 0 < len(uuid) <= 64 and isinstance(name, str)
-            and isinstance(meta, dict)):
+    if not (
+        isinstance(uuid, str)
+        and 0 < len(uuid) <= 64
+        and isinstance(name, str)
+        and isinstance(meta, dict)
+    ):
         raise _FormatError("uuid, name or meta is missing or of the wrong type")
     n_graph = _count(body.get("n_graph"), "n_graph")
-    totals = {"node": _count(body.get("n_node_total"), "n_node_total"),
-              "edge": _count(body.get("n_edge_total"), "n_edge_total"), "graph": n_graph}
+    totals = {
+        "node": _count(body.get("n_node_total"), "n_node_total"),
+        "edge": _count(body.get("n_edge_total"), "n_edge_total"),
+        "graph": n_graph,
+    }
     try:
         fields = check_fields(body.get("fields"))
         edge_dtype = check_dtype(body.get("edge_index_dtype"))
@@ -228,8 +269,9 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
     n_chunks = _count(chunks.get("count"), "chunks.count")
     columns = chunk_columns(fields)
     if chunks.get("arrays") != columns:
-        raise _FormatError(f"chunk table columns {chunks.get('arrays')!r} differ from the "
-                           f"data arrays {columns}")
+        raise _FormatError(
+            f"chunk table columns {chunks.get('arrays')!r} differ from the data arrays {columns}"
+        )
     if (n_chunks == 0) != (n_graph == 0) or n_chunks > n_graph:
         raise _FormatError(f"{n_chunks} check chunks for {n_graph} graphs")
     expected = expected_arrays(n_graph, totals, fields, edge_dtype)
@@ -238,8 +280,9 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
     arrays = body.get("arrays")
     if not isinstance(arrays, dict) or set(arrays) != {*expected, "failed_index"}:
         have = sorted(arrays) if isinstance(arrays, dict) else arrays
-        raise _FormatError(f"the header lists arrays {have!r}, not "
-                           f"{sorted({*expected, 'failed_index'})}")
+        raise _FormatError(
+            f"the header lists arrays {have!r}, not {sorted({*expected, 'failed_index'})}"
+        )
     layout, checksums, spans = {}, {}, [header_span]
     for where, entry in arrays.items():
         if not isinstance(entry, dict):
@@ -252,9 +295,11 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
         else:
             want = expected[where]
         if entry.get("shape") != list(want[0]) or entry.get("dtype") != want[1].str:
-            raise _FormatError(f"{where} is described as {entry.get('shape')} "
-                               f"{entry.get('dtype')}; the counts require {list(want[0])} "
-                               f"{want[1].str}")
+            raise _FormatError(
+                f"{where} is described as {entry.get('shape')} "
+                f"{entry.get('dtype')}; the counts require {list(want[0])} "
+                f"{want[1].str}"
+            )
         entry_crc = entry.get("crc32")
         if type(entry_crc) is not int or not 0 <= entry_crc < 1 << 32:
             raise _FormatError(f"no checksum for {where}")
@@ -263,8 +308,10 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
         if nbytes == 0:
             offset = None
         elif type(offset) is not int or offset < PREFIX_BYTES or offset + nbytes > size:
-            raise _FormatError(f"{where} ({nbytes:,} bytes at offset {offset!r}) lies outside "
-                               f"the {size:,}-byte file")
+            raise _FormatError(
+                f"{where} ({nbytes:,} bytes at offset {offset!r}) lies outside "
+                f"the {size:,}-byte file"
+            )
         else:
             spans.append((offset, nbytes))
         layout[where] = (offset, want[0], want[1])
@@ -273,25 +320,56 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
     for (a, la), (b, _) in itertools.pairwise(spans):
         if a + la > b:
             raise _FormatError(f"arrays overlap at file offset {b:,} (damaged header)")
-    return StoreHeader(uuid=uuid, name=name, n_graph=n_graph, totals=totals, fields=fields,
-                       meta=meta, checksums=checksums, edge_dtype=edge_dtype, layout=layout,
-                       header_crc=crc, format_version=STORE_VERSION,
-                       chunk_arrays=tuple(columns))
+    return StoreHeader(
+        uuid=uuid,
+        name=name,
+        n_graph=n_graph,
+        totals=totals,
+        fields=fields,
+        meta=meta,
+        checksums=checksums,
+        edge_dtype=edge_dtype,
+        layout=layout,
+        header_crc=crc,
+        format_version=STORE_VERSION,
+        chunk_arrays=tuple(columns),
+    )
 
 
-def header_json(*, uuid: str, name: str, meta: dict, n_graph: int, totals: dict,
-                fields: dict, edge_dtype: np.dtype, arrays: dict, n_chunks: int,
-                target_bytes: int) -> bytes:
+def header_json(
+    *,
+    uuid: str,
+    name: str,
+    meta: dict,
+    n_graph: int,
+    totals: dict,
+    fields: dict,
+    edge_dtype: np.dtype,
+    arrays: dict,
+    n_chunks: int,
+    target_bytes: int,
+) -> bytes:
     """The JSON header's bytes (module docstring); ``arrays``: ``{where: (offset, shape,
     dtype, crc32)}``."""
     body = {
-        "format": STORE_FORMAT, "format_version": STORE_VERSION, "uuid": uuid, "name": name,
-        "meta": meta, "n_graph": n_graph, "n_node_total": totals["node"],
-        "n_edge_total": totals["edge"], "edge_index_dtype": np.dtype(edge_dtype).str,
+        "format": STORE_FORMAT,
+        "format_version": STORE_VERSION,
+        "uuid": uuid,
+        "name": name,
+        "meta": meta,
+        "n_graph": n_graph,
+        "n_node_total": totals["node"],
+        "n_edge_total": totals["edge"],
+        "edge_index_dtype": np.dtype(edge_dtype).str,
         "fields": fields,
-        "arrays": {w: {"offset": o, "shape": list(s), "dtype": np.dtype(d).str, "crc32": c}
-                   for w, (o, s, d, c) in arrays.items()},
-        "chunks": {"count": n_chunks, "target_bytes": target_bytes,
-                   "arrays": chunk_columns(fields)},
+        "arrays": {
+            w: {"offset": o, "shape": list(s), "dtype": np.dtype(d).str, "crc32": c}
+            for w, (o, s, d, c) in arrays.items()
+        },
+        "chunks": {
+            "count": n_chunks,
+            "target_bytes": target_bytes,
+            "arrays": chunk_columns(fields),
+        },
     }
     return json.dumps(body, sort_keys=False).encode("utf-8")

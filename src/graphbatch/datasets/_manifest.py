@@ -50,9 +50,20 @@ from .._io import atomic_write, parse_json, read_bounded
 from ._header import check_dtype, check_fields, sniff
 from ._store import GraphStore
 
-__all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "Manifest", "ShardEntry", "ShardFacts",
-           "file_identity", "is_manifest", "read_manifest", "shard_facts", "write_manifest",
-           "write_manifest_of_facts", "write_manifest_of_shards"]
+__all__ = [
+    "MANIFEST_FORMAT",
+    "MANIFEST_VERSION",
+    "Manifest",
+    "ShardEntry",
+    "ShardFacts",
+    "file_identity",
+    "is_manifest",
+    "read_manifest",
+    "shard_facts",
+    "write_manifest",
+    "write_manifest_of_facts",
+    "write_manifest_of_shards",
+]
 
 MANIFEST_FORMAT = "graphbatch-sharded-store"
 MANIFEST_VERSION = 1
@@ -76,9 +87,16 @@ class ShardEntry:
     bytes: int
 
     def as_json(self) -> dict:
-        return {"file": self.file, "n_graph": self.n_graph, "n_node": self.n_node,
-                "n_edge": self.n_edge, "n_failed": self.n_failed, "uuid": self.uuid,
-                "header_crc": self.header_crc, "bytes": self.bytes}
+        return {
+            "file": self.file,
+            "n_graph": self.n_graph,
+            "n_node": self.n_node,
+            "n_edge": self.n_edge,
+            "n_failed": self.n_failed,
+            "uuid": self.uuid,
+            "header_crc": self.header_crc,
+            "bytes": self.bytes,
+        }
 
 
 @dataclass(frozen=True)
@@ -118,8 +136,10 @@ def _decode(text: object, crc: object, n: int, what: str) -> np.ndarray:
     d = zlib.decompressobj()
     raw = d.decompress(base64.b64decode(text.encode("ascii"), validate=True), 8 * n + 1)
     if len(raw) > 8 * n or d.unconsumed_tail:
-        raise InputError(f"sizes/{what} holds more than the {n} values the manifest says "
-                         f"(over {8 * n:,} bytes once decompressed)")
+        raise InputError(
+            f"sizes/{what} holds more than the {n} values the manifest says "
+            f"(over {8 * n:,} bytes once decompressed)"
+        )
     if len(raw) != 8 * n:
         raise InputError(f"sizes/{what} holds {len(raw) // 8} values, the manifest says {n}")
     if zlib.crc32(raw) != crc:
@@ -135,29 +155,54 @@ def _body_crc(body: dict) -> int:
     return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
-def write_manifest(path: str | os.PathLike, *, uuid: str, name: str, meta: dict, fields: dict,
-                   edge_index_dtype: str, build: dict, shards: list[ShardEntry],
-                   n_node: np.ndarray, n_edge: np.ndarray,
-                   failed_without_shard: Sequence[int] = ()) -> Path:
+def write_manifest(
+    path: str | os.PathLike,
+    *,
+    uuid: str,
+    name: str,
+    meta: dict,
+    fields: dict,
+    edge_index_dtype: str,
+    build: dict,
+    shards: list[ShardEntry],
+    n_node: np.ndarray,
+    n_edge: np.ndarray,
+    failed_without_shard: Sequence[int] = (),
+) -> Path:
     """Write the manifest atomically (`graphbatch._io.atomic_write`: temporary file in the same
     folder, fsync, rename)."""
     path = Path(path)
     n_node = np.asarray(n_node, dtype=np.int64)
     n_edge = np.asarray(n_edge, dtype=np.int64)
     if n_node.shape != n_edge.shape or n_node.shape[0] != sum(s.n_graph for s in shards):
-        raise InputError(f"size table of {n_node.shape[0]} graphs does not match the shards' "
-                         f"{sum(s.n_graph for s in shards)}")
+        raise InputError(
+            f"size table of {n_node.shape[0]} graphs does not match the shards' "
+            f"{sum(s.n_graph for s in shards)}"
+        )
     enc_n, crc_n = _encode(n_node)
     enc_e, crc_e = _encode(n_edge)
     body = {
-        "format": MANIFEST_FORMAT, "format_version": MANIFEST_VERSION, "uuid": uuid,
-        "name": name, "meta": meta, "fields": fields, "edge_index_dtype": edge_index_dtype,
-        "n_graph": int(n_node.shape[0]), "n_node_total": int(n_node.sum()),
-        "n_edge_total": int(n_edge.sum()), "build": build,
+        "format": MANIFEST_FORMAT,
+        "format_version": MANIFEST_VERSION,
+        "uuid": uuid,
+        "name": name,
+        "meta": meta,
+        "fields": fields,
+        "edge_index_dtype": edge_index_dtype,
+        "n_graph": int(n_node.shape[0]),
+        "n_node_total": int(n_node.sum()),
+        "n_edge_total": int(n_edge.sum()),
+        "build": build,
         "shards": [s.as_json() for s in shards],
         "failed_without_shard": sorted(int(i) for i in failed_without_shard),
-        "sizes": {"encoding": "zlib+base64", "dtype": "<i8", "n_node": enc_n,
-                  "n_node_crc32": crc_n, "n_edge": enc_e, "n_edge_crc32": crc_e},
+        "sizes": {
+            "encoding": "zlib+base64",
+            "dtype": "<i8",
+            "n_node": enc_n,
+            "n_node_crc32": crc_n,
+            "n_edge": enc_e,
+            "n_edge_crc32": crc_e,
+        },
     }
     body["manifest_crc"] = _body_crc(body)
     data = json.dumps(body, indent=1, sort_keys=True).encode("utf-8")
@@ -212,20 +257,36 @@ def shard_facts(shard_path: str | os.PathLike) -> ShardFacts:
         n_node, n_edge = np.array(store.n_node), np.array(store.n_edge)
         facts = ShardFacts(
             path=str(shard_path),
-            entry=ShardEntry(file=shard_path.name, n_graph=int(n_node.shape[0]),
-                             n_node=int(n_node.sum()), n_edge=int(n_edge.sum()),
-                             n_failed=int(store.failed_index.shape[0]), uuid=store.uuid,
-                             header_crc=store.header_crc, bytes=before[2]),
-            fields=store.fields, edge_index_dtype=np.dtype(store.packed().edge_index.dtype).str,
-            n_node=n_node, n_edge=n_edge, identity=before)
+            entry=ShardEntry(
+                file=shard_path.name,
+                n_graph=int(n_node.shape[0]),
+                n_node=int(n_node.sum()),
+                n_edge=int(n_edge.sum()),
+                n_failed=int(store.failed_index.shape[0]),
+                uuid=store.uuid,
+                header_crc=store.header_crc,
+                bytes=before[2],
+            ),
+            fields=store.fields,
+            edge_index_dtype=np.dtype(store.packed().edge_index.dtype).str,
+            n_node=n_node,
+            n_edge=n_edge,
+            identity=before,
+        )
     if file_identity(shard_path) != before:
         raise InputError(f"shard {shard_path.name} changed on disk while it was read")
     return facts
 
 
-def write_manifest_of_facts(path: str | os.PathLike, facts: list[ShardFacts], *, name: str,
-                            meta: dict, build: dict,
-                            failed_without_shard: Sequence[int] = ()) -> list[ShardEntry]:
+def write_manifest_of_facts(
+    path: str | os.PathLike,
+    facts: list[ShardFacts],
+    *,
+    name: str,
+    meta: dict,
+    build: dict,
+    failed_without_shard: Sequence[int] = (),
+) -> list[ShardEntry]:
     """Write the manifest at ``path`` from the shards' `ShardFacts` (global order) without
     opening any shard: checks that every shard lies in the manifest's folder, that each file on
     disk is still the one its facts were read from (`file_identity`; otherwise "written
@@ -239,33 +300,51 @@ def write_manifest_of_facts(path: str | os.PathLike, facts: list[ShardFacts], *,
     for k, f in enumerate(facts):
         shard_path = Path(f.path)
         if shard_path.resolve().parent != directory:
-            raise InputError(f"shard {str(shard_path)!r} is not in the manifest's folder "
-                             f"{str(directory)!r}")
+            raise InputError(
+                f"shard {str(shard_path)!r} is not in the manifest's folder {str(directory)!r}"
+            )
         try:
             now = file_identity(shard_path)
         except FileNotFoundError:
             raise InputError(f"shard {k} ({shard_path.name}) is gone from disk") from None
         if now != tuple(f.identity):
-            raise InputError(f"shard {k} ({shard_path.name}) on disk is not the store its "
-                             f"writer reported (file {now}, reported {tuple(f.identity)}): "
-                             "written twice?")
+            raise InputError(
+                f"shard {k} ({shard_path.name}) on disk is not the store its "
+                f"writer reported (file {now}, reported {tuple(f.identity)}): "
+                "written twice?"
+            )
         if f.fields != first.fields or f.edge_index_dtype != first.edge_index_dtype:
-            raise InputError(f"shard {k} ({shard_path.name}) has fields {f.fields} and edge "
-                             f"dtype {f.edge_index_dtype}; shard 0 has {first.fields} and "
-                             f"{first.edge_index_dtype}")
+            raise InputError(
+                f"shard {k} ({shard_path.name}) has fields {f.fields} and edge "
+                f"dtype {f.edge_index_dtype}; shard 0 has {first.fields} and "
+                f"{first.edge_index_dtype}"
+            )
     entries = [f.entry for f in facts]
-    write_manifest(path, uuid=uuidlib.uuid4().hex, name=name, meta=meta, fields=first.fields,
-                   edge_index_dtype=first.edge_index_dtype, build=build, shards=entries,
-                   n_node=np.concatenate([f.n_node for f in facts]),
-                   n_edge=np.concatenate([f.n_edge for f in facts]),
-                   failed_without_shard=failed_without_shard)
+    write_manifest(
+        path,
+        uuid=uuidlib.uuid4().hex,
+        name=name,
+        meta=meta,
+        fields=first.fields,
+        edge_index_dtype=first.edge_index_dtype,
+        build=build,
+        shards=entries,
+        n_node=np.concatenate([f.n_node for f in facts]),
+        n_edge=np.concatenate([f.n_edge for f in facts]),
+        failed_without_shard=failed_without_shard,
+    )
     return entries
 
 
-def write_manifest_of_shards(path: str | os.PathLike, shard_paths: Sequence[str | os.PathLike],
-                             *, name: str, meta: dict,
-                             build: dict,
-                             failed_without_shard: Sequence[int] = ()) -> list[ShardEntry]:
+def write_manifest_of_shards(
+    path: str | os.PathLike,
+    shard_paths: Sequence[str | os.PathLike],
+    *,
+    name: str,
+    meta: dict,
+    build: dict,
+    failed_without_shard: Sequence[int] = (),
+) -> list[ShardEntry]:
     """Open every shard store (in global order; each in the manifest's folder) and write the
     manifest at ``path`` with their entries and combined size table (`shard_facts`, then
     `write_manifest_of_facts`). Returns the entries."""
@@ -273,11 +352,17 @@ def write_manifest_of_shards(path: str | os.PathLike, shard_paths: Sequence[str 
     directory = (path.parent if str(path.parent) else Path(".")).resolve()
     for shard_path in map(Path, shard_paths):  # named before any file is opened
         if shard_path.resolve().parent != directory:
-            raise InputError(f"shard {str(shard_path)!r} is not in the manifest's folder "
-                             f"{str(directory)!r}")
-    return write_manifest_of_facts(path, [shard_facts(p) for p in shard_paths], name=name,
-                                   meta=meta, build=build,
-                                   failed_without_shard=failed_without_shard)
+            raise InputError(
+                f"shard {str(shard_path)!r} is not in the manifest's folder {str(directory)!r}"
+            )
+    return write_manifest_of_facts(
+        path,
+        [shard_facts(p) for p in shard_paths],
+        name=name,
+        meta=meta,
+        build=build,
+        failed_without_shard=failed_without_shard,
+    )
 
 
 def _count(value: object, what: str) -> int:
@@ -290,16 +375,22 @@ def _shard(entry: object, k: int) -> ShardEntry:
     if not isinstance(entry, dict):
         raise InputError(f"shard {k} is not a JSON object")
     file = entry.get("file")
-    if (not isinstance(file, str) or not file or "/" in file or "\\" in file
-            or file in (".", "..")):
-        raise InputError(f"shard {k} has a bad file name {file!r} (must be a plain name in the "
-                         "manifest's folder)")
+    if not isinstance(file, str) or not file or "/" in file or "\\" in file or file in (".", ".."):
+        raise InputError(
+            f"shard {k} has a bad file name {file!r} (must be a plain name in the "
+            "manifest's folder)"
+        )
     uuid = entry.get("uuid")
     if not isinstance(uuid, str):
         raise InputError(f"shard {k} has no uuid")
-    return ShardEntry(file=file, uuid=uuid,
-                      **{key: _count(entry.get(key), f"shard {k} {key}") for key in
-                         ("n_graph", "n_node", "n_edge", "n_failed", "header_crc", "bytes")})
+    return ShardEntry(
+        file=file,
+        uuid=uuid,
+        **{
+            key: _count(entry.get(key), f"shard {k} {key}")
+            for key in ("n_graph", "n_node", "n_edge", "n_failed", "header_crc", "bytes")
+        },
+    )
 
 
 def _check_shard_files(path: Path, entries: Iterable[ShardEntry]) -> None:
@@ -311,18 +402,24 @@ def _check_shard_files(path: Path, entries: Iterable[ShardEntry]) -> None:
         try:
             st = os.stat(shard)
         except FileNotFoundError:
-            raise StoreFormatError(f"{str(path)!r}: shard {str(shard)!r} is missing "
-                                   "(incomplete or moved sharded store)") from None
+            raise StoreFormatError(
+                f"{str(path)!r}: shard {str(shard)!r} is missing "
+                "(incomplete or moved sharded store)"
+            ) from None
         if not stat.S_ISREG(st.st_mode):
             raise StoreFormatError(f"{str(path)!r}: shard {str(shard)!r} is not a regular file")
         if st.st_size != e.bytes:
-            raise StoreFormatError(f"{str(path)!r}: shard {str(shard)!r} has {st.st_size} "
-                                   f"bytes, the manifest says {e.bytes} (replaced or damaged "
-                                   "shard)")
+            raise StoreFormatError(
+                f"{str(path)!r}: shard {str(shard)!r} has {st.st_size} "
+                f"bytes, the manifest says {e.bytes} (replaced or damaged "
+                "shard)"
+            )
         if e.n_graph * _MIN_GRAPH_BYTES > e.bytes:
-            raise StoreFormatError(f"{str(path)!r}: shard {str(shard)!r} of {e.bytes:,} bytes "
-                                   f"cannot hold the {e.n_graph:,} graphs the manifest says "
-                                   f"(at least {_MIN_GRAPH_BYTES} bytes each)")
+            raise StoreFormatError(
+                f"{str(path)!r}: shard {str(shard)!r} of {e.bytes:,} bytes "
+                f"cannot hold the {e.n_graph:,} graphs the manifest says "
+                f"(at least {_MIN_GRAPH_BYTES} bytes each)"
+            )
 
 
 def _check_format(body: dict) -> tuple[dict, str]:
@@ -331,8 +428,9 @@ def _check_format(body: dict) -> tuple[dict, str]:
     fields = check_fields(body["fields"])
     edge = check_dtype(body["edge_index_dtype"])
     if edge.kind not in "iu" or edge.str != body["edge_index_dtype"]:
-        raise InputError(f"edge_index_dtype {body['edge_index_dtype']!r} is not an integer "
-                         "dtype string")
+        raise InputError(
+            f"edge_index_dtype {body['edge_index_dtype']!r} is not an integer dtype string"
+        )
     return fields, edge.str
 
 
@@ -347,21 +445,28 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
     except InputError as exc:
         raise StoreFormatError(str(exc)) from None
     try:
-        body = parse_json(data, f"sharded store manifest {str(path)!r}",
-                          max_bytes=_MAX_MANIFEST_BYTES)
+        body = parse_json(
+            data, f"sharded store manifest {str(path)!r}", max_bytes=_MAX_MANIFEST_BYTES
+        )
         if not isinstance(body, dict):
             raise InputError("not a JSON object")
         if body.get("format") != MANIFEST_FORMAT:
-            raise StoreFormatError(f"{str(path)!r} is not a graphbatch sharded store manifest "
-                                   f"(format {body.get('format')!r})")
+            raise StoreFormatError(
+                f"{str(path)!r} is not a graphbatch sharded store manifest "
+                f"(format {body.get('format')!r})"
+            )
         if body.get("format_version") != MANIFEST_VERSION:
-            raise StoreFormatError(f"{str(path)!r} has manifest version "
-                                   f"{body.get('format_version')!r}; this graphbatch reads "
-                                   f"version {MANIFEST_VERSION}")
+            raise StoreFormatError(
+                f"{str(path)!r} has manifest version "
+                f"{body.get('format_version')!r}; this graphbatch reads "
+                f"version {MANIFEST_VERSION}"
+            )
         crc = body.pop("manifest_crc", None)
         if type(crc) is not int or crc != _body_crc(body):
-            raise StoreFormatError(f"{str(path)!r}: the manifest does not match its checksum "
-                                   "(edited or damaged manifest)")
+            raise StoreFormatError(
+                f"{str(path)!r}: the manifest does not match its checksum "
+                "(edited or damaged manifest)"
+            )
         shards = body.get("shards")
         if not isinstance(shards, list) or not shards:
             raise InputError("no shards listed")
@@ -382,25 +487,43 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
             a, b = bounds[k], bounds[k + 1]
             if int(n_node[a:b].sum()) != e.n_node or int(n_edge[a:b].sum()) != e.n_edge:
                 raise InputError(f"shard {k} node/edge totals differ from the size table")
-        if (_count(body.get("n_node_total"), "n_node_total") != int(n_node.sum())
-                or _count(body.get("n_edge_total"), "n_edge_total") != int(n_edge.sum())):
+        if _count(body.get("n_node_total"), "n_node_total") != int(n_node.sum()) or _count(
+            body.get("n_edge_total"), "n_edge_total"
+        ) != int(n_edge.sum()):
             raise InputError("totals differ from the size table")
-        for key, kind in (("uuid", str), ("name", str), ("meta", dict), ("fields", dict),
-                          ("edge_index_dtype", str), ("build", dict)):
+        for key, kind in (
+            ("uuid", str),
+            ("name", str),
+            ("meta", dict),
+            ("fields", dict),
+            ("edge_index_dtype", str),
+            ("build", dict),
+        ):
             if not isinstance(body.get(key), kind):
                 raise InputError(f"{key} is not a JSON {kind.__name__}")
         _check_format(body)
         extra = body.get("failed_without_shard")
         if not isinstance(extra, list):
             raise InputError("failed_without_shard is not a list")
-        failed_extra = np.asarray([_count(i, "failed_without_shard entry") for i in extra],
-                                  dtype=np.int64)
+        failed_extra = np.asarray(
+            [_count(i, "failed_without_shard entry") for i in extra], dtype=np.int64
+        )
     except StoreFormatError:
         raise
     except Exception as exc:
-        raise StoreFormatError(f"{str(path)!r} is not a complete sharded store manifest: "
-                               f"{type(exc).__name__}: {exc}") from exc
-    return Manifest(path=path, uuid=body["uuid"], name=body["name"], meta=body["meta"],
-                    fields=body["fields"], edge_index_dtype=body["edge_index_dtype"],
-                    build=body["build"], shards=entries, n_node=n_node, n_edge=n_edge,
-                    failed_without_shard=failed_extra)
+        raise StoreFormatError(
+            f"{str(path)!r} is not a complete sharded store manifest: {type(exc).__name__}: {exc}"
+        ) from exc
+    return Manifest(
+        path=path,
+        uuid=body["uuid"],
+        name=body["name"],
+        meta=body["meta"],
+        fields=body["fields"],
+        edge_index_dtype=body["edge_index_dtype"],
+        build=body["build"],
+        shards=entries,
+        n_node=n_node,
+        n_edge=n_edge,
+        failed_without_shard=failed_extra,
+    )

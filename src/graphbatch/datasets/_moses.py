@@ -27,16 +27,16 @@ from ._graphs import GraphArrays
 from ._ogb import smiles_size, smiles_to_graph
 from ._resources import package_data_path
 
-__all__ = ["MOSES_TRAIN_SIZE", "load_moses_smiles", "moses_graphs", "moses_sizes",
-           "smiles_graphs"]
+__all__ = ["MOSES_TRAIN_SIZE", "load_moses_smiles", "moses_graphs", "moses_sizes", "smiles_graphs"]
 
 #: Molecules in MOSES's training split.
 MOSES_TRAIN_SIZE = 1_584_663
 _SPLITS = ("train", "test", "test_scaffolds")
 
 
-def load_moses_smiles(split: str = "train", limit: int | None = None,
-                      source: str | Path | None = None) -> list[str]:
+def load_moses_smiles(
+    split: str = "train", limit: int | None = None, source: str | Path | None = None
+) -> list[str]:
     """The first ``limit`` SMILES of a MOSES split (``train``, ``test``, ``test_scaffolds``).
 
     ``source`` is a ``.csv``/``.csv.gz`` file with a ``SMILES`` column (default: molsets' file).
@@ -45,11 +45,14 @@ def load_moses_smiles(split: str = "train", limit: int | None = None,
         raise InputError(f"unknown MOSES split {split!r}; choose one of {_SPLITS}")
     if limit is not None:
         limit = as_nonnegative_int(limit, "limit")
-    path = (Path(source) if source is not None
-            else package_data_path("moses", "dataset", "data", f"{split}.csv.gz"))
+    path = (
+        Path(source)
+        if source is not None
+        else package_data_path("moses", "dataset", "data", f"{split}.csv.gz")
+    )
     if path.is_dir():
         path = path / f"{split}.csv.gz"
-    check_regular_file(path, "MOSES source")   # a FIFO would block
+    check_regular_file(path, "MOSES source")  # a FIFO would block
     opener = gzip.open if path.suffix == ".gz" else open
     out: list[str] = []
     with opener(path, "rb") as raw:
@@ -85,14 +88,20 @@ def _convert(task: tuple[int, Sequence[str], bool]) -> dict[str, Any]:
         ok.append(start + k)
         n_node.append(n)
         n_edge.append(e)
-    res = {"n_node": np.asarray(n_node, np.int64), "n_edge": np.asarray(n_edge, np.int64),
-           "index": np.asarray(ok, np.int64), "failed": failed}
+    res = {
+        "n_node": np.asarray(n_node, np.int64),
+        "n_edge": np.asarray(n_edge, np.int64),
+        "index": np.asarray(ok, np.int64),
+        "failed": failed,
+    }
     if not sizes_only:
         res["x"] = np.concatenate(xs).astype(np.uint8) if xs else np.zeros((0, 9), np.uint8)
-        res["edge_index"] = (np.concatenate(eis, axis=1).astype(np.int32) if eis
-                             else np.zeros((2, 0), np.int32))
-        res["edge_attr"] = (np.concatenate(eas).astype(np.uint8) if eas
-                            else np.zeros((0, 3), np.uint8))
+        res["edge_index"] = (
+            np.concatenate(eis, axis=1).astype(np.int32) if eis else np.zeros((2, 0), np.int32)
+        )
+        res["edge_attr"] = (
+            np.concatenate(eas).astype(np.uint8) if eas else np.zeros((0, 3), np.uint8)
+        )
     return res
 
 
@@ -110,14 +119,22 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("fork" if "fork" in methods and single else "spawn")
 
 
-def _blocks(smiles: Sequence[str], chunk_size: int,
-            sizes_only: bool) -> Iterator[tuple[int, list[str], bool]]:
+def _blocks(
+    smiles: Sequence[str], chunk_size: int, sizes_only: bool
+) -> Iterator[tuple[int, list[str], bool]]:
     for s in range(0, len(smiles), chunk_size):
-        yield s, list(smiles[s:s + chunk_size]), sizes_only
+        yield s, list(smiles[s : s + chunk_size]), sizes_only
 
 
-def _run(smiles: Sequence[str], *, sizes_only: bool, workers: int | None, chunk_size: int,
-         progress: bool, failures: list | None) -> Iterator[dict]:
+def _run(
+    smiles: Sequence[str],
+    *,
+    sizes_only: bool,
+    workers: int | None,
+    chunk_size: int,
+    progress: bool,
+    failures: list | None,
+) -> Iterator[dict]:
     chunk_size = as_positive_int(chunk_size, "chunk_size")
     workers = (os.cpu_count() or 1) if workers is None else as_positive_int(workers, "workers")
     bar = None
@@ -148,8 +165,14 @@ def _run(smiles: Sequence[str], *, sizes_only: bool, workers: int | None, chunk_
             pool.join()
 
 
-def smiles_graphs(smiles: Sequence[str], *, workers: int | None = None, chunk_size: int = 2048,
-                  progress: bool = False, failures: list | None = None) -> Iterator[GraphArrays]:
+def smiles_graphs(
+    smiles: Sequence[str],
+    *,
+    workers: int | None = None,
+    chunk_size: int = 2048,
+    progress: bool = False,
+    failures: list | None = None,
+) -> Iterator[GraphArrays]:
     """OGB graphs of ``smiles`` in input order, one `GraphArrays` per block of ``chunk_size``.
 
     Fields: node ``x`` (uint8 ``[n, 9]``), edge ``edge_attr`` (uint8 ``[E, 3]``), graph ``index``
@@ -157,31 +180,57 @@ def smiles_graphs(smiles: Sequence[str], *, workers: int | None = None, chunk_si
     appended to ``failures`` (pass a list to collect them). ``workers`` processes (default: all
     CPUs; 1 = in this process).
     """
-    for res in _run(smiles, sizes_only=False, workers=workers, chunk_size=chunk_size,
-                    progress=progress, failures=failures):
+    for res in _run(
+        smiles,
+        sizes_only=False,
+        workers=workers,
+        chunk_size=chunk_size,
+        progress=progress,
+        failures=failures,
+    ):
         if res["n_node"].shape[0] == 0:
             continue
-        yield GraphArrays(n_node=res["n_node"], n_edge=res["n_edge"],
-                          edge_index=res["edge_index"], node={"x": res["x"]},
-                          edge={"edge_attr": res["edge_attr"]}, graph={"index": res["index"]})
+        yield GraphArrays(
+            n_node=res["n_node"],
+            n_edge=res["n_edge"],
+            edge_index=res["edge_index"],
+            node={"x": res["x"]},
+            edge={"edge_attr": res["edge_attr"]},
+            graph={"index": res["index"]},
+        )
 
 
-def moses_graphs(split: str = "train", *, limit: int | None = None,
-                 source: str | Path | None = None, **options: Any) -> Iterator[GraphArrays]:
+def moses_graphs(
+    split: str = "train",
+    *,
+    limit: int | None = None,
+    source: str | Path | None = None,
+    **options: Any,
+) -> Iterator[GraphArrays]:
     """MOSES molecules as OGB graphs; ``options`` as for `smiles_graphs`."""
     return smiles_graphs(load_moses_smiles(split, limit, source), **options)
 
 
-def moses_sizes(split: str = "train", *, limit: int | None = None,
-                source: str | Path | None = None, failures: list | None = None,
-                **options: Any) -> tuple[GraphSizes, np.ndarray]:
+def moses_sizes(
+    split: str = "train",
+    *,
+    limit: int | None = None,
+    source: str | Path | None = None,
+    failures: list | None = None,
+    **options: Any,
+) -> tuple[GraphSizes, np.ndarray]:
     """``(sizes, index)``: node/edge counts of the OGB graphs (no features computed) and the
     SMILES index of each converted molecule (failures go to ``failures``)."""
     smiles = load_moses_smiles(split, limit, source)
     nn, ne, idx = [], [], []
-    for res in _run(smiles, sizes_only=True, failures=failures,
-                    workers=options.get("workers"), chunk_size=options.get("chunk_size", 8192),
-                    progress=options.get("progress", False)):
+    for res in _run(
+        smiles,
+        sizes_only=True,
+        failures=failures,
+        workers=options.get("workers"),
+        chunk_size=options.get("chunk_size", 8192),
+        progress=options.get("progress", False),
+    ):
         nn.append(res["n_node"])
         ne.append(res["n_edge"])
         idx.append(res["index"])

@@ -40,6 +40,7 @@ def import_vesin(*, without_torch: bool = False) -> Any:
         sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` fails
         try:
             import vesin
+
             return vesin
         except ImportError:  # pragma: no cover - a vesin that needs torch: import it plainly
             for name in [m for m in sys.modules if m == "vesin" or m.startswith("vesin.")]:
@@ -50,8 +51,9 @@ def import_vesin(*, without_torch: bool = False) -> Any:
     try:
         import vesin
     except ImportError as exc:  # pragma: no cover - vesin is in the atomistic extra
-        raise ImportError("periodic neighbour lists need vesin: pip install "
-                          "'graphbatch[atomistic]'") from exc
+        raise ImportError(
+            "periodic neighbour lists need vesin: pip install 'graphbatch[atomistic]'"
+        ) from exc
     return vesin
 
 
@@ -100,13 +102,14 @@ def _box(cell: np.ndarray, pbc: np.ndarray) -> np.ndarray:
     rows = box[pbc]
     # orthonormal complement of the periodic vectors' span
     _, _, vt = np.linalg.svd(rows)
-    free = vt[rows.shape[0]:]
+    free = vt[rows.shape[0] :]
     box[~pbc] = free
     return box
 
 
-def half_pairs(positions: np.ndarray, box: np.ndarray, pbc: np.ndarray,
-               cutoff: float) -> tuple[np.ndarray, np.ndarray]:
+def half_pairs(
+    positions: np.ndarray, box: np.ndarray, pbc: np.ndarray, cutoff: float
+) -> tuple[np.ndarray, np.ndarray]:
     """vesin's half list of one structure: ``(pairs, shifts)``, ``[H, 2]`` unsigned and
     ``[H, 3]`` int32, each unordered pair (and each pair of opposite self-images) once.
     ``positions`` float64 ``[n >= 1, 3]`` C-contiguous, ``box`` a full-rank box from `_box`
@@ -115,8 +118,9 @@ def half_pairs(positions: np.ndarray, box: np.ndarray, pbc: np.ndarray,
     return _vesin_list(cutoff).compute(positions, box, pbc, "PS")
 
 
-def neighbour_list(positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray,
-                   cutoff: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def neighbour_list(
+    positions: np.ndarray, cell: np.ndarray, pbc: np.ndarray, cutoff: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(senders, receivers, unit_shifts)`` of one structure: int arrays ``[E]``, ``[E]`` and
     ``[E, 3]`` such that ``positions[receivers] - positions[senders] + unit_shifts @ cell`` are
     the edge vectors, shorter than ``cutoff`` (Å, or the positions' unit). ``cell`` ``[3, 3]``

@@ -15,14 +15,22 @@ import numpy as np
 
 from .._errors import InputError
 
-__all__ = ["ATOM_FEATURES", "BOND_FEATURES", "atom_feature_dims", "bond_feature_dims",
-           "smiles_to_graph", "smiles_size"]
+__all__ = [
+    "ATOM_FEATURES",
+    "BOND_FEATURES",
+    "atom_feature_dims",
+    "bond_feature_dims",
+    "smiles_to_graph",
+    "smiles_size",
+]
 
 #: (name, vocabulary) of the 9 atom features, in column order of ``x``.
 ATOM_FEATURES: tuple[tuple[str, tuple], ...] = (
     ("atomic_num", (*range(1, 119), "misc")),
-    ("chirality", ("CHI_UNSPECIFIED", "CHI_TETRAHEDRAL_CW", "CHI_TETRAHEDRAL_CCW", "CHI_OTHER",
-                   "misc")),
+    (
+        "chirality",
+        ("CHI_UNSPECIFIED", "CHI_TETRAHEDRAL_CW", "CHI_TETRAHEDRAL_CCW", "CHI_OTHER", "misc"),
+    ),
     ("degree", (*range(11), "misc")),
     ("formal_charge", (*range(-5, 6), "misc")),
     ("num_hs", (*range(9), "misc")),

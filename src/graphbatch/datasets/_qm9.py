@@ -90,13 +90,14 @@ def load_qm9(limit: int | None = None, source: str | Path | None = None) -> QM9M
     for part in _PARTS:
         if limit is not None and len(n_atoms) >= limit:
             break
-        check_regular_file(folder / part, "QM9 source file")   # a FIFO would block
+        check_regular_file(folder / part, "QM9 source file")  # a FIFO would block
         with open(folder / part, newline="") as fh:
             reader = csv.reader(fh)
             header = next(reader)
             try:
-                col = {name: header.index(name) for name in
-                       ("Index", "N_atoms", "Elements", "XYZ_Ang")}
+                col = {
+                    name: header.index(name) for name in ("Index", "N_atoms", "Elements", "XYZ_Ang")
+                }
                 ycols = [header.index(c) for _, c, _ in QM9_TARGETS]
             except ValueError as exc:
                 raise InputError(f"{folder / part}: unexpected header ({exc})") from exc
@@ -116,16 +117,21 @@ def load_qm9(limit: int | None = None, source: str | Path | None = None) -> QM9M
         raise InputError(f"unknown element symbol {exc.args[0]!r} in QM9 data") from exc
     flat = np.asarray(",".join(coords).split(",") if coords else [], dtype=np.float64)
     if z.shape[0] != int(n_node.sum()) or flat.shape[0] != 3 * z.shape[0]:
-        raise InputError(f"QM9 data is inconsistent: {z.shape[0]} elements, {flat.shape[0]} "
-                         f"coordinates, N_atoms sums to {int(n_node.sum())}")
-    y = np.asarray([[float(v) if v.strip() else np.nan for v in r] for r in ys],
-                   dtype=np.float64).reshape(-1, len(QM9_TARGETS))
-    return QM9Molecules(z=z, pos=flat.reshape(-1, 3), n_node=n_node, y=y,
-                        index=np.asarray(ids, dtype=np.int64))
+        raise InputError(
+            f"QM9 data is inconsistent: {z.shape[0]} elements, {flat.shape[0]} "
+            f"coordinates, N_atoms sums to {int(n_node.sum())}"
+        )
+    y = np.asarray(
+        [[float(v) if v.strip() else np.nan for v in r] for r in ys], dtype=np.float64
+    ).reshape(-1, len(QM9_TARGETS))
+    return QM9Molecules(
+        z=z, pos=flat.reshape(-1, 3), n_node=n_node, y=y, index=np.asarray(ids, dtype=np.int64)
+    )
 
 
-def molecules_to_graphs(mols: QM9Molecules, graph: str = "radius", *, cutoff: float = 6.0,
-                        k: int = 24) -> GraphArrays:
+def molecules_to_graphs(
+    mols: QM9Molecules, graph: str = "radius", *, cutoff: float = 6.0, k: int = 24
+) -> GraphArrays:
     """Build the geometric graphs of ``mols``: node fields ``z`` (uint8), ``pos`` (float32, Å);
     edge field ``edge_dist`` (float32, Å); graph fields ``y`` (float32 ``[15]``), ``index``."""
     edges = build_edges(mols.pos, mols.n_node, graph, cutoff=cutoff, k=k)
@@ -139,10 +145,16 @@ def molecules_to_graphs(mols: QM9Molecules, graph: str = "radius", *, cutoff: fl
     )
 
 
-def qm9_graphs(graph: str = "radius", *, cutoff: float = 6.0, k: int = 24,
-               limit: int | None = None, source: str | Path | None = None,
-               chunk_size: int = 8192, mols: QM9Molecules | None = None,
-               ) -> Iterator[GraphArrays]:
+def qm9_graphs(
+    graph: str = "radius",
+    *,
+    cutoff: float = 6.0,
+    k: int = 24,
+    limit: int | None = None,
+    source: str | Path | None = None,
+    chunk_size: int = 8192,
+    mols: QM9Molecules | None = None,
+) -> Iterator[GraphArrays]:
     """QM9 as graphs, yielded in chunks of ``chunk_size`` molecules (bounded memory).
 
     ``graph`` is ``"radius"`` (``cutoff`` Å), ``"knn"`` (``k``) or ``"full"``. Pass ``mols``
@@ -156,6 +168,11 @@ def qm9_graphs(graph: str = "radius", *, cutoff: float = 6.0, k: int = 24,
     for start in range(0, len(mols), chunk_size):
         stop = min(start + chunk_size, len(mols))
         a, b = first[start], first[stop]
-        part = QM9Molecules(z=mols.z[a:b], pos=mols.pos[a:b], n_node=mols.n_node[start:stop],
-                            y=mols.y[start:stop], index=mols.index[start:stop])
+        part = QM9Molecules(
+            z=mols.z[a:b],
+            pos=mols.pos[a:b],
+            n_node=mols.n_node[start:stop],
+            y=mols.y[start:stop],
+            index=mols.index[start:stop],
+        )
         yield molecules_to_graphs(part, graph, cutoff=cutoff, k=k)

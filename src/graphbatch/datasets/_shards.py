@@ -52,9 +52,15 @@ class ShardedGraphStore(GraphStore):
         """A JSON file (a manifest) opens as a sharded store."""
         return is_manifest(path)
 
-    def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
-                 in_memory: bool = False, verify: bool = False,
-                 check_chunks: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        cache_size: int = 4096,
+        in_memory: bool = False,
+        verify: bool = False,
+        check_chunks: bool = True,
+    ) -> None:
         self._open_common(path, cache_size, in_memory, check_chunks)
         manifest = read_manifest(self.path)
         self._manifest: Manifest = manifest
@@ -64,7 +70,8 @@ class ShardedGraphStore(GraphStore):
         self.meta: dict = manifest.meta
         self.build: dict = manifest.build
         self._starts = np.concatenate(
-            [[0], np.cumsum([e.n_graph for e in manifest.shards])]).astype(np.int64)
+            [[0], np.cumsum([e.n_graph for e in manifest.shards])]
+        ).astype(np.int64)
         self._node_offsets: np.ndarray | None = None
         self._edge_offsets: np.ndarray | None = None
         self._shards: list[GraphStore | None] = [None] * len(manifest.shards)
@@ -100,25 +107,34 @@ class ShardedGraphStore(GraphStore):
         path = self._manifest.shard_path(s)
         where = f"{str(self.path)!r}: shard {str(path)!r}"
         try:
-            store = GraphStore(path, cache_size=0, in_memory=self.in_memory,
-                               check_chunks=self.check_chunks)
+            store = GraphStore(
+                path, cache_size=0, in_memory=self.in_memory, check_chunks=self.check_chunks
+            )
         except FileNotFoundError:
-            raise StoreFormatError(f"{where} is missing (incomplete or moved sharded "
-                                   "store)") from None
+            raise StoreFormatError(
+                f"{where} is missing (incomplete or moved sharded store)"
+            ) from None
         except StoreFormatError as exc:
             raise StoreFormatError(f"{where} is damaged: {exc}") from exc
         if store.uuid != entry.uuid or store.header_crc != entry.header_crc:
-            raise StoreFormatError(f"{where} is not the shard this manifest was built with "
-                                   f"(store id {store.uuid}, expected {entry.uuid}): replaced "
-                                   "shard")
+            raise StoreFormatError(
+                f"{where} is not the shard this manifest was built with "
+                f"(store id {store.uuid}, expected {entry.uuid}): replaced "
+                "shard"
+            )
         a, b = self._starts[s], self._starts[s + 1]
-        if (len(store) != entry.n_graph or store.fields != self.fields
-                or store.edge_index_dtype != self.edge_index_dtype
-                or not np.array_equal(store.n_node, self._manifest.n_node[a:b])
-                or not np.array_equal(store.n_edge, self._manifest.n_edge[a:b])):
-            raise StoreFormatError(f"{where} disagrees with the manifest (graph count, fields, "
-                                   f"edge_index dtype {store.edge_index_dtype} vs "
-                                   f"{self.edge_index_dtype}, or sizes)")
+        if (
+            len(store) != entry.n_graph
+            or store.fields != self.fields
+            or store.edge_index_dtype != self.edge_index_dtype
+            or not np.array_equal(store.n_node, self._manifest.n_node[a:b])
+            or not np.array_equal(store.n_edge, self._manifest.n_edge[a:b])
+        ):
+            raise StoreFormatError(
+                f"{where} disagrees with the manifest (graph count, fields, "
+                f"edge_index dtype {store.edge_index_dtype} vs "
+                f"{self.edge_index_dtype}, or sizes)"
+            )
         return store
 
     def _locate(self, i: int) -> tuple[int, int]:
@@ -137,13 +153,20 @@ class ShardedGraphStore(GraphStore):
         """For worker processes: no open shards, no cache; a copy opens its shards again and
         checks each against the manifest entry this object was opened with."""
         state = self.__dict__.copy()
-        state.update(_shards=[None] * len(self._shards), _cache=OrderedDict(), hits=0,
-                     misses=0, in_memory=False)
+        state.update(
+            _shards=[None] * len(self._shards),
+            _cache=OrderedDict(),
+            hits=0,
+            misses=0,
+            in_memory=False,
+        )
         return state
 
     def _arrays(self) -> NoReturn:
-        raise InputTypeError("a sharded store has no single set of arrays; read graphs with "
-                        "read_graph/read_batch or a shard with shard(s)")
+        raise InputTypeError(
+            "a sharded store has no single set of arrays; read graphs with "
+            "read_graph/read_batch or a shard with shard(s)"
+        )
 
     # ------------------------------------------------------------ metadata (manifest only)
     @property
@@ -170,14 +193,19 @@ class ShardedGraphStore(GraphStore):
         return int(self._manifest.n_node.shape[0])
 
     def __repr__(self) -> str:
-        return (f"ShardedGraphStore({str(self.path)!r}, name={self.name!r}, graphs={len(self)}, "
-                f"shards={self.n_shards}, fields={sorted(self.fields)})")
+        return (
+            f"ShardedGraphStore({str(self.path)!r}, name={self.name!r}, graphs={len(self)}, "
+            f"shards={self.n_shards}, fields={sorted(self.fields)})"
+        )
 
     @property
     def failed_index(self) -> np.ndarray:
         """Source-record indices that failed conversion (global, from every shard)."""
-        parts = [np.asarray(self.shard(s).failed_index) for s in range(self.n_shards)
-                 if self._manifest.shards[s].n_failed]
+        parts = [
+            np.asarray(self.shard(s).failed_index)
+            for s in range(self.n_shards)
+            if self._manifest.shards[s].n_failed
+        ]
         out = np.sort(np.concatenate([*parts, self._manifest.failed_without_shard]))
         out.flags.writeable = False
         return out
@@ -191,8 +219,10 @@ class ShardedGraphStore(GraphStore):
 
     # ------------------------------------------------------------ graph data
     def packed(self) -> PackedGraphs:
-        raise InputTypeError("a sharded store has no single PackedGraphs view; read batches with "
-                        "read_batch (or use shard(s).packed() per shard)")
+        raise InputTypeError(
+            "a sharded store has no single PackedGraphs view; read batches with "
+            "read_batch (or use shard(s).packed() per shard)"
+        )
 
     def read_graph(self, i: int) -> dict[str, np.ndarray]:
         """Graph ``i`` (global index) from its shard (as `GraphStore.read_graph`)."""
@@ -221,7 +251,7 @@ class ShardedGraphStore(GraphStore):
         list into it that restores the order of ``idx``."""
         edge_dtype = np.dtype(self._manifest.edge_index_dtype)
         shard_of = np.searchsorted(self._starts, idx, side="right") - 1
-        order = np.argsort(shard_of, kind="stable")        # packed graph j = batch slot order[j]
+        order = np.argsort(shard_of, kind="stable")  # packed graph j = batch slot order[j]
         nn, ne, eis = [], [], []
         per_level: dict[str, dict[str, list]] = {level: {} for level in LEVELS}
         for s in np.unique(shard_of):
@@ -229,53 +259,68 @@ class ShardedGraphStore(GraphStore):
             n_s = int(self.n_node[idx[shard_of == s]].sum())
             e_s = int(self.n_edge[idx[shard_of == s]].sum())
             g_s = int(local.shape[0])
-            part = self.shard(int(s)).read_batch(local, (n_s + 1, e_s, g_s + 1), layout="jraph",
-                                                 index_dtype=np.int64)
+            part = self.shard(int(s)).read_batch(
+                local, (n_s + 1, e_s, g_s + 1), layout="jraph", index_dtype=np.int64
+            )
             counts_n, counts_e = part.node_counts[:g_s], part.edge_counts[:g_s]
             nn.append(counts_n)
             ne.append(counts_e)
-            eis.append((part.fields["edge_index"][:, :e_s]
-                        - np.repeat(part.node_ptr[:g_s], counts_e)).astype(edge_dtype))
+            eis.append(
+                (
+                    part.fields["edge_index"][:, :e_s] - np.repeat(part.node_ptr[:g_s], counts_e)
+                ).astype(edge_dtype)
+            )
             rows = {"node": n_s, "edge": e_s, "graph": g_s}
             for name, spec in self.fields.items():
                 per_level[spec["level"]].setdefault(name, []).append(
-                    part.fields[name][:rows[spec["level"]]])
+                    part.fields[name][: rows[spec["level"]]]
+                )
         nn_all = np.concatenate(nn) if nn else np.zeros(0, np.int64)
         ne_all = np.concatenate(ne) if ne else np.zeros(0, np.int64)
         arrays: dict[str, dict[str, np.ndarray]] = {level: {} for level in LEVELS}
         for name, spec in self.fields.items():
             level = spec["level"]
             chunks = per_level[level].get(name)
-            arrays[level][name] = (np.concatenate(chunks) if chunks else
-                                   np.zeros((0, *spec["shape"]), dtype=np.dtype(spec["dtype"])))
+            arrays[level][name] = (
+                np.concatenate(chunks)
+                if chunks
+                else np.zeros((0, *spec["shape"]), dtype=np.dtype(spec["dtype"]))
+            )
         packed = PackedGraphs(
-            n_node=nn_all, n_edge=ne_all,
+            n_node=nn_all,
+            n_edge=ne_all,
             node_offsets=np.concatenate([[0], np.cumsum(nn_all)]).astype(np.int64),
             edge_offsets=np.concatenate([[0], np.cumsum(ne_all)]).astype(np.int64),
             edge_index=(np.concatenate(eis, axis=1) if eis else np.zeros((2, 0), edge_dtype)),
-            **arrays)
+            **arrays,
+        )
         back = np.empty(idx.shape[0], dtype=np.int64)
         back[order] = np.arange(idx.shape[0], dtype=np.int64)
         return packed, back
 
-    def read_batch(self, index: ArrayLike, shape: tuple[int, int, int] | Sequence[int],
-                   **options: Any) -> PaddedArrays:
+    def read_batch(
+        self, index: ArrayLike, shape: tuple[int, int, int] | Sequence[int], **options: Any
+    ) -> PaddedArrays:
         """Graphs ``index`` (global) as one padded batch of ``shape``: equal to what a
         single-file store with the same graphs returns (options as `GraphStore.read_batch`)."""
         idx = _index(index, len(self))
         budget = Budget.coerce(shape)
         n_real, e_real = int(self.n_node[idx].sum()), int(self.n_edge[idx].sum())
-        if (idx.shape[0] > budget.graph_capacity or n_real > budget.node_capacity
-                or e_real > budget.edge_capacity):  # checked here to name global indices
+        if (
+            idx.shape[0] > budget.graph_capacity
+            or n_real > budget.node_capacity
+            or e_real > budget.edge_capacity
+        ):  # checked here to name global indices
             raise InputError(
                 f"{idx.shape[0]} graphs with {n_real} nodes and {e_real} edges (dataset indices "
                 f"{idx[:8].tolist()}...) do not fit the padded shape ({budget.n_node}, "
                 f"{budget.n_edge}, {budget.n_graph}), which has room for {budget.graph_capacity} "
                 f"graphs, {budget.node_capacity} real nodes and {budget.edge_capacity} real "
-                "edges; the plan and the data disagree about graph sizes")
+                "edges; the plan and the data disagree about graph sizes"
+            )
         packed, back = self._gather(idx)
         out = pad_batch(packed, back, shape, **options)
-        out.graph_index[:idx.shape[0]] = idx   # global dataset indices, not the gather's
+        out.graph_index[: idx.shape[0]] = idx  # global dataset indices, not the gather's
         return out
 
     def verify(self) -> None:
@@ -286,6 +331,8 @@ class ShardedGraphStore(GraphStore):
             try:
                 store.verify()
             except StoreFormatError as exc:
-                raise StoreFormatError(f"{str(self.path)!r}: shard "
-                                       f"{str(self._manifest.shard_path(s))!r} is damaged: "
-                                       f"{exc}") from exc
+                raise StoreFormatError(
+                    f"{str(self.path)!r}: shard "
+                    f"{str(self._manifest.shard_path(s))!r} is damaged: "
+                    f"{exc}"
+                ) from exc

@@ -89,8 +89,8 @@ __all__ = [
     "write_store",
 ]
 
-_BLOCK_BYTES = 1 << 25      # 32 MiB: streaming unit for writes and checksums
-_MAX_COUNT = 1 << 48        # no store holds more rows than this (header values are bounded)
+_BLOCK_BYTES = 1 << 25  # 32 MiB: streaming unit for writes and checksums
+_MAX_COUNT = 1 << 48  # no store holds more rows than this (header values are bounded)
 _SMALL = SMALL_ARRAYS
 #: File name endings of a store (what `GraphStoreWriter` accepts).
 STORE_SUFFIXES = (".h5", ".hdf5")
@@ -147,8 +147,8 @@ def remove_stale_temporaries(path: str | os.PathLike, *, max_age_s: float = 3600
         name = p.name
         if not (name.startswith(prefix) and name.endswith(".tmp")):
             continue
-        middle = name[len(prefix):-len(".tmp")]
-        m = re.fullmatch(r"(\d+)\.[a-z0-9_]{8}", middle)   # tempfile's 8 random characters
+        middle = name[len(prefix) : -len(".tmp")]
+        m = re.fullmatch(r"(\d+)\.[a-z0-9_]{8}", middle)  # tempfile's 8 random characters
         if m is not None:
             stale = int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1)))
         elif re.fullmatch(r"[a-z0-9_]{8}", middle):
@@ -189,8 +189,11 @@ class GraphStoreWriter:
         directory = self.path.parent if str(self.path.parent) else Path(".")
         directory.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(self.path)
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"{_temp_prefix(self.path)}{os.getpid()}.",
-                                          suffix=".tmp", dir=directory))
+        self._tmp = Path(
+            tempfile.mkdtemp(
+                prefix=f"{_temp_prefix(self.path)}{os.getpid()}.", suffix=".tmp", dir=directory
+            )
+        )
         self._spill: dict[str, object] = {}
         self._fields: dict[str, dict] | None = None
         self._edge_dtype = None
@@ -211,9 +214,14 @@ class GraphStoreWriter:
             raise InputError("this writer is already committed or closed")
         if not isinstance(graphs, GraphArrays):
             raise InputTypeError(f"append needs a GraphArrays, got {type(graphs).__name__}")
-        fields = {name: {"level": level, "dtype": getattr(graphs, level)[name].dtype.str,
-                         "shape": list(getattr(graphs, level)[name].shape[1:])}
-                  for name, level in graphs.fields().items()}
+        fields = {
+            name: {
+                "level": level,
+                "dtype": getattr(graphs, level)[name].dtype.str,
+                "shape": list(getattr(graphs, level)[name].shape[1:]),
+            }
+            for name, level in graphs.fields().items()
+        }
         if self._fields is None:
             self._fields = fields
             self._edge_dtype = graphs.edge_index.dtype
@@ -231,8 +239,9 @@ class GraphStoreWriter:
         """Record source-record indices that could not be converted (stored in ``failed_index``)."""
         self._failed.append(np.asarray(index, dtype=np.int64).reshape(-1))
 
-    def _copy_spill(self, ds, key: str, dtype: np.dtype, row_shape: tuple, crc: int,
-                    row: int | None = None) -> int:
+    def _copy_spill(
+        self, ds, key: str, dtype: np.dtype, row_shape: tuple, crc: int, row: int | None = None
+    ) -> int:
         """Stream spill file ``key`` into dataset ``ds`` (row ``row`` of a 2-D one); returns the
         CRC-32 chained over the bytes written."""
         fh = self._spill.get(key)
@@ -244,8 +253,9 @@ class GraphStoreWriter:
         with open(fh.name, "rb") as src:
             start = 0
             while True:
-                block = np.fromfile(src, dtype=dtype, count=step * int(np.prod(row_shape,
-                                                                               dtype=np.int64)))
+                block = np.fromfile(
+                    src, dtype=dtype, count=step * int(np.prod(row_shape, dtype=np.int64))
+                )
                 if block.size == 0:
                     break
                 block = block.reshape(-1, *row_shape)
@@ -263,7 +273,8 @@ class GraphStoreWriter:
         per = {"node": 0, "edge": 2 * np.dtype(self._edge_dtype).itemsize, "graph": 0}
         for spec in self._fields.values():
             per[spec["level"]] += np.dtype(spec["dtype"]).itemsize * int(
-                np.prod(spec["shape"], dtype=np.int64))
+                np.prod(spec["shape"], dtype=np.int64)
+            )
         return nn * per["node"] + ne * per["edge"] + per["graph"]
 
     def commit(self, check=None) -> Path:
@@ -278,11 +289,15 @@ class GraphStoreWriter:
         nn = np.concatenate(self._n_node).astype(np.int64)
         ne = np.concatenate(self._n_edge).astype(np.int64)
         n_graph, n_tot, e_tot = int(nn.shape[0]), int(nn.sum()), int(ne.sum())
-        small = {"sizes/n_node": nn, "sizes/n_edge": ne,
-                 "offsets/node": np.concatenate([[0], np.cumsum(nn)]).astype(np.int64),
-                 "offsets/edge": np.concatenate([[0], np.cumsum(ne)]).astype(np.int64),
-                 "failed_index": (np.concatenate(self._failed) if self._failed
-                                  else np.zeros(0, np.int64))}
+        small = {
+            "sizes/n_node": nn,
+            "sizes/n_edge": ne,
+            "offsets/node": np.concatenate([[0], np.cumsum(nn)]).astype(np.int64),
+            "offsets/edge": np.concatenate([[0], np.cumsum(ne)]).astype(np.int64),
+            "failed_index": (
+                np.concatenate(self._failed) if self._failed else np.zeros(0, np.int64)
+            ),
+        }
         target = self._tmp / "store.h5"
         checksums: dict[str, int] = {}
         totals = {"node": n_tot, "edge": e_tot, "graph": n_graph}
@@ -298,15 +313,21 @@ class GraphStoreWriter:
             for name, spec in self._fields.items():
                 where = f"{spec['level']}/{name}"
                 dtype = np.dtype(spec["dtype"])
-                ds = f.create_dataset(where, shape=(totals[spec["level"]], *spec["shape"]),
-                                      dtype=dtype)
+                ds = f.create_dataset(
+                    where, shape=(totals[spec["level"]], *spec["shape"]), dtype=dtype
+                )
                 checksums[where] = self._copy_spill(ds, where, dtype, tuple(spec["shape"]), 0)
             # per-chunk CRCs, computed from the bytes now in the file
             f.flush()
             bounds = chunk_bounds(self._graph_bytes(nn, ne), CHUNK_BYTES)
             maps = {w: _map_dataset(target, f[w]) for w in [*small, *chunk_columns(self._fields)]}
-            table = chunk_crcs(maps, chunk_columns(self._fields), bounds, small["offsets/node"],
-                               small["offsets/edge"])
+            table = chunk_crcs(
+                maps,
+                chunk_columns(self._fields),
+                bounds,
+                small["offsets/node"],
+                small["offsets/edge"],
+            )
             del maps
             for where, arr in (("checks/chunk_graphs", bounds), ("checks/chunk_crc32", table)):
                 f.create_dataset(where, data=arr)
@@ -317,14 +338,22 @@ class GraphStoreWriter:
                 ds = f[where]
                 nbytes = int(np.prod(ds.shape, dtype=np.int64)) * ds.dtype.itemsize
                 arrays[where] = (ds.id.get_offset() if nbytes else None, ds.shape, ds.dtype, crc)
-            blob = header_json(uuid=uuidlib.uuid4().hex, name=self.name, meta=self.meta,
-                               n_graph=n_graph, totals=totals, fields=self._fields,
-                               edge_dtype=self._edge_dtype, arrays=arrays,
-                               n_chunks=int(bounds.shape[0]) - 1, target_bytes=CHUNK_BYTES)
+            blob = header_json(
+                uuid=uuidlib.uuid4().hex,
+                name=self.name,
+                meta=self.meta,
+                n_graph=n_graph,
+                totals=totals,
+                fields=self._fields,
+                edge_dtype=self._edge_dtype,
+                arrays=arrays,
+                n_chunks=int(bounds.shape[0]) - 1,
+                target_bytes=CHUNK_BYTES,
+            )
             hds = f.create_dataset("header", data=np.frombuffer(blob, dtype=np.uint8))
             f.flush()
             header_offset = hds.id.get_offset()
-        with open(target, "r+b") as fh:     # the userblock: HDF5 leaves it to us
+        with open(target, "r+b") as fh:  # the userblock: HDF5 leaves it to us
             fh.write(pack_prefix(header_offset, len(blob), zlib.crc32(blob)))
         _read_header(target)  # the layout a reader needs (contiguous, in bounds) really holds
         if check is not None:
@@ -368,8 +397,14 @@ def _map_dataset(path: Path, ds) -> np.ndarray:
     return np.memmap(path, dtype=ds.dtype, mode="r", offset=ds.id.get_offset(), shape=ds.shape)
 
 
-def write_store(path: str | os.PathLike, chunks: Iterable[GraphArrays], *, name: str,
-                meta: dict | None = None, failed_index=None) -> Path:
+def write_store(
+    path: str | os.PathLike,
+    chunks: Iterable[GraphArrays],
+    *,
+    name: str,
+    meta: dict | None = None,
+    failed_index=None,
+) -> Path:
     """Write all ``chunks`` to a new store at ``path`` atomically; returns the path."""
     with GraphStoreWriter(path, name=name, meta=meta) as w:
         for chunk in chunks:
@@ -383,16 +418,28 @@ def write_store(path: str | os.PathLike, chunks: Iterable[GraphArrays], *, name:
 _Header = StoreHeader
 
 #: Attributes of a format-2 store's header (HDF5 attributes, read only by `_read_header_h5`).
-_HEADER_KEYS = ("format", "format_version", "uuid", "name", "n_graph", "n_node_total",
-                "n_edge_total", "edge_index_dtype", "fields", "meta", "checksums")
+_HEADER_KEYS = (
+    "format",
+    "format_version",
+    "uuid",
+    "name",
+    "n_graph",
+    "n_node_total",
+    "n_edge_total",
+    "edge_index_dtype",
+    "fields",
+    "meta",
+    "checksums",
+)
 
 
 def _header_crc(attrs) -> int:
     """CRC-32 of a format-2 store's header attributes. HDF5 checksums object headers, but
     variable-length string values live in its global heap, which has no checksum: this covers
     them."""
-    values = {k: (attrs[k].decode() if isinstance(attrs[k], bytes) else attrs[k]) for k in
-              _HEADER_KEYS}
+    values = {
+        k: (attrs[k].decode() if isinstance(attrs[k], bytes) else attrs[k]) for k in _HEADER_KEYS
+    }
     values = {k: (v if isinstance(v, str) else int(v)) for k, v in values.items()}
     return zlib.crc32(json.dumps(values, sort_keys=True).encode())
 
@@ -430,14 +477,15 @@ def _read_header(path: Path) -> _Header:
         try:
             return read_header_v3(path)
         except (ValueError, TypeError) as exc:
-            raise StoreFormatError(f"{str(path)!r} is not a readable graph store: {exc}") \
-                from exc
+            raise StoreFormatError(f"{str(path)!r} is not a readable graph store: {exc}") from exc
     if kind == "hdf5":
         from ._h5probe import probe_header
 
         return probe_header(path)
-    raise StoreFormatError(f"{str(path)!r} is not a graphbatch graph store (it starts with "
-                           "neither a graph store prefix nor an HDF5 signature)")
+    raise StoreFormatError(
+        f"{str(path)!r} is not a graphbatch graph store (it starts with "
+        "neither a graph store prefix nor an HDF5 signature)"
+    )
 
 
 def _read_header_h5(path: Path) -> _Header:
@@ -448,16 +496,19 @@ def _read_header_h5(path: Path) -> _Header:
     try:
         f = h5py.File(path, "r")
     except OSError as exc:
-        raise StoreFormatError(f"cannot open {str(path)!r} as HDF5 "
-                               f"(truncated or corrupt file?): {exc}") from exc
+        raise StoreFormatError(
+            f"cannot open {str(path)!r} as HDF5 (truncated or corrupt file?): {exc}"
+        ) from exc
     try:
         with f:
             return _parse_header(path, f)
     except StoreFormatError:
         raise
     except Exception as exc:
-        raise StoreFormatError(f"{str(path)!r} is not a complete graph store "
-                               f"(corrupt or truncated?): {type(exc).__name__}: {exc}") from exc
+        raise StoreFormatError(
+            f"{str(path)!r} is not a complete graph store "
+            f"(corrupt or truncated?): {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _parse_header(path: Path, f) -> _Header:
@@ -465,24 +516,32 @@ def _parse_header(path: Path, f) -> _Header:
     if isinstance(fmt, bytes):
         fmt = fmt.decode()
     if fmt != STORE_FORMAT:
-        raise StoreFormatError(f"{str(path)!r} is not a graphbatch graph store "
-                               f"(format attribute {fmt!r})")
+        raise StoreFormatError(
+            f"{str(path)!r} is not a graphbatch graph store (format attribute {fmt!r})"
+        )
     version = f.attrs.get("format_version", -1)
     version = int(version) if isinstance(version, (int, np.integer)) else -1
     if version == 1:
         raise StoreFormatError(
             f"{str(path)!r} is a version-1 graph store (chunked, compressed arrays); this "
             f"graphbatch reads versions 2 and {STORE_VERSION}: convert it once with "
-            f"`graphbatch data convert {path} --out NEW.h5`")
+            f"`graphbatch data convert {path} --out NEW.h5`"
+        )
     if version != 2:
-        raise StoreFormatError(f"{str(path)!r} has store format version {version}; "
-                               f"this graphbatch reads versions 2 and {STORE_VERSION}")
+        raise StoreFormatError(
+            f"{str(path)!r} has store format version {version}; "
+            f"this graphbatch reads versions 2 and {STORE_VERSION}"
+        )
     if _attr_count(f.attrs, "header_crc") != _header_crc(f.attrs):
-        raise StoreFormatError(f"{str(path)!r}: the header attributes do not match their "
-                               "checksum (damaged file)")
+        raise StoreFormatError(
+            f"{str(path)!r}: the header attributes do not match their checksum (damaged file)"
+        )
     n_graph = _attr_count(f.attrs, "n_graph")
-    totals = {"node": _attr_count(f.attrs, "n_node_total"),
-              "edge": _attr_count(f.attrs, "n_edge_total"), "graph": n_graph}
+    totals = {
+        "node": _attr_count(f.attrs, "n_node_total"),
+        "edge": _attr_count(f.attrs, "n_edge_total"),
+        "graph": n_graph,
+    }
     fields = check_fields(json.loads(_attr_str(f.attrs, "fields")))
     meta = json.loads(_attr_str(f.attrs, "meta"))
     if not isinstance(meta, dict):
@@ -513,16 +572,25 @@ def _parse_header(path: Path, f) -> _Header:
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         offset = ds.id.get_offset() if nbytes else None
         if nbytes and (offset is None or offset < 0 or offset + nbytes > size):
-            raise InputError(f"{where} ({nbytes} bytes at offset {offset}) lies outside the "
-                             f"{size}-byte file")
+            raise InputError(
+                f"{where} ({nbytes} bytes at offset {offset}) lies outside the {size}-byte file"
+            )
         if where not in checksums or type(checksums[where]) is not int:
             raise InputError(f"no checksum for {where}")
         layout[where] = (offset, shape, dtype)
-    return _Header(uuid=_attr_str(f.attrs, "uuid"), name=_attr_str(f.attrs, "name"),
-                   n_graph=n_graph, totals=totals, fields=fields, meta=meta,
-                   checksums={k: checksums[k] for k in layout}, edge_dtype=edge_dtype,
-                   layout=layout, header_crc=_attr_count(f.attrs, "header_crc"),
-                   format_version=2)
+    return _Header(
+        uuid=_attr_str(f.attrs, "uuid"),
+        name=_attr_str(f.attrs, "name"),
+        n_graph=n_graph,
+        totals=totals,
+        fields=fields,
+        meta=meta,
+        checksums={k: checksums[k] for k in layout},
+        edge_dtype=edge_dtype,
+        layout=layout,
+        header_crc=_attr_count(f.attrs, "header_crc"),
+        format_version=2,
+    )
 
 
 def _crc(arr: np.ndarray) -> int:
@@ -530,7 +598,7 @@ def _crc(arr: np.ndarray) -> int:
     step = max(1, _BLOCK_BYTES // max(1, arr.dtype.itemsize))
     crc = 0
     for s in range(0, flat.shape[0], step):
-        crc = zlib.crc32(np.ascontiguousarray(flat[s:s + step]), crc)
+        crc = zlib.crc32(np.ascontiguousarray(flat[s : s + step]), crc)
     return crc
 
 
@@ -547,7 +615,9 @@ def _warn_unchecked(path: Path, version: int) -> None:
             f"{str(path)!r} is a format-{version} graph store: it has no per-chunk checksums, "
             "so damaged arrays are detected only by verify() (`graphbatch data verify`), not "
             f"when read; convert it once with `graphbatch data convert {path} --out NEW.h5`",
-            StoreFormatWarning, stacklevel=3)
+            StoreFormatWarning,
+            stacklevel=3,
+        )
 
 
 def _map_store(path: Path, header: _Header, in_memory: bool, check_chunks: bool):
@@ -571,26 +641,43 @@ def _map_store(path: Path, header: _Header, in_memory: bool, check_chunks: bool)
         maps[where] = arr
     for where in _SMALL:
         if where in maps and _crc(maps[where]) != header.checksums[where]:
-            raise StoreFormatError(f"{str(path)!r}: checksum of {where} does not match "
-                                   "(damaged file)")
+            raise StoreFormatError(
+                f"{str(path)!r}: checksum of {where} does not match (damaged file)"
+            )
     nn, ne = maps["sizes/n_node"], maps["sizes/n_edge"]
     no, eo = maps["offsets/node"], maps["offsets/edge"]
-    if (nn < 0).any() or (ne < 0).any() or not (
-            no[0] == 0 and eo[0] == 0 and np.array_equal(np.diff(no), nn)
-            and np.array_equal(np.diff(eo), ne) and no[-1] == header.totals["node"]
-            and eo[-1] == header.totals["edge"]):
-        raise StoreFormatError(f"{str(path)!r} is inconsistent: offsets disagree with sizes or "
-                               "totals")
+    if (
+        (nn < 0).any()
+        or (ne < 0).any()
+        or not (
+            no[0] == 0
+            and eo[0] == 0
+            and np.array_equal(np.diff(no), nn)
+            and np.array_equal(np.diff(eo), ne)
+            and no[-1] == header.totals["node"]
+            and eo[-1] == header.totals["edge"]
+        )
+    ):
+        raise StoreFormatError(
+            f"{str(path)!r} is inconsistent: offsets disagree with sizes or totals"
+        )
     checker = None
     if header.chunk_arrays:
         bounds = maps["checks/chunk_graphs"]
-        if not (bounds[0] == 0 and bounds[-1] == header.n_graph
-                and (np.diff(bounds) > 0).all()):
-            raise StoreFormatError(f"{str(path)!r} is inconsistent: the check chunk boundaries "
-                                   "are not increasing from 0 to the graph count")
+        if not (bounds[0] == 0 and bounds[-1] == header.n_graph and (np.diff(bounds) > 0).all()):
+            raise StoreFormatError(
+                f"{str(path)!r} is inconsistent: the check chunk boundaries "
+                "are not increasing from 0 to the graph count"
+            )
         if check_chunks:
-            checker = ChunkChecker(path, maps, list(header.chunk_arrays), bounds,
-                                   maps["checks/chunk_crc32"], StoreFormatError)
+            checker = ChunkChecker(
+                path,
+                maps,
+                list(header.chunk_arrays),
+                bounds,
+                maps["checks/chunk_crc32"],
+                StoreFormatError,
+            )
     return maps, checker
 
 
@@ -653,8 +740,9 @@ class GraphStore(metaclass=_OpensByPath):
         """Whether ``GraphStore(path)`` should be this subclass (never for `GraphStore`)."""
         return False
 
-    def _open_common(self, path: str | os.PathLike, cache_size: int, in_memory: bool,
-                     check_chunks: bool = True) -> None:
+    def _open_common(
+        self, path: str | os.PathLike, cache_size: int, in_memory: bool, check_chunks: bool = True
+    ) -> None:
         """The options every store (single file or sharded) keeps: its path, the per-graph LRU
         cache of ``cache_size`` graphs with its hit/miss counts, ``in_memory`` and
         ``check_chunks``."""
@@ -666,9 +754,15 @@ class GraphStore(metaclass=_OpensByPath):
         self.hits = 0
         self.misses = 0
 
-    def __init__(self, path: str | os.PathLike, *, cache_size: int = 4096,
-                 in_memory: bool = False, verify: bool = False,
-                 check_chunks: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        cache_size: int = 4096,
+        in_memory: bool = False,
+        verify: bool = False,
+        check_chunks: bool = True,
+    ) -> None:
         self._open_common(path, cache_size, in_memory, check_chunks)
         self._maps: dict[str, np.ndarray] | None = None
         self._packed: PackedGraphs | None = None
@@ -690,8 +784,7 @@ class GraphStore(metaclass=_OpensByPath):
 
     # ------------------------------------------------------------ arrays
     def _open(self, header: _Header) -> None:
-        self._maps, self._checker = _map_store(self.path, header, self.in_memory,
-                                               self.check_chunks)
+        self._maps, self._checker = _map_store(self.path, header, self.in_memory, self.check_chunks)
 
     def _arrays(self) -> dict[str, np.ndarray]:
         if self._maps is None:  # a copy in another process: re-open, same store or nothing
@@ -699,7 +792,8 @@ class GraphStore(metaclass=_OpensByPath):
             if header.uuid != self.uuid:
                 raise StoreFormatError(
                     f"{str(self.path)!r} was replaced since it was opened (store id "
-                    f"{self.uuid}, the file now holds {header.uuid}); open it again")
+                    f"{self.uuid}, the file now holds {header.uuid}); open it again"
+                )
             self._open(header)
         return self._maps
 
@@ -720,8 +814,15 @@ class GraphStore(metaclass=_OpensByPath):
         """For worker processes: no maps, no cache; a copy always re-opens memory-mapped (also
         from an ``in_memory`` store), so spawned workers never hold a private copy of the data."""
         state = self.__dict__.copy()
-        state.update(_maps=None, _packed=None, _checker=None, _cache=OrderedDict(), hits=0,
-                     misses=0, in_memory=False)
+        state.update(
+            _maps=None,
+            _packed=None,
+            _checker=None,
+            _cache=OrderedDict(),
+            hits=0,
+            misses=0,
+            in_memory=False,
+        )
         return state
 
     # ------------------------------------------------------------ metadata
@@ -745,18 +846,25 @@ class GraphStore(metaclass=_OpensByPath):
         return int(self.n_node.shape[0])
 
     def __repr__(self) -> str:
-        return (f"GraphStore({str(self.path)!r}, name={self.name!r}, graphs={len(self)}, "
-                f"fields={sorted(self.fields)})")
+        return (
+            f"GraphStore({str(self.path)!r}, name={self.name!r}, graphs={len(self)}, "
+            f"fields={sorted(self.fields)})"
+        )
 
     def graph_sizes(self) -> GraphSizes:
         """Per-graph ``n_node``, ``n_edge`` and ``n_bytes`` (bytes of the graph's tensors once
         materialised in torch: ints as int64, floats as float32), read from metadata only."""
-        def per_row(level: str) -> int:
-            return sum(_torch_nbytes(s["dtype"]) * int(np.prod(s["shape"], dtype=np.int64))
-                       for s in self.fields.values() if s["level"] == level)
 
-        n_bytes = self.n_node * per_row("node") + self.n_edge * (16 + per_row("edge")) \
-            + per_row("graph")
+        def per_row(level: str) -> int:
+            return sum(
+                _torch_nbytes(s["dtype"]) * int(np.prod(s["shape"], dtype=np.int64))
+                for s in self.fields.values()
+                if s["level"] == level
+            )
+
+        n_bytes = (
+            self.n_node * per_row("node") + self.n_edge * (16 + per_row("edge")) + per_row("graph")
+        )
         return GraphSizes(self.n_node, self.n_edge, n_bytes)
 
     @property
@@ -785,9 +893,13 @@ class GraphStore(metaclass=_OpensByPath):
             for name, spec in self.fields.items():
                 per_level[spec["level"]][name] = maps[f"{spec['level']}/{name}"]
             self._packed = PackedGraphs(
-                n_node=maps["sizes/n_node"], n_edge=maps["sizes/n_edge"],
-                node_offsets=maps["offsets/node"], edge_offsets=maps["offsets/edge"],
-                edge_index=maps["edge_index"], **per_level)
+                n_node=maps["sizes/n_node"],
+                n_edge=maps["sizes/n_edge"],
+                node_offsets=maps["offsets/node"],
+                edge_offsets=maps["offsets/edge"],
+                edge_index=maps["edge_index"],
+                **per_level,
+            )
         return self._packed
 
     def read_batch(self, index, shape, **options) -> PaddedArrays:
@@ -823,13 +935,18 @@ class GraphStore(metaclass=_OpensByPath):
         if self._checker is not None:
             self._checker.check_range(i, i + 1)
         no, eo = maps["offsets/node"], maps["offsets/edge"]
-        rows = {"node": slice(no[i], no[i + 1]), "edge": slice(eo[i], eo[i + 1]),
-                "graph": slice(i, i + 1)}
+        rows = {
+            "node": slice(no[i], no[i + 1]),
+            "edge": slice(eo[i], eo[i + 1]),
+            "graph": slice(i, i + 1),
+        }
         ei = maps["edge_index"][:, rows["edge"]]
         n = int(no[i + 1] - no[i])
         if ei.size and (int(ei.min()) < 0 or int(ei.max()) >= n):
-            raise StoreFormatError(f"{str(self.path)!r}: stored edge_index of graph {i} points "
-                                   f"outside its {n} nodes (damaged store?)")
+            raise StoreFormatError(
+                f"{str(self.path)!r}: stored edge_index of graph {i} points "
+                f"outside its {n} nodes (damaged store?)"
+            )
         out = {"edge_index": np.asarray(ei)}
         for name, spec in self.fields.items():
             out[name] = np.asarray(maps[f"{spec['level']}/{name}"][rows[spec["level"]]])
@@ -859,8 +976,12 @@ class GraphStore(metaclass=_OpensByPath):
 
     def cache_info(self) -> dict[str, int]:
         """``hits``, ``misses``, ``size`` and ``maxsize`` of the materialised-graph LRU cache."""
-        return {"hits": self.hits, "misses": self.misses, "size": len(self._cache),
-                "maxsize": self.cache_size}
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "size": len(self._cache),
+            "maxsize": self.cache_size,
+        }
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -875,29 +996,37 @@ class GraphStore(metaclass=_OpensByPath):
         if self._checker is not None:
             self._checker.check_range(start, stop)
         no, eo = maps["offsets/node"], maps["offsets/edge"]
-        rows = {"node": slice(no[start], no[stop]), "edge": slice(eo[start], eo[stop]),
-                "graph": slice(start, stop)}
+        rows = {
+            "node": slice(no[start], no[stop]),
+            "edge": slice(eo[start], eo[stop]),
+            "graph": slice(start, stop),
+        }
         per_level = {level: {} for level in LEVELS}
         for name, spec in self.fields.items():
             per_level[spec["level"]][name] = np.array(
-                maps[f"{spec['level']}/{name}"][rows[spec["level"]]])
+                maps[f"{spec['level']}/{name}"][rows[spec["level"]]]
+            )
         try:
-            return GraphArrays(n_node=np.array(self.n_node[start:stop]),
-                               n_edge=np.array(self.n_edge[start:stop]),
-                               edge_index=np.array(maps["edge_index"][:, rows["edge"]]),
-                               **per_level)
+            return GraphArrays(
+                n_node=np.array(self.n_node[start:stop]),
+                n_edge=np.array(self.n_edge[start:stop]),
+                edge_index=np.array(maps["edge_index"][:, rows["edge"]]),
+                **per_level,
+            )
         except ValueError as exc:
-            raise StoreFormatError(f"{str(self.path)!r}: graphs {start}:{stop} are damaged: "
-                                   f"{exc}") from exc
+            raise StoreFormatError(
+                f"{str(self.path)!r}: graphs {start}:{stop} are damaged: {exc}"
+            ) from exc
 
     def verify(self) -> None:
         """Check the CRC-32 of every array (reads the whole file once); raises
         `StoreFormatError` naming the first damaged array."""
         for where, arr in self._arrays().items():
             if _crc(arr) != self._checksums[where]:
-                raise StoreFormatError(f"{str(self.path)!r}: checksum of {where} does not match "
-                                       "(damaged data)")
-        if self._checker is not None:      # every byte is checked now: no chunk needs it again
+                raise StoreFormatError(
+                    f"{str(self.path)!r}: checksum of {where} does not match (damaged data)"
+                )
+        if self._checker is not None:  # every byte is checked now: no chunk needs it again
             self._checker.mark_all_checked()
 
     def to_torch(self):

@@ -23,11 +23,18 @@ def _rng(rng: np.random.Generator | int) -> np.random.Generator:
     raise InputTypeError(f"rng must be a numpy Generator or a non-negative int seed, got {rng!r}")
 
 
-def synthetic_sizes(n_graph: int, distribution: str = "lognormal", *,
-                    rng: np.random.Generator | int,
-                    mean_nodes: float = 20.0, spread: float = 0.5, min_nodes: int = 1,
-                    max_nodes: int = 10_000, mean_degree: float = 4.0,
-                    degree_spread: float = 0.25) -> GraphSizes:
+def synthetic_sizes(
+    n_graph: int,
+    distribution: str = "lognormal",
+    *,
+    rng: np.random.Generator | int,
+    mean_nodes: float = 20.0,
+    spread: float = 0.5,
+    min_nodes: int = 1,
+    max_nodes: int = 10_000,
+    mean_degree: float = 4.0,
+    degree_spread: float = 0.25,
+) -> GraphSizes:
     """``n_graph`` random (n_node, n_edge) pairs.
 
     Nodes: ``normal`` (mean ``mean_nodes``, std ``spread * mean_nodes``), ``lognormal`` (median
@@ -46,8 +53,9 @@ def synthetic_sizes(n_graph: int, distribution: str = "lognormal", *,
     elif distribution == "heavy":
         nodes = mean_nodes * 0.5 * (1.0 + gen.pareto(1.0 + 1.0 / spread, n_graph))
     else:
-        raise InputError(f"unknown size distribution {distribution!r}; "
-                         f"choose one of {SIZE_DISTRIBUTIONS}")
+        raise InputError(
+            f"unknown size distribution {distribution!r}; choose one of {SIZE_DISTRIBUTIONS}"
+        )
     n_node = np.clip(np.rint(nodes), min_nodes, max_nodes).astype(np.int64)
     factor = np.exp(gen.normal(0.0, degree_spread, n_graph))
     n_edge = np.rint(n_node * mean_degree * factor).astype(np.int64)
@@ -55,9 +63,9 @@ def synthetic_sizes(n_graph: int, distribution: str = "lognormal", *,
     return GraphSizes(n_node, n_edge)
 
 
-def synthetic_graphs(sizes: GraphSizes, *, rng: np.random.Generator | int, node_dim: int = 8,
-                     n_targets: int = 1
-                     ) -> GraphArrays:
+def synthetic_graphs(
+    sizes: GraphSizes, *, rng: np.random.Generator | int, node_dim: int = 8, n_targets: int = 1
+) -> GraphArrays:
     """Random graphs with exactly ``sizes``: uniform random directed edges without self loops
     (repeats possible), node features ``x`` float32 ``[n, node_dim]``, ``pos`` float32 ``[n, 3]``,
     targets ``y`` float32 ``[n_targets]`` per graph. Deterministic for a given ``rng``."""
@@ -65,18 +73,27 @@ def synthetic_graphs(sizes: GraphSizes, *, rng: np.random.Generator | int, node_
     nn, ne = sizes.n_node, sizes.n_edge
     if (ne > nn * (nn - 1)).any():
         g = int(np.flatnonzero(ne > nn * (nn - 1))[0])
-        raise InputError(f"graph {g} has {ne[g]} edges, more than {nn[g]}*({nn[g]}-1) "
-                         "without self loops")
+        raise InputError(
+            f"graph {g} has {ne[g]} edges, more than {nn[g]}*({nn[g]}-1) without self loops"
+        )
     n_of_edge = np.repeat(nn, ne)
     src = np.floor(gen.random(n_of_edge.shape[0]) * n_of_edge).astype(np.int64)
     step = 1 + np.floor(gen.random(n_of_edge.shape[0]) * (n_of_edge - 1)).astype(np.int64)
     dst = (src + step) % np.maximum(n_of_edge, 1)
     total = int(nn.sum())
     return GraphArrays(
-        n_node=nn, n_edge=ne, edge_index=np.stack([src, dst]).astype(np.int32),
-        node={"x": gen.standard_normal((total, as_positive_int(node_dim, "node_dim")),
-                                       dtype=np.float32),
-              "pos": gen.standard_normal((total, 3), dtype=np.float32)},
-        graph={"y": gen.standard_normal((nn.shape[0], as_positive_int(n_targets, "n_targets")),
-                                        dtype=np.float32)},
+        n_node=nn,
+        n_edge=ne,
+        edge_index=np.stack([src, dst]).astype(np.int32),
+        node={
+            "x": gen.standard_normal(
+                (total, as_positive_int(node_dim, "node_dim")), dtype=np.float32
+            ),
+            "pos": gen.standard_normal((total, 3), dtype=np.float32),
+        },
+        graph={
+            "y": gen.standard_normal(
+                (nn.shape[0], as_positive_int(n_targets, "n_targets")), dtype=np.float32
+            )
+        },
     )

@@ -9,5 +9,16 @@ from ._collate import PaddedGraphs, batches, collate, unpad
 from ._loader import DATA_AXIS, JaxPlanLoader, loader
 from ._source import StoreGraphs, graph_sizes_of, make_padded
 
-__all__ = ["DATA_AXIS", "JaxPlanLoader", "PaddedGraphs", "PlanMismatchError", "StoreGraphs",
-           "batches", "collate", "graph_sizes_of", "loader", "make_padded", "unpad"]
+__all__ = [
+    "DATA_AXIS",
+    "JaxPlanLoader",
+    "PaddedGraphs",
+    "PlanMismatchError",
+    "StoreGraphs",
+    "batches",
+    "collate",
+    "graph_sizes_of",
+    "loader",
+    "make_padded",
+    "unpad",
+]

@@ -90,19 +90,30 @@ def collate(
         raise InputError(
             f"cutoff needs node positions: graph.nodes must be a dict with key {position_key!r}"
         )
-    pad = pad_batch(packed, np.arange(g_real, dtype=np.int64), shape, layout="jraph",
-                    cutoff=cutoff, position_key=pos_name or "", index_dtype=trees.index_dtype)
+    pad = pad_batch(
+        packed,
+        np.arange(g_real, dtype=np.int64),
+        shape,
+        layout="jraph",
+        cutoff=cutoff,
+        position_key=pos_name or "",
+        index_dtype=trees.index_dtype,
+    )
     pad.graph_index[:g_real] = graph_index
     f = pad.fields
     return PaddedGraphs(
         graphs=jraph.GraphsTuple(
             n_node=pad.node_counts.astype(trees.count_dtypes[0]),
             n_edge=pad.edge_counts.astype(trees.count_dtypes[1]),
-            nodes=trees.unflatten("nodes", f), edges=trees.unflatten("edges", f),
+            nodes=trees.unflatten("nodes", f),
+            edges=trees.unflatten("edges", f),
             globals=trees.unflatten("globals", f),
-            senders=f["edge_index"][0], receivers=f["edge_index"][1],
+            senders=f["edge_index"][0],
+            receivers=f["edge_index"][1],
         ),
-        node_mask=pad.node_mask, edge_mask=pad.edge_mask, graph_mask=pad.graph_mask,
+        node_mask=pad.node_mask,
+        edge_mask=pad.edge_mask,
+        graph_mask=pad.graph_mask,
         graph_index=pad.graph_index,
     )
 
@@ -118,15 +129,19 @@ class _Trees:
     def position_field(self, key: str) -> str | None:
         """The field name of ``nodes[key]`` when ``nodes`` is a dict holding an array there."""
         for i, path in enumerate(self.paths["nodes"]):
-            if len(path) == 1 and getattr(path[0], "key", None) == key \
-                    and isinstance(path[0], jax.tree_util.DictKey):
+            if (
+                len(path) == 1
+                and getattr(path[0], "key", None) == key
+                and isinstance(path[0], jax.tree_util.DictKey)
+            ):
                 return f"nodes/{i}"
         return None
 
     def unflatten(self, level: str, fields: dict):
         n = len(self.paths[level])
-        return jax.tree_util.tree_unflatten(self.defs[level],
-                                            [fields[f"{level}/{i}"] for i in range(n)])
+        return jax.tree_util.tree_unflatten(
+            self.defs[level], [fields[f"{level}/{i}"] for i in range(n)]
+        )
 
 
 def _concatenate(items: list) -> tuple[PackedGraphs, _Trees]:
@@ -136,16 +151,18 @@ def _concatenate(items: list) -> tuple[PackedGraphs, _Trees]:
     fields: dict = {"node": {}, "edge": {}, "graph": {}}
     defs, paths = {}, {}
     for level, where in levels.items():
-        joined = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs),
-                                        *[getattr(g, level) for g in items])
+        joined = jax.tree_util.tree_map(
+            lambda *xs: np.concatenate(xs), *[getattr(g, level) for g in items]
+        )
         leaves, defs[level] = jax.tree_util.tree_flatten_with_path(joined)
         paths[level] = [p for p, _ in leaves]
         fields[where] = {f"{level}/{j}": leaf for j, (_, leaf) in enumerate(leaves)}
     n_node = np.concatenate([np.asarray(g.n_node) for g in items])
     n_edge = np.concatenate([np.asarray(g.n_edge) for g in items])
     senders = [np.asarray(g.senders) for g in items]
-    local = np.stack([np.concatenate(senders),
-                      np.concatenate([np.asarray(g.receivers) for g in items])])
+    local = np.stack(
+        [np.concatenate(senders), np.concatenate([np.asarray(g.receivers) for g in items])]
+    )
     nn = n_node.astype(np.int64)
     ne = n_edge.astype(np.int64)
     node_offsets = np.zeros(nn.shape[0] + 1, dtype=np.int64)
@@ -157,11 +174,18 @@ def _concatenate(items: list) -> tuple[PackedGraphs, _Trees]:
         item_graphs = np.array([np.shape(g.n_node)[0] for g in items])
         item_first = node_offsets[np.concatenate([[0], np.cumsum(item_graphs)[:-1]])]
         item_edges = np.array([s.shape[0] for s in senders])
-        local = (local.astype(np.int64) + np.repeat(item_first, item_edges)
-                 - np.repeat(node_offsets[:-1], ne))
+        local = (
+            local.astype(np.int64)
+            + np.repeat(item_first, item_edges)
+            - np.repeat(node_offsets[:-1], ne)
+        )
     packed = PackedGraphs(nn, ne, node_offsets, edge_offsets, local, **fields)
-    kinds = tuple(dict.fromkeys((np.asarray(g.n_node).dtype, np.asarray(g.n_edge).dtype, s.dtype)
-                                for g, s in zip(items, senders, strict=False)))
+    kinds = tuple(
+        dict.fromkeys(
+            (np.asarray(g.n_node).dtype, np.asarray(g.n_edge).dtype, s.dtype)
+            for g, s in zip(items, senders, strict=False)
+        )
+    )
     return packed, _Trees(defs, paths, *_jraph_dtypes(kinds, len(items) > 1))
 
 
@@ -194,19 +218,23 @@ def _jraph_dtypes(kinds: tuple, several: bool):
     padded = batch([senders, pad32], [np.concatenate(n_nodes), pad32])
     if len(_DTYPES) >= 64:
         _DTYPES.clear()
-    hit = _DTYPES[key] = ((np.concatenate([n_node, pad32]).dtype,
-                           np.concatenate([n_edge, pad32]).dtype), padded.dtype)
+    hit = _DTYPES[key] = (
+        (np.concatenate([n_node, pad32]).dtype, np.concatenate([n_edge, pad32]).dtype),
+        padded.dtype,
+    )
     return hit
 
 
 def _no_graphs(template: jraph.GraphsTuple) -> jraph.GraphsTuple:
     empty = lambda x: np.zeros((0,) + np.shape(x)[1:], dtype=np.asarray(x).dtype)  # noqa: E731
     return jraph.GraphsTuple(
-        n_node=np.zeros(0, dtype=np.int32), n_edge=np.zeros(0, dtype=np.int32),
+        n_node=np.zeros(0, dtype=np.int32),
+        n_edge=np.zeros(0, dtype=np.int32),
         nodes=jax.tree_util.tree_map(empty, template.nodes),
         edges=jax.tree_util.tree_map(empty, template.edges),
         globals=jax.tree_util.tree_map(empty, template.globals),
-        senders=np.zeros(0, dtype=np.int32), receivers=np.zeros(0, dtype=np.int32),
+        senders=np.zeros(0, dtype=np.int32),
+        receivers=np.zeros(0, dtype=np.int32),
     )
 
 
@@ -239,5 +267,11 @@ def batches(
     template = dataset[int(plan.order[0])] if plan.num_graphs else None
     for b in ids.tolist():
         idx = plan.batch(b)
-        yield collate([dataset[int(i)] for i in idx], plan.shape(b), graph_index=idx,
-                      cutoff=cutoff, position_key=position_key, template=template)
+        yield collate(
+            [dataset[int(i)] for i in idx],
+            plan.shape(b),
+            graph_index=idx,
+            cutoff=cutoff,
+            position_key=position_key,
+            template=template,
+        )

@@ -62,7 +62,9 @@ def _check_devices(devices: Iterable[Any]) -> list[Any]:
     try:
         devs = list(devices)
     except TypeError:
-        raise InputTypeError(f"devices must be a sequence of jax devices, got {devices!r}") from None
+        raise InputTypeError(
+            f"devices must be a sequence of jax devices, got {devices!r}"
+        ) from None
     if not devs:
         raise InputError("devices must name at least one device, got an empty sequence")
     for d in devs:
@@ -108,9 +110,18 @@ class JaxPlanLoader:
     of an epoch resumes (via ``load_state_dict`` on an equal loader) at step ``k + 1``.
     """
 
-    def __init__(self, source: Any, sizes: GraphSizes, request: dict[str, Any], *,
-                 devices: list | None, prefetch: int, cutoff: float | None,
-                 position_key: str, verify_plan: bool = True) -> None:
+    def __init__(
+        self,
+        source: Any,
+        sizes: GraphSizes,
+        request: dict[str, Any],
+        *,
+        devices: list | None,
+        prefetch: int,
+        cutoff: float | None,
+        position_key: str,
+        verify_plan: bool = True,
+    ) -> None:
         if not isinstance(verify_plan, bool):
             raise InputTypeError(f"verify_plan must be True or False, got {verify_plan!r}")
         self.verify_plan = verify_plan
@@ -131,13 +142,13 @@ class JaxPlanLoader:
         self.template = source[int(np.argmax(sizes.n_node))] if len(sizes) else None
         if devices is not None:
             self.mesh: Mesh | None = Mesh(np.asarray(devices, dtype=object), (DATA_AXIS,))
-            self.sharding: NamedSharding | None = NamedSharding(self.mesh,
-                                                                PartitionSpec(DATA_AXIS))
+            self.sharding: NamedSharding | None = NamedSharding(self.mesh, PartitionSpec(DATA_AXIS))
             me = jax.process_index()
             self._local = [r for r, d in enumerate(devices) if d.process_index == me]
             if not self._local:
-                raise InputError("none of devices belongs to this process "
-                                 f"(jax.process_index() = {me})")
+                raise InputError(
+                    f"none of devices belongs to this process (jax.process_index() = {me})"
+                )
         else:
             self.mesh = self.sharding = None
             self._local = [0]
@@ -163,8 +174,7 @@ class JaxPlanLoader:
         if cache is None or cache[0] != epoch:
             kwargs = dict(self._request)
             options = kwargs.pop("options")
-            p = make_plan(self.sizes, epoch=epoch, world_size=self.world_size, **kwargs,
-                          **options)
+            p = make_plan(self.sizes, epoch=epoch, world_size=self.world_size, **kwargs, **options)
             cache = self._cache = (epoch, p, step_table(p, self.world_size))
         return cache[1], cache[2]
 
@@ -185,8 +195,14 @@ class JaxPlanLoader:
         """Host (NumPy) `PaddedGraphs` of ``rank``'s batch at ``step`` of ``epoch``."""
         p, table = self._planned(epoch)
         b = int(table[step, rank])
-        return make_padded(self.source, p.batch(b), p.shape(b), template=self.template,
-                           cutoff=self.cutoff, position_key=self.position_key)
+        return make_padded(
+            self.source,
+            p.batch(b),
+            p.shape(b),
+            template=self.template,
+            cutoff=self.cutoff,
+            position_key=self.position_key,
+        )
 
     def _device_batch(self, epoch: int, step: int) -> PaddedGraphs:
         if self.devices is None:
@@ -199,8 +215,11 @@ class JaxPlanLoader:
         out = []
         for k, leaf in enumerate(jax.tree_util.tree_leaves(first)):
             shards = [jax.device_put(leaves[r][k][None], self.devices[r]) for r in self._local]
-            out.append(jax.make_array_from_single_device_arrays(
-                (self.world_size, *np.shape(leaf)), self.sharding, shards))
+            out.append(
+                jax.make_array_from_single_device_arrays(
+                    (self.world_size, *np.shape(leaf)), self.sharding, shards
+                )
+            )
         return jax.tree_util.tree_unflatten(treedef, out)
 
     def verifies(self) -> bool:
@@ -215,9 +234,15 @@ class JaxPlanLoader:
         """The plan consistency check of the pass ``(epoch, start)`` across JAX processes (one
         `process_gather`, a collective: every process iterates), when `verifies`."""
         if self.verifies():
-            self._verifier.verify(self._planned(epoch)[0], epoch=epoch, start=start,
-                                  loader_rank=jax.process_index(), gather=process_gather,
-                                  what="JAX processes", plan_world=None)
+            self._verifier.verify(
+                self._planned(epoch)[0],
+                epoch=epoch,
+                start=start,
+                loader_rank=jax.process_index(),
+                gather=process_gather,
+                what="JAX processes",
+                plan_world=None,
+            )
 
     def __iter__(self) -> Iterator[PaddedGraphs]:
         # a generator: this runs at the first next(), so a set_epoch / load_state_dict between
@@ -227,8 +252,9 @@ class JaxPlanLoader:
         epoch, start = self._epoch, self._offset
         self._verify(epoch, start)
         n = int(self._steps(epoch).shape[0])
-        made = ahead(lambda s: self._device_batch(epoch, s), range(start, n), self.prefetch,
-                     name=THREAD_NAME)
+        made = ahead(
+            lambda s: self._device_batch(epoch, s), range(start, n), self.prefetch, name=THREAD_NAME
+        )
         try:
             for batch in made:
                 if self._generation == mine:
@@ -242,11 +268,17 @@ class JaxPlanLoader:
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """``epoch``, ``offset`` (its steps consumed) and the plan request's ``fingerprint``."""
-        return {"epoch": self._epoch, "offset": self._offset, "fingerprint": self.fingerprint,
-                "world_size": self.world_size, "num_graphs": len(self.sizes)}
+        return {
+            "epoch": self._epoch,
+            "offset": self._offset,
+            "fingerprint": self.fingerprint,
+            "world_size": self.world_size,
+            "num_graphs": len(self.sizes),
+        }
 
-    def load_state_dict(self, state: dict[str, Any], *,
-                        allow_missing_fingerprint: bool = False) -> None:
+    def load_state_dict(
+        self, state: dict[str, Any], *, allow_missing_fingerprint: bool = False
+    ) -> None:
         """Continue from ``state``: the next iteration starts at step ``offset`` of ``epoch``
         (an offset at the end of its epoch: the next epoch's first step). The same checks as
         the torch loader's (`graphbatch._resume`): ``ValueError`` (`graphbatch.InputError`)
@@ -255,9 +287,14 @@ class JaxPlanLoader:
         ``allow_missing_fingerprint=True`` -- a state without ``fingerprint``."""
         recorded = {"world_size": self.world_size, "num_graphs": len(self.sizes)}
         epoch, offset = resume_point(
-            state, owner="JaxPlanLoader", fingerprint=self.fingerprint, recorded=recorded,
-            total_of=lambda e: int(self._steps(e).shape[0]), unit="steps",
-            allow_missing_fingerprint=allow_missing_fingerprint)
+            state,
+            owner="JaxPlanLoader",
+            fingerprint=self.fingerprint,
+            recorded=recorded,
+            total_of=lambda e: int(self._steps(e).shape[0]),
+            unit="steps",
+            allow_missing_fingerprint=allow_missing_fingerprint,
+        )
         self._epoch, self._offset = epoch, offset
         self._generation += 1
 
@@ -311,13 +348,26 @@ def loader(
     if len(sizes) == 0:
         raise InputError("source holds no graphs")
     devs = None if devices is None else _check_devices(devices)
-    request = {"strategy": strategy, "batch_size": batch_size,
-               "budget": None if budget is None else _budget_list(budget),
-               "seed": as_nonnegative_int(seed, "seed"), "shuffle": check_shuffle(shuffle),
-               "on_oversize": on_oversize, "options": dict(options)}
+    request = {
+        "strategy": strategy,
+        "batch_size": batch_size,
+        "budget": None if budget is None else _budget_list(budget),
+        "seed": as_nonnegative_int(seed, "seed"),
+        "shuffle": check_shuffle(shuffle),
+        "on_oversize": on_oversize,
+        "options": dict(options),
+    }
     cutoff = check_cutoff(cutoff)
-    ld = JaxPlanLoader(source, sizes, request, devices=devs, prefetch=prefetch, cutoff=cutoff,
-                       position_key=position_key, verify_plan=verify_plan)
+    ld = JaxPlanLoader(
+        source,
+        sizes,
+        request,
+        devices=devs,
+        prefetch=prefetch,
+        cutoff=cutoff,
+        position_key=position_key,
+        verify_plan=verify_plan,
+    )
     if cutoff is not None:
         short = short_padding_batches(ld.plan_for_epoch(0))
         if short.shape[0]:

@@ -39,8 +39,9 @@ class StoreGraphs:
     def __init__(self, store: GraphStore) -> None:
         self.store = store
         levels = {name: spec["level"] for name, spec in store.fields.items()}
-        self._fields = {lvl: [k for k, v in levels.items() if v == lvl]
-                        for lvl in ("node", "edge", "graph")}
+        self._fields = {
+            lvl: [k for k, v in levels.items() if v == lvl] for lvl in ("node", "edge", "graph")
+        }
 
     def __len__(self) -> int:
         return len(self.store)
@@ -48,18 +49,30 @@ class StoreGraphs:
     def graph_sizes(self) -> GraphSizes:
         return self.store.graph_sizes()
 
-    def read_batch(self, indices: Sequence[int] | np.ndarray, shape: tuple[int, int, int], *,
-                   cutoff: float | None = None,
-                   position_key: str = "pos") -> PaddedGraphs:
+    def read_batch(
+        self,
+        indices: Sequence[int] | np.ndarray,
+        shape: tuple[int, int, int],
+        *,
+        cutoff: float | None = None,
+        position_key: str = "pos",
+    ) -> PaddedGraphs:
         """Graphs ``indices`` padded to ``shape`` in jraph's layout, read at batch level by the
         store's ``read_batch`` (memory maps; per shard for a sharded store), equal to `collate`
         of ``[self[i] for i in indices]``."""
         if cutoff is not None and position_key not in self._fields["node"]:
-            raise InputError(f"cutoff needs node positions: the store has no node-level field "
-                             f"{position_key!r}")
+            raise InputError(
+                f"cutoff needs node positions: the store has no node-level field {position_key!r}"
+            )
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        pad = self.store.read_batch(idx, shape, layout="jraph", cutoff=cutoff,
-                                    position_key=position_key, index_dtype=np.int64)
+        pad = self.store.read_batch(
+            idx,
+            shape,
+            layout="jraph",
+            cutoff=cutoff,
+            position_key=position_key,
+            index_dtype=np.int64,
+        )
         f = pad.fields
         graphs = jraph.GraphsTuple(
             n_node=pad.node_counts.astype(np.int32),
@@ -70,8 +83,13 @@ class StoreGraphs:
             senders=f["edge_index"][0],
             receivers=f["edge_index"][1],
         )
-        return PaddedGraphs(graphs=graphs, node_mask=pad.node_mask, edge_mask=pad.edge_mask,
-                            graph_mask=pad.graph_mask, graph_index=pad.graph_index)
+        return PaddedGraphs(
+            graphs=graphs,
+            node_mask=pad.node_mask,
+            edge_mask=pad.edge_mask,
+            graph_mask=pad.graph_mask,
+            graph_index=pad.graph_index,
+        )
 
     def __getitem__(self, i: int) -> jraph.GraphsTuple:
         g = self.store[i]
@@ -126,8 +144,10 @@ def graph_sizes_of(source: Any) -> GraphSizes:
         if not isinstance(g, jraph.GraphsTuple):
             raise InputTypeError(f"source[{i}] is a {type(g).__name__}, not a jraph.GraphsTuple")
         if np.shape(g.n_node) != (1,):
-            raise InputError(f"source[{i}] holds {np.shape(g.n_node)} graphs; each item must be "
-                             "a single graph (n_node of shape (1,))")
+            raise InputError(
+                f"source[{i}] holds {np.shape(g.n_node)} graphs; each item must be "
+                "a single graph (n_node of shape (1,))"
+            )
         nodes[i] = int(g.n_node[0])
         edges[i] = int(g.n_edge[0])
     return GraphSizes(nodes, edges)
@@ -153,5 +173,11 @@ def make_padded(
     if isinstance(source, StoreGraphs):
         return source.read_batch(indices, shape, cutoff=cutoff, position_key=position_key)
     graphs = [source[int(i)] for i in indices]
-    return collate(graphs, shape, graph_index=np.asarray(indices, dtype=np.int64),
-                   cutoff=cutoff, position_key=position_key, template=template)
+    return collate(
+        graphs,
+        shape,
+        graph_index=np.asarray(indices, dtype=np.int64),
+        cutoff=cutoff,
+        position_key=position_key,
+        template=template,
+    )

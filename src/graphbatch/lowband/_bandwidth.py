@@ -99,11 +99,13 @@ def _inverse(perm: np.ndarray, node_offsets: np.ndarray) -> np.ndarray:
     n_node = np.diff(node_offsets)
     base = np.repeat(node_offsets[:-1], n_node)
     if perm.shape[0] != base.shape[0]:
-        raise InputError(f"permutation covers {perm.shape[0]} nodes, the graphs have "
-                         f"{base.shape[0]}")
+        raise InputError(
+            f"permutation covers {perm.shape[0]} nodes, the graphs have {base.shape[0]}"
+        )
     bad = (perm < 0) | (perm >= np.repeat(n_node, n_node))
-    if bad.any() or (base.size and (np.bincount(perm[~bad] + base[~bad],
-                                                minlength=base.size) != 1).any()):
+    if bad.any() or (
+        base.size and (np.bincount(perm[~bad] + base[~bad], minlength=base.size) != 1).any()
+    ):
         raise InputError("perm is not a permutation of each graph's local node ids")
     inv = np.empty_like(perm)
     inv[perm + base] = np.arange(perm.shape[0]) - base

@@ -12,8 +12,14 @@ from ._supergraph import build_supergraphs
 __all__ = ["band_coverage"]
 
 
-def band_coverage(graphs: EdgeGraphs, block_sizes: Sequence[int], num_blocks: int, *,
-                  strategy: str | None = None, seed: int = 0) -> list[dict]:
+def band_coverage(
+    graphs: EdgeGraphs,
+    block_sizes: Sequence[int],
+    num_blocks: int,
+    *,
+    strategy: str | None = None,
+    seed: int = 0,
+) -> list[dict]:
     """Per block size ``S``: share of graphs with bandwidth ``< S`` (lossless), and, packing all
     graphs that fit into supergraphs of ``num_blocks · S`` slots, the share of their edges kept
     by the paper's rule. Graphs are taken in their current node order (reorder first)."""
@@ -24,17 +30,20 @@ def band_coverage(graphs: EdgeGraphs, block_sizes: Sequence[int], num_blocks: in
         s = as_positive_int(s, "block_size")
         res = build_supergraphs(graphs, s, k, strategy=strategy, seed=seed)
         packed = len(graphs) - res.oversize.shape[0]
-        rows.append({
-            "block_size": s,
-            "num_blocks": k,
-            "graphs_bw_below_S": float((bw < s).mean()),
-            "graphs_oversize": int(res.oversize.shape[0]),
-            "graphs_packed": packed,
-            "supergraphs": len(res),
-            "edges_kept_share": 1.0 - res.dropped_share,
-            "edges_dropped": res.num_dropped,
-            "node_slot_efficiency": res.stats()["node_slot_efficiency"],
-            "graphs_lossless_share": float(((bw < s) & (graphs.n_node <= s * k)).mean())
-            if len(graphs) else 0.0,
-        })
+        rows.append(
+            {
+                "block_size": s,
+                "num_blocks": k,
+                "graphs_bw_below_S": float((bw < s).mean()),
+                "graphs_oversize": int(res.oversize.shape[0]),
+                "graphs_packed": packed,
+                "supergraphs": len(res),
+                "edges_kept_share": 1.0 - res.dropped_share,
+                "edges_dropped": res.num_dropped,
+                "node_slot_efficiency": res.stats()["node_slot_efficiency"],
+                "graphs_lossless_share": float(((bw < s) & (graphs.n_node <= s * k)).mean())
+                if len(graphs)
+                else 0.0,
+            }
+        )
     return rows

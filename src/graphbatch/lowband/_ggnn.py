@@ -28,11 +28,11 @@ class GGNN(torch.nn.Module):
     ``[P, H]`` (the per-edge-type message bias, Appendix D), applied once per incoming edge.
     """
 
-    def __init__(self, hidden: int, num_edge_types: int, steps: int = 8, *,
-                 bias: bool = True) -> None:
+    def __init__(
+        self, hidden: int, num_edge_types: int, steps: int = 8, *, bias: bool = True
+    ) -> None:
         super().__init__()
-        for name, v in (("hidden", hidden), ("num_edge_types", num_edge_types),
-                        ("steps", steps)):
+        for name, v in (("hidden", hidden), ("num_edge_types", num_edge_types), ("steps", steps)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise InputError(f"{name} must be an integer >= 1, got {v!r}")
         self.hidden, self.num_edge_types, self.steps = hidden, num_edge_types, steps
@@ -60,8 +60,10 @@ class GGNN(torch.nn.Module):
         if h.dim() != 2 or h.shape[1] != self.hidden:
             raise InputError(f"h must have shape [N, {self.hidden}], got {list(h.shape)}")
         if propagation.num_edge_types != self.num_edge_types:
-            raise InputError(f"propagation has {propagation.num_edge_types} edge types, the "
-                             f"model {self.num_edge_types}")
+            raise InputError(
+                f"propagation has {propagation.num_edge_types} edge types, the "
+                f"model {self.num_edge_types}"
+            )
         for _ in range(self.steps):
             h = self.step(h, propagation)
         return h

@@ -49,8 +49,17 @@ class EdgeGraphs:
     Self loops, multi-edges and isolated nodes are allowed. Immutable; arrays are read-only.
     """
 
-    __slots__ = ("n_node", "n_edge", "senders", "receivers", "edge_type", "num_edge_types",
-                 "node_data", "node_offsets", "edge_offsets")
+    __slots__ = (
+        "n_node",
+        "n_edge",
+        "senders",
+        "receivers",
+        "edge_type",
+        "num_edge_types",
+        "node_data",
+        "node_offsets",
+        "edge_offsets",
+    )
     n_node: NDArray[np.int64]
     n_edge: NDArray[np.int64]
     senders: NDArray[np.int64]
@@ -61,10 +70,17 @@ class EdgeGraphs:
     node_offsets: NDArray[np.int64]
     edge_offsets: NDArray[np.int64]
 
-    def __init__(self, n_node: ArrayLike, n_edge: ArrayLike, senders: ArrayLike,
-                 receivers: ArrayLike, edge_type: ArrayLike | None = None, *,
-                 num_edge_types: int | None = None,
-                 node_data: Mapping[str, np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        n_node: ArrayLike,
+        n_edge: ArrayLike,
+        senders: ArrayLike,
+        receivers: ArrayLike,
+        edge_type: ArrayLike | None = None,
+        *,
+        num_edge_types: int | None = None,
+        node_data: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
         nn = as_count_array(n_node, "n_node")
         ne = as_count_array(n_edge, "n_edge")
         if nn.shape != ne.shape:
@@ -77,8 +93,11 @@ class EdgeGraphs:
                 f"n_edge sums to {e_total} but senders has {s.shape[0]} and receivers "
                 f"{r.shape[0]} entries"
             )
-        t = np.zeros(e_total, np.int64) if edge_type is None else as_count_array(edge_type,
-                                                                               "edge_type")
+        t = (
+            np.zeros(e_total, np.int64)
+            if edge_type is None
+            else as_count_array(edge_type, "edge_type")
+        )
         if t.shape[0] != e_total:
             raise InputError(f"edge_type has {t.shape[0]} entries, expected {e_total}")
         max_t = int(t.max()) + 1 if e_total else 1
@@ -87,23 +106,28 @@ class EdgeGraphs:
         num_edge_types = as_positive_int(num_edge_types, "num_edge_types")
         if max_t > num_edge_types:
             i = int(np.flatnonzero(t >= num_edge_types)[0])
-            raise InputError(f"edge_type[{i}] = {t[i]} is not below num_edge_types = "
-                             f"{num_edge_types}")
+            raise InputError(
+                f"edge_type[{i}] = {t[i]} is not below num_edge_types = {num_edge_types}"
+            )
         limit = np.repeat(nn, ne)  # each edge's own graph size
         for name, ids in (("senders", s), ("receivers", r)):
             bad = ids >= limit
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 g = int(np.searchsorted(_offsets(ne), i, side="right") - 1)
-                raise InputError(f"{name}[{i}] = {ids[i]} is not a node of graph {g}, which has "
-                                 f"{limit[i]} nodes (ids are local to each graph)")
+                raise InputError(
+                    f"{name}[{i}] = {ids[i]} is not a node of graph {g}, which has "
+                    f"{limit[i]} nodes (ids are local to each graph)"
+                )
         n_total = int(nn.sum())
         data = {}
         for name, arr in (node_data or {}).items():
             arr = np.asarray(arr)
             if arr.ndim == 0 or arr.shape[0] != n_total:
-                raise InputError(f"node_data[{name!r}] has shape {arr.shape}; its first axis must "
-                                 f"run over all {n_total} nodes")
+                raise InputError(
+                    f"node_data[{name!r}] has shape {arr.shape}; its first axis must "
+                    f"run over all {n_total} nodes"
+                )
             if arr.dtype == object:
                 raise InputTypeError(f"node_data[{name!r}] is an object array; use numeric arrays")
             data[str(name)] = _frozen(arr)
@@ -123,8 +147,12 @@ class EdgeGraphs:
 
     # ------------------------------------------------------------- building
     @classmethod
-    def from_graphs(cls, graphs: Iterable[tuple], *, num_edge_types: int | None = None,
-                    ) -> EdgeGraphs:
+    def from_graphs(
+        cls,
+        graphs: Iterable[tuple],
+        *,
+        num_edge_types: int | None = None,
+    ) -> EdgeGraphs:
         """From ``(num_nodes, edge_index[2, E], edge_type[E] or None)`` triples, one per graph."""
         nn, ne, ss, rr, tt = [], [], [], [], []
         for k, item in enumerate(graphs):
@@ -134,8 +162,10 @@ class EdgeGraphs:
             elif len(item) == 3:
                 n, ei, et = item
             else:
-                raise InputTypeError(f"graph {k}: expected (num_nodes, edge_index[, edge_type]), "
-                                f"got {len(item)} items")
+                raise InputTypeError(
+                    f"graph {k}: expected (num_nodes, edge_index[, edge_type]), "
+                    f"got {len(item)} items"
+                )
             ei = np.asarray(ei)
             if ei.size == 0:
                 ei = np.zeros((2, 0), np.int64)
@@ -147,12 +177,21 @@ class EdgeGraphs:
             ne.append(ei.shape[1])
             ss.append(ei[0])
             rr.append(ei[1])
-            tt.append(np.zeros(ei.shape[1], np.int64) if et is None
-                      else np.asarray(et, dtype=np.int64).reshape(-1))
+            tt.append(
+                np.zeros(ei.shape[1], np.int64)
+                if et is None
+                else np.asarray(et, dtype=np.int64).reshape(-1)
+            )
         if not nn:
             raise InputError("no graphs given")
-        return cls(nn, ne, np.concatenate(ss), np.concatenate(rr), np.concatenate(tt),
-                   num_edge_types=num_edge_types)
+        return cls(
+            nn,
+            ne,
+            np.concatenate(ss),
+            np.concatenate(rr),
+            np.concatenate(tt),
+            num_edge_types=num_edge_types,
+        )
 
     @classmethod
     def concatenate(cls, parts: Iterable[EdgeGraphs]) -> EdgeGraphs:
@@ -163,10 +202,12 @@ class EdgeGraphs:
         keys = set(parts[0].node_data)
         for i, p in enumerate(parts):
             if set(p.node_data) != keys:
-                raise InputError(f"part {i} has node data {sorted(p.node_data)}, part 0 has "
-                                 f"{sorted(keys)}")
+                raise InputError(
+                    f"part {i} has node data {sorted(p.node_data)}, part 0 has {sorted(keys)}"
+                )
         return cls(
-            np.concatenate([p.n_node for p in parts]), np.concatenate([p.n_edge for p in parts]),
+            np.concatenate([p.n_node for p in parts]),
+            np.concatenate([p.n_edge for p in parts]),
             np.concatenate([p.senders for p in parts]),
             np.concatenate([p.receivers for p in parts]),
             np.concatenate([p.edge_type for p in parts]),
@@ -201,8 +242,11 @@ class EdgeGraphs:
             raise IndexError(f"graph {g} out of range for {len(self)} graphs")
         g = g % len(self)
         a, b = self.edge_offsets[g], self.edge_offsets[g + 1]
-        return (int(self.n_node[g]), np.stack([self.senders[a:b], self.receivers[a:b]]),
-                self.edge_type[a:b].copy())
+        return (
+            int(self.n_node[g]),
+            np.stack([self.senders[a:b], self.receivers[a:b]]),
+            self.edge_type[a:b].copy(),
+        )
 
     def sizes(self) -> GraphSizes:
         """The size table the planners read."""
@@ -225,18 +269,28 @@ class EdgeGraphs:
             raise IndexError(f"graph index out of range for {len(self)} graphs")
         e_sel = _ranges(self.edge_offsets[idx], self.n_edge[idx])
         n_sel = _ranges(self.node_offsets[idx], self.n_node[idx])
-        return EdgeGraphs(self.n_node[idx], self.n_edge[idx], self.senders[e_sel],
-                          self.receivers[e_sel], self.edge_type[e_sel],
-                          num_edge_types=self.num_edge_types,
-                          node_data={k: v[n_sel] for k, v in self.node_data.items()})
+        return EdgeGraphs(
+            self.n_node[idx],
+            self.n_edge[idx],
+            self.senders[e_sel],
+            self.receivers[e_sel],
+            self.edge_type[e_sel],
+            num_edge_types=self.num_edge_types,
+            node_data={k: v[n_sel] for k, v in self.node_data.items()},
+        )
 
-    def replace(self, *, senders: ArrayLike | None = None, receivers: ArrayLike | None = None,
-                edge_type: ArrayLike | None = None,
-                node_data: Mapping[str, np.ndarray] | None = None,
-                ) -> EdgeGraphs:
+    def replace(
+        self,
+        *,
+        senders: ArrayLike | None = None,
+        receivers: ArrayLike | None = None,
+        edge_type: ArrayLike | None = None,
+        node_data: Mapping[str, np.ndarray] | None = None,
+    ) -> EdgeGraphs:
         """A copy with some edge arrays or the node data replaced (same counts)."""
         return EdgeGraphs(
-            self.n_node, self.n_edge,
+            self.n_node,
+            self.n_edge,
             self.senders if senders is None else senders,
             self.receivers if receivers is None else receivers,
             self.edge_type if edge_type is None else edge_type,
@@ -246,17 +300,23 @@ class EdgeGraphs:
 
     def __repr__(self) -> str:
         extra = f", node_data={sorted(self.node_data)}" if self.node_data else ""
-        return (f"EdgeGraphs(G={len(self)}, nodes={self.num_nodes}, edges={self.num_edges}, "
-                f"edge_types={self.num_edge_types}{extra})")
+        return (
+            f"EdgeGraphs(G={len(self)}, nodes={self.num_nodes}, edges={self.num_edges}, "
+            f"edge_types={self.num_edge_types}{extra})"
+        )
 
     # ------------------------------------------------------------- files
     def save(self, path: str | os.PathLike) -> Path:
         """Write an ``.npz`` (no pickle): ``n_node, n_edge, senders, receivers, edge_type,
         num_edge_types`` and ``node__<name>`` per node array."""
         arrays: dict[str, np.ndarray] = {
-                  "n_node": self.n_node, "n_edge": self.n_edge, "senders": self.senders,
-                  "receivers": self.receivers, "edge_type": self.edge_type,
-                  "num_edge_types": np.array(self.num_edge_types, dtype=np.int64)}
+            "n_node": self.n_node,
+            "n_edge": self.n_edge,
+            "senders": self.senders,
+            "receivers": self.receivers,
+            "edge_type": self.edge_type,
+            "num_edge_types": np.array(self.num_edge_types, dtype=np.int64),
+        }
         arrays.update({_NODE_PREFIX + k: v for k, v in self.node_data.items()})
         return atomic_savez(path, arrays)
 
@@ -286,21 +346,34 @@ class EdgeGraphs:
             def length(a: dict) -> int | None:
                 v = a[key]
                 if v.ndim != 1 or v.dtype.kind not in "iu" or (v.size and v.min() < 0):
-                    return None     # refused by the constructor's checks
+                    return None  # refused by the constructor's checks
                 return int(v.sum(dtype=np.uint64)) if v.size else 0
+
             return length
 
         node_keys = tuple(k for k in names if k.startswith(_NODE_PREFIX))
-        data = read_npz(path, "graph file", need, ("edge_type", "num_edge_types", *node_keys),
-                        lengths={"n_edge": graphs, "senders": total("n_edge"),
-                                 "receivers": total("n_edge"), "edge_type": total("n_edge"),
-                                 **{k: total("n_node") for k in node_keys}},
-                        max_bytes={"num_edge_types": 8})
+        data = read_npz(
+            path,
+            "graph file",
+            need,
+            ("edge_type", "num_edge_types", *node_keys),
+            lengths={
+                "n_edge": graphs,
+                "senders": total("n_edge"),
+                "receivers": total("n_edge"),
+                "edge_type": total("n_edge"),
+                **{k: total("n_node") for k in node_keys},
+            },
+            max_bytes={"num_edge_types": 8},
+        )
         return cls(
-            data["n_node"], data["n_edge"], data["senders"], data["receivers"],
+            data["n_node"],
+            data["n_edge"],
+            data["senders"],
+            data["receivers"],
             data.get("edge_type"),
             num_edge_types=int(data["num_edge_types"]) if "num_edge_types" in data else None,
-            node_data={k[len(_NODE_PREFIX):]: data[k] for k in node_keys},
+            node_data={k[len(_NODE_PREFIX) :]: data[k] for k in node_keys},
         )
 
 

@@ -20,9 +20,13 @@ from ._supergraph import BLOCK_C, BLOCK_L, BLOCK_U, Supergraph
 __all__ = ["BandPropagation", "ScatterPropagation", "band_blocks", "band_premessages"]
 
 
-def band_blocks(sg: Supergraph, num_edge_types: int | None = None, *,
-                dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def band_blocks(
+    sg: Supergraph,
+    num_edge_types: int | None = None,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Dense blocks ``C [K, S·P, S]``, ``U [K-1, S·P, S]``, ``L [K-1, S·P, S]`` of a supergraph.
 
     Row ``s·P + p`` of block ``k`` is receiver slot ``k·S + s`` and edge type ``p``; column ``t``
@@ -44,14 +48,14 @@ def band_blocks(sg: Supergraph, num_edge_types: int | None = None, *,
         m = sg.edge_class == cls
         flat = ((blk[m] - shift) * (s * p) + row[m]) * s + t_local[m]
         counts = np.bincount(flat, minlength=nblocks * s * p * s) if nblocks else np.zeros(0)
-        out.append(torch.as_tensor(counts.reshape(nblocks, s * p, s), dtype=dtype,
-                                   device=device))
+        out.append(torch.as_tensor(counts.reshape(nblocks, s * p, s), dtype=dtype, device=device))
     c, u, lo = out
     return c, u, lo
 
 
-def band_premessages(c: torch.Tensor, u: torch.Tensor, lo: torch.Tensor,
-                     e: torch.Tensor) -> torch.Tensor:
+def band_premessages(
+    c: torch.Tensor, u: torch.Tensor, lo: torch.Tensor, e: torch.Tensor
+) -> torch.Tensor:
     """Algorithm 1, lines 1-3: ``pre [K, S·P, H]`` from blocks and embeddings ``E [K, S, H]``.
 
     ``pre = C·E``; ``pre[0:K-1] += U·E[1:K]``; ``pre[1:K] += L·E[0:K-1]``: three batched
@@ -84,14 +88,22 @@ class BandPropagation:
         self.num_blocks, self.block_size, self.num_edge_types = k, s, sp // s
         deg = c.sum(-1)
         if k > 1:
-            deg = deg + torch.nn.functional.pad(u.sum(-1), (0, 0, 0, 1)) \
+            deg = (
+                deg
+                + torch.nn.functional.pad(u.sum(-1), (0, 0, 0, 1))
                 + torch.nn.functional.pad(lo.sum(-1), (0, 0, 1, 0))
+            )
         self.in_degree = deg.reshape(k * s, self.num_edge_types)
 
     @classmethod
-    def from_supergraph(cls, sg: Supergraph, num_edge_types: int | None = None, *,
-                        dtype: torch.dtype = torch.float32,
-                        device: torch.device | str | None = None) -> BandPropagation:
+    def from_supergraph(
+        cls,
+        sg: Supergraph,
+        num_edge_types: int | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> BandPropagation:
         return cls(*band_blocks(sg, num_edge_types, dtype=dtype, device=device))
 
     @property
@@ -114,9 +126,16 @@ class ScatterPropagation:
     ``receiver·P + edge_type``.
     """
 
-    def __init__(self, senders: ArrayLike, receivers: ArrayLike, edge_type: ArrayLike,
-                 num_nodes: int, num_edge_types: int, *,
-                 device: torch.device | str | None = None) -> None:
+    def __init__(
+        self,
+        senders: ArrayLike,
+        receivers: ArrayLike,
+        edge_type: ArrayLike,
+        num_nodes: int,
+        num_edge_types: int,
+        *,
+        device: torch.device | str | None = None,
+    ) -> None:
         def as_long(x: ArrayLike) -> torch.Tensor:
             return torch.as_tensor(np.array(x, dtype=np.int64), device=device)
 
@@ -128,29 +147,37 @@ class ScatterPropagation:
         n_e = self.senders.shape[0]
         if self.receivers.shape[0] != n_e or self.edge_type.shape[0] != n_e:
             raise InputError("senders, receivers and edge_type must have equal lengths")
-        if n_e and (int(torch.maximum(self.senders.max(), self.receivers.max())) >= num_nodes
-                    or int(torch.minimum(self.senders.min(), self.receivers.min())) < 0):
+        if n_e and (
+            int(torch.maximum(self.senders.max(), self.receivers.max())) >= num_nodes
+            or int(torch.minimum(self.senders.min(), self.receivers.min())) < 0
+        ):
             raise InputError(f"edge endpoints must lie in [0, {num_nodes})")
         if n_e and (int(self.edge_type.max()) >= num_edge_types or int(self.edge_type.min()) < 0):
             raise InputError(f"edge types must lie in [0, {num_edge_types})")
         self.key = self.receivers * self.num_edge_types + self.edge_type
-        self.in_degree = torch.bincount(self.key, minlength=self.num_nodes * self.num_edge_types
-                                        ).reshape(self.num_nodes, self.num_edge_types)
+        self.in_degree = torch.bincount(
+            self.key, minlength=self.num_nodes * self.num_edge_types
+        ).reshape(self.num_nodes, self.num_edge_types)
 
     @classmethod
-    def from_supergraph(cls, sg: Supergraph, num_edge_types: int | None = None, *,
-                        device: torch.device | str | None = None) -> ScatterPropagation:
+    def from_supergraph(
+        cls,
+        sg: Supergraph,
+        num_edge_types: int | None = None,
+        *,
+        device: torch.device | str | None = None,
+    ) -> ScatterPropagation:
         """The kept edges of a supergraph, in slot positions (same nodes as the band form)."""
         p = sg.num_edge_types if num_edge_types is None else int(num_edge_types)
         return cls(sg.senders, sg.receivers, sg.edge_type, sg.num_nodes, p, device=device)
 
     @classmethod
-    def from_graphs(cls, graphs: EdgeGraphs, *,
-                    device: torch.device | str | None = None) -> ScatterPropagation:
+    def from_graphs(
+        cls, graphs: EdgeGraphs, *, device: torch.device | str | None = None
+    ) -> ScatterPropagation:
         """All edges of an `EdgeGraphs` collection, nodes numbered by concatenation."""
         s, r = graphs.global_edges()
-        return cls(s, r, graphs.edge_type, graphs.num_nodes, graphs.num_edge_types,
-                   device=device)
+        return cls(s, r, graphs.edge_type, graphs.num_nodes, graphs.num_edge_types, device=device)
 
     def premessages(self, h: torch.Tensor) -> torch.Tensor:
         """Sum of sender embeddings per (receiver, edge type): ``[N, H] -> [N, P·H]``."""

@@ -64,15 +64,18 @@ class BandwidthSummary:
         return d
 
 
-def bandwidth_summary(n_node: ArrayLike, before: ArrayLike, after: ArrayLike,
-                      bounds: Sequence[int] = DEFAULT_BOUNDS) -> BandwidthSummary:
+def bandwidth_summary(
+    n_node: ArrayLike, before: ArrayLike, after: ArrayLike, bounds: Sequence[int] = DEFAULT_BOUNDS
+) -> BandwidthSummary:
     """Figure-1 statistics from per-graph node counts and bandwidths before/after reduction."""
     n = as_count_array(n_node, "n_node")
     b0 = as_count_array(before, "before")
     b1 = as_count_array(after, "after")
     if not (n.shape == b0.shape == b1.shape):
-        raise InputError(f"n_node, before, after must have equal lengths, got {n.shape[0]}, "
-                         f"{b0.shape[0]}, {b1.shape[0]}")
+        raise InputError(
+            f"n_node, before, after must have equal lengths, got {n.shape[0]}, "
+            f"{b0.shape[0]}, {b1.shape[0]}"
+        )
     if n.shape[0] == 0:
         raise InputError("no graphs: statistics need at least one graph")
     bounds = [int(x) for x in as_count_array(list(bounds), "bounds")]

@@ -26,8 +26,18 @@ from ..planners import get_strategy, strategy_names
 from ._bandwidth import bandwidths
 from ._graphs import EdgeGraphs, _ranges
 
-__all__ = ["BLOCK_C", "BLOCK_L", "BLOCK_U", "DROPPED", "PREFERRED_STRATEGIES", "Supergraph",
-           "SupergraphBatches", "build_supergraphs", "classify_edges", "default_strategy"]
+__all__ = [
+    "BLOCK_C",
+    "BLOCK_L",
+    "BLOCK_U",
+    "DROPPED",
+    "PREFERRED_STRATEGIES",
+    "Supergraph",
+    "SupergraphBatches",
+    "build_supergraphs",
+    "classify_edges",
+    "default_strategy",
+]
 
 #: Packing strategies for supergraphs, best first; the first one registered is the default.
 PREFERRED_STRATEGIES = ("pack-lpf-1d", "dynamic")
@@ -38,6 +48,7 @@ def default_strategy() -> str:
     when available, else the greedy ``dynamic`` fill)."""
     names = set(strategy_names())
     return next(n for n in PREFERRED_STRATEGIES if n in names)
+
 
 #: Edge classes of `classify_edges`: diagonal block, upper block (sender in the next block),
 #: lower block (sender in the previous block), dropped (blocks two or more apart).
@@ -186,16 +197,20 @@ def build_supergraphs(
     k = as_positive_int(num_blocks, "num_blocks")
     as_nonnegative_int(seed, "seed")
     if on_oversize not in ("skip", "error"):
-        raise InputError(f"on_oversize must be 'skip' or 'error' for supergraphs, got "
-                         f"{on_oversize!r} (a graph cannot get a larger dense block)")
+        raise InputError(
+            f"on_oversize must be 'skip' or 'error' for supergraphs, got "
+            f"{on_oversize!r} (a graph cannot get a larger dense block)"
+        )
     if not isinstance(graphs, EdgeGraphs):
         raise InputTypeError(f"graphs must be EdgeGraphs, got {type(graphs).__name__}")
     if strategy is None:
         strategy = default_strategy()
     strat = get_strategy(strategy)
     if not strat.uses_budget:
-        raise InputError(f"strategy {strategy!r} does not plan under a node budget; use a "
-                         "budget-based one such as 'dynamic'")
+        raise InputError(
+            f"strategy {strategy!r} does not plan under a node budget; use a "
+            "budget-based one such as 'dynamic'"
+        )
     capacity = k * s
     candidates = np.arange(len(graphs), dtype=np.int64)
     filtered = np.zeros(0, np.int64)
@@ -207,16 +222,34 @@ def build_supergraphs(
     oversize = candidates[too_big]
     if oversize.size and on_oversize == "error":
         g = int(oversize[0])
-        raise InputError(f"graph {g} has {graphs.n_node[g]} nodes, more than the "
-                         f"{k} x {s} = {capacity} slots of a supergraph")
+        raise InputError(
+            f"graph {g} has {graphs.n_node[g]} nodes, more than the "
+            f"{k} x {s} = {capacity} slots of a supergraph"
+        )
     candidates = candidates[~too_big]
     if candidates.size == 0:
-        return SupergraphBatches([], None, filtered, oversize, 0, 0, 0,
-                                 meta={"block_size": s, "num_blocks": k, "strategy": strategy})
+        return SupergraphBatches(
+            [],
+            None,
+            filtered,
+            oversize,
+            0,
+            0,
+            0,
+            meta={"block_size": s, "num_blocks": k, "strategy": strategy},
+        )
     sub = graphs.sizes().subset(candidates)
     budget = Budget(capacity + 1, max(int(sub.n_edge.sum()), 1), int(candidates.size) + 1)
-    bplan = make_plan(sub, strategy, budget=budget, seed=seed, epoch=epoch, shuffle=shuffle,
-                      on_oversize="error", **options)
+    bplan = make_plan(
+        sub,
+        strategy,
+        budget=budget,
+        seed=seed,
+        epoch=epoch,
+        shuffle=shuffle,
+        on_oversize="error",
+        **options,
+    )
     supers = []
     kept_total = dropped_total = 0
     for b in range(len(bplan)):
@@ -226,8 +259,16 @@ def build_supergraphs(
         kept_total += sg.num_kept
         dropped_total += sg.num_dropped
     edges = int(graphs.n_edge[candidates].sum())
-    return SupergraphBatches(supers, bplan, filtered, oversize, edges, kept_total, dropped_total,
-                             meta={"block_size": s, "num_blocks": k, "strategy": strategy})
+    return SupergraphBatches(
+        supers,
+        bplan,
+        filtered,
+        oversize,
+        edges,
+        kept_total,
+        dropped_total,
+        meta={"block_size": s, "num_blocks": k, "strategy": strategy},
+    )
 
 
 def _assemble(graphs: EdgeGraphs, members: np.ndarray, s: int, k: int) -> Supergraph:
@@ -247,9 +288,17 @@ def _assemble(graphs: EdgeGraphs, members: np.ndarray, s: int, k: int) -> Superg
     cls = classify_edges(snd, rcv, s)
     keep = cls != DROPPED
     return Supergraph(
-        block_size=s, num_blocks=k, num_edge_types=graphs.num_edge_types,
-        graph_index=members.copy(), node_offset=node_offset, n_node=n_node.copy(),
-        node_index=node_index, senders=snd[keep], receivers=rcv[keep],
-        edge_type=graphs.edge_type[e_rows][keep], edge_class=cls[keep],
-        edge_index=e_rows[keep], num_dropped=int((~keep).sum()),
+        block_size=s,
+        num_blocks=k,
+        num_edge_types=graphs.num_edge_types,
+        graph_index=members.copy(),
+        node_offset=node_offset,
+        n_node=n_node.copy(),
+        node_index=node_index,
+        senders=snd[keep],
+        receivers=rcv[keep],
+        edge_type=graphs.edge_type[e_rows][keep],
+        edge_class=cls[keep],
+        edge_index=e_rows[keep],
+        num_dropped=int((~keep).sum()),
     )

@@ -24,8 +24,9 @@ def build_model(name: str, **kwargs: Any) -> GraphRegressor:
     try:
         cls = MODELS[name]
     except (KeyError, TypeError):
-        raise UnknownNameError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}"
-                               ) from None
+        raise UnknownNameError(
+            f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}"
+        ) from None
     return cls(**kwargs)
 
 

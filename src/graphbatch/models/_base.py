@@ -23,8 +23,16 @@ class GraphRegressor(nn.Module):
     real nodes are 0. Padding nodes and edges contribute nothing to outputs or gradients.
     """
 
-    def forward(self, z: Tensor, pos: Tensor, edge_index: Tensor, batch: Tensor,
-                node_mask: Tensor, edge_mask: Tensor, num_graphs: int) -> Tensor:
+    def forward(
+        self,
+        z: Tensor,
+        pos: Tensor,
+        edge_index: Tensor,
+        batch: Tensor,
+        node_mask: Tensor,
+        edge_mask: Tensor,
+        num_graphs: int,
+    ) -> Tensor:
         raise NotImplementedError
 
 
@@ -44,8 +52,9 @@ def batch_inputs(batch: Any) -> dict[str, Any]:
     return out
 
 
-def unpadded_inputs(z: Tensor, pos: Tensor, edge_index: Tensor, batch: Tensor,
-                    num_graphs: int) -> dict[str, Any]:
+def unpadded_inputs(
+    z: Tensor, pos: Tensor, edge_index: Tensor, batch: Tensor, num_graphs: int
+) -> dict[str, Any]:
     """Model inputs for an ordinary (unpadded) batch: all-true masks."""
     return {
         "z": z,

@@ -32,8 +32,9 @@ class _MPEUStep(nn.Module):
         self.w4 = nn.Linear(hidden, hidden)  # eq. 5: h + W5 sigma(W4 m)
         self.w5 = nn.Linear(hidden, hidden)
 
-    def forward(self, h: Tensor, e: Tensor, src: Tensor, dst: Tensor, emask: Tensor
-                ) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, h: Tensor, e: Tensor, src: Tensor, dst: Tensor, emask: Tensor
+    ) -> tuple[Tensor, Tensor]:
         hi, hj = gather_rows(h, dst), gather_rows(h, src)
         e = shifted_softplus(self.edge2(shifted_softplus(self.edge1(torch.cat([hi, hj, e], -1)))))
         gate = shifted_softplus(self.w3(shifted_softplus(self.w2(e))))
@@ -52,11 +53,22 @@ class MPEU(GraphRegressor):
     σ is the shifted softplus. Readout: a two-layer MLP per atom, masked sum per graph.
     """
 
-    def __init__(self, hidden: int = 64, edge_dim: int = 64, num_steps: int = 3,
-                 num_gaussians: int = 32, cutoff: float = 6.0, num_embeddings: int = 100) -> None:
+    def __init__(
+        self,
+        hidden: int = 64,
+        edge_dim: int = 64,
+        num_steps: int = 3,
+        num_gaussians: int = 32,
+        cutoff: float = 6.0,
+        num_embeddings: int = 100,
+    ) -> None:
         super().__init__()
-        for name, v in (("hidden", hidden), ("edge_dim", edge_dim), ("num_steps", num_steps),
-                        ("num_gaussians", num_gaussians)):
+        for name, v in (
+            ("hidden", hidden),
+            ("edge_dim", edge_dim),
+            ("num_steps", num_steps),
+            ("num_gaussians", num_gaussians),
+        ):
             if int(v) < 1:
                 raise InputError(f"MPEU {name} must be >= 1, got {v}")
         if not cutoff > 0:
@@ -68,8 +80,16 @@ class MPEU(GraphRegressor):
         self.out1 = nn.Linear(hidden, hidden // 2)
         self.out2 = nn.Linear(hidden // 2, 1)
 
-    def forward(self, z: Tensor, pos: Tensor, edge_index: Tensor, batch: Tensor,
-                node_mask: Tensor, edge_mask: Tensor, num_graphs: int) -> Tensor:
+    def forward(
+        self,
+        z: Tensor,
+        pos: Tensor,
+        edge_index: Tensor,
+        batch: Tensor,
+        node_mask: Tensor,
+        edge_mask: Tensor,
+        num_graphs: int,
+    ) -> Tensor:
         src, dst = edge_index[0], edge_index[1]
         _, d = edge_vectors(pos, edge_index, edge_mask)
         e = self.edge_in(self.rbf(d))

@@ -192,8 +192,9 @@ def masked_graph_sum(x: Tensor, batch: Tensor, node_mask: Tensor, num_graphs: in
     return scatter_sum(torch.where(mask, x, torch.zeros_like(x)), batch, num_graphs)
 
 
-def pair_reverse_edges(edge_index: Tensor, edge_mask: Tensor, num_nodes: int
-                       ) -> tuple[Tensor, Tensor]:
+def pair_reverse_edges(
+    edge_index: Tensor, edge_mask: Tensor, num_nodes: int
+) -> tuple[Tensor, Tensor]:
     """Reorder edges so that each real edge ``j->i`` sits next to its reverse ``i->j``.
 
     Returns ``(edge_index, edge_mask)`` permuted (and extended by one padding edge when ``E`` is

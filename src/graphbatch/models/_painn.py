@@ -30,8 +30,9 @@ class _Message(nn.Module):
         self.filt = nn.Linear(num_rbf, 3 * f)
         self.f = f
 
-    def forward(self, s: Tensor, v: Tensor, rbf: Tensor, cut: Tensor, unit: Tensor,
-                src: Tensor, dst: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, s: Tensor, v: Tensor, rbf: Tensor, cut: Tensor, unit: Tensor, src: Tensor, dst: Tensor
+    ) -> tuple[Tensor, Tensor]:
         x = gather_rows(self.phi(s), src) * (self.filt(rbf) * cut.unsqueeze(-1))
         ds, dvv, dvs = x.split(self.f, dim=-1)
         dv = gather_rows(v, src) * dvv.unsqueeze(1) + dvs.unsqueeze(1) * unit.unsqueeze(-1)
@@ -62,11 +63,16 @@ class PaiNN(GraphRegressor):
     (two-layer MLP per atom, masked sum per graph). Outputs are rotation invariant.
     """
 
-    def __init__(self, features: int = 64, num_layers: int = 3, num_rbf: int = 20,
-                 cutoff: float = 6.0, num_embeddings: int = 100) -> None:
+    def __init__(
+        self,
+        features: int = 64,
+        num_layers: int = 3,
+        num_rbf: int = 20,
+        cutoff: float = 6.0,
+        num_embeddings: int = 100,
+    ) -> None:
         super().__init__()
-        for name, val in (("features", features), ("num_layers", num_layers),
-                          ("num_rbf", num_rbf)):
+        for name, val in (("features", features), ("num_layers", num_layers), ("num_rbf", num_rbf)):
             if int(val) < 1:
                 raise InputError(f"PaiNN {name} must be >= 1, got {val}")
         if not cutoff > 0:
@@ -79,8 +85,16 @@ class PaiNN(GraphRegressor):
         self.out1 = nn.Linear(features, features // 2)
         self.out2 = nn.Linear(features // 2, 1)
 
-    def forward(self, z: Tensor, pos: Tensor, edge_index: Tensor, batch: Tensor,
-                node_mask: Tensor, edge_mask: Tensor, num_graphs: int) -> Tensor:
+    def forward(
+        self,
+        z: Tensor,
+        pos: Tensor,
+        edge_index: Tensor,
+        batch: Tensor,
+        node_mask: Tensor,
+        edge_mask: Tensor,
+        num_graphs: int,
+    ) -> Tensor:
         src, dst = edge_index[0], edge_index[1]
         vec, d = edge_vectors(pos, edge_index, edge_mask)
         cut = cosine_cutoff(d, self.cutoff, edge_mask)

@@ -30,8 +30,9 @@ class _Interaction(nn.Module):
         self.lin_out = nn.Linear(filters, hidden)  # cfconv lin2
         self.lin = nn.Linear(hidden, hidden)
 
-    def forward(self, h: Tensor, f1: Tensor, cut: Tensor, src: Tensor, dst: Tensor,
-                paired: bool) -> Tensor:
+    def forward(
+        self, h: Tensor, f1: Tensor, cut: Tensor, src: Tensor, dst: Tensor, paired: bool
+    ) -> Tensor:
         # continuous filter W(d_ij) = (ssp(f1) W2 + b2) * C(d_ij); padding edges have C = 0
         w = self.filter2(shifted_softplus(f1)) * cut.unsqueeze(-1)
         x = self.lin_in(h)
@@ -59,12 +60,23 @@ class SchNet(GraphRegressor):
     `pair_reverse_edges`. Inputs without that symmetry raise ``ValueError`` in eager mode.
     """
 
-    def __init__(self, hidden: int = 100, filters: int = 100, num_interactions: int = 4,
-                 num_gaussians: int = 25, cutoff: float = 6.0, num_embeddings: int = 100,
-                 pair_edges: bool = False) -> None:
+    def __init__(
+        self,
+        hidden: int = 100,
+        filters: int = 100,
+        num_interactions: int = 4,
+        num_gaussians: int = 25,
+        cutoff: float = 6.0,
+        num_embeddings: int = 100,
+        pair_edges: bool = False,
+    ) -> None:
         super().__init__()
-        for name, v in (("hidden", hidden), ("filters", filters),
-                        ("num_interactions", num_interactions), ("num_gaussians", num_gaussians)):
+        for name, v in (
+            ("hidden", hidden),
+            ("filters", filters),
+            ("num_interactions", num_interactions),
+            ("num_gaussians", num_gaussians),
+        ):
             if int(v) < 1:
                 raise InputError(f"SchNet {name} must be >= 1, got {v}")
         if not cutoff > 0:
@@ -91,8 +103,16 @@ class SchNet(GraphRegressor):
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
 
-    def forward(self, z: Tensor, pos: Tensor, edge_index: Tensor, batch: Tensor,
-                node_mask: Tensor, edge_mask: Tensor, num_graphs: int) -> Tensor:
+    def forward(
+        self,
+        z: Tensor,
+        pos: Tensor,
+        edge_index: Tensor,
+        batch: Tensor,
+        node_mask: Tensor,
+        edge_mask: Tensor,
+        num_graphs: int,
+    ) -> Tensor:
         if self.pair_edges:
             edge_index, edge_mask = pair_reverse_edges(edge_index, edge_mask, z.shape[0])
         src, dst = edge_index[0], edge_index[1]

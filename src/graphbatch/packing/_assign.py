@@ -42,9 +42,11 @@ def assign_graphs(
     per_bin_slots = np.bincount(slot_bin, minlength=nb)
     if not np.array_equal(per_bin_slots, np.bincount(graph_bin, minlength=nb)):
         b = int(np.flatnonzero(per_bin_slots != np.bincount(graph_bin, minlength=nb))[0])
-        raise InputError(f"the packs' slots per size bin differ from the graphs per size bin: "
-                         f"bin {b} has {per_bin_slots[b]} slots and "
-                         f"{int((graph_bin == b).sum())} graphs")
+        raise InputError(
+            f"the packs' slots per size bin differ from the graphs per size bin: "
+            f"bin {b} has {per_bin_slots[b]} slots and "
+            f"{int((graph_bin == b).sum())} graphs"
+        )
     # graphs grouped by bin (stable), in a random order within each bin; int32 positions
     if assign_rng is not None and np.count_nonzero(per_bin_slots > 1) * 16 > m:
         # assign_rng.permutation(m) as int32 below 2**31 graphs (the same draws: a shuffle
@@ -75,8 +77,7 @@ def assign_graphs(
         order = slot_graph[pack_offsets[perm_p][pack_of] + (np.arange(m) - new_offsets[pack_of])]
         # within-pack shuffle by a sort on (pack, uniform key)
         key = pack_of + order_rng.random(m)
-        return _out(order[np.argsort(key, kind="stable")], new_offsets, perm_p,
-                    return_pack_order)
+        return _out(order[np.argsort(key, kind="stable")], new_offsets, perm_p, return_pack_order)
     # packs as rows of a [packs, largest pack] matrix (-1 = empty), put in a random order and
     # each row permuted independently; permuted (and compacted) in chunks of rows: the rows
     # draw from order_rng in row order, as one call on the whole matrix would. Every slot's
@@ -88,8 +89,9 @@ def assign_graphs(
     new_offsets = np.concatenate([[0], np.cumsum(new_sizes)]).astype(np.int64)
     shift = np.empty(num_packs, np.int64)  # new place of a pack's first slot minus the old
     shift[perm_p] = new_offsets[:-1] - pack_offsets[:-1][perm_p]
-    order = _slot_graphs(slot_bin, per_bin_slots, g_pos, graph_ids, np.empty(m, np.int64),
-                         pack_offsets, shift)
+    order = _slot_graphs(
+        slot_bin, per_bin_slots, g_pos, graph_ids, np.empty(m, np.int64), pack_offsets, shift
+    )
     del g_pos
     step = max(1, _memory.ASSIGN_ROWS_CHUNK // max(width, 1))
     cols = np.arange(width)
@@ -120,8 +122,8 @@ def _shuffle_segments(rng: np.random.Generator, values: np.ndarray, counts: np.n
         return
     buf = np.empty(int(counts[runs].max()), np.int64)
     for b in runs.tolist():
-        seg = values[ends[b] - counts[b]:ends[b]]
-        items = buf[:seg.shape[0]]
+        seg = values[ends[b] - counts[b] : ends[b]]
+        items = buf[: seg.shape[0]]
         items[:] = seg
         rng.shuffle(items)
         seg[:] = items
@@ -179,7 +181,7 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shi
         else:  # the packs over these slots, and each slot's place; written in slot order
             p0 = int(np.searchsorted(pack_offsets, s0, "right")) - 1
             p1 = int(np.searchsorted(pack_offsets, s1, "left"))
-            at = np.repeat(shift[p0:p1], np.diff(np.clip(pack_offsets[p0:p1 + 1], s0, s1)))
+            at = np.repeat(shift[p0:p1], np.diff(np.clip(pack_offsets[p0 : p1 + 1], s0, s1)))
             at += np.arange(s0, s1)
             local = np.empty(s1 - s0, out.dtype)
             local[srt] = src
@@ -187,16 +189,20 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shi
     return out
 
 
-
-
 def _as_int(a) -> np.ndarray:
     a = np.asarray(a)
     return a if a.dtype.kind in "iu" else a.astype(np.int64)
 
 
-def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None = None, *,
-                 lookup: np.ndarray | None = None, values: np.ndarray | None = None,
-                 out: np.ndarray | None = None):
+def group_by_key(
+    keys: np.ndarray,
+    counts: np.ndarray,
+    index: np.ndarray | None = None,
+    *,
+    lookup: np.ndarray | None = None,
+    values: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+):
     """``index[np.argsort(keys[index], kind="stable")]`` (``index`` defaults to ``arange``):
     positions grouped by their key, in ``index`` order within a key. ``counts[k]`` is how many
     keys equal ``k``. Without ``index``: ``lookup`` sorts by ``lookup[keys]`` instead, mapped
@@ -216,16 +222,16 @@ def group_by_key(keys: np.ndarray, counts: np.ndarray, index: np.ndarray | None 
         lookup = np.asarray(lookup).astype(kdt)
     for s0 in range(0, n, _memory.SORT_CHUNK):
         if index is None:
-            k = keys[s0:s0 + _memory.SORT_CHUNK]
+            k = keys[s0 : s0 + _memory.SORT_CHUNK]
             k = _key_chunk(k, kdt) if lookup is None else lookup[k]
             srt, dest = _sort_chunk(k, ptr)
             if values is None:
                 srt += s0
                 out[dest] = srt
             else:
-                out[dest] = values[s0:s0 + _memory.SORT_CHUNK][srt]
+                out[dest] = values[s0 : s0 + _memory.SORT_CHUNK][srt]
         else:
-            pos = index[s0:s0 + _memory.SORT_CHUNK]
+            pos = index[s0 : s0 + _memory.SORT_CHUNK]
             srt, dest = _sort_chunk(keys[pos].astype(kdt), ptr)
             out[dest] = pos[srt]
     return out

@@ -58,16 +58,15 @@ def _dealing_key(n, e, count, node_limit, edge_limit) -> tuple[np.ndarray, int]:
     cn, ce = max(int(node_limit), 1), max(int(edge_limit), 1)
     tn = sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist(), strict=False))
     te = sum(int(a) * int(c) for a, c in zip(e.tolist(), count.tolist(), strict=False))
-    fp = quantise_linear(Fraction(tn, cn * cn), Fraction(te, ce * ce), tn, te,
-                         what="balanced dealing")
+    fp = quantise_linear(
+        Fraction(tn, cn * cn), Fraction(te, ce * ce), tn, te, what="balanced dealing"
+    )
     return fp.costs(n, e), fp.cost(cn, ce)
 
 
 def bin_dtype(num_bins: int):
     """The narrowest of int16/int32/int64 holding bin indices ``0..num_bins - 1`` and ``-1``."""
     return np.int16 if num_bins <= 2**15 else (np.int32 if num_bins <= 2**31 else np.int64)
-
-
 
 
 def _row_chunks(rows: int, width: int):
@@ -91,7 +90,7 @@ def _deal(end, P):
     rounds = flat.reshape(R, P)  # round r: sorted graphs r*P .. r*P+P-1
     step = max(1, _memory.DEAL_ROWS // max(P, 1)) * 2
     for r0 in range(1, R, step):  # odd rounds are dealt from the last pack to the first
-        odd = rounds[r0:r0 + step:2]
+        odd = rounds[r0 : r0 + step : 2]
         odd[:] = odd[:, ::-1].copy()
     return rounds.T
 
@@ -156,7 +155,7 @@ def _deal_slots(big_pos, small_pos, P, key, cap_key, graph_limit, chunks=4, near
         take = max(1, active.shape[0] // chunks)
         top = ratio_order(room, free, descending=True)[:take]
         # one graph per pack and round, so only packs close to the roomiest take part
-        top = top[:max(1, _leading_at_least(room[top], free[top], near))]
+        top = top[: max(1, _leading_at_least(room[top], free[top], near))]
         b = small_pos[i : i + top.shape[0]]
         put(active[top[: b.shape[0]]], b)
         i += b.shape[0]
@@ -247,9 +246,14 @@ def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
             be = np.where(pb, se[np.maximum(gb, 0)], 0)
             dn = an[:, :, None] - bn[:, None, :]
             de = ae[:, :, None] - be[:, None, :]
-            valid = (pa[:, :, None] & pb[:, None, :]
-                     & ((ln[a] - cn)[:, None, None] <= dn) & ((le[a] - ce)[:, None, None] <= de)
-                     & (dn <= (cn - ln[b])[:, None, None]) & (de <= (ce - le[b])[:, None, None]))
+            valid = (
+                pa[:, :, None]
+                & pb[:, None, :]
+                & ((ln[a] - cn)[:, None, None] <= dn)
+                & ((le[a] - ce)[:, None, None] <= de)
+                & (dn <= (cn - ln[b])[:, None, None])
+                & (de <= (ce - le[b])[:, None, None])
+            )
             cost = share_keys(dn, de, cn, ce)  # the exchange's net move, relative to the limits
             flat = cost.reshape(cost.shape[0], -1)
             ok_flat = valid.reshape(valid.shape[0], -1)
@@ -340,8 +344,9 @@ class SlotsDealer:
     graph_limit: int
 
     def deal(self, P: int) -> np.ndarray:
-        return _deal_slots(self.big_pos, self.small_pos, P, self.key, self.cap_key,
-                           self.graph_limit)
+        return _deal_slots(
+            self.big_pos, self.small_pos, P, self.key, self.cap_key, self.graph_limit
+        )
 
 
 @dataclass(frozen=True)
@@ -369,23 +374,37 @@ def _try(sn, se, P, limits, heuristic, dealer, max_room=2048):
         return P, (grid, None, None, None)
     spill_count = np.bincount(removed, minlength=sn.shape[0])
     rem_n, rem_e, rem_k = cn - ln, ce - le, cg - lk
-    room = np.flatnonzero(
-        (rem_k > 0) & (rem_n >= sn[removed].min()) & (rem_e >= se[removed].min())
-    )
+    room = np.flatnonzero((rem_k > 0) & (rem_n >= sn[removed].min()) & (rem_e >= se[removed].min()))
     if room.size > max_room:  # offer the packs with the most room (keeps the search short)
         slack = share_keys(rem_n[room], rem_e[room], cn, ce, "min")
         room = np.sort(room[top_indices(slack, max_room)])
     pats, base = pack_histogram(
-        sn, se, spill_count, node_limit=cn, edge_limit=ce, graph_limit=cg,
-        heuristic=heuristic, fit="best",
-        initial=(rem_n[room], rem_e[room], rem_k[room]), return_base=True,
+        sn,
+        se,
+        spill_count,
+        node_limit=cn,
+        edge_limit=ce,
+        graph_limit=cg,
+        heuristic=heuristic,
+        fit="best",
+        initial=(rem_n[room], rem_e[room], rem_k[room]),
+        return_base=True,
     )
     new = int(pats.count[base < 0].sum())
     return P + new, (grid, pats, base, room)
 
 
-def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int,
-                  heuristic: str = "product", tries=DEFAULT_TRIES) -> BalancedPacking:
+def balanced_pack(
+    n,
+    e,
+    count,
+    *,
+    node_limit: int,
+    edge_limit: int,
+    graph_limit: int,
+    heuristic: str = "product",
+    tries=DEFAULT_TRIES,
+) -> BalancedPacking:
     """Pack a histogram by balanced dealing into ``P`` packs plus repair (see module doc).
 
     Limits are real-content capacities per pack; every bin must fit them alone. Returns a
@@ -396,8 +415,10 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     count = np.asarray(count, dtype=np.int64)
     node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
     if node_limit < 0 or edge_limit < 0 or graph_limit < 1:
-        raise InputError(f"limits must be positive, got {node_limit} nodes / {edge_limit} edges "
-                         f"/ {graph_limit} graphs")
+        raise InputError(
+            f"limits must be positive, got {node_limit} nodes / {edge_limit} edges "
+            f"/ {graph_limit} graphs"
+        )
     if n.shape[0] and ((n > node_limit) | (e > edge_limit))[count > 0].any():
         raise InputError(f"a bin exceeds the limits {node_limit} nodes / {edge_limit} edges")
     key, cap_key = _dealing_key(n, e, count, node_limit, edge_limit)
@@ -409,23 +430,40 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     if N == 0:
         return BalancedPacking(np.zeros(0, np.int64), np.zeros(1, np.int64), 0)
     limits = (node_limit, edge_limit, graph_limit)
-    lb = batches_lower_bound(sum(int(a) * int(c) for a, c in zip(sn.tolist(), sc.tolist(), strict=False)),
-                             sum(int(a) * int(c) for a, c in zip(se.tolist(), sc.tolist(), strict=False)),
-                             N, node_limit, edge_limit, graph_limit)
+    lb = batches_lower_bound(
+        sum(int(a) * int(c) for a, c in zip(sn.tolist(), sc.tolist(), strict=False)),
+        sum(int(a) * int(c) for a, c in zip(se.tolist(), sc.tolist(), strict=False)),
+        N,
+        node_limit,
+        edge_limit,
+        graph_limit,
+    )
     # with graphs over a tenth of a limit, a second variant packs those first (best fit) and
     # deals the rest around them; the variant with fewer packs wins
     big = (sn * 10 > node_limit) | (se * 10 > edge_limit)
     dealers: list = [SnakeDealer(end)]
     if big.any():
         big_count = np.where(big, sc, 0)
-        pats = pack_histogram(sn, se, big_count, node_limit=node_limit, edge_limit=edge_limit,
-                              graph_limit=graph_limit, heuristic=heuristic, fit="best")
+        pats = pack_histogram(
+            sn,
+            se,
+            big_count,
+            node_limit=node_limit,
+            edge_limit=edge_limit,
+            graph_limit=graph_limit,
+            heuristic=heuristic,
+            fit="best",
+        )
         pre_slot, pre_off = pats.slots()
         key_s = key[order]
         small_pos = np.repeat(np.flatnonzero(~big), sc[~big])
-        dealers = [SlotsDealer(np.repeat(np.flatnonzero(big), sc[big]), small_pos, key_s,
-                               cap_key, graph_limit),
-                   SnakeDealer(end), PreloadedDealer(small_pos, pre_slot, pre_off, key_s)]
+        dealers = [
+            SlotsDealer(
+                np.repeat(np.flatnonzero(big), sc[big]), small_pos, key_s, cap_key, graph_limit
+            ),
+            SnakeDealer(end),
+            PreloadedDealer(small_pos, pre_slot, pre_off, key_s),
+        ]
     best = None
     # heavy tails: the two-resource dealing first; a packing at the lower bound ends the search
     for dealer in dealers:
@@ -451,8 +489,9 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
     if pats is not None:
         # graphs the repair put into dealt packs become extra columns of the grid
         items = np.repeat(pats.bins, pats.copies)
-        item_pat = np.repeat(np.repeat(np.arange(pats.num_patterns), np.diff(pats.offsets)),
-                             pats.copies)
+        item_pat = np.repeat(
+            np.repeat(np.arange(pats.num_patterns), np.diff(pats.offsets)), pats.copies
+        )
         keep = base[item_pat] >= 0
         add_item, add_pack = items[keep], room[base[item_pat[keep]]]
         if add_pack.size:
@@ -466,9 +505,14 @@ def balanced_pack(n, e, count, *, node_limit: int, edge_limit: int, graph_limit:
         sub = np.flatnonzero(base < 0)
         lens = np.diff(pats.offsets)
         entry = np.repeat(base < 0, lens)
-        newp = PackPatterns.build(pats.bins[entry], pats.copies[entry],
-                                  np.concatenate([[0], np.cumsum(lens[sub])]),
-                                  pats.count[sub], sn, se)
+        newp = PackPatterns.build(
+            pats.bins[entry],
+            pats.copies[entry],
+            np.concatenate([[0], np.cumsum(lens[sub])]),
+            pats.count[sub],
+            sn,
+            se,
+        )
     slot_bin, offsets = _grid_slots(grid, extra, order, n.shape[0], newp)
     return BalancedPacking(slot_bin, offsets, P)
 
@@ -487,15 +531,14 @@ def _grid_slots(grid, extra, order, num_bins, newp):
             sizes[p0:p1] += (extra[p0:p1] >= 0).sum(axis=1)
     sb2, off2 = newp.slots() if newp is not None else (np.zeros(0, np.int64), np.zeros(1, np.int64))
     offsets = np.zeros(P + off2.shape[0], np.int64)
-    np.cumsum(sizes, out=offsets[1:P + 1])
-    offsets[P + 1:] = offsets[P] + off2[1:]
+    np.cumsum(sizes, out=offsets[1 : P + 1])
+    offsets[P + 1 :] = offsets[P] + off2[1:]
     dt = bin_dtype(num_bins)
     to_bin = order.astype(dt)
     slot_bin = np.empty(int(offsets[-1]), dt)
     for p0, p1 in _row_chunks(P, width):
-        rows = grid[p0:p1] if extra is None else np.concatenate([grid[p0:p1], extra[p0:p1]],
-                                                                 axis=1)
+        rows = grid[p0:p1] if extra is None else np.concatenate([grid[p0:p1], extra[p0:p1]], axis=1)
         flat = rows.reshape(-1)
-        slot_bin[offsets[p0]:offsets[p1]] = to_bin[flat[flat >= 0]]
-    slot_bin[offsets[P]:] = to_bin[sb2]
+        slot_bin[offsets[p0] : offsets[p1]] = to_bin[flat[flat >= 0]]
+    slot_bin[offsets[P] :] = to_bin[sb2]
     return slot_bin, offsets

@@ -83,8 +83,7 @@ def _check_costs(cost: Sequence[int], shape_cost: int) -> tuple[int, int, int, i
     return tuple(vals)  # type: ignore[return-value]
 
 
-def _segment(u: np.ndarray, w: np.ndarray, k: int, c: tuple[int, int, int, int],
-             shape_cost: int):
+def _segment(u: np.ndarray, w: np.ndarray, k: int, c: tuple[int, int, int, int], shape_cost: int):
     """Optimal segmentation of ``u`` (in this order) into at most ``k`` contiguous groups:
     ``(total cost, group end positions)``. Group cost = (packs in it) * cost(componentwise max
     of its needs) + ``shape_cost``."""
@@ -97,7 +96,7 @@ def _segment(u: np.ndarray, w: np.ndarray, k: int, c: tuple[int, int, int, int],
     f[0, 0] = 0
     for j in range(1, m + 1):
         # componentwise max of u[i:j] for every i < j (a running max from j - 1 back)
-        seg = np.maximum.accumulate(u[j - 1::-1], axis=0)[::-1]  # row i: max of u[i:j]
+        seg = np.maximum.accumulate(u[j - 1 :: -1], axis=0)[::-1]  # row i: max of u[i:j]
         per_pack = c0 + cn * seg[:, 0] + ce * seg[:, 1] + cg * seg[:, 2]
         cost = (cum[j] - cum[:j]) * per_pack + shape_cost
         for t in range(1, k + 1):
@@ -113,9 +112,15 @@ def _segment(u: np.ndarray, w: np.ndarray, k: int, c: tuple[int, int, int, int],
     return int(f[best_t, m]), ends[::-1]
 
 
-def choose_tight_shapes(needs, k: int, *, base: tuple[int, int],
-                        cost: Sequence[int] | None = None, shape_cost: int = 0,
-                        orders: Sequence[str] = TIGHT_ORDERS):
+def choose_tight_shapes(
+    needs,
+    k: int,
+    *,
+    base: tuple[int, int],
+    cost: Sequence[int] | None = None,
+    shape_cost: int = 0,
+    orders: Sequence[str] = TIGHT_ORDERS,
+):
     """At most ``k`` tight shapes for packs of ``needs`` (``[P, 3]``, see `pack_needs`) that
     minimise the total cost (module docstring); ``cost=None``: padded slots relative to
     ``base = (N0, E0)``, i.e. ``(0, E0, N0, 0)``. Returns ``(shapes [k', 3] int64 sorted,
@@ -126,8 +131,7 @@ def choose_tight_shapes(needs, k: int, *, base: tuple[int, int],
     if needs.shape[0] == 0:
         return np.zeros((0, 3), np.int64), np.zeros(0, np.int64), 0
     n0, e0 = max(int(base[0]), 1), max(int(base[1]), 1)
-    c0, cn, ce, cg, sc = _check_costs((0, e0, n0, 0) if cost is None else tuple(cost),
-                                      shape_cost)
+    c0, cn, ce, cg, sc = _check_costs((0, e0, n0, 0) if cost is None else tuple(cost), shape_cost)
     u, w, inverse = _distinct(needs)
     top = c0 + cn * int(u[:, 0].max()) + ce * int(u[:, 1].max()) + cg * int(u[:, 2].max())
     if top * int(w.sum()) + sc * int(k) >= _LIMIT:

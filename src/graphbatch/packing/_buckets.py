@@ -23,8 +23,14 @@ from .._errors import InputError
 from .._exact import fits_int64
 from .._validate import MAX_SHAPE
 
-__all__ = ["MAX_SHAPES", "PackScales", "pack_scales", "shape_for_scale", "graphs_for_scale",
-           "choose_scales"]
+__all__ = [
+    "MAX_SHAPES",
+    "PackScales",
+    "pack_scales",
+    "shape_for_scale",
+    "graphs_for_scale",
+    "choose_scales",
+]
 
 #: Largest number of shapes ``buckets`` accepts.
 MAX_SHAPES = 16
@@ -49,8 +55,11 @@ def shape_for_scale(scale, base: Budget, multiple: int):
     """Padded ``(n_node, n_edge)`` of the family at ``scale`` (scalar or array; exact)."""
     fr, scalar = _fractions(scale)
     nn = round_up(np.array([_scaled(s, base.n_node) for s in fr], np.int64), multiple)
-    ne = (round_up(np.array([_scaled(s, base.n_edge) for s in fr], np.int64), multiple)
-          if base.n_edge else np.zeros(len(fr), np.int64))
+    ne = (
+        round_up(np.array([_scaled(s, base.n_edge) for s in fr], np.int64), multiple)
+        if base.n_edge
+        else np.zeros(len(fr), np.int64)
+    )
     nn, ne = np.atleast_1d(nn).astype(np.int64), np.atleast_1d(ne).astype(np.int64)
     return (int(nn[0]), int(ne[0])) if scalar else (nn, ne)
 
@@ -81,16 +90,15 @@ def pack_scales(nodes, edges, base: Budget, multiple: int, graphs=None) -> PackS
     base.n_graph)`` with the needs rounded up to ``multiple`` (the graph term only above the
     budget's graphs), as exact fractions, counted per distinct value."""
     if base.n_edge == 0 and np.any(np.asarray(edges) > 0):
-        raise InputError("the shape family has 0 edges but packs hold edges; give the family "
-                         "an edge count > 0")
+        raise InputError(
+            "the shape family has 0 edges but packs hold edges; give the family an edge count > 0"
+        )
     need_n = np.atleast_1d(round_up(np.asarray(nodes, np.int64) + 1, multiple))
     need_e = np.atleast_1d(round_up(np.asarray(edges, np.int64), multiple))
-    g = (np.zeros_like(need_n) if graphs is None
-         else np.atleast_1d(np.asarray(graphs, np.int64)) + 1)
+    g = np.zeros_like(need_n) if graphs is None else np.atleast_1d(np.asarray(graphs, np.int64)) + 1
     if need_n.shape[0] == 0 or np.asarray(nodes).size == 0:
         return PackScales((), np.zeros(0, np.int64))
-    triples, counts = np.unique(np.stack([need_n, need_e, g], axis=1), axis=0,
-                                return_counts=True)
+    triples, counts = np.unique(np.stack([need_n, need_e, g], axis=1), axis=0, return_counts=True)
     merged: dict[Fraction, int] = {}
     for (a, b, c), k in zip(triples.tolist(), counts.tolist(), strict=False):
         s = Fraction(a, base.n_node)
@@ -119,8 +127,10 @@ def _costs(values, base: Budget, multiple: int) -> tuple[list[int], int]:
     over one denominator: ``(numerators, denominator)``."""
     nn, ne = shape_for_scale(np.array(values, dtype=object), base, multiple)
     if base.n_edge:
-        return ([int(a) * base.n_edge + int(b) * base.n_node for a, b in zip(nn, ne, strict=False)],
-                base.n_node * base.n_edge)
+        return (
+            [int(a) * base.n_edge + int(b) * base.n_node for a, b in zip(nn, ne, strict=False)],
+            base.n_node * base.n_edge,
+        )
     return [int(a) for a in nn], base.n_node
 
 
@@ -149,7 +159,7 @@ def choose_scales(scales, k: int, base: Budget, multiple: int) -> tuple[np.ndarr
         g = f.copy()
         a = np.full(m, -2, np.int64)  # -2: one shape fewer is as good (previous layer)
         for j in range(1, m):
-            cand = f[:j] + (wc[j + 1] - wc[1: j + 1]) * c[j]
+            cand = f[:j] + (wc[j + 1] - wc[1 : j + 1]) * c[j]
             i = int(np.argmin(cand))
             if cand[i] < f[j]:
                 g[j], a[j] = cand[i], i

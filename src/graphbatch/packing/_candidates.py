@@ -59,8 +59,10 @@ def cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int):
             np.take(bin_cost, flat[s0:s1], out=value[s0:s1])
         else:
             value[s0:s1] = row_costs(flat[s0:s1])
-    total = sum(int(c) * int(k) for c, k in zip(np.asarray(bin_count).tolist(),
-                                                 bin_cost.tolist(), strict=False))
+    total = sum(
+        int(c) * int(k)
+        for c, k in zip(np.asarray(bin_count).tolist(), bin_cost.tolist(), strict=False)
+    )
     return value.reshape(r, b), bins, total
 
 
@@ -93,8 +95,9 @@ def _optimal_max(cost_sum: int, num_packs: int) -> int:
     return -(-int(cost_sum) // int(num_packs))
 
 
-def equal_counts_cannot_fit(bin_nodes, bin_edges, bin_count, num_packs: int,
-                            budget: Budget) -> bool:
+def equal_counts_cannot_fit(
+    bin_nodes, bin_edges, bin_count, num_packs: int, budget: Budget
+) -> bool:
     """Whether no partition of the histogram's graphs into ``num_packs`` packs whose graph counts
     differ by at most one fits ``budget``: the pack holding the largest graph of a dimension also
     holds at least ``N // num_packs - 1`` others, no fewer than the smallest ones of the table
@@ -152,8 +155,9 @@ def balanced_packs(graph_bin, bin_nodes, bin_edges, num_packs: int, budget: Budg
         return [None]
     if pn.max(initial=0) > budget.node_capacity or pe.max(initial=0) > budget.edge_capacity:
         # balanced but a few packs over a limit: swap graphs into the others' room
-        slot_bin = repair_overflow(slot_bin, offsets, bin_nodes, bin_edges,
-                                   budget.node_capacity, budget.edge_capacity)
+        slot_bin = repair_overflow(
+            slot_bin, offsets, bin_nodes, bin_edges, budget.node_capacity, budget.edge_capacity
+        )
     return [None if slot_bin is None else (slot_bin, offsets)]
 
 
@@ -192,8 +196,9 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
     # only the donors' slots are looked at (memory-lean: no per-slot arrays of the epoch)
     # |bn / mean_n - 1| + |be / mean_e - 1| with mean = total / n, times both totals: exact
     sum_n, sum_e = int(tn.sum()), int(te.sum())
-    dist = sortable(share_keys(abs_diff(bn, n, sum_n), abs_diff(be, n, sum_e),
-                               max(sum_n, 1), max(sum_e, 1)))
+    dist = sortable(
+        share_keys(abs_diff(bn, n, sum_n), abs_diff(be, n, sum_e), max(sum_n, 1), max(sum_e, 1))
+    )
     donor = np.flatnonzero(give > 0)  # in pack order
     d_sizes = sizes[donor]
     d_first = np.concatenate([[0], np.cumsum(d_sizes)]).astype(np.int64)
@@ -216,20 +221,22 @@ def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Bu
     at = 0
     step = _memory.SPREAD_CHUNK
     for s0 in range(0, n, step):  # boolean masks by chunk (np.compress would build indices)
-        kept = slot_bin[s0:s0 + step][keep[s0:s0 + step]]
-        out_sb[at:at + kept.shape[0]] = kept
+        kept = slot_bin[s0 : s0 + step][keep[s0 : s0 + step]]
+        out_sb[at : at + kept.shape[0]] = kept
         at += kept.shape[0]
     del keep
-    out_sb[n - take:] = new_sb
-    out_off = np.concatenate([[0], np.cumsum(np.concatenate(
-        [kept_sizes, np.full(extra, g, np.int64)]))]).astype(np.int64)
-    nn, ne, _ = pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes,
-                             bin_edges)
+    out_sb[n - take :] = new_sb
+    out_off = np.concatenate(
+        [[0], np.cumsum(np.concatenate([kept_sizes, np.full(extra, g, np.int64)]))]
+    ).astype(np.int64)
+    nn, ne, _ = pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes, bin_edges)
     if nn.max() > tn.max() or ne.max() > te.max():
         # a new pack above the packs given: swaps into the others' room, under their largest
         # totals (the tight shape kept) or else under the budget
-        for lim_n, lim_e in ((int(tn.max()), int(te.max())),
-                             (budget.node_capacity, budget.edge_capacity)):
+        for lim_n, lim_e in (
+            (int(tn.max()), int(te.max())),
+            (budget.node_capacity, budget.edge_capacity),
+        ):
             fixed = repair_overflow(out_sb, out_off, bin_nodes, bin_edges, lim_n, lim_e)
             if fixed is not None:
                 return fixed, out_off

@@ -10,19 +10,33 @@ from .._errors import InputError
 from . import _memory
 from ._memory import index_dtype
 
-__all__ = ["index_dtype", "greedy_fill", "greedy_offsets", "greedy_offsets_reference",
-           "batches_lower_bound", "budget_lower_bound"]
+__all__ = [
+    "index_dtype",
+    "greedy_fill",
+    "greedy_offsets",
+    "greedy_offsets_reference",
+    "batches_lower_bound",
+    "budget_lower_bound",
+]
 
 
-def batches_lower_bound(nodes_total: int, edges_total: int, graphs: int, node_capacity: int,
-                        edge_capacity: int, graph_capacity: int) -> int:
+def batches_lower_bound(
+    nodes_total: int,
+    edges_total: int,
+    graphs: int,
+    node_capacity: int,
+    edge_capacity: int,
+    graph_capacity: int,
+) -> int:
     """Fewest batches any plan needs: the max of ``ceil(total / capacity)`` over real nodes,
     edges and graphs (at least one batch when there are graphs). A capacity of 0 holds a total
     of 0; a positive total for it raises ``ValueError``. Python integers: no overflow."""
     out = 1 if int(graphs) else 0
-    for total, cap, what in ((nodes_total, node_capacity, "nodes"),
-                             (edges_total, edge_capacity, "edges"),
-                             (graphs, graph_capacity, "graphs")):
+    for total, cap, what in (
+        (nodes_total, node_capacity, "nodes"),
+        (edges_total, edge_capacity, "edges"),
+        (graphs, graph_capacity, "graphs"),
+    ):
         total, cap = int(total), int(cap)
         if cap <= 0:
             if total > 0:
@@ -35,8 +49,14 @@ def batches_lower_bound(nodes_total: int, edges_total: int, graphs: int, node_ca
 def budget_lower_bound(nodes_total: int, edges_total: int, graphs: int, budget: Budget) -> int:
     """Fewest batches any plan under ``budget`` needs (`batches_lower_bound` of its
     capacities)."""
-    return batches_lower_bound(nodes_total, edges_total, graphs, budget.node_capacity,
-                               budget.edge_capacity, budget.graph_capacity)
+    return batches_lower_bound(
+        nodes_total,
+        edges_total,
+        graphs,
+        budget.node_capacity,
+        budget.edge_capacity,
+        budget.graph_capacity,
+    )
 
 
 def greedy_offsets(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.ndarray:
@@ -48,8 +68,14 @@ def greedy_offsets(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.n
     return greedy_fill(nodes, edges, budget)[0]
 
 
-def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, *,
-                stop_at: int | None = None, totals: tuple[int, int] | None = None):
+def greedy_fill(
+    nodes: np.ndarray,
+    edges: np.ndarray,
+    budget: Budget,
+    *,
+    stop_at: int | None = None,
+    totals: tuple[int, int] | None = None,
+):
     """`greedy_offsets` plus the real node and edge totals of each batch (all int64).
 
     ``stop_at``: return ``None`` as soon as the fill is known to need at least ``stop_at``
@@ -101,11 +127,17 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, *,
             np.minimum(e, end[over_e], out=e)
             end[over_e] = e
         # a graph that does not fit alone (caller's bug): the first one of the window
-        first = [int(p[b[0]]) for p in (over_n, over_e) if p.shape[0]
-                 for b in (np.flatnonzero(end[p] <= p),) if b.shape[0]]
+        first = [
+            int(p[b[0]])
+            for p in (over_n, over_e)
+            if p.shape[0]
+            for b in (np.flatnonzero(end[p] <= p),)
+            if b.shape[0]
+        ]
         if first:
-            raise InputError(f"graph at position {a + min(first)} does not fit the budget "
-                             f"{budget} alone")
+            raise InputError(
+                f"graph at position {a + min(first)} does not fit the budget {budget} alone"
+            )
         starts = []
         append = starts.append
         item = end.item
@@ -123,19 +155,19 @@ def greedy_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, *,
             count += st.shape[0]
             left_n -= int(cn[s])
             left_e -= int(ce[s])
-            if count + batches_lower_bound(left_n, left_e, m - a, cap_v, cap_e,
-                                           cap_g) >= stop_at:
+            if count + batches_lower_bound(left_n, left_e, m - a, cap_v, cap_e, cap_g) >= stop_at:
                 return None
     offsets = np.concatenate(starts_all + [np.array([m], np.int64)])
     return offsets, np.concatenate(tot_n), np.concatenate(tot_e)
 
 
-def _over(prefix: np.ndarray, end: np.ndarray, length: int, inside: int, cap_g: int,
-          cap: int) -> np.ndarray:
+def _over(
+    prefix: np.ndarray, end: np.ndarray, length: int, inside: int, cap_g: int, cap: int
+) -> np.ndarray:
     """Positions ``p < length`` whose graphs ``p .. end[p]-1`` sum above ``cap`` (``prefix``:
     window prefix sums; ``end[p] = p + cap_g`` for ``p < inside``: read as a slice there)."""
     if inside == length:
-        upto = prefix[cap_g:cap_g + length]
+        upto = prefix[cap_g : cap_g + length]
     else:
         upto = prefix[end]
     return np.flatnonzero(upto - prefix[:length] > cap)
@@ -157,4 +189,3 @@ def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:
     if cg:
         offsets.append(len(nodes))
     return np.asarray(offsets, dtype=np.int64)
-

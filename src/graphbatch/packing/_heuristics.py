@@ -28,6 +28,7 @@ HEURISTICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "edge": lambda a, b: b + 0 * a,
 }
 
+
 #: Exact integer forms: ``key(x, y, cx, cy)`` orders like ``h(x / cx, y / cy)`` on the exact
 #: fractions: ``cx * cy * h(x / cx, y / cy)`` (``product``: ``x * y``, that times a constant).
 def _max(a, b):

@@ -80,8 +80,9 @@ def pack_histogram(
     e = np.asarray(e, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
     if not (n.shape == e.shape == count.shape) or n.ndim != 1:
-        raise InputError(f"n, e, count must be 1-D arrays of one length, got {n.shape}, "
-                         f"{e.shape}, {count.shape}")
+        raise InputError(
+            f"n, e, count must be 1-D arrays of one length, got {n.shape}, {e.shape}, {count.shape}"
+        )
     if fit not in FITS:
         raise UnknownNameError(f"fit must be one of {', '.join(FITS)}, got {fit!r}")
     node_limit, edge_limit, graph_limit = int(node_limit), int(edge_limit), int(graph_limit)
@@ -167,8 +168,8 @@ class _OpenPacks:
     def grow(self) -> None:
         self.cap *= 2
         self.ids, self.rn, self.re, self.rk, self.cnt, self.hv = (
-            np.resize(a, self.cap) for a in (self.ids, self.rn, self.re, self.rk, self.cnt,
-                                             self.hv))
+            np.resize(a, self.cap) for a in (self.ids, self.rn, self.re, self.rk, self.cnt, self.hv)
+        )
 
     def compact(self, min_n: int | None = None, min_e: int | None = None) -> None:
         """Drop closed and full entries and, given the smallest nodes and edges of the bins
@@ -202,8 +203,7 @@ class _Packer:
     are >= 0 and never above the limits or the initial packs' rooms, whose key bounds every
     key, the heuristics being monotone)."""
 
-    def __init__(self, heuristic: str, limits: tuple[int, int, int], best: bool,
-                 initial) -> None:
+    def __init__(self, heuristic: str, limits: tuple[int, int, int], best: bool, initial) -> None:
         self.heuristic, self.limits, self.best = heuristic, limits, best
         node_limit, edge_limit, _ = limits
         bound_n, bound_e = node_limit, edge_limit
@@ -236,12 +236,25 @@ class _Packer:
             op.grow()
         length = op.length = act.shape[0]
         op.ids[:length], op.rn[:length], op.re[:length], op.rk[:length] = (
-            act, r_n[act], r_e[act], r_k[act])
+            act,
+            r_n[act],
+            r_e[act],
+            r_k[act],
+        )
         op.cnt[:length] = 1
         op.hv[:length] = self.key(r_n[act], r_e[act])
 
-    def add(self, parent: int, b: int, copies: int, count: int, base: int, rem_n: int,
-            rem_e: int, rem_k: int) -> None:
+    def add(
+        self,
+        parent: int,
+        b: int,
+        copies: int,
+        count: int,
+        base: int,
+        rem_n: int,
+        rem_e: int,
+        rem_k: int,
+    ) -> None:
         """``count`` packs of ``parent``'s content plus ``copies`` graphs of bin ``b``, with
         that remainder; open while it has room for a graph."""
         k = self.tree.add(parent, b, copies, count, base)
@@ -270,15 +283,25 @@ class _Packer:
         while c > 0:
             j = self._fitting(a, b)
             if j < 0:
-                per = min(node_limit // a if a else _BIG, edge_limit // b if b else _BIG,
-                          graph_limit)
+                per = min(
+                    node_limit // a if a else _BIG, edge_limit // b if b else _BIG, graph_limit
+                )
                 full, r = divmod(c, per)
                 if full:
-                    self.add(-1, i, per, full, -1, node_limit - per * a, edge_limit - per * b,
-                             graph_limit - per)
+                    self.add(
+                        -1,
+                        i,
+                        per,
+                        full,
+                        -1,
+                        node_limit - per * a,
+                        edge_limit - per * b,
+                        graph_limit - per,
+                    )
                 if r:
-                    self.add(-1, i, r, 1, -1, node_limit - r * a, edge_limit - r * b,
-                             graph_limit - r)
+                    self.add(
+                        -1, i, r, 1, -1, node_limit - r * a, edge_limit - r * b, graph_limit - r
+                    )
                 return
             node, k = int(op.ids[j]), int(op.cnt[j])
             rem_n, rem_e, rem_k = int(op.rn[j]), int(op.re[j]), int(op.rk[j])
@@ -290,8 +313,9 @@ class _Packer:
                 op.cnt[j] = 0
                 op.rn[j] = -1
                 tree.count[node] -= k
-                self.add(node, i, per, k, tree.base[node], rem_n - per * a, rem_e - per * b,
-                         rem_k - per)
+                self.add(
+                    node, i, per, k, tree.base[node], rem_n - per * a, rem_e - per * b, rem_k - per
+                )
                 c -= per * k
             else:
                 q, r = divmod(c, per)
@@ -301,9 +325,18 @@ class _Packer:
                     op.rn[j] = -1
                 tree.count[node] -= moved
                 if q:
-                    self.add(node, i, per, q, tree.base[node], rem_n - per * a,
-                             rem_e - per * b, rem_k - per)
+                    self.add(
+                        node,
+                        i,
+                        per,
+                        q,
+                        tree.base[node],
+                        rem_n - per * a,
+                        rem_e - per * b,
+                        rem_k - per,
+                    )
                 if r:
-                    self.add(node, i, r, 1, tree.base[node], rem_n - r * a, rem_e - r * b,
-                             rem_k - r)
+                    self.add(
+                        node, i, r, 1, tree.base[node], rem_n - r * a, rem_e - r * b, rem_k - r
+                    )
                 c = 0

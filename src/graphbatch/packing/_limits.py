@@ -90,12 +90,14 @@ class LimitRecords(list):
         b = self[0]
         where = "interior" if self.interior else "ON THE EDGE of the searched range"
         graphs = "" if b["max_graphs"] is None else f" / {b['max_graphs']} graphs"
-        return (f"optimum {b['max_nodes']} nodes / {b['max_edges']} edges{graphs}: "
-                f"node {100 * b['node_eff']:.2f}%, edge {100 * b['edge_eff']:.2f}%, "
-                f"harmonic mean {100 * b['harmonic_mean']:.2f}% ({where}; nodes "
-                f"{self.node_range[0]}..{self.node_range[1]}, edges {self.edge_range[0]}.."
-                f"{self.edge_range[1]}; {self.exact_points} exact, {self.estimated_points} "
-                f"estimated points; tolerance {100 * self.tolerance:.2f} pp)")
+        return (
+            f"optimum {b['max_nodes']} nodes / {b['max_edges']} edges{graphs}: "
+            f"node {100 * b['node_eff']:.2f}%, edge {100 * b['edge_eff']:.2f}%, "
+            f"harmonic mean {100 * b['harmonic_mean']:.2f}% ({where}; nodes "
+            f"{self.node_range[0]}..{self.node_range[1]}, edges {self.edge_range[0]}.."
+            f"{self.edge_range[1]}; {self.exact_points} exact, {self.estimated_points} "
+            f"estimated points; tolerance {100 * self.tolerance:.2f} pp)"
+        )
 
 
 class _Record(dict):
@@ -113,11 +115,18 @@ def _record(n_tot, e_tot, packs, max_nodes, max_edges, max_graphs, exact) -> _Re
     ne = Fraction(int(n_tot)) / (packs * int(max_nodes)) if packs > 0 else one
     ee = Fraction(int(e_tot)) / (packs * int(max_edges)) if packs > 0 and max_edges > 0 else one
     hm = 2 * ne * ee / (ne + ee) if ne + ee > 0 else Fraction(0)
-    rec = _Record({"max_nodes": int(max_nodes), "max_edges": int(max_edges),
-                   "max_graphs": None if max_graphs is None else int(max_graphs),
-                   "node_eff": float(ne), "edge_eff": float(ee), "harmonic_mean": float(hm),
-                   "num_packs": -(-packs.numerator // packs.denominator),
-                   "exact": bool(exact)})
+    rec = _Record(
+        {
+            "max_nodes": int(max_nodes),
+            "max_edges": int(max_edges),
+            "max_graphs": None if max_graphs is None else int(max_graphs),
+            "node_eff": float(ne),
+            "edge_eff": float(ee),
+            "harmonic_mean": float(hm),
+            "num_packs": -(-packs.numerator // packs.denominator),
+            "exact": bool(exact),
+        }
+    )
     rec.hm = hm
     return rec
 
@@ -127,8 +136,15 @@ def _hm(r: dict) -> Fraction:
     return r.hm
 
 
-def evaluate_limits(hist, max_nodes: int, max_edges: int, max_graphs: int | None, *,
-                    heuristic: str = "product", method: str = "auto") -> dict:
+def evaluate_limits(
+    hist,
+    max_nodes: int,
+    max_edges: int,
+    max_graphs: int | None,
+    *,
+    heuristic: str = "product",
+    method: str = "auto",
+) -> dict:
     """One exact record for padded limits ``max_nodes`` (incl. one padding node),
     ``max_edges`` and ``max_graphs`` (incl. one padding graph; ``None`` = no cap): the packs
     ``pack_bins`` needs on the whole histogram and the efficiencies real / padded. Equals
@@ -136,17 +152,26 @@ def evaluate_limits(hist, max_nodes: int, max_edges: int, max_graphs: int | None
     method=method)``."""
     total = int(hist.count.sum())
     cap_g = total if max_graphs is None else int(max_graphs) - 1
-    res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=int(max_nodes) - 1,
-                    edge_limit=int(max_edges), graph_limit=max(cap_g, 1), heuristic=heuristic,
-                    method=method)
+    res = pack_bins(
+        hist.n_node,
+        hist.n_edge,
+        hist.count,
+        node_limit=int(max_nodes) - 1,
+        edge_limit=int(max_edges),
+        graph_limit=max(cap_g, 1),
+        heuristic=heuristic,
+        method=method,
+    )
     n_tot, e_tot = _totals(hist.n_node, hist.n_edge, hist.count)
     return _record(n_tot, e_tot, res.num_packs, max_nodes, max_edges, max_graphs, True)
 
 
 def _totals(n, e, count) -> tuple[int, int]:
     """Exact Python-int totals (no int64 overflow)."""
-    return (sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist(), strict=False)),
-            sum(int(a) * int(c) for a, c in zip(e.tolist(), count.tolist(), strict=False)))
+    return (
+        sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist(), strict=False)),
+        sum(int(a) * int(c) for a, c in zip(e.tolist(), count.tolist(), strict=False)),
+    )
 
 
 def _sample_counts(count: np.ndarray, m: int) -> np.ndarray:
@@ -186,7 +211,7 @@ def _geometric_points(a: int, b: int, num: int) -> list[int]:
     g = num - 1
     out = []
     for i in range(num):
-        m = a ** (g - i) * b ** i  # the point is m ** (1 / g)
+        m = a ** (g - i) * b**i  # the point is m ** (1 / g)
         r = _iroot(m, g)
         out.append(r + 1 if 2**g * m > (2 * r + 1) ** g else r)
     return out
@@ -204,7 +229,8 @@ def _check_range(value, name: str):
         lo, hi = (int(v) for v in value)
     except (TypeError, ValueError):
         raise InputTypeError(
-            f"{name} must be a pair (low, high) of integers, got {value!r}") from None
+            f"{name} must be a pair (low, high) of integers, got {value!r}"
+        ) from None
     if lo < 0 or hi < lo:
         raise InputError(f"{name} must satisfy 0 <= low <= high, got {value!r}")
     if hi > MAX_LIMIT:
@@ -215,8 +241,7 @@ def _check_range(value, name: str):
 class _Search:
     """State of one search: the histogram, its sample, the evaluated points."""
 
-    def __init__(self, hist, max_graphs, heuristic, method, tolerance, sample_graphs,
-                 e_lo, e_hi):
+    def __init__(self, hist, max_graphs, heuristic, method, tolerance, sample_graphs, e_lo, e_hi):
         self.hist = hist
         self.max_graphs = max_graphs
         self.heuristic, self.method, self.tol = heuristic, method, decimal(tolerance)
@@ -243,8 +268,11 @@ class _Search:
         # graphs of mean size (tn / num) in lo - 1 and hi - 1 nodes, in integers
         k_lo = max(1, (lo - 1) * self.num // self.tn)
         k_hi = (hi - 1) * self.num // self.tn + 1
-        ks = sorted(set(_even_points(k_lo, k_hi, min(points, k_hi - k_lo + 1)))) \
-            if k_hi >= k_lo else []
+        ks = (
+            sorted(set(_even_points(k_lo, k_hi, min(points, k_hi - k_lo + 1))))
+            if k_hi >= k_lo
+            else []
+        )
         out = set()
         for k in ks:
             p = -(-self.num // max(min(k, self.gcap), 1))
@@ -272,11 +300,18 @@ class _Search:
             if not self.sampled:
                 return self.evaluate(mn, me)
             h = self.hist
-            res = pack_bins(h.n_node, h.n_edge, self.sample, node_limit=mn - 1, edge_limit=me,
-                            graph_limit=self.gcap, heuristic=self.heuristic, method=self.method)
+            res = pack_bins(
+                h.n_node,
+                h.n_edge,
+                self.sample,
+                node_limit=mn - 1,
+                edge_limit=me,
+                graph_limit=self.gcap,
+                heuristic=self.heuristic,
+                method=self.method,
+            )
             # packs over the bound scale with the table; the bound itself is exact
-            over = Fraction((res.num_packs - res.lower_bound) * self.num,
-                            int(self.sample.sum()))
+            over = Fraction((res.num_packs - res.lower_bound) * self.num, int(self.sample.sum()))
             packs = self.packs_lb(mn, me) + over
             self.est[key] = _record(self.tn, self.te, packs, mn, me, self.max_graphs, False)
         return self.est[key]
@@ -284,8 +319,9 @@ class _Search:
     def evaluate(self, mn: int, me: int) -> dict:
         key = (mn, me)
         if key not in self.exact:
-            rec = evaluate_limits(self.hist, mn, me, self.max_graphs, heuristic=self.heuristic,
-                                  method=self.method)
+            rec = evaluate_limits(
+                self.hist, mn, me, self.max_graphs, heuristic=self.heuristic, method=self.method
+            )
             self.exact[key] = rec
             self.est.pop(key, None)
         return self.exact[key]
@@ -341,8 +377,9 @@ def search_limits(
     max_graphs = _check_search(sizes, grid, exact_points, sample_graphs, tolerance, max_graphs)
     hist = sizes.histogram()
     n_lo, n_hi, e_lo, e_hi = _limit_bounds(hist, node_range, edge_range)
-    s = _Search(hist, max_graphs, heuristic, method, float(tolerance), int(sample_graphs),
-                e_lo, e_hi)
+    s = _Search(
+        hist, max_graphs, heuristic, method, float(tolerance), int(sample_graphs), e_lo, e_hi
+    )
     # 1. scale ladder, growing until doubling stops paying (or the range ends)
     ladder, recs = _ladder(s, hist, n_lo, n_hi, max_graphs)
     # 2. refinement: node limits between ladder neighbours, then edge slack at the best ones
@@ -367,19 +404,29 @@ def _check_search(sizes, grid, exact_points, sample_graphs, tolerance, max_graph
         raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
     if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or grid < 1:
         raise InputError(f"grid must be an integer >= 1 points per interval, got {grid!r}")
-    if isinstance(exact_points, bool) or not isinstance(exact_points, (int, np.integer)) \
-            or exact_points < 1:
+    if (
+        isinstance(exact_points, bool)
+        or not isinstance(exact_points, (int, np.integer))
+        or exact_points < 1
+    ):
         raise InputError(f"exact_points must be an integer >= 1, got {exact_points!r}")
-    if isinstance(sample_graphs, bool) or not isinstance(sample_graphs, (int, np.integer)) \
-            or sample_graphs < 1:
+    if (
+        isinstance(sample_graphs, bool)
+        or not isinstance(sample_graphs, (int, np.integer))
+        or sample_graphs < 1
+    ):
         raise InputError(f"sample_graphs must be an integer >= 1, got {sample_graphs!r}")
     if not (isinstance(tolerance, (int, float, np.floating)) and 0 <= tolerance < 1):
         raise InputError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
     if max_graphs is not None:
-        if isinstance(max_graphs, bool) or not isinstance(max_graphs, (int, np.integer)) \
-                or max_graphs < 2:
-            raise InputError(f"max_graphs must be an integer >= 2 (one graph is padding), "
-                             f"got {max_graphs!r}")
+        if (
+            isinstance(max_graphs, bool)
+            or not isinstance(max_graphs, (int, np.integer))
+            or max_graphs < 2
+        ):
+            raise InputError(
+                f"max_graphs must be an integer >= 2 (one graph is padding), got {max_graphs!r}"
+            )
         max_graphs = int(max_graphs)
     if len(sizes) == 0:
         raise InputError("the size table holds no graphs; nothing to pack")
@@ -392,8 +439,10 @@ def _limit_bounds(hist, node_range, edge_range):
     need_n = max(int(hist.n_node.max()) + 1, 2)  # one padding node, at least one real node
     need_e = int(hist.n_edge.max())
     if need_n > MAX_LIMIT or need_e > MAX_LIMIT:
-        raise InputError(f"the largest graph ({need_n - 1} nodes, {need_e} edges) exceeds the "
-                         f"largest limit searched, {MAX_LIMIT}")
+        raise InputError(
+            f"the largest graph ({need_n - 1} nodes, {need_e} edges) exceeds the "
+            f"largest limit searched, {MAX_LIMIT}"
+        )
     user_n = _check_range(node_range, "node_range") if node_range is not None else None
     user_e = _check_range(edge_range, "edge_range") if edge_range is not None else None
     n_lo = max(need_n, user_n[0]) if user_n else need_n
@@ -450,11 +499,20 @@ def _refine_nodes(s: _Search, ladder: list[int], i: int, grid: int) -> None:
     the node limit when packs hold few graphs), skipping limits that cannot reach the optimal
     set."""
     spans = [(ladder[j], ladder[j + 1]) for j in range(len(ladder) - 1)]
-    cands = [sorted(set(list(range(a + 1, b)) if b - a <= 4 * grid else
-                        sorted(set(_geometric_points(a, b, grid + 2)))[1:-1])
-                    | set(s.aligned(a, b, grid))) for a, b in spans]
-    ubs = [max((s.upper_bound(mn, s.edge_limit(mn, _ZERO)) for mn in c), default=_ZERO)
-           for c in cands]
+    cands = [
+        sorted(
+            set(
+                list(range(a + 1, b))
+                if b - a <= 4 * grid
+                else sorted(set(_geometric_points(a, b, grid + 2)))[1:-1]
+            )
+            | set(s.aligned(a, b, grid))
+        )
+        for a, b in spans
+    ]
+    ubs = [
+        max((s.upper_bound(mn, s.edge_limit(mn, _ZERO)) for mn in c), default=_ZERO) for c in cands
+    ]
     near = [j for j in (i - 1, i) if 0 <= j < len(spans)]
     others = sorted((j for j in range(len(spans)) if j not in near), key=lambda j: -ubs[j])
     for j in near + others[:1]:
@@ -485,8 +543,11 @@ class _EdgeRefiner:
             j = max(range(len(rs)), key=lambda k: _hm(rs[k]))
             if 0 < j < len(rs) - 1 or len(slacks) > 16 or slacks[0] <= Fraction(-1, 2):
                 return
-            slacks = ([2 * slacks[0] - _ONE_PC] + slacks if j == 0 else
-                      slacks + [2 * slacks[-1] + _ONE_PC])
+            slacks = (
+                [2 * slacks[0] - _ONE_PC] + slacks
+                if j == 0
+                else slacks + [2 * slacks[-1] + _ONE_PC]
+            )
 
 
 def _pack_exactly(s: _Search, exact_points: int, edges: _EdgeRefiner | None) -> None:
@@ -499,9 +560,14 @@ def _pack_exactly(s: _Search, exact_points: int, edges: _EdgeRefiner | None) -> 
         exact = list(s.exact.values())
         top = max(_hm(r) for r in exact)
         head = s.chosen(exact)[0]
-        cands = sorted((r for r in s.points() if not r["exact"]
-                        and _hm(r) >= top - s.tol
-                        and _size_key(r) < _size_key(head)), key=_size_key)
+        cands = sorted(
+            (
+                r
+                for r in s.points()
+                if not r["exact"] and _hm(r) >= top - s.tol and _size_key(r) < _size_key(head)
+            ),
+            key=_size_key,
+        )
         if cands and len(s.exact) < 2 * exact_points:
             for r in cands[: max(1, exact_points - 1)]:
                 s.evaluate(r["max_nodes"], r["max_edges"])
@@ -519,16 +585,23 @@ def _records(s: _Search, tolerance) -> LimitRecords:
     exact = list(s.exact.values())
     ok = s.chosen(exact)
     ok_keys = {(r["max_nodes"], r["max_edges"]) for r in ok}
-    rest_exact = sorted((r for r in exact if (r["max_nodes"], r["max_edges"]) not in ok_keys),
-                        key=lambda r: (-_hm(r),) + _size_key(r))
+    rest_exact = sorted(
+        (r for r in exact if (r["max_nodes"], r["max_edges"]) not in ok_keys),
+        key=lambda r: (-_hm(r),) + _size_key(r),
+    )
     estimates = sorted(s.est.values(), key=lambda r: (-_hm(r),) + _size_key(r))
     out = ok + rest_exact + estimates
     best = out[0]
     all_n = [r["max_nodes"] for r in out]
     same_n = [r["max_edges"] for r in out if r["max_nodes"] == best["max_nodes"]]
-    interior = (min(all_n) < best["max_nodes"] < max(all_n)
-                and min(same_n) < best["max_edges"] < max(same_n))
+    interior = min(all_n) < best["max_nodes"] < max(all_n) and min(same_n) < best[
+        "max_edges"
+    ] < max(same_n)
     e_all = [r["max_edges"] for r in out]
-    return LimitRecords(out, node_range=(min(all_n), max(all_n)),
-                        edge_range=(min(e_all), max(e_all)), interior=interior,
-                        tolerance=tolerance)
+    return LimitRecords(
+        out,
+        node_range=(min(all_n), max(all_n)),
+        edge_range=(min(e_all), max(e_all)),
+        interior=interior,
+        tolerance=tolerance,
+    )

@@ -77,7 +77,7 @@ def gather_counts(column: np.ndarray, index: np.ndarray) -> np.ndarray:
     out = np.empty(n, np.int16 if top < 2**15 else np.int32)
     step = GATHER_CHUNK
     for s in range(0, n, step):
-        out[s:s + step] = column[index[s:s + step]]
+        out[s : s + step] = column[index[s : s + step]]
     return out
 
 
@@ -86,7 +86,7 @@ def take_into(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     ``values`` must not share memory with ``index``."""
     step = TAKE_CHUNK
     for s0 in range(0, index.shape[0], step):
-        chunk = index[s0:s0 + step]
+        chunk = index[s0 : s0 + step]
         chunk[...] = values[chunk]
     return index
 
@@ -98,12 +98,13 @@ def widen_into(values: np.ndarray, out: np.ndarray) -> np.ndarray:
     Returns ``out``."""
     step = WIDEN_CHUNK
     for s0 in range(0, out.shape[0], step):
-        out[s0:s0 + step] = values[s0:s0 + step]
+        out[s0 : s0 + step] = values[s0 : s0 + step]
     return out
 
 
-def gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
-                   dtype=None) -> np.ndarray:
+def gather_batches(
+    order: np.ndarray, starts: np.ndarray, offsets: np.ndarray, dtype=None
+) -> np.ndarray:
     """The graphs of ``order[starts[b] : starts[b] + n_b]`` for each new batch ``b`` (``n_b`` =
     ``offsets[b+1] - offsets[b]``), concatenated (as ``dtype``, default ``order``'s, which
     must hold every value); built in chunks of about `BATCH_GATHER_CHUNK` graphs (whole
@@ -122,9 +123,9 @@ def gather_batches(order: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
             if ramp.shape[0] < hi - lo:
                 ramp = np.arange(max(hi - lo, chunk), dtype=np.int64)
             # graph at new position g comes from order[g - offsets[b] + starts[b]]
-            idx = np.repeat(starts[b0:b1] - offsets[b0:b1], np.diff(offsets[b0:b1 + 1]))
+            idx = np.repeat(starts[b0:b1] - offsets[b0:b1], np.diff(offsets[b0 : b1 + 1]))
             idx += lo
-            idx += ramp[:hi - lo]
+            idx += ramp[: hi - lo]
             # mode="clip": no buffered copy (the indices are in range)
             np.take(order, idx, out=out[lo:hi], mode="clip")
         b0 = b1

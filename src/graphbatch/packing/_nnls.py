@@ -26,16 +26,19 @@ MAX_NNLS_ENTRIES = 40_000_000
 
 def _single_bin_patterns(n, e, count, node_limit, edge_limit, graph_limit):
     big = np.iinfo(np.int64).max // 4
-    per = np.minimum(np.where(n > 0, node_limit // np.maximum(n, 1), big),
-                     np.where(e > 0, edge_limit // np.maximum(e, 1), big))
+    per = np.minimum(
+        np.where(n > 0, node_limit // np.maximum(n, 1), big),
+        np.where(e > 0, edge_limit // np.maximum(e, 1), big),
+    )
     per = np.minimum(per, graph_limit)
     per = np.minimum(per, np.maximum(count, 1))
     idx = np.arange(n.shape[0])
     return [((int(i),), (int(p),)) for i, p in zip(idx, per, strict=False)]
 
 
-def pack_nnls(n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int,
-              heuristic: str = "product") -> PackPatterns:
+def pack_nnls(
+    n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int, heuristic: str = "product"
+) -> PackPatterns:
     """Pack a (nodes, edges) -> count histogram with the NNLS baseline (see module doc)."""
     n = np.asarray(n, dtype=np.int64)
     e = np.asarray(e, dtype=np.int64)

@@ -78,22 +78,25 @@ def pack_bins(
     tried: dict[str, int] = {}
     candidates = []
     num = int(count.sum())
-    use_bal = method == "balanced" or (method == "auto" and lb
-                                       and num >= BALANCE_MIN_GRAPHS * lb)  # integers
+    use_bal = method == "balanced" or (
+        method == "auto" and lb and num >= BALANCE_MIN_GRAPHS * lb
+    )  # integers
     if use_bal:
         bal = balanced_pack(n, e, count, heuristic=heuristic, **kw)
         tried["balanced"] = bal.num_packs
         candidates.append((bal.num_packs, 1, "balanced", bal.slot_bin, bal.offsets))
     # balanced dealing within 0.2% of the bound is not beaten by enough to pay for a second run
-    skip_hist = method == "balanced" or (method == "auto" and use_bal
-                                          and tried["balanced"] <= lb + max(1, lb // 500))
+    skip_hist = method == "balanced" or (
+        method == "auto" and use_bal and tried["balanced"] <= lb + max(1, lb // 500)
+    )
     # graphs over a tenth of a limit (heavy tails): also a sequential greedy fill of the graphs in
     # a fixed random order (the `dynamic` rule), which mixes large and small graphs well
     big = bool(((n * 10 > node_limit) | (e * 10 > edge_limit))[count > 0].any())
     if method == "auto" and big and not (use_bal and tried["balanced"] <= lb):
         items = np.random.default_rng(0).permutation(np.repeat(np.arange(n.shape[0]), count))
-        off = greedy_offsets(n[items], e[items],
-                             Budget(int(node_limit) + 1, int(edge_limit), int(graph_limit) + 1))
+        off = greedy_offsets(
+            n[items], e[items], Budget(int(node_limit) + 1, int(edge_limit), int(graph_limit) + 1)
+        )
         tried["greedy"] = int(off.shape[0] - 1)
         candidates.append((tried["greedy"], 2, "greedy", items, off))
     if not skip_hist:

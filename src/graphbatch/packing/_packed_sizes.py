@@ -26,21 +26,33 @@ class PackedSizes:
         self.n_node, self.n_edge = n_node, n_edge
         self.packed = None
         n = n_node.shape[0]
-        if n and int(n_node.min()) >= 0 and int(n_edge.min()) >= 0 \
-                and int(n_node.max()) < 2**15 and int(n_edge.max()) < 2**16:
+        if (
+            n
+            and int(n_node.min()) >= 0
+            and int(n_edge.min()) >= 0
+            and int(n_node.max()) < 2**15
+            and int(n_edge.max()) < 2**16
+        ):
             self.packed = np.empty(n, np.int32)
             self.edge_dtype = np.int16 if int(n_edge.max()) < 2**15 else np.int32
             step = _memory.GATHER_CHUNK
             for s0 in range(0, n, step):
-                self.packed[s0:s0 + step] = ((n_node[s0:s0 + step] << 16)
-                                             | n_edge[s0:s0 + step])
+                self.packed[s0 : s0 + step] = (n_node[s0 : s0 + step] << 16) | n_edge[
+                    s0 : s0 + step
+                ]
 
     def _unpack(self, values: np.ndarray, s0: int, nodes: np.ndarray, edges: np.ndarray):
-        nodes[s0:s0 + values.shape[0]] = (values >> 16) & 0x7FFF
-        edges[s0:s0 + values.shape[0]] = values & 0xFFFF
+        nodes[s0 : s0 + values.shape[0]] = (values >> 16) & 0x7FFF
+        edges[s0 : s0 + values.shape[0]] = values & 0xFFFF
 
-    def shuffled(self, rng: np.random.Generator, subset: np.ndarray | None = None, *,
-                 with_order: bool = False, out: np.ndarray | None = None):
+    def shuffled(
+        self,
+        rng: np.random.Generator,
+        subset: np.ndarray | None = None,
+        *,
+        with_order: bool = False,
+        out: np.ndarray | None = None,
+    ):
         """Sizes in a shuffled order without a gather in random order: ``(order, nodes,
         edges)`` equal to ``perm = arange(k); rng.shuffle(perm); order = perm`` (or
         ``subset[perm]`` for ascending graph indices ``subset`` of ``k`` graphs) and
@@ -54,15 +66,19 @@ class PackedSizes:
         graphs. ``out``: a C-contiguous int64 array of the ``k`` items to shuffle in (its
         contents are overwritten; memory already mapped is not faulted in again)."""
         if self.packed is None or self.packed.shape[0] >= 2**31:
-            raise InputError("PackedSizes.shuffled needs packed sizes (below 2**15 nodes and "
-                             "2**16 edges a graph) of fewer than 2**31 graphs")
+            raise InputError(
+                "PackedSizes.shuffled needs packed sizes (below 2**15 nodes and "
+                "2**16 edges a graph) of fewer than 2**31 graphs"
+            )
         k = self.packed.shape[0] if subset is None else subset.shape[0]
         step = _memory.SHUFFLE_CHUNK  # cache-sized chunks
         if out is None:
             buf = np.empty(k, np.int64)  # int64 items: numpy's fastest shuffle, same draws
         elif out.dtype != np.int64 or out.shape != (k,) or not out.flags.c_contiguous:
-            raise InputError(f"out must be a C-contiguous int64 array of {k} items, got "
-                             f"{out.dtype} of shape {out.shape}")
+            raise InputError(
+                f"out must be a C-contiguous int64 array of {k} items, got "
+                f"{out.dtype} of shape {out.shape}"
+            )
         else:
             buf = out
         # little-endian int64 item: int32 halves [0] packed sizes, [1] graph index; the
@@ -71,8 +87,11 @@ class PackedSizes:
         halves = buf.view(np.int32).reshape(k, 2)
         for s0 in range(0, k, step):
             s1 = min(k, s0 + step)
-            idx = (np.arange(s0, s1, dtype=np.int32) if subset is None
-                   else subset[s0:s1].astype(np.int32))
+            idx = (
+                np.arange(s0, s1, dtype=np.int32)
+                if subset is None
+                else subset[s0:s1].astype(np.int32)
+            )
             v = self.packed[s0:s1] if subset is None else self.packed[idx]
             if little:
                 halves[s0:s1, 0] = v
@@ -82,14 +101,17 @@ class PackedSizes:
         rng.shuffle(buf)
         if little:  # views of the shuffled items: no fresh arrays to fill
             edge_view = np.int16 if self.edge_dtype == np.int16 else np.uint16
-            return (halves[:, 1] if with_order else None, buf.view(np.int16).reshape(k, 4)[:, 1],
-                    buf.view(edge_view).reshape(k, 4)[:, 0])
+            return (
+                halves[:, 1] if with_order else None,
+                buf.view(np.int16).reshape(k, 4)[:, 1],
+                buf.view(edge_view).reshape(k, 4)[:, 0],
+            )
         nodes, edges = np.empty(k, np.int16), np.empty(k, self.edge_dtype)
         order = np.empty(k, np.int32) if with_order else None
         for s0 in range(0, k, step):
-            self._unpack(buf[s0:s0 + step], s0, nodes, edges)
+            self._unpack(buf[s0 : s0 + step], s0, nodes, edges)
             if with_order:
-                order[s0:s0 + step] = buf[s0:s0 + step] >> 32
+                order[s0 : s0 + step] = buf[s0 : s0 + step] >> 32
         return order, nodes, edges
 
     def gather(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -100,5 +122,5 @@ class PackedSizes:
         nodes, edges = np.empty(m, np.int16), np.empty(m, self.edge_dtype)
         step = _memory.GATHER_CHUNK
         for s0 in range(0, m, step):
-            self._unpack(self.packed[index[s0:s0 + step]], s0, nodes, edges)
+            self._unpack(self.packed[index[s0 : s0 + step]], s0, nodes, edges)
         return nodes, edges

@@ -36,8 +36,10 @@ def _integer_costs(costs) -> np.ndarray:
     costs = np.asarray(costs)
     if costs.dtype.kind not in "iu":
         if costs.size and not np.array_equal(costs, np.floor(costs)):
-            raise InputError("partition costs must be integers (quantise a real cost model "
-                             "first: planners._cost)")
+            raise InputError(
+                "partition costs must be integers (quantise a real cost model "
+                "first: planners._cost)"
+            )
     return costs.astype(np.int64, copy=False)
 
 
@@ -58,12 +60,13 @@ def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.nd
     value = np.zeros(r * b, dtype=np.int64)
     counts = _sort_by_count(costs, ident[:n])
     if counts is not None:  # the sorted costs are the keys, each repeated by its count
-        _repeat_into(value, (counts.shape[0] - 1) - np.arange(counts.shape[0], dtype=np.int64),
-                     counts)
+        _repeat_into(
+            value, (counts.shape[0] - 1) - np.arange(counts.shape[0], dtype=np.int64), counts
+        )
     else:
         step = _memory.PARTITION_CHUNK
         for s0 in range(0, n, step):  # chunk by chunk: no whole-array temporary
-            value[s0:min(n, s0 + step)] = costs[ident[s0:min(n, s0 + step)]]
+            value[s0 : min(n, s0 + step)] = costs[ident[s0 : min(n, s0 + step)]]
     return value.reshape(r, b), ident.reshape(r, b)
 
 
@@ -76,10 +79,10 @@ def _repeat_into(out: np.ndarray, values: np.ndarray, counts: np.ndarray) -> Non
         s1 = min(n, s0 + _memory.PARTITION_CHUNK)
         k0 = int(np.searchsorted(ends, s0, side="right"))  # the value at position s0
         k1 = int(np.searchsorted(ends, s1, side="left"))  # the value at position s1 - 1
-        cnt = counts[k0:k1 + 1].copy()
+        cnt = counts[k0 : k1 + 1].copy()
         cnt[0] -= s0 - (int(ends[k0]) - int(counts[k0]))
         cnt[-1] -= int(ends[k1]) - s1
-        out[s0:s1] = np.repeat(values[k0:k1 + 1], cnt)
+        out[s0:s1] = np.repeat(values[k0 : k1 + 1], cnt)
 
 
 #: Largest integral cost `descending_order` counts by value (else a comparison sort).
@@ -106,30 +109,41 @@ def _sort_by_count(costs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
     if n == 0:
         return None
     lo, hi = costs.min(), costs.max()
-    integral = lo >= 0 and hi <= _COUNTING_MAX and (costs.dtype.kind in "iu" or _whole_numbers(
-        costs[s0:s0 + _memory.PARTITION_CHUNK] for s0 in range(0, n, _memory.PARTITION_CHUNK)))
+    integral = (
+        lo >= 0
+        and hi <= _COUNTING_MAX
+        and (
+            costs.dtype.kind in "iu"
+            or _whole_numbers(
+                costs[s0 : s0 + _memory.PARTITION_CHUNK]
+                for s0 in range(0, n, _memory.PARTITION_CHUNK)
+            )
+        )
+    )
     if not integral:
         out[:] = np.argsort(-costs, kind="stable")
         return None
     top = int(hi)
     counts = np.zeros(top + 1, np.int64)
     for s0 in range(0, n, _memory.PARTITION_CHUNK):
-        counts += np.bincount((top - costs[s0:s0 + _memory.PARTITION_CHUNK]).astype(np.int64),
-                              minlength=top + 1)
+        counts += np.bincount(
+            (top - costs[s0 : s0 + _memory.PARTITION_CHUNK]).astype(np.int64), minlength=top + 1
+        )
     kdt = np.uint16 if top < 2**16 else np.int64
     ptr = np.zeros(top + 1, np.int64)  # next free position of each key (key 0 = largest cost)
     np.cumsum(counts[:-1], out=ptr[1:])
     for s0 in range(0, n, _memory.PARTITION_CHUNK):
         # 16-bit keys sort by radix
-        key = (top - costs[s0:s0 + _memory.PARTITION_CHUNK]).astype(kdt)
+        key = (top - costs[s0 : s0 + _memory.PARTITION_CHUNK]).astype(kdt)
         srt, dest = _sort_chunk(key, ptr)
         srt += s0
         out[dest] = srt
     return counts
 
 
-def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool = False,
-                 row_costs=None) -> tuple[np.ndarray | None, np.ndarray]:
+def balanced_ldm(
+    value: np.ndarray | None, ident: np.ndarray, *, inplace: bool = False, row_costs=None
+) -> tuple[np.ndarray | None, np.ndarray]:
     """Karmarkar–Karp largest differencing over the rounds of a round matrix (balanced LDM).
 
     Each round is a ``B``-tuple of partial batches. Repeatedly the two tuples with the largest
@@ -187,18 +201,18 @@ def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool =
         sums[j] = reps[j] = None
         heapq.heappush(heap, (-(sums[i][0] - sums[i][-1]), i))
     _, last = heap[0]
-    sums.clear()   # the round sums and the heap are done with (their arrays freed here)
+    sums.clear()  # the round sums and the heap are done with (their arrays freed here)
     heap.clear()
     # pointer jumping in place, chunk by chunk (no second array of N): every position ends at
     # the root of its tree, its final representative, whatever order the chunks take
     while True:
         changed = False
         for s0 in range(0, n, _memory.PARTITION_CHUNK):
-            p = parent[s0:s0 + _memory.PARTITION_CHUNK]
+            p = parent[s0 : s0 + _memory.PARTITION_CHUNK]
             g = parent[p]
             if not changed and not np.array_equal(g, p):
                 changed = True
-            parent[s0:s0 + _memory.PARTITION_CHUNK] = g
+            parent[s0 : s0 + _memory.PARTITION_CHUNK] = g
         if not changed:
             break
     # root -> batch (column) in place: roots hold -1 - column, then every other position takes
@@ -207,7 +221,7 @@ def balanced_ldm(value: np.ndarray | None, ident: np.ndarray, *, inplace: bool =
     reps = None
     parent[roots] = -1 - np.arange(b, dtype=idt)
     for s0 in range(0, n, _memory.PARTITION_CHUNK):
-        p = parent[s0:s0 + _memory.PARTITION_CHUNK]
+        p = parent[s0 : s0 + _memory.PARTITION_CHUNK]
         inner = p >= 0
         p[inner] = -1 - parent[p[inner]]
     parent[roots] = -1 - parent[roots]
@@ -265,7 +279,7 @@ def _batch_loads(value: np.ndarray) -> np.ndarray:
     load = np.empty(b, value.dtype)
     step = max(1, _memory.PARTITION_CHUNK // max(r, 1))
     for c0 in range(0, b, step):
-        load[c0:c0 + step] = _column_sums(value[:, c0:c0 + step])
+        load[c0 : c0 + step] = _column_sums(value[:, c0 : c0 + step])
     return load
 
 
@@ -279,8 +293,9 @@ def _whole_numbers(blocks) -> bool:
 _KEY_LIMIT = 2**62
 
 
-def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
-                    target: int | None = None, stop=None) -> int:
+def refine_in_place(
+    value: np.ndarray, ident: np.ndarray, passes: int, target: int | None = None, stop=None
+) -> int:
     """`refine_by_swaps` on the round matrix itself (rounds x batches), changed in place; the
     pairs are handled in chunks, so extra memory stays O(chunk) whatever the number of graphs.
     ``value`` holds integer costs (int64, `round_matrix`): loads and moves are exact.
@@ -294,7 +309,7 @@ def refine_in_place(value: np.ndarray, ident: np.ndarray, passes: int,
         raise InputError(f"refine_in_place needs an integer value matrix, got {value.dtype}")
     swaps = 0
     step = max(1, _memory.REFINE_CHUNK // r)  # pairs per chunk (cache-sized)
-    vmax = max(int(np.abs(value[:, c0:c0 + step]).max()) for c0 in range(0, b, step))
+    vmax = max(int(np.abs(value[:, c0 : c0 + step]).max()) for c0 in range(0, b, step))
     # dummies never move: with at most one a column, its row (or -1) tells the real entries
     # without gathering the identities of every pair's columns
     dummy_row = _dummy_rows(ident, step)
@@ -392,7 +407,7 @@ def _dummy_rows(ident: np.ndarray, step: int) -> np.ndarray | None:
     r, b = ident.shape
     out = np.full(b, -1, np.int16 if r < 2**15 else np.int64)
     for c0 in range(0, b, step):
-        d = ident[:, c0:c0 + step] < 0
+        d = ident[:, c0 : c0 + step] < 0
         count = d.sum(axis=0)
         if (count > 1).any():
             return None
@@ -411,8 +426,9 @@ def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:
     return batch_of
 
 
-def columns_in_order(ident: np.ndarray, cols: np.ndarray | None = None,
-                     dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+def columns_in_order(
+    ident: np.ndarray, cols: np.ndarray | None = None, dtype=np.int64
+) -> tuple[np.ndarray, np.ndarray]:
     """The real entries (``>= 0``) of the columns ``cols`` of ``ident`` (default: every column,
     in order), column after column, each column's in row order, as ``dtype``; and the real
     entries per column of ``cols`` (int64). Built chunk by chunk of columns. With ``cols``,
@@ -423,21 +439,22 @@ def columns_in_order(ident: np.ndarray, cols: np.ndarray | None = None,
     real = np.empty(b, np.int64)
     if cols is None:
         for c0 in range(0, b, step):
-            real[c0:c0 + step] = r - np.count_nonzero(ident[:, c0:c0 + step] < 0, axis=0)
+            real[c0 : c0 + step] = r - np.count_nonzero(ident[:, c0 : c0 + step] < 0, axis=0)
         counts, k = real, b
 
         def block(j0):  # columns j0.. as rows
-            return ident[:, j0:j0 + step].T
+            return ident[:, j0 : j0 + step].T
     else:
         rows = np.empty((b, r), ident.dtype)
         for c0 in range(0, b, step):
-            rows[c0:c0 + step] = ident[:, c0:c0 + step].T
-            real[c0:c0 + step] = r - np.count_nonzero(rows[c0:c0 + step] < 0, axis=1)
+            rows[c0 : c0 + step] = ident[:, c0 : c0 + step].T
+            real[c0 : c0 + step] = r - np.count_nonzero(rows[c0 : c0 + step] < 0, axis=1)
         counts, k = real[cols], cols.shape[0]
         del real
 
         def block(j0):
-            return rows[cols[j0:j0 + step]]
+            return rows[cols[j0 : j0 + step]]
+
     ends = np.zeros(k + 1, np.int64)
     np.cumsum(counts, out=ends[1:])
     out = np.empty(int(ends[-1]), dtype)

@@ -47,8 +47,15 @@ class PackPatterns:
         nodes = np.bincount(pat, weights=copies * bin_nodes[bins], minlength=t)
         edges = np.bincount(pat, weights=copies * bin_edges[bins], minlength=t)
         graphs = np.bincount(pat, weights=copies, minlength=t)
-        return cls(bins, copies, offsets, count, nodes.astype(np.int64), edges.astype(np.int64),
-                   graphs.astype(np.int64))
+        return cls(
+            bins,
+            copies,
+            offsets,
+            count,
+            nodes.astype(np.int64),
+            edges.astype(np.int64),
+            graphs.astype(np.int64),
+        )
 
     @property
     def num_patterns(self) -> int:
@@ -61,13 +68,17 @@ class PackPatterns:
     def bin_counts(self, num_bins: int) -> np.ndarray:
         """Graphs of each bin placed by the patterns (equals the histogram counts)."""
         pat = np.repeat(np.arange(self.num_patterns), np.diff(self.offsets))
-        return np.bincount(self.bins, weights=self.copies * self.count[pat],
-                           minlength=num_bins).astype(np.int64)
+        return np.bincount(
+            self.bins, weights=self.copies * self.count[pat], minlength=num_bins
+        ).astype(np.int64)
 
     def pack_totals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-pack ``(nodes, edges, graphs)``, packs in pattern order."""
-        return (np.repeat(self.nodes, self.count), np.repeat(self.edges, self.count),
-                np.repeat(self.graphs, self.count))
+        return (
+            np.repeat(self.nodes, self.count),
+            np.repeat(self.edges, self.count),
+            np.repeat(self.graphs, self.count),
+        )
 
     def slots(self) -> tuple[np.ndarray, np.ndarray]:
         """``(slot_bin, pack_offsets)``: the bin of every graph slot, packs in pattern order.
@@ -96,8 +107,6 @@ class PackPatterns:
         return slot_bin, pack_offsets
 
 
-
-
 def patterns_from_slots(slot_bin, pack_offsets, bin_nodes, bin_edges) -> PackPatterns:
     """One pattern per pack from per-slot bins (slots of a pack need not be sorted)."""
     slot_bin = np.asarray(slot_bin, dtype=np.int64)
@@ -111,5 +120,6 @@ def patterns_from_slots(slot_bin, pack_offsets, bin_nodes, bin_edges) -> PackPat
     bins = uniq % nb
     lens = np.bincount(pack, minlength=num_packs)
     offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-    return PackPatterns.build(bins, copies, offsets, np.ones(num_packs, dtype=np.int64),
-                              bin_nodes, bin_edges)
+    return PackPatterns.build(
+        bins, copies, offsets, np.ones(num_packs, dtype=np.int64), bin_nodes, bin_edges
+    )

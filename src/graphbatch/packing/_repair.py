@@ -91,20 +91,35 @@ class _Repair:
         if not ok.any():
             return None
         c_n, c_e = self.ceiling[0], self.ceiling[1]
-        above = self._share(np.maximum(new_n - c_n, 0) + np.maximum(part_n - c_n, 0),
-                            np.maximum(new_e - c_e, 0) + np.maximum(part_e - c_e, 0))
+        above = self._share(
+            np.maximum(new_n - c_n, 0) + np.maximum(part_n - c_n, 0),
+            np.maximum(new_e - c_e, 0) + np.maximum(part_e - c_e, 0),
+        )
         # order: overflow removed, then least growth past the ceiling, then least overflow left
         rank = np.where(ok, (left > 0).astype(np.int64), 2).ravel()
         flat = np.flatnonzero(rank == rank.min())
         ab = above.ravel()[flat]
         flat = flat[ab == ab.min()]
         i, j = divmod(int(flat[np.argmin(left.ravel()[flat])]), pb.shape[0])
-        return (int(h_slots[h_first[i]]), int(p_slots[j]), int(cand[owner[j]]),
-                np.array([dn[i, j], de[i, j]], np.int64))
+        return (
+            int(h_slots[h_first[i]]),
+            int(p_slots[j]),
+            int(cand[owner[j]]),
+            np.array([dn[i, j], de[i, j]], np.int64),
+        )
 
 
-def repair_overflow(slot_bin, offsets, bin_nodes, bin_edges, node_limit: int, edge_limit: int,
-                    *, partners: int = 4, max_steps: int = MAX_STEPS) -> np.ndarray | None:
+def repair_overflow(
+    slot_bin,
+    offsets,
+    bin_nodes,
+    bin_edges,
+    node_limit: int,
+    edge_limit: int,
+    *,
+    partners: int = 4,
+    max_steps: int = MAX_STEPS,
+) -> np.ndarray | None:
     """Swap graphs between packs until every pack holds ``<= node_limit`` real nodes and
     ``<= edge_limit`` real edges; ``None`` when the bounded search does not get there.
 

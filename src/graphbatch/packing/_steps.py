@@ -22,10 +22,20 @@ _ITEM_BITS = 32
 _EXACT_FLOAT = 2**53
 
 
-def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
-              fill: float = 0.99, steps: int | None = None, *, return_totals: bool = False,
-              with_order: bool = True, perm_out: np.ndarray | None = None,
-              pairs: SizePairs | None = None, totals: tuple[int, int] | None = None):
+def step_fill(
+    nodes: np.ndarray,
+    edges: np.ndarray,
+    budget: Budget,
+    ranks: int,
+    fill: float = 0.99,
+    steps: int | None = None,
+    *,
+    return_totals: bool = False,
+    with_order: bool = True,
+    perm_out: np.ndarray | None = None,
+    pairs: SizePairs | None = None,
+    totals: tuple[int, int] | None = None,
+):
     """Greedy fill by steps of ``ranks`` batches, for data-parallel plans.
 
     Consecutive graphs (in the given order) make up a step while they fit ``fill`` (read by
@@ -81,19 +91,31 @@ def step_fill(nodes: np.ndarray, edges: np.ndarray, budget: Budget, ranks: int,
     while pos < m:
         window.cover(pos, reach)
         if ranker is None:  # the sequential path: one step at a time
-            placed, tot, j = _one_step(nodes, edges, pos, target.end(pos, record.n_steps), r,
-                                       *caps)
+            placed, tot, j = _one_step(nodes, edges, pos, target.end(pos, record.n_steps), r, *caps)
             record.keep(pos, placed, tot[None])
             pos = j
             continue
         # the chain of step ends inside this window, then the block dealt at once
-        ends = _chain(target.end, pos, record.n_steps, m, window.a, window.hi, reach, r, steps,
-                      window.wn, window.we, target.totals)
+        ends = _chain(
+            target.end,
+            pos,
+            record.n_steps,
+            m,
+            window.a,
+            window.hi,
+            reach,
+            r,
+            steps,
+            window.wn,
+            window.we,
+            target.totals,
+        )
         # the block's graphs go straight into perm[pos:ends[-1]]: a step that does not fit as
         # dealt, and the steps after a shortened one, are written over later (never a range
         # below pos: positions are placed in increasing order)
-        tot, fits = _deal_block(nodes, edges, pos, np.asarray(ends, np.int64), r, *caps,
-                                ranker, record.perm)
+        tot, fits = _deal_block(
+            nodes, edges, pos, np.asarray(ends, np.int64), r, *caps, ranker, record.perm
+        )
         pos = _keep_block(record, nodes, edges, pos, ends, tot, fits, r, caps)
     return record.result(return_totals)
 
@@ -106,8 +128,10 @@ def _perm_array(m: int, with_order: bool, perm_out: np.ndarray | None) -> np.nda
     if perm_out is None:
         return np.empty(m, index_dtype(m))
     if perm_out.dtype != index_dtype(m) or perm_out.shape != (m,):
-        raise InputError(f"perm_out must be a {np.dtype(index_dtype(m))} array of {m} items, "
-                         f"got {perm_out.dtype} of shape {perm_out.shape}")
+        raise InputError(
+            f"perm_out must be a {np.dtype(index_dtype(m))} array of {m} items, "
+            f"got {perm_out.dtype} of shape {perm_out.shape}"
+        )
     return perm_out
 
 
@@ -174,8 +198,11 @@ class _StepTargets:
         if we.item(j - a) > t_e:
             j = a + int(we.searchsorted(t_e + 1)) - 1
         if left == 1:
-            j = m if (tot_n - cpos_n <= room_n and tot_e - cpos_e <= room_e
-                      and m - pos <= room_g) else j
+            j = (
+                m
+                if (tot_n - cpos_n <= room_n and tot_e - cpos_e <= room_e and m - pos <= room_g)
+                else j
+            )
         g = pos + r
         if j < g:
             j = g if g < m else m
@@ -197,27 +224,35 @@ class _StepRecord:
         """Record consecutive steps from ``pos`` on: their graphs in batch order (``None``:
         already in ``perm``) and [steps, 3, ranks] totals."""
         if self.perm is not None and placed is not None:
-            self.perm[pos:pos + placed.shape[0]] = placed
+            self.perm[pos : pos + placed.shape[0]] = placed
         k = tot.shape[0]
         while self.n_steps + k > self.per_step.shape[0]:
             self.per_step = np.concatenate([self.per_step, np.zeros_like(self.per_step)])
-        self.per_step[self.n_steps:self.n_steps + k] = tot
+        self.per_step[self.n_steps : self.n_steps + k] = tot
         self.n_steps += k
 
     def result(self, return_totals: bool):
         """`step_fill`'s result: ``(perm, offsets[, real nodes, real edges])``."""
-        per_step = self.per_step[:self.n_steps]
+        per_step = self.per_step[: self.n_steps]
         r = per_step.shape[2]
         offsets = np.zeros(self.n_steps * r + 1, np.int64)
         np.cumsum(per_step[:, 0].reshape(-1), out=offsets[1:])
         if return_totals:
-            return (self.perm, offsets, per_step[:, 1].reshape(-1),
-                    per_step[:, 2].reshape(-1))
+            return (self.perm, offsets, per_step[:, 1].reshape(-1), per_step[:, 2].reshape(-1))
         return self.perm, offsets
 
 
-def _keep_block(record: _StepRecord, nodes, edges, pos: int, ends: list[int],
-                tot: np.ndarray, fits: np.ndarray, r: int, caps: tuple) -> int:
+def _keep_block(
+    record: _StepRecord,
+    nodes,
+    edges,
+    pos: int,
+    ends: list[int],
+    tot: np.ndarray,
+    fits: np.ndarray,
+    r: int,
+    caps: tuple,
+) -> int:
     """Record a dealt block of steps ending at ``ends``: the runs that fit as dealt as they
     are, a step that does not through the per-step repair (`_one_step`); after a shortened
     step the rest of the block is dropped (the chain goes on from its new end). Returns the
@@ -241,8 +276,20 @@ def _keep_block(record: _StepRecord, nodes, edges, pos: int, ends: list[int],
     return pos
 
 
-def _chain(step_end, pos: int, k: int, m: int, a: int, hi: int, reach: int, r: int,
-           steps: int, wn: np.ndarray, we: np.ndarray, totals: tuple) -> list[int]:
+def _chain(
+    step_end,
+    pos: int,
+    k: int,
+    m: int,
+    a: int,
+    hi: int,
+    reach: int,
+    r: int,
+    steps: int,
+    wn: np.ndarray,
+    we: np.ndarray,
+    totals: tuple,
+) -> list[int]:
     """The ends of consecutive steps from ``pos`` (``k`` steps before it) while a step may
     start: below ``m``, its reach inside the window ``wn``/``we`` (prefix sums from ``a`` to
     ``hi``), at most `STEP_BLOCK_STEPS` steps and `STEP_BLOCK_GRAPHS` graphs from ``pos``.
@@ -321,8 +368,7 @@ def _one_step(nodes, edges, pos: int, j: int, r: int, cap_n: int, cap_e: int, ca
             # one-for-one exchanges bring over-full batches within the shape
             grid = _swap_repair(sn, se, grid, (cap_n, cap_e, cap_g))
         bg = present.sum(axis=1)
-        if ((bn <= cap_n).all() and (be <= cap_e).all() and (bg <= cap_g).all()) \
-                or j - pos <= 1:
+        if ((bn <= cap_n).all() and (be <= cap_e).all() and (bg <= cap_g).all()) or j - pos <= 1:
             break
         # shorten the step; its last graphs go to the following steps
         j = pos + max(1, min(j - pos - 1, (j - pos) * 49 // 50))
@@ -347,9 +393,9 @@ class SizePairs:
         self.width = top_e + 1
         present = np.zeros(span, bool)
         for s0 in range(0, nodes.shape[0], _memory.STEP_WINDOW):
-            ln = nodes[s0:s0 + _memory.STEP_WINDOW].astype(np.int64)
+            ln = nodes[s0 : s0 + _memory.STEP_WINDOW].astype(np.int64)
             ln *= self.width
-            ln += edges[s0:s0 + _memory.STEP_WINDOW]
+            ln += edges[s0 : s0 + _memory.STEP_WINDOW]
             present[ln] = True
         self.pairs = np.flatnonzero(present)
 
@@ -359,8 +405,9 @@ class _ShareRanks:
     `_one_step`), largest share first: a uint16 rank per distinct ``(n, e)`` pair (equal shares,
     equal ranks) looked up in a table, or the negated exact key when the pairs are too many."""
 
-    def __init__(self, nodes, edges, cap_n: int, cap_e: int,
-                 size_pairs: SizePairs | None = None) -> None:
+    def __init__(
+        self, nodes, edges, cap_n: int, cap_e: int, size_pairs: SizePairs | None = None
+    ) -> None:
         self.cn, self.ce = max(cap_n, 1), max(cap_e, 1)
         self.table = None
         if size_pairs is None:
@@ -400,8 +447,18 @@ class _ShareRanks:
         return -sortable(share_keys(ln, le, self.cn, self.ce))
 
 
-def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, cap_e: int,
-                cap_g: int, ranker: _ShareRanks, perm: np.ndarray | None = None):
+def _deal_block(
+    nodes,
+    edges,
+    pos: int,
+    ends: np.ndarray,
+    r: int,
+    cap_n: int,
+    cap_e: int,
+    cap_g: int,
+    ranker: _ShareRanks,
+    perm: np.ndarray | None = None,
+):
     """The steps ``pos..ends[0], ends[0]..ends[1], ...`` dealt as `_one_step` deals them before
     any repair, all at once: one stable sort by (step, share descending). Writes the positions
     in batch order, step after step, to ``perm[pos:ends[-1]]`` (unless ``perm`` is ``None``).
@@ -411,8 +468,8 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     starts = np.concatenate([[pos], ends[:-1]])
     lens = ends - starts
     rel = starts - pos  # each step's first position within the block
-    ln = nodes[pos:int(ends[-1])]
-    le = edges[pos:int(ends[-1])]
+    ln = nodes[pos : int(ends[-1])]
+    le = edges[pos : int(ends[-1])]
     seg = np.repeat(np.arange(k, dtype=np.uint16 if k <= 2**16 else np.int64), lens)
     keys = ranker.keys(ln, le)
     ranked = keys.dtype == np.uint16  # uint16 share ranks (else exact keys)
@@ -428,8 +485,9 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     col = tt - row_of * r
     batch = np.where(row_of & 1, r - 1 - col, col)[t]
     key = seg.astype(np.int32) * r + batch  # (seg[srt] == seg: the sort keeps steps in place)
-    bn, be = _block_totals(ln, le, key, srt, sorted_ranks, ranker if ranked else None,
-                           -(-longest // r), k * r)
+    bn, be = _block_totals(
+        ln, le, key, srt, sorted_ranks, ranker if ranked else None, -(-longest // r), k * r
+    )
     # graphs per batch: `full` rows each; the partial last row fills batches 0..rem-1 (even
     # row) or r-rem..r-1 (odd row) of the snake
     full, rem = (lens // r)[:, None], (lens % r)[:, None]
@@ -443,7 +501,7 @@ def _deal_block(nodes, edges, pos: int, ends: np.ndarray, r: int, cap_n: int, ca
     # batch-major order within a step: batch b starts after the graphs of batches < b
     extra = np.where(odd, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
     first = (rel[:, None] + b * full + extra).reshape(-1)  # block position of each batch
-    perm[pos:int(ends[-1])][first[key] + row_of[t]] = srt + pos
+    perm[pos : int(ends[-1])][first[key] + row_of[t]] = srt + pos
     return tot, fits
 
 
@@ -471,8 +529,9 @@ def _sort_block(seg, keys, lens, rel, ranker: _ShareRanks, need_order: bool):
     return np.lexsort((keys, seg)), None, None
 
 
-def _sort_u32_items(seg, keys, lens, rel, ranker: _ShareRanks, rank_bits: int, pos_bits: int,
-                    need_order: bool):
+def _sort_u32_items(
+    seg, keys, lens, rel, ranker: _ShareRanks, rank_bits: int, pos_bits: int, need_order: bool
+):
     """`_sort_block` by one sort of distinct uint32 items, the stable order twice as fast as
     int64 items. An item's fields, high to low: the step, the share rank (``rank_bits``), the
     position in the step (``pos_bits``)."""
@@ -494,8 +553,9 @@ def _sort_u32_items(seg, keys, lens, rel, ranker: _ShareRanks, rank_bits: int, p
     return srt, t, sorted_ranks
 
 
-def _block_totals(ln, le, key, srt, sorted_ranks, ranker: _ShareRanks | None, rows: int,
-                  n_batches: int):
+def _block_totals(
+    ln, le, key, srt, sorted_ranks, ranker: _ShareRanks | None, rows: int, n_batches: int
+):
     """Real node and edge totals (int64) of the ``n_batches`` batches of a dealt block
     (``key``: each sorted position's batch), from one weighted count ``n * 2**shift + e``
     where every total is exact in it (below `_EXACT_FLOAT`), else from two counts. ``rows``:

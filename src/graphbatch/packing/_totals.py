@@ -15,13 +15,20 @@ def any_oversize(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> bool:
     """Whether any graph has more nodes or edges than ``budget`` holds, tested chunk by chunk
     (no boolean array of every graph)."""
     step = _memory.OVERSIZE_CHUNK
-    return any(bool(((nodes[s0:s0 + step] > budget.node_capacity)
-                     | (edges[s0:s0 + step] > budget.edge_capacity)).any())
-               for s0 in range(0, nodes.shape[0], step))
+    return any(
+        bool(
+            (
+                (nodes[s0 : s0 + step] > budget.node_capacity)
+                | (edges[s0 : s0 + step] > budget.edge_capacity)
+            ).any()
+        )
+        for s0 in range(0, nodes.shape[0], step)
+    )
 
 
-def batch_totals(values: np.ndarray, offsets: np.ndarray,
-                 table: np.ndarray | None = None) -> np.ndarray:
+def batch_totals(
+    values: np.ndarray, offsets: np.ndarray, table: np.ndarray | None = None
+) -> np.ndarray:
     """Per-batch sums of ``values`` (already in plan order) for batch boundaries ``offsets``,
     int64. Summed in chunks of about `TOTALS_CHUNK` values: ``np.add.reduceat`` with an int64
     accumulator casts its whole input first, so narrow values are cast chunk by chunk. With
@@ -38,9 +45,9 @@ def batch_totals(values: np.ndarray, offsets: np.ndarray,
         b1 = int(np.searchsorted(offsets, lo + _memory.TOTALS_CHUNK, "right")) - 1
         b1 = min(nb, max(b1, b0 + 1))
         starts = offsets[b0:b1] - lo
-        chunk = values[lo:int(offsets[b1])]
+        chunk = values[lo : int(offsets[b1])]
         chunk = chunk.astype(np.int64, copy=False) if table is None else table[chunk]
-        nonempty = offsets[b0 + 1:b1 + 1] > offsets[b0:b1]
+        nonempty = offsets[b0 + 1 : b1 + 1] > offsets[b0:b1]
         if chunk.shape[0]:
             if nonempty.all():
                 np.add.reduceat(chunk, starts, out=out[b0:b1])
@@ -62,9 +69,17 @@ def pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
     bn = np.asarray(bin_nodes).astype(np.int64, copy=False)
     be = np.asarray(bin_edges).astype(np.int64, copy=False)
     width = int(np.diff(offsets).max())
-    if (bn.size and int(bn.min()) >= 0 and int(be.min()) >= 0
-            and width * int(bn.max()) < 2**31 and width * int(be.max()) < 2**32):
+    if (
+        bn.size
+        and int(bn.min()) >= 0
+        and int(be.min()) >= 0
+        and width * int(bn.max()) < 2**31
+        and width * int(be.max()) < 2**32
+    ):
         both = batch_totals(slot_bin, offsets, table=(bn << 32) | be)
         return both >> 32, both & 0xFFFFFFFF, np.diff(offsets)
-    return (batch_totals(slot_bin, offsets, table=bn), batch_totals(slot_bin, offsets, table=be),
-            np.diff(offsets))
+    return (
+        batch_totals(slot_bin, offsets, table=bn),
+        batch_totals(slot_bin, offsets, table=be),
+        np.diff(offsets),
+    )

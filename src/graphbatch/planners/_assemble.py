@@ -54,9 +54,15 @@ class OversizeSplit:
     kept_edges: np.ndarray
 
 
-def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
-                   narrow: bool = False, packed: PackedSizes | None = None,
-                   gathered: tuple[np.ndarray, np.ndarray] | None = None) -> OversizeSplit:
+def split_oversize(
+    req: PlanRequest,
+    order: np.ndarray,
+    budget: Budget,
+    *,
+    narrow: bool = False,
+    packed: PackedSizes | None = None,
+    gathered: tuple[np.ndarray, np.ndarray] | None = None,
+) -> OversizeSplit:
     """Apply ``req.on_oversize`` to graphs that do not fit ``budget`` alone.
 
     ``"error"`` raises ``ValueError`` naming the first such graph, its size and the budget.
@@ -97,8 +103,9 @@ def split_oversize(req: PlanRequest, order: np.ndarray, budget: Budget, *,
         return OversizeSplit(kept, empty, empty, np.sort(order[big]), kept_nodes, kept_edges)
     pos = np.flatnonzero(big)
     own_after = pos - np.arange(pos.shape[0])  # kept graphs before each oversize graph
-    return OversizeSplit(kept, order[big], own_after.astype(np.int64), empty, kept_nodes,
-                         kept_edges)
+    return OversizeSplit(
+        kept, order[big], own_after.astype(np.int64), empty, kept_nodes, kept_edges
+    )
 
 
 def tight_shape_wanted(req: PlanRequest) -> bool:
@@ -248,8 +255,10 @@ def _insert_own_batches(req, order, offsets, pad_nodes, pad_edges, pad_graphs, s
     starts = offsets[:-1]
     # batch index before which each own batch goes: first batch starting at/after the graph
     at = np.searchsorted(starts, split.own_after, side="left")
-    shapes = [own_batch_shape(int(sizes.n_node[g]), int(sizes.n_edge[g]), budget, multiple)
-              for g in split.own]
+    shapes = [
+        own_batch_shape(int(sizes.n_node[g]), int(sizes.n_edge[g]), budget, multiple)
+        for g in split.own
+    ]
     # graphs: own graph goes at position offsets[at] in the order
     graph_pos = offsets[at] if offsets.shape[0] > 1 else np.zeros_like(at)
     new_order = np.insert(order, graph_pos, split.own)

@@ -135,8 +135,9 @@ def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **m
         order=order,
         offsets=offsets,
         batch_size=setup.batch_size,
-        pad_fn=lambda real_nodes, real_edges: padded_shapes(real_nodes, real_edges, setup.pad,
-                                                            setup.multiple),
+        pad_fn=lambda real_nodes, real_edges: padded_shapes(
+            real_nodes, real_edges, setup.pad, setup.multiple
+        ),
         lower_bound=nb,
         cost_model=setup.model.as_meta(),
         pad=setup.pad,
@@ -254,8 +255,9 @@ def plan_random(req: PlanRequest):
     rng = req.epoch_rng()
     perm = req.order(rng)
     batch_of = np.empty(s.num_graphs, dtype=np.int64)
-    batch_of[perm] = np.repeat(np.arange(s.num_batches, dtype=np.int64),
-                               batch_counts(s.num_graphs, s.num_batches))
+    batch_of[perm] = np.repeat(
+        np.arange(s.num_batches, dtype=np.int64), batch_counts(s.num_graphs, s.num_batches)
+    )
     return _finish(req, s, batch_of)
 
 
@@ -272,8 +274,15 @@ def plan_balance(req: PlanRequest):
     f = decimal(fraction)
     m = min(s.num_graphs, -(-s.num_graphs * f.numerator // f.denominator))
     outliers = np.argsort(-s.costs, kind="stable")[:m].astype(np.int64)
-    batch_of = spread_outliers(outliers, s.costs, s.num_graphs, s.num_batches, req.epoch_rng(),
-                               snake=False, permute_batches=False)
+    batch_of = spread_outliers(
+        outliers,
+        s.costs,
+        s.num_graphs,
+        s.num_batches,
+        req.epoch_rng(),
+        snake=False,
+        permute_batches=False,
+    )
     return _finish(req, s, batch_of, outliers=m, fraction=fraction)
 
 
@@ -306,8 +315,14 @@ def plan_iqr(req: PlanRequest):
         raise InputError(f"multiplier must be >= 0, got {multiplier!r}")
     outliers, fence = outliers_iqr(s.costs, multiplier)
     batch_of = spread_outliers(outliers, s.costs, s.num_graphs, s.num_batches, req.epoch_rng())
-    return _finish(req, s, batch_of, outliers=int(outliers.shape[0]), multiplier=multiplier,
-                   fence=float(fence * Fraction(2) ** -s.shift))  # in the model's unit
+    return _finish(
+        req,
+        s,
+        batch_of,
+        outliers=int(outliers.shape[0]),
+        multiplier=multiplier,
+        fence=float(fence * Fraction(2) ** -s.shift),
+    )  # in the model's unit
 
 
 @register(
@@ -347,7 +362,6 @@ def plan_stratified(req: PlanRequest):
     value, ident = round_matrix(s.costs, s.num_batches)
     value, ident = stratified_assignment(value, ident, req.epoch_rng())
     # no batch above (1 + tolerance) x the mean load: an integer bound on integer loads
-    target = floor_frac((1 + decimal(tolerance)) * int(s.costs.sum(dtype=np.int64))
-                        / s.num_batches)
+    target = floor_frac((1 + decimal(tolerance)) * int(s.costs.sum(dtype=np.int64)) / s.num_batches)
     value, ident, swaps = refine_by_swaps(value, ident, passes, target=target)
     return _finish(req, s, columns=ident, swaps=swaps, tolerance=tolerance)

@@ -59,33 +59,51 @@ def plan_buckets(req: PlanRequest):
     extra_meta: dict = {}
     if tight is not None:  # tight shapes by an integer cost, over every candidate packing
         slot_bin, pack_off, packer, shapes, extra_meta = _tight_buckets(
-            candidates, g.pack_totals, k, g.fam, multiple, *tight)
+            candidates, g.pack_totals, k, g.fam, multiple, *tight
+        )
     shape_n, shape_e, shape_g = shapes
     # this epoch's graphs in the packs' slots
     graph_bin = np.concatenate([g.inverse, g.nbins + np.arange(g.alone.shape[0])])
     assign_rng, order_rng = _rngs(req)
-    order, offsets = assign_graphs(slot_bin, pack_off, graph_bin,
-                                   np.concatenate([g.kept, g.alone]),
-                                   assign_rng=assign_rng, order_rng=order_rng)
+    order, offsets = assign_graphs(
+        slot_bin,
+        pack_off,
+        graph_bin,
+        np.concatenate([g.kept, g.alone]),
+        assign_rng=assign_rng,
+        order_rng=order_rng,
+    )
     tot_n, tot_e = _batch_sums(req.sizes, order, offsets)
     gpb = np.diff(offsets)
     # every batch padded to the smallest chosen shape it fits (tight: the cheapest)
     group = _smallest_holding(tot_n, tot_e, gpb, shapes)
     if tight is not None and gpb.shape[0]:
-        group = _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple,
-                                  tight[0], g.fam)
+        group = _cheapest_holding(
+            tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, tight[0], g.fam
+        )
     sizes = req.sizes
     empty = np.zeros(0, np.int64)
-    split = OversizeSplit(g.kept, empty, empty, g.skipped, sizes.n_node[g.kept],
-                          sizes.n_edge[g.kept])
-    return finish_plan(req, order=order, offsets=offsets, pad_nodes=shape_n[group],
-                       pad_edges=shape_e[group], pad_graphs=shape_g[group],
-                       lower_bound=_buckets_lower_bound(sizes, g, shapes, gpb.shape[0]),
-                       split=split,
-                       **extra_meta, budget=budget, heuristic=heuristic, num_shapes=k,
-                       packer=packer,
-                       shapes=[[int(a), int(b), int(c)]
-                               for a, b, c in zip(shape_n, shape_e, shape_g, strict=False)])
+    split = OversizeSplit(
+        g.kept, empty, empty, g.skipped, sizes.n_node[g.kept], sizes.n_edge[g.kept]
+    )
+    return finish_plan(
+        req,
+        order=order,
+        offsets=offsets,
+        pad_nodes=shape_n[group],
+        pad_edges=shape_e[group],
+        pad_graphs=shape_g[group],
+        lower_bound=_buckets_lower_bound(sizes, g, shapes, gpb.shape[0]),
+        split=split,
+        **extra_meta,
+        budget=budget,
+        heuristic=heuristic,
+        num_shapes=k,
+        packer=packer,
+        shapes=[
+            [int(a), int(b), int(c)] for a, b, c in zip(shape_n, shape_e, shape_g, strict=False)
+        ],
+    )
 
 
 def _num_shapes(req: PlanRequest) -> int:
@@ -142,15 +160,30 @@ class _BucketGraphs:
         fam = budget
         if budget.n_edge == 0 and planned.size and sizes.n_edge[planned].max() > 0:
             fam = Budget(budget.n_node, multiple, budget.n_graph)
-        lim = dict(node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
-                   graph_limit=budget.graph_capacity, heuristic=heuristic)
+        lim = dict(
+            node_limit=budget.node_capacity,
+            edge_limit=budget.edge_capacity,
+            graph_limit=budget.graph_capacity,
+            heuristic=heuristic,
+        )
         if kept.size:
             hist = _kept_sizes(req, kept).histogram(return_inverse=True)
             hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
         else:
             hn = he = hc = inverse = np.zeros(0, np.int64)
-        return cls(kept, alone, skipped, hn, he, hc, inverse, sizes.n_node[alone],
-                   sizes.n_edge[alone], fam, lim)
+        return cls(
+            kept,
+            alone,
+            skipped,
+            hn,
+            he,
+            hc,
+            inverse,
+            sizes.n_node[alone],
+            sizes.n_edge[alone],
+            fam,
+            lim,
+        )
 
     @property
     def nbins(self) -> int:
@@ -158,8 +191,9 @@ class _BucketGraphs:
 
     def pack_totals(self, slot_bin, off):
         """Per-pack node and edge totals, large graphs included."""
-        return _pack_sums(slot_bin, off, np.concatenate([self.hn, self.a_n]),
-                          np.concatenate([self.he, self.a_e]))
+        return _pack_sums(
+            slot_bin, off, np.concatenate([self.hn, self.a_n]), np.concatenate([self.he, self.a_e])
+        )
 
     def filled(self, shape_n, shape_e, shape_g):
         """Each large graph gets the smallest of the shapes and its room is filled with small
@@ -170,11 +204,13 @@ class _BucketGraphs:
         remaining = hc.copy()
         fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * self.alone.shape[0]
         if self.alone.size and self.kept.size:
-            grp = np.argmax((shape_n[None, :] >= a_n[:, None] + 1)
-                            & (shape_e[None, :] >= a_e[:, None]), axis=1)
+            grp = np.argmax(
+                (shape_n[None, :] >= a_n[:, None] + 1) & (shape_e[None, :] >= a_e[:, None]), axis=1
+            )
             room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e, shape_g[grp] - 2)
-            pats, base = pack_histogram(hn, he, hc, fit="best", initial=room, return_base=True,
-                                        **self.lim)
+            pats, base = pack_histogram(
+                hn, he, hc, fit="best", initial=room, return_base=True, **self.lim
+            )
             for t in np.flatnonzero(base >= 0).tolist():
                 sl = slice(pats.offsets[t], pats.offsets[t + 1])
                 items = np.repeat(pats.bins[sl], pats.copies[sl])
@@ -187,8 +223,7 @@ class _BucketGraphs:
             (sb, off), packer = _empty_slots(), None
         parts = [sb] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
         lens = np.array([len(x) for x in parts[1:]], np.int64)
-        return (np.concatenate(parts), np.concatenate([off, off[-1] + np.cumsum(lens)]),
-                packer)
+        return (np.concatenate(parts), np.concatenate([off, off[-1] + np.cumsum(lens)]), packer)
 
 
 def _candidate_packings(g: _BucketGraphs, k: int, multiple: int):
@@ -217,8 +252,9 @@ def _candidate_packings(g: _BucketGraphs, k: int, multiple: int):
     chosen, cost = shaped(cand_sb, cand_off)
     best = (cost, chosen, cand_sb, cand_off, f_method)
     candidates = [(cand_sb, cand_off, f_method)]
-    first_scales = pack_scales(np.concatenate([fn, g.a_n]), np.concatenate([fe, g.a_e]), fam,
-                               multiple)
+    first_scales = pack_scales(
+        np.concatenate([fn, g.a_n]), np.concatenate([fe, g.a_e]), fam, multiple
+    )
     tried_shapes: set = set()
     for kk in range(1, k + 1) if n_alone and g.kept.size else ():
         sc_k, _ = choose_scales(first_scales, kk, fam, multiple)
@@ -245,8 +281,10 @@ def _batch_sums(sizes, order, offsets):
     """Real node and edge totals of each batch."""
     if offsets.shape[0] <= 1:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return (np.add.reduceat(sizes.n_node[order], offsets[:-1]),
-            np.add.reduceat(sizes.n_edge[order], offsets[:-1]))
+    return (
+        np.add.reduceat(sizes.n_node[order], offsets[:-1]),
+        np.add.reduceat(sizes.n_edge[order], offsets[:-1]),
+    )
 
 
 def _smallest_holding(tot_n, tot_e, gpb, shapes) -> np.ndarray:
@@ -254,8 +292,11 @@ def _smallest_holding(tot_n, tot_e, gpb, shapes) -> np.ndarray:
     shape_n, shape_e, shape_g = shapes
     if not gpb.shape[0]:
         return np.zeros(0, np.int64)
-    fits = ((shape_n[None, :] >= tot_n[:, None] + 1) & (shape_e[None, :] >= tot_e[:, None])
-            & (shape_g[None, :] >= gpb[:, None] + 1))
+    fits = (
+        (shape_n[None, :] >= tot_n[:, None] + 1)
+        & (shape_e[None, :] >= tot_e[:, None])
+        & (shape_g[None, :] >= gpb[:, None] + 1)
+    )
     return np.argmax(fits, axis=1)
 
 
@@ -267,10 +308,16 @@ def _buckets_lower_bound(sizes, g: _BucketGraphs, shapes, nb: int) -> int:
         return 0
     shape_n, shape_e, shape_g = shapes
     planned = np.concatenate([g.kept, g.alone])
-    return budget_lower_bound(int(sizes.n_node[planned].sum()), int(sizes.n_edge[planned].sum()),
-                              planned.shape[0],
-                              Budget(int(shape_n.max(initial=1)), int(shape_e.max(initial=0)),
-                                     int(max(shape_g.max(initial=2), 2))))
+    return budget_lower_bound(
+        int(sizes.n_node[planned].sum()),
+        int(sizes.n_edge[planned].sum()),
+        planned.shape[0],
+        Budget(
+            int(shape_n.max(initial=1)),
+            int(shape_e.max(initial=0)),
+            int(max(shape_g.max(initial=2), 2)),
+        ),
+    )
 
 
 def _tight_bucket_request(req: PlanRequest, fam: Budget):
@@ -279,10 +326,12 @@ def _tight_bucket_request(req: PlanRequest, fam: Budget):
     relative to the budget), else ``None`` (the scaled family)."""
     sc = req.option("shape_cost", None)
     if sc is None:
-        return ((None, 0) if req.option("tight_shape", None) is True else None)
+        return (None, 0) if req.option("tight_shape", None) is True else None
     if isinstance(sc, (str, bytes)) or not hasattr(sc, "__len__") or len(sc) != 5:
-        raise InputTypeError("shape_cost must be [c0, c_node, c_edge, c_graph, c_shape] "
-                             f"(5 integers >= 0), got {sc!r}")
+        raise InputTypeError(
+            "shape_cost must be [c0, c_node, c_edge, c_graph, c_shape] "
+            f"(5 integers >= 0), got {sc!r}"
+        )
     for v in sc:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0:
             raise InputTypeError(f"shape_cost entries must be integers >= 0, got {sc!r}")
@@ -298,31 +347,39 @@ def _tight_buckets(candidates, totals, k: int, fam: Budget, multiple: int, cost,
     for sb, off, packer in candidates:
         tn, te = totals(sb, off)
         needs = pack_needs(tn, te, np.diff(off), multiple)
-        shapes, _, total = choose_tight_shapes(needs, k, base=(fam.n_node, fam.n_edge),
-                                               cost=cost, shape_cost=shape_cost)
+        shapes, _, total = choose_tight_shapes(
+            needs, k, base=(fam.n_node, fam.n_edge), cost=cost, shape_cost=shape_cost
+        )
         if best is None or total < best[0]:
             best = (total, sb, off, packer, shapes, needs, tn, te)
     total, sb, off, packer, shapes, needs, tn, te = best
     bn, be = shape_padding_bound(needs, k)
-    meta = {"shape_choice": "tight", "shape_cost_total": int(total),
-            "shape_bound": {"node_efficiency_max": float(int(tn.sum()) / bn) if bn else 1.0,
-                            "edge_efficiency_max": float(int(te.sum()) / be) if be else 1.0}}
+    meta = {
+        "shape_choice": "tight",
+        "shape_cost_total": int(total),
+        "shape_bound": {
+            "node_efficiency_max": float(int(tn.sum()) / bn) if bn else 1.0,
+            "edge_efficiency_max": float(int(te.sum()) / be) if be else 1.0,
+        },
+    }
     return sb, off, packer, (shapes[:, 0], shapes[:, 1], shapes[:, 2]), meta
 
 
-def _cheapest_holding(tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, cost,
-                      fam: Budget) -> np.ndarray:
+def _cheapest_holding(
+    tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, cost, fam: Budget
+) -> np.ndarray:
     """Per batch, the index of the least costly shape that holds it (integer costs; ties: the
     first). Every batch is held by some shape: its pack's."""
     c0, cn, ce, cg = (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
-    per_shape = [c0 + cn * int(a) + ce * int(b) + cg * int(g)
-                 for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist(), strict=False)]
+    per_shape = [
+        c0 + cn * int(a) + ce * int(b) + cg * int(g)
+        for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist(), strict=False)
+    ]
     order = sorted(range(len(per_shape)), key=lambda i: (per_shape[i], i))
     group = np.full(tot_n.shape[0], -1, np.int64)
     for i in order:  # cheapest first: a batch takes the first shape that holds it
         free = group < 0
-        fits = (free & (shape_n[i] >= tot_n + 1) & (shape_e[i] >= tot_e)
-                & (shape_g[i] >= gpb + 1))
+        fits = free & (shape_n[i] >= tot_n + 1) & (shape_e[i] >= tot_e) & (shape_g[i] >= gpb + 1)
         group[fits] = i
     if (group < 0).any():  # pragma: no cover - each batch's own pack shape holds it
         raise RuntimeError("a batch fits no tight bucket shape")

@@ -62,11 +62,13 @@ class CostModel:
         cost at most 2**53; integral coefficients stay as they are)."""
         if self.source != "linear":
             raise InputError("fixed_point() is the linear model's; n_bytes costs are integers")
-        return quantise_linear(self.per_node, self.per_edge,
-                               int(sizes.n_node.sum(dtype=np.int64)),
-                               int(sizes.n_edge.sum(dtype=np.int64)),
-                               what=f"cost model cost_nodes={self.per_node!r}, "
-                                    f"cost_edges={self.per_edge!r}")
+        return quantise_linear(
+            self.per_node,
+            self.per_edge,
+            int(sizes.n_node.sum(dtype=np.int64)),
+            int(sizes.n_edge.sum(dtype=np.int64)),
+            what=f"cost model cost_nodes={self.per_node!r}, cost_edges={self.per_edge!r}",
+        )
 
     def costs(self, sizes: GraphSizes) -> tuple[np.ndarray, int]:
         """Per-graph int64 costs and their unit: ``(costs, shift)``, a cost of ``c`` standing

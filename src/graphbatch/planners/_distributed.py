@@ -123,7 +123,7 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
         k = parts.index(max(parts))
         if parts[k] < 2:
             break
-        parts[k:k + 1] = [parts[k] - parts[k] // 2, parts[k] // 2]
+        parts[k : k + 1] = [parts[k] - parts[k] // 2, parts[k] // 2]
         top[b], n_parts[b] = max(parts), len(parts)
         need -= 1
     parent = np.repeat(np.arange(nb, dtype=np.int64), n_parts)
@@ -131,14 +131,17 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
     first = np.zeros(nb + 1, np.int64)
     np.cumsum(n_parts, out=first[1:])
     for b, parts in parts_of.items():
-        sub[first[b]:first[b + 1]] = parts
+        sub[first[b] : first[b + 1]] = parts
     offsets = np.concatenate([[0], np.cumsum(sub)]).astype(np.int64)
     order = plan.order
     # real totals: an unsplit batch keeps the plan's; the parts of split batches are summed
     # from the size table (their graphs only, not a gather of the whole epoch)
     split = np.flatnonzero(n_parts > 1)
-    part_of_split = np.concatenate([np.arange(first[b], first[b + 1]) for b in split.tolist()]
-                                   ) if split.size else np.zeros(0, np.int64)
+    part_of_split = (
+        np.concatenate([np.arange(first[b], first[b + 1]) for b in split.tolist()])
+        if split.size
+        else np.zeros(0, np.int64)
+    )
 
     def totals(column, plan_totals):
         if column is None:
@@ -147,20 +150,32 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
             return batch_totals(gather_counts(column, order), offsets)
         out = plan_totals[parent]
         for q in part_of_split.tolist():
-            out[q] = int(column[order[offsets[q]:offsets[q + 1]]].sum())
+            out[q] = int(column[order[offsets[q] : offsets[q + 1]]].sum())
         return out
 
     meta = dict(plan.meta)
     meta["split_batches"] = int(len(sub) - nb)
-    return BatchPlan(order, offsets, plan.pad_nodes[parent], plan.pad_edges[parent],
-                     plan.pad_graphs[parent], plan.skipped,
-                     real_nodes=totals(sizes.n_node, plan.real_nodes),
-                     real_edges=totals(sizes.n_edge, plan.real_edges),
-                     real_cost=totals(sizes.n_bytes, plan.real_cost), meta=meta)
+    return BatchPlan(
+        order,
+        offsets,
+        plan.pad_nodes[parent],
+        plan.pad_edges[parent],
+        plan.pad_graphs[parent],
+        plan.skipped,
+        real_nodes=totals(sizes.n_node, plan.real_nodes),
+        real_edges=totals(sizes.n_edge, plan.real_edges),
+        real_cost=totals(sizes.n_bytes, plan.real_cost),
+        meta=meta,
+    )
 
 
 def distribute_plan(
-    plan: BatchPlan, world_size: int, *, seed: int = 0, epoch: int = 0, shuffle: bool = True,
+    plan: BatchPlan,
+    world_size: int,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle: bool = True,
     sizes=None,
 ) -> BatchPlan:
     """A step-major plan of ``ceil(B / R)`` steps x ``R`` ranks from the single-device ``plan``.
@@ -173,12 +188,12 @@ def distribute_plan(
     (`split_to_multiple`), so padding-only batches remain only when the graphs are fewer than
     ``R * ceil(B / R)`` (then ``R * ceil(B / R) - graphs`` of them). ``plan`` is left as it is.
     """
-    return _distribute(plan, world_size, seed=seed, epoch=epoch, shuffle=shuffle, sizes=sizes,
-                       owned=False)
+    return _distribute(
+        plan, world_size, seed=seed, epoch=epoch, shuffle=shuffle, sizes=sizes, owned=False
+    )
 
 
-def plan_for_ranks(strategy: Callable[[PlanRequest], BatchPlan],
-                   request: PlanRequest) -> BatchPlan:
+def plan_for_ranks(strategy: Callable[[PlanRequest], BatchPlan], request: PlanRequest) -> BatchPlan:
     """``strategy``'s plan of ``request``, dealt into steps of ``request.world_size`` batches
     (`distribute_plan`) when there are several ranks.
 
@@ -188,26 +203,34 @@ def plan_for_ranks(strategy: Callable[[PlanRequest], BatchPlan],
     caller that lets `_distribute` overwrite a plan."""
     if request.world_size == 1:
         return strategy(request)
-    return _distribute(strategy(request), request.world_size, seed=request.seed,
-                       epoch=request.epoch, shuffle=request.shuffle, sizes=request.sizes,
-                       owned=True)
+    return _distribute(
+        strategy(request),
+        request.world_size,
+        seed=request.seed,
+        epoch=request.epoch,
+        shuffle=request.shuffle,
+        sizes=request.sizes,
+        owned=True,
+    )
 
 
-def _distribute(plan: BatchPlan, world_size: int, *, seed: int, epoch: int, shuffle: bool,
-                sizes, owned: bool) -> BatchPlan:
+def _distribute(
+    plan: BatchPlan, world_size: int, *, seed: int, epoch: int, shuffle: bool, sizes, owned: bool
+) -> BatchPlan:
     """`distribute_plan`; ``owned=True`` (`plan_for_ranks` only): nobody else holds ``plan``,
     whose order is overwritten by the new one."""
     r = as_positive_int(world_size, "world_size")
     if plan.rank is not None or plan.step is not None:
-        raise InputError(f"plan is already distributed (it has rank/step arrays for "
-                         f"{len(plan)} batches); distribute a single-device plan")
+        raise InputError(
+            f"plan is already distributed (it has rank/step arrays for "
+            f"{len(plan)} batches); distribute a single-device plan"
+        )
     if sizes is not None:
         plan = split_to_multiple(plan, sizes, r)
     nb = len(plan)
     steps = -(-nb // r)
     n_empty = steps * r - nb
-    src, (s_nodes, s_edges, s_graphs) = _step_slots(plan, r, steps, n_empty, seed, epoch,
-                                                     shuffle)
+    src, (s_nodes, s_edges, s_graphs) = _step_slots(plan, r, steps, n_empty, seed, epoch, shuffle)
     is_real = src >= 0
     # batch indices as int32 where they fit (alive during the gather, the peak of memory)
     safe = np.where(is_real, src, 0).astype(np.int32 if nb < 2**31 else np.int64)
@@ -216,8 +239,13 @@ def _distribute(plan: BatchPlan, world_size: int, *, seed: int, epoch: int, shuf
     starts = np.where(is_real, plan.offsets[:-1][safe], 0)
     if int(offsets[-1]) < 2**31:
         starts = starts.astype(np.int32)
-    reuse = (owned and sizes is not None and len(sizes) < 2**31
-             and plan.order.dtype == np.int64 and plan.order.shape[0] == int(offsets[-1]))
+    reuse = (
+        owned
+        and sizes is not None
+        and len(sizes) < 2**31
+        and plan.order.dtype == np.int64
+        and plan.order.shape[0] == int(offsets[-1])
+    )
     order = _gather_order(plan.order, starts, offsets, reuse)
 
     def per_batch(values):
@@ -250,8 +278,9 @@ def _distribute(plan: BatchPlan, world_size: int, *, seed: int, epoch: int, shuf
     )
 
 
-def _step_slots(plan: BatchPlan, r: int, steps: int, n_empty: int, seed: int, epoch: int,
-                shuffle: bool):
+def _step_slots(
+    plan: BatchPlan, r: int, steps: int, n_empty: int, seed: int, epoch: int, shuffle: bool
+):
     """``(src, (nodes, edges, graphs))``: the plan's batch for each slot of the steps (step
     major, ``-1``: a padding-only batch), and each step's padded shape (the elementwise
     maximum of its batches')."""
@@ -286,8 +315,9 @@ def _offsets(sizes: np.ndarray) -> np.ndarray:
     return offsets
 
 
-def _gather_order(old: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
-                  reuse: bool) -> np.ndarray:
+def _gather_order(
+    old: np.ndarray, starts: np.ndarray, offsets: np.ndarray, reuse: bool
+) -> np.ndarray:
     """The new order (`gather_batches`); ``reuse``: gathered as int32 (graph indices below
     2**31) and widened over ``old`` itself, whose owner gave it up."""
     if not reuse:

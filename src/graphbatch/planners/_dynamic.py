@@ -46,8 +46,7 @@ def plan_dynamic(req: PlanRequest):
     epoch = graphs.epoch()  # the kept graphs in this epoch's order, with their sizes
     lower_bound = budget_lower_bound(*epoch.totals, epoch.count, budget)
     if req.world_size > 1:
-        fill = _step_or_greedy_fill(epoch, shape, req.world_size, seed_steps,
-                                    graphs.order_buffer())
+        fill = _step_or_greedy_fill(epoch, shape, req.world_size, seed_steps, graphs.order_buffer())
     else:
         fill = _greedy_fill(epoch, shape)
     fill = graphs.with_plan_order(fill)  # int64, over the items' buffer where reused
@@ -120,8 +119,9 @@ def _seed_shape(graphs: _Graphs, budget: Budget, seed: int, ranks: int):
     seed_steps = None
     if ranks > 1:
         pairs = SizePairs(nodes, edges)  # the same in the epoch order (one scan)
-        off, sn, se = step_fill(nodes, edges, budget, ranks, return_totals=True,
-                                with_order=False, pairs=pairs)[1:]
+        off, sn, se = step_fill(
+            nodes, edges, budget, ranks, return_totals=True, with_order=False, pairs=pairs
+        )[1:]
         seed_steps = _SeedSteps(pairs, (off.shape[0] - 1) // ranks)
         sn = np.minimum((sn * 1003 + 999) // 1000, budget.node_capacity)
         se = np.minimum((se * 1003 + 999) // 1000, budget.edge_capacity)
@@ -136,21 +136,32 @@ def _greedy_fill(epoch: _Epoch, shape: Budget) -> _Fill:
     return _Fill(kept, *greedy_fill(nodes, edges, shape))
 
 
-def _step_or_greedy_fill(epoch: _Epoch, shape: Budget, ranks: int,
-                         seed_steps: _SeedSteps | None, perm_out) -> _Fill:
+def _step_or_greedy_fill(
+    epoch: _Epoch, shape: Budget, ranks: int, seed_steps: _SeedSteps | None, perm_out
+) -> _Fill:
     """Data-parallel: steps of ``ranks`` evenly filled batches (`step_fill`, a multiple of
     ``ranks`` batches in all), kept when it needs no more batches than the greedy fill split
     to a multiple of ranks, i.e. when the greedy fill needs more than (step batches - ranks):
     the greedy fill stops as soon as that is known. Else the greedy fill."""
     kept, nodes, edges = epoch.take()
-    hint = {} if seed_steps is None else dict(fill=1.0, steps=seed_steps.steps,
-                                              pairs=seed_steps.pairs)
-    perm, off, bn, be = step_fill(nodes, edges, shape, ranks, return_totals=True,
-                                  perm_out=perm_out, totals=epoch.totals, **hint)
+    hint = (
+        {} if seed_steps is None else dict(fill=1.0, steps=seed_steps.steps, pairs=seed_steps.pairs)
+    )
+    perm, off, bn, be = step_fill(
+        nodes,
+        edges,
+        shape,
+        ranks,
+        return_totals=True,
+        perm_out=perm_out,
+        totals=epoch.totals,
+        **hint,
+    )
     if not (np.diff(off) > 0).all():
         return _Fill(kept, *greedy_fill(nodes, edges, shape))
-    greedy = greedy_fill(nodes, edges, shape, stop_at=off.shape[0] - 1 - ranks + 1,
-                         totals=epoch.totals)
+    greedy = greedy_fill(
+        nodes, edges, shape, stop_at=off.shape[0] - 1 - ranks + 1, totals=epoch.totals
+    )
     if greedy is not None:
         return _Fill(kept, *greedy)
     return _Fill(take_into(kept, perm), off, bn, be, step_fill=True)  # kept[perm], over perm
@@ -172,12 +183,18 @@ class _Graphs:
         self.packed = PackedSizes(sizes.n_node, sizes.n_edge)
         # with no oversize graph the epoch order is drawn after the seed pass (independent
         # streams)
-        self.split = (split_oversize(req, _epoch_order(req), budget, narrow=True,
-                                     packed=self.packed)
-                      if any_oversize(sizes.n_node, sizes.n_edge, budget) else None)
+        self.split = (
+            split_oversize(req, _epoch_order(req), budget, narrow=True, packed=self.packed)
+            if any_oversize(sizes.n_node, sizes.n_edge, budget)
+            else None
+        )
         self.n_kept = len(sizes) if self.split is None else self.split.kept.shape[0]
-        self.reuse = (self.split is None and req.shuffle and self.packed.packed is not None
-                      and self.n_kept < 2**31)
+        self.reuse = (
+            self.split is None
+            and req.shuffle
+            and self.packed.packed is not None
+            and self.n_kept < 2**31
+        )
         self.items = np.empty(self.n_kept, np.int64) if self.reuse else None
         self._order_buffer = None
 
@@ -197,12 +214,12 @@ class _Graphs:
         reused); the packed sizes are dropped, or kept as the step fill's order buffer."""
         req, budget = self.req, self.budget
         if self.reuse:  # the epoch order and its sizes from one shuffle
-            order, nodes, edges = self.packed.shuffled(req.epoch_rng(), with_order=True,
-                                                       out=self.items)
+            order, nodes, edges = self.packed.shuffled(
+                req.epoch_rng(), with_order=True, out=self.items
+            )
             split = split_oversize(req, order, budget, gathered=(nodes, edges))
         elif self.split is None:
-            split = split_oversize(req, _epoch_order(req), budget, narrow=True,
-                                   packed=self.packed)
+            split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=self.packed)
         else:
             split = self.split
         if self.reuse and req.world_size > 1:
@@ -211,9 +228,14 @@ class _Graphs:
         nodes, edges = split.kept_nodes, split.kept_edges
         totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
         # finish_plan needs none of them (the kept order may be a view of the items)
-        return _Epoch(split.kept, nodes, edges,
-                      replace(split, kept=None, kept_nodes=None, kept_edges=None), totals,
-                      split.kept.shape[0])
+        return _Epoch(
+            split.kept,
+            nodes,
+            edges,
+            replace(split, kept=None, kept_nodes=None, kept_edges=None),
+            totals,
+            split.kept.shape[0],
+        )
 
     def order_buffer(self) -> np.ndarray | None:
         """An int32 array of one item per graph for the step fill's order (``None``: none to

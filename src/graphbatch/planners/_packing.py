@@ -51,9 +51,11 @@ def tight_budget(nodes, edges, graphs, budget: Budget) -> Budget:
     (one padding node and graph reserved), never above ``budget``."""
     if nodes.size == 0:
         return budget
-    return Budget(min(int(nodes.max()) + 1, budget.n_node),
-                  min(int(edges.max()), budget.n_edge),
-                  max(2, min(int(graphs.max()) + 1, budget.n_graph)))
+    return Budget(
+        min(int(nodes.max()) + 1, budget.n_node),
+        min(int(edges.max()), budget.n_edge),
+        max(2, min(int(graphs.max()) + 1, budget.n_graph)),
+    )
 
 
 def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget, totals=None):
@@ -62,8 +64,9 @@ def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget, totals=None):
     tn, te, tg = pack_totals(slot_bin, offsets, bin_nodes, bin_edges) if totals is None else totals
     shape = tight_budget(tn, te, tg, budget)
     sum_e = int(te.sum())
-    area = Fraction(shape.n_node, max(int(tn.sum()), 1)) + (Fraction(shape.n_edge, sum_e)
-                                                            if sum_e else 0)
+    area = Fraction(shape.n_node, max(int(tn.sum()), 1)) + (
+        Fraction(shape.n_edge, sum_e) if sum_e else 0
+    )
     return shape, area
 
 
@@ -101,10 +104,12 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
             c = next(c for c in cands[::-1] if c is not None)
             return c[0], c[1], packer if c[0] is sb else "balanced-kk", None, None
         # each candidate's pack totals once: its shape, its area, and the plan's real totals
-        totals = [None if c is None else pack_totals(*c, hist.n_node, hist.n_edge)
-                  for c in cands]
-        ref = (_slots_area(*cands[0], hist.n_node, hist.n_edge, budget, totals[0])[0]
-               if cands[0] is not None else None)
+        totals = [None if c is None else pack_totals(*c, hist.n_node, hist.n_edge) for c in cands]
+        ref = (
+            _slots_area(*cands[0], hist.n_node, hist.n_edge, budget, totals[0])[0]
+            if cands[0] is not None
+            else None
+        )
         best = None
         for c, tot in zip(cands, totals, strict=False):
             if c is None:
@@ -113,8 +118,9 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
             if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
                 continue  # not as tight as kk's cost in both dimensions
             if best is None or ar < best[0]:
-                name = ("balanced-kk" if c is cands[0] else
-                        packer if c[0] is sb else f"{packer}-spread")
+                name = (
+                    "balanced-kk" if c is cands[0] else packer if c[0] is sb else f"{packer}-spread"
+                )
                 best = (ar, c[0], c[1], name, sh, tot)
         return best[1], best[2], best[3], best[4], best[5]
     if not tight:
@@ -149,8 +155,11 @@ def _every_graph_fits(req: PlanRequest, budget: Budget) -> bool:
     then keeps them all: `_kept` would return every graph), tested on the size columns chunk
     by chunk (no index array, no gathered sizes)."""
     sizes = req.sizes
-    return (len(sizes) > 0 and req.on_oversize in OVERSIZE_POLICIES
-            and not any_oversize(sizes.n_node, sizes.n_edge, budget))
+    return (
+        len(sizes) > 0
+        and req.on_oversize in OVERSIZE_POLICIES
+        and not any_oversize(sizes.n_node, sizes.n_edge, budget)
+    )
 
 
 def _kept_column(req: PlanRequest, kept: np.ndarray, name: str) -> np.ndarray:
@@ -172,9 +181,22 @@ def _kept_sizes(req: PlanRequest, kept: np.ndarray):
     return sizes if kept is None or kept.shape[0] == len(sizes) else sizes.subset(kept)
 
 
-def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
-            lower_bound=None, bin_nodes=None, bin_edges=None, shape=None, totals=None,
-            **meta):
+def _finish(
+    req,
+    budget,
+    split,
+    kept,
+    hist_inverse,
+    slot_bin,
+    pack_offsets,
+    *,
+    lower_bound=None,
+    bin_nodes=None,
+    bin_edges=None,
+    shape=None,
+    totals=None,
+    **meta,
+):
     """Assign graphs for this epoch and build the plan; every pack padded to ``shape``
     (default ``budget``; packs depend on the sizes only, so a tight shape holds every epoch).
     ``bin_nodes``/``bin_edges`` (sizes of the bins) give the real totals per pack without
@@ -186,9 +208,15 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     assign_rng, order_rng = _rngs(req)
     n_kept = len(req.sizes) if kept is None else kept.shape[0]  # kept None: every graph
     ids = None if n_kept == len(req.sizes) else kept  # None: every graph, in order
-    order, offsets, pack_order = assign_graphs(slot_bin, pack_offsets, hist_inverse, ids,
-                                               assign_rng=assign_rng, order_rng=order_rng,
-                                               return_pack_order=True)
+    order, offsets, pack_order = assign_graphs(
+        slot_bin,
+        pack_offsets,
+        hist_inverse,
+        ids,
+        assign_rng=assign_rng,
+        order_rng=order_rng,
+        return_pack_order=True,
+    )
     nb = offsets.shape[0] - 1
     real = {}
     if bin_nodes is not None and bin_edges is not None and nb:
@@ -201,10 +229,23 @@ def _finish(req, budget, split, kept, hist_inverse, slot_bin, pack_offsets, *,
     if lower_bound is None:
         lower_bound = budget_lower_bound(
             int(_kept_column(req, kept, "n_node").sum(dtype=np.int64)),
-            int(_kept_column(req, kept, "n_edge").sum(dtype=np.int64)), n_kept, budget)
-    return finish_plan(req, order=order, offsets=offsets, pad_nodes=pad_nodes,
-                       pad_edges=pad_edges, pad_graphs=pad_graphs, lower_bound=lower_bound,
-                       split=split, budget=budget, **real, **meta)
+            int(_kept_column(req, kept, "n_edge").sum(dtype=np.int64)),
+            n_kept,
+            budget,
+        )
+    return finish_plan(
+        req,
+        order=order,
+        offsets=offsets,
+        pad_nodes=pad_nodes,
+        pad_edges=pad_edges,
+        pad_graphs=pad_graphs,
+        lower_bound=lower_bound,
+        split=split,
+        budget=budget,
+        **real,
+        **meta,
+    )
 
 
 def _heuristic(req: PlanRequest, default: str = "product") -> str:
@@ -229,21 +270,52 @@ def _plan_tuple(req: PlanRequest, fit: str):
         split, kept = _kept(req, budget)
         if kept.size == 0:
             sb, off = _empty_slots()
-            return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off,
-                           heuristic=heuristic, method=method)
+            return _finish(
+                req,
+                budget,
+                split,
+                kept,
+                np.zeros(0, np.int64),
+                sb,
+                off,
+                heuristic=heuristic,
+                method=method,
+            )
         if kept.shape[0] == len(req.sizes):
             split, kept = None, None
     hist = _narrow_inverse(_kept_sizes(req, kept).histogram(return_inverse=True))
-    res = pack_bins(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
-                    edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
-                    heuristic=heuristic, fit=fit, method=method)
-    sb, off, packer, shape, totals = _choose_packs(req, kept, hist, res, budget,
-                                                   tight_shape_wanted(req))
+    res = pack_bins(
+        hist.n_node,
+        hist.n_edge,
+        hist.count,
+        node_limit=budget.node_capacity,
+        edge_limit=budget.edge_capacity,
+        graph_limit=budget.graph_capacity,
+        heuristic=heuristic,
+        fit=fit,
+        method=method,
+    )
+    sb, off, packer, shape, totals = _choose_packs(
+        req, kept, hist, res, budget, tight_shape_wanted(req)
+    )
     tried = res.tried
     del res  # its packs, unless chosen, are no longer needed
-    return _finish(req, budget, split, kept, hist.inverse, sb, off,
-                   bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape,
-                   totals=totals, heuristic=heuristic, packer=packer, packs_tried=tried)
+    return _finish(
+        req,
+        budget,
+        split,
+        kept,
+        hist.inverse,
+        sb,
+        off,
+        bin_nodes=hist.n_node,
+        bin_edges=hist.n_edge,
+        shape=shape,
+        totals=totals,
+        heuristic=heuristic,
+        packer=packer,
+        packs_tried=tried,
+    )
 
 
 @register(
@@ -288,14 +360,35 @@ def plan_pack_lpf_1d(req: PlanRequest):
             sb, off = _empty_slots()
             return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
         hist = _kept_sizes(req, kept).histogram(return_inverse=True)
-        pats = pack_histogram(hist.n_node, hist.n_edge, hist.count,
-                              node_limit=budget.node_capacity, edge_limit=budget.edge_capacity,
-                              graph_limit=budget.graph_capacity, heuristic="node", fit="best")
+        pats = pack_histogram(
+            hist.n_node,
+            hist.n_edge,
+            hist.count,
+            node_limit=budget.node_capacity,
+            edge_limit=budget.edge_capacity,
+            graph_limit=budget.graph_capacity,
+            heuristic="node",
+            fit="best",
+        )
         sb, off = pats.slots()
-        shape = (_slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
-                 if tight_shape_wanted(req) else None)
-        return _finish(req, budget, split, kept, hist.inverse, sb, off, edge_limit=True,
-                       bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape)
+        shape = (
+            _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
+            if tight_shape_wanted(req)
+            else None
+        )
+        return _finish(
+            req,
+            budget,
+            split,
+            kept,
+            hist.inverse,
+            sb,
+            off,
+            edge_limit=True,
+            bin_nodes=hist.n_node,
+            bin_edges=hist.n_edge,
+            shape=shape,
+        )
     # edges unconstrained: pack node counts only; the padded edge count is the largest edge total
     # any pack can reach with the graphs of its node counts (fixed across epochs)
     wide = Budget(budget.n_node, np.iinfo(np.int32).max, budget.n_graph)
@@ -307,18 +400,29 @@ def plan_pack_lpf_1d(req: PlanRequest):
     uniq, inverse, count = np.unique(nodes, return_inverse=True, return_counts=True)
     max_e = np.zeros(uniq.shape[0], np.int64)
     np.maximum.at(max_e, inverse.reshape(-1), sizes.n_edge[kept])
-    pats = pack_histogram(uniq, np.zeros_like(uniq), count, node_limit=budget.node_capacity,
-                          edge_limit=0, graph_limit=budget.graph_capacity, heuristic="node")
+    pats = pack_histogram(
+        uniq,
+        np.zeros_like(uniq),
+        count,
+        node_limit=budget.node_capacity,
+        edge_limit=0,
+        graph_limit=budget.graph_capacity,
+        heuristic="node",
+    )
     worst = np.zeros(pats.num_patterns, np.int64)  # integer sums: exact
-    np.add.at(worst, np.repeat(np.arange(pats.num_patterns), np.diff(pats.offsets)),
-              pats.copies * max_e[pats.bins])
+    np.add.at(
+        worst,
+        np.repeat(np.arange(pats.num_patterns), np.diff(pats.offsets)),
+        pats.copies * max_e[pats.bins],
+    )
     multiple = as_positive_int(req.option("multiple", 64), "multiple")
     n_edge = round_up(int(worst.max()) if worst.size else 0, multiple)
     shape = Budget(budget.n_node, n_edge, budget.n_graph)
     sb, off = pats.slots()
     lb = budget_lower_bound(int(nodes.sum()), 0, kept.shape[0], shape)
-    return _finish(req, shape, split, kept, inverse.reshape(-1), sb, off, lower_bound=lb,
-                   edge_limit=False)
+    return _finish(
+        req, shape, split, kept, inverse.reshape(-1), sb, off, lower_bound=lb, edge_limit=False
+    )
 
 
 @register(
@@ -336,11 +440,31 @@ def plan_pack_nnls(req: PlanRequest):
         sb, off = _empty_slots()
         return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
     hist = _kept_sizes(req, kept).histogram(return_inverse=True)
-    pats = pack_nnls(hist.n_node, hist.n_edge, hist.count, node_limit=budget.node_capacity,
-                     edge_limit=budget.edge_capacity, graph_limit=budget.graph_capacity,
-                     heuristic=heuristic)
+    pats = pack_nnls(
+        hist.n_node,
+        hist.n_edge,
+        hist.count,
+        node_limit=budget.node_capacity,
+        edge_limit=budget.edge_capacity,
+        graph_limit=budget.graph_capacity,
+        heuristic=heuristic,
+    )
     sb, off = pats.slots()
-    shape = (_slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
-             if tight_shape_wanted(req) else None)
-    return _finish(req, budget, split, kept, hist.inverse, sb, off, heuristic=heuristic,
-                   bin_nodes=hist.n_node, bin_edges=hist.n_edge, shape=shape)
+    shape = (
+        _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
+        if tight_shape_wanted(req)
+        else None
+    )
+    return _finish(
+        req,
+        budget,
+        split,
+        kept,
+        hist.inverse,
+        sb,
+        off,
+        heuristic=heuristic,
+        bin_nodes=hist.n_node,
+        bin_edges=hist.n_edge,
+        shape=shape,
+    )

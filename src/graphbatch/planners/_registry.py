@@ -138,7 +138,9 @@ def register(
     def deco(func):
         if name in _REGISTRY:
             raise InputError(f"strategy {name!r} registered twice")
-        _REGISTRY[name] = Strategy(name, func, tuple(options), description, fixed_shape, uses_budget)
+        _REGISTRY[name] = Strategy(
+            name, func, tuple(options), description, fixed_shape, uses_budget
+        )
         return func
 
     return deco

@@ -47,7 +47,10 @@ def plan_static_constant(req: PlanRequest):
     sizes = req.sizes
 
     def pad(real_nodes, real_edges, bs):
-        for what, largest in (("nodes", int(sizes.n_node.max())), ("edges", int(sizes.n_edge.max()))):
+        for what, largest in (
+            ("nodes", int(sizes.n_node.max())),
+            ("edges", int(sizes.n_edge.max())),
+        ):
             if largest * bs > MAX_TOTAL:
                 raise InputError(
                     f"static-constant pads every batch to the largest graph's {largest} {what} x "

@@ -30,16 +30,30 @@ __all__ = ["build_report", "write_report", "REPORT_FIGURES"]
 #: Figure ids of a report, in page order (bench figures only when results are given, the tune
 #: figure only with a tune result).
 REPORT_FIGURES = (
-    "fig-size-hist", "fig-size-hist2d", "fig-limits", "fig-compare", "fig-graphs-per-batch",
-    "fig-bench-timing", "fig-bench-compile", "fig-bench-memory", "fig-tune-fit",
+    "fig-size-hist",
+    "fig-size-hist2d",
+    "fig-limits",
+    "fig-compare",
+    "fig-graphs-per-batch",
+    "fig-bench-timing",
+    "fig-bench-compile",
+    "fig-bench-memory",
+    "fig-tune-fit",
 )
 
 _BENCH_COLUMNS = (
-    ("model", "model"), ("strategy", "strategy"), ("batch_size", "batch size"),
-    ("repeats", "repeats"), ("step_ms_median", "step ms (median)"),
-    ("step_ms_mean", "step ms (mean)"), ("update_ms_median", "update ms"),
-    ("batching_ms_median", "batching ms"), ("graphs_per_s", "graphs/s"),
-    ("compiles", "compiles"), ("compile_s", "compile s"), ("peak_mem_mib", "peak MiB"),
+    ("model", "model"),
+    ("strategy", "strategy"),
+    ("batch_size", "batch size"),
+    ("repeats", "repeats"),
+    ("step_ms_median", "step ms (median)"),
+    ("step_ms_mean", "step ms (mean)"),
+    ("update_ms_median", "update ms"),
+    ("batching_ms_median", "batching ms"),
+    ("graphs_per_s", "graphs/s"),
+    ("compiles", "compiles"),
+    ("compile_s", "compile s"),
+    ("peak_mem_mib", "peak MiB"),
     ("test_rmse", "test RMSE"),
 )
 
@@ -73,10 +87,13 @@ def build_report(
     """
     say = progress or (lambda msg: None)
     page = HtmlPage(f"graphbatch report — {source}", dpi=dpi)
-    page.paragraph(f"graphbatch {__version__}; {len(sizes):,} graphs from {source}; "
-                   f"strategy comparison at batch size {batch_size}"
-                   + (f", world size {world_size}" if world_size > 1 else "")
-                   + f", seed {seed}.", cls="meta")
+    page.paragraph(
+        f"graphbatch {__version__}; {len(sizes):,} graphs from {source}; "
+        f"strategy comparison at batch size {batch_size}"
+        + (f", world size {world_size}" if world_size > 1 else "")
+        + f", seed {seed}.",
+        cls="meta",
+    )
 
     say("dataset statistics")
     summary = describe(sizes)
@@ -85,7 +102,8 @@ def build_report(
         "Table 1 of the tuple-packing paper for this dataset: padding efficiency is the share of "
         "useful node/edge slots when every graph is padded to the largest one; its inverse is the "
         "speedup available from removing that padding. Excess kurtosis above 1 signals a long "
-        "tail, where padding to the maximum (static-constant batching) is most wasteful.")
+        "tail, where padding to the maximum (static-constant batching) is most wasteful."
+    )
     cols = [("metric", "metric")] + [(c.name, c.name) for c in summary.columns()]
     page.table(summary.table_rows(), cols, table_id="table-dataset")
     say("size histograms")
@@ -102,11 +120,14 @@ def build_report(
     budget = comparison.budget
 
     page.heading("Packing limits")
-    caption = ("Harmonic mean of node and edge packing efficiency for different node/edge limits "
-               "(tuple-packing paper, Figure 5), optimum marked.")
+    caption = (
+        "Harmonic mean of node and edge packing efficiency for different node/edge limits "
+        "(tuple-packing paper, Figure 5), optimum marked."
+    )
     if limits is None and not int(sizes.n_node.max()):
-        limits = LimitSearch(records=None,
-                             reason="every graph has 0 nodes: there are no limits to search")
+        limits = LimitSearch(
+            records=None, reason="every graph has 0 nodes: there are no limits to search"
+        )
     if limits is None:
         say("searching packing limits")
         limits = search_limits_if_available(sizes, max_graphs=budget.n_graph)
@@ -116,10 +137,18 @@ def build_report(
         _close(fig)
         if limits.summary:  # the search's optimum, range and the exact packing's efficiency
             page.paragraph(f"Limit search (graphbatch limits): {limits.summary}.")
-        page.table(limits.records[:10], [
-            ("max_nodes", "max nodes"), ("max_edges", "max edges"), ("max_graphs", "max graphs"),
-            ("node_eff", "node eff"), ("edge_eff", "edge eff"), ("harmonic_mean", "harmonic mean"),
-        ], table_id="table-limits")
+        page.table(
+            limits.records[:10],
+            [
+                ("max_nodes", "max nodes"),
+                ("max_edges", "max edges"),
+                ("max_graphs", "max graphs"),
+                ("node_eff", "node eff"),
+                ("edge_eff", "edge eff"),
+                ("harmonic_mean", "harmonic mean"),
+            ],
+            table_id="table-limits",
+        )
     else:
         page.unavailable("fig-limits", "Efficiency vs packing limits", limits.reason or "")
 
@@ -130,11 +159,16 @@ def build_report(
         f"strategies that take a node/edge budget share one: {budget}. Oversize graphs: "
         f"{comparison.on_oversize}. Batch cost is the sum of the graphs' "
         f"{comparison.cost_unit} "
-        "per batch; distinct shapes are the compilations a static-shape compiler performs.")
+        "per batch; distinct shapes are the compilations a static-shape compiler performs."
+    )
     if any(r.ok for r in comparison.results):
         fig = F.fig_strategy_comparison(comparison)
-        page.figure("fig-compare", fig, "Efficiency, batches over the lower bound, distinct "
-                    "shapes and batch-cost balance per strategy.")
+        page.figure(
+            "fig-compare",
+            fig,
+            "Efficiency, batches over the lower bound, distinct "
+            "shapes and batch-cost balance per strategy.",
+        )
         _close(fig)
     else:
         page.unavailable("fig-compare", "Strategy comparison", "every strategy failed")
@@ -145,8 +179,11 @@ def build_report(
     page.heading("Graphs per batch")
     if any(r.ok for r in comparison.results):
         fig = F.fig_graphs_per_batch(comparison)
-        page.figure("fig-graphs-per-batch", fig, "Real graphs per batch for each strategy "
-                    "(static-vs-dynamic paper, Figure 3 right).")
+        page.figure(
+            "fig-graphs-per-batch",
+            fig,
+            "Real graphs per batch for each strategy (static-vs-dynamic paper, Figure 3 right).",
+        )
         _close(fig)
     else:
         page.unavailable("fig-graphs-per-batch", "Graphs per batch", "every strategy failed")
@@ -158,11 +195,16 @@ def build_report(
             for suffix in ("", "_min", "_max"):
                 row["peak_mem_mib" + suffix] = row["peak_mem_bytes" + suffix] / 2**20
         page.heading("Benchmarks")
-        page.paragraph(f"{len(bench):,} benchmark runs in {len(rows):,} (model, strategy, batch "
-                       "size) groups; medians over repeats.")
+        page.paragraph(
+            f"{len(bench):,} benchmark runs in {len(rows):,} (model, strategy, batch "
+            "size) groups; medians over repeats."
+        )
         for fig_id, func, cap in (
-            ("fig-bench-timing", F.fig_bench_timing, "Step, update and batching time and "
-             "throughput vs batch size."),
+            (
+                "fig-bench-timing",
+                F.fig_bench_timing,
+                "Step, update and batching time and throughput vs batch size.",
+            ),
             ("fig-bench-compile", F.fig_bench_compile, "Compilations and compilation time."),
             ("fig-bench-memory", F.fig_bench_memory, "Peak memory."),
         ):
@@ -177,19 +219,33 @@ def build_report(
 
 
 _TUNE_COLUMNS = (
-    ("rank", "rank"), ("config", "configuration"), ("mode", "mode"),
-    ("graphs_per_s", "graphs/s (predicted)"), ("steady_graphs_per_s", "steady graphs/s"),
-    ("step_ms", "step ms"), ("graphs_per_batch", "graphs/batch"),
-    ("pad_nodes_pct", "node padding %"), ("pad_edges_pct", "edge padding %"),
-    ("shapes", "shapes"), ("compiles", "compiles"), ("compile_s", "compile s"),
-    ("peak_mib", "peak MiB (predicted)"), ("feasible", "fits memory"),
+    ("rank", "rank"),
+    ("config", "configuration"),
+    ("mode", "mode"),
+    ("graphs_per_s", "graphs/s (predicted)"),
+    ("steady_graphs_per_s", "steady graphs/s"),
+    ("step_ms", "step ms"),
+    ("graphs_per_batch", "graphs/batch"),
+    ("pad_nodes_pct", "node padding %"),
+    ("pad_edges_pct", "edge padding %"),
+    ("shapes", "shapes"),
+    ("compiles", "compiles"),
+    ("compile_s", "compile s"),
+    ("peak_mib", "peak MiB (predicted)"),
+    ("feasible", "fits memory"),
 )
 _VALIDATION_COLUMNS = (
-    ("config", "configuration"), ("mode", "mode"), ("steps", "steps"),
-    ("pred_step_ms", "step ms predicted"), ("meas_step_ms", "step ms measured"),
-    ("step_err_pct", "error %"), ("pred_graphs_per_s", "graphs/s predicted"),
-    ("meas_graphs_per_s", "graphs/s measured"), ("pred_peak_mib", "peak MiB predicted"),
-    ("meas_peak_mib", "peak MiB measured"), ("compiles", "compiles"),
+    ("config", "configuration"),
+    ("mode", "mode"),
+    ("steps", "steps"),
+    ("pred_step_ms", "step ms predicted"),
+    ("meas_step_ms", "step ms measured"),
+    ("step_err_pct", "error %"),
+    ("pred_graphs_per_s", "graphs/s predicted"),
+    ("meas_graphs_per_s", "graphs/s measured"),
+    ("pred_peak_mib", "peak MiB predicted"),
+    ("meas_peak_mib", "peak MiB measured"),
+    ("compiles", "compiles"),
 )
 
 
@@ -205,24 +261,33 @@ def _tune_section(page: HtmlPage, tune: Any) -> None:
         f"{s.get('epochs')} epochs for the compile cost, {s.get('probes')} probe shapes, "
         f"{s.get('distinct_candidates')} distinct configurations; memory measure: "
         f"{s.get('memory_kind')}; load average {s.get('load_start')} -> {s.get('load_end')}. "
-        f"Chosen ({tune.mode}): {json.dumps(tune.request, sort_keys=True)}.")
+        f"Chosen ({tune.mode}): {json.dumps(tune.request, sort_keys=True)}."
+    )
     for mode, m in tune.models.items():
         text = f"{mode}: step {m.time.describe('ms')}"
         what = "compile" if m.compiles else "first call of a new shape"
-        text += (f"; {what} {m.compile.first_ms / 1000:.1f} s for the first shape, "
-                 f"{m.compile.per_shape_ms / 1000:.2f} s per further shape")
+        text += (
+            f"; {what} {m.compile.first_ms / 1000:.1f} s for the first shape, "
+            f"{m.compile.per_shape_ms / 1000:.2f} s per further shape"
+        )
         if m.memory is not None:
             text += f"; peak {m.memory.describe('bytes')}, x(1 + {m.memory_margin}/1000)"
         page.paragraph(text)
     fig = F.fig_tune_fit(tune.models)
-    page.figure("fig-tune-fit", fig, "The fitted step-cost model against its probes: measured "
-                "step time (median and range of the timed steps) and the fit, the held-out "
-                "(leave-one-out) error of each probe, and peak memory.")
+    page.figure(
+        "fig-tune-fit",
+        fig,
+        "The fitted step-cost model against its probes: measured "
+        "step time (median and range of the timed steps) and the fit, the held-out "
+        "(leave-one-out) error of each probe, and peak memory.",
+    )
     _close(fig)
     page.table(tune.table(30), _TUNE_COLUMNS, table_id="table-tune")
     if tune.validation:
-        page.paragraph("Validation: the top configurations trained for a fixed number of steps "
-                       "(interleaved); step time over the steps that met no new shape.")
+        page.paragraph(
+            "Validation: the top configurations trained for a fixed number of steps "
+            "(interleaved); step time over the steps that met no new shape."
+        )
         page.table(tune.validation_table(), _VALIDATION_COLUMNS, table_id="table-tune-validation")
 
 

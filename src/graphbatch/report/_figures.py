@@ -69,8 +69,10 @@ def fig_size_histograms(sizes: GraphSizes, summary: DatasetSummary) -> Figure:
     """Two panels: graphs per node count and per edge count, with mean and max marked."""
     fig = Figure(figsize=(11, 3.8), layout="constrained")
     axes = fig.subplots(1, 2)
-    for ax, values, col, color in ((axes[0], sizes.n_node, summary.nodes, "tab:blue"),
-                                   (axes[1], sizes.n_edge, summary.edges, "tab:orange")):
+    for ax, values, col, color in (
+        (axes[0], sizes.n_node, summary.nodes, "tab:blue"),
+        (axes[1], sizes.n_edge, summary.edges, "tab:orange"),
+    ):
         edges, log = count_bins(values)
         shown = values[values >= 1] if log else values
         ax.hist(shown, bins=edges, color=color, alpha=0.85, label="graphs")
@@ -82,8 +84,9 @@ def fig_size_histograms(sizes: GraphSizes, summary: DatasetSummary) -> Figure:
             ax.set_xscale("log")
             ax.set_yscale("log")
             zeros = int((values < 1).sum())
-            title += "\nlog axes: long tail" + (f"; {zeros:,} graphs with 0 not shown" if zeros
-                                                 else "")
+            title += "\nlog axes: long tail" + (
+                f"; {zeros:,} graphs with 0 not shown" if zeros else ""
+            )
         ax.set_title(title, fontsize=10)
         ax.set_xlabel(f"{col.name} per graph")
         ax.set_ylabel("number of graphs")
@@ -139,23 +142,37 @@ def fig_limits_heatmap(records: Sequence[dict[str, Any]]) -> Figure:
         for i, j, v in zip(yi, xi, hm, strict=True):
             if not v <= grid[i, j]:  # keep the best over graph limits (NaN compares False)
                 grid[i, j] = v
-        mesh: ScalarMappable = ax.pcolormesh(_centers_to_edges(ux), _centers_to_edges(uy),
-                             np.ma.masked_invalid(100 * np.maximum(grid, vmin)),
-                             cmap="magma", norm=norm)
+        mesh: ScalarMappable = ax.pcolormesh(
+            _centers_to_edges(ux),
+            _centers_to_edges(uy),
+            np.ma.masked_invalid(100 * np.maximum(grid, vmin)),
+            cmap="magma",
+            norm=norm,
+        )
     else:  # scattered search points (derivative-free search)
         mesh = ax.scatter(xs, ys, c=100 * np.maximum(hm, vmin), cmap="magma", norm=norm, s=30)
     fig.colorbar(mesh, ax=ax, label=label)
     best = records[0]
-    ax.plot([best["max_nodes"]], [best["max_edges"]], marker="*", ms=18, color="cyan",
-            mec="black", ls="none",
-            label=(f"optimum: {best['max_nodes']} nodes, {best['max_edges']} edges, "
-                   f"{best['max_graphs']} graphs\n(node {_pct(best['node_eff'])}, edge "
-                   f"{_pct(best['edge_eff'])}, harmonic mean {_pct(best['harmonic_mean'])})"))
+    ax.plot(
+        [best["max_nodes"]],
+        [best["max_edges"]],
+        marker="*",
+        ms=18,
+        color="cyan",
+        mec="black",
+        ls="none",
+        label=(
+            f"optimum: {best['max_nodes']} nodes, {best['max_edges']} edges, "
+            f"{best['max_graphs']} graphs\n(node {_pct(best['node_eff'])}, edge "
+            f"{_pct(best['edge_eff'])}, harmonic mean {_pct(best['harmonic_mean'])})"
+        ),
+    )
     ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
     ax.set_xlabel("node limit per pack (max nodes)")
     ax.set_ylabel("edge limit per pack (max edges)")
-    ax.set_title(f"Packing efficiency vs limits ({len(records):,} limit pairs evaluated)",
-                 fontsize=10)
+    ax.set_title(
+        f"Packing efficiency vs limits ({len(records):,} limit pairs evaluated)", fontsize=10
+    )
     return fig
 
 
@@ -215,10 +232,13 @@ def fig_strategy_comparison(comparison: Comparison) -> Figure:
     for ax in axes:
         ax.grid(axis="x", alpha=0.3)
     b = comparison.budget
-    fig.suptitle(f"Strategies at batch size {comparison.batch_size} (shared budget: {b.n_node} "
-                 f"nodes / {b.n_edge} edges / {b.n_graph} graphs"
-                 + (f", world size {comparison.world_size}" if comparison.world_size > 1 else "")
-                 + ")", fontsize=11)
+    fig.suptitle(
+        f"Strategies at batch size {comparison.batch_size} (shared budget: {b.n_node} "
+        f"nodes / {b.n_edge} edges / {b.n_graph} graphs"
+        + (f", world size {comparison.world_size}" if comparison.world_size > 1 else "")
+        + ")",
+        fontsize=11,
+    )
     return fig
 
 
@@ -248,16 +268,24 @@ def fig_graphs_per_batch(comparison: Comparison, ncols: int = 4) -> Figure:
         ax.set_yscale("log")
         ax.set_ylabel("batches (log scale)")
         ax.legend(fontsize=8, loc="upper left")
-    for ax in axes[len(ok):]:
+    for ax in axes[len(ok) :]:
         ax.set_visible(False)
-    fig.suptitle(f"Graphs per batch before padding (batch size {comparison.batch_size}, "
-                 f"one slot is the padding graph)", fontsize=11)
+    fig.suptitle(
+        f"Graphs per batch before padding (batch size {comparison.batch_size}, "
+        f"one slot is the padding graph)",
+        fontsize=11,
+    )
     return fig
 
 
 # --------------------------------------------------------------- benchmarks
-def _bench_panels(rows: Sequence[dict[str, Any]], metrics: Sequence[tuple[str, str]], title: str,
-                  ylog: Sequence[str] = (), scale: dict[str, float] | None = None) -> Figure:
+def _bench_panels(
+    rows: Sequence[dict[str, Any]],
+    metrics: Sequence[tuple[str, str]],
+    title: str,
+    ylog: Sequence[str] = (),
+    scale: dict[str, float] | None = None,
+) -> Figure:
     models = sorted({r["model"] for r in rows})
     strategies = sorted({r["strategy"] for r in rows})
     colors = strategy_colors(strategies)
@@ -269,17 +297,35 @@ def _bench_panels(rows: Sequence[dict[str, Any]], metrics: Sequence[tuple[str, s
             ax = axes[i, j]
             f = scale.get(key, 1.0)
             for k, s in enumerate(strategies):
-                pts = sorted((r for r in rows if r["model"] == model and r["strategy"] == s),
-                             key=lambda r: r["batch_size"])
+                pts = sorted(
+                    (r for r in rows if r["model"] == model and r["strategy"] == s),
+                    key=lambda r: r["batch_size"],
+                )
                 pts = [p for p in pts if math.isfinite(p[key])]
                 if not pts:
                     continue
                 x = np.array([p["batch_size"] for p in pts])
                 v = np.array([p[key] for p in pts]) * f
-                err = np.array([[p[key] - p[key + "_min"] for p in pts],
-                                [p[key + "_max"] - p[key] for p in pts]]) * f
-                ax.errorbar(x, v, yerr=err, marker=_MARKERS[k % len(_MARKERS)], ms=5, capsize=3,
-                            ls=_LINES[k % len(_LINES)], color=colors[s], label=s)
+                err = (
+                    np.array(
+                        [
+                            [p[key] - p[key + "_min"] for p in pts],
+                            [p[key + "_max"] - p[key] for p in pts],
+                        ]
+                    )
+                    * f
+                )
+                ax.errorbar(
+                    x,
+                    v,
+                    yerr=err,
+                    marker=_MARKERS[k % len(_MARKERS)],
+                    ms=5,
+                    capsize=3,
+                    ls=_LINES[k % len(_LINES)],
+                    color=colors[s],
+                    label=s,
+                )
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted({r["batch_size"] for r in rows}))
             ax.get_xaxis().set_major_formatter("{x:.0f}")
@@ -303,24 +349,36 @@ def _bench_panels(rows: Sequence[dict[str, Any]], metrics: Sequence[tuple[str, s
 
 def fig_bench_timing(rows: Sequence[dict[str, Any]]) -> Figure:
     """Median step, update and batching time (ms) and throughput (graphs/s) vs batch size."""
-    return _bench_panels(rows, [("step_ms_median", "median step time (ms)"),
-                                ("update_ms_median", "median update time (ms)"),
-                                ("batching_ms_median", "median batching time (ms)"),
-                                ("graphs_per_s", "throughput (graphs/s)")],
-                         "Training-step timing")
+    return _bench_panels(
+        rows,
+        [
+            ("step_ms_median", "median step time (ms)"),
+            ("update_ms_median", "median update time (ms)"),
+            ("batching_ms_median", "median batching time (ms)"),
+            ("graphs_per_s", "throughput (graphs/s)"),
+        ],
+        "Training-step timing",
+    )
 
 
 def fig_bench_compile(rows: Sequence[dict[str, Any]]) -> Figure:
     """Compilations (log) and total compilation time (s) vs batch size."""
-    return _bench_panels(rows, [("compiles", "compilations (log)"),
-                                ("compile_s", "compilation time (s)")],
-                         "Compilation", ylog=("compiles",))
+    return _bench_panels(
+        rows,
+        [("compiles", "compilations (log)"), ("compile_s", "compilation time (s)")],
+        "Compilation",
+        ylog=("compiles",),
+    )
 
 
 def fig_bench_memory(rows: Sequence[dict[str, Any]]) -> Figure:
     """Peak memory (MiB) vs batch size."""
-    return _bench_panels(rows, [("peak_mem_bytes", "peak memory (MiB)")], "Peak memory",
-                         scale={"peak_mem_bytes": 1.0 / _MIB})
+    return _bench_panels(
+        rows,
+        [("peak_mem_bytes", "peak memory (MiB)")],
+        "Peak memory",
+        scale={"peak_mem_bytes": 1.0 / _MIB},
+    )
 
 
 def fig_tune_fit(models: dict[str, Any]) -> Figure:
@@ -344,24 +402,50 @@ def fig_tune_fit(models: dict[str, Any]) -> Figure:
         pred = np.array([m.step_ms(p.shape) for p in probes])
         order = np.argsort(edges, kind="stable")
         ax = axes[0]
-        ax.errorbar(edges, meas, yerr=[meas - lo, hi - meas], fmt=marker, color=color,
-                    ms=5, capsize=2, label=f"{mode}: measured")
-        ax.plot(edges[order], pred[order], _LINES[k % len(_LINES)], color=color, lw=1,
-                label=f"{mode}: fitted")
+        ax.errorbar(
+            edges,
+            meas,
+            yerr=[meas - lo, hi - meas],
+            fmt=marker,
+            color=color,
+            ms=5,
+            capsize=2,
+            label=f"{mode}: measured",
+        )
+        ax.plot(
+            edges[order],
+            pred[order],
+            _LINES[k % len(_LINES)],
+            color=color,
+            lw=1,
+            label=f"{mode}: fitted",
+        )
         loo = np.asarray(m.time.loo_rel_errors, np.float64)
         if loo.size == len(probes):
-            axes[1].scatter(edges, 100 * loo, marker=marker, color=color,
-                            label=f"{mode} (median |err| {100 * np.median(np.abs(loo)):.1f}%)")
+            axes[1].scatter(
+                edges,
+                100 * loo,
+                marker=marker,
+                color=color,
+                label=f"{mode} (median |err| {100 * np.median(np.abs(loo)):.1f}%)",
+            )
         if with_memory and m.memory is not None and all(p.peak_bytes for p in probes):
             peaks = np.array([p.peak_bytes for p in probes], np.float64) / _MIB
             mpred = np.array([m.peak_bytes(p.shape) for p in probes], np.float64) / _MIB
             axes[2].scatter(edges, peaks, marker=marker, color=color, label=f"{mode}: measured")
-            axes[2].plot(edges[order], mpred[order], _LINES[k % len(_LINES)], color=color,
-                         lw=1, label=f"{mode}: fitted + margin")
+            axes[2].plot(
+                edges[order],
+                mpred[order],
+                _LINES[k % len(_LINES)],
+                color=color,
+                lw=1,
+                label=f"{mode}: fitted + margin",
+            )
     axes[0].set(xlabel="padded edges", ylabel="step time (ms)", title="step time vs probes")
     axes[1].axhline(0, color="0.5", lw=0.8)
-    axes[1].set(xlabel="padded edges", ylabel="held-out error (%)",
-                title="leave-one-out prediction error")
+    axes[1].set(
+        xlabel="padded edges", ylabel="held-out error (%)", title="leave-one-out prediction error"
+    )
     if with_memory:
         axes[2].set(xlabel="padded edges", ylabel="peak memory (MiB)", title="peak memory")
     for ax in axes:

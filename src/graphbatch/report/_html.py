@@ -111,8 +111,12 @@ class HtmlPage:
             "</figure>"
         )
 
-    def table(self, rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]],
-              table_id: str | None = None) -> None:
+    def table(
+        self,
+        rows: Sequence[dict[str, Any]],
+        columns: Sequence[tuple[str, str]],
+        table_id: str | None = None,
+    ) -> None:
         """``columns``: ``(key, header)`` pairs; numbers right-aligned, NaN/None shown as ``–``."""
         tid = f' id="{html.escape(table_id)}"' if table_id else ""
         head = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
@@ -124,12 +128,15 @@ class HtmlPage:
                 cls = ' class="num"' if num else ""
                 cells.append(f"<td{cls}>{html.escape(text)}</td>")
             body.append("<tr>" + "".join(cells) + "</tr>")
-        self._parts.append(f"<table{tid}><thead><tr>{head}</tr></thead><tbody>"
-                           + "".join(body) + "</tbody></table>")
+        self._parts.append(
+            f"<table{tid}><thead><tr>{head}</tr></thead><tbody>"
+            + "".join(body)
+            + "</tbody></table>"
+        )
 
     def render(self) -> str:
         return (
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(self.title)}</title>"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>{_CSS}</style><script>{_SCRIPT}</script></head>"

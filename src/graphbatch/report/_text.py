@@ -18,8 +18,10 @@ def comparison_table(comparison: Comparison) -> str:
             rows.append({header: row.get(key) for key, header in columns})
     text = format_table(rows, [h for _, h in columns])
     b = comparison.budget
-    text += (f"\nshared budget: {b.n_node} nodes / {b.n_edge} edges / {b.n_graph} graphs; "
-             f"batch cost unit: {comparison.cost_unit}")
+    text += (
+        f"\nshared budget: {b.n_node} nodes / {b.n_edge} edges / {b.n_graph} graphs; "
+        f"batch cost unit: {comparison.cost_unit}"
+    )
     for r in comparison.results:
         if not r.ok:
             text += f"\nFAILED {r.label}: {r.error}"

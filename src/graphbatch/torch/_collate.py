@@ -65,15 +65,26 @@ class PadContext:
             setattr(self, k, v)
 
     def __repr__(self) -> str:
-        return (f"PadContext(key={self.key!r}, shape={self.shape}, num_real={self.num_real}, "
-                f"block_shape={self.block_shape}, spacing={self.spacing})")
+        return (
+            f"PadContext(key={self.key!r}, shape={self.shape}, num_real={self.num_real}, "
+            f"block_shape={self.block_shape}, spacing={self.spacing})"
+        )
 
 
 class CollatedParts:
     """Result of `collate_tensors` before it is wrapped into a PyG ``Batch`` or a dict."""
 
-    __slots__ = ("fields", "node_ptr", "edge_ptr", "num_real", "shape", "schema",
-                 "node_counts", "incs", "graph_index")
+    __slots__ = (
+        "fields",
+        "node_ptr",
+        "edge_ptr",
+        "num_real",
+        "shape",
+        "schema",
+        "node_counts",
+        "incs",
+        "graph_index",
+    )
 
     def __init__(self, **kw) -> None:
         for k, v in kw.items():
@@ -166,9 +177,23 @@ def _first_mismatch(sizes: list[int], expected: list[int]) -> int:
 class _Checked:
     """What `_check_batch` established about a batch: counts, pointers and each field's values."""
 
-    __slots__ = ("shape", "graph_index", "schema", "values", "g_real", "n_real", "e_real",
-                 "node_counts", "edge_counts", "counts_n", "node_ptr", "edge_ptr", "geometric",
-                 "cutoff", "position_key")
+    __slots__ = (
+        "shape",
+        "graph_index",
+        "schema",
+        "values",
+        "g_real",
+        "n_real",
+        "e_real",
+        "node_counts",
+        "edge_counts",
+        "counts_n",
+        "node_ptr",
+        "edge_ptr",
+        "geometric",
+        "cutoff",
+        "position_key",
+    )
 
     def __init__(self, **kw) -> None:
         for k, v in kw.items():
@@ -193,9 +218,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     if graph_index is not None:
         graph_index = np.asarray(graph_index, dtype=np.int64).reshape(-1)
         if graph_index.shape[0] != g_real:
-            raise InputError(
-                f"graph_index has {graph_index.shape[0]} entries for {g_real} graphs"
-            )
+            raise InputError(f"graph_index has {graph_index.shape[0]} entries for {g_real} graphs")
     if schema is None:
         if not graphs:
             raise InputError("an empty batch (no real graph) needs an explicit schema")
@@ -214,16 +237,25 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
 
     # ---- per-graph counts from the structural fields
     maps = _mappings(graphs)
-    values = {key: (_count_values(graphs, key, maps) if spec.count else
-                    _values(graphs, key, graph_index, maps)) for key, spec in schema.items()}
+    values = {
+        key: (
+            _count_values(graphs, key, maps)
+            if spec.count
+            else _values(graphs, key, graph_index, maps)
+        )
+        for key, spec in schema.items()
+    }
     ei_vals = values[EDGE_INDEX]
     try:
         edge_counts = [v.shape[1] for v in ei_vals]
         if any(v.dim() != 2 or v.shape[0] != 2 for v in ei_vals):
             raise IndexError
     except (IndexError, AttributeError):
-        i = next(i for i, v in enumerate(ei_vals)
-                 if not isinstance(v, torch.Tensor) or v.dim() != 2 or v.shape[0] != 2)
+        i = next(
+            i
+            for i, v in enumerate(ei_vals)
+            if not isinstance(v, torch.Tensor) or v.dim() != 2 or v.shape[0] != 2
+        )
         raise InputError(
             f"{_label(i, graph_index)}: edge_index must be a tensor of shape [2, E], got "
             f"{_shape_of(ei_vals[i])}"
@@ -233,7 +265,9 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
         d = schema[anchor].cat_dim
         node_counts = _sizes(values[anchor], d, anchor, graph_index)
     else:
-        node_counts = [int(g["num_nodes"] if isinstance(g, Mapping) else g.num_nodes) for g in graphs]
+        node_counts = [
+            int(g["num_nodes"] if isinstance(g, Mapping) else g.num_nodes) for g in graphs
+        ]
     n_real = sum(node_counts)
     e_real = sum(edge_counts)
     where = "" if graph_index is None else f" (dataset indices {graph_index[:8].tolist()}...)"
@@ -246,8 +280,13 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
             continue
         vals = values[key]
         if spec.count:
-            _check_counts(vals, key, node_counts if spec.count == "node" else edge_counts,
-                          spec.count, graph_index)
+            _check_counts(
+                vals,
+                key,
+                node_counts if spec.count == "node" else edge_counts,
+                spec.count,
+                graph_index,
+            )
             continue
         expected["graph"] = [spec.rows] * g_real
         if spec.cat_dim is None:
@@ -256,8 +295,11 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
         sizes = _sizes(vals, spec.cat_dim, key, graph_index)
         if sizes != expected[spec.level]:
             i = _first_mismatch(sizes, expected[spec.level])
-            source = {"node": f"its node-level field {anchor!r}" if anchor else "num_nodes",
-                      "edge": "its edge_index", "graph": "a graph-level field"}[spec.level]
+            source = {
+                "node": f"its node-level field {anchor!r}" if anchor else "num_nodes",
+                "edge": "its edge_index",
+                "graph": "a graph-level field",
+            }[spec.level]
             raise InputError(
                 f"{_label(i, graph_index)}: mismatched attribute sizes: {spec.level}-level "
                 f"field {key!r} has {sizes[i]} entries along dim {spec.cat_dim}, but {source} "
@@ -268,11 +310,21 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     counts_n, node_ptr = slot_counts(node_counts, n_node - n_real, n_graph, owner)
     _, edge_ptr = slot_counts(edge_counts, n_edge - e_real, n_graph, owner)
     return _Checked(
-        shape=(n_node, n_edge, n_graph), graph_index=graph_index, schema=schema, values=values,
-        g_real=g_real, n_real=n_real, e_real=e_real, node_counts=node_counts,
-        edge_counts=edge_counts, counts_n=counts_n, node_ptr=node_ptr, edge_ptr=edge_ptr,
+        shape=(n_node, n_edge, n_graph),
+        graph_index=graph_index,
+        schema=schema,
+        values=values,
+        g_real=g_real,
+        n_real=n_real,
+        e_real=e_real,
+        node_counts=node_counts,
+        edge_counts=edge_counts,
+        counts_n=counts_n,
+        node_ptr=node_ptr,
+        edge_ptr=edge_ptr,
         geometric=cutoff is not None or _has_float_positions(schema, values, position_key),
-        cutoff=cutoff, position_key=position_key,
+        cutoff=cutoff,
+        position_key=position_key,
     )
 
 
@@ -320,28 +372,42 @@ def _spacing(c: _Checked, cache: dict) -> float | None:
             cache["spacing"] = c.cutoff
         else:
             vals = c.values[c.position_key]
-            pos = (torch.cat(vals, dim=0).detach().cpu().double().numpy() if vals
-                   else np.zeros((0, 1)))
+            pos = (
+                torch.cat(vals, dim=0).detach().cpu().double().numpy() if vals else np.zeros((0, 1))
+            )
             cache["spacing"] = padding_spacing(pos, None)
     return cache["spacing"]
 
 
-def _pad_block(key: str, spec: FieldSpec, pad_shape: list, dtype, c: _Checked,
-               cache: dict) -> torch.Tensor:
+def _pad_block(
+    key: str, spec: FieldSpec, pad_shape: list, dtype, c: _Checked, cache: dict
+) -> torch.Tensor:
     """The padding block of one field: ``spec.pad`` as a number, a tensor broadcast to each
     padding item, or a callable of a `PadContext`."""
     pad = spec.pad
     if callable(pad) and not isinstance(pad, torch.Tensor):
-        pad = pad(PadContext(key=key, spec=spec, shape=c.shape,
-                             num_real=(c.g_real, c.n_real, c.e_real),
-                             block_shape=tuple(pad_shape), spacing=_spacing(c, cache),
-                             dtype=dtype))
+        pad = pad(
+            PadContext(
+                key=key,
+                spec=spec,
+                shape=c.shape,
+                num_real=(c.g_real, c.n_real, c.e_real),
+                block_shape=tuple(pad_shape),
+                spacing=_spacing(c, cache),
+                dtype=dtype,
+            )
+        )
     if not isinstance(pad, torch.Tensor):
         return torch.full(pad_shape, pad, dtype=dtype)
     pad = pad.to(dtype)
     try:
-        if spec.level == "graph" and spec.cat_dim is not None and spec.rows > 1 \
-                and pad.dim() == len(pad_shape) and pad.shape[spec.cat_dim] == spec.rows:
+        if (
+            spec.level == "graph"
+            and spec.cat_dim is not None
+            and spec.rows > 1
+            and pad.dim() == len(pad_shape)
+            and pad.shape[spec.cat_dim] == spec.rows
+        ):
             # one padding item (e.g. a [3, 3] cell) repeated for every padding graph
             reps = [1] * pad.dim()
             reps[spec.cat_dim] = pad_shape[spec.cat_dim] // spec.rows
@@ -382,12 +448,16 @@ def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
                 per_graph = torch.from_numpy(c.node_ptr[:g_real])
             else:
                 per_graph = torch.as_tensor(
-                    [int(g.__inc__(key, v)) for g, v in zip(graphs, vals, strict=False)], dtype=torch.int64
+                    [int(g.__inc__(key, v)) for g, v in zip(graphs, vals, strict=False)],
+                    dtype=torch.int64,
                 )
             inc_full = torch.zeros(n_graph, dtype=torch.int64)
             inc_full[:g_real] = per_graph
-            counts = c.node_counts if spec.level == "node" else (
-                c.edge_counts if spec.level == "edge" else [spec.rows] * g_real)
+            counts = (
+                c.node_counts
+                if spec.level == "node"
+                else (c.edge_counts if spec.level == "edge" else [spec.rows] * g_real)
+            )
             inc_vec = torch.repeat_interleave(
                 per_graph, torch.as_tensor(counts), output_size=int(real.shape[d])
             ).to(real.dtype)
@@ -401,17 +471,20 @@ def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
     if spec.inc == "node":
         if spec.level == "edge" and real.dim() == 2 and real.shape[1 - cat_d] == 2:
             if "pad_ei" not in cache:
-                cache["pad_ei"] = torch.from_numpy(padding_edge_index(
-                    c.n_real, n_node, n_edge - c.e_real, spread=c.geometric))
+                cache["pad_ei"] = torch.from_numpy(
+                    padding_edge_index(c.n_real, n_node, n_edge - c.e_real, spread=c.geometric)
+                )
             block = cache["pad_ei"].to(real.dtype)
             block = block if cat_d == 1 else block.t()
         else:
             block = torch.full(pad_shape, c.n_real, dtype=real.dtype)
     elif c.geometric and key == c.position_key:
         pos = real.detach().cpu().double().numpy()
-        block = torch.from_numpy(
-            padding_node_positions(pos, missing, _spacing(c, cache))
-        ).to(real.dtype).reshape(pad_shape)
+        block = (
+            torch.from_numpy(padding_node_positions(pos, missing, _spacing(c, cache)))
+            .to(real.dtype)
+            .reshape(pad_shape)
+        )
     else:
         block = _pad_block(key, spec, pad_shape, real.dtype, c, cache)
     return torch.cat([real, block], dim=cat_d), inc_full
@@ -468,7 +541,9 @@ def _empty(spec: FieldSpec, key: str) -> torch.Tensor:
     if spec.cat_dim is None:
         return torch.empty((0,) + tuple(spec.shape), dtype=spec.dtype)
     d = spec.cat_dim % len(spec.shape)
-    return torch.empty(tuple(0 if j == d else s for j, s in enumerate(spec.shape)), dtype=spec.dtype)
+    return torch.empty(
+        tuple(0 if j == d else s for j, s in enumerate(spec.shape)), dtype=spec.dtype
+    )
 
 
 def structure(parts: CollatedParts) -> dict[str, torch.Tensor]:
@@ -501,7 +576,11 @@ def collate_dict(
     ``graph_index`` ``[n_graph]`` (-1 for padding graphs) and ``num_graphs`` (``n_graph``, int).
     """
     parts = collate_parts(
-        graphs, shape, graph_index=graph_index, cutoff=cutoff, schema=schema,
+        graphs,
+        shape,
+        graph_index=graph_index,
+        cutoff=cutoff,
+        schema=schema,
         position_key=position_key,
     )
     out = dict(parts.fields)

@@ -31,8 +31,15 @@ from .._errors import InputTypeError, PlanMismatchError
 from .._plan import BatchPlan
 from .._sizes import GraphSizes
 
-__all__ = ["COMPONENTS", "PlanMismatchError", "check_plan_consistency", "consistency_digests",
-           "plan_digest", "sizes_digest", "torch_gather"]
+__all__ = [
+    "COMPONENTS",
+    "PlanMismatchError",
+    "check_plan_consistency",
+    "consistency_digests",
+    "plan_digest",
+    "sizes_digest",
+    "torch_gather",
+]
 
 
 def torch_gather(group: Any = None) -> Callable[[np.ndarray], np.ndarray]:
@@ -92,8 +99,9 @@ def consistency_digests(source: Any, extra: Mapping[str, Any] | None = None) -> 
     }
 
 
-def check_plan_consistency(source: Any, *, group: Any = None,
-                           extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+def check_plan_consistency(
+    source: Any, *, group: Any = None, extra: Mapping[str, Any] | None = None
+) -> dict[str, str]:
     """All-gather `consistency_digests` over ``group`` (default: the default process group) and
     raise `PlanMismatchError` on every rank if any component differs between ranks, if a
     loader's plan is for another world size than the group's, if loader ranks are not the
@@ -111,9 +119,13 @@ def check_plan_consistency(source: Any, *, group: Any = None,
         raise RuntimeError("check_plan_consistency needs an initialised torch.distributed group")
     plan, _, loader_rank, start = _source_parts(source)
     digests = consistency_digests(source, extra)
-    row = digest_row(digests, loader_rank=loader_rank, plan_world=plan.world_size,
-                     epoch=int(plan.meta.get("epoch", -1)), start=start)
+    row = digest_row(
+        digests,
+        loader_rank=loader_rank,
+        plan_world=plan.world_size,
+        epoch=int(plan.meta.get("epoch", -1)),
+        start=start,
+    )
     rows = torch_gather(group)(row)
     check_rows(rows, world=rows.shape[0], epoch=plan.meta.get("epoch"))
     return digests
-

@@ -92,8 +92,14 @@ class _PlannedDataset(Dataset):
 class PlanCollater:
     """``collate_fn`` for a DataLoader over `PlannedBatch` index lists (picklable for workers)."""
 
-    def __init__(self, schema: Schema, *, cutoff: float | None = None, position_key: str = "pos",
-                 as_dict: bool = False) -> None:
+    def __init__(
+        self,
+        schema: Schema,
+        *,
+        cutoff: float | None = None,
+        position_key: str = "pos",
+        as_dict: bool = False,
+    ) -> None:
         self.schema = schema
         self.cutoff = check_cutoff(cutoff)
         self.position_key = position_key
@@ -119,12 +125,15 @@ def _plan_sampler_of(batch_sampler: Any) -> PlanBatchSampler:
     Lightning's prediction wrapper, which keeps it as ``_batch_sampler``)."""
     seen = 0
     while not isinstance(batch_sampler, PlanBatchSampler) and seen < 4:
-        batch_sampler = getattr(batch_sampler, "_batch_sampler",
-                                getattr(batch_sampler, "batch_sampler", None))
+        batch_sampler = getattr(
+            batch_sampler, "_batch_sampler", getattr(batch_sampler, "batch_sampler", None)
+        )
         seen += 1
     if not isinstance(batch_sampler, PlanBatchSampler):
-        raise InputTypeError("PlanLoader needs batch_sampler= a PlanBatchSampler (build it with "
-                        "graphbatch.torch.loader)")
+        raise InputTypeError(
+            "PlanLoader needs batch_sampler= a PlanBatchSampler (build it with "
+            "graphbatch.torch.loader)"
+        )
     return batch_sampler
 
 
@@ -154,16 +163,24 @@ class PlanLoader(DataLoader):
     consistency check (``verify_plan``, see `PlanBatchSampler`).
     """
 
-    def __init__(self, dataset: Any, batch_sampler: Any = None,
-                 collate_fn: PlanCollater | StoreCollater | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        batch_sampler: Any = None,
+        collate_fn: PlanCollater | StoreCollater | None = None,
+        **kwargs: Any,
+    ) -> None:
         plan_sampler = _plan_sampler_of(batch_sampler)
         if not callable(collate_fn):
             raise InputTypeError("PlanLoader needs collate_fn= a PlanCollater")
-        super().__init__(_PlannedDataset.wrap(dataset), batch_sampler=batch_sampler,
-                         # torch types collate_fn as taking a list; ours take the
-                         # (PlannedBatch, graphs) pair _PlannedDataset.__getitems__ returns
-                         collate_fn=collate_fn,  # type: ignore[arg-type]
-                         **kwargs)
+        super().__init__(
+            _PlannedDataset.wrap(dataset),
+            batch_sampler=batch_sampler,
+            # torch types collate_fn as taking a list; ours take the
+            # (PlannedBatch, graphs) pair _PlannedDataset.__getitems__ returns
+            collate_fn=collate_fn,  # type: ignore[arg-type]
+            **kwargs,
+        )
         self.plan_sampler = plan_sampler
         plan_sampler.counted_by_loader = True
         # DataLoader sets `sampler` to a SequentialSampler it never uses once a batch_sampler is
@@ -247,12 +264,14 @@ class PlanLoader(DataLoader):
         gives exactly the next batch (see `PlanBatchSampler.state_dict`)."""
         return self.plan_sampler.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any], *,
-                        allow_missing_fingerprint: bool = False) -> None:
+    def load_state_dict(
+        self, state: dict[str, Any], *, allow_missing_fingerprint: bool = False
+    ) -> None:
         """Continue from ``state`` (see `PlanBatchSampler.load_state_dict`: a state without a
         plan fingerprint needs ``allow_missing_fingerprint=True``)."""
-        self.plan_sampler.load_state_dict(state,
-                                          allow_missing_fingerprint=allow_missing_fingerprint)
+        self.plan_sampler.load_state_dict(
+            state, allow_missing_fingerprint=allow_missing_fingerprint
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -285,18 +304,38 @@ class _GeneratorState:
 
 _DL_SIGNATURE = inspect.signature(DataLoader.__init__).parameters
 #: DataLoader arguments `loader` passes through (everything but what the plan decides).
-DATALOADER_ARGS = tuple(k for k in _DL_SIGNATURE if k not in (
-    "self", "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "collate_fn",
-    "drop_last"))
-_PLAN_DECIDES = {"sampler": "the plan orders the graphs", "batch_sampler": "the plan is the "
-                 "batch sampler", "collate_fn": "batches are collated to the plan's shapes "
-                 "(use as_dict/schema)", "drop_last": "every graph is used once per epoch"}
+DATALOADER_ARGS = tuple(
+    k
+    for k in _DL_SIGNATURE
+    if k
+    not in (
+        "self",
+        "dataset",
+        "batch_size",
+        "shuffle",
+        "sampler",
+        "batch_sampler",
+        "collate_fn",
+        "drop_last",
+    )
+)
+_PLAN_DECIDES = {
+    "sampler": "the plan orders the graphs",
+    "batch_sampler": "the plan is the batch sampler",
+    "collate_fn": "batches are collated to the plan's shapes (use as_dict/schema)",
+    "drop_last": "every graph is used once per epoch",
+}
 
 
 def _has_positions(schema: Schema, position_key: str) -> bool:
     spec = schema.get(position_key)
-    return (spec is not None and spec.level == "node" and spec.kind == "tensor"
-            and spec.dtype is not None and spec.dtype.is_floating_point)
+    return (
+        spec is not None
+        and spec.level == "node"
+        and spec.kind == "tensor"
+        and spec.dtype is not None
+        and spec.dtype.is_floating_point
+    )
 
 
 def loader(
@@ -374,7 +413,9 @@ def loader(
     positions differ (docs/distributed.md). ``False`` skips it.
     """
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
-        raise InputTypeError(f"dataset must be map-style (len and [i]), got {type(dataset).__name__}")
+        raise InputTypeError(
+            f"dataset must be map-style (len and [i]), got {type(dataset).__name__}"
+        )
     dl_kwargs = {k: options.pop(k) for k in list(options) if k in DATALOADER_ARGS}
     for k in list(options):
         if k in _PLAN_DECIDES:
@@ -397,9 +438,11 @@ def loader(
     view = None
     if preset is not None and store is not None:
         if preset.store_reader is None:
-            raise InputTypeError(f"preset {preset.name!r} reads datasets of graph objects, not a "
-                            "GraphStore; wrap the store (e.g. graphbatch.atomistic.MACEGraphs"
-                            "(store.to_torch(), ...)) or use a preset with a store reader")
+            raise InputTypeError(
+                f"preset {preset.name!r} reads datasets of graph objects, not a "
+                "GraphStore; wrap the store (e.g. graphbatch.atomistic.MACEGraphs"
+                "(store.to_torch(), ...)) or use a preset with a store reader"
+            )
         view = preset.store_reader.for_store(store)  # checks the store's fields first
         position_key = view.position_key or position_key
     if schema is None and store is not None:
@@ -439,12 +482,11 @@ def loader(
             )
     if store is not None:
         collater: PlanCollater | StoreCollater = StoreCollater(
-            store, schema, cutoff=cutoff, position_key=position_key,
-            as_dict=as_dict, view=view)
+            store, schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict, view=view
+        )
         dataset = StoreIndices(store)
     else:
-        collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key,
-                                as_dict=as_dict)
+        collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict)
     if dl_kwargs.get("generator") is None:
         # the DataLoader draws its workers' base seed from this generator, not from torch's
         # global RNG: iterating the loader leaves the global RNG (model init, dropout) untouched
@@ -452,6 +494,8 @@ def loader(
     if "num_workers" in dl_kwargs:
         dl_kwargs["num_workers"] = as_nonnegative_int(dl_kwargs["num_workers"], "num_workers")
     if dl_kwargs.get("timeout") and not dl_kwargs.get("num_workers"):
-        raise InputError(f"timeout={dl_kwargs['timeout']} needs num_workers > 0 (the DataLoader "
-                         "waits for workers only)")
+        raise InputError(
+            f"timeout={dl_kwargs['timeout']} needs num_workers > 0 (the DataLoader "
+            "waits for workers only)"
+        )
     return PlanLoader(dataset, batch_sampler=sampler, collate_fn=collater, **dl_kwargs)

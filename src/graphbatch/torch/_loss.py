@@ -38,8 +38,9 @@ def masked_mean(
             "dimension, with a 1-D mask"
         )
     per_entry = values.reshape(values.shape[0], -1).mean(dim=1) if values.dim() > 1 else values
-    total = torch.where(mask, per_entry, torch.zeros((), dtype=per_entry.dtype,
-                                                     device=per_entry.device)).sum()
+    total = torch.where(
+        mask, per_entry, torch.zeros((), dtype=per_entry.dtype, device=per_entry.device)
+    ).sum()
     count = mask.sum().to(per_entry.dtype)
     scale = 1.0
     if distributed is None:

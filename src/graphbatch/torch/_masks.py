@@ -15,8 +15,16 @@ import torch
 
 from .._errors import InputError, InputTypeError
 
-__all__ = ["PaddingMasks", "active_masks", "batch_edges", "mask_for_rows", "masks_of",
-           "padding_masks", "push_masks", "pop_masks"]
+__all__ = [
+    "PaddingMasks",
+    "active_masks",
+    "batch_edges",
+    "mask_for_rows",
+    "masks_of",
+    "padding_masks",
+    "push_masks",
+    "pop_masks",
+]
 
 
 class PaddingMasks(NamedTuple):
@@ -46,8 +54,9 @@ def masks_of(batch) -> PaddingMasks | None:
     node = _get(batch, "node_mask")
     if not isinstance(node, torch.Tensor):
         return None
-    return PaddingMasks(node, _get(batch, "edge_mask"), _get(batch, "graph_mask"),
-                        _get(batch, "edge_index"))
+    return PaddingMasks(
+        node, _get(batch, "edge_mask"), _get(batch, "graph_mask"), _get(batch, "edge_index")
+    )
 
 
 @contextmanager
@@ -55,8 +64,10 @@ def padding_masks(batch) -> Iterator[PaddingMasks]:
     """Make ``batch``'s padding masks the active ones inside the ``with`` block (nestable)."""
     masks = batch if isinstance(batch, PaddingMasks) else masks_of(batch)
     if masks is None:
-        raise InputTypeError(f"padding_masks needs a padded batch with node_mask/edge_mask/graph_mask, "
-                        f"got {type(batch).__name__}")
+        raise InputTypeError(
+            f"padding_masks needs a padded batch with node_mask/edge_mask/graph_mask, "
+            f"got {type(batch).__name__}"
+        )
     _ACTIVE.append(masks)
     try:
         yield masks
@@ -98,8 +109,10 @@ def batch_edges(pos: torch.Tensor, batch: torch.Tensor | None = None):
     """
     masks = active_masks()
     if masks is None or masks.edge_index is None:
-        raise RuntimeError("batch_edges needs an active batch: call the model inside "
-                           "`with graphbatch.torch.padding_masks(batch):`")
+        raise RuntimeError(
+            "batch_edges needs an active batch: call the model inside "
+            "`with graphbatch.torch.padding_masks(batch):`"
+        )
     edge_index = masks.edge_index
     return edge_index, (pos[edge_index[0]] - pos[edge_index[1]]).norm(dim=-1)
 

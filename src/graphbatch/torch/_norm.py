@@ -49,10 +49,19 @@ class MaskedBatchNorm(_BatchNorm):
     of ``process_group`` (sums and counts all-reduced, differentiably), like ``SyncBatchNorm``.
     """
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
-                 affine: bool = True, track_running_stats: bool = True, *, sync: bool = False,
-                 process_group: Any = None, device: torch.device | str | None = None,
-                 dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        *,
+        sync: bool = False,
+        process_group: Any = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
         self.sync = bool(sync)
         self.process_group = process_group
@@ -73,8 +82,8 @@ class MaskedBatchNorm(_BatchNorm):
         use_batch_stats = self.training or self.running_mean is None
         if not use_batch_stats:
             return torch.nn.functional.batch_norm(
-                x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0,
-                self.eps)
+                x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps
+            )
         if mask is None:
             mask = mask_for_rows(x.shape[0])
         if mask is None:
@@ -84,8 +93,9 @@ class MaskedBatchNorm(_BatchNorm):
                 "convert_masked_norm's hook find the batch among the model's arguments"
             )
         if mask.dtype != torch.bool or mask.shape != (x.shape[0],):
-            raise InputError(f"mask must be bool [{x.shape[0]}], got {mask.dtype} "
-                             f"{tuple(mask.shape)}")
+            raise InputError(
+                f"mask must be bool [{x.shape[0]}], got {mask.dtype} {tuple(mask.shape)}"
+            )
         dims = [0, *range(2, x.dim())]
         shape = [1, -1] + [1] * (x.dim() - 2)
         m = mask.to(x.dtype).view([-1] + [1] * (x.dim() - 1))
@@ -102,7 +112,7 @@ class MaskedBatchNorm(_BatchNorm):
             count = sums[2 * c]
             denom = count.clamp(min=1)
             mean = sums[:c] / denom
-            var = (sums[c: 2 * c] / denom - mean * mean).clamp(min=0)
+            var = (sums[c : 2 * c] / denom - mean * mean).clamp(min=0)
             centred = x - mean.view(shape)
         else:
             denom = count.clamp(min=1)
@@ -139,8 +149,9 @@ def _masks_hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
     return None
 
 
-def _pop_hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-              output: Any) -> None:
+def _pop_hook(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+) -> None:
     pop_masks()
     return None
 
@@ -166,10 +177,17 @@ def _swap(module: torch.nn.Module, pyg: dict[type, type]) -> torch.nn.Module:
         return module
     sync = isinstance(module, torch.nn.SyncBatchNorm)
     if isinstance(module, (torch.nn.SyncBatchNorm, torch.nn.BatchNorm1d)) and not isinstance(
-            module, MaskedBatchNorm):
-        new = MaskedBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
-                              module.track_running_stats, sync=sync,
-                              process_group=getattr(module, "process_group", None))
+        module, MaskedBatchNorm
+    ):
+        new = MaskedBatchNorm(
+            module.num_features,
+            module.eps,
+            module.momentum,
+            module.affine,
+            module.track_running_stats,
+            sync=sync,
+            process_group=getattr(module, "process_group", None),
+        )
         new.train(module.training)
         with torch.no_grad():
             if module.affine:

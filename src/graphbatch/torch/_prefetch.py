@@ -53,8 +53,14 @@ class Prefetcher(_CorePrefetcher):
     on the loader before the first ``next`` takes effect (the batches made ahead are dropped).
     """
 
-    def __init__(self, source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False,
-                 transform: Callable[[Any], Any] | None = None) -> None:
+    def __init__(
+        self,
+        source: Iterable[Any],
+        depth: int = 2,
+        *,
+        pin_memory: bool = False,
+        transform: Callable[[Any], Any] | None = None,
+    ) -> None:
         depth = as_positive_int(depth, "prefetch depth")  # checked before a pass starts
         if transform is not None and not callable(transform):
             raise InputTypeError(f"transform must be callable, got {type(transform).__name__}")
@@ -99,8 +105,13 @@ class Prefetcher(_CorePrefetcher):
         return item
 
 
-def prefetch(source: Iterable[Any], depth: int = 2, *, pin_memory: bool = False,
-             transform: Callable[[Any], Any] | None = None) -> Prefetcher:
+def prefetch(
+    source: Iterable[Any],
+    depth: int = 2,
+    *,
+    pin_memory: bool = False,
+    transform: Callable[[Any], Any] | None = None,
+) -> Prefetcher:
     """``Prefetcher(source, depth, pin_memory=..., transform=...)``: iterate ``source`` in a
     background thread.
 

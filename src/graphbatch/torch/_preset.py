@@ -67,8 +67,9 @@ class Preset:
         object.__setattr__(self, "cutoff", check_cutoff(self.cutoff))
         for key, what in self.counts.items():
             if what not in ("node", "edge"):
-                raise InputError(f"preset count field {key!r} must count 'node' or 'edge', "
-                                 f"got {what!r}")
+                raise InputError(
+                    f"preset count field {key!r} must count 'node' or 'edge', got {what!r}"
+                )
 
     def schema_for(self, graphs: Sequence[Any]) -> Schema:
         """The schema of ``graphs`` (inferred) with this preset's pads and count fields."""
@@ -82,14 +83,20 @@ class Preset:
                 fields[key] = FieldSpec("graph", None, dtype=torch.int64, shape=(), count=what)
             else:
                 if spec.kind != "tensor" or spec.level != "graph" or spec.rows != 1:
-                    raise InputError(f"field {key!r} cannot hold one {what} count per graph: "
-                                     f"{spec}")
+                    raise InputError(
+                        f"field {key!r} cannot hold one {what} count per graph: {spec}"
+                    )
                 fields[key] = replace(spec, count=what, inc="none", pad=0)
         return Schema(fields)
 
-    def collate(self, graphs: Sequence[Any], shape: tuple[int, int, int] | Sequence[int], *,
-                schema: Schema | None = None,
-                graph_index: Any = None) -> Any:
+    def collate(
+        self,
+        graphs: Sequence[Any],
+        shape: tuple[int, int, int] | Sequence[int],
+        *,
+        schema: Schema | None = None,
+        graph_index: Any = None,
+    ) -> Any:
         """Collate ``graphs`` to ``shape`` with this preset (schema inferred unless given)."""
         from ._collate import collate_dict
         from ._pyg import collate
@@ -98,5 +105,11 @@ class Preset:
         if schema is None:
             schema = self.schema_for(graphs)
         fn = collate_dict if self.as_dict else collate
-        return fn(graphs, shape, graph_index=graph_index, cutoff=self.cutoff, schema=schema,
-                  position_key=self.position_key)
+        return fn(
+            graphs,
+            shape,
+            graph_index=graph_index,
+            cutoff=self.cutoff,
+            schema=schema,
+            position_key=self.position_key,
+        )

@@ -71,7 +71,11 @@ def collate(
     """
     Batch, Data = _pyg()
     parts = collate_parts(
-        data_list, shape, graph_index=graph_index, cutoff=cutoff, schema=schema,
+        data_list,
+        shape,
+        graph_index=graph_index,
+        cutoff=cutoff,
+        schema=schema,
         position_key=position_key,
     )
     base = type(data_list[0]) if len(data_list) else Data
@@ -92,8 +96,9 @@ def collate(
     slices = {}
     inc_dict = {}
     for key, spec in parts.schema.items():
-        slices[key] = {"node": node_ptr, "edge": edge_ptr,
-                       "graph": graph_ptr * spec.rows}[spec.level]
+        slices[key] = {"node": node_ptr, "edge": edge_ptr, "graph": graph_ptr * spec.rows}[
+            spec.level
+        ]
         inc_dict[key] = parts.incs.get(key)
     out._slice_dict = slices
     out._inc_dict = inc_dict
@@ -112,8 +117,10 @@ def _new_batch(Batch: type[Batch], base: type[Any]) -> Batch:
     if cls is None:
         out = Batch(_base_cls=base)
         params = list(inspect.signature(base.__init__).parameters.values())[1:]
-        simple = all(p.default is not inspect.Parameter.empty
-                     or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+        simple = all(
+            p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            for p in params
+        )
         if simple:
             _BATCH_CLASSES[base] = type(out)
         return out
@@ -129,8 +136,9 @@ def _real_counts(batch: Any) -> tuple[int, torch.Tensor, torch.Tensor]:
     return g_real, node_counts, edge_counts
 
 
-def unpad(values: torch.Tensor, batch: Any, *,
-          level: str | None = None) -> torch.Tensor | tuple[torch.Tensor, ...]:
+def unpad(
+    values: torch.Tensor, batch: Any, *, level: str | None = None
+) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """Per-real-graph outputs from a tensor computed on a padded batch.
 
     ``level="graph"``: ``values`` is ``[n_graph, ...]``; returns the real rows ``[G, ...]`` in
@@ -143,8 +151,11 @@ def unpad(values: torch.Tensor, batch: Any, *,
     n_edge = batch["edge_mask"].shape[0]
     n_graph = batch["graph_mask"].shape[0]
     if level is None:
-        matches = [lv for lv, n in (("node", n_node), ("edge", n_edge), ("graph", n_graph))
-                   if values.shape[0] == n]
+        matches = [
+            lv
+            for lv, n in (("node", n_node), ("edge", n_edge), ("graph", n_graph))
+            if values.shape[0] == n
+        ]
         if len(matches) != 1:
             raise InputError(
                 f"cannot tell the level of values with {values.shape[0]} rows for a batch of "

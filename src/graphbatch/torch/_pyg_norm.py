@@ -15,13 +15,19 @@ from torch_geometric.nn.norm import GraphNorm, InstanceNorm, LayerNorm, PairNorm
 
 from ._masks import mask_for_rows
 
-__all__ = ["MaskedGraphNorm", "MaskedInstanceNorm", "MaskedLayerNorm", "MaskedPairNorm",
-           "MASKED_PYG_NORMS"]
+__all__ = [
+    "MaskedGraphNorm",
+    "MaskedInstanceNorm",
+    "MaskedLayerNorm",
+    "MaskedPairNorm",
+    "MASKED_PYG_NORMS",
+]
 
 
 class _WholeBatchMasked(torch.nn.Module):
-    def forward(self, x: torch.Tensor, batch: torch.Tensor | None = None,
-                batch_size: int | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, batch: torch.Tensor | None = None, batch_size: int | None = None
+    ) -> torch.Tensor:
         if batch is None:
             mask = mask_for_rows(x.shape[0])
             if mask is not None:
@@ -47,5 +53,9 @@ class MaskedInstanceNorm(_WholeBatchMasked, InstanceNorm):
 
 
 #: stock class -> masked subclass (same parameters, buffers and state_dict keys)
-MASKED_PYG_NORMS: dict[type, type] = {LayerNorm: MaskedLayerNorm, GraphNorm: MaskedGraphNorm,
-                    PairNorm: MaskedPairNorm, InstanceNorm: MaskedInstanceNorm}
+MASKED_PYG_NORMS: dict[type, type] = {
+    LayerNorm: MaskedLayerNorm,
+    GraphNorm: MaskedGraphNorm,
+    PairNorm: MaskedPairNorm,
+    InstanceNorm: MaskedInstanceNorm,
+}

@@ -22,8 +22,13 @@ from .._sizes import GraphSizes
 from .._validate import as_index_array, as_nonnegative_int, as_positive_int
 from ._epoch import EpochCursor, Pass
 
-__all__ = ["PlanBatchSampler", "PlanGraphSampler", "PlannedBatch", "distributed_world",
-           "plan_fingerprint"]
+__all__ = [
+    "PlanBatchSampler",
+    "PlanGraphSampler",
+    "PlannedBatch",
+    "distributed_world",
+    "plan_fingerprint",
+]
 
 
 class PlannedBatch(list):
@@ -35,16 +40,18 @@ class PlannedBatch(list):
 
     __slots__ = ("shape", "epoch", "batch")
 
-    def __init__(self, indices: Iterable[int], shape: tuple[int, int, int], epoch: int = 0,
-                 batch: int = 0) -> None:
+    def __init__(
+        self, indices: Iterable[int], shape: tuple[int, int, int], epoch: int = 0, batch: int = 0
+    ) -> None:
         super().__init__(indices)
         n_node, n_edge, n_graph = shape
         self.shape = (int(n_node), int(n_edge), int(n_graph))
         self.epoch = int(epoch)
         self.batch = int(batch)
 
-    def __reduce__(self) -> tuple[type[PlannedBatch], tuple[list[int], tuple[int, int, int],
-                                                           int, int]]:
+    def __reduce__(
+        self,
+    ) -> tuple[type[PlannedBatch], tuple[list[int], tuple[int, int, int], int, int]]:
         return (PlannedBatch, (list(self), self.shape, self.epoch, self.batch))
 
     def __repr__(self) -> str:
@@ -98,8 +105,9 @@ def sizes_digest(sizes: GraphSizes) -> str:
     return h.hexdigest()
 
 
-def plan_fingerprint(sizes: GraphSizes, strategy: str, options: dict[str, Any],
-                     extra_padding_nodes: int = 0) -> dict[str, Any]:
+def plan_fingerprint(
+    sizes: GraphSizes, strategy: str, options: dict[str, Any], extra_padding_nodes: int = 0
+) -> dict[str, Any]:
     """What a resumed run must share with the saved one: the strategy, every planning option
     (``batch_size``, ``budget``, ``seed``, ``shuffle``, ``on_oversize``, strategy options), the
     number of graphs, a digest of the size table and the extra padding nodes per batch."""
@@ -179,8 +187,9 @@ class PlanBatchSampler(Sampler[list]):
         self.sizes = sizes
         self.indices = None if indices is None else as_index_array(indices, "indices")
         if self.indices is not None and self.indices.shape[0] != len(sizes):
-            raise InputError(f"indices has {self.indices.shape[0]} entries for the "
-                             f"{len(sizes)} graphs of sizes")
+            raise InputError(
+                f"indices has {self.indices.shape[0]} entries for the {len(sizes)} graphs of sizes"
+            )
         self.strategy = strategy
         self._world_arg = (
             None if num_replicas is None else as_positive_int(num_replicas, "num_replicas"),
@@ -243,8 +252,9 @@ class PlanBatchSampler(Sampler[list]):
         """The current epoch's plan."""
         return self.plan_for_epoch()
 
-    def _planned(self, epoch: int,
-                 world: tuple[int, int] | None = None) -> tuple[BatchPlan, np.ndarray]:
+    def _planned(
+        self, epoch: int, world: tuple[int, int] | None = None
+    ) -> tuple[BatchPlan, np.ndarray]:
         world = world or self._world_seen or self.world()
         if self._cache is None or self._cache[0] != (epoch, world[0], world[1]):
             kwargs = dict(self._kwargs)
@@ -278,7 +288,7 @@ class PlanBatchSampler(Sampler[list]):
         """Dataset indices of this rank's graphs in ``epoch`` (default: current), batch order."""
         epoch = self.epoch if epoch is None else as_nonnegative_int(epoch, "epoch")
         p, mine = self._planned(epoch)
-        parts = [p.order[p.offsets[b]: p.offsets[b + 1]] for b in mine.tolist()]
+        parts = [p.order[p.offsets[b] : p.offsets[b + 1]] for b in mine.tolist()]
         graphs = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         return graphs if self.indices is None else self.indices[graphs]
 
@@ -335,8 +345,14 @@ class PlanBatchSampler(Sampler[list]):
         plan = self._planned(this.epoch, self._world_seen)[0]
         split = self._indices_sha256()
         extra = None if split is None else {"indices_sha256": split}
-        self._verifier.verify(plan, epoch=this.epoch, start=this.start, loader_rank=self.rank,
-                              gather=torch_gather(), extra=extra)
+        self._verifier.verify(
+            plan,
+            epoch=this.epoch,
+            start=this.start,
+            loader_rank=self.rank,
+            gather=torch_gather(),
+            extra=extra,
+        )
 
     def __iter__(self) -> Iterator[PlannedBatch]:
         this = self.begin_pass()
@@ -347,8 +363,9 @@ class PlanBatchSampler(Sampler[list]):
         mine = self._planned(this.epoch, self._world_seen)[1]
         total = int(mine.shape[0])
         if this.start > total:
-            raise InputError(f"resume offset {this.start} is past the {total} batches of epoch "
-                             f"{this.epoch}")
+            raise InputError(
+                f"resume offset {this.start} is past the {total} batches of epoch {this.epoch}"
+            )
         return mine
 
     def _batches(self, this: Pass, count: bool) -> Iterator[PlannedBatch]:
@@ -360,14 +377,14 @@ class PlanBatchSampler(Sampler[list]):
                 self._check_start(this)
             self.verify_pass(this)
         p, mine = self._planned(this.epoch, self._world_seen)
-        ids = mine[this.start:].tolist()
+        ids = mine[this.start :].tolist()
         order, offsets = p.order, p.offsets
         pn, pe, pg = p.pad_nodes, p.pad_edges, p.pad_graphs
         extra = self.extra_padding_nodes
         for b in ids:
             if count:
                 self.cursor.consumed(this.id)
-            graphs = order[offsets[b]: offsets[b + 1]]
+            graphs = order[offsets[b] : offsets[b + 1]]
             if self.indices is not None:
                 graphs = self.indices[graphs]
             yield PlannedBatch(graphs.tolist(), (pn[b] + extra, pe[b], pg[b]), this.epoch, b)
@@ -404,8 +421,9 @@ class PlanBatchSampler(Sampler[list]):
             "fingerprint": fp,
         }
 
-    def load_state_dict(self, state: dict[str, Any], *,
-                        allow_missing_fingerprint: bool = False) -> None:
+    def load_state_dict(
+        self, state: dict[str, Any], *, allow_missing_fingerprint: bool = False
+    ) -> None:
         """Continue from ``state``: the next iteration starts at batch ``offset`` of ``epoch``
         (an offset at the end of its epoch: the next epoch's first batch).
 
@@ -418,12 +436,20 @@ class PlanBatchSampler(Sampler[list]):
         takes effect in that iterator.
         """
         mine = self.fingerprint()
-        recorded = {"seed": mine["seed"], "strategy": mine["strategy"],
-                    "num_replicas": mine["num_replicas"], "num_graphs": mine["num_graphs"]}
+        recorded = {
+            "seed": mine["seed"],
+            "strategy": mine["strategy"],
+            "num_replicas": mine["num_replicas"],
+            "num_graphs": mine["num_graphs"],
+        }
         epoch, offset = resume_point(
-            state, owner="PlanBatchSampler", fingerprint=mine, recorded=recorded,
+            state,
+            owner="PlanBatchSampler",
+            fingerprint=mine,
+            recorded=recorded,
             total_of=lambda e: int(self._rank_batches(e).shape[0]),
-            allow_missing_fingerprint=allow_missing_fingerprint)
+            allow_missing_fingerprint=allow_missing_fingerprint,
+        )
         self.cursor.resume_at(epoch, offset)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -89,8 +89,9 @@ class FieldSpec:
             raise InputTypeError(f"FieldSpec.cat_dim must be an int or None, got {self.cat_dim!r}")
         if self.count is not None:
             if self.count not in ("node", "edge"):
-                raise InputError("FieldSpec.count must be None, 'node' or 'edge', got "
-                                 f"{self.count!r}")
+                raise InputError(
+                    f"FieldSpec.count must be None, 'node' or 'edge', got {self.count!r}"
+                )
             if self.level != "graph" or self.kind != "tensor" or self.inc != "none":
                 raise InputError("a count field must be a graph-level tensor without increment")
             if self.rows != 1:
@@ -137,10 +138,12 @@ class Schema(Mapping[str, FieldSpec]):
         """A copy with other pad values, e.g. ``schema.with_pad(y=float("nan"))``."""
         unknown = sorted(set(pads) - set(self._fields))
         if unknown:
-            raise UnknownNameError(f"schema has no field(s) {', '.join(unknown)}; "
-                                   f"fields: {list(self)}")
-        return Schema({k: replace(v, pad=pads[k]) if k in pads else v
-                       for k, v in self._fields.items()})
+            raise UnknownNameError(
+                f"schema has no field(s) {', '.join(unknown)}; fields: {list(self)}"
+            )
+        return Schema(
+            {k: replace(v, pad=pads[k]) if k in pads else v for k, v in self._fields.items()}
+        )
 
     def node_anchor(self) -> str | None:
         """First node-level tensor field with no increment: it defines each graph's node count."""
@@ -162,8 +165,9 @@ def _keys(graph: Any) -> list[str]:
     try:
         keys = list(keys)
     except TypeError:
-        raise InputTypeError("a graph must be a PyG Data or a mapping, got "
-                        f"{type(graph).__name__}") from None
+        raise InputTypeError(
+            f"a graph must be a PyG Data or a mapping, got {type(graph).__name__}"
+        ) from None
     return [k for k in keys if k != "num_nodes" and k not in RECOMPUTED_KEYS]
 
 
@@ -175,11 +179,18 @@ def _num_nodes(graph: Any, edge_index: torch.Tensor) -> int:
     elif "num_nodes" in graph:
         n = graph["num_nodes"]
     else:
-        n = next((v.shape[0] for k, v in graph.items()
-                  if k != EDGE_INDEX and isinstance(v, torch.Tensor) and v.dim() >= 1), None)
+        n = next(
+            (
+                v.shape[0]
+                for k, v in graph.items()
+                if k != EDGE_INDEX and isinstance(v, torch.Tensor) and v.dim() >= 1
+            ),
+            None,
+        )
     if n is None:
-        raise InputError("cannot tell the number of nodes of a graph without node-level fields; "
-                         "set num_nodes")
+        raise InputError(
+            "cannot tell the number of nodes of a graph without node-level fields; set num_nodes"
+        )
     return int(n)
 
 
@@ -222,15 +233,15 @@ def infer_schema(graphs: Iterable[Any], *, pad: Mapping[str, Any] | None = None)
         value = first[key]
         if isinstance(value, torch.Tensor):
             try:
-                fields[key] = _infer_tensor_field(key, graphs, node_counts, edge_counts,
-                                                  is_mapping)
+                fields[key] = _infer_tensor_field(key, graphs, node_counts, edge_counts, is_mapping)
             except ValueError as exc:
                 source = _node_count_source(first) if is_mapping else None
                 if source is None:
                     raise
-                raise InputError(f"{exc} (the node count was taken from {source!r}, the first "
-                                 "tensor field of a dict without 'num_nodes': set num_nodes)"
-                                 ) from None
+                raise InputError(
+                    f"{exc} (the node count was taken from {source!r}, the first "
+                    "tensor field of a dict without 'num_nodes': set num_nodes)"
+                ) from None
         elif isinstance(value, numbers.Number) and not isinstance(value, bool):
             fields[key] = FieldSpec("graph", None, "none", 0, "number")
         else:
@@ -239,8 +250,9 @@ def infer_schema(graphs: Iterable[Any], *, pad: Mapping[str, Any] | None = None)
             fields[key] = replace(fields[key], pad=pad[key])
     unknown = sorted(set(pad) - set(fields))
     if unknown:
-        raise UnknownNameError(f"pad given for unknown field(s) {', '.join(unknown)}; "
-                               f"fields: {list(fields)}")
+        raise UnknownNameError(
+            f"pad given for unknown field(s) {', '.join(unknown)}; fields: {list(fields)}"
+        )
     return Schema(fields)
 
 
@@ -248,12 +260,23 @@ def _node_count_source(graph: Any) -> str | None:
     """The field a dict without ``num_nodes`` takes its node count from (see `_num_nodes`)."""
     if "num_nodes" in graph:
         return None
-    return next((k for k, v in graph.items()
-                 if k != EDGE_INDEX and isinstance(v, torch.Tensor) and v.dim() >= 1), None)
+    return next(
+        (
+            k
+            for k, v in graph.items()
+            if k != EDGE_INDEX and isinstance(v, torch.Tensor) and v.dim() >= 1
+        ),
+        None,
+    )
 
 
-def _infer_tensor_field(key: str, graphs: Sequence[Any], node_counts: Sequence[int],
-                        edge_counts: Sequence[int], is_mapping: bool) -> FieldSpec:
+def _infer_tensor_field(
+    key: str,
+    graphs: Sequence[Any],
+    node_counts: Sequence[int],
+    edge_counts: Sequence[int],
+    is_mapping: bool,
+) -> FieldSpec:
     first = graphs[0]
     value = first[key]
     if is_mapping:

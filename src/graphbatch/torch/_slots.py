@@ -72,8 +72,15 @@ class SlotBatch:
 
     __slots__ = ("token", "slot", "ticket", "nbytes", "shape", "real_graphs")
 
-    def __init__(self, token: int, slot: int, ticket: int, nbytes: int,
-                 shape: tuple[int, int, int], real_graphs: int) -> None:
+    def __init__(
+        self,
+        token: int,
+        slot: int,
+        ticket: int,
+        nbytes: int,
+        shape: tuple[int, int, int],
+        real_graphs: int,
+    ) -> None:
         self.token = token
         self.slot = slot
         self.ticket = ticket
@@ -82,21 +89,27 @@ class SlotBatch:
         self.real_graphs = real_graphs
 
     def __reduce__(self) -> tuple[type[SlotBatch], tuple[int, int, int, int, Any, int]]:
-        return (SlotBatch, (self.token, self.slot, self.ticket, self.nbytes, self.shape,
-                            self.real_graphs))
+        return (
+            SlotBatch,
+            (self.token, self.slot, self.ticket, self.nbytes, self.shape, self.real_graphs),
+        )
 
     def pin_memory(self, device: torch.device | str | None = None) -> Any:
         """The batch copied out of its slot straight into pinned memory (called by DataLoader's
         pin-memory thread in the main process; ``device`` is ignored, as by ``Tensor``)."""
         receiver = _RECEIVERS.get(self.token)
         if receiver is None:
-            raise RuntimeError(f"no live slot ring with token {self.token} in this process (the "
-                               "loader's pass that made it has ended)")
+            raise RuntimeError(
+                f"no live slot ring with token {self.token} in this process (the "
+                "loader's pass that made it has ended)"
+            )
         return receiver.receive(self, pin=True)
 
     def __repr__(self) -> str:
-        return (f"SlotBatch(slot={self.slot}, ticket={self.ticket}, nbytes={self.nbytes}, "
-                f"shape={self.shape})")
+        return (
+            f"SlotBatch(slot={self.slot}, ticket={self.ticket}, nbytes={self.nbytes}, "
+            f"shape={self.shape})"
+        )
 
 
 class SlotRing:
@@ -109,8 +122,9 @@ class SlotRing:
 
     def __init__(self, workers: int, per_worker: int, capacity: int) -> None:
         if workers < 1 or per_worker < 2 or capacity < 0:
-            raise InputError(f"slot ring of {workers} workers x {per_worker} slots of "
-                             f"{capacity} bytes")
+            raise InputError(
+                f"slot ring of {workers} workers x {per_worker} slots of {capacity} bytes"
+            )
         self.workers = int(workers)
         self.per_worker = int(per_worker)
         self.capacity = -(-int(capacity) // _ALIGN) * _ALIGN
@@ -127,8 +141,10 @@ class SlotRing:
 
     def __getstate__(self) -> dict[str, Any]:
         # the worker's own batch count starts at 0; the NumPy view is remade
-        return {k: getattr(self, k) for k in ("workers", "per_worker", "capacity", "stride",
-                                              "token", "memory")}
+        return {
+            k: getattr(self, k)
+            for k in ("workers", "per_worker", "capacity", "stride", "token", "memory")
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -156,12 +172,12 @@ class SlotRing:
         ticket = count * self.workers + worker + 1
         at = slot * self.stride
         raw = self._bytes()
-        raw[at:at + 8].view(np.int64)[0] = ticket          # before the batch is written
-        return slot, ticket, raw[at + HEADER_BYTES:at + HEADER_BYTES + self.capacity]
+        raw[at : at + 8].view(np.int64)[0] = ticket  # before the batch is written
+        return slot, ticket, raw[at + HEADER_BYTES : at + HEADER_BYTES + self.capacity]
 
     def _ticket(self, slot: int) -> int:
         at = slot * self.stride
-        return int(self._bytes()[at:at + 8].view(np.int64)[0])
+        return int(self._bytes()[at : at + 8].view(np.int64)[0])
 
     def copy_out(self, msg: SlotBatch, *, pin: bool = False) -> np.ndarray | torch.Tensor:
         """Main side: the batch of ``msg`` copied into a new 1-D ``uint8`` buffer: a NumPy
@@ -169,22 +185,27 @@ class SlotRing:
         hold that batch, before or after the copy (it was rewritten: the hand-off invariant
         broke)."""
         if not (0 <= msg.slot < self.slots and 0 <= msg.nbytes <= self.capacity):
-            raise RuntimeError(f"{msg} does not fit a ring of {self.slots} slots of "
-                               f"{self.capacity} bytes")
+            raise RuntimeError(
+                f"{msg} does not fit a ring of {self.slots} slots of {self.capacity} bytes"
+            )
         if self._ticket(msg.slot) != msg.ticket:
-            raise RuntimeError(f"slot {msg.slot} no longer holds {msg} (ticket "
-                               f"{self._ticket(msg.slot)}): the worker hand-off invariant broke")
+            raise RuntimeError(
+                f"slot {msg.slot} no longer holds {msg} (ticket "
+                f"{self._ticket(msg.slot)}): the worker hand-off invariant broke"
+            )
         at = msg.slot * self.stride + HEADER_BYTES
         out: np.ndarray | torch.Tensor
         if pin:
             out = _pinned_buffer(msg.nbytes)
-            out.copy_(self.memory[at:at + msg.nbytes])
+            out.copy_(self.memory[at : at + msg.nbytes])
         else:
             out = host = np.empty(msg.nbytes, dtype=np.uint8)
-            np.copyto(host, self._bytes()[at:at + msg.nbytes])
+            np.copyto(host, self._bytes()[at : at + msg.nbytes])
         if self._ticket(msg.slot) != msg.ticket:
-            raise RuntimeError(f"slot {msg.slot} was rewritten while {msg} was copied out: "
-                               "the worker hand-off invariant broke")
+            raise RuntimeError(
+                f"slot {msg.slot} was rewritten while {msg} was copied out: "
+                "the worker hand-off invariant broke"
+            )
         return out
 
 
@@ -198,8 +219,9 @@ class SlotReceiver:
     from the copied-out buffer; passes anything else through (a worker's batch that did not fit
     a slot). Registered by the ring's token while it lives (for ``SlotBatch.pin_memory``)."""
 
-    def __init__(self, ring: SlotRing,
-                 build: Callable[[np.ndarray | torch.Tensor, SlotBatch], Any]) -> None:
+    def __init__(
+        self, ring: SlotRing, build: Callable[[np.ndarray | torch.Tensor, SlotBatch], Any]
+    ) -> None:
         self.ring = ring
         self.build = build
         _RECEIVERS[ring.token] = self

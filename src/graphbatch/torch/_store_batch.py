@@ -33,8 +33,14 @@ if TYPE_CHECKING:
     from ._loader import PlanLoader
     from ._preset import StoreView
 
-__all__ = ["StoreBatcher", "StoreCollater", "StoreIndices", "is_graph_store", "store_batch",
-           "store_schema"]
+__all__ = [
+    "StoreBatcher",
+    "StoreCollater",
+    "StoreIndices",
+    "is_graph_store",
+    "store_batch",
+    "store_schema",
+]
 
 _STRUCTURE = ("batch", "ptr", "node_mask", "edge_mask", "graph_mask", "graph_index")
 
@@ -59,9 +65,14 @@ def store_schema(store: GraphStore) -> Schema:
     for name, spec in store.fields.items():
         # node/edge fields: -1 rows per graph; graph fields: one row per graph (`FieldSpec.rows`)
         rows = 1 if spec["level"] == "graph" else -1
-        fields[name] = FieldSpec(spec["level"], 0, "none", 0,
-                                 dtype=getattr(torch, dtypes[name].name),
-                                 shape=(rows, *spec["shape"]))
+        fields[name] = FieldSpec(
+            spec["level"],
+            0,
+            "none",
+            0,
+            dtype=getattr(torch, dtypes[name].name),
+            shape=(rows, *spec["shape"]),
+        )
     return Schema(fields)
 
 
@@ -69,20 +80,28 @@ def _check_schema(store: GraphStore, schema: Schema) -> dict[str, Any]:
     """Pad values of a user schema, after checking it describes the store's fields."""
     want = store_schema(store)
     if set(schema) != set(want):
-        raise InputError(f"schema fields {sorted(schema)} differ from the store's "
-                         f"{sorted(want)}")
+        raise InputError(f"schema fields {sorted(schema)} differ from the store's {sorted(want)}")
     for key, spec in schema.items():
         w = want[key]
         if (spec.level, spec.cat_dim, spec.inc, spec.kind) != (w.level, w.cat_dim, w.inc, w.kind):
-            raise InputError(f"schema entry {key!r} = {spec} does not match the store's field "
-                             f"({w.level}-level, cat_dim {w.cat_dim}, inc {w.inc!r})")
+            raise InputError(
+                f"schema entry {key!r} = {spec} does not match the store's field "
+                f"({w.level}-level, cat_dim {w.cat_dim}, inc {w.inc!r})"
+            )
     return {k: s.pad for k, s in schema.items() if k != EDGE_INDEX and s.pad != 0}
 
 
-_STRUCT_KEYS = {"batch": "batch", "ptr": "node_ptr", "node_mask": "node_mask",
-                "edge_mask": "edge_mask", "graph_mask": "graph_mask",
-                "graph_index": "graph_index", "edge_ptr": "edge_ptr", "edge_inc": "edge_inc",
-                "graph_ptr": "graph_ptr"}
+_STRUCT_KEYS = {
+    "batch": "batch",
+    "ptr": "node_ptr",
+    "node_mask": "node_mask",
+    "edge_mask": "edge_mask",
+    "graph_mask": "graph_mask",
+    "graph_index": "graph_index",
+    "edge_ptr": "edge_ptr",
+    "edge_inc": "edge_inc",
+    "graph_ptr": "graph_ptr",
+}
 _TORCH_DTYPES: dict[np.dtype, torch.dtype] = {}
 
 
@@ -108,8 +127,9 @@ def _shared_allocator() -> tuple[Callable[[int], np.ndarray], list[torch.Tensor]
     return allocate, holder
 
 
-def _as_tensors(padded: PaddedArrays, keys: Iterable[str],
-                base: torch.Tensor | None) -> dict[str, torch.Tensor]:
+def _as_tensors(
+    padded: PaddedArrays, keys: Iterable[str], base: torch.Tensor | None
+) -> dict[str, torch.Tensor]:
     """The batch's field and structure arrays as tensors sharing its memory: views of ``base``
     (the batch's buffer as one tensor, in workers) or ``torch.from_numpy`` per array."""
     if base is None:
@@ -126,7 +146,7 @@ def _as_tensors(padded: PaddedArrays, keys: Iterable[str],
     out = {}
     for key, a in arrays.items():
         at = offsets[names[key]]
-        out[key] = base[at:at + a.nbytes].view(_torch_dtype(a.dtype)).view(a.shape)
+        out[key] = base[at : at + a.nbytes].view(_torch_dtype(a.dtype)).view(a.shape)
     return out
 
 
@@ -137,10 +157,16 @@ class StoreBatcher:
     levels must be the store's. Picklable (the store re-opens in another process and checks
     it is still the same file)."""
 
-    def __init__(self, store: GraphStore, schema: Schema | None = None, *,
-                 cutoff: float | None = None,
-                 position_key: str = "pos", as_dict: bool = False,
-                 view: StoreView | None = None) -> None:
+    def __init__(
+        self,
+        store: GraphStore,
+        schema: Schema | None = None,
+        *,
+        cutoff: float | None = None,
+        position_key: str = "pos",
+        as_dict: bool = False,
+        view: StoreView | None = None,
+    ) -> None:
         self.store = store
         self.schema = store_schema(store) if schema is None else schema
         self._pads = _check_schema(store, self.schema)
@@ -162,12 +188,13 @@ class StoreBatcher:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_view_cache"] = {}       # layout caches are remade where needed
+        state["_view_cache"] = {}  # layout caches are remade where needed
         state["_fields_only"] = None
         return state
 
-    def __call__(self, index: ArrayLike, shape: tuple[int, int, int],
-                 ring: SlotRing | None = None) -> Any:
+    def __call__(
+        self, index: ArrayLike, shape: tuple[int, int, int], ring: SlotRing | None = None
+    ) -> Any:
         """The padded batch of graphs ``index``. In a DataLoader worker given the ``ring`` of
         its pass (`StoreCollater` does), the batch is written into the worker's next slot and
         a `SlotBatch` message comes back instead (the main's `SlotReceiver` turns it into the
@@ -179,6 +206,7 @@ class StoreBatcher:
         if info is not None:
             shared, holder = _shared_allocator()
             if ring is not None and ring.serves(info.id, info.num_workers):
+
                 def allocate(nbytes: int) -> np.ndarray:
                     nonlocal claimed
                     got = ring.claim(info.id, nbytes)
@@ -190,17 +218,24 @@ class StoreBatcher:
                 options["allocate"] = allocate
             else:
                 options["allocate"] = shared
-        padded = self.store.read_batch(index, shape, layout="torch", cutoff=self.cutoff,
-                                       position_key=self.position_key, dtypes=self._dtypes,
-                                       index_dtype=np.int64, pad=self._pads, **options)
+        padded = self.store.read_batch(
+            index,
+            shape,
+            layout="torch",
+            cutoff=self.cutoff,
+            position_key=self.position_key,
+            dtypes=self._dtypes,
+            index_dtype=np.int64,
+            pad=self._pads,
+            **options,
+        )
         if claimed is not None:
             slot, ticket, nbytes = claimed
             assert ring is not None  # only a ring's slot is claimed
             return SlotBatch(ring.token, slot, ticket, nbytes, padded.shape, padded.num_real[0])
         # tensors share this batch's new buffer (never reused for another batch)
         tensors = _as_tensors(padded, self._keys, holder[0] if options else None)
-        return self._assemble(tensors, padded.shape, padded.num_real[0],
-                              padded.node_counts.tolist)
+        return self._assemble(tensors, padded.shape, padded.num_real[0], padded.node_counts.tolist)
 
     # ------------------------------------------------- batches from a buffer (main process)
     def _views(self, shape: tuple[int, int, int]) -> tuple[int, list, tuple[int, int]]:
@@ -228,12 +263,18 @@ class StoreBatcher:
         if self._fields_only is None:
             per_level: dict[str, dict[str, np.ndarray]] = {"node": {}, "edge": {}, "graph": {}}
             for name, spec in self.store.fields.items():
-                per_level[spec["level"]][name] = np.empty((0, *spec["shape"]),
-                                                          dtype=np.dtype(spec["dtype"]))
+                per_level[spec["level"]][name] = np.empty(
+                    (0, *spec["shape"]), dtype=np.dtype(spec["dtype"])
+                )
             empty = np.zeros(0, dtype=np.int64)
-            self._fields_only = PackedGraphs(empty, empty, np.zeros(1, np.int64),
-                                             np.zeros(1, np.int64),
-                                             np.zeros((2, 0), np.int64), **per_level)
+            self._fields_only = PackedGraphs(
+                empty,
+                empty,
+                np.zeros(1, np.int64),
+                np.zeros(1, np.int64),
+                np.zeros((2, 0), np.int64),
+                **per_level,
+            )
         return self._fields_only
 
     def buffer_bytes(self, shape: Sequence[int]) -> int:
@@ -248,13 +289,17 @@ class StoreBatcher:
         tensor a view of ``base``."""
         nbytes, views, (at, end) = self._views(msg.shape)
         if nbytes != msg.nbytes or base.shape[0] != nbytes:
-            raise RuntimeError(f"{msg} has {msg.nbytes} bytes, but a batch of shape "
-                               f"{msg.shape} of this store has {nbytes}")
+            raise RuntimeError(
+                f"{msg} has {msg.nbytes} bytes, but a batch of shape "
+                f"{msg.shape} of this store has {nbytes}"
+            )
         counts: np.ndarray | torch.Tensor
         if isinstance(base, np.ndarray):
             # NumPy views wrapped by from_numpy: ~3x faster than slicing a tensor
-            tensors = {key: torch.from_numpy(np.ndarray(shp, dt, base, a))
-                       for key, a, e, shp, dt, tdt in views}
+            tensors = {
+                key: torch.from_numpy(np.ndarray(shp, dt, base, a))
+                for key, a, e, shp, dt, tdt in views
+            }
             counts = base[at:end].view(np.int64)
         else:
             # views of the tensor itself keep its (pinned) storage
@@ -262,8 +307,13 @@ class StoreBatcher:
             counts = base[at:end].view(torch.int64)
         return self._assemble(tensors, msg.shape, msg.real_graphs, counts.tolist)
 
-    def _assemble(self, tensors: dict[str, Any], shape: tuple[int, int, int],
-                  real_graphs: int, node_counts: Callable[[], list[int]]) -> Any:
+    def _assemble(
+        self,
+        tensors: dict[str, Any],
+        shape: tuple[int, int, int],
+        real_graphs: int,
+        node_counts: Callable[[], list[int]],
+    ) -> Any:
         """The ``Batch`` (or dict) of one padded batch from its tensors (`_as_tensors`);
         ``node_counts()`` gives the nodes per graph slot (read only when needed)."""
         n_graph = shape[2]
@@ -317,16 +367,23 @@ def _set_all(batch: Any, tensors: dict[str, torch.Tensor]) -> None:
             batch[key] = value
 
 
-def store_batch(store: GraphStore, index: ArrayLike, shape: tuple[int, int, int], *,
-                schema: Schema | None = None,
-                cutoff: float | None = None, position_key: str = "pos",
-                as_dict: bool = False) -> Any:
+def store_batch(
+    store: GraphStore,
+    index: ArrayLike,
+    shape: tuple[int, int, int],
+    *,
+    schema: Schema | None = None,
+    cutoff: float | None = None,
+    position_key: str = "pos",
+    as_dict: bool = False,
+) -> Any:
     """Graphs ``index`` of ``store`` as one padded PyG ``Batch`` of ``shape`` (or the
     `graphbatch.torch.collate_dict` dict with ``as_dict=True``), equal to
     ``collate([store.to_torch()[i] for i in index], shape, graph_index=index, ...)``.
     For many batches, build a `StoreBatcher` once."""
-    return StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key,
-                        as_dict=as_dict)(index, shape)
+    return StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict)(
+        index, shape
+    )
 
 
 class StoreIndices(Dataset):
@@ -360,12 +417,19 @@ class StoreCollater:
     #: through a shared block of their own).
     HEADROOM = 1.25
 
-    def __init__(self, store: GraphStore, schema: Schema | None = None, *,
-                 cutoff: float | None = None,
-                 position_key: str = "pos", as_dict: bool = False,
-                 view: StoreView | None = None) -> None:
-        self.batcher = StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key,
-                                    as_dict=as_dict, view=view)
+    def __init__(
+        self,
+        store: GraphStore,
+        schema: Schema | None = None,
+        *,
+        cutoff: float | None = None,
+        position_key: str = "pos",
+        as_dict: bool = False,
+        view: StoreView | None = None,
+    ) -> None:
+        self.batcher = StoreBatcher(
+            store, schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict, view=view
+        )
         self._ring: SlotRing | None = None  # set only while `start_pass` starts workers
 
     @property
@@ -391,8 +455,9 @@ class StoreCollater:
         most = max((self.batcher.buffer_bytes(s) for s in shapes), default=0)
         return int(most * self.HEADROOM)
 
-    def start_pass(self, loader: PlanLoader,
-                   start: Callable[[], Any]) -> tuple[Any, SlotReceiver | None]:
+    def start_pass(
+        self, loader: PlanLoader, start: Callable[[], Any]
+    ) -> tuple[Any, SlotReceiver | None]:
         """Start a pass of ``loader`` (a `PlanLoader` over this collater) with ``start()`` (the
         ``DataLoader.__iter__``): ``(iterator, receive)``, where ``receive(batch)`` turns what
         the iterator yields into the batch (``None`` without workers). New workers get a new

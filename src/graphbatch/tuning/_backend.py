@@ -85,13 +85,13 @@ class Backend:
     def probe_memory(self, key: int, mode: str) -> int | None:  # pragma: no cover
         raise NotImplementedError
 
-    def open_run(self, request: dict[str, Any], mode: str, world_size: int = 1
-                 ) -> RequestRun:  # pragma: no cover - interface
+    def open_run(
+        self, request: dict[str, Any], mode: str, world_size: int = 1
+    ) -> RequestRun:  # pragma: no cover - interface
         raise NotImplementedError
 
     def info(self) -> dict[str, Any]:
-        return {"framework": self.framework, "device": self.device,
-                "memory_kind": self.memory_kind}
+        return {"framework": self.framework, "device": self.device, "memory_kind": self.memory_kind}
 
     def close(self) -> None:
         pass
@@ -162,8 +162,9 @@ class SimulatedBackend(Backend):
 
 
 class _SimulatedRun(RequestRun):
-    def __init__(self, backend: SimulatedBackend, request: dict[str, Any], mode: str,
-                 world_size: int) -> None:
+    def __init__(
+        self, backend: SimulatedBackend, request: dict[str, Any], mode: str, world_size: int
+    ) -> None:
         self.backend, self.mode = backend, mode
         plan = make_plan(backend.sizes, world_size=world_size, **request)
         self.shapes = [(int(n), int(e), int(g)) for n, e, g in step_shapes(plan).tolist()]

@@ -35,9 +35,16 @@ from .._validate import as_nonnegative_int, as_positive_int
 from ..planners import get_strategy
 from ._profile import PlanProfile, profile_plan
 
-__all__ = ["Candidate", "DEFAULT_STRATEGIES", "BALANCING_STRATEGIES", "batch_size_grid",
-           "candidate_requests", "cost_bucket_requests", "profile_candidates",
-           "ProfiledCandidate"]
+__all__ = [
+    "Candidate",
+    "DEFAULT_STRATEGIES",
+    "BALANCING_STRATEGIES",
+    "batch_size_grid",
+    "candidate_requests",
+    "cost_bucket_requests",
+    "profile_candidates",
+    "ProfiledCandidate",
+]
 
 #: Strategy families searched by default.
 DEFAULT_STRATEGIES = ("dynamic", "pack-lpf", "buckets", "static-pow2", "static-64")
@@ -94,10 +101,17 @@ def _budget(sizes: GraphSizes, b: int, seed: int) -> list[int]:
     return [int(est.n_node), int(est.n_edge), PACKING_GRAPH_CAP * b]
 
 
-def candidate_requests(sizes: GraphSizes, batch_size: int, *, tolerance: float = 0.1,
-                       strategies: Sequence[str] | None = None, world_size: int = 1,
-                       seed: int = 0, max_shapes: int = 8,
-                       limit_search: bool = True) -> list[Candidate]:
+def candidate_requests(
+    sizes: GraphSizes,
+    batch_size: int,
+    *,
+    tolerance: float = 0.1,
+    strategies: Sequence[str] | None = None,
+    world_size: int = 1,
+    seed: int = 0,
+    max_shapes: int = 8,
+    limit_search: bool = True,
+) -> list[Candidate]:
     """The candidates for nominal ``batch_size`` (see the module docstring), in a fixed order.
 
     ``strategies``: the families to include (default `DEFAULT_STRATEGIES`, plus
@@ -126,8 +140,11 @@ def candidate_requests(sizes: GraphSizes, batch_size: int, *, tolerance: float =
                 add(f"{s} b={b}", strategy=s, budget=_budget(sizes, b, seed), tight_shape=True)
             elif s == "buckets":
                 budget = _budget(sizes, b, seed)
-                ks = range(1, min(max_shapes, 16) + 1) if b == batch_size else \
-                    [k for k in (2, 4) if k <= max_shapes]
+                ks = (
+                    range(1, min(max_shapes, 16) + 1)
+                    if b == batch_size
+                    else [k for k in (2, 4) if k <= max_shapes]
+                )
                 for k in ks:
                     add(f"buckets b={b} K={k}", strategy=s, budget=budget, num_shapes=k)
             elif s in BALANCING_STRATEGIES or "pad" in strat.options:
@@ -140,17 +157,33 @@ def candidate_requests(sizes: GraphSizes, batch_size: int, *, tolerance: float =
     return out
 
 
-def cost_bucket_requests(sizes: GraphSizes, batch_size: int, shape_cost: Sequence[int], *,
-                         label: str, seed: int = 0, max_shapes: int = 8) -> list[Candidate]:
+def cost_bucket_requests(
+    sizes: GraphSizes,
+    batch_size: int,
+    shape_cost: Sequence[int],
+    *,
+    label: str,
+    seed: int = 0,
+    max_shapes: int = 8,
+) -> list[Candidate]:
     """``buckets`` with tight shapes chosen by a fitted cost (option ``shape_cost``: integer
     ``[c0, c_node, c_edge, c_graph, c_shape]``, see `graphbatch.packing`'s tight bucket
     shapes) for ``K = 1 .. max_shapes`` at the budget of ``batch_size`` (``2 b`` graph slots)."""
     budget = _budget(sizes, as_positive_int(batch_size, "batch_size"), seed)
     cost = [int(c) for c in shape_cost]
-    return [Candidate(f"buckets b={batch_size} K={k} {label}",
-                      {"strategy": "buckets", "budget": budget, "num_shapes": k,
-                       "shape_cost": cost, "seed": seed})
-            for k in range(1, min(max_shapes, 16) + 1)]
+    return [
+        Candidate(
+            f"buckets b={batch_size} K={k} {label}",
+            {
+                "strategy": "buckets",
+                "budget": budget,
+                "num_shapes": k,
+                "shape_cost": cost,
+                "seed": seed,
+            },
+        )
+        for k in range(1, min(max_shapes, 16) + 1)
+    ]
 
 
 def _searched_limits(sizes: GraphSizes, grid: list[int], seed: int) -> list[Candidate]:
@@ -167,9 +200,12 @@ def _searched_limits(sizes: GraphSizes, grid: list[int], seed: int) -> list[Cand
         return []
     r = records[0]
     budget = [int(r["max_nodes"]), int(r["max_edges"]), int(r["max_graphs"] or hi[2])]
-    return [Candidate(f"pack-lpf limits {budget[0]}x{budget[1]}",
-                      {"strategy": "pack-lpf", "budget": budget, "tight_shape": True,
-                       "seed": seed})]
+    return [
+        Candidate(
+            f"pack-lpf limits {budget[0]}x{budget[1]}",
+            {"strategy": "pack-lpf", "budget": budget, "tight_shape": True, "seed": seed},
+        )
+    ]
 
 
 def _needs_later_epochs(strategy: str) -> bool:
@@ -179,10 +215,15 @@ def _needs_later_epochs(strategy: str) -> bool:
     return not (get_strategy(strategy).fixed_shape or strategy == "buckets")
 
 
-def profile_candidates(sizes: GraphSizes, candidates: Sequence[Candidate], *,
-                       world_size: int = 1, epochs: int = 1, on_oversize: str = "error",
-                       progress: Callable[[str], None] | None = None
-                       ) -> tuple[list[ProfiledCandidate], list[dict[str, str]]]:
+def profile_candidates(
+    sizes: GraphSizes,
+    candidates: Sequence[Candidate],
+    *,
+    world_size: int = 1,
+    epochs: int = 1,
+    on_oversize: str = "error",
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[ProfiledCandidate], list[dict[str, str]]]:
     """Plan every candidate (epoch 0, plus epochs ``1 .. min(epochs, 4) - 1`` for strategies
     whose shapes can change between epochs) and profile it. Candidates whose plans run the same
     steps as an earlier one (equal `PlanProfile.key`) are dropped; a candidate the planner
@@ -195,11 +236,17 @@ def profile_candidates(sizes: GraphSizes, candidates: Sequence[Candidate], *,
         if progress is not None:
             progress(f"planning {c.label}")
         try:
-            first = make_plan(sizes, world_size=world_size, on_oversize=on_oversize,
-                              **c.request)
-            later = ([make_plan(sizes, world_size=world_size, on_oversize=on_oversize,
-                                epoch=e, **c.request) for e in range(1, extra + 1)]
-                     if _needs_later_epochs(c.strategy) else [])
+            first = make_plan(sizes, world_size=world_size, on_oversize=on_oversize, **c.request)
+            later = (
+                [
+                    make_plan(
+                        sizes, world_size=world_size, on_oversize=on_oversize, epoch=e, **c.request
+                    )
+                    for e in range(1, extra + 1)
+                ]
+                if _needs_later_epochs(c.strategy)
+                else []
+            )
         except (ValueError, TypeError) as exc:
             failed.append({"label": c.label, "error": str(exc)})
             continue
@@ -215,8 +262,7 @@ def profile_candidates(sizes: GraphSizes, candidates: Sequence[Candidate], *,
     return kept, failed
 
 
-def shape_cloud(profiled: Sequence[ProfiledCandidate]
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def shape_cloud(profiled: Sequence[ProfiledCandidate]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct shapes over every candidate (``[M, 3]`` int64, sorted), the number of candidate
     steps per epoch that use each (int64), and each shape's largest share of one candidate's
     steps in per mille (int64; a later epoch's new shape counts as one step): where the search
@@ -226,8 +272,7 @@ def shape_cloud(profiled: Sequence[ProfiledCandidate]
         return np.zeros((0, 3), np.int64), z, z
     rows, weights, shares = [], [], []
     for p in profiled:
-        w = np.concatenate([p.profile.steps,
-                            np.ones(p.profile.later_shapes.shape[0], np.int64)])
+        w = np.concatenate([p.profile.steps, np.ones(p.profile.later_shapes.shape[0], np.int64)])
         rows.append(p.profile.all_shapes())
         weights.append(w)
         shares.append((w * 1000) // max(int(w.sum()), 1))

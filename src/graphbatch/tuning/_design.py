@@ -29,9 +29,14 @@ def _grid(shapes: np.ndarray) -> np.ndarray:
     return ((shapes - lo) * _GRID) // span  # int64: shapes <= 2**40, products <= 2**60
 
 
-def design_probes(shapes: np.ndarray, weights: ArrayLike, count: int, *,
-                  chosen: Sequence[int] = (),
-                  eligible: ArrayLike | None = None) -> list[int]:
+def design_probes(
+    shapes: np.ndarray,
+    weights: ArrayLike,
+    count: int,
+    *,
+    chosen: Sequence[int] = (),
+    eligible: ArrayLike | None = None,
+) -> list[int]:
     """Indices into ``shapes`` (``[M, 3]`` int64) of up to ``count`` probes (including the
     already ``chosen`` ones, which come first), by greedy maximin from the most used shape
     (``weights``: candidate steps per shape). ``eligible`` (bool ``[M]``): the shapes the design
@@ -69,9 +74,14 @@ def design_probes(shapes: np.ndarray, weights: ArrayLike, count: int, *,
     return out
 
 
-def targeted_probes(shapes: np.ndarray, leaders: Sequence[tuple[np.ndarray, np.ndarray]],
-                    chosen: Sequence[int],
-                    count: int, *, min_gap_per_mille: int = 20) -> list[int]:
+def targeted_probes(
+    shapes: np.ndarray,
+    leaders: Sequence[tuple[np.ndarray, np.ndarray]],
+    chosen: Sequence[int],
+    count: int,
+    *,
+    min_gap_per_mille: int = 20,
+) -> list[int]:
     """Indices of up to ``count`` further probes: the shapes ``leaders`` use most (each a pair
     ``(shapes [S, 3], steps [S])`` of a leading candidate, best first), round robin: every
     leader's most used shape, then every leader's second, ..., skipping shapes within
@@ -86,19 +96,26 @@ def targeted_probes(shapes: np.ndarray, leaders: Sequence[tuple[np.ndarray, np.n
         a = shapes[i]
         for j in picked:
             b = shapes[j]
-            if all(abs(int(x) - int(y)) * 1000 <= min_gap_per_mille * max(int(x), int(y), 1)
-                   for x, y in zip(a, b, strict=True)):
+            if all(
+                abs(int(x) - int(y)) * 1000 <= min_gap_per_mille * max(int(x), int(y), 1)
+                for x, y in zip(a, b, strict=True)
+            ):
                 return True
         return False
 
     per_leader: list[list[int]] = []
     for sh, st in leaders:
         order = np.lexsort((np.arange(len(st)), -np.asarray(st, np.int64)))
-        per_leader.append([index[tuple(r)] for r in np.asarray(sh, np.int64)[order].tolist()
-                           if tuple(r) in index])
+        per_leader.append(
+            [index[tuple(r)] for r in np.asarray(sh, np.int64)[order].tolist() if tuple(r) in index]
+        )
     # round robin over the leaders: each one's most used shape before anyone's second
-    queue = [lst[k] for k in range(max((len(x) for x in per_leader), default=0))
-             for lst in per_leader if k < len(lst)]
+    queue = [
+        lst[k]
+        for k in range(max((len(x) for x in per_leader), default=0))
+        for lst in per_leader
+        if k < len(lst)
+    ]
     for i in queue:
         if len(new) >= count:
             break

@@ -58,8 +58,9 @@ def as_tune_step(obj: object) -> TuneStep:
         return obj
     if callable(obj):
         return TuneStep(step=obj)
-    raise InputError(f"a tune factory must return a step callable or a TuneStep, got "
-                     f"{type(obj).__name__}")
+    raise InputError(
+        f"a tune factory must return a step callable or a TuneStep, got {type(obj).__name__}"
+    )
 
 
 # --------------------------------------------------------------------------- torch built-ins
@@ -137,18 +138,29 @@ def _mace_factory(*, device: str, compile: bool, source: Any) -> TuneStep:
         graphs = []
         for i in range(len(source)):
             g = source[i]
-            conf = Configuration(atomic_numbers=np.asarray(g["z"], np.int64),
-                                 positions=np.asarray(g["pos"], np.float64), pbc=(False,) * 3,
-                                 cell=None, properties={"energy": 0.0,
-                                                        "forces": np.zeros((len(g["z"]), 3))},
-                                 property_weights={})
+            conf = Configuration(
+                atomic_numbers=np.asarray(g["z"], np.int64),
+                positions=np.asarray(g["pos"], np.float64),
+                pbc=(False,) * 3,
+                cell=None,
+                properties={"energy": 0.0, "forces": np.zeros((len(g["z"]), 3))},
+                property_weights={},
+            )
             graphs.append(AtomicData.from_config(conf, z_table=table, cutoff=r_max))
         with contextlib.suppress(TypeError):
             _MACE_GRAPHS[source] = graphs  # the compiled and the eager step convert once
     n_node = np.array([int(d.positions.shape[0]) for d in graphs])
     n_edge = np.array([int(d.edge_index.shape[1]) for d in graphs])
-    data = MaceData(graphs, [], GraphSizes(n_node, n_edge), 1.0, "", len(graphs),
-                    float(n_edge.sum() / max(n_node.sum(), 1)), r_max)
+    data = MaceData(
+        graphs,
+        [],
+        GraphSizes(n_node, n_edge),
+        1.0,
+        "",
+        len(graphs),
+        float(n_edge.sum() / max(n_node.sum(), 1)),
+        r_max,
+    )
     model = small_mace(data, compiled=compile, seed=0).to(device)
     cfg = BenchConfig(models=("mace",), device=device)
     fn = compile_padded(model, cfg) if compile else model
@@ -160,8 +172,9 @@ def _mace_factory(*, device: str, compile: bool, source: Any) -> TuneStep:
         if compile:  # MACE's prepare_graph leaves this to the caller
             d["positions"].requires_grad_(True)
         out = fn(d, training=True)
-        loss = ga.energy_force_loss(out, d, energy_weight=ENERGY_WEIGHT,
-                                    forces_weight=FORCES_WEIGHT)
+        loss = ga.energy_force_loss(
+            out, d, energy_weight=ENERGY_WEIGHT, forces_weight=FORCES_WEIGHT
+        )
         loss.backward()
         opt.step()
         return loss
@@ -186,7 +199,8 @@ def _jax_reference(name: str) -> Callable[..., TuneStep]:
 
         def init(pg: Any) -> None:
             params = jax.jit(model.init, static_argnames="num_graphs")(
-                jax.random.PRNGKey(cfg.seed), **graph_inputs(pg))
+                jax.random.PRNGKey(cfg.seed), **graph_inputs(pg)
+            )
             state["params"], state["opt"] = params, opt.init(params)
 
         def step(pg: Any) -> tuple[Any, Any, Any]:
@@ -200,8 +214,12 @@ def _jax_reference(name: str) -> Callable[..., TuneStep]:
                 init(pg)
             lowered = jitted.lower(state["params"], state["opt"], pg)
             mem: Any = lowered.compile().memory_analysis()
-            return int(mem.argument_size_in_bytes + mem.output_size_in_bytes
-                       - mem.alias_size_in_bytes + mem.temp_size_in_bytes)
+            return int(
+                mem.argument_size_in_bytes
+                + mem.output_size_in_bytes
+                - mem.alias_size_in_bytes
+                + mem.temp_size_in_bytes
+            )
 
         return TuneStep(step, memory_bytes=memory_bytes)
 
@@ -221,8 +239,9 @@ def builtin_models(framework: str = "torch") -> dict[str, Callable[..., TuneStep
     raise InputError(f"framework must be torch or jax, got {framework!r}")
 
 
-def resolve_factory(model: str | Callable[..., Any],
-                    framework: str = "torch") -> Callable[..., Any]:
+def resolve_factory(
+    model: str | Callable[..., Any], framework: str = "torch"
+) -> Callable[..., Any]:
     """The factory for ``model``: a built-in name, ``"MODULE:FACTORY"`` (imported), or a
     callable (returned as is)."""
     if callable(model):
@@ -233,8 +252,10 @@ def resolve_factory(model: str | Callable[..., Any],
     if model in builtins:
         return builtins[model]
     if ":" not in model:
-        raise UnknownNameError(f"unknown model {model!r} for --framework {framework}; known: "
-                               f"{', '.join(sorted(builtins))}, or MODULE:FACTORY")
+        raise UnknownNameError(
+            f"unknown model {model!r} for --framework {framework}; known: "
+            f"{', '.join(sorted(builtins))}, or MODULE:FACTORY"
+        )
     mod_name, _, attr = model.partition(":")
     try:
         mod = importlib.import_module(mod_name)

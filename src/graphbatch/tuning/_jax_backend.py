@@ -44,10 +44,17 @@ def synthetic_graphs_tuples(sizes: GraphSizes, seed: int = 0) -> list:
     out = []
     for i in range(len(sizes)):
         a, b, c, d = int(no[i]), int(no[i + 1]), int(eo[i]), int(eo[i + 1])
-        out.append(jraph.GraphsTuple(
-            n_node=np.array([b - a], np.int32), n_edge=np.array([d - c], np.int32),
-            nodes={"z": z[a:b], "pos": pos[a:b]}, edges={}, globals={"y": y[i:i + 1]},
-            senders=ei[0, c:d] - a, receivers=ei[1, c:d] - a))
+        out.append(
+            jraph.GraphsTuple(
+                n_node=np.array([b - a], np.int32),
+                n_edge=np.array([d - c], np.int32),
+                nodes={"z": z[a:b], "pos": pos[a:b]},
+                edges={},
+                globals={"y": y[i : i + 1]},
+                senders=ei[0, c:d] - a,
+                receivers=ei[1, c:d] - a,
+            )
+        )
     return out
 
 
@@ -76,9 +83,15 @@ class JaxBackend(Backend):
     framework = "jax"
     modes = ("jit",)
 
-    def __init__(self, source: Any, *, model: str | Callable[..., Any] = "schnet",
-                 device: str = "cpu", seed: int = 0,
-                 progress: Callable[[str], object] | None = None) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        model: str | Callable[..., Any] = "schnet",
+        device: str = "cpu",
+        seed: int = 0,
+        progress: Callable[[str], object] | None = None,
+    ) -> None:
         import jax
 
         platforms = {d.platform for d in jax.devices()}
@@ -92,12 +105,12 @@ class JaxBackend(Backend):
         if progress is not None:
             progress("building the jitted step")
         factory = resolve_factory(model, "jax")
-        self.tune_step: TuneStep = as_tune_step(factory(device=want, compile=True,
-                                                        source=dataset))
+        self.tune_step: TuneStep = as_tune_step(factory(device=want, compile=True, source=dataset))
         self.dataset = self.tune_step.dataset if self.tune_step.dataset is not None else dataset
         self.loader_options = dict(self.tune_step.loader_options)
-        self.memory_kind = ("xla_memory_analysis" if self.tune_step.memory_bytes is not None
-                            else "none")
+        self.memory_kind = (
+            "xla_memory_analysis" if self.tune_step.memory_bytes is not None else "none"
+        )
         get = getattr(self.dataset, "graph_sizes", None)
         if callable(get):
             self._sizes = get()
@@ -115,11 +128,11 @@ class JaxBackend(Backend):
             raise InputError("tune --framework jax measures one device; world_size must be 1")
         from ..jax import loader
 
-        return loader(self.dataset, sizes=self._sizes, prefetch=0,
-                      **{**request, **self.loader_options})
+        return loader(
+            self.dataset, sizes=self._sizes, prefetch=0, **{**request, **self.loader_options}
+        )
 
-    def batch_at(self, request: dict[str, Any], epoch: int, step: int,
-                 world_size: int = 1) -> Any:
+    def batch_at(self, request: dict[str, Any], epoch: int, step: int, world_size: int = 1) -> Any:
         ld = self.loader(request, world_size)
         ld.set_epoch(int(epoch))
         for i, pg in enumerate(ld):
@@ -155,8 +168,12 @@ class JaxBackend(Backend):
         import jax
 
         out = super().info()
-        out.update(jax=jax.__version__, jax_devices=[str(d) for d in jax.devices()],
-                   modes=["jit"], synthetic_graphs=self.synthetic)
+        out.update(
+            jax=jax.__version__,
+            jax_devices=[str(d) for d in jax.devices()],
+            modes=["jit"],
+            synthetic_graphs=self.synthetic,
+        )
         return out
 
     def close(self) -> None:

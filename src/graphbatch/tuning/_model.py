@@ -23,8 +23,15 @@ from numpy.typing import ArrayLike
 
 from .._errors import InputError
 
-__all__ = ["FEATURE_SETS", "LinearCost", "CompileCost", "StepCostModel", "fit_linear",
-           "fit_step_model", "ProbeMeasurement"]
+__all__ = [
+    "FEATURE_SETS",
+    "LinearCost",
+    "CompileCost",
+    "StepCostModel",
+    "fit_linear",
+    "fit_step_model",
+    "ProbeMeasurement",
+]
 
 #: Size features the fit may use (with an intercept), largest first.
 FEATURE_SETS: tuple[tuple[str, ...], ...] = (
@@ -65,18 +72,30 @@ class ProbeMeasurement:
         return max(0.0, self.first_ms - self.median_ms)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "mode": self.mode,
-                "step_ms": list(self.step_ms), "median_ms": self.median_ms,
-                "first_ms": self.first_ms, "compile_ms": self.compile_ms,
-                "peak_bytes": self.peak_bytes, "source": self.source, "phase": self.phase}
+        return {
+            "shape": list(self.shape),
+            "mode": self.mode,
+            "step_ms": list(self.step_ms),
+            "median_ms": self.median_ms,
+            "first_ms": self.first_ms,
+            "compile_ms": self.compile_ms,
+            "peak_bytes": self.peak_bytes,
+            "source": self.source,
+            "phase": self.phase,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ProbeMeasurement:
         s = d["shape"]
-        return cls((int(s[0]), int(s[1]), int(s[2])), str(d["mode"]),
-                   tuple(float(x) for x in d["step_ms"]), float(d["first_ms"]),
-                   None if d.get("peak_bytes") is None else int(d["peak_bytes"]),
-                   str(d.get("source", "")), str(d.get("phase", "design")))
+        return cls(
+            (int(s[0]), int(s[1]), int(s[2])),
+            str(d["mode"]),
+            tuple(float(x) for x in d["step_ms"]),
+            float(d["first_ms"]),
+            None if d.get("peak_bytes") is None else int(d["peak_bytes"]),
+            str(d.get("source", "")),
+            str(d.get("phase", "design")),
+        )
 
 
 @dataclass(frozen=True)
@@ -116,27 +135,36 @@ class LinearCost:
         return float(np.median(np.abs(self.loo_rel_errors)))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"features": list(self.features), "intercept": int(self.intercept),
-                "coef": [int(c) for c in self.coef], "units": int(self.units),
-                "loo_rel_errors": list(self.loo_rel_errors),
-                "fit_rel_errors": list(self.fit_rel_errors)}
+        return {
+            "features": list(self.features),
+            "intercept": int(self.intercept),
+            "coef": [int(c) for c in self.coef],
+            "units": int(self.units),
+            "loo_rel_errors": list(self.loo_rel_errors),
+            "fit_rel_errors": list(self.fit_rel_errors),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LinearCost:
-        return cls(tuple(d["features"]), int(d["intercept"]), tuple(int(c) for c in d["coef"]),
-                   int(d["units"]), tuple(float(x) for x in d.get("loo_rel_errors", ())),
-                   tuple(float(x) for x in d.get("fit_rel_errors", ())))
+        return cls(
+            tuple(d["features"]),
+            int(d["intercept"]),
+            tuple(int(c) for c in d["coef"]),
+            int(d["units"]),
+            tuple(float(x) for x in d.get("loo_rel_errors", ())),
+            tuple(float(x) for x in d.get("fit_rel_errors", ())),
+        )
 
     def describe(self, unit: str) -> str:
         terms = [f"{self.intercept / self.units:.4g}"]
-        terms += [f"{c / self.units:.4g}*{f}"
-                  for f, c in zip(self.features, self.coef, strict=True)]
+        terms += [
+            f"{c / self.units:.4g}*{f}" for f, c in zip(self.features, self.coef, strict=True)
+        ]
         return f"{unit} = " + " + ".join(terms)
 
 
 def _design(shapes: np.ndarray, features: Sequence[str]) -> np.ndarray:
-    cols = [np.ones(shapes.shape[0])] + [shapes[:, _COLUMN[f]].astype(np.float64)
-                                         for f in features]
+    cols = [np.ones(shapes.shape[0])] + [shapes[:, _COLUMN[f]].astype(np.float64) for f in features]
     return np.stack(cols, axis=1)
 
 
@@ -156,9 +184,14 @@ def _quantise(coef: np.ndarray, units: int) -> tuple[int, tuple[int, ...]]:
     return q[0], tuple(q[1:])
 
 
-def fit_linear(shapes: ArrayLike, values: ArrayLike, *, units: int,
-               feature_sets: Sequence[Sequence[str]] = FEATURE_SETS,
-               criterion: str = "median") -> LinearCost:
+def fit_linear(
+    shapes: ArrayLike,
+    values: ArrayLike,
+    *,
+    units: int,
+    feature_sets: Sequence[Sequence[str]] = FEATURE_SETS,
+    criterion: str = "median",
+) -> LinearCost:
     """Fit ``values`` (ms or bytes, > 0) over ``shapes`` (``[n, 3]`` plan shapes) with each of
     ``feature_sets`` (plus an intercept) and keep the one with the least leave-one-out
     relative error -- ``criterion="median"`` of the absolute leave-one-out errors (time: one
@@ -175,8 +208,9 @@ def fit_linear(shapes: ArrayLike, values: ArrayLike, *, units: int,
         raise InputError("no probe measurements to fit")
     if not np.all(np.isfinite(y)) or (y <= 0).any():
         raise InputError(f"probe measurements must be finite and > 0, got {y.tolist()}")
-    best: tuple[float, int, tuple[str, ...], np.ndarray, tuple[float, ...],
-                tuple[float, ...]] | None = None
+    best: (
+        tuple[float, int, tuple[str, ...], np.ndarray, tuple[float, ...], tuple[float, ...]] | None
+    ) = None
     for feats in feature_sets:
         feats = tuple(feats)
         x = _design(shapes, feats)
@@ -219,13 +253,19 @@ class CompileCost:
         return 0 if shapes <= 0 else self.first_ms + (shapes - 1) * self.per_shape_ms
 
     def as_dict(self) -> dict[str, Any]:
-        return {"first_ms": self.first_ms, "per_shape_ms": self.per_shape_ms,
-                "samples_ms": list(self.samples_ms)}
+        return {
+            "first_ms": self.first_ms,
+            "per_shape_ms": self.per_shape_ms,
+            "samples_ms": list(self.samples_ms),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CompileCost:
-        return cls(int(d["first_ms"]), int(d["per_shape_ms"]),
-                   tuple(float(x) for x in d.get("samples_ms", ())))
+        return cls(
+            int(d["first_ms"]),
+            int(d["per_shape_ms"]),
+            tuple(float(x) for x in d.get("samples_ms", ())),
+        )
 
 
 def fit_compile(measurements: Sequence[ProbeMeasurement]) -> CompileCost:
@@ -283,24 +323,32 @@ class StepCostModel:
         ``epochs`` (the per-epoch cost a shape adds)."""
         coef = dict(zip(self.time.features, self.time.coef, strict=True))
         per_shape = (self.compile.per_shape_ms * TIME_UNITS_PER_MS) // max(int(epochs), 1)
-        return [max(0, int(self.time.intercept))] + [max(0, int(coef.get(f, 0)))
-                                                    for f in ("n_node", "n_edge", "n_graph")] \
+        return (
+            [max(0, int(self.time.intercept))]
+            + [max(0, int(coef.get(f, 0))) for f in ("n_node", "n_edge", "n_graph")]
             + [int(per_shape)]
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "time": self.time.as_dict(),
-                "compile": self.compile.as_dict(),
-                "memory": None if self.memory is None else self.memory.as_dict(),
-                "memory_margin": int(self.memory_margin),
-                "probes": [p.as_dict() for p in self.probes]}
+        return {
+            "mode": self.mode,
+            "time": self.time.as_dict(),
+            "compile": self.compile.as_dict(),
+            "memory": None if self.memory is None else self.memory.as_dict(),
+            "memory_margin": int(self.memory_margin),
+            "probes": [p.as_dict() for p in self.probes],
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StepCostModel:
-        return cls(str(d["mode"]), LinearCost.from_dict(d["time"]),
-                   CompileCost.from_dict(d["compile"]),
-                   None if d.get("memory") is None else LinearCost.from_dict(d["memory"]),
-                   int(d.get("memory_margin", 0)),
-                   tuple(ProbeMeasurement.from_dict(p) for p in d.get("probes", ())))
+        return cls(
+            str(d["mode"]),
+            LinearCost.from_dict(d["time"]),
+            CompileCost.from_dict(d["compile"]),
+            None if d.get("memory") is None else LinearCost.from_dict(d["memory"]),
+            int(d.get("memory_margin", 0)),
+            tuple(ProbeMeasurement.from_dict(p) for p in d.get("probes", ())),
+        )
 
 
 def _memory_margin(memory: LinearCost, shapes: np.ndarray, peaks: Sequence[int]) -> int:

@@ -23,8 +23,16 @@ def plan_arrays_digest(plan: BatchPlan) -> str:
     """SHA-256 (hex) of a plan's batches: order, offsets, padded shapes, skipped graphs, ranks
     and steps (int64, little-endian). Equal digests: the same batches, shapes and ranks."""
     h = hashlib.sha256(b"graphbatch-tune-plan-v1")
-    for name in ("order", "offsets", "pad_nodes", "pad_edges", "pad_graphs", "skipped", "rank",
-                 "step"):
+    for name in (
+        "order",
+        "offsets",
+        "pad_nodes",
+        "pad_edges",
+        "pad_graphs",
+        "skipped",
+        "rank",
+        "step",
+    ):
         a = getattr(plan, name)
         h.update(name.encode())
         if a is None:
@@ -115,8 +123,13 @@ class PlanProfile:
 
     def key(self) -> tuple:
         """Identity of the step-shape multiset and totals: equal keys run the same steps."""
-        return (self.shapes.tobytes(), self.steps.tobytes(), self.later_shapes.tobytes(),
-                self.real_graphs, self.world_size)
+        return (
+            self.shapes.tobytes(),
+            self.steps.tobytes(),
+            self.later_shapes.tobytes(),
+            self.real_graphs,
+            self.world_size,
+        )
 
 
 def _distinct(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -149,7 +162,10 @@ def profile_plan(plan: BatchPlan, later: list[BatchPlan] | tuple = ()) -> PlanPr
         later_new.append(new)
     ws = plan.world_size if plan.rank is not None else 1
     return PlanProfile(
-        shapes=shapes, steps=counts, first_step=first, world_size=int(ws),
+        shapes=shapes,
+        steps=counts,
+        first_step=first,
+        world_size=int(ws),
         real_graphs=plan.num_graphs,
         real_nodes=int(plan.real_nodes.sum(dtype=np.int64)),
         real_edges=int(plan.real_edges.sum(dtype=np.int64)),
@@ -158,5 +174,7 @@ def profile_plan(plan: BatchPlan, later: list[BatchPlan] | tuple = ()) -> PlanPr
         padded_graphs=int(plan.pad_graphs.sum(dtype=np.int64)),
         later_shapes=np.asarray(later_rows, np.int64).reshape(-1, 3),
         later_where=np.asarray(later_where, np.int64).reshape(-1, 2),
-        later_new=tuple(later_new), epochs_planned=1 + len(later),
-        digest=plan_arrays_digest(plan))
+        later_new=tuple(later_new),
+        epochs_planned=1 + len(later),
+        digest=plan_arrays_digest(plan),
+    )

@@ -59,35 +59,58 @@ class TuneResult:
 
     def validation_table(self) -> list[dict[str, Any]]:
         """Predicted beside measured, one row per validated configuration."""
-        keys = ("config", "mode", "steps", "pred_step_ms", "meas_step_ms", "step_err_pct",
-                "pred_graphs_per_s", "meas_graphs_per_s", "pred_peak_mib", "meas_peak_mib",
-                "compiles", "load_drift", "load_adjusted_err_pct")
+        keys = (
+            "config",
+            "mode",
+            "steps",
+            "pred_step_ms",
+            "meas_step_ms",
+            "step_err_pct",
+            "pred_graphs_per_s",
+            "meas_graphs_per_s",
+            "pred_peak_mib",
+            "meas_peak_mib",
+            "compiles",
+            "load_drift",
+            "load_adjusted_err_pct",
+        )
         return [{k: v.get(k) for k in keys} for v in self.validation]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"format": TUNE_FORMAT, "request": self.request, "mode": self.mode,
-                "world_size": self.world_size,
-                "ranking": [p.as_dict() for p in self.ranking],
-                "models": {k: m.as_dict() for k, m in self.models.items()},
-                "validation": self.validation, "failed": self.failed,
-                "settings": self.settings}
+        return {
+            "format": TUNE_FORMAT,
+            "request": self.request,
+            "mode": self.mode,
+            "world_size": self.world_size,
+            "ranking": [p.as_dict() for p in self.ranking],
+            "models": {k: m.as_dict() for k, m in self.models.items()},
+            "validation": self.validation,
+            "failed": self.failed,
+            "settings": self.settings,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TuneResult:
         if d.get("format") != TUNE_FORMAT:
-            raise InputError(f"not a tune result (format {d.get('format')!r}, expected "
-                             f"{TUNE_FORMAT!r})")
-        return cls(request=dict(d["request"]), mode=str(d["mode"]),
-                   world_size=int(d["world_size"]),
-                   ranking=[Prediction.from_dict(p) for p in d["ranking"]],
-                   models={k: StepCostModel.from_dict(m) for k, m in d["models"].items()},
-                   validation=list(d.get("validation", [])), failed=list(d.get("failed", [])),
-                   settings=dict(d.get("settings", {})))
+            raise InputError(
+                f"not a tune result (format {d.get('format')!r}, expected {TUNE_FORMAT!r})"
+            )
+        return cls(
+            request=dict(d["request"]),
+            mode=str(d["mode"]),
+            world_size=int(d["world_size"]),
+            ranking=[Prediction.from_dict(p) for p in d["ranking"]],
+            models={k: StepCostModel.from_dict(m) for k, m in d["models"].items()},
+            validation=list(d.get("validation", [])),
+            failed=list(d.get("failed", [])),
+            settings=dict(d.get("settings", {})),
+        )
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the whole result as JSON (atomically)."""
-        return atomic_write_text(path, json.dumps(self.as_dict(), indent=1,
-                                                  default=json_default) + "\n")
+        return atomic_write_text(
+            path, json.dumps(self.as_dict(), indent=1, default=json_default) + "\n"
+        )
 
     def save_request(self, path: str | os.PathLike) -> Path:
         """Write only the chosen request (the file ``graphbatch plan --config`` reads)."""
@@ -117,5 +140,5 @@ def load_request(path: str | os.PathLike) -> dict[str, Any]:
     if isinstance(d, dict) and d.get("format") == TUNE_FORMAT:
         d = d.get("request")
     if not isinstance(d, dict) or not isinstance(d.get("strategy"), str):
-        raise InputError(f"{path}: a request is a JSON object with a \"strategy\" name")
+        raise InputError(f'{path}: a request is a JSON object with a "strategy" name')
     return d

@@ -90,34 +90,70 @@ class Prediction:
     def row(self) -> dict[str, Any]:
         """One row of the ranked table."""
         pn, pe = self.padding_pct
-        return {"config": self.label, "mode": self.mode,
-                "graphs_per_s": round(self.graphs_per_s, 1),
-                "steady_graphs_per_s": round(self.steady_graphs_per_s, 1),
-                "step_ms": round(self.step_ms, 3),
-                "graphs_per_batch": round(self.graphs_per_batch, 1),
-                "pad_nodes_pct": round(pn, 2), "pad_edges_pct": round(pe, 2),
-                "shapes": self.shapes, "compiles": self.shapes + self.recompiles,
-                "compile_s": round(self.compile_ms / 1000, 2),
-                "peak_mib": None if self.peak_bytes is None else round(self.peak_bytes / 2**20, 1),
-                "feasible": self.feasible}
+        return {
+            "config": self.label,
+            "mode": self.mode,
+            "graphs_per_s": round(self.graphs_per_s, 1),
+            "steady_graphs_per_s": round(self.steady_graphs_per_s, 1),
+            "step_ms": round(self.step_ms, 3),
+            "graphs_per_batch": round(self.graphs_per_batch, 1),
+            "pad_nodes_pct": round(pn, 2),
+            "pad_edges_pct": round(pe, 2),
+            "shapes": self.shapes,
+            "compiles": self.shapes + self.recompiles,
+            "compile_s": round(self.compile_ms / 1000, 2),
+            "peak_mib": None if self.peak_bytes is None else round(self.peak_bytes / 2**20, 1),
+            "feasible": self.feasible,
+        }
 
     def as_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "request": self.request, "mode": self.mode,
-                "index": self.index, "epochs": self.epochs, "steps": self.steps,
-                "world_size": self.world_size, "real_graphs": self.real_graphs,
-                "epoch_ps": self.epoch_ps, "compile_ms": self.compile_ms, "shapes": self.shapes,
-                "recompiles": self.recompiles, "peak_bytes": self.peak_bytes,
-                "node_efficiency": self.node_efficiency, "edge_efficiency": self.edge_efficiency,
-                "graphs_per_batch": self.graphs_per_batch, "feasible": self.feasible,
-                "reason": self.reason, "plan_digest": self.plan_digest,
-                "graphs_per_s": self.graphs_per_s,
-                "steady_graphs_per_s": self.steady_graphs_per_s, "step_ms": self.step_ms}
+        return {
+            "label": self.label,
+            "request": self.request,
+            "mode": self.mode,
+            "index": self.index,
+            "epochs": self.epochs,
+            "steps": self.steps,
+            "world_size": self.world_size,
+            "real_graphs": self.real_graphs,
+            "epoch_ps": self.epoch_ps,
+            "compile_ms": self.compile_ms,
+            "shapes": self.shapes,
+            "recompiles": self.recompiles,
+            "peak_bytes": self.peak_bytes,
+            "node_efficiency": self.node_efficiency,
+            "edge_efficiency": self.edge_efficiency,
+            "graphs_per_batch": self.graphs_per_batch,
+            "feasible": self.feasible,
+            "reason": self.reason,
+            "plan_digest": self.plan_digest,
+            "graphs_per_s": self.graphs_per_s,
+            "steady_graphs_per_s": self.steady_graphs_per_s,
+            "step_ms": self.step_ms,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Prediction:
-        keys = ("label", "request", "mode", "index", "epochs", "steps", "world_size",
-                "real_graphs", "epoch_ps", "compile_ms", "shapes", "recompiles", "peak_bytes",
-                "node_efficiency", "edge_efficiency", "graphs_per_batch", "feasible", "reason")
+        keys = (
+            "label",
+            "request",
+            "mode",
+            "index",
+            "epochs",
+            "steps",
+            "world_size",
+            "real_graphs",
+            "epoch_ps",
+            "compile_ms",
+            "shapes",
+            "recompiles",
+            "peak_bytes",
+            "node_efficiency",
+            "edge_efficiency",
+            "graphs_per_batch",
+            "feasible",
+            "reason",
+        )
         return cls(**{k: d[k] for k in keys}, plan_digest=str(d.get("plan_digest", "")))
 
 
@@ -130,8 +166,14 @@ def _recompiles(profile: PlanProfile, epochs: int) -> int:
     return planned + rest * rate
 
 
-def predict(pc: ProfiledCandidate, model: StepCostModel, index: int, *, epochs: int,
-            memory_limit: int | None = None) -> Prediction:
+def predict(
+    pc: ProfiledCandidate,
+    model: StepCostModel,
+    index: int,
+    *,
+    epochs: int,
+    memory_limit: int | None = None,
+) -> Prediction:
     """The `Prediction` of candidate ``pc`` under ``model`` (see the module docstring)."""
     prof = pc.profile
     epoch_ps = 0
@@ -151,23 +193,45 @@ def predict(pc: ProfiledCandidate, model: StepCostModel, index: int, *, epochs: 
             feasible = False
             reason = f"worst batch {peak / 2**20:.1f} MiB > limit {memory_limit / 2**20:.1f} MiB"
     return Prediction(
-        label=pc.candidate.label, request=dict(pc.candidate.request), mode=model.mode,
-        index=int(index), epochs=int(epochs), steps=prof.num_steps, world_size=prof.world_size,
-        real_graphs=prof.real_graphs, epoch_ps=epoch_ps, compile_ms=compile_ms, shapes=shapes,
-        recompiles=recompiles, peak_bytes=peak, node_efficiency=prof.node_efficiency,
-        edge_efficiency=prof.edge_efficiency, graphs_per_batch=prof.graphs_per_batch,
-        feasible=feasible, reason=reason, plan_digest=prof.digest)
+        label=pc.candidate.label,
+        request=dict(pc.candidate.request),
+        mode=model.mode,
+        index=int(index),
+        epochs=int(epochs),
+        steps=prof.num_steps,
+        world_size=prof.world_size,
+        real_graphs=prof.real_graphs,
+        epoch_ps=epoch_ps,
+        compile_ms=compile_ms,
+        shapes=shapes,
+        recompiles=recompiles,
+        peak_bytes=peak,
+        node_efficiency=prof.node_efficiency,
+        edge_efficiency=prof.edge_efficiency,
+        graphs_per_batch=prof.graphs_per_batch,
+        feasible=feasible,
+        reason=reason,
+        plan_digest=prof.digest,
+    )
 
 
-def rank(profiled: Sequence[ProfiledCandidate], models: Sequence[StepCostModel], *,
-         epochs: int, memory_limit: int | None = None) -> list[Prediction]:
+def rank(
+    profiled: Sequence[ProfiledCandidate],
+    models: Sequence[StepCostModel],
+    *,
+    epochs: int,
+    memory_limit: int | None = None,
+) -> list[Prediction]:
     """Every candidate under every mode's model, best first: feasible before infeasible, then
     the least total time per real graph (exact: ``total_a * graphs_b < total_b * graphs_a``),
     then fewer shapes, then candidate order."""
     import functools
 
-    preds = [predict(pc, m, i, epochs=epochs, memory_limit=memory_limit)
-             for i, pc in enumerate(profiled) for m in models]
+    preds = [
+        predict(pc, m, i, epochs=epochs, memory_limit=memory_limit)
+        for i, pc in enumerate(profiled)
+        for m in models
+    ]
 
     def cmp(a: Prediction, b: Prediction) -> int:
         if a.feasible != b.feasible:

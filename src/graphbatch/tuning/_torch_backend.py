@@ -61,8 +61,9 @@ def synthetic_dataset(sizes: GraphSizes, seed: int = 0) -> list[Data]:
     out = []
     for i in range(len(sizes)):
         a, b, c, d = int(no[i]), int(no[i + 1]), int(eo[i]), int(eo[i + 1])
-        out.append(Data(z=z[a:b], pos=pos[a:b], edge_index=ei[:, c:d] - a, y=y[i:i + 1],
-                        num_nodes=b - a))
+        out.append(
+            Data(z=z[a:b], pos=pos[a:b], edge_index=ei[:, c:d] - a, y=y[i : i + 1], num_nodes=b - a)
+        )
     return out
 
 
@@ -84,8 +85,11 @@ def _storage_ptrs(batch: Any) -> set[int]:
     """Data pointers of the storages of a batch's tensors."""
     import torch
 
-    values = batch.values() if isinstance(batch, dict) else (
-        batch.to_dict().values() if hasattr(batch, "to_dict") else vars(batch).values())
+    values = (
+        batch.values()
+        if isinstance(batch, dict)
+        else (batch.to_dict().values() if hasattr(batch, "to_dict") else vars(batch).values())
+    )
     return {int(v.untyped_storage().data_ptr()) for v in values if isinstance(v, torch.Tensor)}
 
 
@@ -143,8 +147,10 @@ def _allocation_peak(fn: Callable[[], Any]) -> int:
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU],
-                                         profile_memory=True) as prof:
+    with (
+        _quiet_native_stderr(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
         fn()
     events = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
@@ -163,15 +169,20 @@ def _allocation_peak(fn: Callable[[], Any]) -> int:
 
 def _plan_shape(batch: Any, spare: int) -> tuple[int, int, int]:
     """The plan shape of a padded batch from its masks (a PyG ``Batch`` or a dict)."""
-    get: Callable[[str], Any] = batch.get if isinstance(batch, dict) else (
-        lambda k: getattr(batch, k))
-    return (int(get("node_mask").shape[0]) - spare, int(get("edge_mask").shape[0]),
-            int(get("graph_mask").shape[0]))
+    get: Callable[[str], Any] = (
+        batch.get if isinstance(batch, dict) else (lambda k: getattr(batch, k))
+    )
+    return (
+        int(get("node_mask").shape[0]) - spare,
+        int(get("edge_mask").shape[0]),
+        int(get("graph_mask").shape[0]),
+    )
 
 
 def _real_graphs(batch: Any) -> int:
-    get: Callable[[str], Any] = batch.get if isinstance(batch, dict) else (
-        lambda k: getattr(batch, k))
+    get: Callable[[str], Any] = (
+        batch.get if isinstance(batch, dict) else (lambda k: getattr(batch, k))
+    )
     return int(get("graph_mask").sum())
 
 
@@ -183,10 +194,17 @@ class TorchBackend(Backend):
 
     framework = "torch"
 
-    def __init__(self, source: Any, *, model: str | Callable[..., Any] = "schnet",
-                 device: str = "cpu",
-                 modes: tuple[str, ...] = ("compiled", "eager"), threads: int | None = None,
-                 seed: int = 0, progress: Callable[[str], object] | None = None) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        model: str | Callable[..., Any] = "schnet",
+        device: str = "cpu",
+        modes: tuple[str, ...] = ("compiled", "eager"),
+        threads: int | None = None,
+        seed: int = 0,
+        progress: Callable[[str], object] | None = None,
+    ) -> None:
         import torch
 
         if device not in ("cpu", "cuda"):
@@ -198,8 +216,11 @@ class TorchBackend(Backend):
                 raise InputError(f"torch modes are compiled and eager, got {m!r}")
         self.device, self.modes = device, tuple(modes)
         self.cuda = device == "cuda"
-        self.memory_kind = ("cuda_max_memory_allocated" if self.cuda
-                            else "cpu_tensor_bytes_live_plus_step_allocations")
+        self.memory_kind = (
+            "cuda_max_memory_allocated"
+            if self.cuda
+            else "cpu_tensor_bytes_live_plus_step_allocations"
+        )
         self._threads = torch.get_num_threads()
         if threads is not None:
             torch.set_num_threads(int(threads))
@@ -214,8 +235,9 @@ class TorchBackend(Backend):
         for m in self.modes:
             if progress is not None:
                 progress(f"building the {m} step")
-            self.steps[m] = as_tune_step(factory(device=device, compile=m == "compiled",
-                                                 source=dataset))
+            self.steps[m] = as_tune_step(
+                factory(device=device, compile=m == "compiled", source=dataset)
+            )
         first = self.steps[self.modes[0]]
         self.dataset = first.dataset if first.dataset is not None else dataset
         self.loader_options = dict(first.loader_options)
@@ -237,8 +259,13 @@ class TorchBackend(Backend):
             kw.update(num_replicas=world_size, rank=0)
         return loader(self.dataset, sizes=self._sizes, **request, **kw)
 
-    def batch_at(self, request: dict[str, Any], epoch: int, step: int, world_size: int = 1,
-                 ) -> tuple[Any, tuple[int, int, int]]:
+    def batch_at(
+        self,
+        request: dict[str, Any],
+        epoch: int,
+        step: int,
+        world_size: int = 1,
+    ) -> tuple[Any, tuple[int, int, int]]:
         """(batch, plan shape) of step ``step`` of epoch ``epoch`` of ``request``'s plan."""
         ld = self.loader(request, world_size)
         ld.set_epoch(int(epoch))
@@ -286,8 +313,9 @@ class TorchBackend(Backend):
             torch.cuda.synchronize()
             return int(torch.cuda.max_memory_allocated())
         # the other probes' batches are held by tune, not by a training loop: not counted
-        others = set().union(*(_storage_ptrs(b) for b in self.batches.values()
-                               if b is not batch)) - _storage_ptrs(batch)
+        others = set().union(
+            *(_storage_ptrs(b) for b in self.batches.values() if b is not batch)
+        ) - _storage_ptrs(batch)
         live = _live_tensor_bytes(others)
         return live + _allocation_peak(lambda: step(batch))
 
@@ -301,8 +329,12 @@ class TorchBackend(Backend):
         import torch
 
         out = super().info()
-        out.update(torch=torch.__version__, threads=torch.get_num_threads(),
-                   modes=list(self.modes), synthetic_graphs=self.synthetic)
+        out.update(
+            torch=torch.__version__,
+            threads=torch.get_num_threads(),
+            modes=list(self.modes),
+            synthetic_graphs=self.synthetic,
+        )
         if self.cuda:
             out["gpu"] = torch.cuda.get_device_name()
         return out
@@ -317,8 +349,9 @@ class TorchBackend(Backend):
 
 
 class _TorchRun(RequestRun):
-    def __init__(self, backend: TorchBackend, request: dict[str, Any], mode: str,
-                 world_size: int) -> None:
+    def __init__(
+        self, backend: TorchBackend, request: dict[str, Any], mode: str, world_size: int
+    ) -> None:
         self.backend, self.request, self.mode, self.world_size = backend, request, mode, world_size
         ld = backend.loader(request, world_size)
         ld.set_epoch(0)

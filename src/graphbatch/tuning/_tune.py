@@ -52,8 +52,21 @@ MAX_PROBES = 20
 #: A progress callback: called with a message before each stage (or ``None``: silent).
 Progress = Callable[[str], None] | None
 
-_UNITS = {"b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20,
-          "g": 2**30, "gb": 2**30, "gib": 2**30, "t": 2**40, "tb": 2**40, "tib": 2**40}
+_UNITS = {
+    "b": 1,
+    "k": 2**10,
+    "kb": 2**10,
+    "kib": 2**10,
+    "m": 2**20,
+    "mb": 2**20,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 2**40,
+    "tib": 2**40,
+}
 
 
 def parse_memory(value: int | float | str | None) -> int | None:
@@ -70,10 +83,11 @@ def parse_memory(value: int | float | str | None) -> int | None:
     else:
         text = str(value).strip().lower().replace(" ", "")
         num = text.rstrip("abcdefghijklmnopqrstuvwxyz")
-        unit = text[len(num):] or "gib"
+        unit = text[len(num) :] or "gib"
         if unit not in _UNITS:
-            raise InputError(f"memory limit {value!r}: unknown unit {unit!r} (use B, KiB, MiB, "
-                             "GiB, TiB)")
+            raise InputError(
+                f"memory limit {value!r}: unknown unit {unit!r} (use B, KiB, MiB, GiB, TiB)"
+            )
         try:
             b = int(float(num) * _UNITS[unit])
         except ValueError:
@@ -88,8 +102,14 @@ def _say(progress: Progress, msg: str) -> None:
         progress(msg)
 
 
-def _probe_specs(profiled: Sequence[ProfiledCandidate], shapes: np.ndarray, indices: Iterable[int],
-                 start_key: int, phase: str, world_size: int) -> list[ProbeSpec]:
+def _probe_specs(
+    profiled: Sequence[ProfiledCandidate],
+    shapes: np.ndarray,
+    indices: Iterable[int],
+    start_key: int,
+    phase: str,
+    world_size: int,
+) -> list[ProbeSpec]:
     """A probe per shape index: the batch of the first candidate (in order) that meets the
     shape, at the step where it first appears."""
     out = []
@@ -100,8 +120,17 @@ def _probe_specs(profiled: Sequence[ProfiledCandidate], shapes: np.ndarray, indi
                 epoch, step = pc.profile.where(target)
             except KeyError:
                 continue
-            out.append(ProbeSpec(start_key + j, target, dict(pc.candidate.request), epoch, step,
-                                 world_size, f"{pc.candidate.label} [{phase}]"))
+            out.append(
+                ProbeSpec(
+                    start_key + j,
+                    target,
+                    dict(pc.candidate.request),
+                    epoch,
+                    step,
+                    world_size,
+                    f"{pc.candidate.label} [{phase}]",
+                )
+            )
             break
     return out
 
@@ -119,8 +148,10 @@ class _Probing:
 
     def add(self, specs: Sequence[ProbeSpec], phase: str) -> None:
         for s in specs:
-            _say(self.progress, f"probe {len(self.specs) + 1}: shape {list(s.shape)} "
-                 f"(first step, compiling)")
+            _say(
+                self.progress,
+                f"probe {len(self.specs) + 1}: shape {list(s.shape)} (first step, compiling)",
+            )
             first = self.backend.add_probe(s)
             self.specs.append(s)
             self.phase[s.key] = phase
@@ -158,10 +189,17 @@ class _Probing:
         out = []
         for s in self.specs:
             for mode in self.backend.modes:
-                out.append(ProbeMeasurement(
-                    s.shape, mode, tuple(self.samples[(s.key, mode)]),
-                    self.first[(s.key, mode)], self.peak.get((s.key, mode)), s.label,
-                    self.phase[s.key]))
+                out.append(
+                    ProbeMeasurement(
+                        s.shape,
+                        mode,
+                        tuple(self.samples[(s.key, mode)]),
+                        self.first[(s.key, mode)],
+                        self.peak.get((s.key, mode)),
+                        s.label,
+                        self.phase[s.key],
+                    )
+                )
         return out
 
     def fit(self) -> dict[str, StepCostModel]:
@@ -193,11 +231,16 @@ def _leaders(ranking: Sequence[Prediction], count: int) -> list[Prediction]:
     return out
 
 
-def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any], str]],
-                    steps: int, *, world_size: int = 1,
-                    peak_steps: Sequence[int | None] | None = None,
-                    reference: tuple[int, str] | None = None,
-                    progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def measure_configs(
+    backend: Backend,
+    configs: Sequence[tuple[str, dict[str, Any], str]],
+    steps: int,
+    *,
+    world_size: int = 1,
+    peak_steps: Sequence[int | None] | None = None,
+    reference: tuple[int, str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
     """Train each configuration ``(label, request, mode)`` for ``steps`` steps of its plan's
     epoch 0 (rank 0) on ``backend``, interleaved (step k of every configuration before step
     k + 1 of any, so load changes hit all alike); then measure the peak memory at plan step
@@ -240,20 +283,27 @@ def measure_configs(backend: Backend, configs: Sequence[tuple[str, dict[str, Any
             if at is not None:
                 _say(progress, f"peak memory of {label} at plan step {at}")
             peak = None if at is None else run.peak_bytes(int(at))
-            out.append({
-                "config": label, "mode": mode, "request": req, "steps": len(rec),
-                "new_shapes": len(seen[i]), "compiles": len(seen[i]),
-                "new_shape_ms": round(float(np.median(new)), 3) if new else 0.0,
-                "meas_step_ms": round(float(np.median([m for m, _, _, _ in rec])), 4),
-                "meas_graphs_per_s": round(graphs / (sum(m for m, _, _, _ in rec) / 1e3), 2),
-                "meas_peak_bytes": peak,
-                "meas_peak_mib": None if peak is None else round(peak / 2**20, 1),
-                "step_ms_all": [round(m, 4) for m, _, _, _ in rec],
-                "first_call_ms_all": [round(f, 4) for _, _, _, f in rec],
-                "shapes_all": [list(s) for _, s, _, _ in rec],
-                "graphs_all": [int(g) for _, _, g, _ in rec],
-                "reference_ms": [round(x, 4) for x in ref_ms],
-                "_steps": [(m, sh, g) for m, sh, g, _ in rec]})
+            out.append(
+                {
+                    "config": label,
+                    "mode": mode,
+                    "request": req,
+                    "steps": len(rec),
+                    "new_shapes": len(seen[i]),
+                    "compiles": len(seen[i]),
+                    "new_shape_ms": round(float(np.median(new)), 3) if new else 0.0,
+                    "meas_step_ms": round(float(np.median([m for m, _, _, _ in rec])), 4),
+                    "meas_graphs_per_s": round(graphs / (sum(m for m, _, _, _ in rec) / 1e3), 2),
+                    "meas_peak_bytes": peak,
+                    "meas_peak_mib": None if peak is None else round(peak / 2**20, 1),
+                    "step_ms_all": [round(m, 4) for m, _, _, _ in rec],
+                    "first_call_ms_all": [round(f, 4) for _, _, _, f in rec],
+                    "shapes_all": [list(s) for _, s, _, _ in rec],
+                    "graphs_all": [int(g) for _, _, g, _ in rec],
+                    "reference_ms": [round(x, 4) for x in ref_ms],
+                    "_steps": [(m, sh, g) for m, sh, g, _ in rec],
+                }
+            )
         return out
     finally:
         for run in runs:
@@ -272,16 +322,30 @@ def worst_step(profile: PlanProfile, model: StepCostModel) -> int:
     return int(profile.first_step[worst])
 
 
-def _validate(backend: Backend, preds: Sequence[Prediction], profiles: dict[str, Any],
-              models: dict[str, StepCostModel], steps: int, world_size: int,
-              progress: Progress, reference: tuple[int, str] | None = None) -> list[dict[str, Any]]:
+def _validate(
+    backend: Backend,
+    preds: Sequence[Prediction],
+    profiles: dict[str, Any],
+    models: dict[str, StepCostModel],
+    steps: int,
+    world_size: int,
+    progress: Progress,
+    reference: tuple[int, str] | None = None,
+) -> list[dict[str, Any]]:
     """`measure_configs` of ``preds`` with the predictions beside the measurements: step time
     (median over the same steady steps), real graphs/s over them, peak at the worst batch;
     ``reference``: a probe timed beside them (the load gauge)."""
     configs = [(p.label, p.request, p.mode) for p in preds]
     at = [worst_step(profiles[p.label], models[p.mode]) for p in preds]
-    measured = measure_configs(backend, configs, steps, world_size=world_size, peak_steps=at,
-                               reference=reference, progress=progress)
+    measured = measure_configs(
+        backend,
+        configs,
+        steps,
+        world_size=world_size,
+        peak_steps=at,
+        reference=reference,
+        progress=progress,
+    )
     out = []
     for p, m, step_at in zip(preds, measured, at, strict=True):
         model = models[p.mode]
@@ -293,34 +357,54 @@ def _validate(backend: Backend, preds: Sequence[Prediction], profiles: dict[str,
         worst = prof.shapes[int(np.flatnonzero(prof.first_step == step_at)[0])].tolist()
         pred_peak = model.peak_bytes(worst)
         meas = m["meas_step_ms"]
-        out.append({
-            **m, "pred_step_ms": round(pred, 3),
-            "step_err_pct": round(100.0 * (pred - meas) / meas, 2),
-            "pred_graphs_per_s": round(pred_gps, 1),
-            "pred_graphs_per_s_epochs": round(p.graphs_per_s, 1),
-            "worst_shape": [int(x) for x in worst], "pred_peak_bytes": pred_peak,
-            "pred_peak_mib": None if pred_peak is None else round(pred_peak / 2**20, 1)})
+        out.append(
+            {
+                **m,
+                "pred_step_ms": round(pred, 3),
+                "step_err_pct": round(100.0 * (pred - meas) / meas, 2),
+                "pred_graphs_per_s": round(pred_gps, 1),
+                "pred_graphs_per_s_epochs": round(p.graphs_per_s, 1),
+                "worst_shape": [int(x) for x in worst],
+                "pred_peak_bytes": pred_peak,
+                "pred_peak_mib": None if pred_peak is None else round(pred_peak / 2**20, 1),
+            }
+        )
     return out
 
 
-def _make_backend(source: Any, *, model: str | Callable[..., Any], framework: str,
-                  device: str, compile: str, threads: int | None, seed: int,
-                  progress: Progress
-                  ) -> Backend:
+def _make_backend(
+    source: Any,
+    *,
+    model: str | Callable[..., Any],
+    framework: str,
+    device: str,
+    compile: str,
+    threads: int | None,
+    seed: int,
+    progress: Progress,
+) -> Backend:
     if framework == "torch":
         from ._torch_backend import TorchBackend
 
         modes = {"both": ("compiled", "eager"), "on": ("compiled",), "off": ("eager",)}
         if compile not in modes:
             raise InputError(f"compile must be one of both, on, off, got {compile!r}")
-        return TorchBackend(source, model=model, device=device, modes=modes[compile],
-                            threads=threads, seed=seed, progress=progress)
+        return TorchBackend(
+            source,
+            model=model,
+            device=device,
+            modes=modes[compile],
+            threads=threads,
+            seed=seed,
+            progress=progress,
+        )
     if framework == "jax":
         from ._jax_backend import JaxBackend
 
         if compile not in ("both", "on"):
-            raise InputError("--framework jax always compiles (jax.jit); compile='off' does "
-                             "not apply")
+            raise InputError(
+                "--framework jax always compiles (jax.jit); compile='off' does not apply"
+            )
         return JaxBackend(source, model=model, device=device, seed=seed, progress=progress)
     raise InputError(f"framework must be torch or jax, got {framework!r}")
 
@@ -392,45 +476,93 @@ def tune(
     t0 = time.perf_counter()
     own_backend = backend is None
     if backend is None:
-        backend = _make_backend(source, model=model, framework=framework, device=device,
-                                compile=compile, threads=threads, seed=seed,
-                                progress=progress)
+        backend = _make_backend(
+            source,
+            model=model,
+            framework=framework,
+            device=device,
+            compile=compile,
+            threads=threads,
+            seed=seed,
+            progress=progress,
+        )
     seconds["setup"] = time.perf_counter() - t0
     try:
-        return _tune(backend, t_start=t_start, load_start=load_start, seconds=seconds,
-                     model=model, batch_size=batch_size, epochs=epochs, limit=limit,
-                     world_size=world_size, validate=validate, validate_steps=validate_steps,
-                     probes=probes, rounds=rounds, batch_tolerance=batch_tolerance,
-                     strategies=strategies, max_shapes=max_shapes, seed=seed,
-                     on_oversize=on_oversize, progress=progress)
+        return _tune(
+            backend,
+            t_start=t_start,
+            load_start=load_start,
+            seconds=seconds,
+            model=model,
+            batch_size=batch_size,
+            epochs=epochs,
+            limit=limit,
+            world_size=world_size,
+            validate=validate,
+            validate_steps=validate_steps,
+            probes=probes,
+            rounds=rounds,
+            batch_tolerance=batch_tolerance,
+            strategies=strategies,
+            max_shapes=max_shapes,
+            seed=seed,
+            on_oversize=on_oversize,
+            progress=progress,
+        )
     finally:
         if own_backend:
             backend.close()
 
 
-def _tune(backend: Backend, *, t_start: float,
-          load_start: tuple[float, float, float] | None, seconds: dict[str, float],
-          model: str | Callable[..., Any], batch_size: int, epochs: int, limit: int | None,
-          world_size: int, validate: int, validate_steps: int, probes: int, rounds: int,
-          batch_tolerance: float, strategies: Sequence[str] | None, max_shapes: int, seed: int,
-          on_oversize: str, progress: Progress) -> TuneResult:
+def _tune(
+    backend: Backend,
+    *,
+    t_start: float,
+    load_start: tuple[float, float, float] | None,
+    seconds: dict[str, float],
+    model: str | Callable[..., Any],
+    batch_size: int,
+    epochs: int,
+    limit: int | None,
+    world_size: int,
+    validate: int,
+    validate_steps: int,
+    probes: int,
+    rounds: int,
+    batch_tolerance: float,
+    strategies: Sequence[str] | None,
+    max_shapes: int,
+    seed: int,
+    on_oversize: str,
+    progress: Progress,
+) -> TuneResult:
     sizes = backend.graph_sizes()
     if len(sizes) == 0:
         raise InputError("the source holds no graphs")
     if limit is not None and backend.memory_kind == "none":
-        raise InputError(f"memory_limit needs a peak-memory measure; this backend "
-                         f"({backend.framework}) has none")
+        raise InputError(
+            f"memory_limit needs a peak-memory measure; this backend ({backend.framework}) has none"
+        )
 
     t0 = time.perf_counter()
     _say(progress, "planning candidate configurations")
-    cands = candidate_requests(sizes, batch_size, tolerance=batch_tolerance,
-                               strategies=strategies, world_size=world_size, seed=seed,
-                               max_shapes=max_shapes)
-    profiled, failed = profile_candidates(sizes, cands, world_size=world_size, epochs=epochs,
-                                          on_oversize=on_oversize)
+    cands = candidate_requests(
+        sizes,
+        batch_size,
+        tolerance=batch_tolerance,
+        strategies=strategies,
+        world_size=world_size,
+        seed=seed,
+        max_shapes=max_shapes,
+    )
+    profiled, failed = profile_candidates(
+        sizes, cands, world_size=world_size, epochs=epochs, on_oversize=on_oversize
+    )
     if not profiled:
-        raise InputError("no candidate configuration could be planned: "
-                         + "; ".join(f"{f['label']}: {f['error']}" for f in failed[:3]))
+        raise InputError(
+            "no candidate configuration could be planned: "
+            + "; ".join(f"{f['label']}: {f['error']}" for f in failed[:3])
+        )
     profiles = {pc.candidate.label: pc.profile for pc in profiled}
     cloud, weights, share = shape_cloud(profiled)
     seconds["planning"] = time.perf_counter() - t0
@@ -447,27 +579,42 @@ def _tune(backend: Backend, *, t_start: float,
     models = probing.fit()
     if strategies is None or "buckets" in strategies:
         # buckets whose tight shapes minimise this model's predicted time (and compiles)
-        by_cost = [c for mode, m in models.items()
-                   for c in cost_bucket_requests(sizes, batch_size, m.shape_cost(epochs),
-                                                 label=f"by {mode} cost", seed=seed,
-                                                 max_shapes=max_shapes)]
-        more, bad = profile_candidates(sizes, by_cost, world_size=world_size, epochs=epochs,
-                                       on_oversize=on_oversize)
+        by_cost = [
+            c
+            for mode, m in models.items()
+            for c in cost_bucket_requests(
+                sizes,
+                batch_size,
+                m.shape_cost(epochs),
+                label=f"by {mode} cost",
+                seed=seed,
+                max_shapes=max_shapes,
+            )
+        ]
+        more, bad = profile_candidates(
+            sizes, by_cost, world_size=world_size, epochs=epochs, on_oversize=on_oversize
+        )
         seen = {pc.profile.key() for pc in profiled}
         profiled += [pc for pc in more if pc.profile.key() not in seen]
         failed += bad
         cands = list(cands) + by_cost
         profiles = {pc.candidate.label: pc.profile for pc in profiled}
         cloud, weights, share = shape_cloud(profiled)
-        design = [int(np.flatnonzero((cloud == np.asarray(sp.shape)).all(axis=1))[0])
-                  for sp in probing.specs]
+        design = [
+            int(np.flatnonzero((cloud == np.asarray(sp.shape)).all(axis=1))[0])
+            for sp in probing.specs
+        ]
     first_rank = rank(profiled, list(models.values()), epochs=epochs, memory_limit=limit)
     leaders = _leaders(first_rank, max(validate, 3))
     extra = targeted_probes(
-        cloud, [(profiles[p.label].shapes, profiles[p.label].steps) for p in leaders],
-        design, probes - len(design))
-    probing.add(_probe_specs(profiled, cloud, extra, len(design), "targeted", world_size),
-                "targeted")
+        cloud,
+        [(profiles[p.label].shapes, profiles[p.label].steps) for p in leaders],
+        design,
+        probes - len(design),
+    )
+    probing.add(
+        _probe_specs(profiled, cloud, extra, len(design), "targeted", world_size), "targeted"
+    )
     probing.time_rounds(rounds)
     probing.measure_memory()
     models = probing.fit()
@@ -475,16 +622,26 @@ def _tune(backend: Backend, *, t_start: float,
 
     ranking = rank(profiled, list(models.values()), epochs=epochs, memory_limit=limit)
     if not ranking[0].feasible:
-        raise InputError(f"no configuration fits memory_limit = {limit} bytes: the best, "
-                         f"{ranking[0].label}, {ranking[0].reason}")
+        raise InputError(
+            f"no configuration fits memory_limit = {limit} bytes: the best, "
+            f"{ranking[0].label}, {ranking[0].reason}"
+        )
     t0 = time.perf_counter()
     validation: list[dict[str, Any]] = []
     if validate:
         # the load gauge: the chosen mode's first design probe (the most used shape), timed
         # once per validation round; its probe-phase median is in the fitted model's probes
         ref = (probing.specs[0].key, ranking[0].mode)
-        validation = _validate(backend, _leaders(ranking, validate), profiles, models,
-                               validate_steps, world_size, progress, reference=ref)
+        validation = _validate(
+            backend,
+            _leaders(ranking, validate),
+            profiles,
+            models,
+            validate_steps,
+            world_size,
+            progress,
+            reference=ref,
+        )
         probe_ms = float(np.median(probing.samples[ref]))
         for v in validation:
             during = float(np.median(v["reference_ms"])) if v["reference_ms"] else probe_ms
@@ -492,8 +649,10 @@ def _tune(backend: Backend, *, t_start: float,
             if v["reference_ms"]:
                 # each step scaled by the gauge of its round: the machine's load change taken
                 # out (a diagnostic beside the raw error, not a replacement for it)
-                scaled = [m * probe_ms / r
-                          for m, r in zip(v["step_ms_all"], v["reference_ms"], strict=True)]
+                scaled = [
+                    m * probe_ms / r
+                    for m, r in zip(v["step_ms_all"], v["reference_ms"], strict=True)
+                ]
                 med = float(np.median(scaled))
                 v["load_adjusted_step_ms"] = round(med, 3)
                 v["load_adjusted_err_pct"] = round(100.0 * (v["pred_step_ms"] - med) / med, 2)
@@ -502,17 +661,36 @@ def _tune(backend: Backend, *, t_start: float,
     best = ranking[0]
     settings = {
         "model": model if isinstance(model, str) else getattr(model, "__qualname__", repr(model)),
-        "framework": backend.framework, "device": backend.device, "batch_size": int(batch_size),
-        "batch_tolerance": float(batch_tolerance), "epochs": epochs, "memory_limit": limit,
-        "world_size": world_size, "probes": len(probing.specs), "rounds": rounds,
-        "validate": validate, "validate_steps": validate_steps, "seed": int(seed),
-        "num_graphs": len(sizes), "candidates": len(cands), "distinct_candidates": len(profiled),
+        "framework": backend.framework,
+        "device": backend.device,
+        "batch_size": int(batch_size),
+        "batch_tolerance": float(batch_tolerance),
+        "epochs": epochs,
+        "memory_limit": limit,
+        "world_size": world_size,
+        "probes": len(probing.specs),
+        "rounds": rounds,
+        "validate": validate,
+        "validate_steps": validate_steps,
+        "seed": int(seed),
+        "num_graphs": len(sizes),
+        "candidates": len(cands),
+        "distinct_candidates": len(profiled),
         "seconds": {k: round(v, 2) for k, v in seconds.items()},
         "load_start": None if load_start is None else [round(x, 2) for x in load_start],
-        "load_end": ([round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg")
-                     else None),
-        "machine": platform.machine(), "python": platform.python_version(),
-        "graphbatch": __version__, **backend.info()}
-    return TuneResult(request=dict(best.request), mode=best.mode, world_size=world_size,
-                      ranking=ranking, models=models, validation=validation, failed=failed,
-                      settings=settings)
+        "load_end": ([round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "graphbatch": __version__,
+        **backend.info(),
+    }
+    return TuneResult(
+        request=dict(best.request),
+        mode=best.mode,
+        world_size=world_size,
+        ranking=ranking,
+        models=models,
+        validation=validation,
+        failed=failed,
+        settings=settings,
+    )

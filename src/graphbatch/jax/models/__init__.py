@@ -26,8 +26,9 @@ def build_model(name: str, **kwargs: Any) -> SchNet | MPEU | PaiNN:
     try:
         cls = MODELS[name]
     except KeyError:
-        raise UnknownNameError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}"
-                               ) from None
+        raise UnknownNameError(
+            f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}"
+        ) from None
     return cls(**kwargs)
 
 
@@ -38,9 +39,13 @@ def graph_inputs(pg: PaddedGraphs, *, z_key: str = "z", pos_key: str = "pos") ->
     g = pg.graphs
     z, pos = g.nodes[z_key], g.nodes[pos_key]
     return {
-        "z": z, "pos": pos, "senders": g.senders, "receivers": g.receivers,
+        "z": z,
+        "pos": pos,
+        "senders": g.senders,
+        "receivers": g.receivers,
         "node_graph": node_graph_index(g.n_node, z.shape[0]),
-        "node_mask": pg.node_mask, "edge_mask": pg.edge_mask,
+        "node_mask": pg.node_mask,
+        "edge_mask": pg.edge_mask,
         "num_graphs": int(g.n_node.shape[0]),
     }
 
@@ -52,5 +57,14 @@ def count_parameters(params: Any) -> int:
     return int(sum(x.size for x in jax.tree_util.tree_leaves(params)))
 
 
-__all__ = ["MODELS", "MPEU", "PaiNN", "SchNet", "build_model", "count_parameters",
-           "graph_inputs", "node_graph_index", "params_from_torch"]
+__all__ = [
+    "MODELS",
+    "MPEU",
+    "PaiNN",
+    "SchNet",
+    "build_model",
+    "count_parameters",
+    "graph_inputs",
+    "node_graph_index",
+    "params_from_torch",
+]

@@ -56,12 +56,27 @@ class SchNet(nn.Module):
     pair_edges: bool = False
 
     @nn.compact
-    def __call__(self, z: jax.Array, pos: jax.Array, senders: jax.Array, receivers: jax.Array,
-                 node_graph: jax.Array, node_mask: jax.Array, edge_mask: jax.Array,
-                 num_graphs: int) -> jax.Array:
-        _check("SchNet", {"hidden": self.hidden, "filters": self.filters,
-                          "num_interactions": self.num_interactions,
-                          "num_gaussians": self.num_gaussians}, self.cutoff)
+    def __call__(
+        self,
+        z: jax.Array,
+        pos: jax.Array,
+        senders: jax.Array,
+        receivers: jax.Array,
+        node_graph: jax.Array,
+        node_mask: jax.Array,
+        edge_mask: jax.Array,
+        num_graphs: int,
+    ) -> jax.Array:
+        _check(
+            "SchNet",
+            {
+                "hidden": self.hidden,
+                "filters": self.filters,
+                "num_interactions": self.num_interactions,
+                "num_gaussians": self.num_gaussians,
+            },
+            self.cutoff,
+        )
         n = z.shape[0]
         if self.pair_edges:
             senders, receivers, edge_mask = pair_reverse_edges(senders, receivers, edge_mask, n)
@@ -70,15 +85,21 @@ class SchNet(nn.Module):
         if self.pair_edges:
             d, cut = d[0::2], cut[0::2]
         rbf = gaussian_rbf(d, 0.0, self.cutoff, self.num_gaussians)
-        f1_all = Linear(self.num_interactions * self.filters, weight_init="xavier",
-                        name="filter1")(rbf)
+        f1_all = Linear(self.num_interactions * self.filters, weight_init="xavier", name="filter1")(
+            rbf
+        )
         f1 = jnp.split(f1_all, self.num_interactions, axis=-1)
-        h = nn.Embed(self.num_embeddings, self.hidden, embedding_init=nn.initializers.normal(1.0),
-                     name="embedding")(z)
+        h = nn.Embed(
+            self.num_embeddings,
+            self.hidden,
+            embedding_init=nn.initializers.normal(1.0),
+            name="embedding",
+        )(z)
         for t in range(self.num_interactions):
             p = f"interactions_{t}_"
-            w = Linear(self.filters, weight_init="xavier",
-                       name=p + "filter2")(shifted_softplus(f1[t]))
+            w = Linear(self.filters, weight_init="xavier", name=p + "filter2")(
+                shifted_softplus(f1[t])
+            )
             w = w * cut[:, None]
             x = Linear(self.filters, use_bias=False, weight_init="xavier", name=p + "lin_in")(h)
             xj = x[senders]
@@ -106,27 +127,48 @@ class MPEU(nn.Module):
     num_embeddings: int = 100
 
     @nn.compact
-    def __call__(self, z: jax.Array, pos: jax.Array, senders: jax.Array, receivers: jax.Array,
-                 node_graph: jax.Array, node_mask: jax.Array, edge_mask: jax.Array,
-                 num_graphs: int) -> jax.Array:
-        _check("MPEU", {"hidden": self.hidden, "edge_dim": self.edge_dim,
-                        "num_steps": self.num_steps, "num_gaussians": self.num_gaussians},
-               self.cutoff)
+    def __call__(
+        self,
+        z: jax.Array,
+        pos: jax.Array,
+        senders: jax.Array,
+        receivers: jax.Array,
+        node_graph: jax.Array,
+        node_mask: jax.Array,
+        edge_mask: jax.Array,
+        num_graphs: int,
+    ) -> jax.Array:
+        _check(
+            "MPEU",
+            {
+                "hidden": self.hidden,
+                "edge_dim": self.edge_dim,
+                "num_steps": self.num_steps,
+                "num_gaussians": self.num_gaussians,
+            },
+            self.cutoff,
+        )
         n = z.shape[0]
         ssp = shifted_softplus
         _, d = edge_vectors(pos, senders, receivers, edge_mask)
-        e = Linear(self.edge_dim, name="edge_in")(gaussian_rbf(d, 0.0, self.cutoff,
-                                                               self.num_gaussians))
-        h = nn.Embed(self.num_embeddings, self.hidden, embedding_init=nn.initializers.normal(1.0),
-                     name="embedding")(z)
+        e = Linear(self.edge_dim, name="edge_in")(
+            gaussian_rbf(d, 0.0, self.cutoff, self.num_gaussians)
+        )
+        h = nn.Embed(
+            self.num_embeddings,
+            self.hidden,
+            embedding_init=nn.initializers.normal(1.0),
+            name="embedding",
+        )(z)
         emask = edge_mask[:, None]
         for t in range(self.num_steps):
             p = f"steps_{t}_"
             hi, hj = h[receivers], h[senders]
             e = Linear(2 * self.edge_dim, name=p + "edge1")(jnp.concatenate([hi, hj, e], -1))
             e = ssp(Linear(self.edge_dim, name=p + "edge2")(ssp(e)))
-            gate = ssp(Linear(self.hidden, name=p + "w3")(
-                ssp(Linear(self.hidden, name=p + "w2")(e))))
+            gate = ssp(
+                Linear(self.hidden, name=p + "w3")(ssp(Linear(self.hidden, name=p + "w2")(e)))
+            )
             msg = Linear(self.hidden, use_bias=False, name=p + "w1")(h)[senders] * gate
             msg = jnp.where(emask, msg, 0.0)
             m = _segment_sum(msg, receivers, n)
@@ -147,18 +189,30 @@ class PaiNN(nn.Module):
     num_embeddings: int = 100
 
     @nn.compact
-    def __call__(self, z: jax.Array, pos: jax.Array, senders: jax.Array, receivers: jax.Array,
-                 node_graph: jax.Array, node_mask: jax.Array, edge_mask: jax.Array,
-                 num_graphs: int) -> jax.Array:
-        _check("PaiNN", {"features": self.features, "num_layers": self.num_layers,
-                         "num_rbf": self.num_rbf}, self.cutoff)
+    def __call__(
+        self,
+        z: jax.Array,
+        pos: jax.Array,
+        senders: jax.Array,
+        receivers: jax.Array,
+        node_graph: jax.Array,
+        node_mask: jax.Array,
+        edge_mask: jax.Array,
+        num_graphs: int,
+    ) -> jax.Array:
+        _check(
+            "PaiNN",
+            {"features": self.features, "num_layers": self.num_layers, "num_rbf": self.num_rbf},
+            self.cutoff,
+        )
         n, f = z.shape[0], self.features
         vec, d = edge_vectors(pos, senders, receivers, edge_mask)
         cut = cosine_cutoff(d, self.cutoff, edge_mask)
         unit = vec / d[:, None]
         rbf = gaussian_rbf(d, 0.0, self.cutoff, self.num_rbf)
-        s = nn.Embed(self.num_embeddings, f, embedding_init=nn.initializers.normal(1.0),
-                     name="embedding")(z)
+        s = nn.Embed(
+            self.num_embeddings, f, embedding_init=nn.initializers.normal(1.0), name="embedding"
+        )(z)
         v = jnp.zeros((n, 3, f), s.dtype)
         for t in range(self.num_layers):
             p = f"messages_{t}_"
@@ -173,12 +227,11 @@ class PaiNN(nn.Module):
             vv = Linear(f, use_bias=False, name=p + "v")(v)
             norm = jnp.sqrt(jnp.sum(vv * vv, axis=1) + _EPS)
             a = Linear(3 * f, name=p + "mlp_2")(
-                nn.silu(Linear(f, name=p + "mlp_0")(jnp.concatenate([s, norm], -1))))
+                nn.silu(Linear(f, name=p + "mlp_0")(jnp.concatenate([s, norm], -1)))
+            )
             a_vv, a_sv, a_ss = jnp.split(a, 3, axis=-1)
             s = s + a_ss + a_sv * jnp.sum(uv * vv, axis=1)
             v = v + a_vv[:, None, :] * uv
         out = Linear(f // 2, name="out1")(s)
         out = Linear(1, name="out2")(nn.silu(out))[:, 0]
         return masked_graph_sum(out, node_graph, node_mask, num_graphs)
-
-

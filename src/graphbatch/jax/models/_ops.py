@@ -12,9 +12,18 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-__all__ = ["LOG2", "RBF_MIN_EXPONENT", "Linear", "cosine_cutoff", "edge_vectors",
-           "gaussian_rbf", "masked_graph_sum", "node_graph_index", "pair_reverse_edges",
-           "shifted_softplus"]
+__all__ = [
+    "LOG2",
+    "RBF_MIN_EXPONENT",
+    "Linear",
+    "cosine_cutoff",
+    "edge_vectors",
+    "gaussian_rbf",
+    "masked_graph_sum",
+    "node_graph_index",
+    "pair_reverse_edges",
+    "shifted_softplus",
+]
 
 LOG2 = math.log(2.0)
 #: Gaussian features with exponents below this are exactly 0 (no float32 subnormals; see the
@@ -25,8 +34,6 @@ RBF_MIN_EXPONENT = -87.0
 def shifted_softplus(x: jax.Array) -> jax.Array:
     """``softplus(x) - log 2`` (0 at ``x = 0``)."""
     return jax.nn.softplus(x) - LOG2
-
-
 
 
 class Linear(nn.Module):
@@ -51,9 +58,11 @@ class Linear(nn.Module):
             k_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
             bound = 1.0 / math.sqrt(fan_in)
 
-            def b_init(key: jax.Array, shape: tuple[int, ...],
-                       dtype: jnp.dtype = jnp.float32) -> jax.Array:
+            def b_init(
+                key: jax.Array, shape: tuple[int, ...], dtype: jnp.dtype = jnp.float32
+            ) -> jax.Array:
                 return jax.random.uniform(key, shape, dtype, -bound, bound)
+
         kernel = self.param("kernel", k_init, (fan_in, self.features), jnp.float32)
         y = jnp.dot(x, kernel)
         if self.use_bias:
@@ -77,8 +86,9 @@ def cosine_cutoff(d: jax.Array, cutoff: float, edge_mask: jax.Array) -> jax.Arra
     return jnp.where(edge_mask & (d < cutoff), c, 0.0)
 
 
-def edge_vectors(pos: jax.Array, senders: jax.Array, receivers: jax.Array,
-                 edge_mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+def edge_vectors(
+    pos: jax.Array, senders: jax.Array, receivers: jax.Array, edge_mask: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """``pos[i] - pos[j]`` per edge (Å) and its length; padding edges get a zero vector and
     length 1, so ``sqrt`` never sees 0 (whose gradient would put NaN into real gradients)."""
     vec = pos[receivers] - pos[senders]
@@ -89,19 +99,22 @@ def edge_vectors(pos: jax.Array, senders: jax.Array, receivers: jax.Array,
 
 def node_graph_index(n_node: jax.Array, num_nodes: int) -> jax.Array:
     """Graph slot of every node from jraph's per-graph counts (``[num_nodes]`` int32)."""
-    return jnp.repeat(jnp.arange(n_node.shape[0], dtype=jnp.int32), n_node,
-                      total_repeat_length=num_nodes)
+    return jnp.repeat(
+        jnp.arange(n_node.shape[0], dtype=jnp.int32), n_node, total_repeat_length=num_nodes
+    )
 
 
-def masked_graph_sum(x: jax.Array, node_graph: jax.Array, node_mask: jax.Array,
-                     num_graphs: int) -> jax.Array:
+def masked_graph_sum(
+    x: jax.Array, node_graph: jax.Array, node_mask: jax.Array, num_graphs: int
+) -> jax.Array:
     """Sum of node values per graph slot, padding nodes excluded: ``[num_graphs, ...]``."""
     mask = node_mask.reshape((-1,) + (1,) * (x.ndim - 1))
     return jax.ops.segment_sum(jnp.where(mask, x, 0.0), node_graph, num_segments=num_graphs)
 
 
-def pair_reverse_edges(senders: jax.Array, receivers: jax.Array, edge_mask: jax.Array,
-                       num_nodes: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+def pair_reverse_edges(
+    senders: jax.Array, receivers: jax.Array, edge_mask: jax.Array, num_nodes: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Edges reordered so that each real edge ``j->i`` sits next to its reverse ``i->j``
     (padding last; one padding edge appended when ``E`` is odd). Needs every real edge to have
     exactly one real reverse (radius / fully connected graphs); unchecked under ``jit``."""
