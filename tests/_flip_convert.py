@@ -1,4 +1,4 @@
-"""Run by tests/test_store_integrity.py in a fresh interpreter: flip bytes of a format-1
+"""Run by tests/datasets/test_store_integrity.py in a fresh interpreter: flip bytes of a format-1
 store's HDF5 chunk index (its v1 B-tree nodes) one at a time and convert each flipped copy in
 a forked child with a time limit. Prints one JSON line: counts of ``refused`` (StoreFormatError),
 ``exact`` (converted, equal to the intact store), ``wrong`` (converted, different: silent

@@ -7,7 +7,7 @@ graph labels, count fields, custom pads, all-padding batches, geometry by defaul
 `collate` (jraph's layout; dict, array and ``None`` feature trees, int32 and int64 indices) and
 the JAX store path. Inputs are made only from seeded integers and uniform draws and QM9's file
 values (no float computation that could differ between machines), so `digest` of each output is
-the same everywhere. tests/test_pad_golden.py pins the digests of the tree before the padding
+the same everywhere. tests/core/test_pad_golden.py pins the digests of the tree before the padding
 kernel was shared (commit dcc14dd): every padded output must stay bit-identical (values, dtypes,
 shapes, PyG bookkeeping).
 """
@@ -104,8 +104,9 @@ def qm9_arrays(n: int = 120):
 
 def molecules(n: int, seed: int):
     """PyG ``Data``: ``z`` int64, ``pos`` float32, random edges, ``edge_attr``, ``y`` [1, 3]."""
-    import torch
     from torch_geometric.data import Data
+
+    import torch
 
     rng = np.random.default_rng(seed)
     out = []
@@ -328,7 +329,7 @@ def cases(tmp):
     yield from jax_cases(store)
 
 
-if __name__ == "__main__":  # print the digests (for tests/test_pad_golden.py)
+if __name__ == "__main__":  # print the digests (for tests/core/test_pad_golden.py)
     import json
     import sys
     import tempfile

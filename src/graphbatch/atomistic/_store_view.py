@@ -22,7 +22,7 @@ Geometry is computed in float64 from the stored float64 values, then cast to ``d
 The transform works on NumPy views of the kernel's arrays and writes its outputs into one new
 buffer per batch (labels and weights the kernel already gathered in ``dtype``); its plain
 torch form (`_MaceTransform.reference`, also used for dtypes other than float32/float64) gives
-the same dicts bit for bit (``tests/test_atomistic_store.py``).
+the same dicts bit for bit (``tests/atomistic/test_atomistic_store.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 import torch
 
 from .._errors import InputError

@@ -30,8 +30,9 @@ class RunSpec:
 # --------------------------------------------------------------------------- models
 def _pyg_schnet(cutoff: float):
     """PyG's SchNet with the hyperparameters of ours, on precomputed radius-graph edges."""
-    import torch
     from torch_geometric.nn.models import SchNet as PygSchNet
+
+    import torch
 
     class PygSchNetOnEdges(torch.nn.Module):
         def __init__(self) -> None:
@@ -185,8 +186,9 @@ def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
 
 
 def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
-    import torch
     from torch_geometric.loader import DataLoader
+
+    import torch
 
     gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
     train = data.train
@@ -221,8 +223,9 @@ def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
 # --------------------------------------------------------------------------- evaluation
 def _evaluate(predict_unpadded: Callable, data, device) -> tuple[float, float]:
     """Test MAE and RMSE in the target's unit (unpadded batches, eager, no grad)."""
-    import torch
     from torch_geometric.loader import DataLoader
+
+    import torch
 
     err = []
     with torch.no_grad():
@@ -394,8 +397,9 @@ class _Run:
         return f(**unpadded_inputs(b.z, b.pos, b.edge_index, b.batch, b.num_graphs))
 
     def step(self, k: int) -> None:
-        import torch
         from torch._dynamo.utils import counters
+
+        import torch
 
         from ..torch import masked_mean
 

@@ -24,7 +24,7 @@ A frame that is not the common case -- other characters or quoting on the commen
 atom line with more or fewer columns than announced, an unknown species, a logical column
 value other than ``T``/``F``/``True``/``False``, an integer out of range, no atoms -- is read by
 ``ase.io`` (`Declined`), so ASE's semantics and ASE's errors hold there too.
-``tests/test_extxyz_reader.py`` checks every frame of the generated EMT set and edge cases
+``tests/datasets/test_extxyz_reader.py`` checks every frame of the generated EMT set and edge cases
 against ``ase.io.iread``.
 """
 

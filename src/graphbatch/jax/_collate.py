@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-import jax
 import jraph
 import numpy as np
+
+import jax
 
 from .._errors import InputError
 from .._padbatch import PackedGraphs, pad_batch

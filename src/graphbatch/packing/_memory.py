@@ -3,7 +3,7 @@ the chunked copies that keep per-graph working arrays narrow and short-lived.
 
 A chunk size bounds a temporary (its memory is O(chunk), not O(graphs)) and never changes a
 result: tests set each one to a few items and require the same plans
-(tests/test_plan_scale.py). Kernels read them here at call time (``_memory.NAME``), so one
+(tests/planners/test_plan_scale.py). Kernels read them here at call time (``_memory.NAME``), so one
 assignment changes them everywhere. Index arrays are int32 below 2**31 graphs
 (`index_dtype`); every `BatchPlan` array is still int64.
 """

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 import torch
 
 from .._errors import InputError, InputTypeError

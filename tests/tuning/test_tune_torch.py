@@ -1,0 +1,191 @@
+"""graphbatch tune on a real torch model (eager, tiny: no timing is asserted): docs/tune.md's
+blocks as written, the CLI end to end with --config, the factory protocol and the CPU
+peak-memory measure."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+pytest.importorskip("h5py")
+
+import graphbatch as gb  # noqa: E402
+from graphbatch.tuning import TuneResult, TuneStep, plan_arrays_digest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "tune.md"
+
+
+def _run(args, cwd, timeout=600, env=None):
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def qm9_dir(tmp_path_factory):
+    """A folder holding qm9.h5: the first 300 QM9 molecules (radius 6 Å graphs)."""
+    d = tmp_path_factory.mktemp("tune_qm9")
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "graphbatch.cli",
+            "data",
+            "build",
+            "qm9",
+            "--limit",
+            "300",
+            "--no-progress",
+            "--out",
+            "qm9.h5",
+        ],
+        cwd=d,
+    )
+    return d
+
+
+def test_docs_blocks_run_as_written(qm9_dir):
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    assert len(blocks) == 3 and "def factory" in blocks[1]
+    (qm9_dir / "my_models.py").write_text(blocks[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(qm9_dir), str(ROOT / "src")]))
+    for code in (blocks[0], blocks[2]):
+        out = _run([sys.executable, "-c", code + "\nprint('DOC OK')\n"], cwd=qm9_dir, env=env)
+        assert "DOC OK" in out.stdout and "'strategy'" in out.stdout
+
+
+def test_cli_tune_writes_a_request_that_plans_the_evaluated_plan(qm9_dir, monkeypatch, capsys):
+    from graphbatch.cli import main
+
+    monkeypatch.chdir(qm9_dir)
+    assert (
+        main(
+            [
+                "tune",
+                "qm9.h5",
+                "--model",
+                "schnet",
+                "--batch-size",
+                "16",
+                "--compile",
+                "off",
+                "--probes",
+                "3",
+                "--rounds",
+                "1",
+                "--validate",
+                "1",
+                "--validate-steps",
+                "2",
+                "--memory-limit",
+                "4GiB",
+                "--out",
+                "tune.json",
+                "--result",
+                "tune-result.json",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "chosen (eager)" in printed and "validation" in printed
+    request = json.loads((qm9_dir / "tune.json").read_text())
+    result = TuneResult.load(qm9_dir / "tune-result.json")
+    assert request == result.request
+    assert result.validation[0]["meas_peak_bytes"] > 0
+    assert result.settings["memory_kind"].startswith("cpu_tensor_bytes")
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "graphbatch.cli",
+            "plan",
+            "qm9.h5",
+            "--config",
+            "tune.json",
+            "--out",
+            "plan.npz",
+        ],
+        cwd=qm9_dir,
+    )
+    from graphbatch.datasets import GraphStore
+
+    sizes = GraphStore(str(qm9_dir / "qm9.h5")).graph_sizes()
+    digest = result.ranking[0].plan_digest
+    assert plan_arrays_digest(gb.BatchPlan.load(qm9_dir / "plan.npz")) == digest
+    assert plan_arrays_digest(gb.plan(sizes, **request)) == digest
+    # the loaders take the request unchanged
+    import graphbatch.torch as gt
+
+    ld = gt.loader(GraphStore(str(qm9_dir / "qm9.h5")), **request)
+    assert len(ld) == len(gb.plan(sizes, **request))
+
+
+def test_factory_protocol_and_cpu_peak_memory(qm9_dir):
+    """A factory returning a TuneStep with loader options; its step allocates a known buffer,
+    which the CPU peak-memory measure must see."""
+    from graphbatch.tuning import (
+        SimulatedBackend,  # noqa: F401  (public next to TorchBackend)
+        TorchBackend,
+    )
+
+    extra = 64 * 2**20
+    calls = []
+
+    def factory(*, device, compile, source):
+        calls.append((device, compile, type(source).__name__))
+        w = torch.nn.Parameter(torch.ones(8))
+
+        def step(batch):
+            buf = torch.empty(extra, dtype=torch.uint8)
+            buf.fill_(1)
+            return (batch.pos.sum() * w.sum() + buf[:1].float()).sum()
+
+        return TuneStep(step, loader_options={"cutoff": 6.0})
+
+    be = TorchBackend(str(qm9_dir / "qm9.h5"), model=factory, modes=("eager",))
+    try:
+        assert calls == [("cpu", False, "GraphStore")]
+        b, shape = be.batch_at({"strategy": "dynamic", "batch_size": 8}, 0, 0)
+        be.batches[0] = b
+        peak = be.probe_memory(0, "eager")
+        batch_bytes = sum(
+            v.untyped_storage().nbytes()
+            for v in b.to_dict().values()
+            if isinstance(v, torch.Tensor)
+        )
+        assert peak >= extra + batch_bytes // 2
+        assert peak < extra + 64 * 2**20  # not the process: tensors only
+        assert shape[2] == int(b.graph_mask.shape[0])
+    finally:
+        be.close()
+
+
+def test_factory_by_module_path(qm9_dir):
+    from graphbatch.tuning import resolve_factory
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        f = resolve_factory("examples.tune_pyg_schnet:factory")
+    finally:
+        sys.path.remove(str(ROOT))
+    assert callable(f)
+    for bad, msg in (
+        ("nope", "unknown model"),
+        ("no_such_module_x:f", "cannot import"),
+        ("graphbatch:no_such_factory", "has no"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            resolve_factory(bad)
+    assert np.isfinite(float(torch.ones(1)))
