@@ -243,7 +243,8 @@ def measure_configs(
 ) -> list[dict[str, Any]]:
     """Train each configuration ``(label, request, mode)`` for ``steps`` steps of its plan's
     epoch 0 (rank 0) on ``backend``, interleaved (step k of every configuration before step
-    k + 1 of any, so load changes hit all alike); then measure the peak memory at plan step
+    k + 1 of any, so load changes hit all alike; the order rotates by one configuration each
+    step); then measure the peak memory at plan step
     ``peak_steps[i]`` (``None``: not measured).
 
     A step that meets a shape for the first time in the run is timed twice: its first call
@@ -263,7 +264,11 @@ def measure_configs(
     try:
         for k in range(steps):
             _say(progress, f"measuring step {k + 1}/{steps} of {len(runs)} configurations")
-            for run, rec, met in zip(runs, recs, seen, strict=True):
+            for j in range(len(runs)):
+                # the order rotates step by step, so no configuration always runs first or
+                # after the same other one (two runs of one plan measured 6% apart without)
+                i = (k + j) % len(runs)
+                run, rec, met = runs[i], recs[i], seen[i]
                 first, shape, graphs = run.step()
                 steady = first
                 if shape not in met:  # a new shape: its steady time from the batch once more
