@@ -12,17 +12,20 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
+# run as a script, its folder (tests/) comes first on sys.path, where tests/torch/ and
+# tests/lightning/ would shadow torch and lightning: import from the repository root instead
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+
+import torch  # noqa: E402
 
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 from torch_geometric.nn import global_add_pool  # noqa: E402
 
 import graphbatch.torch as gt  # noqa: E402
 import lightning as L  # noqa: E402
-from _torch_graphs import molecules  # noqa: E402
+from tests._torch_graphs import molecules  # noqa: E402
 from graphbatch.lightning import GraphDataModule  # noqa: E402
 
 GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)

@@ -1,12 +1,12 @@
 """The import graph of ``src/graphbatch``, read with ``ast`` (nothing is imported): no import
 cycles and no imports of another package's private modules.
 
-Every import counts: module level, inside functions, under ``if TYPE_CHECKING`` and
-``try``, relative and absolute, and ``importlib.import_module`` calls (a literal argument is
+Every import counts: module level, inside functions, under ``try``, relative and absolute, and ``importlib.import_module`` calls (a literal argument is
 resolved; a computed one counts as importing every module named by a string constant at the
 importing module's top level, an over-approximation that cannot miss a lazy import table). A
 cycle closed only by an import inside a function is still a cycle: the function just delays
-it to the first call.
+it to the first call. Imports under ``if TYPE_CHECKING:`` never run (they name types for
+annotations), so they count for the privacy rule but not for cycles.
 
 The privacy rule: a module is private when a component of its dotted name after
 ``graphbatch`` starts with one underscore (``graphbatch.datasets._store``); it belongs to the
@@ -48,6 +48,20 @@ class Edge:
     target: str
     line: int
     name: str = ""
+    type_only: bool = False  # under ``if TYPE_CHECKING:``: never runs
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Line numbers of the statements inside ``if TYPE_CHECKING:`` blocks."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
+            for stmt in node.body:
+                lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    return lines
 
 
 def module_names(root: Path, package: str = ROOT) -> dict[str, Path]:
@@ -137,6 +151,8 @@ def import_edges(root: Path, package: str = ROOT) -> list[Edge]:
     for importer, path in modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))
         constants = _string_constants(tree)
+        typing_only = _type_checking_lines(tree)
+        first = len(edges)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -165,6 +181,9 @@ def import_edges(root: Path, package: str = ROOT) -> list[Edge]:
             elif isinstance(node, ast.Call) and _is_import_module(node):
                 for target in sorted(_dynamic_targets(importer, node, constants, modules)):
                     edges.append(Edge(importer, target, node.lineno))
+        edges[first:] = [
+            Edge(e.importer, e.target, e.line, e.name, e.line in typing_only) for e in edges[first:]
+        ]
     return [e for e in edges if e.importer != e.target]
 
 
@@ -206,6 +225,8 @@ def cycles(edges: list[Edge]) -> list[list[str]]:
     sorted, in sorted order."""
     graph: dict[str, set[str]] = {}
     for e in edges:
+        if e.type_only:  # never runs: cannot close a cycle
+            continue
         graph.setdefault(e.importer, set()).add(e.target)
         graph.setdefault(e.target, set())
     index: dict[str, int] = {}
@@ -322,7 +343,7 @@ def test_checker_catches_a_cycle_closed_inside_a_function(tmp_path):
         tmp_path,
         {
             "pkg/__init__.py": "",
-            "pkg/a.py": "from ..b import f\n",
+            "pkg/a.py": "from .b import f\n",
             "pkg/b.py": "def f():\n    from pkg import a\n    return a\n",
             "pkg/c.py": "import pkg.a\n",
         },
@@ -354,7 +375,7 @@ def test_checker_catches_private_imports(tmp_path):
         {
             "pkg/__init__.py": "",
             "pkg/_core.py": "X = 1\n",
-            "pkg/sub/__init__.py": "from .._impl import Y\n",
+            "pkg/sub/__init__.py": "from ._impl import Y\n",
             "pkg/sub/_impl.py": "from .._core import X\nY = X\n",
             "pkg/sub/inner/__init__.py": "from .._impl import Y\n",
             "pkg/other/__init__.py": "",
@@ -386,3 +407,21 @@ def test_checker_catches_private_imports(tmp_path):
 )
 def test_private_owner(module, owner):
     assert private_owner(module) == owner
+
+
+def test_type_checking_imports_close_no_cycle_but_stay_private(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from .b import f\n",
+            "pkg/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import g\n"
+            "def f():\n    return 1\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/_impl.py": "Y = 1\n",
+            "pkg/c.py": "import typing\nif typing.TYPE_CHECKING:\n    from pkg.sub._impl import Y\n",
+        },
+    )
+    messages = check(tmp_path, "pkg")
+    assert len(messages) == 1, messages
+    assert "pkg.c:3 imports private pkg.sub._impl" in messages[0]

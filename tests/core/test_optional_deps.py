@@ -18,7 +18,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parents[1]
 HIDDEN = ("matplotlib", "h5py")
-FILES = ("test_hardening.py", "test_lowband_cli.py")
+FILES = ("core/test_hardening.py", "lowband/test_lowband_cli.py")
 
 
 def hide_packages(folder: Path, names) -> dict[str, str]:

@@ -51,8 +51,8 @@ def synthetic_graphs_tuples(sizes: GraphSizes, seed: int = 0) -> list:
                 nodes={"z": z[a:b], "pos": pos[a:b]},
                 edges={},
                 globals={"y": y[i : i + 1]},
-                senders=ei[0, c:d] - a,
-                receivers=ei[1, c:d] - a,
+                senders=ei[0, c:d],  # GraphArrays edge indices are local to their graph
+                receivers=ei[1, c:d],
             )
         )
     return out
