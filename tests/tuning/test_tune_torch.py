@@ -189,3 +189,24 @@ def test_factory_by_module_path(qm9_dir):
         with pytest.raises(ValueError, match=msg):
             resolve_factory(bad)
     assert np.isfinite(float(torch.ones(1)))
+
+
+def test_synthetic_stand_ins_have_edges_inside_their_graphs():
+    """The stand-ins for a size table's graphs (torch and JAX) keep GraphArrays' local edge
+    indices: every edge inside its own graph, sizes exact."""
+    from graphbatch.tuning._torch_backend import synthetic_dataset
+
+    rng = np.random.default_rng(5)
+    n = rng.integers(2, 30, 40)
+    e = np.minimum(n * 3, n * (n - 1))
+    sizes = gb.GraphSizes(n, e)
+    for d, nn, ne in zip(synthetic_dataset(sizes, seed=1), n, e, strict=True):
+        assert d.num_nodes == nn and d.edge_index.shape[1] == ne
+        assert int(d.edge_index.min()) >= 0 and int(d.edge_index.max()) < nn
+    jraph = pytest.importorskip("jraph")
+    from graphbatch.tuning._jax_backend import synthetic_graphs_tuples
+
+    for g, nn in zip(synthetic_graphs_tuples(sizes, seed=1), n, strict=True):
+        assert isinstance(g, jraph.GraphsTuple) and int(g.n_node[0]) == nn
+        assert g.senders.min() >= 0 and g.senders.max() < nn
+        assert g.receivers.min() >= 0 and g.receivers.max() < nn

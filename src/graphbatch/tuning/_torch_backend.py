@@ -62,7 +62,8 @@ def synthetic_dataset(sizes: GraphSizes, seed: int = 0) -> list[Data]:
     for i in range(len(sizes)):
         a, b, c, d = int(no[i]), int(no[i + 1]), int(eo[i]), int(eo[i + 1])
         out.append(
-            Data(z=z[a:b], pos=pos[a:b], edge_index=ei[:, c:d] - a, y=y[i : i + 1], num_nodes=b - a)
+            # GraphArrays edge indices are local to their graph already
+            Data(z=z[a:b], pos=pos[a:b], edge_index=ei[:, c:d], y=y[i : i + 1], num_nodes=b - a)
         )
     return out
 
