@@ -170,7 +170,7 @@ def _slot_graphs(
     g_pos: NDArray[np.integer[Any]],
     graph_ids: NDArray[np.integer[Any]] | None,
     out: NDArray[np.integer[Any]],
-    pack_offsets: NDArray[np.int64] | None = None,
+    pack_offsets: np.ndarray | None = None,
     shift: NDArray[np.integer[Any]] | None = None,
 ) -> NDArray[np.integer[Any]]:
     """The graph of every slot into ``out``: the ``k``-th slot of bin ``b`` (in slot order)
