@@ -134,7 +134,7 @@ def _shuffle_segments(rng: np.random.Generator, values: np.ndarray, counts: np.n
 
 
 def _sort_chunk(
-    k: NDArray[np.integer[Any]], ptr: NDArray[np.int64]
+    k: np.ndarray, ptr: NDArray[np.int64]
 ) -> tuple[NDArray[np.intp], NDArray[np.int64]]:
     """One chunk of a stable counting sort: ``(srt, dest)`` with ``srt`` the stable argsort of
     the keys ``k`` and ``dest[i]`` the output position of entry ``srt[i]``: ``ptr`` (the next
