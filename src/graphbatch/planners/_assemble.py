@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -157,7 +158,7 @@ def finish_fixed_count_plan(
     batch_size: int,
     pad_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
     lower_bound: int,
-    **meta,
+    **meta: Any,
 ) -> BatchPlan:
     """`finish_plan` for strategies with ``batch_size`` graph slots in every batch: the real
     per-batch totals of ``order``/``offsets`` and their padded shapes ``pad_fn(real_nodes,
@@ -192,7 +193,7 @@ def finish_plan(
     real_edges: np.ndarray | None = None,
     split: OversizeSplit | None = None,
     budget: Budget | None = None,
-    **meta,
+    **meta: Any,
 ) -> BatchPlan:
     """Build the `BatchPlan`: insert own-batch graphs where they came up, add totals and meta.
 
@@ -249,7 +250,16 @@ def finish_plan(
     )
 
 
-def _insert_own_batches(req, order, offsets, pad_nodes, pad_edges, pad_graphs, split, budget):
+def _insert_own_batches(
+    req: PlanRequest,
+    order: np.ndarray,
+    offsets: np.ndarray,
+    pad_nodes: np.ndarray,
+    pad_edges: np.ndarray,
+    pad_graphs: np.ndarray,
+    split: OversizeSplit,
+    budget: Budget,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     sizes = req.sizes
     multiple = int(req.option("multiple", 64))
     starts = offsets[:-1]
