@@ -45,14 +45,29 @@ class OversizeSplit:
     ``kept``: graphs that fit, in order. ``own``: graphs that get a batch of their own, with
     ``own_after[i]`` = number of kept graphs preceding ``own[i]`` in the original order (so the
     batch can be placed where the graph came up). ``skipped``: graphs left out on request.
+    ``kept_nodes``/``kept_edges``: the sizes of the kept graphs. `split_oversize` sets every
+    field; a planner that hands the split on to `finish_plan` may release ``kept`` and its
+    sizes (``None``), which `finish_plan` does not read.
     """
 
-    kept: np.ndarray
+    kept: np.ndarray | None
     own: np.ndarray
     own_after: np.ndarray
     skipped: np.ndarray
-    kept_nodes: np.ndarray
-    kept_edges: np.ndarray
+    kept_nodes: np.ndarray | None
+    kept_edges: np.ndarray | None
+
+    def kept_graphs(self) -> np.ndarray:
+        """``kept``, which must not have been released."""
+        if self.kept is None:
+            raise RuntimeError("the kept graphs of this oversize split were released")
+        return self.kept
+
+    def kept_sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(kept_nodes, kept_edges)``, which must not have been released."""
+        if self.kept_nodes is None or self.kept_edges is None:
+            raise RuntimeError("the kept sizes of this oversize split were released")
+        return self.kept_nodes, self.kept_edges
 
 
 def split_oversize(

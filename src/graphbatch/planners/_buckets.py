@@ -36,7 +36,7 @@ from ..packing import (
 )
 from ..packing.kernels import assign_graphs, budget_lower_bound
 from ._assemble import OversizeSplit, finish_plan
-from ._packing import _COMMON, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
+from ._packing import _COMMON, _bins_of, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_buckets"]
@@ -182,7 +182,7 @@ class _BucketGraphs:
         )
         if kept.size:
             hist = _kept_sizes(req, kept).histogram(return_inverse=True)
-            hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
+            hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, _bins_of(hist)
         else:
             hn = he = hc = inverse = np.zeros(0, np.int64)
         return cls(
