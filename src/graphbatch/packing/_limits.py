@@ -162,12 +162,24 @@ def evaluate_limits(
     *,
     heuristic: str = "product",
     method: str = "auto",
-) -> _Record:
+) -> dict[str, Any]:
     """One exact record for padded limits ``max_nodes`` (incl. one padding node),
     ``max_edges`` and ``max_graphs`` (incl. one padding graph; ``None`` = no cap): the packs
     ``pack_bins`` needs on the whole histogram and the efficiencies real / padded. Equals
     ``graphbatch.plan(sizes, "pack-lpf", budget=(max_nodes, max_edges, max_graphs or N + 1),
     method=method)``."""
+    return _exact_record(hist, max_nodes, max_edges, max_graphs, heuristic, method)
+
+
+def _exact_record(
+    hist: SizeHistogram,
+    max_nodes: int,
+    max_edges: int,
+    max_graphs: int | None,
+    heuristic: str,
+    method: str,
+) -> _Record:
+    """`evaluate_limits`, as the search's `_Record`."""
     total = int(hist.count.sum())
     cap_g = total if max_graphs is None else int(max_graphs) - 1
     res = pack_bins(
@@ -347,9 +359,7 @@ class _Search:
     def evaluate(self, mn: int, me: int) -> _Record:
         key = (mn, me)
         if key not in self.exact:
-            rec = evaluate_limits(
-                self.hist, mn, me, self.max_graphs, heuristic=self.heuristic, method=self.method
-            )
+            rec = _exact_record(self.hist, mn, me, self.max_graphs, self.heuristic, self.method)
             self.exact[key] = rec
             self.est.pop(key, None)
         return self.exact[key]
