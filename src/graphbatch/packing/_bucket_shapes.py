@@ -87,7 +87,8 @@ def _check_costs(cost: Sequence[int], shape_cost: int) -> tuple[int, int, int, i
         vals.append(int(v))
     if len(vals) != 5:
         raise InputError(f"cost must be (c0, c_node, c_edge, c_graph), got {tuple(cost)!r}")
-    return tuple(vals)  # type: ignore[return-value]
+    c0, c_node, c_edge, c_graph, c_shape = vals
+    return c0, c_node, c_edge, c_graph, c_shape
 
 
 def _segment(
