@@ -52,7 +52,7 @@ def brute_force(needs, k, c, shape_cost, contiguous_orders=None):
             for pos in itertools.combinations(range(1, len(seq)), cuts):
                 bounds = (0, *pos, len(seq))
                 tot = 0
-                for a, b in zip(bounds, bounds[1:], strict=False):
+                for a, b in itertools.pairwise(bounds):
                     xs = seq[a:b]
                     tot += (
                         sum(w[x] for x in xs) * cost_of(tuple(map(max, zip(*xs, strict=False))), c)
@@ -139,7 +139,7 @@ def test_buckets_tight_shapes_never_pad_more_slots_than_the_family(k):
     fam = gb.plan(sizes, "buckets", batch_size=64, num_shapes=k)
     tight = gb.plan(sizes, "buckets", batch_size=64, num_shapes=k, tight_shape=True)
     tight.validate(sizes)
-    b = fam.meta["budget"] if "budget" in fam.meta else None
+    b = fam.meta.get("budget")
     assert tight.stats().distinct_shapes <= k
     n0, e0 = gb.estimate_budget(
         sizes, 64, rng=np.random.default_rng(np.random.SeedSequence(0, spawn_key=(0,)))

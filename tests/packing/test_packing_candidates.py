@@ -3,6 +3,8 @@ spread packing must be, checked on random histograms against plain per-graph sum
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,12 +28,8 @@ def _check_packs(slot_bin, offsets, graph_bin, bin_nodes, bin_edges, caps):
         np.bincount(graph_bin, minlength=bin_nodes.shape[0]),
     )
     tn, te, tg = pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-    want_n = [
-        int(bin_nodes[slot_bin[a:b]].sum()) for a, b in zip(offsets[:-1], offsets[1:], strict=False)
-    ]
-    want_e = [
-        int(bin_edges[slot_bin[a:b]].sum()) for a, b in zip(offsets[:-1], offsets[1:], strict=False)
-    ]
+    want_n = [int(bin_nodes[slot_bin[a:b]].sum()) for a, b in itertools.pairwise(offsets)]
+    want_e = [int(bin_edges[slot_bin[a:b]].sum()) for a, b in itertools.pairwise(offsets)]
     assert tn.tolist() == want_n and te.tolist() == want_e
     assert tg.tolist() == np.diff(offsets).tolist()
     cap_n, cap_e, cap_g = caps

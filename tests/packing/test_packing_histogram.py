@@ -167,7 +167,7 @@ def test_balanced_dealing_rules_and_bound(cg):
     nodes = rng.integers(3, 30, 5000)
     edges = nodes * rng.integers(2, 6, 5000)
     key = nodes * 1000 + edges
-    u, inv, c = np.unique(key, return_inverse=True, return_counts=True)
+    u, _, c = np.unique(key, return_inverse=True, return_counts=True)
     n, e = u // 1000, u % 1000
     cn, ce = int(nodes.mean() * 32), int(edges.mean() * 32)
     res = balanced_pack(n, e, c, node_limit=cn, edge_limit=ce, graph_limit=cg)

@@ -114,7 +114,7 @@ def test_equal_counts_cannot_fit_is_a_necessary_condition(seed, n, packs):
     edges = rng.integers(0, 20, n)
     budget = gb.Budget(int(rng.integers(8, 30)), int(rng.integers(10, 50)), int(rng.integers(2, 6)))
     caps = (budget.node_capacity, budget.edge_capacity, budget.graph_capacity)
-    bins, inv, count = np.unique(
+    bins, _, count = np.unique(
         np.stack([nodes, edges], 1), axis=0, return_inverse=True, return_counts=True
     )
     if equal_counts_cannot_fit(bins[:, 0], bins[:, 1], count, packs, budget):
@@ -145,7 +145,7 @@ def test_property_spread_packs_keeps_graphs_and_fits(seed, n, extra):
     rng = np.random.default_rng(seed)
     nodes = rng.integers(1, 20, n)
     edges = rng.integers(0, 50, n)
-    bins, inv, count = np.unique(
+    bins, _, count = np.unique(
         np.stack([nodes, edges], 1), axis=0, return_inverse=True, return_counts=True
     )
     budget = gb.Budget(

@@ -207,7 +207,7 @@ def brute_force_min_max(costs, num_batches, per_batch):
             return
         first, rest = remaining[0], remaining[1:]
         for combo in itertools.combinations(rest, per_batch - 1):
-            group = (first,) + combo
+            group = (first, *combo)
             left = [i for i in rest if i not in combo]
             rec(left, max(current_max, sum(costs[i] for i in group)))
 

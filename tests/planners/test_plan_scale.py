@@ -410,7 +410,7 @@ def test_vectorised_step_fill_equals_the_per_step_fill(
     for a, b in zip(vec, seq, strict=False):
         assert a.dtype == b.dtype
         assert np.array_equal(a, b)
-    perm, off, bn, be = vec
+    perm, off, bn, _ = vec
     assert np.array_equal(np.sort(perm), np.arange(nodes.shape[0]))
     assert (np.diff(off) <= budget.graph_capacity).all()
     assert np.array_equal(
@@ -440,7 +440,7 @@ def test_step_fill_with_huge_counts_sums_them_apart():
     vec, seq = _step_fill_both(nodes, edges, budget, 3)
     for a, b in zip(vec, seq, strict=False):
         assert np.array_equal(a, b)
-    perm, off, bn, be = vec
+    perm, off, _, be = vec
     assert np.array_equal(
         be, [int(edges[perm[off[i] : off[i + 1]]].sum()) for i in range(off.shape[0] - 1)]
     )
@@ -978,7 +978,7 @@ def test_stable_lexsort_equals_the_lexsort_with_the_index_key(n, spans, seed):
     keys = tuple(rng.integers(-3, s - 3, n, dtype=np.int64) for s in spans)
     got = distributed_mod._stable_lexsort(keys)
     assert got.dtype == np.int64
-    assert np.array_equal(got, np.lexsort((np.arange(n),) + keys))
+    assert np.array_equal(got, np.lexsort((np.arange(n), *keys)))
 
 
 @settings(max_examples=60, deadline=None)

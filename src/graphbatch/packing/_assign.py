@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from .._errors import InputError
 from . import _memory
@@ -20,12 +23,13 @@ def assign_graphs(
     assign_rng: np.random.Generator | None,
     order_rng: np.random.Generator | None,
     return_pack_order: bool = False,
-):
+) -> tuple[np.ndarray, ...]:
     """Fill every slot with a graph of its bin; returns ``(order, offsets)`` of the batches.
 
     ``graph_bin[i]`` is the bin of graph ``graph_ids[i]`` (``graph_ids=None``: of graph ``i``);
-    the slots of each bin must number exactly the graphs of that bin. ``assign_rng`` draws which graph of a bin fills which slot
-    (``None``: graphs in the given order fill slots in pack order). ``order_rng`` shuffles the
+    the slots of each bin must number exactly the graphs of that bin. ``assign_rng`` draws
+    which graph of a bin fills which slot (``None``: graphs in the given order fill slots in
+    pack order). ``order_rng`` shuffles the
     order of packs and the order of graphs within each pack (``None``: packs and slots as given).
     With ``return_pack_order=True`` the result is ``(order, offsets, pack_order)`` where batch
     ``b`` holds the graphs of input pack ``pack_order[b]``.
@@ -129,7 +133,9 @@ def _shuffle_segments(rng: np.random.Generator, values: np.ndarray, counts: np.n
         seg[:] = items
 
 
-def _sort_chunk(k: np.ndarray, ptr: np.ndarray):
+def _sort_chunk(
+    k: np.ndarray, ptr: NDArray[np.int64]
+) -> tuple[NDArray[np.intp], NDArray[np.int64]]:
     """One chunk of a stable counting sort: ``(srt, dest)`` with ``srt`` the stable argsort of
     the keys ``k`` and ``dest[i]`` the output position of entry ``srt[i]``: ``ptr`` (the next
     free position of each key, advanced in place) plus its rank among the chunk's equal keys."""
@@ -151,14 +157,22 @@ def _sort_chunk(k: np.ndarray, ptr: np.ndarray):
     return srt, dest
 
 
-def _key_chunk(keys: np.ndarray, kdt) -> np.ndarray:
+def _key_chunk(keys: np.ndarray, kdt: DTypeLike) -> np.ndarray:
     """Keys as ``kdt`` (16-bit keys sort by radix); non-negative int16 keys are viewed."""
     if keys.dtype == np.int16 and kdt == np.uint16:
         return keys.view(np.uint16)
     return keys.astype(kdt)
 
 
-def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shift=None):
+def _slot_graphs(
+    slot_bin: NDArray[np.integer[Any]],
+    counts: NDArray[np.integer[Any]],
+    g_pos: NDArray[np.integer[Any]],
+    graph_ids: NDArray[np.integer[Any]] | None,
+    out: NDArray[np.integer[Any]],
+    pack_offsets: np.ndarray | None = None,
+    shift: NDArray[np.integer[Any]] | None = None,
+) -> NDArray[np.integer[Any]]:
     """The graph of every slot into ``out``: the ``k``-th slot of bin ``b`` (in slot order)
     takes ``g_pos[start_b + k]`` (``start_b``: the first position of bin ``b`` in ``g_pos``),
     mapped through ``graph_ids`` when given. Slot ``s`` goes to ``out[s]``, or with
@@ -179,6 +193,7 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shi
             srt += s0
             out[srt] = src
         else:  # the packs over these slots, and each slot's place; written in slot order
+            assert pack_offsets is not None  # (given with `shift`)
             p0 = int(np.searchsorted(pack_offsets, s0, "right")) - 1
             p1 = int(np.searchsorted(pack_offsets, s1, "left"))
             at = np.repeat(shift[p0:p1], np.diff(np.clip(pack_offsets[p0 : p1 + 1], s0, s1)))
@@ -189,7 +204,7 @@ def _slot_graphs(slot_bin, counts, g_pos, graph_ids, out, pack_offsets=None, shi
     return out
 
 
-def _as_int(a) -> np.ndarray:
+def _as_int(a: ArrayLike) -> NDArray[np.integer[Any]]:
     a = np.asarray(a)
     return a if a.dtype.kind in "iu" else a.astype(np.int64)
 
@@ -202,7 +217,7 @@ def group_by_key(
     lookup: np.ndarray | None = None,
     values: np.ndarray | None = None,
     out: np.ndarray | None = None,
-):
+) -> np.ndarray:
     """``index[np.argsort(keys[index], kind="stable")]`` (``index`` defaults to ``arange``):
     positions grouped by their key, in ``index`` order within a key. ``counts[k]`` is how many
     keys equal ``k``. Without ``index``: ``lookup`` sorts by ``lookup[keys]`` instead, mapped
@@ -237,5 +252,7 @@ def group_by_key(
     return out
 
 
-def _out(order, offsets, pack_order, with_pack_order):
+def _out(
+    order: np.ndarray, offsets: np.ndarray, pack_order: np.ndarray, with_pack_order: bool
+) -> tuple[np.ndarray, ...]:
     return (order, offsets, pack_order) if with_pack_order else (order, offsets)

@@ -16,10 +16,13 @@ a few slightly larger values are tried; the fewest packs win.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._errors import InputError
 from .._exact import decimal, quantise_linear, ratio_order, share_keys, top_indices
@@ -50,7 +53,13 @@ class BalancedPacking:
         return int(self.offsets.shape[0] - 1)
 
 
-def _dealing_key(n, e, count, node_limit, edge_limit) -> tuple[np.ndarray, int]:
+def _dealing_key(
+    n: NDArray[np.int64],
+    e: NDArray[np.int64],
+    count: NDArray[np.int64],
+    node_limit: int,
+    edge_limit: int,
+) -> tuple[np.ndarray, int]:
     """Each bin's size as the dealing weighs it, ``wn * n / node_limit + we * e / edge_limit``
     with weights ``w`` the components' totals over their capacities (only their ratio
     matters), quantised once to int64 (`quantise_linear`: integer keys whose sum over the
@@ -64,19 +73,19 @@ def _dealing_key(n, e, count, node_limit, edge_limit) -> tuple[np.ndarray, int]:
     return fp.costs(n, e), fp.cost(cn, ce)
 
 
-def bin_dtype(num_bins: int):
+def bin_dtype(num_bins: int) -> type[np.signedinteger[Any]]:
     """The narrowest of int16/int32/int64 holding bin indices ``0..num_bins - 1`` and ``-1``."""
     return np.int16 if num_bins <= 2**15 else (np.int32 if num_bins <= 2**31 else np.int64)
 
 
-def _row_chunks(rows: int, width: int):
+def _row_chunks(rows: int, width: int) -> Iterator[tuple[int, int]]:
     """``(p0, p1)`` ranges of rows holding about `DEAL_ROWS` entries of ``width`` columns each."""
     step = max(1, _memory.DEAL_ROWS // max(int(width), 1))
     for p0 in range(0, rows, step):
         yield p0, min(rows, p0 + step)
 
 
-def _deal(end, P):
+def _deal(end: NDArray[np.int64], P: int) -> np.ndarray:
     """Snake dealing of the sorted graphs to P packs: grid [P, R] of sorted-bin indices (-1 =
     empty). Row r (graphs r*P .. r*P+P-1) goes to packs 0..P-1 for even r, P-1..0 for odd r.
 
@@ -95,7 +104,9 @@ def _deal(end, P):
     return rounds.T
 
 
-def _deal_preloaded(small_pos, pre_slot, pre_off, P, key):
+def _deal_preloaded(
+    small_pos: np.ndarray, pre_slot: np.ndarray, pre_off: np.ndarray, P: int, key: np.ndarray
+) -> NDArray[np.int64]:
     """Large graphs first (their own packs, best fit), then the small ones dealt row by row to
     the least loaded packs (longest processing time first per row). Grid [P, C] of sorted-bin
     indices (-1 = empty)."""
@@ -119,7 +130,16 @@ def _deal_preloaded(small_pos, pre_slot, pre_off, P, key):
     return np.concatenate([grid0, grid1], axis=1)
 
 
-def _deal_slots(big_pos, small_pos, P, key, cap_key, graph_limit, chunks=4, near=0.75):
+def _deal_slots(
+    big_pos: np.ndarray,
+    small_pos: np.ndarray,
+    P: int,
+    key: np.ndarray,
+    cap_key: int,
+    graph_limit: int,
+    chunks: int = 4,
+    near: float = 0.75,
+) -> NDArray[np.int64]:
     """Two-resource dealing for heavy tails: large graphs first, spread over the ``P`` packs
     (each to the least loaded pack), then the small ones, largest first, each to a pack with
     the most room (``cap_key`` minus load, in units of ``key``) per free graph slot: packs that
@@ -129,13 +149,13 @@ def _deal_slots(big_pos, small_pos, P, key, cap_key, graph_limit, chunks=4, near
     Graphs left when no pack has a free slot go to the least loaded packs (the repair spills
     them). Keys and loads are integers; rooms per slot are compared as exact ratios
     (`ratio_order`). Grid [P, C] of sorted-bin indices (-1 = empty)."""
-    near = decimal(near)
+    near_f = decimal(near)
     load = np.zeros(P, np.int64)
     used = np.zeros(P, np.int64)
     out_pack: list[np.ndarray] = []
     out_item: list[np.ndarray] = []
 
-    def put(packs, b):
+    def put(packs: np.ndarray, b: np.ndarray) -> None:
         out_pack.append(packs)
         out_item.append(b)
         load[packs] += key[b]
@@ -155,7 +175,7 @@ def _deal_slots(big_pos, small_pos, P, key, cap_key, graph_limit, chunks=4, near
         take = max(1, active.shape[0] // chunks)
         top = ratio_order(room, free, descending=True)[:take]
         # one graph per pack and round, so only packs close to the roomiest take part
-        top = top[: max(1, _leading_at_least(room[top], free[top], near))]
+        top = top[: max(1, _leading_at_least(room[top], free[top], near_f))]
         b = small_pos[i : i + top.shape[0]]
         put(active[top[: b.shape[0]]], b)
         i += b.shape[0]
@@ -188,7 +208,9 @@ def _leading_at_least(num: np.ndarray, den: np.ndarray, frac: Fraction) -> int:
     return lo
 
 
-def _loads(sn, se, grid):
+def _loads(
+    sn: np.ndarray, se: np.ndarray, grid: np.ndarray
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """Per-pack (row) real nodes, edges and graphs of ``grid`` (int64), chunk by chunk."""
     P = grid.shape[0]
     ln, le, lk = np.empty(P, np.int64), np.empty(P, np.int64), np.empty(P, np.int64)
@@ -210,12 +232,20 @@ def _spread(R: int, K: int) -> np.ndarray:
     return np.arange(K, dtype=np.int64) * (R - 1) // (K - 1)
 
 
-def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
+def _swap_repair(
+    sn: np.ndarray,
+    se: np.ndarray,
+    grid: np.ndarray,
+    limits: tuple[int, int, int],
+    rounds: int = 3,
+    budget: int = 2_000_000,
+    max_cols: int = 8,
+) -> np.ndarray:
     """Exchange one graph between each over-limit pack and a pack with room, where one exchange
     brings the first within the limits and keeps the second within them. Each round looks at
     ``max_cols`` of the size ranks of both packs. In place."""
     cn, ce, _ = limits
-    ln, le, lk = _loads(sn, se, grid)
+    ln, le, _ = _loads(sn, se, grid)
     R = grid.shape[1]
     K = min(R, max_cols)
     for rnd in range(rounds):
@@ -278,14 +308,16 @@ def _swap_repair(sn, se, grid, limits, rounds=3, budget=2_000_000, max_cols=8):
     return grid
 
 
-def _spill(sn, se, grid, limits):
+def _spill(
+    sn: np.ndarray, se: np.ndarray, grid: np.ndarray, limits: tuple[int, int, int]
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Give back graphs from packs over a limit. Returns (removed bins, grid, loads); ``grid``
     is changed in place. The packs over a limit are handled in chunks of rows (each pack's
     give-backs depend on that pack only)."""
     cn, ce, cg = limits
     ln, le, lk = _loads(sn, se, grid)
     bad_all = np.flatnonzero((ln > cn) | (le > ce) | (lk > cg))
-    removed = []
+    removed: list[np.ndarray] = []
     R = grid.shape[1]
     for b0, b1 in _row_chunks(bad_all.shape[0], R):
         bad = bad_all[b0:b1]
@@ -316,8 +348,8 @@ def _spill(sn, se, grid, limits):
             pres[rr, cc] = False
             sub[rr, cc] = -1
         grid[bad] = sub
-    removed = np.concatenate(removed) if removed else np.zeros(0, np.int64)
-    return removed, grid, (ln, le, lk)
+    out = np.concatenate(removed) if removed else np.zeros(0, np.int64)
+    return out, grid, (ln, le, lk)
 
 
 @dataclass(frozen=True)
@@ -364,14 +396,31 @@ class PreloadedDealer:
         return _deal_preloaded(self.small_pos, self.pre_slot, self.pre_off, P, self.key)
 
 
-def _try(sn, se, P, limits, heuristic, dealer, max_room=2048):
+class _Dealer(Protocol):
+    def deal(self, P: int) -> np.ndarray: ...
+
+
+#: The spilled graphs' repair in `_try`: ``(patterns, base, room)`` of `pack_histogram` over
+#: the room left in the dealt packs ``room``.
+_Repair = tuple[PackPatterns, NDArray[np.int64], NDArray[np.intp]]
+
+
+def _try(
+    sn: NDArray[np.int64],
+    se: NDArray[np.int64],
+    P: int,
+    limits: tuple[int, int, int],
+    heuristic: str,
+    dealer: _Dealer,
+    max_room: int = 2048,
+) -> tuple[int, tuple[np.ndarray, _Repair | None]]:
     cn, ce, cg = limits
     grid = dealer.deal(P)
     P = grid.shape[0]
     grid = _swap_repair(sn, se, grid, limits)
     removed, grid, (ln, le, lk) = _spill(sn, se, grid, limits)
     if removed.size == 0:
-        return P, (grid, None, None, None)
+        return P, (grid, None)
     spill_count = np.bincount(removed, minlength=sn.shape[0])
     rem_n, rem_e, rem_k = cn - ln, ce - le, cg - lk
     room = np.flatnonzero((rem_k > 0) & (rem_n >= sn[removed].min()) & (rem_e >= se[removed].min()))
@@ -391,19 +440,19 @@ def _try(sn, se, P, limits, heuristic, dealer, max_room=2048):
         return_base=True,
     )
     new = int(pats.count[base < 0].sum())
-    return P + new, (grid, pats, base, room)
+    return P + new, (grid, (pats, base, room))
 
 
 def balanced_pack(
-    n,
-    e,
-    count,
+    n: ArrayLike,
+    e: ArrayLike,
+    count: ArrayLike,
     *,
     node_limit: int,
     edge_limit: int,
     graph_limit: int,
     heuristic: str = "product",
-    tries=DEFAULT_TRIES,
+    tries: Sequence[float] = DEFAULT_TRIES,
 ) -> BalancedPacking:
     """Pack a histogram by balanced dealing into ``P`` packs plus repair (see module doc).
 
@@ -441,7 +490,7 @@ def balanced_pack(
     # with graphs over a tenth of a limit, a second variant packs those first (best fit) and
     # deals the rest around them; the variant with fewer packs wins
     big = (sn * 10 > node_limit) | (se * 10 > edge_limit)
-    dealers: list = [SnakeDealer(end)]
+    dealers: list[_Dealer] = [SnakeDealer(end)]
     if big.any():
         big_count = np.where(big, sc, 0)
         pats = pack_histogram(
@@ -464,14 +513,14 @@ def balanced_pack(
             SnakeDealer(end),
             PreloadedDealer(small_pos, pre_slot, pre_off, key_s),
         ]
-    best = None
+    best: tuple[int, int, tuple[np.ndarray, _Repair | None]] | None = None
     # heavy tails: the two-resource dealing first; a packing at the lower bound ends the search
     for dealer in dealers:
         if best is not None and best[0] <= lb:
             break
         prev = None
-        for f in tries:
-            f = decimal(f)
+        for try_f in tries:
+            f = decimal(try_f)
             P = min(lb + -(-lb * f.numerator // f.denominator), N)
             if prev is not None and prev <= P:
                 break
@@ -483,10 +532,13 @@ def balanced_pack(
                 best = (total, P, detail)
             if total == P:
                 break
-    total, P, (grid, pats, base, room) = best
+    assert best is not None  # (at least one dealer and one try)
+    total, P, (grid, repair) = best
     P = grid.shape[0]
     extra = None
-    if pats is not None:
+    newp = None
+    if repair is not None:
+        pats, base, room = repair
         # graphs the repair put into dealt packs become extra columns of the grid
         items = np.repeat(pats.bins, pats.copies)
         item_pat = np.repeat(
@@ -500,24 +552,29 @@ def balanced_pack(
             col = np.arange(add_pack.shape[0]) - np.searchsorted(add_pack, add_pack, "left")
             extra = np.full((P, int(col.max()) + 1), -1, grid.dtype)
             extra[add_pack, col] = add_item
-    newp = None
-    if pats is not None and (base < 0).any():
-        sub = np.flatnonzero(base < 0)
-        lens = np.diff(pats.offsets)
-        entry = np.repeat(base < 0, lens)
-        newp = PackPatterns.build(
-            pats.bins[entry],
-            pats.copies[entry],
-            np.concatenate([[0], np.cumsum(lens[sub])]),
-            pats.count[sub],
-            sn,
-            se,
-        )
+        if (base < 0).any():
+            sub = np.flatnonzero(base < 0)
+            lens = np.diff(pats.offsets)
+            entry = np.repeat(base < 0, lens)
+            newp = PackPatterns.build(
+                pats.bins[entry],
+                pats.copies[entry],
+                np.concatenate([[0], np.cumsum(lens[sub])]),
+                pats.count[sub],
+                sn,
+                se,
+            )
     slot_bin, offsets = _grid_slots(grid, extra, order, n.shape[0], newp)
     return BalancedPacking(slot_bin, offsets, P)
 
 
-def _grid_slots(grid, extra, order, num_bins, newp):
+def _grid_slots(
+    grid: np.ndarray,
+    extra: np.ndarray | None,
+    order: np.ndarray,
+    num_bins: int,
+    newp: PackPatterns | None,
+) -> tuple[np.ndarray, NDArray[np.int64]]:
     """Slots of the dealt packs (``grid`` rows, then the ``extra`` columns of each row, empty
     entries skipped) and of the repair's new packs ``newp``, as input bins (``order`` maps the
     sorted bins to them) of the narrowest dtype (`bin_dtype`); built chunk by chunk of rows.

@@ -25,9 +25,11 @@ below 2**61.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._errors import InputError
 
@@ -38,7 +40,9 @@ TIGHT_ORDERS = ("scale", "nodes", "edges")
 _LIMIT = 2**61
 
 
-def pack_needs(nodes, edges, graphs, multiple: int = 1) -> np.ndarray:
+def pack_needs(
+    nodes: ArrayLike, edges: ArrayLike, graphs: ArrayLike, multiple: int = 1
+) -> NDArray[np.int64]:
     """``[P, 3]`` int64 needs of packs of real totals ``nodes``/``edges``/``graphs``: one
     padding node and one padding graph reserved, nodes and edges rounded up to ``multiple``."""
     m = int(multiple)
@@ -50,7 +54,9 @@ def pack_needs(nodes, edges, graphs, multiple: int = 1) -> np.ndarray:
     return np.stack([-(-n // m) * m, -(-e // m) * m, g], axis=1)
 
 
-def _distinct(needs: np.ndarray):
+def _distinct(
+    needs: np.ndarray,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.intp]]:
     """Distinct needs (sorted rows) and how many packs have each."""
     u, inverse, counts = np.unique(needs, axis=0, return_inverse=True, return_counts=True)
     return u.astype(np.int64), counts.astype(np.int64), inverse.reshape(-1)
@@ -61,6 +67,7 @@ def _order(u: np.ndarray, how: str, base: tuple[int, int]) -> np.ndarray:
     Python integers), by nodes, or by edges; ties by the whole need."""
     rows = [tuple(int(x) for x in r) for r in u.tolist()]
     n0, e0 = max(int(base[0]), 1), max(int(base[1]), 1)
+    key: Callable[[int], tuple[Any, ...]]
     if how == "scale":
         key = lambda i: (max(rows[i][0] * e0, rows[i][1] * n0), rows[i])  # noqa: E731
     elif how == "nodes":
@@ -80,10 +87,13 @@ def _check_costs(cost: Sequence[int], shape_cost: int) -> tuple[int, int, int, i
         vals.append(int(v))
     if len(vals) != 5:
         raise InputError(f"cost must be (c0, c_node, c_edge, c_graph), got {tuple(cost)!r}")
-    return tuple(vals)  # type: ignore[return-value]
+    c0, c_node, c_edge, c_graph, c_shape = vals
+    return c0, c_node, c_edge, c_graph, c_shape
 
 
-def _segment(u: np.ndarray, w: np.ndarray, k: int, c: tuple[int, int, int, int], shape_cost: int):
+def _segment(
+    u: np.ndarray, w: np.ndarray, k: int, c: tuple[int, int, int, int], shape_cost: int
+) -> tuple[int, list[int]]:
     """Optimal segmentation of ``u`` (in this order) into at most ``k`` contiguous groups:
     ``(total cost, group end positions)``. Group cost = (packs in it) * cost(componentwise max
     of its needs) + ``shape_cost``."""
@@ -105,7 +115,8 @@ def _segment(u: np.ndarray, w: np.ndarray, k: int, c: tuple[int, int, int, int],
             i = int(np.argmin(tot))  # first minimum: the earliest split
             f[t, j], arg[t, j] = tot[i], i
     best_t = int(np.argmin(f[1:, m])) + 1  # fewest groups among the least costs
-    ends, j, t = [], m, best_t
+    ends: list[int] = []
+    j, t = m, best_t
     while j > 0:
         ends.append(j)
         j, t = int(arg[t, j]), t - 1
@@ -113,14 +124,14 @@ def _segment(u: np.ndarray, w: np.ndarray, k: int, c: tuple[int, int, int, int],
 
 
 def choose_tight_shapes(
-    needs,
+    needs: ArrayLike,
     k: int,
     *,
     base: tuple[int, int],
     cost: Sequence[int] | None = None,
     shape_cost: int = 0,
     orders: Sequence[str] = TIGHT_ORDERS,
-):
+) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
     """At most ``k`` tight shapes for packs of ``needs`` (``[P, 3]``, see `pack_needs`) that
     minimise the total cost (module docstring); ``cost=None``: padded slots relative to
     ``base = (N0, E0)``, i.e. ``(0, E0, N0, 0)``. Returns ``(shapes [k', 3] int64 sorted,
@@ -137,22 +148,24 @@ def choose_tight_shapes(
     if top * int(w.sum()) + sc * int(k) >= _LIMIT:
         raise InputError("shape costs too large: the total would exceed 2**61; scale them down")
     k = min(int(k), u.shape[0])
-    best = None
+    best: tuple[int, NDArray[np.int64], list[int]] | None = None
     for how in orders:
         perm = _order(u, how, (n0, e0))
         total, ends = _segment(u[perm], w[perm], k, (c0, cn, ce, cg), sc)
         if best is None or total < best[0]:
             best = (total, perm, ends)
+    if best is None:
+        raise InputError(f"orders must name at least one of {', '.join(TIGHT_ORDERS)}")
     total, perm, ends = best
-    shapes = []
+    rows = []
     group_of = np.empty(u.shape[0], np.int64)
     start = 0
     for g, end in enumerate(ends):
         members = perm[start:end]
-        shapes.append(u[members].max(axis=0))
+        rows.append(u[members].max(axis=0))
         group_of[members] = g
         start = end
-    shapes = np.asarray(shapes, np.int64).reshape(-1, 3)
+    shapes = np.asarray(rows, np.int64).reshape(-1, 3)
     order = np.lexsort((shapes[:, 2], shapes[:, 1], shapes[:, 0]))
     rank = np.empty_like(order)
     rank[order] = np.arange(order.shape[0])
@@ -183,7 +196,7 @@ def _one_dim(values: np.ndarray, weights: np.ndarray, k: int) -> int:
     return out
 
 
-def shape_padding_bound(needs, k: int) -> tuple[int, int]:
+def shape_padding_bound(needs: ArrayLike, k: int) -> tuple[int, int]:
     """``(least padded nodes, least padded edges)`` of any assignment of packs of ``needs`` to
     at most ``k`` shapes (each dimension solved alone, exactly: a lower bound for the joint
     problem). Real totals over these give upper bounds on node and edge efficiency."""

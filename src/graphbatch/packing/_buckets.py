@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import overload
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._budget import Budget, round_up
 from .._errors import InputError
@@ -35,8 +37,11 @@ __all__ = [
 #: Largest number of shapes ``buckets`` accepts.
 MAX_SHAPES = 16
 
+#: One scale: a real or an exact fraction.
+Scale = int | float | Fraction
 
-def _fractions(scale) -> tuple[list[Fraction], bool]:
+
+def _fractions(scale: Scale | ArrayLike) -> tuple[list[Fraction], bool]:
     """Scales (a real, a `Fraction`, or an array of them) as exact fractions (a float as its
     exact binary value); and whether a scalar was given."""
     arr = np.asarray(scale, dtype=object)
@@ -51,7 +56,19 @@ def _scaled(s: Fraction, n: int) -> int:
     return min(-(-x.numerator // x.denominator), MAX_SHAPE)
 
 
-def shape_for_scale(scale, base: Budget, multiple: int):
+@overload
+def shape_for_scale(scale: Scale, base: Budget, multiple: int) -> tuple[int, int]: ...
+
+
+@overload
+def shape_for_scale(
+    scale: np.ndarray, base: Budget, multiple: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]: ...
+
+
+def shape_for_scale(
+    scale: Scale | np.ndarray, base: Budget, multiple: int
+) -> tuple[int, int] | tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Padded ``(n_node, n_edge)`` of the family at ``scale`` (scalar or array; exact)."""
     fr, scalar = _fractions(scale)
     nn = round_up(np.array([_scaled(s, base.n_node) for s in fr], np.int64), multiple)
@@ -64,7 +81,15 @@ def shape_for_scale(scale, base: Budget, multiple: int):
     return (int(nn[0]), int(ne[0])) if scalar else (nn, ne)
 
 
-def graphs_for_scale(scale, base: Budget):
+@overload
+def graphs_for_scale(scale: Scale, base: Budget) -> int: ...
+
+
+@overload
+def graphs_for_scale(scale: np.ndarray, base: Budget) -> NDArray[np.int64]: ...
+
+
+def graphs_for_scale(scale: Scale | np.ndarray, base: Budget) -> int | NDArray[np.int64]:
     """Padded graphs of the family at ``scale``: the budget's, grown with scales above 1 (so a
     large shape's room can be filled with small graphs)."""
     fr, scalar = _fractions(scale)
@@ -77,14 +102,20 @@ class PackScales:
     """The distinct scales packs need (exact fractions, ascending) and how many packs need
     each."""
 
-    values: tuple
-    counts: np.ndarray
+    values: tuple[Fraction, ...]
+    counts: NDArray[np.int64]
 
     def __len__(self) -> int:
         return len(self.values)
 
 
-def pack_scales(nodes, edges, base: Budget, multiple: int, graphs=None) -> PackScales:
+def pack_scales(
+    nodes: ArrayLike,
+    edges: ArrayLike,
+    base: Budget,
+    multiple: int,
+    graphs: ArrayLike | None = None,
+) -> PackScales:
     """Smallest scale of the family whose shape holds each pack of real ``nodes``/``edges``
     (and ``graphs``, when given): ``max(need_n / base.n_node, need_e / base.n_edge, graphs /
     base.n_graph)`` with the needs rounded up to ``multiple`` (the graph term only above the
@@ -111,7 +142,7 @@ def pack_scales(nodes, edges, base: Budget, multiple: int, graphs=None) -> PackS
     return PackScales(values, np.array([merged[v] for v in values], np.int64))
 
 
-def _as_pack_scales(scales) -> PackScales:
+def _as_pack_scales(scales: PackScales | ArrayLike) -> PackScales:
     if isinstance(scales, PackScales):
         return scales
     fr, _ = _fractions(scales)
@@ -122,7 +153,7 @@ def _as_pack_scales(scales) -> PackScales:
     return PackScales(values, np.array([merged[v] for v in values], np.int64))
 
 
-def _costs(values, base: Budget, multiple: int) -> tuple[list[int], int]:
+def _costs(values: tuple[Fraction, ...], base: Budget, multiple: int) -> tuple[list[int], int]:
     """Each scale's shape cost ``n_node / base.n_node + n_edge / base.n_edge`` as integers
     over one denominator: ``(numerators, denominator)``."""
     nn, ne = shape_for_scale(np.array(values, dtype=object), base, multiple)
@@ -134,7 +165,9 @@ def _costs(values, base: Budget, multiple: int) -> tuple[list[int], int]:
     return [int(a) for a in nn], base.n_node
 
 
-def choose_scales(scales, k: int, base: Budget, multiple: int) -> tuple[np.ndarray, Fraction]:
+def choose_scales(
+    scales: PackScales | ArrayLike, k: int, base: Budget, multiple: int
+) -> tuple[np.ndarray, Fraction]:
     """The at most ``k`` scales (sorted, the largest always included) that minimise the total
     cost of padding every pack to the smallest chosen shape it fits; returns ``(scales, cost)``
     as exact fractions (an object array and a `Fraction`). ``scales``: `pack_scales` of the

@@ -5,7 +5,10 @@ in, slots and pack offsets out."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._budget import Budget
 from .._exact import abs_diff, share_keys, sortable
@@ -18,7 +21,12 @@ from ._totals import pack_totals
 __all__ = ["balanced_packs", "cost_round_matrix", "equal_counts_cannot_fit", "spread_packs"]
 
 
-def cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int):
+def cost_round_matrix(
+    graph_bin: NDArray[np.integer[Any]],
+    bin_cost: NDArray[np.int64],
+    bin_count: ArrayLike,
+    num_packs: int,
+) -> tuple[NDArray[np.int64], np.ndarray, int]:
     """`round_matrix` of the per-graph integer costs ``bin_cost[graph_bin]`` arranged by
     `balanced_ldm`, memory-lean, with each graph's bin in place of the graph: ``(value, bins,
     sum of the costs)``, ``bins[i, j] == graph_bin[ident[i, j]]`` for the identity matrix
@@ -44,7 +52,7 @@ def cost_round_matrix(graph_bin, bin_cost, bin_count, num_packs: int):
     group_by_key(graph_bin, rank_count, lookup=rank, values=graph_bin, out=bins[:n])
     bins = bins.reshape(r, b)
 
-    def row_costs(idx):
+    def row_costs(idx: np.ndarray) -> NDArray[np.int64]:
         real = idx >= 0
         return np.where(real, bin_cost[np.where(real, idx, 0)], 0)
 
@@ -75,7 +83,7 @@ class _HopelessRefine:
     above ``full`` (the cost of a pack at the budget's capacities, which a fitting pack never
     exceeds) than the remaining passes could remove at the last pass's drop."""
 
-    def __init__(self, full: int, passes: int):
+    def __init__(self, full: int, passes: int) -> None:
         self.full, self.passes = int(full), int(passes)
         self.last: int | None = None
         self.stopped = False
@@ -96,7 +104,7 @@ def _optimal_max(cost_sum: int, num_packs: int) -> int:
 
 
 def equal_counts_cannot_fit(
-    bin_nodes, bin_edges, bin_count, num_packs: int, budget: Budget
+    bin_nodes: ArrayLike, bin_edges: ArrayLike, bin_count: ArrayLike, num_packs: int, budget: Budget
 ) -> bool:
     """Whether no partition of the histogram's graphs into ``num_packs`` packs whose graph counts
     differ by at most one fits ``budget``: the pack holding the largest graph of a dimension also
@@ -121,7 +129,13 @@ def equal_counts_cannot_fit(
     return False
 
 
-def balanced_packs(graph_bin, bin_nodes, bin_edges, num_packs: int, budget: Budget):
+def balanced_packs(
+    graph_bin: NDArray[np.integer[Any]],
+    bin_nodes: np.ndarray,
+    bin_edges: np.ndarray,
+    num_packs: int,
+    budget: Budget,
+) -> list[tuple[np.ndarray, NDArray[np.int64]] | None]:
     """A candidate packing into exactly ``num_packs`` packs (graph counts differing by at most
     one) that minimises the largest pack: Karmarkar-Karp over rounds plus swap repair
     (`packing._partition`, the ``kk`` kernels) on the integer cost ``nodes + edges`` of each
@@ -155,13 +169,21 @@ def balanced_packs(graph_bin, bin_nodes, bin_edges, num_packs: int, budget: Budg
         return [None]
     if pn.max(initial=0) > budget.node_capacity or pe.max(initial=0) > budget.edge_capacity:
         # balanced but a few packs over a limit: swap graphs into the others' room
-        slot_bin = repair_overflow(
+        fixed = repair_overflow(
             slot_bin, offsets, bin_nodes, bin_edges, budget.node_capacity, budget.edge_capacity
         )
-    return [None if slot_bin is None else (slot_bin, offsets)]
+        return [None if fixed is None else (fixed, offsets)]
+    return [(slot_bin, offsets)]
 
 
-def spread_packs(slot_bin, offsets, count: int, bin_nodes, bin_edges, budget: Budget):
+def spread_packs(
+    slot_bin: np.ndarray,
+    offsets: NDArray[np.int64],
+    count: int,
+    bin_nodes: np.ndarray,
+    bin_edges: np.ndarray,
+    budget: Budget,
+) -> tuple[np.ndarray, NDArray[np.int64]] | None:
     """The packs spread over ``count > P`` packs (``P`` the packs given): the ``count - P`` new
     packs take ``N // count`` graphs each, one graph at a time from the heaviest packs (load
     relative to the budget's capacities), the graph of each donor closest in size to the mean

@@ -3,7 +3,10 @@ static-vs-dynamic paper), and the lower bound on the number of batches any plan 
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
+from numpy.typing import NDArray
 
 from .._budget import Budget
 from .._errors import InputError
@@ -68,6 +71,32 @@ def greedy_offsets(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.n
     return greedy_fill(nodes, edges, budget)[0]
 
 
+#: `greedy_fill`'s result: batch offsets and the real node and edge totals of each batch.
+Fill = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
+
+
+@overload
+def greedy_fill(
+    nodes: np.ndarray,
+    edges: np.ndarray,
+    budget: Budget,
+    *,
+    stop_at: None = ...,
+    totals: tuple[int, int] | None = ...,
+) -> Fill: ...
+
+
+@overload
+def greedy_fill(
+    nodes: np.ndarray,
+    edges: np.ndarray,
+    budget: Budget,
+    *,
+    stop_at: int | None,
+    totals: tuple[int, int] | None = ...,
+) -> Fill | None: ...
+
+
 def greedy_fill(
     nodes: np.ndarray,
     edges: np.ndarray,
@@ -75,7 +104,7 @@ def greedy_fill(
     *,
     stop_at: int | None = None,
     totals: tuple[int, int] | None = None,
-):
+) -> Fill | None:
     """`greedy_offsets` plus the real node and edge totals of each batch (all int64).
 
     ``stop_at``: return ``None`` as soon as the fill is known to need at least ``stop_at``
@@ -138,7 +167,7 @@ def greedy_fill(
             raise InputError(
                 f"graph at position {a + min(first)} does not fit the budget {budget} alone"
             )
-        starts = []
+        starts: list[int] = []
         append = starts.append
         item = end.item
         s = 0
@@ -157,7 +186,7 @@ def greedy_fill(
             left_e -= int(ce[s])
             if count + batches_lower_bound(left_n, left_e, m - a, cap_v, cap_e, cap_g) >= stop_at:
                 return None
-    offsets = np.concatenate(starts_all + [np.array([m], np.int64)])
+    offsets = np.concatenate([*starts_all, np.array([m], np.int64)])  # (a list of arrays)
     return offsets, np.concatenate(tot_n), np.concatenate(tot_e)
 
 
@@ -166,14 +195,11 @@ def _over(
 ) -> np.ndarray:
     """Positions ``p < length`` whose graphs ``p .. end[p]-1`` sum above ``cap`` (``prefix``:
     window prefix sums; ``end[p] = p + cap_g`` for ``p < inside``: read as a slice there)."""
-    if inside == length:
-        upto = prefix[cap_g : cap_g + length]
-    else:
-        upto = prefix[end]
+    upto = prefix[cap_g : cap_g + length] if inside == length else prefix[end]
     return np.flatnonzero(upto - prefix[:length] > cap)
 
 
-def greedy_offsets_reference(nodes, edges, budget: Budget) -> np.ndarray:
+def greedy_offsets_reference(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.ndarray:
     """Plain per-graph loop of Algorithm 3, kept as the reference for tests and benchmarks."""
     cap_v, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
     offsets = [0]

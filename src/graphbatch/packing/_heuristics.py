@@ -12,6 +12,7 @@ the heuristic on the exact fractions (`HEURISTICS` are the definitions, for refe
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, overload
 
 import numpy as np
 
@@ -31,15 +32,15 @@ HEURISTICS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 #: Exact integer forms: ``key(x, y, cx, cy)`` orders like ``h(x / cx, y / cy)`` on the exact
 #: fractions: ``cx * cy * h(x / cx, y / cy)`` (``product``: ``x * y``, that times a constant).
-def _max(a, b):
+def _max(a: Any, b: Any) -> Any:  # ints or arrays alike
     return np.maximum(a, b) if isinstance(a, np.ndarray) else max(a, b)
 
 
-def _min(a, b):
+def _min(a: Any, b: Any) -> Any:
     return np.minimum(a, b) if isinstance(a, np.ndarray) else min(a, b)
 
 
-_KEYS: dict[str, Callable] = {
+_KEYS: dict[str, Callable[[Any, Any, int, int], Any]] = {
     "product": lambda x, y, cx, cy: x * y,
     "sum": lambda x, y, cx, cy: x * cy + y * cx,
     "max": lambda x, y, cx, cy: _max(x * cy, y * cx),
@@ -60,19 +61,38 @@ def heuristic_function(name: str) -> Callable[[np.ndarray, np.ndarray], np.ndarr
         ) from None
 
 
-def heuristic_keys(name: str, x, y, x_limit: int, y_limit: int):
+@overload
+def heuristic_keys(name: str, x: int, y: int, x_limit: int, y_limit: int) -> int: ...
+
+
+@overload
+def heuristic_keys(
+    name: str, x: np.ndarray, y: np.ndarray, x_limit: int, y_limit: int
+) -> np.ndarray: ...
+
+
+@overload
+def heuristic_keys(
+    name: str, x: int | np.ndarray, y: int | np.ndarray, x_limit: int, y_limit: int
+) -> int | np.ndarray: ...
+
+
+def heuristic_keys(
+    name: str, x: int | np.ndarray, y: int | np.ndarray, x_limit: int, y_limit: int
+) -> int | np.ndarray:
     """Integer keys of the heuristic ``name`` at ``(x / x_limit, y / y_limit)``, in the order of
     its exact values (``x``, ``y``: integer arrays or ints with ``|x| <= x_limit`` and ``|y| <=
     y_limit`` up to a constant factor; limits below 1 count as 1). int64 where the magnitudes
     allow, else Python ints (object arrays): no rounding decides a comparison."""
-    key = heuristic_function(name) and _KEYS[name]
+    heuristic_function(name)  # (an unknown name: UnknownNameError)
+    key = _KEYS[name]
     cx, cy = max(int(x_limit), 1), max(int(y_limit), 1)
     if np.ndim(x) == 0 and np.ndim(y) == 0:  # Python ints: exact at any size
         return int(key(int(x), int(y), cx, cy))
-    x = np.asarray(x, np.int64)
-    y = np.asarray(y, np.int64)
-    mx = int(np.abs(x).max(initial=0))
-    my = int(np.abs(y).max(initial=0))
+    ax = np.asarray(x, np.int64)
+    ay = np.asarray(y, np.int64)
+    mx = int(np.abs(ax).max(initial=0))
+    my = int(np.abs(ay).max(initial=0))
     if max(mx * my, mx * cy + my * cx) >= 2**62:
-        x, y = x.astype(object), y.astype(object)
-    return key(x, y, cx, cy)
+        ax, ay = ax.astype(object), ay.astype(object)
+    return key(ax, ay, cx, cy)

@@ -15,7 +15,10 @@ Differences from the published listing (kept in ``benchmarks/_published_lpfhp.py
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from .._errors import InputError, UnknownNameError
 from ._heuristics import heuristic_function, heuristic_keys
@@ -27,7 +30,9 @@ FITS = ("best", "first")
 _BIG = np.iinfo(np.int64).max // 4
 
 
-def _check_limits(n, e, node_limit, edge_limit, graph_limit):
+def _check_limits(
+    n: NDArray[np.int64], e: NDArray[np.int64], node_limit: int, edge_limit: int, graph_limit: int
+) -> None:
     if node_limit < 0:
         raise InputError(f"node limit must be >= 0, got {node_limit}")
     if edge_limit < 0:
@@ -42,7 +47,9 @@ def _check_limits(n, e, node_limit, edge_limit, graph_limit):
         )
 
 
-def item_order(n, e, node_limit, edge_limit, heuristic: str) -> np.ndarray:
+def item_order(
+    n: NDArray[np.int64], e: NDArray[np.int64], node_limit: int, edge_limit: int, heuristic: str
+) -> np.ndarray:
     """Bins by decreasing heuristic of their size (as fractions of the limits, compared
     exactly), ties by nodes then edges, both decreasing."""
     key = heuristic_keys(heuristic, n, e, node_limit, edge_limit)
@@ -51,19 +58,55 @@ def item_order(n, e, node_limit, edge_limit, heuristic: str) -> np.ndarray:
     return np.lexsort((-e, -n, -key.reshape(-1)))
 
 
+#: Packs already open: their remaining nodes, edges and graphs (one pack each).
+Initial = tuple[ArrayLike, ArrayLike, ArrayLike]
+
+
+@overload
 def pack_histogram(
-    n,
-    e,
-    count,
+    n: ArrayLike,
+    e: ArrayLike,
+    count: ArrayLike,
+    *,
+    node_limit: int,
+    edge_limit: int,
+    graph_limit: int,
+    heuristic: str = ...,
+    fit: str = ...,
+    initial: Initial | None = ...,
+    return_base: Literal[False] = ...,
+) -> PackPatterns: ...
+
+
+@overload
+def pack_histogram(
+    n: ArrayLike,
+    e: ArrayLike,
+    count: ArrayLike,
+    *,
+    node_limit: int,
+    edge_limit: int,
+    graph_limit: int,
+    heuristic: str = ...,
+    fit: str = ...,
+    initial: Initial | None = ...,
+    return_base: Literal[True],
+) -> tuple[PackPatterns, NDArray[np.int64]]: ...
+
+
+def pack_histogram(
+    n: ArrayLike,
+    e: ArrayLike,
+    count: ArrayLike,
     *,
     node_limit: int,
     edge_limit: int,
     graph_limit: int,
     heuristic: str = "product",
     fit: str = "best",
-    initial=None,
+    initial: Initial | None = None,
     return_base: bool = False,
-):
+) -> PackPatterns | tuple[PackPatterns, NDArray[np.int64]]:
     """Pack a (nodes, edges) -> count histogram into packs of at most ``node_limit`` nodes,
     ``edge_limit`` edges and ``graph_limit`` graphs (real content; no padding reservation).
 
@@ -126,7 +169,7 @@ class _PatternTree:
         self.base.append(base)
         return k
 
-    def patterns(self):
+    def patterns(self) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
         """Every node still holding packs as a pattern (its path to the root): ``(bins,
         copies, offsets, count, base)`` lists."""
         p_bins: list[int] = []
@@ -155,7 +198,7 @@ class _OpenPacks:
     ending at that node and the heuristic key ``hv`` of the remainder. A closed entry has
     ``rn = -1`` until `compact` drops it."""
 
-    def __init__(self, key_dt, cap: int = 1024) -> None:
+    def __init__(self, key_dt: DTypeLike, cap: int = 1024) -> None:
         self.cap = cap
         self.ids = np.zeros(cap, np.int64)
         self.rn = np.zeros(cap, np.int64)
@@ -177,7 +220,7 @@ class _OpenPacks:
         length = self.length
         keep = self.cnt[:length] > 0
         keep &= self.rk[:length] > 0
-        if min_n is not None:
+        if min_n is not None and min_e is not None:  # (given together)
             keep &= (self.rn[:length] >= min_n) & (self.re[:length] >= min_e)
         m = int(keep.sum())
         if m < length:
@@ -185,7 +228,7 @@ class _OpenPacks:
                 a[:m] = a[:length][keep]
             self.length = m
 
-    def push(self, node: int, rem_n: int, rem_e: int, rem_k: int, count: int, key) -> None:
+    def push(self, node: int, rem_n: int, rem_e: int, rem_k: int, count: int, key: int) -> None:
         if self.length == self.cap:
             self.compact()
             if self.length == self.cap:
@@ -203,7 +246,9 @@ class _Packer:
     are >= 0 and never above the limits or the initial packs' rooms, whose key bounds every
     key, the heuristics being monotone)."""
 
-    def __init__(self, heuristic: str, limits: tuple[int, int, int], best: bool, initial) -> None:
+    def __init__(
+        self, heuristic: str, limits: tuple[int, int, int], best: bool, initial: Initial | None
+    ) -> None:
         self.heuristic, self.limits, self.best = heuristic, limits, best
         node_limit, edge_limit, _ = limits
         bound_n, bound_e = node_limit, edge_limit
@@ -213,15 +258,21 @@ class _Packer:
         key_dt = self.key(np.array([bound_n]), np.array([bound_e])).dtype
         self.top_key = self.key(bound_n, bound_e)  # above it: no fitting pack (best fit)
         self.tree = _PatternTree()
-        self.open = _OpenPacks(object if key_dt == object else np.int64)
+        self.open = _OpenPacks(object if key_dt == np.dtype(object) else np.int64)
         if initial is not None:
             self._open_initial(initial)
 
-    def key(self, rem_n, rem_e):
+    @overload
+    def key(self, rem_n: int, rem_e: int) -> int: ...
+
+    @overload
+    def key(self, rem_n: np.ndarray, rem_e: np.ndarray) -> np.ndarray: ...
+
+    def key(self, rem_n: int | np.ndarray, rem_e: int | np.ndarray) -> int | np.ndarray:
         node_limit, edge_limit, _ = self.limits
         return heuristic_keys(self.heuristic, rem_n, rem_e, node_limit, edge_limit)
 
-    def _open_initial(self, initial) -> None:
+    def _open_initial(self, initial: Initial) -> None:
         """One root per open pack, added in bulk."""
         r_n, r_e, r_k = (np.asarray(x, dtype=np.int64) for x in initial)
         m0 = r_n.shape[0]

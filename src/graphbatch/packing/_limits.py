@@ -37,13 +37,15 @@ same path on every machine.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from .._errors import InputError, InputTypeError
 from .._exact import decimal, fits_int64
-from .._sizes import GraphSizes
+from .._sizes import GraphSizes, SizeHistogram
 from ._greedy import batches_lower_bound
 from ._pack import pack_bins
 
@@ -59,7 +61,7 @@ MAX_LIMIT = 2**40
 _EDGE_SLACK = tuple(Fraction(x, 1000) for x in (-20, -10, 0, 5, 10, 20, 40))
 
 
-class LimitRecords(list):
+class LimitRecords(list[dict[str, Any]]):
     """Records of a limit search, best first (a plain ``list`` of dicts), with a summary.
 
     ``node_range`` / ``edge_range``: the inclusive ranges the search covered; ``interior``:
@@ -68,7 +70,15 @@ class LimitRecords(list):
     on the whole table / estimated from a sample.
     """
 
-    def __init__(self, records, *, node_range, edge_range, interior, tolerance):
+    def __init__(
+        self,
+        records: Sequence[dict[str, Any]],
+        *,
+        node_range: tuple[int, int],
+        edge_range: tuple[int, int],
+        interior: bool,
+        tolerance: float,
+    ) -> None:
         super().__init__(records)
         self.node_range = node_range
         self.edge_range = edge_range
@@ -100,20 +110,28 @@ class LimitRecords(list):
         )
 
 
-class _Record(dict):
+class _Record(dict[str, Any]):
     """A limit record (a plain dict to its readers) carrying its exact harmonic mean
     (``hm``, a `Fraction`) for the search's comparisons."""
 
     hm: Fraction
 
 
-def _record(n_tot, e_tot, packs, max_nodes, max_edges, max_graphs, exact) -> _Record:
+def _record(
+    n_tot: int,
+    e_tot: int,
+    packs: int | Fraction,
+    max_nodes: int,
+    max_edges: int,
+    max_graphs: int | None,
+    exact: bool,
+) -> _Record:
     """The record of ``packs`` packs (an int, or a `Fraction` for estimates): efficiencies and
     their harmonic mean exact, reported as floats (correctly rounded)."""
-    packs = Fraction(packs)
+    fp = Fraction(packs)
     one = Fraction(1)
-    ne = Fraction(int(n_tot)) / (packs * int(max_nodes)) if packs > 0 else one
-    ee = Fraction(int(e_tot)) / (packs * int(max_edges)) if packs > 0 and max_edges > 0 else one
+    ne = Fraction(int(n_tot)) / (fp * int(max_nodes)) if fp > 0 else one
+    ee = Fraction(int(e_tot)) / (fp * int(max_edges)) if fp > 0 and max_edges > 0 else one
     hm = 2 * ne * ee / (ne + ee) if ne + ee > 0 else Fraction(0)
     rec = _Record(
         {
@@ -123,7 +141,7 @@ def _record(n_tot, e_tot, packs, max_nodes, max_edges, max_graphs, exact) -> _Re
             "node_eff": float(ne),
             "edge_eff": float(ee),
             "harmonic_mean": float(hm),
-            "num_packs": -(-packs.numerator // packs.denominator),
+            "num_packs": -(-fp.numerator // fp.denominator),
             "exact": bool(exact),
         }
     )
@@ -131,25 +149,37 @@ def _record(n_tot, e_tot, packs, max_nodes, max_edges, max_graphs, exact) -> _Re
     return rec
 
 
-def _hm(r: dict) -> Fraction:
+def _hm(r: _Record) -> Fraction:
     """A record's exact harmonic mean."""
     return r.hm
 
 
 def evaluate_limits(
-    hist,
+    hist: SizeHistogram,
     max_nodes: int,
     max_edges: int,
     max_graphs: int | None,
     *,
     heuristic: str = "product",
     method: str = "auto",
-) -> dict:
+) -> dict[str, Any]:
     """One exact record for padded limits ``max_nodes`` (incl. one padding node),
     ``max_edges`` and ``max_graphs`` (incl. one padding graph; ``None`` = no cap): the packs
     ``pack_bins`` needs on the whole histogram and the efficiencies real / padded. Equals
     ``graphbatch.plan(sizes, "pack-lpf", budget=(max_nodes, max_edges, max_graphs or N + 1),
     method=method)``."""
+    return _exact_record(hist, max_nodes, max_edges, max_graphs, heuristic, method)
+
+
+def _exact_record(
+    hist: SizeHistogram,
+    max_nodes: int,
+    max_edges: int,
+    max_graphs: int | None,
+    heuristic: str,
+    method: str,
+) -> _Record:
+    """`evaluate_limits`, as the search's `_Record`."""
     total = int(hist.count.sum())
     cap_g = total if max_graphs is None else int(max_graphs) - 1
     res = pack_bins(
@@ -166,7 +196,7 @@ def evaluate_limits(
     return _record(n_tot, e_tot, res.num_packs, max_nodes, max_edges, max_graphs, True)
 
 
-def _totals(n, e, count) -> tuple[int, int]:
+def _totals(n: np.ndarray, e: np.ndarray, count: np.ndarray) -> tuple[int, int]:
     """Exact Python-int totals (no int64 overflow)."""
     return (
         sum(int(a) * int(c) for a, c in zip(n.tolist(), count.tolist(), strict=False)),
@@ -224,7 +254,7 @@ def _even_points(a: int, b: int, num: int) -> list[int]:
     return [round(a + Fraction((b - a) * i, num - 1)) for i in range(num)]
 
 
-def _check_range(value, name: str):
+def _check_range(value: Any, name: str) -> tuple[int, int]:
     try:
         lo, hi = (int(v) for v in value)
     except (TypeError, ValueError):
@@ -241,7 +271,17 @@ def _check_range(value, name: str):
 class _Search:
     """State of one search: the histogram, its sample, the evaluated points."""
 
-    def __init__(self, hist, max_graphs, heuristic, method, tolerance, sample_graphs, e_lo, e_hi):
+    def __init__(
+        self,
+        hist: SizeHistogram,
+        max_graphs: int | None,
+        heuristic: str,
+        method: str,
+        tolerance: float,
+        sample_graphs: int,
+        e_lo: int,
+        e_hi: int,
+    ) -> None:
         self.hist = hist
         self.max_graphs = max_graphs
         self.heuristic, self.method, self.tol = heuristic, method, decimal(tolerance)
@@ -252,8 +292,8 @@ class _Search:
         self.sampled = int(self.sample.sum()) < self.num
         self.sn, self.se = _totals(hist.n_node, hist.n_edge, self.sample)
         self.e_lo, self.e_hi = e_lo, e_hi
-        self.est: dict[tuple[int, int], dict] = {}
-        self.exact: dict[tuple[int, int], dict] = {}
+        self.est: dict[tuple[int, int], _Record] = {}
+        self.exact: dict[tuple[int, int], _Record] = {}
 
     # -- bounds and points
     def packs_lb(self, mn: int, me: int) -> int:
@@ -292,7 +332,7 @@ class _Search:
         return int(min(max(me, self.e_lo), self.e_hi))
 
     # -- evaluation
-    def estimate(self, mn: int, me: int) -> dict:
+    def estimate(self, mn: int, me: int) -> _Record:
         key = (mn, me)
         if key in self.exact:
             return self.exact[key]
@@ -316,21 +356,19 @@ class _Search:
             self.est[key] = _record(self.tn, self.te, packs, mn, me, self.max_graphs, False)
         return self.est[key]
 
-    def evaluate(self, mn: int, me: int) -> dict:
+    def evaluate(self, mn: int, me: int) -> _Record:
         key = (mn, me)
         if key not in self.exact:
-            rec = evaluate_limits(
-                self.hist, mn, me, self.max_graphs, heuristic=self.heuristic, method=self.method
-            )
+            rec = _exact_record(self.hist, mn, me, self.max_graphs, self.heuristic, self.method)
             self.exact[key] = rec
             self.est.pop(key, None)
         return self.exact[key]
 
-    def points(self) -> list[dict]:
+    def points(self) -> list[_Record]:
         return list(self.est.values()) + list(self.exact.values())
 
     # -- the rule
-    def chosen(self, records: list[dict]) -> list[dict]:
+    def chosen(self, records: list[_Record]) -> list[_Record]:
         """Records optimal under the rule (within ``tol`` of the best HM), smallest first."""
         if not records:
             return []
@@ -339,7 +377,7 @@ class _Search:
         return sorted(ok, key=_size_key)
 
 
-def _size_key(r: dict):
+def _size_key(r: _Record) -> tuple[int, int, Fraction]:
     return (r["max_nodes"], r["max_edges"], -_hm(r))
 
 
@@ -398,7 +436,14 @@ def search_limits(
     return _records(s, tolerance)
 
 
-def _check_search(sizes, grid, exact_points, sample_graphs, tolerance, max_graphs):
+def _check_search(
+    sizes: GraphSizes,
+    grid: int,
+    exact_points: int,
+    sample_graphs: int,
+    tolerance: float,
+    max_graphs: int | None,
+) -> int | None:
     """`search_limits`'s arguments checked; returns ``max_graphs`` as an int or ``None``."""
     if not isinstance(sizes, GraphSizes):
         raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
@@ -433,7 +478,11 @@ def _check_search(sizes, grid, exact_points, sample_graphs, tolerance, max_graph
     return max_graphs
 
 
-def _limit_bounds(hist, node_range, edge_range):
+def _limit_bounds(
+    hist: SizeHistogram,
+    node_range: tuple[int, int] | None,
+    edge_range: tuple[int, int] | None,
+) -> tuple[int, int, int, int]:
     """``(n_lo, n_hi, e_lo, e_hi)``: the padded limits searched, from the smallest that holds
     the largest graph (or the user's range) up to the range's end or `MAX_LIMIT`."""
     need_n = max(int(hist.n_node.max()) + 1, 2)  # one padding node, at least one real node
@@ -460,12 +509,14 @@ def _limit_bounds(hist, node_range, edge_range):
 _ZERO, _ONE_PC = Fraction(0), Fraction(1, 100)
 
 
-def _best_at(s: _Search, mn: int, slacks=(_ZERO, _ONE_PC)) -> dict:
+def _best_at(s: _Search, mn: int, slacks: Sequence[Fraction] = (_ZERO, _ONE_PC)) -> _Record:
     """The best estimate at node limit ``mn`` over the edge ``slacks``."""
     return max((s.estimate(mn, s.edge_limit(mn, d)) for d in slacks), key=_hm)
 
 
-def _ladder(s: _Search, hist, n_lo: int, n_hi: int, max_graphs):
+def _ladder(
+    s: _Search, hist: SizeHistogram, n_lo: int, n_hi: int, max_graphs: int | None
+) -> tuple[list[int], list[_Record]]:
     """``(ladder, records)``: node limits doubling from ``n_lo``, with their best estimates,
     until doubling stops paying past the extent (packs of at least 64 mean graphs, or twice
     the most a graph cap allows) or the range (capped at every graph in one pack) ends."""
@@ -477,7 +528,7 @@ def _ladder(s: _Search, hist, n_lo: int, n_hi: int, max_graphs):
         extent = min(extent, 2 * (s.gcap * max_n + 1))
     extent = min(n_cap, max(extent, n_lo))
     ladder: list[int] = []
-    recs: list[dict] = []
+    recs: list[_Record] = []
     mn = n_lo
     while True:
         ladder.append(mn)
@@ -544,9 +595,9 @@ class _EdgeRefiner:
             if 0 < j < len(rs) - 1 or len(slacks) > 16 or slacks[0] <= Fraction(-1, 2):
                 return
             slacks = (
-                [2 * slacks[0] - _ONE_PC] + slacks
+                [2 * slacks[0] - _ONE_PC, *slacks]
                 if j == 0
-                else slacks + [2 * slacks[-1] + _ONE_PC]
+                else [*slacks, 2 * slacks[-1] + _ONE_PC]
             )
 
 
@@ -578,7 +629,7 @@ def _pack_exactly(s: _Search, exact_points: int, edges: _EdgeRefiner | None) -> 
         break
 
 
-def _records(s: _Search, tolerance) -> LimitRecords:
+def _records(s: _Search, tolerance: float) -> LimitRecords:
     """The records, best first: exact ones within the tolerance (smallest first), the other
     exact ones, then the estimates (each by decreasing HM), and whether the optimum is
     interior to the limits tried."""
@@ -587,9 +638,9 @@ def _records(s: _Search, tolerance) -> LimitRecords:
     ok_keys = {(r["max_nodes"], r["max_edges"]) for r in ok}
     rest_exact = sorted(
         (r for r in exact if (r["max_nodes"], r["max_edges"]) not in ok_keys),
-        key=lambda r: (-_hm(r),) + _size_key(r),
+        key=lambda r: (-_hm(r), *_size_key(r)),
     )
-    estimates = sorted(s.est.values(), key=lambda r: (-_hm(r),) + _size_key(r))
+    estimates = sorted(s.est.values(), key=lambda r: (-_hm(r), *_size_key(r)))
     out = ok + rest_exact + estimates
     best = out[0]
     all_n = [r["max_nodes"] for r in out]

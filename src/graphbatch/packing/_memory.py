@@ -11,6 +11,7 @@ assignment changes them everywhere. Index arrays are int32 below 2**31 graphs
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 __all__ = ["index_dtype", "gather_counts", "take_into", "widen_into", "gather_batches"]
 
@@ -61,7 +62,7 @@ OVERSIZE_CHUNK = 1 << 16
 TOTALS_CHUNK = 1 << 20
 
 
-def index_dtype(n: int):
+def index_dtype(n: int) -> type[np.int32] | type[np.int64]:
     """The narrowest of int32/int64 holding positions ``0..n``."""
     return np.int32 if n < 2**31 else np.int64
 
@@ -103,7 +104,7 @@ def widen_into(values: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 
 def gather_batches(
-    order: np.ndarray, starts: np.ndarray, offsets: np.ndarray, dtype=None
+    order: np.ndarray, starts: np.ndarray, offsets: np.ndarray, dtype: DTypeLike | None = None
 ) -> np.ndarray:
     """The graphs of ``order[starts[b] : starts[b] + n_b]`` for each new batch ``b`` (``n_b`` =
     ``offsets[b+1] - offsets[b]``), concatenated (as ``dtype``, default ``order``'s, which

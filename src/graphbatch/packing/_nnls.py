@@ -12,6 +12,7 @@ longest-pack-first.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._errors import InputError
 from .._exact_nnls import nnls
@@ -24,7 +25,14 @@ __all__ = ["pack_nnls", "MAX_NNLS_ENTRIES"]
 MAX_NNLS_ENTRIES = 40_000_000
 
 
-def _single_bin_patterns(n, e, count, node_limit, edge_limit, graph_limit):
+def _single_bin_patterns(
+    n: NDArray[np.int64],
+    e: NDArray[np.int64],
+    count: NDArray[np.int64],
+    node_limit: int,
+    edge_limit: int,
+    graph_limit: int,
+) -> list[tuple[tuple[int], tuple[int]]]:
     big = np.iinfo(np.int64).max // 4
     per = np.minimum(
         np.where(n > 0, node_limit // np.maximum(n, 1), big),
@@ -37,16 +45,32 @@ def _single_bin_patterns(n, e, count, node_limit, edge_limit, graph_limit):
 
 
 def pack_nnls(
-    n, e, count, *, node_limit: int, edge_limit: int, graph_limit: int, heuristic: str = "product"
+    n: ArrayLike,
+    e: ArrayLike,
+    count: ArrayLike,
+    *,
+    node_limit: int,
+    edge_limit: int,
+    graph_limit: int,
+    heuristic: str = "product",
 ) -> PackPatterns:
     """Pack a (nodes, edges) -> count histogram with the NNLS baseline (see module doc)."""
     n = np.asarray(n, dtype=np.int64)
     e = np.asarray(e, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
-    kw = dict(node_limit=node_limit, edge_limit=edge_limit, graph_limit=graph_limit)
-    cands: dict[tuple, None] = {}
+    limits = (node_limit, edge_limit, graph_limit)
+    cands: dict[tuple[tuple[int, int], ...], None] = {}
     for fit in ("best", "first"):
-        p = pack_histogram(n, e, count, heuristic=heuristic, fit=fit, **kw)
+        p = pack_histogram(
+            n,
+            e,
+            count,
+            node_limit=node_limit,
+            edge_limit=edge_limit,
+            graph_limit=graph_limit,
+            heuristic=heuristic,
+            fit=fit,
+        )
         for t in range(p.num_patterns):
             sl = slice(p.offsets[t], p.offsets[t + 1])
             agg: dict[int, int] = {}
@@ -54,8 +78,8 @@ def pack_nnls(
                 agg[b] = agg.get(b, 0) + c
             key = tuple(sorted(agg.items()))
             cands[key] = None
-    for bins, copies in _single_bin_patterns(n, e, count, **kw):
-        cands[tuple(zip(bins, copies, strict=False))] = None
+    for one_bin, one_copies in _single_bin_patterns(n, e, count, *limits):
+        cands[tuple(zip(one_bin, one_copies, strict=False))] = None
     patterns = list(cands)
     nb, npat = n.shape[0], len(patterns)
     if nb * npat > MAX_NNLS_ENTRIES:
@@ -69,19 +93,31 @@ def pack_nnls(
             A[b, t] = c
     xi = nnls(A, count).floor()  # exact repeat counts, rounded down exactly
     left = count.copy()
-    used_bins, used_copies, used_off, used_count = [], [], [0], []
+    used_bins: list[int] = []
+    used_copies: list[int] = []
+    used_off = [0]
+    used_count: list[int] = []
     for t in [t for t, v in enumerate(xi) if v > 0]:
-        bins = np.array([b for b, _ in patterns[t]], np.int64)
+        pat_bins = np.array([b for b, _ in patterns[t]], np.int64)
         cps = np.array([c for _, c in patterns[t]], np.int64)
-        reps = int(min(xi[t], (left[bins] // cps).min()))
+        reps = int(min(xi[t], (left[pat_bins] // cps).min()))
         if reps <= 0:
             continue
-        left[bins] -= reps * cps
-        used_bins.extend(bins.tolist())
+        left[pat_bins] -= reps * cps
+        used_bins.extend(pat_bins.tolist())
         used_copies.extend(cps.tolist())
         used_off.append(len(used_bins))
         used_count.append(reps)
-    rest = pack_histogram(n, e, left, heuristic=heuristic, fit="best", **kw)
+    rest = pack_histogram(
+        n,
+        e,
+        left,
+        node_limit=node_limit,
+        edge_limit=edge_limit,
+        graph_limit=graph_limit,
+        heuristic=heuristic,
+        fit="best",
+    )
     bins = np.concatenate([np.asarray(used_bins, np.int64), rest.bins])
     copies = np.concatenate([np.asarray(used_copies, np.int64), rest.copies])
     offsets = np.concatenate([np.asarray(used_off, np.int64), used_off[-1] + rest.offsets[1:]])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._budget import Budget
 from .._errors import UnknownNameError
@@ -32,7 +33,7 @@ class PackResult:
     slot_bin: np.ndarray
     offsets: np.ndarray
     method: str
-    tried: dict
+    tried: dict[str, int]
     lower_bound: int
 
     @property
@@ -40,18 +41,20 @@ class PackResult:
         return int(self.offsets.shape[0] - 1)
 
 
-def lower_bound(n, e, count, node_limit: int, edge_limit: int, graph_limit: int) -> int:
+def lower_bound(
+    n: ArrayLike, e: ArrayLike, count: ArrayLike, node_limit: int, edge_limit: int, graph_limit: int
+) -> int:
     """Fewest packs any packing of the histogram needs (`batches_lower_bound` of its totals)."""
-    count = np.asarray(count).tolist()
-    tot_n = sum(int(a) * c for a, c in zip(np.asarray(n).tolist(), count, strict=False))
-    tot_e = sum(int(a) * c for a, c in zip(np.asarray(e).tolist(), count, strict=False))
-    return batches_lower_bound(tot_n, tot_e, sum(count), node_limit, edge_limit, graph_limit)
+    counts = np.asarray(count).tolist()
+    tot_n = sum(int(a) * c for a, c in zip(np.asarray(n).tolist(), counts, strict=False))
+    tot_e = sum(int(a) * c for a, c in zip(np.asarray(e).tolist(), counts, strict=False))
+    return batches_lower_bound(tot_n, tot_e, sum(counts), node_limit, edge_limit, graph_limit)
 
 
 def pack_bins(
-    n,
-    e,
-    count,
+    n: ArrayLike,
+    e: ArrayLike,
+    count: ArrayLike,
     *,
     node_limit: int,
     edge_limit: int,
@@ -73,16 +76,24 @@ def pack_bins(
     n = np.asarray(n, dtype=np.int64)
     e = np.asarray(e, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
-    kw = dict(node_limit=int(node_limit), edge_limit=int(edge_limit), graph_limit=int(graph_limit))
-    lb = lower_bound(n, e, count, **kw)
+    limits = (int(node_limit), int(edge_limit), int(graph_limit))
+    lb = lower_bound(n, e, count, *limits)
     tried: dict[str, int] = {}
-    candidates = []
+    candidates: list[tuple[int, int, str, np.ndarray, np.ndarray]] = []
     num = int(count.sum())
     use_bal = method == "balanced" or (
         method == "auto" and lb and num >= BALANCE_MIN_GRAPHS * lb
     )  # integers
     if use_bal:
-        bal = balanced_pack(n, e, count, heuristic=heuristic, **kw)
+        bal = balanced_pack(
+            n,
+            e,
+            count,
+            node_limit=limits[0],
+            edge_limit=limits[1],
+            graph_limit=limits[2],
+            heuristic=heuristic,
+        )
         tried["balanced"] = bal.num_packs
         candidates.append((bal.num_packs, 1, "balanced", bal.slot_bin, bal.offsets))
     # balanced dealing within 0.2% of the bound is not beaten by enough to pay for a second run
@@ -100,7 +111,16 @@ def pack_bins(
         tried["greedy"] = int(off.shape[0] - 1)
         candidates.append((tried["greedy"], 2, "greedy", items, off))
     if not skip_hist:
-        pats = pack_histogram(n, e, count, heuristic=heuristic, fit=fit, **kw)
+        pats = pack_histogram(
+            n,
+            e,
+            count,
+            node_limit=limits[0],
+            edge_limit=limits[1],
+            graph_limit=limits[2],
+            heuristic=heuristic,
+            fit=fit,
+        )
         tried["histogram"] = pats.num_packs
         sb, off = pats.slots()
         candidates.append((pats.num_packs, 0, "histogram", sb, off))

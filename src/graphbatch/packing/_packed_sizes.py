@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._errors import InputError
 from . import _memory
@@ -22,9 +23,12 @@ class PackedSizes:
     when every node count is below 2**15 and every edge count below 2**16, so that a gather in
     a random order reads one array, not two (`gather`). ``packed`` is ``None`` otherwise."""
 
+    #: dtype of the unpacked edge counts (set where ``packed`` is)
+    edge_dtype: type[np.int16] | type[np.int32]
+
     def __init__(self, n_node: np.ndarray, n_edge: np.ndarray) -> None:
         self.n_node, self.n_edge = n_node, n_edge
-        self.packed = None
+        self.packed: NDArray[np.int32] | None = None
         n = n_node.shape[0]
         if (
             n
@@ -41,7 +45,7 @@ class PackedSizes:
                     s0 : s0 + step
                 ]
 
-    def _unpack(self, values: np.ndarray, s0: int, nodes: np.ndarray, edges: np.ndarray):
+    def _unpack(self, values: np.ndarray, s0: int, nodes: np.ndarray, edges: np.ndarray) -> None:
         nodes[s0 : s0 + values.shape[0]] = (values >> 16) & 0x7FFF
         edges[s0 : s0 + values.shape[0]] = values & 0xFFFF
 
@@ -52,7 +56,7 @@ class PackedSizes:
         *,
         with_order: bool = False,
         out: np.ndarray | None = None,
-    ):
+    ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
         """Sizes in a shuffled order without a gather in random order: ``(order, nodes,
         edges)`` equal to ``perm = arange(k); rng.shuffle(perm); order = perm`` (or
         ``subset[perm]`` for ascending graph indices ``subset`` of ``k`` graphs) and
@@ -110,7 +114,7 @@ class PackedSizes:
         order = np.empty(k, np.int32) if with_order else None
         for s0 in range(0, k, step):
             self._unpack(buf[s0 : s0 + step], s0, nodes, edges)
-            if with_order:
+            if order is not None:  # (with_order)
                 order[s0 : s0 + step] = buf[s0 : s0 + step] >> 32
         return order, nodes, edges
 

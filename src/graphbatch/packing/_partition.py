@@ -12,8 +12,10 @@ every comparison is exact: the same partition on every machine.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Iterable
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from .._errors import InputError
 from . import _memory
@@ -31,16 +33,14 @@ __all__ = [
 ]
 
 
-def _integer_costs(costs) -> np.ndarray:
+def _integer_costs(costs: ArrayLike) -> np.ndarray:
     """``costs`` as an int64 array; `InputError` for non-integer values (quantise first)."""
-    costs = np.asarray(costs)
-    if costs.dtype.kind not in "iu":
-        if costs.size and not np.array_equal(costs, np.floor(costs)):
-            raise InputError(
-                "partition costs must be integers (quantise a real cost model "
-                "first: planners._cost)"
-            )
-    return costs.astype(np.int64, copy=False)
+    arr = np.asarray(costs)
+    if arr.dtype.kind not in "iu" and arr.size and not np.array_equal(arr, np.floor(arr)):
+        raise InputError(
+            "partition costs must be integers (quantise a real cost model first: planners._cost)"
+        )
+    return arr.astype(np.int64, copy=False)
 
 
 def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.ndarray]:
@@ -142,7 +142,11 @@ def _sort_by_count(costs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
 
 
 def balanced_ldm(
-    value: np.ndarray | None, ident: np.ndarray, *, inplace: bool = False, row_costs=None
+    value: np.ndarray | None,
+    ident: np.ndarray,
+    *,
+    inplace: bool = False,
+    row_costs: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray | None, np.ndarray]:
     """Karmarkar–Karp largest differencing over the rounds of a round matrix (balanced LDM).
 
@@ -173,21 +177,27 @@ def balanced_ldm(
     # merged positions to their representative.
     parent = np.arange(n, dtype=idt)
     # round rows are already sorted descending (views; None: computed when first merged)
-    sums = [None] * r if lazy else [value[i] for i in range(r)]
-    reps: list = [None] * r
+    sums: list[np.ndarray | None] = [None] * r if value is None else [value[i] for i in range(r)]
+    reps: list[np.ndarray | None] = [None] * r
 
-    def rep(i):
-        return np.arange(i * b, (i + 1) * b, dtype=idt) if reps[i] is None else reps[i]
+    def rep(i: int) -> np.ndarray:
+        ri = reps[i]
+        return np.arange(i * b, (i + 1) * b, dtype=idt) if ri is None else ri
 
-    def tuple_sums(i):
-        return row_costs(ident[i]) if sums[i] is None else sums[i]
+    def tuple_sums(i: int) -> np.ndarray:
+        si = sums[i]
+        if si is not None:
+            return si
+        assert row_costs is not None  # (lazy: checked above)
+        return row_costs(ident[i])
 
     if lazy:
+        assert row_costs is not None
         ends = [row_costs(ident[i, [0, b - 1]]) for i in range(r)]
         heap = [(-(e[0] - e[1]), i) for i, e in enumerate(ends)]
         del ends
     else:
-        heap = [(-(s[0] - s[-1]), i) for i, s in enumerate(sums)]
+        heap = [(-(s[0] - s[-1]), i) for i, s in enumerate(sums) if s is not None]
     heapq.heapify(heap)
     while len(heap) > 1:
         _, i = heapq.heappop(heap)
@@ -196,10 +206,10 @@ def balanced_ldm(
         ri = rep(i)
         parent[rep(j)[::-1]] = ri
         perm = np.argsort(-merged, kind="stable")
-        sums[i] = merged[perm]
+        si = sums[i] = merged[perm]
         reps[i] = ri[perm]
         sums[j] = reps[j] = None
-        heapq.heappush(heap, (-(sums[i][0] - sums[i][-1]), i))
+        heapq.heappush(heap, (-(si[0] - si[-1]), i))
     _, last = heap[0]
     sums.clear()  # the round sums and the heap are done with (their arrays freed here)
     heap.clear()
@@ -218,7 +228,7 @@ def balanced_ldm(
     # root -> batch (column) in place: roots hold -1 - column, then every other position takes
     # its root's column, then the roots theirs (no lookup array of N)
     roots = rep(last)
-    reps = None
+    reps.clear()
     parent[roots] = -1 - np.arange(b, dtype=idt)
     for s0 in range(0, n, _memory.PARTITION_CHUNK):
         p = parent[s0 : s0 + _memory.PARTITION_CHUNK]
@@ -227,7 +237,7 @@ def balanced_ldm(
     parent[roots] = -1 - parent[roots]
     del roots
     col = parent.reshape(r, b)
-    if lazy:
+    if value is None:  # (lazy)
         for i in range(r):
             ident[i, col[i]] = ident[i].copy()
         return None, ident
@@ -283,7 +293,7 @@ def _batch_loads(value: np.ndarray) -> np.ndarray:
     return load
 
 
-def _whole_numbers(blocks) -> bool:
+def _whole_numbers(blocks: Iterable[np.ndarray]) -> bool:
     """Whether every entry of the arrays ``blocks`` (the chunks of a larger array: no
     temporary of the whole) is a whole number."""
     return all(np.array_equal(v, np.floor(v)) for v in blocks)
@@ -294,7 +304,11 @@ _KEY_LIMIT = 2**62
 
 
 def refine_in_place(
-    value: np.ndarray, ident: np.ndarray, passes: int, target: int | None = None, stop=None
+    value: np.ndarray,
+    ident: np.ndarray,
+    passes: int,
+    target: int | None = None,
+    stop: Callable[[int, int], bool] | None = None,
 ) -> int:
     """`refine_by_swaps` on the round matrix itself (rounds x batches), changed in place; the
     pairs are handled in chunks, so extra memory stays O(chunk) whatever the number of graphs.
@@ -427,7 +441,7 @@ def columns_to_batches(ident: np.ndarray, num_graphs: int) -> np.ndarray:
 
 
 def columns_in_order(
-    ident: np.ndarray, cols: np.ndarray | None = None, dtype=np.int64
+    ident: np.ndarray, cols: np.ndarray | None = None, dtype: DTypeLike = np.int64
 ) -> tuple[np.ndarray, np.ndarray]:
     """The real entries (``>= 0``) of the columns ``cols`` of ``ident`` (default: every column,
     in order), column after column, each column's in row order, as ``dtype``; and the real
@@ -442,7 +456,7 @@ def columns_in_order(
             real[c0 : c0 + step] = r - np.count_nonzero(ident[:, c0 : c0 + step] < 0, axis=0)
         counts, k = real, b
 
-        def block(j0):  # columns j0.. as rows
+        def block(j0: int) -> np.ndarray:  # columns j0.. as rows
             return ident[:, j0 : j0 + step].T
     else:
         rows = np.empty((b, r), ident.dtype)
@@ -452,7 +466,7 @@ def columns_in_order(
         counts, k = real[cols], cols.shape[0]
         del real
 
-        def block(j0):
+        def block(j0: int) -> np.ndarray:
             return rows[cols[j0 : j0 + step]]
 
     ends = np.zeros(k + 1, np.int64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _memory
 
@@ -30,7 +31,15 @@ class PackPatterns:
     graphs: np.ndarray
 
     @classmethod
-    def build(cls, bins, copies, offsets, count, bin_nodes, bin_edges) -> PackPatterns:
+    def build(
+        cls,
+        bins: ArrayLike,
+        copies: ArrayLike,
+        offsets: ArrayLike,
+        count: ArrayLike,
+        bin_nodes: np.ndarray,
+        bin_edges: np.ndarray,
+    ) -> PackPatterns:
         bins = np.asarray(bins, dtype=np.int64)
         copies = np.asarray(copies, dtype=np.int64)
         offsets = np.asarray(offsets, dtype=np.int64)
@@ -107,7 +116,9 @@ class PackPatterns:
         return slot_bin, pack_offsets
 
 
-def patterns_from_slots(slot_bin, pack_offsets, bin_nodes, bin_edges) -> PackPatterns:
+def patterns_from_slots(
+    slot_bin: ArrayLike, pack_offsets: ArrayLike, bin_nodes: np.ndarray, bin_edges: np.ndarray
+) -> PackPatterns:
     """One pattern per pack from per-slot bins (slots of a pack need not be sorted)."""
     slot_bin = np.asarray(slot_bin, dtype=np.int64)
     pack_offsets = np.asarray(pack_offsets, dtype=np.int64)

@@ -10,6 +10,7 @@ one of a pack with room fixes that without changing any pack's graph count.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._exact import share_keys, top_indices
 
@@ -21,7 +22,12 @@ _PAIRS_PER_STEP = 1 << 20
 MAX_STEPS = 512
 
 
-def _loads(slot_bin, offsets, bin_nodes, bin_edges) -> np.ndarray:
+def _loads(
+    slot_bin: np.ndarray,
+    offsets: NDArray[np.int64],
+    bin_nodes: NDArray[np.int64],
+    bin_edges: NDArray[np.int64],
+) -> NDArray[np.int64]:
     """Real ``[nodes, edges]`` totals per pack, int64 ``[P, 2]`` (empty packs hold 0)."""
     p = offsets.shape[0] - 1
     out = np.zeros((p, 2), np.int64)
@@ -38,16 +44,24 @@ class _Repair:
     `repair_overflow`). Loads relative to the limits are compared exactly: ``x / lim_n + y /
     lim_e`` as the integer ``x * lim_e + y * lim_n`` (`share_keys`)."""
 
-    def __init__(self, slot_bin, offsets, bn, be, lim, ceiling):
+    def __init__(
+        self,
+        slot_bin: np.ndarray,
+        offsets: NDArray[np.int64],
+        bn: NDArray[np.int64],
+        be: NDArray[np.int64],
+        lim: NDArray[np.int64],
+        ceiling: np.ndarray,
+    ) -> None:
         self.sb, self.off, self.bn, self.be = slot_bin, offsets, bn, be
         self.lim, self.ceiling = lim, ceiling
         self.loads = _loads(slot_bin, offsets, bn, be)
         self.nbins = int(bn.shape[0])
 
-    def _share(self, x, y) -> np.ndarray:
+    def _share(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return share_keys(x, y, int(self.lim[0]), int(self.lim[1]))
 
-    def excess(self, loads) -> np.ndarray:
+    def excess(self, loads: NDArray[np.int64]) -> np.ndarray:
         """Overflow over the limits, relative to them, summed over nodes and edges (exact
         integer keys, 0 where a pack fits)."""
         over = np.maximum(loads - self.lim, 0)
@@ -56,7 +70,7 @@ class _Repair:
     def partners(self, h: int, k: int) -> np.ndarray:
         """The ``k`` in-limit packs with the most room under the ceiling where pack ``h``
         overflows (all of them when fewer), most room first, ties by pack index."""
-        fits = (self.loads <= self.lim).all(axis=1)
+        fits = np.asarray((self.loads <= self.lim).all(axis=1))  # (a fresh array)
         fits[h] = False
         cand = np.flatnonzero(fits)
         dims = self.loads[h] > self.lim
@@ -66,7 +80,7 @@ class _Repair:
             cand = cand[top_indices(room, k)]
         return cand
 
-    def best_swap(self, h: int, cand: np.ndarray):
+    def best_swap(self, h: int, cand: np.ndarray) -> tuple[int, int, int, NDArray[np.int64]] | None:
         """``(slot in h, slot in a partner, partner, [dn, de] moved out of h)`` of the best swap
         that lowers ``h``'s overflow and keeps the partner within the limits, or ``None``."""
         sb, off, bn, be, lim = self.sb, self.off, self.bn, self.be, self.lim
@@ -110,10 +124,10 @@ class _Repair:
 
 
 def repair_overflow(
-    slot_bin,
-    offsets,
-    bin_nodes,
-    bin_edges,
+    slot_bin: ArrayLike,
+    offsets: ArrayLike,
+    bin_nodes: ArrayLike,
+    bin_edges: ArrayLike,
     node_limit: int,
     edge_limit: int,
     *,

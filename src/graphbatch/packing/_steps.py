@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Literal, overload
+
 import numpy as np
+from numpy.typing import NDArray
 
 from .._budget import Budget
 from .._errors import InputError
@@ -22,6 +26,40 @@ _ITEM_BITS = 32
 _EXACT_FLOAT = 2**53
 
 
+@overload
+def step_fill(
+    nodes: np.ndarray,
+    edges: np.ndarray,
+    budget: Budget,
+    ranks: int,
+    fill: float = ...,
+    steps: int | None = ...,
+    *,
+    return_totals: Literal[False] = ...,
+    with_order: bool = ...,
+    perm_out: np.ndarray | None = ...,
+    pairs: SizePairs | None = ...,
+    totals: tuple[int, int] | None = ...,
+) -> tuple[NDArray[Any] | None, NDArray[np.int64]]: ...
+
+
+@overload
+def step_fill(
+    nodes: np.ndarray,
+    edges: np.ndarray,
+    budget: Budget,
+    ranks: int,
+    fill: float = ...,
+    steps: int | None = ...,
+    *,
+    return_totals: Literal[True],
+    with_order: bool = ...,
+    perm_out: np.ndarray | None = ...,
+    pairs: SizePairs | None = ...,
+    totals: tuple[int, int] | None = ...,
+) -> tuple[NDArray[Any] | None, NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]: ...
+
+
 def step_fill(
     nodes: np.ndarray,
     edges: np.ndarray,
@@ -35,6 +73,9 @@ def step_fill(
     perm_out: np.ndarray | None = None,
     pairs: SizePairs | None = None,
     totals: tuple[int, int] | None = None,
+) -> (
+    tuple[NDArray[Any] | None, NDArray[np.int64]]
+    | tuple[NDArray[Any] | None, NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
 ):
     """Greedy fill by steps of ``ranks`` batches, for data-parallel plans.
 
@@ -231,7 +272,12 @@ class _StepRecord:
         self.per_step[self.n_steps : self.n_steps + k] = tot
         self.n_steps += k
 
-    def result(self, return_totals: bool):
+    def result(
+        self, return_totals: bool
+    ) -> (
+        tuple[NDArray[Any] | None, NDArray[np.int64]]
+        | tuple[NDArray[Any] | None, NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
+    ):
         """`step_fill`'s result: ``(perm, offsets[, real nodes, real edges])``."""
         per_step = self.per_step[: self.n_steps]
         r = per_step.shape[2]
@@ -244,8 +290,8 @@ class _StepRecord:
 
 def _keep_block(
     record: _StepRecord,
-    nodes,
-    edges,
+    nodes: NDArray[np.integer[Any]],
+    edges: NDArray[np.integer[Any]],
     pos: int,
     ends: list[int],
     tot: np.ndarray,
@@ -277,7 +323,7 @@ def _keep_block(
 
 
 def _chain(
-    step_end,
+    step_end: Callable[[int, int], int],
     pos: int,
     k: int,
     m: int,
@@ -342,7 +388,16 @@ def _chain(
     return ends
 
 
-def _one_step(nodes, edges, pos: int, j: int, r: int, cap_n: int, cap_e: int, cap_g: int):
+def _one_step(
+    nodes: NDArray[np.integer[Any]],
+    edges: NDArray[np.integer[Any]],
+    pos: int,
+    j: int,
+    r: int,
+    cap_n: int,
+    cap_e: int,
+    cap_g: int,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
     """One step from ``pos`` to at most ``j``: the graphs sorted by share, dealt in snake order
     over the ``r`` batches, repaired by one-for-one exchanges when a batch is over the budget,
     and shortened until the batches fit. Returns ``(placed positions in batch order, int64
@@ -381,7 +436,7 @@ class SizePairs:
     ``(max n + 1) * width`` is above `_RANK_SPAN`. The same for any order of the graphs."""
 
     def __init__(self, nodes: np.ndarray, edges: np.ndarray) -> None:
-        self.pairs = None
+        self.pairs: NDArray[np.intp] | None = None
         self.width = 0
         if not nodes.shape[0]:
             return
@@ -406,10 +461,15 @@ class _ShareRanks:
     equal ranks) looked up in a table, or the negated exact key when the pairs are too many."""
 
     def __init__(
-        self, nodes, edges, cap_n: int, cap_e: int, size_pairs: SizePairs | None = None
+        self,
+        nodes: NDArray[np.integer[Any]],
+        edges: NDArray[np.integer[Any]],
+        cap_n: int,
+        cap_e: int,
+        size_pairs: SizePairs | None = None,
     ) -> None:
         self.cn, self.ce = max(cap_n, 1), max(cap_e, 1)
-        self.table = None
+        self.table: NDArray[np.uint16] | None = None
         if size_pairs is None:
             size_pairs = SizePairs(nodes, edges)
         if size_pairs.pairs is None:
@@ -431,25 +491,28 @@ class _ShareRanks:
         self.n_ranks = int(uniq.shape[0])
         # one pair per rank (no two pairs of equal share): a rank tells the sizes, so graphs of
         # one rank are interchangeable in a batch's totals
-        self.rank_nodes = self.rank_edges = None
+        self.rank_nodes: NDArray[np.int64] | None = None
+        self.rank_edges: NDArray[np.int64] | None = None
         if uniq.shape[0] == pairs.shape[0]:
             self.rank_nodes = np.zeros(uniq.shape[0], np.int64)
             self.rank_edges = np.zeros(uniq.shape[0], np.int64)
             self.rank_nodes[rank] = pairs // self.width
             self.rank_edges[rank] = pairs % self.width
 
-    def _pair(self, ln, le):
+    def _pair(
+        self, ln: NDArray[np.integer[Any]], le: NDArray[np.integer[Any]]
+    ) -> NDArray[np.int64]:
         return ln.astype(np.int64) * self.width + le
 
-    def keys(self, ln, le) -> np.ndarray:
+    def keys(self, ln: NDArray[np.integer[Any]], le: NDArray[np.integer[Any]]) -> np.ndarray:
         if self.table is not None:
             return self.table[self._pair(ln, le)]
         return -sortable(share_keys(ln, le, self.cn, self.ce))
 
 
 def _deal_block(
-    nodes,
-    edges,
+    nodes: NDArray[np.integer[Any]],
+    edges: NDArray[np.integer[Any]],
     pos: int,
     ends: np.ndarray,
     r: int,
@@ -458,7 +521,7 @@ def _deal_block(
     cap_g: int,
     ranker: _ShareRanks,
     perm: np.ndarray | None = None,
-):
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
     """The steps ``pos..ends[0], ends[0]..ends[1], ...`` dealt as `_one_step` deals them before
     any repair, all at once: one stable sort by (step, share descending). Writes the positions
     in batch order, step after step, to ``perm[pos:ends[-1]]`` (unless ``perm`` is ``None``).
@@ -475,7 +538,7 @@ def _deal_block(
     ranked = keys.dtype == np.uint16  # uint16 share ranks (else exact keys)
     # by step, then share (largest first), stable; t: position in step of each block position
     srt, t, sorted_ranks = _sort_block(seg, keys, lens, rel, ranker, perm is not None)
-    keys = None
+    del keys
     if t is None:
         t = np.arange(ln.shape[0], dtype=np.int32) - np.repeat(rel.astype(np.int32), lens)
     # row and snake batch (over the `r` batches) of each rank in a step, looked up
@@ -501,11 +564,21 @@ def _deal_block(
     # batch-major order within a step: batch b starts after the graphs of batches < b
     extra = np.where(odd, np.maximum(0, b - (r - rem)), np.minimum(b, rem))
     first = (rel[:, None] + b * full + extra).reshape(-1)  # block position of each batch
+    assert srt is not None  # (`_sort_block` returns the order where it is needed)
     perm[pos : int(ends[-1])][first[key] + row_of[t]] = srt + pos
     return tot, fits
 
 
-def _sort_block(seg, keys, lens, rel, ranker: _ShareRanks, need_order: bool):
+def _sort_block(
+    seg: NDArray[Any],
+    keys: NDArray[Any],
+    lens: NDArray[np.int64],
+    rel: NDArray[np.int64],
+    ranker: _ShareRanks,
+    need_order: bool,
+) -> tuple[
+    NDArray[np.int32] | NDArray[np.intp] | None, NDArray[np.int32] | None, NDArray[Any] | None
+]:
     """The block's positions stably sorted by (step ``seg``, share key): ``(srt, t,
     sorted_ranks)`` with ``srt`` the block positions in that order (``None`` where neither the
     order nor the weights need them), ``t`` each block position's place in its step (``None``:
@@ -530,8 +603,15 @@ def _sort_block(seg, keys, lens, rel, ranker: _ShareRanks, need_order: bool):
 
 
 def _sort_u32_items(
-    seg, keys, lens, rel, ranker: _ShareRanks, rank_bits: int, pos_bits: int, need_order: bool
-):
+    seg: NDArray[Any],
+    keys: NDArray[Any],
+    lens: NDArray[np.int64],
+    rel: NDArray[np.int64],
+    ranker: _ShareRanks,
+    rank_bits: int,
+    pos_bits: int,
+    need_order: bool,
+) -> tuple[NDArray[np.int32] | None, NDArray[np.int32], NDArray[Any] | None]:
     """`_sort_block` by one sort of distinct uint32 items, the stable order twice as fast as
     int64 items. An item's fields, high to low: the step, the share rank (``rank_bits``), the
     position in the step (``pos_bits``)."""
@@ -554,8 +634,15 @@ def _sort_u32_items(
 
 
 def _block_totals(
-    ln, le, key, srt, sorted_ranks, ranker: _ShareRanks | None, rows: int, n_batches: int
-):
+    ln: NDArray[np.integer[Any]],
+    le: NDArray[np.integer[Any]],
+    key: NDArray[np.int32],
+    srt: NDArray[np.int32] | NDArray[np.intp] | None,
+    sorted_ranks: NDArray[Any] | None,
+    ranker: _ShareRanks | None,
+    rows: int,
+    n_batches: int,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Real node and edge totals (int64) of the ``n_batches`` batches of a dealt block
     (``key``: each sorted position's batch), from one weighted count ``n * 2**shift + e``
     where every total is exact in it (below `_EXACT_FLOAT`), else from two counts. ``rows``:
@@ -569,20 +656,32 @@ def _block_totals(
     shift = max(1, top_e * rows).bit_length()
     if nonneg and (top_n * rows + 1) << shift < _EXACT_FLOAT:
         if sorted_ranks is not None:  # the weights of the ranks, looked up in a small table
-            w = ranker.rank_nodes * float(1 << shift)
-            w += ranker.rank_edges
+            rank_n, rank_e = _rank_sizes(ranker)
+            w = rank_n * float(1 << shift)
+            w += rank_e
             w = w[sorted_ranks]
         else:
+            assert srt is not None  # (sorted positions are computed where ranks are not)
             w = ln * float(1 << shift)  # in dataset order (contiguous), then one gather
             w += le
             w = w[srt]
         both = np.bincount(key, weights=w, minlength=n_batches)
-        w = None
+        del w
         bn = (both // (1 << shift)).astype(np.int64)
         return bn, (both - bn * float(1 << shift)).astype(np.int64)
+    sn: NDArray[np.integer[Any]]
+    se: NDArray[np.integer[Any]]
     if srt is None:
-        sn, se = ranker.rank_nodes[sorted_ranks], ranker.rank_edges[sorted_ranks]
+        rank_n, rank_e = _rank_sizes(ranker)
+        sn, se = rank_n[sorted_ranks], rank_e[sorted_ranks]
     else:
         sn, se = ln[srt], le[srt]
     bn = np.bincount(key, weights=sn, minlength=n_batches).astype(np.int64)  # < 2**53
     return bn, np.bincount(key, weights=se, minlength=n_batches).astype(np.int64)
+
+
+def _rank_sizes(ranker: _ShareRanks | None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The node and edge counts of each share rank, where a rank is one ``(n, e)`` pair (the
+    case where `_sort_u32_items` returns sorted ranks)."""
+    assert ranker is not None and ranker.rank_nodes is not None and ranker.rank_edges is not None
+    return ranker.rank_nodes, ranker.rank_edges

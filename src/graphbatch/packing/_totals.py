@@ -4,6 +4,7 @@ int64 copy of a narrow per-graph array)."""
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._budget import Budget
 from . import _memory
@@ -57,7 +58,9 @@ def batch_totals(
     return out
 
 
-def pack_totals(slot_bin, offsets, bin_nodes, bin_edges):
+def pack_totals(
+    slot_bin: np.ndarray, offsets: np.ndarray, bin_nodes: ArrayLike, bin_edges: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-pack real ``(nodes, edges, graphs)`` of packs as slots, int64. One lookup and one sum
     per chunk of slots (`batch_totals` with a table): each bin's node count in the high 32 bits
     and its edge count in the low ones, where every pack's totals fit their halves (sums then

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,14 +45,29 @@ class OversizeSplit:
     ``kept``: graphs that fit, in order. ``own``: graphs that get a batch of their own, with
     ``own_after[i]`` = number of kept graphs preceding ``own[i]`` in the original order (so the
     batch can be placed where the graph came up). ``skipped``: graphs left out on request.
+    ``kept_nodes``/``kept_edges``: the sizes of the kept graphs. `split_oversize` sets every
+    field; a planner that hands the split on to `finish_plan` may release ``kept`` and its
+    sizes (``None``), which `finish_plan` does not read.
     """
 
-    kept: np.ndarray
+    kept: np.ndarray | None
     own: np.ndarray
     own_after: np.ndarray
     skipped: np.ndarray
-    kept_nodes: np.ndarray
-    kept_edges: np.ndarray
+    kept_nodes: np.ndarray | None
+    kept_edges: np.ndarray | None
+
+    def kept_graphs(self) -> np.ndarray:
+        """``kept``, which must not have been released."""
+        if self.kept is None:
+            raise RuntimeError("the kept graphs of this oversize split were released")
+        return self.kept
+
+    def kept_sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(kept_nodes, kept_edges)``, which must not have been released."""
+        if self.kept_nodes is None or self.kept_edges is None:
+            raise RuntimeError("the kept sizes of this oversize split were released")
+        return self.kept_nodes, self.kept_edges
 
 
 def split_oversize(
@@ -157,7 +173,7 @@ def finish_fixed_count_plan(
     batch_size: int,
     pad_fn: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
     lower_bound: int,
-    **meta,
+    **meta: Any,
 ) -> BatchPlan:
     """`finish_plan` for strategies with ``batch_size`` graph slots in every batch: the real
     per-batch totals of ``order``/``offsets`` and their padded shapes ``pad_fn(real_nodes,
@@ -192,7 +208,7 @@ def finish_plan(
     real_edges: np.ndarray | None = None,
     split: OversizeSplit | None = None,
     budget: Budget | None = None,
-    **meta,
+    **meta: Any,
 ) -> BatchPlan:
     """Build the `BatchPlan`: insert own-batch graphs where they came up, add totals and meta.
 
@@ -249,7 +265,16 @@ def finish_plan(
     )
 
 
-def _insert_own_batches(req, order, offsets, pad_nodes, pad_edges, pad_graphs, split, budget):
+def _insert_own_batches(
+    req: PlanRequest,
+    order: np.ndarray,
+    offsets: np.ndarray,
+    pad_nodes: np.ndarray,
+    pad_edges: np.ndarray,
+    pad_graphs: np.ndarray,
+    split: OversizeSplit,
+    budget: Budget,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     sizes = req.sizes
     multiple = int(req.option("multiple", 64))
     starts = offsets[:-1]

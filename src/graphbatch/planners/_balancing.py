@@ -15,11 +15,13 @@ from __future__ import annotations
 import math
 import numbers
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from .._errors import InputError, InputTypeError
 from .._exact import decimal, floor_frac, square_sum
+from .._plan import BatchPlan
 from .._validate import MAX_SHAPE, as_nonnegative_int, as_positive_int
 from ..packing.kernels import (
     balanced_ldm,
@@ -68,7 +70,14 @@ def batch_counts(num_graphs: int, num_batches: int) -> np.ndarray:
     return counts
 
 
-def _real_option(req: PlanRequest, name: str, default: float, *, low=None, high=None) -> float:
+def _real_option(
+    req: PlanRequest,
+    name: str,
+    default: float,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+) -> float:
     value = req.option(name, default)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputTypeError(f"{name} must be a number, got {value!r}")
@@ -110,7 +119,14 @@ def _order_rng(req: PlanRequest) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(req.seed, spawn_key=(3, req.epoch)))
 
 
-def _finish(req: PlanRequest, setup: _Setup, batch_of=None, *, columns=None, **meta):
+def _finish(
+    req: PlanRequest,
+    setup: _Setup,
+    batch_of: np.ndarray | None = None,
+    *,
+    columns: np.ndarray | None = None,
+    **meta: Any,
+) -> BatchPlan:
     """Turn an assignment into a plan: batch order shuffled per epoch, padded shapes.
 
     Give ``batch_of`` (batch id per graph) or ``columns`` (``[R, B]`` graph ids, ``-1`` for
@@ -250,7 +266,7 @@ def spread_outliers(
     options=_COMMON,
     uses_budget=False,
 )
-def plan_random(req: PlanRequest):
+def plan_random(req: PlanRequest) -> BatchPlan:
     s = _Setup(req)
     rng = req.epoch_rng()
     perm = req.order(rng)
@@ -265,10 +281,10 @@ def plan_random(req: PlanRequest):
     "balance",
     description="HEP balance sampler: the `fraction` (default 0.1) largest graphs by cost dealt "
     "round-robin in size order, the rest at random; fraction 1 = bucket partitioning",
-    options=_COMMON + ("fraction",),
+    options=(*_COMMON, "fraction"),
     uses_budget=False,
 )
-def plan_balance(req: PlanRequest):
+def plan_balance(req: PlanRequest) -> BatchPlan:
     s = _Setup(req)
     fraction = _real_option(req, "fraction", 0.1, low=0.0, high=1.0)
     f = decimal(fraction)
@@ -290,10 +306,10 @@ def plan_balance(req: PlanRequest):
     "zscore",
     description="HEP z-score sampler: graphs with cost z-score above `threshold` (default 3) "
     "dealt one per batch (snake round-robin), the rest at random",
-    options=_COMMON + ("threshold",),
+    options=(*_COMMON, "threshold"),
     uses_budget=False,
 )
-def plan_zscore(req: PlanRequest):
+def plan_zscore(req: PlanRequest) -> BatchPlan:
     s = _Setup(req)
     threshold = _real_option(req, "threshold", 3.0)
     outliers = outliers_zscore(s.costs, threshold)
@@ -305,10 +321,10 @@ def plan_zscore(req: PlanRequest):
     "iqr",
     description="HEP IQR sampler: graphs above Q3 + `multiplier` x IQR (default 1.5) dealt one "
     "per batch (snake round-robin), the rest at random",
-    options=_COMMON + ("multiplier",),
+    options=(*_COMMON, "multiplier"),
     uses_budget=False,
 )
-def plan_iqr(req: PlanRequest):
+def plan_iqr(req: PlanRequest) -> BatchPlan:
     s = _Setup(req)
     multiplier = _real_option(req, "multiplier", 1.5)
     if multiplier < 0:
@@ -330,15 +346,15 @@ def plan_iqr(req: PlanRequest):
     description="Karmarkar-Karp largest differencing with exact batch sizes: balanced LDM over "
     "rounds of B graphs (O(N log N) time, O(N) memory) plus up to `passes` (default 16) swap "
     "passes; batch contents fixed across epochs",
-    options=_COMMON + ("passes",),
+    options=(*_COMMON, "passes"),
     uses_budget=False,
 )
-def plan_kk(req: PlanRequest):
+def plan_kk(req: PlanRequest) -> BatchPlan:
     s = _Setup(req)
     passes = as_nonnegative_int(req.option("passes", 16), "passes")
     # memory-lean: the round matrix is rearranged and refined in place, costs dropped once used
     value, ident = round_matrix(s.costs, s.num_batches)
-    s.costs = None
+    del s.costs
     balanced_ldm(value, ident, inplace=True)
     swaps = refine_in_place(value, ident, passes)
     del value
@@ -350,10 +366,10 @@ def plan_kk(req: PlanRequest):
     description="beyond the paper: graphs sorted into cost strata of B, each stratum dealt to "
     "the batches by a fresh random permutation every epoch, then up to `passes` (default 8) "
     "swap passes until max batch cost <= (1 + `tolerance`) x mean (default 0.01)",
-    options=_COMMON + ("passes", "tolerance"),
+    options=(*_COMMON, "passes", "tolerance"),
     uses_budget=False,
 )
-def plan_stratified(req: PlanRequest):
+def plan_stratified(req: PlanRequest) -> BatchPlan:
     s = _Setup(req)
     passes = as_nonnegative_int(req.option("passes", 8), "passes")
     tolerance = _real_option(req, "tolerance", 0.01)

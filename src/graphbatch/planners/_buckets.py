@@ -10,12 +10,17 @@ chosen shape that holds it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from .._budget import Budget
 from .._errors import InputError, InputTypeError
+from .._plan import BatchPlan
+from .._sizes import GraphSizes
 from .._validate import as_positive_int
 from ..packing import (
     MAX_SHAPES,
@@ -31,10 +36,17 @@ from ..packing import (
 )
 from ..packing.kernels import assign_graphs, budget_lower_bound
 from ._assemble import OversizeSplit, finish_plan
-from ._packing import _COMMON, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
+from ._packing import _COMMON, _bins_of, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_buckets"]
+
+#: Packs as slots: ``(slot_bin, offsets, packer name or None)``.
+_Candidate = tuple[np.ndarray, np.ndarray, str | None]
+#: Padded ``(nodes, edges, graphs)`` of the chosen shapes.
+_Shapes = tuple[np.ndarray, np.ndarray, np.ndarray]
+#: ``(cost, shape_cost)`` of tight shapes (`_tight_bucket_request`; cost ``None``: slots).
+_TightRequest = tuple[tuple[int, ...] | None, int]
 
 
 @register(
@@ -46,7 +58,7 @@ __all__ = ["plan_buckets"]
     "shapes minimising that cost",
     options=("num_shapes", "heuristic", "shape_cost", *_COMMON),
 )
-def plan_buckets(req: PlanRequest):
+def plan_buckets(req: PlanRequest) -> BatchPlan:
     k = _num_shapes(req)
     budget = _budget(req)
     heuristic = _heuristic(req)
@@ -56,7 +68,7 @@ def plan_buckets(req: PlanRequest):
     candidates, (_, chosen, slot_bin, pack_off, packer) = _candidate_packings(g, k, multiple)
     shapes = _scaled_shapes(chosen, g.fam, multiple)
     tight = _tight_bucket_request(req, g.fam)
-    extra_meta: dict = {}
+    extra_meta: dict[str, Any] = {}
     if tight is not None:  # tight shapes by an integer cost, over every candidate packing
         slot_bin, pack_off, packer, shapes, extra_meta = _tight_buckets(
             candidates, g.pack_totals, k, g.fam, multiple, *tight
@@ -115,7 +127,9 @@ def _num_shapes(req: PlanRequest) -> int:
     return int(k)
 
 
-def _pack_sums(slot_bin, off, bn, be):
+def _pack_sums(
+    slot_bin: np.ndarray, off: np.ndarray, bn: np.ndarray, be: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-pack node and edge totals of packs as slots (bins' sizes ``bn``/``be``)."""
     if off.shape[0] <= 1:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -140,10 +154,10 @@ class _BucketGraphs:
     a_n: np.ndarray
     a_e: np.ndarray
     fam: Budget
-    lim: dict
+    lim: dict[str, Any]
 
     @classmethod
-    def of(cls, req: PlanRequest, budget: Budget, heuristic: str, multiple: int):
+    def of(cls, req: PlanRequest, budget: Budget, heuristic: str, multiple: int) -> _BucketGraphs:
         sizes = req.sizes
         allidx = np.arange(len(sizes), dtype=np.int64)
         big = (sizes.n_node > budget.node_capacity) | (sizes.n_edge > budget.edge_capacity)
@@ -168,7 +182,7 @@ class _BucketGraphs:
         )
         if kept.size:
             hist = _kept_sizes(req, kept).histogram(return_inverse=True)
-            hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, hist.inverse
+            hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, _bins_of(hist)
         else:
             hn = he = hc = inverse = np.zeros(0, np.int64)
         return cls(
@@ -189,13 +203,13 @@ class _BucketGraphs:
     def nbins(self) -> int:
         return self.hn.shape[0]
 
-    def pack_totals(self, slot_bin, off):
+    def pack_totals(self, slot_bin: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-pack node and edge totals, large graphs included."""
         return _pack_sums(
             slot_bin, off, np.concatenate([self.hn, self.a_n]), np.concatenate([self.he, self.a_e])
         )
 
-    def filled(self, shape_n, shape_e, shape_g):
+    def filled(self, shape_n: np.ndarray, shape_e: np.ndarray, shape_g: np.ndarray) -> _Candidate:
         """Each large graph gets the smallest of the shapes and its room is filled with small
         graphs; the remaining small graphs are packed to the budget. Returns the packs as
         slots and the packer of the remaining graphs."""
@@ -226,7 +240,9 @@ class _BucketGraphs:
         return (np.concatenate(parts), np.concatenate([off, off[-1] + np.cumsum(lens)]), packer)
 
 
-def _candidate_packings(g: _BucketGraphs, k: int, multiple: int):
+def _candidate_packings(
+    g: _BucketGraphs, k: int, multiple: int
+) -> tuple[list[_Candidate], tuple[Fraction, np.ndarray, np.ndarray, np.ndarray, str | None]]:
     """``(candidates, best)``: every candidate packing ``(slot_bin, offsets, packer)`` and the
     cheapest one with its k scaled shapes, ``(cost, chosen scales, slot_bin, offsets,
     packer)``. The candidates: the first packing (small graphs to the budget, each large graph
@@ -235,7 +251,7 @@ def _candidate_packings(g: _BucketGraphs, k: int, multiple: int):
     more than k - 1 (exact costs: a later candidate wins only when strictly cheaper)."""
     fam = g.fam
 
-    def shaped(slot_bin, off):
+    def shaped(slot_bin: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, Fraction]:
         tn, te = g.pack_totals(slot_bin, off)
         return choose_scales(pack_scales(tn, te, fam, multiple, np.diff(off)), k, fam, multiple)
 
@@ -251,11 +267,11 @@ def _candidate_packings(g: _BucketGraphs, k: int, multiple: int):
     cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(n_alone)])
     chosen, cost = shaped(cand_sb, cand_off)
     best = (cost, chosen, cand_sb, cand_off, f_method)
-    candidates = [(cand_sb, cand_off, f_method)]
+    candidates: list[_Candidate] = [(cand_sb, cand_off, f_method)]
     first_scales = pack_scales(
         np.concatenate([fn, g.a_n]), np.concatenate([fe, g.a_e]), fam, multiple
     )
-    tried_shapes: set = set()
+    tried_shapes: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
     for kk in range(1, k + 1) if n_alone and g.kept.size else ():
         sc_k, _ = choose_scales(first_scales, kk, fam, multiple)
         sn_k, se_k = (np.atleast_1d(x) for x in shape_for_scale(sc_k, fam, multiple))
@@ -271,13 +287,15 @@ def _candidate_packings(g: _BucketGraphs, k: int, multiple: int):
     return candidates, best
 
 
-def _scaled_shapes(chosen, fam: Budget, multiple: int):
+def _scaled_shapes(chosen: np.ndarray, fam: Budget, multiple: int) -> _Shapes:
     """``(nodes, edges, graphs)`` arrays of the chosen scales of the family."""
     shape_n, shape_e = (np.atleast_1d(x) for x in shape_for_scale(chosen, fam, multiple))
     return shape_n, shape_e, np.atleast_1d(graphs_for_scale(chosen, fam))
 
 
-def _batch_sums(sizes, order, offsets):
+def _batch_sums(
+    sizes: GraphSizes, order: np.ndarray, offsets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Real node and edge totals of each batch."""
     if offsets.shape[0] <= 1:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -287,7 +305,9 @@ def _batch_sums(sizes, order, offsets):
     )
 
 
-def _smallest_holding(tot_n, tot_e, gpb, shapes) -> np.ndarray:
+def _smallest_holding(
+    tot_n: np.ndarray, tot_e: np.ndarray, gpb: np.ndarray, shapes: _Shapes
+) -> np.ndarray:
     """Per batch, the first shape (in the family's order) that holds it."""
     shape_n, shape_e, shape_g = shapes
     if not gpb.shape[0]:
@@ -300,7 +320,7 @@ def _smallest_holding(tot_n, tot_e, gpb, shapes) -> np.ndarray:
     return np.argmax(fits, axis=1)
 
 
-def _buckets_lower_bound(sizes, g: _BucketGraphs, shapes, nb: int) -> int:
+def _buckets_lower_bound(sizes: GraphSizes, g: _BucketGraphs, shapes: _Shapes, nb: int) -> int:
     """The batch bound for packs of at most the largest chosen shape, every planned graph
     counted (it never exceeds the batch count; issue 14: the bound of the budget-sized graphs
     did)."""
@@ -320,7 +340,7 @@ def _buckets_lower_bound(sizes, g: _BucketGraphs, shapes, nb: int) -> int:
     )
 
 
-def _tight_bucket_request(req: PlanRequest, fam: Budget):
+def _tight_bucket_request(req: PlanRequest, fam: Budget) -> _TightRequest | None:
     """``(cost, shape_cost)`` when ``buckets`` should choose tight shapes by cost (option
     ``shape_cost=[c0, c_node, c_edge, c_graph, c_shape]``, or ``tight_shape=True``: padded slots
     relative to the budget), else ``None`` (the scaled family)."""
@@ -339,10 +359,19 @@ def _tight_bucket_request(req: PlanRequest, fam: Budget):
     return (tuple(vals[:4]), vals[4])
 
 
-def _tight_buckets(candidates, totals, k: int, fam: Budget, multiple: int, cost, shape_cost):
+def _tight_buckets(
+    candidates: list[_Candidate],
+    totals: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    k: int,
+    fam: Budget,
+    multiple: int,
+    cost: Sequence[int] | None,
+    shape_cost: int,
+) -> tuple[np.ndarray, np.ndarray, str | None, _Shapes, dict[str, Any]]:
     """The candidate packing and tight shapes of least integer cost
     (`packing._bucket_shapes.choose_tight_shapes`), with the bound of `shape_padding_bound` on
     the chosen packs. Returns ``(slot_bin, offsets, packer, (shape_n, shape_e, shape_g), meta)``."""
+    best: tuple[int, np.ndarray, np.ndarray, str | None, np.ndarray, np.ndarray, Any, Any] | None
     best = None
     for sb, off, packer in candidates:
         tn, te = totals(sb, off)
@@ -352,6 +381,7 @@ def _tight_buckets(candidates, totals, k: int, fam: Budget, multiple: int, cost,
         )
         if best is None or total < best[0]:
             best = (total, sb, off, packer, shapes, needs, tn, te)
+    assert best is not None  # (the first packing is always a candidate)
     total, sb, off, packer, shapes, needs, tn, te = best
     bn, be = shape_padding_bound(needs, k)
     meta = {
@@ -366,7 +396,15 @@ def _tight_buckets(candidates, totals, k: int, fam: Budget, multiple: int, cost,
 
 
 def _cheapest_holding(
-    tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, cost, fam: Budget
+    tot_n: np.ndarray,
+    tot_e: np.ndarray,
+    gpb: np.ndarray,
+    shape_n: np.ndarray,
+    shape_e: np.ndarray,
+    shape_g: np.ndarray,
+    multiple: int,
+    cost: Sequence[int] | None,
+    fam: Budget,
 ) -> np.ndarray:
     """Per batch, the index of the least costly shape that holds it (integer costs; ties: the
     first). Every batch is held by some shape: its pack's."""

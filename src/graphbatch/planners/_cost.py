@@ -23,7 +23,7 @@ DEFAULT_COST_NODES = 1.0
 DEFAULT_COST_EDGES = 1.0
 
 
-def _coefficient(value, name: str) -> float:
+def _coefficient(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputTypeError(f"{name} must be a real number, got {value!r}")
     v = float(value)

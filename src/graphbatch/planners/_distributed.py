@@ -14,12 +14,14 @@ the step of the lightest batches. No graph is repeated or dropped (unlike torch'
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import overload
 
 import numpy as np
 
 from .._errors import InputError
 from .._plan import BatchPlan
+from .._sizes import GraphSizes
 from .._validate import as_positive_int
 from ..packing.kernels import batch_totals, gather_batches, gather_counts, widen_into
 from ._registry import PlanRequest
@@ -41,11 +43,11 @@ def balanced_sequence(plan: BatchPlan, world_size: int) -> np.ndarray:
     """
     nb = len(plan)
     shape_keys = (plan.pad_graphs, plan.pad_edges, plan.pad_nodes)
-    idx = _stable_lexsort((plan.real_nodes,) + shape_keys)
+    idx = _stable_lexsort((plan.real_nodes, *shape_keys))
     steps = -(-nb // world_size)
     block = world_size * max(1, _ceil_sqrt(steps))
     block_id = np.arange(nb) // block
-    edges_keys = (plan.real_edges[idx],) + tuple(k[idx] for k in shape_keys) + (block_id,)
+    edges_keys = (plan.real_edges[idx], *(k[idx] for k in shape_keys), block_id)
     return idx[_stable_lexsort(edges_keys)]
 
 
@@ -54,12 +56,13 @@ def _ceil_sqrt(n: int) -> int:
     return 0 if n <= 0 else math.isqrt(n - 1) + 1
 
 
-def _stable_lexsort(keys) -> np.ndarray:
+def _stable_lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
     """``np.lexsort(keys)`` (last key most significant, ties in index order) of int arrays,
     int64: keys of one value dropped, the others folded into one int64 key where their ranges
     allow and sorted by one stable argsort (a radix sort below 2**16); else ``np.lexsort``."""
     n = keys[0].shape[0]
-    folded, span = None, 1
+    folded: np.ndarray | None = None
+    span = 1
     for k in keys:  # least significant first
         if n == 0:
             break
@@ -97,7 +100,7 @@ def _first_largest_ratio(num: np.ndarray, den: np.ndarray) -> int:
     return best
 
 
-def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
+def split_to_multiple(plan: BatchPlan, sizes: GraphSizes, world_size: int) -> BatchPlan:
     """The plan with batches split in two (largest real node totals first, each into halves
     by graph count) until their number is a multiple of ``world_size`` (or, with fewer graphs
     than that, until every batch holds one graph); a part of a batch fits that batch's padded
@@ -143,7 +146,13 @@ def split_to_multiple(plan: BatchPlan, sizes, world_size: int) -> BatchPlan:
         else np.zeros(0, np.int64)
     )
 
-    def totals(column, plan_totals):
+    @overload
+    def totals(column: np.ndarray, plan_totals: np.ndarray | None) -> np.ndarray: ...
+
+    @overload
+    def totals(column: np.ndarray | None, plan_totals: np.ndarray | None) -> np.ndarray | None: ...
+
+    def totals(column: np.ndarray | None, plan_totals: np.ndarray | None) -> np.ndarray | None:
         if column is None:
             return None
         if plan_totals is None:
@@ -176,7 +185,7 @@ def distribute_plan(
     seed: int = 0,
     epoch: int = 0,
     shuffle: bool = True,
-    sizes=None,
+    sizes: GraphSizes | None = None,
 ) -> BatchPlan:
     """A step-major plan of ``ceil(B / R)`` steps x ``R`` ranks from the single-device ``plan``.
 
@@ -215,7 +224,14 @@ def plan_for_ranks(strategy: Callable[[PlanRequest], BatchPlan], request: PlanRe
 
 
 def _distribute(
-    plan: BatchPlan, world_size: int, *, seed: int, epoch: int, shuffle: bool, sizes, owned: bool
+    plan: BatchPlan,
+    world_size: int,
+    *,
+    seed: int,
+    epoch: int,
+    shuffle: bool,
+    sizes: GraphSizes | None,
+    owned: bool,
 ) -> BatchPlan:
     """`distribute_plan`; ``owned=True`` (`plan_for_ranks` only): nobody else holds ``plan``,
     whose order is overwritten by the new one."""
@@ -234,7 +250,7 @@ def _distribute(
     is_real = src >= 0
     # batch indices as int32 where they fit (alive during the gather, the peak of memory)
     safe = np.where(is_real, src, 0).astype(np.int32 if nb < 2**31 else np.int64)
-    src = None
+    del src
     offsets = _offsets(np.where(is_real, plan.graphs_per_batch[safe], 0))
     starts = np.where(is_real, plan.offsets[:-1][safe], 0)
     if int(offsets[-1]) < 2**31:
@@ -248,7 +264,13 @@ def _distribute(
     )
     order = _gather_order(plan.order, starts, offsets, reuse)
 
-    def per_batch(values):
+    @overload
+    def per_batch(values: np.ndarray) -> np.ndarray: ...
+
+    @overload
+    def per_batch(values: np.ndarray | None) -> np.ndarray | None: ...
+
+    def per_batch(values: np.ndarray | None) -> np.ndarray | None:
         if values is None:
             return None
         return np.where(is_real, values[safe], 0)
@@ -280,7 +302,7 @@ def _distribute(
 
 def _step_slots(
     plan: BatchPlan, r: int, steps: int, n_empty: int, seed: int, epoch: int, shuffle: bool
-):
+) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """``(src, (nodes, edges, graphs))``: the plan's batch for each slot of the steps (step
     major, ``-1``: a padding-only batch), and each step's padded shape (the elementwise
     maximum of its batches')."""

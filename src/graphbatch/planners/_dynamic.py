@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any, TypedDict
 
 import numpy as np
 
 from .._budget import Budget
+from .._plan import BatchPlan
 from ..packing.kernels import (
     PackedSizes,
     SizePairs,
@@ -32,14 +34,16 @@ __all__ = ["plan_dynamic"]
     options=("sample_size", "multiple", "tight_shape"),
     fixed_shape=True,
 )
-def plan_dynamic(req: PlanRequest):
+def plan_dynamic(req: PlanRequest) -> BatchPlan:
     """Graphs in this epoch's order fill batches greedily while the budget holds (Algorithm 3);
     every batch is padded to the budget, or with ``tight_shape`` to the largest batch of a
     seed-only pass (the same shape every epoch). With ``world_size`` ranks the batches are
     filled a step of ``ranks`` even batches at a time where that needs no more batches."""
     budget = req.resolve_budget()
     graphs = _Graphs(req, budget)  # oversize policy applied; per-graph buffers reused
-    shape, seed_steps, meta = budget, None, {}
+    shape = budget
+    seed_steps: _SeedSteps | None = None
+    meta: dict[str, Any] = {}
     if tight_shape_wanted(req) and graphs.n_kept:
         shape, seed_steps = _seed_shape(graphs, budget, req.seed, req.world_size)
         meta["padded_shape"] = list(shape.as_tuple())
@@ -91,11 +95,21 @@ class _Epoch:
     totals: tuple[int, int]
     count: int
 
-    def take(self):
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(kept, nodes, edges)``, dropped from here (their memory goes with the caller)."""
-        out = self.kept, self.nodes, self.edges
+        kept, nodes, edges = self.kept, self.nodes, self.edges
+        if kept is None or nodes is None or edges is None:
+            raise RuntimeError("the graphs of this epoch were already taken")
         self.kept = self.nodes = self.edges = None
-        return out
+        return kept, nodes, edges
+
+
+class _StepHint(TypedDict, total=False):
+    """`step_fill` arguments from the seed pass (`_SeedSteps`)."""
+
+    fill: float
+    steps: int
+    pairs: SizePairs
 
 
 @dataclass
@@ -109,7 +123,9 @@ class _Fill:
     step_fill: bool = False
 
 
-def _seed_shape(graphs: _Graphs, budget: Budget, seed: int, ranks: int):
+def _seed_shape(
+    graphs: _Graphs, budget: Budget, seed: int, ranks: int
+) -> tuple[Budget, _SeedSteps | None]:
     """``(shape, seed steps or None)``: the tight shape, the largest batch of the fill over a
     seed-drawn order of the kept graphs (the same every epoch; each epoch then fills up to that
     shape). With several ranks it is the step fill's, with 0.3% room for an epoch's own
@@ -137,15 +153,21 @@ def _greedy_fill(epoch: _Epoch, shape: Budget) -> _Fill:
 
 
 def _step_or_greedy_fill(
-    epoch: _Epoch, shape: Budget, ranks: int, seed_steps: _SeedSteps | None, perm_out
+    epoch: _Epoch,
+    shape: Budget,
+    ranks: int,
+    seed_steps: _SeedSteps | None,
+    perm_out: np.ndarray | None,
 ) -> _Fill:
     """Data-parallel: steps of ``ranks`` evenly filled batches (`step_fill`, a multiple of
     ``ranks`` batches in all), kept when it needs no more batches than the greedy fill split
     to a multiple of ranks, i.e. when the greedy fill needs more than (step batches - ranks):
     the greedy fill stops as soon as that is known. Else the greedy fill."""
     kept, nodes, edges = epoch.take()
-    hint = (
-        {} if seed_steps is None else dict(fill=1.0, steps=seed_steps.steps, pairs=seed_steps.pairs)
+    hint: _StepHint = (
+        {}
+        if seed_steps is None
+        else {"fill": 1.0, "steps": seed_steps.steps, "pairs": seed_steps.pairs}
     )
     perm, off, bn, be = step_fill(
         nodes,
@@ -164,6 +186,7 @@ def _step_or_greedy_fill(
     )
     if greedy is not None:
         return _Fill(kept, *greedy)
+    assert perm is not None  # (with_order)
     return _Fill(take_into(kept, perm), off, bn, be, step_fill=True)  # kept[perm], over perm
 
 
@@ -180,15 +203,15 @@ class _Graphs:
     def __init__(self, req: PlanRequest, budget: Budget) -> None:
         self.req, self.budget = req, budget
         sizes = req.sizes
-        self.packed = PackedSizes(sizes.n_node, sizes.n_edge)
+        self.packed: PackedSizes | None = PackedSizes(sizes.n_node, sizes.n_edge)
         # with no oversize graph the epoch order is drawn after the seed pass (independent
         # streams)
-        self.split = (
+        self.split: OversizeSplit | None = (
             split_oversize(req, _epoch_order(req), budget, narrow=True, packed=self.packed)
             if any_oversize(sizes.n_node, sizes.n_edge, budget)
             else None
         )
-        self.n_kept = len(sizes) if self.split is None else self.split.kept.shape[0]
+        self.n_kept = len(sizes) if self.split is None else self.split.kept_graphs().shape[0]
         self.reuse = (
             self.split is None
             and req.shuffle
@@ -196,45 +219,54 @@ class _Graphs:
             and self.n_kept < 2**31
         )
         self.items = np.empty(self.n_kept, np.int64) if self.reuse else None
-        self._order_buffer = None
+        self._order_buffer: np.ndarray | None = None
 
-    def seed_order_sizes(self, rng: np.random.Generator):
+    def _packed_sizes(self) -> PackedSizes:
+        """The table's packed sizes (released by `epoch`)."""
+        if self.packed is None:
+            raise RuntimeError("the packed sizes were released by epoch()")
+        return self.packed
+
+    def seed_order_sizes(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Sizes of the kept graphs in a seed-drawn order (the kept graphs in dataset order,
         drawn by the same permutation as the whole table), narrow."""
-        kept_sorted = None if self.split is None else np.sort(self.split.kept)
-        if self.packed.packed is not None and self.n_kept < 2**31:  # sizes through the shuffle
-            return self.packed.shuffled(rng, kept_sorted, out=self.items)[1:]
+        kept_sorted = None if self.split is None else np.sort(self.split.kept_graphs())
+        packed = self._packed_sizes()
+        if packed.packed is not None and self.n_kept < 2**31:  # sizes through the shuffle
+            return packed.shuffled(rng, kept_sorted, out=self.items)[1:]
         order = _permutation(rng, self.n_kept)
         if kept_sorted is not None:
             order = kept_sorted[order]
-        return self.packed.gather(order)
+        return packed.gather(order)
 
     def epoch(self) -> _Epoch:
         """This epoch's kept graphs in order with their sizes (in the items' buffer when
         reused); the packed sizes are dropped, or kept as the step fill's order buffer."""
         req, budget = self.req, self.budget
+        packed = self._packed_sizes()
         if self.reuse:  # the epoch order and its sizes from one shuffle
-            order, nodes, edges = self.packed.shuffled(
-                req.epoch_rng(), with_order=True, out=self.items
-            )
+            order, nodes, edges = packed.shuffled(req.epoch_rng(), with_order=True, out=self.items)
+            assert order is not None  # (with_order)
             split = split_oversize(req, order, budget, gathered=(nodes, edges))
         elif self.split is None:
-            split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=self.packed)
+            split = split_oversize(req, _epoch_order(req), budget, narrow=True, packed=packed)
         else:
             split = self.split
         if self.reuse and req.world_size > 1:
-            self._order_buffer = self.packed.packed  # int32, one per graph
+            self._order_buffer = packed.packed  # int32, one per graph
+        del packed
         self.packed = self.split = None
-        nodes, edges = split.kept_nodes, split.kept_edges
+        kept = split.kept_graphs()
+        nodes, edges = split.kept_sizes()
         totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
         # finish_plan needs none of them (the kept order may be a view of the items)
         return _Epoch(
-            split.kept,
+            kept,
             nodes,
             edges,
             replace(split, kept=None, kept_nodes=None, kept_edges=None),
             totals,
-            split.kept.shape[0],
+            kept.shape[0],
         )
 
     def order_buffer(self) -> np.ndarray | None:

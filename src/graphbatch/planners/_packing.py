@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._budget import Budget, round_up
 from .._errors import InputTypeError, UnknownNameError
+from .._plan import BatchPlan
+from .._sizes import GraphSizes, SizeHistogram
 from .._validate import as_positive_int
-from ..packing import METHODS, pack_bins, pack_histogram, pack_nnls
+from ..packing import METHODS, PackResult, pack_bins, pack_histogram, pack_nnls
 from ..packing.kernels import (
     any_oversize,
     assign_graphs,
@@ -29,7 +33,7 @@ from ..packing.kernels import (
     pack_totals,
     spread_packs,
 )
-from ._assemble import finish_plan, split_oversize, tight_shape_wanted
+from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
 from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls"]
@@ -46,7 +50,9 @@ def _budget(req: PlanRequest) -> Budget:
     return budget
 
 
-def tight_budget(nodes, edges, graphs, budget: Budget) -> Budget:
+def tight_budget(
+    nodes: np.ndarray, edges: np.ndarray, graphs: np.ndarray, budget: Budget
+) -> Budget:
     """The smallest shape holding batches of real totals ``nodes``/``edges``/``graphs``
     (one padding node and graph reserved), never above ``budget``."""
     if nodes.size == 0:
@@ -58,7 +64,18 @@ def tight_budget(nodes, edges, graphs, budget: Budget) -> Budget:
     )
 
 
-def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget, totals=None):
+#: Real ``(nodes, edges, graphs)`` per pack (`pack_totals`).
+_Totals = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _slots_area(
+    slot_bin: np.ndarray,
+    offsets: np.ndarray,
+    bin_nodes: np.ndarray,
+    bin_edges: np.ndarray,
+    budget: Budget,
+    totals: _Totals | None = None,
+) -> tuple[Budget, Fraction]:
     """(tight shape, padded slots relative to the real totals, an exact rational) of packs as
     slots; ``totals``: their `_pack_totals` when known."""
     tn, te, tg = pack_totals(slot_bin, offsets, bin_nodes, bin_edges) if totals is None else totals
@@ -70,7 +87,21 @@ def _slots_area(slot_bin, offsets, bin_nodes, bin_edges, budget, totals=None):
     return shape, area
 
 
-def _choose_packs(req, kept, hist, res, budget, tight: bool):
+def _bins_of(hist: SizeHistogram) -> np.ndarray:
+    """Each graph's bin of ``hist`` (made with ``return_inverse=True``)."""
+    if hist.inverse is None:
+        raise RuntimeError("the histogram was made without return_inverse=True")
+    return hist.inverse
+
+
+def _choose_packs(
+    req: PlanRequest,
+    kept: np.ndarray | None,
+    hist: SizeHistogram,
+    res: PackResult,
+    budget: Budget,
+    tight: bool,
+) -> tuple[np.ndarray, np.ndarray, str, Budget | None, _Totals | None]:
     """The packs and padded shape of ``pack-lpf``/``pack-spf``.
 
     The number of packs is the packing's, rounded up to a multiple of ``req.world_size``
@@ -83,7 +114,10 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
     packer, shape or None, the packs' `_pack_totals` or None)``."""
     sb, off, packer = res.slot_bin, res.offsets, res.method
     num = len(req.sizes) if kept is None else int(kept.shape[0])
-    want = lambda p: req.batch_count_for_ranks(p, num)  # noqa: E731
+
+    def want(p: int) -> int:
+        return req.batch_count_for_ranks(p, num)
+
     res_ok = res.num_packs == want(res.num_packs)
     counts = sorted({want(res.lower_bound), want(res.num_packs)})
     if not tight:
@@ -91,7 +125,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
     for count in counts:
         if res.lower_bound == 0 or (res_ok and count > res.num_packs):
             break
-        cands = balanced_packs(hist.inverse, hist.n_node, hist.n_edge, count, budget)
+        cands = balanced_packs(_bins_of(hist), hist.n_node, hist.n_edge, count, budget)
         if res_ok and count == res.num_packs:
             cands.append((sb, off))
         elif tight and count > res.num_packs:  # ranks round the count up: spread the packing
@@ -101,8 +135,8 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
         if all(c is None for c in cands):
             continue
         if not tight:
-            c = next(c for c in cands[::-1] if c is not None)
-            return c[0], c[1], packer if c[0] is sb else "balanced-kk", None, None
+            last = next(c for c in cands[::-1] if c is not None)
+            return last[0], last[1], packer if last[0] is sb else "balanced-kk", None, None
         # each candidate's pack totals once: its shape, its area, and the plan's real totals
         totals = [None if c is None else pack_totals(*c, hist.n_node, hist.n_edge) for c in cands]
         ref = (
@@ -110,7 +144,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
             if cands[0] is not None
             else None
         )
-        best = None
+        best: tuple[Fraction, np.ndarray, np.ndarray, str, Budget, _Totals | None] | None = None
         for c, tot in zip(cands, totals, strict=False):
             if c is None:
                 continue
@@ -122,6 +156,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
                     "balanced-kk" if c is cands[0] else packer if c[0] is sb else f"{packer}-spread"
                 )
                 best = (ar, c[0], c[1], name, sh, tot)
+        assert best is not None  # (kk's candidate, or every candidate where it is missing)
         return best[1], best[2], best[3], best[4], best[5]
     if not tight:
         return sb, off, packer, None, None
@@ -129,7 +164,7 @@ def _choose_packs(req, kept, hist, res, budget, tight: bool):
     return sb, off, packer, _slots_area(sb, off, hist.n_node, hist.n_edge, budget, tot)[0], tot
 
 
-def _rngs(req: PlanRequest):
+def _rngs(req: PlanRequest) -> tuple[np.random.Generator | None, np.random.Generator | None]:
     """(assignment rng, order rng) for this epoch; ``None`` where nothing is shuffled."""
     if not req.shuffle:
         return None, None
@@ -143,11 +178,11 @@ def _rngs(req: PlanRequest):
     return rng, rng
 
 
-def _kept(req: PlanRequest, budget: Budget):
+def _kept(req: PlanRequest, budget: Budget) -> tuple[OversizeSplit, np.ndarray]:
     n = len(req.sizes)
     split = split_oversize(req, np.arange(n, dtype=index_dtype(n)), budget, narrow=True)
     split = replace(split, kept_nodes=None, kept_edges=None)  # not needed: free them
-    return split, split.kept  # increasing: split_oversize keeps the given (sorted) order
+    return split, split.kept_graphs()  # increasing: split_oversize keeps the given (sorted) order
 
 
 def _every_graph_fits(req: PlanRequest, budget: Budget) -> bool:
@@ -162,41 +197,41 @@ def _every_graph_fits(req: PlanRequest, budget: Budget) -> bool:
     )
 
 
-def _kept_column(req: PlanRequest, kept: np.ndarray, name: str) -> np.ndarray:
+def _kept_column(req: PlanRequest, kept: np.ndarray | None, name: str) -> np.ndarray:
     """Column ``name`` of the size table for the graphs ``kept`` (the column itself, no copy,
     when every graph is kept; else a narrow gather)."""
     col = getattr(req.sizes, name)
     return col if kept is None or kept.shape[0] == col.shape[0] else gather_counts(col, kept)
 
 
-def _narrow_inverse(hist):
+def _narrow_inverse(hist: SizeHistogram) -> SizeHistogram:
     """The histogram with its per-graph bin index as int16/int32 where the bins allow."""
-    inv = hist.inverse
+    inv = _bins_of(hist)
     dt = np.int16 if len(hist) < 2**15 else (np.int32 if len(hist) < 2**31 else np.int64)
     return replace(hist, inverse=inv.astype(dt))
 
 
-def _kept_sizes(req: PlanRequest, kept: np.ndarray):
+def _kept_sizes(req: PlanRequest, kept: np.ndarray | None) -> GraphSizes:
     sizes = req.sizes
     return sizes if kept is None or kept.shape[0] == len(sizes) else sizes.subset(kept)
 
 
 def _finish(
-    req,
-    budget,
-    split,
-    kept,
-    hist_inverse,
-    slot_bin,
-    pack_offsets,
+    req: PlanRequest,
+    budget: Budget,
+    split: OversizeSplit | None,
+    kept: np.ndarray | None,
+    hist_inverse: np.ndarray,
+    slot_bin: np.ndarray,
+    pack_offsets: np.ndarray,
     *,
-    lower_bound=None,
-    bin_nodes=None,
-    bin_edges=None,
-    shape=None,
-    totals=None,
-    **meta,
-):
+    lower_bound: int | None = None,
+    bin_nodes: np.ndarray | None = None,
+    bin_edges: np.ndarray | None = None,
+    shape: Budget | None = None,
+    totals: _Totals | None = None,
+    **meta: Any,
+) -> BatchPlan:
     """Assign graphs for this epoch and build the plan; every pack padded to ``shape``
     (default ``budget``; packs depend on the sizes only, so a tight shape holds every epoch).
     ``bin_nodes``/``bin_edges`` (sizes of the bins) give the real totals per pack without
@@ -218,7 +253,7 @@ def _finish(
         return_pack_order=True,
     )
     nb = offsets.shape[0] - 1
-    real = {}
+    real: dict[str, np.ndarray] = {}
     if bin_nodes is not None and bin_edges is not None and nb:
         if totals is None:
             totals = pack_totals(slot_bin, pack_offsets, bin_nodes, bin_edges)
@@ -254,16 +289,18 @@ def _heuristic(req: PlanRequest, default: str = "product") -> str:
     return h
 
 
-def _empty_slots():
+def _empty_slots() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     return np.zeros(0, np.int64), np.zeros(1, np.int64)
 
 
-def _plan_tuple(req: PlanRequest, fit: str):
+def _plan_tuple(req: PlanRequest, fit: str) -> BatchPlan:
     budget = _budget(req)
     heuristic = _heuristic(req)
     method = req.option("method", "auto")
     if method not in METHODS:
         raise UnknownNameError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    split: OversizeSplit | None
+    kept: np.ndarray | None
     if _every_graph_fits(req, budget):  # every graph kept: no index array (4 bytes a graph)
         split, kept = None, None
     else:
@@ -305,7 +342,7 @@ def _plan_tuple(req: PlanRequest, fit: str):
         budget,
         split,
         kept,
-        hist.inverse,
+        _bins_of(hist),
         sb,
         off,
         bin_nodes=hist.n_node,
@@ -326,7 +363,7 @@ def _plan_tuple(req: PlanRequest, fit: str):
     options=("heuristic", "method", *_COMMON),
     fixed_shape=True,
 )
-def plan_pack_lpf(req: PlanRequest):
+def plan_pack_lpf(req: PlanRequest) -> BatchPlan:
     return _plan_tuple(req, "best")
 
 
@@ -337,7 +374,7 @@ def plan_pack_lpf(req: PlanRequest):
     options=("heuristic", "method", *_COMMON),
     fixed_shape=True,
 )
-def plan_pack_spf(req: PlanRequest):
+def plan_pack_spf(req: PlanRequest) -> BatchPlan:
     return _plan_tuple(req, "first")
 
 
@@ -348,7 +385,7 @@ def plan_pack_spf(req: PlanRequest):
     options=("edge_limit", *_COMMON),
     fixed_shape=True,
 )
-def plan_pack_lpf_1d(req: PlanRequest):
+def plan_pack_lpf_1d(req: PlanRequest) -> BatchPlan:
     budget = _budget(req)
     edge_limit = req.option("edge_limit", True)
     if not isinstance(edge_limit, bool):
@@ -381,7 +418,7 @@ def plan_pack_lpf_1d(req: PlanRequest):
             budget,
             split,
             kept,
-            hist.inverse,
+            _bins_of(hist),
             sb,
             off,
             edge_limit=True,
@@ -432,7 +469,7 @@ def plan_pack_lpf_1d(req: PlanRequest):
     options=("heuristic", *_COMMON),
     fixed_shape=True,
 )
-def plan_pack_nnls(req: PlanRequest):
+def plan_pack_nnls(req: PlanRequest) -> BatchPlan:
     budget = _budget(req)
     heuristic = _heuristic(req)
     split, kept = _kept(req, budget)
@@ -460,7 +497,7 @@ def plan_pack_nnls(req: PlanRequest):
         budget,
         split,
         kept,
-        hist.inverse,
+        _bins_of(hist),
         sb,
         off,
         heuristic=heuristic,

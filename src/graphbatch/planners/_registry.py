@@ -135,7 +135,7 @@ def register(
     ``uses_budget``: it accepts a node/edge/graph budget (else only ``batch_size``).
     """
 
-    def deco(func):
+    def deco(func: Callable[[PlanRequest], BatchPlan]) -> Callable[[PlanRequest], BatchPlan]:
         if name in _REGISTRY:
             raise InputError(f"strategy {name!r} registered twice")
         _REGISTRY[name] = Strategy(

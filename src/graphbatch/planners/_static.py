@@ -3,10 +3,14 @@ or a power of two (static-vs-dynamic paper, Section 4 and Algorithm 5)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .._budget import round_up
 from .._errors import InputError
+from .._plan import BatchPlan
 from .._validate import MAX_SHAPE, MAX_TOTAL, as_positive_int
 from ._assemble import ceil_div, finish_fixed_count_plan, padded_shapes
 from ._registry import PlanRequest, register
@@ -15,12 +19,17 @@ __all__ = ["plan_static_constant", "plan_static_multiple", "plan_static_pow2", "
 
 
 def static_offsets(num_graphs: int, batch_size: int) -> np.ndarray:
-    """Boundaries of consecutive batches of ``batch_size - 1`` real graphs (the last may be short)."""
+    """Boundaries of consecutive batches of ``batch_size - 1`` real graphs (the last may be
+    short)."""
     per = batch_size - 1
     return np.append(np.arange(0, num_graphs, per, dtype=np.int64), np.int64(num_graphs))
 
 
-def _plan_static(req: PlanRequest, pad_fn, **meta):
+#: Padded shapes of batches: ``(real nodes, real edges, batch size) -> (nodes, edges)``.
+PadFn = Callable[[np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+
+
+def _plan_static(req: PlanRequest, pad_fn: PadFn, **meta: Any) -> BatchPlan:
     bs = req.fixed_batch_size("derives padded shapes from batch contents")
     order = req.order()
     return finish_fixed_count_plan(
@@ -42,11 +51,13 @@ def _plan_static(req: PlanRequest, pad_fn, **meta):
     fixed_shape=True,
     uses_budget=False,
 )
-def plan_static_constant(req: PlanRequest):
+def plan_static_constant(req: PlanRequest) -> BatchPlan:
     multiple = as_positive_int(req.option("multiple", 64), "multiple", MAX_SHAPE)
     sizes = req.sizes
 
-    def pad(real_nodes, real_edges, bs):
+    def pad(
+        real_nodes: np.ndarray, real_edges: np.ndarray, bs: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         for what, largest in (
             ("nodes", int(sizes.n_node.max())),
             ("edges", int(sizes.n_edge.max())),
@@ -71,10 +82,12 @@ def plan_static_constant(req: PlanRequest):
     options=("multiple",),
     uses_budget=False,
 )
-def plan_static_multiple(req: PlanRequest):
+def plan_static_multiple(req: PlanRequest) -> BatchPlan:
     multiple = as_positive_int(req.option("multiple", 64), "multiple", MAX_SHAPE)
 
-    def pad(real_nodes, real_edges, bs):
+    def pad(
+        real_nodes: np.ndarray, real_edges: np.ndarray, bs: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         return padded_shapes(real_nodes, real_edges, "static-64", multiple)
 
     return _plan_static(req, pad)
@@ -86,8 +99,10 @@ def plan_static_multiple(req: PlanRequest):
     "two (Algorithm 5), one node reserved for padding",
     uses_budget=False,
 )
-def plan_static_pow2(req: PlanRequest):
-    def pad(real_nodes, real_edges, bs):
+def plan_static_pow2(req: PlanRequest) -> BatchPlan:
+    def pad(
+        real_nodes: np.ndarray, real_edges: np.ndarray, bs: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         return padded_shapes(real_nodes, real_edges, "pow2")
 
     return _plan_static(req, pad)
