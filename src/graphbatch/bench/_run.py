@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +119,7 @@ def _padded_options(spec: RunSpec, cfg: BenchConfig, data) -> dict[str, Any]:
     return options
 
 
-def _prefetched(batches: Iterator[Any], depth: int, pin_memory: bool) -> Iterator[Any]:
+def _prefetched(batches: Iterator[Any], depth: int, pin_memory: bool) -> Generator[Any, None, None]:
     """``batches`` made ``depth`` ahead by `graphbatch.torch.prefetch`. A generator, so the thread
     starts at the first step, after every run's model exists (no batch making overlaps another
     run's weight initialisation), and stops when the run closes it."""
@@ -134,7 +134,7 @@ def _pin_in_loader(cfg: BenchConfig) -> bool:
     return cfg.device == "cuda" and cfg.prefetch == 0
 
 
-def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     from ..torch import loader
 
     options = _padded_options(spec, cfg, data)
@@ -156,7 +156,7 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
         epoch += 1
 
 
-def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     """``--data store``: the plan's batches read by the store batch path (one vectorised gather
     per array, no per-graph ``Data``), ``y`` replaced by the bench target (0 for padding)."""
     import torch
@@ -185,7 +185,7 @@ def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
         epoch += 1
 
 
-def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     from torch_geometric.loader import DataLoader
 
     import torch
@@ -252,7 +252,28 @@ def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def _reset_counters(run: Any, steps: int) -> None:
+class _StepCounters:
+    """The counters `_reset_counters` sets and `_count_step` books (one set per run), and the
+    run's configuration, whose ``eval_every`` `_evaluate_on_schedule` reads."""
+
+    cfg: BenchConfig
+    batching_ms: np.ndarray
+    update_ms: np.ndarray
+    real_graphs: np.ndarray
+    new_compiles: np.ndarray
+    shapes: set[tuple[int, int, int]]
+    real_nodes: int
+    pad_nodes: int
+    real_edges: int
+    pad_edges: int
+    peak_rss: int
+    batch_bytes: int
+    eval_steps: list[int]
+    maes: list[float]
+    rmses: list[float]
+
+
+def _reset_counters(run: _StepCounters, steps: int) -> None:
     """The per-step and per-run counters every bench run (torch, MACE, JAX) records: step times
     in ms, real graphs and new compilations per step, shapes met, real/padded node and edge
     totals, peak RSS in bytes and the evaluation history."""
@@ -269,7 +290,7 @@ def _reset_counters(run: Any, steps: int) -> None:
 
 
 def _count_step(
-    run: Any,
+    run: _StepCounters,
     k: int,
     *,
     batching_ms: float,
@@ -296,7 +317,9 @@ def _count_step(
     run.peak_rss = max(run.peak_rss, _rss())
 
 
-def _evaluate_on_schedule(run: Any, k: int, evaluate: Callable[[], tuple[float, float]]) -> None:
+def _evaluate_on_schedule(
+    run: _StepCounters, k: int, evaluate: Callable[[], tuple[float, float]]
+) -> None:
     """After step ``k`` (0-based): every ``eval_every`` steps and after the last one, append
     ``evaluate()``'s (MAE, RMSE) to the run's evaluation history."""
     if (k + 1) % run.cfg.eval_every == 0 or k + 1 == run.cfg.steps:
@@ -347,7 +370,7 @@ def _compile(model, **kwargs):
     return torch.compile(fn, **kwargs)
 
 
-class _Run:
+class _Run(_StepCounters):
     """State of one run; `step` trains one step and times it, `record` summarises."""
 
     def __init__(self, spec: RunSpec, cfg: BenchConfig, data) -> None:
