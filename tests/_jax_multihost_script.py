@@ -1,5 +1,6 @@
-"""One JAX process of a 2-process ``jax.distributed`` job on CPU, for tests/jax/test_jax_plan_verify.py
-(run as a script: ``python _jax_multihost_script.py PROCESS_ID PORT OUT``).
+"""One JAX process of a 2-process ``jax.distributed`` job on CPU, for
+tests/jax/test_jax_plan_verify.py (run as a script:
+``python _jax_multihost_script.py PROCESS_ID PORT OUT``).
 
 For each case it builds `graphbatch.jax.loader` over both processes' devices, iterates, and
 writes what happened to ``OUT/{case}{process}.json``: the graph indices of this process's

@@ -5,8 +5,9 @@ on subsamples of QM9, MOSES and the heavy-tailed code AST table, plus limit sear
 ``python tests/_plan_matrix.py OUT.json`` writes ``{case: sha256 of the plan file}`` (the
 whole file, written without ``meta``'s timing keys), ``{case/stats: every field of
 `BatchPlan.stats`, floats by their bits}`` (the ``plan --json`` statistics: the n_bytes cost
-fit, means, imbalances), and ``{search: sha256 of the records}``. `tests/planners/test_plan_machine_independence.py` runs it under several SIMD
-and thread settings and requires equal results.
+fit, means, imbalances), and ``{search: sha256 of the records}``.
+`tests/planners/test_plan_machine_independence.py` runs it under several SIMD and thread settings
+and requires equal results.
 """
 
 from __future__ import annotations

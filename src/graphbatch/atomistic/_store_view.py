@@ -32,9 +32,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import DTypeLike
-
 import torch
+from numpy.typing import DTypeLike
 
 from .._errors import InputError
 from ..torch import StoreView

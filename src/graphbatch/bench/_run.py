@@ -30,9 +30,8 @@ class RunSpec:
 # --------------------------------------------------------------------------- models
 def _pyg_schnet(cutoff: float):
     """PyG's SchNet with the hyperparameters of ours, on precomputed radius-graph edges."""
-    from torch_geometric.nn.models import SchNet as PygSchNet
-
     import torch
+    from torch_geometric.nn.models import SchNet as PygSchNet
 
     class PygSchNetOnEdges(torch.nn.Module):
         def __init__(self) -> None:
@@ -186,9 +185,8 @@ def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None
 
 
 def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
-    from torch_geometric.loader import DataLoader
-
     import torch
+    from torch_geometric.loader import DataLoader
 
     gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
     train = data.train
@@ -223,9 +221,8 @@ def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, 
 # --------------------------------------------------------------------------- evaluation
 def _evaluate(predict_unpadded: Callable, data, device) -> tuple[float, float]:
     """Test MAE and RMSE in the target's unit (unpadded batches, eager, no grad)."""
-    from torch_geometric.loader import DataLoader
-
     import torch
+    from torch_geometric.loader import DataLoader
 
     err = []
     with torch.no_grad():
@@ -420,9 +417,8 @@ class _Run(_StepCounters):
         return f(**unpadded_inputs(b.z, b.pos, b.edge_index, b.batch, b.num_graphs))
 
     def step(self, k: int) -> None:
-        from torch._dynamo.utils import counters
-
         import torch
+        from torch._dynamo.utils import counters
 
         from ..torch import masked_mean
 
@@ -477,7 +473,6 @@ class _Run(_StepCounters):
         spec, cfg, n = self.spec, self.cfg, self.cfg.steps
         self.batches.close()
         batching_ms, update_ms, real_graphs = self.batching_ms, self.update_ms, self.real_graphs
-        step_ms = batching_ms + update_ms
         compiling = self.new_compiles > 0
         steady = ~compiling if (~compiling).any() else np.ones(n, dtype=bool)
         compile_s = float(

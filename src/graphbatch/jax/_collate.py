@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import jax
 import jraph
 import numpy as np
-
-import jax
 
 from .._errors import InputError
 from .._padbatch import PackedGraphs, pad_batch
@@ -240,7 +239,7 @@ def _jraph_dtypes(
 
 
 def _no_graphs(template: jraph.GraphsTuple) -> jraph.GraphsTuple:
-    empty = lambda x: np.zeros((0,) + np.shape(x)[1:], dtype=np.asarray(x).dtype)  # noqa: E731
+    empty = lambda x: np.zeros((0, *np.shape(x)[1:]), dtype=np.asarray(x).dtype)  # noqa: E731
     return jraph.GraphsTuple(
         n_node=np.zeros(0, dtype=np.int32),
         n_edge=np.zeros(0, dtype=np.int32),

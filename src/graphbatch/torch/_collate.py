@@ -30,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
 import torch
 
 from .._errors import InputError, InputTypeError
@@ -172,7 +171,8 @@ def _check_tensors(vals: Sequence[Any], key: str, graph_index: Any) -> None:
     for i, v in enumerate(vals):
         if not isinstance(v, torch.Tensor):
             raise InputTypeError(
-                f"{_label(i, graph_index)}: field {key!r} is a {type(v).__name__}, expected a tensor"
+                f"{_label(i, graph_index)}: field {key!r} is a {type(v).__name__}, "
+                "expected a tensor"
             )
 
 
@@ -271,8 +271,8 @@ def _check_batch(
         spec = schema.get(position_key)
         if spec is None or spec.level != "node" or spec.kind != "tensor":
             raise InputError(
-                f"cutoff needs node positions: the graphs have no node-level field {position_key!r} "
-                "(set position_key)"
+                "cutoff needs node positions: the graphs have no node-level field "
+                f"{position_key!r} (set position_key)"
             )
     check_fits((g_real, 0, 0), (n_node, n_edge, n_graph))  # the graph count, before any field
 
@@ -590,7 +590,7 @@ def _empty(spec: FieldSpec, key: str) -> torch.Tensor:
             "(use a schema inferred from real graphs)"
         )
     if spec.cat_dim is None:
-        return torch.empty((0,) + tuple(spec.shape), dtype=spec.dtype)
+        return torch.empty((0, *spec.shape), dtype=spec.dtype)
     d = spec.cat_dim % len(spec.shape)
     return torch.empty(
         tuple(0 if j == d else s for j, s in enumerate(spec.shape)), dtype=spec.dtype

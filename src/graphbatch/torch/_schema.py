@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from numpy.typing import DTypeLike
 import torch
+from numpy.typing import DTypeLike
 
 from .._errors import InputError, InputTypeError, UnknownNameError
 
