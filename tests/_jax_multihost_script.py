@@ -13,8 +13,14 @@ import os
 import sys
 from pathlib import Path
 
+# Run as a script, this folder (tests/) comes first on sys.path, where the test package
+# tests/jax would shadow jax: import from the repo root.
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+
 os.environ["JAX_PLATFORMS"] = "cpu"
-import jax
+import jax  # noqa: E402
 
 pid, port, out = int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -24,13 +30,12 @@ jax.distributed.initialize(
     process_id=pid,
     initialization_timeout=120,
 )
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
 import graphbatch as gb  # noqa: E402
 import graphbatch.jax as gj  # noqa: E402
-from tests.test_jax_collate import make_graphs  # noqa: E402
+from tests.jax.test_jax_collate import make_graphs  # noqa: E402
 
 GRAPHS = make_graphs(40, seed=3)
 #: case -> this process's loader arguments

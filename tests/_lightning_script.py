@@ -12,18 +12,20 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+# Run as a script, this folder (tests/) comes first on sys.path, where the test packages
+# tests/torch and tests/lightning would shadow torch and lightning: import from the repo root.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
 
 import lightning as L  # noqa: E402
-from _torch_graphs import molecules  # noqa: E402
+import torch  # noqa: E402
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 from torch_geometric.nn import global_add_pool  # noqa: E402
 
 import graphbatch.torch as gt  # noqa: E402
 from graphbatch.lightning import GraphDataModule  # noqa: E402
+from tests._torch_graphs import molecules  # noqa: E402
 
 GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)
 LOADER = dict(strategy="dynamic", batch_size=6, seed=3)

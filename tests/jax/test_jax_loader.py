@@ -247,7 +247,7 @@ MULTI_DEVICE = textwrap.dedent("""
     import json, sys
     import jax, jax.numpy as jnp, numpy as np
     sys.path.insert(0, sys.argv[1])
-    from tests.test_jax_collate import make_graphs
+    from tests.jax.test_jax_collate import make_graphs
     import graphbatch.jax as gj
     assert jax.device_count() == 2, jax.devices()
     out = {}
