@@ -28,7 +28,7 @@ def _r_max(r_max: float) -> float:
     """``r_max`` checked as a cutoff (a positive finite number; ``None`` is not one here)."""
     c = check_cutoff(r_max)
     if c is None:
-        raise TypeError("r_max must be a number, got None")
+        raise InputTypeError("r_max must be a number, got None")
     return c
 
 

@@ -939,7 +939,7 @@ class GraphStore(metaclass=_OpensByPath):
         try:
             return pad_batch(packed, index, shape, **options)
         except ValueError as exc:
-            if "damaged store" in str(exc):
+            if "the store is damaged" in str(exc):  # `_padkernel.check_local_edge_index`
                 raise StoreFormatError(f"{str(self.path)!r}: {exc}") from exc
             raise
 
