@@ -1,5 +1,5 @@
-"""Run by tests/datasets/test_store_integrity.py in a fresh interpreter: flip single bytes of a store
-file at the given positions, one at a time, and in a forked child (time limit ``LIMIT`` s)
+"""Run by tests/datasets/test_store_integrity.py in a fresh interpreter: flip single bytes of a
+store file at the given positions, one at a time, and in a forked child (time limit ``LIMIT`` s)
 open the copy, read every graph through ``read_batch`` (chunk checks on) and compare with the
 intact store. Prints one JSON line counting ``same`` (opened, every read equal), ``refused``
 (StoreFormatError or InputError with a one-line message naming the file), ``wrong`` (a read

@@ -1,5 +1,6 @@
-"""One JAX process of a 2-process ``jax.distributed`` job on CPU, for tests/jax/test_jax_plan_verify.py
-(run as a script: ``python _jax_multihost_script.py PROCESS_ID PORT OUT``).
+"""One JAX process of a 2-process ``jax.distributed`` job on CPU, for
+tests/jax/test_jax_plan_verify.py (run as a script:
+``python _jax_multihost_script.py PROCESS_ID PORT OUT``).
 
 For each case it builds `graphbatch.jax.loader` over both processes' devices, iterates, and
 writes what happened to ``OUT/{case}{process}.json``: the graph indices of this process's
@@ -12,11 +13,12 @@ import os
 import sys
 from pathlib import Path
 
-# run as a script, its folder (tests/) comes first on sys.path, where tests/jax/ would shadow
-# jax: import from the repository root instead
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "tests"]
-sys.path.insert(0, str(ROOT))
+# Run as a script, this folder (tests/) comes first on sys.path, where the test package
+# tests/jax would shadow jax: import from the repo root.
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+
 os.environ["JAX_PLATFORMS"] = "cpu"
 import jax  # noqa: E402
 

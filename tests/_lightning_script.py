@@ -1,6 +1,6 @@
 """One Lightning training run for tests/torch/test_torch_lightning.py and
-tests/lightning/test_lightning_datamodule.py (run as a script: Lightning's ``ddp`` launcher starts this
-file again for rank 1). Each rank writes the graph indices of every batch it trained on (and,
+tests/lightning/test_lightning_datamodule.py (run as a script: Lightning's ``ddp`` launcher starts
+this file again for rank 1). Each rank writes the graph indices of every batch it trained on (and,
 with ``--val``, validated on) to ``OUT/TAG_rank{r}.json``. ``--build after`` uses the shipped
 `graphbatch.lightning.GraphDataModule`."""
 
@@ -12,21 +12,20 @@ import os
 import sys
 from pathlib import Path
 
-# run as a script, its folder (tests/) comes first on sys.path, where tests/torch/ and
-# tests/lightning/ would shadow torch and lightning: import from the repository root instead
 HERE = Path(__file__).resolve().parent
+# Run as a script, this folder (tests/) comes first on sys.path, where the test packages
+# tests/torch and tests/lightning would shadow torch and lightning: import from the repo root.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
+import lightning as L  # noqa: E402
 import torch  # noqa: E402
-
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 from torch_geometric.nn import global_add_pool  # noqa: E402
 
 import graphbatch.torch as gt  # noqa: E402
-import lightning as L  # noqa: E402
-from tests._torch_graphs import molecules  # noqa: E402
 from graphbatch.lightning import GraphDataModule  # noqa: E402
+from tests._torch_graphs import molecules  # noqa: E402
 
 GRAPHS = dict(n_graphs=40, seed=8, max_nodes=9)
 LOADER = dict(strategy="dynamic", batch_size=6, seed=3)

@@ -104,9 +104,8 @@ def qm9_arrays(n: int = 120):
 
 def molecules(n: int, seed: int):
     """PyG ``Data``: ``z`` int64, ``pos`` float32, random edges, ``edge_attr``, ``y`` [1, 3]."""
-    from torch_geometric.data import Data
-
     import torch
+    from torch_geometric.data import Data
 
     rng = np.random.default_rng(seed)
     out = []

@@ -42,11 +42,13 @@ Padding edges connect padding nodes only (`graphbatch._padlayout.padding_edge_in
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from ._errors import InputError, InputTypeError
 from ._padkernel import (
@@ -88,7 +90,9 @@ class PackedGraphs:
     node: Mapping[str, np.ndarray] = field(default_factory=dict)
     edge: Mapping[str, np.ndarray] = field(default_factory=dict)
     graph: Mapping[str, np.ndarray] = field(default_factory=dict)
-    _rows: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _rows: dict[str, np.ndarray | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
     _layouts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _max_nodes: int | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -105,9 +109,11 @@ class PackedGraphs:
 
     def max_nodes(self) -> int:
         """The largest node count of one graph (0 without graphs), computed once."""
-        if self._max_nodes is None:
-            object.__setattr__(self, "_max_nodes", int(self.n_node.max(initial=0)))
-        return self._max_nodes
+        n = self._max_nodes
+        if n is None:
+            n = int(self.n_node.max(initial=0))
+            object.__setattr__(self, "_max_nodes", n)
+        return n
 
     def row_views(self) -> dict[str, np.ndarray | None]:
         """``{name: one-item-per-row view}`` of every array, made once: each row as one opaque
@@ -118,7 +124,8 @@ class PackedGraphs:
         slower -- and ``np.take`` even copies the whole unaligned array first.) ``None`` for
         an array that is not C-contiguous (gathered by plain fancy indexing). Checks once that
         every array has the rows the offsets address (``ValueError``)."""
-        if self._rows is None:
+        views = self._rows
+        if views is None:
             g = len(self)
             totals = {
                 "node": int(self.node_offsets[-1]),
@@ -143,7 +150,7 @@ class PackedGraphs:
                         )
                     views[name] = _row_view(arr)
             object.__setattr__(self, "_rows", views)
-        return self._rows
+        return views
 
 
 def _row_view(arr: np.ndarray) -> np.ndarray | None:
@@ -171,7 +178,11 @@ def _item_view(arr: np.ndarray) -> np.ndarray | None:
 RUN_ROWS = 64
 
 
-def _rows(starts: np.ndarray, counts: np.ndarray, first: np.ndarray, total: int):
+#: Which rows a gather copies: one slice per graph (long runs) or a row-index array.
+_RowSelection = list[slice] | np.ndarray
+
+
+def _rows(starts: np.ndarray, counts: np.ndarray, first: np.ndarray, total: int) -> _RowSelection:
     """Where the rows of graphs with first rows ``starts`` and ``counts`` rows are: a list of
     one slice per graph with rows (long runs, see `RUN_ROWS`) or the row-index array
     (`row_ranges`)."""
@@ -185,7 +196,7 @@ def _rows(starts: np.ndarray, counts: np.ndarray, first: np.ndarray, total: int)
 def _take_rows(
     arr: np.ndarray,
     view: np.ndarray | None,
-    rows,
+    rows: _RowSelection,
     out: np.ndarray,
     axis: int = 0,
     same: bool | None = None,
@@ -196,16 +207,16 @@ def _take_rows(
     otherwise cast as an assignment does."""
     if out.size == 0:
         return
-    runs = isinstance(rows, list)
     if same is None:
         same = view is not None and out.dtype == arr.dtype and out.flags.c_contiguous
     if same:
+        assert view is not None  # `same` implies a row view
         dst = out.view(view.dtype) if axis else out.reshape(-1).view(np.uint8).view(view.dtype)
-        if runs:
+        if isinstance(rows, list):
             np.concatenate([view[:, r] if axis else view[r] for r in rows], axis=axis, out=dst)
         else:
             np.take(view, rows, axis=axis, out=dst, mode="clip")
-    elif runs:
+    elif isinstance(rows, list):
         np.concatenate(
             [arr[:, r] if axis else arr[r] for r in rows], axis=axis, out=out, casting="unsafe"
         )
@@ -284,10 +295,18 @@ class _Layout:
 
     __slots__ = ("entries", "nbytes", "offsets")
 
-    def __init__(self, source: PackedGraphs, shape: tuple[int, int, int], dtypes, index_dtype):
+    def __init__(
+        self,
+        source: PackedGraphs,
+        shape: tuple[int, int, int],
+        dtypes: Mapping[str, DTypeLike],
+        index_dtype: DTypeLike,
+    ) -> None:
         n = {"node": shape[0], "edge": shape[1], "graph": shape[2], "graph+1": shape[2] + 1}
-        views = source.row_views()
-        specs = [("edge_index", (2, shape[1]), np.dtype(index_dtype))]
+        source.row_views()  # checks once that every array has the rows the offsets address
+        specs: list[tuple[str, tuple[int, ...], np.dtype]] = [
+            ("edge_index", (2, shape[1]), np.dtype(index_dtype))
+        ]
         for level in ("node", "edge", "graph"):
             for name, arr in getattr(source, level).items():
                 specs.append(
@@ -330,11 +349,11 @@ class _Program:
         self,
         source: PackedGraphs,
         shape: tuple[int, int, int],
-        dtypes,
-        index_dtype,
+        dtypes: Mapping[str, DTypeLike],
+        index_dtype: DTypeLike,
         layout: str,
         position_key: str,
-    ):
+    ) -> None:
         lay = _Layout(source, shape, dtypes, index_dtype)
         self.entries, self.nbytes, self.offsets = lay.entries, lay.nbytes, lay.offsets
         views = source.row_views()
@@ -386,7 +405,12 @@ class _Program:
 
 
 def _program(
-    source: PackedGraphs, shape, dtypes, index_dtype, layout: str, position_key: str
+    source: PackedGraphs,
+    shape: tuple[int, int, int],
+    dtypes: Mapping[str, DTypeLike],
+    index_dtype: DTypeLike,
+    layout: str,
+    position_key: str,
 ) -> _Program:
     """The `_Program` for ``shape`` and these options, cached per source (a few distinct shapes
     per plan; fixed-shape strategies have one)."""
@@ -411,7 +435,10 @@ def _program(
 
 
 def buffer_layout(
-    source: PackedGraphs, shape, dtypes: Mapping[str, np.dtype] | None = None, index_dtype=np.int64
+    source: PackedGraphs,
+    shape: Any,
+    dtypes: Mapping[str, np.dtype] | None = None,
+    index_dtype: DTypeLike = np.int64,
 ) -> _Layout:
     """Where `pad_batch` puts each array of a batch of ``shape`` from ``source`` with these
     ``dtypes``/``index_dtype``: ``.entries`` ``{name: (start, end, shape, dtype)}`` (byte
@@ -445,7 +472,7 @@ def row_ranges(
     return out
 
 
-def _index(index, n: int) -> np.ndarray:
+def _index(index: ArrayLike, n: int) -> np.ndarray:
     idx = np.asarray(index)
     if idx.ndim != 1:
         raise InputError(f"a batch index list must be 1-D, got shape {idx.shape}")
@@ -461,16 +488,16 @@ def _index(index, n: int) -> np.ndarray:
 
 def pad_batch(
     source: PackedGraphs,
-    index,
-    shape,
+    index: ArrayLike,
+    shape: Any,
     *,
     layout: str = "torch",
     cutoff: float | None = None,
     position_key: str = "pos",
     dtypes: Mapping[str, np.dtype] | None = None,
-    index_dtype=np.int64,
-    pad: Mapping[str, object] | None = None,
-    allocate=None,
+    index_dtype: DTypeLike = np.int64,
+    pad: Mapping[str, ArrayLike] | None = None,
+    allocate: Callable[[int], np.ndarray] | None = None,
 ) -> PaddedArrays:
     """Gather graphs ``index`` of ``source`` into one batch padded to ``shape`` exactly.
 
@@ -573,7 +600,7 @@ def pad_batch(
     )
 
 
-def _touch_first_rows(prog: _Program, starts, g_real: int) -> None:
+def _touch_first_rows(prog: _Program, starts: tuple[np.ndarray, np.ndarray], g_real: int) -> None:
     """Read the first row of every graph in each large array, one short gather per array: the
     loads are independent, so the CPU overlaps their cache and TLB misses (a random graph's rows
     are cold); the gathers then find them cached instead of waiting for one miss per graph per
@@ -583,7 +610,7 @@ def _touch_first_rows(prog: _Program, starts, g_real: int) -> None:
             view.take(starts[lv], axis=axis, mode="clip")
 
 
-def _new_buffer(nbytes: int, allocate) -> np.ndarray:
+def _new_buffer(nbytes: int, allocate: Callable[[int], np.ndarray] | None) -> np.ndarray:
     """The batch's one buffer: ``np.empty`` or ``allocate(nbytes)``, checked."""
     buf = np.empty(nbytes, dtype=np.uint8) if allocate is None else allocate(nbytes)
     if not (
@@ -603,13 +630,13 @@ def _new_buffer(nbytes: int, allocate) -> np.ndarray:
 def _gather_edge_index(
     source: PackedGraphs,
     prog: _Program,
-    edge_rows,
+    edge_rows: _RowSelection,
     e_real: int,
-    idx,
-    nn,
-    ne,
-    node_first,
-    edge_first,
+    idx: np.ndarray,
+    nn: np.ndarray,
+    ne: np.ndarray,
+    node_first: np.ndarray,
+    edge_first: np.ndarray,
     out: np.ndarray,
 ) -> None:
     """The ``e_real`` real edges of ``out`` (the batch's ``edge_index``): local indices
@@ -624,13 +651,21 @@ def _gather_edge_index(
     shift_edge_index(local, node_first, ne, out[:, :e_real])
 
 
-def _gather_fields(prog: _Program, out, rows, num_real, geometric: bool, cutoff, pad):
+def _gather_fields(
+    prog: _Program,
+    out: dict[str, np.ndarray],
+    rows: tuple[_RowSelection, _RowSelection, np.ndarray],
+    num_real: tuple[int, int, int],
+    geometric: bool,
+    cutoff: float | None,
+    pad: Mapping[str, ArrayLike],
+) -> dict[str, np.ndarray]:
     """Every node/edge/graph field: real rows gathered into its place in the buffer, padding
     rows filled with its pad value, or -- the position field of a geometric batch -- with
     `_padkernel.padding_node_positions`. Returns ``{name: array}`` in storage order."""
     fields = {}
     real_n = (num_real[1], num_real[2], num_real[0])
-    for name, lv, arr, view, same, at, shp, dt, is_pos in prog.fields:
+    for name, lv, arr, view, same, _at, shp, _dt, is_pos in prog.fields:
         a = out[name]
         k = real_n[lv]
         _take_rows(arr, view, rows[lv], a[:k], same=same)

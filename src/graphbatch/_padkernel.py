@@ -24,9 +24,11 @@ Units: counts of nodes, edges and graph slots; positions in the caller's length 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from ._budget import Budget
 from ._errors import InputError, InputTypeError
@@ -60,7 +62,7 @@ STRUCTURE = (
 )
 
 
-def padded_shape(shape) -> tuple[int, int, int]:
+def padded_shape(shape: Any) -> tuple[int, int, int]:
     """A padded shape as ``(n_node, n_edge, n_graph)`` Python ints.
 
     Args:
@@ -74,9 +76,15 @@ def padded_shape(shape) -> tuple[int, int, int]:
       InputError / InputTypeError (``ValueError`` / ``TypeError``): from `Budget.coerce`,
         naming the bad value.
     """
-    if type(shape) is tuple and len(shape) == 3 and all(type(x) is int for x in shape):
-        if shape[0] >= 1 and shape[1] >= 0 and shape[2] >= 2:
-            return shape
+    if (
+        type(shape) is tuple
+        and len(shape) == 3
+        and all(type(x) is int for x in shape)
+        and shape[0] >= 1
+        and shape[1] >= 0
+        and shape[2] >= 2
+    ):
+        return shape
     b = Budget.coerce(shape)
     return b.n_node, b.n_edge, b.n_graph
 
@@ -132,7 +140,7 @@ def check_fits(
 
 
 def slot_counts(
-    real_counts,
+    real_counts: Sequence[int] | np.ndarray,
     num_padding: int,
     n_graph: int,
     owner: int,
@@ -165,7 +173,7 @@ def slot_counts(
     return counts, ptr
 
 
-def edge_index_bounds(dtype, max_nodes: int) -> tuple[np.dtype, int | None, bool]:
+def edge_index_bounds(dtype: DTypeLike, max_nodes: int) -> tuple[np.dtype, int | None, bool]:
     """How `check_local_edge_index` compares stored indices of ``dtype``.
 
     One unsigned comparison catches negative and too-large indices alike: negative values read
@@ -197,7 +205,7 @@ def check_local_edge_index(
     edge_counts: np.ndarray,
     edge_first: np.ndarray,
     graph_ids: np.ndarray,
-    bounds,
+    bounds: tuple[np.dtype, int | None, bool],
 ) -> None:
     """Check that every edge of a batch joins nodes of its own graph.
 
@@ -263,7 +271,7 @@ def fill_structure(
     shape: tuple[int, int, int],
     num_real: tuple[int, int, int],
     node_counts: np.ndarray,
-    graph_ids,
+    graph_ids: ArrayLike,
     out: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """``batch``, the masks and ``graph_index`` of a padded batch.
@@ -335,16 +343,13 @@ def padding_node_positions(
     """
     k = real_positions.shape[0]
     axes = _axes(real_positions)
-    if k:
-        hi = axes.max(axis=1).astype(np.float64)
-        lo = axes.min(axis=1).astype(np.float64) if cutoff is None else None
-    else:
-        hi = np.zeros(axes.shape[0])
-        lo = None
+    hi = axes.max(axis=1).astype(np.float64) if k else np.zeros(axes.shape[0])
     if cutoff is not None:
         spacing = cutoff
+    elif k:
+        spacing = auto_spacing(np.stack([axes.min(axis=1).astype(np.float64), hi]))
     else:
-        spacing = auto_spacing(np.stack([lo, hi]) if k else axes.T)
+        spacing = auto_spacing(axes.T)
     return padding_positions(hi, num_padding, spacing)
 
 
@@ -355,7 +360,7 @@ def _axes(real: np.ndarray) -> np.ndarray:
     return real.reshape(k, math.prod(real.shape[1:])).T.copy()
 
 
-def fill_padding_rows(out: np.ndarray, num_real_rows: int, value) -> np.ndarray:
+def fill_padding_rows(out: np.ndarray, num_real_rows: int, value: ArrayLike) -> np.ndarray:
     """``out[num_real_rows:] = value`` (broadcast, cast as an assignment does); returns ``out``."""
     out[num_real_rows:] = value
     return out

@@ -11,10 +11,16 @@ adapter keeps ``jraph.pad_with_graphs``' layout, where the first padding graph o
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from ._errors import InputError, InputTypeError
 from ._validate import as_nonnegative_int, as_positive_int
+
+if TYPE_CHECKING:
+    from ._plan import BatchPlan
 
 __all__ = [
     "auto_spacing",
@@ -25,7 +31,7 @@ __all__ = [
 ]
 
 
-def check_cutoff(cutoff) -> float | None:
+def check_cutoff(cutoff: Any) -> float | None:
     """``cutoff`` as a positive finite float (``None`` passes through), else ``ValueError``."""
     if cutoff is None:
         return None
@@ -45,7 +51,7 @@ def padding_edge_index(
     *,
     spread: bool,
     out: np.ndarray | None = None,
-):
+) -> np.ndarray:
     """Sender/receiver indices ``[2, num_pad_edges]`` (int64) of the padding edges.
 
     Without ``spread`` every padding edge is a self-loop of the first padding node (jraph's
@@ -81,8 +87,10 @@ def padding_edge_index(
     return out
 
 
-def padding_positions(real_max, num_pad_nodes: int, cutoff: float, dtype=np.float64) -> np.ndarray:
-    """Coordinates ``[P, D]`` for the padding nodes so that padding edges are longer than ``cutoff``.
+def padding_positions(
+    real_max: ArrayLike, num_pad_nodes: int, cutoff: float, dtype: DTypeLike = np.float64
+) -> np.ndarray:
+    """Coordinates ``[P, D]`` for the padding nodes: padding edges are longer than ``cutoff``.
 
     Padding node ``j`` sits at ``real_max + (j + 1) * 2 * cutoff`` on every axis, where
     ``real_max[d]`` is the largest real coordinate on axis ``d`` (0 when there are no real nodes).
@@ -96,12 +104,15 @@ def padding_positions(real_max, num_pad_nodes: int, cutoff: float, dtype=np.floa
             f"real node positions must be finite, got a maximum of {real_max.tolist()}"
         )
     p = as_nonnegative_int(num_pad_nodes, "num_pad_nodes")
-    step = 2.0 * check_cutoff(cutoff)
+    c = check_cutoff(cutoff)
+    if c is None:
+        raise InputTypeError("cutoff must be a number, got None")
+    step = 2.0 * c
     j = np.arange(1, p + 1, dtype=np.float64)[:, None]
     return (real_max[None, :] + j * step).astype(dtype)
 
 
-def auto_spacing(real_positions) -> float:
+def auto_spacing(real_positions: ArrayLike) -> float:
     """The default padding spacing when no ``cutoff`` is given: ``max(1, R)`` where ``R`` is the
     largest coordinate range (max - min on one axis) of the real nodes ``[N, D]`` (1 without
     real nodes). Used as `padding_positions`' ``cutoff``, it makes every padding edge (length
@@ -115,7 +126,7 @@ def auto_spacing(real_positions) -> float:
     return float(max(1.0, (pos.max(axis=0) - pos.min(axis=0)).max(initial=0.0)))
 
 
-def short_padding_batches(plan) -> np.ndarray:
+def short_padding_batches(plan: BatchPlan) -> np.ndarray:
     """Batches of ``plan`` where padding edges must be self-loops even with a ``cutoff``.
 
     That happens when real nodes fill all but the one reserved padding node

@@ -5,7 +5,8 @@ packing/ raises its own errors, never a bare ``ValueError``/``TypeError``.
 
 Warnings (``StoreFormatWarning``, a ``UserWarning``) are not errors and stay outside the
 hierarchy, and so does control flow that must pass ``except Exception`` (the CLI's SIGTERM
-unwinding, a ``SystemExit``): the rule covers the subclasses of ``Exception``. Every module is imported, so this needs the whole environment (``make test``).
+unwinding, a ``SystemExit``): the rule covers the subclasses of ``Exception``. Every module is
+imported, so this needs the whole environment (``make test``).
 """
 
 from __future__ import annotations

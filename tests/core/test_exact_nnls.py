@@ -1,8 +1,8 @@
 """The exact NNLS solver (`graphbatch._exact_nnls`, issue 26) that `pack-nnls` and
 `BatchPlan.stats` use: exactly optimal (Karush-Kuhn-Tucker conditions checked in rationals),
 the same optimum as a plain exact reference and as SciPy's nnls. That its answer does not
-depend on the machine is checked by tests/planners/test_plan_machine_independence.py (pack-nnls plans
-and stats cost fits under several SIMD and thread settings)."""
+depend on the machine is checked by tests/planners/test_plan_machine_independence.py (pack-nnls
+plans and stats cost fits under several SIMD and thread settings)."""
 
 from __future__ import annotations
 

@@ -583,10 +583,10 @@ def test_bench_budget_uses_the_plan_generator():
 @pytest.mark.requires("torch", "torch_geometric")
 def test_unknown_field_and_model_names_are_value_errors():
     # issue 14: unknown user-supplied names raise ValueError (UnknownNameError), not KeyError
+    import torch
     from torch_geometric.data import Data
 
     import graphbatch.torch as gt
-    import torch
 
     g = [Data(x=torch.ones(3, 2), edge_index=torch.zeros(2, 0, dtype=torch.long))]
     schema = gt.infer_schema(g)

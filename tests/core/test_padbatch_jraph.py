@@ -60,7 +60,7 @@ def test_jraph_layout_equals_jax_collate(tmp_path):
             assert np.array_equal(got.edge_counts, w.n_edge)
             assert np.array_equal(got.fields["edge_index"][0], w.senders)
             assert np.array_equal(got.fields["edge_index"][1], w.receivers)
-            for level, tree in (("node", w.nodes), ("edge", w.edges), ("graph", w.globals)):
+            for tree in (w.nodes, w.edges, w.globals):
                 for k, v in tree.items():
                     assert got.fields[k].dtype == np.asarray(v).dtype, k
                     assert np.array_equal(got.fields[k], v), k

@@ -23,7 +23,7 @@ def _source(nn, ne, ei_dtype=np.int32, bad=None, seed=0) -> pb.PackedGraphs:
     parts = [
         rng.integers(0, max(min(int(n), top), 1), (2, int(m))) for n, m in zip(nn, ne, strict=False)
     ]
-    ei = np.concatenate(parts + [np.zeros((2, 0), np.int64)], axis=1).astype(ei_dtype)
+    ei = np.concatenate([*parts, np.zeros((2, 0), np.int64)], axis=1).astype(ei_dtype)
     for e, v in (bad or {}).items():
         ei[0, e] = v
     N, E, G = int(nn.sum()), int(ne.sum()), len(nn)

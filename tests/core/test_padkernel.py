@@ -66,8 +66,8 @@ def reference_pad(graphs, shape, layout, cutoff=None, pad=None):
         "edge_index": np.array(ei, dtype=np.int64).reshape(2, n_edge),
         "node_counts": np.array(node_counts),
         "edge_counts": np.array(edge_counts),
-        "node_ptr": np.cumsum([0] + node_counts),
-        "edge_ptr": np.cumsum([0] + edge_counts),
+        "node_ptr": np.cumsum([0, *node_counts]),
+        "edge_ptr": np.cumsum([0, *edge_counts]),
         "batch": np.array(batch),
         "node_mask": np.arange(n_node) < n_real,
         "edge_mask": np.arange(n_edge) < e_real,
@@ -95,11 +95,10 @@ def _random_graphs(sizes, seed):
 def _packed(graphs):
     nn = np.array([g["x"].shape[0] for g in graphs], dtype=np.int64)
     ne = np.array([g["edge_index"].shape[1] for g in graphs], dtype=np.int64)
-    cat = lambda k, shape: (
-        np.concatenate([g[k] for g in graphs])
-        if graphs
-        else np.zeros(shape, dtype=np.float32)
-    )
+
+    def cat(k: str, shape: tuple[int, ...]) -> np.ndarray:
+        return np.concatenate([g[k] for g in graphs]) if graphs else np.zeros(shape, np.float32)
+
     return PackedGraphs(
         nn,
         ne,
@@ -173,7 +172,7 @@ def test_layout_and_fit_errors_name_the_values():
         pk.padding_owner("pyg", 1, 3)
     with pytest.raises(ValueError, match="3 graphs do not fit a padded shape with n_graph = 3"):
         pk.check_fits((3, 1, 1), (10, 10, 3))
-    with pytest.raises(ValueError, match="with 10 nodes and 1 edges do not fit .* room for 9"):
+    with pytest.raises(ValueError, match=r"with 10 nodes and 1 edges do not fit .* room for 9"):
         pk.check_fits((1, 10, 1), (10, 10, 3))
     pk.check_fits((2, 9, 10), (10, 10, 3))
 

@@ -481,7 +481,7 @@ def test_neighbour_list_is_the_half_list_and_its_mirror():
     negated shift -- the full list's multiset (one-atom cells: both self-images)."""
     import vesin
 
-    for atoms in special_structures()[:2] + [bulk("Cu", "fcc", a=3.61, cubic=True)]:
+    for atoms in [*special_structures()[:2], bulk("Cu", "fcc", a=3.61, cubic=True)]:
         pos, cell, pbc = atoms.positions, atoms.cell.array, atoms.pbc
         i, j, s = neighbour_list(pos, cell, pbc, CUTOFF)
         h = i.shape[0] // 2

@@ -13,15 +13,15 @@ import io
 import numpy as np
 import pytest
 
-ase = pytest.importorskip("ase")
+pytest.importorskip("ase")
 pytest.importorskip("vesin")
-import ase.io  # noqa: E402
-from ase.io.extxyz import key_val_str_to_dict  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+import ase.io
+from ase.io.extxyz import key_val_str_to_dict
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from graphbatch.datasets import emt_structures  # noqa: E402
-from graphbatch.datasets._extxyz import frame_from_atoms, parse_comment, read_frames  # noqa: E402
+from graphbatch.datasets import emt_structures
+from graphbatch.datasets._extxyz import frame_from_atoms, parse_comment, read_frames
 
 
 def _same(a, b) -> bool:
@@ -98,7 +98,7 @@ def test_calculator_results_as_ase_moves_them():
 
     rng = np.random.default_rng(0)
     out = []
-    for k in range(4):
+    for _ in range(4):
         a = bulk("Cu", "fcc", a=3.6, cubic=True)
         a.calc = SinglePointCalculator(
             a,

@@ -258,8 +258,9 @@ _STRATEGIES = [
 @pytest.mark.parametrize("strategy,kw", _STRATEGIES)
 def test_torch_loader_batches_equal_single_file(qm9, strategy, kw):
     pytest.importorskip("torch_geometric")
-    import graphbatch.torch as gt
     import torch
+
+    import graphbatch.torch as gt
     from graphbatch.torch._store_batch import StoreCollater
 
     single, manifest = qm9
@@ -299,6 +300,7 @@ def test_pickled_copy_reopens_shards_and_checks_them(qm9, tmp_path):
 def test_jax_batches_equal_single_file(qm9):
     pytest.importorskip("jraph")
     import jax
+
     from graphbatch.jax._source import StoreGraphs, make_padded
 
     single, manifest = qm9

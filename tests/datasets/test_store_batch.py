@@ -66,7 +66,7 @@ def assert_same_batch(a, b):
     """Every field, dtype, structure tensor and PyG bookkeeping dict equal."""
     assert type(a) is type(b)
     assert sorted(a.keys()) == sorted(b.keys())
-    for k in a.keys():
+    for k in a.keys():  # noqa: SIM118  # a PyG Batch iterates (key, value) pairs
         va, vb = a[k], b[k]
         assert va.dtype == vb.dtype and va.shape == vb.shape, k
         assert torch.equal(va, vb), k
@@ -271,7 +271,8 @@ def test_prefetch_thread_and_pin_memory_on_batch_path(store):
 
 def test_preset_with_a_store_is_refused(store):
     # the store batch path uses the store's own schema: a preset without a store reader would
-    # be silently ignored; ga.mace reads atomistic stores only (tests/atomistic/test_atomistic_store.py)
+    # be silently ignored; ga.mace reads atomistic stores only
+    # (tests/atomistic/test_atomistic_store.py)
     ga = pytest.importorskip("graphbatch.atomistic")
     with pytest.raises(TypeError, match="reads datasets of graph objects, not a GraphStore"):
         gt.loader(store, strategy="dynamic", batch_size=4, preset=gt.Preset("mine"))
@@ -411,7 +412,7 @@ def _tensor_ranges(b):
         if isinstance(b, dict)
         else [
             (b[k].data_ptr(), b[k].data_ptr() + b[k].numel() * b[k].element_size())
-            for k in b.keys()
+            for k in b.keys()  # noqa: SIM118  # a PyG Batch iterates (key, value) pairs
             if isinstance(b[k], torch.Tensor)
         ]
     )
@@ -425,7 +426,7 @@ def test_worker_batches_arrive_through_slots_not_shared_storages(store):
     assert len(pickle.dumps(raw)) < 200  # a few ints, no storage
     b = receive(raw)
     assert type(b).__name__ == "StoreDataBatch"
-    for k in b.keys():
+    for k in b.keys():  # noqa: SIM118  # a PyG Batch iterates (key, value) pairs
         if isinstance(b[k], torch.Tensor):
             assert not b[k].is_shared(), k  # a private copy in the main process
     lo = min(a for a, _ in _tensor_ranges(b))
@@ -451,7 +452,7 @@ def test_batches_bigger_than_a_slot_arrive_as_one_shared_block(store, monkeypatc
             len(
                 {
                     x[k].untyped_storage().data_ptr()
-                    for k in x.keys()
+                    for k in x.keys()  # noqa: SIM118  # a PyG Batch iterates (key, value) pairs
                     if isinstance(x[k], torch.Tensor)
                 }
             )

@@ -60,7 +60,7 @@ def test_collate_follows_pad_with_graphs_and_masks(graphs):
     assert out.node_mask.sum() == n_real and out.node_mask[:n_real].all()
     assert out.edge_mask.sum() == e_real and out.edge_mask[:e_real].all()
     assert out.graph_mask.tolist() == [True] * 3 + [False] * 2
-    assert out.graph_index.tolist() == idx + [-1, -1]
+    assert out.graph_index.tolist() == [*idx, -1, -1]
     np.testing.assert_array_equal(out.node_mask, jraph.get_node_padding_mask(out.graphs))
     assert (out.graphs.senders[e_real:] >= n_real).all()
     back = gj.unpad(out)

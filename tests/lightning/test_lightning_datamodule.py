@@ -157,10 +157,9 @@ def test_a_graph_store_keeps_its_batch_path(tmp_path, graphs):
 
 
 def test_fit_validate_test_predict_in_one_process(graphs):
-    from torch_geometric.nn import global_add_pool
-
     import lightning as L
     import torch
+    from torch_geometric.nn import global_add_pool
 
     class Model(L.LightningModule):
         def __init__(self) -> None:

@@ -1,4 +1,5 @@
-"""Padded PyG / plain-torch collation: exact shapes, masks, padding wiring, schema, unpad, errors."""
+"""Padded PyG / plain-torch collation: exact shapes, masks, padding wiring, schema, unpad and
+errors."""
 
 from __future__ import annotations
 

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 import torch
+from numpy.typing import DTypeLike
 
 from .._errors import InputError
 from ..torch import StoreView
@@ -88,7 +88,7 @@ MACE_BATCH_KEYS = (
 #: Store fields the MACE preset cannot do without.
 NEEDED = ("positions", "atomic_numbers", "unit_shifts", "cell", "pbc")
 #: Labels: name -> (level, per-row shape); weights of the stored ones.
-_LABELS = {
+_LABELS: dict[str, tuple[str, tuple[int, ...]]] = {
     "energy": ("graph", ()),
     "forces": ("node", (3,)),
     "stress": ("graph", (3, 3)),
@@ -146,7 +146,7 @@ class MaceStoreReader:
         if not self.dtype.is_floating_point:
             raise InputError(f"dtype must be a float dtype, got {self.dtype}")
 
-    def for_store(self, store, *, reference: bool = False) -> StoreView:
+    def for_store(self, store: GraphStore, *, reference: bool = False) -> StoreView:
         """The `StoreView` of ``store`` (checked first). ``reference``: the plain form of the
         transform (torch, every float gathered as float64: `_MaceTransform.reference`), which
         the fast one equals exactly (tests); also used for float dtypes NumPy lacks."""
@@ -185,7 +185,7 @@ class MaceStoreReader:
         )
         c = self.r_max
         # floats gathered as stored (float64), cast to ``dtype`` once computed with
-        dtypes = {
+        dtypes: dict[str, DTypeLike] = {
             k: np.float64 for k, spec in fields.items() if np.dtype(spec["dtype"]).kind == "f"
         }
         # integers gathered as stored (whole-row copies), widened in torch
@@ -212,7 +212,7 @@ class MaceStoreReader:
 #: torch float dtypes the NumPy transform writes (others take `_MaceTransform.reference`).
 _NUMPY_FLOATS = {torch.float32: np.float32, torch.float64: np.float64}
 #: Outputs that are zero but where set (one zeroed block per batch), with their row shapes.
-_ZERO_ROWS = {
+_ZERO_ROWS: dict[str, tuple[str, tuple[int, ...] | None]] = {
     "node_attrs": ("node", None),
     "dipole": ("graph", (3,)),
     "polarizability": ("graph", (3, 3)),
@@ -351,7 +351,7 @@ class _MaceTransform:
         if hit is None:
             n = {"node": shape[0], "edge": shape[1], "graph": shape[2]}
             f = np.dtype(_NUMPY_FLOATS[self.dtype])
-            zero = []
+            zero: list[tuple[str, tuple[int, ...], np.dtype]] = []
             for key, (level, row) in _ZERO_ROWS.items():
                 zero.append((key, (n[level], *(row if row is not None else (len(self.zs),))), f))
             for name, (level, row) in _LABELS.items():
@@ -424,12 +424,12 @@ class _MaceTransform:
         # one-hot node attributes over the z table; padding atoms stay zero
         idx = self.z_lut_np.take(t["atomic_numbers"].numpy()[:n_real])
         if n_real and int(idx.min()) < 0:
-            k = int(np.flatnonzero(idx < 0)[0])
+            bad = int(np.flatnonzero(idx < 0)[0])
             numbers = t["atomic_numbers"].numpy()
-            g = int(t["graph_index"].numpy()[int(t["batch"].numpy()[k])])
+            structure = int(t["graph_index"].numpy()[int(t["batch"].numpy()[bad])])
             raise StoreFieldError(
-                f"structure {g} of the store holds atomic number "
-                f"{int(numbers[k])}, not in the z table {self.zs}"
+                f"structure {structure} of the store holds atomic number "
+                f"{int(numbers[bad])}, not in the z table {self.zs}"
             )
         node_attrs = arrays["node_attrs"]
         width = len(self.zs)

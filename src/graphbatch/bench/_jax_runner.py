@@ -23,7 +23,14 @@ import numpy as np
 from .._errors import InputError
 from ..analysis import step_list_fields, step_timing_fields
 from ._config import JAX_BASELINES, BenchConfig
-from ._run import RunSpec, _count_step, _evaluate_on_schedule, _reset_counters, bench_budget
+from ._run import (
+    RunSpec,
+    _count_step,
+    _evaluate_on_schedule,
+    _reset_counters,
+    _StepCounters,
+    bench_budget,
+)
 
 __all__ = [
     "JaxBenchData",
@@ -257,7 +264,7 @@ class _Evaluator:
         return float(np.abs(e).mean()), float(np.sqrt((e * e).mean()))
 
 
-class _JaxRun:
+class _JaxRun(_StepCounters):
     def __init__(self, spec: RunSpec, cfg: BenchConfig, data, evaluator: _Evaluator) -> None:
         import jax
         import optax

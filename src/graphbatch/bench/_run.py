@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +30,8 @@ class RunSpec:
 # --------------------------------------------------------------------------- models
 def _pyg_schnet(cutoff: float):
     """PyG's SchNet with the hyperparameters of ours, on precomputed radius-graph edges."""
-    from torch_geometric.nn.models import SchNet as PygSchNet
-
     import torch
+    from torch_geometric.nn.models import SchNet as PygSchNet
 
     class PygSchNetOnEdges(torch.nn.Module):
         def __init__(self) -> None:
@@ -119,7 +118,7 @@ def _padded_options(spec: RunSpec, cfg: BenchConfig, data) -> dict[str, Any]:
     return options
 
 
-def _prefetched(batches: Iterator[Any], depth: int, pin_memory: bool) -> Iterator[Any]:
+def _prefetched(batches: Iterator[Any], depth: int, pin_memory: bool) -> Generator[Any, None, None]:
     """``batches`` made ``depth`` ahead by `graphbatch.torch.prefetch`. A generator, so the thread
     starts at the first step, after every run's model exists (no batch making overlaps another
     run's weight initialisation), and stops when the run closes it."""
@@ -134,7 +133,7 @@ def _pin_in_loader(cfg: BenchConfig) -> bool:
     return cfg.device == "cuda" and cfg.prefetch == 0
 
 
-def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     from ..torch import loader
 
     options = _padded_options(spec, cfg, data)
@@ -156,7 +155,7 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
         epoch += 1
 
 
-def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
+def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     """``--data store``: the plan's batches read by the store batch path (one vectorised gather
     per array, no per-graph ``Data``), ``y`` replaced by the bench target (0 for padding)."""
     import torch
@@ -185,10 +184,9 @@ def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
         epoch += 1
 
 
-def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
-    from torch_geometric.loader import DataLoader
-
+def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     import torch
+    from torch_geometric.loader import DataLoader
 
     gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
     train = data.train
@@ -223,9 +221,8 @@ def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Iterator[Any]:
 # --------------------------------------------------------------------------- evaluation
 def _evaluate(predict_unpadded: Callable, data, device) -> tuple[float, float]:
     """Test MAE and RMSE in the target's unit (unpadded batches, eager, no grad)."""
-    from torch_geometric.loader import DataLoader
-
     import torch
+    from torch_geometric.loader import DataLoader
 
     err = []
     with torch.no_grad():
@@ -252,7 +249,28 @@ def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def _reset_counters(run: Any, steps: int) -> None:
+class _StepCounters:
+    """The counters `_reset_counters` sets and `_count_step` books (one set per run), and the
+    run's configuration, whose ``eval_every`` `_evaluate_on_schedule` reads."""
+
+    cfg: BenchConfig
+    batching_ms: np.ndarray
+    update_ms: np.ndarray
+    real_graphs: np.ndarray
+    new_compiles: np.ndarray
+    shapes: set[tuple[int, int, int]]
+    real_nodes: int
+    pad_nodes: int
+    real_edges: int
+    pad_edges: int
+    peak_rss: int
+    batch_bytes: int
+    eval_steps: list[int]
+    maes: list[float]
+    rmses: list[float]
+
+
+def _reset_counters(run: _StepCounters, steps: int) -> None:
     """The per-step and per-run counters every bench run (torch, MACE, JAX) records: step times
     in ms, real graphs and new compilations per step, shapes met, real/padded node and edge
     totals, peak RSS in bytes and the evaluation history."""
@@ -269,7 +287,7 @@ def _reset_counters(run: Any, steps: int) -> None:
 
 
 def _count_step(
-    run: Any,
+    run: _StepCounters,
     k: int,
     *,
     batching_ms: float,
@@ -296,7 +314,9 @@ def _count_step(
     run.peak_rss = max(run.peak_rss, _rss())
 
 
-def _evaluate_on_schedule(run: Any, k: int, evaluate: Callable[[], tuple[float, float]]) -> None:
+def _evaluate_on_schedule(
+    run: _StepCounters, k: int, evaluate: Callable[[], tuple[float, float]]
+) -> None:
     """After step ``k`` (0-based): every ``eval_every`` steps and after the last one, append
     ``evaluate()``'s (MAE, RMSE) to the run's evaluation history."""
     if (k + 1) % run.cfg.eval_every == 0 or k + 1 == run.cfg.steps:
@@ -347,7 +367,7 @@ def _compile(model, **kwargs):
     return torch.compile(fn, **kwargs)
 
 
-class _Run:
+class _Run(_StepCounters):
     """State of one run; `step` trains one step and times it, `record` summarises."""
 
     def __init__(self, spec: RunSpec, cfg: BenchConfig, data) -> None:
@@ -397,9 +417,8 @@ class _Run:
         return f(**unpadded_inputs(b.z, b.pos, b.edge_index, b.batch, b.num_graphs))
 
     def step(self, k: int) -> None:
-        from torch._dynamo.utils import counters
-
         import torch
+        from torch._dynamo.utils import counters
 
         from ..torch import masked_mean
 
@@ -454,7 +473,6 @@ class _Run:
         spec, cfg, n = self.spec, self.cfg, self.cfg.steps
         self.batches.close()
         batching_ms, update_ms, real_graphs = self.batching_ms, self.update_ms, self.real_graphs
-        step_ms = batching_ms + update_ms
         compiling = self.new_compiles > 0
         steady = ~compiling if (~compiling).any() else np.ones(n, dtype=bool)
         compile_s = float(

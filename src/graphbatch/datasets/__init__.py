@@ -1,7 +1,8 @@
 """Real and synthetic graph datasets, geometric graph construction, and the on-disk graph store.
 
 Everything here is NumPy/SciPy (+ h5py for the store, RDKit for MOSES); the PyTorch view of a
-store (`GraphStore.to_torch`, a `graphbatch.torch.GraphStoreDataset`) imports torch only when asked for.
+store (`GraphStore.to_torch`, a `graphbatch.torch.GraphStoreDataset`) imports torch only when
+asked for.
 """
 
 from .._errors import AtomsInputError, BuildCancelled, ShardBuildError, StoreFormatError
@@ -16,7 +17,10 @@ from ._convert import convert_store
 from ._emt import emt_structures, write_emt_extxyz
 from ._graphs import GraphArrays
 from ._moses import load_moses_smiles, moses_graphs, moses_sizes, smiles_graphs
-from ._neighbours import import_vesin, neighbour_list  # import_vesin: for the CLI, not in __all__
+
+# import_vesin: re-exported for the CLI (a redundant alias), not in __all__
+from ._neighbours import import_vesin as import_vesin
+from ._neighbours import neighbour_list
 from ._ogb import ATOM_FEATURES, BOND_FEATURES, smiles_to_graph
 from ._qm9 import QM9_NUM_MOLECULES, QM9_TARGETS, QM9Molecules, load_qm9, qm9_graphs
 from ._shards import ShardedGraphStore

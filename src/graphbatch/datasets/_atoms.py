@@ -168,7 +168,7 @@ def _fail(where: str, frame: int, what: str, msg: str) -> AtomsInputError:
     return AtomsInputError(f"{where}: frame {frame}: {what}: {msg}")
 
 
-def _lookup(atoms: AtomsFrame, key: str, per_atom: bool):
+def _lookup(atoms: AtomsFrame, key: str, per_atom: bool) -> Any:
     """``arrays``/``info`` value of ``key``, else the calculator's result, else None."""
     value = (atoms.arrays if per_atom else atoms.info).get(key)
     if value is None:
@@ -248,26 +248,26 @@ def _keep_value(frame: AtomsFrame, k: str, where: str, kept: dict, kept_level: d
 
 
 def _chunk(
-    n_node,
-    n_edge,
-    senders,
-    receivers,
-    shifts,
-    node: dict,
-    graph: dict,
-    used,
-    values,
-    pweights,
-    w_l,
-    head_l,
-    ct_l,
-    frame_l,
-    source,
-    kept,
-    kept_level,
-    ctypes,
-    heads,
-    present,
+    n_node: Sequence[int] | np.ndarray,
+    n_edge: Sequence[int] | np.ndarray,
+    senders: np.ndarray,
+    receivers: np.ndarray,
+    shifts: np.ndarray,
+    node: dict[str, np.ndarray],
+    graph: dict[str, np.ndarray],
+    used: dict[str, str],
+    values: Mapping[str, list[np.ndarray] | np.ndarray],
+    pweights: Mapping[str, Sequence[float] | np.ndarray],
+    w_l: Sequence[float],
+    head_l: Sequence[int],
+    ct_l: Sequence[int],
+    frame_l: Sequence[int],
+    source: int,
+    kept: dict[str, list[np.ndarray]],
+    kept_level: dict[str, str],
+    ctypes: _Table,
+    heads: _Table,
+    present: dict[str, int],
 ) -> AtomsChunk:
     """Assemble converted frames (lists per frame, or block arrays) into an `AtomsChunk`."""
     for p in used:
@@ -321,13 +321,13 @@ def convert_frames_reference(
             raise _fail(where, frame, "atoms", "the frame has no atoms")
         z = atoms.numbers
         if z.min() < 1 or z.max() > 118:
-            a = int(np.flatnonzero((z < 1) | (z > 118))[0])
+            bad = int(np.flatnonzero((z < 1) | (z > 118))[0])
             raise _fail(
                 where,
                 frame,
                 "atomic_numbers",
-                f"atom {a} has atomic number "
-                f"{int(z[a])} (unknown species {_symbol(int(z[a]))!r}; need 1..118)",
+                f"atom {bad} has atomic number "
+                f"{int(z[bad])} (unknown species {_symbol(int(z[bad]))!r}; need 1..118)",
             )
         pos = _finite(np.asarray(atoms.positions, dtype=np.float64), where, frame, "positions")
         cell = np.asarray(atoms.cell, dtype=np.float64)
@@ -542,10 +542,10 @@ def _convert_plain(
     np.cumsum(counts, out=offsets[1:])
     pairs_l, shifts_l = [], []
     for f in range(f_count):
-        p, s = half_pairs(pos[offsets[f] : offsets[f + 1]], boxes[f], pbcs[f], cutoff)
-        pairs_l.append(p)
-        shifts_l.append(s)
-    half = np.fromiter((p.shape[0] for p in pairs_l), dtype=np.int64, count=f_count)
+        fp, fs = half_pairs(pos[offsets[f] : offsets[f + 1]], boxes[f], pbcs[f], cutoff)
+        pairs_l.append(fp)
+        shifts_l.append(fs)
+    half = np.fromiter((fp.shape[0] for fp in pairs_l), dtype=np.int64, count=f_count)
     pairs = np.concatenate(pairs_l).astype(np.int64)
     shifts = np.concatenate(shifts_l)
     if shifts.size and int(np.abs(shifts).max()) > _SHIFT_MAX:
@@ -598,8 +598,8 @@ def _convert_plain(
     senders[fwd], senders[back] = pairs[:, 0], pairs[:, 1]
     receivers[fwd], receivers[back] = pairs[:, 1], pairs[:, 0]
     unit[fwd], unit[back] = shifts, -shifts
-    node = {"positions": pos, "atomic_numbers": z.astype(np.uint8)}
-    graph = {"cell": cells, "pbc": pbcs}
+    node: dict[str, np.ndarray] = {"positions": pos, "atomic_numbers": z.astype(np.uint8)}
+    graph: dict[str, np.ndarray] = {"cell": cells, "pbc": pbcs}
     return _chunk(
         counts,
         n_edge,

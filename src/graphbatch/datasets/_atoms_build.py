@@ -126,11 +126,10 @@ def _extxyz_frames(block: _Block) -> list[AtomsFrame]:
         text = fh.read(block.stop - block.start).decode()
     lines = text.split("\n")
     starts = [ln - block.lines[0] for ln in block.lines]
-    frames = read_frames(lines, starts, block.first)
-    for k, frame in enumerate(frames):
-        if frame is None:
-            frames[k] = _ase_frame(lines, starts[k], block, k)
-    return frames
+    return [
+        _ase_frame(lines, starts[k], block, k) if frame is None else frame
+        for k, frame in enumerate(read_frames(lines, starts, block.first))
+    ]
 
 
 def _ase_frame(lines: list[str], at: int, block: _Block, k: int) -> AtomsFrame:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
@@ -77,7 +78,7 @@ class AtomsFrame:
         return int(self.numbers.shape[0])
 
 
-def frame_from_atoms(frame: int, atoms) -> AtomsFrame:
+def frame_from_atoms(frame: int, atoms: Any) -> AtomsFrame:
     """The `AtomsFrame` of an ``ase.Atoms`` (no copies)."""
     calc = atoms.calc
     results = getattr(calc, "results", None) or {} if calc is not None else {}
@@ -128,16 +129,18 @@ _FLOATS = re.compile(rf"[\s,]*{_NUM}(?:[\s,]+{_NUM})*[\s,]*")
 _NUMBERISH = frozenset("0123456789+-._eEiInNfFtTyYaA")
 
 
-def _convert(key: str, value: str) -> Any:
+def _convert(key: str, text: str) -> Any:
     """One ``key=value`` pair's value as ASE's ``key_val_str_to_dict`` converts it (its rules,
     in its order; the NumPy conversions are the calls ASE makes)."""
     if key.lower() in _UNPROCESSED:
-        return value
-    split_value = _TOKENS.findall(value)
+        return text
+    value: Any = text
+    split_value = _TOKENS.findall(text)
     numeric = None
-    if _INTS.fullmatch(value):
+    kinds: tuple[type, ...]
+    if _INTS.fullmatch(text):
         kinds = (int, float)
-    elif _FLOATS.fullmatch(value):
+    elif _FLOATS.fullmatch(text):
         kinds = (float,)  # np.array(..., dtype=int) fails on one of these
     elif split_value and not all(_NUMBERISH.issuperset(s) for s in split_value):
         kinds = ()  # a token no int or float parses: stays a string
@@ -257,7 +260,7 @@ _LOGICAL = {"T": True, "F": False, "True": True, "False": False}
 _NUMBERS: dict[str, int] = {}
 
 
-def _atomic_numbers(tokens: list[str]) -> np.ndarray:
+def _atomic_numbers(tokens: Sequence[str] | np.ndarray) -> np.ndarray:
     """Atomic numbers of species tokens as ASE gives them (capitalised, ``X`` is 0); an
     unknown symbol raises `Declined` (ASE then names it)."""
     table = _NUMBERS
@@ -331,7 +334,7 @@ def _pbc(value: Any) -> np.ndarray:
     raise Declined
 
 
-def _cell(value) -> np.ndarray:
+def _cell(value: Any) -> np.ndarray:
     if value is None:
         return np.zeros((3, 3))
     if not isinstance(value, np.ndarray) or value.shape != (3, 3) or value.dtype.kind not in "iuf":
@@ -385,7 +388,7 @@ def read_frames(lines: list[str], starts: list[int], first: int) -> list[AtomsFr
     `AtomsFrame` records numbered from ``first``; ``None`` for a frame left to ASE
     (`Declined`: not the common case, or malformed)."""
     out: list[AtomsFrame | None] = [None] * len(starts)
-    heads: list[tuple | None] = []
+    heads: list[tuple[Any, ...] | None] = []
     for s in starts:
         try:
             n = int(lines[s])
@@ -400,15 +403,16 @@ def read_frames(lines: list[str], starts: list[int], first: int) -> list[AtomsFr
             heads.append(None)
     k = 0
     while k < len(starts):
-        if heads[k] is None:
+        head = heads[k]
+        if head is None:
             k += 1
             continue
-        spec = heads[k][4]
+        spec = head[4]
         group = [k]
         while (
             k + len(group) < len(starts)
-            and heads[k + len(group)] is not None
-            and heads[k + len(group)][4] == spec
+            and (following := heads[k + len(group)]) is not None
+            and following[4] == spec
         ):
             group.append(k + len(group))
         _read_group(lines, starts, first, heads, group, out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from .._errors import InputError, StoreFormatError
 from ._convert import check_v1
@@ -41,7 +42,7 @@ def _child(task: str, path: Path) -> dict:
 def main(argv: list[str]) -> int:
     task, path = argv
     try:
-        result = {"ok": _child(task, Path(path))}
+        result: dict[str, Any] = {"ok": _child(task, Path(path))}
     except Exception as exc:
         msg = (
             str(exc)

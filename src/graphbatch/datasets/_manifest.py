@@ -232,7 +232,7 @@ class ShardFacts:
     identity: tuple
 
 
-def is_manifest(path) -> bool:
+def is_manifest(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a JSON file (a sharded store's manifest) rather than a store file
     (never blocks: a FIFO or device is not a manifest, and the store's own open refuses it)."""
     try:

@@ -48,7 +48,7 @@ class ShardedGraphStore(GraphStore):
     """
 
     @classmethod
-    def claims(cls, path) -> bool:
+    def claims(cls, path: str | os.PathLike) -> bool:
         """A JSON file (a manifest) opens as a sharded store."""
         return is_manifest(path)
 

@@ -50,8 +50,11 @@ import uuid as uuidlib
 import warnings
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from io import BufferedWriter
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -78,6 +81,9 @@ from ._header import (
     sniff,
 )
 
+if TYPE_CHECKING:
+    from ..torch._store_data import GraphStoreDataset
+
 __all__ = [
     "STORE_FORMAT",
     "STORE_VERSION",
@@ -101,7 +107,7 @@ class StoreFormatWarning(UserWarning):
     format-2 store has no per-chunk checksums)."""
 
 
-def _h5py():
+def _h5py() -> ModuleType:
     try:
         import h5py
     except ImportError as exc:  # pragma: no cover - h5py is in the data extra
@@ -194,9 +200,9 @@ class GraphStoreWriter:
                 prefix=f"{_temp_prefix(self.path)}{os.getpid()}.", suffix=".tmp", dir=directory
             )
         )
-        self._spill: dict[str, object] = {}
-        self._fields: dict[str, dict] | None = None
-        self._edge_dtype = None
+        self._spill: dict[str, BufferedWriter] = {}
+        self._fields: dict[str, dict[str, Any]] | None = None
+        self._edge_dtype: np.dtype | None = None
         self._n_node: list[np.ndarray] = []
         self._n_edge: list[np.ndarray] = []
         self._failed: list[np.ndarray] = []
@@ -205,7 +211,8 @@ class GraphStoreWriter:
     def _write(self, key: str, arr: np.ndarray) -> None:
         fh = self._spill.get(key)
         if fh is None:
-            fh = self._spill[key] = open(self._tmp / f"{len(self._spill)}.bin", "wb")
+            # one spill file per array, open across appends; commit and _cleanup close them
+            fh = self._spill[key] = open(self._tmp / f"{len(self._spill)}.bin", "wb")  # noqa: SIM115
         fh.write(np.ascontiguousarray(arr).tobytes())
 
     def append(self, graphs: GraphArrays) -> None:
@@ -235,12 +242,18 @@ class GraphStoreWriter:
         self._n_node.append(graphs.n_node)
         self._n_edge.append(graphs.n_edge)
 
-    def add_failed(self, index) -> None:
+    def add_failed(self, index: Any) -> None:
         """Record source-record indices that could not be converted (stored in ``failed_index``)."""
         self._failed.append(np.asarray(index, dtype=np.int64).reshape(-1))
 
     def _copy_spill(
-        self, ds, key: str, dtype: np.dtype, row_shape: tuple, crc: int, row: int | None = None
+        self,
+        ds: Any,
+        key: str,
+        dtype: np.dtype,
+        row_shape: tuple[int, ...],
+        crc: int,
+        row: int | None = None,
     ) -> int:
         """Stream spill file ``key`` into dataset ``ds`` (row ``row`` of a 2-D one); returns the
         CRC-32 chained over the bytes written."""
@@ -264,12 +277,13 @@ class GraphStoreWriter:
                     ds[start:stop] = block
                 else:
                     ds[row, start:stop] = block
-                crc = zlib.crc32(block, crc)
+                crc = _crc32(block, crc)
                 start = stop
         return crc
 
     def _graph_bytes(self, nn: np.ndarray, ne: np.ndarray) -> np.ndarray:
         """Data bytes of each graph over all arrays (for the check chunk grid)."""
+        assert self._fields is not None  # set by the first append, checked by commit
         per = {"node": 0, "edge": 2 * np.dtype(self._edge_dtype).itemsize, "graph": 0}
         for spec in self._fields.values():
             per[spec["level"]] += np.dtype(spec["dtype"]).itemsize * int(
@@ -277,7 +291,7 @@ class GraphStoreWriter:
             )
         return nn * per["node"] + ne * per["edge"] + per["graph"]
 
-    def commit(self, check=None) -> Path:
+    def commit(self, check: Callable[[Path], object] | None = None) -> Path:
         """Write the store file, check its layout, and rename it to ``path``. ``check(file)``,
         if given, is called with the finished temporary file before the rename; if it raises,
         nothing is renamed (leave the ``with`` block by that exception to discard the rest)."""
@@ -285,6 +299,8 @@ class GraphStoreWriter:
             raise InputError("this writer is already committed or closed")
         if self._fields is None:
             raise InputError("no graphs were appended; refusing to write an empty store")
+        edge_dtype = self._edge_dtype
+        assert edge_dtype is not None  # set with _fields by the first append
         h5py = _h5py()
         nn = np.concatenate(self._n_node).astype(np.int64)
         ne = np.concatenate(self._n_edge).astype(np.int64)
@@ -304,11 +320,11 @@ class GraphStoreWriter:
         with h5py.File(target, "w", libver="latest", userblock_size=PREFIX_BYTES) as f:
             for where, arr in small.items():
                 f.create_dataset(where, data=arr)
-                checksums[where] = zlib.crc32(np.ascontiguousarray(arr))
-            ds = f.create_dataset("edge_index", shape=(2, e_tot), dtype=self._edge_dtype)
+                checksums[where] = _crc32(np.ascontiguousarray(arr))
+            ds = f.create_dataset("edge_index", shape=(2, e_tot), dtype=edge_dtype)
             crc = 0
             for r in (0, 1):
-                crc = self._copy_spill(ds, f"edge_index/{r}", self._edge_dtype, (), crc, row=r)
+                crc = self._copy_spill(ds, f"edge_index/{r}", edge_dtype, (), crc, row=r)
             checksums["edge_index"] = crc
             for name, spec in self._fields.items():
                 where = f"{spec['level']}/{name}"
@@ -331,7 +347,7 @@ class GraphStoreWriter:
             del maps
             for where, arr in (("checks/chunk_graphs", bounds), ("checks/chunk_crc32", table)):
                 f.create_dataset(where, data=arr)
-                checksums[where] = zlib.crc32(np.ascontiguousarray(arr))
+                checksums[where] = _crc32(np.ascontiguousarray(arr))
             f.flush()
             arrays = {}
             for where, crc in checksums.items():
@@ -345,7 +361,7 @@ class GraphStoreWriter:
                 n_graph=n_graph,
                 totals=totals,
                 fields=self._fields,
-                edge_dtype=self._edge_dtype,
+                edge_dtype=edge_dtype,
                 arrays=arrays,
                 n_chunks=int(bounds.shape[0]) - 1,
                 target_bytes=CHUNK_BYTES,
@@ -379,7 +395,7 @@ class GraphStoreWriter:
     def __enter__(self) -> GraphStoreWriter:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None and not self._done:
             try:
                 self.commit()
@@ -389,7 +405,7 @@ class GraphStoreWriter:
             self.discard()
 
 
-def _map_dataset(path: Path, ds) -> np.ndarray:
+def _map_dataset(path: Path, ds: Any) -> np.ndarray:
     """The contiguous dataset ``ds`` of the file ``path`` as a read-only memory map."""
     nbytes = int(np.prod(ds.shape, dtype=np.int64)) * ds.dtype.itemsize
     if nbytes == 0:
@@ -402,8 +418,8 @@ def write_store(
     chunks: Iterable[GraphArrays],
     *,
     name: str,
-    meta: dict | None = None,
-    failed_index=None,
+    meta: dict[str, Any] | None = None,
+    failed_index: Any = None,
 ) -> Path:
     """Write all ``chunks`` to a new store at ``path`` atomically; returns the path."""
     with GraphStoreWriter(path, name=name, meta=meta) as w:
@@ -433,7 +449,7 @@ _HEADER_KEYS = (
 )
 
 
-def _header_crc(attrs) -> int:
+def _header_crc(attrs: Any) -> int:
     """CRC-32 of a format-2 store's header attributes. HDF5 checksums object headers, but
     variable-length string values live in its global heap, which has no checksum: this covers
     them."""
@@ -444,7 +460,7 @@ def _header_crc(attrs) -> int:
     return zlib.crc32(json.dumps(values, sort_keys=True).encode())
 
 
-def _attr_str(attrs, key: str) -> str:
+def _attr_str(attrs: Any, key: str) -> str:
     v = attrs[key]
     if isinstance(v, bytes):
         v = v.decode()
@@ -453,7 +469,7 @@ def _attr_str(attrs, key: str) -> str:
     return v
 
 
-def _attr_count(attrs, key: str) -> int:
+def _attr_count(attrs: Any, key: str) -> int:
     v = attrs[key]
     if isinstance(v, np.ndarray) and v.shape == ():
         v = v[()]
@@ -511,7 +527,7 @@ def _read_header_h5(path: Path) -> _Header:
         ) from exc
 
 
-def _parse_header(path: Path, f) -> _Header:
+def _parse_header(path: Path, f: Any) -> _Header:
     fmt = f.attrs.get("format")
     if isinstance(fmt, bytes):
         fmt = fmt.decode()
@@ -593,12 +609,17 @@ def _parse_header(path: Path, f) -> _Header:
     )
 
 
+def _crc32(arr: np.ndarray, crc: int = 0) -> int:
+    """CRC-32 of a C-contiguous array's bytes, chained on ``crc``."""
+    return zlib.crc32(arr, crc)  # type: ignore[arg-type]  # a buffer (NumPy stubs: 3.12+)
+
+
 def _crc(arr: np.ndarray) -> int:
     flat = arr.reshape(-1)
     step = max(1, _BLOCK_BYTES // max(1, arr.dtype.itemsize))
     crc = 0
     for s in range(0, flat.shape[0], step):
-        crc = zlib.crc32(np.ascontiguousarray(flat[s : s + step]), crc)
+        crc = _crc32(np.ascontiguousarray(flat[s : s + step]), crc)
     return crc
 
 
@@ -620,7 +641,9 @@ def _warn_unchecked(path: Path, version: int) -> None:
         )
 
 
-def _map_store(path: Path, header: _Header, in_memory: bool, check_chunks: bool):
+def _map_store(
+    path: Path, header: _Header, in_memory: bool, check_chunks: bool
+) -> tuple[dict[str, np.ndarray], ChunkChecker | None]:
     """The arrays of the store at ``path`` as read-only memory maps (copied into RAM when
     ``in_memory``; the small arrays always, after checking their CRC-32), checked for
     consistency (offsets against sizes and totals, increasing check-chunk bounds), and the
@@ -687,7 +710,7 @@ class _OpensByPath(type):
     documented ``GraphStore(manifest)`` keeps working). Calling a subclass constructs that
     class, as usual."""
 
-    def __call__(cls, *args, **kwargs):
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is GraphStore:
             return cls.open(*args, **kwargs)
         return super().__call__(*args, **kwargs)
@@ -699,8 +722,8 @@ class GraphStore(metaclass=_OpensByPath):
     Arrays are memory-mapped (``in_memory=False``, the default: the page cache holds the data,
     shared by every process reading the file, so DataLoader workers add no copy) or read whole
     into RAM once (``in_memory=True``: faster random gathers for stores that fit in RAM --
-    NumPy asks for transparent huge pages for large arrays, a file map uses 4 KiB pages; forked workers share those pages copy-on-write, pickled copies
-    re-open memory-mapped).
+    NumPy asks for transparent huge pages for large arrays, a file map uses 4 KiB pages;
+    forked workers share those pages copy-on-write, pickled copies re-open memory-mapped).
     ``verify=True`` checks every array's checksum on open (reads the whole file once).
     ``check_chunks=True`` (the default) checks the CRC-32 of each check chunk (about 1 MiB
     of consecutive graphs, `graphbatch.datasets._chunkcheck`) the first time a read in this
@@ -721,7 +744,7 @@ class GraphStore(metaclass=_OpensByPath):
     """
 
     @classmethod
-    def open(cls, path: str | os.PathLike, **options) -> GraphStore:
+    def open(cls, path: str | os.PathLike, **options: Any) -> GraphStore:
         """The store at ``path``: the subclass that `claims` it (a
         `graphbatch.datasets.ShardedGraphStore` for a JSON manifest, judged by its first byte; a
         missing or non-regular file is left to the store's own open, which names it), else a
@@ -732,11 +755,11 @@ class GraphStore(metaclass=_OpensByPath):
         if kind is not None:
             return kind(path, **options)
         store = object.__new__(GraphStore)
-        store.__init__(path, **options)
+        GraphStore.__init__(store, path, **options)
         return store
 
     @classmethod
-    def claims(cls, path) -> bool:
+    def claims(cls, path: str | os.PathLike) -> bool:
         """Whether ``GraphStore(path)`` should be this subclass (never for `GraphStore`)."""
         return False
 
@@ -783,8 +806,10 @@ class GraphStore(metaclass=_OpensByPath):
             self.verify()
 
     # ------------------------------------------------------------ arrays
-    def _open(self, header: _Header) -> None:
-        self._maps, self._checker = _map_store(self.path, header, self.in_memory, self.check_chunks)
+    def _open(self, header: _Header) -> dict[str, np.ndarray]:
+        maps, self._checker = _map_store(self.path, header, self.in_memory, self.check_chunks)
+        self._maps = maps
+        return maps
 
     def _arrays(self) -> dict[str, np.ndarray]:
         if self._maps is None:  # a copy in another process: re-open, same store or nothing
@@ -794,7 +819,7 @@ class GraphStore(metaclass=_OpensByPath):
                     f"{str(self.path)!r} was replaced since it was opened (store id "
                     f"{self.uuid}, the file now holds {header.uuid}); open it again"
                 )
-            self._open(header)
+            return self._open(header)
         return self._maps
 
     def close(self) -> None:
@@ -807,7 +832,7 @@ class GraphStore(metaclass=_OpensByPath):
     def __enter__(self) -> GraphStore:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __getstate__(self) -> dict:
@@ -889,7 +914,7 @@ class GraphStore(metaclass=_OpensByPath):
         ``ndarray`` views of them: nothing is read until rows are gathered)."""
         if self._packed is None or self._maps is None:
             maps = {k: np.asarray(v) for k, v in self._arrays().items()}
-            per_level = {level: {} for level in LEVELS}
+            per_level: dict[str, dict[str, np.ndarray]] = {level: {} for level in LEVELS}
             for name, spec in self.fields.items():
                 per_level[spec["level"]][name] = maps[f"{spec['level']}/{name}"]
             self._packed = PackedGraphs(
@@ -902,7 +927,7 @@ class GraphStore(metaclass=_OpensByPath):
             )
         return self._packed
 
-    def read_batch(self, index, shape, **options) -> PaddedArrays:
+    def read_batch(self, index: Any, shape: Any, **options: Any) -> PaddedArrays:
         """Graphs ``index`` as one padded batch of ``shape`` (`graphbatch._padbatch.pad_batch`,
         whose keyword ``options`` pass through); a damaged edge index raises
         `StoreFormatError`, and so does a damaged check chunk (``check_chunks``)."""
@@ -918,7 +943,7 @@ class GraphStore(metaclass=_OpensByPath):
                 raise StoreFormatError(f"{str(self.path)!r}: {exc}") from exc
             raise
 
-    def _index(self, i) -> int:
+    def _index(self, i: Any) -> int:
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
             raise InputTypeError(f"graph index must be an int, got {i!r}")
         n = len(self)
@@ -1001,7 +1026,7 @@ class GraphStore(metaclass=_OpensByPath):
             "edge": slice(eo[start], eo[stop]),
             "graph": slice(start, stop),
         }
-        per_level = {level: {} for level in LEVELS}
+        per_level: dict[str, dict[str, np.ndarray]] = {level: {} for level in LEVELS}
         for name, spec in self.fields.items():
             per_level[spec["level"]][name] = np.array(
                 maps[f"{spec['level']}/{name}"][rows[spec["level"]]]
@@ -1029,7 +1054,7 @@ class GraphStore(metaclass=_OpensByPath):
         if self._checker is not None:  # every byte is checked now: no chunk needs it again
             self._checker.mark_all_checked()
 
-    def to_torch(self):
+    def to_torch(self) -> GraphStoreDataset:
         """This store as a ``torch.utils.data.Dataset`` of PyG ``Data``, a
         `graphbatch.torch.GraphStoreDataset` (imports torch and PyG now)."""
         from ..torch import GraphStoreDataset

@@ -15,17 +15,19 @@ wrong batch), and the arrays of one batch are views of one buffer.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
-
-import jraph
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
+import jraph
+import numpy as np
 
 from .._errors import InputError
 from .._padbatch import PackedGraphs, pad_batch
 from .._padkernel import check_fits, padded_shape
 from .._padlayout import check_cutoff
+
+if TYPE_CHECKING:
+    from .._plan import BatchPlan
 
 __all__ = ["PaddedGraphs", "collate", "unpad", "batches"]
 
@@ -46,9 +48,9 @@ class PaddedGraphs(NamedTuple):
 
 def collate(
     graphs: Sequence[jraph.GraphsTuple],
-    shape,
+    shape: Any,
     *,
-    graph_index=None,
+    graph_index: Any = None,
     cutoff: float | None = None,
     position_key: str = "pos",
     template: jraph.GraphsTuple | None = None,
@@ -123,7 +125,13 @@ class _Trees:
     """How the feature trees of a list of ``GraphsTuple``s map to the kernel's flat fields
     (``"nodes/0"``, ...), and the dtypes `jraph.pad_with_graphs(jraph.batch_np(...))` gives."""
 
-    def __init__(self, defs: dict, paths: dict, count_dtypes, index_dtype) -> None:
+    def __init__(
+        self,
+        defs: dict[str, Any],
+        paths: dict[str, Any],
+        count_dtypes: tuple[np.dtype, np.dtype],
+        index_dtype: np.dtype,
+    ) -> None:
         self.defs, self.paths = defs, paths
         self.count_dtypes, self.index_dtype = count_dtypes, index_dtype
 
@@ -138,7 +146,7 @@ class _Trees:
                 return f"nodes/{i}"
         return None
 
-    def unflatten(self, level: str, fields: dict):
+    def unflatten(self, level: str, fields: dict[str, Any]) -> Any:
         n = len(self.paths[level])
         return jax.tree_util.tree_unflatten(
             self.defs[level], [fields[f"{level}/{i}"] for i in range(n)]
@@ -190,10 +198,12 @@ def _concatenate(items: list) -> tuple[PackedGraphs, _Trees]:
     return packed, _Trees(defs, paths, *_jraph_dtypes(kinds, len(items) > 1))
 
 
-_DTYPES: dict = {}
+_DTYPES: dict[tuple[tuple[Any, ...], bool], Any] = {}
 
 
-def _jraph_dtypes(kinds: tuple, several: bool):
+def _jraph_dtypes(
+    kinds: tuple[Any, ...], several: bool
+) -> tuple[tuple[np.dtype, np.dtype], np.dtype]:
     """``((n_node dtype, n_edge dtype), senders dtype)`` of ``jraph.pad_with_graphs(
     jraph.batch_np(items), ...)`` for items whose ``(n_node, n_edge, senders)`` dtypes are
     ``kinds`` (distinct, in order; ``several``: more than one item): the same NumPy operations
@@ -208,7 +218,9 @@ def _jraph_dtypes(kinds: tuple, several: bool):
     reps = list(kinds) * (2 if several else 1)
     n_nodes = [np.zeros(1, dtype=k[0]) for k in reps]
 
-    def batch(parts, counts):  # jraph's `_batch`: shifted indices of each part, concatenated
+    def batch(
+        parts: list[np.ndarray], counts: list[np.ndarray]
+    ) -> np.ndarray:  # jraph's `_batch`: shifted indices of each part, concatenated
         offsets = np.cumsum(np.array([0] + [np.sum(c) for c in counts[:-1]]))
         return np.concatenate([p[:0] + o for p, o in zip(parts, offsets, strict=False)])
 
@@ -227,7 +239,7 @@ def _jraph_dtypes(kinds: tuple, several: bool):
 
 
 def _no_graphs(template: jraph.GraphsTuple) -> jraph.GraphsTuple:
-    empty = lambda x: np.zeros((0,) + np.shape(x)[1:], dtype=np.asarray(x).dtype)  # noqa: E731
+    empty = lambda x: np.zeros((0, *np.shape(x)[1:]), dtype=np.asarray(x).dtype)  # noqa: E731
     return jraph.GraphsTuple(
         n_node=np.zeros(0, dtype=np.int32),
         n_edge=np.zeros(0, dtype=np.int32),
@@ -252,8 +264,8 @@ def unpad(padded: PaddedGraphs) -> list[jraph.GraphsTuple]:
 
 
 def batches(
-    dataset,
-    plan,
+    dataset: Any,
+    plan: BatchPlan,
     *,
     rank: int | None = None,
     cutoff: float | None = None,

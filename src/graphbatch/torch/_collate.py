@@ -30,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
 import torch
 
 from .._errors import InputError, InputTypeError
@@ -60,8 +59,15 @@ class PadContext:
     """
 
     __slots__ = ("key", "spec", "shape", "num_real", "block_shape", "spacing", "dtype")
+    key: str
+    spec: FieldSpec
+    shape: tuple[int, int, int]
+    num_real: tuple[int, int, int]
+    block_shape: tuple[int, ...]
+    spacing: float | None
+    dtype: torch.dtype
 
-    def __init__(self, **kw) -> None:
+    def __init__(self, **kw: Any) -> None:
         for k, v in kw.items():
             setattr(self, k, v)
 
@@ -86,32 +92,41 @@ class CollatedParts:
         "incs",
         "graph_index",
     )
+    fields: dict[str, Any]
+    node_ptr: np.ndarray
+    edge_ptr: np.ndarray
+    num_real: tuple[int, int, int]
+    shape: tuple[int, int, int]
+    schema: Schema
+    node_counts: np.ndarray
+    incs: dict[str, torch.Tensor]
+    graph_index: np.ndarray | None
 
-    def __init__(self, **kw) -> None:
+    def __init__(self, **kw: Any) -> None:
         for k, v in kw.items():
             setattr(self, k, v)
 
 
-def _coerce_shape(shape) -> tuple[int, int, int]:
+def _coerce_shape(shape: Any) -> tuple[int, int, int]:
     try:
         return padded_shape(shape)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"bad padded shape {shape!r}: {exc}") from None
 
 
-def _label(i: int, graph_index) -> str:
+def _label(i: int, graph_index: Any) -> str:
     if graph_index is None:
         return f"graph {i}"
     return f"graph {i} (dataset index {int(graph_index[i])})"
 
 
-def _is_old_style(g) -> bool:
+def _is_old_style(g: Any) -> bool:
     """An old-style PyG ``Data`` (MACE's vendored one): ``keys`` is a property, attributes live in
     the instance ``__dict__`` and missing ones read as ``None``."""
     return hasattr(g, "__cat_dim__") and isinstance(getattr(type(g), "keys", None), property)
 
 
-def _mappings(graphs) -> list | None:
+def _mappings(graphs: list[Any]) -> list[Any] | None:
     """The attribute dicts of PyG ``Data`` graphs (plain dict look-ups are ~10x faster than
     ``data[key]``), the instance dicts of old-style ``Data`` (``None`` values dropped), or the
     graphs themselves when they are dicts; ``None`` for anything else."""
@@ -126,7 +141,9 @@ def _mappings(graphs) -> list | None:
     return maps if all(type(m) is dict for m in maps) else None
 
 
-def _values(graphs, key: str, graph_index, maps=None) -> list:
+def _values(
+    graphs: list[Any], key: str, graph_index: Any, maps: list[Any] | None = None
+) -> list[Any]:
     try:
         if maps is not None:
             return [m[key] for m in maps]
@@ -146,19 +163,20 @@ def _values(graphs, key: str, graph_index, maps=None) -> list:
         raise
 
 
-def _shape_of(v) -> str:
+def _shape_of(v: Any) -> str:
     return str(tuple(v.shape)) if isinstance(v, torch.Tensor) else f"a {type(v).__name__}"
 
 
-def _check_tensors(vals, key, graph_index) -> None:
+def _check_tensors(vals: Sequence[Any], key: str, graph_index: Any) -> None:
     for i, v in enumerate(vals):
         if not isinstance(v, torch.Tensor):
             raise InputTypeError(
-                f"{_label(i, graph_index)}: field {key!r} is a {type(v).__name__}, expected a tensor"
+                f"{_label(i, graph_index)}: field {key!r} is a {type(v).__name__}, "
+                "expected a tensor"
             )
 
 
-def _sizes(vals, d: int, key: str, graph_index) -> list[int]:
+def _sizes(vals: list[Any], d: int, key: str, graph_index: Any) -> list[int]:
     """``v.shape[d]`` of every value (a clear error for non-tensors / too few dimensions)."""
     try:
         return [v.shape[d] for v in vals]
@@ -195,13 +213,28 @@ class _Checked:
         "cutoff",
         "position_key",
     )
+    shape: tuple[int, int, int]
+    graph_index: np.ndarray | None
+    schema: Schema
+    values: dict[str, Any]
+    g_real: int
+    n_real: int
+    e_real: int
+    node_counts: list[int]
+    edge_counts: list[int]
+    counts_n: np.ndarray
+    node_ptr: np.ndarray
+    edge_ptr: np.ndarray
+    geometric: bool
+    cutoff: float | None
+    position_key: str
 
-    def __init__(self, **kw) -> None:
+    def __init__(self, **kw: Any) -> None:
         for k, v in kw.items():
             setattr(self, k, v)
 
 
-def _has_float_positions(schema: Schema, values: dict, position_key: str) -> bool:
+def _has_float_positions(schema: Schema, values: dict[str, Any], position_key: str) -> bool:
     spec = schema.get(position_key)
     if spec is None or spec.level != "node" or spec.kind != "tensor":
         return False
@@ -211,7 +244,14 @@ def _has_float_positions(schema: Schema, values: dict, position_key: str) -> boo
     return bool(vals) and isinstance(vals[0], torch.Tensor) and vals[0].is_floating_point()
 
 
-def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _Checked:
+def _check_batch(
+    graphs: list[Any],
+    shape: Any,
+    graph_index: Any,
+    cutoff: float | None,
+    schema: Schema | Mapping[str, Any] | None,
+    position_key: str,
+) -> _Checked:
     """Every check of `collate_parts` (raises ``ValueError``/``TypeError`` naming the graph, the
     field and the sizes); returns the counts and field values the padding kernel needs."""
     n_node, n_edge, n_graph = _coerce_shape(shape)
@@ -231,14 +271,14 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
         spec = schema.get(position_key)
         if spec is None or spec.level != "node" or spec.kind != "tensor":
             raise InputError(
-                f"cutoff needs node positions: the graphs have no node-level field {position_key!r} "
-                "(set position_key)"
+                "cutoff needs node positions: the graphs have no node-level field "
+                f"{position_key!r} (set position_key)"
             )
     check_fits((g_real, 0, 0), (n_node, n_edge, n_graph))  # the graph count, before any field
 
     # ---- per-graph counts from the structural fields
     maps = _mappings(graphs)
-    values = {
+    values: dict[str, Any] = {
         key: (
             _count_values(graphs, key, maps)
             if spec.count
@@ -264,6 +304,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     anchor = schema.node_anchor()
     if anchor is not None:
         d = schema[anchor].cat_dim
+        assert d is not None  # node_anchor picks a field with a cat_dim
         node_counts = _sizes(values[anchor], d, anchor, graph_index)
     else:
         node_counts = [
@@ -329,7 +370,7 @@ def _check_batch(graphs, shape, graph_index, cutoff, schema, position_key) -> _C
     )
 
 
-def _count_values(graphs, key, maps) -> list | None:
+def _count_values(graphs: list[Any], key: str, maps: list[Any] | None) -> list[Any] | None:
     """A count field's real values when every graph has it, else ``None`` (it is derived)."""
     try:
         if maps is not None:
@@ -340,7 +381,9 @@ def _count_values(graphs, key, maps) -> list | None:
         return None
 
 
-def _check_counts(vals, key, counts, what, graph_index) -> None:
+def _check_counts(
+    vals: list[Any] | None, key: str, counts: list[int], what: str, graph_index: Any
+) -> None:
     """A count field's own values must equal the counts of the graphs carrying them."""
     if vals is None:
         return
@@ -364,7 +407,7 @@ def _count_field(spec: FieldSpec, key: str, c: _Checked) -> torch.Tensor:
     return out
 
 
-def _spacing(c: _Checked, cache: dict) -> float | None:
+def _spacing(c: _Checked, cache: dict[str, Any]) -> float | None:
     """The padding geometry's spacing ``s`` of this batch (``None`` without positions)."""
     if not c.geometric:
         return None
@@ -381,7 +424,12 @@ def _spacing(c: _Checked, cache: dict) -> float | None:
 
 
 def _pad_block(
-    key: str, spec: FieldSpec, pad_shape: list, dtype, c: _Checked, cache: dict
+    key: str,
+    spec: FieldSpec,
+    pad_shape: list[int],
+    dtype: torch.dtype,
+    c: _Checked,
+    cache: dict[str, Any],
 ) -> torch.Tensor:
     """The padding block of one field: ``spec.pad`` as a number, a tensor broadcast to each
     padding item, or a callable of a `PadContext`."""
@@ -421,7 +469,9 @@ def _pad_block(
         ) from None
 
 
-def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
+def _pad_field(
+    key: str, spec: FieldSpec, graphs: list[Any], c: _Checked, cache: dict[str, Any]
+) -> tuple[Any, torch.Tensor | None]:
     """The padding kernel for one field of a checked batch: ``(padded value, increments)``
     (increments: per-graph offsets added to a node-indexing field, else ``None``)."""
     n_node, n_edge, n_graph = c.shape
@@ -493,9 +543,9 @@ def _pad_field(key: str, spec: FieldSpec, graphs, c: _Checked, cache: dict):
 
 def collate_parts(
     graphs: Sequence[Any],
-    shape,
+    shape: Any,
     *,
-    graph_index=None,
+    graph_index: Any = None,
     cutoff: float | None = None,
     schema: Schema | None = None,
     position_key: str = "pos",
@@ -540,7 +590,7 @@ def _empty(spec: FieldSpec, key: str) -> torch.Tensor:
             "(use a schema inferred from real graphs)"
         )
     if spec.cat_dim is None:
-        return torch.empty((0,) + tuple(spec.shape), dtype=spec.dtype)
+        return torch.empty((0, *spec.shape), dtype=spec.dtype)
     d = spec.cat_dim % len(spec.shape)
     return torch.empty(
         tuple(0 if j == d else s for j, s in enumerate(spec.shape)), dtype=spec.dtype
@@ -561,9 +611,9 @@ def structure(parts: CollatedParts) -> dict[str, torch.Tensor]:
 
 def collate_dict(
     graphs: Sequence[Any],
-    shape,
+    shape: Any,
     *,
-    graph_index=None,
+    graph_index: Any = None,
     cutoff: float | None = None,
     schema: Schema | None = None,
     position_key: str = "pos",

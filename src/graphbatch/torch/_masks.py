@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -40,7 +40,7 @@ class PaddingMasks(NamedTuple):
 _ACTIVE: list[PaddingMasks | None] = []  # innermost last; None: a hooked call without a batch
 
 
-def _get(batch, key: str):
+def _get(batch: Any, key: str) -> Any:
     if isinstance(batch, dict):
         return batch.get(key)
     try:
@@ -49,7 +49,7 @@ def _get(batch, key: str):
         return None
 
 
-def masks_of(batch) -> PaddingMasks | None:
+def masks_of(batch: Any) -> PaddingMasks | None:
     """The masks of a padded batch (``Batch`` or dict with ``node_mask``...), else ``None``."""
     node = _get(batch, "node_mask")
     if not isinstance(node, torch.Tensor):
@@ -60,7 +60,7 @@ def masks_of(batch) -> PaddingMasks | None:
 
 
 @contextmanager
-def padding_masks(batch) -> Iterator[PaddingMasks]:
+def padding_masks(batch: Any) -> Iterator[PaddingMasks]:
     """Make ``batch``'s padding masks the active ones inside the ``with`` block (nestable)."""
     masks = batch if isinstance(batch, PaddingMasks) else masks_of(batch)
     if masks is None:
@@ -98,7 +98,9 @@ def mask_for_rows(rows: int) -> torch.Tensor | None:
     )
 
 
-def batch_edges(pos: torch.Tensor, batch: torch.Tensor | None = None):
+def batch_edges(
+    pos: torch.Tensor, batch: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``interaction_graph`` for PyG's SchNet (and models with the same hook): the active
     batch's ``edge_index`` and edge lengths ``||pos[src] - pos[dst]||`` (``Tensor.norm``).
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 import torch
 
 from .._errors import InputError
@@ -65,7 +64,8 @@ def collate(
     (real nodes fill ``n_node - 1``) padding edges can only be self-loops of length 0:
     `graphbatch.torch.loader` avoids it by adding a spare padding node to every shape when
     positions exist; otherwise it happens in a plan's batches with
-    ``pad_nodes - real_nodes == 1`` and padding edges. Without positions padding edges are self-loops of the first padding node.
+    ``pad_nodes - real_nodes == 1`` and padding edges. Without positions padding edges are
+    self-loops of the first padding node.
 
     Raises ``ValueError`` if the graphs do not fit ``shape`` with its padding reservation, lack an
     attribute the others have, or have attribute sizes that disagree with their node/edge counts.

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import DTypeLike
 
 from .._errors import InputError, InputTypeError, UnknownNameError
 
@@ -338,7 +339,7 @@ def _describe(v: object) -> str:
     return f"a {type(v).__name__}"
 
 
-def torch_dtype(dtype) -> np.dtype:
+def torch_dtype(dtype: DTypeLike) -> np.dtype:
     """The NumPy dtype a stored array becomes in torch: ints -> int64, floats -> float32,
     bools stay bool."""
     kind = np.dtype(dtype).kind

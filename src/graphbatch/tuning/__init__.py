@@ -2,7 +2,8 @@
 user's model and machine.
 
 The NumPy parts -- candidate configurations, plan profiles, the probe design, the fitted
-`StepCostModel`, the exact search and the `TuneResult` file -- import no framework. The measuring backends (`TorchBackend`, `JaxBackend`) import theirs when used;
+`StepCostModel`, the exact search and the `TuneResult` file -- import no framework. The
+measuring backends (`TorchBackend`, `JaxBackend`) import theirs when used;
 `SimulatedBackend` measures nothing (costs are given functions of the shape), for tests.
 """
 
