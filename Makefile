@@ -72,8 +72,8 @@ wheel-smoke: setup-all
 # strictness are in pyproject.toml ([tool.ruff.lint], [tool.mypy]). Both always run; the target
 # fails if either finds anything.
 lint: setup-all
-	$(PY) -m ruff check src tests; ruff=$$?; $(PY) -m mypy; mypy=$$?; \
-	test $$ruff -eq 0 -a $$mypy -eq 0
+	$(PY) -m ruff check src tests; ruff=$$?; $(PY) -m ruff format --check src tests; \
+	fmt=$$?; $(PY) -m mypy; mypy=$$?; test $$ruff -eq 0 -a $$fmt -eq 0 -a $$mypy -eq 0
 
 bench: setup-all
 	$(PY) -m benchmarks.planning.plan_speed

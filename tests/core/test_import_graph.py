@@ -1,12 +1,13 @@
 """The import graph of ``src/graphbatch``, read with ``ast`` (nothing is imported): no import
 cycles and no imports of another package's private modules.
 
-Every import counts: module level, inside functions, under ``try``, relative and absolute, and ``importlib.import_module`` calls (a literal argument is
-resolved; a computed one counts as importing every module named by a string constant at the
-importing module's top level, an over-approximation that cannot miss a lazy import table). A
-cycle closed only by an import inside a function is still a cycle: the function just delays
-it to the first call. Imports under ``if TYPE_CHECKING:`` never run (they name types for
-annotations), so they count for the privacy rule but not for cycles.
+Every import counts: module level, inside functions, under ``try``, relative and absolute,
+and ``importlib.import_module`` calls (a literal argument is resolved; a computed one counts
+as importing every module named by a string constant at the importing module's top level, an
+over-approximation that cannot miss a lazy import table). A cycle closed only by an import
+inside a function is still a cycle: the function just delays it to the first call. Imports
+under ``if TYPE_CHECKING:`` never run (they name types for annotations), so they count for the
+privacy rule but not for cycles.
 
 The privacy rule: a module is private when a component of its dotted name after
 ``graphbatch`` starts with one underscore (``graphbatch.datasets._store``); it belongs to the
@@ -415,11 +416,15 @@ def test_type_checking_imports_close_no_cycle_but_stay_private(tmp_path):
         {
             "pkg/__init__.py": "",
             "pkg/a.py": "from .b import f\n",
-            "pkg/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import g\n"
-            "def f():\n    return 1\n",
+            "pkg/b.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from pkg.a import g\ndef f():\n    return 1\n"
+            ),
             "pkg/sub/__init__.py": "",
             "pkg/sub/_impl.py": "Y = 1\n",
-            "pkg/c.py": "import typing\nif typing.TYPE_CHECKING:\n    from pkg.sub._impl import Y\n",
+            "pkg/c.py": (
+                "import typing\nif typing.TYPE_CHECKING:\n    from pkg.sub._impl import Y\n"
+            ),
         },
     )
     messages = check(tmp_path, "pkg")

@@ -82,7 +82,7 @@ from ._header import (
 )
 
 if TYPE_CHECKING:
-    from ..torch._store_data import GraphStoreDataset
+    from ..torch import GraphStoreDataset
 
 __all__ = [
     "STORE_FORMAT",

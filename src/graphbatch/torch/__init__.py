@@ -6,7 +6,7 @@ import PyG when first used.
 """
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import PlanMismatchError
 from ._collate import collate_dict
@@ -52,6 +52,9 @@ __all__ = [
     "unpad",
     "unpad_graphs",
 ]
+
+if TYPE_CHECKING:  # for type checkers; at run time imported on first use (below)
+    from ._store_data import GraphStoreDataset, StoreData
 
 _LAZY = {"GraphStoreDataset": "._store_data", "StoreData": "._store_data"}
 
