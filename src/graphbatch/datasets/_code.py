@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import os
 import sysconfig
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +55,11 @@ _TYPE_INDEX = {name: i for i, name in enumerate(AST_NODE_TYPES)}
 CODE_EDGE_TYPES = ("ast", "next_token", "ast_reverse", "next_token_reverse")
 
 _SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__"}
+#: One parse at a time per process: CPython 3.11's ``ast.parse`` is not safe in concurrent
+#: threads (a sharded build's thread workers raised "SystemError: AST constructor recursion
+#: depth mismatch"), and ``warnings.catch_warnings`` changes process-wide state. Parsing holds
+#: the GIL anyway, so threads lose no parallelism.
+_PARSE_LOCK = threading.Lock()
 _TOKEN_ATTRS = ("name", "arg", "id", "attr")
 
 
@@ -120,7 +126,7 @@ def python_files(root: str | os.PathLike | None = None) -> tuple[Path, list[Path
 def source_graphs(source: str | bytes, *, reverse_edges: bool = False) -> list[tuple[int, dict]]:
     """``[(lineno, graph)]`` for every function in Python source (file order, DFS). Bytes are
     decoded by the parser (coding cookie, BOM)."""
-    with warnings.catch_warnings():
+    with _PARSE_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # invalid escape sequences etc. in old files
         tree = ast.parse(source)
     out = []
