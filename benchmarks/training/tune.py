@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="schnet,memory,painn,code,jax")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--probes", type=int, default=8)
-    ap.add_argument("--compare-steps", type=int, default=30)
+    ap.add_argument("--compare-steps", type=int, default=100)
     ap.add_argument("--qm9-limit", type=int, default=20000, help="QM9 molecules in the store")
     ap.add_argument("--validate-steps", type=int, default=20)
     args = ap.parse_args(argv)
