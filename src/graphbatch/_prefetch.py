@@ -9,8 +9,8 @@ full it polls on a timer (`poll_interval` of the consumer's time between items).
 every take would start the producer's GIL-holding work exactly while the training thread still
 runs Python, and on a busy machine the woken thread preempts it: the step's wait for an already
 prepared batch grew from ~0.1 ms to a scheduler time slice (median 1.5 ms, p90 11 ms at load 10
-on 2 cores; benchmarks/RESULTS.md, "Issue 16, second round"). Polling, the producer mostly wakes
-while the model step runs with the GIL released.
+on 2 cores; measured in issue 16, in the git history of benchmarks/RESULTS.md). Polling, the
+producer mostly wakes while the model step runs with the GIL released.
 """
 
 from __future__ import annotations

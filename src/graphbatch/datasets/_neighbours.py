@@ -5,7 +5,7 @@ ordered pair ``(i, j)`` and integer cell shift ``S`` with ``|x_j - x_i + S @ cel
 except an atom with itself at ``S = 0``; periodic images only along periodic directions
 (``pbc``, mixed allowed: slabs ``T T F``), self-images included (a one-atom primitive cell has
 neighbours), no cell needed without periodicity. Why vesin (docs/atomistic.md, measured by
-``benchmarks/neighbour_lists.py``): the same edge sets as matscipy (MACE's own) and ASE on
+``benchmarks/io/neighbour_lists.py``): the same edge sets as matscipy (MACE's own) and ASE on
 periodic cells, slabs, clusters and one-atom cells, 2.4-3.3x faster than matscipy on cells of
 8-256 atoms (as fast on one- and two-atom cells) and 20-200x faster than ASE's
 ``neighbor_list``, one C++ call per structure.

@@ -1,7 +1,7 @@
 """Tuple histogram packing: longest-pack-first (best fit) and shortest-pack-first (first fit from
 the emptiest pack), tuple-packing paper Section 2.4, on (nodes, edges) bins with a graph cap.
 
-Differences from the published listing (kept in ``benchmarks/_published_lpfhp.py``):
+Differences from the published listing (kept in ``benchmarks/planning/_published_lpfhp.py``):
 
 * copies of one bin are combined with each other: a best-fit step fills each chosen pack with as
   many copies of the incoming bin as fit (what repeating single best-fit insertions does), so
