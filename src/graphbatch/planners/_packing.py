@@ -21,7 +21,7 @@ from .._errors import InputTypeError, UnknownNameError
 from .._plan import BatchPlan
 from .._sizes import GraphSizes, SizeHistogram
 from .._validate import as_positive_int
-from ..packing import METHODS, PackResult, pack_bins, pack_histogram, pack_nnls
+from ..packing import METHODS, PackPatterns, PackResult, pack_bins, pack_histogram, pack_nnls
 from ..packing.kernels import (
     any_oversize,
     assign_graphs,
@@ -290,7 +290,52 @@ def _heuristic(req: PlanRequest, default: str = "product") -> str:
 
 
 def _empty_slots() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(slot_bin, offsets)`` of no packs."""
     return np.zeros(0, np.int64), np.zeros(1, np.int64)
+
+
+def _finish_empty(
+    req: PlanRequest,
+    budget: Budget,
+    split: OversizeSplit | None,
+    kept: np.ndarray | None,
+    **meta: Any,
+) -> BatchPlan:
+    """`_finish` of a request that keeps no graph: no bins, no slots, no packs."""
+    sb, off = _empty_slots()
+    return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off, **meta)
+
+
+def _finish_patterns(
+    req: PlanRequest,
+    budget: Budget,
+    split: OversizeSplit | None,
+    kept: np.ndarray | None,
+    hist: SizeHistogram,
+    pats: PackPatterns,
+    **meta: Any,
+) -> BatchPlan:
+    """`_finish` of packs given as patterns over the kept graphs' histogram ``hist``, padded to
+    their tight shape when the request asks for one."""
+    sb, off = pats.slots()
+    shape = (
+        _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
+        if tight_shape_wanted(req)
+        else None
+    )
+    return _finish(
+        req,
+        budget,
+        split,
+        kept,
+        _bins_of(hist),
+        sb,
+        off,
+        bin_nodes=hist.n_node,
+        bin_edges=hist.n_edge,
+        shape=shape,
+        **meta,
+    )
 
 
 def _plan_tuple(req: PlanRequest, fit: str) -> BatchPlan:
@@ -306,18 +351,7 @@ def _plan_tuple(req: PlanRequest, fit: str) -> BatchPlan:
     else:
         split, kept = _kept(req, budget)
         if kept.size == 0:
-            sb, off = _empty_slots()
-            return _finish(
-                req,
-                budget,
-                split,
-                kept,
-                np.zeros(0, np.int64),
-                sb,
-                off,
-                heuristic=heuristic,
-                method=method,
-            )
+            return _finish_empty(req, budget, split, kept, heuristic=heuristic, method=method)
         if kept.shape[0] == len(req.sizes):
             split, kept = None, None
     hist = _narrow_inverse(_kept_sizes(req, kept).histogram(return_inverse=True))
@@ -394,8 +428,7 @@ def plan_pack_lpf_1d(req: PlanRequest) -> BatchPlan:
     if edge_limit:
         split, kept = _kept(req, budget)
         if kept.size == 0:
-            sb, off = _empty_slots()
-            return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
+            return _finish_empty(req, budget, split, kept)
         hist = _kept_sizes(req, kept).histogram(return_inverse=True)
         pats = pack_histogram(
             hist.n_node,
@@ -407,32 +440,13 @@ def plan_pack_lpf_1d(req: PlanRequest) -> BatchPlan:
             heuristic="node",
             fit="best",
         )
-        sb, off = pats.slots()
-        shape = (
-            _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
-            if tight_shape_wanted(req)
-            else None
-        )
-        return _finish(
-            req,
-            budget,
-            split,
-            kept,
-            _bins_of(hist),
-            sb,
-            off,
-            edge_limit=True,
-            bin_nodes=hist.n_node,
-            bin_edges=hist.n_edge,
-            shape=shape,
-        )
+        return _finish_patterns(req, budget, split, kept, hist, pats, edge_limit=True)
     # edges unconstrained: pack node counts only; the padded edge count is the largest edge total
     # any pack can reach with the graphs of its node counts (fixed across epochs)
     wide = Budget(budget.n_node, np.iinfo(np.int32).max, budget.n_graph)
     split, kept = _kept(req, wide)
     if kept.size == 0:
-        sb, off = _empty_slots()
-        return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
+        return _finish_empty(req, budget, split, kept)
     nodes = sizes.n_node[kept]
     uniq, inverse, count = np.unique(nodes, return_inverse=True, return_counts=True)
     max_e = np.zeros(uniq.shape[0], np.int64)
@@ -474,8 +488,7 @@ def plan_pack_nnls(req: PlanRequest) -> BatchPlan:
     heuristic = _heuristic(req)
     split, kept = _kept(req, budget)
     if kept.size == 0:
-        sb, off = _empty_slots()
-        return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off)
+        return _finish_empty(req, budget, split, kept)
     hist = _kept_sizes(req, kept).histogram(return_inverse=True)
     pats = pack_nnls(
         hist.n_node,
@@ -486,22 +499,4 @@ def plan_pack_nnls(req: PlanRequest) -> BatchPlan:
         graph_limit=budget.graph_capacity,
         heuristic=heuristic,
     )
-    sb, off = pats.slots()
-    shape = (
-        _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
-        if tight_shape_wanted(req)
-        else None
-    )
-    return _finish(
-        req,
-        budget,
-        split,
-        kept,
-        _bins_of(hist),
-        sb,
-        off,
-        heuristic=heuristic,
-        bin_nodes=hist.n_node,
-        bin_edges=hist.n_edge,
-        shape=shape,
-    )
+    return _finish_patterns(req, budget, split, kept, hist, pats, heuristic=heuristic)
