@@ -85,6 +85,17 @@ MACE_BATCH_KEYS = (
     "edge_ptr",
     "num_graphs",
 )
+#: The padded batch's structure, passed through unchanged by every transform here.
+_PADDING_KEYS = (
+    "batch",
+    "ptr",
+    "node_mask",
+    "edge_mask",
+    "graph_mask",
+    "graph_index",
+    "edge_ptr",
+    "num_graphs",
+)
 #: Store fields the MACE preset cannot do without.
 NEEDED = ("positions", "atomic_numbers", "unit_shifts", "cell", "pbc")
 #: Labels: name -> (level, per-row shape); weights of the stored ones.
@@ -483,16 +494,7 @@ class _MaceTransform:
         }
         if "positions" in tensors:
             arrays["positions"][...] = pos
-        for key in (
-            "batch",
-            "ptr",
-            "node_mask",
-            "edge_mask",
-            "graph_mask",
-            "graph_index",
-            "edge_ptr",
-            "num_graphs",
-        ):
+        for key in _PADDING_KEYS:
             out[key] = t[key]
         return out
 
@@ -597,16 +599,7 @@ class _MaceTransform:
             "fermi_level": zeros_g.clone(),
             "external_field": torch.zeros(n_graph, 3, dtype=dtype),
         }
-        for key in (
-            "batch",
-            "ptr",
-            "node_mask",
-            "edge_mask",
-            "graph_mask",
-            "graph_index",
-            "edge_ptr",
-            "num_graphs",
-        ):
+        for key in _PADDING_KEYS:
             out[key] = t[key]
         return out
 
@@ -693,15 +686,6 @@ class _FairchemTransform:
         out["sid"] = [[str(i)] if i >= 0 else [""] for i in index]
         if self.dataset is not None:
             out["dataset"] = [[self.dataset] if i >= 0 else None for i in index]
-        for key in (
-            "batch",
-            "ptr",
-            "node_mask",
-            "edge_mask",
-            "graph_mask",
-            "graph_index",
-            "edge_ptr",
-            "num_graphs",
-        ):
+        for key in _PADDING_KEYS:
             out[key] = t[key]
         return out
