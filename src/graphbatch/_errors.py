@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "AtomsInputError",
     "BuildCancelled",
+    "EdgeIndexError",
     "GraphbatchError",
     "InputError",
     "InputTypeError",
@@ -36,6 +37,11 @@ class InputTypeError(GraphbatchError, TypeError):
 
 class UnknownNameError(InputError):
     """An unknown user-supplied name; the message lists the known ones."""
+
+
+class EdgeIndexError(InputError):
+    """An edge index outside its own graph: damaged data, never returned as a batch (the store
+    reports it as a `StoreFormatError` naming the file)."""
 
 
 class StoreFormatError(InputError):

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from ._budget import Budget
-from ._errors import InputError, InputTypeError
+from ._errors import EdgeIndexError, InputError, InputTypeError
 from ._padlayout import auto_spacing, padding_positions
 
 __all__ = [
@@ -218,8 +218,9 @@ def check_local_edge_index(
       bounds: `edge_index_bounds` of ``local.dtype``.
 
     Raises:
-      ValueError: naming the first graph (dataset index) and edge with an index outside
-        ``[0, nodes of its graph)`` (damaged data is never returned as a batch).
+      EdgeIndexError: (a ``ValueError``) naming the first graph (dataset index) and edge with
+        an index outside ``[0, nodes of its graph)`` (damaged data is never returned as a
+        batch).
     """
     unsigned_dt, cap, wide = bounds
     unsigned = local.view(unsigned_dt)
@@ -242,7 +243,7 @@ def check_local_edge_index(
             limit = limit.astype(unsigned_dt)
         e = int(np.flatnonzero((unsigned >= limit).any(axis=0))[0])
         g = int(graph_ids[np.searchsorted(np.cumsum(edge_counts), e, side="right")])
-        raise InputError(
+        raise EdgeIndexError(
             f"edge_index of graph {g} holds {local[:, e].tolist()}, outside its "
             f"{int(nodes[e])} nodes (indices must be local to their graph; "
             "read from a store, the store is damaged)"

@@ -58,7 +58,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import InputError, InputTypeError, StoreFormatError, UnknownNameError
+from .._errors import (
+    EdgeIndexError,
+    InputError,
+    InputTypeError,
+    StoreFormatError,
+    UnknownNameError,
+)
 from .._io import check_output_path
 from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from .._sizes import GraphSizes
@@ -938,10 +944,8 @@ class GraphStore(metaclass=_OpensByPath):
             checker.check_graphs(index)
         try:
             return pad_batch(packed, index, shape, **options)
-        except ValueError as exc:
-            if "the store is damaged" in str(exc):  # `_padkernel.check_local_edge_index`
-                raise StoreFormatError(f"{str(self.path)!r}: {exc}") from exc
-            raise
+        except EdgeIndexError as exc:  # `_padkernel.check_local_edge_index`
+            raise StoreFormatError(f"{str(self.path)!r}: {exc}") from exc
 
     def _index(self, i: Any) -> int:
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
