@@ -13,7 +13,11 @@ from torch_geometric.data import Data
 from .._sizes import GraphSizes
 from ._schema import torch_dtype
 
-__all__ = ["GraphStoreDataset", "StoreData", "to_data"]
+__all__ = ["TORCH_FIELDS_KEY", "GraphStoreDataset", "StoreData", "to_data"]
+
+#: Store metadata key holding each field's torch dtype and per-graph shape, written by
+#: `graphbatch.torch.to_store` so that a graph reads back exactly as it was written.
+TORCH_FIELDS_KEY = "torch_fields"
 
 
 class StoreData(Data):
@@ -34,10 +38,30 @@ def _tensor(arr: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(arr, dtype=torch_dtype(arr.dtype)))
 
 
-def to_data(graph: dict[str, np.ndarray], num_nodes: int) -> StoreData:
-    """One graph dict (from `GraphStore.get`) as a `StoreData`: integer fields become ``long``,
-    float fields ``float32``; ``edge_index`` is ``long [2, E]``; graph fields keep ``[1, ...]``."""
-    return StoreData(num_nodes=int(num_nodes), **{k: _tensor(v) for k, v in graph.items()})
+def _written(arr: np.ndarray, spec: dict[str, Any]) -> Any:
+    """A field as `to_store` received it: its torch dtype, its per-graph shape (graph fields),
+    a Python scalar where it was one."""
+    value = torch.from_numpy(np.array(arr)).to(getattr(torch, spec["dtype"]))
+    if spec["level"] == "graph":
+        value = value.reshape(spec["shape"])
+    return value.item() if spec.get("python") else value
+
+
+def to_data(
+    graph: dict[str, np.ndarray], num_nodes: int, fields: dict[str, Any] | None = None
+) -> StoreData:
+    """One graph dict (from `GraphStore.get`) as a `StoreData`.
+
+    Without ``fields``: integer fields become ``long``, float fields ``float32``; graph fields
+    keep ``[1, ...]``. With ``fields`` (a store written by `graphbatch.torch.to_store`: its
+    ``meta[TORCH_FIELDS_KEY]``), each listed field gets back the dtype and per-graph shape it
+    was written with. ``edge_index`` is always ``long [2, E]``."""
+    fields = fields or {}
+    values = {
+        k: _written(v, fields[k]) if k in fields and k != "edge_index" else _tensor(v)
+        for k, v in graph.items()
+    }
+    return StoreData(num_nodes=int(num_nodes), **values)
 
 
 class GraphStoreDataset(Dataset):
@@ -49,6 +73,8 @@ class GraphStoreDataset(Dataset):
     def __init__(self, store: Any) -> None:
         """``store``: an open `graphbatch.datasets.GraphStore` (or sharded store)."""
         self.store = store
+        meta = getattr(store, "meta", None)
+        self._fields = meta.get(TORCH_FIELDS_KEY) if isinstance(meta, dict) else None
 
     def __len__(self) -> int:
         return len(self.store)
@@ -56,7 +82,7 @@ class GraphStoreDataset(Dataset):
     def __getitem__(self, i: int) -> StoreData:
         i = int(i)
         graph = self.store.get(i)
-        return to_data(graph, self.store.n_node[i % len(self.store)])
+        return to_data(graph, self.store.n_node[i % len(self.store)], self._fields)
 
     def graph_sizes(self) -> GraphSizes:
         return self.store.graph_sizes()
