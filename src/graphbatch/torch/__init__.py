@@ -49,25 +49,18 @@ __all__ = [
     "read_sizes",
     "store_batch",
     "store_schema",
-    "to_store",
     "unpad",
     "unpad_graphs",
 ]
 
 if TYPE_CHECKING:  # for type checkers; at run time imported on first use (below)
     from ._store_data import GraphStoreDataset, StoreData
-    from ._to_store import to_store
 
-_LAZY = {
-    "GraphStoreDataset": "._store_data",
-    "StoreData": "._store_data",
-    "to_store": "._to_store",
-}
+_LAZY = {"GraphStoreDataset": "._store_data", "StoreData": "._store_data"}
 
 
 def __getattr__(name: str) -> Any:
-    """`GraphStoreDataset`, `StoreData` and `to_store`, imported on first use (they import
-    PyG)."""
+    """`GraphStoreDataset` and `StoreData`, imported on first use (they import PyG)."""
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

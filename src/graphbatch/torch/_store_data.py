@@ -10,14 +10,11 @@ import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
+from .._fieldmeta import TORCH_FIELDS_KEY, TorchField
 from .._sizes import GraphSizes
 from ._schema import torch_dtype
 
-__all__ = ["TORCH_FIELDS_KEY", "GraphStoreDataset", "StoreData", "to_data"]
-
-#: Store metadata key holding each field's torch dtype and per-graph shape, written by
-#: `graphbatch.torch.to_store` so that a graph reads back exactly as it was written.
-TORCH_FIELDS_KEY = "torch_fields"
+__all__ = ["GraphStoreDataset", "StoreData", "to_data"]
 
 
 class StoreData(Data):
@@ -38,23 +35,23 @@ def _tensor(arr: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(arr, dtype=torch_dtype(arr.dtype)))
 
 
-def _written(arr: np.ndarray, spec: dict[str, Any]) -> Any:
-    """A field as `to_store` received it: its torch dtype, its per-graph shape (graph fields),
-    a Python scalar where it was one."""
-    value = torch.from_numpy(np.array(arr)).to(getattr(torch, spec["dtype"]))
-    if spec["level"] == "graph":
-        value = value.reshape(spec["shape"])
-    return value.item() if spec.get("python") else value
+def _written(arr: np.ndarray, spec: TorchField) -> Any:
+    """A field as `graphbatch.datasets.to_store` received it: its torch dtype, its per-graph
+    shape (graph fields), a Python scalar where it was one."""
+    value = torch.from_numpy(np.array(arr)).to(getattr(torch, spec.dtype))
+    if spec.level == "graph":
+        value = value.reshape(spec.shape)
+    return value.item() if spec.python else value
 
 
 def to_data(
-    graph: dict[str, np.ndarray], num_nodes: int, fields: dict[str, Any] | None = None
+    graph: dict[str, np.ndarray], num_nodes: int, fields: dict[str, TorchField] | None = None
 ) -> StoreData:
     """One graph dict (from `GraphStore.get`) as a `StoreData`.
 
     Without ``fields``: integer fields become ``long``, float fields ``float32``; graph fields
-    keep ``[1, ...]``. With ``fields`` (a store written by `graphbatch.torch.to_store`: its
-    ``meta[TORCH_FIELDS_KEY]``), each listed field gets back the dtype and per-graph shape it
+    keep ``[1, ...]``. With ``fields`` (a store written by `graphbatch.datasets.to_store`: its
+    ``meta["torch_fields"]``), each listed field gets back the dtype and per-graph shape it
     was written with. ``edge_index`` is always ``long [2, E]``."""
     fields = fields or {}
     values = {
@@ -74,7 +71,12 @@ class GraphStoreDataset(Dataset):
         """``store``: an open `graphbatch.datasets.GraphStore` (or sharded store)."""
         self.store = store
         meta = getattr(store, "meta", None)
-        self._fields = meta.get(TORCH_FIELDS_KEY) if isinstance(meta, dict) else None
+        written = meta.get(TORCH_FIELDS_KEY) if isinstance(meta, dict) else None
+        self._fields = (
+            {k: TorchField.from_json(v) for k, v in written.items()}
+            if isinstance(written, dict)
+            else None
+        )
 
     def __len__(self) -> int:
         return len(self.store)

@@ -15,68 +15,48 @@ The steps, in order:
 
 A graph field's stored row drops a leading dimension of 1 (QM9's ``y`` of shape ``[1, 19]`` is
 stored ``[G, 19]``, as PyG batches it); the original per-graph shape and torch dtype (also
-``bfloat16``, stored as ``float32``) are kept in the store's metadata under ``"torch_fields"``,
-which `GraphStoreDataset` reads to return each graph exactly as it was written.
+``bfloat16``, stored as ``float32``) are kept in the store's metadata under ``"torch_fields"``
+(`graphbatch._fieldmeta.TorchField`), which the torch view of a store
+(``graphbatch.torch.GraphStoreDataset``) reads to return each graph exactly as it was written.
+
+torch and PyG are imported when `to_store` runs (a PyG user has them), never with the package.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from .._errors import InputError, InputTypeError
+from .._fieldmeta import TORCH_FIELDS_KEY, TorchField
 from .._io import check_output_path
-from ..datasets import STORE_SUFFIXES, GraphArrays, GraphStoreWriter
-from ._store_data import TORCH_FIELDS_KEY
+from ._graphs import GraphArrays
+from ._store import STORE_SUFFIXES, GraphStoreWriter
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["to_store"]
 
-#: torch dtypes NumPy cannot hold, stored as this NumPy dtype and cast back when read.
-_WIDENED = {torch.bfloat16: np.dtype(np.float32)}
+#: torch dtypes (by name) NumPy cannot hold, stored as float32 and cast back when read.
+_WIDENED = frozenset({"bfloat16"})
 
 
-@dataclass(frozen=True)
-class _FieldSpec:
-    """How one field is stored: ``level`` (node/edge/graph), the torch ``dtype`` it is read back
-    as, ``shape`` (trailing dims for node/edge fields, the whole per-graph shape for graph
-    fields) and ``python`` (a Python scalar, read back as one)."""
-
-    level: str
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-    python: bool = False
-
-    def stored_row(self) -> tuple[int, ...]:
-        """Trailing shape of the stored array (a graph field drops a leading 1)."""
-        if self.level == "graph" and self.shape[:1] == (1,):
-            return self.shape[1:]
-        return self.shape
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "level": self.level,
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "shape": list(self.shape),
-            "python": self.python,
-        }
-
-
-def _numpy_dtype(dtype: torch.dtype, where: str) -> np.dtype:
-    if dtype in _WIDENED:
-        return _WIDENED[dtype]
+def _dtype_name(dtype: torch.dtype, where: str) -> str:
+    """The torch dtype's name (``float32``); complex numbers are refused."""
     if dtype.is_complex:
         raise InputTypeError(f"{where} is {dtype}: the store holds real numbers, bools and ints")
-    return np.dtype(torch.empty((), dtype=dtype).numpy().dtype)
+    return str(dtype).removeprefix("torch.")
 
 
 def _as_tensor(value: Any, where: str) -> tuple[torch.Tensor, bool]:
     """``(tensor, python)``: a tensor field, or a Python scalar as a 0-d tensor."""
+    import torch
+
     if isinstance(value, torch.Tensor):
         return value, False
     if isinstance(value, (bool, int, float)):
@@ -113,15 +93,15 @@ def _levels(data: Any, key: str, value: torch.Tensor, python: bool) -> set[str]:
     return out
 
 
-def _field_specs(head: list[Any], exclude: frozenset[str]) -> dict[str, _FieldSpec]:
+def _field_specs(head: list[Any], exclude: frozenset[str]) -> dict[str, TorchField]:
     """Step 1: each field's level, dtype and shape, decided on the graphs read ahead: the
     level (in PyG's order of preference) that fits every one of them -- a field ``y`` of shape
     ``[1, T]`` fits the node level of a one-node graph, the graph level of all."""
     first = head[0]
-    specs: dict[str, _FieldSpec] = {}
+    specs: dict[str, TorchField] = {}
     for key in _keys(first, exclude):
         value, python = _as_tensor(first[key], f"field {key!r} of graph 0")
-        _numpy_dtype(value.dtype, f"field {key!r} of graph 0")
+        dtype = _dtype_name(value.dtype, f"field {key!r} of graph 0")
         fits = _levels(first, key, value, python)
         for g, data in enumerate(head[1:], start=1):
             if key in data and len(fits) > 1:
@@ -131,7 +111,7 @@ def _field_specs(head: list[Any], exclude: frozenset[str]) -> dict[str, _FieldSp
                     fits.discard("graph")
         level = next((lv for lv in _PREFERENCE if lv in fits), "graph")
         shape = tuple(value.shape) if level == "graph" else tuple(value.shape[1:])
-        specs[key] = _FieldSpec(level, value.dtype, shape, python)
+        specs[key] = TorchField(level, dtype, shape, python)
     return specs
 
 
@@ -144,9 +124,11 @@ def _read_ahead(head: list[Any], items: Iterator[Any]) -> None:
 
 
 def _graph_row(
-    g: int, data: Any, specs: dict[str, _FieldSpec], exclude: frozenset[str]
+    g: int, data: Any, specs: dict[str, TorchField], exclude: frozenset[str]
 ) -> tuple[int, np.ndarray, dict[str, np.ndarray]]:
     """Step 2: ``(n_node, edge_index, {field: array})`` of graph ``g``, checked against specs."""
+    import torch
+
     keys = _keys(data, exclude)
     if keys != sorted(specs):
         raise InputError(
@@ -164,14 +146,14 @@ def _graph_row(
     for key, spec in specs.items():
         where = f"field {key!r} of graph {g}"
         value, python = _as_tensor(data[key], where)
-        if value.dtype != spec.dtype or python != spec.python:
-            raise InputError(f"{where} is {value.dtype}, graph 0's is {spec.dtype}")
+        if str(value.dtype) != f"torch.{spec.dtype}" or python != spec.python:
+            raise InputError(f"{where} is {value.dtype}, graph 0's is torch.{spec.dtype}")
         shape = tuple(value.shape)
         expected = spec.shape if spec.level == "graph" else (counts[spec.level], *spec.shape)
         if shape != expected:
             raise InputError(f"{where} has shape {list(shape)}, expected {list(expected)}")
         arr = value.detach().cpu()
-        if spec.dtype in _WIDENED:
+        if spec.dtype in _WIDENED:  # NumPy has no bfloat16: stored as float32, exactly
             arr = arr.to(torch.float32)
         fields[key] = arr.numpy().reshape(-1, *spec.stored_row())
     return counts["node"], ei.detach().cpu().numpy(), fields
@@ -179,7 +161,7 @@ def _graph_row(
 
 def _chunks(
     graphs: Iterable[Any],
-    specs: dict[str, _FieldSpec],
+    specs: dict[str, TorchField],
     exclude: frozenset[str],
     chunk_graphs: int,
 ) -> Iterator[GraphArrays]:
@@ -195,7 +177,7 @@ def _chunks(
 
 
 def _arrays(
-    rows: list[tuple[int, np.ndarray, dict[str, np.ndarray]]], specs: dict[str, _FieldSpec]
+    rows: list[tuple[int, np.ndarray, dict[str, np.ndarray]]], specs: dict[str, TorchField]
 ) -> GraphArrays:
     levels: dict[str, dict[str, np.ndarray]] = {"node": {}, "edge": {}, "graph": {}}
     for key, spec in specs.items():
@@ -242,7 +224,8 @@ def to_store(
         meta: extra JSON-serialisable store metadata.
 
     Returns:
-        The path of the written store. ``GraphStore(path).to_torch()[i]`` equals
+        The path of the written store. ``GraphStore(path).to_torch()[i]`` (the store's torch
+        view, ``graphbatch.torch.GraphStoreDataset``) equals
         ``dataset[i]`` field for field (dtype and shape included), and
         ``graphbatch.torch.loader(GraphStore(path), ...)`` reads padded batches from it.
 
@@ -254,8 +237,7 @@ def to_store(
     Example:
         >>> import torch, tempfile, os
         >>> from torch_geometric.data import Data
-        >>> from graphbatch.datasets import GraphStore
-        >>> from graphbatch.torch import to_store
+        >>> from graphbatch.datasets import GraphStore, to_store
         >>> ei = torch.tensor([[0, 1], [1, 2]])
         >>> g = Data(x=torch.randn(3, 4), edge_index=ei, y=torch.ones(1))
         >>> path = to_store([g, g], os.path.join(tempfile.mkdtemp(), "mine.h5"))

@@ -1,4 +1,4 @@
-"""`graphbatch.torch.to_store`: PyG graphs into a store and back, field for field."""
+"""`graphbatch.datasets.to_store`: PyG graphs into a store and back, field for field."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ pyg_data = pytest.importorskip("torch_geometric.data")
 
 from graphbatch import plan  # noqa: E402
 from graphbatch._errors import InputError, InputTypeError  # noqa: E402
-from graphbatch.datasets import GraphStore  # noqa: E402
-from graphbatch.torch import loader, to_store  # noqa: E402
+from graphbatch.datasets import GraphStore, to_store  # noqa: E402
+from graphbatch.torch import loader  # noqa: E402
 
 Data = pyg_data.Data
 
