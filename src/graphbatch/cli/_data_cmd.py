@@ -30,15 +30,27 @@ def add_parser(sub) -> None:
         description="Convert a dataset to graphs and write an HDF5 graph store "
         "atomically. qm9: qm9pack molecules with radius/kNN/full graphs; moses: "
         "molsets SMILES with OGB features; code: AST graphs of every function "
-        "in a folder of .py files (default: the Python standard library).",
+        "in a folder of .py files (default: the Python standard library); smiles: your own "
+        "CSV of SMILES (--column) with OGB features and numeric --target columns as y.",
     )
-    b.add_argument("dataset", choices=("qm9", "moses", "code", "extxyz", "ase-db"))
+    b.add_argument("dataset", choices=("qm9", "moses", "code", "smiles", "extxyz", "ase-db"))
     b.add_argument(
         "inputs",
         nargs="*",
         metavar="FILE",
         help="extxyz / ase-db: the input files (extxyz: one or more; ase-db: an ASE "
-        "database, .db or .json)",
+        "database, .db or .json); smiles: the .csv[.gz] file",
+    )
+    b.add_argument(
+        "--column", default="smiles", help="smiles: the column holding SMILES (default smiles)"
+    )
+    b.add_argument(
+        "--target",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="COL",
+        help="smiles: numeric columns stored as the graph target y (empty cells: NaN)",
     )
     b.add_argument(
         "--graph",
@@ -190,7 +202,9 @@ def run_build(args) -> int:
     if args.dataset in ("extxyz", "ase-db"):
         signal.signal(signal.SIGTERM, _terminate_cleanly)
         return _run_atoms_build(args)
-    if args.inputs:
+    if args.dataset == "smiles":
+        _smiles_source(args)
+    elif args.inputs:
         raise InputError(
             f"{args.dataset} takes no input files (got {args.inputs[0]!r}); use "
             "--source for another data location"
@@ -220,6 +234,8 @@ def run_build(args) -> int:
             workers=args.workers,
             reverse_edges=args.reverse_edges,
             progress=not args.no_progress,
+            column=args.column,
+            targets=args.target,
         )
     except _Terminated:
         return _say_terminated(f"nothing was written to {args.out} (temporaries removed)")
@@ -243,6 +259,19 @@ def run_build(args) -> int:
         print(f"first failure: {report.failures[0][1]}")
     print(f"wrote {report.path}")
     return 0
+
+
+def _smiles_source(args) -> None:
+    """``smiles FILE.csv``: the one input file becomes the build's source (checked against
+    ``--out`` like every input)."""
+    if len(args.inputs) != 1 or args.source is not None:
+        raise InputError(
+            "smiles takes one CSV file: graphbatch data build smiles FILE.csv "
+            f"--column smiles [--target COL ...] --out STORE (got {len(args.inputs)} files"
+            f"{' and --source' if args.source is not None else ''})"
+        )
+    args.source = args.inputs[0]
+    check_output_path(args.out, input_files(args.source), what="graph store")
 
 
 def _atoms_keys(args):
@@ -358,6 +387,8 @@ def _run_sharded_build(args) -> int:
             reverse_edges=args.reverse_edges,
             progress=not args.no_progress,
             stop=stop,
+            column=args.column,
+            targets=args.target,
         )
     except Exception as exc:
         # terminated: the engine may fail in its own way first (e.g. worker processes that got

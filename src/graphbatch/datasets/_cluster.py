@@ -28,7 +28,7 @@ import re
 import threading
 import time
 import uuid as uuidlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,7 +113,9 @@ def _build_shard(task: dict) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     if _aborted(task["abort"]):
         return {"aborted": True}
-    opts = BuildOptions(**task["options"])
+    options = dict(task["options"])
+    options["targets"] = tuple(options.get("targets", ()))
+    opts = BuildOptions(**options)
     report = write_partition(
         task["path"],
         opts,
@@ -299,6 +301,8 @@ def build_sharded_store(
     reverse_edges: bool = False,
     progress: bool = False,
     stop: threading.Event | None = None,
+    column: str = "smiles",
+    targets: Sequence[str] = (),
 ) -> ShardedBuildReport:
     """Build ``dataset`` as ``shards`` store files plus a JSON manifest at ``out``, converting
     the partitions on a Dask cluster: a local one with ``workers`` processes (default: CPUs),
@@ -343,6 +347,8 @@ def build_sharded_store(
         limit=limit,
         source=None if source is None else str(source),
         reverse_edges=reverse_edges,
+        column=column,
+        targets=tuple(targets),
     ).check()
     if dataset == "code" and limit is not None:
         raise InputError(
