@@ -8,7 +8,7 @@ accumulates counts, sums and the least-squares factor for the E0s
 the E0s, from the atomic numbers and energies alone.
 
 Definitions (mace-torch 0.3; equal to MACE's functions to 1e-8 relative,
-``tests/atomistic/test_atoms_stats.py``):
+``tests/atomistic/test_atoms_stats_mace.py``):
 
 - ``atomic_energies``: ``mace.data.utils.compute_average_E0s``: ``np.linalg.lstsq`` of the
   energies on the per-structure element counts (minimum-norm where the counts are rank
