@@ -10,6 +10,7 @@ from .._errors import InputError
 from .._io import check_output_path
 from ..analysis import input_files
 from ..datasets import ENGINES
+from . import _data_stats_cmd
 from ._format import format_table
 
 __all__ = ["add_parser"]
@@ -173,6 +174,8 @@ def add_parser(sub) -> None:
     c.add_argument("store", help="version-1 graph store (.h5)")
     c.add_argument("--out", required=True, help="converted store to write (.h5); not the input")
     c.set_defaults(func=run_convert)
+
+    _data_stats_cmd.add_parser(dsub)
 
 
 class _Terminated(SystemExit):

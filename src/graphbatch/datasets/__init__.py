@@ -8,6 +8,7 @@ asked for.
 from .._errors import AtomsInputError, BuildCancelled, ShardBuildError, StoreFormatError
 from ._atoms import AtomsKeys
 from ._atoms_build import build_atoms_store
+from ._atoms_stats import AtomsStatistics, atoms_statistics
 from ._build import BuildReport, build_store
 from ._chunked import chunk_shuffled_plan
 from ._cluster import ENGINES, ShardedBuildReport, build_sharded_store
@@ -52,6 +53,7 @@ __all__ = [
     "STORE_VERSION",
     "AtomsInputError",
     "AtomsKeys",
+    "AtomsStatistics",
     "BuildCancelled",
     "BuildReport",
     "EdgeSet",
@@ -65,6 +67,7 @@ __all__ = [
     "ShardedGraphStore",
     "StoreFormatError",
     "StoreFormatWarning",
+    "atoms_statistics",
     "build_atoms_store",
     "build_edges",
     "build_sharded_store",
