@@ -241,7 +241,7 @@ def test_states_written_before_the_schedule_still_load(state):
     with pytest.raises(gb.InputError, match="saved"):
         other.load_state_dict(state, world_size=1, owner="X")
     split = EpochSchedule(OLD_SIZES, "dynamic", batch_size=6, seed=3, indices=np.arange(60))
-    with pytest.raises(gb.InputError, match="saved|has no 'indices_sha256'"):
+    with pytest.raises(gb.InputError, match=r"saved|has no 'indices_sha256'"):
         split.load_state_dict(state, world_size=1, owner="X")
 
 

@@ -73,12 +73,20 @@ class Resolved:
     def collater(self, dataset: Any) -> tuple[PlanCollater | StoreCollater, Any]:
         """``(collate_fn, the DataLoader's dataset)``: the store batch path for a store, else
         per-graph collation of ``dataset``'s graphs."""
-        kw = dict(cutoff=self.cutoff, position_key=self.position_key, as_dict=self.as_dict)
         if self.store is not None:
-            return StoreCollater(self.store, self.schema, view=self.view, **kw), StoreIndices(
-                self.store
+            collater = StoreCollater(
+                self.store,
+                self.schema,
+                cutoff=self.cutoff,
+                position_key=self.position_key,
+                as_dict=self.as_dict,
+                view=self.view,
             )
-        return PlanCollater(self.schema, **kw), dataset
+            return collater, StoreIndices(self.store)
+        plain = PlanCollater(
+            self.schema, cutoff=self.cutoff, position_key=self.position_key, as_dict=self.as_dict
+        )
+        return plain, dataset
 
     def warn_single_padding_node(self, first_plan: Callable[[], BatchPlan]) -> None:
         """Without the spare node, warn when batches of ``first_plan()`` (epoch 0's plan, asked
