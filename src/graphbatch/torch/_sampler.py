@@ -95,7 +95,7 @@ class PlanBatchSampler(Sampler[list]):
     or of the next pass when none is; after ``load_state_dict`` the next pass yields the
     ``len() - offset`` remaining ones (as Lightning expects of a stateful loader).
     ``extra_padding_nodes`` adds that many padding nodes to every padded shape (see
-    `graphbatch.torch.loader`'s ``spare_padding_node``).
+    `graphbatch.torch.Collation`'s ``spare_padding_node``).
 
     ``state_dict()`` records the epoch, the batches of it consumed (yielded, for a sampler used
     directly: a ``DataLoader`` with workers runs ahead, so save `PlanLoader.state_dict`, which
