@@ -152,7 +152,9 @@ def test_factory_protocol_and_cpu_peak_memory(qm9_dir):
             buf.fill_(1)
             return (batch.pos.sum() * w.sum() + buf[:1].float()).sum()
 
-        return TuneStep(step, loader_options={"cutoff": 6.0})
+        import graphbatch.torch as gt
+
+        return TuneStep(step, loader_options={"collation": gt.Collation(cutoff=6.0)})
 
     be = TorchBackend(str(qm9_dir / "qm9.h5"), model=factory, modes=("eager",))
     try:

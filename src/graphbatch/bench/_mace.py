@@ -268,8 +268,9 @@ class MaceRun(_Run):
                     batch_size=spec.batch_size,
                     seed=cfg.seed + spec.repeat,
                     preset=ga.mace(r_max=data.r_max),
-                    num_workers=cfg.num_workers,
-                    persistent_workers=cfg.num_workers > 0,
+                    dataloader_kwargs=dict(
+                        num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0
+                    ),
                     **opts,
                 )
                 self.batches = _cycle(ld, set_epoch=True)

@@ -143,9 +143,11 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, Non
         sizes=data.train_sizes,
         batch_size=spec.batch_size,
         seed=cfg.seed + spec.repeat,
-        num_workers=cfg.num_workers,
-        persistent_workers=cfg.num_workers > 0,
-        pin_memory=_pin_in_loader(cfg),
+        dataloader_kwargs=dict(
+            num_workers=cfg.num_workers,
+            persistent_workers=cfg.num_workers > 0,
+            pin_memory=_pin_in_loader(cfg),
+        ),
         **options,
     )
     epoch = 0

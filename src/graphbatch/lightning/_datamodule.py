@@ -50,7 +50,8 @@ class GraphDataModule(LightningDataModule):
         seed: the plans' seed; epoch ``e`` of training is planned from ``(seed, e)``.
         sizes: the whole dataset's size table (default: read once, `read_sizes`).
         **loader_options: every other `graphbatch.torch.loader` argument: strategy options,
-            ``DataLoader`` arguments (``num_workers``, ...), ``on_oversize``, ``preset``, ...
+            ``on_oversize``, ``preset``, ``collation``, ``dataloader_kwargs`` (``DataLoader``
+            arguments: ``{"num_workers": 2}``, ...), ...
 
     Training shuffles per epoch from ``(seed, epoch)`` (``shuffle`` applies to training only).
     Validation, test and prediction are planned with ``shuffle=False`` and the same strategy

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import PlanMismatchError
 from ._collate import collate_dict
+from ._collation import Collation
 from ._consistency import check_plan_consistency
 from ._loader import PlanLoader, loader, read_sizes
 from ._loss import masked_mean
@@ -23,6 +24,7 @@ from ._schema import FieldSpec, Schema, infer_schema
 from ._store_batch import StoreBatcher, store_batch, store_schema
 
 __all__ = [
+    "Collation",
     "FieldSpec",
     "GraphStoreDataset",
     "MaskedBatchNorm",

@@ -15,8 +15,8 @@ from typing import Any
 
 from .._errors import InputTypeError
 from .._prefetch import Prefetcher as _CorePrefetcher
+from .._schedule import EpochCursor
 from .._validate import as_positive_int
-from ._epoch import EpochCursor
 from ._loader import PlanLoader
 
 __all__ = ["Prefetcher", "prefetch"]

@@ -41,8 +41,8 @@ __all__ = ["TuneStep", "as_tune_step", "builtin_models", "resolve_factory"]
 class TuneStep:
     """What a factory returns: ``step(batch) -> loss`` (one training step on a padded batch);
     ``loader_options``: extra keyword arguments for ``graphbatch.torch.loader`` /
-    ``graphbatch.jax.loader`` (``cutoff``, ``preset``, ``as_dict``, ...); ``dataset``: what the
-    loader iterates instead of the source (e.g. the source converted for the model), whose
+    ``graphbatch.jax.loader`` (``preset``, ``collation``; JAX: ``cutoff``, ...); ``dataset``:
+    what the loader iterates instead of the source (e.g. the source converted for the model), whose
     sizes tune then plans over; ``memory_bytes(batch)``: the step's peak memory where the
     framework gives no other measure (JAX: the compiled executable's memory analysis)."""
 
