@@ -327,7 +327,10 @@ class TrainStep:
         return self._warmup
 
     def __repr__(self) -> str:
+        def count(n: int, what: str) -> str:
+            return f"{n} {what}" + ("" if n == 1 else "s")
+
         return (
-            f"TrainStep({type(self.backend).__name__}, {len(self._entries)} shapes, "
-            f"{len(self.graphs)} graphs, warmup={self._warmup}, check={self.check})"
+            f"TrainStep({type(self.backend).__name__}, {count(len(self._entries), 'shape')}, "
+            f"{count(len(self.graphs), 'graph')}, warmup={self._warmup}, check={self.check})"
         )
