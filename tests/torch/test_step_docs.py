@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
-from .. import _docblocks  # noqa: E402
+from .. import _docblocks
 
 BLOCKS = _docblocks.python_blocks("docs/training-step.md")
 

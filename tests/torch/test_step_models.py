@@ -6,6 +6,7 @@ capture check) and ``torch.compile``d, and a buckets plan keeps one cache entry 
 from __future__ import annotations
 
 import copy
+import shutil
 
 import pytest
 
@@ -47,7 +48,16 @@ def plain_loop(model, opt, forward, loss_fn, batches):
 
 
 def compare(
-    make_model, forward, loss_fn, batches, *, lr=1e-2, make_mine=None, step_forward=None, **kw
+    make_model,
+    forward,
+    loss_fn,
+    batches,
+    *,
+    lr=1e-2,
+    make_mine=None,
+    step_forward=None,
+    rtol=0.0,
+    **kw,
 ):
     """Losses and final parameters of the plain loop and of `TrainStep` from equal starts
     (``make_mine``/``step_forward``: the step's model, with ``make_model()``'s weights, and
@@ -65,9 +75,9 @@ def compare(
     )
     got = torch.stack([step(b) for b in batches])
     assert got.shape == (STEPS,) and torch.isfinite(got).all()
-    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    torch.testing.assert_close(got, want, rtol=rtol, atol=1e-6)
     for (k, p), q in zip(mine.named_parameters(), ref.parameters(), strict=True):
-        torch.testing.assert_close(p, q, rtol=0, atol=1e-6, msg=k)
+        torch.testing.assert_close(p, q, rtol=rtol, atol=1e-6, msg=k)
     assert any(not torch.equal(p, q) for p, q in zip(start, ref.parameters(), strict=True))
     return step
 
@@ -124,6 +134,17 @@ def test_schnet_eager_checked(dynamic_batches):
 def test_schnet_compiled(dynamic_batches):
     torch._dynamo.reset()
     step = compare(make_schnet, schnet_forward, graph_mse, dynamic_batches, compile=AOT)
+    assert len(step.shapes) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("cc")), reason="needs a C++ compiler")
+def test_schnet_compiled_inductor(dynamic_batches):
+    """``compile=True``: Inductor's kernels (default options, ``dynamic=False``); float32 sums
+    in another order, so equal to the eager loop within one float32 rounding of the loss
+    (observed: 9.5e-7 on losses up to 6 over the 20 steps)."""
+    torch._dynamo.reset()
+    step = compare(make_schnet, schnet_forward, graph_mse, dynamic_batches, compile=True, rtol=1e-6)
     assert len(step.shapes) == 1
 
 

@@ -59,7 +59,9 @@ class BatchReadout(torch.nn.Module):
 
 def batch_readout(aggr: torch.nn.Module) -> BatchReadout:
     """``aggr`` (a PyG ``Aggregation``, e.g. SchNet's ``model.readout``) reading out one row per
-    graph slot of the active padded batch without a host sync::
+    graph slot of the active padded batch, without a host sync (a `BatchReadout`).
+
+    For example::
 
         model = SchNet(..., interaction_graph=gt.batch_edges)
         model.readout = gt.batch_readout(model.readout)

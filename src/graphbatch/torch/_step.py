@@ -237,7 +237,7 @@ class TrainStep:
         self, key: StepKey, spec: Any, names: list[str], leaves: list[torch.Tensor]
     ) -> _Entry:
         if not leaves:
-            raise InputError(f"the batch holds no tensor ({type(spec[-1]).__name__})")
+            raise InputError("the batch holds no tensor: a step needs tensors to copy in")
         if self.backend.device is not None:
             check_devices(zip(names, leaves, strict=True), self.backend.device, "batch tensor")
         entry = _Entry(key, StaticBatch.of(spec, names, leaves))
