@@ -72,6 +72,8 @@ def test_static_buffers_take_values_without_aliasing(tree):
     static = StaticBatch.of(spec, names, leaves_)
     other = [torch.ones_like(t) for t in leaves_]
     static.fill(other)
+    assert sorted(i for g in static.groups for i in g) == list(range(len(leaves_)))
+    assert all(len({leaves_[i].dtype for i in g}) == 1 for g in static.groups)
     for buf, src, first in zip(static.buffers, other, leaves_, strict=True):
         assert torch.equal(buf, src)
         assert buf.data_ptr() != src.data_ptr() or buf.numel() == 0

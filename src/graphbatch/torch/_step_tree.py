@@ -129,15 +129,24 @@ class StepKey(NamedTuple):
 
 
 def step_key(names: Sequence[str], leaves: Sequence[torch.Tensor]) -> StepKey:
-    """The `StepKey` of a flattened batch."""
+    """The `StepKey` of a flattened batch (``torch.Size`` is a tuple: equal, same hash)."""
     return StepKey(
-        tuple((n, tuple(t.shape), t.dtype, t.device) for n, t in zip(names, leaves, strict=True))
+        tuple((n, t.shape, t.dtype, t.device) for n, t in zip(names, leaves, strict=True))
     )
 
 
 def _static_clone(t: torch.Tensor) -> torch.Tensor:
     out = t.detach().clone()
     return out.requires_grad_(True) if t.requires_grad else out
+
+
+def _groups(buffers: Sequence[torch.Tensor]) -> list[list[int]]:
+    """Positions of ``buffers`` by (device, dtype), in first-seen order: one multi-tensor
+    launch each (``_foreach_copy_`` copies a list of mixed dtypes one tensor at a time)."""
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+    for i, t in enumerate(buffers):
+        groups.setdefault((t.device, t.dtype), []).append(i)
+    return list(groups.values())
 
 
 @dataclass
@@ -147,6 +156,7 @@ class StaticBatch:
     spec: Spec
     names: list[str]
     buffers: list[torch.Tensor]
+    groups: list[list[int]]
 
     @classmethod
     def of(cls, spec: Spec, names: list[str], leaves: Sequence[torch.Tensor]) -> StaticBatch:
@@ -154,16 +164,19 @@ class StaticBatch:
         are rebuilt around the buffers, so no tensor of the first batch is kept."""
         buffers = [_static_clone(t) for t in leaves]
         own_spec, _, _ = flatten(unflatten(spec, buffers))
-        return cls(own_spec, list(names), buffers)
+        return cls(own_spec, list(names), buffers, _groups(buffers))
 
     def fill(self, leaves: Sequence[torch.Tensor]) -> None:
-        """``copy_`` each tensor of a batch of this shape into its buffer (one multi-tensor
-        copy, asynchronous where the devices allow)."""
+        """``copy_`` each tensor of a batch of this shape (same dtypes and devices: same
+        `StepKey`) into its buffer: one multi-tensor copy per dtype, asynchronous where the
+        devices allow."""
         if len(leaves) != len(self.buffers):
             raise InputError(f"{len(leaves)} tensors for {len(self.buffers)} buffers")
-        if self.buffers:
-            with torch.no_grad():
-                torch._foreach_copy_(self.buffers, list(leaves), non_blocking=True)
+        with torch.no_grad():
+            for group in self.groups:
+                torch._foreach_copy_(
+                    [self.buffers[i] for i in group], [leaves[i] for i in group], non_blocking=True
+                )
 
     def batch(self) -> Any:
         """A new batch container around the buffers (the model's input for one step)."""
