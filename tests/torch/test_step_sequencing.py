@@ -288,6 +288,17 @@ def test_parameters_off_the_capture_device_are_refused():
         )
 
 
+def test_tensor_options_off_the_capture_device_are_refused():
+    class NoParams(torch.nn.Module):  # nothing of its own on the wrong device
+        def forward(self, batch):
+            return batch["x"][:, 0] * 0
+
+    weight = torch.zeros(3, requires_grad=True)
+    opt = torch.optim.SGD([weight], lr=torch.tensor(0.1))
+    with pytest.raises(gb.CaptureError, match=r"optimizer option \"param_groups\[0\]\['lr'\]\""):
+        gt.TrainStep(NoParams(), mse, opt, backend=RecordingBackend([], device="cuda"))
+
+
 def test_sync_found_by_the_backend_is_a_capture_error_naming_the_line():
     def hook(batch):
         if backend.debug_mode:  # what torch.cuda.set_sync_debug_mode("error") does on CUDA

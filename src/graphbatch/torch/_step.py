@@ -115,6 +115,17 @@ def _compiled(fn: Callable[[Any], torch.Tensor], spec: Any, frozen: bool) -> Any
     return torch.compile(fn, **kwargs)
 
 
+def _tensor_options(optimizer: Any) -> list[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` of every tensor hyperparameter (e.g. a tensor ``lr``): a graph reads a
+    CPU one once, at capture."""
+    return [
+        (f"param_groups[{i}][{k!r}]", v)
+        for i, g in enumerate(optimizer.param_groups)
+        for k, v in g.items()
+        if k != "params" and isinstance(v, torch.Tensor)
+    ]
+
+
 def _check_loss(loss: Any) -> torch.Tensor:
     if not isinstance(loss, torch.Tensor):
         raise InputTypeError(f"loss_fn must return a tensor, got {type(loss).__name__}")
@@ -203,6 +214,7 @@ class TrainStep:
         if self.backend.device is not None:
             check_devices(model.named_parameters(), self.backend.device, "parameter")
             check_devices(model.named_buffers(), self.backend.device, "buffer")
+            check_devices(_tensor_options(optimizer), self.backend.device, "optimizer option")
 
     def _warmup_steps(self, warmup: int | None) -> int:
         if warmup is None:
