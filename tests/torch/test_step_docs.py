@@ -1,6 +1,6 @@
 """docs/training-step.md says what its blocks do (tests/docs runs them; this reads their output):
 the plain loop trains with one graph per shape of a 2-shape buckets plan, the capture check on
-CPU names PyG's readout, and the Lightning module trains through the step."""
+CPU names PyG's readout, and the Lightning module and MACE train through the step."""
 
 from __future__ import annotations
 
@@ -46,7 +46,15 @@ def test_lightning_block(tmp_path):
     assert "TrainStep(EagerBackend, 1 shape, 1 graph, warmup=0, check=False)" in out
 
 
+@pytest.mark.slow
+def test_mace_block(tmp_path):
+    pytest.importorskip("mace.modules")
+    out = output_of(BLOCKS[3], tmp_path)
+    lines = re.findall(r"^(\d) (\S+)$", out, re.M)
+    assert [e for e, _ in lines] == ["0", "1"] and all(float(x) == float(x) for _, x in lines)
+
+
 def test_blocks_are_where_the_tests_expect_them():
-    assert [b.runs for b in BLOCKS] == [True, True, True, False]
+    assert [b.runs for b in BLOCKS] == [True, True, True, True]
     assert BLOCKS[1].continues and "check=True" in BLOCKS[1].code
     assert "L.Trainer" in BLOCKS[2].code
