@@ -1,4 +1,5 @@
-"""PyTorch / PyG adapter: padded collation, the plan batch sampler, the loader, masked losses.
+"""PyTorch / PyG adapter: padded collation, the plan batch sampler, the loader, masked losses,
+and `TrainStep` (a training step captured as one CUDA graph per padded shape).
 
 Import explicitly (``import graphbatch.torch``); ``import graphbatch`` never imports torch.
 `GraphStoreDataset` and `StoreData` (a graph store's per-graph view, ``store.to_torch()``)
@@ -8,7 +9,7 @@ import PyG when first used.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .._errors import PlanMismatchError
+from .._errors import CaptureError, PlanMismatchError
 from ._collate import collate_dict
 from ._collation import Collation
 from ._consistency import check_plan_consistency
@@ -19,11 +20,19 @@ from ._norm import MaskedBatchNorm, convert_masked_norm
 from ._prefetch import prefetch
 from ._preset import Preset, StoreView
 from ._pyg import collate, unpad, unpad_graphs
+from ._readout import BatchReadout, batch_readout
 from ._sampler import PlanBatchSampler, PlanGraphSampler, PlannedBatch
 from ._schema import FieldSpec, Schema, infer_schema
+from ._step import TrainStep
+from ._step_backend import CudaGraphBackend, EagerBackend, StepBackend
+from ._step_tree import StepKey
 from ._store_batch import StoreBatcher, store_batch, store_schema
 
 __all__ = [
+    "BatchReadout",
+    "CaptureError",
+    "CudaGraphBackend",
+    "EagerBackend",
     "Collation",
     "FieldSpec",
     "GraphStoreDataset",
@@ -35,10 +44,14 @@ __all__ = [
     "PlannedBatch",
     "Preset",
     "Schema",
+    "StepBackend",
+    "StepKey",
     "StoreBatcher",
     "StoreData",
     "StoreView",
+    "TrainStep",
     "batch_edges",
+    "batch_readout",
     "check_plan_consistency",
     "collate",
     "collate_dict",
