@@ -1,4 +1,5 @@
-"""PyTorch / PyG adapter: padded collation, the plan batch sampler, the loader, masked losses.
+"""PyTorch / PyG adapter: padded collation, the plan batch sampler, the loader, masked losses,
+and a persistent compile cache with artifacts carried between runs (`compile_cache`).
 
 Import explicitly (``import graphbatch.torch``); ``import graphbatch`` never imports torch.
 `GraphStoreDataset` and `StoreData` (a graph store's per-graph view, ``store.to_torch()``)
@@ -10,6 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import PlanMismatchError
 from ._collate import collate_dict
+from ._compile_cache import (
+    COMPILE_CACHE_ENV,
+    CompileCache,
+    CompileKey,
+    compile_cache,
+    compile_key,
+    default_compile_cache,
+    load_compile_artifacts,
+    save_compile_artifacts,
+)
 from ._consistency import check_plan_consistency
 from ._loader import PlanLoader, loader, read_sizes
 from ._loss import masked_mean
@@ -23,6 +34,9 @@ from ._schema import FieldSpec, Schema, infer_schema
 from ._store_batch import StoreBatcher, store_batch, store_schema
 
 __all__ = [
+    "COMPILE_CACHE_ENV",
+    "CompileCache",
+    "CompileKey",
     "FieldSpec",
     "GraphStoreDataset",
     "MaskedBatchNorm",
@@ -40,13 +54,18 @@ __all__ = [
     "check_plan_consistency",
     "collate",
     "collate_dict",
+    "compile_cache",
+    "compile_key",
     "convert_masked_norm",
+    "default_compile_cache",
     "infer_schema",
+    "load_compile_artifacts",
     "loader",
     "masked_mean",
     "padding_masks",
     "prefetch",
     "read_sizes",
+    "save_compile_artifacts",
     "store_batch",
     "store_schema",
     "unpad",
