@@ -261,12 +261,12 @@ def run(args) -> int:
         print()
         print("validation (steady steps: predicted vs measured; peak at the worst batch):")
         print(format_table(_fmt(result.validation_table())))
-        for line in _untrusted_lines(result):
-            print(line)
-    line = break_even_line(result.break_even)
-    if line is not None:
+        for warning in _untrusted_lines(result):
+            print(warning)
+    be_line = break_even_line(result.break_even)
+    if be_line is not None:
         print()
-        print(line)
+        print(be_line)
     print()
     print(f"chosen ({result.mode}): " + json.dumps(result.request, sort_keys=True))
     if args.out:

@@ -34,10 +34,10 @@ import re
 import tempfile
 import warnings
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -331,7 +331,7 @@ def _isa_probe_kernels(root: Path) -> list[Path]:
     compiles each again (seconds apiece) before the first kernel loads."""
     codes = _isa_probe_sources()
     lengths = {len(c) for c in codes}
-    out = []
+    out: list[Path] = []
     for src in root.glob("??/*.cpp"):
         try:
             if src.stat().st_size in lengths and src.read_bytes() in codes:
@@ -370,6 +370,10 @@ def _kernel_bundle() -> bytes | None:
     return buf.getvalue()
 
 
+def _writer(data: bytes) -> Callable[[IO[bytes]], object]:
+    return lambda fh: fh.write(data)
+
+
 def _unpack_kernels(data: bytes, where: str) -> int:
     """Write the bundle's kernels into Inductor's cache folder (names checked, existing files
     kept); returns how many were written."""
@@ -390,7 +394,7 @@ def _unpack_kernels(data: bytes, where: str) -> int:
                     blob = fh.read(info.file_size + 1)
                 if len(blob) != info.file_size:
                     raise InputError(f"{where}: member {info.filename!r} has the wrong size")
-                atomic_write(target, lambda out, b=blob: out.write(b))
+                atomic_write(target, _writer(blob))
                 written += 1
     except zipfile.BadZipFile as exc:
         raise InputError(f"{where}: not a kernel bundle ({exc})") from None
