@@ -168,8 +168,8 @@ def assess(row: dict[str, Any]) -> list[str]:
     ratio = row["meas_step_ms"] / row["pred_step_ms"] if row["pred_step_ms"] > 0 else 1.0
     if not 1.0 / TRUST_RATIO <= ratio <= TRUST_RATIO:
         reasons.append(
-            f"measured step {row['meas_step_ms']:.3g} ms is {ratio:.2f}x the predicted "
-            f"{row['pred_step_ms']:.3g} ms (bound {TRUST_RATIO:g}x)"
+            f"measured step {row['meas_step_ms']:,.2f} ms is {ratio:.2f}x the predicted "
+            f"{row['pred_step_ms']:,.2f} ms (bound {TRUST_RATIO:g}x)"
         )
     drift = row.get("load_drift")
     if drift is not None and not 1.0 / TRUST_DRIFT <= drift <= TRUST_DRIFT:
