@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 import graphbatch as gb  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
-from graphbatch.torch import _compile_cache as cc  # noqa: E402
+from graphbatch.torch import _compile_kernels as ck  # noqa: E402
 
 
 def tiny(hidden: int = 8, dtype=torch.float32) -> torch.nn.Module:
@@ -175,7 +175,7 @@ def test_artifacts_round_trip_to_a_fresh_cache_folder(tmp_path, fake, monkeypatc
             kernel(a.inductor_dir, "cabcdefgh1234", ".so"),
         ]
         kernel(a.inductor_dir, "czzzzzzzz9999")  # another model's kernel: not carried
-        monkeypatch.setattr(cc, "_loaded_kernel_keys", lambda: {"cabcdefgh1234"})
+        monkeypatch.setattr(ck, "_loaded_kernel_keys", lambda: {"cabcdefgh1234"})
         record = gt.save_compile_artifacts(run, key)
     assert record == run / f"compile-{key.short}.json"
     rec = json.loads(record.read_text())
@@ -241,9 +241,9 @@ def test_a_kernel_bundle_cannot_write_outside_the_cache(tmp_path, quiet_caches):
         zf.writestr("../../evil.so", b"x")
     with gt.compile_cache(quiet_caches[0]):
         with pytest.raises(gb.InputError, match="unexpected member"):
-            cc._unpack_kernels(buf.getvalue(), "bundle")
+            ck.unpack_kernels(buf.getvalue(), "bundle")
         with pytest.raises(gb.InputError, match="not a kernel bundle"):
-            cc._unpack_kernels(b"not a zip", "bundle")
+            ck.unpack_kernels(b"not a zip", "bundle")
     assert not (tmp_path / "evil.so").exists()
 
 

@@ -25,25 +25,23 @@ cache): load artifacts only from runs you trust.
 from __future__ import annotations
 
 import hashlib
-import io
 import itertools
 import json
 import os
 import platform
-import re
 import tempfile
 import warnings
-import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from .._errors import InputError, InputTypeError
 from .._io import atomic_write, atomic_write_text, parse_json, read_bounded
 from .._version import __version__
+from ._compile_kernels import MAX_ARTIFACT_BYTES, kernel_bundle, unpack_kernels
 
 __all__ = [
     "COMPILE_CACHE_ENV",
@@ -60,12 +58,7 @@ __all__ = [
 COMPILE_CACHE_ENV = "GRAPHBATCH_COMPILE_CACHE"
 KEY_FORMAT = "graphbatch-compile-key/1"
 RECORD_FORMAT = "graphbatch-compile-artifacts/1"
-#: Largest artifact file read (torch's bytes or the kernel bundle).
-MAX_ARTIFACT_BYTES = 1 << 32
 _MAX_RECORD_BYTES = 1 << 24
-#: Kernel files of Inductor's cache folder a bundle may hold: ``xx/<key>[.main].so`` (and
-#: the ``.o`` objects a separately compiled kernel links).
-_KERNEL_NAME = re.compile(r"^[a-z0-9]{2}/[a-z0-9]{8,80}(\.main)?\.(so|o)$")
 _CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
@@ -283,124 +276,6 @@ def compile_key(
     return CompileKey(fields, _digest(fields))
 
 
-# --------------------------------------------------------------------------- kernels
-def _inductor_dir() -> Path:
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    return Path(cache_dir())
-
-
-def _loaded_kernel_keys() -> set[str]:
-    """Keys of the C++ kernels this process compiled or loaded (torch's in-memory caches)."""
-    import sys
-
-    codecache = sys.modules.get("torch._inductor.codecache")
-    if codecache is None:
-        return set()
-    base = getattr(codecache, "CppCodeCache", None)
-    keys: set[str] = set()
-    for obj in vars(codecache).values():
-        if isinstance(obj, type) and base is not None and issubclass(obj, base):
-            cache = getattr(obj, "cache", None)
-            if isinstance(cache, dict):
-                keys.update(k for k in cache if isinstance(k, str))
-    return keys
-
-
-def _isa_probe_sources() -> set[bytes]:
-    """Sources of the CPU-feature probes Inductor compiles before its first C++ kernel (the
-    ``_*code`` strings of its `VecISA` classes)."""
-    import sys
-
-    mod = sys.modules.get("torch._inductor.cpu_vec_isa")
-    base = getattr(mod, "VecISA", None)
-    if base is None:
-        return set()
-    codes = set()
-    for obj in vars(mod).values():
-        if isinstance(obj, type) and issubclass(obj, base):
-            for name in dir(obj):
-                value = getattr(obj, name, None)
-                if name.endswith("_code") and isinstance(value, str):
-                    codes.add(value.encode("utf-8"))
-    return codes
-
-
-def _isa_probe_kernels(root: Path) -> list[Path]:
-    """The compiled CPU-feature probes in ``root``: without them a fresh cache folder
-    compiles each again (seconds apiece) before the first kernel loads."""
-    codes = _isa_probe_sources()
-    lengths = {len(c) for c in codes}
-    out: list[Path] = []
-    for src in root.glob("??/*.cpp"):
-        try:
-            if src.stat().st_size in lengths and src.read_bytes() in codes:
-                out.extend(src.parent.glob(src.stem + "*.so"))
-        except OSError:
-            continue
-    return out
-
-
-def _kernel_files() -> list[tuple[str, Path]]:
-    """``(name in the bundle, file)`` of the compiled C++ kernels to carry."""
-    root = _inductor_dir()
-    files = [
-        p
-        for key in _loaded_kernel_keys()
-        for pattern in (f"{key[1:3]}/{key}*.so", f"{key[1:3]}/{key}*.o")
-        for p in root.glob(pattern)
-    ]
-    files += _isa_probe_kernels(root)
-    out = {}
-    for p in files:
-        name = f"{p.parent.name}/{p.name}"
-        if _KERNEL_NAME.match(name) and p.is_file():
-            out[name] = p
-    return sorted(out.items())
-
-
-def _kernel_bundle() -> bytes | None:
-    files = _kernel_files()
-    if not files:
-        return None
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, path in files:
-            zf.write(path, name)
-    return buf.getvalue()
-
-
-def _writer(data: bytes) -> Callable[[IO[bytes]], object]:
-    return lambda fh: fh.write(data)
-
-
-def _unpack_kernels(data: bytes, where: str) -> int:
-    """Write the bundle's kernels into Inductor's cache folder (names checked, existing files
-    kept); returns how many were written."""
-    root = _inductor_dir()
-    written = 0
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            infos = zf.infolist()
-            if sum(i.file_size for i in infos) > MAX_ARTIFACT_BYTES:
-                raise InputError(f"{where}: kernels over the limit of {MAX_ARTIFACT_BYTES:,} bytes")
-            for info in infos:
-                if not _KERNEL_NAME.match(info.filename):
-                    raise InputError(f"{where}: unexpected member {info.filename!r}")
-                target = root / info.filename
-                if target.exists():
-                    continue
-                with zf.open(info) as fh:
-                    blob = fh.read(info.file_size + 1)
-                if len(blob) != info.file_size:
-                    raise InputError(f"{where}: member {info.filename!r} has the wrong size")
-                atomic_write(target, _writer(blob))
-                written += 1
-    except zipfile.BadZipFile as exc:
-        raise InputError(f"{where}: not a kernel bundle ({exc})") from None
-    return written
-
-
 # --------------------------------------------------------------------------- save / load
 def _paths(folder: Path, key: CompileKey) -> tuple[Path, Path, Path]:
     stem = f"compile-{key.short}"
@@ -415,9 +290,10 @@ def save_compile_artifacts(folder: str | os.PathLike, key: CompileKey) -> Path |
     """Save what this process has compiled (``torch.compiler.save_cache_artifacts``: every
     compilation since the process started, plus the compiled C++ kernels it loaded) into
     ``folder`` under ``key``: ``compile-<key>.torch``, ``compile-<key>.kernels.zip`` and, last,
-    the record ``compile-<key>.json``, each written atomically (a reader never sees a partial
-    set). Returns the record's path, or ``None`` (with a warning) when torch has nothing to
-    save (no compilation ran with its caches on). Call it on one rank only."""
+    the record ``compile-<key>.json``, each written atomically (a reader sees complete files,
+    and refuses a mix of two saves by their digests). Returns the record's path, or ``None``
+    (with a warning) when torch has nothing to save (no compilation ran with its caches on).
+    Call it on one rank only."""
     import torch
 
     if not isinstance(key, CompileKey):
@@ -434,7 +310,7 @@ def save_compile_artifacts(folder: str | os.PathLike, key: CompileKey) -> Path |
     record_path, blob_path, kernels_path = _paths(Path(folder), key)
     files = {"torch": _entry(blob_path, blob)}
     atomic_write(blob_path, lambda fh: fh.write(blob))
-    kernels = _kernel_bundle()
+    kernels = kernel_bundle()
     if kernels is not None:
         files["kernels"] = _entry(kernels_path, kernels)
         atomic_write(kernels_path, lambda fh: fh.write(kernels))
@@ -530,6 +406,6 @@ def load_compile_artifacts(
     except (InputError, FileNotFoundError) as exc:
         return _refuse(str(exc), strict)
     if kernels is not None:
-        _unpack_kernels(kernels, where)
+        unpack_kernels(kernels, where)
     torch.compiler.load_cache_artifacts(blob)
     return True
