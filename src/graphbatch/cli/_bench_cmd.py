@@ -220,7 +220,7 @@ def _check_outputs(out, cfg) -> None:
 
 
 def run(args) -> int:
-    from ..bench import run_bench, summarize, targets, write_results
+    from ..bench import break_even_lines, run_bench, summarize, targets, write_results
 
     cfg = config_from_args(args)
     _check_outputs(args.out, cfg)
@@ -267,6 +267,8 @@ def run(args) -> int:
                 if k != "unpadded"
             )
             print(f"{t['model']} b={t['batch_size']}: per repeat: {reps}")
+    for line in break_even_lines(targets(records)):
+        print(line)
     _print_wrote(paths, records)
     return 0
 
@@ -300,7 +302,7 @@ def _print_wrote(paths: dict, records: list) -> None:
 
 
 def _run_mace(args, cfg) -> int:
-    from ..bench import mace_targets, run_bench
+    from ..bench import break_even_lines, mace_targets, run_bench, targets
 
     records = run_bench(cfg, progress=not args.quiet)
     tm = mace_targets(records)
@@ -316,6 +318,8 @@ def _run_mace(args, cfg) -> int:
                 f"{v['graphs_per_s_ratio_compile_excluded']:.2f}x, included "
                 f"{v['graphs_per_s_ratio_compile_included']:.2f}x"
             )
+    for line in break_even_lines(targets(records)):
+        print(line)
     _print_wrote(paths, records)
     return 0
 

@@ -1,5 +1,6 @@
 """PyTorch / PyG adapter: padded collation, the plan batch sampler, the loader, masked losses,
-and `TrainStep` (a training step captured as one CUDA graph per padded shape).
+`TrainStep` (a training step captured as one CUDA graph per padded shape) and a persistent
+compile cache with artifacts carried between runs (`compile_cache`).
 
 Import explicitly (``import graphbatch.torch``); ``import graphbatch`` never imports torch.
 `GraphStoreDataset` and `StoreData` (a graph store's per-graph view, ``store.to_torch()``)
@@ -12,6 +13,16 @@ from typing import TYPE_CHECKING, Any
 from .._errors import CaptureError, PlanMismatchError
 from ._collate import collate_dict
 from ._collation import Collation
+from ._compile_cache import (
+    COMPILE_CACHE_ENV,
+    CompileCache,
+    CompileKey,
+    compile_cache,
+    compile_key,
+    default_compile_cache,
+    load_compile_artifacts,
+    save_compile_artifacts,
+)
 from ._consistency import check_plan_consistency
 from ._loader import PlanLoader, loader, read_sizes
 from ._loss import masked_mean
@@ -34,6 +45,9 @@ __all__ = [
     "CudaGraphBackend",
     "EagerBackend",
     "Collation",
+    "COMPILE_CACHE_ENV",
+    "CompileCache",
+    "CompileKey",
     "FieldSpec",
     "GraphStoreDataset",
     "MaskedBatchNorm",
@@ -55,13 +69,18 @@ __all__ = [
     "check_plan_consistency",
     "collate",
     "collate_dict",
+    "compile_cache",
+    "compile_key",
     "convert_masked_norm",
+    "default_compile_cache",
     "infer_schema",
+    "load_compile_artifacts",
     "loader",
     "masked_mean",
     "padding_masks",
     "prefetch",
     "read_sizes",
+    "save_compile_artifacts",
     "store_batch",
     "store_schema",
     "unpad",

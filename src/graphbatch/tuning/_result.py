@@ -34,7 +34,11 @@ class TuneResult:
     it was predicted fastest in (``compiled``, ``eager`` or ``jit``); ``ranking``: every
     (candidate, mode) prediction, best first; ``models``: the fitted `StepCostModel` per mode;
     ``validation``: predicted beside measured for the validated configurations;
-    ``failed``: candidates the planner refused; ``settings``: the inputs, machine and timings.
+    ``failed``: candidates the planner refused; ``settings``: the inputs, machine and timings;
+    ``break_even``: after how many steps the best compiled configuration overtakes the best
+    eager one, compilation counted, beside the steps planned (``None`` without both modes).
+    A validation row with ``trusted: False`` is a measurement tune could not trust (its
+    ``trust_reasons`` say why), not a valid result.
     """
 
     request: dict[str, Any]
@@ -45,10 +49,16 @@ class TuneResult:
     validation: list[dict[str, Any]] = field(default_factory=list)
     failed: list[dict[str, str]] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    break_even: dict[str, Any] | None = None
 
     @property
     def chosen(self) -> Prediction:
         return self.ranking[0]
+
+    @property
+    def untrusted(self) -> list[dict[str, Any]]:
+        """The validation rows tune could not trust after its retries."""
+        return [v for v in self.validation if v.get("trusted") is False]
 
     def table(self, top: int | None = None) -> list[dict[str, Any]]:
         """The ranked table: one row per (configuration, mode), best first."""
@@ -73,6 +83,8 @@ class TuneResult:
             "compiles",
             "load_drift",
             "load_adjusted_err_pct",
+            "trusted",
+            "attempts",
         )
         return [{k: v.get(k) for k in keys} for v in self.validation]
 
@@ -87,6 +99,7 @@ class TuneResult:
             "validation": self.validation,
             "failed": self.failed,
             "settings": self.settings,
+            "break_even": self.break_even,
         }
 
     @classmethod
@@ -104,6 +117,7 @@ class TuneResult:
             validation=list(d.get("validation", [])),
             failed=list(d.get("failed", [])),
             settings=dict(d.get("settings", {})),
+            break_even=None if d.get("break_even") is None else dict(d["break_even"]),
         )
 
     def save(self, path: str | os.PathLike) -> Path:
