@@ -11,19 +11,22 @@ file, frame and field; nothing is written (the writer discards its temporaries).
 
 from __future__ import annotations
 
+import bisect
 import io
 import os
 import platform
+import re
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .._errors import InputError
-from .._io import check_output_path
+from .._io import check_output_path, check_regular_file
 from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
 from ._build import BuildReport
 from ._extxyz import AtomsFrame, frame_from_atoms, parse_comment, read_frames
@@ -34,6 +37,8 @@ __all__ = ["ATOMS_FORMATS", "build_atoms_store", "extxyz_blocks"]
 
 #: Input formats of `build_atoms_store` (``graphbatch data build extxyz|ase-db``).
 ATOMS_FORMATS = ("extxyz", "ase-db")
+#: The cutoff (Å) must be above this: vesin refuses cutoffs of 1e-6 and below.
+MIN_CUTOFF = 1e-6
 
 
 @dataclass(frozen=True)
@@ -107,11 +112,58 @@ def extxyz_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]
         yield _Block("extxyz", path, source, block_start, offset, block_first, tuple(lines))
 
 
+def _not_a_database(path: str, exc: BaseException) -> AtomsInputError:
+    """One line for an ASE database that ASE cannot open or count: the missing backend of an
+    ``.aselmdb`` file, the first row ASE cannot read where the file's row ids can be read
+    (ASE's JSON backend reads every row to count them), else the file."""
+    if isinstance(exc, ImportError) and path.lower().endswith(".aselmdb"):
+        return AtomsInputError(
+            f"{path}: an .aselmdb database needs the ase-db-backends package "
+            "(pip install ase-db-backends), which is not installed"
+        )
+    bad = _bad_row(path, 0, exc)
+    if bad is not None:
+        return bad
+    return AtomsInputError(f"{path}: not a readable ASE database ({_exc_text(exc)})")
+
+
+def _bad_row(path: str, position: int, exc: BaseException) -> AtomsInputError | None:
+    """The error naming the row ASE could not read -- for SQLite, the one at ``position`` in
+    id order (ASE decodes a row as it yields it); for JSON, the first that fails in the file's
+    own order (ASE decodes every row before it sorts them) -- or ``None`` where the file's row
+    ids cannot be read (then the file is no database)."""
+    import ase.db
+
+    if path.lower().endswith(".json"):
+        position = 0
+        try:
+            with ase.db.connect(path) as db:
+                for _ in db.select():
+                    position += 1
+            return None
+        except Exception as again:
+            exc = again
+    row = _row_id(path, position)
+    if row is None:
+        return None
+    return AtomsInputError(f"{path}: row {row}: not a readable structure ({_exc_text(exc)})")
+
+
+def _exc_text(exc: BaseException) -> str:
+    """``Type: message`` of a third-party error on one line (the type alone when it says
+    nothing, e.g. a bare ``AssertionError``)."""
+    msg = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
 def _db_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]:
     import ase.db
 
-    with ase.db.connect(path) as db:
-        total = db.count()
+    try:
+        with ase.db.connect(path) as db:
+            total = db.count()
+    except Exception as exc:  # ASE's and its backends' errors have many types
+        raise _not_a_database(path, exc) from None
     for a in range(0, total, chunk_frames):
         b = min(total, a + chunk_frames)
         yield _Block("ase-db", path, source, a, b, a)
@@ -123,13 +175,39 @@ def _extxyz_frames(block: _Block) -> list[AtomsFrame]:
     (whose parse errors become one line naming the file, frame and line)."""
     with open(block.path, "rb") as fh:
         fh.seek(block.start)
-        text = fh.read(block.stop - block.start).decode()
+        raw = fh.read(block.stop - block.start)
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        line = block.lines[0] + raw.count(b"\n", 0, exc.start)
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise AtomsInputError(
+            f"{_where(block, line)}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+            f"{column})"
+        ) from None
+    if "\r" in text and (cr := _LONE_CR.search(text)) is not None:
+        line = block.lines[0] + text.count("\n", 0, cr.start())
+        raise AtomsInputError(
+            f"{_where(block, line)}: a carriage return (\\r) inside the line; ASE reads it as "
+            "a line break, so the frame's lines no longer match its atom count (ASE refuses "
+            "the file too): remove it"
+        )
     lines = text.split("\n")
     starts = [ln - block.lines[0] for ln in block.lines]
     return [
         _ase_frame(lines, starts[k], block, k) if frame is None else frame
         for k, frame in enumerate(read_frames(lines, starts, block.first))
     ]
+
+
+#: a carriage return that does not end a line (CR LF line ends are ordinary line ends)
+_LONE_CR = re.compile(r"\r(?!\n|\Z)")
+
+
+def _where(block: _Block, line: int) -> str:
+    """``FILE: frame F (line L)`` for line ``line`` (1-based, of the file) in ``block``."""
+    k = bisect.bisect_right(block.lines, line) - 1
+    return f"{block.path}: frame {block.first + max(k, 0)} (line {line})"
 
 
 def _ase_frame(lines: list[str], at: int, block: _Block, k: int) -> AtomsFrame:
@@ -198,20 +276,69 @@ def _bad_atom_line(
 
 
 def _db_frames(block: _Block) -> Iterator[AtomsFrame]:
+    """The rows of an ASE-database block as `AtomsFrame` records; a row ASE cannot read (a
+    damaged blob, a JSON row that is no structure) raises `AtomsInputError` naming the file
+    and the row: its position in id order, and its id where the database gives it."""
     import ase.db
 
-    with ase.db.connect(block.path) as db:
-        for row in db.select(offset=block.start, limit=block.stop - block.start, sort="id"):
-            atoms = row.toatoms()
-            atoms.info.update(row.key_value_pairs)
-            n = len(atoms)
-            for key, value in (row.get("data") or {}).items():
-                arr = np.asarray(value)
-                if arr.ndim >= 1 and arr.shape[0] == n and arr.dtype.kind in "biuf":
-                    atoms.arrays[key] = arr
-                else:
-                    atoms.info[key] = value
-            yield frame_from_atoms(int(row.id), atoms)
+    position = block.start  # rows of the database in id order before this one
+    try:
+        with ase.db.connect(block.path) as db:
+            rows = db.select(offset=block.start, limit=block.stop - block.start, sort="id")
+            while True:
+                try:
+                    row = next(rows)
+                except StopIteration:
+                    return
+                yield _row_frame(row)
+                position += 1
+    except AtomsInputError:
+        raise
+    except Exception as exc:  # ASE's errors have many types
+        raise _bad_row(block.path, position, exc) or AtomsInputError(
+            f"{block.path}: row number {position + 1} in id order: not a readable structure "
+            f"({_exc_text(exc)})"
+        ) from None
+
+
+def _row_frame(row: Any) -> AtomsFrame:
+    """The `AtomsFrame` of one ASE database row (key-value pairs to ``info``; ``data``
+    arrays with one row per atom to ``arrays``, the rest to ``info``)."""
+    atoms = row.toatoms()
+    atoms.info.update(row.key_value_pairs)
+    n = len(atoms)
+    for key, value in (row.get("data") or {}).items():
+        arr = np.asarray(value)
+        if arr.ndim >= 1 and arr.shape[0] == n and arr.dtype.kind in "biuf":
+            atoms.arrays[key] = arr
+        else:
+            atoms.info[key] = value
+    return frame_from_atoms(int(row.id), atoms)
+
+
+def _row_id(path: str, position: int) -> int | None:
+    """The id of the row at ``position`` (0-based; SQLite: in id order, JSON: in the file's
+    ``ids`` order) of the ASE database ``path``, read from its id table alone (no row is
+    decoded); ``None`` where that cannot be read."""
+    try:
+        if path.lower().endswith(".json"):
+            import json
+
+            with open(path, encoding="utf-8") as fh:
+                table = json.load(fh)
+            return int(table["ids"][position])  # the order ASE's JSON backend reads rows
+        import sqlite3
+
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            got = con.execute(
+                "SELECT id FROM systems ORDER BY id LIMIT 1 OFFSET ?", (position,)
+            ).fetchone()
+        finally:
+            con.close()
+        return int(got[0])
+    except Exception:
+        return None
 
 
 def _convert_block(args: tuple[_Block, float, AtomsKeys]) -> AtomsChunk:
@@ -294,6 +421,11 @@ def build_atoms_store(
         raise InputError(f"cutoff must be a number, got {cutoff!r}") from None
     if not (np.isfinite(cutoff) and cutoff > 0):
         raise InputError(f"cutoff must be a finite distance > 0 (Å), got {cutoff!r}")
+    if cutoff <= MIN_CUTOFF:
+        raise InputError(
+            f"cutoff {cutoff!r} Å is at or below {MIN_CUTOFF!r} Å, the smallest the neighbour "
+            f"list ({NEIGHBOUR_LIBRARY}) takes"
+        )
     if isinstance(workers, bool) or int(workers) < 1:
         raise InputError(f"workers must be >= 1, got {workers!r}")
     if isinstance(chunk_frames, bool) or int(chunk_frames) < 1:
@@ -302,8 +434,7 @@ def build_atoms_store(
     for p, f in zip(paths, fmts, strict=True):
         if f not in ATOMS_FORMATS:
             raise InputError(f"unknown format {f!r}; choose one of {ATOMS_FORMATS}")
-        if not Path(p).is_file():
-            raise InputError(f"{p}: no such file")
+        check_regular_file(p, f"{f} input")
     check_output_path(out, paths)
     if keys is None:
         keys = (
