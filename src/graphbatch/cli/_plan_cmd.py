@@ -163,6 +163,12 @@ def _config_request(args) -> dict:
     from ..tuning import load_request
 
     request = dict(load_request(args.config))
+    for key in ("sizes", "epoch", "world_size"):  # graphbatch.plan's, but no request's
+        if key in request:
+            raise InputError(
+                f"--config {args.config}: key {key!r} is not part of a plan request; "
+                f"give it as {_PLAN_ARGS[key]}"
+            )
     if args.strategy is not None and args.strategy != request["strategy"]:
         raise InputError(
             f"--strategy {args.strategy!r} differs from the --config's {request['strategy']!r}"

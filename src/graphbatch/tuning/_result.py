@@ -137,6 +137,8 @@ def load_request(path: str | os.PathLike) -> dict[str, Any]:
             d = json.load(f)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: not JSON ({exc})") from None
+        except RecursionError:
+            raise InputError(f"{path}: JSON nested too deeply for a request") from None
     if isinstance(d, dict) and d.get("format") == TUNE_FORMAT:
         d = d.get("request")
     if not isinstance(d, dict) or not isinstance(d.get("strategy"), str):
