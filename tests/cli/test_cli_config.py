@@ -85,3 +85,21 @@ def test_real_booleans_in_a_request_are_honoured(tmp_path, capsys, sizes_file, m
     assert _plan(capsys, sizes_file, config, out, "--epoch", "1", "--world-size", "2")[0] == 0
     want = gb.plan(molecule_sizes, "dynamic", batch_size=32, epoch=1, world_size=2)
     assert np.array_equal(gb.BatchPlan.load(out).order, want.order)
+
+
+def test_an_option_nested_past_the_recursion_limit_is_one_line(tmp_path, sizes_file):
+    """``--option KEY=VALUE`` parses VALUE as JSON; 100,000 brackets were a RecursionError."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "plan.npz"
+    args = ["plan", sizes_file, "--strategy", "dynamic", "--batch-size", "8", "--out", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphbatch.cli", *args, "--option", "multiple=" + "[" * 100_000],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "--option" in proc.stderr and "nested" in proc.stderr
+    assert not out.exists()

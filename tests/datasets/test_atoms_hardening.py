@@ -119,7 +119,15 @@ def test_non_utf8_bytes_name_the_file_frame_and_line(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "weights",
-    ['{"Default": null}', "[1]", '{"Default": "x"}', '{"Default": [1]}', '{"Default": true}'],
+    [
+        '{"Default": null}',
+        "[1]",
+        '{"Default": "x"}',
+        '{"Default": [1]}',
+        '{"Default": true}',
+        "[" * 100_000,
+    ],
+    ids=["null", "list", "text", "list value", "true", "nested"],
 )
 def test_config_type_weights_must_map_names_to_numbers(tmp_path, capsys, weights):
     src = tmp_path / "in.xyz"

@@ -22,6 +22,10 @@ def _parse_option(text: str):
         parsed = json.loads(value)
     except json.JSONDecodeError:
         parsed = value
+    except RecursionError:
+        raise argparse.ArgumentTypeError(
+            f"--option {key}: JSON nested too deeply for an option value"
+        ) from None
     return key.replace("-", "_"), parsed
 
 

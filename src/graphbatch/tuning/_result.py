@@ -139,7 +139,7 @@ def load_request(path: str | os.PathLike) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
         try:
             d = json.load(f)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"{path}: not JSON ({exc})") from None
         except RecursionError:
             raise InputError(f"{path}: JSON nested too deeply for a request") from None
