@@ -275,13 +275,12 @@ def read_npz(
     "size table") and the limit.
 
     A name that occurs twice in the zip directory is refused (``np.load`` reads the last
-    copy, ``zipfile`` the first). For each member the ``.npy`` header is read first: object dtypes are refused, and the
-    shape it declares must match the member's size in the zip directory exactly (a header
-    claiming ``(2**40,)`` in a small member is refused, not allocated); ``lengths[key](arrays
-    read so far)`` gives the first-dimension length the member must have (``None``: no
-    constraint) of its first dimension, ``max_bytes[key]`` a cap on its data. Only then is the
-    data read -- at most
-    the declared bytes, whose CRC-32 the zip reader checks.
+    copy, ``zipfile`` the first). For each member the ``.npy`` header is read first: object
+    dtypes are refused, and the shape it declares must match the member's size in the zip
+    directory exactly (a header claiming ``(2**40,)`` in a small member is refused, not
+    allocated); ``lengths[key](arrays read so far)`` gives the first-dimension length the
+    member must have (``None``: no constraint), ``max_bytes[key]`` a cap on its data. Only
+    then is the data read -- at most the declared bytes, whose CRC-32 the zip reader checks.
     """
     where = f"{what} {str(path)!r}"
     lengths = dict(lengths or {})

@@ -22,7 +22,9 @@ GOOD = "1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0\nCu 0 0 
 
 
 def _frame(extra: str) -> str:
-    return f"1\nProperties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0 {extra}\nCu 0 0 0 0 0 0\n"
+    """A good one-atom frame with ``extra`` on its comment line."""
+    head = "Properties=species:S:1:pos:R:3:REF_forces:R:3 REF_energy=1.0"
+    return f"1\n{head} {extra}\nCu 0 0 0 0 0 0\n"
 
 
 def _main(capsys, *args) -> tuple[int, str]:

@@ -124,7 +124,7 @@ class AtomsKeys:
                 "config_type_weights must be a mapping {config_type: weight}, "
                 f"got {str(weights)[:60]!r}"
             )
-        checked = {}
+        checked: dict[str, float] = {}
         for name, w in weights.items():
             if not isinstance(w, numbers.Real) or isinstance(w, (bool, np.bool_)):
                 raise InputError(

@@ -36,8 +36,6 @@ from ._factory import TuneStep, as_tune_step, resolve_factory
 from ._pairs import StandInGraphs, pairable
 
 if TYPE_CHECKING:
-    from torch_geometric.data import Data
-
     from ..torch import PlanLoader
 
 __all__ = ["TorchBackend", "synthetic_dataset"]
