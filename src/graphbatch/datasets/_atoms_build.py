@@ -21,13 +21,13 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from .._errors import InputError
 from .._io import check_output_path, check_regular_file
 from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
+from ._atoms_db import bad_row, exc_text, not_a_database, row_frame
 from ._build import BuildReport
 from ._extxyz import AtomsFrame, frame_from_atoms, parse_comment, read_frames
 from ._neighbours import NEIGHBOUR_LIBRARY, import_vesin
@@ -112,50 +112,6 @@ def extxyz_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]
         yield _Block("extxyz", path, source, block_start, offset, block_first, tuple(lines))
 
 
-def _not_a_database(path: str, exc: BaseException) -> AtomsInputError:
-    """One line for an ASE database that ASE cannot open or count: the missing backend of an
-    ``.aselmdb`` file, the first row ASE cannot read where the file's row ids can be read
-    (ASE's JSON backend reads every row to count them), else the file."""
-    if isinstance(exc, ImportError) and path.lower().endswith(".aselmdb"):
-        return AtomsInputError(
-            f"{path}: an .aselmdb database needs the ase-db-backends package "
-            "(pip install ase-db-backends), which is not installed"
-        )
-    bad = _bad_row(path, 0, exc)
-    if bad is not None:
-        return bad
-    return AtomsInputError(f"{path}: not a readable ASE database ({_exc_text(exc)})")
-
-
-def _bad_row(path: str, position: int, exc: BaseException) -> AtomsInputError | None:
-    """The error naming the row ASE could not read -- for SQLite, the one at ``position`` in
-    id order (ASE decodes a row as it yields it); for JSON, the first that fails in the file's
-    own order (ASE decodes every row before it sorts them) -- or ``None`` where the file's row
-    ids cannot be read (then the file is no database)."""
-    import ase.db
-
-    if path.lower().endswith(".json"):
-        position = 0
-        try:
-            with ase.db.connect(path) as db:
-                for _ in db.select():
-                    position += 1
-            return None
-        except Exception as again:
-            exc = again
-    row = _row_id(path, position)
-    if row is None:
-        return None
-    return AtomsInputError(f"{path}: row {row}: not a readable structure ({_exc_text(exc)})")
-
-
-def _exc_text(exc: BaseException) -> str:
-    """``Type: message`` of a third-party error on one line (the type alone when it says
-    nothing, e.g. a bare ``AssertionError``)."""
-    msg = " ".join(str(exc).split())[:200]
-    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
-
-
 def _db_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]:
     import ase.db
 
@@ -163,7 +119,7 @@ def _db_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]:
         with ase.db.connect(path) as db:
             total = db.count()
     except Exception as exc:  # ASE's and its backends' errors have many types
-        raise _not_a_database(path, exc) from None
+        raise not_a_database(path, exc) from None
     for a in range(0, total, chunk_frames):
         b = min(total, a + chunk_frames)
         yield _Block("ase-db", path, source, a, b, a)
@@ -290,55 +246,15 @@ def _db_frames(block: _Block) -> Iterator[AtomsFrame]:
                     row = next(rows)
                 except StopIteration:
                     return
-                yield _row_frame(row)
+                yield row_frame(row)
                 position += 1
     except AtomsInputError:
         raise
     except Exception as exc:  # ASE's errors have many types
-        raise _bad_row(block.path, position, exc) or AtomsInputError(
+        raise bad_row(block.path, position, exc) or AtomsInputError(
             f"{block.path}: row number {position + 1} in id order: not a readable structure "
-            f"({_exc_text(exc)})"
+            f"({exc_text(exc)})"
         ) from None
-
-
-def _row_frame(row: Any) -> AtomsFrame:
-    """The `AtomsFrame` of one ASE database row (key-value pairs to ``info``; ``data``
-    arrays with one row per atom to ``arrays``, the rest to ``info``)."""
-    atoms = row.toatoms()
-    atoms.info.update(row.key_value_pairs)
-    n = len(atoms)
-    for key, value in (row.get("data") or {}).items():
-        arr = np.asarray(value)
-        if arr.ndim >= 1 and arr.shape[0] == n and arr.dtype.kind in "biuf":
-            atoms.arrays[key] = arr
-        else:
-            atoms.info[key] = value
-    return frame_from_atoms(int(row.id), atoms)
-
-
-def _row_id(path: str, position: int) -> int | None:
-    """The id of the row at ``position`` (0-based; SQLite: in id order, JSON: in the file's
-    ``ids`` order) of the ASE database ``path``, read from its id table alone (no row is
-    decoded); ``None`` where that cannot be read."""
-    try:
-        if path.lower().endswith(".json"):
-            import json
-
-            with open(path, encoding="utf-8") as fh:
-                table = json.load(fh)
-            return int(table["ids"][position])  # the order ASE's JSON backend reads rows
-        import sqlite3
-
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            got = con.execute(
-                "SELECT id FROM systems ORDER BY id LIMIT 1 OFFSET ?", (position,)
-            ).fetchone()
-        finally:
-            con.close()
-        return int(got[0])
-    except Exception:
-        return None
 
 
 def _convert_block(args: tuple[_Block, float, AtomsKeys]) -> AtomsChunk:
