@@ -185,7 +185,7 @@ def test_loader_chunks_resume_and_epochs(small_store):
 
 
 def test_shuffle_argument_is_checked(small_store):
-    assert check_shuffle(True) is True and check_shuffle(0) is False
+    assert check_shuffle(True) is True and check_shuffle(False) is False
     assert check_shuffle("chunks") == "chunks"
     with pytest.raises(ValueError, match="'chunk'"):
         check_shuffle("chunk")

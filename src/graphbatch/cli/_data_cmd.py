@@ -7,7 +7,7 @@ import signal
 import sys
 
 from .._errors import InputError
-from .._io import check_output_path
+from .._io import check_output_path, parse_json
 from ..analysis import input_files
 from ..datasets import ENGINES
 from . import _data_stats_cmd
@@ -278,8 +278,6 @@ def _smiles_source(args) -> None:
 
 
 def _atoms_keys(args):
-    import json
-
     from ..datasets import AtomsKeys
 
     db = args.dataset == "ase-db"
@@ -291,10 +289,7 @@ def _atoms_keys(args):
         given[prop] = None if key.lower() == "none" else key
     weights = {}
     if args.config_type_weights:
-        try:
-            weights = json.loads(args.config_type_weights)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"--config-type-weights is not JSON: {exc}") from None
+        weights = parse_json(args.config_type_weights, "--config-type-weights", max_bytes=1 << 20)
         if not isinstance(weights, dict):
             raise InputError("--config-type-weights must be a JSON object {config_type: weight}")
     required = ("energy", "forces") if args.require is None else tuple(args.require)

@@ -156,17 +156,30 @@ def _client(address: str | None, n_workers: int) -> tuple[Any, Any]:
     # ":0": the scheduler's HTTP endpoint on a free port (builds side by side never collide);
     # preload: each worker imports the shard task's module while it starts, i.e. while the
     # driver still reads the source, not in its first task
-    # silence_logs: the engine's own warnings (e.g. a task cancelled when a build is called off)
-    # would print beside graphbatch's one-line report; failures reach the driver as exceptions
+    # silence_logs: the engine's own log (a task cancelled when a build is called off, a
+    # scheduler closed under a busy worker) would print beside graphbatch's one-line report;
+    # failures reach the driver as exceptions. The workers quiet theirs in `dask_setup`.
     cluster = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=1,
         processes=True,
         dashboard_address=":0",
         preload=[__name__],
-        silence_logs=logging.ERROR,
+        silence_logs=logging.CRITICAL,
     )
     return Client(cluster), cluster
+
+
+def dask_setup(worker: Any) -> None:
+    """Preload hook, run in each worker process of the local cluster `_client` starts (not on
+    a running cluster's workers): the engine's log stays quiet below CRITICAL there too. When
+    a called-off build (SIGTERM) closes the cluster under busy workers, their heartbeats meet
+    a closed scheduler and Dask logged "Failed to communicate with scheduler during heartbeat"
+    with a traceback per worker, beside the one-line report; a task's failure still reaches
+    the driver as its exception."""
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name == "distributed" or name.startswith("distributed."):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 class _ClusterStart:

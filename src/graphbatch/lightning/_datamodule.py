@@ -86,6 +86,11 @@ class GraphDataModule(LightningDataModule):
         if "indices" in loader_options:
             raise InputTypeError("GraphDataModule() takes splits as train=, val=, test=, predict=")
         get_strategy(strategy)  # an unknown name fails here, naming the registered ones
+        if isinstance(dataset, (bytes, bytearray, memoryview)):  # a len and items, no graphs
+            raise InputTypeError(
+                "dataset must be map-style (len and [i]), a graph store or a store's path (str "
+                f"or os.PathLike), got {type(dataset).__name__} {bytes(dataset[:60])!r}"
+            )
         if isinstance(dataset, (str, os.PathLike)):
             from ..datasets import GraphStore
 

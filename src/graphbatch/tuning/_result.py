@@ -12,6 +12,7 @@ from typing import Any
 from .._errors import InputError
 from .._io import atomic_write_text, json_default
 from ._model import StepCostModel
+from ._result_check import check_result_dict
 from ._search import Prediction
 
 __all__ = ["TuneResult", "TUNE_FORMAT", "load_request", "REQUEST_KEYS"]
@@ -104,10 +105,9 @@ class TuneResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TuneResult:
-        if d.get("format") != TUNE_FORMAT:
-            raise InputError(
-                f"not a tune result (format {d.get('format')!r}, expected {TUNE_FORMAT!r})"
-            )
+        """The result of a parsed result file; `InputError` naming the first missing or
+        mistyped key (`check_result_dict`)."""
+        check_result_dict(d, TUNE_FORMAT)
         return cls(
             request=dict(d["request"]),
             mode=str(d["mode"]),
@@ -132,14 +132,18 @@ class TuneResult:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TuneResult:
+        """Read a result file; any error is one `InputError` naming the file (and the key)."""
         with open(path, encoding="utf-8") as f:
             try:
                 d = json.load(f)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise InputError(f"{path}: not JSON ({exc})") from None
-        if not isinstance(d, dict):
-            raise InputError(f"{path}: a tune result is a JSON object")
-        return cls.from_dict(d)
+            except RecursionError:
+                raise InputError(f"{path}: JSON nested too deeply for a tune result") from None
+        try:
+            return cls.from_dict(d)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
 
 
 def load_request(path: str | os.PathLike) -> dict[str, Any]:
@@ -149,8 +153,10 @@ def load_request(path: str | os.PathLike) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
         try:
             d = json.load(f)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"{path}: not JSON ({exc})") from None
+        except RecursionError:
+            raise InputError(f"{path}: JSON nested too deeply for a request") from None
     if isinstance(d, dict) and d.get("format") == TUNE_FORMAT:
         d = d.get("request")
     if not isinstance(d, dict) or not isinstance(d.get("strategy"), str):
