@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import PlanMismatchError
 from ._collate import collate_dict
 from ._consistency import check_plan_consistency
+from ._feed import DeviceFeed, device_feed
 from ._loader import PlanLoader, loader, read_sizes
 from ._loss import masked_mean
 from ._masks import batch_edges, padding_masks
@@ -23,6 +24,7 @@ from ._schema import FieldSpec, Schema, infer_schema
 from ._store_batch import StoreBatcher, store_batch, store_schema
 
 __all__ = [
+    "DeviceFeed",
     "FieldSpec",
     "GraphStoreDataset",
     "MaskedBatchNorm",
@@ -41,6 +43,7 @@ __all__ = [
     "collate",
     "collate_dict",
     "convert_masked_norm",
+    "device_feed",
     "infer_schema",
     "loader",
     "masked_mean",
