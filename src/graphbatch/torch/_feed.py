@@ -227,9 +227,11 @@ class FeedIterator:
         slot = ring.slot_tensor(msg.slot)
         node_counts = _counts_reader(slot, counts)
         backend = self._backend
-        cache = counts is None or batcher.anchored  # else the batch holds its node counts
-        if msg.layout is None:
+        if msg.layout is None:  # the kernel's layout: a prototype batch per buffer and shape
             key = (key, msg.real_graphs > 0)  # an all-padding batch is of another class
+            cache = batcher.anchored  # else the batch holds its own node counts
+        else:  # a packed dict: its values other than tensors come with each batch
+            cache = False
 
         def build(tensors: dict[str, torch.Tensor]) -> Any:
             return batcher.assemble(msg, tensors, node_counts)
@@ -244,6 +246,7 @@ class FeedIterator:
         if ring.pinned is None:
             ring.pinned = backend.register(ring.memory, ring)
         buf = self._buffer(msg.nbytes, ring.capacity)
+        batch = buf.batch(key, entries, build, cache)  # before the copy refers to the buffer
         side = self._side
         with backend.on(side):
             # the step's stream may still use what this memory held before
@@ -251,7 +254,7 @@ class FeedIterator:
             backend.copy(buf.base[: msg.nbytes], slot[: msg.nbytes])
             event = backend.record(side)
         receiver.hold(msg, lambda: backend.done(event))  # until the copy is done
-        return _Issued(buf.batch(key, entries, build, cache), event)
+        return _Issued(batch, event)
 
     def _receiver_of(self, msg: SlotBatch) -> SlotReceiver:
         receiver = self._receiver

@@ -89,21 +89,19 @@ class DeviceBuffer:
 
     def free(self) -> bool:
         refs = _storage_refs(self._cdata)
-        if refs != self._refs:
-            if refs > self._refs:  # a new view, alias or saved tensor of the memory
-                return False
-            self._forget()  # a view handed out had its storage replaced (``t.data = x``)
-            return True
+        if refs > self._refs:  # a new view, alias or saved tensor of the memory (or a copy
+            return False  # into it still queued)
         out = self._out
-        if out:
-            if any(layout.held() for layout in out):
-                return False
-            for layout in out:
-                for t in layout.tensors:
-                    if t.requires_grad:  # a step's leaf: back to a plain view
-                        t.requires_grad_(False)
-                        t.grad = None
-            out.clear()
+        if any(layout.held() for layout in out):
+            return False
+        for layout in out:
+            for t in layout.tensors:
+                if t.requires_grad:  # a step's leaf: back to a plain view
+                    t.requires_grad_(False)
+                    t.grad = None
+        out.clear()
+        if refs < self._refs:  # a view lost its storage (``t.data = x``): make them anew
+            self._forget()
         return True
 
     def _forget(self) -> None:
@@ -120,7 +118,8 @@ class DeviceBuffer:
     ) -> Any:
         """The batch of layout ``key`` (tensors ``entries``: ``(name, start, end, shape,
         dtype)`` each), made by ``build(views)`` once and copied after (``cache=False``: built
-        every time, for batches that hold more than their layout). Call only while `free`."""
+        every time, for batches that hold more than their layout). Call only while `free`, and
+        before anything else refers to the memory (a copy queued into it)."""
         layout = self._layouts.get(key)
         if layout is None:
             if len(self._layouts) >= MAX_LAYOUTS:

@@ -374,7 +374,7 @@ class StoreBatcher:
         identifies the layout, for caches; ``counts``: the byte range of the nodes per graph
         slot, or ``None``). The batch is then ``assemble(msg, tensors)``."""
         if msg.layout is not None:
-            return msg.layout, _packed_entries(msg.layout), None
+            return msg.layout[0], _packed_entries(msg.layout), None
         hit = self._entry_cache.get(msg.shape)
         if hit is None:
             nbytes, views, counts = self._views(msg.shape)
@@ -454,24 +454,27 @@ def _dtype(name: str) -> torch.dtype:
 
 
 def pack_layout(batch: dict[str, Any]) -> tuple[tuple, int]:
-    """``(layout, nbytes)`` of a batch dict packed into one buffer: per key, in the dict's
-    order, ``(key, offset, shape, dtype name)`` for a tensor (each at a 64-byte boundary) or
-    ``(key, -1, value, None)`` for any other value (it travels in the layout itself)."""
+    """``(layout, nbytes)`` of a batch dict packed into one buffer. ``layout`` is ``(entries,
+    values)``: per key, in the dict's order, ``(key, offset, shape, dtype name)`` for a tensor
+    (each at a 64-byte boundary) or ``(key, -1, None, None)`` for any other value, which
+    travels in ``values`` (in the same order); ``entries`` is hashable (a cache key)."""
     entries = []
+    values = []
     at = 0
     for key, value in batch.items():
         if isinstance(value, torch.Tensor):
             entries.append((key, at, tuple(value.shape), str(value.dtype).removeprefix("torch.")))
             at += -(-value.numel() * value.element_size() // 64) * 64
         else:
-            entries.append((key, -1, value, None))
-    return tuple(entries), at
+            entries.append((key, -1, None, None))
+            values.append(value)
+    return (tuple(entries), tuple(values)), at
 
 
 def pack_dict(batch: dict[str, Any], layout: tuple, base: torch.Tensor) -> None:
     """Write the tensors of ``batch`` into ``base`` (1-D ``uint8``) as `pack_layout` laid
     them out."""
-    for key, at, shape, dtype in layout:
+    for key, at, _, _ in layout[0]:
         if at >= 0:
             value = batch[key]
             nbytes = value.numel() * value.element_size()
@@ -483,23 +486,25 @@ _PACKED: dict[tuple, tuple] = {}
 
 def _packed_entries(layout: tuple) -> tuple:
     """`StoreBatcher.layout` entries of a packed layout (cached per layout)."""
-    hit = _PACKED.get(layout)
+    entries = layout[0]
+    hit = _PACKED.get(entries)
     if hit is None:
         out = []
-        for key, at, shape, dtype in layout:
+        for key, at, shape, dtype in entries:
             if at >= 0:
                 t = _dtype(dtype)
                 size = int(np.prod(shape, dtype=np.int64)) * t.itemsize
                 out.append((key, at, at + size, shape, t))
         if len(_PACKED) >= 256:
             _PACKED.clear()
-        hit = _PACKED[layout] = tuple(out)
+        hit = _PACKED[entries] = tuple(out)
     return hit
 
 
 def _with_extras(tensors: dict[str, Any], layout: tuple) -> dict[str, Any]:
     """The packed batch dict: ``tensors`` and the layout's other values, in its key order."""
-    return {key: tensors[key] if at >= 0 else shape for key, at, shape, _ in layout}
+    values = iter(layout[1])
+    return {key: tensors[key] if at >= 0 else next(values) for key, at, _, _ in layout[0]}
 
 
 def unpack_dict(base: torch.Tensor, layout: tuple) -> dict[str, Any]:
