@@ -94,9 +94,7 @@ def test_store_fed_feed_views_the_slots_and_equals_the_loader(
     """Store-fed with workers: batches are views of the workers' shared-memory slots (not a
     copy) and equal the 0-worker loader's, field by field, over two epochs."""
     ref = gt.loader(store, as_dict=as_dict, **KW)
-    ld = gt.loader(
-        store, as_dict=as_dict, num_workers=workers, persistent_workers=persistent, **KW
-    )
+    ld = gt.loader(store, as_dict=as_dict, num_workers=workers, persistent_workers=persistent, **KW)
     feed = gt.DeviceFeed(ld, "cpu", depth=depth)
     for _epoch in range(2):
         want = list(ref)
@@ -240,7 +238,7 @@ def test_a_leased_slot_is_skipped_by_its_worker_and_checked_on_release():
     assert again is not None and again[0] == nxt[0] and again[1] > nxt[1]
     ring.lease(_slots.SlotBatch(ring.token, again[0], again[1], 100, (4, 4, 2), 1))
     ring._header()[again[0] * ring.stride // 8] = 999  # rewritten behind the lease's back
-    with pytest.raises(RuntimeError, match="while batch .* was leased"):
+    with pytest.raises(RuntimeError, match=r"while batch .* was leased"):
         ring.release(again[0], again[1])
     with pytest.raises(RuntimeError, match="no longer holds"):
         ring.lease(_slots.SlotBatch(ring.token, again[0], again[1], 100, (4, 4, 2), 1))

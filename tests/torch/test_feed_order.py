@@ -204,7 +204,9 @@ def test_a_device_buffer_is_never_rewritten_while_a_batch_of_it_lives(store):
     ld = gt.loader(store, num_workers=2, **KW)
     kept = {}
     for k, b in enumerate(gt.DeviceFeed(ld, backend=fake, depth=2)):
-        buf = next(x for x in fake.buffers if x.data_ptr() <= b.pos.data_ptr() < x.data_ptr() + x.numel())
+        buf = next(
+            x for x in fake.buffers if x.data_ptr() <= b.pos.data_ptr() < x.data_ptr() + x.numel()
+        )
         if k % 3 == 0:
             kept[k] = (b, buf.data_ptr())  # held to the end
         live = {p for _, p in kept.values()}
@@ -239,7 +241,9 @@ def test_batches_of_other_loaders_are_pinned_moved_and_kept_on_the_step_stream(s
             if as_dict:
                 assert list(b) == list(w)
                 for k in w:
-                    assert torch.equal(b[k], w[k]) if isinstance(w[k], torch.Tensor) else b[k] == w[k]
+                    assert (
+                        torch.equal(b[k], w[k]) if isinstance(w[k], torch.Tensor) else b[k] == w[k]
+                    )
             else:
                 assert_same_batch(b, w)
         keeps = sum(1 for e in fake.log if e[0] == "keep")

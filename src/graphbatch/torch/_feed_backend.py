@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import sys
-from collections.abc import Callable
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -61,10 +61,10 @@ class _Layout:
     def held(self) -> bool:
         """Whether a view is referenced by more than this layout (a batch, a list, a
         variable), or its tensor by C++ (an autograd record)."""
-        for now, then in zip(_refcounts(self.tensors), self.counts):
+        for now, then in zip(_refcounts(self.tensors), self.counts, strict=True):
             if now > then:
                 return True
-        return any(t._use_count() > 1 for t in self.tensors)
+        return any(t._use_count() > 1 for t in self.tensors)  # type: ignore[attr-defined]
 
 
 class DeviceBuffer:
@@ -289,4 +289,3 @@ def backend_for(device: Any) -> FeedBackend:
             raise InputError(f"device {str(dev)!r} needs CUDA, which this torch cannot use")
         return CudaBackend(dev)
     raise InputError(f"a device feed runs on 'cpu' or 'cuda', got {str(dev)!r}")
-

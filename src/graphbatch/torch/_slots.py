@@ -178,7 +178,7 @@ class SlotRing:
         """The ring as int64 words (a memoryview: fast scalar access); slot ``s``'s ticket is
         word ``s * stride // 8``, its lease the next word."""
         if self._heads is None:
-            self._heads = memoryview(self._bytes()).cast("q")
+            self._heads = memoryview(self._bytes().data).cast("q")
         return self._heads
 
     def serves(self, worker: int, num_workers: int) -> bool:

@@ -458,7 +458,7 @@ def pack_layout(batch: dict[str, Any]) -> tuple[tuple, int]:
     values)``: per key, in the dict's order, ``(key, offset, shape, dtype name)`` for a tensor
     (each at a 64-byte boundary) or ``(key, -1, None, None)`` for any other value, which
     travels in ``values`` (in the same order); ``entries`` is hashable (a cache key)."""
-    entries = []
+    entries: list[tuple[str, int, tuple[int, ...] | None, str | None]] = []
     values = []
     at = 0
     for key, value in batch.items():
@@ -624,10 +624,11 @@ class StoreCollater:
         budget = plan.meta.get("budget")
         if budget is not None:
             shapes.append((int(budget[0]) + extra, int(budget[1]), int(budget[2])))
-        size = self.batcher.buffer_bytes
-        if self.batcher.view is not None:  # the view's dict travels, packed
-            size = self.batcher.packed_bytes
-        most = max((size(s) for s in shapes), default=0)
+        batcher = self.batcher
+        if batcher.view is not None:  # the view's dict travels, packed
+            most = max((batcher.packed_bytes(s) for s in shapes), default=0)
+        else:
+            most = max((batcher.buffer_bytes(s) for s in shapes), default=0)
         return int(most * self.HEADROOM)
 
     def start_pass(
