@@ -333,3 +333,57 @@ def test_qm9_store_through_the_feed(qm9):
     assert np.array_equal(
         np.sort(torch.cat([b.graph_index[b.graph_mask] for b in got]).numpy()), np.arange(64)
     )
+
+
+# ------------------------------------------------------------------ device buffers, directly
+_ENTRIES = (
+    ("a", 0, 64, (4, 4), torch.float32),
+    ("b", 64, 96, (4,), torch.int64),
+    ("c", 128, 132, (4,), torch.bool),
+)
+
+
+def _keep(how: str, batch: dict):
+    """What a consumer keeps of ``batch``."""
+    a = batch["a"]
+    return {
+        "batch": lambda: batch,
+        "tensor": lambda: batch["b"],
+        "view": lambda: a[1],
+        "alias": lambda: a.detach(),
+        "numpy": lambda: batch["b"].numpy(),
+        "list": lambda: [batch["c"]],
+        "autograd": lambda: (a.requires_grad_(True) * torch.ones(4, 4)).sum(),
+        "nothing": lambda: None,
+    }[how]()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    how=st.lists(
+        st.sampled_from(
+            ["batch", "tensor", "view", "alias", "numpy", "list", "autograd", "nothing"]
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    prototype=st.booleans(),
+)
+def test_a_device_buffer_is_free_exactly_when_nothing_refers_to_it(how, prototype):
+    """Batch after batch from one buffer, each time keeping something of it (or nothing):
+    the buffer is free exactly when nothing kept refers to its memory, and a view a step made
+    a leaf comes back plain."""
+    from graphbatch.torch._feed_backend import DeviceBuffer
+
+    buf = DeviceBuffer(torch.zeros(256, dtype=torch.uint8))
+    assert buf.free()
+    for k in how:
+        assert buf.free()
+        batch = buf.batch("L", _ENTRIES, dict, prototype)
+        assert not batch["a"].requires_grad
+        kept = _keep(k, batch)
+        assert not buf.free()  # the batch itself
+        del batch
+        assert buf.free() == (k == "nothing"), k
+        del kept
+        assert buf.free()

@@ -40,9 +40,13 @@ def _storage_refs(cdata: int) -> int:
 
 
 def _refcounts(tensors: list[torch.Tensor]) -> list[int]:
-    """Each tensor's Python reference count, as seen from here (one code path for taking the
-    counts and comparing with them, so that the references of the call itself cancel)."""
-    return [sys.getrefcount(t) for t in tensors]
+    """Each tensor's Python reference count as `_Layout.held` sees it: the same loop, so that
+    the references of the loop itself (its variable, ``zip``'s tuple, the call's argument)
+    are counted alike."""
+    out = [0] * len(tensors)
+    for t, k in zip(tensors, range(len(tensors)), strict=True):
+        out[k] = sys.getrefcount(t)
+    return out
 
 
 class _Layout:
@@ -61,8 +65,8 @@ class _Layout:
     def held(self) -> bool:
         """Whether a view is referenced by more than this layout (a batch, a list, a
         variable), or its tensor by C++ (an autograd record)."""
-        for now, then in zip(_refcounts(self.tensors), self.counts, strict=True):
-            if now > then:
+        for t, then in zip(self.tensors, self.counts, strict=True):
+            if sys.getrefcount(t) > then:
                 return True
         return any(t._use_count() > 1 for t in self.tensors)  # type: ignore[attr-defined]
 
