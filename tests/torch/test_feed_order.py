@@ -169,6 +169,8 @@ def test_copies_run_ahead_and_the_step_waits_on_its_batch_only(store, depth, wor
         if e[0] == "copy":
             assert last_mark is not None
     assert any(e[0] == "register" for e in log)  # the ring is page-locked in place
+    # each batch's buffer is made known to the allocator as used on the step's stream
+    assert sum(1 for e in log if e == ("keep", "step")) >= len(ref)
 
 
 def test_a_slot_stays_leased_until_its_copy_is_done(store):

@@ -66,9 +66,9 @@ class _Layout:
         """Whether a view is referenced by more than this layout (a batch, a list, a
         variable), or its tensor by C++ (an autograd record)."""
         for t, then in zip(self.tensors, self.counts, strict=True):
-            if sys.getrefcount(t) > then:
+            if sys.getrefcount(t) > then or t._use_count() > 1:  # type: ignore[attr-defined]
                 return True
-        return any(t._use_count() > 1 for t in self.tensors)  # type: ignore[attr-defined]
+        return False
 
 
 class DeviceBuffer:
@@ -96,8 +96,9 @@ class DeviceBuffer:
         if refs > self._refs:  # a new view, alias or saved tensor of the memory (or a copy
             return False  # into it still queued)
         out = self._out
-        if any(layout.held() for layout in out):
-            return False
+        for layout in out:
+            if layout.held():
+                return False
         for layout in out:
             for t in layout.tensors:
                 if t.requires_grad:  # a step's leaf: back to a plain view
@@ -273,6 +274,7 @@ class CudaBackend(FeedBackend):
 
 def _unregister(ptr: int, memory: torch.Tensor) -> None:
     with contextlib.suppress(Exception):  # interpreter shutdown: CUDA may be gone
+        torch.cuda.synchronize()  # no copy from the memory is left in flight
         torch.cuda.cudart().cudaHostUnregister(ptr)
     del memory
 
