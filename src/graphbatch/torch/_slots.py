@@ -23,7 +23,9 @@ workers, ``P = prefetch_factor``):
   was taken). So when ``w`` starts its ``c``-th batch, its batches ``<= c - P`` have reached the
   main, and only batch ``c - P`` may still be being copied out (``_process_data`` sends the next
   task just before it returns the batch; the copy follows, before the next ``__next__``).
-  Batches ``c - P .. c`` need ``P + 1`` distinct slots; ``P + 2`` leaves one spare.
+  Batches ``c - P .. c`` need ``P + 1`` distinct slots; ``P + 2`` leaves one spare (a ring
+  made for a consumer that leases slots, `graphbatch.torch.DeviceFeed`, gets a few more per
+  worker, so that the batches it keeps leased rarely make a worker skip a slot).
 * The main copies a batch out as soon as it receives it: `PlanLoader` does it before the batch
   is yielded, or DataLoader's pin-memory thread does it (``SlotBatch.pin_memory``) before it
   queues the batch for the main thread, which takes it only after that.
