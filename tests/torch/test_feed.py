@@ -259,7 +259,7 @@ def test_a_leased_slot_is_skipped_by_its_worker_and_checked_on_release():
 def test_packed_dicts_round_trip(entries, extra):
     """A view's batch dict packed into one buffer comes back with the same keys in the same
     order, dtypes, shapes, values and non-tensor values; every tensor 64-byte aligned."""
-    from graphbatch.torch._store_batch import pack_dict, pack_layout, unpack_dict
+    from graphbatch.torch._packed import pack_dict, pack_layout, unpack_dict
 
     gen = torch.Generator().manual_seed(len(entries))
     batch = {}

@@ -24,6 +24,7 @@ from torch.utils.data import Dataset, get_worker_info
 from .._errors import InputError, InputTypeError
 from .._padbatch import PackedGraphs, PaddedArrays, buffer_layout
 from .._padlayout import check_cutoff
+from ._packed import pack_dict, pack_layout, packed_entries, unpack_dict, with_values
 from ._pyg import _new_batch, _pyg
 from ._sampler import PlannedBatch
 from ._schema import EDGE_INDEX, FieldSpec, Schema, torch_dtype
@@ -39,7 +40,6 @@ __all__ = [
     "StoreCollater",
     "StoreIndices",
     "is_graph_store",
-    "pack_dict",
     "store_batch",
     "store_schema",
 ]
@@ -374,7 +374,7 @@ class StoreBatcher:
         identifies the layout, for caches; ``counts``: the byte range of the nodes per graph
         slot, or ``None``). The batch is then ``assemble(msg, tensors)``."""
         if msg.layout is not None:
-            return msg.layout[0], _packed_entries(msg.layout), None
+            return msg.layout[0], packed_entries(msg.layout), None
         hit = self._entry_cache.get(msg.shape)
         if hit is None:
             nbytes, views, counts = self._views(msg.shape)
@@ -402,7 +402,7 @@ class StoreBatcher:
         (views of any buffer, on any device): no copy, no transform (a view's batch arrives
         transformed and packed)."""
         if msg.layout is not None:
-            return _with_extras(tensors, msg.layout)
+            return with_values(tensors, msg.layout)
         return self._assemble(tensors, msg.shape, msg.real_graphs, node_counts)
 
     def _assemble(
@@ -438,80 +438,6 @@ class StoreBatcher:
         out._inc_dict = {key: (inc if key == EDGE_INDEX else None) for key in self._keys}
         out._num_graphs = n_graph
         return out
-
-
-_DTYPES_BY_NAME: dict[str, torch.dtype] = {}
-
-
-def _dtype(name: str) -> torch.dtype:
-    t = _DTYPES_BY_NAME.get(name)
-    if t is None:
-        t = getattr(torch, name, None)
-        if not isinstance(t, torch.dtype):
-            raise RuntimeError(f"packed batch names an unknown torch dtype {name!r}")
-        _DTYPES_BY_NAME[name] = t
-    return t
-
-
-def pack_layout(batch: dict[str, Any]) -> tuple[tuple, int]:
-    """``(layout, nbytes)`` of a batch dict packed into one buffer. ``layout`` is ``(entries,
-    values)``: per key, in the dict's order, ``(key, offset, shape, dtype name)`` for a tensor
-    (each at a 64-byte boundary) or ``(key, -1, None, None)`` for any other value, which
-    travels in ``values`` (in the same order); ``entries`` is hashable (a cache key)."""
-    entries: list[tuple[str, int, tuple[int, ...] | None, str | None]] = []
-    values = []
-    at = 0
-    for key, value in batch.items():
-        if isinstance(value, torch.Tensor):
-            entries.append((key, at, tuple(value.shape), str(value.dtype).removeprefix("torch.")))
-            at += -(-value.numel() * value.element_size() // 64) * 64
-        else:
-            entries.append((key, -1, None, None))
-            values.append(value)
-    return (tuple(entries), tuple(values)), at
-
-
-def pack_dict(batch: dict[str, Any], layout: tuple, base: torch.Tensor) -> None:
-    """Write the tensors of ``batch`` into ``base`` (1-D ``uint8``) as `pack_layout` laid
-    them out."""
-    for key, at, _, _ in layout[0]:
-        if at >= 0:
-            value = batch[key]
-            nbytes = value.numel() * value.element_size()
-            base[at : at + nbytes].view(value.dtype).view(value.shape).copy_(value)
-
-
-_PACKED: dict[tuple, tuple] = {}
-
-
-def _packed_entries(layout: tuple) -> tuple:
-    """`StoreBatcher.layout` entries of a packed layout (cached per layout)."""
-    entries = layout[0]
-    hit = _PACKED.get(entries)
-    if hit is None:
-        out = []
-        for key, at, shape, dtype in entries:
-            if at >= 0:
-                t = _dtype(dtype)
-                size = int(np.prod(shape, dtype=np.int64)) * t.itemsize
-                out.append((key, at, at + size, shape, t))
-        if len(_PACKED) >= 256:
-            _PACKED.clear()
-        hit = _PACKED[entries] = tuple(out)
-    return hit
-
-
-def _with_extras(tensors: dict[str, Any], layout: tuple) -> dict[str, Any]:
-    """The packed batch dict: ``tensors`` and the layout's other values, in its key order."""
-    values = iter(layout[1])
-    return {key: tensors[key] if at >= 0 else next(values) for key, at, _, _ in layout[0]}
-
-
-def unpack_dict(base: torch.Tensor, layout: tuple) -> dict[str, Any]:
-    """The batch dict packed in ``base`` (1-D ``uint8`` tensor) by `pack_dict`: every tensor a
-    view of ``base``."""
-    tensors = {k: base[a:e].view(t).view(shp) for k, a, e, shp, t in _packed_entries(layout)}
-    return _with_extras(tensors, layout)
 
 
 _CLASSES: list = []
