@@ -84,6 +84,22 @@ class _Spy:
             yield b
 
 
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_an_error_of_the_loader_is_raised_where_it_occurred(depth):
+    """The batches read before a failing one are handed out first; then the error."""
+
+    def source():
+        yield from ("a", "b", "c")
+        raise InputError("batch 3 is damaged")
+
+    it = iter(gt.DeviceFeed(source(), "cpu", depth=depth))
+    assert [next(it) for _ in range(3)] == ["a", "b", "c"]
+    with pytest.raises(InputError, match="batch 3 is damaged"):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+
+
 @pytest.mark.parametrize(
     "workers,persistent,as_dict,depth",
     [(1, False, False, 2), (2, True, False, 1), (2, False, True, 3), (1, True, True, 2)],

@@ -139,6 +139,7 @@ class FeedIterator:
         self._mark: Any = None  # the step stream's event of this `next`, made when needed
         self._first = True
         self._exhausted = False
+        self._failure: Exception | None = None
         self._it = self._start()
         self._pull = _puller(self._it)
 
@@ -185,8 +186,15 @@ class FeedIterator:
             except StopIteration:
                 self._exhausted = True
                 break
+            except Exception as exc:  # raised where it occurred: after the batches before it
+                self._exhausted = True
+                self._failure = exc
+                break
             self._ready.append(self._issue(item))
         if not self._ready:
+            if self._failure is not None:
+                exc, self._failure = self._failure, None
+                raise exc
             if self._pass is not None and self._exhausted:
                 self._pass[0].finished(self._pass[1])
                 self._pass = None
