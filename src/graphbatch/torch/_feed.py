@@ -192,9 +192,10 @@ class FeedIterator:
                 break
             self._ready.append(self._issue(item))
         if not self._ready:
-            if self._failure is not None:
-                exc, self._failure = self._failure, None
-                raise exc
+            failure = self._failure
+            if failure is not None:
+                self._failure = None
+                raise failure
             if self._pass is not None and self._exhausted:
                 self._pass[0].finished(self._pass[1])
                 self._pass = None
