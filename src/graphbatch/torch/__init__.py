@@ -24,6 +24,7 @@ from ._compile_cache import (
     save_compile_artifacts,
 )
 from ._consistency import check_plan_consistency
+from ._feed import DeviceFeed, device_feed
 from ._loader import PlanLoader, loader, read_sizes
 from ._loss import masked_mean
 from ._masks import batch_edges, padding_masks
@@ -48,6 +49,7 @@ __all__ = [
     "COMPILE_CACHE_ENV",
     "CompileCache",
     "CompileKey",
+    "DeviceFeed",
     "FieldSpec",
     "GraphStoreDataset",
     "MaskedBatchNorm",
@@ -73,6 +75,7 @@ __all__ = [
     "compile_key",
     "convert_masked_norm",
     "default_compile_cache",
+    "device_feed",
     "infer_schema",
     "load_compile_artifacts",
     "loader",
