@@ -101,7 +101,7 @@ def main() -> None:
         path = args.store or str(build_qm9(args.limit, Path(tmp)))
         store = GraphStore(path)
         kw = dict(strategy=args.strategy, batch_size=args.batch_size, seed=0,
-                  num_workers=args.workers, persistent_workers=True)
+                  dataloader_kwargs={"num_workers": args.workers, "persistent_workers": True})
         loaders = {name: gt.loader(store, **kw) for name in paths}
         print(f"# {path}: {len(store):,} graphs, {len(loaders[paths[0]])} batches of "
               f"{args.batch_size} per epoch, {args.workers} workers, device {device}, "

@@ -109,8 +109,13 @@ def test_store_fed_feed_views_the_slots_and_equals_the_loader(
 ):
     """Store-fed with workers: batches are views of the workers' shared-memory slots (not a
     copy) and equal the 0-worker loader's, field by field, over two epochs."""
-    ref = gt.loader(store, as_dict=as_dict, **KW)
-    ld = gt.loader(store, as_dict=as_dict, num_workers=workers, persistent_workers=persistent, **KW)
+    ref = gt.loader(store, **KW, collation=gt.Collation(as_dict=as_dict))
+    ld = gt.loader(
+        store,
+        **KW,
+        collation=gt.Collation(as_dict=as_dict),
+        dataloader_kwargs={"num_workers": workers, "persistent_workers": persistent},
+    )
     feed = gt.DeviceFeed(ld, "cpu", depth=depth)
     for _epoch in range(2):
         want = list(ref)
@@ -127,7 +132,7 @@ def test_held_batches_are_never_overwritten(store):
     """Keeping every batch (``list(feed)``) leases every slot: the workers send the rest in
     blocks of their own, and all batches still equal the loader's at the end."""
     ref = list(gt.loader(store, **KW))
-    ld = gt.loader(store, num_workers=2, prefetch_factor=1, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 2, "prefetch_factor": 1})
     kept = list(gt.DeviceFeed(ld, "cpu"))
     assert len(kept) == len(ref)
     for b, w in zip(kept, ref, strict=True):
@@ -148,7 +153,7 @@ def test_whatever_is_kept_keeps_its_values(store, keep, workers):
     an autograd graph that saved one -- still holds that batch's values after the epoch,
     while the slots of dropped batches are reused."""
     ref = list(gt.loader(store, **KW))
-    ld = gt.loader(store, num_workers=workers, prefetch_factor=1, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": workers, "prefetch_factor": 1})
     held = []
     for k, b in enumerate(gt.DeviceFeed(ld, "cpu")):
         how = keep[k % len(keep)]
@@ -176,7 +181,7 @@ def test_whatever_is_kept_keeps_its_values(store, keep, workers):
 
 
 def test_a_steps_requires_grad_does_not_leak_into_later_batches(store):
-    ld = gt.loader(store, num_workers=1, persistent_workers=True, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 1, "persistent_workers": True})
     feed = gt.DeviceFeed(ld, "cpu")
     for _ in range(3):
         for b in feed:
@@ -187,14 +192,14 @@ def test_a_steps_requires_grad_does_not_leak_into_later_batches(store):
 
 def test_state_dict_counts_handed_out_batches_and_set_epoch_is_honoured(store):
     ref = list(gt.loader(store, **KW))
-    ld = gt.loader(store, num_workers=1, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 1})
     feed = gt.DeviceFeed(ld, "cpu", depth=3)
     it = iter(feed)
     for _ in range(4):
         next(it)
     assert ld.state_dict()["offset"] == 4  # read ahead, counted when handed out
     it.close()
-    again = gt.loader(store, num_workers=1, **KW)
+    again = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 1})
     again.load_state_dict(ld.state_dict())
     rest = list(gt.DeviceFeed(again, "cpu"))
     assert len(rest) == len(ref) - 4
@@ -211,7 +216,7 @@ def test_state_dict_counts_handed_out_batches_and_set_epoch_is_honoured(store):
 
 
 def test_a_pass_read_to_its_end_moves_the_loader_to_the_next_epoch(store):
-    ld = gt.loader(store, num_workers=1, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 1})
     feed = gt.DeviceFeed(ld, "cpu")
     assert ld.epoch == 0
     n = sum(1 for _ in feed)
@@ -315,7 +320,7 @@ def test_mace_store_batches_through_the_feed(tmp_path):
     preset = ga.mace(r_max=3.5, z_table=[13, 28, 29, 46, 47, 78, 79])
     kw = dict(strategy="dynamic", batch_size=4, seed=1, preset=preset)
     ref = list(gt.loader(store, **kw))
-    ld = gt.loader(store, num_workers=2, **kw)
+    ld = gt.loader(store, **kw, dataloader_kwargs={"num_workers": 2})
     it = iter(gt.DeviceFeed(ld, "cpu"))
     got = 0
     for b, w in zip(it, ref, strict=True):
@@ -341,7 +346,7 @@ def qm9(tmp_path_factory):
 def test_qm9_store_through_the_feed(qm9):
     kw = dict(strategy="dynamic", batch_size=16, seed=0)
     ref = list(gt.loader(qm9, **kw))
-    feed = gt.DeviceFeed(gt.loader(qm9, num_workers=2, **kw), "cpu")
+    feed = gt.DeviceFeed(gt.loader(qm9, **kw, dataloader_kwargs={"num_workers": 2}), "cpu")
     got = list(feed)
     assert len(got) == len(ref) == len(feed)
     for b, w in zip(got, ref, strict=True):

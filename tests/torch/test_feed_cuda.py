@@ -80,7 +80,12 @@ def _assert_equal(got, want):
 
 @pytest.mark.parametrize("as_dict,workers", [(False, 1), (False, 2), (True, 2)])
 def test_batches_on_the_device_equal_the_loaders(store, as_dict, workers):
-    ld = gt.loader(store, as_dict=as_dict, num_workers=workers, persistent_workers=True, **KW)
+    ld = gt.loader(
+        store,
+        **KW,
+        collation=gt.Collation(as_dict=as_dict),
+        dataloader_kwargs={"num_workers": workers, "persistent_workers": True},
+    )
     feed = gt.DeviceFeed(ld, "cuda")
     for epoch in range(2):
         ref = _epoch(store, as_dict, epoch)
@@ -95,14 +100,14 @@ def test_batches_on_the_device_equal_the_loaders(store, as_dict, workers):
 
 def _epoch(store, as_dict, epoch):
     """Epoch ``epoch`` of the loader without workers (on the CPU)."""
-    ld = gt.loader(store, as_dict=as_dict, **KW)
+    ld = gt.loader(store, **KW, collation=gt.Collation(as_dict=as_dict))
     ld.set_epoch(epoch)
     return list(ld)
 
 
 def test_copies_run_on_a_side_stream_and_the_step_waits_on_its_event_only(store):
     spy = SpyBackend("cuda")
-    ld = gt.loader(store, num_workers=2, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 2})
     n = 0
     for b in gt.DeviceFeed(ld, backend=spy, depth=2):
         spy.log.append(("got", n))
@@ -123,7 +128,7 @@ def test_copies_run_on_a_side_stream_and_the_step_waits_on_its_event_only(store)
 
 def test_kept_batches_keep_their_values_while_later_copies_run(store):
     ref = list(gt.loader(store, **KW))
-    ld = gt.loader(store, num_workers=2, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 2})
     kept = []
     total = torch.zeros((), device="cuda")
     for k, b in enumerate(gt.DeviceFeed(ld, "cuda")):

@@ -140,7 +140,7 @@ def _side_events(log):
 def test_copies_run_ahead_and_the_step_waits_on_its_batch_only(store, depth, workers):
     ref = list(gt.loader(store, **KW))
     fake = FakeBackend()
-    ld = gt.loader(store, num_workers=workers, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": workers})
     got = []
     for k, b in enumerate(gt.DeviceFeed(ld, backend=fake, depth=depth)):
         fake.log.append(("got", k))
@@ -179,7 +179,7 @@ def test_a_slot_stays_leased_until_its_copy_is_done(store):
     is still right; once the events are done the leases end."""
     ref = list(gt.loader(store, **KW))
     fake = FakeBackend(auto_done=False)
-    ld = gt.loader(store, num_workers=1, prefetch_factor=2, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 1, "prefetch_factor": 2})
     it = iter(gt.DeviceFeed(ld, backend=fake))
     got = []
     for k, b in enumerate(it):
@@ -203,7 +203,7 @@ def test_a_slot_stays_leased_until_its_copy_is_done(store):
 def test_a_device_buffer_is_never_rewritten_while_a_batch_of_it_lives(store):
     ref = list(gt.loader(store, **KW))
     fake = FakeBackend()
-    ld = gt.loader(store, num_workers=2, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 2})
     kept = {}
     for k, b in enumerate(gt.DeviceFeed(ld, backend=fake, depth=2)):
         buf = next(
@@ -233,7 +233,7 @@ def test_batches_of_other_loaders_are_pinned_moved_and_kept_on_the_step_stream(s
     tensor told to the allocator as used on the step's stream; the loader's objects are left
     as they were."""
     for as_dict in (False, True):
-        batches = list(gt.loader(store, as_dict=as_dict, **KW))
+        batches = list(gt.loader(store, **KW, collation=gt.Collation(as_dict=as_dict)))
         before = [b["pos"].data_ptr() for b in batches]
         fake = FakeBackend()
         got = list(gt.DeviceFeed(batches, backend=fake))
@@ -255,7 +255,7 @@ def test_batches_of_other_loaders_are_pinned_moved_and_kept_on_the_step_stream(s
 
 def test_close_finishes_the_copies_in_flight(store):
     fake = FakeBackend(auto_done=False)
-    ld = gt.loader(store, num_workers=1, **KW)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 1})
     it = iter(gt.DeviceFeed(ld, backend=fake, depth=3))
     next(it)
     it.close()

@@ -104,8 +104,9 @@ def device_feed(loader: Iterable[Any], device: Any = None, depth: int = 2) -> De
 
     Example::
 
-        for batch in device_feed(loader(store, strategy="pack-lpf", batch_size=128,
-                                        num_workers=2), "cuda"):
+        ld = loader(store, strategy="pack-lpf", batch_size=128,
+                    dataloader_kwargs={"num_workers": 2})
+        for batch in device_feed(ld, "cuda"):
             loss = step(batch)  # no .to(device)
     """
     return DeviceFeed(loader, device, depth)
