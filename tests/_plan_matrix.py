@@ -76,12 +76,12 @@ def requests(name: str, sizes):
             "buckets",
             dict(budget=tight, seed=3, on_oversize=pol, num_shapes=4),
         )
+        yield (f"pack-lpf-1d-{pol}", "pack-lpf-1d", dict(budget=big, seed=3, on_oversize=pol))
     yield (
         "buckets-budget-own-shapes",
         "buckets",
         dict(budget=tight, seed=3, on_oversize="own_batch", num_shapes=4, oversize_shapes="own"),
     )
-        yield (f"pack-lpf-1d-{pol}", "pack-lpf-1d", dict(budget=big, seed=3, on_oversize=pol))
     yield (
         "pack-lpf-1d-free",
         "pack-lpf-1d",
