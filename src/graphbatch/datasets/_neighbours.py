@@ -244,7 +244,8 @@ def _too_much(
         planes = ", ".join(f"{d:.3g}" if p else "-" for d, p in pairs)
         why = (
             f"{images} periodic images along the cell vectors at cutoff {cutoff:g} Å "
-            f"(lattice planes {planes} Å apart; {n} atom{'s' if n != 1 else ''}); use a smaller cutoff or a thicker cell"
+            f"(lattice planes {planes} Å apart; {n} atom{'s' if n != 1 else ''}); "
+            "use a smaller cutoff or a thicker cell"
         )
     else:
         why = f"{n} atoms, every pair within cutoff {cutoff:g} Å; use a smaller cutoff"
