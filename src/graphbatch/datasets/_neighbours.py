@@ -147,7 +147,7 @@ def _thickness(boxes: np.ndarray, pbcs: np.ndarray, extents: np.ndarray) -> np.n
     the lattice-plane spacing ``1 / |b_k|`` (``b_k`` the reciprocal vectors of ``boxes``
     ``[F, 3, 3]``) along a periodic direction, the atoms' extent along a Cartesian axis
     otherwise (1 where all atoms share the coordinate)."""
-    periodic = pbcs.any(axis=1)
+    periodic = np.asarray(pbcs.any(axis=1))
     safe = np.where(periodic[:, None, None], boxes, np.eye(3))
     with np.errstate(all="ignore"):
         spacing = 1.0 / np.linalg.norm(np.linalg.inv(safe), axis=1)
