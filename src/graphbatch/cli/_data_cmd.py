@@ -179,17 +179,49 @@ def add_parser(sub) -> None:
 
 
 class _Terminated(SystemExit):
-    """SIGTERM during a single-file build: unwinds through the writer (which deletes its
-    temporaries) like any exit, past ``except Exception`` blocks."""
+    """SIGTERM or SIGINT during a single-file build: unwinds through the writer (which deletes
+    its temporaries) like any exit, past ``except Exception`` blocks."""
+
+
+#: The signal that stopped this build (the first one; later ones are ignored).
+_STOPPED_BY: list[int] = []
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _terminate_cleanly(signum, frame):
+    if _STOPPED_BY:  # a second signal (Ctrl-C twice): the first one's cleanup is under way
+        return
+    _STOPPED_BY.append(signum)
     raise _Terminated(128 + signum)
 
 
+def _on_stop_signals(handler) -> None:
+    """Route SIGTERM and SIGINT (Ctrl-C; the build's worker processes ignore it) to
+    ``handler``."""
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, handler)
+
+
 def _say_terminated(what: str) -> int:
-    print(f"graphbatch data: terminated (SIGTERM); {what}", file=sys.stderr)
-    return 128 + signal.SIGTERM
+    """The one line of a build stopped by a signal; returns its exit status, 128 + signal."""
+    signum = _STOPPED_BY[0] if _STOPPED_BY else signal.SIGTERM
+    word = "interrupted" if signum == signal.SIGINT else "terminated"
+    print(f"graphbatch data: {word} ({signal.Signals(signum).name}); {what}", file=sys.stderr)
+    return 128 + signum
+
+
+def _build_stopped(out: str, build, *args, **kwargs):
+    """``build(*args, **kwargs)`` with SIGTERM and SIGINT stopping it cleanly: the report, or
+    the exit status of the one line `_say_terminated` printed. Whatever the build raised
+    once a signal arrived (a worker pool ended under it, say) is the signal's doing."""
+    _on_stop_signals(_terminate_cleanly)
+    try:
+        return build(*args, **kwargs)
+    except BaseException:
+        if _STOPPED_BY:
+            return _say_terminated(f"nothing was written to {out} (temporaries removed)")
+        raise
 
 
 def run_build(args) -> int:
@@ -203,7 +235,6 @@ def run_build(args) -> int:
     )
 
     if args.dataset in ("extxyz", "ase-db"):
-        signal.signal(signal.SIGTERM, _terminate_cleanly)
         return _run_atoms_build(args)
     if args.dataset == "smiles":
         _smiles_source(args)
@@ -224,24 +255,24 @@ def run_build(args) -> int:
         raise InputError(f"--shards must be >= 1, got {args.shards}")
     if args.shards is not None:
         return _run_sharded_build(args)
-    signal.signal(signal.SIGTERM, _terminate_cleanly)
-    try:
-        report = build_store(
-            args.dataset,
-            args.out,
-            graph=args.graph,
-            cutoff=args.cutoff,
-            k=args.k,
-            limit=args.limit,
-            source=args.source,
-            workers=args.workers,
-            reverse_edges=args.reverse_edges,
-            progress=not args.no_progress,
-            column=args.column,
-            targets=args.target,
-        )
-    except _Terminated:
-        return _say_terminated(f"nothing was written to {args.out} (temporaries removed)")
+    report = _build_stopped(
+        args.out,
+        build_store,
+        args.dataset,
+        args.out,
+        graph=args.graph,
+        cutoff=args.cutoff,
+        k=args.k,
+        limit=args.limit,
+        source=args.source,
+        workers=args.workers,
+        reverse_edges=args.reverse_edges,
+        progress=not args.no_progress,
+        column=args.column,
+        targets=args.target,
+    )
+    if isinstance(report, int):
+        return report
     print(
         format_table(
             [
@@ -320,7 +351,9 @@ def _run_atoms_build(args) -> int:
             )
     if args.dataset == "ase-db" and len(args.inputs) != 1:
         raise InputError(f"ase-db takes one database file, got {len(args.inputs)}")
-    report = build_atoms_store(
+    report = _build_stopped(
+        args.out,
+        build_atoms_store,
         args.inputs,
         args.out,
         cutoff=args.cutoff,
@@ -330,6 +363,8 @@ def _run_atoms_build(args) -> int:
         chunk_frames=args.chunk_frames,
         progress=not args.no_progress,
     )
+    if isinstance(report, int):
+        return report
     print(
         format_table(
             [
@@ -360,15 +395,21 @@ def _print_failures(failures: list) -> None:
 
 
 def _run_sharded_build(args) -> int:
-    """A sharded build; SIGTERM sets the build's ``stop`` event (never an exception inside the
-    cluster engine's calls), so the driver calls the build off cleanly."""
+    """A sharded build; SIGTERM or SIGINT sets the build's ``stop`` event (never an exception
+    inside the cluster engine's calls), so the driver calls the build off cleanly."""
     import threading
 
     from .._errors import BuildCancelled
     from ..datasets import build_sharded_store
 
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+
+    def call_off(signum, frame):
+        if not _STOPPED_BY:
+            _STOPPED_BY.append(signum)
+        stop.set()
+
+    _on_stop_signals(call_off)
     try:
         report = build_sharded_store(
             args.dataset,
@@ -388,7 +429,7 @@ def _run_sharded_build(args) -> int:
             column=args.column,
             targets=args.target,
         )
-    except Exception as exc:
+    except BaseException as exc:
         # terminated: the engine may fail in its own way first (e.g. worker processes that got
         # the signal too, from a process-group kill, fail to start)
         if isinstance(exc, BuildCancelled) or stop.is_set():

@@ -40,7 +40,7 @@ import numpy as np
 from .._errors import AtomsInputError, GraphbatchError, InputError, InputTypeError
 from ._extxyz import AtomsFrame
 from ._graphs import GraphArrays
-from ._neighbours import _FLAT, _box, check_cell, half_pairs, neighbour_list
+from ._neighbours import _FLAT, _box, check_cell, half_pairs, neighbour_list, search_steps
 
 __all__ = [
     "ATOMS_PROPERTIES",
@@ -380,7 +380,10 @@ def convert_frames_reference(
                 "cell",
                 f"{why} (pbc {pbc.astype(int).tolist()}, cell {np.round(cell, 6).tolist()})",
             )
-        i, j, s = neighbour_list(pos, cell, pbc, cutoff)
+        try:
+            i, j, s = neighbour_list(pos, cell, pbc, cutoff)
+        except InputError as exc:  # more work than can finish (`half_pairs`)
+            raise _fail(where, frame, "cell" if pbc.any() else "cutoff", str(exc)) from None
         if s.size and int(np.abs(s).max()) > _SHIFT_MAX:
             raise _fail(
                 where,
@@ -579,9 +582,12 @@ def _convert_plain(
     # neighbour lists: vesin's half list per structure, mirrored below for the whole block
     offsets = np.zeros(f_count + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
+    extents = np.maximum.reduceat(pos, offsets[:-1]) - np.minimum.reduceat(pos, offsets[:-1])
+    steps = search_steps(np.stack(boxes), pbcs, extents, counts, cutoff).tolist()
     pairs_l, shifts_l = [], []
     for f in range(f_count):
-        fp, fs = half_pairs(pos[offsets[f] : offsets[f + 1]], boxes[f], pbcs[f], cutoff)
+        at = slice(offsets[f], offsets[f + 1])
+        fp, fs = half_pairs(pos[at], boxes[f], pbcs[f], cutoff, steps[f])
         pairs_l.append(fp)
         shifts_l.append(fs)
     half = np.fromiter((fp.shape[0] for fp in pairs_l), dtype=np.int64, count=f_count)

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from ._atoms_db import bad_row, exc_text, not_a_database, row_frame
 from ._build import BuildReport
 from ._extxyz import AtomsFrame, frame_from_atoms, parse_comment, read_frames
 from ._neighbours import NEIGHBOUR_LIBRARY, import_vesin
+from ._signals import quiet_worker, sigint_held
 from ._store import GraphStoreWriter
 
 __all__ = ["ATOMS_FORMATS", "build_atoms_store", "extxyz_blocks"]
@@ -264,15 +266,31 @@ def _convert_block(args: tuple[_Block, float, AtomsKeys]) -> AtomsChunk:
 
 
 def _worker_start() -> None:
-    """A build worker only converts: vesin without torch (`import_vesin`)."""
+    """A build worker only converts: vesin without torch (`import_vesin`); SIGINT is left to
+    the parent (`quiet_worker`)."""
+    quiet_worker()
     import_vesin(without_torch=True)
+
+
+def _end_workers(pool: Any) -> None:
+    """Stop ``pool`` (a ``ProcessPoolExecutor``) now, its running conversions included -- the
+    build was stopped (an error, a signal): without waiting for them, and without cancelling
+    futures (CPython 3.11's pool then raises ``InvalidStateError`` in its manager thread when
+    the workers end)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.join(timeout=10)
+    pool.shutdown(wait=True)
 
 
 def _converted(
     blocks: Iterator[_Block], cutoff: float, keys: AtomsKeys, workers: int
 ) -> Iterator[AtomsChunk]:
     """Chunks of ``blocks`` in order, converted here or by ``workers`` processes (spawned: the
-    caller may hold torch or threads) at most ``2 * workers`` blocks ahead."""
+    caller may hold torch or threads) at most ``2 * workers`` blocks ahead. Stopped early (an
+    error here or in a worker, a signal, the caller closing it), the workers end at once."""
     if workers <= 1:
         for block in blocks:
             yield _convert_block((block, cutoff, keys))
@@ -280,20 +298,22 @@ def _converted(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
-    ) as pool:
+    )
+    try:
         pending: deque = deque()
-        try:
-            for block in blocks:
+        for block in blocks:
+            with sigint_held():  # a submit may start a worker process
                 pending.append(pool.submit(_convert_block, (block, cutoff, keys)))
-                if len(pending) >= 2 * workers:
-                    yield pending.popleft().result()
-            while pending:
+            if len(pending) >= 2 * workers:
                 yield pending.popleft().result()
-        finally:
-            for f in pending:
-                f.cancel()
+        while pending:
+            yield pending.popleft().result()
+    except BaseException:
+        _end_workers(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _format_of(path: str) -> str:

@@ -41,6 +41,7 @@ from .._io import check_output_path
 from .._validate import as_positive_int
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
 from ._manifest import read_manifest, shard_facts, write_manifest_of_facts
+from ._signals import sigint_held
 from ._store import remove_stale_temporaries
 
 __all__ = [
@@ -188,7 +189,8 @@ class _ClusterStart:
 
     def __init__(self, address: str | None, n_workers: int) -> None:
         pool = ThreadPoolExecutor(1, thread_name_prefix="graphbatch-cluster-start")
-        self._future = pool.submit(_client, address, n_workers)
+        with sigint_held():  # the thread and the worker processes it starts never see Ctrl-C
+            self._future = pool.submit(_client, address, n_workers)
         pool.shutdown(wait=False)
 
     def result(self, stop: threading.Event | None = None) -> tuple[Any, Any]:

@@ -26,6 +26,7 @@ from .._validate import as_nonnegative_int, as_positive_int
 from ._graphs import GraphArrays
 from ._ogb import smiles_size, smiles_to_graph
 from ._resources import package_data_path
+from ._signals import quiet_worker, sigint_held
 
 __all__ = ["MOSES_TRAIN_SIZE", "load_moses_smiles", "moses_graphs", "moses_sizes", "smiles_graphs"]
 
@@ -149,7 +150,8 @@ def _run(
             results = map(_convert, tasks)
             pool = None
         else:
-            pool = _context().Pool(workers)
+            with sigint_held():  # the workers never see Ctrl-C: the parent stops them
+                pool = _context().Pool(workers, initializer=quiet_worker)
             results = pool.imap(_convert, tasks)  # ordered: output order = input order
         for res in results:
             if failures is not None:

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Iterator
 from io import BufferedWriter
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -65,7 +65,7 @@ from .._errors import (
     StoreFormatError,
     UnknownNameError,
 )
-from .._io import check_output_path
+from .._io import check_output_path, open_regular
 from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int
@@ -633,6 +633,13 @@ def _crc(arr: np.ndarray) -> int:
 _WARNED: set[str] = set()
 
 
+def _frozen(rows: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``rows`` (of a memory map): one graph's arrays outlive the map."""
+    out = np.array(rows)
+    out.flags.writeable = False
+    return out
+
+
 def _warn_unchecked(path: Path, version: int) -> None:
     """Say once per process and file that a format-2 store has no per-chunk checksums."""
     key = str(path.resolve())
@@ -647,25 +654,73 @@ def _warn_unchecked(path: Path, version: int) -> None:
         )
 
 
+class _MappedFile:
+    """The open file behind a store's memory maps, and the bytes they span: reading a mapped
+    page past the end of a file truncated since kills the process with SIGBUS, so every read
+    first checks the size on this descriptor (`check`, one ``fstat``). Forked processes share
+    it; a pickled copy opens its own."""
+
+    def __init__(self, path: Path, fh: IO[bytes], span: int) -> None:
+        self.path = path
+        self.fh = fh
+        self.span = span
+
+    def check(self) -> None:
+        """Raise `StoreFormatError` naming the file if it is now shorter than the maps."""
+        size = os.fstat(self.fh.fileno()).st_size
+        if size < self.span:
+            raise StoreFormatError(
+                f"{str(self.path)!r} was truncated while open: it holds {size:,} bytes, its "
+                f"arrays span {self.span:,} (damaged or being rewritten in place); open it "
+                "again once it is whole"
+            )
+
+    def close(self) -> None:
+        self.fh.close()
+
+
 def _map_store(
     path: Path, header: _Header, in_memory: bool, check_chunks: bool
-) -> tuple[dict[str, np.ndarray], ChunkChecker | None]:
+) -> tuple[dict[str, np.ndarray], ChunkChecker | None, _MappedFile | None]:
     """The arrays of the store at ``path`` as read-only memory maps (copied into RAM when
     ``in_memory``; the small arrays always, after checking their CRC-32), checked for
-    consistency (offsets against sizes and totals, increasing check-chunk bounds), and the
-    store's `ChunkChecker` (``None`` without check chunks or ``check_chunks``). Returns
-    ``(maps, checker)``; raises `StoreFormatError` naming the file."""
+    consistency (offsets against sizes and totals, increasing check-chunk bounds), the
+    store's `ChunkChecker` (``None`` without check chunks or ``check_chunks``) and the
+    `_MappedFile` all maps come from (``None`` when nothing stays mapped). Returns
+    ``(maps, checker, file)``; raises `StoreFormatError` naming the file."""
+    try:
+        fh = open_regular(path, "graph store")
+    except (OSError, InputError) as exc:
+        raise StoreFormatError(f"{str(path)!r}: cannot open: {exc}") from exc
+    try:
+        maps, checker, mapped = _map_arrays(path, fh, header, in_memory, check_chunks)
+    except BaseException:
+        fh.close()
+        raise
+    if not mapped:
+        fh.close()
+        return maps, checker, None
+    return maps, checker, _MappedFile(path, fh, mapped)
+
+
+def _map_arrays(
+    path: Path, fh: IO[bytes], header: _Header, in_memory: bool, check_chunks: bool
+) -> tuple[dict[str, np.ndarray], ChunkChecker | None, int]:
+    """`_map_store` on the open file ``fh``: ``(maps, checker, bytes the kept maps span)``."""
     maps = {}
+    span = 0
     for where, (offset, shape, dtype) in header.layout.items():
         if offset is None:
             arr = np.zeros(shape, dtype=dtype)
         else:
             try:
-                arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+                arr = np.memmap(fh, dtype=dtype, mode="r", offset=offset, shape=shape)
             except (OSError, ValueError) as exc:
                 raise StoreFormatError(f"{str(path)!r}: cannot map {where}: {exc}") from exc
             if in_memory or where in _SMALL:
                 arr = np.array(arr)
+            else:
+                span = max(span, offset + arr.nbytes)
         arr.flags.writeable = False
         maps[where] = arr
     for where in _SMALL:
@@ -707,7 +762,7 @@ def _map_store(
                 maps["checks/chunk_crc32"],
                 StoreFormatError,
             )
-    return maps, checker
+    return maps, checker, span
 
 
 class _OpensByPath(type):
@@ -796,6 +851,7 @@ class GraphStore(metaclass=_OpensByPath):
         self._maps: dict[str, np.ndarray] | None = None
         self._packed: PackedGraphs | None = None
         self._checker: ChunkChecker | None = None
+        self._file: _MappedFile | None = None
         header = _read_header(self.path)
         self.uuid = header.uuid
         self.header_crc = header.header_crc
@@ -813,8 +869,19 @@ class GraphStore(metaclass=_OpensByPath):
 
     # ------------------------------------------------------------ arrays
     def _open(self, header: _Header) -> dict[str, np.ndarray]:
-        maps, self._checker = _map_store(self.path, header, self.in_memory, self.check_chunks)
+        maps, self._checker, self._file = _map_store(
+            self.path, header, self.in_memory, self.check_chunks
+        )
         self._maps = maps
+        return maps
+
+    def _whole(self) -> dict[str, np.ndarray]:
+        """`_arrays`, after checking that the file still holds every mapped byte (one
+        ``fstat``): what every read of graph data calls before touching a mapped page, which
+        past the end of a truncated file would be SIGBUS (`_MappedFile`)."""
+        maps = self._arrays()
+        if self._file is not None:
+            self._file.check()
         return maps
 
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -833,6 +900,9 @@ class GraphStore(metaclass=_OpensByPath):
         self._maps = None
         self._packed = None
         self._checker = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         self._cache.clear()
 
     def __enter__(self) -> GraphStore:
@@ -849,6 +919,7 @@ class GraphStore(metaclass=_OpensByPath):
             _maps=None,
             _packed=None,
             _checker=None,
+            _file=None,
             _cache=OrderedDict(),
             hits=0,
             misses=0,
@@ -909,7 +980,7 @@ class GraphStore(metaclass=_OpensByPath):
         if spec is None or spec["level"] != "graph":
             graph_fields = [k for k, s in self.fields.items() if s["level"] == "graph"]
             raise UnknownNameError(f"no graph-level field {name!r}; available: {graph_fields}")
-        arr = self._arrays()[f"graph/{name}"]
+        arr = self._whole()[f"graph/{name}"]
         if self._checker is not None:
             self._checker.check_array(f"graph/{name}")
         return arr
@@ -917,7 +988,12 @@ class GraphStore(metaclass=_OpensByPath):
     # ------------------------------------------------------------ graph data
     def packed(self) -> PackedGraphs:
         """All graphs as `graphbatch._padbatch.PackedGraphs` over the memory maps (plain
-        ``ndarray`` views of them: nothing is read until rows are gathered)."""
+        ``ndarray`` views of them: nothing is read until rows are gathered; the file's size is
+        checked now, not at those reads)."""
+        self._whole()
+        return self._packed_maps()
+
+    def _packed_maps(self) -> PackedGraphs:
         if self._packed is None or self._maps is None:
             maps = {k: np.asarray(v) for k, v in self._arrays().items()}
             per_level: dict[str, dict[str, np.ndarray]] = {level: {} for level in LEVELS}
@@ -936,8 +1012,10 @@ class GraphStore(metaclass=_OpensByPath):
     def read_batch(self, index: Any, shape: Any, **options: Any) -> PaddedArrays:
         """Graphs ``index`` as one padded batch of ``shape`` (`graphbatch._padbatch.pad_batch`,
         whose keyword ``options`` pass through); a damaged edge index raises
-        `StoreFormatError`, and so does a damaged check chunk (``check_chunks``)."""
-        packed = self.packed()
+        `StoreFormatError`, and so does a damaged check chunk (``check_chunks``) or a file
+        truncated since it was opened."""
+        self._whole()
+        packed = self._packed_maps()
         checker = self._checker
         if checker is not None and checker.remaining:
             index = _index(index, len(packed))
@@ -957,10 +1035,11 @@ class GraphStore(metaclass=_OpensByPath):
 
     def read_graph(self, i: int) -> dict[str, np.ndarray]:
         """Graph ``i`` (no LRU cache): ``{"edge_index": [2, E], field: array}`` as read-only
-        arrays; graph-level fields keep a leading dimension of 1. The edge indices are
-        range-checked (`StoreFormatError` if one points outside the graph)."""
+        arrays (copies: they stay valid whatever happens to the file); graph-level fields keep a
+        leading dimension of 1. The edge indices are range-checked (`StoreFormatError` if one
+        points outside the graph)."""
         i = self._index(i)
-        maps = self._arrays()
+        maps = self._whole()
         if self._checker is not None:
             self._checker.check_range(i, i + 1)
         no, eo = maps["offsets/node"], maps["offsets/edge"]
@@ -976,9 +1055,9 @@ class GraphStore(metaclass=_OpensByPath):
                 f"{str(self.path)!r}: stored edge_index of graph {i} points "
                 f"outside its {n} nodes (damaged store?)"
             )
-        out = {"edge_index": np.asarray(ei)}
+        out = {"edge_index": _frozen(ei)}
         for name, spec in self.fields.items():
-            out[name] = np.asarray(maps[f"{spec['level']}/{name}"][rows[spec["level"]]])
+            out[name] = _frozen(maps[f"{spec['level']}/{name}"][rows[spec["level"]]])
         return out
 
     def get(self, i: int) -> dict[str, np.ndarray]:
@@ -1021,7 +1100,7 @@ class GraphStore(metaclass=_OpensByPath):
         stop = len(self) if stop is None else int(stop)
         if not 0 <= start <= stop <= len(self):
             raise IndexError(f"range {start}:{stop} is outside 0:{len(self)}")
-        maps = self._arrays()
+        maps = self._whole()
         if self._checker is not None:
             self._checker.check_range(start, stop)
         no, eo = maps["offsets/node"], maps["offsets/edge"]
@@ -1050,7 +1129,7 @@ class GraphStore(metaclass=_OpensByPath):
     def verify(self) -> None:
         """Check the CRC-32 of every array (reads the whole file once); raises
         `StoreFormatError` naming the first damaged array."""
-        for where, arr in self._arrays().items():
+        for where, arr in self._whole().items():
             if _crc(arr) != self._checksums[where]:
                 raise StoreFormatError(
                     f"{str(self.path)!r}: checksum of {where} does not match (damaged data)"

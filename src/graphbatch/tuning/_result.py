@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
-from .._io import atomic_write_text, json_default
+from .._io import atomic_write_text, json_default, parse_json, read_bounded
 from ._model import StepCostModel
 from ._result_check import check_result_dict
 from ._search import Prediction
@@ -22,6 +22,16 @@ TUNE_FORMAT = "graphbatch-tune/1"
 #: Keys of a request file besides strategy options (the keyword arguments of ``graphbatch.plan``
 #: that `graphbatch.torch.loader` and `graphbatch.jax.loader` share).
 REQUEST_KEYS = ("strategy", "batch_size", "budget", "seed", "shuffle", "on_oversize")
+#: Largest request or tune result file read (a result with its probes is well under 1 MiB).
+MAX_FILE_BYTES = 1 << 26
+
+
+def _read_json(path: str | os.PathLike, what: str) -> Any:
+    """The JSON value in the regular file ``path``, read bounded: a FIFO, a device or a
+    directory, a file over `MAX_FILE_BYTES`, nesting too deep, or text that is not JSON raise
+    `InputError` naming the file (`graphbatch._io.read_bounded`, `parse_json`)."""
+    data = read_bounded(path, what, MAX_FILE_BYTES)
+    return parse_json(data, f"{what} {str(path)!r}", max_bytes=MAX_FILE_BYTES)
 
 
 @dataclass
@@ -132,14 +142,9 @@ class TuneResult:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TuneResult:
-        """Read a result file; any error is one `InputError` naming the file (and the key)."""
-        with open(path, encoding="utf-8") as f:
-            try:
-                d = json.load(f)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise InputError(f"{path}: not JSON ({exc})") from None
-            except RecursionError:
-                raise InputError(f"{path}: JSON nested too deeply for a tune result") from None
+        d = _read_json(path, "tune result")
+        if not isinstance(d, dict):
+            raise InputError(f"{path}: a tune result is a JSON object")
         try:
             return cls.from_dict(d)
         except InputError as exc:
@@ -150,13 +155,7 @@ def load_request(path: str | os.PathLike) -> dict[str, Any]:
     """A plan request from a JSON file: a request file (``graphbatch tune --out``) or a tune
     result file (its ``request``). Returns the keyword arguments of ``graphbatch.plan``; the
     strategy's options are checked by ``graphbatch.plan`` itself."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            d = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: not JSON ({exc})") from None
-        except RecursionError:
-            raise InputError(f"{path}: JSON nested too deeply for a request") from None
+    d = _read_json(path, "plan request")
     if isinstance(d, dict) and d.get("format") == TUNE_FORMAT:
         d = d.get("request")
     if not isinstance(d, dict) or not isinstance(d.get("strategy"), str):
