@@ -1,5 +1,6 @@
 # graphbatch: two commands work on a fresh machine.
 #   make demo   - set up a virtual environment and run the main job on the embedded dataset
+#                 (the report: out/report.html; out/ is ignored by git)
 #   make test   - set up a virtual environment with every extra and run the test suite
 #   make test-fairchem - fairchem's preset against fairchem itself, in its own environment
 #   make docs   - the documentation site in docs/_build/html (warnings are errors)
@@ -34,7 +35,8 @@ setup-core: $(VENV)/.core
 setup-all: $(VENV)/.all
 
 demo: setup-core
-	$(PY) -m graphbatch.cli demo
+	mkdir -p out
+	$(PY) -m graphbatch.cli demo --out out/report.html
 
 test: setup-all
 	$(PY) -m pytest -q
