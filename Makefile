@@ -23,11 +23,13 @@ $(VENV)/.core: pyproject.toml | $(VENV)/bin/python
 	$(PIP) --no-deps qm9pack==1.0.3
 	touch $@
 
-# Everything: torch (exact CPU pin, installed first), PyG, JAX, data, test tools and MACE
-# (the atomistic extra).
+# Everything: torch (exact CPU pin, installed first, so nothing else downloads torch), PyG,
+# JAX, data, test tools and MACE (the atomistic extra). The extras state ranges that admit the
+# pin (tests/core/test_packaging.py), so `-e ".[all]"` keeps it: checked after the install.
 $(VENV)/.all: pyproject.toml | $(VENV)/bin/python
 	$(PIP) torch==2.13.0
 	$(PIP) -e ".[all]"
+	$(PY) -m pip freeze | grep -q '^torch==2.13.0' || { echo "make: the extras replaced torch==2.13.0" >&2; exit 1; }
 	$(PIP) --no-deps qm9pack==1.0.3 molsets==0.3.1
 	touch $(VENV)/.core $@
 
