@@ -45,8 +45,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The environment of the test session when this module was imported (conftest imports it first).
+#: The environment of the test session when this module was imported (conftest imports it
+#: first), with relative ``PYTHONPATH`` entries made absolute: blocks run in another folder and
+#: must import the graphbatch the session imports (``PYTHONPATH=src`` in a worktree).
 START_ENV = dict(os.environ)
+if START_ENV.get("PYTHONPATH"):
+    START_ENV["PYTHONPATH"] = os.pathsep.join(
+        os.path.abspath(p) if p else p for p in START_ENV["PYTHONPATH"].split(os.pathsep)
+    )
 #: README.md and every page of docs/ (getting-started/ too), not the built site.
 DOCS = (
     "README.md",

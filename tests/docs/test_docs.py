@@ -29,9 +29,9 @@ from .._docblocks import (
 
 BLOCKS = all_blocks()
 RUNNABLE = [b for b in BLOCKS if b.runs]
-#: (block, mode): every runnable block as a script, and pasted into the console unless it is a
-#: module file the page asks to save (``file``), which is imported, not pasted.
-RUNS = [(b, "script") for b in RUNNABLE] + [(b, "console") for b in RUNNABLE if not b.file]
+#: (block, mode): every runnable block as a script and pasted into the console, except the
+#: module files a page asks to save (``file``): the later blocks that import them run them.
+RUNS = [(b, m) for m in ("script", "console") for b in RUNNABLE if not b.file]
 
 #: Checks run after a block (in its interpreter, on its globals ``ns``), by (doc, block index).
 CHECKS = {
@@ -105,6 +105,12 @@ def test_the_harness_finds_the_documented_blocks():
         assert b.runs or (b.fragment or b.not_run), b.id
     for key in [*CHECKS, *PRINTED]:  # checks name blocks that run
         assert any(_key(b) == key and b.runs for b in BLOCKS), key
+    for b in BLOCKS:  # a module file is run by a later block of its page that imports it
+        stem = b.file[: -len(".py")] if b.file else None
+        assert stem is None or any(
+            re.search(rf"^\s*(from|import) {stem}\b", later.code, re.M) and later.runs
+            for later in python_blocks(b.doc)[b.index + 1 :]
+        ), f"{b.id}: no later block imports {b.file}"
     assert len(RUNNABLE) >= 6
 
 
