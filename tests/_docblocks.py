@@ -22,7 +22,9 @@ to run a block::
     <!-- doc-test: requires mace, h5py -->   skipped (not failed) without these modules
     <!-- doc-test: timeout 900 -->   seconds per run (default 600)
     <!-- doc-test: file my_models.py -->   the block is a module the page asks you to save: it
-                                     is written as that file beside the later blocks of the page
+                                     is written as that file beside the later blocks of the page,
+                                     and runs through the later block that imports it (a file
+                                     is saved, not pasted: it is not run or paste-checked alone)
 
 Directives combine with ``;``. ``fragment``/``not run`` in a comment are refused: they must be
 visible. The modules a block imports are required too (found with ``ast``;
