@@ -375,8 +375,9 @@ MULTI_DEVICE = textwrap.dedent("""
         for pg in ld:
             shapes.add(tuple(pg.graphs.senders.shape) + tuple(pg.node_mask.shape))
             sharding = pg.graphs.senders.sharding
-            shardings.add(str(sharding.spec) if isinstance(sharding, jax.sharding.NamedSharding)
-                          else "other")
+            # the spec as a tuple: its repr differs between JAX versions (PartitionSpec/P)
+            shardings.add(str(tuple(sharding.spec))
+                          if isinstance(sharding, jax.sharding.NamedSharding) else "other")
             gi = np.asarray(pg.graph_index)
             empty += int((gi.max(axis=1) < 0).sum())
             if epoch == 0:
@@ -420,7 +421,7 @@ def test_two_host_devices_shard_steps_and_compile_once(strategy):
     assert out["seen"] == list(range(37))  # every graph exactly once across devices
     assert out["leading"] == [2]
     assert out["shapes"] == 1  # both ranks, every step: one padded shape
-    assert out["shardings"] == ["P('data',)"]
+    assert out["shardings"] == ["('data',)"]  # NamedSharding over the data axis
     assert out["compiles"] == 1
     assert sorted(out["small_graph_mask"]) == [0, 1]  # one rank gets an all-padding batch
 

@@ -69,8 +69,9 @@ def add_parser(sub) -> None:
     b.add_argument(
         "--workers",
         type=int,
-        help="processes for SMILES conversion; with --shards: "
-        "workers of the local cluster (default: CPUs)",
+        help="processes that convert the records: SMILES (moses; default: CPUs) and structures "
+        "(extxyz, ase-db; default 1); qm9 and code build in one; with --shards: workers of the "
+        "local cluster (default: CPUs)",
     )
     b.add_argument(
         "--reverse-edges",
