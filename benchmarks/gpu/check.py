@@ -130,7 +130,8 @@ def _row(r: dict, base: dict | None = None) -> dict[str, Any]:
             base["compile_s"],
             base["steady_graphs_per_s"],
         )
-        row["break-even steps"] = be.get("steps")
+        faster = r["steady_graphs_per_s"] > base["steady_graphs_per_s"]
+        row["break-even steps"] = be.get("steps") if faster else "never"
     return row
 
 
@@ -228,7 +229,11 @@ def part_memory(ctx: Ctx) -> dict[str, Any]:
         ("QM9 (SchNet)", {"store": str(ctx.data / "qm9.h5"), "batch_sizes": (ctx.batch(128),)}),
         (
             "EMT heavy-tailed (MACE)",
-            {"models": ("mace",), "store": str(ctx.data / "emt.h5"), "batch_sizes": (ctx.batch(32),)},
+            {
+                "models": ("mace",),
+                "store": str(ctx.data / "emt.h5"),
+                "batch_sizes": (ctx.batch(32),),
+            },
         ),
     )
     for name, kw in tables:
@@ -421,7 +426,10 @@ def run_check(
     for name in parts:
         left = budget_s - (time.monotonic() - t0)
         if left < reserve:
-            result["parts"][name] = {"status": "skipped", "reason": f"time budget: {left:.0f} s left"}
+            result["parts"][name] = {
+                "status": "skipped",
+                "reason": f"time budget: {left:.0f} s left",
+            }
             log(f"{name}: skipped ({left:.0f} s left)")
             continue
         log(f"{name}: start")

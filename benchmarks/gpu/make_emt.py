@@ -25,7 +25,9 @@ def make(n: int, seed: int):
     for _ in range(n):
         reps = rng.choice([1, 2, 3, 4], size=3, p=[0.6, 0.3, 0.08, 0.02])
         atoms = bulk("Cu", "fcc", a=3.61, cubic=True).repeat(tuple(int(r) for r in reps))
-        atoms.set_chemical_symbols(rng.choice(["Cu", "Ag", "Au"], size=len(atoms), p=[0.6, 0.2, 0.2]))
+        atoms.set_chemical_symbols(
+            rng.choice(["Cu", "Ag", "Au"], size=len(atoms), p=[0.6, 0.2, 0.2])
+        )
         drop = int(rng.integers(0, min(3, len(atoms) - 2)))
         if drop:
             del atoms[rng.choice(len(atoms), size=drop, replace=False).tolist()]
@@ -48,8 +50,10 @@ def main() -> None:
     frames = make(a.n, a.seed)
     write(a.out, frames, format="extxyz")
     sizes = np.array([len(x) for x in frames])
-    print(f"wrote {a.out}: {len(frames)} structures, atoms median {np.median(sizes):.0f}, "
-          f"p99 {np.percentile(sizes, 99):.0f}, max {sizes.max()}")
+    print(
+        f"wrote {a.out}: {len(frames)} structures, atoms median {np.median(sizes):.0f}, "
+        f"p99 {np.percentile(sizes, 99):.0f}, max {sizes.max()}"
+    )
 
 
 if __name__ == "__main__":
