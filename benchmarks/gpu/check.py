@@ -290,6 +290,10 @@ def part_jax(ctx: Ctx) -> dict[str, Any]:
 
     from graphbatch.bench import BenchConfig, run_jax_bench
 
+    if ctx.device == "cuda":  # leave the GPU's memory to JAX
+        import torch
+
+        torch.cuda.empty_cache()
     steps = ctx.steps(200)
     cfg = BenchConfig(
         framework="jax",

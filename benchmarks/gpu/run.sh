@@ -9,7 +9,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     --target /tmp/site .whl/*.whl > "$OUT/install.log" 2>&1 || { tail "$OUT/install.log"; exit 1; }
 fi
 export PYTHONPATH=$PWD/src:$PWD/.gpucheck/site:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false  # JAX shares the GPU with torch
 timeout 470 python3 -m benchmarks.gpu.check --data .gpucheck --out "$OUT" "$@"
 rc=$?
 cat "$OUT/check.md" 2>/dev/null
