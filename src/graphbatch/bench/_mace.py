@@ -286,7 +286,7 @@ class MaceRun(_Run):
             self.loss_fn: Callable[..., Any] | None = None
             if captured:
                 self.train_step = make_train_step(
-                    self.model, _padded_mace_loss, self.opt, self._forward, spec.compiled
+                    self.model, _padded_mace_loss, self.opt, self._forward
                 )
         else:
             gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)

@@ -72,15 +72,19 @@ def device_fed(
 
 
 def make_train_step(
-    model: Any, loss_fn: Callable[[Any, Any], Any], opt: Any, forward: Callable, compiled: bool
+    model: Any, loss_fn: Callable[[Any, Any], Any], opt: Any, forward: Callable
 ) -> Any:
-    """`graphbatch.torch.TrainStep` of the run. ``compiled``: ``forward`` calls the run's own
-    ``torch.compile``d model (full graph, one code object per run), so the capture checks are
-    off: ``fullgraph=True`` already refuses what would break the graph, and the first warm-up
-    step compiles on the side stream before the capture."""
+    """`graphbatch.torch.TrainStep` of the run. With ``--compile``, ``forward`` calls the run's
+    own ``torch.compile``d model (full graph, one code object per run); the first warm-up step
+    compiles, on the side stream, before the capture.
+
+    The checked warm-up step is off (``check=False``): the bench's SchNet (``pair_edges``)
+    validates its edge pairing on the host in eager steps -- the warm-up steps, skipped while a
+    graph is captured -- which the check would refuse as a host sync; a sync left inside the
+    captured step still fails its capture, as a one-line `CaptureError`."""
     from ..torch import TrainStep
 
-    return TrainStep(model, loss_fn, opt, forward=forward, check=False if compiled else None)
+    return TrainStep(model, loss_fn, opt, forward=forward, check=False)
 
 
 def new_captures(train_step: Any) -> int:

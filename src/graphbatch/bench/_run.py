@@ -483,7 +483,6 @@ class _Run(_StepCounters):
                 _padded_loss,
                 self.opt,
                 lambda m, b: self._predict(b, self.fn),
-                spec.compiled,
             )
             if captured
             else None
