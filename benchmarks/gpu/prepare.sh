@@ -43,7 +43,7 @@ if [[ "${1:-}" != "--tiny" ]]; then
   rm -rf .whl; mkdir -p .whl
   PLAT="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
   for pkg in mace-torch==0.3.16 ase==3.29.0 vesin==0.6.2 jraph==0.0.6.dev0 configargparse \
-             matscipy lmdb orjson prettytable wcwidth python-hostlist torch-ema GitPython gitdb smmap; do
+             matscipy lmdb orjson prettytable wcwidth torch-ema; do  # hostlist, GitPython: optional
     $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
       --implementation cp $PLAT -d .whl "$pkg"
   done
