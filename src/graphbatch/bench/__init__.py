@@ -5,6 +5,7 @@ statistics. The statistics need only NumPy/SciPy; running imports torch, PyG and
 from ._config import (
     BASELINES,
     DEFAULT,
+    FEED_MODES,
     FULL,
     JAX_BASELINES,
     JAX_DEFAULT,
@@ -13,6 +14,7 @@ from ._config import (
     MACE_DEFAULT,
     PACKING_GRAPH_CAP,
     PADDED_STRATEGIES,
+    STEP_MODES,
     BenchConfig,
 )
 from ._jax_runner import build_jax_model, jax_targets, jax_train_step, run_jax_bench
@@ -29,6 +31,7 @@ __all__ = [
     "MACE_ELEMENTS",
     "MaceData",
     "DEFAULT",
+    "FEED_MODES",
     "FULL",
     "JAX_BASELINES",
     "JAX_DEFAULT",
@@ -37,6 +40,7 @@ __all__ = [
     "MACE_DEFAULT",
     "PACKING_GRAPH_CAP",
     "PADDED_STRATEGIES",
+    "STEP_MODES",
     "BenchConfig",
     "PairwiseTests",
     "RunSpec",
