@@ -59,7 +59,7 @@ class FakeBackend(FeedBackend):
         return "side"
 
     def current_stream(self):
-        return "step"
+        return self.active  # as torch.cuda.current_stream() inside torch.cuda.stream(...)
 
     @contextlib.contextmanager
     def on(self, stream):
@@ -171,6 +171,18 @@ def test_copies_run_ahead_and_the_step_waits_on_its_batch_only(store, depth, wor
     assert any(e[0] == "register" for e in log)  # the ring is page-locked in place
     # each batch's buffer is made known to the allocator as used on the step's stream
     assert sum(1 for e in log if e == ("keep", "step")) >= len(ref)
+
+
+def test_the_side_stream_waits_for_the_step_streams_work(store):
+    """Before a copy rewrites a device buffer, the side stream waits for an event recorded on
+    the step's stream (not on itself: that would order nothing); the side stream records one
+    event per batch, its copy's."""
+    fake = FakeBackend()
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 1})
+    n = sum(1 for _ in gt.DeviceFeed(ld, backend=fake, depth=2))
+    side_waits = [e for e in fake.log if e[0] == "wait" and e[1] == "side"]
+    assert len(side_waits) == n and all(ev.stream == "step" for _, _, ev in side_waits)
+    assert sum(1 for e in fake.log if e[0] == "record" and e[1] == "side") == n
 
 
 def test_a_slot_stays_leased_until_its_copy_is_done(store):

@@ -261,9 +261,10 @@ class FeedIterator:
         buf = self._buffer(msg.nbytes, ring.capacity)
         batch = buf.batch(key, entries, build, cache)  # before the copy refers to the buffer
         side = self._side
+        mark = self._step_mark()  # recorded on the step's stream: outside `on(side)`
         with backend.on(side):
             # the step's stream may still use what this memory held before
-            backend.wait(side, self._step_mark())
+            backend.wait(side, mark)
             backend.copy(buf.base[: msg.nbytes], slot[: msg.nbytes])
             event = backend.record(side)
         receiver.hold(msg, lambda: backend.done(event))  # until the copy is done
