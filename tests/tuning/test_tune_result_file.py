@@ -131,12 +131,12 @@ def test_every_malformed_result_is_one_line_naming_file_and_key(
 
 @pytest.mark.parametrize(
     "text, expect",
-    [("[1, 2]", "a tune result is a JSON object"), ("{", "not JSON"), ("[" * 100_000, "nested")],
+    [("[1, 2]", "a tune result is a JSON object"), ("{", "not valid JSON"), ("[" * 100_000, "nested")],
 )
 def test_files_that_are_no_result_name_the_file(tmp_path, text, expect):
     path = tmp_path / "r.json"
     path.write_text(text)
-    with pytest.raises(InputError, match=rf"r\.json: .*{expect}"):
+    with pytest.raises(InputError, match=rf"r\.json'?: .*{expect}"):
         TuneResult.load(path)
 
 

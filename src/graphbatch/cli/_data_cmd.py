@@ -207,6 +207,8 @@ def _on_stop_signals(handler) -> None:
 def _say_terminated(what: str) -> int:
     """The one line of a build stopped by a signal; returns its exit status, 128 + signal."""
     signum = _STOPPED_BY[0] if _STOPPED_BY else signal.SIGTERM
+    for other in _STOP_SIGNALS:  # stopped and cleaned up: later signals cannot interrupt the exit
+        signal.signal(other, signal.SIG_IGN)
     word = "interrupted" if signum == signal.SIGINT else "terminated"
     print(f"graphbatch data: {word} ({signal.Signals(signum).name}); {what}", file=sys.stderr)
     return 128 + signum
@@ -216,6 +218,7 @@ def _build_stopped(out: str, build, *args, **kwargs):
     """``build(*args, **kwargs)`` with SIGTERM and SIGINT stopping it cleanly: the report, or
     the exit status of the one line `_say_terminated` printed. Whatever the build raised
     once a signal arrived (a worker pool ended under it, say) is the signal's doing."""
+    before = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
     _on_stop_signals(_terminate_cleanly)
     try:
         return build(*args, **kwargs)
@@ -223,6 +226,10 @@ def _build_stopped(out: str, build, *args, **kwargs):
         if _STOPPED_BY:
             return _say_terminated(f"nothing was written to {out} (temporaries removed)")
         raise
+    finally:
+        if not _STOPPED_BY:  # a build run in-process (tests, notebooks) leaves no handler behind
+            for signum, handler in before.items():
+                signal.signal(signum, handler)
 
 
 def run_build(args) -> int:
