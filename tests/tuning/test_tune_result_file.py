@@ -131,7 +131,11 @@ def test_every_malformed_result_is_one_line_naming_file_and_key(
 
 @pytest.mark.parametrize(
     "text, expect",
-    [("[1, 2]", "a tune result is a JSON object"), ("{", "not valid JSON"), ("[" * 100_000, "nested")],
+    [
+        ("[1, 2]", "a tune result is a JSON object"),
+        ("{", "not valid JSON"),
+        ("[" * 100_000, "nested"),
+    ],
 )
 def test_files_that_are_no_result_name_the_file(tmp_path, text, expect):
     path = tmp_path / "r.json"
