@@ -174,10 +174,19 @@ _STOPPED_BY: list[int] = []
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def _stopped_by(signum: int) -> None:
+    """Note the first stop signal, and ignore every later one (Ctrl-C pressed twice): the
+    cleanup runs to its end, and the exit keeps the first signal's status -- also during the
+    interpreter's shutdown, which would reset Python's handlers to the default action."""
+    if not _STOPPED_BY:
+        _STOPPED_BY.append(signum)
+    _on_stop_signals(signal.SIG_IGN)
+
+
 def _terminate_cleanly(signum, frame):
-    if _STOPPED_BY:  # a second signal (Ctrl-C twice): the first one's cleanup is under way
+    if _STOPPED_BY:  # a second signal that arrived before it could be ignored
         return
-    _STOPPED_BY.append(signum)
+    _stopped_by(signum)
     raise _Terminated(128 + signum)
 
 
@@ -378,8 +387,7 @@ def _run_sharded_build(args) -> int:
     stop = threading.Event()
 
     def call_off(signum, frame):
-        if not _STOPPED_BY:
-            _STOPPED_BY.append(signum)
+        _stopped_by(signum)
         stop.set()
 
     _on_stop_signals(call_off)

@@ -155,7 +155,8 @@ def _client(address: str | None, n_workers: int) -> tuple[Any, Any]:
     # ":0": the scheduler's HTTP endpoint on a free port (builds side by side never collide);
     # preload: each worker imports the shard task's module while it starts, i.e. while the
     # driver still reads the source, not in its first task
-    # silence_logs: the engine's own warnings (e.g. a task cancelled when a build is called off)
+    # silence_logs: the engine's own warnings and errors (a task cancelled when a build is called
+    # off; a worker's heartbeat to the scheduler, closed first while the cluster shuts down)
     # would print beside graphbatch's one-line report; failures reach the driver as exceptions
     cluster = LocalCluster(
         n_workers=n_workers,
@@ -163,7 +164,7 @@ def _client(address: str | None, n_workers: int) -> tuple[Any, Any]:
         processes=True,
         dashboard_address=":0",
         preload=[__name__],
-        silence_logs=logging.ERROR,
+        silence_logs=logging.CRITICAL,
     )
     return Client(cluster), cluster
 
