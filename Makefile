@@ -1,5 +1,6 @@
 # graphbatch: two commands work on a fresh machine.
 #   make demo   - set up a virtual environment and run the main job on the embedded dataset
+#                 (the report: out/report.html; out/ is ignored by git)
 #   make test   - set up a virtual environment with every extra and run the test suite
 #   make test-fairchem - fairchem's preset against fairchem itself, in its own environment
 #   make docs   - the documentation site in docs/_build/html (warnings are errors)
@@ -22,11 +23,13 @@ $(VENV)/.core: pyproject.toml | $(VENV)/bin/python
 	$(PIP) --no-deps qm9pack==1.0.3
 	touch $@
 
-# Everything: torch (exact CPU pin, installed first), PyG, JAX, data, test tools and MACE
-# (the atomistic extra).
+# Everything: torch (exact CPU pin, installed first, so nothing else downloads torch), PyG,
+# JAX, data, test tools and MACE (the atomistic extra). The extras state ranges that admit the
+# pin (tests/core/test_packaging.py), so `-e ".[all]"` keeps it: checked after the install.
 $(VENV)/.all: pyproject.toml | $(VENV)/bin/python
 	$(PIP) torch==2.13.0
 	$(PIP) -e ".[all]"
+	$(PY) -m pip freeze | grep -q '^torch==2.13.0' || { echo "make: the extras replaced torch==2.13.0" >&2; exit 1; }
 	$(PIP) --no-deps qm9pack==1.0.3 molsets==0.3.1
 	touch $(VENV)/.core $@
 
@@ -34,7 +37,8 @@ setup-core: $(VENV)/.core
 setup-all: $(VENV)/.all
 
 demo: setup-core
-	$(PY) -m graphbatch.cli demo
+	mkdir -p out
+	$(PY) -m graphbatch.cli demo --out out/report.html
 
 test: setup-all
 	$(PY) -m pytest -q

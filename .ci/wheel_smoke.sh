@@ -51,6 +51,8 @@ VPY="$WORK/venv/bin/python"
 "$VPY" -m pip install "${PIP[@]}" --upgrade pip
 "$VPY" -m pip install "${PIP[@]}" torch==2.13.0          # the CPU pin, first (see Makefile)
 "$VPY" -m pip install "${PIP[@]}" "$WHEEL[pyg,bench]" 2>&1 | tee "$WORK/install.log"
+"$VPY" -m pip freeze | grep -q '^torch==2.13.0' || {   # the extras state ranges: pin kept
+  echo "wheel_smoke: installing the wheel replaced torch==2.13.0" >&2; exit 1; }
 if grep -i -E "deprecat" "$WORK/install.log"; then
   echo "wheel_smoke: installing the wheel printed the warnings above" >&2
   exit 1

@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     targets = normalised_targets(store, args.target).to(device)
     loader = gt.loader(dataset, strategy=args.strategy, batch_size=args.batch_size,
                        seed=args.seed, num_replicas=world, rank=rank,
-                       num_workers=args.num_workers)
+                       dataloader_kwargs={"num_workers": args.num_workers})
 
     torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
     model = SchNet(hidden=args.hidden, filters=args.hidden, num_interactions=args.interactions,

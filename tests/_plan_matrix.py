@@ -78,6 +78,11 @@ def requests(name: str, sizes):
         )
         yield (f"pack-lpf-1d-{pol}", "pack-lpf-1d", dict(budget=big, seed=3, on_oversize=pol))
     yield (
+        "buckets-budget-own-shapes",
+        "buckets",
+        dict(budget=tight, seed=3, on_oversize="own_batch", num_shapes=4, oversize_shapes="own"),
+    )
+    yield (
         "pack-lpf-1d-free",
         "pack-lpf-1d",
         dict(budget=big, seed=3, on_oversize="skip", edge_limit=False),

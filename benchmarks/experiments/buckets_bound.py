@@ -6,7 +6,9 @@
 Builds (when missing, into ``--data``) the code-graph stores of the Python standard library and
 of ``--site-packages`` (default: the base interpreter's ``site-packages``) with ``graphbatch data
 build code``, joins their size tables, and for every K prints the node and edge efficiency of
-``buckets`` with the scaled family (default) and with tight shapes (``tight_shape=True``), the
+``buckets`` with the scaled family (default), with graphs above the budget in batches of their
+own outside the K shapes (``on_oversize="own_batch", oversize_shapes="own"``) and with tight
+shapes (``tight_shape=True``), the
 bound of `graphbatch.packing.shape_padding_bound` on the tight plan's packs, and the trivial
 bound of one padding node per batch. Nothing large is committed: the stores are rebuilt.
 """
@@ -62,13 +64,20 @@ def main(argv=None) -> int:
     rows = []
     for k in (int(x) for x in args.shapes.split(",")):
         row = {"K": k}
-        for name, kw in (("family", {}), ("tight", {"tight_shape": True})):
+        for name, kw in (
+            ("family", {}),
+            ("own", {"on_oversize": "own_batch", "oversize_shapes": "own"}),
+            ("tight", {"tight_shape": True}),
+        ):
             t0 = time.perf_counter()
             p = gb.plan(sizes, "buckets", batch_size=args.batch_size, num_shapes=k, **kw)
             st = p.stats()
             row[f"{name}_node"] = round(100 * st.node_efficiency, 2)
             row[f"{name}_edge"] = round(100 * st.edge_efficiency, 2)
             row[f"{name}_s"] = round(time.perf_counter() - t0, 1)
+            if name == "own":
+                row["own_batches"] = p.meta["own_batches"]
+                row["own_shapes"] = st.distinct_shapes
             if name == "tight":
                 b = p.meta["shape_bound"]
                 row["bound_node"] = round(100 * b["node_efficiency_max"], 2)

@@ -119,7 +119,7 @@ def loader_table(graphs, sizes, batch_size, workers) -> list[list[str]]:
     rows = []
     for nw in workers:
         ld = gt.loader(graphs, strategy="dynamic", sizes=sizes, batch_size=batch_size, seed=0,
-                       num_workers=nw)
+                       dataloader_kwargs={"num_workers": nw})
         pyg = PygLoader(graphs, batch_size=batch_size - 1, shuffle=True, num_workers=nw)
         res = []
         for it in (ld, pyg):

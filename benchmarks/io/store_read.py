@@ -110,8 +110,8 @@ def rss_child(path: str, strategy: str, batch_size: int) -> None:
     after = _status()
     import psutil
 
-    wl = gt.loader(store, strategy=strategy, batch_size=batch_size, seed=0, num_workers=2,
-                   persistent_workers=True)
+    wl = gt.loader(store, strategy=strategy, batch_size=batch_size, seed=0,
+                   dataloader_kwargs={"num_workers": 2, "persistent_workers": True})
     _timed(wl)
     workers = []
     for child in psutil.Process().children():
@@ -356,7 +356,8 @@ def workers_ab(store, kw: dict, rounds: int, n: int) -> tuple[list[dict], list[s
     its = {}
     for name, (workers, hand_off, sharing) in configs.items():
         tmp.set_sharing_strategy(sharing)
-        ld = gt.loader(store, num_workers=workers, persistent_workers=workers > 0, **kw)
+        ld = gt.loader(store, dataloader_kwargs={"num_workers": workers,
+                                                 "persistent_workers": workers > 0}, **kw)
         if hand_off == "old":
             _previous_hand_off(ld)
         its[name] = _cycle(ld)

@@ -9,6 +9,7 @@ from ._budget import Budget, estimate_budget, next_pow2, round_up
 from ._errors import (
     AtomsInputError,
     BuildCancelled,
+    CaptureError,
     GraphbatchError,
     InputError,
     InputTypeError,
@@ -35,6 +36,7 @@ __all__ = [
     "BatchPlan",
     "Budget",
     "BuildCancelled",
+    "CaptureError",
     "GraphSizes",
     "GraphbatchError",
     "InputError",

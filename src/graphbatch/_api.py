@@ -9,7 +9,7 @@ from ._budget import Budget
 from ._errors import InputError, InputTypeError
 from ._plan import BatchPlan
 from ._sizes import GraphSizes
-from ._validate import MAX_SHAPE, MAX_WORLD_SIZE, as_nonnegative_int, as_positive_int
+from ._validate import MAX_SHAPE, MAX_WORLD_SIZE, as_bool, as_nonnegative_int, as_positive_int
 from .planners import OVERSIZE_POLICIES, PlanRequest, get_strategy, plan_for_ranks
 
 __all__ = ["plan"]
@@ -78,7 +78,7 @@ def plan(
         budget=budget,
         seed=as_nonnegative_int(seed, "seed"),
         epoch=as_nonnegative_int(epoch, "epoch"),
-        shuffle=bool(shuffle),
+        shuffle=as_bool(shuffle, "shuffle"),
         on_oversize=on_oversize,
         options=dict(options),
         world_size=as_positive_int(world_size, "world_size", MAX_WORLD_SIZE),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -71,7 +72,20 @@ class Budget:
         """A `Budget` from a `Budget`, a 3-sequence ``(n_node, n_edge, n_graph)`` or a mapping."""
         if isinstance(value, Budget):
             return value
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):
+            fields = ("n_node", "n_edge", "n_graph")
+            missing = [k for k in fields if k not in value]
+            if missing:
+                raise InputError(
+                    f"budget {dict(value)!r} lacks {', '.join(missing)} (a budget mapping has "
+                    "n_node, n_edge and n_graph)"
+                )
+            unknown = sorted(str(k) for k in value if k not in fields)
+            if unknown:
+                raise InputError(
+                    f"budget {dict(value)!r} has unknown field(s) {', '.join(unknown)} (a budget "
+                    "mapping has n_node, n_edge and n_graph)"
+                )
             return cls(value["n_node"], value["n_edge"], value["n_graph"])
         try:
             n_node, n_edge, n_graph = value

@@ -153,12 +153,16 @@ def chunk_shuffled_plan(
 
 
 def check_shuffle(shuffle: object) -> bool | Literal["chunks"]:
-    """A loader's ``shuffle``: ``"chunks"``, or any other non-string value as a ``bool``."""
+    """A loader's ``shuffle``: ``True``, ``False`` (``bool`` or ``numpy.bool_``) or
+    ``"chunks"``; another string is an `InputError`, anything else (``0``, ``None``) an
+    `InputTypeError` (never a truth value)."""
     if isinstance(shuffle, str):
         if shuffle != "chunks":
             raise InputError(f"shuffle must be True, False or 'chunks', got {shuffle!r}")
         return "chunks"
-    return bool(shuffle)
+    if isinstance(shuffle, (bool, np.bool_)):
+        return bool(shuffle)
+    raise InputTypeError(f"shuffle must be True, False or 'chunks', got {shuffle!r}")
 
 
 def plan_epoch(

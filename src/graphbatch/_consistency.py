@@ -33,6 +33,7 @@ __all__ = [
     "PlanVerifier",
     "check_rows",
     "digest_row",
+    "hash_size_table",
     "plan_digest",
     "request_digest",
     "sizes_digest",
@@ -93,13 +94,28 @@ def plan_digest(plan: BatchPlan) -> str:
     return h.hexdigest()
 
 
-def sizes_digest(sizes: GraphSizes) -> str:
-    """SHA-256 (hex) of a size table: ``n_node``, ``n_edge`` and ``n_bytes`` (when present)."""
+def hash_size_table(h: Any, sizes: GraphSizes, *, labels: bool = True) -> None:
+    """Feed a size table into the hash ``h`` (``hashlib``): for ``n_node``, ``n_edge`` and
+    ``n_bytes`` in turn, the array's name (``labels=True``) and its values as little-endian
+    int64 (nothing for an absent ``n_bytes``). The one place a size table is hashed:
+    `sizes_digest` (labels), and the fingerprint JAX loader states held before the epoch
+    schedule (no labels, `graphbatch._schedule`), which must stay loadable."""
     if not isinstance(sizes, GraphSizes):
         raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
-    h = hashlib.sha256(b"graphbatch-sizes-v1")
     for name in ("n_node", "n_edge", "n_bytes"):
-        _update_array(h, name, getattr(sizes, name))
+        arr = getattr(sizes, name)
+        if labels:
+            h.update(name.encode())
+        if arr is not None:
+            h.update(np.ascontiguousarray(arr, dtype="<i8").tobytes())
+
+
+def sizes_digest(sizes: GraphSizes) -> str:
+    """SHA-256 (hex) of a size table (`hash_size_table`): equal tables, equal digests. The
+    ``sizes_sha256`` of loader fingerprints and the "size table" component compared across
+    ranks."""
+    h = hashlib.sha256()
+    hash_size_table(h, sizes)
     return h.hexdigest()
 
 
@@ -258,17 +274,21 @@ class PlanVerifier:
         self._plan_ref: Any = None
         self._plan_digests: tuple[str, str] | None = None
 
-    def digests(self, plan: BatchPlan, extra: Mapping[str, Any] | None = None) -> dict[str, str]:
-        """The `COMPONENTS` digests of ``plan`` over this verifier's size table."""
+    def size_table_digest(self) -> str:
+        """`sizes_digest` of this verifier's size table (computed once)."""
         if self._sizes_digest is None:
             self._sizes_digest = sizes_digest(self.sizes)
+        return self._sizes_digest
+
+    def digests(self, plan: BatchPlan, extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """The `COMPONENTS` digests of ``plan`` over this verifier's size table."""
         if self._plan_digests is None or self._plan_ref is None or self._plan_ref() is not plan:
             self._plan_digests = (request_digest(plan), plan_digest(plan))
             self._plan_ref = weakref.ref(plan)
         request, plan_d = self._plan_digests
         return {
             "graphbatch version": version_digest(),
-            "size table": self._sizes_digest,
+            "size table": self.size_table_digest(),
             "plan request": request,
             "plan": plan_d,
             "extra": extra_digest(extra),

@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "AtomsInputError",
     "BuildCancelled",
+    "CaptureError",
     "EdgeIndexError",
     "GraphbatchError",
     "InputError",
@@ -66,6 +67,13 @@ class BuildCancelled(GraphbatchError, RuntimeError):
 class PlanMismatchError(GraphbatchError, RuntimeError):
     """Ranks (processes) of one distributed job hold different plans, or different inputs to
     them; raised on every rank with the same message, naming the ranks that disagree."""
+
+
+class CaptureError(GraphbatchError, RuntimeError):
+    """A training step that cannot run as a CUDA graph (`graphbatch.torch.TrainStep`): a host
+    sync, a data-dependent shape, a tensor on the wrong device, an optimizer that is not
+    capturable, or a value the captured graph keeps that changed; the message names it and
+    where it happened."""
 
 
 #: What the CLI and the demo report as one line with exit status 2: the library's own errors,

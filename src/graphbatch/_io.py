@@ -274,13 +274,13 @@ def read_npz(
     decompressed; other members are not read. Errors name the file (``what``: its role, e.g.
     "size table") and the limit.
 
-    For each member the ``.npy`` header is read first: object dtypes are refused, and the
-    shape it declares must match the member's size in the zip directory exactly (a header
-    claiming ``(2**40,)`` in a small member is refused, not allocated); ``lengths[key](arrays
-    read so far)`` gives the first-dimension length the member must have (``None``: no
-    constraint) of its first dimension, ``max_bytes[key]`` a cap on its data. Only then is the
-    data read -- at most
-    the declared bytes, whose CRC-32 the zip reader checks.
+    A name that occurs twice in the zip directory is refused (``np.load`` reads the last
+    copy, ``zipfile`` the first). For each member the ``.npy`` header is read first: object
+    dtypes are refused, and the shape it declares must match the member's size in the zip
+    directory exactly (a header claiming ``(2**40,)`` in a small member is refused, not
+    allocated); ``lengths[key](arrays read so far)`` gives the first-dimension length the
+    member must have (``None``: no constraint), ``max_bytes[key]`` a cap on its data. Only
+    then is the data read -- at most the declared bytes, whose CRC-32 the zip reader checks.
     """
     where = f"{what} {str(path)!r}"
     lengths = dict(lengths or {})
@@ -294,7 +294,14 @@ def read_npz(
             members: dict[str, zipfile.ZipInfo] = {}
             for info in zf.infolist():
                 if info.filename.endswith(".npy"):
-                    members.setdefault(info.filename[:-4], info)
+                    key = info.filename[:-4]
+                    if key in members:  # np.load reads the last copy, zipfile the first
+                        copies = sum(i.filename == info.filename for i in zf.infolist())
+                        raise InputError(
+                            f"{where} holds array {key!r} {copies} times; a file with "
+                            "duplicated members is damaged or forged (which copy counts?)"
+                        )
+                    members[key] = info
             missing = [k for k in required if k not in members]
             if missing:
                 found = ", ".join(sorted(members)) or "none"

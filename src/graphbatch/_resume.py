@@ -42,7 +42,8 @@ def _compare(saved: Any, mine: Any, owner: str) -> None:
             if saved[key] != mine.get(key, "<absent>"):
                 raise InputError(
                     f"state was saved with {key} = {saved[key]!r}, this {owner} has "
-                    f"{mine.get(key, '<absent>')!r}; resuming would skip or repeat graphs"
+                    f"{mine.get(key, '<absent>')!r}: another plan request, resuming would skip "
+                    "or repeat graphs"
                 )
         for key in sorted(set(mine) - set(saved)):
             raise InputError(

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_SHAPE",
     "MAX_TOTAL",
     "MAX_WORLD_SIZE",
+    "as_bool",
     "as_count_array",
     "as_positive_int",
     "as_nonnegative_int",
@@ -85,7 +86,9 @@ def check_total(arr: np.ndarray, name: str, maximum: int = MAX_TOTAL) -> None:
 
 
 def _as_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, (bool, np.bool_)):  # a flag, never a count, seed or offset
+        raise InputTypeError(f"{name} must be an integer, got {value!r}")
+    if not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and float(value).is_integer():
             return int(math.trunc(value))
         raise InputTypeError(f"{name} must be an integer, got {value!r}")
@@ -112,6 +115,15 @@ def as_nonnegative_int(value: object, name: str, maximum: int | None = None) -> 
     if v < 0:
         raise InputError(f"{name} must be >= 0, got {v}")
     return _check_max(v, name, maximum)
+
+
+def as_bool(value: object, name: str) -> bool:
+    """``value`` as a ``bool`` if it is one (``bool`` or ``numpy.bool_``); anything else -- a
+    string such as ``"false"``, ``0``, ``None`` -- is an `InputTypeError` naming it (never a
+    truth value: ``bool("false")`` is True)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InputTypeError(f"{name} must be True or False, got {value!r}")
 
 
 def as_index_array(values: ArrayLike, name: str, limit: int | None = None) -> np.ndarray:

@@ -99,7 +99,12 @@ def test_store_batches_equal_the_atomic_data_path(files, mace_data):
         _assert_same_batch(a, b)
     # a worker (batches through the shared-memory slots) gives the same batches
     with_workers = gt.loader(
-        store, strategy="dynamic", batch_size=6, seed=1, preset=preset, num_workers=1
+        store,
+        strategy="dynamic",
+        batch_size=6,
+        seed=1,
+        preset=preset,
+        dataloader_kwargs={"num_workers": 1},
     )
     for a, b in zip(first, with_workers, strict=True):
         _assert_same_batch(a, b)

@@ -81,9 +81,26 @@ def test_bench_cli_trains_from_the_store(qm9_store, tmp_path, capsys):
     assert {r["strategy"] for r in records} == {"dynamic", "pyg-eager"}
     assert all(np.isfinite(r["test_rmse"]) for r in records)
     assert main(["bench", "--data", "store", "--out", str(tmp_path / "c")]) == 2
-    assert (
-        main(
-            ["bench", "--store", str(qm9_store), "--num-workers", "1", "--out", str(tmp_path / "d")]
-        )
-        == 2
-    )
+
+
+def test_store_batches_from_workers_through_the_device_feed(qm9_store):
+    """``--num-workers`` on the store path: workers read and pad (the slot path), the feed hands
+    the batches out (on CPU unchanged), each with the bench target of its graphs."""
+    from graphbatch.bench._run import _run_batches
+
+    data = load_store_data(str(qm9_store), seed=1)
+    for feed in ("device", "loader"):
+        cfg = BenchConfig(
+            data="store", store=str(qm9_store), subset=None, num_workers=1, feed=feed
+        ).validate()
+        spec = RunSpec("schnet", "dynamic", 8, 0, False)
+        it = _run_batches(spec, cfg, data, torch.device("cpu"), True, feed)
+        seen = []
+        for _ in range(10):  # more than one epoch of the 54 training graphs
+            b = next(it)
+            gi = b.graph_index[b.graph_mask]
+            assert torch.equal(b.y.view(-1)[b.graph_mask], data.target[gi])
+            assert (b.y.view(-1)[~b.graph_mask] == 0).all()
+            seen.extend(gi.tolist())
+        it.close()
+        assert set(seen) == set(data.train_index.tolist())  # every training graph, no test one

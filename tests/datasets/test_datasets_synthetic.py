@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from graphbatch import GraphSizes
 from graphbatch.datasets import SIZE_DISTRIBUTIONS, synthetic_graphs, synthetic_sizes
 
 
@@ -42,3 +45,22 @@ def test_bad_arguments():
         synthetic_sizes(10, "zipf", rng=0)
     with pytest.raises(TypeError, match="rng"):
         synthetic_sizes(10, rng=None)
+
+
+@given(seed=st.integers(0, 2**31), n_graphs=st.integers(1, 40))
+def test_symmetric_graphs_come_in_adjacent_reverse_pairs(seed, n_graphs):
+    rng = np.random.default_rng(seed)
+    n = rng.integers(2, 12, n_graphs)
+    e = 2 * rng.integers(0, n * (n - 1) // 2 + 1)
+    g = synthetic_graphs(GraphSizes(n, e), rng=seed, symmetric=True)
+    assert np.array_equal(g.n_edge, e)
+    ei = g.edge_index
+    assert np.array_equal(ei[:, 0::2], ei[::-1, 1::2]) and (ei[0] != ei[1]).all()
+    for k in range(n_graphs):  # every edge inside its graph (local indices)
+        local = ei[:, g.edge_offsets[k] : g.edge_offsets[k + 1]]
+        assert local.size == 0 or (local.min() >= 0 and local.max() < n[k])
+
+
+def test_symmetric_graphs_need_even_edge_counts():
+    with pytest.raises(ValueError, match="graph 1 has 3 edges"):
+        synthetic_graphs(GraphSizes([3, 3], [2, 3]), rng=0, symmetric=True)

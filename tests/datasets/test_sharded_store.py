@@ -149,6 +149,25 @@ def test_moses_ids_and_failures_are_global_record_indices(tmp_path, cluster):
     _assert_same_store(single, sharded)
 
 
+def test_smiles_table_shards_keep_targets(tmp_path, cluster):
+    """A user's SMILES table with targets: the sharded build equals the single-file one, the
+    targets follow their molecules across partitions."""
+    pytest.importorskip("rdkit")
+    rows = ["CCO,1.5", "c1ccccc1,2.5", "xx,3.5", "CC(=O)O,4.5", "N,5.5", "C1CC1,6.5"]
+    csv = tmp_path / "t.csv"
+    csv.write_text("smiles,t\n" + "\n".join(rows) + "\n")
+    single = GraphStore(
+        build_store("smiles", tmp_path / "one.h5", source=csv, targets=["t"], workers=1).path
+    )
+    rep = build_sharded_store(
+        "smiles", tmp_path / "set" / "s.json", shards=3, source=csv, targets=["t"], address=cluster
+    )
+    sharded = GraphStore(rep.path)
+    assert [i for i, _ in rep.failures] == [2]
+    assert sharded.graph_field("y")[:, 0].tolist() == [1.5, 2.5, 4.5, 5.5, 6.5]
+    _assert_same_store(single, sharded)
+
+
 def test_code_file_indices_are_global(tmp_path, cluster):
     import graphbatch.datasets as pkg
 

@@ -168,10 +168,14 @@ def test_loader_on_store_equals_loader_on_dataset(store):
 
 def test_workers_and_resume_on_batch_path(store):
     ref = _collect(gt.loader(store, strategy="dynamic", batch_size=8, seed=1))
-    two = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=2)
+    two = gt.loader(
+        store, strategy="dynamic", batch_size=8, seed=1, dataloader_kwargs={"num_workers": 2}
+    )
     for x, y in zip(_collect(two), ref, strict=False):
         assert_same_batch(x, y)
-    first = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    first = gt.loader(
+        store, strategy="dynamic", batch_size=8, seed=1, dataloader_kwargs={"num_workers": 1}
+    )
     it = iter(first)
     for _ in range(5):
         next(it)
@@ -181,7 +185,9 @@ def test_workers_and_resume_on_batch_path(store):
 def _assert_resumes(store, state, ref, taken: int) -> None:
     """A new worker loader given ``state`` yields exactly the batches of ``ref`` after the
     first ``taken``."""
-    again = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    again = gt.loader(
+        store, strategy="dynamic", batch_size=8, seed=1, dataloader_kwargs={"num_workers": 1}
+    )
     again.load_state_dict(state)
     rest = _collect(again)
     assert len(rest) == len(ref) - taken
@@ -195,13 +201,19 @@ def test_prefetch_thread_over_worker_slots_equals_one_process_and_resumes(store)
     workers, and ``state_dict`` counts the batches the consumer took."""
     ref = _collect(gt.loader(store, strategy="dynamic", batch_size=8, seed=1))
     ld = gt.loader(
-        store, strategy="dynamic", batch_size=8, seed=1, num_workers=2, prefetch_factor=1
+        store,
+        strategy="dynamic",
+        batch_size=8,
+        seed=1,
+        dataloader_kwargs={"num_workers": 2, "prefetch_factor": 1},
     )
     got = list(gt.prefetch(ld, depth=3))
     assert len(got) == len(ref)
     for x, y in zip(got, ref, strict=False):
         assert_same_batch(x, y)
-    first = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    first = gt.loader(
+        store, strategy="dynamic", batch_size=8, seed=1, dataloader_kwargs={"num_workers": 1}
+    )
     it = gt.prefetch(first, depth=2)
     for _ in range(4):
         next(it)
@@ -215,7 +227,14 @@ def test_replaced_store_is_never_read_with_old_offsets(tmp_path):
     path = _write(tmp_path / "s.h5", _graphs(seed=1))
     store = GraphStore(path)
     keep = GraphStore(path, in_memory=True)  # reference content of the old file
-    ld = gt.loader(store, strategy="static-64", batch_size=6, seed=0, shuffle=False, num_workers=1)
+    ld = gt.loader(
+        store,
+        strategy="static-64",
+        batch_size=6,
+        seed=0,
+        shuffle=False,
+        dataloader_kwargs={"num_workers": 1},
+    )
     _collect(ld)
     _write(path, _graphs(seed=2))  # same path, other graphs
     for batch in _collect(ld):  # workers keep the opened file
@@ -263,7 +282,13 @@ def test_prefetch_thread_and_pin_memory_on_batch_path(store):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no accelerator here: pinning is a no-op
         pinned = _collect(
-            gt.loader(store, strategy="buckets", batch_size=7, seed=3, pin_memory=True)
+            gt.loader(
+                store,
+                strategy="buckets",
+                batch_size=7,
+                seed=3,
+                dataloader_kwargs={"pin_memory": True},
+            )
         )
     for x, y in zip(pinned, ref, strict=False):
         assert_same_batch(x, y)
@@ -419,7 +444,9 @@ def _tensor_ranges(b):
 
 
 def test_worker_batches_arrive_through_slots_not_shared_storages(store):
-    ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    ld = gt.loader(
+        store, strategy="dynamic", batch_size=8, seed=1, dataloader_kwargs={"num_workers": 1}
+    )
     it, receive = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
     raw = next(it)  # what crossed from the worker
     assert isinstance(raw, _slots.SlotBatch)
@@ -442,7 +469,9 @@ def test_worker_batches_arrive_through_slots_not_shared_storages(store):
 
 def test_batches_bigger_than_a_slot_arrive_as_one_shared_block(store, monkeypatch):
     ref = _collect(gt.loader(store, strategy="dynamic", batch_size=8, seed=1))
-    ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=2)
+    ld = gt.loader(
+        store, strategy="dynamic", batch_size=8, seed=1, dataloader_kwargs={"num_workers": 2}
+    )
     monkeypatch.setattr(ld.collate_fn, "slot_bytes", lambda loader: 1024)  # nothing fits
     got = _collect(ld)
     assert len(got) == len(ref)
@@ -478,14 +507,16 @@ def test_slot_hand_off_equals_one_process_under_any_pace(
     before its copy would raise in `SlotRing.copy_out` or show as a different batch."""
     import time
 
-    kw = dict(strategy="pack-lpf", batch_size=6, seed=4, as_dict=as_dict)
+    kw = dict(strategy="pack-lpf", batch_size=6, seed=4, collation=gt.Collation(as_dict=as_dict))
     ref = gt.loader(store, **kw)
     ld = gt.loader(
         store,
-        num_workers=workers,
-        prefetch_factor=prefetch,
-        in_order=in_order,
-        persistent_workers=persistent,
+        dataloader_kwargs=dict(
+            num_workers=workers,
+            prefetch_factor=prefetch,
+            in_order=in_order,
+            persistent_workers=persistent,
+        ),
         **kw,
     )
     key = (lambda b: b["graph_index"].tolist()) if as_dict else (lambda b: b.graph_index.tolist())
@@ -566,7 +597,9 @@ def test_pin_memory_thread_copies_slots_straight_into_pinned_buffers(store, monk
         return made[-1]
 
     monkeypatch.setattr(_slots, "_pinned_buffer", fake_pinned)
-    ld = gt.loader(store, strategy="dynamic", batch_size=8, seed=1, num_workers=1)
+    ld = gt.loader(
+        store, strategy="dynamic", batch_size=8, seed=1, dataloader_kwargs={"num_workers": 1}
+    )
     it, receive = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
     raw = next(it)
     b = torch_pin.pin_memory(raw)  # what the pin thread does
@@ -593,10 +626,12 @@ def test_slot_hand_off_with_start_methods_init_fn_and_ranks(store, context, work
     refs = [_collect(ref_loader), _collect(ref_loader)]  # epochs 0 and 1
     ld = gt.loader(
         store,
-        num_workers=workers,
-        multiprocessing_context=context,
-        worker_init_fn=_init_fn,
-        persistent_workers=True,
+        dataloader_kwargs=dict(
+            num_workers=workers,
+            multiprocessing_context=context,
+            worker_init_fn=_init_fn,
+            persistent_workers=True,
+        ),
         **kw,
     )
     for ref in refs:
@@ -637,7 +672,7 @@ def test_slot_hand_off_on_a_sharded_store(tmp_path):
     store = GraphStore(tmp_path / "m.json")
     kw = dict(strategy="dynamic", batch_size=5, seed=1)
     ref = _collect(gt.loader(store, **kw))
-    got = _collect(gt.loader(store, num_workers=2, **kw))
+    got = _collect(gt.loader(store, dataloader_kwargs={"num_workers": 2}, **kw))
     assert len(got) == len(ref) > 0
     for x, y in zip(got, ref, strict=False):
         assert_same_batch(x, y)

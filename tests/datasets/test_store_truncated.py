@@ -128,7 +128,7 @@ def test_a_loader_over_a_store_truncated_mid_epoch_raises_naming_it(tmp_path, wo
         PATH = make("s.h5")
         store = GraphStore(PATH)
         ld = gt.loader(store, strategy="static-64", batch_size=32, seed=0, shuffle=False,
-                       num_workers={workers})
+                       dataloader_kwargs={{"num_workers": {workers}}})
         seen = 0
         try:
             for batch in ld:

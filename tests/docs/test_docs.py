@@ -1,10 +1,11 @@
-"""Every python block of README.md and docs/*.md runs as written in a fresh interpreter, or is
-marked as a fragment / not run, with a reason (`tests/_docblocks.py`, the one doc-test harness).
+"""Every python block of README.md and docs/**/*.md runs as written in a fresh interpreter, both
+as a script and pasted line by line into the interactive console, or is marked visibly as a
+fragment / not run, with a reason; every block, fragments too, pastes without a syntax error
+(`tests/_docblocks.py`, the one doc-test harness, has the convention).
 
 A few blocks get checks after they ran (in the same interpreter, on the block's globals ``ns``):
 the MACE loop trains and its padded loss equals MACE's unpadded loss, the JAX loops use two
-devices and compile once. docs/lightning.md's data module is also driven by Lightning in
-tests/torch/test_torch_lightning.py (imported from the block as written).
+devices and compile once.
 """
 
 from __future__ import annotations
@@ -14,10 +15,23 @@ import re
 
 import pytest
 
-from .._docblocks import START_ENV, all_blocks, missing_modules, missing_optional, run_block
+from .._docblocks import (
+    OPTIONAL,
+    START_ENV,
+    Block,
+    all_blocks,
+    missing_modules,
+    missing_optional,
+    paste_error,
+    python_blocks,
+    run_block,
+)
 
 BLOCKS = all_blocks()
 RUNNABLE = [b for b in BLOCKS if b.runs]
+#: (block, mode): every runnable block as a script and pasted into the console, except the
+#: module files a page asks to save (``file``): the later blocks that import them run them.
+RUNS = [(b, m) for m in ("script", "console") for b in RUNNABLE if not b.file]
 
 #: Checks run after a block (in its interpreter, on its globals ``ns``), by (doc, block index).
 CHECKS = {
@@ -66,6 +80,9 @@ PRINTED = {
         == ["epoch 0: loss", "epoch 1: loss", "epoch 2: loss"]
         or pytest.fail(out)
     ),
+    ("docs/getting-started/jax.md", 0): lambda out: (
+        "compilations: 1" in out.splitlines() or pytest.fail(out)
+    ),
 }
 
 
@@ -81,12 +98,72 @@ def test_the_harness_finds_the_documented_blocks():
         "docs/jax.md",
         "docs/torch.md",
         "docs/lightning.md",
+        "docs/getting-started/pyg.md",
+        "docs/getting-started/jax.md",
     } <= docs
     for b in BLOCKS:  # every block runs, or says why not
         assert b.runs or (b.fragment or b.not_run), b.id
     for key in [*CHECKS, *PRINTED]:  # checks name blocks that run
         assert any(_key(b) == key and b.runs for b in BLOCKS), key
+    for b in BLOCKS:  # a module file is run by a later block of its page that imports it
+        stem = b.file[: -len(".py")] if b.file else None
+        assert stem is None or any(
+            re.search(rf"^\s*(from|import) {stem}\b", later.code, re.M) and later.runs
+            for later in python_blocks(b.doc)[b.index + 1 :]
+        ), f"{b.id}: no later block imports {b.file}"
     assert len(RUNNABLE) >= 6
+
+
+def test_every_block_pastes_into_the_interactive_console():
+    """Compiled as pasted, line by line (nothing runs): a statement right after an indented
+    block without a blank line, or a blank line inside a class or function, is a SyntaxError
+    in ``python``'s console although the file runs as a script. Fragments too."""
+    errors = [e for e in map(paste_error, BLOCKS) if e]
+    assert not errors, "blocks that do not paste into `python`:\n" + "\n".join(errors)
+
+
+def _block(tmp_path, text: str) -> Block:
+    doc = tmp_path / "page.md"
+    doc.write_text(text)
+    return python_blocks(doc)[0]
+
+
+def test_the_paste_check_fails_what_the_console_refuses(tmp_path, monkeypatch):
+    monkeypatch.setattr("tests._docblocks.ROOT", tmp_path)
+    after_loop = "```python\nfor i in range(2):\n    x = i\nprint(x)\n```\n"
+    blank_in_class = "```python\nclass A:\n    a = 1\n\n    b = 2\n```\n"
+    fine = "```python\nfor i in range(2):\n    x = i\n\nprint(x)\n```\n"
+    assert "SyntaxError" in paste_error(_block(tmp_path, after_loop))
+    assert "IndentationError" in paste_error(_block(tmp_path, blank_in_class))
+    assert paste_error(_block(tmp_path, fine)) is None
+    compile(_block(tmp_path, after_loop).code, "script", "exec")  # yet it runs as a script
+
+
+def test_a_fragment_is_marked_visibly_not_in_a_comment(tmp_path, monkeypatch):
+    monkeypatch.setattr("tests._docblocks.ROOT", tmp_path)
+    hidden = "<!-- doc-test: fragment: `x` is yours -->\n```python\nprint(x)\n```\n"
+    with pytest.raises(ValueError, match="visibly"):
+        _block(tmp_path, hidden)
+    visible = "Text.\n\n*Fragment: `x` is yours.*\n<!-- doc-test: requires h5py -->\n"
+    block = _block(tmp_path, visible + "```python\nprint(x)\n```\n")
+    assert (block.fragment, block.runs, block.requires) == ("`x` is yours.", False, ("h5py",))
+    block = _block(tmp_path, "*Not run by the doc test: slow.*\n```python\nprint(1)\n```\n")
+    assert (block.not_run, block.runs) == ("slow.", False)
+
+
+def test_the_console_runs_in_main_like_the_repl_and_stops_at_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr("tests._docblocks.ROOT", tmp_path)
+    probe = (
+        "```python\nimport sys\nprint(__name__, '__file__' in globals(), hasattr(sys, 'ps1'))\n"
+        "for i in range(2):\n    pass\n\nprint('done')\n```\n"
+    )
+    res = run_block(_block(tmp_path, probe), tmp_path / "a", console=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["__main__", "False", "True", "done"]
+    failing = "```python\nx = 1\nraise RuntimeError('boom')\nprint('after')\n```\n"
+    res = run_block(_block(tmp_path, failing), tmp_path / "b", console=True)
+    assert res.returncode == 1 and "boom" in res.stderr and "after" not in res.stdout
+    assert "line 2 of block 1" in res.stderr, res.stderr
 
 
 def test_the_session_environment_is_the_one_tests_started_with():
@@ -99,17 +176,21 @@ def test_the_session_environment_is_the_one_tests_started_with():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
-def test_doc_block_runs_as_written(block, tmp_path):
+@pytest.mark.parametrize(("block", "mode"), RUNS, ids=[f"{b.id}-{m}" for b, m in RUNS])
+def test_doc_block_runs_as_written(block, mode, tmp_path):
     missing = missing_modules(block)
+    unknown = [m for m in missing if m not in OPTIONAL]
+    assert not unknown, f"{block.id} imports {', '.join(unknown)}, which no page or extra provides"
     if missing:
         pytest.skip(f"{block.id} needs {', '.join(missing)}")
     check = CHECKS.get(_key(block))
-    res = run_block(block, tmp_path, check=check)
+    res = run_block(block, tmp_path, check=check, console=mode == "console")
     optional = missing_optional(res)
     if optional:  # installed, but not importable here (e.g. mace-torch without matplotlib)
         pytest.skip(f"{block.id} needs {optional}, which cannot be imported here")
-    assert res.returncode == 0, f"{block.id} failed:\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
+    assert res.returncode == 0, (
+        f"{block.id} failed ({mode}):\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
+    )
     if check is not None:
         assert "CHECKED" in res.stdout
     if _key(block) in PRINTED:

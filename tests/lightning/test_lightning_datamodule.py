@@ -119,6 +119,14 @@ def test_bad_arguments_are_one_line_errors(graphs):
         GraphDataModule(graphs, train=range(10), val=range(8, 12), batch_size=4)
 
 
+@pytest.mark.parametrize("dataset", [b"store.h5", bytearray(b"store.h5"), memoryview(b"x")])
+def test_a_bytes_path_is_a_type_error_at_construction(dataset):
+    """Bytes have a length and items, so they passed as a "dataset" and failed with an
+    AttributeError when the loader was built (issue 37)."""
+    with pytest.raises(gb.InputTypeError, match=r"dataset .* got bytes|got bytearray|memoryview"):
+        GraphDataModule(dataset, batch_size=4)
+
+
 def test_a_resume_state_of_another_split_is_refused(graphs):
     first = GraphDataModule(graphs, train=range(30), **PLAN).train_dataloader()
     other = GraphDataModule(graphs, train=range(1, 31), **PLAN).train_dataloader()

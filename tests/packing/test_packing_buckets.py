@@ -4,6 +4,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import graphbatch as gb
 from graphbatch.packing import choose_scales, shape_for_scale
@@ -169,3 +171,71 @@ def test_choice_is_exactly_optimal_in_rationals(seed):
             best = total if best is None else min(best, total)
     assert cost == best
     assert sum(price(next(x for x in chosen if x >= p)) for p in per_pack) == best
+
+
+def _heavy_sizes(seed: int, n: int = 3000, giants: tuple[int, ...] = (9000, 5000, 2600, 2600)):
+    rng = np.random.default_rng(seed)
+    nodes = np.round(30 * np.exp(0.8 * rng.standard_normal(n))).astype(np.int64).clip(1, 800)
+    nodes[: len(giants)] = giants
+    return gb.GraphSizes(nodes, (nodes * 3) // 2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**16), k=st.integers(1, 6), shuffle=st.booleans(), epoch=st.integers(0, 3)
+)
+def test_own_oversize_shapes_outside_k(seed, k, shuffle, epoch):
+    """``oversize_shapes="own"``: every graph once; each graph above the budget alone in a batch
+    of its own enlarged shape; the other batches use at most K shapes, none of them larger
+    than needed for budget-sized packs; deterministic per seed and epoch."""
+    sizes = _heavy_sizes(seed)
+    kw = dict(batch_size=32, seed=seed, epoch=epoch, shuffle=shuffle, num_shapes=k)
+    p = gb.plan(sizes, "buckets", on_oversize="own_batch", oversize_shapes="own", **kw)
+    assert np.array_equal(np.sort(p.order), np.arange(len(sizes)))
+    budget = gb.Budget(*p.meta["budget"])
+    big = set(
+        np.flatnonzero(
+            (sizes.n_node > budget.node_capacity) | (sizes.n_edge > budget.edge_capacity)
+        ).tolist()
+    )
+    assert len(big) == p.meta["own_batches"] >= 1
+    shared = set()
+    for b in range(p.num_batches):
+        graphs = p.order[p.offsets[b] : p.offsets[b + 1]]
+        shape = (int(p.pad_nodes[b]), int(p.pad_edges[b]), int(p.pad_graphs[b]))
+        assert sizes.n_node[graphs].sum() < shape[0] and sizes.n_edge[graphs].sum() <= shape[1]
+        if big & set(graphs.tolist()):
+            assert len(graphs) == 1  # alone, in a shape of its own
+        else:
+            shared.add(shape)
+    assert len(shared) <= k
+    assert [list(s) for s in sorted(shared)] == sorted(
+        s for s in p.meta["shapes"] if tuple(s) in shared
+    )
+    again = gb.plan(sizes, "buckets", on_oversize="own_batch", oversize_shapes="own", **kw)
+    assert np.array_equal(again.order, p.order) and np.array_equal(again.pad_nodes, p.pad_nodes)
+
+
+def test_own_oversize_shapes_default_is_shared_and_needs_own_batch():
+    sizes = _heavy_sizes(1)
+    kw = dict(batch_size=32, seed=1, on_oversize="own_batch", num_shapes=4)
+    default = gb.plan(sizes, "buckets", **kw)
+    shared = gb.plan(sizes, "buckets", oversize_shapes="shared", **kw)
+    assert np.array_equal(default.order, shared.order)
+    assert np.array_equal(default.pad_nodes, shared.pad_nodes)
+    assert default.stats().distinct_shapes <= 4
+    with pytest.raises(gb.InputError, match="needs on_oversize='own_batch', got 'error'"):
+        gb.plan(sizes, "buckets", batch_size=32, oversize_shapes="own")
+    with pytest.raises(gb.InputError, match="oversize_shapes must be 'shared' or 'own'"):
+        gb.plan(sizes, "buckets", batch_size=32, on_oversize="own_batch", oversize_shapes=True)
+
+
+def test_own_oversize_shapes_raise_the_heavy_tail_efficiency():
+    """A few giants take one of the K shared shapes away from the many small graphs; with
+    shapes of their own, the K shapes fit the small graphs and the efficiency rises."""
+    sizes = _heavy_sizes(3, n=20000, giants=(60000, 30000, 12000, 9000, 5000, 5000))
+    kw = dict(batch_size=128, seed=0, on_oversize="own_batch", num_shapes=2)
+    shared = gb.plan(sizes, "buckets", **kw).stats()
+    own = gb.plan(sizes, "buckets", oversize_shapes="own", **kw).stats()
+    assert own.node_efficiency > shared.node_efficiency
+    assert own.edge_efficiency > shared.edge_efficiency

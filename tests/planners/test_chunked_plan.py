@@ -168,7 +168,7 @@ def test_loader_chunks_resume_and_epochs(small_store):
         == list(range(len(small_store)))
     )
     assert first != second  # reshuffled per epoch
-    ld = gt.loader(small_store, num_workers=1, **kw)
+    ld = gt.loader(small_store, dataloader_kwargs={"num_workers": 1}, **kw)
     it = iter(ld)
     for _ in range(4):
         next(it)
@@ -185,7 +185,7 @@ def test_loader_chunks_resume_and_epochs(small_store):
 
 
 def test_shuffle_argument_is_checked(small_store):
-    assert check_shuffle(True) is True and check_shuffle(0) is False
+    assert check_shuffle(True) is True and check_shuffle(False) is False
     assert check_shuffle("chunks") == "chunks"
     with pytest.raises(ValueError, match="'chunk'"):
         check_shuffle("chunk")
@@ -237,6 +237,6 @@ def test_jax_loader_plans_chunks_through_the_shared_function(small_store):
         shuffle="chunks",
         chunk_graphs=9,
         window_chunks=3,
-        spare_padding_node=False,
+        collation=gt.Collation(spare_padding_node=False),
     )
     assert np.array_equal(torch_ld.plan.order, ld.plan_for_epoch(0).order)

@@ -47,7 +47,7 @@ def store(tmp_path_factory):
 @pytest.mark.parametrize("via", ["sampler", "loader", "batch_sampler"])
 def test_set_epoch_after_iter_serves_the_new_epoch(graphs, workers, via):
     sizes = sizes_of(graphs)
-    ld = gt.loader(graphs, num_workers=workers, **KW)
+    ld = gt.loader(graphs, dataloader_kwargs={"num_workers": workers}, **KW)
     it = iter(ld)
     getattr(ld, via).set_epoch(1) if via != "loader" else ld.set_epoch(1)
     got = [ids(b) for b in it]
@@ -100,7 +100,7 @@ def test_load_state_dict_after_iter_resumes_in_that_iterator(graphs):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_set_epoch_after_prefetch_started(graphs, workers):
     sizes = sizes_of(graphs)
-    ld = gt.loader(graphs, num_workers=workers, **KW)
+    ld = gt.loader(graphs, dataloader_kwargs={"num_workers": workers}, **KW)
     pf = gt.prefetch(ld, depth=2)
     ld.sampler.set_epoch(1)
     got = [ids(b) for b in pf]
@@ -122,7 +122,7 @@ def test_set_epoch_on_a_bare_batch_sampler_in_a_dataloader(graphs):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_set_epoch_after_iter_on_the_store_path(store, workers):
-    ld = gt.loader(store, num_workers=workers, **KW)
+    ld = gt.loader(store, dataloader_kwargs={"num_workers": workers}, **KW)
     sizes = store.graph_sizes()
     it = iter(ld)
     ld.sampler.set_epoch(1)

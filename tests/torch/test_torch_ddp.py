@@ -63,7 +63,7 @@ MODES = ("planner", "round-robin")
 
 
 def _worker(rank, port, graphs, out_dir):
-    from graphbatch.torch import _sampler
+    from graphbatch import _schedule
 
     from .test_torch_compile import TinyMPNN
 
@@ -72,7 +72,7 @@ def _worker(rank, port, graphs, out_dir):
     )
     torch.set_num_threads(1)
     for mode in MODES:
-        _sampler.make_plan = round_robin_plan if mode == "round-robin" else gb.plan
+        _schedule.plan_epoch = round_robin_plan if mode == "round-robin" else gb.plan
         model = torch.nn.parallel.DistributedDataParallel(TinyMPNN())  # rank 0's params
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         ld = gt.loader(graphs, strategy="dynamic", **KW)

@@ -86,7 +86,7 @@ def test_early_stopped_pass_is_followed_by_next_epoch(graphs):
 def test_set_epoch_after_iter_before_consumption_keeps_the_pass(graphs):
     """Lightning creates the epoch-0 iterator (and a resumed one) before calling set_epoch."""
     sizes = sizes_of(graphs)
-    ld = gt.loader(graphs, num_workers=1, **KW)
+    ld = gt.loader(graphs, dataloader_kwargs={"num_workers": 1}, **KW)
     it = iter(ld)
     ld.sampler.set_epoch(0)
     first = [ids(next(it)) for _ in range(3)]
@@ -94,7 +94,7 @@ def test_set_epoch_after_iter_before_consumption_keeps_the_pass(graphs):
     state = ld.state_dict()
     assert (state["epoch"], state["offset"]) == (0, 3)
     del it
-    again = gt.loader(graphs, num_workers=1, **KW)
+    again = gt.loader(graphs, dataloader_kwargs={"num_workers": 1}, **KW)
     again.load_state_dict(state)
     it = iter(again)
     again.sampler.set_epoch(0)  # same epoch: the loaded resume point survives
@@ -179,12 +179,14 @@ def test_spawn_workers_and_dataloader_arguments(graphs):
     sizes = sizes_of(graphs)
     ld = gt.loader(
         graphs,
-        num_workers=1,
-        multiprocessing_context="spawn",
-        timeout=60,
-        worker_init_fn=record_worker,
-        persistent_workers=True,
-        prefetch_factor=2,
+        dataloader_kwargs=dict(
+            num_workers=1,
+            multiprocessing_context="spawn",
+            timeout=60,
+            worker_init_fn=record_worker,
+            persistent_workers=True,
+            prefetch_factor=2,
+        ),
         **KW,
     )
     assert ld.timeout == 60 and ld.worker_init_fn is record_worker and ld.num_workers == 1
@@ -196,15 +198,49 @@ def test_dataloader_arguments_the_plan_decides_are_refused(graphs):
     for key in ("sampler", "collate_fn", "drop_last", "batch_sampler"):
         with pytest.raises(TypeError, match=f"takes no {key}="):
             gt.loader(graphs, **KW, **{key: None})
+        with pytest.raises(TypeError, match=f"dataloader_kwargs cannot hold '{key}'"):
+            gt.loader(graphs, dataloader_kwargs={key: None}, **KW)
+    for key in ("batch_size", "shuffle", "dataset"):
+        with pytest.raises(TypeError, match=f"dataloader_kwargs cannot hold '{key}'"):
+            gt.loader(graphs, dataloader_kwargs={key: 1}, **KW)
     with pytest.raises(TypeError, match="option"):
         gt.loader(graphs, not_an_option=3, **KW)
     with pytest.raises(ValueError, match="timeout=60 needs num_workers > 0"):
-        gt.loader(graphs, timeout=60, **KW)
+        gt.loader(graphs, dataloader_kwargs={"timeout": 60}, **KW)
+    with pytest.raises(TypeError, match="dataloader_kwargs must be a dict"):
+        gt.loader(graphs, dataloader_kwargs=[("num_workers", 1)], **KW)
+
+
+@pytest.mark.parametrize("key", gt._loader.DATALOADER_ARGS)
+def test_dataloader_arguments_as_keywords_name_dataloader_kwargs(graphs, key):
+    """One line telling the caller where a DataLoader argument goes (it was a keyword before)."""
+    with pytest.raises(TypeError, match=f"dataloader_kwargs={{'{key}': ...}} instead of {key}="):
+        gt.loader(graphs, **KW, **{key: 1})
+
+
+@pytest.mark.parametrize(
+    "key", ["schema", "cutoff", "position_key", "as_dict", "spare_padding_node"]
+)
+def test_collation_fields_as_keywords_name_collation(graphs, key):
+    with pytest.raises(TypeError, match=rf"Collation\({key}=\.\.\.\) instead of {key}="):
+        gt.loader(graphs, **KW, **{key: None})
+
+
+def test_collation_fields_given_win_over_the_preset(graphs):
+    preset = gt.Preset("mine", cutoff=3.0, as_dict=True)
+    ld = gt.loader(graphs, preset=preset, **KW)
+    assert isinstance(next(iter(ld)), dict) and ld.collater.cutoff == 3.0
+    mine = gt.loader(graphs, preset=preset, collation=gt.Collation(as_dict=False, cutoff=5.0), **KW)
+    batch = next(iter(mine))
+    assert not isinstance(batch, dict) and mine.collater.cutoff == 5.0
+    assert ids(batch) == plan_batches(sizes_of(graphs), 0)[0]
+    with pytest.raises(TypeError, match=r"collation must be a graphbatch\.torch\.Collation"):
+        gt.loader(graphs, collation={"cutoff": 1.0}, **KW)
 
 
 def test_lightning_style_reinstantiation_keeps_the_plan(graphs):
     """Lightning rebuilds a DataLoader from its attributes (e.g. for prediction)."""
-    ld = gt.loader(graphs, num_workers=0, **KW)
+    ld = gt.loader(graphs, dataloader_kwargs={"num_workers": 0}, **KW)
     attrs = {k: v for k, v in vars(ld).items() if not k.startswith("_")}
     clone = type(ld)(
         attrs["dataset"],
@@ -282,7 +318,7 @@ def test_lightning_reinstantiation_and_sampler_epoch_helpers(graphs):
     from lightning.pytorch.utilities.data import _update_dataloader
 
     sizes = sizes_of(graphs)
-    ld = gt.loader(graphs, worker_init_fn=record_worker, **KW)
+    ld = gt.loader(graphs, dataloader_kwargs={"worker_init_fn": record_worker}, **KW)
     assert isinstance(ld.sampler, DistributedSampler)  # `_requires_distributed_sampler` is False
     _set_sampler_epoch(ld, 2)
     assert [ids(b) for b in ld] == plan_batches(sizes, 2)

@@ -14,8 +14,8 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 import graphbatch as gb  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
+from graphbatch import _schedule  # noqa: E402
 from graphbatch._padlayout import short_padding_batches  # noqa: E402
-from graphbatch.torch import _sampler  # noqa: E402
 
 from .._torch_graphs import molecules, sizes_of  # noqa: E402
 
@@ -103,7 +103,7 @@ def test_sampler_rank_selection_from_distributed_plan(graphs, monkeypatch):
             meta={"world_size": 2},
         )
 
-    monkeypatch.setattr(_sampler, "make_plan", fake_plan)
+    monkeypatch.setattr(_schedule, "plan_epoch", fake_plan)
     per_rank = [
         list(gt.PlanBatchSampler(sizes, "dynamic", batch_size=8, num_replicas=2, rank=r))
         for r in range(2)
@@ -116,7 +116,13 @@ def test_sampler_rank_selection_from_distributed_plan(graphs, monkeypatch):
 
 
 def test_loader_shapes_epochs_and_every_graph_once(graphs):
-    ld = gt.loader(graphs, strategy="static-pow2", batch_size=8, seed=5, spare_padding_node=False)
+    ld = gt.loader(
+        graphs,
+        strategy="static-pow2",
+        batch_size=8,
+        seed=5,
+        collation=gt.Collation(spare_padding_node=False),
+    )
     sizes = sizes_of(graphs)
     for epoch in range(2):
         p = gb.plan(sizes, "static-pow2", batch_size=8, seed=5, epoch=epoch)
@@ -139,9 +145,7 @@ def test_loader_replans_in_persistent_workers(graphs):
         strategy="dynamic",
         batch_size=8,
         seed=2,
-        num_workers=2,
-        persistent_workers=True,
-        prefetch_factor=2,
+        dataloader_kwargs=dict(num_workers=2, persistent_workers=True, prefetch_factor=2),
     )
     sizes = sizes_of(graphs)
     for epoch in range(2):
@@ -151,7 +155,7 @@ def test_loader_replans_in_persistent_workers(graphs):
 
 
 def test_loader_resume_with_workers_is_exact(graphs):
-    kw = dict(strategy="dynamic", batch_size=8, seed=3, num_workers=2)
+    kw = dict(strategy="dynamic", batch_size=8, seed=3, dataloader_kwargs={"num_workers": 2})
     ld = gt.loader(graphs, **kw)
     ld.set_epoch(1)
     full = [b.graph_index.tolist() for b in ld]
@@ -197,7 +201,9 @@ def test_read_sizes_of_dict_graphs():
         for n, e in ((3, 1), (5, 0))
     ]
     assert gt.read_sizes(g) == gb.GraphSizes([3, 5], [1, 0])
-    ld = gt.loader(g, strategy="static-64", batch_size=3, shuffle=False, as_dict=True)
+    ld = gt.loader(
+        g, strategy="static-64", batch_size=3, shuffle=False, collation=gt.Collation(as_dict=True)
+    )
     (b,) = list(ld)
     assert b["x"].shape == (64, 2) and b["graph_index"].tolist() == [0, 1, -1]
 
@@ -209,7 +215,10 @@ def test_loader_warns_when_cutoff_cannot_hold(graphs):
     assert short.shape[0] > 0  # this seeded data set has such batches under this budget
     with pytest.warns(UserWarning, match=f"{short.shape[0]} of {len(p)} batches"):
         ld = gt.loader(
-            graphs, strategy="dynamic", budget=(40, 400, 8), cutoff=1.0, spare_padding_node=False
+            graphs,
+            strategy="dynamic",
+            budget=(40, 400, 8),
+            collation=gt.Collation(cutoff=1.0, spare_padding_node=False),
         )
     for b, batch in enumerate(ld):
         e_real = int(batch.edge_mask.sum())

@@ -89,12 +89,20 @@ def _cases(rank: int, graphs, store_path: str | None):
         # forked workers: in a process started by spawn, workers would be spawned as well
         # (re-importing torch and PyG, seconds each)
         "workers": lambda: epochs(
-            gt.loader(graphs, num_workers=2, multiprocessing_context="fork", **KW)
+            gt.loader(
+                graphs,
+                dataloader_kwargs=dict(num_workers=2, multiprocessing_context="fork"),
+                **KW,
+            )
         ),
         "prefetch": lambda: epochs(gt.loader(graphs, **KW), wrap=gt.prefetch),
         "store": (
             lambda: (
-                epochs(store_loader(num_workers=1, multiprocessing_context="fork"))
+                epochs(
+                    store_loader(
+                        dataloader_kwargs=dict(num_workers=1, multiprocessing_context="fork")
+                    )
+                )
                 if store_path
                 else None
             )

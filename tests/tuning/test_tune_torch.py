@@ -152,7 +152,9 @@ def test_factory_protocol_and_cpu_peak_memory(qm9_dir):
             buf.fill_(1)
             return (batch.pos.sum() * w.sum() + buf[:1].float()).sum()
 
-        return TuneStep(step, loader_options={"cutoff": 6.0})
+        import graphbatch.torch as gt
+
+        return TuneStep(step, loader_options={"collation": gt.Collation(cutoff=6.0)})
 
     be = TorchBackend(str(qm9_dir / "qm9.h5"), model=factory, modes=("eager",))
     try:
@@ -210,3 +212,69 @@ def test_synthetic_stand_ins_have_edges_inside_their_graphs():
         assert isinstance(g, jraph.GraphsTuple) and int(g.n_node[0]) == nn
         assert g.senders.min() >= 0 and g.senders.max() < nn
         assert g.receivers.min() >= 0 and g.receivers.max() < nn
+
+
+def _qm9_table(n_graphs: int) -> gb.GraphSizes:
+    """The first ``n_graphs`` rows of QM9's own size table (radius 6 Å, shipped)."""
+    from importlib import resources
+
+    path = resources.files("graphbatch") / "data" / "qm9_radius6_sizes.npz"
+    return gb.GraphSizes.load(str(path)).subset(np.arange(n_graphs))
+
+
+@pytest.mark.parametrize("odd", [False, True], ids=["qm9-table", "odd-edge-counts"])
+def test_cli_tune_with_the_default_model_runs_on_a_size_table(tmp_path, capsys, odd):
+    """`graphbatch tune sizes.npz` with the default --model schnet exited 2 with a "pair_edges"
+    error even on QM9's own size table: the bench's SchNet pairs each edge with its reverse,
+    the stand-in graphs had random directed edges (issue 37)."""
+    from graphbatch.cli import main
+
+    sizes = _qm9_table(400)
+    if odd:  # not a radius graph's table: some graphs have an odd number of edges
+        e = sizes.n_edge.copy()
+        e[::3] = np.maximum(e[::3] - 1, 1)
+        sizes = gb.GraphSizes(sizes.n_node, e)
+    path = sizes.save(tmp_path / "sizes.npz")
+    args = ["tune", str(path), "--compile", "off", "--probes", "2", "--rounds", "1"]
+    args += ["--batch-size", "16", "--strategies", "dynamic", "--epochs", "1", "--quiet"]
+    args += ["--result", str(tmp_path / "r.json")]
+    capsys.readouterr()
+    rc = main(args)
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    result = TuneResult.load(tmp_path / "r.json")
+    assert result.settings["model"] == "schnet" and result.ranking[0].feasible
+
+
+def test_stand_ins_of_a_radius_graph_table_come_in_reverse_pairs():
+    """Stand-ins keep the pairing a radius graph has (what SchNet's paired filter needs):
+    edges 2k and 2k+1 of every graph are reverses, no self loops; sizes exact."""
+    from graphbatch.tuning._torch_backend import synthetic_dataset
+
+    sizes = _qm9_table(300)
+    data = synthetic_dataset(sizes, seed=2)
+    assert data.reverse_paired
+    for d, nn, ne in zip(data, sizes.n_node, sizes.n_edge, strict=True):
+        ei = d.edge_index
+        assert d.num_nodes == nn and ei.shape[1] == ne
+        assert torch.equal(ei[:, 0::2], ei.flip(0)[:, 1::2]) and bool((ei[0] != ei[1]).all())
+    odd = gb.GraphSizes(sizes.n_node[:10], np.maximum(sizes.n_edge[:10] - 1, 1))
+    assert not synthetic_dataset(odd, seed=2).reverse_paired
+
+
+def test_schnet_pairs_edges_only_where_the_source_pairs_them(qm9_dir):
+    """The built-in SchNet factories take the bench's paired filter for radius graphs (a QM9
+    store, symmetric molecules) and the plain one for directed edges."""
+    from torch_geometric.data import Data
+
+    from graphbatch.datasets import GraphStore
+    from graphbatch.tuning._pairs import reverse_paired
+
+    from .._torch_graphs import molecules
+
+    assert reverse_paired(GraphStore(str(qm9_dir / "qm9.h5")))
+    radius = molecules(30, seed=4)
+    assert reverse_paired(radius)
+    directed = [Data(edge_index=g.edge_index[:, g.edge_index[0] < g.edge_index[1]]) for g in radius]
+    assert not reverse_paired(directed)
+    assert not reverse_paired([{"x": 1}])  # no edges to look at: the plain filter

@@ -6,7 +6,8 @@
 - `search_limits_if_available`: the efficiency-vs-limits grid when ``graphbatch.packing`` has it.
 - `load_bench` / `summarize_bench` / `bench_label`: benchmark records (the one owner of their
   keys and of their summary over repeats); `step_timing_fields` / `step_list_fields`: a
-  record's timing and per-step keys from a runner's per-step arrays.
+  record's timing and per-step keys from a runner's per-step arrays; `break_even`: after how
+  many steps a run that compiles overtakes a baseline, compile time counted.
 - `load_sizes`: a size table from an ``.npz`` or a graph store; `input_files`: the files such an
   input stands for (a sharded store: the manifest and its shards), which no output may replace.
 """
@@ -17,6 +18,7 @@ from ._bench import (
     BENCH_OPTIONAL_METRICS,
     LIST_KEYS,
     bench_label,
+    break_even,
     load_bench,
     step_list_fields,
     step_timing_fields,
@@ -53,6 +55,7 @@ __all__ = [
     "StrategyResult",
     "Variant",
     "bench_label",
+    "break_even",
     "compare_columns",
     "compare_strategies",
     "comparison_variants",

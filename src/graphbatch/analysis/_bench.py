@@ -27,6 +27,7 @@ __all__ = [
     "BENCH_OPTIONAL_METRICS",
     "LIST_KEYS",
     "bench_label",
+    "break_even",
     "load_bench",
     "step_timing_fields",
     "step_list_fields",
@@ -124,6 +125,65 @@ def bench_label(rec: dict[str, Any]) -> str:
     if rec.get("compiled") and s not in _SELF_NAMED and rec.get("framework") != "jax":
         return f"{s}+compile"
     return s
+
+
+def break_even(
+    compile_s: float,
+    steady_graphs_per_s: float,
+    graphs_per_step: float,
+    base_compile_s: float,
+    base_steady_graphs_per_s: float,
+    planned_steps: int | None = None,
+) -> dict[str, Any]:
+    """When a run that pays ``compile_s`` seconds up front and then trains ``steady_graphs_per_s``
+    real graphs per second (``graphs_per_step`` a step) overtakes a baseline (``base_*``):
+    training ``G`` real graphs takes ``C + G / rate`` seconds for either.
+
+    Returns ``steps``: the fewest steps of the run after which its total time, compilation
+    included, is at most the baseline's for the same real graphs (0 when it never trails;
+    ``None`` when it never catches up, or ``reason`` says an input is missing); ``graphs``:
+    the real graphs at that point; with ``planned_steps``, ``planned_steps``, ``pays_off``
+    (``steps <= planned_steps``) and ``speedup_planned`` (the baseline's total time over the
+    run's for the planned steps' graphs, both compilations counted)."""
+    vals = (
+        compile_s,
+        steady_graphs_per_s,
+        graphs_per_step,
+        base_compile_s,
+        base_steady_graphs_per_s,
+    )
+    out: dict[str, Any] = {
+        "compile_s": compile_s,
+        "base_compile_s": base_compile_s,
+        "steps": None,
+        "graphs": None,
+    }
+    if planned_steps is not None:
+        out["planned_steps"] = int(planned_steps)
+    if (
+        not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals)
+        or min(steady_graphs_per_s, base_steady_graphs_per_s, graphs_per_step) <= 0
+    ):
+        out["reason"] = "a rate, graphs per step or compile time is missing or not positive"
+        if planned_steps is not None:
+            out["pays_off"], out["speedup_planned"] = False, None
+        return out
+    extra = max(0.0, compile_s) - max(0.0, base_compile_s)  # seconds the run starts behind
+    gain = 1.0 / base_steady_graphs_per_s - 1.0 / steady_graphs_per_s  # seconds saved a graph
+    if extra <= 0:
+        out["steps"], out["graphs"] = 0, 0.0
+    elif gain > 0:
+        steps = math.ceil(extra / (gain * graphs_per_step) - 1e-9)
+        out["steps"], out["graphs"] = int(steps), steps * graphs_per_step
+    else:
+        out["reason"] = "its steady rate is not above the baseline's: it never catches up"
+    if planned_steps is not None:
+        graphs = planned_steps * graphs_per_step
+        run = max(0.0, compile_s) + graphs / steady_graphs_per_s
+        base = max(0.0, base_compile_s) + graphs / base_steady_graphs_per_s
+        out["pays_off"] = out["steps"] is not None and out["steps"] <= planned_steps
+        out["speedup_planned"] = base / run if run > 0 else float("inf")
+    return out
 
 
 def validate_bench(records: Any, source: str = "benchmark results") -> list[dict[str, Any]]:

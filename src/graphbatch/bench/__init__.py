@@ -5,6 +5,7 @@ statistics. The statistics need only NumPy/SciPy; running imports torch, PyG and
 from ._config import (
     BASELINES,
     DEFAULT,
+    FEED_MODES,
     FULL,
     JAX_BASELINES,
     JAX_DEFAULT,
@@ -13,11 +14,12 @@ from ._config import (
     MACE_DEFAULT,
     PACKING_GRAPH_CAP,
     PADDED_STRATEGIES,
+    STEP_MODES,
     BenchConfig,
 )
 from ._jax_runner import build_jax_model, jax_targets, jax_train_step, run_jax_bench
 from ._mace import ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, MaceData, mace_targets, small_mace
-from ._report import learning_tests, summarize, targets, write_results
+from ._report import break_even_lines, learning_tests, summarize, targets, write_results
 from ._run import RunSpec, bench_model, compile_padded
 from ._runner import effective_sharing_strategy, plan_runs, run_bench, run_one
 from ._stats import PairwiseTests, bonferroni, pairwise_mannwhitney, pairwise_ttest
@@ -29,6 +31,7 @@ __all__ = [
     "MACE_ELEMENTS",
     "MaceData",
     "DEFAULT",
+    "FEED_MODES",
     "FULL",
     "JAX_BASELINES",
     "JAX_DEFAULT",
@@ -37,11 +40,13 @@ __all__ = [
     "MACE_DEFAULT",
     "PACKING_GRAPH_CAP",
     "PADDED_STRATEGIES",
+    "STEP_MODES",
     "BenchConfig",
     "PairwiseTests",
     "RunSpec",
     "bench_model",
     "bonferroni",
+    "break_even_lines",
     "build_jax_model",
     "compile_padded",
     "effective_sharing_strategy",

@@ -11,6 +11,7 @@ __all__ = [
     "BASELINES",
     "BenchConfig",
     "DEFAULT",
+    "FEED_MODES",
     "FULL",
     "JAX_BASELINES",
     "JAX_DEFAULT",
@@ -19,6 +20,7 @@ __all__ = [
     "MACE_DEFAULT",
     "PACKING_GRAPH_CAP",
     "PADDED_STRATEGIES",
+    "STEP_MODES",
     "is_packing",
 ]
 
@@ -43,6 +45,16 @@ PADDED_STRATEGIES = (
     "buckets",
 )
 COMPILE_MODES = ("auto", "on", "off")
+#: How a padded run trains (``--step``): ``captured`` -- `graphbatch.torch.TrainStep`, one CUDA
+#: graph per padded shape on CUDA (`EagerBackend` on CPU); ``loop`` -- the bench's own loop
+#: (the model, ``torch.compile``d or not, called step by step); ``auto``: captured on CUDA (loop
+#: with a ``--compile-mode`` that makes CUDA graphs of its own), loop on CPU.
+STEP_MODES = ("auto", "captured", "loop")
+#: How batches reach the device (``--feed``): ``device`` -- `graphbatch.torch.DeviceFeed`
+#: (copies on a side stream; workers' slots for store-fed loaders); ``loader`` -- the loader's
+#: batches and ``.to(device)`` (with ``--prefetch N`` a background thread: recorded as
+#: ``prefetch``); ``auto``: device on CUDA without ``--prefetch``, loader otherwise.
+FEED_MODES = ("auto", "device", "loader")
 #: Graph slots per batch-size unit that packing strategies get by default (``graph_cap=None``):
 #: packs are limited by nodes and edges (tuple-packing and IPU papers); a graph cap of twice the
 #: batch size leaves room for packs of many small graphs, so the node/edge caps bind and the
@@ -96,6 +108,8 @@ class BenchConfig:
     interleave: bool = True
     compile_backend: str = "inductor"
     compile_mode: str | None = None  # e.g. "reduce-overhead" (CUDA graphs; static shapes only)
+    step: str = "auto"  # STEP_MODES: how padded runs train
+    feed: str = "auto"  # FEED_MODES: how padded runs' batches reach the device
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     strategy_options: dict[str, Any] = field(default_factory=lambda: {"buckets": {"num_shapes": 4}})
 
@@ -158,12 +172,25 @@ class BenchConfig:
             raise InputError(f"data must be 'memory' or 'store', got {self.data!r}")
         if self.data == "store" and self.store is None:
             raise InputError("--data store needs a graph store: --store PATH")
-        if self.data == "store" and int(self.num_workers) > 0:
-            raise InputError(
-                "--data store reads batches in the training process; use "
-                "--prefetch N (a background thread) instead of --num-workers"
-            )
+        self._validate_modes()
         return self
+
+    def _validate_modes(self) -> None:
+        """``step`` and ``feed`` are known, and the feed is one thing at a time."""
+        if self.step not in STEP_MODES:
+            raise InputError(f"step must be one of {', '.join(STEP_MODES)}, got {self.step!r}")
+        if self.feed not in FEED_MODES:
+            raise InputError(f"feed must be one of {', '.join(FEED_MODES)}, got {self.feed!r}")
+        if self.feed == "device" and int(self.prefetch) > 0:
+            raise InputError(
+                f"--feed device with --prefetch {self.prefetch}: the device feed needs no "
+                "background thread (drop --prefetch, or use --feed loader)"
+            )
+        if self.step == "captured" and self.compile_mode in ("reduce-overhead", "max-autotune"):
+            raise InputError(
+                f"--step captured with --compile-mode {self.compile_mode}: that mode makes CUDA "
+                "graphs of its own (use --step loop, or the default compile mode)"
+            )
 
     def _validate_compile_backend(self) -> None:
         """A ``torch.compile`` backend torch knows (checked before any run starts: an unknown
@@ -201,8 +228,6 @@ class BenchConfig:
                 f"strategy {wrong[0]!r} is a PyG baseline; model mace's baselines "
                 f"are {', '.join(MACE_BASELINES)}"
             )
-        if self.prefetch:
-            raise InputError("model mace does not take --prefetch")
 
     def graph_cap_for(self, strategy: str) -> float:
         """Graph-slot factor of ``strategy``'s budget: ``graph_cap``, or by default

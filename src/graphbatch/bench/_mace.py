@@ -33,13 +33,16 @@ import numpy as np
 
 from .._errors import InputError
 from ._config import MACE_BASELINES, BenchConfig
+from ._modes import device_fed, feed_mode, make_train_step, new_captures, optimizer, step_mode
 from ._run import (
     _compile,
     _count_step,
     _evaluate_on_schedule,
     _padded_options,
+    _prefetched,
     _reset_counters,
     _Run,
+    _store_loader,
 )
 
 if TYPE_CHECKING:
@@ -247,8 +250,11 @@ class MaceRun(_Run):
             self.fn = _compile(self.model, dynamic=False if self.padded else None, backend=backend)
         else:
             self.fn = self.model
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.step_mode, self.feed_mode = step_mode(cfg, self.padded), feed_mode(cfg, self.padded)
+        captured = self.step_mode == "captured"
+        self.opt = optimizer(self.model.parameters(), cfg.lr, captured and self.cuda)
         self.budget = None
+        self.train_step = None
         if self.padded:
             import graphbatch.atomistic as ga
 
@@ -258,7 +264,10 @@ class MaceRun(_Run):
             budget = opts.get("budget")
             if budget is not None:
                 self.budget = [int(budget.n_node), int(budget.n_edge), int(budget.n_graph)]
-            if data.store is not None:
+            if data.store is not None and cfg.num_workers > 0:  # read in the workers
+                ld_store = _store_loader(spec, cfg, data, preset=_store_preset(data))
+                self.batches = _cycle(ld_store, set_epoch=True)
+            elif data.store is not None:
                 self.batches = _mace_store_batches(spec, cfg, data, opts)
             else:
                 ld = loader(
@@ -268,12 +277,17 @@ class MaceRun(_Run):
                     batch_size=spec.batch_size,
                     seed=cfg.seed + spec.repeat,
                     preset=ga.mace(r_max=data.r_max),
-                    num_workers=cfg.num_workers,
-                    persistent_workers=cfg.num_workers > 0,
+                    dataloader_kwargs=dict(
+                        num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0
+                    ),
                     **opts,
                 )
                 self.batches = _cycle(ld, set_epoch=True)
             self.loss_fn: Callable[..., Any] | None = None
+            if captured:
+                self.train_step = make_train_step(
+                    self.model, _padded_mace_loss, self.opt, self._forward
+                )
         else:
             gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
             # mace's loader takes any sequence of graphs (its annotation says Dataset)
@@ -288,14 +302,22 @@ class MaceRun(_Run):
             )
             self.batches = _cycle(pyg_ld, set_epoch=False)
             self.loss_fn = WeightedEnergyForcesLoss(ENERGY_WEIGHT, FORCES_WEIGHT)
+        if self.feed_mode == "device":
+            self.batches = device_fed(self.batches, self.device)
+        elif cfg.prefetch > 0:
+            self.batches = _prefetched(self.batches, cfg.prefetch, self.cuda)
         _reset_counters(self, cfg.steps)
         self.train_loss: list[float] = []
+
+    def _forward(self, model, d: dict) -> Any:
+        """The model on a padded batch, positions a fresh leaf (forces are their gradient)."""
+        d = dict(d)
+        d["positions"] = d["positions"].detach().requires_grad_(True)
+        return self.fn(d, training=True)
 
     def step(self, k: int) -> None:
         import torch
         from torch._dynamo.utils import counters
-
-        import graphbatch.atomistic as ga
 
         t0 = time.perf_counter()
         b = next(self.batches)
@@ -309,20 +331,8 @@ class MaceRun(_Run):
         if self.cuda:
             torch.cuda.synchronize(self.device)
         t1 = time.perf_counter()
-        before = counters["stats"]["unique_graphs"]
-        self.opt.zero_grad(set_to_none=True)
-        if self.spec.compiled:  # MACE's prepare_graph leaves this to the caller
-            d["positions"].requires_grad_(True)
-        out = self.fn(d, training=True)
-        if self.padded:
-            loss = ga.energy_force_loss(
-                out, d, energy_weight=ENERGY_WEIGHT, forces_weight=FORCES_WEIGHT
-            )
-        else:
-            assert self.loss_fn is not None  # set for the unpadded baselines
-            loss = self.loss_fn(b, out)
-        loss.backward()
-        self.opt.step()
+        before = counters["stats"]["unique_graphs"] + new_captures(self.train_step)
+        loss = self.train_step(d) if self.train_step is not None else self._loop_step(b, d)
         self.train_loss.append(float(loss.detach()))
         if self.cuda:
             torch.cuda.synchronize(self.device)
@@ -342,13 +352,30 @@ class MaceRun(_Run):
             k,
             batching_ms=(t1 - t0) * 1e3,
             update_ms=(t2 - t1) * 1e3,
-            new_compiles=counters["stats"]["unique_graphs"] - before,
+            new_compiles=counters["stats"]["unique_graphs"]
+            + new_captures(self.train_step)
+            - before,
             real=real,
             padded=(n_node, n_edge),
             shape=shape,
             nbytes=_dict_nbytes(d),
         )
         _evaluate_on_schedule(self, k, lambda: _evaluate_mace(self.model, self.data, self.device))
+
+    def _loop_step(self, b, d: dict):
+        """The bench's own step (no `TrainStep`): zero, forward, loss, backward, update."""
+        self.opt.zero_grad(set_to_none=True)
+        if self.spec.compiled:  # MACE's prepare_graph leaves this to the caller
+            d["positions"].requires_grad_(True)
+        out = self.fn(d, training=True)
+        if self.padded:
+            loss = _padded_mace_loss(out, d)
+        else:
+            assert self.loss_fn is not None  # set for the unpadded baselines
+            loss = self.loss_fn(b, out)
+        loss.backward()
+        self.opt.step()
+        return loss
 
     def record(self, interleaved: bool) -> dict[str, Any]:
         rec = super().record(interleaved)
@@ -372,17 +399,29 @@ class MaceRun(_Run):
         return rec
 
 
-def _mace_store_batches(spec, cfg: BenchConfig, data: MaceData, options: dict):
-    """``--store``: the plan's batches of the training graphs read from the atomistic store by
-    the store batch path with the MACE preset's `StoreView` (no ``AtomicData``)."""
+def _padded_mace_loss(out: dict, d: dict):
+    """`graphbatch.atomistic.energy_force_loss` with the bench's weights."""
+    import graphbatch.atomistic as ga
+
+    return ga.energy_force_loss(out, d, energy_weight=ENERGY_WEIGHT, forces_weight=FORCES_WEIGHT)
+
+
+def _store_preset(data: MaceData):
+    """The MACE preset of the bench's atomistic store (its elements, torch's default dtype)."""
     import torch
 
     import graphbatch.atomistic as ga
 
+    return ga.mace(r_max=data.r_max, z_table=list(data.elements), dtype=torch.get_default_dtype())
+
+
+def _mace_store_batches(spec, cfg: BenchConfig, data: MaceData, options: dict):
+    """``--store``: the plan's batches of the training graphs read from the atomistic store by
+    the store batch path with the MACE preset's `StoreView` (no ``AtomicData``)."""
+
     from ..torch import PlanBatchSampler, StoreBatcher
 
-    preset = ga.mace(r_max=data.r_max, z_table=list(data.elements), dtype=torch.get_default_dtype())
-    view = preset.store_reader.for_store(data.store)
+    view = _store_preset(data).store_reader.for_store(data.store)
     sampler = PlanBatchSampler(
         data.train_sizes,
         spec.strategy,

@@ -16,11 +16,24 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._io import atomic_write_text
-from ..analysis import LIST_KEYS, bench_label, summarize_bench
+from ..analysis import LIST_KEYS, bench_label, break_even, summarize_bench
 from ._stats import pairwise_mannwhitney, pairwise_ttest
 
-__all__ = ["LIST_KEYS", "label", "learning_tests", "summarize", "targets", "write_results"]
+__all__ = [
+    "LIST_KEYS",
+    "break_even_lines",
+    "label",
+    "learning_tests",
+    "summarize",
+    "targets",
+    "write_results",
+]
+
+#: Baselines a compiled run's break-even is counted against, first present wins.
+_EAGER_BASELINES = ("pyg-eager", "mace-eager")
 
 #: The grouping label of a record (``+compile`` for compiled padded runs).
 label = bench_label
@@ -114,13 +127,78 @@ def _per_repeat_cost(records, model, batch_size, names) -> dict[str, list[float]
     return out
 
 
+def _step_stats(records, model, batch_size) -> dict[str, tuple[float, float]]:
+    """Per label: (median real graphs per step, median planned steps) over its repeats."""
+    by: defaultdict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in records:
+        mine = r["model"] == model and r["batch_size"] == batch_size
+        if mine and r.get("steps") and r.get("real_graphs") is not None:
+            by[label(r)].append((r["real_graphs"] / r["steps"], float(r["steps"])))
+    return {
+        k: (float(np.median([g for g, _ in v])), float(np.median([n for _, n in v])))
+        for k, v in by.items()
+    }
+
+
+def _break_even(records, model, batch_size, d) -> dict[str, dict[str, Any]]:
+    """Every compiled run of the group ``d`` (label -> summary row) against the eager
+    baseline: `graphbatch.analysis.break_even` of their medians over repeats, over the steps
+    the runs planned."""
+    base = next((b for b in _EAGER_BASELINES if b in d), None)
+    if base is None:
+        return {}
+    stats = _step_stats(records, model, batch_size)
+    out = {}
+    for k, row in d.items():
+        compiled = k.endswith("+compile") or k in ("pyg-compile", "mace-compile")
+        if not compiled or k not in stats:
+            continue
+        per_step, steps = stats[k]
+        b = d[base]
+        out[k] = {
+            "baseline": base,
+            **break_even(
+                float(row["compile_s"]),
+                float(row["steady_graphs_per_s"]),
+                per_step,
+                float(b["compile_s"]),
+                float(b["steady_graphs_per_s"]),
+                planned_steps=int(steps),
+            ),
+        }
+    return out
+
+
+def break_even_lines(target_rows: list[dict[str, Any]]) -> list[str]:
+    """One line per compiled run of `targets`' ``break_even``: after how many steps it
+    overtakes the eager baseline, compilation counted, against the steps planned."""
+    lines = []
+    for t in target_rows:
+        for k, be in t.get("break_even", {}).items():
+            head = (
+                f"{t['model']} b={t['batch_size']}: {k} (compile {be['compile_s']:.1f} s) vs "
+                f"{be['baseline']}"
+            )
+            if be["steps"] is None:
+                lines.append(f"{head}: never overtakes ({be.get('reason', '')})")
+                continue
+            verdict = "pays off" if be["pays_off"] else "does NOT pay off"
+            lines.append(
+                f"{head}: overtakes after {be['steps']:,} steps; {be['planned_steps']:,} "
+                f"planned: {verdict} ({be['speedup_planned']:.2f}x over them)"
+            )
+    return lines
+
+
 def targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The issue's targets, measured: compilations, padding cost, end-to-end speedup.
 
     Per (model, batch size): padding cost = a strategy's eager update time per real graph (median
     over steps of update ms / real graphs) over the unpadded eager run's (1.0 = no waste; the
     mean-based ratio is given too); end to end = the best graphbatch ``pack-lpf`` run
-    (eager or compiled) over ``pyg-eager`` in real graphs/s (medians over repeats).
+    (eager or compiled) over ``pyg-eager`` in real graphs/s (medians over repeats);
+    ``break_even``: per compiled run, the steps after which it overtakes ``pyg-eager`` (or
+    ``mace-eager``) with its compile time counted, beside the steps planned (`_break_even`).
     """
     rows = summarize(records)
     by: defaultdict[tuple[str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -158,6 +236,9 @@ def targets(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         for k, v in cands.items()
                     },
                 }
+        be = _break_even(records, m, b, d)
+        if be:
+            t["break_even"] = be
         out.append(t)
     return out
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..analysis import step_list_fields, step_timing_fields
 from ._config import BASELINES, BenchConfig
+from ._modes import feed_mode, make_train_step, new_captures, optimizer, step_mode
 
 __all__ = ["RunSpec", "bench_budget", "bench_model", "compile_padded", "effective_sharing_strategy"]
 
@@ -129,8 +130,9 @@ def _prefetched(batches: Iterator[Any], depth: int, pin_memory: bool) -> Generat
 
 
 def _pin_in_loader(cfg: BenchConfig) -> bool:
-    """Pinned host batches for asynchronous copies to CUDA (by the prefetch thread if any)."""
-    return cfg.device == "cuda" and cfg.prefetch == 0
+    """Pinned host batches for asynchronous copies to CUDA (by the prefetch thread if any; the
+    device feed pins by itself)."""
+    return cfg.device == "cuda" and cfg.prefetch == 0 and cfg.feed != "device"
 
 
 def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
@@ -143,9 +145,11 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, Non
         sizes=data.train_sizes,
         batch_size=spec.batch_size,
         seed=cfg.seed + spec.repeat,
-        num_workers=cfg.num_workers,
-        persistent_workers=cfg.num_workers > 0,
-        pin_memory=_pin_in_loader(cfg),
+        dataloader_kwargs=dict(
+            num_workers=cfg.num_workers,
+            persistent_workers=cfg.num_workers > 0,
+            pin_memory=_pin_in_loader(cfg),
+        ),
         **options,
     )
     epoch = 0
@@ -155,11 +159,40 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, Non
         epoch += 1
 
 
+def _with_target(b, target):
+    """``b`` with ``y`` the bench target of its real graphs (0 for padding), on ``b``'s device."""
+    import torch
+
+    t = target.to(b.graph_mask.device, non_blocking=True)
+    b.y = torch.where(b.graph_mask, t[b.graph_index.clamp(min=0)], 0.0).view(-1, 1)
+    return b
+
+
+def _store_loader(spec: RunSpec, cfg: BenchConfig, data, **kwargs: Any):
+    """``--data store`` with DataLoader workers: `graphbatch.torch.loader` over the store's
+    training graphs, each batch read and padded in a worker (the slot path of the device
+    feed); ``kwargs``: e.g. a preset."""
+    from ..torch import loader
+
+    return loader(
+        data.store,
+        strategy=spec.strategy,
+        batch_size=spec.batch_size,
+        seed=cfg.seed + spec.repeat,
+        indices=data.train_index,
+        dataloader_kwargs=dict(
+            num_workers=cfg.num_workers,
+            persistent_workers=True,
+            pin_memory=_pin_in_loader(cfg),
+        ),
+        **kwargs,
+        **_padded_options(spec, cfg, data),
+    )
+
+
 def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, None]:
     """``--data store``: the plan's batches read by the store batch path (one vectorised gather
     per array, no per-graph ``Data``), ``y`` replaced by the bench target (0 for padding)."""
-    import torch
-
     from ..torch import PlanBatchSampler, StoreBatcher
 
     options = _padded_options(spec, cfg, data)
@@ -175,9 +208,10 @@ def _store_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None
     while True:
         sampler.set_epoch(epoch)
         for planned in sampler:
-            b = batcher(data.train_index[np.asarray(planned, dtype=np.int64)], planned.shape)
-            real = b.graph_mask
-            b.y = torch.where(real, data.target[b.graph_index.clamp(min=0)], 0.0).view(-1, 1)
+            b = _with_target(
+                batcher(data.train_index[np.asarray(planned, dtype=np.int64)], planned.shape),
+                data.target,
+            )
             if _pin_in_loader(cfg):
                 b = b.pin_memory()
             yield b
@@ -216,6 +250,49 @@ def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, 
     )
     while True:
         yield from ld
+
+
+def _epochs(ld) -> Generator[Any, None, None]:
+    """A plan loader's batches, epoch after epoch."""
+    epoch = 0
+    while True:
+        ld.set_epoch(epoch)
+        yield from ld
+        epoch += 1
+
+
+def _run_batches(spec: RunSpec, cfg: BenchConfig, data, device, padded: bool, feed: str):
+    """The batch source of a run: PyG's loader (baselines), the store (read in the training
+    process, or by DataLoader workers with ``num_workers``) or the plan loader; then the device
+    feed (``feed == "device"``) or the prefetch thread (``cfg.prefetch``)."""
+    from functools import partial
+
+    from ._modes import device_fed
+
+    if not padded:
+        batches = _pyg_batches(spec, cfg, data)
+    elif data.store is not None and cfg.num_workers > 0:
+        ld = _store_loader(spec, cfg, data)
+        fix = partial(_with_target, target=data.target)
+        if feed == "device":
+            return device_fed(ld, device, fix)
+        batches = (fix(b) for b in _epochs(ld))
+    elif data.store is not None:
+        batches = _store_batches(spec, cfg, data)
+    else:
+        batches = _padded_batches(spec, cfg, data)
+    if feed == "device":
+        return device_fed(batches, device)
+    if cfg.prefetch > 0:
+        return _prefetched(batches, cfg.prefetch, device.type == "cuda")
+    return batches
+
+
+def _padded_loss(out, b):
+    """The bench's loss of a padded batch: mean squared error over its real graphs."""
+    from ..torch import masked_mean
+
+    return masked_mean((out - b.y.view(-1)) ** 2, b.graph_mask)
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -396,15 +473,20 @@ class _Run(_StepCounters):
             )
         else:
             self.fn = self.model
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
-        if not self.padded:
-            self.batches = _pyg_batches(spec, cfg, data)
-        elif data.store is not None:
-            self.batches = _store_batches(spec, cfg, data)
-        else:
-            self.batches = _padded_batches(spec, cfg, data)
-        if cfg.prefetch > 0:
-            self.batches = _prefetched(self.batches, cfg.prefetch, self.cuda)
+        self.step_mode, self.feed_mode = step_mode(cfg, self.padded), feed_mode(cfg, self.padded)
+        captured = self.step_mode == "captured"
+        self.opt = optimizer(self.model.parameters(), cfg.lr, captured and self.cuda)
+        self.batches = _run_batches(spec, cfg, data, self.device, self.padded, self.feed_mode)
+        self.train_step = (
+            make_train_step(
+                self.model,
+                _padded_loss,
+                self.opt,
+                lambda m, b: self._predict(b, self.fn),
+            )
+            if captured
+            else None
+        )
         _reset_counters(self, cfg.steps)
 
     def _predict(self, b, f):
@@ -420,23 +502,21 @@ class _Run(_StepCounters):
         import torch
         from torch._dynamo.utils import counters
 
-        from ..torch import masked_mean
-
         t0 = time.perf_counter()
         b = next(self.batches)
         b = b.to(self.device, non_blocking=True)
         if self.cuda:  # the copy belongs to batching, not to the update
             torch.cuda.synchronize(self.device)
         t1 = time.perf_counter()
-        before = counters["stats"]["unique_graphs"]
-        self.opt.zero_grad(set_to_none=True)
-        out = self._predict(b, self.fn)
-        if self.padded:
-            loss = masked_mean((out - b.y.view(-1)) ** 2, b.graph_mask)
+        before = counters["stats"]["unique_graphs"] + new_captures(self.train_step)
+        if self.train_step is not None:
+            self.train_step(b)
         else:
-            loss = ((out - b.y.view(-1)) ** 2).mean()
-        loss.backward()
-        self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+            out = self._predict(b, self.fn)
+            loss = _padded_loss(out, b) if self.padded else ((out - b.y.view(-1)) ** 2).mean()
+            loss.backward()
+            self.opt.step()
         if self.cuda:
             torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
@@ -451,7 +531,9 @@ class _Run(_StepCounters):
             k,
             batching_ms=(t1 - t0) * 1e3,
             update_ms=(t2 - t1) * 1e3,
-            new_compiles=counters["stats"]["unique_graphs"] - before,
+            new_compiles=counters["stats"]["unique_graphs"]
+            + new_captures(self.train_step)
+            - before,
             real=real,
             padded=(n_node, n_edge),
             shape=shape,
@@ -515,4 +597,26 @@ class _Run(_StepCounters):
             "test_mae_curve": self.maes,
             "test_rmse_curve": self.rmses,
             **step_list_fields(batching_ms, update_ms, real_graphs, compiling),
+            **self._mode_fields(),
+        }
+
+    def _mode_fields(self) -> dict[str, Any]:
+        """The record's keys of how the run trained and was fed (added by issue 36): the step
+        and feed modes, the CUDA graphs captured, the distinct padded shapes compiled or
+        captured and the recompilations beyond the first, and the peak of CUDA memory
+        allocated (bytes; None on CPU)."""
+        import torch
+
+        captured = new_captures(getattr(self, "train_step", None))
+        compiled = self.padded and (self.spec.compiled or captured > 0)
+        shapes = max(len(self.shapes), captured) if compiled else 0
+        return {
+            "step_mode": self.step_mode,
+            "feed": self.feed_mode,
+            "captured_graphs": captured,
+            "compiled_shapes": shapes,
+            "recompiles": max(shapes - 1, 0),
+            "peak_mem_allocated_bytes": (
+                int(torch.cuda.max_memory_allocated(self.device)) if self.cuda else None
+            ),
         }

@@ -89,6 +89,24 @@ def add_parser(sub) -> None:
         choices=["default", "reduce-overhead", "max-autotune"],
         help="torch.compile mode for padded strategies (reduce-overhead: CUDA graphs)",
     )
+    p.add_argument(
+        "--step",
+        choices=["auto", "captured", "loop"],
+        default=None,
+        help="how padded runs train: captured (graphbatch.torch.TrainStep: one CUDA graph "
+        "per padded shape; on CPU the plain step on its static buffers), loop (the bench's "
+        "own loop, the model torch.compile'd per --compile); auto (default): captured on "
+        "CUDA, loop on CPU and with --compile-mode reduce-overhead/max-autotune",
+    )
+    p.add_argument(
+        "--feed",
+        choices=["auto", "device", "loader"],
+        default=None,
+        help="how padded runs' batches reach the device: device (graphbatch.torch."
+        "DeviceFeed: copies on a side stream, the workers' slots with a store and "
+        "--num-workers), loader (the loader's batches and .to(device); with --prefetch N a "
+        "background thread); auto (default): device on CUDA without --prefetch, else loader",
+    )
     p.add_argument("--eval-every", type=int, help="steps between test evaluations")
     p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
     p.add_argument(
@@ -140,6 +158,8 @@ _TORCH_ONLY = {
     "compile": "--compile",
     "compile_backend": "--compile-backend",
     "compile_mode": "--compile-mode",
+    "step": "--step",
+    "feed": "--feed",
     "num_workers": "--num-workers",
     "sharing_strategy": "--sharing-strategy",
     "threads": "--threads",
@@ -197,6 +217,8 @@ def config_from_args(args):
         "seed": args.seed,
         "compile_backend": args.compile_backend,
         "compile_mode": None if args.compile_mode in (None, "default") else args.compile_mode,
+        "step": args.step,
+        "feed": args.feed,
     }
     cfg = dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
     if args.sequential:
@@ -220,7 +242,7 @@ def _check_outputs(out, cfg) -> None:
 
 
 def run(args) -> int:
-    from ..bench import run_bench, summarize, targets, write_results
+    from ..bench import break_even_lines, run_bench, summarize, targets, write_results
 
     cfg = config_from_args(args)
     _check_outputs(args.out, cfg)
@@ -246,6 +268,7 @@ def run(args) -> int:
         "step_ms_median",
         "step_ms_mean",
         "graphs_per_s",
+        "steady_graphs_per_s",
         "peak_mem_mb",
         "test_rmse",
     ]
@@ -267,6 +290,8 @@ def run(args) -> int:
                 if k != "unpadded"
             )
             print(f"{t['model']} b={t['batch_size']}: per repeat: {reps}")
+    for line in break_even_lines(targets(records)):
+        print(line)
     _print_wrote(paths, records)
     return 0
 
@@ -282,6 +307,7 @@ _RUN_COLUMNS = [
     "step_ms_median",
     "graphs_per_s",
     "steady_graphs_per_s",
+    "peak_mem_mb",
     "test_rmse",
 ]
 
@@ -300,7 +326,7 @@ def _print_wrote(paths: dict, records: list) -> None:
 
 
 def _run_mace(args, cfg) -> int:
-    from ..bench import mace_targets, run_bench
+    from ..bench import break_even_lines, mace_targets, run_bench, targets
 
     records = run_bench(cfg, progress=not args.quiet)
     tm = mace_targets(records)
@@ -316,6 +342,8 @@ def _run_mace(args, cfg) -> int:
                 f"{v['graphs_per_s_ratio_compile_excluded']:.2f}x, included "
                 f"{v['graphs_per_s_ratio_compile_included']:.2f}x"
             )
+    for line in break_even_lines(targets(records)):
+        print(line)
     _print_wrote(paths, records)
     return 0
 

@@ -7,9 +7,10 @@ import signal
 import sys
 
 from .._errors import InputError
-from .._io import check_output_path
+from .._io import check_output_path, parse_json
 from ..analysis import input_files
 from ..datasets import ENGINES
+from . import _data_stats_cmd
 from ._format import format_table
 
 __all__ = ["add_parser"]
@@ -30,15 +31,27 @@ def add_parser(sub) -> None:
         description="Convert a dataset to graphs and write an HDF5 graph store "
         "atomically. qm9: qm9pack molecules with radius/kNN/full graphs; moses: "
         "molsets SMILES with OGB features; code: AST graphs of every function "
-        "in a folder of .py files (default: the Python standard library).",
+        "in a folder of .py files (default: the Python standard library); smiles: your own "
+        "CSV of SMILES (--column) with OGB features and numeric --target columns as y.",
     )
-    b.add_argument("dataset", choices=("qm9", "moses", "code", "extxyz", "ase-db"))
+    b.add_argument("dataset", choices=("qm9", "moses", "code", "smiles", "extxyz", "ase-db"))
     b.add_argument(
         "inputs",
         nargs="*",
         metavar="FILE",
         help="extxyz / ase-db: the input files (extxyz: one or more; ase-db: an ASE "
-        "database, .db or .json)",
+        "database, .db or .json); smiles: the .csv[.gz] file",
+    )
+    b.add_argument(
+        "--column", default="smiles", help="smiles: the column holding SMILES (default smiles)"
+    )
+    b.add_argument(
+        "--target",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="COL",
+        help="smiles: numeric columns stored as the graph target y (empty cells: NaN)",
     )
     b.add_argument(
         "--graph",
@@ -56,8 +69,9 @@ def add_parser(sub) -> None:
     b.add_argument(
         "--workers",
         type=int,
-        help="processes for SMILES conversion; with --shards: "
-        "workers of the local cluster (default: CPUs)",
+        help="processes that convert the records: SMILES (moses; default: CPUs) and structures "
+        "(extxyz, ase-db; default 1); qm9 and code build in one; with --shards: workers of the "
+        "local cluster (default: CPUs)",
     )
     b.add_argument(
         "--reverse-edges",
@@ -162,6 +176,8 @@ def add_parser(sub) -> None:
     c.add_argument("--out", required=True, help="converted store to write (.h5); not the input")
     c.set_defaults(func=run_convert)
 
+    _data_stats_cmd.add_parser(dsub)
+
 
 class _Terminated(SystemExit):
     """SIGTERM or SIGINT during a single-file build: unwinds through the writer (which deletes
@@ -245,7 +261,9 @@ def run_build(args) -> int:
 
     if args.dataset in ("extxyz", "ase-db"):
         return _run_atoms_build(args)
-    if args.inputs:
+    if args.dataset == "smiles":
+        _smiles_source(args)
+    elif args.inputs:
         raise InputError(
             f"{args.dataset} takes no input files (got {args.inputs[0]!r}); use "
             "--source for another data location"
@@ -275,6 +293,8 @@ def run_build(args) -> int:
         workers=args.workers,
         reverse_edges=args.reverse_edges,
         progress=not args.no_progress,
+        column=args.column,
+        targets=args.target,
     )
     if isinstance(report, int):
         return report
@@ -300,9 +320,20 @@ def run_build(args) -> int:
     return 0
 
 
-def _atoms_keys(args):
-    import json
+def _smiles_source(args) -> None:
+    """``smiles FILE.csv``: the one input file becomes the build's source (checked against
+    ``--out`` like every input)."""
+    if len(args.inputs) != 1 or args.source is not None:
+        raise InputError(
+            "smiles takes one CSV file: graphbatch data build smiles FILE.csv "
+            f"--column smiles [--target COL ...] --out STORE (got {len(args.inputs)} files"
+            f"{' and --source' if args.source is not None else ''})"
+        )
+    args.source = args.inputs[0]
+    check_output_path(args.out, input_files(args.source), what="graph store")
 
+
+def _atoms_keys(args):
     from ..datasets import AtomsKeys
 
     db = args.dataset == "ase-db"
@@ -314,10 +345,7 @@ def _atoms_keys(args):
         given[prop] = None if key.lower() == "none" else key
     weights = {}
     if args.config_type_weights:
-        try:
-            weights = json.loads(args.config_type_weights)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"--config-type-weights is not JSON: {exc}") from None
+        weights = parse_json(args.config_type_weights, "--config-type-weights", max_bytes=1 << 20)
         if not isinstance(weights, dict):
             raise InputError("--config-type-weights must be a JSON object {config_type: weight}")
     required = ("energy", "forces") if args.require is None else tuple(args.require)
@@ -422,6 +450,8 @@ def _run_sharded_build(args) -> int:
             reverse_edges=args.reverse_edges,
             progress=not args.no_progress,
             stop=stop,
+            column=args.column,
+            targets=args.target,
         )
     except BaseException as exc:
         # terminated: the engine may fail in its own way first (e.g. worker processes that got

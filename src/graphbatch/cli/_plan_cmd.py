@@ -22,6 +22,10 @@ def _parse_option(text: str):
         parsed = json.loads(value)
     except json.JSONDecodeError:
         parsed = value
+    except RecursionError:
+        raise argparse.ArgumentTypeError(
+            f"--option {key}: JSON nested too deeply for an option value"
+        ) from None
     return key.replace("-", "_"), parsed
 
 
@@ -163,6 +167,12 @@ def _config_request(args) -> dict:
     from ..tuning import load_request
 
     request = dict(load_request(args.config))
+    for key in ("sizes", "epoch", "world_size"):  # graphbatch.plan's, but no request's
+        if key in request:
+            raise InputError(
+                f"--config {args.config}: key {key!r} is not part of a plan request; "
+                f"give it as {_PLAN_ARGS[key]}"
+            )
     if args.strategy is not None and args.strategy != request["strategy"]:
         raise InputError(
             f"--strategy {args.strategy!r} differs from the --config's {request['strategy']!r}"

@@ -78,6 +78,14 @@ def add_parser(sub) -> None:
         help="steps per validated configuration (default 20)",
     )
     p.add_argument(
+        "--validate-retries",
+        type=nonnegative_int,
+        default=2,
+        metavar="N",
+        help="measure a validation the machine disturbed again up to N times, then flag it "
+        "as not trusted (default 2)",
+    )
+    p.add_argument(
         "--probes",
         type=positive_int,
         default=8,
@@ -137,6 +145,34 @@ def _model_lines(result: TuneResult) -> list[str]:
     return out
 
 
+def break_even_line(be: dict | None) -> str | None:
+    """The break-even sentence of a tune result's ``break_even`` (``None``: nothing to say)."""
+    if be is None:
+        return None
+    head = (
+        f"break-even: {be['compiled']} (compiled, {be['compile_s']:.1f} s compiling) vs "
+        f"{be['eager']} (eager)"
+    )
+    planned = f"{be['planned_steps']:,} steps planned ({be['epochs']} epochs)"
+    if be["steps"] is None:
+        return f"{head}: never overtakes ({be.get('reason', '')}); {planned}"
+    verdict = "pays off" if be["pays_off"] else "does NOT pay off"
+    return (
+        f"{head}: overtakes after {be['steps']:,} steps; {planned}: {verdict}, "
+        f"{be['speedup_planned']:.2f}x over the planned steps"
+    )
+
+
+def _untrusted_lines(result: TuneResult) -> list[str]:
+    out = []
+    for v in result.untrusted:
+        out.append(
+            f"WARNING: validation of {v['config']} ({v['mode']}) NOT trusted after "
+            f"{v['attempts']} measurement(s): " + "; ".join(v["trust_reasons"])
+        )
+    return out
+
+
 def _fmt(rows):
     """Rows with floats rounded for display."""
     out = []
@@ -191,6 +227,7 @@ def run(args) -> int:
         world_size=args.world_size,
         validate=args.validate,
         validate_steps=args.validate_steps,
+        validate_retries=args.validate_retries,
         probes=args.probes,
         rounds=args.rounds,
         compile=args.compile,
@@ -224,6 +261,12 @@ def run(args) -> int:
         print()
         print("validation (steady steps: predicted vs measured; peak at the worst batch):")
         print(format_table(_fmt(result.validation_table())))
+        for warning in _untrusted_lines(result):
+            print(warning)
+    be_line = break_even_line(result.break_even)
+    if be_line is not None:
+        print()
+        print(be_line)
     print()
     print(f"chosen ({result.mode}): " + json.dumps(result.request, sort_keys=True))
     if args.out:

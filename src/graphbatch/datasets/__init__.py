@@ -8,6 +8,7 @@ asked for.
 from .._errors import AtomsInputError, BuildCancelled, ShardBuildError, StoreFormatError
 from ._atoms import AtomsKeys
 from ._atoms_build import build_atoms_store
+from ._atoms_stats import AtomsStatistics, atoms_statistics
 from ._build import BuildReport, build_store
 from ._chunked import chunk_shuffled_plan
 from ._cluster import ENGINES, ShardedBuildReport, build_sharded_store
@@ -15,6 +16,7 @@ from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, code_graphs, function_graph,
 from ._construct import EdgeSet, build_edges, full_edges, knn_edges, radius_edges
 from ._convert import convert_store
 from ._emt import emt_structures, write_emt_extxyz
+from ._from_pyg import to_store
 from ._graphs import GraphArrays
 from ._moses import load_moses_smiles, moses_graphs, moses_sizes, smiles_graphs
 
@@ -24,6 +26,7 @@ from ._neighbours import neighbour_list
 from ._ogb import ATOM_FEATURES, BOND_FEATURES, smiles_to_graph
 from ._qm9 import QM9_NUM_MOLECULES, QM9_TARGETS, QM9Molecules, load_qm9, qm9_graphs
 from ._shards import ShardedGraphStore
+from ._smiles_csv import SmilesTable, load_smiles_csv
 from ._store import (
     STORE_FORMAT,
     STORE_SUFFIXES,
@@ -50,6 +53,7 @@ __all__ = [
     "STORE_VERSION",
     "AtomsInputError",
     "AtomsKeys",
+    "AtomsStatistics",
     "BuildCancelled",
     "BuildReport",
     "EdgeSet",
@@ -58,10 +62,12 @@ __all__ = [
     "GraphStoreWriter",
     "QM9Molecules",
     "ShardBuildError",
+    "SmilesTable",
     "ShardedBuildReport",
     "ShardedGraphStore",
     "StoreFormatError",
     "StoreFormatWarning",
+    "atoms_statistics",
     "build_atoms_store",
     "build_edges",
     "build_sharded_store",
@@ -74,6 +80,8 @@ __all__ = [
     "function_graph",
     "knn_edges",
     "load_moses_smiles",
+    "load_smiles_csv",
+    "to_store",
     "load_qm9",
     "moses_graphs",
     "moses_sizes",

@@ -30,13 +30,14 @@ in the source file; the conventional units are those of ASE and MACE, stated in 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .._errors import AtomsInputError, GraphbatchError, InputError
+from .._errors import AtomsInputError, GraphbatchError, InputError, InputTypeError
 from ._extxyz import AtomsFrame
 from ._graphs import GraphArrays
 from ._neighbours import _FLAT, _box, check_cell, half_pairs, neighbour_list, search_steps
@@ -107,7 +108,6 @@ class AtomsKeys:
     def __post_init__(self) -> None:
         object.__setattr__(self, "required", tuple(self.required))
         object.__setattr__(self, "keep", tuple(self.keep))
-        object.__setattr__(self, "config_type_weights", dict(self.config_type_weights))
         for p in self.required:
             if p not in ATOMS_PROPERTIES:
                 raise InputError(
@@ -118,9 +118,22 @@ class AtomsKeys:
         for k in self.keep:
             if k in _RESERVED:
                 raise InputError(f"--keep {k!r}: the store already has a field of that name")
-        for name, w in self.config_type_weights.items():
+        weights = self.config_type_weights
+        if not isinstance(weights, Mapping):
+            raise InputTypeError(
+                "config_type_weights must be a mapping {config_type: weight}, "
+                f"got {str(weights)[:60]!r}"
+            )
+        checked: dict[str, float] = {}
+        for name, w in weights.items():
+            if not isinstance(w, numbers.Real) or isinstance(w, (bool, np.bool_)):
+                raise InputError(
+                    f"config_type_weights[{name!r}] = {repr(w)[:40]}: a weight is a number"
+                )
             if not np.isfinite(float(w)):
                 raise InputError(f"config_type_weights[{name!r}] = {w!r} is not finite")
+            checked[name] = float(w)
+        object.__setattr__(self, "config_type_weights", checked)
 
     def key(self, prop: str) -> str | None:
         return getattr(self, prop)
@@ -202,6 +215,33 @@ def _finite(a: np.ndarray, where: str, frame: int, key: str) -> np.ndarray:
         bad = np.argwhere(~np.isfinite(a))[0].tolist()
         raise _fail(where, frame, key, f"holds {a[tuple(bad)]} at {bad} (not finite)")
     return a
+
+
+def _info_weight(info: Mapping, key: str, where: str, frame: int) -> float:
+    """The weight ``info[key]`` (1 where absent) as a float: one finite number (MACE reads it
+    with ``float``), else `AtomsInputError` naming the frame, the key and the value."""
+    value = info.get(key, 1.0)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not isinstance(value, (numbers.Real, np.bool_)):
+        shown = value if isinstance(value, str) else str(value).replace("\n", " ")
+        raise _fail(where, frame, key, f"a weight is one number, got {shown[:40]!r}")
+    w = float(value)
+    if not np.isfinite(w):
+        raise _fail(where, frame, key, f"weight {w} is not finite")
+    return w
+
+
+def _config_type(info: Mapping, where: str, frame: int) -> Any:
+    """``info["config_type"]`` ("Default" where absent): one name (a string, or a number or
+    flag ASE parsed from it), else `AtomsInputError` naming the frame and the value."""
+    ct = info.get("config_type", "Default")
+    if isinstance(ct, np.ndarray) and ct.ndim == 0:
+        ct = ct[()]
+    if not isinstance(ct, (str, numbers.Number, np.generic)):
+        shown = str(ct).replace("\n", " ")
+        raise _fail(where, frame, "config_type", f"a config type is one name, got {shown[:40]!r}")
+    return ct
 
 
 class _Table:
@@ -383,10 +423,9 @@ def convert_frames_reference(
                     raise _fail(where, frame, key, f"has shape {a.shape}, expected {want}")
             values[p].append(_finite(a, where, frame, key))
             present[p] += 1
-            w = float(info.get(f"config_{p}_weight", 1.0))
-            pweights[p].append(w)
-        ct = info.get("config_type", "Default")
-        weight = float(info.get("config_weight", 1.0)) * float(ctw.get(ct, 1.0))
+            pweights[p].append(_info_weight(info, f"config_{p}_weight", where, frame))
+        ct = _config_type(info, where, frame)
+        weight = _info_weight(info, "config_weight", where, frame) * float(ctw.get(ct, 1.0))
         if not np.isfinite(weight):
             raise _fail(where, frame, "config_weight", f"weight {weight} is not finite")
         head = keys.head if keys.head_key is None else str(info.get(keys.head_key, keys.head))
@@ -587,7 +626,7 @@ def _convert_plain(
         ct_l.append(ctypes.code(str(ct)))
         for k in keys.keep:
             _keep_value(fr, k, where, kept, kept_level)
-    if not np.isfinite(w_l).all():
+    if not np.isfinite(w_l).all() or not all(np.isfinite(pweights[p]).all() for p in used):
         raise _NotPlain
     values, present = {}, {}
     for p in used:

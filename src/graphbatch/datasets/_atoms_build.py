@@ -11,9 +11,11 @@ file, frame and field; nothing is written (the writer discards its temporaries).
 
 from __future__ import annotations
 
+import bisect
 import io
 import os
 import platform
+import re
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -24,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from .._errors import InputError
-from .._io import check_output_path
+from .._io import check_output_path, check_regular_file
 from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
+from ._atoms_db import bad_row, exc_text, not_a_database, row_frame
 from ._build import BuildReport
 from ._extxyz import AtomsFrame, frame_from_atoms, parse_comment, read_frames
 from ._neighbours import NEIGHBOUR_LIBRARY, import_vesin
@@ -36,6 +39,8 @@ __all__ = ["ATOMS_FORMATS", "build_atoms_store", "extxyz_blocks"]
 
 #: Input formats of `build_atoms_store` (``graphbatch data build extxyz|ase-db``).
 ATOMS_FORMATS = ("extxyz", "ase-db")
+#: The cutoff (Å) must be above this: vesin refuses cutoffs of 1e-6 and below.
+MIN_CUTOFF = 1e-6
 
 
 @dataclass(frozen=True)
@@ -112,8 +117,11 @@ def extxyz_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]
 def _db_blocks(path: str, source: int, chunk_frames: int) -> Iterator[_Block]:
     import ase.db
 
-    with ase.db.connect(path) as db:
-        total = db.count()
+    try:
+        with ase.db.connect(path) as db:
+            total = db.count()
+    except Exception as exc:  # ASE's and its backends' errors have many types
+        raise not_a_database(path, exc) from None
     for a in range(0, total, chunk_frames):
         b = min(total, a + chunk_frames)
         yield _Block("ase-db", path, source, a, b, a)
@@ -125,13 +133,39 @@ def _extxyz_frames(block: _Block) -> list[AtomsFrame]:
     (whose parse errors become one line naming the file, frame and line)."""
     with open(block.path, "rb") as fh:
         fh.seek(block.start)
-        text = fh.read(block.stop - block.start).decode()
+        raw = fh.read(block.stop - block.start)
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        line = block.lines[0] + raw.count(b"\n", 0, exc.start)
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise AtomsInputError(
+            f"{_where(block, line)}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+            f"{column})"
+        ) from None
+    if "\r" in text and (cr := _LONE_CR.search(text)) is not None:
+        line = block.lines[0] + text.count("\n", 0, cr.start())
+        raise AtomsInputError(
+            f"{_where(block, line)}: a carriage return (\\r) inside the line; ASE reads it as "
+            "a line break, so the frame's lines no longer match its atom count (ASE refuses "
+            "the file too): remove it"
+        )
     lines = text.split("\n")
     starts = [ln - block.lines[0] for ln in block.lines]
     return [
         _ase_frame(lines, starts[k], block, k) if frame is None else frame
         for k, frame in enumerate(read_frames(lines, starts, block.first))
     ]
+
+
+#: a carriage return that does not end a line (CR LF line ends are ordinary line ends)
+_LONE_CR = re.compile(r"\r(?!\n|\Z)")
+
+
+def _where(block: _Block, line: int) -> str:
+    """``FILE: frame F (line L)`` for line ``line`` (1-based, of the file) in ``block``."""
+    k = bisect.bisect_right(block.lines, line) - 1
+    return f"{block.path}: frame {block.first + max(k, 0)} (line {line})"
 
 
 def _ase_frame(lines: list[str], at: int, block: _Block, k: int) -> AtomsFrame:
@@ -200,20 +234,29 @@ def _bad_atom_line(
 
 
 def _db_frames(block: _Block) -> Iterator[AtomsFrame]:
+    """The rows of an ASE-database block as `AtomsFrame` records; a row ASE cannot read (a
+    damaged blob, a JSON row that is no structure) raises `AtomsInputError` naming the file
+    and the row: its position in id order, and its id where the database gives it."""
     import ase.db
 
-    with ase.db.connect(block.path) as db:
-        for row in db.select(offset=block.start, limit=block.stop - block.start, sort="id"):
-            atoms = row.toatoms()
-            atoms.info.update(row.key_value_pairs)
-            n = len(atoms)
-            for key, value in (row.get("data") or {}).items():
-                arr = np.asarray(value)
-                if arr.ndim >= 1 and arr.shape[0] == n and arr.dtype.kind in "biuf":
-                    atoms.arrays[key] = arr
-                else:
-                    atoms.info[key] = value
-            yield frame_from_atoms(int(row.id), atoms)
+    position = block.start  # rows of the database in id order before this one
+    try:
+        with ase.db.connect(block.path) as db:
+            rows = db.select(offset=block.start, limit=block.stop - block.start, sort="id")
+            while True:
+                try:
+                    row = next(rows)
+                except StopIteration:
+                    return
+                yield row_frame(row)
+                position += 1
+    except AtomsInputError:
+        raise
+    except Exception as exc:  # ASE's errors have many types
+        raise bad_row(block.path, position, exc) or AtomsInputError(
+            f"{block.path}: row number {position + 1} in id order: not a readable structure "
+            f"({exc_text(exc)})"
+        ) from None
 
 
 def _convert_block(args: tuple[_Block, float, AtomsKeys]) -> AtomsChunk:
@@ -314,6 +357,11 @@ def build_atoms_store(
         raise InputError(f"cutoff must be a number, got {cutoff!r}") from None
     if not (np.isfinite(cutoff) and cutoff > 0):
         raise InputError(f"cutoff must be a finite distance > 0 (Å), got {cutoff!r}")
+    if cutoff <= MIN_CUTOFF:
+        raise InputError(
+            f"cutoff {cutoff!r} Å is at or below {MIN_CUTOFF!r} Å, the smallest the neighbour "
+            f"list ({NEIGHBOUR_LIBRARY}) takes"
+        )
     if isinstance(workers, bool) or int(workers) < 1:
         raise InputError(f"workers must be >= 1, got {workers!r}")
     if isinstance(chunk_frames, bool) or int(chunk_frames) < 1:
@@ -322,8 +370,7 @@ def build_atoms_store(
     for p, f in zip(paths, fmts, strict=True):
         if f not in ATOMS_FORMATS:
             raise InputError(f"unknown format {f!r}; choose one of {ATOMS_FORMATS}")
-        if not Path(p).is_file():
-            raise InputError(f"{p}: no such file")
+        check_regular_file(p, f"{f} input")
     check_output_path(out, paths)
     if keys is None:
         keys = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -28,9 +28,10 @@ from ._store import STORE_SUFFIXES, GraphStoreWriter
 
 if TYPE_CHECKING:
     from ._qm9 import QM9Molecules
+    from ._smiles_csv import SmilesTable
 
-    #: What `load_records` reads: QM9 molecules, MOSES SMILES or Python files.
-    Records = QM9Molecules | list[str] | list[Path]
+    #: What `load_records` reads: QM9 molecules, MOSES SMILES, Python files or a SMILES table.
+    Records = QM9Molecules | list[str] | list[Path] | SmilesTable
 
 __all__ = [
     "DATASETS",
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 #: Dataset names understood by `build_store` (and ``graphbatch data build``).
-DATASETS = ("qm9", "moses", "code")
+DATASETS = ("qm9", "moses", "code", "smiles")
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,9 @@ class BuildOptions:
     """What to build: dataset name and its conversion options (validated by `check`).
 
     ``graph``/``cutoff`` (Å)/``k``: QM9's graph construction; ``limit``: the first N records
-    (for ``code``: N functions); ``source``: data location; ``reverse_edges``: code graphs."""
+    (for ``code``: N functions); ``source``: data location (for ``smiles``: the CSV file);
+    ``reverse_edges``: code graphs; ``column``/``targets``: a SMILES table's SMILES column and
+    numeric target columns (stored as the graph field ``y``, float64 ``[G, T]``)."""
 
     dataset: str
     graph: str = "radius"
@@ -61,6 +64,8 @@ class BuildOptions:
     limit: int | None = None
     source: str | None = None
     reverse_edges: bool = False
+    column: str = "smiles"
+    targets: tuple[str, ...] = ()
 
     def check(self) -> BuildOptions:
         if self.dataset not in DATASETS:
@@ -71,6 +76,13 @@ class BuildOptions:
             )
         if self.limit is not None and (isinstance(self.limit, bool) or int(self.limit) < 0):
             raise InputError(f"limit must be >= 0, got {self.limit!r}")
+        if self.dataset == "smiles" and self.source is None:
+            raise InputError(
+                "smiles needs its CSV file: graphbatch data build smiles FILE.csv "
+                "--column smiles [--target COL ...] --out STORE"
+            )
+        if self.dataset != "smiles" and (self.targets or self.column != "smiles"):
+            raise InputError(f"--column and --target apply to smiles, not {self.dataset}")
         return self
 
     def as_json(self) -> dict:
@@ -82,6 +94,8 @@ class BuildOptions:
             "limit": self.limit,
             "source": self.source,
             "reverse_edges": self.reverse_edges,
+            "column": self.column,
+            "targets": list(self.targets),
         }
 
 
@@ -146,6 +160,21 @@ def load_records(opts: BuildOptions) -> tuple[Records, dict]:
             atom_feature_dims=atom_feature_dims(),
             bond_feature_dims=bond_feature_dims(),
         )
+    elif opts.dataset == "smiles":
+        from ._ogb import atom_feature_dims, bond_feature_dims
+        from ._smiles_csv import load_smiles_csv
+
+        records = load_smiles_csv(
+            cast(str, opts.source), opts.column, tuple(opts.targets), opts.limit
+        )
+        meta.update(
+            source=str(opts.source),
+            column=opts.column,
+            targets=list(opts.targets),
+            featurisation="OGB smiles2graph (9 atom, 3 bond features)",
+            atom_feature_dims=atom_feature_dims(),
+            bond_feature_dims=bond_feature_dims(),
+        )
     else:
         from ._code import AST_NODE_TYPES, CODE_EDGE_TYPES, python_files
 
@@ -169,7 +198,10 @@ def record_count(records: Records) -> int:
 def slice_records(records: Records, start: int, stop: int) -> Records:
     """Records ``start:stop`` (a contiguous partition) of what `load_records` returned."""
     from ._qm9 import QM9Molecules
+    from ._smiles_csv import SmilesTable
 
+    if isinstance(records, SmilesTable):
+        return records.slice(start, stop)
     if isinstance(records, QM9Molecules):
         first = np.zeros(len(records) + 1, dtype=np.int64)
         np.cumsum(records.n_node, out=first[1:])
@@ -197,6 +229,35 @@ def _shift_graph_field(chunk: GraphArrays, name: str, start: int) -> GraphArrays
         edge=chunk.edge,
         graph=graph,
     )
+
+
+def _smiles_chunks(
+    opts: BuildOptions,
+    records: Records,
+    start: int,
+    workers: int | None,
+    progress: bool,
+    failures: list,
+) -> Iterator[GraphArrays]:
+    """OGB graphs of MOSES SMILES or a SMILES table's rows; a table's targets become the graph
+    field ``y`` (the rows of the molecules RDKit parsed)."""
+    from ._moses import smiles_graphs
+    from ._smiles_csv import SmilesTable
+
+    table = records if isinstance(records, SmilesTable) else None
+    smiles = table.smiles if table is not None else cast("list[str]", records)
+    for chunk in smiles_graphs(smiles, workers=workers, progress=progress, failures=failures):
+        if table is not None and table.target_names:
+            graph = {**chunk.graph, "y": table.targets[chunk.graph["index"]]}
+            chunk = GraphArrays(
+                n_node=chunk.n_node,
+                n_edge=chunk.n_edge,
+                edge_index=chunk.edge_index,
+                node=chunk.node,
+                edge=chunk.edge,
+                graph=graph,
+            )
+        yield _shift_graph_field(chunk, "index", start)
 
 
 def convert_records(
@@ -227,13 +288,8 @@ def convert_records(
         yield from chunks  # QM9's graph id is the GDB-9 id: global already
         return
     try:
-        if opts.dataset == "moses":
-            from ._moses import smiles_graphs
-
-            for chunk in smiles_graphs(
-                cast("list[str]", records), workers=workers, progress=progress, failures=local
-            ):
-                yield _shift_graph_field(chunk, "index", start)
+        if opts.dataset in ("moses", "smiles"):
+            yield from _smiles_chunks(opts, records, start, workers, progress, local)
         else:
             from ._code import code_graphs
 
@@ -308,12 +364,17 @@ def build_store(
     workers: int | None = None,
     reverse_edges: bool = False,
     progress: bool = False,
+    column: str = "smiles",
+    targets: Sequence[str] = (),
 ) -> BuildReport:
-    """Build ``dataset`` (``qm9``, ``moses`` or ``code``) into a graph store at ``out``.
+    """Build ``dataset`` (``qm9``, ``moses``, ``code`` or ``smiles``) into a graph store at
+    ``out``.
 
     ``graph``/``cutoff`` (Å)/``k`` choose QM9's construction; ``limit`` keeps the first N records;
     ``source`` overrides the data location (qm9pack's ``data/`` folder, a MOSES ``.csv[.gz]``,
-    or a folder of ``.py`` files); ``workers`` processes convert MOSES SMILES; ``reverse_edges``
+    a folder of ``.py`` files, or -- for ``smiles`` -- the CSV file whose ``column`` holds the
+    SMILES and whose ``targets`` columns become the graph field ``y``); ``workers`` processes
+    convert SMILES (MOSES and ``smiles``); ``reverse_edges``
     adds reversed edges to code graphs. The file appears at ``out`` only when complete; a
     failed build leaves no temporary behind, and temporaries of killed earlier builds of the
     same ``out`` are removed (`remove_stale_temporaries`). For a sharded build on a cluster see
@@ -329,6 +390,8 @@ def build_store(
         limit=limit,
         source=None if source is None else str(source),
         reverse_edges=reverse_edges,
+        column=column,
+        targets=tuple(targets),
     ).check()
     records, meta = load_records(opts)
     report = write_partition(out, opts, records, meta, workers=workers, progress=progress)

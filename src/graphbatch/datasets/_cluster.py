@@ -28,7 +28,7 @@ import re
 import threading
 import time
 import uuid as uuidlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,7 +114,9 @@ def _build_shard(task: dict) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     if _aborted(task["abort"]):
         return {"aborted": True}
-    opts = BuildOptions(**task["options"])
+    options = dict(task["options"])
+    options["targets"] = tuple(options.get("targets", ()))
+    opts = BuildOptions(**options)
     report = write_partition(
         task["path"],
         opts,
@@ -155,9 +157,9 @@ def _client(address: str | None, n_workers: int) -> tuple[Any, Any]:
     # ":0": the scheduler's HTTP endpoint on a free port (builds side by side never collide);
     # preload: each worker imports the shard task's module while it starts, i.e. while the
     # driver still reads the source, not in its first task
-    # silence_logs: the engine's own warnings and errors (a task cancelled when a build is called
-    # off; a worker's heartbeat to the scheduler, closed first while the cluster shuts down)
-    # would print beside graphbatch's one-line report; failures reach the driver as exceptions
+    # silence_logs: the engine's own log (a task cancelled when a build is called off, a
+    # scheduler closed under a busy worker) would print beside graphbatch's one-line report;
+    # failures reach the driver as exceptions. The workers quiet theirs in `dask_setup`.
     cluster = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=1,
@@ -167,6 +169,18 @@ def _client(address: str | None, n_workers: int) -> tuple[Any, Any]:
         silence_logs=logging.CRITICAL,
     )
     return Client(cluster), cluster
+
+
+def dask_setup(worker: Any) -> None:
+    """Preload hook, run in each worker process of the local cluster `_client` starts (not on
+    a running cluster's workers): the engine's log stays quiet below CRITICAL there too. When
+    a called-off build (SIGTERM) closes the cluster under busy workers, their heartbeats meet
+    a closed scheduler and Dask logged "Failed to communicate with scheduler during heartbeat"
+    with a traceback per worker, beside the one-line report; a task's failure still reaches
+    the driver as its exception."""
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name == "distributed" or name.startswith("distributed."):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 class _ClusterStart:
@@ -302,6 +316,8 @@ def build_sharded_store(
     reverse_edges: bool = False,
     progress: bool = False,
     stop: threading.Event | None = None,
+    column: str = "smiles",
+    targets: Sequence[str] = (),
 ) -> ShardedBuildReport:
     """Build ``dataset`` as ``shards`` store files plus a JSON manifest at ``out``, converting
     the partitions on a Dask cluster: a local one with ``workers`` processes (default: CPUs),
@@ -346,6 +362,8 @@ def build_sharded_store(
         limit=limit,
         source=None if source is None else str(source),
         reverse_edges=reverse_edges,
+        column=column,
+        targets=tuple(targets),
     ).check()
     if dataset == "code" and limit is not None:
         raise InputError(

@@ -64,11 +64,20 @@ def synthetic_sizes(
 
 
 def synthetic_graphs(
-    sizes: GraphSizes, *, rng: np.random.Generator | int, node_dim: int = 8, n_targets: int = 1
+    sizes: GraphSizes,
+    *,
+    rng: np.random.Generator | int,
+    node_dim: int = 8,
+    n_targets: int = 1,
+    symmetric: bool = False,
 ) -> GraphArrays:
     """Random graphs with exactly ``sizes``: uniform random directed edges without self loops
     (repeats possible), node features ``x`` float32 ``[n, node_dim]``, ``pos`` float32 ``[n, 3]``,
-    targets ``y`` float32 ``[n_targets]`` per graph. Deterministic for a given ``rng``."""
+    targets ``y`` float32 ``[n_targets]`` per graph. Deterministic for a given ``rng``.
+
+    ``symmetric=True``: edges come in reverse pairs, as in a radius graph -- edge ``2k + 1`` of
+    every graph is edge ``2k`` reversed (what SchNet's ``pair_edges`` needs); every graph needs
+    an even edge count."""
     gen = _rng(rng)
     nn, ne = sizes.n_node, sizes.n_edge
     if (ne > nn * (nn - 1)).any():
@@ -76,10 +85,17 @@ def synthetic_graphs(
         raise InputError(
             f"graph {g} has {ne[g]} edges, more than {nn[g]}*({nn[g]}-1) without self loops"
         )
-    n_of_edge = np.repeat(nn, ne)
+    if symmetric and (ne % 2).any():
+        g = int(np.flatnonzero(ne % 2)[0])
+        raise InputError(
+            f"graph {g} has {ne[g]} edges: symmetric graphs (reverse pairs) need even counts"
+        )
+    n_of_edge = np.repeat(nn, ne // 2 if symmetric else ne)
     src = np.floor(gen.random(n_of_edge.shape[0]) * n_of_edge).astype(np.int64)
     step = 1 + np.floor(gen.random(n_of_edge.shape[0]) * (n_of_edge - 1)).astype(np.int64)
     dst = (src + step) % np.maximum(n_of_edge, 1)
+    if symmetric:  # (i, j) then (j, i): pairs stay adjacent inside each graph
+        src, dst = np.stack([src, dst], 1).reshape(-1), np.stack([dst, src], 1).reshape(-1)
     total = int(nn.sum())
     return GraphArrays(
         n_node=nn,

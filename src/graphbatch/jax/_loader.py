@@ -9,8 +9,6 @@ device).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -20,14 +18,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .._budget import Budget
-from .._chunkplan import check_shuffle
-from .._chunkplan import plan_epoch as make_plan
-from .._consistency import PlanVerifier
 from .._errors import InputError, InputTypeError
 from .._padlayout import check_cutoff, short_padding_batches
 from .._plan import BatchPlan
 from .._prefetch import ahead
-from .._resume import resume_point
+from .._schedule import EpochSchedule, Pass, select_graphs, step_table
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int
 from ._collate import PaddedGraphs
@@ -39,23 +34,6 @@ __all__ = ["DATA_AXIS", "JaxPlanLoader", "loader", "process_gather", "step_table
 DATA_AXIS = "data"
 #: Name of the prefetch thread (`graphbatch._prefetch.Prefetcher`, consumer-paced).
 THREAD_NAME = "graphbatch-jax-prefetch"
-
-
-def _fingerprint(sizes: GraphSizes, request: dict[str, Any]) -> str:
-    """SHA-256 (hex, 16 chars) of the plan request: sizes, strategy, seed, budget, options,
-    world size. Two loaders with equal fingerprints make identical plans for every epoch."""
-    h = hashlib.sha256()
-    h.update(np.ascontiguousarray(sizes.n_node, dtype=np.int64).tobytes())
-    h.update(np.ascontiguousarray(sizes.n_edge, dtype=np.int64).tobytes())
-    if sizes.n_bytes is not None:
-        h.update(np.ascontiguousarray(sizes.n_bytes, dtype=np.int64).tobytes())
-    h.update(json.dumps(request, sort_keys=True, default=repr).encode())
-    return h.hexdigest()[:16]
-
-
-def _budget_list(budget: Budget | Sequence[int]) -> list[int]:
-    b = Budget.coerce(budget)
-    return [b.n_node, b.n_edge, b.n_graph]
 
 
 def _check_devices(devices: Iterable[Any]) -> list[Any]:
@@ -75,20 +53,6 @@ def _check_devices(devices: Iterable[Any]) -> list[Any]:
     return devs
 
 
-def step_table(plan: BatchPlan, world_size: int) -> np.ndarray:
-    """``[num_steps, world_size]`` batch ids of ``plan``: row ``s`` holds each rank's batch at
-    step ``s`` (for ``world_size=1``, the batches in plan order)."""
-    if world_size == 1:
-        return np.arange(len(plan), dtype=np.int64)[:, None]
-    if plan.world_size != world_size:
-        raise InputError(f"plan is for world size {plan.world_size}, not {world_size}")
-    ranks = [plan.rank_batches(r) for r in range(world_size)]
-    counts = [r.shape[0] for r in ranks]
-    if len(set(counts)) != 1:
-        raise InputError(f"distributed plan gives ranks unequal step counts {counts}")
-    return np.stack(ranks, axis=1)
-
-
 def process_gather(row: np.ndarray) -> np.ndarray:
     """``[process_count, len(row)]``: ``row`` (int64) of every JAX process, in process order
     (``jax.experimental.multihost_utils.process_allgather``; sent as int32 pairs, so it works
@@ -103,18 +67,22 @@ def process_gather(row: np.ndarray) -> np.ndarray:
 class JaxPlanLoader:
     """Iterable of device-resident `PaddedGraphs`, one per training step of the epoch's plan.
 
-    The epoch lives here only: iteration uses ``epoch``; when it ends -- exhausted, or stopped
-    early (``break``, closing the iterator) -- ``epoch`` advances by one. ``set_epoch(e)`` sets the
-    epoch of the next iteration (an iteration in progress keeps its plan). ``len()`` is the exact
-    number of steps the next iteration yields. ``state_dict()`` taken after receiving step ``k``
-    of an epoch resumes (via ``load_state_dict`` on an equal loader) at step ``k + 1``.
+    The plans, the split, the epoch cursor, resume state and the consistency check live in the
+    `graphbatch._schedule.EpochSchedule` (``schedule``) the torch loader uses too; this class
+    collates each step's batches and puts them on the devices.
+
+    Epochs: iteration plays ``epoch``; when it ends -- exhausted, or stopped early (``break``,
+    closing the iterator) -- ``epoch`` advances by one. ``set_epoch(e)`` sets the epoch of the
+    next iteration (an iteration in progress keeps its plan; a no-op when the next iteration
+    already plays ``e``, so a loaded resume point survives it). ``len()`` is the exact number
+    of steps the next iteration yields. ``state_dict()`` taken after receiving step ``k`` of an
+    epoch resumes (via ``load_state_dict`` on an equal loader) at step ``k + 1``.
     """
 
     def __init__(
         self,
         source: Any,
-        sizes: GraphSizes,
-        request: dict[str, Any],
+        schedule: EpochSchedule,
         *,
         devices: list | None,
         prefetch: int,
@@ -124,22 +92,21 @@ class JaxPlanLoader:
     ) -> None:
         if not isinstance(verify_plan, bool):
             raise InputTypeError(f"verify_plan must be True or False, got {verify_plan!r}")
+        if not isinstance(schedule, EpochSchedule):
+            raise InputTypeError(
+                f"schedule must be an EpochSchedule, got {type(schedule).__name__}"
+            )
         self.verify_plan = verify_plan
-        self._verifier = PlanVerifier(sizes)
         self.source = source
-        self.sizes = sizes
-        self._request = dict(request)
+        self.schedule = schedule
         self.devices = devices
         self.world_size = 1 if devices is None else len(devices)
         self.prefetch = prefetch
         self.cutoff = cutoff
         self.position_key = position_key
-        self.fingerprint = _fingerprint(sizes, {**self._request, "world_size": self.world_size})
-        self._epoch = 0
-        self._offset = 0  # steps of self._epoch consumed
-        self._generation = 0  # bumped by every iteration start, set_epoch and load_state_dict
-        self._cache: tuple[int, BatchPlan, np.ndarray] | None = None
-        self.template = source[int(np.argmax(sizes.n_node))] if len(sizes) else None
+        sizes = schedule.sizes
+        biggest = schedule.dataset_index(int(np.argmax(sizes.n_node))) if len(sizes) else None
+        self.template = None if biggest is None else source[biggest]
         if devices is not None:
             self.mesh: Mesh | None = Mesh(np.asarray(devices, dtype=object), (DATA_AXIS,))
             self.sharding: NamedSharding | None = NamedSharding(self.mesh, PartitionSpec(DATA_AXIS))
@@ -156,49 +123,50 @@ class JaxPlanLoader:
 
     # ------------------------------------------------------------------ plans
     @property
+    def sizes(self) -> GraphSizes:
+        """Size table of the planned graphs (a split's only, with ``indices``)."""
+        return self.schedule.sizes
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        """The plan request a resumed run must share (`EpochSchedule.fingerprint`)."""
+        return self.schedule.fingerprint(self.world_size)
+
+    @property
     def epoch(self) -> int:
         """The epoch the next iteration plays (or the one in progress)."""
-        return self._epoch
+        return self.schedule.cursor.epoch
 
     def plan_for_epoch(self, epoch: int | None = None) -> BatchPlan:
         """The whole plan (all ranks) of ``epoch`` (default: the current one)."""
-        epoch = self._epoch if epoch is None else as_nonnegative_int(epoch, "epoch")
-        return self._planned(epoch)[0]
+        epoch = self.epoch if epoch is None else as_nonnegative_int(epoch, "epoch")
+        return self.schedule.plan(epoch, self.world_size)
 
     @property
     def plan(self) -> BatchPlan:
         return self.plan_for_epoch()
 
-    def _planned(self, epoch: int) -> tuple[BatchPlan, np.ndarray]:
-        cache = self._cache
-        if cache is None or cache[0] != epoch:
-            kwargs = dict(self._request)
-            options = kwargs.pop("options")
-            p = make_plan(self.sizes, epoch=epoch, world_size=self.world_size, **kwargs, **options)
-            cache = self._cache = (epoch, p, step_table(p, self.world_size))
-        return cache[1], cache[2]
-
     def _steps(self, epoch: int) -> np.ndarray:
-        return self._planned(epoch)[1]
+        return self.schedule.steps(epoch, self.world_size)
 
     # --------------------------------------------------------------- protocol
     def set_epoch(self, epoch: int) -> None:
         """Play ``epoch`` from its first step at the next iteration."""
-        self._epoch = as_nonnegative_int(epoch, "epoch")
-        self._offset = 0
-        self._generation += 1
+        self.schedule.cursor.set_epoch(epoch)
 
     def __len__(self) -> int:
-        return int(self._steps(self._epoch).shape[0]) - self._offset
+        cursor = self.schedule.cursor
+        return int(self._steps(cursor.epoch).shape[0]) - cursor.offset
 
     def host_batch(self, epoch: int, step: int, rank: int = 0) -> PaddedGraphs:
         """Host (NumPy) `PaddedGraphs` of ``rank``'s batch at ``step`` of ``epoch``."""
-        p, table = self._planned(epoch)
-        b = int(table[step, rank])
+        schedule = self.schedule
+        p = schedule.plan(epoch, self.world_size)
+        b = int(self._steps(epoch)[step, rank])
         return make_padded(
             self.source,
-            p.batch(b),
-            p.shape(b),
+            schedule.graphs(p, b),
+            schedule.padded_shape(p, b),
             template=self.template,
             cutoff=self.cutoff,
             position_key=self.position_key,
@@ -230,14 +198,13 @@ class JaxPlanLoader:
             return False
         return len({d.process_index for d in self.devices}) > 1
 
-    def _verify(self, epoch: int, start: int) -> None:
-        """The plan consistency check of the pass ``(epoch, start)`` across JAX processes (one
+    def _verify(self, this: Pass) -> None:
+        """The plan consistency check of pass ``this`` across JAX processes (one
         `process_gather`, a collective: every process iterates), when `verifies`."""
         if self.verifies():
-            self._verifier.verify(
-                self._planned(epoch)[0],
-                epoch=epoch,
-                start=start,
+            self.schedule.verify(
+                this,
+                world_size=self.world_size,
                 loader_rank=jax.process_index(),
                 gather=process_gather,
                 what="JAX processes",
@@ -247,34 +214,30 @@ class JaxPlanLoader:
     def __iter__(self) -> Iterator[PaddedGraphs]:
         # a generator: this runs at the first next(), so a set_epoch / load_state_dict between
         # iter() and the first batch takes effect
-        self._generation += 1
-        mine = self._generation
-        epoch, start = self._epoch, self._offset
-        self._verify(epoch, start)
-        n = int(self._steps(epoch).shape[0])
+        cursor = self.schedule.cursor
+        this = cursor.begin()
+        self._verify(this)  # refused: the pass did not count, the next one repeats it
+        n = int(self._steps(this.epoch).shape[0])
         made = ahead(
-            lambda s: self._device_batch(epoch, s), range(start, n), self.prefetch, name=THREAD_NAME
+            lambda s: self._device_batch(this.epoch, s),
+            range(this.start, n),
+            self.prefetch,
+            name=THREAD_NAME,
         )
         try:
             for batch in made:
-                if self._generation == mine:
-                    self._offset += 1
+                cursor.consumed(this.id)
                 yield batch
-        finally:
+        finally:  # exhausted or closed: the next iteration plays the next epoch
             made.close()
-            if self._generation == mine:  # no set_epoch / load_state_dict / new iteration since
-                self._epoch, self._offset = epoch + 1, 0
+            cursor.finished(this.id)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """``epoch``, ``offset`` (its steps consumed) and the plan request's ``fingerprint``."""
-        return {
-            "epoch": self._epoch,
-            "offset": self._offset,
-            "fingerprint": self.fingerprint,
-            "world_size": self.world_size,
-            "num_graphs": len(self.sizes),
-        }
+        """``epoch``, ``offset`` (its steps consumed), the plan request's ``fingerprint`` and,
+        for reading, ``seed``, ``strategy``, ``num_replicas`` (= ``world_size``, the number of
+        devices) and ``num_graphs`` (`EpochSchedule.state_dict`); JSON-safe."""
+        return {**self.schedule.state_dict(self.world_size), "world_size": self.world_size}
 
     def load_state_dict(
         self, state: dict[str, Any], *, allow_missing_fingerprint: bool = False
@@ -283,20 +246,17 @@ class JaxPlanLoader:
         (an offset at the end of its epoch: the next epoch's first step). The same checks as
         the torch loader's (`graphbatch._resume`): ``ValueError`` (`graphbatch.InputError`)
         for anything but a ``state_dict()``, a state of another plan request (sizes, strategy,
-        seed, budget, shuffle, options, number of devices), and -- unless
-        ``allow_missing_fingerprint=True`` -- a state without ``fingerprint``."""
-        recorded = {"world_size": self.world_size, "num_graphs": len(self.sizes)}
-        epoch, offset = resume_point(
+        seed, budget, shuffle, options, split, number of devices), and -- unless
+        ``allow_missing_fingerprint=True`` -- a state without ``fingerprint``. States of
+        earlier versions (a 16-character fingerprint) load too."""
+        self.schedule.load_state_dict(
             state,
+            world_size=self.world_size,
             owner="JaxPlanLoader",
-            fingerprint=self.fingerprint,
-            recorded=recorded,
-            total_of=lambda e: int(self._steps(e).shape[0]),
             unit="steps",
+            recorded={"world_size": self.world_size},
             allow_missing_fingerprint=allow_missing_fingerprint,
         )
-        self._epoch, self._offset = epoch, offset
-        self._generation += 1
 
 
 def loader(
@@ -306,29 +266,42 @@ def loader(
     batch_size: int | None = None,
     budget: Budget | tuple[int, int, int] | None = None,
     seed: int = 0,
+    shuffle: bool | str = True,
+    sizes: GraphSizes | None = None,
+    indices: Any = None,
     devices: Sequence[Any] | None = None,
     prefetch: int = 2,
-    on_oversize: str = "error",
     cutoff: float | None = None,
-    shuffle: bool = True,
-    sizes: GraphSizes | None = None,
     position_key: str = "pos",
+    spare_padding_node: bool = False,
     verify_plan: bool = True,
-    **options: Any,
+    **plan_options: Any,
 ) -> JaxPlanLoader:
     """A `JaxPlanLoader` over ``source`` batched by ``graphbatch.plan(sizes, strategy, ...)``.
 
     ``source``: a `graphbatch.datasets.GraphStore` or a map-style dataset whose items are
-    single-graph ``jraph.GraphsTuple``s with NumPy leaves. ``sizes`` default: the source's
-    ``graph_sizes()`` (a store's metadata) or one pass over its graphs. ``devices=None``: each
-    step is one `PaddedGraphs` on JAX's default device. ``devices=[d0, ..., dR-1]``: the plan is
-    made with ``world_size=R``; each step's leaves have a leading axis ``R`` (entry ``r`` =
-    rank ``r``'s batch, all of one padded shape, possibly all padding), placed with
-    ``NamedSharding(Mesh(devices, ("data",)), PartitionSpec("data"))``. Under ``jax.distributed``
-    give every process the same global ``devices`` list: each collates only the ranks of its
-    own devices from the same deterministic plan. ``prefetch`` steps are collated and
-    transferred ahead by a background thread (0: in the caller's thread). ``cutoff``: padding
-    edges longer than ``cutoff`` (see `collate`). Strategy ``options`` pass to the planner.
+    single-graph ``jraph.GraphsTuple``s with NumPy leaves. The plan: ``strategy``,
+    ``batch_size``, ``budget``, ``seed``, ``shuffle`` (``True``, ``False``, ``"chunks"``) and
+    ``plan_options`` (``on_oversize``, strategy options) as for ``graphbatch.plan`` and the
+    torch loader. ``indices`` (a split): plan and load only these graphs of ``source`` (distinct
+    ints); ``graph_index`` still holds source indices. ``sizes`` default: the source's
+    ``graph_sizes()`` (a store's metadata) or one pass over its (selected) graphs; given, it is
+    the whole source's table.
+
+    ``devices=None``: each step is one `PaddedGraphs` on JAX's default device.
+    ``devices=[d0, ..., dR-1]``: the plan is made with ``world_size=R``; each step's leaves have
+    a leading axis ``R`` (entry ``r`` = rank ``r``'s batch, all of one padded shape, possibly
+    all padding), placed with ``NamedSharding(Mesh(devices, ("data",)), PartitionSpec("data"))``.
+    Under ``jax.distributed`` give every process the same global ``devices`` list: each collates
+    only the ranks of its own devices from the same deterministic plan. ``prefetch`` steps are
+    collated and transferred ahead by a background thread (0: in the caller's thread).
+
+    Geometry: ``cutoff`` places padding nodes and edges beyond it (see `collate`);
+    ``spare_padding_node=True`` adds one padding node to every padded shape, so with ``cutoff``
+    no padding edge is a self-loop (default ``False``: batches keep the plan's shapes; without
+    it, ``cutoff`` warns about the batches of epoch 0 with one padding node). No ``preset``:
+    presets describe torch collation (schema pads, count fields, dict batches); JAX batches
+    keep the source's feature tree in jraph's layout.
 
     ``verify_plan`` (default True): when ``devices`` belong to several JAX processes
     (``jax.distributed``), every iteration starts, at its first ``next``, with the plan
@@ -339,41 +312,44 @@ def loader(
     """
     source = as_graph_source(source)
     prefetch = as_nonnegative_int(prefetch, "prefetch")
-    if sizes is None:
-        sizes = graph_sizes_of(source)
-    elif not isinstance(sizes, GraphSizes):
-        raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
-    if len(sizes) != len(source):
-        raise InputError(f"sizes has {len(sizes)} entries for a source of {len(source)} graphs")
+    sizes, chosen = select_graphs(
+        len(source), sizes, indices, lambda i: graph_sizes_of(source, i), what="source"
+    )
     if len(sizes) == 0:
         raise InputError("source holds no graphs")
     devs = None if devices is None else _check_devices(devices)
-    request = {
-        "strategy": strategy,
-        "batch_size": batch_size,
-        "budget": None if budget is None else _budget_list(budget),
-        "seed": as_nonnegative_int(seed, "seed"),
-        "shuffle": check_shuffle(shuffle),
-        "on_oversize": on_oversize,
-        "options": dict(options),
-    }
+    if not isinstance(spare_padding_node, bool):
+        raise InputTypeError(
+            f"spare_padding_node must be True or False, got {spare_padding_node!r}"
+        )
+    schedule = EpochSchedule(
+        sizes,
+        strategy,
+        batch_size=batch_size,
+        budget=budget,
+        seed=seed,
+        shuffle=shuffle,
+        indices=chosen,
+        extra_padding_nodes=int(spare_padding_node),
+        **plan_options,
+    )
     cutoff = check_cutoff(cutoff)
     ld = JaxPlanLoader(
         source,
-        sizes,
-        request,
+        schedule,
         devices=devs,
         prefetch=prefetch,
         cutoff=cutoff,
         position_key=position_key,
         verify_plan=verify_plan,
     )
-    if cutoff is not None:
+    if cutoff is not None and not spare_padding_node:
         short = short_padding_batches(ld.plan_for_epoch(0))
         if short.shape[0]:
             warnings.warn(
                 f"cutoff={cutoff}: {short.shape[0]} of {len(ld.plan_for_epoch(0))} batches of "
-                "epoch 0 have a single padding node, so their padding edges are self-loops",
+                "epoch 0 have a single padding node, so their padding edges are self-loops "
+                "(spare_padding_node=True adds one)",
                 stacklevel=2,
             )
     return ld

@@ -124,9 +124,10 @@ def as_graph_source(source: Any) -> Any:
     return source
 
 
-def graph_sizes_of(source: Any) -> GraphSizes:
-    """Node and edge counts of every graph: ``source.graph_sizes()`` when it has one (a store's
-    metadata), else read from each graph's ``n_node``/``n_edge`` (one pass over the dataset)."""
+def graph_sizes_of(source: Any, indices: np.ndarray | None = None) -> GraphSizes:
+    """Node and edge counts of every graph (of the graphs ``indices``, in that order, when
+    given): ``source.graph_sizes()`` when it has one (a store's metadata), else read from each
+    graph's ``n_node``/``n_edge`` (one pass over the graphs)."""
     get = getattr(source, "graph_sizes", None)
     if callable(get):
         sizes = get()
@@ -135,11 +136,11 @@ def graph_sizes_of(source: Any) -> GraphSizes:
                 f"{type(source).__name__}.graph_sizes() must return a GraphSizes with one entry "
                 f"per graph ({len(source)})"
             )
-        return sizes
-    n = len(source)
-    nodes = np.empty(n, dtype=np.int64)
-    edges = np.empty(n, dtype=np.int64)
-    for i in range(n):
+        return sizes if indices is None else sizes.subset(indices)
+    items = range(len(source)) if indices is None else np.asarray(indices).tolist()
+    nodes = np.empty(len(items), dtype=np.int64)
+    edges = np.empty(len(items), dtype=np.int64)
+    for k, i in enumerate(items):
         g = source[i]
         if not isinstance(g, jraph.GraphsTuple):
             raise InputTypeError(f"source[{i}] is a {type(g).__name__}, not a jraph.GraphsTuple")
@@ -148,8 +149,8 @@ def graph_sizes_of(source: Any) -> GraphSizes:
                 f"source[{i}] holds {np.shape(g.n_node)} graphs; each item must be "
                 "a single graph (n_node of shape (1,))"
             )
-        nodes[i] = int(g.n_node[0])
-        edges[i] = int(g.n_edge[0])
+        nodes[k] = int(g.n_node[0])
+        edges[k] = int(g.n_edge[0])
     return GraphSizes(nodes, edges)
 
 

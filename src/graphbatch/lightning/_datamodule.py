@@ -50,7 +50,8 @@ class GraphDataModule(LightningDataModule):
         seed: the plans' seed; epoch ``e`` of training is planned from ``(seed, e)``.
         sizes: the whole dataset's size table (default: read once, `read_sizes`).
         **loader_options: every other `graphbatch.torch.loader` argument: strategy options,
-            ``DataLoader`` arguments (``num_workers``, ...), ``on_oversize``, ``preset``, ...
+            ``on_oversize``, ``preset``, ``collation``, ``dataloader_kwargs`` (``DataLoader``
+            arguments: ``{"num_workers": 2}``, ...), ...
 
     Training shuffles per epoch from ``(seed, epoch)`` (``shuffle`` applies to training only).
     Validation, test and prediction are planned with ``shuffle=False`` and the same strategy
@@ -85,6 +86,11 @@ class GraphDataModule(LightningDataModule):
         if "indices" in loader_options:
             raise InputTypeError("GraphDataModule() takes splits as train=, val=, test=, predict=")
         get_strategy(strategy)  # an unknown name fails here, naming the registered ones
+        if isinstance(dataset, (bytes, bytearray, memoryview)):  # a len and items, no graphs
+            raise InputTypeError(
+                "dataset must be map-style (len and [i]), a graph store or a store's path (str "
+                f"or os.PathLike), got {type(dataset).__name__} {bytes(dataset[:60])!r}"
+            )
         if isinstance(dataset, (str, os.PathLike)):
             from ..datasets import GraphStore
 

@@ -192,6 +192,12 @@ def masked_graph_sum(x: Tensor, batch: Tensor, node_mask: Tensor, num_graphs: in
     return scatter_sum(torch.where(mask, x, torch.zeros_like(x)), batch, num_graphs)
 
 
+def _capturing() -> bool:
+    """Whether a CUDA graph is being captured on the current stream (the check above copies to
+    the host, which a capture cannot hold; the eager warm-up steps before it still check)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 def pair_reverse_edges(
     edge_index: Tensor, edge_mask: Tensor, num_nodes: int
 ) -> tuple[Tensor, Tensor]:
@@ -201,7 +207,8 @@ def pair_reverse_edges(
     odd) so that edges ``2k`` and ``2k+1`` are reverses of each other for all real edges, and
     padding edges come last. Requires every real edge to have exactly one real reverse edge (true
     for radius and fully connected graphs, not for k-nearest-neighbour graphs); in eager mode a
-    violation raises ``ValueError``. Cost: one sort of ``E`` integer keys.
+    violation raises ``ValueError`` (not checked while compiling or capturing a CUDA graph).
+    Cost: one sort of ``E`` integer keys.
     """
     src, dst = edge_index[0], edge_index[1]
     lo, hi = torch.minimum(src, dst), torch.maximum(src, dst)
@@ -213,7 +220,7 @@ def pair_reverse_edges(
     if edge_index.shape[1] % 2:
         edge_index = torch.cat([edge_index, edge_index.new_zeros((2, 1))], dim=1)
         edge_mask = torch.cat([edge_mask, edge_mask.new_zeros((1,))])
-    if not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and not _capturing():
         a, b = edge_index[:, 0::2], edge_index[:, 1::2]
         real = edge_mask[0::2]
         reverse = (a[0] == b[1]) & (a[1] == b[0]) & (a[0] != a[1])

@@ -55,15 +55,17 @@ _TightRequest = tuple[tuple[int, ...] | None, int]
     "larger than the budget get larger shapes whose room is filled with small graphs, the rest "
     "is packed to the budget; each batch is padded to the smallest shape it fits; "
     "tight_shape=True or shape_cost=[c0, c_node, c_edge, c_graph, c_shape] (integers): tight "
-    "shapes minimising that cost",
-    options=("num_shapes", "heuristic", "shape_cost", *_COMMON),
+    "shapes minimising that cost; oversize_shapes='own' (with on_oversize='own_batch'): graphs "
+    "larger than the budget get batches of their own outside the K shapes",
+    options=("num_shapes", "heuristic", "shape_cost", "oversize_shapes", *_COMMON),
 )
 def plan_buckets(req: PlanRequest) -> BatchPlan:
     k = _num_shapes(req)
     budget = _budget(req)
     heuristic = _heuristic(req)
     multiple = as_positive_int(req.option("multiple", 64), "multiple")
-    g = _BucketGraphs.of(req, budget, heuristic, multiple)
+    own_shapes = _own_oversize_shapes(req)
+    g = _BucketGraphs.of(req, budget, heuristic, multiple, own_shapes)
     # candidate packings and the k scaled shapes best for each; the cheapest wins
     candidates, (_, chosen, slot_bin, pack_off, packer) = _candidate_packings(g, k, multiple)
     shapes = _scaled_shapes(chosen, g.fam, multiple)
@@ -94,9 +96,13 @@ def plan_buckets(req: PlanRequest) -> BatchPlan:
             tot_n, tot_e, gpb, shape_n, shape_e, shape_g, multiple, tight[0], g.fam
         )
     sizes = req.sizes
-    empty = np.zeros(0, np.int64)
     split = OversizeSplit(
-        g.kept, empty, empty, g.skipped, sizes.n_node[g.kept], sizes.n_edge[g.kept]
+        g.kept,
+        g.own,
+        _own_positions(g, order_rng),
+        g.skipped,
+        sizes.n_node[g.kept],
+        sizes.n_edge[g.kept],
     )
     return finish_plan(
         req,
@@ -116,6 +122,33 @@ def plan_buckets(req: PlanRequest) -> BatchPlan:
             [int(a), int(b), int(c)] for a, b, c in zip(shape_n, shape_e, shape_g, strict=False)
         ],
     )
+
+
+def _own_oversize_shapes(req: PlanRequest) -> bool:
+    """Option ``oversize_shapes``: ``"shared"`` (default: graphs larger than the budget take
+    one of the K shapes, filled with small graphs) or ``"own"`` (each gets a batch of its own,
+    shaped by `own_batch_shape`, outside the K shapes; needs ``on_oversize="own_batch"``)."""
+    mode = req.option("oversize_shapes", "shared")
+    if not isinstance(mode, str) or mode not in ("shared", "own"):
+        raise InputError(f"oversize_shapes must be 'shared' or 'own', got {mode!r}")
+    if mode == "own" and req.on_oversize != "own_batch":
+        raise InputError(
+            f"oversize_shapes='own' gives graphs larger than the budget batches of their own: "
+            f"it needs on_oversize='own_batch', got {req.on_oversize!r}"
+        )
+    return mode == "own"
+
+
+def _own_positions(g: _BucketGraphs, order_rng: np.random.Generator | None) -> np.ndarray:
+    """Where each own-batch graph goes: after how many kept graphs of the plan's order. Drawn
+    from the epoch's order generator when the plan is shuffled (after the kept graphs are
+    assigned), else spread by graph index (after the kept graphs of lower index)."""
+    n_own = g.own.shape[0]
+    if not n_own:
+        return np.zeros(0, np.int64)
+    if order_rng is None:
+        return np.searchsorted(g.kept, g.own).astype(np.int64)
+    return np.sort(order_rng.integers(0, g.kept.shape[0] + 1, size=n_own)).astype(np.int64)
 
 
 def _num_shapes(req: PlanRequest) -> int:
@@ -140,7 +173,8 @@ def _pack_sums(
 class _BucketGraphs:
     """The graphs of a ``buckets`` request: ``kept`` (fit the budget, as a histogram: bins
     ``hn``/``he``/``hc``, each kept graph's bin ``inverse``), ``alone`` (larger: a bucket of
-    their own, filled with small graphs; sizes ``a_n``/``a_e``), ``skipped``; ``fam`` the
+    their own, filled with small graphs; sizes ``a_n``/``a_e``), ``own`` (larger, with
+    ``oversize_shapes="own"``: a batch of their own outside the K shapes), ``skipped``; ``fam`` the
     shape family (the budget scaled) and ``lim`` the packing limits. Bin ``nbins + i`` of a
     slot is large graph ``i``."""
 
@@ -155,15 +189,20 @@ class _BucketGraphs:
     a_e: np.ndarray
     fam: Budget
     lim: dict[str, Any]
+    own: np.ndarray
 
     @classmethod
-    def of(cls, req: PlanRequest, budget: Budget, heuristic: str, multiple: int) -> _BucketGraphs:
+    def of(
+        cls, req: PlanRequest, budget: Budget, heuristic: str, multiple: int, own_shapes: bool
+    ) -> _BucketGraphs:
         sizes = req.sizes
         allidx = np.arange(len(sizes), dtype=np.int64)
         big = (sizes.n_node > budget.node_capacity) | (sizes.n_edge > budget.edge_capacity)
-        skipped = np.zeros(0, np.int64)
+        skipped = own = np.zeros(0, np.int64)
         if req.on_oversize == "skip":
             skipped, alone = allidx[big], np.zeros(0, np.int64)
+        elif own_shapes:  # a batch of its own each, outside the K shapes
+            own, alone = allidx[big], np.zeros(0, np.int64)
         else:  # larger graphs get larger buckets: never an error, never an unbounded own shape
             alone = allidx[big]
         kept = allidx[~big]
@@ -197,6 +236,7 @@ class _BucketGraphs:
             sizes.n_edge[alone],
             fam,
             lim,
+            own,
         )
 
     @property

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -14,20 +12,17 @@ from torch.utils.data import DataLoader, Dataset
 
 from .._budget import Budget
 from .._errors import InputError, InputTypeError
-from .._padlayout import check_cutoff, short_padding_batches
 from .._plan import BatchPlan
+from .._schedule import select_graphs
 from .._sizes import GraphSizes
-from .._validate import as_index_array, as_nonnegative_int
-from ._collate import collate_dict
+from .._validate import as_nonnegative_int
+from ._collation import COLLATION_ARGS, Collation, PlanCollater, resolve_collation
 from ._preset import Preset
-from ._pyg import collate
-from ._sampler import PlanBatchSampler, PlannedBatch
-from ._schema import Schema, _num_nodes, infer_schema
-from ._store_batch import StoreCollater, StoreIndices, is_graph_store, store_schema
+from ._sampler import PlanBatchSampler
+from ._schema import Schema, _num_nodes
+from ._store_batch import StoreCollater
 
-__all__ = ["loader", "PlanLoader", "read_sizes", "DATALOADER_ARGS"]
-
-_SCHEMA_SAMPLE = 32
+__all__ = ["DATALOADER_ARGS", "PlanLoader", "loader", "read_sizes"]
 
 
 def read_sizes(dataset: Any, indices: ArrayLike | None = None) -> GraphSizes:
@@ -89,37 +84,6 @@ class _PlannedDataset(Dataset):
         return batch, graphs
 
 
-class PlanCollater:
-    """``collate_fn`` for a DataLoader over `PlannedBatch` index lists (picklable for workers)."""
-
-    def __init__(
-        self,
-        schema: Schema,
-        *,
-        cutoff: float | None = None,
-        position_key: str = "pos",
-        as_dict: bool = False,
-    ) -> None:
-        self.schema = schema
-        self.cutoff = check_cutoff(cutoff)
-        self.position_key = position_key
-        self.as_dict = bool(as_dict)
-
-    def __call__(self, item: tuple[PlannedBatch, list[Any]]) -> Any:
-        batch, graphs = item
-        if not isinstance(batch, PlannedBatch):
-            raise InputTypeError("PlanCollater needs batches from a PlanBatchSampler")
-        fn = collate_dict if self.as_dict else collate
-        return fn(
-            graphs,
-            batch.shape,
-            graph_index=list(batch),
-            cutoff=self.cutoff,
-            schema=self.schema,
-            position_key=self.position_key,
-        )
-
-
 def _plan_sampler_of(batch_sampler: Any) -> PlanBatchSampler:
     """The `PlanBatchSampler` in ``batch_sampler`` (itself, or wrapped by a framework, e.g.
     Lightning's prediction wrapper, which keeps it as ``_batch_sampler``)."""
@@ -156,7 +120,7 @@ class PlanLoader(DataLoader):
     iteration, or at the one just created when none of its batches was drawn yet (``it =
     iter(loader); loader.sampler.set_epoch(1); next(it)`` gives epoch 1's first batch, with or
     without workers); each pass, complete or stopped early, is followed by the next epoch (rules
-    in `graphbatch.torch._epoch`). ``len()`` is the number of batches of the current epoch. The plan
+    in `graphbatch._schedule`). ``len()`` is the number of batches of the current epoch. The plan
     is made in the main process; every batch travels to the workers with its padded shape.
     ``state_dict`` counts batches *consumed*, so resuming with workers is exact; Lightning saves
     and restores it in checkpoints. Under ``torch.distributed`` every pass starts with the plan
@@ -219,7 +183,7 @@ class PlanLoader(DataLoader):
     def superseded(self, pass_id: int) -> bool:
         """Whether pass ``pass_id`` was overtaken before its first batch was consumed by
         ``set_epoch`` to another epoch or ``load_state_dict``: its iterator must start a new
-        pass before serving a batch (`graphbatch.torch._epoch`)."""
+        pass before serving a batch (`graphbatch._schedule`)."""
         return self.plan_sampler.cursor.superseded(pass_id)
 
     def _begin_pass(self) -> tuple[Iterator[Any], int]:
@@ -302,159 +266,133 @@ class _GeneratorState:
         return g
 
 
-_DL_SIGNATURE = inspect.signature(DataLoader.__init__).parameters
-#: DataLoader arguments `loader` passes through (everything but what the plan decides).
-DATALOADER_ARGS = tuple(
-    k
-    for k in _DL_SIGNATURE
-    if k
-    not in (
-        "self",
-        "dataset",
-        "batch_size",
-        "shuffle",
-        "sampler",
-        "batch_sampler",
-        "collate_fn",
-        "drop_last",
-    )
+#: ``DataLoader`` arguments `loader` refuses as keywords: they belong in ``dataloader_kwargs``.
+DATALOADER_ARGS = (
+    "num_workers",
+    "pin_memory",
+    "timeout",
+    "worker_init_fn",
+    "multiprocessing_context",
+    "generator",
+    "prefetch_factor",
+    "persistent_workers",
+    "pin_memory_device",
+    "in_order",
 )
+#: ``DataLoader`` arguments the plan decides (refused everywhere, with the reason).
 _PLAN_DECIDES = {
+    "dataset": "the loader's dataset is its first argument",
+    "batch_size": "the plan sizes the batches (batch_size= of loader itself)",
+    "shuffle": "the plan orders the graphs (shuffle= of loader itself)",
     "sampler": "the plan orders the graphs",
     "batch_sampler": "the plan is the batch sampler",
-    "collate_fn": "batches are collated to the plan's shapes (use as_dict/schema)",
+    "collate_fn": "batches are collated to the plan's shapes (use collation= or preset=)",
     "drop_last": "every graph is used once per epoch",
 }
 
 
-def _has_positions(schema: Schema, position_key: str) -> bool:
-    spec = schema.get(position_key)
-    return (
-        spec is not None
-        and spec.level == "node"
-        and spec.kind == "tensor"
-        and spec.dtype is not None
-        and spec.dtype.is_floating_point
-    )
+def _check_plan_options(options: Mapping[str, Any]) -> None:
+    """Refuse, in one line each, keywords that are not plan options: DataLoader arguments
+    (they go in ``dataloader_kwargs``), `Collation` fields and what the plan decides."""
+    for k in options:
+        if k in _PLAN_DECIDES:
+            raise InputTypeError(f"loader() takes no {k}=: {_PLAN_DECIDES[k]}")
+        if k in DATALOADER_ARGS:
+            raise InputTypeError(
+                f"loader() takes DataLoader arguments in dataloader_kwargs: write "
+                f"dataloader_kwargs={{{k!r}: ...}} instead of {k}="
+            )
+        if k in COLLATION_ARGS:
+            raise InputTypeError(
+                f"loader() takes {k} in collation=: write "
+                f"collation=graphbatch.torch.Collation({k}=...) instead of {k}="
+            )
+
+
+def _dataloader_kwargs(given: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
+    """The ``DataLoader`` arguments: ``given``, checked, with ``generator`` defaulting to one
+    seeded with ``seed`` (the workers' base seed then never comes from torch's global RNG, so
+    iterating leaves model init and dropout untouched)."""
+    if given is not None and not isinstance(given, Mapping):
+        raise InputTypeError(f"dataloader_kwargs must be a dict, got {type(given).__name__}")
+    kw = dict(given or {})
+    for k in kw:
+        if k in _PLAN_DECIDES:
+            raise InputTypeError(f"dataloader_kwargs cannot hold {k!r}: {_PLAN_DECIDES[k]}")
+    if kw.get("generator") is None:
+        kw["generator"] = torch.Generator().manual_seed(int(seed))
+    if "num_workers" in kw:
+        kw["num_workers"] = as_nonnegative_int(kw["num_workers"], "num_workers")
+    if kw.get("timeout") and not kw.get("num_workers"):
+        raise InputError(
+            f"timeout={kw['timeout']} needs num_workers > 0 (the DataLoader waits for workers only)"
+        )
+    return kw
 
 
 def loader(
     dataset: Any,
     *,
     strategy: str,
-    sizes: GraphSizes | None = None,
     batch_size: int | None = None,
     budget: Budget | tuple[int, int, int] | None = None,
     seed: int = 0,
     shuffle: bool | str = True,
-    on_oversize: str = "error",
+    sizes: GraphSizes | None = None,
+    indices: ArrayLike | None = None,
+    preset: Preset | None = None,
+    collation: Collation | None = None,
     num_replicas: int | None = None,
     rank: int | None = None,
-    cutoff: float | None = None,
-    spare_padding_node: bool | None = None,
-    schema: Schema | None = None,
-    position_key: str = "pos",
-    as_dict: bool = False,
-    preset: Preset | None = None,
-    indices: Any = None,
     verify_plan: bool = True,
-    **options: Any,
+    dataloader_kwargs: Mapping[str, Any] | None = None,
+    **plan_options: Any,
 ) -> PlanLoader:
     """A `PlanLoader` over ``dataset`` (map-style: ``len`` and ``dataset[i]`` giving a PyG
-    ``Data`` or a dict of tensors) batched by ``graphbatch.plan(sizes, strategy, ...)``.
-    A `graphbatch.datasets.GraphStore` takes the store batch path: each batch is read from the
-    store's arrays straight into its padded layout (`graphbatch.torch.store_batch`), with the
-    same result as collating ``store.to_torch()`` graphs.
+    ``Data`` or a dict of tensors) batched by ``graphbatch.plan(sizes, strategy, ...)``; a
+    `graphbatch.datasets.GraphStore` takes the store batch path (`graphbatch.torch.store_batch`:
+    each batch read from the store's arrays straight into its padded layout, equal to collating
+    ``store.to_torch()`` graphs).
 
-    ``options`` holding a ``torch.utils.data.DataLoader`` argument (``num_workers``,
-    ``pin_memory``, ``timeout``, ``worker_init_fn``, ``multiprocessing_context``, ``generator``,
-    ``prefetch_factor``, ``persistent_workers``, ``pin_memory_device``, ``in_order``: see
-    `DATALOADER_ARGS`) go to the DataLoader; the others are strategy options for
-    ``graphbatch.plan``. ``sampler``, ``batch_sampler``, ``collate_fn`` and ``drop_last`` are
-    the plan's business (``TypeError``). ``generator`` defaults to one seeded with ``seed``, so
-    iterating leaves torch's global RNG untouched.
+    The plan: ``strategy``, ``batch_size``, ``budget``, ``seed`` and ``plan_options``
+    (``on_oversize``, strategy options) as for ``graphbatch.plan``; epoch ``e`` is planned from
+    ``(seed, e)``. ``shuffle``: ``True`` (a new order of the whole dataset every epoch),
+    ``False``, or ``"chunks"`` (chunk-aware shuffling for stores bigger than RAM, options
+    ``chunk_graphs``/``window_chunks``: `graphbatch.datasets.chunk_shuffled_plan`, which says
+    what it does to randomness).
 
-    ``shuffle``: ``True`` (every epoch a new order of the whole dataset), ``False``, or
-    ``"chunks"``: chunk-aware shuffling for stores bigger than RAM
-    (`graphbatch.datasets.chunk_shuffled_plan`; options ``chunk_graphs``, default 4,096
-    consecutive graphs per chunk, and ``window_chunks``, default 8 chunks per window; the
-    same in `graphbatch.jax.loader`): each epoch permutes the
-    chunks and deals them into windows, and each batch holds graphs of one window only, so a
-    batch reads at most ``window_chunks`` stretches of the file. Every graph still comes once
-    per epoch (per rank set), deterministically per ``(seed, epoch)``; but a batch mixes only
-    graphs that were within ``chunk_graphs`` of each other in the store, and graphs of
-    different chunks meet in a batch only in epochs where their chunks share a window.
+    The graphs: ``indices`` (a split: train, validation, ...) plans and loads only these graphs
+    of ``dataset`` (distinct ints); batches' ``graph_index`` are still dataset indices.
+    ``sizes``: the whole dataset's size table, default `read_sizes` (once, of the selected
+    graphs only).
 
-    ``indices`` (a split: train, validation, ...): plan and load only these graphs of
-    ``dataset`` (distinct ints); batches' ``graph_index`` are still dataset indices, and a store
-    keeps its batch path. ``sizes`` is then the whole dataset's table or, when absent, is read
-    for the selected graphs only.
+    The batches: ``preset`` (a `Preset`, e.g. ``graphbatch.atomistic.mace(r_max=5.0)``) and
+    ``collation`` (a `Collation`: schema, cutoff, position_key, as_dict, spare_padding_node;
+    fields given win over the preset's) decide how each batch is collated, in the DataLoader's
+    workers. With positions, a spare padding node is on by default, so no padding edge is a
+    self-loop; turned off, a warning names the batches of epoch 0 with one padding node.
 
-    ``sizes`` default: `read_sizes(dataset)` (once). The schema is inferred once from up to 32
-    graphs spread over the dataset unless given. Batches are PyG ``Batch`` objects
-    (`graphbatch.torch.collate`), or dicts with ``as_dict=True``, padded to the plan's shapes and
-    collated in the DataLoader's workers. ``num_replicas``/``rank`` default to
-    ``torch.distributed``'s, read when each pass starts.
+    Ranks: ``num_replicas``/``rank`` default to ``torch.distributed``'s, read when each pass
+    starts. ``verify_plan`` (default True): under an initialised ``torch.distributed`` of more
+    than one rank (and ``num_replicas`` its world size) every pass starts with the plan
+    consistency check (one all-gather of 192 bytes per rank; `PlanMismatchError` on every
+    rank, naming the ranks that disagree; docs/distributed.md).
 
-    Geometry: when the graphs have node positions (float node field ``position_key``),
-    ``spare_padding_node`` (default: True exactly then) adds one padding node to every padded
-    shape, so every batch has at least two padding nodes and no padding edge is a self-loop;
-    padding positions are then safe by default (see `collate`; ``cutoff`` sets their spacing).
-    Without the spare node, a warning names how many batches of epoch 0 have one padding node.
-
-    ``preset`` (a `Preset`, e.g. ``graphbatch.atomistic.mace(r_max=5.0)``) supplies the schema
-    (inferred from the sample, then the preset's pads and count fields), ``cutoff``,
-    ``position_key`` and ``as_dict``; arguments given with other than their default values win.
-
-    ``verify_plan`` (default True): under an initialised ``torch.distributed`` of more than one
-    rank (and ``num_replicas`` its world size), every pass starts with the plan consistency
-    check, one all-gather of 192 bytes per rank: `PlanMismatchError` on every rank, naming the
-    ranks that disagree, when their size tables, plan arguments, plans, epochs or resume
-    positions differ (docs/distributed.md). ``False`` skips it.
+    ``dataloader_kwargs``: arguments of ``torch.utils.data.DataLoader`` (``num_workers``,
+    ``pin_memory``, ``persistent_workers``, ``prefetch_factor``, ...); ``generator`` defaults
+    to one seeded with ``seed``, so iterating leaves torch's global RNG untouched. Passed as
+    keywords of ``loader`` they raise a one-line ``TypeError`` naming ``dataloader_kwargs``, and
+    so do `Collation` fields (name ``collation``); ``sampler``, ``batch_sampler``,
+    ``collate_fn`` and ``drop_last`` are the plan's business anywhere.
     """
     if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise InputTypeError(
             f"dataset must be map-style (len and [i]), got {type(dataset).__name__}"
         )
-    dl_kwargs = {k: options.pop(k) for k in list(options) if k in DATALOADER_ARGS}
-    for k in list(options):
-        if k in _PLAN_DECIDES:
-            raise InputTypeError(f"loader() takes no {k}=: {_PLAN_DECIDES[k]}")
-    if indices is not None:
-        indices = as_index_array(indices, "indices", limit=len(dataset))
-    if sizes is not None and len(sizes) != len(dataset):
-        raise InputError(f"sizes has {len(sizes)} entries for a dataset of {len(dataset)} graphs")
-    if sizes is None:
-        sizes = read_sizes(dataset, indices)
-    elif indices is not None:
-        sizes = sizes.subset(indices)
-    if preset is not None:
-        if not isinstance(preset, Preset):
-            raise InputTypeError(f"preset must be a graphbatch Preset, got {type(preset).__name__}")
-        cutoff = preset.cutoff if cutoff is None else cutoff
-        position_key = preset.position_key if position_key == "pos" else position_key
-        as_dict = as_dict or preset.as_dict
-    store = dataset if is_graph_store(dataset) else None  # the store batch path
-    view = None
-    if preset is not None and store is not None:
-        if preset.store_reader is None:
-            raise InputTypeError(
-                f"preset {preset.name!r} reads datasets of graph objects, not a "
-                "GraphStore; wrap the store (e.g. graphbatch.atomistic.MACEGraphs"
-                "(store.to_torch(), ...)) or use a preset with a store reader"
-            )
-        view = preset.store_reader.for_store(store)  # checks the store's fields first
-        position_key = view.position_key or position_key
-    if schema is None and store is not None:
-        schema = store_schema(store)
-    elif schema is None:
-        items = np.arange(len(dataset)) if indices is None else indices
-        n = items.shape[0]
-        pick = np.unique(np.linspace(0, n - 1, num=min(n, _SCHEMA_SAMPLE)).astype(np.int64))
-        sample = [dataset[int(i)] for i in items[pick]]
-        schema = preset.schema_for(sample) if preset is not None else infer_schema(sample)
-    if spare_padding_node is None:
-        spare_padding_node = _has_positions(schema, position_key)
+    _check_plan_options(plan_options)
+    dl_kwargs = _dataloader_kwargs(dataloader_kwargs, seed)
+    sizes, chosen = select_graphs(len(dataset), sizes, indices, lambda i: read_sizes(dataset, i))
+    batching = resolve_collation(dataset, collation, preset, chosen)
     sampler = PlanBatchSampler(
         sizes,
         strategy,
@@ -462,40 +400,13 @@ def loader(
         budget=budget,
         seed=seed,
         shuffle=shuffle,
-        on_oversize=on_oversize,
         num_replicas=num_replicas,
         rank=rank,
-        extra_padding_nodes=1 if spare_padding_node else 0,
-        indices=indices,
+        extra_padding_nodes=int(batching.spare_padding_node),
+        indices=chosen,
         verify_plan=verify_plan,
-        **options,
+        **plan_options,
     )
-    cutoff = check_cutoff(cutoff)
-    if not spare_padding_node and _has_positions(schema, position_key):
-        short = short_padding_batches(sampler.plan_for_epoch(0))
-        if short.shape[0]:
-            warnings.warn(
-                f"spare_padding_node=False: {short.shape[0]} of {len(sampler.plan)} batches of "
-                "epoch 0 have a single padding node, so their padding edges are self-loops "
-                "(length 0)",
-                stacklevel=2,
-            )
-    if store is not None:
-        collater: PlanCollater | StoreCollater = StoreCollater(
-            store, schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict, view=view
-        )
-        dataset = StoreIndices(store)
-    else:
-        collater = PlanCollater(schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict)
-    if dl_kwargs.get("generator") is None:
-        # the DataLoader draws its workers' base seed from this generator, not from torch's
-        # global RNG: iterating the loader leaves the global RNG (model init, dropout) untouched
-        dl_kwargs["generator"] = torch.Generator().manual_seed(int(seed))
-    if "num_workers" in dl_kwargs:
-        dl_kwargs["num_workers"] = as_nonnegative_int(dl_kwargs["num_workers"], "num_workers")
-    if dl_kwargs.get("timeout") and not dl_kwargs.get("num_workers"):
-        raise InputError(
-            f"timeout={dl_kwargs['timeout']} needs num_workers > 0 (the DataLoader "
-            "waits for workers only)"
-        )
-    return PlanLoader(dataset, batch_sampler=sampler, collate_fn=collater, **dl_kwargs)
+    batching.warn_single_padding_node(lambda: sampler.plan_for_epoch(0))
+    collater, data = batching.collater(dataset)
+    return PlanLoader(data, batch_sampler=sampler, collate_fn=collater, **dl_kwargs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from collections.abc import Iterable, Iterator
 from types import ModuleType
@@ -12,23 +11,13 @@ import numpy as np
 from torch.utils.data import DistributedSampler, Sampler
 
 from .._budget import Budget
-from .._chunkplan import check_shuffle
-from .._chunkplan import plan_epoch as make_plan
-from .._consistency import PlanVerifier
 from .._errors import InputError, InputTypeError
 from .._plan import BatchPlan
-from .._resume import resume_point
+from .._schedule import EpochSchedule, Pass
 from .._sizes import GraphSizes
-from .._validate import as_index_array, as_nonnegative_int, as_positive_int
-from ._epoch import EpochCursor, Pass
+from .._validate import as_nonnegative_int, as_positive_int
 
-__all__ = [
-    "PlanBatchSampler",
-    "PlanGraphSampler",
-    "PlannedBatch",
-    "distributed_world",
-    "plan_fingerprint",
-]
+__all__ = ["PlanBatchSampler", "PlanGraphSampler", "PlannedBatch", "distributed_world"]
 
 
 class PlannedBatch(list):
@@ -79,47 +68,6 @@ def distributed_world(num_replicas: int | None, rank: int | None) -> tuple[int, 
     return num_replicas, rank
 
 
-def _canonical(value: Any) -> Any:
-    """A plain, comparable form of a planning option (tuples -> lists, numpy -> Python)."""
-    if isinstance(value, Budget):
-        return [value.n_node, value.n_edge, value.n_graph]
-    if isinstance(value, (tuple, list)):
-        return [_canonical(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in sorted(value.items())}
-    if isinstance(value, np.generic):
-        return value.item()
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)
-
-
-def sizes_digest(sizes: GraphSizes) -> str:
-    """SHA-256 (hex) of the size table's arrays: equal tables, equal digests."""
-    h = hashlib.sha256()
-    for name in ("n_node", "n_edge", "n_bytes"):
-        arr = getattr(sizes, name)
-        h.update(name.encode())
-        if arr is not None:
-            h.update(np.ascontiguousarray(arr, dtype="<i8").tobytes())
-    return h.hexdigest()
-
-
-def plan_fingerprint(
-    sizes: GraphSizes, strategy: str, options: dict[str, Any], extra_padding_nodes: int = 0
-) -> dict[str, Any]:
-    """What a resumed run must share with the saved one: the strategy, every planning option
-    (``batch_size``, ``budget``, ``seed``, ``shuffle``, ``on_oversize``, strategy options), the
-    number of graphs, a digest of the size table and the extra padding nodes per batch."""
-    fp: dict[str, Any] = {"strategy": strategy}
-    for key, value in sorted(options.items()):
-        fp[key] = _canonical(value)
-    fp["num_graphs"] = len(sizes)
-    fp["sizes_sha256"] = sizes_digest(sizes)
-    fp["extra_padding_nodes"] = int(extra_padding_nodes)
-    return fp
-
-
 class PlanBatchSampler(Sampler[list]):
     """Yields, for this rank, the dataset indices of each batch of ``graphbatch.plan(...)``.
 
@@ -127,10 +75,14 @@ class PlanBatchSampler(Sampler[list]):
     `PlannedBatch` (a ``list`` of ints carrying its padded ``shape``). The plan of epoch ``e`` is
     ``graphbatch.plan(sizes, strategy, ..., seed=seed, epoch=e, world_size=num_replicas)``.
 
-    Epochs (see `graphbatch.torch._epoch` for the exact rules): the epoch and the position in it
-    live in one `EpochCursor`, shared by ``set_epoch`` here, on `sampler` (the per-rank graph
-    sampler Lightning calls) and on `PlanLoader`. ``set_epoch(e)`` takes effect at the next
-    iteration; a pass that ends, or is stopped early, is followed by the next epoch.
+    The plans, the rank slices, the split, resume state and fingerprints live in one
+    `graphbatch._schedule.EpochSchedule` (``schedule``), shared with the JAX loader; this class
+    resolves the ranks and yields index lists.
+
+    Epochs (`graphbatch._schedule` gives the exact rules): the epoch and the position in it
+    live in the schedule's one `EpochCursor`, shared by ``set_epoch`` here, on `sampler` (the
+    per-rank graph sampler Lightning calls) and on `PlanLoader`. ``set_epoch(e)`` takes effect
+    at the next iteration; a pass that ends, or is stopped early, is followed by the next epoch.
 
     Ranks: ``num_replicas``/``rank`` default to ``torch.distributed``'s world size and rank, read
     when each iteration starts (not at construction), so a sampler built before the process
@@ -143,7 +95,7 @@ class PlanBatchSampler(Sampler[list]):
     or of the next pass when none is; after ``load_state_dict`` the next pass yields the
     ``len() - offset`` remaining ones (as Lightning expects of a stateful loader).
     ``extra_padding_nodes`` adds that many padding nodes to every padded shape (see
-    `graphbatch.torch.loader`'s ``spare_padding_node``).
+    `graphbatch.torch.Collation`'s ``spare_padding_node``).
 
     ``state_dict()`` records the epoch, the batches of it consumed (yielded, for a sampler used
     directly: a ``DataLoader`` with workers runs ahead, so save `PlanLoader.state_dict`, which
@@ -182,41 +134,39 @@ class PlanBatchSampler(Sampler[list]):
         verify_plan: bool = True,
         **options: Any,
     ) -> None:
-        if not isinstance(sizes, GraphSizes):
-            raise InputTypeError(f"sizes must be a GraphSizes, got {type(sizes).__name__}")
-        self.sizes = sizes
-        self.indices = None if indices is None else as_index_array(indices, "indices")
-        if self.indices is not None and self.indices.shape[0] != len(sizes):
-            raise InputError(
-                f"indices has {self.indices.shape[0]} entries for the {len(sizes)} graphs of sizes"
-            )
-        self.strategy = strategy
+        self.schedule = EpochSchedule(
+            sizes,
+            strategy,
+            batch_size=batch_size,
+            budget=budget,
+            seed=seed,
+            shuffle=shuffle,
+            on_oversize=on_oversize,
+            indices=indices,
+            extra_padding_nodes=extra_padding_nodes,
+            **options,
+        )
         self._world_arg = (
             None if num_replicas is None else as_positive_int(num_replicas, "num_replicas"),
             None if rank is None else as_nonnegative_int(rank, "rank"),
         )
-        self._kwargs = dict(
-            batch_size=batch_size,
-            budget=budget,
-            seed=as_nonnegative_int(seed, "seed"),
-            shuffle=check_shuffle(shuffle),
-            on_oversize=on_oversize,
-            **options,
-        )
-        self.seed = self._kwargs["seed"]
-        self.shuffle = self._kwargs["shuffle"]
-        self.extra_padding_nodes = as_nonnegative_int(extra_padding_nodes, "extra_padding_nodes")
         if not isinstance(verify_plan, bool):
             raise InputTypeError(f"verify_plan must be True or False, got {verify_plan!r}")
         self.verify_plan = verify_plan
-        self._verifier = PlanVerifier(sizes)
-        self.cursor = EpochCursor()
         self.counted_by_loader = False  # a PlanLoader reports consumption instead of yields
         self._latest: Pass | None = None  # the latest started pass
         self._world_seen: tuple[int, int] | None = None  # world of the latest pass
-        self._cache: tuple[tuple[int, int, int], BatchPlan, np.ndarray] | None = None
         self._graph_sampler = PlanGraphSampler(self)
         self._rank_batches(0)  # plan epoch 0 now: bad arguments fail here, not in a worker
+
+    # ------------------------------------------------------------- the request (read-only)
+    sizes = property(lambda self: self.schedule.sizes, doc="Size table of the planned graphs.")
+    indices = property(lambda self: self.schedule.indices, doc="The split (None: every graph).")
+    strategy = property(lambda self: self.schedule.strategy)
+    seed = property(lambda self: self.schedule.seed)
+    shuffle = property(lambda self: self.schedule.shuffle)
+    extra_padding_nodes = property(lambda self: self.schedule.extra_padding_nodes)
+    cursor = property(lambda self: self.schedule.cursor, doc="The schedule's `EpochCursor`.")
 
     # ------------------------------------------------------------- world
     def world(self) -> tuple[int, int]:
@@ -245,52 +195,22 @@ class PlanBatchSampler(Sampler[list]):
     def plan_for_epoch(self, epoch: int | None = None) -> BatchPlan:
         """The whole plan (all ranks) of ``epoch`` (default: the current one)."""
         epoch = self.epoch if epoch is None else as_nonnegative_int(epoch, "epoch")
-        return self._planned(epoch)[0]
+        return self.schedule.plan(epoch, self.num_replicas)
 
     @property
     def plan(self) -> BatchPlan:
         """The current epoch's plan."""
         return self.plan_for_epoch()
 
-    def _planned(
-        self, epoch: int, world: tuple[int, int] | None = None
-    ) -> tuple[BatchPlan, np.ndarray]:
-        world = world or self._world_seen or self.world()
-        if self._cache is None or self._cache[0] != (epoch, world[0], world[1]):
-            kwargs = dict(self._kwargs)
-            if world[0] > 1:
-                kwargs["world_size"] = world[0]
-            p = make_plan(self.sizes, self.strategy, epoch=epoch, **kwargs)
-            self._cache = ((epoch, world[0], world[1]), p, self._select(p, *world))
-        return self._cache[1], self._cache[2]
-
-    @staticmethod
-    def _select(p: BatchPlan, num_replicas: int, rank: int) -> np.ndarray:
-        nb = len(p)
-        if num_replicas == 1:
-            if p.rank is not None and (p.rank != 0).any():
-                raise InputError("a single-replica sampler got a plan for several ranks")
-            return np.arange(nb, dtype=np.int64)
-        if p.rank is None or p.step is None:
-            raise InputError(f"plan for world_size={num_replicas} lacks per-batch rank/step arrays")
-        counts = np.bincount(p.rank, minlength=num_replicas)
-        if counts.shape[0] != num_replicas or (counts != counts[0]).any():
-            raise InputError(
-                f"distributed plan gives ranks unequal step counts {counts.tolist()}; "
-                "DDP would hang"
-            )
-        return p.rank_batches(rank)
-
-    def _rank_batches(self, epoch: int) -> np.ndarray:
-        return self._planned(epoch)[1]
+    def _rank_batches(self, epoch: int, world: tuple[int, int] | None = None) -> np.ndarray:
+        """This rank's batch ids of ``epoch`` (its column of the schedule's step table)."""
+        num_replicas, rank = world or self._world_seen or self.world()
+        return self.schedule.steps(epoch, num_replicas)[:, rank]
 
     def rank_graphs(self, epoch: int | None = None) -> np.ndarray:
         """Dataset indices of this rank's graphs in ``epoch`` (default: current), batch order."""
         epoch = self.epoch if epoch is None else as_nonnegative_int(epoch, "epoch")
-        p, mine = self._planned(epoch)
-        parts = [p.order[p.offsets[b] : p.offsets[b + 1]] for b in mine.tolist()]
-        graphs = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return graphs if self.indices is None else self.indices[graphs]
+        return self.schedule.rank_graphs(epoch, self.num_replicas, self.rank)
 
     # ------------------------------------------------------------- epochs
     @property
@@ -342,16 +262,8 @@ class PlanBatchSampler(Sampler[list]):
             return
         from ._consistency import torch_gather
 
-        plan = self._planned(this.epoch, self._world_seen)[0]
-        split = self._indices_sha256()
-        extra = None if split is None else {"indices_sha256": split}
-        self._verifier.verify(
-            plan,
-            epoch=this.epoch,
-            start=this.start,
-            loader_rank=self.rank,
-            gather=torch_gather(),
-            extra=extra,
+        self.schedule.verify(
+            this, world_size=self.num_replicas, loader_rank=self.rank, gather=torch_gather()
         )
 
     def __iter__(self) -> Iterator[PlannedBatch]:
@@ -359,14 +271,12 @@ class PlanBatchSampler(Sampler[list]):
         self._check_start(this)
         return self._batches(this, not self.counted_by_loader)
 
-    def _check_start(self, this: Pass) -> np.ndarray:
-        mine = self._planned(this.epoch, self._world_seen)[1]
-        total = int(mine.shape[0])
+    def _check_start(self, this: Pass) -> None:
+        total = int(self._rank_batches(this.epoch).shape[0])
         if this.start > total:
             raise InputError(
                 f"resume offset {this.start} is past the {total} batches of epoch {this.epoch}"
             )
-        return mine
 
     def _batches(self, this: Pass, count: bool) -> Iterator[PlannedBatch]:
         if count:  # used directly: this runs when the first batch is drawn
@@ -376,50 +286,26 @@ class PlanBatchSampler(Sampler[list]):
                 this = self.begin_pass()
                 self._check_start(this)
             self.verify_pass(this)
-        p, mine = self._planned(this.epoch, self._world_seen)
-        ids = mine[this.start :].tolist()
-        order, offsets = p.order, p.offsets
-        pn, pe, pg = p.pad_nodes, p.pad_edges, p.pad_graphs
-        extra = self.extra_padding_nodes
-        for b in ids:
+        schedule = self.schedule
+        p = schedule.plan(this.epoch, self.num_replicas)
+        for b in self._rank_batches(this.epoch)[this.start :].tolist():
             if count:
                 self.cursor.consumed(this.id)
-            graphs = order[offsets[b] : offsets[b + 1]]
-            if self.indices is not None:
-                graphs = self.indices[graphs]
-            yield PlannedBatch(graphs.tolist(), (pn[b] + extra, pe[b], pg[b]), this.epoch, b)
+            graphs = schedule.graphs(p, b)
+            yield PlannedBatch(graphs.tolist(), schedule.padded_shape(p, b), this.epoch, b)
         if count:
             self.cursor.finished(this.id)
 
     # --------------------------------------------------------------- state
-    def _indices_sha256(self) -> str | None:
-        """SHA-256 (hex) of ``indices`` as little-endian int64 (a split's identity); ``None``
-        without a split."""
-        if self.indices is None:
-            return None
-        return hashlib.sha256(self.indices.astype("<i8").tobytes()).hexdigest()
-
     def fingerprint(self) -> dict[str, Any]:
-        """The plan request (see `plan_fingerprint`) plus the number of replicas."""
-        fp = plan_fingerprint(self.sizes, self.strategy, self._kwargs, self.extra_padding_nodes)
-        fp["num_replicas"] = self.num_replicas
-        if self.indices is not None:  # absent without a split: older states stay loadable
-            fp["indices_sha256"] = self._indices_sha256()
-        return fp
+        """The plan request (`EpochSchedule.fingerprint`) for this sampler's number of
+        replicas."""
+        return self.schedule.fingerprint(self.num_replicas)
 
     def state_dict(self) -> dict[str, Any]:
         """``epoch`` and ``offset`` (its batches consumed), the ``fingerprint`` of the plan request
         and, for reading, its ``seed``, ``strategy``, ``num_replicas`` and ``num_graphs``."""
-        fp = self.fingerprint()
-        return {
-            "epoch": self.cursor.epoch,
-            "offset": self.cursor.offset,
-            "seed": self.seed,
-            "strategy": self.strategy,
-            "num_replicas": fp["num_replicas"],
-            "num_graphs": len(self.sizes),
-            "fingerprint": fp,
-        }
+        return self.schedule.state_dict(self.num_replicas)
 
     def load_state_dict(
         self, state: dict[str, Any], *, allow_missing_fingerprint: bool = False
@@ -435,26 +321,15 @@ class PlanBatchSampler(Sampler[list]):
         A ``set_epoch`` or ``load_state_dict`` after ``iter()`` and before the first batch
         takes effect in that iterator.
         """
-        mine = self.fingerprint()
-        recorded = {
-            "seed": mine["seed"],
-            "strategy": mine["strategy"],
-            "num_replicas": mine["num_replicas"],
-            "num_graphs": mine["num_graphs"],
-        }
-        epoch, offset = resume_point(
+        self.schedule.load_state_dict(
             state,
+            world_size=self.num_replicas,
             owner="PlanBatchSampler",
-            fingerprint=mine,
-            recorded=recorded,
-            total_of=lambda e: int(self._rank_batches(e).shape[0]),
             allow_missing_fingerprint=allow_missing_fingerprint,
         )
-        self.cursor.resume_at(epoch, offset)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_cache"] = None  # re-planned on demand (a plan can be large)
         state["_world_seen"] = None  # the world is read again where it is unpickled
         return state
 

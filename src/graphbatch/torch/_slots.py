@@ -23,13 +23,24 @@ workers, ``P = prefetch_factor``):
   was taken). So when ``w`` starts its ``c``-th batch, its batches ``<= c - P`` have reached the
   main, and only batch ``c - P`` may still be being copied out (``_process_data`` sends the next
   task just before it returns the batch; the copy follows, before the next ``__next__``).
-  Batches ``c - P .. c`` need ``P + 1`` distinct slots; ``P + 2`` leaves one spare.
+  Batches ``c - P .. c`` need ``P + 1`` distinct slots; ``P + 2`` leaves one spare (a ring
+  made for a consumer that leases slots, `graphbatch.torch.DeviceFeed`, gets a few more per
+  worker, so that the batches it keeps leased rarely make a worker skip a slot).
 * The main copies a batch out as soon as it receives it: `PlanLoader` does it before the batch
   is yielded, or DataLoader's pin-memory thread does it (``SlotBatch.pin_memory``) before it
   queues the batch for the main thread, which takes it only after that.
 * Persistent workers: a new pass (``_reset``) first drains every worker with
   ``_ResumeIteration``, so no batch of the old pass is written or unread afterwards; a fresh
   (non-persistent) set of workers gets a new ring.
+
+Leases (`graphbatch.torch.DeviceFeed`): a consumer that keeps using a slot after it received
+its batch -- a batch handed out as views of the slot, or an asynchronous copy from it to a
+device still in flight -- leases it (`SlotRing.lease`, its ticket in the header's second word)
+and releases it when done (`SlotReceiver.poll`). A worker whose turn comes to a leased slot
+leaves it alone and sends that batch in a shared block of its own (as one too big for a slot),
+so a leased slot is never rewritten, whatever the consumer's pace. The lease is written when the
+batch is received, before the main asks for another, hence before any task that could make a
+worker rewrite the slot is sent.
 
 Checked, not trusted: a worker writes the batch's ticket into the slot's header before writing
 the batch, and the main reads it before and after copying: a slot rewritten during the copy (a
@@ -53,8 +64,8 @@ from .._errors import InputError
 
 __all__ = ["SlotBatch", "SlotRing", "SlotReceiver", "HEADER_BYTES"]
 
-#: Bytes before each slot's batch: its ticket (int64), padded to a cache line so the batch
-#: starts 64-byte aligned like a buffer of `graphbatch._padbatch.pad_batch`.
+#: Bytes before each slot's batch: its ticket and its lease (int64 each), padded to a cache line
+#: so the batch starts 64-byte aligned like a buffer of `graphbatch._padbatch.pad_batch`.
 HEADER_BYTES = 64
 _ALIGN = 64
 
@@ -68,9 +79,11 @@ _RECEIVERS: weakref.WeakValueDictionary[int, SlotReceiver] = weakref.WeakValueDi
 class SlotBatch:
     """What a worker returns for a batch written into a ring slot: ring ``token``, ``slot``,
     ``ticket`` (the number in the slot's header), ``nbytes`` of the batch buffer, padded
-    ``shape`` and ``real_graphs``. Pickles as a tuple of ints."""
+    ``shape`` and ``real_graphs``; ``layout``: ``None`` for the batch kernel's buffer layout,
+    else a packed dict's entries (`graphbatch.torch._store_batch.pack_dict`). Pickles as a
+    tuple of ints (and the layout)."""
 
-    __slots__ = ("token", "slot", "ticket", "nbytes", "shape", "real_graphs")
+    __slots__ = ("token", "slot", "ticket", "nbytes", "shape", "real_graphs", "layout")
 
     def __init__(
         self,
@@ -80,6 +93,7 @@ class SlotBatch:
         nbytes: int,
         shape: tuple[int, int, int],
         real_graphs: int,
+        layout: tuple | None = None,
     ) -> None:
         self.token = token
         self.slot = slot
@@ -87,12 +101,11 @@ class SlotBatch:
         self.nbytes = nbytes
         self.shape = shape
         self.real_graphs = real_graphs
+        self.layout = layout
 
-    def __reduce__(self) -> tuple[type[SlotBatch], tuple[int, int, int, int, Any, int]]:
-        return (
-            SlotBatch,
-            (self.token, self.slot, self.ticket, self.nbytes, self.shape, self.real_graphs),
-        )
+    def __reduce__(self) -> tuple[type[SlotBatch], tuple]:
+        args = (self.token, self.slot, self.ticket, self.nbytes, self.shape, self.real_graphs)
+        return (SlotBatch, args if self.layout is None else (*args, self.layout))
 
     def pin_memory(self, device: torch.device | str | None = None) -> Any:
         """The batch copied out of its slot straight into pinned memory (called by DataLoader's
@@ -134,6 +147,10 @@ class SlotRing:
         self.memory = torch.empty(0, dtype=torch.uint8).set_(storage)
         self._count = 0
         self._array: np.ndarray | None = None
+        self._heads: memoryview | None = None
+        self._slot_tensors: dict[int, torch.Tensor] = {}
+        #: main side: set by whoever page-locks the memory in place (`DeviceFeed` on CUDA)
+        self.pinned: Any = None
 
     @property
     def slots(self) -> int:
@@ -150,11 +167,21 @@ class SlotRing:
         self.__dict__.update(state)
         self._count = 0
         self._array = None
+        self._heads = None
+        self._slot_tensors = {}
+        self.pinned = None
 
     def _bytes(self) -> np.ndarray:
         if self._array is None:
             self._array = self.memory.numpy()
         return self._array
+
+    def _header(self) -> memoryview:
+        """The ring as int64 words (a memoryview: fast scalar access); slot ``s``'s ticket is
+        word ``s * stride // 8``, its lease the next word."""
+        if self._heads is None:
+            self._heads = memoryview(self._bytes().data).cast("q")
+        return self._heads
 
     def serves(self, worker: int, num_workers: int) -> bool:
         """Whether worker ``worker`` of ``num_workers`` has slots in this ring."""
@@ -163,21 +190,64 @@ class SlotRing:
     def claim(self, worker: int, nbytes: int) -> tuple[int, int, np.ndarray] | None:
         """Worker side: ``(slot, ticket, buffer)`` for this worker's next batch of ``nbytes``
         (``buffer``: the slot's ``uint8`` NumPy view, at least ``nbytes`` long), with the
-        ticket already in the slot's header; ``None`` when the batch does not fit a slot."""
+        ticket already in the slot's header; ``None`` when the batch does not fit a slot or
+        the slot whose turn it is is leased by the main (it is skipped)."""
         if nbytes > self.capacity:
             return None
         count = self._count
         self._count += 1
         slot = worker * self.per_worker + count % self.per_worker
+        words = self._header()
+        word = slot * self.stride // 8
+        if words[word + 1] != 0:  # leased: the main still uses this slot's batch
+            return None
         ticket = count * self.workers + worker + 1
-        at = slot * self.stride
-        raw = self._bytes()
-        raw[at : at + 8].view(np.int64)[0] = ticket  # before the batch is written
-        return slot, ticket, raw[at + HEADER_BYTES : at + HEADER_BYTES + self.capacity]
+        words[word] = ticket  # before the batch is written
+        at = slot * self.stride + HEADER_BYTES
+        return slot, ticket, self._bytes()[at : at + self.capacity]
 
     def _ticket(self, slot: int) -> int:
-        at = slot * self.stride
-        return int(self._bytes()[at : at + 8].view(np.int64)[0])
+        return int(self._header()[slot * self.stride // 8])
+
+    # ------------------------------------------------------------ main side: leases
+    def lease(self, msg: SlotBatch) -> None:
+        """Lease the slot of ``msg`` (just received): no worker rewrites it until `release`.
+        ``RuntimeError`` when the slot no longer holds that batch."""
+        words = self._header()
+        word = msg.slot * self.stride // 8
+        if words[word] != msg.ticket:
+            raise RuntimeError(
+                f"slot {msg.slot} no longer holds {msg} (ticket {words[word]}): "
+                "the worker hand-off invariant broke"
+            )
+        words[word + 1] = msg.ticket
+
+    def release(self, slot: int, ticket: int) -> None:
+        """End the lease of batch ``ticket`` on ``slot`` (``RuntimeError`` when the slot was
+        rewritten while leased: the lease protocol broke)."""
+        words = self._header()
+        word = slot * self.stride // 8
+        if words[word] != ticket:
+            raise RuntimeError(
+                f"slot {slot} was rewritten (ticket {words[word]}) while batch {ticket} "
+                "was leased: the slot lease protocol broke"
+            )
+        words[word + 1] = 0
+
+    def leased(self, slot: int) -> bool:
+        return self._header()[slot * self.stride // 8 + 1] != 0
+
+    def slot_tensor(self, slot: int) -> torch.Tensor:
+        """The batch area of ``slot`` as a 1-D ``uint8`` tensor with a storage of its own (a
+        NumPy view of the ring wrapped by ``torch.from_numpy``), so that the references to one
+        slot's memory can be counted apart from the others'. Cached per slot."""
+        t = self._slot_tensors.get(slot)
+        if t is None:
+            if not 0 <= slot < self.slots:
+                raise RuntimeError(f"no slot {slot} in a ring of {self.slots}")
+            at = slot * self.stride + HEADER_BYTES
+            t = self._slot_tensors[slot] = torch.from_numpy(self._bytes()[at : at + self.capacity])
+        return t
 
     def copy_out(self, msg: SlotBatch, *, pin: bool = False) -> np.ndarray | torch.Tensor:
         """Main side: the batch of ``msg`` copied into a new 1-D ``uint8`` buffer: a NumPy
@@ -217,20 +287,53 @@ def _pinned_buffer(nbytes: int) -> torch.Tensor:
 class SlotReceiver:
     """Main side of one ring: turns a `SlotBatch` into the batch ``build(buffer, msg)`` makes
     from the copied-out buffer; passes anything else through (a worker's batch that did not fit
-    a slot). Registered by the ring's token while it lives (for ``SlotBatch.pin_memory``)."""
+    a slot). Registered by the ring's token while it lives (for ``SlotBatch.pin_memory``).
+    ``source``: what made the batches (the `StoreBatcher`, for consumers that build batches
+    from the slots themselves).
+
+    Leases (module docstring): `hold` leases a received batch's slot until a check says it is
+    free; every `receive` and `poll` ends the leases whose check passes. The receiver lives as
+    long as the ring, so leases outlive the consumer that took them (a batch kept by the user
+    after its `DeviceFeed` is gone keeps its slot)."""
 
     def __init__(
-        self, ring: SlotRing, build: Callable[[np.ndarray | torch.Tensor, SlotBatch], Any]
+        self,
+        ring: SlotRing,
+        build: Callable[[np.ndarray | torch.Tensor, SlotBatch], Any],
+        source: Any = None,
     ) -> None:
         self.ring = ring
         self.build = build
+        self.source = source
+        #: per-slot objects of a consumer that views the slots (`DeviceFeed`'s buffers)
+        self.buffers: dict[int, Any] = {}
+        self._holds: dict[int, tuple[int, Callable[[], bool]]] = {}
         _RECEIVERS[ring.token] = self
 
     def receive(self, item: Any, *, pin: bool = False) -> Any:
+        if self._holds:
+            self.poll()
         if not isinstance(item, SlotBatch):
             return item
-        if item.token != self.ring.token:
-            raise RuntimeError(f"{item} comes from another slot ring than this pass's")
+        self.check(item)
         return self.build(self.ring.copy_out(item, pin=pin), item)
 
     __call__ = receive
+
+    def check(self, item: SlotBatch) -> None:
+        """``RuntimeError`` unless ``item`` comes from this receiver's ring."""
+        if item.token != self.ring.token:
+            raise RuntimeError(f"{item} comes from another slot ring than this pass's")
+
+    def hold(self, msg: SlotBatch, free: Callable[[], bool]) -> None:
+        """Lease the slot of ``msg`` (just received) until ``free()`` is true at a `poll`."""
+        self.ring.lease(msg)
+        self._holds[msg.slot] = (msg.ticket, free)
+
+    def poll(self) -> int:
+        """End the leases whose check passes; the number still held."""
+        done = [slot for slot, (_, free) in self._holds.items() if free()]
+        for slot in done:
+            ticket, _ = self._holds.pop(slot)
+            self.ring.release(slot, ticket)
+        return len(self._holds)

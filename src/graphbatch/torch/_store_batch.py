@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from torch.utils.data import Dataset, get_worker_info
 from .._errors import InputError, InputTypeError
 from .._padbatch import PackedGraphs, PaddedArrays, buffer_layout
 from .._padlayout import check_cutoff
+from ._packed import pack_dict, pack_layout, packed_entries, unpack_dict, with_values
 from ._pyg import _new_batch, _pyg
 from ._sampler import PlannedBatch
 from ._schema import EDGE_INDEX, FieldSpec, Schema, torch_dtype
@@ -184,11 +186,15 @@ class StoreBatcher:
         self.position_key = position_key
         self.as_dict = bool(as_dict)
         self._view_cache: dict = {}
+        self._packed_cache: dict = {}
+        self._entry_cache: dict = {}
         self._fields_only: PackedGraphs | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_view_cache"] = {}  # layout caches are remade where needed
+        state["_packed_cache"] = {}
+        state["_entry_cache"] = {}
         state["_fields_only"] = None
         return state
 
@@ -199,26 +205,45 @@ class StoreBatcher:
         its pass (`StoreCollater` does), the batch is written into the worker's next slot and
         a `SlotBatch` message comes back instead (the main's `SlotReceiver` turns it into the
         batch); a batch that does not fit a slot, or a worker without a ring, gets a new shared
-        block, so it crosses to the main process as one storage."""
-        options: dict[str, Any] = {}
-        claimed = None
+        block, so it crosses to the main process as one storage. With a preset's view, the
+        view's transform runs in the worker and its dict travels packed the same way."""
         info = get_worker_info()
-        if info is not None:
-            shared, holder = _shared_allocator()
-            if ring is not None and ring.serves(info.id, info.num_workers):
+        if info is None:
+            return self._read(index, shape)
+        if ring is not None and not ring.serves(info.id, info.num_workers):
+            ring = None
+        if self.view is not None:
+            return self._packed(index, shape, ring, info.id)
+        claimed = None
+        shared, holder = _shared_allocator()
 
-                def allocate(nbytes: int) -> np.ndarray:
-                    nonlocal claimed
-                    got = ring.claim(info.id, nbytes)
-                    if got is None:
-                        return shared(nbytes)
-                    claimed = (*got[:2], nbytes)
-                    return got[2]
+        def allocate(nbytes: int) -> np.ndarray:
+            nonlocal claimed
+            got = None if ring is None else ring.claim(info.id, nbytes)
+            if got is None:
+                return shared(nbytes)
+            claimed = (*got[:2], nbytes)
+            return got[2]
 
-                options["allocate"] = allocate
-            else:
-                options["allocate"] = shared
-        padded = self.store.read_batch(
+        padded = self._kernel(index, shape, allocate)
+        if claimed is not None:
+            slot, ticket, nbytes = claimed
+            assert ring is not None  # only a ring's slot is claimed
+            return SlotBatch(ring.token, slot, ticket, nbytes, padded.shape, padded.num_real[0])
+        # tensors share this batch's new shared block (never reused for another batch)
+        tensors = _as_tensors(padded, self._keys, holder[0])
+        return self._assemble(tensors, padded.shape, padded.num_real[0], padded.node_counts.tolist)
+
+    def _kernel(
+        self,
+        index: ArrayLike,
+        shape: tuple[int, int, int],
+        allocate: Callable[[int], np.ndarray] | None = None,
+    ) -> PaddedArrays:
+        """`GraphStore.read_batch` with this batcher's options (``allocate``: where the batch
+        buffer goes; default a new NumPy buffer)."""
+        options = {} if allocate is None else {"allocate": allocate}
+        return self.store.read_batch(
             index,
             shape,
             layout="torch",
@@ -229,13 +254,43 @@ class StoreBatcher:
             pad=self._pads,
             **options,
         )
-        if claimed is not None:
-            slot, ticket, nbytes = claimed
-            assert ring is not None  # only a ring's slot is claimed
-            return SlotBatch(ring.token, slot, ticket, nbytes, padded.shape, padded.num_real[0])
-        # tensors share this batch's new buffer (never reused for another batch)
-        tensors = _as_tensors(padded, self._keys, holder[0] if options else None)
+
+    def _read(self, index: ArrayLike, shape: tuple[int, int, int]) -> Any:
+        """The batch of graphs ``index`` read in this process, into a buffer of its own."""
+        padded = self._kernel(index, shape)
+        tensors = _as_tensors(padded, self._keys, None)
         return self._assemble(tensors, padded.shape, padded.num_real[0], padded.node_counts.tolist)
+
+    def _packed(
+        self, index: ArrayLike, shape: tuple[int, int, int], ring: SlotRing | None, worker: int
+    ) -> Any:
+        """In a worker, a view's batch dict packed into the worker's next slot (a `SlotBatch`
+        with its layout comes back), or into one new shared block when no slot takes it (the
+        dict of views of that block comes back)."""
+        out = self._read(index, shape)
+        layout, nbytes = pack_layout(out)
+        got = None if ring is None else ring.claim(worker, nbytes)
+        if got is None:
+            shared, holder = _shared_allocator()
+            shared(max(nbytes, 1))
+            pack_dict(out, layout, holder[0])
+            return unpack_dict(holder[0], layout)
+        assert ring is not None  # only a ring's slot is claimed
+        slot, ticket, buf = got
+        pack_dict(out, layout, torch.from_numpy(buf))
+        real = int(np.asarray(index).shape[0])
+        dims = (int(shape[0]), int(shape[1]), int(shape[2]))
+        return SlotBatch(ring.token, slot, ticket, nbytes, dims, real, layout)
+
+    def packed_bytes(self, shape: tuple[int, int, int]) -> int:
+        """Bytes of a view's batch dict of ``shape`` packed (`pack_layout`), from one batch of
+        padding only made here (cached per shape)."""
+        hit = self._packed_cache.get(shape)
+        if hit is None:
+            hit = self._packed_cache[shape] = pack_layout(
+                self._read(np.zeros(0, dtype=np.int64), shape)
+            )[1]
+        return hit
 
     # ------------------------------------------------- batches from a buffer (main process)
     def _views(self, shape: tuple[int, int, int]) -> tuple[int, list, tuple[int, int]]:
@@ -287,6 +342,12 @@ class StoreBatcher:
         """The batch of a `SlotBatch` from its copied-out buffer ``base`` (1-D ``uint8``, NumPy
         or -- pinned -- torch): the same ``Batch`` (or dict) the worker would have built, every
         tensor a view of ``base``."""
+        if msg.layout is not None:
+            if base.shape[0] != msg.nbytes:
+                raise RuntimeError(f"{msg} has {msg.nbytes} bytes, its buffer {base.shape[0]}")
+            if isinstance(base, np.ndarray):
+                base = torch.from_numpy(base)
+            return unpack_dict(base, msg.layout)
         nbytes, views, (at, end) = self._views(msg.shape)
         if nbytes != msg.nbytes or base.shape[0] != nbytes:
             raise RuntimeError(
@@ -306,6 +367,43 @@ class StoreBatcher:
             tensors = {key: base[a:e].view(tdt).view(shp) for key, a, e, shp, dt, tdt in views}
             counts = base[at:end].view(torch.int64)
         return self._assemble(tensors, msg.shape, msg.real_graphs, counts.tolist)
+
+    def layout(self, msg: SlotBatch) -> tuple[Any, tuple, Any]:
+        """Where the tensors of the batch of ``msg`` lie in its buffer: ``(key, entries,
+        counts)`` with ``entries`` ``((name, start, end, shape, torch dtype), ...)`` (``key``
+        identifies the layout, for caches; ``counts``: the byte range of the nodes per graph
+        slot, or ``None``). The batch is then ``assemble(msg, tensors)``."""
+        if msg.layout is not None:
+            return msg.layout[0], packed_entries(msg.layout), None
+        hit = self._entry_cache.get(msg.shape)
+        if hit is None:
+            nbytes, views, counts = self._views(msg.shape)
+            entries = tuple((k, a, e, shp, tdt) for k, a, e, shp, dt, tdt in views)
+            if len(self._entry_cache) >= 256:
+                self._entry_cache.clear()
+            hit = self._entry_cache[msg.shape] = (nbytes, entries, counts)
+        if hit[0] != msg.nbytes:
+            raise RuntimeError(
+                f"{msg} has {msg.nbytes} bytes, but a batch of shape "
+                f"{msg.shape} of this store has {hit[0]}"
+            )
+        return msg.shape, hit[1], hit[2]
+
+    @property
+    def anchored(self) -> bool:
+        """Whether a PyG batch knows its nodes from a node field (else it holds the nodes per
+        graph slot, read from the batch's buffer)."""
+        return self.as_dict or self._anchored
+
+    def assemble(
+        self, msg: SlotBatch, tensors: dict[str, Any], node_counts: Callable[[], list[int]]
+    ) -> Any:
+        """The batch (``Batch`` or dict) of ``msg`` from ``tensors`` laid out by `layout`
+        (views of any buffer, on any device): no copy, no transform (a view's batch arrives
+        transformed and packed)."""
+        if msg.layout is not None:
+            return with_values(tensors, msg.layout)
+        return self._assemble(tensors, msg.shape, msg.real_graphs, node_counts)
 
     def _assemble(
         self,
@@ -452,7 +550,11 @@ class StoreCollater:
         budget = plan.meta.get("budget")
         if budget is not None:
             shapes.append((int(budget[0]) + extra, int(budget[1]), int(budget[2])))
-        most = max((self.batcher.buffer_bytes(s) for s in shapes), default=0)
+        batcher = self.batcher
+        if batcher.view is not None:  # the view's dict travels, packed
+            most = max((batcher.packed_bytes(s) for s in shapes), default=0)
+        else:
+            most = max((batcher.buffer_bytes(s) for s in shapes), default=0)
         return int(most * self.HEADROOM)
 
     def start_pass(
@@ -463,6 +565,16 @@ class StoreCollater:
         the iterator yields into the batch (``None`` without workers). New workers get a new
         ring (this collater carries it while they start: inherited on fork, pickled for spawn);
         persistent workers keep theirs, found on the reused iterator."""
+        it, receiver = self._start_pass(loader, start)
+        box = getattr(_RAW, "box", None)
+        if box is not None and box.collater is self:
+            box.receiver = receiver
+            return it, None
+        return it, receiver
+
+    def _start_pass(
+        self, loader: PlanLoader, start: Callable[[], Any]
+    ) -> tuple[Any, SlotReceiver | None]:
         workers = int(loader.num_workers or 0)
         if workers == 0:
             return start(), None
@@ -475,8 +587,11 @@ class StoreCollater:
                     receiver = None
                 return it, receiver
             assert loader.prefetch_factor is not None  # DataLoader sets it with workers
-            ring = SlotRing(workers, int(loader.prefetch_factor) + 2, self.slot_bytes(loader))
-            receiver = SlotReceiver(ring, self.batcher.from_buffer)
+            box = getattr(_RAW, "box", None)
+            extra = box.extra_slots if box is not None and box.collater is self else 0
+            per_worker = int(loader.prefetch_factor) + 2 + extra
+            ring = SlotRing(workers, per_worker, self.slot_bytes(loader))
+            receiver = SlotReceiver(ring, self.batcher.from_buffer, self.batcher)
             self._ring = ring
             try:
                 it = start()
@@ -485,3 +600,33 @@ class StoreCollater:
             with contextlib.suppress(AttributeError):  # an iterator with __slots__
                 it._graphbatch_receiver = receiver  # kept as long as its workers live
         return it, receiver
+
+    @contextlib.contextmanager
+    def raw_pass(self, extra_slots: int = 0) -> Iterator[RawPass]:
+        """Within the block, a pass this thread starts (`start_pass`) yields the workers'
+        messages as they come (`SlotBatch` objects, or batches that did not fit a slot)
+        instead of receiving them: the returned `RawPass` holds the ring's `SlotReceiver`
+        (``None`` without workers). For a consumer that takes batches from the slots itself
+        (`graphbatch.torch.DeviceFeed`), which may keep ``extra_slots`` more batches per worker
+        leased than the ring's minimum (a new ring gets that many more slots per worker)."""
+        box = RawPass(self, int(extra_slots))
+        previous = getattr(_RAW, "box", None)
+        _RAW.box = box
+        try:
+            yield box
+        finally:
+            _RAW.box = previous
+
+
+#: The `RawPass` of the pass this thread is starting, if any (`StoreCollater.raw_pass`).
+_RAW = threading.local()
+
+
+class RawPass:
+    """What `StoreCollater.raw_pass` yields: the ``collater`` and, once a pass started, its
+    ring's ``receiver`` (``None`` without workers)."""
+
+    def __init__(self, collater: StoreCollater, extra_slots: int = 0) -> None:
+        self.collater = collater
+        self.extra_slots = extra_slots
+        self.receiver: SlotReceiver | None = None

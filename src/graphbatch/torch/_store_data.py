@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
+from .._fieldmeta import TORCH_FIELDS_KEY, TorchField
 from .._sizes import GraphSizes
 from ._schema import torch_dtype
 
@@ -34,10 +35,30 @@ def _tensor(arr: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(arr, dtype=torch_dtype(arr.dtype)))
 
 
-def to_data(graph: dict[str, np.ndarray], num_nodes: int) -> StoreData:
-    """One graph dict (from `GraphStore.get`) as a `StoreData`: integer fields become ``long``,
-    float fields ``float32``; ``edge_index`` is ``long [2, E]``; graph fields keep ``[1, ...]``."""
-    return StoreData(num_nodes=int(num_nodes), **{k: _tensor(v) for k, v in graph.items()})
+def _written(arr: np.ndarray, spec: TorchField) -> Any:
+    """A field as `graphbatch.datasets.to_store` received it: its torch dtype, its per-graph
+    shape (graph fields), a Python scalar where it was one."""
+    value = torch.from_numpy(np.array(arr)).to(getattr(torch, spec.dtype))
+    if spec.level == "graph":
+        value = value.reshape(spec.shape)
+    return value.item() if spec.python else value
+
+
+def to_data(
+    graph: dict[str, np.ndarray], num_nodes: int, fields: dict[str, TorchField] | None = None
+) -> StoreData:
+    """One graph dict (from `GraphStore.get`) as a `StoreData`.
+
+    Without ``fields``: integer fields become ``long``, float fields ``float32``; graph fields
+    keep ``[1, ...]``. With ``fields`` (a store written by `graphbatch.datasets.to_store`: its
+    ``meta["torch_fields"]``), each listed field gets back the dtype and per-graph shape it
+    was written with. ``edge_index`` is always ``long [2, E]``."""
+    fields = fields or {}
+    values = {
+        k: _written(v, fields[k]) if k in fields and k != "edge_index" else _tensor(v)
+        for k, v in graph.items()
+    }
+    return StoreData(num_nodes=int(num_nodes), **values)
 
 
 class GraphStoreDataset(Dataset):
@@ -49,6 +70,13 @@ class GraphStoreDataset(Dataset):
     def __init__(self, store: Any) -> None:
         """``store``: an open `graphbatch.datasets.GraphStore` (or sharded store)."""
         self.store = store
+        meta = getattr(store, "meta", None)
+        written = meta.get(TORCH_FIELDS_KEY) if isinstance(meta, dict) else None
+        self._fields = (
+            {k: TorchField.from_json(v) for k, v in written.items()}
+            if isinstance(written, dict)
+            else None
+        )
 
     def __len__(self) -> int:
         return len(self.store)
@@ -56,7 +84,7 @@ class GraphStoreDataset(Dataset):
     def __getitem__(self, i: int) -> StoreData:
         i = int(i)
         graph = self.store.get(i)
-        return to_data(graph, self.store.n_node[i % len(self.store)])
+        return to_data(graph, self.store.n_node[i % len(self.store)], self._fields)
 
     def graph_sizes(self) -> GraphSizes:
         return self.store.graph_sizes()

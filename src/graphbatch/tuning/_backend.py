@@ -107,7 +107,9 @@ class SimulatedBackend(Backend):
     ``step_ms(n_node, n_edge, n_graph, mode)``, ``compile_ms(n_node, n_edge, n_graph, mode)``
     (0 for ``"eager"`` by convention of the caller), ``memory_bytes(n_node, n_edge, n_graph,
     mode)`` (or ``None``: no memory measure). ``noise``: relative standard deviation of a
-    seeded multiplicative noise on step times (``seed``). Plans come from ``sizes``."""
+    seeded multiplicative noise on step times (``seed``). ``disturb(call)``: a factor on the
+    time of the ``call``-th timed step (from 1), e.g. a machine that other jobs slow down
+    (``None``: undisturbed). Plans come from ``sizes``."""
 
     sizes: GraphSizes
     step_ms: ShapeFn
@@ -117,6 +119,7 @@ class SimulatedBackend(Backend):
     noise: float = 0.0
     seed: int = 0
     framework: str = "simulated"
+    disturb: Callable[[int], float] | None = None
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -136,6 +139,8 @@ class SimulatedBackend(Backend):
         t = float(self.step_ms(*shape, mode))
         if self.noise:
             t *= float(np.exp(self.rng.normal(0.0, self.noise)))
+        if self.disturb is not None:
+            t *= float(self.disturb(self.calls))
         return t
 
     def _first(self, shape: tuple[int, int, int], mode: str) -> float:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InputError, UnknownNameError
+from ._pairs import reverse_paired
 
 if TYPE_CHECKING:
     import torch
@@ -41,8 +42,8 @@ __all__ = ["TuneStep", "as_tune_step", "builtin_models", "resolve_factory"]
 class TuneStep:
     """What a factory returns: ``step(batch) -> loss`` (one training step on a padded batch);
     ``loader_options``: extra keyword arguments for ``graphbatch.torch.loader`` /
-    ``graphbatch.jax.loader`` (``cutoff``, ``preset``, ``as_dict``, ...); ``dataset``: what the
-    loader iterates instead of the source (e.g. the source converted for the model), whose
+    ``graphbatch.jax.loader`` (``preset``, ``collation``; JAX: ``cutoff``, ...); ``dataset``:
+    what the loader iterates instead of the source (e.g. the source converted for the model), whose
     sizes tune then plans over; ``memory_bytes(batch)``: the step's peak memory where the
     framework gives no other measure (JAX: the compiled executable's memory analysis)."""
 
@@ -75,6 +76,14 @@ def _target(batch: Any) -> torch.Tensor:
     return (y[:, 0] if y.dim() > 1 else y).to(torch.float32)
 
 
+def _options(name: str, source: Any) -> dict[str, dict[str, Any]]:
+    """The bench's model options for ``source``: SchNet's paired filter (the bench's, for
+    radius graphs) only where the source's edges come in reverse pairs (`reverse_paired`)."""
+    if name != "schnet":
+        return {}
+    return {"schnet": {"pair_edges": reverse_paired(source)}}
+
+
 def _torch_reference(name: str) -> Callable[..., TuneStep]:
     def factory(*, device: str, compile: bool, source: Any) -> TuneStep:
         import torch
@@ -83,7 +92,7 @@ def _torch_reference(name: str) -> Callable[..., TuneStep]:
         from ..models import batch_inputs
         from ..torch import masked_mean
 
-        cfg = BenchConfig(models=(name,), device=device)
+        cfg = BenchConfig(models=(name,), device=device, model_options=_options(name, source))
         model = bench_model(name, cfg).to(device)
         fn = compile_padded(model, cfg) if compile else model
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -191,7 +200,7 @@ def _jax_reference(name: str) -> Callable[..., TuneStep]:
         from ..bench import BenchConfig, RunSpec, build_jax_model, jax_train_step
         from ..jax.models import graph_inputs
 
-        cfg = BenchConfig(framework="jax", models=(name,))
+        cfg = BenchConfig(framework="jax", models=(name,), model_options=_options(name, source))
         model = build_jax_model(RunSpec(name, "padded", 2, 0, True), cfg)
         opt = optax.adam(cfg.lr)
         jitted = jax.jit(jax_train_step(model, opt))

@@ -20,6 +20,7 @@ from .._errors import InputError
 from .._sizes import GraphSizes
 from ._backend import Backend, ProbeSpec, RequestRun
 from ._factory import TuneStep, as_tune_step, resolve_factory
+from ._pairs import StandInGraphs, pairable
 
 if TYPE_CHECKING:
     from ..jax import JaxPlanLoader, PaddedGraphs
@@ -27,21 +28,24 @@ if TYPE_CHECKING:
 __all__ = ["JaxBackend", "synthetic_graphs_tuples"]
 
 
-def synthetic_graphs_tuples(sizes: GraphSizes, seed: int = 0) -> list:
+def synthetic_graphs_tuples(sizes: GraphSizes, seed: int = 0) -> StandInGraphs:
     """Single-graph ``jraph.GraphsTuple``s with exactly ``sizes`` (``z``, ``pos``, random
-    directed edges, ``y``): stand-ins for a size table's graphs."""
+    edges, ``y``): stand-ins for a size table's graphs, with edges in reverse pairs where every
+    edge count is even (as for the torch stand-ins)."""
     import jraph
 
     from ..datasets import synthetic_graphs
 
-    ga = synthetic_graphs(sizes, rng=np.random.default_rng(seed))
+    paired = pairable(sizes)
+    ga = synthetic_graphs(sizes, rng=np.random.default_rng(seed), symmetric=paired)
     rng = np.random.default_rng(seed + 1)
     z = rng.integers(1, 10, int(sizes.n_node.sum())).astype(np.int32)
     pos = np.ascontiguousarray(ga.node["pos"], dtype=np.float32)
     ei = ga.edge_index.astype(np.int32)
     y = ga.graph["y"].astype(np.float32)
     no, eo = ga.node_offsets, ga.edge_offsets
-    out = []
+    out = StandInGraphs()
+    out.reverse_paired = paired
     for i in range(len(sizes)):
         a, b, c, d = int(no[i]), int(no[i + 1]), int(eo[i]), int(eo[i + 1])
         out.append(

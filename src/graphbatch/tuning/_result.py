@@ -12,6 +12,7 @@ from typing import Any
 from .._errors import InputError
 from .._io import atomic_write_text, json_default, parse_json, read_bounded
 from ._model import StepCostModel
+from ._result_check import check_result_dict
 from ._search import Prediction
 
 __all__ = ["TuneResult", "TUNE_FORMAT", "load_request", "REQUEST_KEYS"]
@@ -44,7 +45,11 @@ class TuneResult:
     it was predicted fastest in (``compiled``, ``eager`` or ``jit``); ``ranking``: every
     (candidate, mode) prediction, best first; ``models``: the fitted `StepCostModel` per mode;
     ``validation``: predicted beside measured for the validated configurations;
-    ``failed``: candidates the planner refused; ``settings``: the inputs, machine and timings.
+    ``failed``: candidates the planner refused; ``settings``: the inputs, machine and timings;
+    ``break_even``: after how many steps the best compiled configuration overtakes the best
+    eager one, compilation counted, beside the steps planned (``None`` without both modes).
+    A validation row with ``trusted: False`` is a measurement tune could not trust (its
+    ``trust_reasons`` say why), not a valid result.
     """
 
     request: dict[str, Any]
@@ -55,10 +60,16 @@ class TuneResult:
     validation: list[dict[str, Any]] = field(default_factory=list)
     failed: list[dict[str, str]] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    break_even: dict[str, Any] | None = None
 
     @property
     def chosen(self) -> Prediction:
         return self.ranking[0]
+
+    @property
+    def untrusted(self) -> list[dict[str, Any]]:
+        """The validation rows tune could not trust after its retries."""
+        return [v for v in self.validation if v.get("trusted") is False]
 
     def table(self, top: int | None = None) -> list[dict[str, Any]]:
         """The ranked table: one row per (configuration, mode), best first."""
@@ -83,6 +94,8 @@ class TuneResult:
             "compiles",
             "load_drift",
             "load_adjusted_err_pct",
+            "trusted",
+            "attempts",
         )
         return [{k: v.get(k) for k in keys} for v in self.validation]
 
@@ -97,14 +110,14 @@ class TuneResult:
             "validation": self.validation,
             "failed": self.failed,
             "settings": self.settings,
+            "break_even": self.break_even,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TuneResult:
-        if d.get("format") != TUNE_FORMAT:
-            raise InputError(
-                f"not a tune result (format {d.get('format')!r}, expected {TUNE_FORMAT!r})"
-            )
+        """The result of a parsed result file; `InputError` naming the first missing or
+        mistyped key (`check_result_dict`)."""
+        check_result_dict(d, TUNE_FORMAT)
         return cls(
             request=dict(d["request"]),
             mode=str(d["mode"]),
@@ -114,6 +127,7 @@ class TuneResult:
             validation=list(d.get("validation", [])),
             failed=list(d.get("failed", [])),
             settings=dict(d.get("settings", {})),
+            break_even=None if d.get("break_even") is None else dict(d["break_even"]),
         )
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -131,7 +145,10 @@ class TuneResult:
         d = _read_json(path, "tune result")
         if not isinstance(d, dict):
             raise InputError(f"{path}: a tune result is a JSON object")
-        return cls.from_dict(d)
+        try:
+            return cls.from_dict(d)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
 
 
 def load_request(path: str | os.PathLike) -> dict[str, Any]:

@@ -15,6 +15,9 @@ For a candidate's plan (its `PlanProfile`) and a mode's `StepCostModel`:
   batch, not the mean); with a memory limit, a candidate whose worst batch is predicted above
   it is infeasible.
 
+`break_even` sets the best compiled prediction against the best eager one: after how many
+steps the compiled run, its compilations counted, overtakes the eager run.
+
 The ranking compares total times per real graph as exact integer fractions (ties: fewer
 shapes, then the candidate order), so it is a pure function of the plans and the fitted
 integer model.
@@ -26,11 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..analysis import break_even as _break_even
 from ._candidates import ProfiledCandidate
 from ._model import TIME_UNITS_PER_MS, StepCostModel
 from ._profile import PlanProfile
 
-__all__ = ["Prediction", "predict", "rank"]
+__all__ = ["Prediction", "break_even", "predict", "rank"]
 
 
 @dataclass(frozen=True)
@@ -244,3 +248,30 @@ def rank(
         return -1 if ka < kb else (1 if ka > kb else 0)
 
     return sorted(preds, key=functools.cmp_to_key(cmp))
+
+
+def break_even(ranking: Sequence[Prediction]) -> dict[str, Any] | None:
+    """The best feasible ``compiled`` prediction of ``ranking`` against its best feasible
+    ``eager`` one (`graphbatch.analysis.break_even`): the steps of the compiled
+    configuration after which it overtakes the eager one, compile times (the first-call
+    costs of every shape met) counted, beside the steps planned (``epochs`` x steps per
+    epoch). ``None`` when the ranking lacks either mode (``compile`` on or off, JAX)."""
+    compiled = next((p for p in ranking if p.feasible and p.mode == "compiled"), None)
+    eager = next((p for p in ranking if p.feasible and p.mode == "eager"), None)
+    if compiled is None or eager is None or not compiled.steps:
+        return None
+    out = _break_even(
+        compiled.compile_ms / 1000,
+        compiled.steady_graphs_per_s,
+        compiled.real_graphs / compiled.steps,
+        eager.compile_ms / 1000,
+        eager.steady_graphs_per_s,
+        planned_steps=compiled.epochs * compiled.steps,
+    )
+    return {
+        "compiled": compiled.label,
+        "eager": eager.label,
+        "chosen_mode": ranking[0].mode,
+        "epochs": compiled.epochs,
+        **out,
+    }

@@ -33,32 +33,34 @@ from .._errors import InputError
 from .._sizes import GraphSizes
 from ._backend import Backend, ProbeSpec, RequestRun
 from ._factory import TuneStep, as_tune_step, resolve_factory
+from ._pairs import StandInGraphs, pairable
 
 if TYPE_CHECKING:
-    from torch_geometric.data import Data
-
     from ..torch import PlanLoader
 
 __all__ = ["TorchBackend", "synthetic_dataset"]
 
 
-def synthetic_dataset(sizes: GraphSizes, seed: int = 0) -> list[Data]:
+def synthetic_dataset(sizes: GraphSizes, seed: int = 0) -> StandInGraphs:
     """PyG ``Data`` graphs with exactly ``sizes``: ``z`` (atomic numbers 1-9), ``pos`` (Å),
-    random directed edges, ``y`` -- stand-ins for a size table's graphs (a step's cost depends on
-    the padded shape, not on the values)."""
+    random edges, ``y`` -- stand-ins for a size table's graphs (a step's cost depends on the
+    padded shape, not on the values). Where every edge count is even (a radius graph's table,
+    e.g. QM9's) the edges come in reverse pairs as in a radius graph (``reverse_paired``)."""
     import torch
     from torch_geometric.data import Data
 
     from ..datasets import synthetic_graphs
 
-    ga = synthetic_graphs(sizes, rng=np.random.default_rng(seed))
+    paired = pairable(sizes)
+    ga = synthetic_graphs(sizes, rng=np.random.default_rng(seed), symmetric=paired)
     rng = np.random.default_rng(seed + 1)
     z = torch.from_numpy(rng.integers(1, 10, int(sizes.n_node.sum())).astype(np.int64))
     pos = torch.from_numpy(np.ascontiguousarray(ga.node["pos"]))
     ei = torch.from_numpy(ga.edge_index.astype(np.int64))
     y = torch.from_numpy(ga.graph["y"])
     no, eo = ga.node_offsets, ga.edge_offsets
-    out = []
+    out = StandInGraphs()
+    out.reverse_paired = paired
     for i in range(len(sizes)):
         a, b, c, d = int(no[i]), int(no[i + 1]), int(eo[i]), int(eo[i + 1])
         out.append(

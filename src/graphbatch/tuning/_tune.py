@@ -12,12 +12,13 @@ configurations, validate the best ones.
    timings alone, all taken after the last compilation, make the final fit) and its peak
    memory measured, and the final models are fitted (`fit_step_model`).
 4. The ranking (`rank`) picks the configuration; ``validate=K`` trains the top K for
-   ``validate_steps`` steps each (interleaved) and records predicted beside measured.
+   ``validate_steps`` steps each (interleaved) and records predicted beside measured
+   (`graphbatch.tuning._validation`: a measurement it cannot trust is taken again, then
+   flagged); `break_even` sets the best compiled configuration against the best eager one.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import platform
 import time
@@ -40,9 +41,10 @@ from ._candidates import (
 )
 from ._design import design_probes, targeted_probes
 from ._model import ProbeMeasurement, StepCostModel, fit_step_model
-from ._profile import PlanProfile
 from ._result import TuneResult
-from ._search import Prediction, rank
+from ._search import Prediction, break_even, rank
+from ._validation import measure_configs, worst_step
+from ._validation import validate as validate_configs
 
 __all__ = ["tune", "measure_configs", "parse_memory", "worst_step", "MAX_PROBES"]
 
@@ -231,152 +233,6 @@ def _leaders(ranking: Sequence[Prediction], count: int) -> list[Prediction]:
     return out
 
 
-def measure_configs(
-    backend: Backend,
-    configs: Sequence[tuple[str, dict[str, Any], str]],
-    steps: int,
-    *,
-    world_size: int = 1,
-    peak_steps: Sequence[int | None] | None = None,
-    reference: tuple[int, str] | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Train each configuration ``(label, request, mode)`` for ``steps`` steps of its plan's
-    epoch 0 (rank 0) on ``backend``, interleaved (step k of every configuration before step
-    k + 1 of any, so load changes hit all alike; the order rotates by one configuration each
-    step); then measure the peak memory at plan step
-    ``peak_steps[i]`` (``None``: not measured).
-
-    A step that meets a shape for the first time in the run is timed twice: its first call
-    (``first_call_ms_all``: compilation or per-shape setup included) and the same batch once
-    more, its steady time. Per configuration: ``step_ms_all`` (steady times), ``shapes_all``
-    (plan shapes), ``graphs_all`` (real graphs per step), ``new_shapes`` and ``new_shape_ms``
-    (median of first call minus steady over them), ``meas_step_ms`` (median steady time),
-    ``meas_graphs_per_s`` (real graphs, every rank's, over the summed steady times), and
-    ``meas_peak_bytes`` (measured after every run's loader is released).
-    ``reference=(probe key, mode)``: that probe is timed once per round
-    as well (the ``reference_ms`` of every row: a gauge of the machine's load while these
-    steps ran, to compare with the probe's own timings)."""
-    runs = [backend.open_run(req, mode, world_size) for _, req, mode in configs]
-    recs: list[list[tuple[float, tuple, int, float]]] = [[] for _ in configs]
-    seen: list[set] = [set() for _ in configs]
-    ref_ms: list[float] = []
-    try:
-        for k in range(steps):
-            _say(progress, f"measuring step {k + 1}/{steps} of {len(runs)} configurations")
-            for j in range(len(runs)):
-                # the order rotates step by step, so no configuration always runs first or
-                # after the same other one (two runs of one plan measured 6% apart without)
-                i = (k + j) % len(runs)
-                run, rec, met = runs[i], recs[i], seen[i]
-                first, shape, graphs = run.step()
-                steady = first
-                if shape not in met:  # a new shape: its steady time from the batch once more
-                    met.add(shape)
-                    steady = float(run.repeat())
-                rec.append((steady, shape, graphs, first))
-            if reference is not None:
-                ref_ms.append(float(backend.time_probe(*reference)))
-        for run in runs:  # release the loaders (and the batches they hold) before the peaks
-            run.close()
-        gc.collect()
-        out = []
-        for i, ((label, req, mode), run, rec) in enumerate(zip(configs, runs, recs, strict=True)):
-            new = [(f - s_) for s_, _, _, f in rec if f != s_]
-            graphs = sum(g for _, _, g, _ in rec) * world_size
-            at = None if peak_steps is None else peak_steps[i]
-            if at is not None:
-                _say(progress, f"peak memory of {label} at plan step {at}")
-            peak = None if at is None else run.peak_bytes(int(at))
-            out.append(
-                {
-                    "config": label,
-                    "mode": mode,
-                    "request": req,
-                    "steps": len(rec),
-                    "new_shapes": len(seen[i]),
-                    "compiles": len(seen[i]),
-                    "new_shape_ms": round(float(np.median(new)), 3) if new else 0.0,
-                    "meas_step_ms": round(float(np.median([m for m, _, _, _ in rec])), 4),
-                    "meas_graphs_per_s": round(graphs / (sum(m for m, _, _, _ in rec) / 1e3), 2),
-                    "meas_peak_bytes": peak,
-                    "meas_peak_mib": None if peak is None else round(peak / 2**20, 1),
-                    "step_ms_all": [round(m, 4) for m, _, _, _ in rec],
-                    "first_call_ms_all": [round(f, 4) for _, _, _, f in rec],
-                    "shapes_all": [list(s) for _, s, _, _ in rec],
-                    "graphs_all": [int(g) for _, _, g, _ in rec],
-                    "reference_ms": [round(x, 4) for x in ref_ms],
-                    "_steps": [(m, sh, g) for m, sh, g, _ in rec],
-                }
-            )
-        return out
-    finally:
-        for run in runs:
-            run.close()
-
-
-def worst_step(profile: PlanProfile, model: StepCostModel) -> int:
-    """Plan step (epoch 0) of ``profile``'s worst batch under ``model``: the shape of largest
-    predicted peak memory (largest ``nodes + edges`` without a memory model), first one wins."""
-    shapes0 = profile.shapes.tolist()
-    if model.memory is not None:
-        key = [model.peak_bytes(s) for s in shapes0]
-    else:
-        key = [s[0] + s[1] for s in shapes0]
-    worst = max(range(len(shapes0)), key=lambda i: (key[i], -i))
-    return int(profile.first_step[worst])
-
-
-def _validate(
-    backend: Backend,
-    preds: Sequence[Prediction],
-    profiles: dict[str, Any],
-    models: dict[str, StepCostModel],
-    steps: int,
-    world_size: int,
-    progress: Progress,
-    reference: tuple[int, str] | None = None,
-) -> list[dict[str, Any]]:
-    """`measure_configs` of ``preds`` with the predictions beside the measurements: step time
-    (median over the same steady steps), real graphs/s over them, peak at the worst batch;
-    ``reference``: a probe timed beside them (the load gauge)."""
-    configs = [(p.label, p.request, p.mode) for p in preds]
-    at = [worst_step(profiles[p.label], models[p.mode]) for p in preds]
-    measured = measure_configs(
-        backend,
-        configs,
-        steps,
-        world_size=world_size,
-        peak_steps=at,
-        reference=reference,
-        progress=progress,
-    )
-    out = []
-    for p, m, step_at in zip(preds, measured, at, strict=True):
-        model = models[p.mode]
-        steady = m.pop("_steps")
-        pred = float(np.median([model.step_ms(s) for _, s, _ in steady]))
-        graphs = sum(g for _, _, g in steady) * world_size
-        pred_gps = graphs / (sum(model.step_ms(s) for _, s, _ in steady) / 1e3)
-        prof = profiles[p.label]
-        worst = prof.shapes[int(np.flatnonzero(prof.first_step == step_at)[0])].tolist()
-        pred_peak = model.peak_bytes(worst)
-        meas = m["meas_step_ms"]
-        out.append(
-            {
-                **m,
-                "pred_step_ms": round(pred, 3),
-                "step_err_pct": round(100.0 * (pred - meas) / meas, 2),
-                "pred_graphs_per_s": round(pred_gps, 1),
-                "pred_graphs_per_s_epochs": round(p.graphs_per_s, 1),
-                "worst_shape": [int(x) for x in worst],
-                "pred_peak_bytes": pred_peak,
-                "pred_peak_mib": None if pred_peak is None else round(pred_peak / 2**20, 1),
-            }
-        )
-    return out
-
-
 def _make_backend(
     source: Any,
     *,
@@ -426,6 +282,7 @@ def tune(
     world_size: int = 1,
     validate: int = 0,
     validate_steps: int = 20,
+    validate_retries: int = 2,
     probes: int = 8,
     rounds: int = 5,
     compile: str = "both",
@@ -451,7 +308,9 @@ def tune(
     compilation is amortised. ``memory_limit``: bytes, or a size such as ``"4GiB"``: a hard limit
     on the predicted peak of the worst batch. ``world_size``: ranks per step (distributed plans;
     adds the balancing strategies). ``validate``: train the top K configurations for
-    ``validate_steps`` steps each and record predicted beside measured. ``probes``: probe shapes
+    ``validate_steps`` steps each and record predicted beside measured; a measurement the
+    machine disturbed (see `graphbatch.tuning._validation`) is measured again up to
+    ``validate_retries`` times, then reported with ``trusted: False``. ``probes``: probe shapes
     (at most 20); ``rounds``: timed steps per probe and mode. ``compile`` (torch): ``both``
     (compiled and eager steps are measured and either may win), ``on`` or ``off``.
     ``backend``: measure with this `Backend` instead (e.g. a `SimulatedBackend`).
@@ -472,6 +331,7 @@ def tune(
     epochs = as_positive_int(epochs, "epochs")
     validate = as_nonnegative_int(validate, "validate")
     validate_steps = as_positive_int(validate_steps, "validate_steps")
+    validate_retries = as_nonnegative_int(validate_retries, "validate_retries")
     world_size = as_positive_int(world_size, "world_size")
     limit = parse_memory(memory_limit)
     tolerance_per_mille(batch_tolerance)  # bad input fails before any model is built
@@ -505,6 +365,7 @@ def tune(
             world_size=world_size,
             validate=validate,
             validate_steps=validate_steps,
+            validate_retries=validate_retries,
             probes=probes,
             rounds=rounds,
             batch_tolerance=batch_tolerance,
@@ -532,6 +393,7 @@ def _tune(
     world_size: int,
     validate: int,
     validate_steps: int,
+    validate_retries: int,
     probes: int,
     rounds: int,
     batch_tolerance: float,
@@ -637,7 +499,7 @@ def _tune(
         # the load gauge: the chosen mode's first design probe (the most used shape), timed
         # once per validation round; its probe-phase median is in the fitted model's probes
         ref = (probing.specs[0].key, ranking[0].mode)
-        validation = _validate(
+        validation = validate_configs(
             backend,
             _leaders(ranking, validate),
             profiles,
@@ -646,21 +508,9 @@ def _tune(
             world_size,
             progress,
             reference=ref,
+            probe_ms=float(np.median(probing.samples[ref])),
+            retries=validate_retries,
         )
-        probe_ms = float(np.median(probing.samples[ref]))
-        for v in validation:
-            during = float(np.median(v["reference_ms"])) if v["reference_ms"] else probe_ms
-            v["load_drift"] = round(during / probe_ms, 3)
-            if v["reference_ms"]:
-                # each step scaled by the gauge of its round: the machine's load change taken
-                # out (a diagnostic beside the raw error, not a replacement for it)
-                scaled = [
-                    m * probe_ms / r
-                    for m, r in zip(v["step_ms_all"], v["reference_ms"], strict=True)
-                ]
-                med = float(np.median(scaled))
-                v["load_adjusted_step_ms"] = round(med, 3)
-                v["load_adjusted_err_pct"] = round(100.0 * (v["pred_step_ms"] - med) / med, 2)
     seconds["validation"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - t_start
     best = ranking[0]
@@ -677,6 +527,7 @@ def _tune(
         "rounds": rounds,
         "validate": validate,
         "validate_steps": validate_steps,
+        "validate_retries": validate_retries,
         "seed": int(seed),
         "num_graphs": len(sizes),
         "candidates": len(cands),
@@ -698,4 +549,5 @@ def _tune(
         validation=validation,
         failed=failed,
         settings=settings,
+        break_even=break_even(ranking),
     )
