@@ -174,3 +174,19 @@ def test_a_second_signal_during_the_cleanup_changes_nothing(tmp_path, inputs):
     assert err.count("\n") == 1 and word in err and "Traceback" not in err, err
     time.sleep(0.5)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_in_process_build_leaves_the_signal_handlers_as_they_were(tmp_path):
+    """``main(["data", "build", ...])`` called from a program (a test run, a notebook) routes
+    SIGTERM and SIGINT to the build only while it runs."""
+    pytest.importorskip("ase")
+    pytest.importorskip("vesin")
+    from graphbatch.cli import main
+
+    (tmp_path / "w.xyz").write_text(
+        "3\nProperties=species:S:1:pos:R:3 REF_energy=1.0\nO 0 0 0\nH 0.96 0 0\nH -0.24 0.93 0\n"
+    )
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    args = ["data", "build", "extxyz", str(tmp_path / "w.xyz"), "--cutoff", "3", "--require"]
+    assert main([*args, "--out", str(tmp_path / "w.h5"), "--no-progress"]) == 0
+    assert {s: signal.getsignal(s) for s in before} == before

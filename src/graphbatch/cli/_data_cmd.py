@@ -190,25 +190,45 @@ _STOPPED_BY: list[int] = []
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def _terminate_cleanly(signum, frame):
-    if _STOPPED_BY:  # a second signal (Ctrl-C twice): the first one's cleanup is under way
-        return
+def _stopped_by(signum: int) -> bool:
+    """Note a stop signal; whether it is the first (a later one -- Ctrl-C pressed twice --
+    changes nothing: the first one's cleanup runs to its end)."""
+    if _STOPPED_BY:
+        return False
     _STOPPED_BY.append(signum)
-    raise _Terminated(128 + signum)
+    return True
 
 
-def _on_stop_signals(handler) -> None:
+def _terminate_cleanly(signum, frame):
+    if _stopped_by(signum):
+        raise _Terminated(128 + signum)
+
+
+def _on_stop_signals(handler) -> dict:
     """Route SIGTERM and SIGINT (Ctrl-C; the build's worker processes ignore it) to
-    ``handler``."""
-    for signum in _STOP_SIGNALS:
-        signal.signal(signum, handler)
+    ``handler``; returns the handlers they had."""
+    return {signum: signal.signal(signum, handler) for signum in _STOP_SIGNALS}
+
+
+def _restore(previous: dict) -> None:
+    """The handlers before the build, unless a signal stopped it (then later ones stay
+    ignored until the process exits)."""
+    if not _STOPPED_BY:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _say_terminated(what: str) -> int:
-    """The one line of a build stopped by a signal; returns its exit status, 128 + signal."""
+    """The one line of a build stopped by a signal; returns its exit status, 128 + signal.
+    Later stop signals are ignored from here on: the interpreter's shutdown resets Python's
+    handlers to the default action, which would end the process by the signal instead of
+    with this status."""
+    try:
+        _on_stop_signals(signal.SIG_IGN)
+        signal.getsignal(signal.SIGINT)  # a call: a signal caught meanwhile is handled here
+    except OSError:  # "Signal N ignored due to race condition": it was caught before
+        pass
     signum = _STOPPED_BY[0] if _STOPPED_BY else signal.SIGTERM
-    for other in _STOP_SIGNALS:  # stopped and cleaned up: later signals cannot interrupt the exit
-        signal.signal(other, signal.SIG_IGN)
     word = "interrupted" if signum == signal.SIGINT else "terminated"
     print(f"graphbatch data: {word} ({signal.Signals(signum).name}); {what}", file=sys.stderr)
     return 128 + signum
@@ -218,8 +238,7 @@ def _build_stopped(out: str, build, *args, **kwargs):
     """``build(*args, **kwargs)`` with SIGTERM and SIGINT stopping it cleanly: the report, or
     the exit status of the one line `_say_terminated` printed. Whatever the build raised
     once a signal arrived (a worker pool ended under it, say) is the signal's doing."""
-    before = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
-    _on_stop_signals(_terminate_cleanly)
+    previous = _on_stop_signals(_terminate_cleanly)
     try:
         return build(*args, **kwargs)
     except BaseException:
@@ -227,9 +246,7 @@ def _build_stopped(out: str, build, *args, **kwargs):
             return _say_terminated(f"nothing was written to {out} (temporaries removed)")
         raise
     finally:
-        if not _STOPPED_BY:  # a build run in-process (tests, notebooks) leaves no handler behind
-            for signum, handler in before.items():
-                signal.signal(signum, handler)
+        _restore(previous)
 
 
 def run_build(args) -> int:
@@ -413,11 +430,10 @@ def _run_sharded_build(args) -> int:
     stop = threading.Event()
 
     def call_off(signum, frame):
-        if not _STOPPED_BY:
-            _STOPPED_BY.append(signum)
+        _stopped_by(signum)
         stop.set()
 
-    _on_stop_signals(call_off)
+    previous = _on_stop_signals(call_off)
     try:
         report = build_sharded_store(
             args.dataset,
@@ -445,6 +461,8 @@ def _run_sharded_build(args) -> int:
                 f"no manifest was written to {args.out}; this build's shards were removed"
             )
         raise
+    finally:
+        _restore(previous)
     print(
         format_table(
             [
