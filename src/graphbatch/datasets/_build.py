@@ -14,7 +14,7 @@ import os
 import platform
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -219,16 +219,8 @@ def slice_records(records: Records, start: int, stop: int) -> Records:
 def _shift_graph_field(chunk: GraphArrays, name: str, start: int) -> GraphArrays:
     if start == 0:
         return chunk
-    graph = dict(chunk.graph)
-    graph[name] = (graph[name] + start).astype(graph[name].dtype)
-    return GraphArrays(
-        n_node=chunk.n_node,
-        n_edge=chunk.n_edge,
-        edge_index=chunk.edge_index,
-        node=chunk.node,
-        edge=chunk.edge,
-        graph=graph,
-    )
+    shifted = (chunk.graph[name] + start).astype(chunk.graph[name].dtype)
+    return replace(chunk, graph={**chunk.graph, name: shifted})
 
 
 def _smiles_chunks(
@@ -248,15 +240,7 @@ def _smiles_chunks(
     smiles = table.smiles if table is not None else cast("list[str]", records)
     for chunk in smiles_graphs(smiles, workers=workers, progress=progress, failures=failures):
         if table is not None and table.target_names:
-            graph = {**chunk.graph, "y": table.targets[chunk.graph["index"]]}
-            chunk = GraphArrays(
-                n_node=chunk.n_node,
-                n_edge=chunk.n_edge,
-                edge_index=chunk.edge_index,
-                node=chunk.node,
-                edge=chunk.edge,
-                graph=graph,
-            )
+            chunk = replace(chunk, graph={**chunk.graph, "y": table.targets[chunk.graph["index"]]})
         yield _shift_graph_field(chunk, "index", start)
 
 
