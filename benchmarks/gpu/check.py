@@ -156,41 +156,42 @@ def part_cuda_tests(ctx: Ctx) -> dict[str, Any]:
     return {"rows": [{"tests": " ".join(files), "result": summary}], "returncode": proc.returncode}
 
 
-def part_schnet(ctx: Ctx) -> dict[str, Any]:
+def _loop_against_fed(
+    ctx: Ctx, common: dict[str, Any], loop: tuple[str, ...], fed: tuple[str, ...], baseline: str
+) -> dict[str, Any]:
+    """The ``loop`` strategies compiled in the bench's own loop fed by the loader, then the
+    ``fed`` strategies captured (`TrainStep`) and fed by `DeviceFeed` from workers; rows
+    against ``baseline``."""
     from graphbatch.bench import run_bench
 
-    store = str(ctx.data / "qm9.h5")
-    common = dict(
-        store=store,
-        data="store",
-        batch_sizes=(ctx.batch(128),),
-        steps=ctx.steps(500),
-        subset=ctx.subset(4000),
-    )
-    loop = _bench_cfg(
+    looped = _bench_cfg(ctx, strategies=loop, compile="on", step="loop", feed="loader", **common)
+    captured = _bench_cfg(
         ctx,
-        strategies=("pyg-eager", "dynamic", "pack-lpf"),
-        compile="on",
-        step="loop",
-        feed="loader",
-        **common,
-    )
-    fed = _bench_cfg(
-        ctx,
-        strategies=("dynamic", "pack-lpf"),
+        strategies=fed,
         compile="off",
         step="captured",
         feed="device",
         num_workers=1 if ctx.tiny else 2,
         **common,
     )
-    records = run_bench(loop, progress=False) + run_bench(fed, progress=False)
-    return {"rows": _rows(records, "pyg-eager"), "records": _slim(records)}
+    records = run_bench(looped, progress=False) + run_bench(captured, progress=False)
+    return {"rows": _rows(records, baseline), "records": _slim(records)}
+
+
+def part_schnet(ctx: Ctx) -> dict[str, Any]:
+    common = dict(
+        store=str(ctx.data / "qm9.h5"),
+        data="store",
+        batch_sizes=(ctx.batch(128),),
+        steps=ctx.steps(500),
+        subset=ctx.subset(4000),
+    )
+    return _loop_against_fed(
+        ctx, common, ("pyg-eager", "dynamic", "pack-lpf"), ("dynamic", "pack-lpf"), "pyg-eager"
+    )
 
 
 def part_mace(ctx: Ctx) -> dict[str, Any]:
-    from graphbatch.bench import run_bench
-
     common = dict(
         models=("mace",),
         store=str(ctx.data / "emt.h5"),
@@ -199,25 +200,7 @@ def part_mace(ctx: Ctx) -> dict[str, Any]:
         steps=ctx.steps(150),
         subset=ctx.subset(3000),
     )
-    loop = _bench_cfg(
-        ctx,
-        strategies=("mace-eager", "pack-lpf"),
-        compile="on",
-        step="loop",
-        feed="loader",
-        **common,
-    )
-    fed = _bench_cfg(
-        ctx,
-        strategies=("pack-lpf",),
-        compile="off",
-        step="captured",
-        feed="device",
-        num_workers=1 if ctx.tiny else 2,
-        **common,
-    )
-    records = run_bench(loop, progress=False) + run_bench(fed, progress=False)
-    return {"rows": _rows(records, "mace-eager"), "records": _slim(records)}
+    return _loop_against_fed(ctx, common, ("mace-eager", "pack-lpf"), ("pack-lpf",), "mace-eager")
 
 
 def part_memory(ctx: Ctx) -> dict[str, Any]:
