@@ -144,3 +144,39 @@ def test_a_loader_over_a_store_truncated_mid_epoch_raises_naming_it(tmp_path, wo
         tmp_path,
     )
     assert out == ["loader StoreFormatError"]
+
+
+def test_a_worker_killed_by_sigbus_mid_read_is_explained_as_the_truncation(tmp_path):
+    """The race no check inside a worker closes: the file is cut between a worker's size check
+    and its read of a mapped page, and SIGBUS kills the worker. Here the workers' check is
+    switched off so that every read after the cut is that race; the loader must still raise
+    the store's `StoreFormatError`, not torch's "worker exited unexpectedly"."""
+    pytest.importorskip("torch_geometric")
+    out = _run(
+        """
+        import graphbatch.torch as gt
+        from graphbatch.datasets import _store
+
+        def unchecked_reads(worker_id):
+            _store._MappedFile.check = lambda self: None
+
+        PATH = make("s.h5")
+        store = GraphStore(PATH)
+        ld = gt.loader(store, strategy="static-64", batch_size=32, seed=0, shuffle=False,
+                       dataloader_kwargs={"num_workers": 1, "worker_init_fn": unchecked_reads})
+        seen = 0
+        try:
+            for batch in ld:
+                seen += 1
+                if seen == 2:
+                    cut(PATH)
+        except StoreFormatError as exc:
+            assert "truncated" in str(exc) and os.path.basename(PATH) in str(exc), str(exc)
+            assert "DataLoader worker" in str(exc.__cause__), repr(exc.__cause__)
+            print("loader StoreFormatError")
+        else:
+            print("loader no error", seen)
+        """,
+        tmp_path,
+    )
+    assert out == ["loader StoreFormatError"]

@@ -323,6 +323,12 @@ class ShardedGraphStore(GraphStore):
         out.graph_index[: idx.shape[0]] = idx  # global dataset indices, not the gather's
         return out
 
+    def check_intact(self) -> None:
+        """`GraphStore.check_intact` of every shard opened so far."""
+        for store in self._shards:
+            if store is not None:
+                store.check_intact()
+
     def verify(self) -> None:
         """Check every shard against the manifest and every array's CRC-32 in every shard;
         raises `StoreFormatError` naming the first damaged or replaced shard."""

@@ -1137,6 +1137,15 @@ class GraphStore(metaclass=_OpensByPath):
         if self._checker is not None:  # every byte is checked now: no chunk needs it again
             self._checker.mark_all_checked()
 
+    def check_intact(self) -> None:
+        """Raise `StoreFormatError` naming the file if it is shorter now than the arrays this
+        object mapped (truncated while open); nothing when no maps are open. The check every
+        read of graph data makes first (one ``fstat``). A process killed by SIGBUS while it
+        read a page the truncation removed (a DataLoader worker, in the instant between this
+        check and the read) is explained with it by `graphbatch.torch.PlanLoader`."""
+        if self._file is not None:
+            self._file.check()
+
     def to_torch(self) -> GraphStoreDataset:
         """This store as a ``torch.utils.data.Dataset`` of PyG ``Data``, a
         `graphbatch.torch.GraphStoreDataset` (imports torch and PyG now)."""

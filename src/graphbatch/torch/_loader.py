@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike
 from torch.utils.data import DataLoader, Dataset
 
 from .._budget import Budget
-from .._errors import InputError, InputTypeError
+from .._errors import InputError, InputTypeError, StoreFormatError
 from .._plan import BatchPlan
 from .._schedule import select_graphs
 from .._sizes import GraphSizes
@@ -105,6 +105,32 @@ def _received(it: Iterator[Any], receive: Callable[[Any], Any]) -> Iterator[Any]
     """``receive(batch)`` of each batch of ``it``, each before the next is asked for."""
     for batch in it:
         yield receive(batch)
+
+
+def _explained(it: Iterator[Any], stores: list[Any]) -> Iterator[Any]:
+    """The batches of ``it``; a DataLoader worker's death (torch's ``RuntimeError``) is
+    re-raised as the `StoreFormatError` of a store in ``stores`` truncated while open, when one
+    is: a worker that read a mapped page in the instant between the store's size check and
+    the read was killed by SIGBUS, which no check inside the worker can turn into an error."""
+    try:
+        yield from it
+    except RuntimeError as exc:
+        if "DataLoader worker" in str(exc):
+            for store in stores:
+                try:
+                    store.check_intact()
+                except StoreFormatError as damage:
+                    raise damage from exc
+        raise
+
+
+def _stores_read_by(loader: DataLoader) -> list[Any]:
+    """The graph stores whose files ``loader``'s workers read (its collater's, its dataset's)."""
+    found = [
+        getattr(getattr(loader.collate_fn, "batcher", None), "store", None),
+        getattr(getattr(loader.dataset, "dataset", None), "store", None),
+    ]
+    return [s for s in found if callable(getattr(s, "check_intact", None))]
 
 
 class PlanLoader(DataLoader):
@@ -202,6 +228,9 @@ class PlanLoader(DataLoader):
                 it = _received(it, receive)
         else:
             it = super().__iter__()
+        stores = _stores_read_by(self)
+        if stores and self.num_workers > 0:
+            it = _explained(it, stores)
         sampler = self.plan_sampler
         this = sampler.latest_pass
         assert this is not None  # the DataLoader's iterator started one
