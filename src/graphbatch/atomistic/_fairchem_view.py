@@ -63,32 +63,32 @@ class _FairchemTransform:
         self.labels = labels
         self.has_tags = has_tags
 
-    def __call__(self, t: dict, shape: tuple[int, int, int], real_graphs: int) -> dict:
+    def __call__(self, tensors: dict, shape: tuple[int, int, int], real_graphs: int) -> dict:
         n_node, _, n_graph = shape
-        index = t["graph_index"].tolist()
+        index = tensors["graph_index"].tolist()
         out = {
-            "pos": t["positions"],
-            "atomic_numbers": t["atomic_numbers"].long(),
-            "cell": t["cell"],
-            "pbc": t["pbc"],
-            "natoms": t["ptr"].diff(),
-            "edge_index": t["edge_index"].flip(0),
-            "cell_offsets": t["unit_shifts"].to(torch.float32),
-            "nedges": t["edge_ptr"].diff(),
+            "pos": tensors["positions"],
+            "atomic_numbers": tensors["atomic_numbers"].long(),
+            "cell": tensors["cell"],
+            "pbc": tensors["pbc"],
+            "natoms": tensors["ptr"].diff(),
+            "edge_index": tensors["edge_index"].flip(0),
+            "cell_offsets": tensors["unit_shifts"].to(torch.float32),
+            "nedges": tensors["edge_ptr"].diff(),
             "charge": torch.zeros(n_graph, dtype=torch.int64),
             "spin": torch.zeros(n_graph, dtype=torch.int64),
             "fixed": torch.zeros(n_node, dtype=torch.int64),
             "tags": (
-                torch.where(t["node_mask"], t["tags"].long(), 0)
+                torch.where(tensors["node_mask"], tensors["tags"].long(), 0)
                 if self.has_tags
                 else torch.zeros(n_node, dtype=torch.int64)
             ),
         }
         for key in self.labels:
-            out[key] = t[key]
+            out[key] = tensors[key]
         out["sid"] = [[str(i)] if i >= 0 else [""] for i in index]
         if self.dataset is not None:
             out["dataset"] = [[self.dataset] if i >= 0 else None for i in index]
         for key in PADDING_KEYS:
-            out[key] = t[key]
+            out[key] = tensors[key]
         return out

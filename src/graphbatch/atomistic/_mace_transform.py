@@ -218,43 +218,45 @@ class MaceTransform:
         hit = self._layouts.get(shape)
         if hit is None:
             rows = {"node": shape[0], "edge": shape[1], "graph": shape[2]}
-            f = np.dtype(NUMPY_FLOATS[self.dtype])
+            batch_float = np.dtype(NUMPY_FLOATS[self.dtype])
             zero: list[tuple[str, tuple[int, ...], np.dtype]] = []
             for key, (level, row) in _ZERO_ROWS.items():
                 width = row if row is not None else (len(self.zs),)
-                zero.append((key, (rows[level], *width), f))
+                zero.append((key, (rows[level], *width), batch_float))
             for name, (level, row) in LABELS.items():
                 if name not in self.labels:
-                    zero.append((name, (rows[level], *row), f))
+                    zero.append((name, (rows[level], *row), batch_float))
             rest = [
-                ("shifts", (shape[1], 3), f),
-                ("unit_shifts", (shape[1], 3), f),
-                ("cell", (3 * shape[2], 3), f),
-                ("rcell", (3 * shape[2], 3), f),
+                ("shifts", (shape[1], 3), batch_float),
+                ("unit_shifts", (shape[1], 3), batch_float),
+                ("cell", (3 * shape[2], 3), batch_float),
+                ("rcell", (3 * shape[2], 3), batch_float),
                 ("head", (shape[2],), np.dtype(np.int64)),
-                ("graph_float", (shape[2],), f),
+                ("graph_float", (shape[2],), batch_float),
             ]
-            if f != np.float64:
-                rest.append(("positions", (shape[0], 3), f))
-            rest += [(key, (shape[2], *row), f) for key, row in _MASK_ROWS.items()]
+            if batch_float != np.float64:
+                rest.append(("positions", (shape[0], 3), batch_float))
+            rest += [(key, (shape[2], *row), batch_float) for key, row in _MASK_ROWS.items()]
             if len(self._layouts) >= 256:
                 self._layouts.clear()
             hit = self._layouts[shape] = _BatchBuffer(zero + rest, len(zero))
         return hit
 
-    def _geometry(self, t: dict, arrays: dict[str, np.ndarray], real_graphs: int) -> torch.Tensor:
+    def _geometry(
+        self, tensors: dict, arrays: dict[str, np.ndarray], real_graphs: int
+    ) -> torch.Tensor:
         """Write ``unit_shifts``, ``shifts``, ``cell`` and ``rcell``; return ``volume``."""
-        n_graph, c = arrays["head"].shape[0], self.r_max
+        n_graph, r_max = arrays["head"].shape[0], self.r_max
         cells = neighbourhood_cells(
-            t["cell"].numpy(),
-            t["pbc"].numpy()[:real_graphs],
-            t["positions"].numpy(),
-            t["ptr"].numpy(),
-            c,
+            tensors["cell"].numpy(),
+            tensors["pbc"].numpy()[:real_graphs],
+            tensors["positions"].numpy(),
+            tensors["ptr"].numpy(),
+            r_max,
         )
-        unit_shifts = t["unit_shifts"].numpy()
+        unit_shifts = tensors["unit_shifts"].numpy()
         arrays["unit_shifts"][...] = unit_shifts
-        edge_counts = np.diff(t["edge_ptr"].numpy())
+        edge_counts = np.diff(tensors["edge_ptr"].numpy())
         edge_shifts(unit_shifts, cells, edge_counts, arrays["shifts"], arrays["unit_shifts"])
         arrays["cell"][...] = cells.reshape(3 * n_graph, 3)
         # volume and reciprocal cell as MACE's AtomicData computes them (torch's LU)
@@ -266,19 +268,19 @@ class MaceTransform:
         volumes = volume.numpy()
         rcell.reshape(n_graph, 9)[~(np.abs(volumes) > 0)] = 0
         if real_graphs < n_graph:
-            pad_rcell = (2 * math.pi / c) * np.eye(3, dtype=rcell.dtype)
+            pad_rcell = (2 * math.pi / r_max) * np.eye(3, dtype=rcell.dtype)
             rcell.reshape(n_graph, 3, 3)[real_graphs:] = pad_rcell
-            volumes[real_graphs:] = c**3
+            volumes[real_graphs:] = r_max**3
         return volume
 
-    def _one_hot(self, t: dict, node_attrs: np.ndarray, real_atoms: int) -> None:
+    def _one_hot(self, tensors: dict, node_attrs: np.ndarray, real_atoms: int) -> None:
         """Write the one-hot ``node_attrs`` of the real atoms over the z table (padding atoms
         stay zero); an atomic number outside the table raises `StoreFieldError`."""
-        numbers = t["atomic_numbers"].numpy()
+        numbers = tensors["atomic_numbers"].numpy()
         column = self.z_lut.take(numbers[:real_atoms])
         if real_atoms and int(column.min()) < 0:
             bad = int(np.flatnonzero(column < 0)[0])
-            structure = int(t["graph_index"].numpy()[int(t["batch"].numpy()[bad])])
+            structure = int(tensors["graph_index"].numpy()[int(tensors["batch"].numpy()[bad])])
             raise StoreFieldError(
                 f"structure {structure} of the store holds atomic number "
                 f"{int(numbers[bad])}, not in the z table {self.zs}"
@@ -286,7 +288,9 @@ class MaceTransform:
         width = len(self.zs)
         node_attrs.reshape(-1)[np.arange(0, real_atoms * width, width) + column] = 1
 
-    def _masks_and_heads(self, t: dict, arrays: dict[str, np.ndarray], real_graphs: int) -> None:
+    def _masks_and_heads(
+        self, tensors: dict, arrays: dict[str, np.ndarray], real_graphs: int
+    ) -> None:
         """Write ``graph_float`` (1 on real graphs, 0 on padding), its copies (`_MASK_ROWS`)
         and the model head of each real graph (0 on padding)."""
         graph_float = arrays["graph_float"]
@@ -297,33 +301,35 @@ class MaceTransform:
             arrays[key][...] = column
         head = arrays["head"]
         if self.has_head:
-            self.head_lut.take(t["head"].numpy()[:real_graphs], out=head[:real_graphs])
+            self.head_lut.take(tensors["head"].numpy()[:real_graphs], out=head[:real_graphs])
         else:
             head[:real_graphs] = 0
         head[real_graphs:] = 0
 
-    def __call__(self, t: dict, shape: tuple[int, int, int], real_graphs: int) -> dict:
-        """MACE's batch dict of the padded store tensors ``t`` of a batch of ``shape``
+    def __call__(self, tensors: dict, shape: tuple[int, int, int], real_graphs: int) -> dict:
+        """MACE's batch dict of the padded store tensors ``tensors`` of a batch of ``shape``
         ``(nodes, edges, graphs)`` whose first ``real_graphs`` graphs are real."""
         real_graphs = int(real_graphs)
         arrays = self._layout(shape).arrays()
-        volume = self._geometry(t, arrays, real_graphs)
-        real_atoms = int(t["ptr"].numpy()[real_graphs])
-        self._one_hot(t, arrays["node_attrs"], real_atoms)
-        self._masks_and_heads(t, arrays, real_graphs)
+        volume = self._geometry(tensors, arrays, real_graphs)
+        real_atoms = int(tensors["ptr"].numpy()[real_graphs])
+        self._one_hot(tensors, arrays["node_attrs"], real_atoms)
+        self._masks_and_heads(tensors, arrays, real_graphs)
         if "positions" in arrays:
-            arrays["positions"][...] = t["positions"].numpy()
-        return _batch_dict(t, {key: torch.from_numpy(a) for key, a in arrays.items()}, volume)
+            arrays["positions"][...] = tensors["positions"].numpy()
+        return _batch_dict(tensors, {key: torch.from_numpy(a) for key, a in arrays.items()}, volume)
 
 
-def _batch_dict(t: dict, written: dict[str, torch.Tensor], volume: torch.Tensor) -> dict:
-    """MACE's batch dict in its key order (``MACE_BATCH_KEYS``) from the kernel's tensors
-    ``t``, the transform's ``written`` outputs and ``volume``."""
-    weights = {name: t[name] if name in t else written["graph_float"] for name in WEIGHTS}
-    labels = {name: t[name] if name in t else written[name] for name in LABELS}
+def _batch_dict(tensors: dict, written: dict[str, torch.Tensor], volume: torch.Tensor) -> dict:
+    """MACE's batch dict in its key order (``MACE_BATCH_KEYS``) from the kernel's
+    ``tensors``, the transform's ``written`` outputs and ``volume``."""
+    weights = {
+        name: tensors[name] if name in tensors else written["graph_float"] for name in WEIGHTS
+    }
+    labels = {name: tensors[name] if name in tensors else written[name] for name in LABELS}
     out = {
-        "edge_index": t["edge_index"],
-        "positions": written["positions"] if "positions" in written else t["positions"],
+        "edge_index": tensors["edge_index"],
+        "positions": written["positions"] if "positions" in written else tensors["positions"],
         "shifts": written["shifts"],
         "unit_shifts": written["unit_shifts"],
         "cell": written["cell"],
@@ -347,7 +353,7 @@ def _batch_dict(t: dict, written: dict[str, torch.Tensor], volume: torch.Tensor)
         "elec_temp": written["elec_temp"],
         "total_charge": written["total_charge"],
         "total_spin": written["total_spin"],
-        "pbc": t["pbc"],
+        "pbc": tensors["pbc"],
         "density_coefficients": written["density_coefficients"],
         "rcell": written["rcell"],
         "volume": volume,
@@ -355,5 +361,5 @@ def _batch_dict(t: dict, written: dict[str, torch.Tensor], volume: torch.Tensor)
         "external_field": written["external_field"],
     }
     for key in PADDING_KEYS:
-        out[key] = t[key]
+        out[key] = tensors[key]
     return out

@@ -121,13 +121,13 @@ def _first_refused(
             & (np.abs(_det3(cells)) > 2 * _FLAT * lengths.prod(axis=1))
         )
     boxes = []
-    for f in range(first):
-        if clear[f]:
-            boxes.append(cells[f])
-        elif check_cell(cells[f], pbcs[f]) is not None:
-            return f, boxes
+    for index in range(first):
+        if clear[index]:
+            boxes.append(cells[index])
+        elif check_cell(cells[index], pbcs[index]) is not None:
+            return index, boxes
         else:
-            boxes.append(_box(cells[f], pbcs[f]))
+            boxes.append(_box(cells[index], pbcs[index]))
     return first, boxes
 
 
@@ -137,11 +137,11 @@ def _check_shift_range(
     """Refuse the first of the frames whose half-list ``shift_lists`` (one per frame, in
     order) reach a periodic image more than `SHIFT_MAX` cells away."""
     widest = [int(np.abs(s).max()) if s.size else 0 for s in shift_lists]
-    for f, cells_away in enumerate(widest):
+    for index, cells_away in enumerate(widest):
         if cells_away > SHIFT_MAX:
             raise frame_error(
                 where,
-                frames[f].frame,
+                frames[index].frame,
                 "cell",
                 f"a periodic image {cells_away} cells away is within the cutoff (more than "
                 f"{SHIFT_MAX})",
@@ -168,14 +168,16 @@ def _half_lists(
     steps = search_steps(np.stack(boxes), pbcs[:stop], extents, atom_counts, cutoff).tolist()
     pair_lists: list[np.ndarray] = []
     shift_lists: list[np.ndarray] = []
-    for f in range(stop):
-        at = slice(offsets[f], offsets[f + 1])
+    for index in range(stop):
+        atoms = slice(offsets[index], offsets[index + 1])
         try:
-            pairs, shifts = half_pairs(positions[at], boxes[f], pbcs[f], cutoff, steps[f])
+            pairs, shifts = half_pairs(
+                positions[atoms], boxes[index], pbcs[index], cutoff, steps[index]
+            )
         except InputError as exc:  # more work than can finish
             _check_shift_range(shift_lists, frames, where)
-            field = "cell" if pbcs[f].any() else "cutoff"
-            raise frame_error(where, frames[f].frame, field, str(exc)) from None
+            field = "cell" if pbcs[index].any() else "cutoff"
+            raise frame_error(where, frames[index].frame, field, str(exc)) from None
         pair_lists.append(pairs)
         shift_lists.append(shifts)
     if shift_lists and int(np.abs(np.concatenate(shift_lists)).max(initial=0)) > SHIFT_MAX:
