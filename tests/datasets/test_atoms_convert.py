@@ -229,3 +229,20 @@ def test_every_kind_of_frame_and_every_bad_value_is_converted_as_the_reference()
                 assert _convert(convert_frames, bad, keys) == want, (kind, other, second)
                 named.add(want.split(": ")[2])
     assert len(named) == len(BREAKS), named  # each kind of bad value was the one named
+
+
+@pytest.mark.parametrize("other", ["plain", "float32 forces"])
+def test_a_weight_or_config_type_that_is_text_is_refused_whatever_else_the_block_holds(other):
+    """An ASE database can hold ``config_weight="2"`` or ``config_type=None``: one line naming
+    the frame, whether or not another frame of the block is out of the ordinary (the old block
+    path took them where every frame was plain, the frame-by-frame path refused them)."""
+    for key, value, expect in (
+        ("config_weight", "2", "config_weight: a weight is one number, got '2'"),
+        ("config_type", None, "config_type: a config type is one name, got 'None'"),
+    ):
+        frames = copy.deepcopy(POOL[:3])
+        frames[1].info[key] = value
+        if other != "plain":
+            frames[2].arrays["REF_forces"] = frames[2].arrays["REF_forces"].astype(np.float32)
+        with pytest.raises(AtomsInputError, match=f"frame 1: {expect}"):
+            convert_frames(frames, cutoff=CUTOFF, keys=AtomsKeys(), source=0, where="db")
