@@ -56,11 +56,12 @@ def cmd_build(args) -> None:
     reader + the frame-by-frame conversion) side by side."""
     import ase.io
 
-    import graphbatch.datasets._atoms as atoms_mod
+    import graphbatch.datasets._atoms_build as build_mod
     from graphbatch.datasets import GraphStore, build_atoms_store
     from graphbatch.datasets._atoms_build import _extxyz_frames, extxyz_blocks
     from graphbatch.datasets._extxyz import frame_from_atoms
     from graphbatch.datasets._neighbours import _box, half_pairs
+    from tests.datasets._atoms_reference import convert_frames_reference
 
     header(f"build {args.source} cutoff {args.cutoff}")
     out = args.source + ".bench.h5"
@@ -89,11 +90,8 @@ def cmd_build(args) -> None:
         timed("build", lambda: build_atoms_store(args.source, out, cutoff=args.cutoff))
         GraphStore(out, verify=True)
         os.unlink(out)
-        plain = atoms_mod.convert_frames
+        plain = build_mod.convert_frames
         try:  # the plain forms: ASE's reader, conversion frame by frame
-            atoms_mod.convert_frames = atoms_mod.convert_frames_reference
-            import graphbatch.datasets._atoms_build as build_mod
-
             fast_reader = build_mod._extxyz_frames
 
             def ase_reader(block):
@@ -102,11 +100,10 @@ def cmd_build(args) -> None:
                     ase.io.iread(io.StringIO(text), index=":", format="extxyz"))]
 
             build_mod._extxyz_frames = ase_reader
-            build_mod.convert_frames = atoms_mod.convert_frames_reference
+            build_mod.convert_frames = convert_frames_reference
             timed("plain build", lambda: build_atoms_store(args.source, out,
                                                            cutoff=args.cutoff))
         finally:
-            atoms_mod.convert_frames = plain
             build_mod.convert_frames = plain
             build_mod._extxyz_frames = fast_reader
         os.unlink(out)

@@ -125,19 +125,20 @@ def _assert_identical(a: dict, b: dict) -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_fast_transform_equals_the_reference_bit_for_bit(files, tmp_path, dtype):
+def test_transform_equals_its_plain_torch_form_bit_for_bit(files, tmp_path, dtype):
     """The store path's NumPy transform against its plain torch form (every float gathered
-    as float64, torch ops per batch): identical dicts on every batch -- periodic cells, slabs,
-    clusters, one-atom cells, an all-padding batch, shifts served by the per-graph table and
-    edge by edge (a one-atom cell at a cutoff of 4.5 cell lengths), a store without stress
-    or heads."""
+    as float64, torch ops per batch; tests/atomistic/_mace_reference.py): identical dicts on
+    every batch -- periodic cells, slabs, clusters, one-atom cells, an all-padding batch,
+    shifts served by the per-graph table and edge by edge (a one-atom cell at a cutoff of 4.5
+    cell lengths), a store without stress or heads."""
     from graphbatch.torch._store_batch import StoreBatcher
+
+    from ._mace_reference import reference_view
 
     store = GraphStore(files[1])
     reader = ga.mace(r_max=R_MAX, z_table=ZS, heads=["x", "Default"], dtype=dtype).store_reader
     fast = StoreBatcher(store, view=reader.for_store(store))
-    ref = StoreBatcher(store, view=reader.for_store(store, reference=True))
-    assert fast.view.transform.fast and not ref.view.transform.fast
+    ref = StoreBatcher(store, view=reference_view(reader.for_store(store)))
     n = len(store)
     batches = [np.arange(k, min(n, k + 7)) for k in range(0, n, 7)] + [
         np.arange(n)[::-1],
@@ -161,15 +162,15 @@ def test_fast_transform_equals_the_reference_bit_for_bit(files, tmp_path, dtype)
     assert int(np.abs(small.packed().edge["unit_shifts"]).max()) > 4
     reader = ga.mace(r_max=12.0, z_table=ZS, dtype=dtype).store_reader
     fast = StoreBatcher(small, view=reader.for_store(small))
-    ref = StoreBatcher(small, view=reader.for_store(small, reference=True))
+    ref = StoreBatcher(small, view=reference_view(reader.for_store(small)))
     shape = (4, int(small.n_edge.sum()) + 2, 4)
     _assert_identical(fast([0, 1], shape), ref([0, 1], shape))
 
 
 def test_edge_shifts_equal_the_plain_product_in_both_forms():
-    """`_edge_shifts` (table per graph and shift, or edge by edge) against ``(u0 c0 + u1 c1) +
+    """`edge_shifts` (table per graph and shift, or edge by edge) against ``(u0 c0 + u1 c1) +
     u2 c2`` computed edge by edge in float64."""
-    from graphbatch.atomistic._store_view import _edge_shifts
+    from graphbatch.atomistic._mace_transform import edge_shifts
 
     rng = np.random.default_rng(0)
     for m, n_graph, per in ((1, 5, 40), (2, 3, 200), (4, 2, 2000), (7, 4, 50), (2, 60, 3)):
@@ -182,7 +183,7 @@ def test_edge_shifts_equal_the_plain_product_in_both_forms():
         ]
         for dt in (np.float64, np.float32):
             out = np.full((u.shape[0], 3), np.nan, dtype=dt)
-            _edge_shifts(u, cell, counts, out)
+            edge_shifts(u, cell, counts, out)
             assert np.array_equal(out, want.astype(dt)), (m, n_graph, dt)
 
 
@@ -271,6 +272,10 @@ def test_clear_errors_for_stores_that_cannot_feed_mace(files, tmp_path):
         gt.loader(
             store, strategy="dynamic", batch_size=4, preset=ga.mace(r_max=R_MAX + 1, z_table=ZS)
         )
+    for dtype in (torch.float16, torch.bfloat16):  # torch has no LU for them (volume, rcell)
+        with pytest.raises(ValueError, match=f"float32 or torch.float64, not {dtype}"):
+            preset = ga.mace(r_max=R_MAX, z_table=ZS, dtype=dtype)
+            gt.loader(store, strategy="dynamic", batch_size=4, preset=preset)
     plain = GraphArrays(
         n_node=[2],
         n_edge=[1],

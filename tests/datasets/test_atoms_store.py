@@ -414,11 +414,13 @@ def _assert_same_chunk(a, b) -> None:
 
 
 @pytest.mark.parametrize("variant", ["mace", "keep-heads-weights", "optional-missing"])
-def test_vectorised_conversion_equals_the_reference_frame_by_frame(extxyz, monkeypatch, variant):
-    """`convert_frames` (NumPy over the block, one vesin call per structure) against
-    `convert_frames_reference` (frame by frame): the same chunk, array for array -- with the
-    block path really taken (the reference is disabled while it runs)."""
-    import graphbatch.datasets._atoms as atoms_mod
+def test_vectorised_conversion_equals_the_reference_frame_by_frame(extxyz, variant):
+    """`convert_frames` (labels frame by frame, geometry and edges over the block, one vesin
+    call per structure) against `convert_frames_reference` (everything frame by frame, in
+    tests/datasets/_atoms_reference.py): the same chunk, array for array."""
+    from graphbatch.datasets._atoms_convert import convert_frames
+
+    from ._atoms_reference import convert_frames_reference
 
     records = _records(extxyz)
     for k, r in enumerate(records):
@@ -435,15 +437,8 @@ def test_vectorised_conversion_equals_the_reference_frame_by_frame(extxyz, monke
         ),
         "optional-missing": AtomsKeys(required=("energy",)),
     }[variant]
-    want = atoms_mod.convert_frames_reference(
-        records, cutoff=CUTOFF, keys=keys, source=1, where="set.xyz"
-    )
-
-    def refuse(*a, **k):
-        raise AssertionError("the block path fell back to the reference")
-
-    monkeypatch.setattr(atoms_mod, "convert_frames_reference", refuse)
-    got = atoms_mod.convert_frames(records, cutoff=CUTOFF, keys=keys, source=1, where="set.xyz")
+    want = convert_frames_reference(records, cutoff=CUTOFF, keys=keys, source=1, where="set.xyz")
+    got = convert_frames(records, cutoff=CUTOFF, keys=keys, source=1, where="set.xyz")
     _assert_same_chunk(got, want)
     assert got.graphs.n_edge.sum() > 0 and len(got.graphs) == len(records)
 
@@ -452,7 +447,10 @@ def test_vectorised_conversion_reports_the_first_bad_frame_as_the_reference(extx
     """Bad values anywhere in a block (NaN forces in one frame, a --keep key missing from a
     later one, a string energy): the error names the first bad frame and field, as frame by
     frame."""
-    from graphbatch.datasets._atoms import AtomsInputError, convert_frames
+    from graphbatch.datasets._atoms import AtomsInputError
+    from graphbatch.datasets._atoms_convert import convert_frames
+
+    from ._atoms_reference import convert_frames_reference
 
     keys = AtomsKeys(keep=("spin",))
     for bad in ("nan", "keep", "string"):
@@ -471,9 +469,10 @@ def test_vectorised_conversion_reports_the_first_bad_frame_as_the_reference(extx
         else:
             records[3].info["REF_energy"] = "high"
             expect = "set.xyz: frame 3: REF_energy: is not numeric"
-        with pytest.raises(AtomsInputError) as err:
-            convert_frames(records, cutoff=CUTOFF, keys=keys, source=0, where="set.xyz")
-        assert str(err.value).startswith(expect), str(err.value)
+        for convert in (convert_frames, convert_frames_reference):
+            with pytest.raises(AtomsInputError) as err:
+                convert(records, cutoff=CUTOFF, keys=keys, source=0, where="set.xyz")
+            assert str(err.value).startswith(expect), str(err.value)
 
 
 def test_neighbour_list_is_the_half_list_and_its_mirror():

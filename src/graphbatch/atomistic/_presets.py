@@ -46,7 +46,7 @@ def mace(
     """Preset for MACE's ``AtomicData`` (``mace.data.AtomicData.from_config(..., cutoff=r_max)``),
     and for atomistic graph stores (`graphbatch.datasets.build_atoms_store`): over a
     `GraphStore`, `graphbatch.torch.loader` reads the same dicts straight from the store's
-    arrays (`graphbatch.atomistic._store_view`); that needs ``z_table`` (the model's atomic
+    arrays (`graphbatch.atomistic._mace_view`); that needs ``z_table`` (the model's atomic
     numbers in one-hot order, a list or MACE's ``AtomicNumberTable``), and takes ``heads`` (the
     model's head names, default ``["Default"]``) and ``dtype`` (the batch's float dtype,
     default torch's default dtype now).
@@ -77,7 +77,7 @@ def mace(
         "charges_weight": 0.0,
         "polarizability_weight": 0.0,
     }
-    from ._store_view import MaceStoreReader
+    from ._mace_view import MaceStoreReader
 
     reader = MaceStoreReader(c, z_table, heads, dtype)
     return Preset(
@@ -98,12 +98,12 @@ def fairchem(r_max: float, *, as_dict: bool = True, dataset: str | None = None) 
     input with ``data.get(key, default=...)``, so turn a dict batch into fairchem's own
     ``AtomicData`` with `to_fairchem` before the call. Over an atomistic `GraphStore`
     (`graphbatch.datasets.build_atoms_store`), `graphbatch.torch.loader` reads the same dicts
-    from the store's arrays (`graphbatch.atomistic._store_view.FairchemStoreReader`;
+    from the store's arrays (`graphbatch.atomistic._fairchem_view.FairchemStoreReader`;
     ``dataset``: fairchem's task name for every structure).
     """
     c = _r_max(r_max)
     pads = {"cell": _eye(c), "cell_offsets": torch.ones(3, dtype=torch.float64), "sid": [""]}
-    from ._store_view import FairchemStoreReader
+    from ._fairchem_view import FairchemStoreReader
 
     return Preset(
         "fairchem",

@@ -2,7 +2,7 @@
 
 Streamed: an extxyz file is scanned once for frame boundaries (atom-count lines) and cut into
 blocks of ``chunk_frames`` frames; an ASE database into blocks of rows (``select(offset=,
-limit=)``). Each block is parsed by ASE and converted (`graphbatch.datasets._atoms`) in this
+limit=)``). Each block is parsed by ASE and converted (`graphbatch.datasets._atoms_convert`) in this
 process or in one of ``workers`` processes, at most ``2 * workers`` blocks ahead, and appended
 to the store in input order by one `GraphStoreWriter` -- never the whole file in memory, the
 same store for any ``workers``. The first bad frame stops the build with one line naming the
@@ -27,7 +27,8 @@ import numpy as np
 
 from .._errors import InputError
 from .._io import check_output_path, check_regular_file
-from ._atoms import AtomsChunk, AtomsInputError, AtomsKeys, convert_frames, remap_codes, store_units
+from ._atoms import AtomsInputError, AtomsKeys, store_units
+from ._atoms_convert import AtomsChunk, convert_frames, remap_codes
 from ._atoms_db import bad_row, exc_text, not_a_database, row_frame
 from ._build import BuildReport
 from ._extxyz import AtomsFrame, frame_from_atoms, parse_comment, read_frames
@@ -323,6 +324,111 @@ def _format_of(path: str) -> str:
     return "extxyz"
 
 
+def _checked_cutoff(cutoff: Any) -> float:
+    """``cutoff`` as a float distance (Å) the neighbour list takes, else `InputError`."""
+    try:
+        cutoff = float(cutoff)
+    except (TypeError, ValueError):
+        raise InputError(f"cutoff must be a number, got {cutoff!r}") from None
+    if not (np.isfinite(cutoff) and cutoff > 0):
+        raise InputError(f"cutoff must be a finite distance > 0 (Å), got {cutoff!r}")
+    if cutoff <= MIN_CUTOFF:
+        raise InputError(
+            f"cutoff {cutoff!r} Å is at or below {MIN_CUTOFF!r} Å, the smallest the neighbour "
+            f"list ({NEIGHBOUR_LIBRARY}) takes"
+        )
+    return cutoff
+
+
+def _input_formats(paths: list[str], format: str | None) -> list[str]:
+    """The format of each input (``format``, else guessed from its name), each checked to be
+    one of `ATOMS_FORMATS` and a regular file."""
+    formats = [format or _format_of(p) for p in paths]
+    for path, fmt in zip(paths, formats, strict=True):
+        if fmt not in ATOMS_FORMATS:
+            raise InputError(f"unknown format {fmt!r}; choose one of {ATOMS_FORMATS}")
+        check_regular_file(path, f"{fmt} input")
+    return formats
+
+
+def _default_keys(formats: list[str]) -> AtomsKeys:
+    """MACE's ``REF_*`` keys, or the calculator's names where every input is an ASE database."""
+    if set(formats) == {"ase-db"}:
+        return AtomsKeys(
+            energy="energy", forces="forces", stress="stress", virials="virials", charges="charges"
+        )
+    return AtomsKeys()
+
+
+def _store_meta(
+    paths: list[str],
+    formats: list[str],
+    cutoff: float,
+    keys: AtomsKeys,
+    units: dict[str, str] | None,
+) -> dict[str, Any]:
+    """The store's meta before its chunks (config types, heads, element and label counts are
+    added by `_write_chunks`)."""
+    import ase
+
+    vesin = import_vesin()
+    return {
+        "dataset": "atoms",
+        "schema": "graphbatch-atoms-1",
+        "sources": paths,
+        "formats": formats,
+        "cutoff_angstrom": cutoff,
+        "keys": keys.as_json(),
+        "units": store_units(keys, units),
+        "neighbour_list": {
+            "library": NEIGHBOUR_LIBRARY,
+            "version": vesin.__version__,
+            "edges": "MACE's get_neighborhood: |x_j - x_i + S @ cell| < cutoff, "
+            "no self-edge at S = 0",
+        },
+        "reader": f"ase {ase.__version__}",
+        "python": platform.python_version(),
+    }
+
+
+def _write_chunks(
+    writer: GraphStoreWriter, chunks: Iterator[AtomsChunk], keys: AtomsKeys, bar: Any
+) -> tuple[int, int, int]:
+    """Append ``chunks`` to ``writer`` in order, their config-type and head codes remapped to
+    store-wide tables, and add those tables, the frames with each property and the elements
+    seen to the writer's meta. ``bar``: a progress bar (``update(frames)``) or None. Returns
+    the totals ``(graphs, nodes, edges)``."""
+    config_types: list[str] = []
+    heads: list[str] = []
+    present = {p: 0 for p in keys.used()}
+    n_graph = n_node = n_edge = 0
+    seen = np.zeros(256, dtype=bool)
+    for chunk in chunks:
+        graphs = chunk.graphs
+        graphs.graph["config_type"] = remap_codes(
+            graphs.graph["config_type"], chunk.config_types, config_types
+        )
+        graphs.graph["head"] = remap_codes(graphs.graph["head"], chunk.heads, heads)
+        writer.append(graphs)
+        seen[graphs.node["atomic_numbers"]] = True
+        for prop, count in chunk.present.items():
+            present[prop] += count
+        n_graph += len(graphs)
+        n_node += int(graphs.n_node.sum())
+        n_edge += int(graphs.n_edge.sum())
+        if bar is not None:
+            bar.update(len(graphs))
+    if len(config_types) > np.iinfo(np.int32).max or len(heads) > np.iinfo(np.int16).max:
+        raise InputError("too many distinct config types or heads")
+    writer.meta.update(
+        config_types=config_types,
+        heads=heads,
+        frames_with={p: int(c) for p, c in present.items()},
+        elements=[int(z) for z in np.flatnonzero(seen)],
+    )
+    return n_graph, n_node, n_edge
+
+
 def build_atoms_store(
     sources: str | os.PathLike | Sequence[str | os.PathLike],
     out: str | os.PathLike,
@@ -351,70 +457,21 @@ def build_atoms_store(
     paths = [str(sources)] if isinstance(sources, (str, os.PathLike)) else [str(s) for s in sources]
     if not paths:
         raise InputError("no input files")
-    try:
-        cutoff = float(cutoff)
-    except (TypeError, ValueError):
-        raise InputError(f"cutoff must be a number, got {cutoff!r}") from None
-    if not (np.isfinite(cutoff) and cutoff > 0):
-        raise InputError(f"cutoff must be a finite distance > 0 (Å), got {cutoff!r}")
-    if cutoff <= MIN_CUTOFF:
-        raise InputError(
-            f"cutoff {cutoff!r} Å is at or below {MIN_CUTOFF!r} Å, the smallest the neighbour "
-            f"list ({NEIGHBOUR_LIBRARY}) takes"
-        )
+    cutoff = _checked_cutoff(cutoff)
     if isinstance(workers, bool) or int(workers) < 1:
         raise InputError(f"workers must be >= 1, got {workers!r}")
     if isinstance(chunk_frames, bool) or int(chunk_frames) < 1:
         raise InputError(f"chunk_frames must be >= 1, got {chunk_frames!r}")
-    fmts = [format or _format_of(p) for p in paths]
-    for p, f in zip(paths, fmts, strict=True):
-        if f not in ATOMS_FORMATS:
-            raise InputError(f"unknown format {f!r}; choose one of {ATOMS_FORMATS}")
-        check_regular_file(p, f"{f} input")
+    formats = _input_formats(paths, format)
     check_output_path(out, paths)
-    if keys is None:
-        keys = (
-            AtomsKeys(
-                energy="energy",
-                forces="forces",
-                stress="stress",
-                virials="virials",
-                charges="charges",
-            )
-            if set(fmts) == {"ase-db"}
-            else AtomsKeys()
-        )
-    import ase
-
-    vesin = import_vesin()
-    meta = {
-        "dataset": "atoms",
-        "schema": "graphbatch-atoms-1",
-        "sources": paths,
-        "formats": fmts,
-        "cutoff_angstrom": cutoff,
-        "keys": keys.as_json(),
-        "units": store_units(keys, units),
-        "neighbour_list": {
-            "library": NEIGHBOUR_LIBRARY,
-            "version": vesin.__version__,
-            "edges": "MACE's get_neighborhood: |x_j - x_i + S @ cell| < cutoff, "
-            "no self-edge at S = 0",
-        },
-        "reader": f"ase {ase.__version__}",
-        "python": platform.python_version(),
-    }
+    keys = _default_keys(formats) if keys is None else keys
+    meta = _store_meta(paths, formats, cutoff, keys, units)
 
     def blocks() -> Iterator[_Block]:
-        for k, (p, f) in enumerate(zip(paths, fmts, strict=True)):
-            make = extxyz_blocks if f == "extxyz" else _db_blocks
-            yield from make(p, k, int(chunk_frames))
+        for k, (path, fmt) in enumerate(zip(paths, formats, strict=True)):
+            make = extxyz_blocks if fmt == "extxyz" else _db_blocks
+            yield from make(path, k, int(chunk_frames))
 
-    config_types: list[str] = []
-    heads: list[str] = []
-    present = {p: 0 for p in keys.used()}
-    n_graph = n_node = n_edge = 0
-    seen = np.zeros(256, dtype=bool)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -422,29 +479,8 @@ def build_atoms_store(
         bar = tqdm(unit="frame", desc="structures -> graphs")
     try:
         with GraphStoreWriter(out, name=name or Path(paths[0]).stem, meta=meta) as writer:
-            for chunk in _converted(blocks(), cutoff, keys, int(workers)):
-                g = chunk.graphs
-                g.graph["config_type"] = remap_codes(
-                    g.graph["config_type"], chunk.config_types, config_types
-                )
-                g.graph["head"] = remap_codes(g.graph["head"], chunk.heads, heads)
-                writer.append(g)
-                seen[g.node["atomic_numbers"]] = True
-                for p, c in chunk.present.items():
-                    present[p] += c
-                n_graph += len(g)
-                n_node += int(g.n_node.sum())
-                n_edge += int(g.n_edge.sum())
-                if bar is not None:
-                    bar.update(len(g))
-            if len(config_types) > np.iinfo(np.int32).max or len(heads) > np.iinfo(np.int16).max:
-                raise InputError("too many distinct config types or heads")
-            writer.meta.update(
-                config_types=config_types,
-                heads=heads,
-                frames_with={p: int(c) for p, c in present.items()},
-                elements=[int(z) for z in np.flatnonzero(seen)],
-            )
+            chunks = _converted(blocks(), cutoff, keys, int(workers))
+            n_graph, n_node, n_edge = _write_chunks(writer, chunks, keys, bar)
     finally:
         if bar is not None:
             bar.close()
