@@ -271,9 +271,9 @@ def test_damaged_store_cli_gives_one_line_errors(tmp_path, stored, capsys):
 
 
 def _layout(path):
-    from graphbatch.datasets._store import _read_header
+    from graphbatch.datasets._store_map import read_header
 
-    return list(_read_header(Path(path)).layout.values())
+    return list(read_header(Path(path)).layout.values())
 
 
 def _content(store):
@@ -356,8 +356,10 @@ def test_numpy_access_works_without_torch(stored):
 def test_torch_dataset_of_pyg_data(stored):
     torch = pytest.importorskip("torch")
     pytest.importorskip("torch_geometric")
+    from graphbatch.torch import GraphStoreDataset
+
     path, graphs = stored
-    ds = GraphStore(path).to_torch()
+    ds = GraphStoreDataset(GraphStore(path))
     assert len(ds) == len(graphs)
     assert ds.graph_sizes() == GraphSizes(graphs.n_node, graphs.n_edge, ds.graph_sizes().n_bytes)
     d = ds[5]
