@@ -316,6 +316,30 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
         raise _FormatError(
             f"the header lists arrays {have!r}, not {sorted({*expected, 'failed_index'})}"
         )
+    layout, checksums = _array_layout(arrays, expected, size, header_span)
+    return StoreHeader(
+        uuid=uuid,
+        name=name,
+        n_graph=n_graph,
+        totals=totals,
+        fields=fields,
+        meta=meta,
+        checksums=checksums,
+        edge_dtype=edge_dtype,
+        layout=layout,
+        header_crc=crc,
+        format_version=STORE_VERSION,
+        chunk_arrays=tuple(columns),
+    )
+
+
+def _array_layout(
+    arrays: dict, expected: dict[str, tuple[tuple, np.dtype]], size: int, header_span: tuple
+) -> tuple[dict, dict]:
+    """``(layout, checksums)`` of the header's ``arrays`` descriptions: each array's shape and
+    dtype as the counts require (``expected``; ``failed_index`` of any length), a CRC-32, and
+    bytes inside the ``size``-byte file, overlapping neither each other nor the header
+    (``header_span``: its offset and length)."""
     layout, checksums, spans = {}, {}, [header_span]
     for where, entry in arrays.items():
         if not isinstance(entry, dict):
@@ -353,20 +377,7 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
     for (a, la), (b, _) in itertools.pairwise(spans):
         if a + la > b:
             raise _FormatError(f"arrays overlap at file offset {b:,} (damaged header)")
-    return StoreHeader(
-        uuid=uuid,
-        name=name,
-        n_graph=n_graph,
-        totals=totals,
-        fields=fields,
-        meta=meta,
-        checksums=checksums,
-        edge_dtype=edge_dtype,
-        layout=layout,
-        header_crc=crc,
-        format_version=STORE_VERSION,
-        chunk_arrays=tuple(columns),
-    )
+    return layout, checksums
 
 
 def header_json(
