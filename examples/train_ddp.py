@@ -207,7 +207,7 @@ def main(argv=None) -> int:
     (out / "steps").mkdir(exist_ok=True)
 
     store = GraphStore(args.store)
-    dataset = store.to_torch()
+    dataset = gt.GraphStoreDataset(store)
     targets = normalised_targets(store, args.target).to(device)
     loader = gt.loader(dataset, strategy=args.strategy, batch_size=args.batch_size,
                        seed=args.seed, num_replicas=world, rank=rank,

@@ -195,7 +195,7 @@ def torch_cases():
 def store_torch_cases(store):
     import graphbatch.torch as gt
 
-    data = store.to_torch()
+    data = gt.GraphStoreDataset(store)
     nn, ne = store.n_node, store.n_edge
     rng = np.random.default_rng(3)
     batches = [np.arange(0, 4), rng.permutation(len(store))[:9], np.array([7]), np.arange(40, 60)]

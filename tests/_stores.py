@@ -16,7 +16,7 @@ def write_v2(path, graphs, *, name="v2", meta=None, failed_index=()) -> Path:
     """A format-2 store (contiguous datasets, header in HDF5 attributes with ``header_crc``)."""
     import h5py
 
-    from graphbatch.datasets._store import _header_crc
+    from graphbatch.datasets._store_legacy import _header_crc
 
     nn, ne = graphs.n_node.astype(np.int64), graphs.n_edge.astype(np.int64)
     small = {

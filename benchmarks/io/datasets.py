@@ -89,7 +89,9 @@ def bench_reads(tmp: Path, quick: bool, store: str | None = None) -> tuple[list[
         timed("get, LRU warm (all hits)", store.get)
     try:
         with GraphStore(path, cache_size=n) as store:
-            ds = store.to_torch()
+            from graphbatch.torch import GraphStoreDataset
+
+            ds = GraphStoreDataset(store)
             timed("torch Data, LRU cold", ds.__getitem__)
             timed("torch Data, LRU warm", ds.__getitem__)
     except ImportError as exc:

@@ -146,7 +146,7 @@ def main(argv=None) -> None:
     if args.child:
         return _child(args)
     start(args)
-    from graphbatch.datasets import GraphStore, build_store
+    from graphbatch.datasets import GraphStore, build_store, open_store
 
     out = Path(args.out_dir)
     if out.exists():
@@ -179,7 +179,7 @@ def main(argv=None) -> None:
                 load0 = os.getloadavg()[0]
                 rep = _run_build(src, manifest, w, args)
                 load1 = os.getloadavg()[0]
-                same = _same(single, GraphStore(manifest, verify=True))
+                same = _same(single, open_store(manifest, verify=True))
                 rows.append((name, w, r, rep, same, load0, load1))
                 print(f"round {r}, {name}, {w} worker(s), {args.shards} shards: command "
                       f"{rep['command']:.2f} s, driver {rep['seconds']:.2f} s, engine "
@@ -219,7 +219,7 @@ def main(argv=None) -> None:
                       f"{two['fixed_cpu']:.2f} s); control (machine) "
                       f"x{controls[r]:.2f}")
     if args.read_batches and rows:
-        _read_speed(single, GraphStore(out / f"new-w{args.workers[-1]}-r{args.rounds - 1}"
+        _read_speed(single, open_store(out / f"new-w{args.workers[-1]}-r{args.rounds - 1}"
                                        / "moses.json"), args.read_batches)
     print(f"load average at end {os.getloadavg()}")
 

@@ -7,8 +7,8 @@ seed 0, epoch 0), one process and ``torch.set_num_threads(1)`` unless stated:
 - ``store batch``: ``graphbatch.torch.loader(GraphStore(path), ...)`` -- the batch path (memory
   maps, one vectorised gather per array straight into the padded layout);
 - ``store batch, in_memory``: the same with ``GraphStore(path, in_memory=True)``;
-- ``store per-graph``: ``graphbatch.torch.loader(GraphStore(path).to_torch(), ...)`` -- one PyG
-  ``Data`` per graph, then ``collate`` (the path issue 15 measured), on the first batches only;
+- ``store per-graph``: ``graphbatch.torch.loader(GraphStoreDataset(GraphStore(path)), ...)`` -- one
+  PyG ``Data`` per graph, then ``collate`` (the path issue 15 measured), on the first batches only;
 - ``gt.loader, list``: ``graphbatch.torch.loader`` over a Python list of the same graphs as
   ``Data`` held in memory (the first ``--baseline-graphs`` graphs, re-planned on that subset);
 - ``PyG DataLoader, list``: ``torch_geometric.loader.DataLoader(list, batch_size, shuffle=True)``
@@ -240,7 +240,7 @@ def bench_store(path: str, args) -> list[dict]:
     mem = GraphStore(path, in_memory=True)
     rows.append(_row("store batch, in_memory", *_timed(gt.loader(mem, **kw), limit),
                      note="arrays read into RAM once"))
-    rows.append(_row("store per-graph", *_timed(gt.loader(store.to_torch(), **kw),
+    rows.append(_row("store per-graph", *_timed(gt.loader(gt.GraphStoreDataset(store), **kw),
                                                 args.per_graph_batches),
                      note=f"first {args.per_graph_batches} batches"))
     wrows, worker_summary = workers_ab(store, kw, args.worker_rounds, args.round_batches)
@@ -248,7 +248,7 @@ def bench_store(path: str, args) -> list[dict]:
 
     # baselines over the same graphs held in memory as Data
     n_base = min(len(store), args.baseline_graphs)
-    ds = store.to_torch()
+    ds = gt.GraphStoreDataset(store)
     t0 = time.perf_counter()
     data = [ds[i] for i in range(n_base)]
     make_s = time.perf_counter() - t0

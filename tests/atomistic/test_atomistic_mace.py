@@ -180,7 +180,7 @@ def test_mace_graphs_view_of_a_graphbatch_store(models, tmp_path):
     from .._mace_graphs import ZS, _float64, z_table
 
     build_store("qm9", tmp_path / "qm9.h5", graph="radius", cutoff=R_MAX, limit=6)
-    store = GraphStore(tmp_path / "qm9.h5").to_torch()
+    store = gt.GraphStoreDataset(GraphStore(tmp_path / "qm9.h5"))
     data = [store[i] for i in range(len(store))]
     view = ga.MACEGraphs(store, ZS, dtype=torch.float64, targets=lambda g: {"energy": g.y[0, 10]})
     assert view.graph_sizes().n_node.tolist() == [g.num_nodes for g in data]

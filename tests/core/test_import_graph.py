@@ -4,10 +4,13 @@ cycles and no imports of another package's private modules.
 Every import counts: module level, inside functions, under ``try``, relative and absolute,
 and ``importlib.import_module`` calls (a literal argument is resolved; a computed one counts
 as importing every module named by a string constant at the importing module's top level, an
-over-approximation that cannot miss a lazy import table). A cycle closed only by an import
-inside a function is still a cycle: the function just delays it to the first call. Imports
-under ``if TYPE_CHECKING:`` never run (they name types for annotations), so they count for the
-privacy rule but not for cycles.
+over-approximation that cannot miss a lazy import table). A lookup of a module of the tree in
+``sys.modules`` by a literal name -- ``sys.modules.get("graphbatch.x")``,
+``sys.modules["graphbatch.x"]``, ``"graphbatch.x" in sys.modules`` -- counts as importing it:
+the code depends on that module as surely as an import, it just finds it already loaded. A
+cycle closed only by an import inside a function is still a cycle: the function just delays it
+to the first call. Imports under ``if TYPE_CHECKING:`` never run (they name types for
+annotations), so they count for the privacy rule but not for cycles.
 
 The privacy rule: a module is private when a component of its dotted name after
 ``graphbatch`` starts with one underscore (``graphbatch.datasets._store``); it belongs to the
@@ -138,6 +141,42 @@ def _dynamic_targets(
     return out
 
 
+def _is_sys_modules(node: ast.AST) -> bool:
+    """Whether ``node`` is the expression ``sys.modules``."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "modules"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+def _sys_modules_name(node: ast.AST) -> str | None:
+    """The literal module name that ``node`` looks up in ``sys.modules`` (``.get(name, ...)``,
+    ``[name]``, ``name in``/``not in``), else None."""
+    key: ast.AST | None = None
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("get", "pop", "setdefault")
+        and _is_sys_modules(node.func.value)
+        and node.args
+    ):
+        key = node.args[0]
+    elif isinstance(node, ast.Subscript) and _is_sys_modules(node.value):
+        key = node.slice
+    elif (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], (ast.In, ast.NotIn))
+        and _is_sys_modules(node.comparators[0])
+    ):
+        key = node.left
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        return key.value
+    return None
+
+
 def _is_import_module(call: ast.Call) -> bool:
     func = call.func
     return (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
@@ -182,6 +221,9 @@ def import_edges(root: Path, package: str = ROOT) -> list[Edge]:
             elif isinstance(node, ast.Call) and _is_import_module(node):
                 for target in sorted(_dynamic_targets(importer, node, constants, modules)):
                     edges.append(Edge(importer, target, node.lineno))
+            looked_up = _sys_modules_name(node)
+            if looked_up is not None and looked_up in modules:
+                edges.append(Edge(importer, looked_up, node.lineno))
         edges[first:] = [
             Edge(e.importer, e.target, e.line, e.name, e.line in typing_only) for e in edges[first:]
         ]
@@ -368,6 +410,41 @@ def test_checker_catches_a_cycle_through_import_module(tmp_path):
     )
     messages = check(tmp_path, "pkg")
     assert len(messages) == 1 and "pkg.a, pkg.b" in messages[0], messages
+
+
+def test_checker_counts_sys_modules_lookups_as_imports(tmp_path):
+    """``sys.modules.get("pkg.x")``, ``sys.modules["pkg.x"]`` and ``"pkg.x" in sys.modules``
+    with a literal name are imports of ``pkg.x``: they close cycles and break the privacy
+    rule; a name outside the tree (``"torch"``) or a computed one is not an edge."""
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from .b import f\n",
+            "pkg/b.py": "import sys\n\ndef f():\n    return sys.modules.get('pkg.a')\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/_impl.py": "Y = 1\n",
+            "pkg/c.py": "import sys\n\ndef g():\n    return sys.modules['pkg.sub._impl'].Y\n",
+            "pkg/d.py": "import sys\n\ndef h():\n    return 'pkg.sub._impl' in sys.modules\n",
+            "pkg/e.py": "import sys\n\ndef k(n):\n"
+            "    return sys.modules.get('torch'), sys.modules.get(n), sys.modules\n",
+        },
+    )
+    edges = import_edges(tmp_path, "pkg")
+    assert {(e.importer, e.target, e.line) for e in edges} >= {
+        ("pkg.b", "pkg.a", 4),
+        ("pkg.c", "pkg.sub._impl", 4),
+        ("pkg.d", "pkg.sub._impl", 4),
+    }
+    assert not [e for e in edges if e.importer == "pkg.e"]
+    messages = check(tmp_path, "pkg")  # cycles first, then private imports by importer
+    assert len(messages) == 3, messages
+    assert messages[0].startswith("import cycle between pkg.a, pkg.b")
+    assert "pkg.b:4 imports pkg.a" in messages[0]
+    assert messages[1:] == [
+        "pkg.c:4 imports private pkg.sub._impl from outside its package",
+        "pkg.d:4 imports private pkg.sub._impl from outside its package",
+    ]
 
 
 def test_checker_catches_private_imports(tmp_path):

@@ -16,6 +16,8 @@ from graphbatch.datasets import (
     GraphArrays,
     GraphStore,
     ShardedGraphStore,
+    StoreFormatError,
+    open_store,
     synthetic_graphs,
     synthetic_sizes,
     write_store,
@@ -67,7 +69,7 @@ def test_random_partitions_read_like_one_file(tmp_path_factory, data):
         for k, (a, b) in enumerate(itertools.pairwise(bounds))
     ]
     write_manifest_of_shards(folder / "m.json", paths, name="t", meta={}, build={})
-    store = GraphStore(folder / "m.json")
+    store = open_store(folder / "m.json")
     assert isinstance(store, ShardedGraphStore) and store.n_shards == len(paths)
     assert store.shard_starts.tolist() == bounds
     idx = np.asarray(
@@ -141,32 +143,47 @@ def test_manifest_from_facts_refuses_a_shard_replaced_after_its_writer_read_it(t
     write_store(paths[0], [GRAPHS.take(np.arange(0, 10))], name="t")
     facts = [shard_facts(p) for p in paths]
     write_manifest_of_facts(tmp_path / "m.json", facts, name="t", meta={}, build={})
-    store = GraphStore(tmp_path / "m.json", verify=True)
+    store = open_store(tmp_path / "m.json", verify=True)
     assert np.array_equal(store.n_node, GRAPHS.n_node[:25])
     assert np.array_equal(store.n_edge, GRAPHS.n_edge[:25])
 
 
-def test_graph_store_open_is_the_factory_and_graph_store_calls_it(tmp_path):
+def test_open_store_picks_the_kind_of_store_by_the_file(tmp_path):
+    """`open_store` opens a store file as a `GraphStore` and a manifest as a
+    `ShardedGraphStore` (by content, not name); both are graph sources with the same options,
+    and pickle to copies of their own kind. ``GraphStore(manifest)`` refuses in one line
+    naming `open_store`."""
     import pickle
+
+    from graphbatch._source import GraphSource
 
     one = write_store(tmp_path / "one.h5", [GRAPHS], name="t")
     shards = [
         write_store(tmp_path / f"s{k}.h5", [GRAPHS.take(np.arange(a, b))], name="t")
         for k, (a, b) in enumerate(((0, 15), (15, N)))
     ]
-    write_manifest_of_shards(tmp_path / "m.json", shards, name="t", meta={}, build={})
-    for path, kind in ((one, GraphStore), (tmp_path / "m.json", ShardedGraphStore)):
+    manifest = tmp_path / "m.json"
+    write_manifest_of_shards(manifest, shards, name="t", meta={}, build={})
+    disguised = tmp_path / "m.h5"  # a manifest under a store's name is still a manifest
+    disguised.write_bytes(manifest.read_bytes())
+    for path, kind in ((one, GraphStore), (manifest, ShardedGraphStore)):
         for store in (
-            GraphStore.open(path, cache_size=3),
-            GraphStore(path, cache_size=3),
-            GraphStore(path=path, cache_size=3),
+            open_store(path, cache_size=3),
+            open_store(path=path, cache_size=3),
             kind(path, cache_size=3),
         ):
             assert type(store) is kind and store.cache_size == 3 and len(store) == N
+            assert isinstance(store, GraphSource)
             copy = pickle.loads(pickle.dumps(store))
             assert type(copy) is kind and copy.uuid == store.uuid
             assert np.array_equal(copy.n_node, store.n_node)
+    assert type(open_store(tmp_path / "m.h5")) is ShardedGraphStore
+    for path in (manifest, disguised):
+        with pytest.raises(StoreFormatError, match=r"open_store\(path\)") as err:
+            GraphStore(path)
+        assert str(path) in str(err.value) and len(str(err.value).splitlines()) == 1
     with pytest.raises(TypeError):
-        GraphStore.open(one, cache_sise=3)
-    with pytest.raises(OSError):
-        GraphStore(tmp_path / "missing.h5")
+        open_store(one, cache_sise=3)
+    for opener in (open_store, GraphStore, ShardedGraphStore):
+        with pytest.raises(OSError):
+            opener(tmp_path / "missing.h5")

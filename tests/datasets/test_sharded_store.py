@@ -32,6 +32,7 @@ from graphbatch.datasets import (  # noqa: E402
     _cluster,
     build_sharded_store,
     build_store,
+    open_store,
 )
 from graphbatch.datasets._build import (  # noqa: E402
     BuildOptions,
@@ -74,8 +75,8 @@ def _copy_set(manifest: Path, to: Path) -> Path:
 
 def test_sharded_store_equals_single_file_build(qm9):
     single, manifest = qm9
-    a, b = GraphStore(single), GraphStore(manifest)
-    assert isinstance(b, ShardedGraphStore) and isinstance(b, GraphStore)
+    a, b = GraphStore(single), open_store(manifest)
+    assert isinstance(b, ShardedGraphStore) and not isinstance(b, GraphStore)
     assert b.n_shards == 3 and b.shard_starts.tolist() == [0, 140, 280, 420]
     assert len(b) == len(a) == QM9_N and b.fields == a.fields and b.name == "qm9"
     sa, sb = a.graph_sizes(), b.graph_sizes()
@@ -97,8 +98,7 @@ def test_sharded_store_equals_single_file_build(qm9):
     assert np.array_equal(a.failed_index, b.failed_index)
     assert np.array_equal(a.node_offsets, b.node_offsets)
     assert repr(b).startswith("ShardedGraphStore(") and "shards=3" in repr(b)
-    with pytest.raises(TypeError, match="read_batch"):
-        b.packed()
+    assert not hasattr(b, "packed")  # no single set of arrays: batches come from read_batch
     b.verify()
 
 
@@ -142,7 +142,7 @@ def test_moses_ids_and_failures_are_global_record_indices(tmp_path, cluster):
     rep = build_sharded_store(
         "moses", tmp_path / "set" / "m.json", shards=5, source=csv, address=cluster
     )
-    sharded = GraphStore(rep.path)
+    sharded = open_store(rep.path)
     assert single.failed_index.tolist() == [2, 5, 8, 12]
     assert [i for i, _ in rep.failures] == [2, 5, 8, 12]
     assert sharded.graph_field("index").tolist() == [i for i in range(16) if i not in (2, 5, 8, 12)]
@@ -162,7 +162,7 @@ def test_smiles_table_shards_keep_targets(tmp_path, cluster):
     rep = build_sharded_store(
         "smiles", tmp_path / "set" / "s.json", shards=3, source=csv, targets=["t"], address=cluster
     )
-    sharded = GraphStore(rep.path)
+    sharded = open_store(rep.path)
     assert [i for i, _ in rep.failures] == [2]
     assert sharded.graph_field("y")[:, 0].tolist() == [1.5, 2.5, 4.5, 5.5, 6.5]
     _assert_same_store(single, sharded)
@@ -176,7 +176,7 @@ def test_code_file_indices_are_global(tmp_path, cluster):
     rep = build_sharded_store(
         "code", tmp_path / "set" / "c.json", shards=4, source=folder, address=cluster
     )
-    sharded = GraphStore(rep.path)
+    sharded = open_store(rep.path)
     assert sharded.graph_field("file_index").max() > 4
     _assert_same_store(single, sharded)
 
@@ -198,7 +198,7 @@ def test_partitions_without_graphs_have_no_shard(tmp_path, cluster):
     rep = build_sharded_store(
         "code", tmp_path / "set" / "c.json", shards=5, source=src, address=cluster
     )
-    sharded = GraphStore(rep.path, verify=True)
+    sharded = open_store(rep.path, verify=True)
     assert sharded.n_shards == 2 and len(rep.shards) == 2
     assert sorted(p.name for p in rep.path.parent.iterdir()) == sorted(
         [rep.path.name] + [p.name for p in rep.shards]
@@ -237,7 +237,7 @@ def test_plan_reads_the_manifest_sizes(qm9, tmp_path, capsys):
 
 def test_read_batch_across_shards_is_bit_identical(qm9):
     single, manifest = qm9
-    a, b = GraphStore(single), GraphStore(manifest)
+    a, b = GraphStore(single), open_store(manifest)
     rng = np.random.default_rng(0)
     for idx in (
         rng.permutation(QM9_N)[:30],
@@ -284,7 +284,7 @@ def test_torch_loader_batches_equal_single_file(qm9, strategy, kw):
 
     single, manifest = qm9
     la = gt.loader(GraphStore(single), strategy=strategy, batch_size=16, seed=3, **kw)
-    lb = gt.loader(GraphStore(manifest), strategy=strategy, batch_size=16, seed=3, **kw)
+    lb = gt.loader(open_store(manifest), strategy=strategy, batch_size=16, seed=3, **kw)
     assert isinstance(lb.collater, StoreCollater)
     xs, ys = list(la), list(lb)
     assert len(xs) == len(ys) > 0
@@ -302,7 +302,7 @@ def test_pickled_copy_reopens_shards_and_checks_them(qm9, tmp_path):
     import pickle
 
     manifest = _copy_set(qm9[1], tmp_path / "s")
-    store = GraphStore(manifest)
+    store = open_store(manifest)
     want = store.read_batch([5, 300, 150], (200, 4000, 5))
     clone = pickle.loads(pickle.dumps(store))
     assert all(s is None for s in clone._shards)
@@ -323,7 +323,7 @@ def test_jax_batches_equal_single_file(qm9):
     from graphbatch.jax._source import StoreGraphs, make_padded
 
     single, manifest = qm9
-    sa, sb = StoreGraphs(GraphStore(single)), StoreGraphs(GraphStore(manifest))
+    sa, sb = StoreGraphs(GraphStore(single)), StoreGraphs(open_store(manifest))
     plan = gb.plan(sb.graph_sizes(), "pack-lpf", batch_size=16, seed=2)
     for b, idx in enumerate(plan.batches()):
         x = make_padded(sa, idx, plan.shape(b), template=None, cutoff=2.5)
@@ -340,15 +340,15 @@ def test_edited_or_truncated_manifest_is_refused(qm9, tmp_path):
     body["shards"][1]["n_graph"] += 1
     manifest.write_text(json.dumps(body))
     with pytest.raises(StoreFormatError, match=r"set\.json.*edited or damaged manifest"):
-        GraphStore(manifest)
+        open_store(manifest)
     manifest.write_text(_copy_set(qm9[1], tmp_path / "t").read_text()[:500])
     with pytest.raises(StoreFormatError, match="not a complete sharded store manifest"):
-        GraphStore(manifest)
+        open_store(manifest)
 
 
 def test_replaced_missing_and_damaged_shards_are_named(qm9, tmp_path, capsys):
     manifest = _copy_set(qm9[1], tmp_path / "s")
-    store = GraphStore(manifest)
+    store = open_store(manifest)
     victim = store.shard_paths[1]
     # replaced by a re-build of the same records: same size, another store id
     opts = BuildOptions("qm9", limit=QM9_N)
@@ -356,7 +356,7 @@ def test_replaced_missing_and_damaged_shards_are_named(qm9, tmp_path, capsys):
     meta = store.shard(1).meta  # the same header but for its id: same size
     store.close()
     write_partition(victim, opts, slice_records(records, 140, 280), meta, start=140)
-    again = GraphStore(manifest)  # opening reads no shard
+    again = open_store(manifest)  # opening reads no shard
     again.read_graph(0)  # shard 0 is intact
     with pytest.raises(StoreFormatError, match=rf"{victim.name}.*replaced shard"):
         again.read_batch([0, 150], (200, 4000, 4))
@@ -365,7 +365,7 @@ def test_replaced_missing_and_damaged_shards_are_named(qm9, tmp_path, capsys):
     assert err.count("\n") == 1 and victim.name in err and "replaced" in err
     # damaged data: one flipped byte in shard 2's node positions
     manifest = _copy_set(qm9[1], tmp_path / "d")
-    shard = GraphStore(manifest).shard(2)
+    shard = open_store(manifest).shard(2)
     offset = shard._arrays()["node/pos"].offset + 40
     path = shard.path
     shard.close()
@@ -373,17 +373,17 @@ def test_replaced_missing_and_damaged_shards_are_named(qm9, tmp_path, capsys):
     raw[offset] ^= 0x10
     path.write_bytes(bytes(raw))
     with pytest.raises(StoreFormatError, match=rf"{path.name}.*checksum of node/pos"):
-        GraphStore(manifest).verify()
+        open_store(manifest).verify()
     assert main(["data", "verify", str(manifest)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and path.name in err
     # missing or truncated shard: refused on open, naming it
     path.unlink()
     with pytest.raises(StoreFormatError, match=rf"{path.name}.* is missing"):
-        GraphStore(manifest)
+        open_store(manifest)
     path.write_bytes(bytes(raw[:1000]))
     with pytest.raises(StoreFormatError, match=rf"{path.name}.*replaced or damaged"):
-        GraphStore(manifest)
+        open_store(manifest)
     # intact copy verifies, through the CLI too
     assert main(["data", "verify", str(qm9[1])]) == 0
     assert "intact" in capsys.readouterr().out
@@ -398,7 +398,7 @@ def test_forged_manifest_with_a_consistent_checksum_still_checks_shards(qm9, tmp
     body["shards"][0]["uuid"] = "0" * 32
     body["manifest_crc"] = _body_crc(body)
     manifest.write_text(json.dumps(body))
-    store = GraphStore(manifest)
+    store = open_store(manifest)
     with pytest.raises(StoreFormatError, match="replaced shard"):
         store.read_graph(3)
 
@@ -426,7 +426,7 @@ def test_failed_shard_leaves_no_new_manifest_and_no_shards(qm9, tmp_path, cluste
     assert calls.count(140) == 2 or calls.count(280) == 2  # tried, then retried once
     # the earlier complete set is untouched and still opens; the failed build left nothing
     assert sorted(p.name for p in manifest.parent.iterdir()) == before
-    GraphStore(manifest).verify()
+    open_store(manifest).verify()
     fresh = tmp_path / "new" / "x.json"
     with pytest.raises(ShardBuildError):
         build_sharded_store("qm9", fresh, shards=3, limit=QM9_N, address=cluster, retries=0)
@@ -437,7 +437,7 @@ def test_failed_shard_leaves_no_new_manifest_and_no_shards(qm9, tmp_path, cluste
 
 def test_rebuild_replaces_the_set_and_removes_old_shards(qm9, tmp_path, cluster):
     manifest = _copy_set(qm9[1], tmp_path / "s")
-    old = GraphStore(manifest).shard_paths
+    old = open_store(manifest).shard_paths
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
@@ -450,7 +450,7 @@ def test_rebuild_replaces_the_set_and_removes_old_shards(qm9, tmp_path, cluster)
     (stale / "0.bin").write_bytes(b"partial")
     build_sharded_store("qm9", manifest, shards=2, limit=100, address=cluster)
     assert not stale.exists()
-    new = GraphStore(manifest, verify=True)
+    new = open_store(manifest, verify=True)
     assert len(new) == 100 and new.n_shards == 2
     assert not any(p.exists() for p in old)
     assert sorted(p.name for p in manifest.parent.iterdir()) == sorted(
@@ -594,7 +594,7 @@ def test_killed_driver_leaves_no_openable_manifest(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert not out.exists()
     with pytest.raises(FileNotFoundError, match=r"m.json"):
-        GraphStore(out)
+        open_store(out)
 
 
 @pytest.mark.parametrize("group", [False, True], ids=["driver", "process-group"])
@@ -629,7 +629,7 @@ def test_sigterm_calls_the_sharded_build_off_in_one_line(tmp_path, group):
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.count("\n") == 1 and err.startswith("graphbatch data: terminated (SIGTERM)"), err
     assert not out.exists() and not list(tmp_path.glob("*.h5"))
-    from graphbatch.datasets._store import _pid_alive
+    from graphbatch.datasets._store_write import _pid_alive
 
     for p in tmp_path.iterdir():  # recognisably stale, if anything
         pid = re.fullmatch(r"\.m-[0-9a-f]{8}-\d{5}-of-\d{5}\.h5\.(\d+)\.\w{8}\.tmp", p.name)
@@ -681,7 +681,7 @@ def test_killed_worker_partition_is_retried_and_the_build_equals_single_file(tmp
     assert sorted(p.name for p in out.parent.iterdir()) == sorted(
         [out.name] + [p.name for p in report.shards]
     )
-    sharded = GraphStore(out, verify=True)
+    sharded = open_store(out, verify=True)
     assert np.array_equal(sharded.n_node, single.n_node)
     assert np.array_equal(sharded.n_edge, single.n_edge)
     for i in range(len(single)):

@@ -271,9 +271,9 @@ def test_damaged_store_cli_gives_one_line_errors(tmp_path, stored, capsys):
 
 
 def _layout(path):
-    from graphbatch.datasets._store import _read_header
+    from graphbatch.datasets._store_map import read_header
 
-    return list(_read_header(Path(path)).layout.values())
+    return list(read_header(Path(path)).layout.values())
 
 
 def _content(store):
@@ -356,8 +356,10 @@ def test_numpy_access_works_without_torch(stored):
 def test_torch_dataset_of_pyg_data(stored):
     torch = pytest.importorskip("torch")
     pytest.importorskip("torch_geometric")
+    from graphbatch.torch import GraphStoreDataset
+
     path, graphs = stored
-    ds = GraphStore(path).to_torch()
+    ds = GraphStoreDataset(GraphStore(path))
     assert len(ds) == len(graphs)
     assert ds.graph_sizes() == GraphSizes(graphs.n_node, graphs.n_edge, ds.graph_sizes().n_bytes)
     d = ds[5]
@@ -368,6 +370,47 @@ def test_torch_dataset_of_pyg_data(stored):
     assert d.y.shape == (1, 2) and d.y.dtype == torch.float32
     np.testing.assert_array_equal(d.edge_index.numpy(), want["edge_index"])
     np.testing.assert_array_equal(d.edge_dist.numpy(), want["edge_dist"])
+
+
+def test_the_torch_view_lives_in_the_torch_adapter(stored):
+    """The store has no torch method (datasets never imports the torch adapter); the view is
+    ``graphbatch.torch.GraphStoreDataset(store)``, which refuses anything but a store."""
+    pytest.importorskip("torch_geometric")
+    from graphbatch import InputTypeError
+    from graphbatch.torch import GraphStoreDataset
+
+    path, graphs = stored
+    assert not hasattr(GraphStore(path), "to_torch")
+    for wrong in (str(path), [graphs.graph_dict(0)], GraphStoreDataset(GraphStore(path))):
+        with pytest.raises(InputTypeError, match="needs a graph store"):
+            GraphStoreDataset(wrong)
+
+
+def test_adapters_recognise_stores_without_importing_the_datasets_package(stored):
+    """The torch and JAX adapters tell a store from a dataset by the core's `GraphSource`:
+    checking a non-store imports no ``graphbatch.datasets`` module; a store is recognised."""
+    pytest.importorskip("torch_geometric")
+    pytest.importorskip("jraph")
+    code = (
+        "import sys\n"
+        "from graphbatch.torch._store_batch import is_graph_store\n"
+        "from graphbatch.jax._source import as_graph_source\n"
+        "assert not is_graph_store([1]) and as_graph_source([1]) == [1]\n"
+        "print(sorted(m for m in sys.modules if m.startswith('graphbatch.datasets')))\n"
+        "from graphbatch.datasets import open_store\n"
+        f"store = open_store({str(stored[0])!r})\n"
+        "print(is_graph_store(store), type(as_graph_source(store)).__name__)\n"
+    )
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": src},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["[]", "True StoreGraphs"]
 
 
 def test_cli_build_and_sizes(tmp_path, capsys):

@@ -1,5 +1,5 @@
-"""The store batch path equals the per-graph path (`gt.collate` over ``store.to_torch()``) bit for
-bit, for every strategy family; workers, resume and a replaced store on the batch path."""
+"""The store batch path equals the per-graph path (`gt.collate` over ``GraphStoreDataset(store)``)
+bit for bit, for every strategy family; workers, resume and a replaced store on the batch path."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from graphbatch.datasets import (  # noqa: E402
     GraphArrays,
     GraphStore,
     StoreFormatError,
+    open_store,
     synthetic_graphs,
     synthetic_sizes,
     write_store,
@@ -81,7 +82,7 @@ def assert_same_batch(a, b):
 
 
 def _per_graph(store, idx, shape, **kw):
-    ds = store.to_torch()
+    ds = gt.GraphStoreDataset(store)
     return gt.collate(
         [ds[int(i)] for i in idx], shape, graph_index=list(idx), schema=gt.store_schema(store), **kw
     )
@@ -114,7 +115,7 @@ def test_batch_path_equals_per_graph_path(store, strategy, kw):
             want = _per_graph(store, idx, shape, cutoff=cutoff)
             assert_same_batch(got, want)
         d = gt.store_batch(store, idx, shape, as_dict=True)
-        ds = store.to_torch()
+        ds = gt.GraphStoreDataset(store)
         want_d = gt.collate_dict(
             [ds[int(i)] for i in idx], shape, graph_index=list(idx), schema=gt.store_schema(store)
         )
@@ -144,7 +145,7 @@ def test_layout_rules_and_ids_are_not_offset(store):
 
 
 def test_schema_matches_inference(store):
-    ds = store.to_torch()
+    ds = gt.GraphStoreDataset(store)
     inferred = gt.infer_schema([ds[i] for i in range(0, len(ds), 7)])
     assert dict(inferred) == dict(gt.store_schema(store))
 
@@ -156,7 +157,7 @@ def _collect(loader):
 def test_loader_on_store_equals_loader_on_dataset(store):
     for kw in ({}, {"num_replicas": 2, "rank": 1}):
         a = gt.loader(store, strategy="pack-lpf", batch_size=10, seed=2, **kw)
-        b = gt.loader(store.to_torch(), strategy="pack-lpf", batch_size=10, seed=2, **kw)
+        b = gt.loader(gt.GraphStoreDataset(store), strategy="pack-lpf", batch_size=10, seed=2, **kw)
         assert isinstance(a.collater, StoreCollater)
         for _ in range(2):  # two epochs
             n = len(a)
@@ -669,7 +670,7 @@ def test_slot_hand_off_on_a_sharded_store(tmp_path):
         for k, (a, b) in enumerate([(0, 25), (25, 60)])
     ]
     write_manifest_of_shards(tmp_path / "m.json", paths, name="t", meta={}, build={})
-    store = GraphStore(tmp_path / "m.json")
+    store = open_store(tmp_path / "m.json")
     kw = dict(strategy="dynamic", batch_size=5, seed=1)
     ref = _collect(gt.loader(store, **kw))
     got = _collect(gt.loader(store, dataloader_kwargs={"num_workers": 2}, **kw))

@@ -27,6 +27,7 @@ from graphbatch.datasets import (  # noqa: E402
     GraphStore,
     StoreFormatError,
     convert_store,
+    open_store,
     synthetic_graphs,
     synthetic_sizes,
     write_store,
@@ -122,13 +123,13 @@ def test_convert_format_1_and_2_and_check_the_result(tmp_path, capsys):
 def test_convert_compares_what_it_wrote_with_what_it_read(tmp_path, monkeypatch):
     """A write that does not read back as the source (here: a writer that drops a bit) is
     refused before the new store is renamed into place; an older file at --out survives."""
-    from graphbatch.datasets import _store
+    from graphbatch.datasets import _store_write
 
     graphs = _graphs(20, seed=6)
     src = write_v2(tmp_path / "v2.h5", graphs)
     out = tmp_path / "new.h5"
     out.write_bytes(b"an older file the user keeps")
-    real = _store.GraphStoreWriter.append
+    real = _store_write.GraphStoreWriter.append
 
     def lossy(self, chunk):
         node = dict(chunk.node)
@@ -146,7 +147,7 @@ def test_convert_compares_what_it_wrote_with_what_it_read(tmp_path, monkeypatch)
             ),
         )
 
-    monkeypatch.setattr(_store.GraphStoreWriter, "append", lossy)
+    monkeypatch.setattr(_store_write.GraphStoreWriter, "append", lossy)
     with pytest.raises(StoreFormatError, match="differ from the source"):
         convert_store(src, out)
     assert out.read_bytes() == b"an older file the user keeps"
@@ -315,7 +316,7 @@ def test_forged_manifest_dtypes_and_shapes_are_refused(tmp_path, capsys):
         manifest = _sharded(tmp_path / f"c{k}", graphs)
         _forge(manifest, change)
         with pytest.raises(StoreFormatError, match=match):
-            GraphStore(manifest).verify()
+            open_store(manifest).verify()
         capsys.readouterr()
         assert main(["data", "verify", str(manifest)]) == 2
         assert main(
@@ -346,7 +347,7 @@ def test_manifest_size_table_is_bounded_before_decompressing(tmp_path):
     tracemalloc.start()
     try:
         with pytest.raises(StoreFormatError, match="more than the 30 values"):
-            GraphStore(manifest)
+            open_store(manifest)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -354,16 +355,16 @@ def test_manifest_size_table_is_bounded_before_decompressing(tmp_path):
     manifest = _sharded(tmp_path / "b", graphs)
     _forge(manifest, lambda b: (b["shards"][0].update(n_graph=10**9), b.update(n_graph=10**9 + 20)))
     with pytest.raises(StoreFormatError, match="cannot hold the 1,000,000,000 graphs"):
-        GraphStore(manifest)
+        open_store(manifest)
 
 
 # ---------------------------------------------------------------- per-chunk checks
 @pytest.fixture()
 def small_chunks(monkeypatch):
     """Check chunks of ~4 KiB, so that a small test store has dozens of them."""
-    from graphbatch.datasets import _store
+    from graphbatch.datasets import _store_write
 
-    monkeypatch.setattr(_store, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(_store_write, "CHUNK_BYTES", 4096)
 
 
 def test_damaged_arrays_are_caught_on_first_read_not_served(tmp_path, small_chunks):

@@ -23,8 +23,9 @@ _ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "s
 _SETUP = """
 import os, sys
 import numpy as np
-from graphbatch.datasets import GraphStore, StoreFormatError, synthetic_graphs, synthetic_sizes
-from graphbatch.datasets._store import write_store
+from graphbatch.datasets import (
+    GraphStore, StoreFormatError, open_store, synthetic_graphs, synthetic_sizes, write_store
+)
 
 def make(path, n=3000, seed=0):
     sizes = synthetic_sizes(n, "heavy", rng=seed, mean_nodes=9)
@@ -105,7 +106,7 @@ def test_a_truncated_shard_of_a_sharded_store_raises_naming_it(tmp_path):
         from graphbatch.datasets._manifest import write_manifest_of_shards
         shards = [make(f"s{k}.h5", n=1500, seed=k) for k in range(2)]
         write_manifest_of_shards("m.json", shards, name="t", meta={}, build={})
-        s = GraphStore("m.json")
+        s = open_store("m.json")
         n0 = len(GraphStore("s0.h5"))
         s.read_batch([0, n0 + 1], (400, 4000, 3))  # both shards open
         PATH = Path("s1.h5").resolve()
@@ -155,10 +156,10 @@ def test_a_worker_killed_by_sigbus_mid_read_is_explained_as_the_truncation(tmp_p
     out = _run(
         """
         import graphbatch.torch as gt
-        from graphbatch.datasets import _store
+        from graphbatch.datasets import _store_map
 
         def unchecked_reads(worker_id):
-            _store._MappedFile.check = lambda self: None
+            _store_map.MappedFile.check = lambda self: None
 
         PATH = make("s.h5")
         store = GraphStore(PATH)

@@ -14,7 +14,7 @@ pyg_data = pytest.importorskip("torch_geometric.data")
 from graphbatch import plan  # noqa: E402
 from graphbatch._errors import InputError, InputTypeError  # noqa: E402
 from graphbatch.datasets import GraphStore, to_store  # noqa: E402
-from graphbatch.torch import loader  # noqa: E402
+from graphbatch.torch import GraphStoreDataset, loader  # noqa: E402
 
 Data = pyg_data.Data
 
@@ -46,7 +46,7 @@ def test_fake_dataset_round_trip(tmp_path):
     store = GraphStore(path)
     assert len(store) == len(ds)
     assert store.name == "FakeDataset"
-    back = store.to_torch()
+    back = GraphStoreDataset(store)
     for i in range(len(ds)):
         assert_same_graph(ds[i], back[i])
 
@@ -69,7 +69,7 @@ def test_every_level_and_dtype_round_trips(tmp_path):
     h = g.clone()
     h.x = torch.randn(4, 3)
     path = to_store([g, h], tmp_path / "levels.h5")
-    back = GraphStore(path).to_torch()
+    back = GraphStoreDataset(GraphStore(path))
     assert_same_graph(g, back[0])
     assert_same_graph(h, back[1])
     fields = GraphStore(path).fields
@@ -101,8 +101,8 @@ def test_chunking_does_not_change_the_store(tmp_path):
     a = GraphStore(to_store(graphs, tmp_path / "a.h5", chunk_graphs=3))
     b = GraphStore(to_store(graphs, tmp_path / "b.h5", chunk_graphs=1024))
     for i in range(10):
-        assert_same_graph(a.to_torch()[i], b.to_torch()[i])
-        assert_same_graph(graphs[i], a.to_torch()[i])
+        assert_same_graph(GraphStoreDataset(a)[i], GraphStoreDataset(b)[i])
+        assert_same_graph(graphs[i], GraphStoreDataset(a)[i])
 
 
 @settings(
@@ -127,7 +127,7 @@ def test_round_trip_property(tmp_path_factory, sizes, channels, seed):
             )
         )
     path = to_store(graphs, tmp_path_factory.mktemp("prop") / "p.h5", chunk_graphs=2)
-    back = GraphStore(path).to_torch()
+    back = GraphStoreDataset(GraphStore(path))
     for i, g in enumerate(graphs):
         assert_same_graph(g, back[i])
     # plans read sizes from the store's metadata: they match the input's
@@ -145,7 +145,7 @@ def test_level_settled_by_reading_ahead(tmp_path):
     assert GraphStore(path).fields["y"]["level"] == "graph"
     assert GraphStore(path).fields["x"]["level"] == "node"
     for i, g in enumerate(graphs):
-        assert_same_graph(g, GraphStore(path).to_torch()[i])
+        assert_same_graph(g, GraphStoreDataset(GraphStore(path))[i])
 
 
 def test_errors_name_the_graph_and_field(tmp_path):
@@ -166,7 +166,7 @@ def test_errors_name_the_graph_and_field(tmp_path):
     with pytest.raises(InputTypeError, match="field 'name' of graph 0 is a str"):
         to_store([named], tmp_path / "e.h5")
     path = to_store([named], tmp_path / "ok.h5", exclude=["name"])
-    assert "name" not in GraphStore(path).to_torch()[0]
+    assert "name" not in GraphStoreDataset(GraphStore(path))[0]
     with pytest.raises(InputError, match="chunk_graphs"):
         to_store([g], tmp_path / "e.h5", chunk_graphs=0)
     assert not (tmp_path / "e.h5").exists()
@@ -179,5 +179,5 @@ def test_never_overwrites_its_input(tmp_path):
     store = GraphStore(path)
     before = path.read_bytes()
     with pytest.raises(Exception, match=r"is the input file"):
-        to_store(store.to_torch(), path)
+        to_store(GraphStoreDataset(store), path)
     assert path.read_bytes() == before

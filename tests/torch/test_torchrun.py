@@ -178,7 +178,7 @@ def reference_losses(store: Path, world: int) -> list[float]:
     from graphbatch.models import SchNet, batch_inputs
 
     st = GraphStore(store)
-    ds = st.to_torch()
+    ds = gt.GraphStoreDataset(st)
     col = [t[0] for t in QM9_TARGETS].index("U0")
     y = np.asarray(st.graph_field("y"), dtype=np.float64)[:, col]
     atoms = st.graph_sizes().n_node.astype(np.float64)

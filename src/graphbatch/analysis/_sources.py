@@ -27,9 +27,9 @@ def input_files(path: str | os.PathLike | None) -> list[Path]:
     if head.lstrip()[:1] != b"{":
         return [path]
     try:
-        from ..datasets import GraphStore
+        from ..datasets import open_store
 
-        with GraphStore(path, cache_size=0) as store:  # a manifest: opens no shard
+        with open_store(path, cache_size=0) as store:  # a manifest: opens no shard
             shards = list(getattr(store, "shard_paths", ()))
     except (ImportError, OSError, ValueError):
         return [path]
@@ -41,8 +41,8 @@ def load_sizes(path: str | os.PathLike) -> GraphSizes:
     or a sharded store's ``.json`` manifest; read from size metadata only, no graph data and no
     shard is opened; needs ``graphbatch.datasets`` and h5py)."""
     if str(path).lower().endswith((".h5", ".hdf5", ".json")):
-        from ..datasets import GraphStore
+        from ..datasets import open_store
 
-        with GraphStore(path, cache_size=0) as store:
+        with open_store(path, cache_size=0) as store:
             return store.graph_sizes()
     return GraphSizes.load(path)

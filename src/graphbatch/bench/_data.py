@@ -171,6 +171,7 @@ def load_store_data(
     import torch
 
     from ..datasets import QM9_TARGETS, GraphStore
+    from ..torch import GraphStoreDataset
 
     store = GraphStore(path)
     missing = {"z", "pos", "y"} - set(store.fields)
@@ -190,7 +191,7 @@ def load_store_data(
     z = np.asarray(store.packed().node["z"][: int(store.node_offsets[g])], dtype=np.int64)
     train_idx, test_idx, resid, scale = _split_and_standardise(z, n_node, y, test_fraction, seed)
     target = torch.from_numpy(resid.astype(np.float32))
-    ds = store.to_torch()
+    ds = GraphStoreDataset(store)
     test = []
     for i in test_idx.tolist():
         d = ds[i]

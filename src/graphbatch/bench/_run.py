@@ -222,10 +222,12 @@ def _pyg_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, None, 
     import torch
     from torch_geometric.loader import DataLoader
 
+    from ..torch import GraphStoreDataset
+
     gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
     train = data.train
     if data.store is not None:  # the baselines get the same training graphs as Data
-        ds = data.store.to_torch()
+        ds = GraphStoreDataset(data.store)
         train = []
         for i in data.train_index.tolist():
             d = ds[i]

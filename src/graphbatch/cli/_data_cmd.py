@@ -83,7 +83,7 @@ def add_parser(sub) -> None:
         "--shards",
         type=int,
         help="build N shard stores on a cluster engine plus a "
-        "JSON manifest (--out MANIFEST.json); open it with GraphStore(MANIFEST)",
+        "JSON manifest (--out MANIFEST.json); open it with open_store(MANIFEST)",
     )
     b.add_argument(
         "--engine", choices=ENGINES, help=f"cluster engine for --shards (default {ENGINES[0]})"
@@ -487,10 +487,10 @@ def _run_sharded_build(args) -> int:
 
 
 def run_sizes(args) -> int:
-    from ..datasets import GraphStore
+    from ..datasets import open_store
 
     check_output_path(args.out, input_files(args.store), suffixes=(".npz",), what="size table")
-    with GraphStore(args.store, cache_size=0) as store:
+    with open_store(args.store, cache_size=0) as store:
         sizes = store.graph_sizes()
     path = sizes.save(args.out)
     print(
@@ -501,9 +501,9 @@ def run_sizes(args) -> int:
 
 
 def run_verify(args) -> int:
-    from ..datasets import GraphStore
+    from ..datasets import open_store
 
-    with GraphStore(args.store, cache_size=0) as store:
+    with open_store(args.store, cache_size=0) as store:
         store.verify()
         n = len(store.fields) + (6 if getattr(store, "format_version", 3) == 2 else 8)
         shards = getattr(store, "n_shards", None)

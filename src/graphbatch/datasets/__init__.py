@@ -1,8 +1,7 @@
 """Real and synthetic graph datasets, geometric graph construction, and the on-disk graph store.
 
-Everything here is NumPy/SciPy (+ h5py for the store, RDKit for MOSES); the PyTorch view of a
-store (`GraphStore.to_torch`, a `graphbatch.torch.GraphStoreDataset`) imports torch only when
-asked for.
+Everything here is NumPy/SciPy (+ h5py for the store, RDKit for MOSES). Open a store of either
+kind with `open_store`; its PyTorch view is `graphbatch.torch.GraphStoreDataset(store)`.
 """
 
 from .._errors import AtomsInputError, BuildCancelled, ShardBuildError, StoreFormatError
@@ -18,6 +17,7 @@ from ._convert import convert_store
 from ._emt import emt_structures, write_emt_extxyz
 from ._from_pyg import to_store
 from ._graphs import GraphArrays
+from ._header import STORE_FORMAT, STORE_VERSION
 from ._moses import load_moses_smiles, moses_graphs, moses_sizes, smiles_graphs
 
 # import_vesin: re-exported for the CLI (a redundant alias), not in __all__
@@ -27,16 +27,10 @@ from ._ogb import ATOM_FEATURES, BOND_FEATURES, smiles_to_graph
 from ._qm9 import QM9_NUM_MOLECULES, QM9_TARGETS, QM9Molecules, load_qm9, qm9_graphs
 from ._shards import ShardedGraphStore
 from ._smiles_csv import SmilesTable, load_smiles_csv
-from ._store import (
-    STORE_FORMAT,
-    STORE_SUFFIXES,
-    STORE_VERSION,
-    GraphStore,
-    GraphStoreWriter,
-    StoreFormatWarning,
-    remove_stale_temporaries,
-    write_store,
-)
+from ._store import GraphStore
+from ._store_map import StoreFormatWarning
+from ._store_open import open_store
+from ._store_write import STORE_SUFFIXES, GraphStoreWriter, remove_stale_temporaries, write_store
 from ._synthetic import SIZE_DISTRIBUTIONS, synthetic_graphs, synthetic_sizes
 
 __all__ = [
@@ -86,6 +80,7 @@ __all__ = [
     "moses_graphs",
     "moses_sizes",
     "neighbour_list",
+    "open_store",
     "python_files",
     "qm9_graphs",
     "radius_edges",

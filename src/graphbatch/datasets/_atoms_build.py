@@ -34,7 +34,7 @@ from ._build import BuildReport
 from ._extxyz import AtomsFrame, frame_from_atoms, parse_comment, read_frames
 from ._neighbours import NEIGHBOUR_LIBRARY, import_vesin
 from ._signals import quiet_worker, sigint_held
-from ._store import GraphStoreWriter
+from ._store_write import GraphStoreWriter
 
 __all__ = ["ATOMS_FORMATS", "build_atoms_store", "extxyz_blocks"]
 

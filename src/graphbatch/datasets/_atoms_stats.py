@@ -44,6 +44,7 @@ from .._validate import as_positive_int
 from ._graphs import GraphArrays
 from ._shards import ShardedGraphStore
 from ._store import GraphStore
+from ._store_open import AnyStore, open_store
 from ._stream_stats import Moments, StreamingLeastSquares
 
 __all__ = ["AtomsStatistics", "atoms_statistics"]
@@ -286,7 +287,7 @@ def _heads(graph: Mapping[str, np.ndarray], n_graph: int) -> np.ndarray:
 
 
 # ====================================================================== reading
-def _parts(store: GraphStore) -> Iterator[GraphStore]:
+def _parts(store: AnyStore) -> Iterator[GraphStore]:
     """The single-file stores holding ``store``'s structures, in order (opened one by one)."""
     if isinstance(store, ShardedGraphStore):
         for s in range(store.n_shards):
@@ -295,7 +296,7 @@ def _parts(store: GraphStore) -> Iterator[GraphStore]:
         yield store
 
 
-def _chunks(store: GraphStore, chunk_rows: int) -> Iterator[tuple[GraphStore, int, int]]:
+def _chunks(store: AnyStore, chunk_rows: int) -> Iterator[tuple[GraphStore, int, int]]:
     """``(part, start, stop)``: runs of consecutive structures of at most ``chunk_rows`` rows
     (atoms + edges + 128 per structure; one structure at least)."""
     for part in _parts(store):
@@ -310,7 +311,7 @@ def _chunks(store: GraphStore, chunk_rows: int) -> Iterator[tuple[GraphStore, in
 
 
 def _second_pass(
-    store: GraphStore,
+    store: AnyStore,
     chunk_rows: int,
     zs: np.ndarray,
     groups: Mapping[int, _Group],
@@ -332,7 +333,7 @@ def _second_pass(
             group.add_per_atom(counts[m], energy[m], n_node[m])
 
 
-def _complete(store: GraphStore, prop: str) -> bool:
+def _complete(store: AnyStore, prop: str) -> bool:
     """Whether every frame had ``prop`` (the build's ``meta["frames_with"]``; assumed so where
     the store does not say)."""
     counts = store.meta.get("frames_with")
@@ -341,7 +342,7 @@ def _complete(store: GraphStore, prop: str) -> bool:
     return int(counts[prop]) >= len(store)
 
 
-def _check_fields(store: GraphStore) -> None:
+def _check_fields(store: AnyStore) -> None:
     """The fields the statistics need, with the atomistic schema's levels and shapes."""
     where = str(store.path)
     need: dict[str, tuple[str, list[int], str]] = {
@@ -382,7 +383,7 @@ def _head_name(names: Any, code: int) -> str:
 
 
 def atoms_statistics(
-    store: GraphStore | str | os.PathLike, *, chunk_rows: int = CHUNK_ROWS
+    store: AnyStore | str | os.PathLike, *, chunk_rows: int = CHUNK_ROWS
 ) -> AtomsStatistics:
     """MACE's pre-training statistics of the structures in an atomistic store (built by
     `build_atoms_store` / ``graphbatch data build extxyz``; a sharded store's manifest too):
@@ -391,15 +392,15 @@ def atoms_statistics(
     (the result does not depend on it beyond rounding). Raises `InputError` naming the store
     and the field for a store without ``atomic_numbers`` or ``energy``."""
     chunk_rows = as_positive_int(chunk_rows, "chunk_rows")
-    if isinstance(store, GraphStore):
+    if isinstance(store, (GraphStore, ShardedGraphStore)):
         return _statistics(store, chunk_rows)
     if not isinstance(store, (str, os.PathLike)):
         raise InputTypeError(f"store must be a GraphStore or a path, got {type(store).__name__}")
-    with GraphStore.open(store, cache_size=0) as opened:
+    with open_store(store, cache_size=0) as opened:
         return _statistics(opened, chunk_rows)
 
 
-def _statistics(store: GraphStore, chunk_rows: int) -> AtomsStatistics:
+def _statistics(store: AnyStore, chunk_rows: int) -> AtomsStatistics:
     _check_fields(store)
     has_forces = "forces" in store.fields
     complete = {p: _complete(store, p) for p in ("energy", "forces")}

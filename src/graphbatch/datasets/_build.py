@@ -24,7 +24,7 @@ from .._errors import InputError
 from .._io import check_output_path
 from ._construct import GRAPH_METHODS
 from ._graphs import GraphArrays
-from ._store import STORE_SUFFIXES, GraphStoreWriter
+from ._store_write import STORE_SUFFIXES, GraphStoreWriter
 
 if TYPE_CHECKING:
     from ._qm9 import QM9Molecules

@@ -42,7 +42,7 @@ from .._validate import as_positive_int
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
 from ._manifest import read_manifest, shard_facts, write_manifest_of_facts
 from ._signals import sigint_held
-from ._store import remove_stale_temporaries
+from ._store_write import remove_stale_temporaries
 
 __all__ = [
     "ENGINES",

@@ -36,7 +36,10 @@ from .._errors import InputError, StoreFormatError
 from .._io import check_output_path, check_regular_file
 from ._graphs import LEVELS, GraphArrays
 from ._header import STORE_FORMAT, check_fields, sniff
-from ._store import STORE_SUFFIXES, GraphStore, GraphStoreWriter, StoreFormatWarning, _h5py
+from ._header import h5py_module as _h5py
+from ._store import GraphStore
+from ._store_map import StoreFormatWarning
+from ._store_write import STORE_SUFFIXES, GraphStoreWriter
 
 __all__ = ["check_v1", "convert_store"]
 

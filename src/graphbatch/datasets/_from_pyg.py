@@ -35,7 +35,7 @@ from .._errors import InputError, InputTypeError
 from .._fieldmeta import TORCH_FIELDS_KEY, TorchField
 from .._io import check_output_path
 from ._graphs import GraphArrays
-from ._store import STORE_SUFFIXES, GraphStoreWriter
+from ._store_write import STORE_SUFFIXES, GraphStoreWriter
 
 if TYPE_CHECKING:
     import torch
@@ -224,8 +224,8 @@ def to_store(
         meta: extra JSON-serialisable store metadata.
 
     Returns:
-        The path of the written store. ``GraphStore(path).to_torch()[i]`` (the store's torch
-        view, ``graphbatch.torch.GraphStoreDataset``) equals
+        The path of the written store. ``GraphStoreDataset(GraphStore(path))[i]`` (the store's
+        torch view, ``graphbatch.torch.GraphStoreDataset``) equals
         ``dataset[i]`` field for field (dtype and shape included), and
         ``graphbatch.torch.loader(GraphStore(path), ...)`` reads padded batches from it.
 
@@ -241,7 +241,8 @@ def to_store(
         >>> ei = torch.tensor([[0, 1], [1, 2]])
         >>> g = Data(x=torch.randn(3, 4), edge_index=ei, y=torch.ones(1))
         >>> path = to_store([g, g], os.path.join(tempfile.mkdtemp(), "mine.h5"))
-        >>> torch.equal(GraphStore(path).to_torch()[1].x, g.x)
+        >>> from graphbatch.torch import GraphStoreDataset
+        >>> torch.equal(GraphStoreDataset(GraphStore(path))[1].x, g.x)
         True
     """
     from torch_geometric.data import Data
@@ -271,7 +272,7 @@ def to_store(
 
 
 def _inputs_of(dataset: Any) -> list[Any]:
-    """The files a store's own view (``store.to_torch()``) reads: never the output."""
+    """The files a store's own view (``GraphStoreDataset(store)``) reads: never the output."""
     store = getattr(dataset, "store", None)
     return [getattr(store, "path", None), *getattr(store, "shard_paths", ())]
 

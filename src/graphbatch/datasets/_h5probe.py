@@ -81,7 +81,7 @@ def _run(task: str, path: Path) -> dict:
 
 def probe_header(path: Path) -> StoreHeader:
     """The `graphbatch.datasets._header.StoreHeader` of the format-2 store at ``path``, parsed
-    by ``_store._read_header_h5`` in a child process (a format-1 store raises the error naming
+    by ``_store_legacy.read_header_h5`` in a child process (a format-1 store raises the error naming
     ``graphbatch data convert``)."""
     h = _run("header", Path(path))
     layout = {w: (o, tuple(s), np.dtype(d)) for w, (o, s, d) in h["layout"].items()}

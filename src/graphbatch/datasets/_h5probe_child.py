@@ -1,7 +1,8 @@
 """The child side of `graphbatch.datasets._h5probe`: ``python -m
 graphbatch.datasets._h5probe_child TASK PATH`` parses a format-1/2 store's HDF5 metadata with
-h5py (``header``: `_store._read_header_h5`; ``v1``: `_convert.check_v1`) and prints the result,
-or the error as one line, as JSON after `_h5probe.MARK`. Run only in that child process."""
+h5py (``header``: `_store_legacy.read_header_h5`; ``v1``: `_convert.check_v1`) and prints the
+result, or the error as one line, as JSON after `_h5probe.MARK`. Run only in that child
+process."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from typing import Any
 from .._errors import InputError, StoreFormatError
 from ._convert import check_v1
 from ._h5probe import MARK
-from ._store import _read_header_h5
+from ._store_legacy import read_header_h5
 
 __all__ = ["main"]
 
 
 def _child(task: str, path: Path) -> dict:
     if task == "header":
-        h = _read_header_h5(path)
+        h = read_header_h5(path)
         return {
             "uuid": h.uuid,
             "name": h.name,

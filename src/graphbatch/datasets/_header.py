@@ -41,6 +41,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -49,19 +50,24 @@ from .._io import open_regular, parse_json
 from ._graphs import LEVELS
 
 __all__ = [
+    "BLOCK_BYTES",
     "HDF5_SIGNATURE",
+    "MAX_COUNT",
     "MAX_HEADER_BYTES",
     "PREFIX_BYTES",
     "PREFIX_MAGIC",
     "STORE_FORMAT",
     "STORE_VERSION",
     "StoreHeader",
+    "array_crc32",
     "check_dtype",
     "check_fields",
     "expected_arrays",
+    "h5py_module",
     "pack_prefix",
     "read_header_v3",
     "sniff",
+    "streamed_crc32",
 ]
 
 STORE_FORMAT = "graphbatch-graph-store"
@@ -72,8 +78,9 @@ PREFIX_BYTES = 512  # the HDF5 userblock: a power of two >= 512
 PREFIX_MAGIC = b"\x89GBSTORE"
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 MAX_HEADER_BYTES = 1 << 28  # 256 MiB of header JSON (meta of huge code stores included)
-_MAX_COUNT = 1 << 48  # no store holds more rows than this
+MAX_COUNT = 1 << 48  # no store holds more rows than this
 _PREFIX = struct.Struct("<8sIIQQI")  # magic, version, reserved, offset, length, header crc
+BLOCK_BYTES = 1 << 25  # 32 MiB: the streaming unit of writes and whole-array checksums
 
 #: Arrays checked whole on open (small: one entry per graph or per chunk).
 SMALL_ARRAYS = (
@@ -85,6 +92,32 @@ SMALL_ARRAYS = (
     "checks/chunk_graphs",
     "checks/chunk_crc32",
 )
+
+
+def h5py_module() -> ModuleType:
+    """The ``h5py`` module (the container library of every store file; the ``data`` extra),
+    imported on first use."""
+    try:
+        import h5py
+    except ImportError as exc:  # pragma: no cover - h5py is in the data extra
+        raise ImportError("the graph store needs h5py: pip install 'graphbatch[data]'") from exc
+    return h5py
+
+
+def array_crc32(arr: np.ndarray, crc: int = 0) -> int:
+    """CRC-32 of a C-contiguous array's bytes, chained on ``crc``."""
+    return zlib.crc32(arr, crc)  # type: ignore[arg-type]  # a buffer (NumPy stubs: 3.12+)
+
+
+def streamed_crc32(arr: np.ndarray) -> int:
+    """CRC-32 of any array's bytes in C order, `BLOCK_BYTES` at a time (a memory map is read
+    once, never copied whole): the ``crc32`` the header records for it."""
+    flat = arr.reshape(-1)
+    step = max(1, BLOCK_BYTES // max(1, arr.dtype.itemsize))
+    crc = 0
+    for s in range(0, flat.shape[0], step):
+        crc = array_crc32(np.ascontiguousarray(flat[s : s + step]), crc)
+    return crc
 
 
 class _FormatError(InputError):
@@ -132,7 +165,7 @@ def check_fields(fields: object) -> dict:
             or spec.get("level") not in LEVELS
             or not isinstance(spec.get("shape"), list)
             or len(spec["shape"]) > 8
-            or not all(type(s) is int and 0 <= s <= _MAX_COUNT for s in spec["shape"])
+            or not all(type(s) is int and 0 <= s <= MAX_COUNT for s in spec["shape"])
             or name == "edge_index"
             or "/" in name
             or not name
@@ -192,7 +225,7 @@ def sniff(path: Path) -> str:
 
 
 def _count(value: object, what: str) -> int:
-    if type(value) is not int or not 0 <= value <= _MAX_COUNT:
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
         raise _FormatError(f"{what} = {value!r} is not a count")
     return value
 
@@ -283,6 +316,30 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
         raise _FormatError(
             f"the header lists arrays {have!r}, not {sorted({*expected, 'failed_index'})}"
         )
+    layout, checksums = _array_layout(arrays, expected, size, header_span)
+    return StoreHeader(
+        uuid=uuid,
+        name=name,
+        n_graph=n_graph,
+        totals=totals,
+        fields=fields,
+        meta=meta,
+        checksums=checksums,
+        edge_dtype=edge_dtype,
+        layout=layout,
+        header_crc=crc,
+        format_version=STORE_VERSION,
+        chunk_arrays=tuple(columns),
+    )
+
+
+def _array_layout(
+    arrays: dict, expected: dict[str, tuple[tuple, np.dtype]], size: int, header_span: tuple
+) -> tuple[dict, dict]:
+    """``(layout, checksums)`` of the header's ``arrays`` descriptions: each array's shape and
+    dtype as the counts require (``expected``; ``failed_index`` of any length), a CRC-32, and
+    bytes inside the ``size``-byte file, overlapping neither each other nor the header
+    (``header_span``: its offset and length)."""
     layout, checksums, spans = {}, {}, [header_span]
     for where, entry in arrays.items():
         if not isinstance(entry, dict):
@@ -320,20 +377,7 @@ def _parse_body(body: object, size: int, header_span: tuple[int, int], crc: int)
     for (a, la), (b, _) in itertools.pairwise(spans):
         if a + la > b:
             raise _FormatError(f"arrays overlap at file offset {b:,} (damaged header)")
-    return StoreHeader(
-        uuid=uuid,
-        name=name,
-        n_graph=n_graph,
-        totals=totals,
-        fields=fields,
-        meta=meta,
-        checksums=checksums,
-        edge_dtype=edge_dtype,
-        layout=layout,
-        header_crc=crc,
-        format_version=STORE_VERSION,
-        chunk_arrays=tuple(columns),
-    )
+    return layout, checksums
 
 
 def header_json(

@@ -1,5 +1,7 @@
-"""A sharded graph store read as one store: `ShardedGraphStore` (what ``GraphStore.open(manifest)``
-returns for a manifest written by `graphbatch.datasets.build_sharded_store`).
+"""A sharded graph store read as one store: `ShardedGraphStore` (what
+`graphbatch.datasets.open_store` returns for a manifest written by
+`graphbatch.datasets.build_sharded_store`), a `graphbatch._source.GraphSource` beside the
+single-file `GraphStore` (both on `graphbatch.datasets._store_base.StoreBase`).
 
 Graph ``i`` of the set is graph ``i - start[s]`` of shard ``s``, where ``start`` are the
 cumulative shard graph counts (shards in manifest order). Sizes come from the manifest alone:
@@ -19,38 +21,33 @@ result equals a single-file store's ``read_batch`` of the same graphs, bit for b
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from .._budget import Budget
-from .._errors import InputError, InputTypeError, StoreFormatError
+from .._errors import InputError, StoreFormatError
 from .._padbatch import PackedGraphs, PaddedArrays, _index, pad_batch
 from ._graphs import LEVELS, GraphArrays
-from ._manifest import Manifest, is_manifest, read_manifest
+from ._manifest import Manifest, read_manifest
 from ._store import GraphStore
+from ._store_base import StoreBase
 
 __all__ = ["ShardedGraphStore"]
 
 
-class ShardedGraphStore(GraphStore):
-    """The shards listed by a manifest, read as one `GraphStore` with global graph indices.
+class ShardedGraphStore(StoreBase):
+    """The shards listed by a manifest, read as one store with global graph indices.
 
-    Open it with ``GraphStore.open(manifest_path)`` or ``GraphStore(manifest_path)`` (or this
-    class). Options as for `GraphStore`
+    Open it with ``open_store(manifest_path)`` (or this class). Options as for `GraphStore`
     (``in_memory`` and the identity checks apply per shard; ``cache_size`` is the LRU cache of
-    this object). ``path`` is the manifest, ``uuid`` the manifest's id. ``packed()`` is not
-    available (there is no single set of arrays): read batches with `read_batch`.
+    this object). ``path`` is the manifest, ``uuid`` the manifest's id. It has no single set of
+    arrays, so no ``packed()``: read batches with `read_batch`, or a shard's arrays through
+    ``shard(s)``.
     """
-
-    @classmethod
-    def claims(cls, path: str | os.PathLike) -> bool:
-        """A JSON file (a manifest) opens as a sharded store."""
-        return is_manifest(path)
 
     def __init__(
         self,
@@ -61,13 +58,13 @@ class ShardedGraphStore(GraphStore):
         verify: bool = False,
         check_chunks: bool = True,
     ) -> None:
-        self._open_common(path, cache_size, in_memory, check_chunks)
+        super().__init__(path, cache_size, in_memory, check_chunks)
         manifest = read_manifest(self.path)
         self._manifest: Manifest = manifest
         self.uuid = manifest.uuid
         self.name = manifest.name
-        self.fields: dict[str, dict] = manifest.fields
-        self.meta: dict = manifest.meta
+        self.fields = manifest.fields
+        self.meta = manifest.meta
         self.build: dict = manifest.build
         self._starts = np.concatenate(
             [[0], np.cumsum([e.n_graph for e in manifest.shards])]
@@ -152,21 +149,7 @@ class ShardedGraphStore(GraphStore):
     def __getstate__(self) -> dict:
         """For worker processes: no open shards, no cache; a copy opens its shards again and
         checks each against the manifest entry this object was opened with."""
-        state = self.__dict__.copy()
-        state.update(
-            _shards=[None] * len(self._shards),
-            _cache=OrderedDict(),
-            hits=0,
-            misses=0,
-            in_memory=False,
-        )
-        return state
-
-    def _arrays(self) -> NoReturn:
-        raise InputTypeError(
-            "a sharded store has no single set of arrays; read graphs with "
-            "read_graph/read_batch or a shard with shard(s)"
-        )
+        return self._worker_state(_shards=[None] * len(self._shards))
 
     # ------------------------------------------------------------ metadata (manifest only)
     @property
@@ -188,9 +171,6 @@ class ShardedGraphStore(GraphStore):
         if self._edge_offsets is None:
             self._edge_offsets = np.concatenate([[0], np.cumsum(self.n_edge)]).astype(np.int64)
         return self._edge_offsets
-
-    def __len__(self) -> int:
-        return int(self._manifest.n_node.shape[0])
 
     def __repr__(self) -> str:
         return (
@@ -218,12 +198,6 @@ class ShardedGraphStore(GraphStore):
         return out
 
     # ------------------------------------------------------------ graph data
-    def packed(self) -> PackedGraphs:
-        raise InputTypeError(
-            "a sharded store has no single PackedGraphs view; read batches with "
-            "read_batch (or use shard(s).packed() per shard)"
-        )
-
     def read_graph(self, i: int) -> dict[str, np.ndarray]:
         """Graph ``i`` (global index) from its shard (as `GraphStore.read_graph`)."""
         s, local = self._locate(self._index(i))
@@ -231,9 +205,7 @@ class ShardedGraphStore(GraphStore):
 
     def arrays(self, start: int = 0, stop: int | None = None) -> GraphArrays:
         """Graphs ``start:stop`` (global) as one `GraphArrays` (copies)."""
-        stop = len(self) if stop is None else int(stop)
-        if not 0 <= start <= stop <= len(self):
-            raise IndexError(f"range {start}:{stop} is outside 0:{len(self)}")
+        start, stop = self._range(start, stop)
         if start == stop:
             return self.shard(0).arrays(0, 0)
         parts = []

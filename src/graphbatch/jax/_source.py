@@ -6,25 +6,17 @@ an index list and a padded shape into host arrays.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jraph
 import numpy as np
 
 from .._errors import InputError, InputTypeError
 from .._sizes import GraphSizes
+from .._source import GraphSource
 from ._collate import PaddedGraphs, collate
 
-if TYPE_CHECKING:
-    from ..datasets import GraphStore
-
 __all__ = ["StoreGraphs", "as_graph_source", "graph_sizes_of", "make_padded"]
-
-
-def _store_type() -> type[GraphStore]:
-    from ..datasets import GraphStore  # NumPy/h5py only: no framework
-
-    return GraphStore
 
 
 class StoreGraphs:
@@ -36,7 +28,7 @@ class StoreGraphs:
     ``graph_sizes()`` comes from the store's metadata (no graph is read).
     """
 
-    def __init__(self, store: GraphStore) -> None:
+    def __init__(self, store: GraphSource) -> None:
         self.store = store
         levels = {name: spec["level"] for name, spec in store.fields.items()}
         self._fields = {
@@ -111,11 +103,8 @@ class StoreGraphs:
 def as_graph_source(source: Any) -> Any:
     """``source`` as a map-style dataset of ``GraphsTuple``s (a `GraphStore` becomes a
     `StoreGraphs`); anything without ``len`` and ``[i]`` raises ``TypeError``."""
-    try:
-        if isinstance(source, _store_type()):
-            return StoreGraphs(source)
-    except ImportError:  # pragma: no cover - datasets always importable (NumPy only)
-        pass
+    if isinstance(source, GraphSource):  # a store of either kind
+        return StoreGraphs(source)
     if not hasattr(source, "__len__") or not hasattr(source, "__getitem__"):
         raise InputTypeError(
             f"source must be a GraphStore or a map-style dataset (len and [i]) of "

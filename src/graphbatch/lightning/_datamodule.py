@@ -92,9 +92,9 @@ class GraphDataModule(LightningDataModule):
                 f"or os.PathLike), got {type(dataset).__name__} {bytes(dataset[:60])!r}"
             )
         if isinstance(dataset, (str, os.PathLike)):
-            from ..datasets import GraphStore
+            from ..datasets import open_store
 
-            dataset = GraphStore(dataset)
+            dataset = open_store(dataset)
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise InputTypeError(
                 f"dataset must be map-style (len and [i]) or a graph store, got "

@@ -70,7 +70,7 @@ def graphs_from_store(
     """The first ``limit`` (default all) graphs of an HDF5 store written by
     ``graphbatch data build``."""
     ds = _datasets()
-    with ds.GraphStore(path) as store:
+    with ds.open_store(path) as store:
         stop = len(store) if limit is None else min(int(limit), len(store))
         if stop == 0:
             raise InputError(f"store {str(path)!r} holds no graphs")
@@ -131,7 +131,7 @@ def reorder_store(
     ds = _datasets()
     check_output_path(dst, [src], "dst", suffixes=(".h5", ".hdf5"), what="reordered store")
     parts: list[Reordering] = []
-    with ds.GraphStore(src) as store:
+    with ds.open_store(src) as store:
         if len(store) == 0:
             raise InputError(f"store {str(src)!r} holds no graphs")
 

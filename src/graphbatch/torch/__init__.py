@@ -3,8 +3,8 @@
 compile cache with artifacts carried between runs (`compile_cache`).
 
 Import explicitly (``import graphbatch.torch``); ``import graphbatch`` never imports torch.
-`GraphStoreDataset` and `StoreData` (a graph store's per-graph view, ``store.to_torch()``)
-import PyG when first used.
+`GraphStoreDataset(store)` (a graph store's per-graph view, a Dataset of `StoreData`) and
+`StoreData` import PyG when first used.
 """
 
 import importlib

@@ -121,7 +121,7 @@ def _store_view(preset: Preset, store: Any) -> StoreView:
         raise InputTypeError(
             f"preset {preset.name!r} reads datasets of graph objects, not a "
             "GraphStore; wrap the store (e.g. graphbatch.atomistic.MACEGraphs"
-            "(store.to_torch(), ...)) or use a preset with a store reader"
+            "(GraphStoreDataset(store), ...)) or use a preset with a store reader"
         )
     view: StoreView = preset.store_reader.for_store(store)  # checks the store's fields first
     return view

@@ -381,7 +381,7 @@ def loader(
     ``Data`` or a dict of tensors) batched by ``graphbatch.plan(sizes, strategy, ...)``; a
     `graphbatch.datasets.GraphStore` takes the store batch path (`graphbatch.torch.store_batch`:
     each batch read from the store's arrays straight into its padded layout, equal to collating
-    ``store.to_torch()`` graphs).
+    ``GraphStoreDataset(store)`` graphs).
 
     The plan: ``strategy``, ``batch_size``, ``budget``, ``seed`` and ``plan_options``
     (``on_oversize``, strategy options) as for ``graphbatch.plan``; epoch ``e`` is planned from

@@ -3,7 +3,7 @@
 A planned batch (index list + padded shape) is gathered by the NumPy kernel
 `graphbatch._padbatch.pad_batch` from the store's memory-mapped arrays and wrapped with
 ``torch.from_numpy`` (zero-copy) into exactly the ``Batch`` that `graphbatch.torch.collate`
-builds from the store's per-graph ``Data`` (``store.to_torch()``): same fields, dtypes,
+builds from the store's per-graph ``Data`` (``GraphStoreDataset(store)``): same fields, dtypes,
 padding layout, masks, ``batch``/``ptr``, ``graph_index``, slice and increment dicts. No
 per-graph object is made. `graphbatch.torch.loader` takes this path for a `GraphStore`.
 """
@@ -11,7 +11,6 @@ per-graph object is made. `graphbatch.torch.loader` takes this path for a `Graph
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from torch.utils.data import Dataset, get_worker_info
 from .._errors import InputError, InputTypeError
 from .._padbatch import PackedGraphs, PaddedArrays, buffer_layout
 from .._padlayout import check_cutoff
+from .._source import GraphSource
 from ._packed import pack_dict, pack_layout, packed_entries, unpack_dict, with_values
 from ._pyg import _new_batch, _pyg
 from ._sampler import PlannedBatch
@@ -48,10 +48,10 @@ _STRUCTURE = ("batch", "ptr", "node_mask", "edge_mask", "graph_mask", "graph_ind
 
 
 def is_graph_store(obj: object) -> bool:
-    """Whether ``obj`` is a `graphbatch.datasets.GraphStore` (without importing the datasets
-    package when it was never imported)."""
-    mod = sys.modules.get("graphbatch.datasets._store")
-    return mod is not None and isinstance(obj, mod.GraphStore)
+    """Whether ``obj`` is a graph store -- a `graphbatch._source.GraphSource`, such as a
+    `graphbatch.datasets.GraphStore` or ``ShardedGraphStore`` -- read on the store batch path
+    (the check imports no datasets module)."""
+    return isinstance(obj, GraphSource)
 
 
 def _torch_dtypes(store: GraphStore) -> dict[str, np.dtype]:
@@ -61,7 +61,7 @@ def _torch_dtypes(store: GraphStore) -> dict[str, np.dtype]:
 def store_schema(store: GraphStore) -> Schema:
     """The `Schema` of a store's torch view, from its field table: ``edge_index`` ``[2, E]``
     offset by node counts; node/edge fields along dim 0; graph fields ``[1, ...]`` per graph;
-    nothing else offset. Equals `infer_schema` of ``store.to_torch()`` graphs."""
+    nothing else offset. Equals `infer_schema` of ``GraphStoreDataset(store)`` graphs."""
     dtypes = _torch_dtypes(store)
     fields = {EDGE_INDEX: FieldSpec("edge", 1, "node", 0, dtype=torch.int64, shape=(2, -1))}
     for name, spec in store.fields.items():
@@ -477,7 +477,7 @@ def store_batch(
 ) -> Any:
     """Graphs ``index`` of ``store`` as one padded PyG ``Batch`` of ``shape`` (or the
     `graphbatch.torch.collate_dict` dict with ``as_dict=True``), equal to
-    ``collate([store.to_torch()[i] for i in index], shape, graph_index=index, ...)``.
+    ``collate([GraphStoreDataset(store)[i] for i in index], shape, graph_index=index, ...)``.
     For many batches, build a `StoreBatcher` once."""
     return StoreBatcher(store, schema, cutoff=cutoff, position_key=position_key, as_dict=as_dict)(
         index, shape

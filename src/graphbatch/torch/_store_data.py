@@ -1,5 +1,5 @@
-"""A graph store as a ``torch.utils.data.Dataset`` of PyG ``Data``: what
-`graphbatch.datasets.GraphStore.to_torch` returns (imported with PyG, on demand)."""
+"""A graph store as a ``torch.utils.data.Dataset`` of PyG ``Data``: `GraphStoreDataset`, the
+per-graph torch view of any `graphbatch._source.GraphSource` (imported with PyG, on demand)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import torch
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
 
+from .._errors import InputTypeError
 from .._fieldmeta import TORCH_FIELDS_KEY, TorchField
 from .._sizes import GraphSizes
+from .._source import GraphSource
 from ._schema import torch_dtype
 
 __all__ = ["GraphStoreDataset", "StoreData", "to_data"]
@@ -63,12 +65,19 @@ def to_data(
 
 class GraphStoreDataset(Dataset):
     """``dataset[i]`` is graph ``i`` of ``store`` as a `StoreData` (through the store's LRU
-    cache): the per-graph path. ``graph_sizes()`` reads sizes from the store's metadata.
+    cache): the per-graph path, ``GraphStoreDataset(store)``. ``graph_sizes()`` reads sizes
+    from the store's metadata.
     (``graphbatch.torch.loader(store, ...)`` on the `GraphStore` itself reads whole padded
     batches instead, without per-graph objects.)"""
 
     def __init__(self, store: Any) -> None:
-        """``store``: an open `graphbatch.datasets.GraphStore` (or sharded store)."""
+        """``store``: an open graph store (`graphbatch.datasets.GraphStore`,
+        ``ShardedGraphStore``: any `graphbatch._source.GraphSource`)."""
+        if not isinstance(store, GraphSource):
+            raise InputTypeError(
+                "GraphStoreDataset needs a graph store (graphbatch.datasets.open_store(path)), "
+                f"got {type(store).__name__}"
+            )
         self.store = store
         meta = getattr(store, "meta", None)
         written = meta.get(TORCH_FIELDS_KEY) if isinstance(meta, dict) else None

@@ -68,9 +68,9 @@ def _open_source(source: Any, seed: int) -> tuple[Any, bool]:
     if isinstance(source, (str, os.PathLike)):
         path = str(source)
         if path.lower().endswith((".h5", ".hdf5", ".json")):
-            from ..datasets import GraphStore
+            from ..datasets import open_store
 
-            return GraphStore(path), False
+            return open_store(path), False
         return synthetic_graphs_tuples(GraphSizes.load(path), seed), True
     return source, False
 
