@@ -32,13 +32,14 @@ from ._partition import (
     stratified_assignment,
 )
 from ._repair import repair_overflow
-from ._steps import SizePairs, step_fill
+from ._steps import SizePairs, StepFill, step_fill
 from ._totals import any_oversize, batch_totals, pack_totals
 
 __all__ = [
     "METHODS",
     "PackedSizes",
     "SizePairs",
+    "StepFill",
     "any_oversize",
     "assign_graphs",
     "balanced_ldm",
