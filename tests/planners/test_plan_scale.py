@@ -23,13 +23,15 @@ import graphbatch.packing._memory as memory_mod
 import graphbatch.packing._packed_sizes as packed_mod
 import graphbatch.packing._partition as partition_mod
 import graphbatch.packing._patterns as patterns_mod
+import graphbatch.packing._round_matrix as round_matrix_mod
 import graphbatch.packing._step_deal as step_deal_mod
 import graphbatch.packing._steps as steps_mod
 import graphbatch.packing._totals as totals_mod
 import graphbatch.planners._distributed as distributed_mod
 from graphbatch.packing._assign import group_by_key
 from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
-from graphbatch.packing._partition import balanced_ldm, descending_order, round_matrix
+from graphbatch.packing._partition import balanced_ldm
+from graphbatch.packing._round_matrix import descending_order, round_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -953,7 +955,7 @@ def test_round_matrix_values_from_the_counting_sort_in_chunks(costs, b, chunk, f
     # small costs: the values are the counting sort's keys repeated chunk by chunk; costs
     # above the counting range: gathered; either way the costs of the graphs the matrix names
     # (0 for dummies), as int64
-    c = np.asarray(costs, np.int64) + (partition_mod._COUNTING_MAX if frac else 0)
+    c = np.asarray(costs, np.int64) + (round_matrix_mod._COUNTING_MAX if frac else 0)
     b = min(b, c.shape[0])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(memory_mod, "PARTITION_CHUNK", chunk)
