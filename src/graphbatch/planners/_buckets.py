@@ -36,7 +36,8 @@ from ..packing import (
 )
 from ..packing.kernels import assign_graphs, budget_lower_bound
 from ._assemble import OversizeSplit, finish_plan
-from ._packing import _COMMON, _bins_of, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
+from ._pack_choice import bins_of
+from ._packing import _COMMON, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_buckets"]
@@ -221,7 +222,7 @@ class _BucketGraphs:
         )
         if kept.size:
             hist = _kept_sizes(req, kept).histogram(return_inverse=True)
-            hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, _bins_of(hist)
+            hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, bins_of(hist)
         else:
             hn = he = hc = inverse = np.zeros(0, np.int64)
         return cls(
