@@ -325,9 +325,9 @@ def _swap_chunk(
         # twice the distance of the move from half the gap
         score = np.where(ok, np.abs(gaps[:, None] - 2 * moved), none)
         j = np.argmin(score, axis=1)
-        sc = score[local, j]
-        better = sc < best
-        best = np.where(better, sc, best)
+        chosen_score = score[local, j]
+        better = chosen_score < best
+        best = np.where(better, chosen_score, best)
         best_heavy = np.where(better, j, best_heavy)
         best_light = np.where(better, c[local, j], best_light)
     p = np.flatnonzero(best < none)

@@ -414,18 +414,22 @@ def _tight_bucket_request(req: PlanRequest, fam: Budget) -> _TightRequest | None
     """``(cost, shape_cost)`` when ``buckets`` should choose tight shapes by cost (option
     ``shape_cost=[c0, c_node, c_edge, c_graph, c_shape]``, or ``tight_shape=True``: padded slots
     relative to the budget), else ``None`` (the scaled family)."""
-    sc = req.option("shape_cost", None)
-    if sc is None:
+    shape_cost = req.option("shape_cost", None)
+    if shape_cost is None:
         return (None, 0) if req.option("tight_shape", None) is True else None
-    if isinstance(sc, (str, bytes)) or not hasattr(sc, "__len__") or len(sc) != 5:
+    if (
+        isinstance(shape_cost, (str, bytes))
+        or not hasattr(shape_cost, "__len__")
+        or len(shape_cost) != 5
+    ):
         raise InputTypeError(
             "shape_cost must be [c0, c_node, c_edge, c_graph, c_shape] "
-            f"(5 integers >= 0), got {sc!r}"
+            f"(5 integers >= 0), got {shape_cost!r}"
         )
-    for v in sc:
+    for v in shape_cost:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0:
-            raise InputTypeError(f"shape_cost entries must be integers >= 0, got {sc!r}")
-    vals = [int(v) for v in sc]
+            raise InputTypeError(f"shape_cost entries must be integers >= 0, got {shape_cost!r}")
+    vals = [int(v) for v in shape_cost]
     return (tuple(vals[:4]), vals[4])
 
 
@@ -453,13 +457,13 @@ def _tight_buckets(
             best = (total, slot_bin, offsets, packer, shapes, needs, pack_nodes, pack_edges)
     assert best is not None  # (the first packing is always a candidate)
     total, slot_bin, offsets, packer, shapes, needs, pack_nodes, pack_edges = best
-    bn, be = shape_padding_bound(needs, k)
+    node_bound, edge_bound = shape_padding_bound(needs, k)
     meta = {
         "shape_choice": "tight",
         "shape_cost_total": int(total),
         "shape_bound": {
-            "node_efficiency_max": float(int(pack_nodes.sum()) / bn) if bn else 1.0,
-            "edge_efficiency_max": float(int(pack_edges.sum()) / be) if be else 1.0,
+            "node_efficiency_max": float(int(pack_nodes.sum()) / node_bound) if node_bound else 1.0,
+            "edge_efficiency_max": float(int(pack_edges.sum()) / edge_bound) if edge_bound else 1.0,
         },
     }
     return slot_bin, offsets, packer, (shapes[:, 0], shapes[:, 1], shapes[:, 2]), meta
@@ -478,9 +482,11 @@ def _cheapest_holding(
 ) -> np.ndarray:
     """Per batch, the index of the least costly shape that holds it (integer costs; ties: the
     first). Every batch is held by some shape: its pack's."""
-    c0, cn, ce, cg = (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
+    c0, c_node, c_edge, c_graph = (
+        (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
+    )
     per_shape = [
-        c0 + cn * int(a) + ce * int(b) + cg * int(g)
+        c0 + c_node * int(a) + c_edge * int(b) + c_graph * int(g)
         for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist(), strict=False)
     ]
     order = sorted(range(len(per_shape)), key=lambda i: (per_shape[i], i))
