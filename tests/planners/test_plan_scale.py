@@ -32,6 +32,7 @@ from graphbatch.packing._assign import group_by_key
 from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
 from graphbatch.packing._partition import balanced_ldm
 from graphbatch.packing._round_matrix import descending_order, round_matrix
+from graphbatch.packing.kernels import StepFill
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -352,9 +353,11 @@ def test_balanced_ldm_in_place_equals_the_copying_call():
 def _step_fill_both(nodes, edges, budget, ranks, **kw):
     """`step_fill` vectorised (blocks of steps) and sequential (every step on its own)."""
     vec = steps_mod.step_fill(nodes, edges, budget, ranks, **kw)
+    # one result type, the order included or not
+    assert isinstance(vec, StepFill) and vec.order is not None
     # without the order: the same batches and totals, no positions
     lean = steps_mod.step_fill(nodes, edges, budget, ranks, with_order=False, **kw)
-    assert lean.order is None
+    assert isinstance(lean, StepFill) and lean.order is None
     for a, b in zip(vec[1:], lean[1:], strict=False):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     # with the (n, e) pairs found beforehand from the graphs in another order (`dynamic`'s
