@@ -123,11 +123,8 @@ def greedy_fill(
     if num_graphs == 0:
         z = np.zeros(0, dtype=np.int64)
         return np.zeros(1, dtype=np.int64), z, z
-    node_cap, edge_cap, graph_cap = (
-        budget.node_capacity,
-        budget.edge_capacity,
-        budget.graph_capacity,
-    )
+    node_cap, edge_cap = budget.node_capacity, budget.edge_capacity
+    graph_cap = budget.graph_capacity
     starts_all: list[np.ndarray] = []
     batch_nodes: list[np.ndarray] = []
     batch_edges: list[np.ndarray] = []
@@ -145,34 +142,7 @@ def greedy_fill(
         np.cumsum(nodes[a:stop], out=node_prefix[1:], dtype=np.int64)
         edge_prefix = np.zeros(stop - a + 1, dtype=np.int64)
         np.cumsum(edges[a:stop], out=edge_prefix[1:], dtype=np.int64)
-        # each position's batch end under the graph cap alone; where the node or edge cap binds
-        # first, the last position within it (searched only there, each cap on its own)
-        span = stop - a
-        end = np.arange(graph_cap, length + graph_cap, dtype=np.int64)
-        inside = max(0, min(length, span - graph_cap + 1))  # positions whose graph-cap end <= span
-        np.minimum(end[inside:], span, out=end[inside:])
-        over_n = _over(node_prefix, end, length, inside, graph_cap, node_cap)
-        over_e = _over(edge_prefix, end, length, inside, graph_cap, edge_cap)
-        if over_n.shape[0]:  # the node end is below the graph-cap end there
-            end[over_n] = (
-                np.searchsorted(node_prefix, node_prefix[over_n] + node_cap, side="right") - 1
-            )
-        if over_e.shape[0]:
-            e = np.searchsorted(edge_prefix, edge_prefix[over_e] + edge_cap, side="right") - 1
-            np.minimum(e, end[over_e], out=e)
-            end[over_e] = e
-        # a graph that does not fit alone (caller's bug): the first one of the window
-        first = [
-            int(p[b[0]])
-            for p in (over_n, over_e)
-            if p.shape[0]
-            for b in (np.flatnonzero(end[p] <= p),)
-            if b.shape[0]
-        ]
-        if first:
-            raise InputError(
-                f"graph at position {a + min(first)} does not fit the budget {budget} alone"
-            )
+        end = _batch_ends(node_prefix, edge_prefix, length, budget, a)
         starts: list[int] = []
         append = starts.append
         item = end.item
@@ -198,6 +168,43 @@ def greedy_fill(
                 return None
     offsets = np.concatenate([*starts_all, np.array([num_graphs], np.int64)])  # (a list of arrays)
     return offsets, np.concatenate(batch_nodes), np.concatenate(batch_edges)
+
+
+def _batch_ends(
+    node_prefix: np.ndarray, edge_prefix: np.ndarray, length: int, budget: Budget, start: int
+) -> np.ndarray:
+    """The end (window position, exclusive) of the greedy batch starting at each of the first
+    ``length`` positions of a window of graphs from ``start`` (``node_prefix``/``edge_prefix``:
+    its int64 prefix sums): the graph-cap end, or where the node or edge cap binds first, the
+    last position within it (searched only there, each cap on its own). `InputError` when a
+    graph does not fit the budget alone (the first one of the window)."""
+    node_cap, edge_cap = budget.node_capacity, budget.edge_capacity
+    graph_cap = budget.graph_capacity
+    span = node_prefix.shape[0] - 1
+    end = np.arange(graph_cap, length + graph_cap, dtype=np.int64)
+    inside = max(0, min(length, span - graph_cap + 1))  # positions whose graph-cap end <= span
+    np.minimum(end[inside:], span, out=end[inside:])
+    over_n = _over(node_prefix, end, length, inside, graph_cap, node_cap)
+    over_e = _over(edge_prefix, end, length, inside, graph_cap, edge_cap)
+    if over_n.shape[0]:  # the node end is below the graph-cap end there
+        end[over_n] = np.searchsorted(node_prefix, node_prefix[over_n] + node_cap, side="right") - 1
+    if over_e.shape[0]:
+        e = np.searchsorted(edge_prefix, edge_prefix[over_e] + edge_cap, side="right") - 1
+        np.minimum(e, end[over_e], out=e)
+        end[over_e] = e
+    # a graph that does not fit alone (caller's bug): the first one of the window
+    first = [
+        int(p[b[0]])
+        for p in (over_n, over_e)
+        if p.shape[0]
+        for b in (np.flatnonzero(end[p] <= p),)
+        if b.shape[0]
+    ]
+    if first:
+        raise InputError(
+            f"graph at position {start + min(first)} does not fit the budget {budget} alone"
+        )
+    return end
 
 
 def _over(

@@ -224,12 +224,8 @@ class _BucketGraphs:
         )
         if kept.size:
             hist = _kept_sizes(req, kept).histogram(return_inverse=True)
-            hist_nodes, hist_edges, hist_count, inverse = (
-                hist.n_node,
-                hist.n_edge,
-                hist.count,
-                bins_of(hist),
-            )
+            hist_nodes, hist_edges, hist_count = hist.n_node, hist.n_edge, hist.count
+            inverse = bins_of(hist)
         else:
             hist_nodes = hist_edges = hist_count = inverse = np.zeros(0, np.int64)
         return cls(
@@ -266,12 +262,8 @@ class _BucketGraphs:
         """Each large graph gets the smallest of the shapes and its room is filled with small
         graphs; the remaining small graphs are packed to the budget. Returns the packs as
         slots and the packer of the remaining graphs."""
-        hist_nodes, hist_edges, hist_count, nbins = (
-            self.hist_nodes,
-            self.hist_edges,
-            self.hist_count,
-            self.nbins,
-        )
+        hist_nodes, hist_edges, hist_count = self.hist_nodes, self.hist_edges, self.hist_count
+        nbins = self.nbins
         a_n, a_e = self.a_n, self.a_e
         remaining = hist_count.copy()
         fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * self.alone.shape[0]
