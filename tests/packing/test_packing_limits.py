@@ -188,13 +188,13 @@ def test_report_and_compare_use_the_same_search(tmp_path, capsys):
 
 @given(a=st.integers(1, 10**6), span=st.integers(0, 10**6), num=st.integers(1, 12))
 def test_search_points_are_numpys_spacings_in_integers(a, span, num):
-    from graphbatch.packing._limits import _even_points, _geometric_points
+    from graphbatch.packing._limit_bounds import even_points, geometric_points
 
     b = a + span
     # numpy's float points agree wherever they are not within rounding of a half
     geo = np.geomspace(a, b, num)
     lin = np.linspace(a, b, num)
-    for got, ref in ((_geometric_points(a, b, num), geo), (_even_points(a, b, num), lin)):
+    for got, ref in ((geometric_points(a, b, num), geo), (even_points(a, b, num), lin)):
         assert len(got) == num and got[0] == a and (num == 1 or got[-1] == b)
         for g, r in zip(got, ref.tolist(), strict=False):
             if abs(r - np.floor(r) - 0.5) > 1e-6:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import graphbatch as gb
-from graphbatch.packing import _balanced, lower_bound
+from graphbatch.packing import _dealing, lower_bound
 from graphbatch.packing._greedy import batches_lower_bound, budget_lower_bound
 
 from .._imports import imports_of
@@ -70,7 +70,7 @@ def test_zero_size_graphs_with_one_node_budget(strategy):
 
 
 def test_named_dealers_deal_every_graph_once():
-    assert "isinstance(pre" not in (PACKING / "_balanced.py").read_text()
+    assert "isinstance(pre" not in (PACKING / "_dealing.py").read_text()
     rng = np.random.default_rng(0)
     count = rng.integers(1, 5, 30)
     end = np.cumsum(count)
@@ -78,9 +78,9 @@ def test_named_dealers_deal_every_graph_once():
     key = rng.integers(10, 200, 30)  # integer keys (quantised sizes), capacity 1000
     pos = np.repeat(np.arange(30), count)
     dealers = [
-        _balanced.SnakeDealer(end),
-        _balanced.SlotsDealer(pos[:5], pos[5:], key, 1000, 50),
-        _balanced.PreloadedDealer(pos[3:], pos[:3], np.array([0, 2, 3]), key),
+        _dealing.SnakeDealer(end),
+        _dealing.SlotsDealer(pos[:5], pos[5:], key, 1000, 50),
+        _dealing.PreloadedDealer(pos[3:], pos[:3], np.array([0, 2, 3]), key),
     ]
     for d in dealers:
         grid = d.deal(7)

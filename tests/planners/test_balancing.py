@@ -18,8 +18,8 @@ from graphbatch.packing._partition import (
     balanced_ldm,
     columns_to_batches,
     refine_by_swaps,
-    round_matrix,
 )
+from graphbatch.packing._round_matrix import round_matrix
 
 BALANCING = ("random", "balance", "zscore", "iqr", "kk", "stratified")
 

@@ -18,16 +18,21 @@ from hypothesis import strategies as st
 import graphbatch as gb
 import graphbatch.packing._assign as assign_mod
 import graphbatch.packing._balanced as balanced_mod
+import graphbatch.packing._dealing as dealing_mod
 import graphbatch.packing._memory as memory_mod
 import graphbatch.packing._packed_sizes as packed_mod
 import graphbatch.packing._partition as partition_mod
 import graphbatch.packing._patterns as patterns_mod
+import graphbatch.packing._round_matrix as round_matrix_mod
+import graphbatch.packing._step_deal as step_deal_mod
 import graphbatch.packing._steps as steps_mod
 import graphbatch.packing._totals as totals_mod
 import graphbatch.planners._distributed as distributed_mod
 from graphbatch.packing._assign import group_by_key
 from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
-from graphbatch.packing._partition import balanced_ldm, descending_order, round_matrix
+from graphbatch.packing._partition import balanced_ldm
+from graphbatch.packing._round_matrix import descending_order, round_matrix
+from graphbatch.packing.kernels import StepFill
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -347,12 +352,12 @@ def test_balanced_ldm_in_place_equals_the_copying_call():
 # ---------------------------------------------------------------- vectorised kernels (round 2)
 def _step_fill_both(nodes, edges, budget, ranks, **kw):
     """`step_fill` vectorised (blocks of steps) and sequential (every step on its own)."""
-    vec = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
+    vec = steps_mod.step_fill(nodes, edges, budget, ranks, **kw)
+    # one result type, the order included or not
+    assert isinstance(vec, StepFill) and vec.order is not None
     # without the order: the same batches and totals, no positions
-    lean = steps_mod.step_fill(
-        nodes, edges, budget, ranks, return_totals=True, with_order=False, **kw
-    )
-    assert lean[0] is None
+    lean = steps_mod.step_fill(nodes, edges, budget, ranks, with_order=False, **kw)
+    assert isinstance(lean, StepFill) and lean.order is None
     for a, b in zip(vec[1:], lean[1:], strict=False):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     # with the (n, e) pairs found beforehand from the graphs in another order (`dynamic`'s
@@ -363,14 +368,13 @@ def _step_fill_both(nodes, edges, budget, ranks, **kw):
         edges,
         budget,
         ranks,
-        return_totals=True,
         pairs=steps_mod.SizePairs(nodes[o], edges[o]),
         **kw,
     )
     for a, b in zip(vec, shared, strict=False):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     with mock.patch.object(memory_mod, "STEP_BLOCK_STEPS", 0):
-        seq = steps_mod.step_fill(nodes, edges, budget, ranks, return_totals=True, **kw)
+        seq = steps_mod.step_fill(nodes, edges, budget, ranks, **kw)
     return vec, seq
 
 
@@ -399,8 +403,9 @@ def test_vectorised_step_fill_equals_the_per_step_fill(
             memory_mod, STEP_BLOCK_STEPS=block, STEP_WINDOW=window, STEP_BLOCK_GRAPHS=window + block
         ),
         mock.patch.multiple(  # blocks cut by graphs as well as by steps
-            steps_mod,
-            _RANK_SPAN=1 if small_table else steps_mod._RANK_SPAN,  # 1: shares compared as floats
+            step_deal_mod,
+            # 1: shares compared as floats
+            _RANK_SPAN=1 if small_table else step_deal_mod._RANK_SPAN,
             # int64 sort items instead of uint32 ones; node and edge totals by two counts
             _ITEM_BITS=0 if wide_items else 32,
             _EXACT_FLOAT=1 if two_counts else 2**53,
@@ -460,7 +465,7 @@ def _share_order_reference(ln, le, cap_n, cap_e):
 def test_share_ranks_sort_like_the_float_shares(sizes, cap_n, cap_e):
     ln = np.array([x[0] for x in sizes], np.int64)
     le = np.array([x[1] for x in sizes], np.int64)
-    keys = steps_mod._ShareRanks(ln, le, cap_n, cap_e).keys(ln, le)
+    keys = step_deal_mod.ShareRanks(ln, le, cap_n, cap_e).keys(ln, le)
     assert np.array_equal(
         np.argsort(keys, kind="stable"), _share_order_reference(ln, le, cap_n, cap_e)
     )
@@ -486,7 +491,7 @@ def _deal_reference(end, P):
 def test_narrow_snake_dealing_equals_the_int64_formula(count, P, rows):
     end = np.cumsum(count)
     with mock.patch.object(memory_mod, "DEAL_ROWS", rows):
-        grid = balanced_mod._deal(end, P)
+        grid = dealing_mod.deal_snake(end, P)
     assert grid.dtype == np.int16
     assert np.array_equal(grid, _deal_reference(end, P))
 
@@ -953,7 +958,7 @@ def test_round_matrix_values_from_the_counting_sort_in_chunks(costs, b, chunk, f
     # small costs: the values are the counting sort's keys repeated chunk by chunk; costs
     # above the counting range: gathered; either way the costs of the graphs the matrix names
     # (0 for dummies), as int64
-    c = np.asarray(costs, np.int64) + (partition_mod._COUNTING_MAX if frac else 0)
+    c = np.asarray(costs, np.int64) + (round_matrix_mod._COUNTING_MAX if frac else 0)
     b = min(b, c.shape[0])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(memory_mod, "PARTITION_CHUNK", chunk)

@@ -11,7 +11,8 @@ from ._bucket_shapes import choose_tight_shapes, pack_needs, shape_padding_bound
 from ._buckets import MAX_SHAPES, choose_scales, graphs_for_scale, pack_scales, shape_for_scale
 from ._heuristics import HEURISTICS, heuristic_function, heuristic_keys
 from ._histogram import FITS, pack_histogram
-from ._limits import LimitRecords, evaluate_limits, search_limits
+from ._limit_records import LimitRecords, evaluate_limits
+from ._limits import search_limits
 from ._nnls import pack_nnls
 from ._pack import METHODS, PackResult, lower_bound, pack_bins
 from ._patterns import PackPatterns, patterns_from_slots

@@ -4,15 +4,15 @@ Given the packs of a plan (each pack's *need*: ``(nodes + 1, edges, graphs + 1)`
 ``multiple`` in nodes and edges), ``K`` shapes are chosen and every pack is padded to a shape
 that holds it. Two results live here:
 
-* `choose_tight_shapes`: ``K`` shapes minimising the total cost ``sum over packs of
-  cost(shape) + shape_cost * (shapes used)``, where ``cost(N, E, G) = c0 + cn N + ce E + cg G``
+* `choose_tight_shapes`: ``K`` shapes minimising the total cost ``sum over packs of cost(shape) +
+  shape_cost * (shapes used)``, where ``cost(N, E, G) = c0 + c_node N + c_edge E + c_graph G``
   (integers: e.g. picoseconds of a fitted step-time model, with ``shape_cost`` a compilation
-  amortised over the epochs), or by default the padded slots ``N * E0 + E * N0`` relative to a
-  base shape ``(N0, E0)``. Each shape is *tight*: the componentwise maximum of the needs of the
-  packs it holds (not a member of a scaled family). The packs are ordered (by their scale
-  ``max(N / N0, E / E0)``, by nodes, and by edges: three orders, compared exactly) and each
-  order is segmented optimally into at most ``K`` contiguous groups by dynamic programming
-  (``O(K M^2)`` for ``M`` distinct needs); the cheapest segmentation wins.
+  amortised over the epochs), or by default the padded slots ``N * E0 + E * N0`` relative to a base
+  shape ``(N0, E0)``. Each shape is *tight*: the componentwise maximum of the needs of the packs it
+  holds (not a member of a scaled family). The packs are ordered (by their scale ``max(N / N0, E /
+  E0)``, by nodes, and by edges: three orders, compared exactly) and each order is segmented
+  optimally into at most ``K`` contiguous groups by dynamic programming (``O(K M^2)`` for ``M``
+  distinct needs); the cheapest segmentation wins.
 * `shape_padding_bound`: for the same packs, the least total padded nodes (and, separately,
   edges) of *any* assignment of the packs to at most ``K`` shapes -- each dimension alone is a
   one-dimensional K-segmentation, solved exactly by dynamic programming, and any K shapes in
@@ -98,7 +98,7 @@ def _segment(
     ``(total cost, group end positions)``. Group cost = (packs in it) * cost(componentwise max
     of its needs) + ``shape_cost``."""
     m = u.shape[0]
-    c0, cn, ce, cg = c
+    c0, c_node, c_edge, c_graph = c
     cum = np.concatenate([[0], np.cumsum(w)]).astype(np.int64)
     inf = 2**62
     f = np.full((k + 1, m + 1), inf, np.int64)
@@ -107,7 +107,7 @@ def _segment(
     for j in range(1, m + 1):
         # componentwise max of u[i:j] for every i < j (a running max from j - 1 back)
         seg = np.maximum.accumulate(u[j - 1 :: -1], axis=0)[::-1]  # row i: max of u[i:j]
-        per_pack = c0 + cn * seg[:, 0] + ce * seg[:, 1] + cg * seg[:, 2]
+        per_pack = c0 + c_node * seg[:, 0] + c_edge * seg[:, 1] + c_graph * seg[:, 2]
         cost = (cum[j] - cum[:j]) * per_pack + shape_cost
         for t in range(1, k + 1):
             prev = f[t - 1, :j]
@@ -142,16 +142,23 @@ def choose_tight_shapes(
     if needs.shape[0] == 0:
         return np.zeros((0, 3), np.int64), np.zeros(0, np.int64), 0
     n0, e0 = max(int(base[0]), 1), max(int(base[1]), 1)
-    c0, cn, ce, cg, sc = _check_costs((0, e0, n0, 0) if cost is None else tuple(cost), shape_cost)
+    c0, c_node, c_edge, c_graph, c_shape = _check_costs(
+        (0, e0, n0, 0) if cost is None else tuple(cost), shape_cost
+    )
     u, w, inverse = _distinct(needs)
-    top = c0 + cn * int(u[:, 0].max()) + ce * int(u[:, 1].max()) + cg * int(u[:, 2].max())
-    if top * int(w.sum()) + sc * int(k) >= _LIMIT:
+    top = (
+        c0
+        + c_node * int(u[:, 0].max())
+        + c_edge * int(u[:, 1].max())
+        + c_graph * int(u[:, 2].max())
+    )
+    if top * int(w.sum()) + c_shape * int(k) >= _LIMIT:
         raise InputError("shape costs too large: the total would exceed 2**61; scale them down")
     k = min(int(k), u.shape[0])
     best: tuple[int, NDArray[np.int64], list[int]] | None = None
     for how in orders:
         perm = _order(u, how, (n0, e0))
-        total, ends = _segment(u[perm], w[perm], k, (c0, cn, ce, cg), sc)
+        total, ends = _segment(u[perm], w[perm], k, (c0, c_node, c_edge, c_graph), c_shape)
         if best is None or total < best[0]:
             best = (total, perm, ends)
     if best is None:

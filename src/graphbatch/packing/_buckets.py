@@ -71,14 +71,17 @@ def shape_for_scale(
 ) -> tuple[int, int] | tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Padded ``(n_node, n_edge)`` of the family at ``scale`` (scalar or array; exact)."""
     fr, scalar = _fractions(scale)
-    nn = round_up(np.array([_scaled(s, base.n_node) for s in fr], np.int64), multiple)
-    ne = (
+    pad_nodes = round_up(np.array([_scaled(s, base.n_node) for s in fr], np.int64), multiple)
+    pad_edges = (
         round_up(np.array([_scaled(s, base.n_edge) for s in fr], np.int64), multiple)
         if base.n_edge
         else np.zeros(len(fr), np.int64)
     )
-    nn, ne = np.atleast_1d(nn).astype(np.int64), np.atleast_1d(ne).astype(np.int64)
-    return (int(nn[0]), int(ne[0])) if scalar else (nn, ne)
+    pad_nodes, pad_edges = (
+        np.atleast_1d(pad_nodes).astype(np.int64),
+        np.atleast_1d(pad_edges).astype(np.int64),
+    )
+    return (int(pad_nodes[0]), int(pad_edges[0])) if scalar else (pad_nodes, pad_edges)
 
 
 @overload
@@ -156,13 +159,16 @@ def _as_pack_scales(scales: PackScales | ArrayLike) -> PackScales:
 def _costs(values: tuple[Fraction, ...], base: Budget, multiple: int) -> tuple[list[int], int]:
     """Each scale's shape cost ``n_node / base.n_node + n_edge / base.n_edge`` as integers
     over one denominator: ``(numerators, denominator)``."""
-    nn, ne = shape_for_scale(np.array(values, dtype=object), base, multiple)
+    pad_nodes, pad_edges = shape_for_scale(np.array(values, dtype=object), base, multiple)
     if base.n_edge:
         return (
-            [int(a) * base.n_edge + int(b) * base.n_node for a, b in zip(nn, ne, strict=False)],
+            [
+                int(a) * base.n_edge + int(b) * base.n_node
+                for a, b in zip(pad_nodes, pad_edges, strict=False)
+            ],
             base.n_node * base.n_edge,
         )
-    return [int(a) for a in nn], base.n_node
+    return [int(a) for a in pad_nodes], base.n_node
 
 
 def choose_scales(

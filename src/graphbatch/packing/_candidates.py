@@ -200,13 +200,13 @@ def spread_packs(
     sizes = np.diff(offsets)
     if extra <= 0 or g == 0 or take > n - p:
         return None
-    bn = np.asarray(bin_nodes, np.int64)
-    be = np.asarray(bin_edges, np.int64)
-    cn, ce = budget.node_capacity, budget.edge_capacity
+    node_counts = np.asarray(bin_nodes, np.int64)
+    edge_counts = np.asarray(bin_edges, np.int64)
+    node_cap, edge_cap = budget.node_capacity, budget.edge_capacity
     # sizes and loads relative to the capacities, compared exactly (integer keys)
-    cost = sortable(share_keys(bn, be, cn, ce))
-    tn, te, _ = pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
-    load = sortable(share_keys(tn, te, cn, ce))
+    cost = sortable(share_keys(node_counts, edge_counts, node_cap, edge_cap))
+    pack_nodes, pack_edges, _ = pack_totals(slot_bin, offsets, bin_nodes, bin_edges)
+    load = sortable(share_keys(pack_nodes, pack_edges, node_cap, edge_cap))
     # donations per pack: round-robin over the packs, heaviest first, each keeping one graph
     donors = np.argsort(-load, kind="stable")
     rounds = -(-take // p)
@@ -216,10 +216,16 @@ def spread_packs(
         return None
     # per donor, its `give` slots closest to the mean graph (nodes and edges relative to it);
     # only the donors' slots are looked at (memory-lean: no per-slot arrays of the epoch)
-    # |bn / mean_n - 1| + |be / mean_e - 1| with mean = total / n, times both totals: exact
-    sum_n, sum_e = int(tn.sum()), int(te.sum())
+    # |node_counts / mean_n - 1| + |edge_counts / mean_e - 1| with mean = total / n, times both
+    # totals: exact
+    sum_n, sum_e = int(pack_nodes.sum()), int(pack_edges.sum())
     dist = sortable(
-        share_keys(abs_diff(bn, n, sum_n), abs_diff(be, n, sum_e), max(sum_n, 1), max(sum_e, 1))
+        share_keys(
+            abs_diff(node_counts, n, sum_n),
+            abs_diff(edge_counts, n, sum_e),
+            max(sum_n, 1),
+            max(sum_e, 1),
+        )
     )
     donor = np.flatnonzero(give > 0)  # in pack order
     d_sizes = sizes[donor]
@@ -235,32 +241,34 @@ def spread_packs(
     i = np.arange(take)
     r, j = i // extra, i % extra
     new_pack = np.where(r % 2 == 0, j, extra - 1 - j)
-    new_sb = pool[np.argsort(new_pack, kind="stable")]
+    new_slot_bin = pool[np.argsort(new_pack, kind="stable")]
     kept_sizes = sizes - give
     keep = np.ones(n, bool)
     keep[moved] = False
-    out_sb = np.empty(n, slot_bin.dtype)  # the kept slots in order, then the new packs'
+    out_slot_bin = np.empty(n, slot_bin.dtype)  # the kept slots in order, then the new packs'
     at = 0
     step = _memory.SPREAD_CHUNK
     for s0 in range(0, n, step):  # boolean masks by chunk (np.compress would build indices)
         kept = slot_bin[s0 : s0 + step][keep[s0 : s0 + step]]
-        out_sb[at : at + kept.shape[0]] = kept
+        out_slot_bin[at : at + kept.shape[0]] = kept
         at += kept.shape[0]
     del keep
-    out_sb[n - take :] = new_sb
-    out_off = np.concatenate(
+    out_slot_bin[n - take :] = new_slot_bin
+    out_offsets = np.concatenate(
         [[0], np.cumsum(np.concatenate([kept_sizes, np.full(extra, g, np.int64)]))]
     ).astype(np.int64)
-    nn, ne, _ = pack_totals(new_sb, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes, bin_edges)
-    if nn.max() > tn.max() or ne.max() > te.max():
+    new_nodes, new_edges, _ = pack_totals(
+        new_slot_bin, np.arange(0, take + 1, g, dtype=np.int64), bin_nodes, bin_edges
+    )
+    if new_nodes.max() > pack_nodes.max() or new_edges.max() > pack_edges.max():
         # a new pack above the packs given: swaps into the others' room, under their largest
         # totals (the tight shape kept) or else under the budget
         for lim_n, lim_e in (
-            (int(tn.max()), int(te.max())),
+            (int(pack_nodes.max()), int(pack_edges.max())),
             (budget.node_capacity, budget.edge_capacity),
         ):
-            fixed = repair_overflow(out_sb, out_off, bin_nodes, bin_edges, lim_n, lim_e)
+            fixed = repair_overflow(out_slot_bin, out_offsets, bin_nodes, bin_edges, lim_n, lim_e)
             if fixed is not None:
-                return fixed, out_off
+                return fixed, out_offsets
         return None
-    return out_sb, out_off
+    return out_slot_bin, out_offsets

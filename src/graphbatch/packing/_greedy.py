@@ -117,56 +117,32 @@ def greedy_fill(
     prefix sums; the chain of batch starts is then followed (one step per batch). ``nodes`` and
     ``edges`` may be any integer dtype; memory beyond the result is O(window).
     """
-    m = nodes.shape[0]
+    num_graphs = nodes.shape[0]
     if stop_at is not None and stop_at <= 0:
         return None
-    if m == 0:
+    if num_graphs == 0:
         z = np.zeros(0, dtype=np.int64)
         return np.zeros(1, dtype=np.int64), z, z
-    cap_v, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
+    node_cap, edge_cap = budget.node_capacity, budget.edge_capacity
+    graph_cap = budget.graph_capacity
     starts_all: list[np.ndarray] = []
-    tot_n: list[np.ndarray] = []
-    tot_e: list[np.ndarray] = []
+    batch_nodes: list[np.ndarray] = []
+    batch_edges: list[np.ndarray] = []
     a = 0
     if stop_at is not None:
         if totals is None:
             totals = (int(nodes.sum(dtype=np.int64)), int(edges.sum(dtype=np.int64)))
         left_n, left_e = totals  # sums of the graphs from a on
         count = 0
-    while a < m:
-        # prefix sums over a..hi cover every batch starting in a..a+length-1 (<= cap_g graphs)
-        length = min(_memory.GREEDY_WINDOW, m - a)
-        hi = min(m, a + length + cap_g)
-        cn = np.zeros(hi - a + 1, dtype=np.int64)
-        np.cumsum(nodes[a:hi], out=cn[1:], dtype=np.int64)
-        ce = np.zeros(hi - a + 1, dtype=np.int64)
-        np.cumsum(edges[a:hi], out=ce[1:], dtype=np.int64)
-        # each position's batch end under the graph cap alone; where the node or edge cap binds
-        # first, the last position within it (searched only there, each cap on its own)
-        span = hi - a
-        end = np.arange(cap_g, length + cap_g, dtype=np.int64)
-        inside = max(0, min(length, span - cap_g + 1))  # positions whose graph-cap end <= span
-        np.minimum(end[inside:], span, out=end[inside:])
-        over_n = _over(cn, end, length, inside, cap_g, cap_v)
-        over_e = _over(ce, end, length, inside, cap_g, cap_e)
-        if over_n.shape[0]:  # the node end is below the graph-cap end there
-            end[over_n] = np.searchsorted(cn, cn[over_n] + cap_v, side="right") - 1
-        if over_e.shape[0]:
-            e = np.searchsorted(ce, ce[over_e] + cap_e, side="right") - 1
-            np.minimum(e, end[over_e], out=e)
-            end[over_e] = e
-        # a graph that does not fit alone (caller's bug): the first one of the window
-        first = [
-            int(p[b[0]])
-            for p in (over_n, over_e)
-            if p.shape[0]
-            for b in (np.flatnonzero(end[p] <= p),)
-            if b.shape[0]
-        ]
-        if first:
-            raise InputError(
-                f"graph at position {a + min(first)} does not fit the budget {budget} alone"
-            )
+    while a < num_graphs:
+        # prefix sums over a..stop cover every batch starting in a..a+length-1 (<= graph_cap graphs)
+        length = min(_memory.GREEDY_WINDOW, num_graphs - a)
+        stop = min(num_graphs, a + length + graph_cap)
+        node_prefix = np.zeros(stop - a + 1, dtype=np.int64)
+        np.cumsum(nodes[a:stop], out=node_prefix[1:], dtype=np.int64)
+        edge_prefix = np.zeros(stop - a + 1, dtype=np.int64)
+        np.cumsum(edges[a:stop], out=edge_prefix[1:], dtype=np.int64)
+        end = _batch_ends(node_prefix, edge_prefix, length, budget, a)
         starts: list[int] = []
         append = starts.append
         item = end.item
@@ -174,44 +150,89 @@ def greedy_fill(
         while s < length:
             append(s)
             s = item(s)
-        st = np.asarray(starts, dtype=np.int64)
-        en = end[st]
-        starts_all.append(st + a)
-        tot_n.append(cn[en] - cn[st])
-        tot_e.append(ce[en] - ce[st])
+        batch_starts = np.asarray(starts, dtype=np.int64)
+        batch_ends = end[batch_starts]
+        starts_all.append(batch_starts + a)
+        batch_nodes.append(node_prefix[batch_ends] - node_prefix[batch_starts])
+        batch_edges.append(edge_prefix[batch_ends] - edge_prefix[batch_starts])
         a += s  # the next batch starts here
         if stop_at is not None:
-            count += st.shape[0]
-            left_n -= int(cn[s])
-            left_e -= int(ce[s])
-            if count + batches_lower_bound(left_n, left_e, m - a, cap_v, cap_e, cap_g) >= stop_at:
+            count += batch_starts.shape[0]
+            left_n -= int(node_prefix[s])
+            left_e -= int(edge_prefix[s])
+            if (
+                count
+                + batches_lower_bound(left_n, left_e, num_graphs - a, node_cap, edge_cap, graph_cap)
+                >= stop_at
+            ):
                 return None
-    offsets = np.concatenate([*starts_all, np.array([m], np.int64)])  # (a list of arrays)
-    return offsets, np.concatenate(tot_n), np.concatenate(tot_e)
+    offsets = np.concatenate([*starts_all, np.array([num_graphs], np.int64)])  # (a list of arrays)
+    return offsets, np.concatenate(batch_nodes), np.concatenate(batch_edges)
+
+
+def _batch_ends(
+    node_prefix: np.ndarray, edge_prefix: np.ndarray, length: int, budget: Budget, start: int
+) -> np.ndarray:
+    """The end (window position, exclusive) of the greedy batch starting at each of the first
+    ``length`` positions of a window of graphs from ``start`` (``node_prefix``/``edge_prefix``:
+    its int64 prefix sums): the graph-cap end, or where the node or edge cap binds first, the
+    last position within it (searched only there, each cap on its own). `InputError` when a
+    graph does not fit the budget alone (the first one of the window)."""
+    node_cap, edge_cap = budget.node_capacity, budget.edge_capacity
+    graph_cap = budget.graph_capacity
+    span = node_prefix.shape[0] - 1
+    end = np.arange(graph_cap, length + graph_cap, dtype=np.int64)
+    inside = max(0, min(length, span - graph_cap + 1))  # positions whose graph-cap end <= span
+    np.minimum(end[inside:], span, out=end[inside:])
+    over_n = _over(node_prefix, end, length, inside, graph_cap, node_cap)
+    over_e = _over(edge_prefix, end, length, inside, graph_cap, edge_cap)
+    if over_n.shape[0]:  # the node end is below the graph-cap end there
+        end[over_n] = np.searchsorted(node_prefix, node_prefix[over_n] + node_cap, side="right") - 1
+    if over_e.shape[0]:
+        e = np.searchsorted(edge_prefix, edge_prefix[over_e] + edge_cap, side="right") - 1
+        np.minimum(e, end[over_e], out=e)
+        end[over_e] = e
+    # a graph that does not fit alone (caller's bug): the first one of the window
+    first = [
+        int(p[b[0]])
+        for p in (over_n, over_e)
+        if p.shape[0]
+        for b in (np.flatnonzero(end[p] <= p),)
+        if b.shape[0]
+    ]
+    if first:
+        raise InputError(
+            f"graph at position {start + min(first)} does not fit the budget {budget} alone"
+        )
+    return end
 
 
 def _over(
-    prefix: np.ndarray, end: np.ndarray, length: int, inside: int, cap_g: int, cap: int
+    prefix: np.ndarray, end: np.ndarray, length: int, inside: int, graph_cap: int, cap: int
 ) -> np.ndarray:
     """Positions ``p < length`` whose graphs ``p .. end[p]-1`` sum above ``cap`` (``prefix``:
-    window prefix sums; ``end[p] = p + cap_g`` for ``p < inside``: read as a slice there)."""
-    upto = prefix[cap_g : cap_g + length] if inside == length else prefix[end]
+    window prefix sums; ``end[p] = p + graph_cap`` for ``p < inside``: read as a slice there)."""
+    upto = prefix[graph_cap : graph_cap + length] if inside == length else prefix[end]
     return np.flatnonzero(upto - prefix[:length] > cap)
 
 
 def greedy_offsets_reference(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.ndarray:
     """Plain per-graph loop of Algorithm 3, kept as the reference for tests and benchmarks."""
-    cap_v, cap_e, cap_g = budget.node_capacity, budget.edge_capacity, budget.graph_capacity
+    node_cap, edge_cap, graph_cap = (
+        budget.node_capacity,
+        budget.edge_capacity,
+        budget.graph_capacity,
+    )
     offsets = [0]
-    cv = ce = cg = 0
+    batch_n = batch_e = batch_g = 0
     for i, (v, e) in enumerate(zip(nodes.tolist(), edges.tolist(), strict=False)):
-        if v > cap_v or e > cap_e:
+        if v > node_cap or e > edge_cap:
             raise InputError(f"graph at position {i} exceeds the budget {budget}")
-        if cv + v > cap_v or ce + e > cap_e or cg + 1 > cap_g:
+        if batch_n + v > node_cap or batch_e + e > edge_cap or batch_g + 1 > graph_cap:
             offsets.append(i)
-            cv, ce, cg = v, e, 1
+            batch_n, batch_e, batch_g = v, e, 1
         else:
-            cv, ce, cg = cv + v, ce + e, cg + 1
-    if cg:
+            batch_n, batch_e, batch_g = batch_n + v, batch_e + e, batch_g + 1
+    if batch_g:
         offsets.append(len(nodes))
     return np.asarray(offsets, dtype=np.int64)

@@ -194,37 +194,53 @@ class _PatternTree:
 
 class _OpenPacks:
     """The open packs, as parallel arrays of ``length`` entries (capacity doubled when full):
-    tree node ``ids``, remaining nodes ``rn``, edges ``re`` and graphs ``rk``, packs ``cnt``
-    ending at that node and the heuristic key ``hv`` of the remainder. A closed entry has
-    ``rn = -1`` until `compact` drops it."""
+    tree node ``ids``, remaining nodes ``rem_nodes``, edges ``rem_edges`` and graphs
+    ``rem_graphs``, the number of packs ``packs`` ending at that node and the heuristic key
+    ``rem_key`` of the remainder. A closed entry has
+    ``rem_nodes = -1`` until `compact` drops it."""
 
     def __init__(self, key_dt: DTypeLike, cap: int = 1024) -> None:
         self.cap = cap
         self.ids = np.zeros(cap, np.int64)
-        self.rn = np.zeros(cap, np.int64)
-        self.re = np.zeros(cap, np.int64)
-        self.rk = np.zeros(cap, np.int64)
-        self.cnt = np.zeros(cap, np.int64)
-        self.hv = np.zeros(cap, key_dt)
+        self.rem_nodes = np.zeros(cap, np.int64)
+        self.rem_edges = np.zeros(cap, np.int64)
+        self.rem_graphs = np.zeros(cap, np.int64)
+        self.packs = np.zeros(cap, np.int64)
+        self.rem_key = np.zeros(cap, key_dt)
         self.length = 0
 
     def grow(self) -> None:
         self.cap *= 2
-        self.ids, self.rn, self.re, self.rk, self.cnt, self.hv = (
-            np.resize(a, self.cap) for a in (self.ids, self.rn, self.re, self.rk, self.cnt, self.hv)
+        self.ids, self.rem_nodes, self.rem_edges, self.rem_graphs, self.packs, self.rem_key = (
+            np.resize(a, self.cap)
+            for a in (
+                self.ids,
+                self.rem_nodes,
+                self.rem_edges,
+                self.rem_graphs,
+                self.packs,
+                self.rem_key,
+            )
         )
 
     def compact(self, min_n: int | None = None, min_e: int | None = None) -> None:
         """Drop closed and full entries and, given the smallest nodes and edges of the bins
         still to come, the packs none of them fits."""
         length = self.length
-        keep = self.cnt[:length] > 0
-        keep &= self.rk[:length] > 0
+        keep = self.packs[:length] > 0
+        keep &= self.rem_graphs[:length] > 0
         if min_n is not None and min_e is not None:  # (given together)
-            keep &= (self.rn[:length] >= min_n) & (self.re[:length] >= min_e)
+            keep &= (self.rem_nodes[:length] >= min_n) & (self.rem_edges[:length] >= min_e)
         m = int(keep.sum())
         if m < length:
-            for a in (self.ids, self.rn, self.re, self.rk, self.cnt, self.hv):
+            for a in (
+                self.ids,
+                self.rem_nodes,
+                self.rem_edges,
+                self.rem_graphs,
+                self.packs,
+                self.rem_key,
+            ):
                 a[:m] = a[:length][keep]
             self.length = m
 
@@ -234,9 +250,14 @@ class _OpenPacks:
             if self.length == self.cap:
                 self.grow()
         j = self.length
-        self.ids[j], self.rn[j], self.re[j], self.rk[j] = node, rem_n, rem_e, rem_k
-        self.cnt[j] = count
-        self.hv[j] = key
+        self.ids[j], self.rem_nodes[j], self.rem_edges[j], self.rem_graphs[j] = (
+            node,
+            rem_n,
+            rem_e,
+            rem_k,
+        )
+        self.packs[j] = count
+        self.rem_key[j] = key
         self.length += 1
 
 
@@ -276,24 +297,29 @@ class _Packer:
         """One root per open pack, added in bulk."""
         r_n, r_e, r_k = (np.asarray(x, dtype=np.int64) for x in initial)
         m0 = r_n.shape[0]
-        tree, op = self.tree, self.open
+        tree, open_packs = self.tree, self.open
         tree.parent.extend([-1] * m0)
         tree.bin.extend([-1] * m0)
         tree.copies.extend([0] * m0)
         tree.count.extend([1] * m0)
         tree.base.extend(range(m0))
         act = np.flatnonzero(r_k > 0)
-        while op.cap < act.shape[0]:
-            op.grow()
-        length = op.length = act.shape[0]
-        op.ids[:length], op.rn[:length], op.re[:length], op.rk[:length] = (
+        while open_packs.cap < act.shape[0]:
+            open_packs.grow()
+        length = open_packs.length = act.shape[0]
+        (
+            open_packs.ids[:length],
+            open_packs.rem_nodes[:length],
+            open_packs.rem_edges[:length],
+            open_packs.rem_graphs[:length],
+        ) = (
             act,
             r_n[act],
             r_e[act],
             r_k[act],
         )
-        op.cnt[:length] = 1
-        op.hv[:length] = self.key(r_n[act], r_e[act])
+        open_packs.packs[:length] = 1
+        open_packs.rem_key[:length] = self.key(r_n[act], r_e[act])
 
     def add(
         self,
@@ -315,22 +341,24 @@ class _Packer:
     def _fitting(self, a: int, b: int) -> int:
         """The open entry taking a graph of ``a`` nodes and ``b`` edges: the smallest key
         (best fit) or the largest (first fit from the emptiest), ties by position; -1: none."""
-        op = self.open
-        if not op.length:
+        open_packs = self.open
+        if not open_packs.length:
             return -1
-        L = op.length
-        m = (op.rn[:L] >= a) & (op.re[:L] >= b)  # closed entries have rn = -1
+        L = open_packs.length
+        m = (open_packs.rem_nodes[:L] >= a) & (
+            open_packs.rem_edges[:L] >= b
+        )  # closed entries have rem_nodes = -1
         if self.best:
-            j = int(np.argmin(np.where(m, op.hv[:L], self.top_key + 1)))
+            j = int(np.argmin(np.where(m, open_packs.rem_key[:L], self.top_key + 1)))
         else:
-            j = int(np.argmax(np.where(m, op.hv[:L], -1)))
+            j = int(np.argmax(np.where(m, open_packs.rem_key[:L], -1)))
         return j if m[j] else -1
 
     def place(self, i: int, a: int, b: int, c: int) -> None:
         """The ``c`` graphs of bin ``i`` (``a`` nodes, ``b`` edges each): into fitting open
         packs while there are any, the rest into new packs."""
         node_limit, edge_limit, graph_limit = self.limits
-        op, tree = self.open, self.tree
+        open_packs, tree = self.open, self.tree
         while c > 0:
             j = self._fitting(a, b)
             if j < 0:
@@ -354,15 +382,19 @@ class _Packer:
                         -1, i, r, 1, -1, node_limit - r * a, edge_limit - r * b, graph_limit - r
                     )
                 return
-            node, k = int(op.ids[j]), int(op.cnt[j])
-            rem_n, rem_e, rem_k = int(op.rn[j]), int(op.re[j]), int(op.rk[j])
+            node, k = int(open_packs.ids[j]), int(open_packs.packs[j])
+            rem_n, rem_e, rem_k = (
+                int(open_packs.rem_nodes[j]),
+                int(open_packs.rem_edges[j]),
+                int(open_packs.rem_graphs[j]),
+            )
             if self.best:
                 per = min(rem_n // a if a else _BIG, rem_e // b if b else _BIG, rem_k)
             else:
                 per = 1
             if c >= per * k:
-                op.cnt[j] = 0
-                op.rn[j] = -1
+                open_packs.packs[j] = 0
+                open_packs.rem_nodes[j] = -1
                 tree.count[node] -= k
                 self.add(
                     node, i, per, k, tree.base[node], rem_n - per * a, rem_e - per * b, rem_k - per
@@ -371,9 +403,9 @@ class _Packer:
             else:
                 q, r = divmod(c, per)
                 moved = q + (1 if r else 0)
-                op.cnt[j] -= moved
-                if op.cnt[j] == 0:
-                    op.rn[j] = -1
+                open_packs.packs[j] -= moved
+                if open_packs.packs[j] == 0:
+                    open_packs.rem_nodes[j] = -1
                 tree.count[node] -= moved
                 if q:
                     self.add(

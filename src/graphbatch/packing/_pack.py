@@ -122,7 +122,7 @@ def pack_bins(
             fit=fit,
         )
         tried["histogram"] = pats.num_packs
-        sb, off = pats.slots()
-        candidates.append((pats.num_packs, 0, "histogram", sb, off))
-    _, _, name, sb, off = min(candidates, key=lambda c: (c[0], c[1]))
-    return PackResult(sb, off, name, tried, lb)
+        slot_bin, offsets = pats.slots()
+        candidates.append((pats.num_packs, 0, "histogram", slot_bin, offsets))
+    _, _, name, slot_bin, offsets = min(candidates, key=lambda c: (c[0], c[1]))
+    return PackResult(slot_bin, offsets, name, tried, lb)

@@ -1,9 +1,10 @@
 """Equal-cardinality partition kernels on raw cost arrays (no plan objects).
 
-All kernels work on a *round matrix*: the graphs sorted by cost (descending) and cut into
-``R = ceil(N / B)`` rounds of ``B`` consecutive graphs (the last round padded with zero-cost
-dummies). Every batch takes exactly one entry of every round, so batch cardinalities differ by
-at most one and memory stays ``O(N)`` whatever the number of batches ``B``.
+All kernels work on a *round matrix* (`round_matrix`, module `_round_matrix`): the graphs
+sorted by cost (descending) and cut into ``R = ceil(N / B)`` rounds of ``B`` consecutive graphs
+(the last round padded with zero-cost dummies). Every batch takes exactly one entry of every
+round, so batch cardinalities differ by at most one and memory stays ``O(N)`` whatever the
+number of batches ``B``.
 
 Costs are integers (the ``kk`` cost model: quantised once), so loads are exact integer sums and
 every comparison is exact: the same partition on every machine.
@@ -12,18 +13,16 @@ every comparison is exact: the same partition on every machine.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import numpy as np
-from numpy.typing import ArrayLike, DTypeLike
+from numpy.typing import DTypeLike
 
 from .._errors import InputError
 from . import _memory
-from ._assign import _sort_chunk
 from ._memory import index_dtype
 
 __all__ = [
-    "round_matrix",
     "balanced_ldm",
     "stratified_assignment",
     "refine_by_swaps",
@@ -31,114 +30,6 @@ __all__ = [
     "columns_to_batches",
     "columns_in_order",
 ]
-
-
-def _integer_costs(costs: ArrayLike) -> np.ndarray:
-    """``costs`` as an int64 array; `InputError` for non-integer values (quantise first)."""
-    arr = np.asarray(costs)
-    if arr.dtype.kind not in "iu" and arr.size and not np.array_equal(arr, np.floor(arr)):
-        raise InputError(
-            "partition costs must be integers (quantise a real cost model first: planners._cost)"
-        )
-    return arr.astype(np.int64, copy=False)
-
-
-def round_matrix(costs: np.ndarray, num_batches: int) -> tuple[np.ndarray, np.ndarray]:
-    """Graphs sorted by cost (descending, ties by index) cut into rounds of ``num_batches``.
-
-    Returns ``(value, ident)`` of shape ``[R, B]``: ``ident`` holds graph indices (int32 when
-    there are fewer than 2**31 graphs, else int64), or ``-1`` for the zero-cost dummies that fill
-    the last round; ``value`` (int64) their costs (integers, `_integer_costs`).
-    """
-    costs = _integer_costs(costs)
-    n = costs.shape[0]
-    b = int(num_batches)
-    if b < 1:
-        raise InputError(f"num_batches must be >= 1, got {num_batches}")
-    r = -(-n // b)
-    ident = np.full(r * b, -1, dtype=index_dtype(n))
-    value = np.zeros(r * b, dtype=np.int64)
-    counts = _sort_by_count(costs, ident[:n])
-    if counts is not None:  # the sorted costs are the keys, each repeated by its count
-        _repeat_into(
-            value, (counts.shape[0] - 1) - np.arange(counts.shape[0], dtype=np.int64), counts
-        )
-    else:
-        step = _memory.PARTITION_CHUNK
-        for s0 in range(0, n, step):  # chunk by chunk: no whole-array temporary
-            value[s0 : min(n, s0 + step)] = costs[ident[s0 : min(n, s0 + step)]]
-    return value.reshape(r, b), ident.reshape(r, b)
-
-
-def _repeat_into(out: np.ndarray, values: np.ndarray, counts: np.ndarray) -> None:
-    """``out[:counts.sum()] = np.repeat(values, counts)`` chunk by chunk (no temporary of the
-    whole repeat)."""
-    ends = np.cumsum(counts)
-    n = int(ends[-1]) if ends.shape[0] else 0
-    for s0 in range(0, n, _memory.PARTITION_CHUNK):
-        s1 = min(n, s0 + _memory.PARTITION_CHUNK)
-        k0 = int(np.searchsorted(ends, s0, side="right"))  # the value at position s0
-        k1 = int(np.searchsorted(ends, s1, side="left"))  # the value at position s1 - 1
-        cnt = counts[k0 : k1 + 1].copy()
-        cnt[0] -= s0 - (int(ends[k0]) - int(counts[k0]))
-        cnt[-1] -= int(ends[k1]) - s1
-        out[s0:s1] = np.repeat(values[k0 : k1 + 1], cnt)
-
-
-#: Largest integral cost `descending_order` counts by value (else a comparison sort).
-_COUNTING_MAX = 1 << 20
-
-
-def descending_order(costs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``np.argsort(-costs, kind="stable")`` (indices, int32 below 2**31 graphs): costs in
-    descending order, ties by index. Small non-negative integral costs (the linear model on
-    counts) are placed by a counting sort chunk by chunk (no per-graph int64 temporaries).
-    ``out`` (an int array of ``len(costs)``) receives the result when given."""
-    n = costs.shape[0]
-    if out is None:
-        out = np.empty(n, index_dtype(n))
-    _sort_by_count(costs, out)
-    return out
-
-
-def _sort_by_count(costs: np.ndarray, out: np.ndarray) -> np.ndarray | None:
-    """`descending_order` into ``out``; returns the counting sort's counts (``counts[k]``
-    graphs cost ``top - k``, ``top = len(counts) - 1``) where it placed the graphs by value,
-    else ``None`` (a comparison sort, or no graphs)."""
-    n = costs.shape[0]
-    if n == 0:
-        return None
-    lo, hi = costs.min(), costs.max()
-    integral = (
-        lo >= 0
-        and hi <= _COUNTING_MAX
-        and (
-            costs.dtype.kind in "iu"
-            or _whole_numbers(
-                costs[s0 : s0 + _memory.PARTITION_CHUNK]
-                for s0 in range(0, n, _memory.PARTITION_CHUNK)
-            )
-        )
-    )
-    if not integral:
-        out[:] = np.argsort(-costs, kind="stable")
-        return None
-    top = int(hi)
-    counts = np.zeros(top + 1, np.int64)
-    for s0 in range(0, n, _memory.PARTITION_CHUNK):
-        counts += np.bincount(
-            (top - costs[s0 : s0 + _memory.PARTITION_CHUNK]).astype(np.int64), minlength=top + 1
-        )
-    kdt = np.uint16 if top < 2**16 else np.int64
-    ptr = np.zeros(top + 1, np.int64)  # next free position of each key (key 0 = largest cost)
-    np.cumsum(counts[:-1], out=ptr[1:])
-    for s0 in range(0, n, _memory.PARTITION_CHUNK):
-        # 16-bit keys sort by radix
-        key = (top - costs[s0 : s0 + _memory.PARTITION_CHUNK]).astype(kdt)
-        srt, dest = _sort_chunk(key, ptr)
-        srt += s0
-        out[dest] = srt
-    return counts
 
 
 def balanced_ldm(
@@ -167,15 +58,39 @@ def balanced_ldm(
     exist meanwhile; only ``ident`` is rearranged (in place) and ``(None, ident)`` returned.
     """
     r, b = ident.shape
-    n = r * b
-    idt = index_dtype(n)
-    lazy = value is None
-    if lazy and (row_costs is None or not inplace):
+    if value is None and (row_costs is None or not inplace):
         raise InputError("balanced_ldm without a value matrix needs row_costs and inplace=True")
+    parent, roots = _difference_rounds(value, ident, row_costs)
+    col = _root_columns(parent, roots, b).reshape(r, b)
+    del roots
+    if value is None:  # (lazy)
+        for i in range(r):
+            ident[i, col[i]] = ident[i].copy()
+        return None, ident
+    if not inplace:
+        value, ident = value.copy(), ident.copy()
+    # row i: the entry at column p goes to column col[i, p] (a permutation within the round)
+    for i in range(r):
+        value[i, col[i]] = value[i].copy()
+        ident[i, col[i]] = ident[i].copy()
+    return value, ident
+
+
+def _difference_rounds(
+    value: np.ndarray | None,
+    ident: np.ndarray,
+    row_costs: Callable[[np.ndarray], np.ndarray] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The differencing of `balanced_ldm`: ``(parent, roots)``, ``parent`` linking each flat
+    position of the round matrix to the representative it was merged with (a forest), and
+    ``roots`` the ``B`` representatives of the final tuple (in its order). Round values from
+    ``value``, else from ``row_costs`` when a round is first merged."""
+    r, b = ident.shape
+    idt = index_dtype(r * b)
     # Each tuple: its partial-batch sums (sorted descending) and one representative flat
     # position per partial batch (None: round i's own positions, in order); `parent` links
     # merged positions to their representative.
-    parent = np.arange(n, dtype=idt)
+    parent = np.arange(r * b, dtype=idt)
     # round rows are already sorted descending (views; None: computed when first merged)
     sums: list[np.ndarray | None] = [None] * r if value is None else [value[i] for i in range(r)]
     reps: list[np.ndarray | None] = [None] * r
@@ -188,10 +103,10 @@ def balanced_ldm(
         si = sums[i]
         if si is not None:
             return si
-        assert row_costs is not None  # (lazy: checked above)
+        assert row_costs is not None  # (lazy: checked by balanced_ldm)
         return row_costs(ident[i])
 
-    if lazy:
+    if value is None:
         assert row_costs is not None
         ends = [row_costs(ident[i, [0, b - 1]]) for i in range(r)]
         heap = [(-(e[0] - e[1]), i) for i, e in enumerate(ends)]
@@ -211,10 +126,16 @@ def balanced_ldm(
         sums[j] = reps[j] = None
         heapq.heappush(heap, (-(si[0] - si[-1]), i))
     _, last = heap[0]
-    sums.clear()  # the round sums and the heap are done with (their arrays freed here)
-    heap.clear()
-    # pointer jumping in place, chunk by chunk (no second array of N): every position ends at
-    # the root of its tree, its final representative, whatever order the chunks take
+    return parent, rep(last)
+
+
+def _root_columns(parent: np.ndarray, roots: np.ndarray, b: int) -> np.ndarray:
+    """Each flat position's column (batch), in place of ``parent``: the column of its tree's
+    root, ``roots[c]`` being column ``c``'s root. Pointer jumping chunk by chunk (no second
+    array of ``N``: every position ends at its root whatever order the chunks take), then
+    roots hold ``-1 - column``, every other position takes its root's column, then the roots
+    theirs (no lookup array of ``N``)."""
+    n = parent.shape[0]
     while True:
         changed = False
         for s0 in range(0, n, _memory.PARTITION_CHUNK):
@@ -225,29 +146,13 @@ def balanced_ldm(
             parent[s0 : s0 + _memory.PARTITION_CHUNK] = g
         if not changed:
             break
-    # root -> batch (column) in place: roots hold -1 - column, then every other position takes
-    # its root's column, then the roots theirs (no lookup array of N)
-    roots = rep(last)
-    reps.clear()
-    parent[roots] = -1 - np.arange(b, dtype=idt)
+    parent[roots] = -1 - np.arange(b, dtype=parent.dtype)
     for s0 in range(0, n, _memory.PARTITION_CHUNK):
         p = parent[s0 : s0 + _memory.PARTITION_CHUNK]
         inner = p >= 0
         p[inner] = -1 - parent[p[inner]]
     parent[roots] = -1 - parent[roots]
-    del roots
-    col = parent.reshape(r, b)
-    if value is None:  # (lazy)
-        for i in range(r):
-            ident[i, col[i]] = ident[i].copy()
-        return None, ident
-    if not inplace:
-        value, ident = value.copy(), ident.copy()
-    # row i: the entry at column p goes to column col[i, p] (a permutation within the round)
-    for i in range(r):
-        value[i, col[i]] = value[i].copy()
-        ident[i, col[i]] = ident[i].copy()
-    return value, ident
+    return parent
 
 
 def stratified_assignment(
@@ -293,12 +198,6 @@ def _batch_loads(value: np.ndarray) -> np.ndarray:
     return load
 
 
-def _whole_numbers(blocks: Iterable[np.ndarray]) -> bool:
-    """Whether every entry of the arrays ``blocks`` (the chunks of a larger array: no
-    temporary of the whole) is a whole number."""
-    return all(np.array_equal(v, np.floor(v)) for v in blocks)
-
-
 #: Largest shifted search key of `refine_in_place` (int64 with headroom).
 _KEY_LIMIT = 2**62
 
@@ -334,10 +233,10 @@ def refine_in_place(
             break
         if stop is not None and stop(_pass, int(load.max())):
             break
-        idx = np.argsort(load, kind="stable")
-        lo = idx[:half]
-        hi = idx[::-1][:half]
-        gap = load[hi] - load[lo]  # >= 0, non-increasing
+        by_load = np.argsort(load, kind="stable")
+        light_cols = by_load[:half]
+        heavy_cols = by_load[::-1][:half]
+        gap = load[heavy_cols] - load[light_cols]  # >= 0, non-increasing
         # a swap moves (heavy - light) strictly between 0 and the pair's gap: integer entries
         # move whole amounts, so a pair whose gap is at most 1 has none; only the pairs above
         # it are searched (the gaps of the ranked pairs never increase)
@@ -352,67 +251,98 @@ def refine_in_place(
         improved = 0
         for p0 in range(0, live, pstep):
             p1 = min(live, p0 + pstep)
-            h, lw, g = hi[p0:p1], lo[p0:p1], gap[p0:p1]
-            k = p1 - p0
-            local = np.arange(k)
-            heavy = np.ascontiguousarray(value[:, h].T).astype(np.int64)  # [k, R]
-            light = np.ascontiguousarray(value[:, lw].T).astype(np.int64)
-            lord = np.argsort(light, axis=1, kind="stable")
-            base = local * r
-            at = (lord + base[:, None]).ravel()  # flat positions: light rows sorted
-            lsorted = light.ravel().take(at).reshape(k, r)
-            if dummy_row is None:  # dummies never move: cardinalities stay as dealt
-                heavy_real = ident[:, h].T >= 0
-                light_real = np.ascontiguousarray(ident[:, lw].T).ravel().take(at) >= 0
-            else:
-                heavy_real = rows[None, :] != dummy_row[h][:, None]
-                light_real = (lord != dummy_row[lw][:, None]).ravel()
-            shift = local * span
-            flat = (2 * lsorted + shift[:, None]).ravel()
-            # a batch's entries run from large (early rounds) to small: searched last to first,
-            # the keys mostly ascend, which keeps each binary search short
-            keys = (2 * heavy - g[:, None] + shift[:, None])[:, ::-1].ravel()
-            pos = np.searchsorted(flat, keys).reshape(k, r)[:, ::-1]
-            none = np.iinfo(np.int64).max
-            best = np.full(k, none)
-            best_h = np.zeros(k, dtype=np.int64)
-            best_l = np.zeros(k, dtype=np.int64)
-            lflat = lsorted.ravel()
-            for cand in (pos - 1, pos):
-                c = cand - base[:, None]  # column within the sorted light row, clipped
-                np.minimum(c, r - 1, out=c)
-                np.maximum(c, 0, out=c)
-                fi = c + base[:, None]
-                moved = heavy - lflat.take(fi)
-                ok = (moved > 0) & (moved < g[:, None]) & heavy_real
-                ok &= light_real.take(fi)
-                # twice the distance of the move from half the gap
-                score = np.where(ok, np.abs(g[:, None] - 2 * moved), none)
-                j = np.argmin(score, axis=1)
-                sc = score[local, j]
-                better = sc < best
-                best = np.where(better, sc, best)
-                best_h = np.where(better, j, best_h)
-                best_l = np.where(better, c[local, j], best_l)
-            p = np.flatnonzero(best < none)
-            if p.shape[0] == 0:
+            changed = _swap_chunk(
+                value,
+                ident,
+                heavy_cols[p0:p1],
+                light_cols[p0:p1],
+                gap[p0:p1],
+                span,
+                dummy_row,
+                rows,
+            )
+            if changed is None:
                 continue
-            rh = best_h[p]
-            rl = lord[p, best_l[p]]
-            bh, bl = h[p], lw[p]
-            vh = value[rh, bh].copy()
-            value[rh, bh] = value[rl, bl]
-            value[rl, bl] = vh
-            ih = ident[rh, bh].copy()
-            ident[rh, bh] = ident[rl, bl]
-            ident[rl, bl] = ih
-            improved += int(p.shape[0])
-            changed = np.concatenate([bh, bl])
+            improved += changed.shape[0] // 2
             load[changed] = _column_sums(value[:, changed])
         if improved == 0:
             break
         swaps += improved  # swaps exchange entries: vmax stays the same
     return swaps
+
+
+def _swap_chunk(
+    value: np.ndarray,
+    ident: np.ndarray,
+    heavy_cols: np.ndarray,
+    light_cols: np.ndarray,
+    gaps: np.ndarray,
+    span: int,
+    dummy_row: np.ndarray | None,
+    rows: np.ndarray,
+) -> np.ndarray | None:
+    """One chunk of pairs of `refine_in_place`: for each pair of a heavy column
+    ``heavy_cols[i]`` and a light column ``light_cols[i]`` with load gap ``gaps[i]``, the swap
+    of one real entry of each whose moved cost is strictly between 0 and the gap and closest
+    to half of it, made in ``value`` and ``ident``. The rows of the chunk are searched side by
+    side in one sorted vector (row ``p`` shifted by ``p * span``). ``dummy_row``: each
+    column's dummy row (`_dummy_rows`, ``None``: read ``ident``); ``rows``: ``arange(R)``.
+    Returns the columns changed (the heavy ones, then the light ones), ``None`` when none."""
+    r = value.shape[0]
+    k = heavy_cols.shape[0]
+    local = np.arange(k)
+    heavy = np.ascontiguousarray(value[:, heavy_cols].T).astype(np.int64)  # [k, R]
+    light = np.ascontiguousarray(value[:, light_cols].T).astype(np.int64)
+    light_order = np.argsort(light, axis=1, kind="stable")
+    base = local * r
+    at = (light_order + base[:, None]).ravel()  # flat positions: light rows sorted
+    light_sorted = light.ravel().take(at).reshape(k, r)
+    if dummy_row is None:  # dummies never move: cardinalities stay as dealt
+        heavy_real = ident[:, heavy_cols].T >= 0
+        light_real = np.ascontiguousarray(ident[:, light_cols].T).ravel().take(at) >= 0
+    else:
+        heavy_real = rows[None, :] != dummy_row[heavy_cols][:, None]
+        light_real = (light_order != dummy_row[light_cols][:, None]).ravel()
+    shift = local * span
+    flat = (2 * light_sorted + shift[:, None]).ravel()
+    # a batch's entries run from large (early rounds) to small: searched last to first,
+    # the keys mostly ascend, which keeps each binary search short
+    keys = (2 * heavy - gaps[:, None] + shift[:, None])[:, ::-1].ravel()
+    pos = np.searchsorted(flat, keys).reshape(k, r)[:, ::-1]
+    none = np.iinfo(np.int64).max
+    best = np.full(k, none)
+    best_heavy = np.zeros(k, dtype=np.int64)
+    best_light = np.zeros(k, dtype=np.int64)
+    light_flat = light_sorted.ravel()
+    for cand in (pos - 1, pos):
+        c = cand - base[:, None]  # column within the sorted light row, clipped
+        np.minimum(c, r - 1, out=c)
+        np.maximum(c, 0, out=c)
+        fi = c + base[:, None]
+        moved = heavy - light_flat.take(fi)
+        ok = (moved > 0) & (moved < gaps[:, None]) & heavy_real
+        ok &= light_real.take(fi)
+        # twice the distance of the move from half the gap
+        score = np.where(ok, np.abs(gaps[:, None] - 2 * moved), none)
+        j = np.argmin(score, axis=1)
+        chosen_score = score[local, j]
+        better = chosen_score < best
+        best = np.where(better, chosen_score, best)
+        best_heavy = np.where(better, j, best_heavy)
+        best_light = np.where(better, c[local, j], best_light)
+    p = np.flatnonzero(best < none)
+    if p.shape[0] == 0:
+        return None
+    heavy_row = best_heavy[p]
+    light_row = light_order[p, best_light[p]]
+    heavy_col, light_col = heavy_cols[p], light_cols[p]
+    kept_value = value[heavy_row, heavy_col].copy()
+    value[heavy_row, heavy_col] = value[light_row, light_col]
+    value[light_row, light_col] = kept_value
+    kept_ident = ident[heavy_row, heavy_col].copy()
+    ident[heavy_row, heavy_col] = ident[light_row, light_col]
+    ident[light_row, light_col] = kept_ident
+    return np.concatenate([heavy_col, light_col])
 
 
 def _dummy_rows(ident: np.ndarray, step: int) -> np.ndarray | None:

@@ -48,15 +48,20 @@ class _Repair:
         self,
         slot_bin: np.ndarray,
         offsets: NDArray[np.int64],
-        bn: NDArray[np.int64],
-        be: NDArray[np.int64],
+        bin_nodes: NDArray[np.int64],
+        bin_edges: NDArray[np.int64],
         lim: NDArray[np.int64],
         ceiling: np.ndarray,
     ) -> None:
-        self.sb, self.off, self.bn, self.be = slot_bin, offsets, bn, be
+        self.slot_bin, self.offsets, self.bin_nodes, self.bin_edges = (
+            slot_bin,
+            offsets,
+            bin_nodes,
+            bin_edges,
+        )
         self.lim, self.ceiling = lim, ceiling
-        self.loads = _loads(slot_bin, offsets, bn, be)
-        self.nbins = int(bn.shape[0])
+        self.loads = _loads(slot_bin, offsets, bin_nodes, bin_edges)
+        self.nbins = int(bin_nodes.shape[0])
 
     def _share(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return share_keys(x, y, int(self.lim[0]), int(self.lim[1]))
@@ -81,25 +86,33 @@ class _Repair:
         return cand
 
     def best_swap(self, h: int, cand: np.ndarray) -> tuple[int, int, int, NDArray[np.int64]] | None:
-        """``(slot in h, slot in a partner, partner, [dn, de] moved out of h)`` of the best swap
-        that lowers ``h``'s overflow and keeps the partner within the limits, or ``None``."""
-        sb, off, bn, be, lim = self.sb, self.off, self.bn, self.be, self.lim
-        h_slots = np.arange(off[h], off[h + 1])
-        hb, h_first = np.unique(sb[h_slots], return_index=True)
-        sizes = off[cand + 1] - off[cand]
-        keep = np.cumsum(sizes) <= max(1, _PAIRS_PER_STEP // max(hb.shape[0], 1))
+        """``(slot in h, slot in a partner, partner, [move_n, move_e] moved out of h)`` of the
+        best swap that lowers ``h``'s overflow and keeps the partner within the limits, or
+        ``None``."""
+        slot_bin, offsets, bin_nodes, bin_edges, lim = (
+            self.slot_bin,
+            self.offsets,
+            self.bin_nodes,
+            self.bin_edges,
+            self.lim,
+        )
+        h_slots = np.arange(offsets[h], offsets[h + 1])
+        heavy_bins, h_first = np.unique(slot_bin[h_slots], return_index=True)
+        sizes = offsets[cand + 1] - offsets[cand]
+        keep = np.cumsum(sizes) <= max(1, _PAIRS_PER_STEP // max(heavy_bins.shape[0], 1))
         keep[0] = True
         cand, sizes = cand[keep], sizes[keep]
-        p_slots = np.concatenate([np.arange(off[c], off[c + 1]) for c in cand])
+        p_slots = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in cand])
         owner = np.repeat(np.arange(cand.shape[0]), sizes)
-        _, first = np.unique(owner * self.nbins + sb[p_slots], return_index=True)
+        _, first = np.unique(owner * self.nbins + slot_bin[p_slots], return_index=True)
         p_slots, owner = p_slots[first], owner[first]
-        pb = sb[p_slots]
-        dn = bn[hb][:, None] - bn[pb][None, :]  # moved out of h (bin hb[i] for bin pb[j])
-        de = be[hb][:, None] - be[pb][None, :]
-        pl = self.loads[cand[owner]]
-        part_n, part_e = pl[None, :, 0] + dn, pl[None, :, 1] + de
-        new_n, new_e = self.loads[h, 0] - dn, self.loads[h, 1] - de
+        partner_bins = slot_bin[p_slots]
+        # moved out of h (bin heavy_bins[i] for bin partner_bins[j])
+        move_n = bin_nodes[heavy_bins][:, None] - bin_nodes[partner_bins][None, :]
+        move_e = bin_edges[heavy_bins][:, None] - bin_edges[partner_bins][None, :]
+        partner_loads = self.loads[cand[owner]]
+        part_n, part_e = partner_loads[None, :, 0] + move_n, partner_loads[None, :, 1] + move_e
+        new_n, new_e = self.loads[h, 0] - move_n, self.loads[h, 1] - move_e
         left = self._share(np.maximum(new_n - lim[0], 0), np.maximum(new_e - lim[1], 0))
         ok = (part_n <= lim[0]) & (part_e <= lim[1]) & (left < self.excess(self.loads[h]))
         if not ok.any():
@@ -112,14 +125,14 @@ class _Repair:
         # order: overflow removed, then least growth past the ceiling, then least overflow left
         rank = np.where(ok, (left > 0).astype(np.int64), 2).ravel()
         flat = np.flatnonzero(rank == rank.min())
-        ab = above.ravel()[flat]
-        flat = flat[ab == ab.min()]
-        i, j = divmod(int(flat[np.argmin(left.ravel()[flat])]), pb.shape[0])
+        growth = above.ravel()[flat]
+        flat = flat[growth == growth.min()]
+        i, j = divmod(int(flat[np.argmin(left.ravel()[flat])]), partner_bins.shape[0])
         return (
             int(h_slots[h_first[i]]),
             int(p_slots[j]),
             int(cand[owner[j]]),
-            np.array([dn[i, j], de[i, j]], np.int64),
+            np.array([move_n[i, j], move_e[i, j]], np.int64),
         )
 
 
@@ -153,10 +166,10 @@ def repair_overflow(
     """
     slot_bin = np.asarray(slot_bin)
     offsets = np.asarray(offsets, np.int64)
-    bn = np.asarray(bin_nodes, np.int64)
-    be = np.asarray(bin_edges, np.int64)
+    node_counts = np.asarray(bin_nodes, np.int64)
+    edge_counts = np.asarray(bin_edges, np.int64)
     lim = np.array([int(node_limit), int(edge_limit)], np.int64)
-    loads = _loads(slot_bin, offsets, bn, be)
+    loads = _loads(slot_bin, offsets, node_counts, edge_counts)
     over = (loads > lim).any(axis=1)
     n_over = int(over.sum())
     if n_over == 0:
@@ -165,13 +178,13 @@ def repair_overflow(
         return None  # beyond the step bound, or the totals do not fit: no swap can help
     ceiling = np.array([loads[loads[:, d] <= lim[d], d].max(initial=0) for d in range(2)])
     ceiling = np.where((loads <= lim).any(axis=0), ceiling, lim)
-    state = _Repair(slot_bin.copy(), offsets, bn, be, lim, ceiling)
+    state = _Repair(slot_bin.copy(), offsets, node_counts, edge_counts, lim, ceiling)
     steps = min(int(max_steps), 2 * n_over + 16)
     for step in range(steps):
         excess = state.excess(state.loads)
         h = int(np.argmax(excess))
         if excess[h] == 0:
-            return state.sb
+            return state.slot_bin
         if int((excess > 0).sum()) > steps - step:
             return None  # more overflowing packs than swaps left
         swap = None
@@ -184,7 +197,7 @@ def repair_overflow(
         if swap is None:
             return None
         a, b, p, moved = swap
-        state.sb[a], state.sb[b] = state.sb[b], state.sb[a]
+        state.slot_bin[a], state.slot_bin[b] = state.slot_bin[b], state.slot_bin[a]
         state.loads[h] -= moved
         state.loads[p] += moved
-    return state.sb if not (state.loads > lim).any() else None
+    return state.slot_bin if not (state.loads > lim).any() else None

@@ -69,20 +69,20 @@ def pack_totals(
     if starts.size == 0:
         z = np.zeros(0, np.int64)
         return z, z, z
-    bn = np.asarray(bin_nodes).astype(np.int64, copy=False)
-    be = np.asarray(bin_edges).astype(np.int64, copy=False)
+    node_table = np.asarray(bin_nodes).astype(np.int64, copy=False)
+    edge_table = np.asarray(bin_edges).astype(np.int64, copy=False)
     width = int(np.diff(offsets).max())
     if (
-        bn.size
-        and int(bn.min()) >= 0
-        and int(be.min()) >= 0
-        and width * int(bn.max()) < 2**31
-        and width * int(be.max()) < 2**32
+        node_table.size
+        and int(node_table.min()) >= 0
+        and int(edge_table.min()) >= 0
+        and width * int(node_table.max()) < 2**31
+        and width * int(edge_table.max()) < 2**32
     ):
-        both = batch_totals(slot_bin, offsets, table=(bn << 32) | be)
+        both = batch_totals(slot_bin, offsets, table=(node_table << 32) | edge_table)
         return both >> 32, both & 0xFFFFFFFF, np.diff(offsets)
     return (
-        batch_totals(slot_bin, offsets, table=bn),
-        batch_totals(slot_bin, offsets, table=be),
+        batch_totals(slot_bin, offsets, table=node_table),
+        batch_totals(slot_bin, offsets, table=edge_table),
         np.diff(offsets),
     )

@@ -25,20 +25,20 @@ from ._partition import (
     balanced_ldm,
     columns_in_order,
     columns_to_batches,
-    descending_order,
     refine_by_swaps,
     refine_in_place,
-    round_matrix,
     stratified_assignment,
 )
 from ._repair import repair_overflow
-from ._steps import SizePairs, step_fill
+from ._round_matrix import descending_order, round_matrix
+from ._steps import SizePairs, StepFill, step_fill
 from ._totals import any_oversize, batch_totals, pack_totals
 
 __all__ = [
     "METHODS",
     "PackedSizes",
     "SizePairs",
+    "StepFill",
     "any_oversize",
     "assign_graphs",
     "balanced_ldm",

@@ -36,7 +36,8 @@ from ..packing import (
 )
 from ..packing.kernels import assign_graphs, budget_lower_bound
 from ._assemble import OversizeSplit, finish_plan
-from ._packing import _COMMON, _bins_of, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
+from ._pack_choice import bins_of
+from ._packing import _COMMON, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_buckets"]
@@ -161,29 +162,31 @@ def _num_shapes(req: PlanRequest) -> int:
 
 
 def _pack_sums(
-    slot_bin: np.ndarray, off: np.ndarray, bn: np.ndarray, be: np.ndarray
+    slot_bin: np.ndarray, offsets: np.ndarray, bin_nodes: np.ndarray, bin_edges: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-pack node and edge totals of packs as slots (bins' sizes ``bn``/``be``)."""
-    if off.shape[0] <= 1:
+    """Per-pack node and edge totals of packs as slots (bins' sizes ``bin_nodes``/``bin_edges``)."""
+    if offsets.shape[0] <= 1:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.add.reduceat(bn[slot_bin], off[:-1]), np.add.reduceat(be[slot_bin], off[:-1])
+    return np.add.reduceat(bin_nodes[slot_bin], offsets[:-1]), np.add.reduceat(
+        bin_edges[slot_bin], offsets[:-1]
+    )
 
 
 @dataclass(frozen=True)
 class _BucketGraphs:
     """The graphs of a ``buckets`` request: ``kept`` (fit the budget, as a histogram: bins
-    ``hn``/``he``/``hc``, each kept graph's bin ``inverse``), ``alone`` (larger: a bucket of
-    their own, filled with small graphs; sizes ``a_n``/``a_e``), ``own`` (larger, with
-    ``oversize_shapes="own"``: a batch of their own outside the K shapes), ``skipped``; ``fam`` the
-    shape family (the budget scaled) and ``lim`` the packing limits. Bin ``nbins + i`` of a
-    slot is large graph ``i``."""
+    ``hist_nodes``/``hist_edges``/``hist_count``, each kept graph's bin ``inverse``), ``alone``
+    (larger: a bucket of their own, filled with small graphs; sizes ``a_n``/``a_e``), ``own``
+    (larger, with ``oversize_shapes="own"``: a batch of their own outside the K shapes),
+    ``skipped``; ``fam`` the shape family (the budget scaled) and ``lim`` the packing limits.
+    Bin ``nbins + i`` of a slot is large graph ``i``."""
 
     kept: np.ndarray
     alone: np.ndarray
     skipped: np.ndarray
-    hn: np.ndarray
-    he: np.ndarray
-    hc: np.ndarray
+    hist_nodes: np.ndarray
+    hist_edges: np.ndarray
+    hist_count: np.ndarray
     inverse: np.ndarray
     a_n: np.ndarray
     a_e: np.ndarray
@@ -221,16 +224,17 @@ class _BucketGraphs:
         )
         if kept.size:
             hist = _kept_sizes(req, kept).histogram(return_inverse=True)
-            hn, he, hc, inverse = hist.n_node, hist.n_edge, hist.count, _bins_of(hist)
+            hist_nodes, hist_edges, hist_count = hist.n_node, hist.n_edge, hist.count
+            inverse = bins_of(hist)
         else:
-            hn = he = hc = inverse = np.zeros(0, np.int64)
+            hist_nodes = hist_edges = hist_count = inverse = np.zeros(0, np.int64)
         return cls(
             kept,
             alone,
             skipped,
-            hn,
-            he,
-            hc,
+            hist_nodes,
+            hist_edges,
+            hist_count,
             inverse,
             sizes.n_node[alone],
             sizes.n_edge[alone],
@@ -241,21 +245,27 @@ class _BucketGraphs:
 
     @property
     def nbins(self) -> int:
-        return self.hn.shape[0]
+        return self.hist_nodes.shape[0]
 
-    def pack_totals(self, slot_bin: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def pack_totals(
+        self, slot_bin: np.ndarray, offsets: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Per-pack node and edge totals, large graphs included."""
         return _pack_sums(
-            slot_bin, off, np.concatenate([self.hn, self.a_n]), np.concatenate([self.he, self.a_e])
+            slot_bin,
+            offsets,
+            np.concatenate([self.hist_nodes, self.a_n]),
+            np.concatenate([self.hist_edges, self.a_e]),
         )
 
     def filled(self, shape_n: np.ndarray, shape_e: np.ndarray, shape_g: np.ndarray) -> _Candidate:
         """Each large graph gets the smallest of the shapes and its room is filled with small
         graphs; the remaining small graphs are packed to the budget. Returns the packs as
         slots and the packer of the remaining graphs."""
-        hn, he, hc, nbins = self.hn, self.he, self.hc, self.nbins
+        hist_nodes, hist_edges, hist_count = self.hist_nodes, self.hist_edges, self.hist_count
+        nbins = self.nbins
         a_n, a_e = self.a_n, self.a_e
-        remaining = hc.copy()
+        remaining = hist_count.copy()
         fill_bins: list[np.ndarray] = [np.zeros(0, np.int64)] * self.alone.shape[0]
         if self.alone.size and self.kept.size:
             grp = np.argmax(
@@ -263,21 +273,31 @@ class _BucketGraphs:
             )
             room = (shape_n[grp] - 1 - a_n, shape_e[grp] - a_e, shape_g[grp] - 2)
             pats, base = pack_histogram(
-                hn, he, hc, fit="best", initial=room, return_base=True, **self.lim
+                hist_nodes,
+                hist_edges,
+                hist_count,
+                fit="best",
+                initial=room,
+                return_base=True,
+                **self.lim,
             )
             for t in np.flatnonzero(base >= 0).tolist():
-                sl = slice(pats.offsets[t], pats.offsets[t + 1])
-                items = np.repeat(pats.bins[sl], pats.copies[sl])
+                pattern_slots = slice(pats.offsets[t], pats.offsets[t + 1])
+                items = np.repeat(pats.bins[pattern_slots], pats.copies[pattern_slots])
                 fill_bins[int(base[t])] = items
                 remaining -= np.bincount(items, minlength=nbins)
         if remaining.sum():
-            res = pack_bins(hn, he, remaining, fit="best", **self.lim)
-            sb, off, packer = res.slot_bin, res.offsets, res.method
+            res = pack_bins(hist_nodes, hist_edges, remaining, fit="best", **self.lim)
+            slot_bin, offsets, packer = res.slot_bin, res.offsets, res.method
         else:
-            (sb, off), packer = _empty_slots(), None
-        parts = [sb] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
+            (slot_bin, offsets), packer = _empty_slots(), None
+        parts = [slot_bin] + [np.concatenate([[nbins + i], fb]) for i, fb in enumerate(fill_bins)]
         lens = np.array([len(x) for x in parts[1:]], np.int64)
-        return (np.concatenate(parts), np.concatenate([off, off[-1] + np.cumsum(lens)]), packer)
+        return (
+            np.concatenate(parts),
+            np.concatenate([offsets, offsets[-1] + np.cumsum(lens)]),
+            packer,
+        )
 
 
 def _candidate_packings(
@@ -291,23 +311,25 @@ def _candidate_packings(
     more than k - 1 (exact costs: a later candidate wins only when strictly cheaper)."""
     fam = g.fam
 
-    def shaped(slot_bin: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, Fraction]:
-        tn, te = g.pack_totals(slot_bin, off)
-        return choose_scales(pack_scales(tn, te, fam, multiple, np.diff(off)), k, fam, multiple)
+    def shaped(slot_bin: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, Fraction]:
+        pack_nodes, pack_edges = g.pack_totals(slot_bin, offsets)
+        return choose_scales(
+            pack_scales(pack_nodes, pack_edges, fam, multiple, np.diff(offsets)), k, fam, multiple
+        )
 
     n_alone = g.alone.shape[0]
     if g.kept.size:
-        first = pack_bins(g.hn, g.he, g.hc, fit="best", **g.lim)
-        f_sb, f_off, f_method = first.slot_bin, first.offsets, first.method
-        fn, fe = _pack_sums(f_sb, f_off, g.hn, g.he)
+        first = pack_bins(g.hist_nodes, g.hist_edges, g.hist_count, fit="best", **g.lim)
+        first_slot_bin, first_offsets, first_method = first.slot_bin, first.offsets, first.method
+        fn, fe = _pack_sums(first_slot_bin, first_offsets, g.hist_nodes, g.hist_edges)
     else:
-        (f_sb, f_off), f_method = _empty_slots(), None
+        (first_slot_bin, first_offsets), first_method = _empty_slots(), None
         fn = fe = np.zeros(0, np.int64)
-    cand_sb = np.concatenate([f_sb, g.nbins + np.arange(n_alone, dtype=np.int64)])
-    cand_off = np.concatenate([f_off, f_off[-1] + 1 + np.arange(n_alone)])
+    cand_sb = np.concatenate([first_slot_bin, g.nbins + np.arange(n_alone, dtype=np.int64)])
+    cand_off = np.concatenate([first_offsets, first_offsets[-1] + 1 + np.arange(n_alone)])
     chosen, cost = shaped(cand_sb, cand_off)
-    best = (cost, chosen, cand_sb, cand_off, f_method)
-    candidates: list[_Candidate] = [(cand_sb, cand_off, f_method)]
+    best = (cost, chosen, cand_sb, cand_off, first_method)
+    candidates: list[_Candidate] = [(cand_sb, cand_off, first_method)]
     first_scales = pack_scales(
         np.concatenate([fn, g.a_n]), np.concatenate([fe, g.a_e]), fam, multiple
     )
@@ -384,18 +406,22 @@ def _tight_bucket_request(req: PlanRequest, fam: Budget) -> _TightRequest | None
     """``(cost, shape_cost)`` when ``buckets`` should choose tight shapes by cost (option
     ``shape_cost=[c0, c_node, c_edge, c_graph, c_shape]``, or ``tight_shape=True``: padded slots
     relative to the budget), else ``None`` (the scaled family)."""
-    sc = req.option("shape_cost", None)
-    if sc is None:
+    shape_cost = req.option("shape_cost", None)
+    if shape_cost is None:
         return (None, 0) if req.option("tight_shape", None) is True else None
-    if isinstance(sc, (str, bytes)) or not hasattr(sc, "__len__") or len(sc) != 5:
+    if (
+        isinstance(shape_cost, (str, bytes))
+        or not hasattr(shape_cost, "__len__")
+        or len(shape_cost) != 5
+    ):
         raise InputTypeError(
             "shape_cost must be [c0, c_node, c_edge, c_graph, c_shape] "
-            f"(5 integers >= 0), got {sc!r}"
+            f"(5 integers >= 0), got {shape_cost!r}"
         )
-    for v in sc:
+    for v in shape_cost:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0:
-            raise InputTypeError(f"shape_cost entries must be integers >= 0, got {sc!r}")
-    vals = [int(v) for v in sc]
+            raise InputTypeError(f"shape_cost entries must be integers >= 0, got {shape_cost!r}")
+    vals = [int(v) for v in shape_cost]
     return (tuple(vals[:4]), vals[4])
 
 
@@ -413,26 +439,26 @@ def _tight_buckets(
     the chosen packs. Returns ``(slot_bin, offsets, packer, (shape_n, shape_e, shape_g), meta)``."""
     best: tuple[int, np.ndarray, np.ndarray, str | None, np.ndarray, np.ndarray, Any, Any] | None
     best = None
-    for sb, off, packer in candidates:
-        tn, te = totals(sb, off)
-        needs = pack_needs(tn, te, np.diff(off), multiple)
+    for slot_bin, offsets, packer in candidates:
+        pack_nodes, pack_edges = totals(slot_bin, offsets)
+        needs = pack_needs(pack_nodes, pack_edges, np.diff(offsets), multiple)
         shapes, _, total = choose_tight_shapes(
             needs, k, base=(fam.n_node, fam.n_edge), cost=cost, shape_cost=shape_cost
         )
         if best is None or total < best[0]:
-            best = (total, sb, off, packer, shapes, needs, tn, te)
+            best = (total, slot_bin, offsets, packer, shapes, needs, pack_nodes, pack_edges)
     assert best is not None  # (the first packing is always a candidate)
-    total, sb, off, packer, shapes, needs, tn, te = best
-    bn, be = shape_padding_bound(needs, k)
+    total, slot_bin, offsets, packer, shapes, needs, pack_nodes, pack_edges = best
+    node_bound, edge_bound = shape_padding_bound(needs, k)
     meta = {
         "shape_choice": "tight",
         "shape_cost_total": int(total),
         "shape_bound": {
-            "node_efficiency_max": float(int(tn.sum()) / bn) if bn else 1.0,
-            "edge_efficiency_max": float(int(te.sum()) / be) if be else 1.0,
+            "node_efficiency_max": float(int(pack_nodes.sum()) / node_bound) if node_bound else 1.0,
+            "edge_efficiency_max": float(int(pack_edges.sum()) / edge_bound) if edge_bound else 1.0,
         },
     }
-    return sb, off, packer, (shapes[:, 0], shapes[:, 1], shapes[:, 2]), meta
+    return slot_bin, offsets, packer, (shapes[:, 0], shapes[:, 1], shapes[:, 2]), meta
 
 
 def _cheapest_holding(
@@ -448,9 +474,11 @@ def _cheapest_holding(
 ) -> np.ndarray:
     """Per batch, the index of the least costly shape that holds it (integer costs; ties: the
     first). Every batch is held by some shape: its pack's."""
-    c0, cn, ce, cg = (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
+    c0, c_node, c_edge, c_graph = (
+        (0, max(fam.n_edge, 1), max(fam.n_node, 1), 0) if cost is None else cost
+    )
     per_shape = [
-        c0 + cn * int(a) + ce * int(b) + cg * int(g)
+        c0 + c_node * int(a) + c_edge * int(b) + c_graph * int(g)
         for a, b, g in zip(shape_n.tolist(), shape_e.tolist(), shape_g.tolist(), strict=False)
     ]
     order = sorted(range(len(per_shape)), key=lambda i: (per_shape[i], i))

@@ -77,8 +77,8 @@ class CostModel:
             if sizes.n_bytes is None:
                 raise InputError("cost source 'n_bytes' needs a size table with n_bytes")
             return sizes.n_bytes.astype(np.int64), 0
-        fp = self.fixed_point(sizes)
-        return fp.costs(sizes.n_node, sizes.n_edge), fp.shift
+        fixed = self.fixed_point(sizes)
+        return fixed.costs(sizes.n_node, sizes.n_edge), fixed.shift
 
     def as_meta(self) -> dict:
         """JSON-able description stored in ``plan.meta["cost_model"]``."""

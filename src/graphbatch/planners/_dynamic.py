@@ -135,15 +135,14 @@ def _seed_shape(
     seed_steps = None
     if ranks > 1:
         pairs = SizePairs(nodes, edges)  # the same in the epoch order (one scan)
-        off, sn, se = step_fill(
-            nodes, edges, budget, ranks, return_totals=True, with_order=False, pairs=pairs
-        )[1:]
-        seed_steps = _SeedSteps(pairs, (off.shape[0] - 1) // ranks)
-        sn = np.minimum((sn * 1003 + 999) // 1000, budget.node_capacity)
-        se = np.minimum((se * 1003 + 999) // 1000, budget.edge_capacity)
+        seed_fill = step_fill(nodes, edges, budget, ranks, with_order=False, pairs=pairs)
+        seed_steps = _SeedSteps(pairs, (seed_fill.offsets.shape[0] - 1) // ranks)
+        # 0.3% room, rounded up in integers, never above the budget
+        real_nodes = np.minimum((seed_fill.real_nodes * 1003 + 999) // 1000, budget.node_capacity)
+        real_edges = np.minimum((seed_fill.real_edges * 1003 + 999) // 1000, budget.edge_capacity)
     else:
-        sn, se = greedy_fill(nodes, edges, budget)[1:]
-    return Budget(int(sn.max()) + 1, int(se.max()), budget.n_graph), seed_steps
+        real_nodes, real_edges = greedy_fill(nodes, edges, budget)[1:]
+    return Budget(int(real_nodes.max()) + 1, int(real_edges.max()), budget.n_graph), seed_steps
 
 
 def _greedy_fill(epoch: _Epoch, shape: Budget) -> _Fill:
@@ -169,25 +168,18 @@ def _step_or_greedy_fill(
         if seed_steps is None
         else {"fill": 1.0, "steps": seed_steps.steps, "pairs": seed_steps.pairs}
     )
-    perm, off, bn, be = step_fill(
-        nodes,
-        edges,
-        shape,
-        ranks,
-        return_totals=True,
-        perm_out=perm_out,
-        totals=epoch.totals,
-        **hint,
-    )
-    if not (np.diff(off) > 0).all():
+    steps = step_fill(nodes, edges, shape, ranks, perm_out=perm_out, totals=epoch.totals, **hint)
+    if not (np.diff(steps.offsets) > 0).all():
         return _Fill(kept, *greedy_fill(nodes, edges, shape))
     greedy = greedy_fill(
-        nodes, edges, shape, stop_at=off.shape[0] - 1 - ranks + 1, totals=epoch.totals
+        nodes, edges, shape, stop_at=steps.offsets.shape[0] - 1 - ranks + 1, totals=epoch.totals
     )
     if greedy is not None:
         return _Fill(kept, *greedy)
-    assert perm is not None  # (with_order)
-    return _Fill(take_into(kept, perm), off, bn, be, step_fill=True)  # kept[perm], over perm
+    assert steps.order is not None  # (with_order)
+    # kept[order], written over the order
+    ordered = take_into(kept, steps.order)
+    return _Fill(ordered, steps.offsets, steps.real_nodes, steps.real_edges, step_fill=True)
 
 
 class _Graphs:

@@ -10,7 +10,6 @@ the graph-to-pack assignment for the whole run and only shuffles orders).
 from __future__ import annotations
 
 from dataclasses import replace
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -21,19 +20,18 @@ from .._errors import InputTypeError, UnknownNameError
 from .._plan import BatchPlan
 from .._sizes import GraphSizes, SizeHistogram
 from .._validate import as_positive_int
-from ..packing import METHODS, PackPatterns, PackResult, pack_bins, pack_histogram, pack_nnls
+from ..packing import METHODS, PackPatterns, pack_bins, pack_histogram, pack_nnls
 from ..packing.kernels import (
     any_oversize,
     assign_graphs,
-    balanced_packs,
     budget_lower_bound,
     gather_counts,
     heuristic_function,
     index_dtype,
     pack_totals,
-    spread_packs,
 )
 from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
+from ._pack_choice import PackTotals, bins_of, choose_packs, slots_area
 from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
 __all__ = ["plan_pack_lpf", "plan_pack_spf", "plan_pack_lpf_1d", "plan_pack_nnls"]
@@ -43,125 +41,11 @@ _COMMON = ("max_graphs_per_pack", "fixed_packs", "sample_size", "multiple", "tig
 
 def _budget(req: PlanRequest) -> Budget:
     budget = req.resolve_budget()
-    mg = req.option("max_graphs_per_pack", None)
-    if mg is not None:
-        mg = as_positive_int(mg, "max_graphs_per_pack")
-        budget = Budget(budget.n_node, budget.n_edge, min(budget.n_graph, mg + 1))
+    max_graphs = req.option("max_graphs_per_pack", None)
+    if max_graphs is not None:
+        max_graphs = as_positive_int(max_graphs, "max_graphs_per_pack")
+        budget = Budget(budget.n_node, budget.n_edge, min(budget.n_graph, max_graphs + 1))
     return budget
-
-
-def tight_budget(
-    nodes: np.ndarray, edges: np.ndarray, graphs: np.ndarray, budget: Budget
-) -> Budget:
-    """The smallest shape holding batches of real totals ``nodes``/``edges``/``graphs``
-    (one padding node and graph reserved), never above ``budget``."""
-    if nodes.size == 0:
-        return budget
-    return Budget(
-        min(int(nodes.max()) + 1, budget.n_node),
-        min(int(edges.max()), budget.n_edge),
-        max(2, min(int(graphs.max()) + 1, budget.n_graph)),
-    )
-
-
-#: Real ``(nodes, edges, graphs)`` per pack (`pack_totals`).
-_Totals = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-def _slots_area(
-    slot_bin: np.ndarray,
-    offsets: np.ndarray,
-    bin_nodes: np.ndarray,
-    bin_edges: np.ndarray,
-    budget: Budget,
-    totals: _Totals | None = None,
-) -> tuple[Budget, Fraction]:
-    """(tight shape, padded slots relative to the real totals, an exact rational) of packs as
-    slots; ``totals``: their `_pack_totals` when known."""
-    tn, te, tg = pack_totals(slot_bin, offsets, bin_nodes, bin_edges) if totals is None else totals
-    shape = tight_budget(tn, te, tg, budget)
-    sum_e = int(te.sum())
-    area = Fraction(shape.n_node, max(int(tn.sum()), 1)) + (
-        Fraction(shape.n_edge, sum_e) if sum_e else 0
-    )
-    return shape, area
-
-
-def _bins_of(hist: SizeHistogram) -> np.ndarray:
-    """Each graph's bin of ``hist`` (made with ``return_inverse=True``)."""
-    if hist.inverse is None:
-        raise RuntimeError("the histogram was made without return_inverse=True")
-    return hist.inverse
-
-
-def _choose_packs(
-    req: PlanRequest,
-    kept: np.ndarray | None,
-    hist: SizeHistogram,
-    res: PackResult,
-    budget: Budget,
-    tight: bool,
-) -> tuple[np.ndarray, np.ndarray, str, Budget | None, _Totals | None]:
-    """The packs and padded shape of ``pack-lpf``/``pack-spf``.
-
-    The number of packs is the packing's, rounded up to a multiple of ``req.world_size``
-    (`PlanRequest.batch_count_for_ranks`), and where the shape is tight the fewest packs that
-    allow it: the lower bound (rounded up likewise). At that count, balanced packs
-    (`balanced_packs`) are tried besides the packing itself (with a tight shape and a count above
-    the packing's, the packing spread over the extra packs, `spread_packs`); with a tight shape
-    those at least as tight as ``kk``'s cost in both dimensions are preferred and the smallest
-    padded area (slots over real totals, nodes plus edges) wins. Returns ``(slot_bin, offsets,
-    packer, shape or None, the packs' `_pack_totals` or None)``."""
-    sb, off, packer = res.slot_bin, res.offsets, res.method
-    num = len(req.sizes) if kept is None else int(kept.shape[0])
-
-    def want(p: int) -> int:
-        return req.batch_count_for_ranks(p, num)
-
-    res_ok = res.num_packs == want(res.num_packs)
-    counts = sorted({want(res.lower_bound), want(res.num_packs)})
-    if not tight:
-        counts = [c for c in counts if not res_ok or c < res.num_packs]
-    for count in counts:
-        if res.lower_bound == 0 or (res_ok and count > res.num_packs):
-            break
-        cands = balanced_packs(_bins_of(hist), hist.n_node, hist.n_edge, count, budget)
-        if res_ok and count == res.num_packs:
-            cands.append((sb, off))
-        elif tight and count > res.num_packs:  # ranks round the count up: spread the packing
-            spread = spread_packs(sb, off, count, hist.n_node, hist.n_edge, budget)
-            if spread is not None:
-                cands.append(spread)
-        if all(c is None for c in cands):
-            continue
-        if not tight:
-            last = next(c for c in cands[::-1] if c is not None)
-            return last[0], last[1], packer if last[0] is sb else "balanced-kk", None, None
-        # each candidate's pack totals once: its shape, its area, and the plan's real totals
-        totals = [None if c is None else pack_totals(*c, hist.n_node, hist.n_edge) for c in cands]
-        ref = (
-            _slots_area(*cands[0], hist.n_node, hist.n_edge, budget, totals[0])[0]
-            if cands[0] is not None
-            else None
-        )
-        best: tuple[Fraction, np.ndarray, np.ndarray, str, Budget, _Totals | None] | None = None
-        for c, tot in zip(cands, totals, strict=False):
-            if c is None:
-                continue
-            sh, ar = _slots_area(*c, hist.n_node, hist.n_edge, budget, tot)
-            if ref is not None and (sh.n_node > ref.n_node or sh.n_edge > ref.n_edge):
-                continue  # not as tight as kk's cost in both dimensions
-            if best is None or ar < best[0]:
-                name = (
-                    "balanced-kk" if c is cands[0] else packer if c[0] is sb else f"{packer}-spread"
-                )
-                best = (ar, c[0], c[1], name, sh, tot)
-        assert best is not None  # (kk's candidate, or every candidate where it is missing)
-        return best[1], best[2], best[3], best[4], best[5]
-    if not tight:
-        return sb, off, packer, None, None
-    tot = pack_totals(sb, off, hist.n_node, hist.n_edge)
-    return sb, off, packer, _slots_area(sb, off, hist.n_node, hist.n_edge, budget, tot)[0], tot
 
 
 def _rngs(req: PlanRequest) -> tuple[np.random.Generator | None, np.random.Generator | None]:
@@ -206,7 +90,7 @@ def _kept_column(req: PlanRequest, kept: np.ndarray | None, name: str) -> np.nda
 
 def _narrow_inverse(hist: SizeHistogram) -> SizeHistogram:
     """The histogram with its per-graph bin index as int16/int32 where the bins allow."""
-    inv = _bins_of(hist)
+    inv = bins_of(hist)
     dt = np.int16 if len(hist) < 2**15 else (np.int32 if len(hist) < 2**31 else np.int64)
     return replace(hist, inverse=inv.astype(dt))
 
@@ -229,7 +113,7 @@ def _finish(
     bin_nodes: np.ndarray | None = None,
     bin_edges: np.ndarray | None = None,
     shape: Budget | None = None,
-    totals: _Totals | None = None,
+    totals: PackTotals | None = None,
     **meta: Any,
 ) -> BatchPlan:
     """Assign graphs for this epoch and build the plan; every pack padded to ``shape``
@@ -252,15 +136,15 @@ def _finish(
         order_rng=order_rng,
         return_pack_order=True,
     )
-    nb = offsets.shape[0] - 1
+    num_packs = offsets.shape[0] - 1
     real: dict[str, np.ndarray] = {}
-    if bin_nodes is not None and bin_edges is not None and nb:
+    if bin_nodes is not None and bin_edges is not None and num_packs:
         if totals is None:
             totals = pack_totals(slot_bin, pack_offsets, bin_nodes, bin_edges)
         real = dict(real_nodes=totals[0][pack_order], real_edges=totals[1][pack_order])
-    pad_nodes = np.full(nb, shape.n_node, np.int64)
-    pad_edges = np.full(nb, shape.n_edge, np.int64)
-    pad_graphs = np.full(nb, shape.n_graph, np.int64)
+    pad_nodes = np.full(num_packs, shape.n_node, np.int64)
+    pad_edges = np.full(num_packs, shape.n_edge, np.int64)
+    pad_graphs = np.full(num_packs, shape.n_graph, np.int64)
     if lower_bound is None:
         lower_bound = budget_lower_bound(
             int(_kept_column(req, kept, "n_node").sum(dtype=np.int64)),
@@ -302,8 +186,8 @@ def _finish_empty(
     **meta: Any,
 ) -> BatchPlan:
     """`_finish` of a request that keeps no graph: no bins, no slots, no packs."""
-    sb, off = _empty_slots()
-    return _finish(req, budget, split, kept, np.zeros(0, np.int64), sb, off, **meta)
+    slot_bin, pack_offsets = _empty_slots()
+    return _finish(req, budget, split, kept, np.zeros(0, np.int64), slot_bin, pack_offsets, **meta)
 
 
 def _finish_patterns(
@@ -317,9 +201,9 @@ def _finish_patterns(
 ) -> BatchPlan:
     """`_finish` of packs given as patterns over the kept graphs' histogram ``hist``, padded to
     their tight shape when the request asks for one."""
-    sb, off = pats.slots()
+    slot_bin, pack_offsets = pats.slots()
     shape = (
-        _slots_area(sb, off, hist.n_node, hist.n_edge, budget)[0]
+        slots_area(slot_bin, pack_offsets, hist.n_node, hist.n_edge, budget)[0]
         if tight_shape_wanted(req)
         else None
     )
@@ -328,9 +212,9 @@ def _finish_patterns(
         budget,
         split,
         kept,
-        _bins_of(hist),
-        sb,
-        off,
+        bins_of(hist),
+        slot_bin,
+        pack_offsets,
         bin_nodes=hist.n_node,
         bin_edges=hist.n_edge,
         shape=shape,
@@ -366,7 +250,7 @@ def _plan_tuple(req: PlanRequest, fit: str) -> BatchPlan:
         fit=fit,
         method=method,
     )
-    sb, off, packer, shape, totals = _choose_packs(
+    slot_bin, pack_offsets, packer, shape, totals = choose_packs(
         req, kept, hist, res, budget, tight_shape_wanted(req)
     )
     tried = res.tried
@@ -376,9 +260,9 @@ def _plan_tuple(req: PlanRequest, fit: str) -> BatchPlan:
         budget,
         split,
         kept,
-        _bins_of(hist),
-        sb,
-        off,
+        bins_of(hist),
+        slot_bin,
+        pack_offsets,
         bin_nodes=hist.n_node,
         bin_edges=hist.n_edge,
         shape=shape,
@@ -469,10 +353,18 @@ def plan_pack_lpf_1d(req: PlanRequest) -> BatchPlan:
     multiple = as_positive_int(req.option("multiple", 64), "multiple")
     n_edge = round_up(int(worst.max()) if worst.size else 0, multiple)
     shape = Budget(budget.n_node, n_edge, budget.n_graph)
-    sb, off = pats.slots()
-    lb = budget_lower_bound(int(nodes.sum()), 0, kept.shape[0], shape)
+    slot_bin, pack_offsets = pats.slots()
+    lower_bound = budget_lower_bound(int(nodes.sum()), 0, kept.shape[0], shape)
     return _finish(
-        req, shape, split, kept, inverse.reshape(-1), sb, off, lower_bound=lb, edge_limit=False
+        req,
+        shape,
+        split,
+        kept,
+        inverse.reshape(-1),
+        slot_bin,
+        pack_offsets,
+        lower_bound=lower_bound,
+        edge_limit=False,
     )
 
 
