@@ -12,7 +12,10 @@ turn, after one warm-up epoch each), per batch:
   current path (the main copies each batch out of its slot and builds it);
 - ``prefetch + .to``: the same through ``graphbatch.torch.prefetch(loader, 2)`` (a thread;
   pinned on CUDA);
-- ``DeviceFeed``: ``for batch in DeviceFeed(loader, device, depth)``.
+- ``DeviceFeed group 1``: ``for batch in DeviceFeed(loader, device, depth, group=1)`` -- one
+  planned batch per DataLoader task (the feed before grouping);
+- ``DeviceFeed``: ``for batch in DeviceFeed(loader, device, depth, group=--group)`` -- each
+  DataLoader task makes ``--group`` planned batches (one message, one queue round trip).
 
 Columns: ``main CPU ms``: the main thread's CPU time (``time.thread_time``); ``process CPU
 ms``: the whole training process's (``time.process_time``: every thread of it -- a prefetch
@@ -43,7 +46,7 @@ from graphbatch.datasets import GraphStore
 from benchmarks._harness import finish, parser, print_table
 from benchmarks._harness import start as start_run
 
-PATHS = ("DataLoader alone", "loader + .to", "prefetch + .to", "DeviceFeed")
+PATHS = ("DataLoader alone", "loader + .to", "prefetch + .to", "DeviceFeed group 1", "DeviceFeed")
 
 
 def _messages(ld):
@@ -52,7 +55,7 @@ def _messages(ld):
     return it
 
 
-def _epoch(path: str, ld, device: torch.device, depth: int, step_s: float) -> tuple:
+def _epoch(path: str, ld, device: torch.device, depth: int, group: int, step_s: float) -> tuple:
     """One epoch of ``path``: batches, main-thread CPU s, process CPU s, wall s."""
     cuda = device.type == "cuda"
     if path == "DataLoader alone":
@@ -61,8 +64,10 @@ def _epoch(path: str, ld, device: torch.device, depth: int, step_s: float) -> tu
         source = (b.to(device, non_blocking=True) for b in ld)
     elif path == "prefetch + .to":
         source = (b.to(device, non_blocking=True) for b in gt.prefetch(ld, 2, pin_memory=cuda))
+    elif path == "DeviceFeed group 1":
+        source = gt.DeviceFeed(ld, device, depth, group=1)
     else:
-        source = gt.DeviceFeed(ld, device, depth)
+        source = gt.DeviceFeed(ld, device, depth, group=group)
     n = 0
     t0, c0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
     for _ in source:
@@ -89,10 +94,13 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--group", type=int, default=4, help="DeviceFeed's batches per task")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--step-ms", type=float, default=0.0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--paths", default=",".join(PATHS), help="comma-separated, of: " + ", ".join(PATHS))
+    p.add_argument(
+        "--paths", default=",".join(PATHS), help="comma-separated, of: " + ", ".join(PATHS)
+    )
     args = p.parse_args()
     info = start_run(args)
     device = torch.device(args.device)
@@ -100,19 +108,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = args.store or str(build_qm9(args.limit, Path(tmp)))
         store = GraphStore(path)
-        kw = dict(strategy=args.strategy, batch_size=args.batch_size, seed=0,
-                  dataloader_kwargs={"num_workers": args.workers, "persistent_workers": True})
+        kw = dict(
+            strategy=args.strategy,
+            batch_size=args.batch_size,
+            seed=0,
+            dataloader_kwargs={"num_workers": args.workers, "persistent_workers": True},
+        )
         loaders = {name: gt.loader(store, **kw) for name in paths}
-        print(f"# {path}: {len(store):,} graphs, {len(loaders[paths[0]])} batches of "
-              f"{args.batch_size} per epoch, {args.workers} workers, device {device}, "
-              f"depth {args.depth}, step {args.step_ms} ms", flush=True)
+        print(
+            f"# {path}: {len(store):,} graphs, {len(loaders[paths[0]])} batches of "
+            f"{args.batch_size} per epoch, {args.workers} workers, device {device}, "
+            f"depth {args.depth}, group {args.group}, step {args.step_ms} ms",
+            flush=True,
+        )
         step_s = args.step_ms / 1000
         for name in paths:  # warm-up: workers started, caches made
-            _epoch(name, loaders[name], device, args.depth, step_s)
+            _epoch(name, loaders[name], device, args.depth, args.group, step_s)
         per = {name: [] for name in paths}
         for _ in range(args.rounds):
             for name in paths:
-                per[name].append(_epoch(name, loaders[name], device, args.depth, step_s))
+                per[name].append(
+                    _epoch(name, loaders[name], device, args.depth, args.group, step_s)
+                )
     rows = []
     for name in paths:
         runs = per[name]
@@ -120,8 +137,15 @@ def main() -> None:
         def med(k: int, runs=runs) -> float:
             return round(statistics.median(r[k] / r[0] for r in runs) * 1e3, 4)
 
-        rows.append({"path": name, "batches": runs[0][0], "main CPU ms": med(1),
-                     "process CPU ms": med(2), "wall ms": med(3)})
+        rows.append(
+            {
+                "path": name,
+                "batches": runs[0][0],
+                "main CPU ms": med(1),
+                "process CPU ms": med(2),
+                "wall ms": med(3),
+            }
+        )
     print_table(rows, title="per batch, median of rounds")
     print(f"# load at the end: {' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())}")
     finish(args, info)

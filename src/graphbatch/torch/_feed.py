@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
+from torch._utils import ExceptionWrapper
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from .._errors import InputTypeError
@@ -56,8 +57,15 @@ class DeviceFeed:
     slot path) or any iterable of batches (PyG ``Batch``, dicts, tensors). ``device``:
     ``"cuda"``, ``"cuda:N"``, ``"cpu"`` or a ``torch.device`` (default: CUDA when available).
     ``depth``: batches issued ahead, counting the one handed out (``>= 1``; 2 keeps the copy of
-    the next batch queued while a step runs). ``backend``: the device operations
-    (`graphbatch.torch._feed_backend.FeedBackend`; default: the device's).
+    the next batch queued while a step runs). ``group``: on the slot path, planned batches per
+    DataLoader task (``>= 1``): a worker makes ``group`` consecutive batches and sends one
+    message, so the DataLoader's own cost per task (index and result queues, unpickling) is
+    paid once per ``group`` batches; the batches and their order are the same. A worker then
+    makes a whole group before sending any of it (the first batch comes that much later) and
+    the ring has ``(prefetch_factor + 1) * group + depth + 2`` slots per worker (persistent
+    workers started by another pass keep their ring, and groups shrink to fit it).
+    ``backend``: the device operations (`graphbatch.torch._feed_backend.FeedBackend`; default:
+    the device's).
 
     Iterating starts a pass of ``loader`` (an epoch); ``len`` is the loader's. For a
     `PlanLoader`, a batch counts as consumed (``loader.state_dict()``) when it is handed out,
@@ -75,12 +83,14 @@ class DeviceFeed:
         device: Any = None,
         depth: int = 2,
         *,
+        group: int = 4,
         backend: FeedBackend | None = None,
     ) -> None:
         if not isinstance(loader, Iterable):
             raise InputTypeError(f"loader must be iterable, got {type(loader).__name__}")
         self.loader = loader
         self.depth = as_positive_int(depth, "feed depth")
+        self.group = as_positive_int(group, "feed group")
         if backend is not None and not isinstance(backend, FeedBackend):
             raise InputTypeError(f"backend must be a FeedBackend, got {type(backend).__name__}")
         self.backend = backend_for(device) if backend is None else backend
@@ -98,8 +108,10 @@ class DeviceFeed:
             ) from None
 
 
-def device_feed(loader: Iterable[Any], device: Any = None, depth: int = 2) -> DeviceFeed:
-    """``DeviceFeed(loader, device, depth)``: ``loader``'s batches on ``device``, each copied
+def device_feed(
+    loader: Iterable[Any], device: Any = None, depth: int = 2, *, group: int = 4
+) -> DeviceFeed:
+    """``DeviceFeed(loader, device, depth, group=group)``: ``loader``'s batches on ``device``, each copied
     while the previous step runs.
 
     Example::
@@ -109,7 +121,7 @@ def device_feed(loader: Iterable[Any], device: Any = None, depth: int = 2) -> De
         for batch in device_feed(ld, "cuda"):
             loss = step(batch)  # no .to(device)
     """
-    return DeviceFeed(loader, device, depth)
+    return DeviceFeed(loader, device, depth, group=group)
 
 
 class _Issued:
@@ -134,6 +146,8 @@ class FeedIterator:
         self._depth = feed.depth
         self._side = self._backend.side_stream()
         self._ready: deque[_Issued] = deque()
+        self._pending: deque[Any] = deque()  # the rest of a group of messages
+        self._groups = False  # the pass's messages may come as groups (tuples)
         self._pool: list[DeviceBuffer] = []
         self._receiver: SlotReceiver | None = None
         self._pass: tuple[Any, int] | None = None
@@ -152,9 +166,10 @@ class FeedIterator:
             return iter(src)
         raw_pass = getattr(src.collate_fn, "raw_pass", None)
         if callable(raw_pass):
-            with raw_pass(extra_slots=self._depth + 1) as box:
+            with raw_pass(extra_slots=self._depth + 1, group=self._feed.group) as box:
                 it, pass_id = src._begin_pass()
             self._receiver = box.receiver
+            self._groups = True
         else:
             it, pass_id = src._begin_pass()
         self._pass = (src.plan_sampler.cursor, pass_id)
@@ -181,18 +196,10 @@ class FeedIterator:
         self._mark = None
         if self._receiver is not None:
             self._receiver.poll()
-        while len(self._ready) < self._depth and not self._exhausted:
-            try:
-                item = self._pull()
-            except StopIteration:
-                self._exhausted = True
-                break
-            except Exception as exc:  # raised where it occurred: after the batches before it
-                self._exhausted = True
-                self._failure = exc
-                break
-            self._ready.append(self._issue(item))
-        if not self._ready:
+        ready = self._ready
+        if len(ready) < self._depth and not self._exhausted:
+            self._read_ahead(ready)
+        if not ready:
             failure = self._failure
             if failure is not None:
                 self._failure = None
@@ -201,9 +208,9 @@ class FeedIterator:
                 self._pass[0].finished(self._pass[1])
                 self._pass = None
             raise StopIteration
-        issued = self._ready.popleft()
-        backend = self._backend
+        issued = ready.popleft()
         if issued.event is not None or issued.keep:
+            backend = self._backend
             stream = backend.current_stream()
             if issued.event is not None:
                 backend.wait(stream, issued.event)
@@ -212,6 +219,39 @@ class FeedIterator:
         if self._pass is not None:
             self._pass[0].consumed(self._pass[1])
         return issued.batch
+
+    def _read_ahead(self, ready: deque[_Issued]) -> None:
+        """Issue batches until ``depth`` are ready or the pass ends (an error ends it too:
+        raised once the batches before it are handed out). A group's messages are issued one
+        by one, each slot leased as its batch is issued, before the next group is read."""
+        pending = self._pending
+        while len(ready) < self._depth:
+            if pending:
+                item = pending.popleft()
+            else:
+                try:
+                    item = self._pull()
+                except StopIteration:
+                    self._exhausted = True
+                    return
+                except Exception as exc:  # raised where it occurred: after the batches before
+                    self._fail(exc)
+                    return
+                if self._groups and type(item) is tuple:
+                    pending.extend(item)
+                    continue
+            if isinstance(item, ExceptionWrapper):  # a worker's failure within a group
+                try:
+                    item.reraise()
+                except Exception as exc:
+                    self._fail(exc)
+                return
+            ready.append(self._issue(item))
+
+    def _fail(self, exc: Exception) -> None:
+        self._exhausted = True
+        self._failure = exc
+        self._pending.clear()
 
     # ------------------------------------------------------------------ issuing
     def _issue(self, item: Any) -> _Issued:
@@ -311,6 +351,7 @@ class FeedIterator:
         """Stop: the batches read ahead are dropped (their copies finished first)."""
         self._exhausted = True
         self._close_source()
+        self._pending.clear()
         for issued in self._ready:
             if issued.event is not None:
                 self._backend.synchronize(issued.event)
