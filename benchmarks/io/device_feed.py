@@ -46,7 +46,8 @@ from graphbatch.datasets import GraphStore
 from benchmarks._harness import finish, parser, print_table
 from benchmarks._harness import start as start_run
 
-PATHS = ("DataLoader alone", "loader + .to", "prefetch + .to", "DeviceFeed group 1", "DeviceFeed")
+PATHS = ("DataLoader alone", "loader + .to", "prefetch + .to", "DeviceFeed group 1",
+         "DeviceFeed")
 
 
 def _messages(ld):
@@ -98,9 +99,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--step-ms", type=float, default=0.0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument(
-        "--paths", default=",".join(PATHS), help="comma-separated, of: " + ", ".join(PATHS)
-    )
+    p.add_argument("--paths", default=",".join(PATHS), help="comma-separated, of: " + ", ".join(PATHS))
     args = p.parse_args()
     info = start_run(args)
     device = torch.device(args.device)
@@ -108,28 +107,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = args.store or str(build_qm9(args.limit, Path(tmp)))
         store = GraphStore(path)
-        kw = dict(
-            strategy=args.strategy,
-            batch_size=args.batch_size,
-            seed=0,
-            dataloader_kwargs={"num_workers": args.workers, "persistent_workers": True},
-        )
+        kw = dict(strategy=args.strategy, batch_size=args.batch_size, seed=0,
+                  dataloader_kwargs={"num_workers": args.workers, "persistent_workers": True})
         loaders = {name: gt.loader(store, **kw) for name in paths}
-        print(
-            f"# {path}: {len(store):,} graphs, {len(loaders[paths[0]])} batches of "
-            f"{args.batch_size} per epoch, {args.workers} workers, device {device}, "
-            f"depth {args.depth}, group {args.group}, step {args.step_ms} ms",
-            flush=True,
-        )
+        print(f"# {path}: {len(store):,} graphs, {len(loaders[paths[0]])} batches of "
+              f"{args.batch_size} per epoch, {args.workers} workers, device {device}, "
+              f"depth {args.depth}, group {args.group}, step {args.step_ms} ms", flush=True)
         step_s = args.step_ms / 1000
         for name in paths:  # warm-up: workers started, caches made
             _epoch(name, loaders[name], device, args.depth, args.group, step_s)
         per = {name: [] for name in paths}
         for _ in range(args.rounds):
             for name in paths:
-                per[name].append(
-                    _epoch(name, loaders[name], device, args.depth, args.group, step_s)
-                )
+                per[name].append(_epoch(name, loaders[name], device, args.depth, args.group, step_s))
     rows = []
     for name in paths:
         runs = per[name]
@@ -137,15 +127,8 @@ def main() -> None:
         def med(k: int, runs=runs) -> float:
             return round(statistics.median(r[k] / r[0] for r in runs) * 1e3, 4)
 
-        rows.append(
-            {
-                "path": name,
-                "batches": runs[0][0],
-                "main CPU ms": med(1),
-                "process CPU ms": med(2),
-                "wall ms": med(3),
-            }
-        )
+        rows.append({"path": name, "batches": runs[0][0], "main CPU ms": med(1),
+                     "process CPU ms": med(2), "wall ms": med(3)})
     print_table(rows, title="per batch, median of rounds")
     print(f"# load at the end: {' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())}")
     finish(args, info)

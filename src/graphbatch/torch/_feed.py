@@ -111,8 +111,8 @@ class DeviceFeed:
 def device_feed(
     loader: Iterable[Any], device: Any = None, depth: int = 2, *, group: int = 4
 ) -> DeviceFeed:
-    """``DeviceFeed(loader, device, depth, group=group)``: ``loader``'s batches on ``device``, each copied
-    while the previous step runs.
+    """``DeviceFeed(loader, device, depth, group=group)``: ``loader``'s batches on ``device``,
+    each copied while the previous step runs.
 
     Example::
 
