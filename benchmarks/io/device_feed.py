@@ -8,6 +8,8 @@ turn, after one warm-up epoch each), per batch:
 
 - ``DataLoader alone``: the workers' messages, taken and dropped (no batch is made: the floor
   that the DataLoader's own machinery costs the training process);
+- ``DataLoader alone (groups)``: the same with ``--group`` planned batches per DataLoader task
+  (the floor of the grouped feed);
 - ``loader + .to``: ``for batch in loader: batch = batch.to(device, non_blocking=True)`` -- the
   current path (the main copies each batch out of its slot and builds it);
 - ``prefetch + .to``: the same through ``graphbatch.torch.prefetch(loader, 2)`` (a thread;
@@ -46,14 +48,16 @@ from graphbatch.datasets import GraphStore
 from benchmarks._harness import finish, parser, print_table
 from benchmarks._harness import start as start_run
 
-PATHS = ("DataLoader alone", "loader + .to", "prefetch + .to", "DeviceFeed group 1",
-         "DeviceFeed")
+PATHS = ("DataLoader alone", "DataLoader alone (groups)", "loader + .to", "prefetch + .to",
+         "DeviceFeed group 1", "DeviceFeed")
 
 
-def _messages(ld):
-    """The raw worker messages of one pass (nothing received or built)."""
-    it, _ = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
-    return it
+def _messages(ld, group: int = 1):
+    """The raw worker messages of one pass (nothing received or built), ``group`` batches per
+    DataLoader task (a tuple of messages each)."""
+    with ld.collate_fn.raw_pass(group=group):
+        it, _ = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
+    return (m for msgs in it for m in (msgs if type(msgs) is tuple else (msgs,)))
 
 
 def _epoch(path: str, ld, device: torch.device, depth: int, group: int, step_s: float) -> tuple:
@@ -61,6 +65,8 @@ def _epoch(path: str, ld, device: torch.device, depth: int, group: int, step_s: 
     cuda = device.type == "cuda"
     if path == "DataLoader alone":
         source = _messages(ld)
+    elif path == "DataLoader alone (groups)":
+        source = _messages(ld, group)
     elif path == "loader + .to":
         source = (b.to(device, non_blocking=True) for b in ld)
     elif path == "prefetch + .to":
