@@ -101,9 +101,8 @@ def test_the_sampler_groups_only_its_own_counted_passes(store):
     flat = [b for g in groups for b in g]
     assert [(list(b), b.shape) for b in flat] == [(list(b), b.shape) for b in plain]
     assert all(isinstance(b, PlannedBatch) for b in sampler)  # outside the block: batches
-    with pytest.raises(InputError, match="group size"):
-        with sampler.grouped(0):
-            pass
+    with pytest.raises(InputError, match="group size"), sampler.grouped(0):
+        pass
 
 
 def test_resume_from_a_grouped_feed_is_exact(store):
