@@ -195,7 +195,9 @@ class FeedIterator:
             self._restart_if_superseded()
         self._mark = None
         if self._receiver is not None:
-            self._receiver.poll()
+            # the batches read ahead, and the one handed out last (the caller's loop variable
+            # still holds it during this call), are in use: their leases are not checked
+            self._receiver.poll(skip_newest=len(self._ready) + 1)
         ready = self._ready
         if len(ready) < self._depth and not self._exhausted:
             self._read_ahead(ready)
@@ -276,29 +278,28 @@ class FeedIterator:
         receiver = self._receiver_of(msg)
         batcher = receiver.source
         key, entries, counts = batcher.layout(msg)
-        ring = receiver.ring
-        slot = ring.slot_tensor(msg.slot)
-        node_counts = _counts_reader(slot, counts)
-        backend = self._backend
         if msg.layout is None:  # the kernel's layout: a prototype batch per buffer and shape
             key = (key, msg.real_graphs > 0)  # an all-padding batch is of another class
             cache = batcher.anchored  # else the batch holds its own node counts
         else:  # a packed dict: its values other than tensors come with each batch
             cache = False
-
-        def build(tensors: dict[str, torch.Tensor]) -> Any:
-            return batcher.assemble(msg, tensors, node_counts)
-
+        ring = receiver.ring
+        backend = self._backend
         if not backend.copies:
             buf = receiver.buffers.get(msg.slot)
-            if buf is None:
-                buf = receiver.buffers[msg.slot] = DeviceBuffer(slot)
-            batch = buf.batch(key, entries, build, cache)
+            batch = buf.copy_of(key) if buf is not None and cache else None
+            if batch is None:
+                slot = ring.slot_tensor(msg.slot)
+                if buf is None:
+                    buf = receiver.buffers[msg.slot] = DeviceBuffer(slot)
+                batch = buf.batch(key, entries, _builder(batcher, msg, slot, counts), cache)
             receiver.hold(msg, buf.free)  # until nothing refers to the batch
             return _Issued(batch, None)
+        slot = ring.slot_tensor(msg.slot)
         if ring.pinned is None:
             ring.pinned = backend.register(ring.memory, ring)
         buf = self._buffer(msg.nbytes, ring.capacity)
+        build = _builder(batcher, msg, slot, counts)
         batch = buf.batch(key, entries, build, cache)  # before the copy refers to the buffer
         side = self._side
         mark = self._step_mark()  # recorded on the step's stream: outside `on(side)`
@@ -385,6 +386,19 @@ def _puller(it: Iterator[Any]) -> Callable[[], Any]:
         return data
 
     return pull
+
+
+def _builder(
+    batcher: Any, msg: SlotBatch, slot: torch.Tensor, counts: tuple[int, int] | None
+) -> Callable[[dict[str, torch.Tensor]], Any]:
+    """``build(tensors)``: the batch of ``msg`` made of ``tensors`` (views laid out as
+    ``batcher.layout(msg)`` says), its node counts read from the host ``slot``."""
+    node_counts = _counts_reader(slot, counts)
+
+    def build(tensors: dict[str, torch.Tensor]) -> Any:
+        return batcher.assemble(msg, tensors, node_counts)
+
+    return build
 
 
 def _counts_reader(slot: torch.Tensor, counts: tuple[int, int] | None) -> Callable[[], list[int]]:

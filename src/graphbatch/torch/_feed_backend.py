@@ -121,6 +121,16 @@ class DeviceBuffer:
         self._out.clear()
         self._refs = _storage_refs(self._cdata)
 
+    def copy_of(self, key: Any) -> Any:
+        """The batch of layout ``key`` when its prototype is cached (a copy of it), else
+        ``None`` (then call `batch`). Same conditions as `batch`."""
+        layout = self._layouts.get(key)
+        if layout is None or layout.proto is None:
+            return None
+        if layout not in self._out:
+            self._out.append(layout)
+        return copy.copy(layout.proto)
+
     def batch(
         self,
         key: Any,

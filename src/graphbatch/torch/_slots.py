@@ -330,10 +330,21 @@ class SlotReceiver:
         self.ring.lease(msg)
         self._holds[msg.slot] = (msg.ticket, free)
 
-    def poll(self) -> int:
-        """End the leases whose check passes; the number still held."""
-        done = [slot for slot, (_, free) in self._holds.items() if free()]
+    def poll(self, skip_newest: int = 0) -> int:
+        """End the leases whose check passes, not checking the ``skip_newest`` leases taken
+        last (a consumer knows they are still in use); the number still held."""
+        holds = self._holds
+        if not holds:
+            return 0
+        check = len(holds) - skip_newest
+        done = []
+        for slot, (_, free) in holds.items():
+            if check <= 0:
+                break
+            check -= 1
+            if free():
+                done.append(slot)
         for slot in done:
-            ticket, _ = self._holds.pop(slot)
+            ticket, _ = holds.pop(slot)
             self.ring.release(slot, ticket)
-        return len(self._holds)
+        return len(holds)
