@@ -286,14 +286,14 @@ class FeedIterator:
         ring = receiver.ring
         backend = self._backend
         if not backend.copies:
-            buf = receiver.buffers.get(msg.slot)
-            batch = buf.copy_of(key) if buf is not None and cache else None
-            if batch is None:
+            view: DeviceBuffer | None = receiver.buffers.get(msg.slot)
+            batch = view.copy_of(key) if view is not None and cache else None
+            if view is None or batch is None:
                 slot = ring.slot_tensor(msg.slot)
-                if buf is None:
-                    buf = receiver.buffers[msg.slot] = DeviceBuffer(slot)
-                batch = buf.batch(key, entries, _builder(batcher, msg, slot, counts), cache)
-            receiver.hold(msg, buf.free)  # until nothing refers to the batch
+                if view is None:
+                    view = receiver.buffers[msg.slot] = DeviceBuffer(slot)
+                batch = view.batch(key, entries, _builder(batcher, msg, slot, counts), cache)
+            receiver.hold(msg, view.free)  # until nothing refers to the batch
             return _Issued(batch, None)
         slot = ring.slot_tensor(msg.slot)
         if ring.pinned is None:
