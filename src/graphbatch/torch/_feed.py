@@ -2,7 +2,10 @@
 
 For a store-fed `graphbatch.torch.loader` with DataLoader workers, the workers read and pad each
 batch into a shared-memory slot (`graphbatch.torch._slots`; a preset's transform -- MACE's --
-runs there too) and send a few integers. The feed, in the training thread, then does per batch:
+runs there too) and send a few integers: one tuple of messages per DataLoader task, a task being
+``group`` consecutive planned batches (`StoreCollater.raw_pass`), so the DataLoader's own cost
+per task (queues, pickles) is paid once per group. The feed, in the training thread, then does
+per batch, in order (every batch of a group before the next group is asked for):
 
 1. *lease* the slot (no worker rewrites it until released) and, on CUDA, queue one copy of the
    slot's bytes into a device buffer on a side stream -- the ring is page-locked in place with
@@ -239,7 +242,7 @@ class FeedIterator:
                 except Exception as exc:  # raised where it occurred: after the batches before
                     self._fail(exc)
                     return
-                if self._groups and type(item) is tuple:
+                if self._groups and type(item) is tuple:  # a task's batches (`raw_pass`)
                     pending.extend(item)
                     continue
             if isinstance(item, ExceptionWrapper):  # a worker's failure within a group
