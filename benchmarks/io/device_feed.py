@@ -101,7 +101,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--depth", type=int, default=2)
-    p.add_argument("--group", type=int, default=4, help="DeviceFeed's batches per task")
+    p.add_argument("--group", type=int, default=8, help="DeviceFeed's batches per task")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--step-ms", type=float, default=0.0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

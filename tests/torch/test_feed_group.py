@@ -20,7 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 import graphbatch.torch as gt  # noqa: E402
 from graphbatch import InputError  # noqa: E402
 from graphbatch.datasets import GraphStore  # noqa: E402
-from graphbatch.torch import _store_batch  # noqa: E402
+from graphbatch.torch import _slots, _store_batch  # noqa: E402
 from graphbatch.torch._sampler import PlannedBatch, PlannedGroup  # noqa: E402
 
 from ..datasets.test_store_batch import _graphs, _write, assert_same_batch  # noqa: E402
@@ -196,3 +196,28 @@ def test_a_workers_error_inside_a_group_comes_after_the_batches_before_it(
     with pytest.raises(StopIteration):
         next(it)
     it.close()
+
+
+@pytest.mark.parametrize("room", [0, 1, 2])
+def test_groups_shrink_to_keep_the_ring_under_its_memory_cap(store, monkeypatch, room):
+    """A ring for groups stays under `StoreCollater.GROUP_RING_BYTES`: with room for ``room``
+    more groups' worth of slots than one batch per task needs, the pass gets groups of
+    ``room + 1`` (not the 6 asked for), and the same batches."""
+    ref = [_digest(b) for b in gt.loader(store, **KW)]
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 2, "prefetch_factor": 2})
+    collater = ld.collate_fn
+    ahead, extra = 3, 3  # prefetch_factor + 1; the feed's extra slots (depth 2)
+    per_worker = ahead * (room + 1) + 1 + extra
+    slot = collater.slot_bytes(ld) + _slots.HEADER_BYTES
+    monkeypatch.setattr(type(collater), "GROUP_RING_BYTES", 2 * per_worker * slot + slot - 1)
+    with collater.raw_pass(extra_slots=extra, group=6) as box:
+        it, pass_id = ld._begin_pass()
+    messages = list(it)
+    ld.plan_sampler.cursor.finished(pass_id)
+    assert box.group == room + 1
+    assert box.receiver is not None and box.receiver.ring.per_worker == per_worker
+    sizes = [len(m) if isinstance(m, tuple) else 0 for m in messages]  # 0: a lone message
+    assert max(sizes) == (room + 1 if room else 0) and sum(sizes) in (0, len(ref))
+    del messages
+    ld.set_epoch(0)
+    assert [_digest(b) for b in gt.DeviceFeed(ld, "cpu", group=6)] == ref

@@ -65,8 +65,9 @@ class DeviceFeed:
     message, so the DataLoader's own cost per task (index and result queues, unpickling) is
     paid once per ``group`` batches; the batches and their order are the same. A worker then
     makes a whole group before sending any of it (the first batch comes that much later) and
-    the ring has ``(prefetch_factor + 1) * group + depth + 2`` slots per worker (persistent
-    workers started by another pass keep their ring, and groups shrink to fit it).
+    the ring has ``(prefetch_factor + 1) * group + depth + 2`` slots per worker; groups shrink
+    where such a ring would pass 64 MiB (`StoreCollater.GROUP_RING_BYTES`) or, for persistent
+    workers started by another pass, to fit the ring they keep.
     ``backend``: the device operations (`graphbatch.torch._feed_backend.FeedBackend`; default:
     the device's).
 
@@ -86,7 +87,7 @@ class DeviceFeed:
         device: Any = None,
         depth: int = 2,
         *,
-        group: int = 4,
+        group: int = 8,
         backend: FeedBackend | None = None,
     ) -> None:
         if not isinstance(loader, Iterable):
@@ -112,7 +113,7 @@ class DeviceFeed:
 
 
 def device_feed(
-    loader: Iterable[Any], device: Any = None, depth: int = 2, *, group: int = 4
+    loader: Iterable[Any], device: Any = None, depth: int = 2, *, group: int = 8
 ) -> DeviceFeed:
     """``DeviceFeed(loader, device, depth, group=group)``: ``loader``'s batches on ``device``,
     each copied while the previous step runs.

@@ -29,7 +29,7 @@ from ._packed import pack_dict, pack_layout, packed_entries, unpack_dict, with_v
 from ._pyg import _new_batch, _pyg
 from ._sampler import PlannedBatch, PlannedGroup
 from ._schema import EDGE_INDEX, FieldSpec, Schema, torch_dtype
-from ._slots import START_LOCK, SlotBatch, SlotReceiver, SlotRing
+from ._slots import HEADER_BYTES, START_LOCK, SlotBatch, SlotReceiver, SlotRing
 
 if TYPE_CHECKING:
     from ..datasets import GraphStore
@@ -515,6 +515,10 @@ class StoreCollater:
     #: epochs of a static strategy may have somewhat larger shapes; bigger batches still work,
     #: through a shared block of their own).
     HEADROOM = 1.25
+    #: Shared memory (bytes) that groups may grow a ring to: a pass asking for groups gets
+    #: smaller ones where its ring would pass this (down to one batch per task, whose ring may
+    #: be bigger, as without groups). 64 MiB: a container's default ``/dev/shm``.
+    GROUP_RING_BYTES = 64 << 20
 
     def __init__(
         self,
@@ -617,8 +621,11 @@ class StoreCollater:
                 if it is not reused:  # pragma: no cover - DataLoader made new workers anyway
                     receiver = None
                 return it, receiver
+            capacity = self.slot_bytes(loader)
+            most = self.GROUP_RING_BYTES // (workers * (capacity + HEADER_BYTES))
+            box.group = min(box.group, _group_fits(most, ahead, box))
             per_worker = ahead * box.group + 1 + box.extra_slots
-            ring = SlotRing(workers, per_worker, self.slot_bytes(loader))
+            ring = SlotRing(workers, per_worker, capacity)
             receiver = SlotReceiver(ring, self.batcher.from_buffer, self.batcher)
             self._ring = ring
             try:
