@@ -8,11 +8,16 @@ turn, after one warm-up epoch each), per batch:
 
 - ``DataLoader alone``: the workers' messages, taken and dropped (no batch is made: the floor
   that the DataLoader's own machinery costs the training process);
+- ``DataLoader alone (groups)``: the same with ``--group`` planned batches per DataLoader task
+  (the floor of the grouped feed);
 - ``loader + .to``: ``for batch in loader: batch = batch.to(device, non_blocking=True)`` -- the
   current path (the main copies each batch out of its slot and builds it);
 - ``prefetch + .to``: the same through ``graphbatch.torch.prefetch(loader, 2)`` (a thread;
   pinned on CUDA);
-- ``DeviceFeed``: ``for batch in DeviceFeed(loader, device, depth)``.
+- ``DeviceFeed group 1``: ``for batch in DeviceFeed(loader, device, depth, group=1)`` -- one
+  planned batch per DataLoader task (the feed before grouping);
+- ``DeviceFeed``: ``for batch in DeviceFeed(loader, device, depth, group=--group)`` -- each
+  DataLoader task makes ``--group`` planned batches (one message, one queue round trip).
 
 Columns: ``main CPU ms``: the main thread's CPU time (``time.thread_time``); ``process CPU
 ms``: the whole training process's (``time.process_time``: every thread of it -- a prefetch
@@ -43,26 +48,33 @@ from graphbatch.datasets import GraphStore
 from benchmarks._harness import finish, parser, print_table
 from benchmarks._harness import start as start_run
 
-PATHS = ("DataLoader alone", "loader + .to", "prefetch + .to", "DeviceFeed")
+PATHS = ("DataLoader alone", "DataLoader alone (groups)", "loader + .to", "prefetch + .to",
+         "DeviceFeed group 1", "DeviceFeed")
 
 
-def _messages(ld):
-    """The raw worker messages of one pass (nothing received or built)."""
-    it, _ = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
-    return it
+def _messages(ld, group: int = 1):
+    """The raw worker messages of one pass (nothing received or built), ``group`` batches per
+    DataLoader task (a tuple of messages each)."""
+    with ld.collate_fn.raw_pass(group=group):
+        it, _ = ld.collate_fn.start_pass(ld, lambda: DataLoader.__iter__(ld))
+    return (m for msgs in it for m in (msgs if type(msgs) is tuple else (msgs,)))
 
 
-def _epoch(path: str, ld, device: torch.device, depth: int, step_s: float) -> tuple:
+def _epoch(path: str, ld, device: torch.device, depth: int, group: int, step_s: float) -> tuple:
     """One epoch of ``path``: batches, main-thread CPU s, process CPU s, wall s."""
     cuda = device.type == "cuda"
     if path == "DataLoader alone":
         source = _messages(ld)
+    elif path == "DataLoader alone (groups)":
+        source = _messages(ld, group)
     elif path == "loader + .to":
         source = (b.to(device, non_blocking=True) for b in ld)
     elif path == "prefetch + .to":
         source = (b.to(device, non_blocking=True) for b in gt.prefetch(ld, 2, pin_memory=cuda))
+    elif path == "DeviceFeed group 1":
+        source = gt.DeviceFeed(ld, device, depth, group=1)
     else:
-        source = gt.DeviceFeed(ld, device, depth)
+        source = gt.DeviceFeed(ld, device, depth, group=group)
     n = 0
     t0, c0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
     for _ in source:
@@ -89,6 +101,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--group", type=int, default=8, help="DeviceFeed's batches per task")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--step-ms", type=float, default=0.0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -105,14 +118,14 @@ def main() -> None:
         loaders = {name: gt.loader(store, **kw) for name in paths}
         print(f"# {path}: {len(store):,} graphs, {len(loaders[paths[0]])} batches of "
               f"{args.batch_size} per epoch, {args.workers} workers, device {device}, "
-              f"depth {args.depth}, step {args.step_ms} ms", flush=True)
+              f"depth {args.depth}, group {args.group}, step {args.step_ms} ms", flush=True)
         step_s = args.step_ms / 1000
         for name in paths:  # warm-up: workers started, caches made
-            _epoch(name, loaders[name], device, args.depth, step_s)
+            _epoch(name, loaders[name], device, args.depth, args.group, step_s)
         per = {name: [] for name in paths}
         for _ in range(args.rounds):
             for name in paths:
-                per[name].append(_epoch(name, loaders[name], device, args.depth, step_s))
+                per[name].append(_epoch(name, loaders[name], device, args.depth, args.group, step_s))
     rows = []
     for name in paths:
         runs = per[name]

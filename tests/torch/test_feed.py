@@ -128,13 +128,17 @@ def test_store_fed_feed_views_the_slots_and_equals_the_loader(
         assert n == len(want) == len(feed)
 
 
-def test_held_batches_are_never_overwritten(store):
+@pytest.mark.parametrize("workers,group", [(2, 1), (1, 2)])
+def test_held_batches_are_never_overwritten(store, workers, group):
     """Keeping every batch (``list(feed)``) leases every slot: the workers send the rest in
     blocks of their own, and all batches still equal the loader's at the end."""
     ref = list(gt.loader(store, **KW))
-    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 2, "prefetch_factor": 1})
-    kept = list(gt.DeviceFeed(ld, "cpu"))
-    assert len(kept) == len(ref)
+    ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": workers, "prefetch_factor": 1})
+    it = iter(gt.DeviceFeed(ld, "cpu", group=group))
+    ring = it._receiver.ring
+    kept = list(it)
+    assert len(kept) == len(ref) > ring.slots
+    assert not all(_in_ring(b, ring) for b in kept)  # some came in blocks of their own
     for b, w in zip(kept, ref, strict=True):
         assert_same_batch(b, w)
 

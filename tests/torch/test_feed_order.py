@@ -192,7 +192,10 @@ def test_a_slot_stays_leased_until_its_copy_is_done(store):
     ref = list(gt.loader(store, **KW))
     fake = FakeBackend(auto_done=False)
     ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 1, "prefetch_factor": 2})
-    it = iter(gt.DeviceFeed(ld, backend=fake))
+    # groups of 2: a ring of (2 + 1) * 2 + 4 slots, fewer than the batches, so the worker
+    # comes back to slots still leased
+    it = iter(gt.DeviceFeed(ld, backend=fake, group=2))
+    assert it._receiver.ring.slots < len(ref)
     got = []
     for k, b in enumerate(it):
         assert_same_batch(b, ref[k])

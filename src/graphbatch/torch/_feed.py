@@ -2,7 +2,10 @@
 
 For a store-fed `graphbatch.torch.loader` with DataLoader workers, the workers read and pad each
 batch into a shared-memory slot (`graphbatch.torch._slots`; a preset's transform -- MACE's --
-runs there too) and send a few integers. The feed, in the training thread, then does per batch:
+runs there too) and send a few integers: one tuple of messages per DataLoader task, a task being
+``group`` consecutive planned batches (`StoreCollater.raw_pass`), so the DataLoader's own cost
+per task (queues, pickles) is paid once per group. The feed, in the training thread, then does
+per batch, in order (every batch of a group before the next group is asked for):
 
 1. *lease* the slot (no worker rewrites it until released) and, on CUDA, queue one copy of the
    slot's bytes into a device buffer on a side stream -- the ring is page-locked in place with
@@ -34,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
+from torch._utils import ExceptionWrapper
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from .._errors import InputTypeError
@@ -56,8 +60,16 @@ class DeviceFeed:
     slot path) or any iterable of batches (PyG ``Batch``, dicts, tensors). ``device``:
     ``"cuda"``, ``"cuda:N"``, ``"cpu"`` or a ``torch.device`` (default: CUDA when available).
     ``depth``: batches issued ahead, counting the one handed out (``>= 1``; 2 keeps the copy of
-    the next batch queued while a step runs). ``backend``: the device operations
-    (`graphbatch.torch._feed_backend.FeedBackend`; default: the device's).
+    the next batch queued while a step runs). ``group``: on the slot path, planned batches per
+    DataLoader task (``>= 1``): a worker makes ``group`` consecutive batches and sends one
+    message, so the DataLoader's own cost per task (index and result queues, unpickling) is
+    paid once per ``group`` batches; the batches and their order are the same. A worker then
+    makes a whole group before sending any of it (the first batch comes that much later) and
+    the ring has ``(prefetch_factor + 1) * group + depth + 2`` slots per worker; groups shrink
+    where such a ring would pass 64 MiB (`StoreCollater.GROUP_RING_BYTES`) or, for persistent
+    workers started by another pass, to fit the ring they keep.
+    ``backend``: the device operations (`graphbatch.torch._feed_backend.FeedBackend`; default:
+    the device's).
 
     Iterating starts a pass of ``loader`` (an epoch); ``len`` is the loader's. For a
     `PlanLoader`, a batch counts as consumed (``loader.state_dict()``) when it is handed out,
@@ -75,12 +87,14 @@ class DeviceFeed:
         device: Any = None,
         depth: int = 2,
         *,
+        group: int = 8,
         backend: FeedBackend | None = None,
     ) -> None:
         if not isinstance(loader, Iterable):
             raise InputTypeError(f"loader must be iterable, got {type(loader).__name__}")
         self.loader = loader
         self.depth = as_positive_int(depth, "feed depth")
+        self.group = as_positive_int(group, "feed group")
         if backend is not None and not isinstance(backend, FeedBackend):
             raise InputTypeError(f"backend must be a FeedBackend, got {type(backend).__name__}")
         self.backend = backend_for(device) if backend is None else backend
@@ -98,9 +112,11 @@ class DeviceFeed:
             ) from None
 
 
-def device_feed(loader: Iterable[Any], device: Any = None, depth: int = 2) -> DeviceFeed:
-    """``DeviceFeed(loader, device, depth)``: ``loader``'s batches on ``device``, each copied
-    while the previous step runs.
+def device_feed(
+    loader: Iterable[Any], device: Any = None, depth: int = 2, *, group: int = 8
+) -> DeviceFeed:
+    """``DeviceFeed(loader, device, depth, group=group)``: ``loader``'s batches on ``device``,
+    each copied while the previous step runs.
 
     Example::
 
@@ -109,7 +125,7 @@ def device_feed(loader: Iterable[Any], device: Any = None, depth: int = 2) -> De
         for batch in device_feed(ld, "cuda"):
             loss = step(batch)  # no .to(device)
     """
-    return DeviceFeed(loader, device, depth)
+    return DeviceFeed(loader, device, depth, group=group)
 
 
 class _Issued:
@@ -134,6 +150,8 @@ class FeedIterator:
         self._depth = feed.depth
         self._side = self._backend.side_stream()
         self._ready: deque[_Issued] = deque()
+        self._pending: deque[Any] = deque()  # the rest of a group of messages
+        self._groups = False  # the pass's messages may come as groups (tuples)
         self._pool: list[DeviceBuffer] = []
         self._receiver: SlotReceiver | None = None
         self._pass: tuple[Any, int] | None = None
@@ -152,9 +170,10 @@ class FeedIterator:
             return iter(src)
         raw_pass = getattr(src.collate_fn, "raw_pass", None)
         if callable(raw_pass):
-            with raw_pass(extra_slots=self._depth + 1) as box:
+            with raw_pass(extra_slots=self._depth + 1, group=self._feed.group) as box:
                 it, pass_id = src._begin_pass()
             self._receiver = box.receiver
+            self._groups = True
         else:
             it, pass_id = src._begin_pass()
         self._pass = (src.plan_sampler.cursor, pass_id)
@@ -180,19 +199,13 @@ class FeedIterator:
             self._restart_if_superseded()
         self._mark = None
         if self._receiver is not None:
-            self._receiver.poll()
-        while len(self._ready) < self._depth and not self._exhausted:
-            try:
-                item = self._pull()
-            except StopIteration:
-                self._exhausted = True
-                break
-            except Exception as exc:  # raised where it occurred: after the batches before it
-                self._exhausted = True
-                self._failure = exc
-                break
-            self._ready.append(self._issue(item))
-        if not self._ready:
+            # the batches read ahead, and the one handed out last (the caller's loop variable
+            # still holds it during this call), are in use: their leases are not checked
+            self._receiver.poll(skip_newest=len(self._ready) + 1)
+        ready = self._ready
+        if len(ready) < self._depth and not self._exhausted:
+            self._read_ahead(ready)
+        if not ready:
             failure = self._failure
             if failure is not None:
                 self._failure = None
@@ -201,9 +214,9 @@ class FeedIterator:
                 self._pass[0].finished(self._pass[1])
                 self._pass = None
             raise StopIteration
-        issued = self._ready.popleft()
-        backend = self._backend
+        issued = ready.popleft()
         if issued.event is not None or issued.keep:
+            backend = self._backend
             stream = backend.current_stream()
             if issued.event is not None:
                 backend.wait(stream, issued.event)
@@ -212,6 +225,39 @@ class FeedIterator:
         if self._pass is not None:
             self._pass[0].consumed(self._pass[1])
         return issued.batch
+
+    def _read_ahead(self, ready: deque[_Issued]) -> None:
+        """Issue batches until ``depth`` are ready or the pass ends (an error ends it too:
+        raised once the batches before it are handed out). A group's messages are issued one
+        by one, each slot leased as its batch is issued, before the next group is read."""
+        pending = self._pending
+        while len(ready) < self._depth:
+            if pending:
+                item = pending.popleft()
+            else:
+                try:
+                    item = self._pull()
+                except StopIteration:
+                    self._exhausted = True
+                    return
+                except Exception as exc:  # raised where it occurred: after the batches before
+                    self._fail(exc)
+                    return
+                if self._groups and type(item) is tuple:  # a task's batches (`raw_pass`)
+                    pending.extend(item)
+                    continue
+            if isinstance(item, ExceptionWrapper):  # a worker's failure within a group
+                try:
+                    item.reraise()
+                except Exception as exc:
+                    self._fail(exc)
+                return
+            ready.append(self._issue(item))
+
+    def _fail(self, exc: Exception) -> None:
+        self._exhausted = True
+        self._failure = exc
+        self._pending.clear()
 
     # ------------------------------------------------------------------ issuing
     def _issue(self, item: Any) -> _Issued:
@@ -236,29 +282,28 @@ class FeedIterator:
         receiver = self._receiver_of(msg)
         batcher = receiver.source
         key, entries, counts = batcher.layout(msg)
-        ring = receiver.ring
-        slot = ring.slot_tensor(msg.slot)
-        node_counts = _counts_reader(slot, counts)
-        backend = self._backend
         if msg.layout is None:  # the kernel's layout: a prototype batch per buffer and shape
             key = (key, msg.real_graphs > 0)  # an all-padding batch is of another class
             cache = batcher.anchored  # else the batch holds its own node counts
         else:  # a packed dict: its values other than tensors come with each batch
             cache = False
-
-        def build(tensors: dict[str, torch.Tensor]) -> Any:
-            return batcher.assemble(msg, tensors, node_counts)
-
+        ring = receiver.ring
+        backend = self._backend
         if not backend.copies:
-            buf = receiver.buffers.get(msg.slot)
-            if buf is None:
-                buf = receiver.buffers[msg.slot] = DeviceBuffer(slot)
-            batch = buf.batch(key, entries, build, cache)
-            receiver.hold(msg, buf.free)  # until nothing refers to the batch
+            view: DeviceBuffer | None = receiver.buffers.get(msg.slot)
+            batch = view.copy_of(key) if view is not None and cache else None
+            if view is None or batch is None:
+                slot = ring.slot_tensor(msg.slot)
+                if view is None:
+                    view = receiver.buffers[msg.slot] = DeviceBuffer(slot)
+                batch = view.batch(key, entries, _builder(batcher, msg, slot, counts), cache)
+            receiver.hold(msg, view.free)  # until nothing refers to the batch
             return _Issued(batch, None)
+        slot = ring.slot_tensor(msg.slot)
         if ring.pinned is None:
             ring.pinned = backend.register(ring.memory, ring)
         buf = self._buffer(msg.nbytes, ring.capacity)
+        build = _builder(batcher, msg, slot, counts)
         batch = buf.batch(key, entries, build, cache)  # before the copy refers to the buffer
         side = self._side
         mark = self._step_mark()  # recorded on the step's stream: outside `on(side)`
@@ -311,6 +356,7 @@ class FeedIterator:
         """Stop: the batches read ahead are dropped (their copies finished first)."""
         self._exhausted = True
         self._close_source()
+        self._pending.clear()
         for issued in self._ready:
             if issued.event is not None:
                 self._backend.synchronize(issued.event)
@@ -344,6 +390,19 @@ def _puller(it: Iterator[Any]) -> Callable[[], Any]:
         return data
 
     return pull
+
+
+def _builder(
+    batcher: Any, msg: SlotBatch, slot: torch.Tensor, counts: tuple[int, int] | None
+) -> Callable[[dict[str, torch.Tensor]], Any]:
+    """``build(tensors)``: the batch of ``msg`` made of ``tensors`` (views laid out as
+    ``batcher.layout(msg)`` says), its node counts read from the host ``slot``."""
+    node_counts = _counts_reader(slot, counts)
+
+    def build(tensors: dict[str, torch.Tensor]) -> Any:
+        return batcher.assemble(msg, tensors, node_counts)
+
+    return build
 
 
 def _counts_reader(slot: torch.Tensor, counts: tuple[int, int] | None) -> Callable[[], list[int]]:

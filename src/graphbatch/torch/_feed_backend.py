@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import operator
 import sys
 import weakref
 from collections.abc import Callable
@@ -39,36 +40,45 @@ def _storage_refs(cdata: int) -> int:
     return _USE_COUNT(cdata) if _USE_COUNT is not None else 1 << 62
 
 
-def _refcounts(tensors: list[torch.Tensor]) -> list[int]:
-    """Each tensor's Python reference count as `_Layout.held` sees it: the same loop, so that
-    the references of the loop itself (its variable, ``zip``'s tuple, the call's argument)
-    are counted alike."""
-    out = [0] * len(tensors)
-    for t, k in zip(tensors, range(len(tensors)), strict=True):
-        out[k] = sys.getrefcount(t)
-    return out
+_REFCOUNT = sys.getrefcount
+_TENSOR_USES = torch.Tensor._use_count  # type: ignore[attr-defined]
+_REQUIRES_GRAD = operator.attrgetter("requires_grad")
+
+
+def _refcount_sum(tensors: list[torch.Tensor]) -> int:
+    """The tensors' Python reference counts, summed (as `_Layout.held` counts them: the same
+    call, so the references of the call itself are counted alike)."""
+    return sum(map(_REFCOUNT, tensors))
 
 
 class _Layout:
     """One layout's views of a `DeviceBuffer`: the views, the prototype batch made of them
-    (``None``: not cached) and each view's Python reference count while only this object and
-    the prototype hold it."""
+    (``None``: not cached) and the views' Python reference counts, summed, while only this
+    object and the prototype hold them."""
 
-    __slots__ = ("views", "proto", "tensors", "counts")
+    __slots__ = ("views", "proto", "tensors", "count")
 
     def __init__(self, views: dict[str, torch.Tensor], proto: Any) -> None:
         self.views = views
         self.proto = proto
         self.tensors = list(views.values())
-        self.counts = _refcounts(self.tensors)
+        self.count = _refcount_sum(self.tensors)
 
     def held(self) -> bool:
         """Whether a view is referenced by more than this layout (a batch, a list, a
-        variable), or its tensor by C++ (an autograd record)."""
-        for t, then in zip(self.tensors, self.counts, strict=True):
-            if sys.getrefcount(t) > then or t._use_count() > 1:  # type: ignore[attr-defined]
-                return True
-        return False
+        variable), or its tensor by C++ (an autograd record). No count is ever below its
+        count at construction (this object holds each view), so the sums compare exactly."""
+        tensors = self.tensors
+        return _refcount_sum(tensors) > self.count or sum(map(_TENSOR_USES, tensors)) > len(tensors)
+
+    def reset_grad(self) -> None:
+        """A step's leaves among the views back to plain views (no ``requires_grad``,
+        ``grad``)."""
+        if any(map(_REQUIRES_GRAD, self.tensors)):
+            for t in self.tensors:
+                if t.requires_grad:
+                    t.requires_grad_(False)
+                    t.grad = None
 
 
 class DeviceBuffer:
@@ -100,10 +110,7 @@ class DeviceBuffer:
             if layout.held():
                 return False
         for layout in out:
-            for t in layout.tensors:
-                if t.requires_grad:  # a step's leaf: back to a plain view
-                    t.requires_grad_(False)
-                    t.grad = None
+            layout.reset_grad()
         out.clear()
         if refs < self._refs:  # a view lost its storage (``t.data = x``): make them anew
             self._forget()
@@ -113,6 +120,16 @@ class DeviceBuffer:
         self._layouts.clear()
         self._out.clear()
         self._refs = _storage_refs(self._cdata)
+
+    def copy_of(self, key: Any) -> Any:
+        """The batch of layout ``key`` when its prototype is cached (a copy of it), else
+        ``None`` (then call `batch`). Same conditions as `batch`."""
+        layout = self._layouts.get(key)
+        if layout is None or layout.proto is None:
+            return None
+        if layout not in self._out:
+            self._out.append(layout)
+        return copy.copy(layout.proto)
 
     def batch(
         self,

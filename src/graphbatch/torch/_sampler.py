@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
 from collections.abc import Iterable, Iterator
 from types import ModuleType
@@ -17,7 +19,13 @@ from .._schedule import EpochSchedule, Pass
 from .._sizes import GraphSizes
 from .._validate import as_nonnegative_int, as_positive_int
 
-__all__ = ["PlanBatchSampler", "PlanGraphSampler", "PlannedBatch", "distributed_world"]
+__all__ = [
+    "PlanBatchSampler",
+    "PlanGraphSampler",
+    "PlannedBatch",
+    "PlannedGroup",
+    "distributed_world",
+]
 
 
 class PlannedBatch(list):
@@ -45,6 +53,32 @@ class PlannedBatch(list):
 
     def __repr__(self) -> str:
         return f"PlannedBatch({list.__repr__(self)}, shape={self.shape})"
+
+
+class PlannedGroup(list):
+    """Consecutive `PlannedBatch` objects of one pass, sent to a DataLoader worker as one task
+    (`PlanBatchSampler.grouped`), so the DataLoader's per-task cost is paid once per group."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type[PlannedGroup], tuple[list[PlannedBatch]]]:
+        return (PlannedGroup, (list(self),))
+
+
+def _groups(batches: Iterator[PlannedBatch], size: int) -> Iterator[PlannedGroup]:
+    """``batches`` in groups of ``size`` (the last one may be shorter), in order."""
+    group = PlannedGroup()
+    for b in batches:
+        group.append(b)
+        if len(group) == size:
+            yield group
+            group = PlannedGroup()
+    if group:
+        yield group
+
+
+#: The sampler and group size of the pass this thread is starting (`PlanBatchSampler.grouped`).
+_GROUPING = threading.local()
 
 
 def _dist() -> ModuleType | None:
@@ -269,7 +303,29 @@ class PlanBatchSampler(Sampler[list]):
     def __iter__(self) -> Iterator[PlannedBatch]:
         this = self.begin_pass()
         self._check_start(this)
-        return self._batches(this, not self.counted_by_loader)
+        batches = self._batches(this, not self.counted_by_loader)
+        size = self._group_size()
+        return batches if size == 1 else _groups(batches, size)  # type: ignore[return-value]
+
+    @contextlib.contextmanager
+    def grouped(self, size: int) -> Iterator[None]:
+        """Within the block, a pass of this sampler that this thread starts (under a
+        `PlanLoader`, whose consumer counts batches) yields `PlannedGroup` objects of ``size``
+        consecutive batches (the last one shorter) instead of batches, in the same order: one
+        DataLoader task each. Only for a collater that takes groups (`StoreCollater`)."""
+        size = as_positive_int(size, "group size")
+        previous = getattr(_GROUPING, "state", None)
+        _GROUPING.state = (self, size)
+        try:
+            yield
+        finally:
+            _GROUPING.state = previous
+
+    def _group_size(self) -> int:
+        state = getattr(_GROUPING, "state", None)
+        if state is None or state[0] is not self or not self.counted_by_loader:
+            return 1
+        return int(state[1])
 
     def _check_start(self, this: Pass) -> None:
         total = int(self._rank_batches(this.epoch).shape[0])

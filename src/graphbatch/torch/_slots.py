@@ -29,6 +29,14 @@ workers, ``P = prefetch_factor``):
 * The main copies a batch out as soon as it receives it: `PlanLoader` does it before the batch
   is yielded, or DataLoader's pin-memory thread does it (``SlotBatch.pin_memory``) before it
   queues the batch for the main thread, which takes it only after that.
+* Groups (a pass started in `StoreCollater.raw_pass` with ``group = k``): a task is ``k``
+  consecutive batches, written into the worker's next ``k`` slots and sent as one tuple of
+  messages; the consumer leases each batch's slot as it issues that batch, and issues every
+  batch of a group before it asks for the next group. The argument above, per task: when ``w``
+  starts its task ``c``, its tasks ``<= c - P - 1`` are all issued (leased or done) and task
+  ``c - P`` may wait, unleased, in the consumer; tasks ``c - P .. c`` need ``(P + 1) * k``
+  distinct slots, so a ring for groups has ``(P + 1) * k + 1`` per worker (plus the
+  consumer's extra slots); a ring made for smaller groups gets smaller groups.
 * Persistent workers: a new pass (``_reset``) first drains every worker with
   ``_ResumeIteration``, so no batch of the old pass is written or unread afterwards; a fresh
   (non-persistent) set of workers gets a new ring.
@@ -330,10 +338,21 @@ class SlotReceiver:
         self.ring.lease(msg)
         self._holds[msg.slot] = (msg.ticket, free)
 
-    def poll(self) -> int:
-        """End the leases whose check passes; the number still held."""
-        done = [slot for slot, (_, free) in self._holds.items() if free()]
+    def poll(self, skip_newest: int = 0) -> int:
+        """End the leases whose check passes, not checking the ``skip_newest`` leases taken
+        last (a consumer knows they are still in use); the number still held."""
+        holds = self._holds
+        if not holds:
+            return 0
+        check = len(holds) - skip_newest
+        done = []
+        for slot, (_, free) in holds.items():
+            if check <= 0:
+                break
+            check -= 1
+            if free():
+                done.append(slot)
         for slot in done:
-            ticket, _ = self._holds.pop(slot)
+            ticket, _ = holds.pop(slot)
             self.ring.release(slot, ticket)
-        return len(self._holds)
+        return len(holds)

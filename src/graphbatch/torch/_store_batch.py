@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from numpy.typing import ArrayLike
+from torch._utils import ExceptionWrapper
 from torch.utils.data import Dataset, get_worker_info
 
 from .._errors import InputError, InputTypeError
@@ -26,9 +27,9 @@ from .._padlayout import check_cutoff
 from .._source import GraphSource
 from ._packed import pack_dict, pack_layout, packed_entries, unpack_dict, with_values
 from ._pyg import _new_batch, _pyg
-from ._sampler import PlannedBatch
+from ._sampler import PlannedBatch, PlannedGroup
 from ._schema import EDGE_INDEX, FieldSpec, Schema, torch_dtype
-from ._slots import START_LOCK, SlotBatch, SlotReceiver, SlotRing
+from ._slots import HEADER_BYTES, START_LOCK, SlotBatch, SlotReceiver, SlotRing
 
 if TYPE_CHECKING:
     from ..datasets import GraphStore
@@ -514,6 +515,10 @@ class StoreCollater:
     #: epochs of a static strategy may have somewhat larger shapes; bigger batches still work,
     #: through a shared block of their own).
     HEADROOM = 1.25
+    #: Shared memory (bytes) that groups may grow a ring to: a pass asking for groups gets
+    #: smaller ones where its ring would pass this (down to one batch per task, whose ring may
+    #: be bigger, as without groups). 64 MiB: a container's default ``/dev/shm``.
+    GROUP_RING_BYTES = 64 << 20
 
     def __init__(
         self,
@@ -534,11 +539,31 @@ class StoreCollater:
     def schema(self) -> Schema:
         return self.batcher.schema
 
-    def __call__(self, item: tuple[PlannedBatch, Any]) -> Any:
+    def __call__(self, item: tuple[PlannedBatch | PlannedGroup, Any]) -> Any:
         batch, _ = item
+        if isinstance(batch, PlannedGroup):
+            return self._group(batch)
         if not isinstance(batch, PlannedBatch):
             raise InputTypeError("StoreCollater needs batches from a PlanBatchSampler")
         return self.batcher(np.asarray(batch, dtype=np.int64), batch.shape, self._ring)
+
+    def _group(self, group: PlannedGroup) -> tuple:
+        """The batches (or `SlotBatch` messages) of a group, in order (a DataLoader worker's
+        task of a grouped pass, `raw_pass`). A batch that raises ends the group with a
+        ``torch`` ``ExceptionWrapper`` of the error, after the batches before it, so that the
+        consumer raises it where it occurred."""
+        out: list[Any] = []
+        for batch in group:
+            if not isinstance(batch, PlannedBatch):
+                raise InputTypeError("StoreCollater needs batches from a PlanBatchSampler")
+            try:
+                out.append(self.batcher(np.asarray(batch, dtype=np.int64), batch.shape, self._ring))
+            except Exception:
+                info = get_worker_info()
+                where = f"in DataLoader worker process {info.id if info else 0}"
+                out.append(ExceptionWrapper(where=where))
+                break
+        return tuple(out)
 
     def slot_bytes(self, loader: PlanLoader) -> int:
         """Slot capacity for ``loader``'s workers: the largest batch buffer of its current
@@ -569,6 +594,8 @@ class StoreCollater:
         box = getattr(_RAW, "box", None)
         if box is not None and box.collater is self:
             box.receiver = receiver
+            if not loader.num_workers:
+                box.group = 1
             return it, None
         return it, receiver
 
@@ -578,23 +605,32 @@ class StoreCollater:
         workers = int(loader.num_workers or 0)
         if workers == 0:
             return start(), None
+        assert loader.prefetch_factor is not None  # DataLoader sets it with workers
+        ahead = int(loader.prefetch_factor) + 1  # tasks of one worker not yet consumed
+        box = getattr(_RAW, "box", None)
+        if box is None or box.collater is not self:
+            box = RawPass(self)  # a plain pass: one batch per task, no extra slots
         with START_LOCK:
             reused = getattr(loader, "_iterator", None) if loader.persistent_workers else None
             receiver = getattr(reused, "_graphbatch_receiver", None)
             if receiver is not None:
-                it = start()
+                # a ring made for another pass: groups only as large as its slots allow
+                box.group = min(box.group, _group_fits(receiver.ring.per_worker, ahead, box))
+                with loader.plan_sampler.grouped(box.group):
+                    it = start()
                 if it is not reused:  # pragma: no cover - DataLoader made new workers anyway
                     receiver = None
                 return it, receiver
-            assert loader.prefetch_factor is not None  # DataLoader sets it with workers
-            box = getattr(_RAW, "box", None)
-            extra = box.extra_slots if box is not None and box.collater is self else 0
-            per_worker = int(loader.prefetch_factor) + 2 + extra
-            ring = SlotRing(workers, per_worker, self.slot_bytes(loader))
+            capacity = self.slot_bytes(loader)
+            most = self.GROUP_RING_BYTES // (workers * (capacity + HEADER_BYTES))
+            box.group = min(box.group, _group_fits(most, ahead, box))
+            per_worker = ahead * box.group + 1 + box.extra_slots
+            ring = SlotRing(workers, per_worker, capacity)
             receiver = SlotReceiver(ring, self.batcher.from_buffer, self.batcher)
             self._ring = ring
             try:
-                it = start()
+                with loader.plan_sampler.grouped(box.group):
+                    it = start()
             finally:
                 self._ring = None
             with contextlib.suppress(AttributeError):  # an iterator with __slots__
@@ -602,14 +638,22 @@ class StoreCollater:
         return it, receiver
 
     @contextlib.contextmanager
-    def raw_pass(self, extra_slots: int = 0) -> Iterator[RawPass]:
+    def raw_pass(self, extra_slots: int = 0, group: int = 1) -> Iterator[RawPass]:
         """Within the block, a pass this thread starts (`start_pass`) yields the workers'
         messages as they come (`SlotBatch` objects, or batches that did not fit a slot)
         instead of receiving them: the returned `RawPass` holds the ring's `SlotReceiver`
         (``None`` without workers). For a consumer that takes batches from the slots itself
         (`graphbatch.torch.DeviceFeed`), which may keep ``extra_slots`` more batches per worker
-        leased than the ring's minimum (a new ring gets that many more slots per worker)."""
-        box = RawPass(self, int(extra_slots))
+        leased than the ring's minimum (a new ring gets that many more slots per worker).
+
+        ``group``: with workers, each DataLoader task is a `PlannedGroup` of up to ``group``
+        consecutive batches and yields a tuple of their messages, in order (the last one may
+        be a ``torch`` ``ExceptionWrapper``: `_group`); ``RawPass.group`` says the size the
+        pass got (smaller when persistent workers keep a ring made for smaller groups; 1
+        without workers, when messages come one by one). The consumer must take a group's
+        messages in order and lease each slot before it takes the next group (the slot
+        invariant, `graphbatch.torch._slots`)."""
+        box = RawPass(self, int(extra_slots), max(1, int(group)))
         previous = getattr(_RAW, "box", None)
         _RAW.box = box
         try:
@@ -623,10 +667,21 @@ _RAW = threading.local()
 
 
 class RawPass:
-    """What `StoreCollater.raw_pass` yields: the ``collater`` and, once a pass started, its
-    ring's ``receiver`` (``None`` without workers)."""
+    """What `StoreCollater.raw_pass` yields: the ``collater``, the slots per worker asked for
+    beyond the ring's minimum, the batches per task asked for (``group``: the size the pass
+    got once it started) and, once a pass started, its ring's ``receiver`` (``None`` without
+    workers)."""
 
-    def __init__(self, collater: StoreCollater, extra_slots: int = 0) -> None:
+    def __init__(self, collater: StoreCollater, extra_slots: int = 0, group: int = 1) -> None:
         self.collater = collater
         self.extra_slots = extra_slots
+        self.group = group
         self.receiver: SlotReceiver | None = None
+
+
+def _group_fits(per_worker: int, ahead: int, box: RawPass) -> int:
+    """The largest group a ring of ``per_worker`` slots per worker takes when each worker has
+    up to ``ahead`` tasks not yet consumed: a worker writes its task ``c`` while its task ``c -
+    ahead + 1`` may still wait, unleased, in the consumer, so ``ahead * group`` slots must be
+    distinct (plus one spare and the consumer's extra slots: `_start_pass`)."""
+    return max(1, (per_worker - 1 - box.extra_slots) // ahead)
