@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from functools import cache
 
+import numpy as np
+
+from graphbatch import Budget
+from graphbatch._errors import InputError
+
 
 def brute_force_min_packs(items, node_cap, edge_cap, graph_cap):
     """Fewest packs holding ``items`` [(nodes, edges), ...] under the caps (exact, <= ~12 items)."""
@@ -43,3 +48,26 @@ def brute_force_min_packs(items, node_cap, edge_cap, graph_cap):
 def expand(hist):
     """[(nodes, edges), ...] from a {(nodes, edges): count} dict."""
     return [k for k, c in sorted(hist.items()) for _ in range(c)]
+
+
+def greedy_offsets_reference(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.ndarray:
+    """Plain per-graph loop of Algorithm 3: the reference form of
+    `graphbatch.planners.greedy_offsets` (tests and benchmarks compare against it)."""
+    node_cap, edge_cap, graph_cap = (
+        budget.node_capacity,
+        budget.edge_capacity,
+        budget.graph_capacity,
+    )
+    offsets = [0]
+    batch_n = batch_e = batch_g = 0
+    for i, (v, e) in enumerate(zip(nodes.tolist(), edges.tolist(), strict=False)):
+        if v > node_cap or e > edge_cap:
+            raise InputError(f"graph at position {i} exceeds the budget {budget}")
+        if batch_n + v > node_cap or batch_e + e > edge_cap or batch_g + 1 > graph_cap:
+            offsets.append(i)
+            batch_n, batch_e, batch_g = v, e, 1
+        else:
+            batch_n, batch_e, batch_g = batch_n + v, batch_e + e, batch_g + 1
+    if batch_g:
+        offsets.append(len(nodes))
+    return np.asarray(offsets, dtype=np.int64)

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 import graphbatch as gb
-from graphbatch.planners import greedy_offsets_reference
+from tests._packing_util import greedy_offsets_reference
 
 from benchmarks._harness import describe, finish, parser, qm9_like_sizes, start
 

@@ -29,10 +29,12 @@ import graphbatch.packing._steps as steps_mod
 import graphbatch.packing._totals as totals_mod
 import graphbatch.planners._distributed as distributed_mod
 from graphbatch.packing._assign import group_by_key
-from graphbatch.packing._greedy import greedy_fill, greedy_offsets_reference
+from graphbatch.packing._greedy import greedy_fill
 from graphbatch.packing._partition import balanced_ldm
 from graphbatch.packing._round_matrix import descending_order, round_matrix
 from graphbatch.packing.kernels import StepFill
+
+from .._packing_util import greedy_offsets_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,6 @@ __all__ = [
     "index_dtype",
     "greedy_fill",
     "greedy_offsets",
-    "greedy_offsets_reference",
     "batches_lower_bound",
     "budget_lower_bound",
 ]
@@ -214,25 +213,3 @@ def _over(
     window prefix sums; ``end[p] = p + graph_cap`` for ``p < inside``: read as a slice there)."""
     upto = prefix[graph_cap : graph_cap + length] if inside == length else prefix[end]
     return np.flatnonzero(upto - prefix[:length] > cap)
-
-
-def greedy_offsets_reference(nodes: np.ndarray, edges: np.ndarray, budget: Budget) -> np.ndarray:
-    """Plain per-graph loop of Algorithm 3, kept as the reference for tests and benchmarks."""
-    node_cap, edge_cap, graph_cap = (
-        budget.node_capacity,
-        budget.edge_capacity,
-        budget.graph_capacity,
-    )
-    offsets = [0]
-    batch_n = batch_e = batch_g = 0
-    for i, (v, e) in enumerate(zip(nodes.tolist(), edges.tolist(), strict=False)):
-        if v > node_cap or e > edge_cap:
-            raise InputError(f"graph at position {i} exceeds the budget {budget}")
-        if batch_n + v > node_cap or batch_e + e > edge_cap or batch_g + 1 > graph_cap:
-            offsets.append(i)
-            batch_n, batch_e, batch_g = v, e, 1
-        else:
-            batch_n, batch_e, batch_g = batch_n + v, batch_e + e, batch_g + 1
-    if batch_g:
-        offsets.append(len(nodes))
-    return np.asarray(offsets, dtype=np.int64)

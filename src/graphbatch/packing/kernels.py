@@ -15,7 +15,6 @@ from ._greedy import (
     budget_lower_bound,
     greedy_fill,
     greedy_offsets,
-    greedy_offsets_reference,
 )
 from ._heuristics import heuristic_function
 from ._memory import gather_batches, gather_counts, index_dtype, take_into, widen_into
@@ -55,7 +54,6 @@ __all__ = [
     "gather_counts",
     "greedy_fill",
     "greedy_offsets",
-    "greedy_offsets_reference",
     "group_by_key",
     "heuristic_function",
     "index_dtype",

@@ -5,7 +5,6 @@ from ..packing.kernels import (
     budget_lower_bound,
     greedy_fill,
     greedy_offsets,
-    greedy_offsets_reference,
 )
 from ._assemble import OversizeSplit, finish_plan, split_oversize
 from ._balancing import (
@@ -58,7 +57,6 @@ __all__ = [
     "get_strategy",
     "greedy_fill",
     "greedy_offsets",
-    "greedy_offsets_reference",
     "plan_buckets",
     "plan_dynamic",
     "plan_for_ranks",
