@@ -114,25 +114,7 @@ def _predict_eval(model, b, is_pyg_model):
 
 
 def _nbytes(batch) -> int:
-    import torch
-
-    total = 0
-    for v in batch.to_dict().values() if hasattr(batch, "to_dict") else vars(batch).values():
-        if isinstance(v, torch.Tensor):
-            total += v.element_size() * v.nelement()
-    return total
-
-
-def _predict_eval(model, b, is_pyg_model):
-    """The model's prediction of an unpadded test batch."""
-    from ..models import unpadded_inputs
-
-    if is_pyg_model:
-        return model(b.z, b.pos, b.edge_index, b.batch)
-    return model(**unpadded_inputs(b.z, b.pos, b.edge_index, b.batch, b.num_graphs))
-
-
-def _nbytes(batch) -> int:
+    """Bytes of a batch's tensors."""
     import torch
 
     total = 0
