@@ -11,12 +11,12 @@ import pytest
 
 pytest.importorskip("psutil")  # the bench extra: the loop records the peak RSS
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from graphbatch.analysis import BENCH_KEYS  # noqa: E402
-from graphbatch.bench import BenchConfig, RunSpec  # noqa: E402
-from graphbatch.bench._loop import BenchRun, RunFacts, StepSizes, drive_runs  # noqa: E402
+from graphbatch.analysis import BENCH_KEYS
+from graphbatch.bench import BenchConfig, RunSpec
+from graphbatch.bench._loop import BenchRun, RunFacts, StepSizes, drive_runs
 
 
 class _Data:
@@ -85,9 +85,7 @@ def _cfg(steps: int, eval_every: int, **kw: Any) -> BenchConfig:
 def test_counters_and_evaluation_schedule(case):
     graphs, compiles, eval_every = case
     steps = len(graphs)
-    run = ScriptedRun(
-        RunSpec("m", "s", 8, 0, True), _cfg(steps, eval_every), graphs, compiles, []
-    )
+    run = ScriptedRun(RunSpec("m", "s", 8, 0, True), _cfg(steps, eval_every), graphs, compiles, [])
     rec = run.train_alone()
     assert rec["real_graphs"] == sum(graphs)
     assert rec["compiles"] == sum(compiles)
@@ -120,8 +118,9 @@ def test_drive_runs_order(interleave):
     log: list[tuple[str, int]] = []
 
     class Bar:
-        descriptions: list[str] = []
-        steps = 0
+        def __init__(self) -> None:
+            self.descriptions: list[str] = []
+            self.steps = 0
 
         def set_description(self, d: str) -> None:
             self.descriptions.append(d)
