@@ -17,7 +17,7 @@ the updated parameters and optimizer state (tune calls ``jax.block_until_ready``
 the loss alone is ready before the update is). ``"MODULE:FACTORY"`` names a factory importable
 from ``MODULE``. The built-in names
 (`builtin_models`) are factories over ``graphbatch.models`` / ``graphbatch.jax.models`` with the
-training step of ``graphbatch bench``.
+training step of ``graphbatch bench``, both from the recipe they share (`graphbatch.recipes`).
 """
 
 from __future__ import annotations
