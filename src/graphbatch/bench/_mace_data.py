@@ -82,6 +82,25 @@ def load_mace_data(*, subset: int | None, r_max: float, seed: int) -> MaceData:
     )
 
 
+def _fit_atomic_energies(
+    atomic_numbers: np.ndarray,
+    node_offsets: np.ndarray,
+    energy: np.ndarray,
+    train_idx: np.ndarray,
+    elements: tuple[int, ...],
+) -> np.ndarray:
+    """Per-element energies E0 (eV, in ``elements``' order): the least-squares fit of the
+    training structures' energies to their element counts (as MACE's
+    ``compute_average_E0s``)."""
+    counts = np.zeros((len(train_idx), len(elements)))
+    col = {z: k for k, z in enumerate(elements)}
+    for r, i in enumerate(train_idx.tolist()):
+        z = atomic_numbers[node_offsets[i] : node_offsets[i + 1]]
+        for zz, c in zip(*np.unique(z, return_counts=True), strict=True):
+            counts[r, col[int(zz)]] = c
+    return np.linalg.lstsq(counts, energy[train_idx], rcond=None)[0]
+
+
 def load_mace_store_data(
     path: str, *, subset: int | None, seed: int, test_fraction: float = 0.1
 ) -> MaceData:
@@ -119,13 +138,7 @@ def load_mace_store_data(
     packed = store.packed()
     no = store.node_offsets
     energy = store.graph_field("energy")
-    counts = np.zeros((len(train_idx), len(elements)))
-    col = {z: k for k, z in enumerate(elements)}
-    for r, i in enumerate(train_idx.tolist()):
-        z = packed.node["atomic_numbers"][no[i] : no[i + 1]]
-        for zz, c in zip(*np.unique(z, return_counts=True), strict=True):
-            counts[r, col[int(zz)]] = c
-    e0 = np.linalg.lstsq(counts, energy[train_idx], rcond=None)[0]
+    e0 = _fit_atomic_energies(packed.node["atomic_numbers"], no, energy, train_idx, elements)
 
     def atomic(i: int):
         a, b = int(no[i]), int(no[i + 1])
