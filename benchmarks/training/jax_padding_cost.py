@@ -74,9 +74,9 @@ def main(argv=None) -> int:
     import optax
 
     import graphbatch.jax as gj
-    from graphbatch.bench import BenchConfig
-    from graphbatch.bench._jax_runner import _train_step, load_jax_bench_data
-    from graphbatch.bench._run import bench_budget
+    from graphbatch.bench import BenchConfig, jax_train_step
+    from graphbatch.bench._config import bench_budget
+    from graphbatch.bench._jax_runner import load_jax_bench_data
     from graphbatch.jax.models import build_model, graph_inputs
 
     cfg = BenchConfig(framework="jax")
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     model = build_model(args.model, **kwargs)
     opt = optax.adam(1e-3)
 
-    step = jax.jit(_train_step(model, opt))  # the bench's own step (masked MSE, Adam)
+    step = jax.jit(jax_train_step(model, opt))  # the bench's own step (masked MSE, Adam)
     params = jax.jit(model.init, static_argnames="num_graphs")(
         jax.random.PRNGKey(0), **graph_inputs(ld.host_batch(0, 0)))
     state = opt.init(params)

@@ -15,9 +15,8 @@ pytest.importorskip("graphbatch.datasets")
 
 import graphbatch  # noqa: E402
 from graphbatch.bench import BenchConfig, plan_runs, run_bench  # noqa: E402
-from graphbatch.bench._config import PACKING_GRAPH_CAP  # noqa: E402
+from graphbatch.bench._config import PACKING_GRAPH_CAP, bench_budget  # noqa: E402
 from graphbatch.bench._data import load_bench_data  # noqa: E402
-from graphbatch.bench._run import bench_budget  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 
 REQUIRED = (

@@ -12,8 +12,9 @@ pytest.importorskip("torch_geometric")
 pytest.importorskip("h5py")
 
 from graphbatch.bench import BenchConfig  # noqa: E402
+from graphbatch.bench._config import RunSpec  # noqa: E402
 from graphbatch.bench._data import load_store_data  # noqa: E402
-from graphbatch.bench._run import RunSpec, _store_batches  # noqa: E402
+from graphbatch.bench._torch_batches import _store_batches  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 
 
@@ -86,7 +87,7 @@ def test_bench_cli_trains_from_the_store(qm9_store, tmp_path, capsys):
 def test_store_batches_from_workers_through_the_device_feed(qm9_store):
     """``--num-workers`` on the store path: workers read and pad (the slot path), the feed hands
     the batches out (on CPU unchanged), each with the bench target of its graphs."""
-    from graphbatch.bench._run import _run_batches
+    from graphbatch.bench._torch_batches import run_batches as _run_batches
 
     data = load_store_data(str(qm9_store), seed=1)
     for feed in ("device", "loader"):

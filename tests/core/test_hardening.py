@@ -568,7 +568,7 @@ def test_no_upward_or_cyclicimports_of():
 @pytest.mark.requires("torch")
 def test_bench_budget_uses_the_plan_generator():
     from graphbatch.bench import DEFAULT
-    from graphbatch.bench._run import bench_budget
+    from graphbatch.bench._config import bench_budget
 
     rng = np.random.default_rng(5)
     # wide sizes: a different 1000-graph sample moves the mean by more than the rounding

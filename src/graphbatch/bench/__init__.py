@@ -16,11 +16,12 @@ from ._config import (
     PADDED_STRATEGIES,
     STEP_MODES,
     BenchConfig,
+    RunSpec,
 )
 from ._jax_runner import build_jax_model, jax_targets, jax_train_step, run_jax_bench
 from ._mace import ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, MaceData, mace_targets, small_mace
 from ._report import break_even_lines, learning_tests, summarize, targets, write_results
-from ._run import RunSpec, bench_model, compile_padded
+from ._run import bench_model, compile_padded
 from ._runner import effective_sharing_strategy, plan_runs, run_bench, run_one
 from ._stats import PairwiseTests, bonferroni, pairwise_mannwhitney, pairwise_ttest
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InputError, InputTypeError, UnknownNameError
+
+if TYPE_CHECKING:
+    from .._budget import Budget
+    from .._sizes import GraphSizes
 
 __all__ = [
     "BASELINES",
@@ -21,6 +25,8 @@ __all__ = [
     "PACKING_GRAPH_CAP",
     "PADDED_STRATEGIES",
     "STEP_MODES",
+    "RunSpec",
+    "bench_budget",
     "is_packing",
 ]
 
@@ -301,3 +307,31 @@ JAX_FULL = BenchConfig(
     prefetch=2,
     full=True,
 )
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the grid: ``model`` trained with ``strategy`` at ``batch_size`` in repeat
+    ``repeat`` (0-based), ``compiled`` or eager."""
+
+    model: str
+    strategy: str
+    batch_size: int
+    repeat: int
+    compiled: bool
+
+
+def bench_budget(cfg: BenchConfig, sizes: GraphSizes, batch_size: int, strategy: str) -> Budget:
+    """The budget ``strategy`` gets at ``batch_size``: Algorithm 1's node and edge caps from
+    ``cfg.seed`` (the same in every repeat, so compiled runs of later repeats reuse the shape),
+    with ``round(cfg.graph_cap_for(strategy) * batch_size)`` graph slots; raised to fit the
+    largest graph (heavy-tailed sets, e.g. atomistic stores, at small batch sizes)."""
+    from .._budget import Budget, estimate_budget
+    from .._random import seed_rng
+
+    # the run-wide generator of plan/compare (graphbatch._random.seed_rng): same seed, same budget
+    est = estimate_budget(sizes, int(batch_size), rng=seed_rng(cfg.seed))
+    slots = int(round(cfg.graph_cap_for(strategy) * batch_size))
+    n_node = max(est.n_node, int(sizes.n_node.max()) + 1)
+    n_edge = max(est.n_edge, int(sizes.n_edge.max()))
+    return Budget(n_node, n_edge, max(slots, est.n_graph))

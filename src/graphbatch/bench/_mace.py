@@ -25,150 +25,49 @@ shapes and the seconds spent in the backend.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from .._errors import InputError
-from ._config import MACE_BASELINES, BenchConfig
-from ._modes import device_fed, feed_mode, make_train_step, new_captures, optimizer, step_mode
-from ._run import (
-    _compile,
-    _count_step,
-    _evaluate_on_schedule,
-    _padded_options,
-    _prefetched,
-    _reset_counters,
-    _Run,
-    _store_loader,
-)
+from ..recipes.mace import ENERGY_WEIGHT, FORCES_WEIGHT, MACE_ELEMENTS, SMALL_MACE
+from ..recipes.mace import small_mace as _small_mace
+from ..recipes.torch import compile_fresh
+from ._config import MACE_BASELINES, BenchConfig, RunSpec
+from ._loop import StepSizes
+from ._mace_data import MaceData, load_mace_data, load_mace_store_data
+from ._modes import device_fed
+from ._run import _Run, budget_list
+from ._torch_batches import epochs, padded_options, prefetched, store_loader
 
-if TYPE_CHECKING:
-    from .._sizes import GraphSizes
-
-__all__ = ["MACE_ELEMENTS", "MaceData", "MaceRun", "load_mace_data", "mace_targets", "small_mace"]
-
-#: QM9's elements (H, C, N, O, F), the one-hot order of ``node_attrs``.
-MACE_ELEMENTS = (1, 6, 7, 8, 9)
-
-#: The small MACE of the bench (``cfg.model_options["mace"]`` overrides any key).
-SMALL_MACE = {
-    "hidden_irreps": "16x0e + 16x1o",
-    "MLP_irreps": "16x0e",
-    "max_ell": 2,
-    "num_bessel": 8,
-    "num_polynomial_cutoff": 5,
-    "num_interactions": 2,
-    "correlation": 2,
-}
-#: Loss weights (MACE's ``WeightedEnergyForcesLoss`` and `energy_force_loss` alike).
-ENERGY_WEIGHT, FORCES_WEIGHT = 1.0, 10.0
-
-
-@dataclass
-class MaceData:
-    """Train/test lists of MACE ``AtomicData`` (float: torch's default dtype) and what the runs
-    need: the training graphs' sizes (`GraphSizes`, for plans and budgets), the target scale
-    and unit, ``avg_num_neighbors`` (edges per atom over the training graphs), ``r_max``."""
-
-    train: list
-    test: list
-    train_sizes: GraphSizes
-    scale: float
-    unit: str
-    num_graphs: int
-    avg_num_neighbors: float
-    r_max: float
-    store: Any = None  # an atomistic store (``--store``): padded runs read it directly
-    elements: tuple = MACE_ELEMENTS
-    atomic_energies: Any = None  # per element (eV); None: zeros
-    train_index: Any = None  # store indices of the training graphs
-
-
-def load_mace_data(*, subset: int | None, r_max: float, seed: int) -> MaceData:
-    """The bench split of the first ``subset`` QM9 molecules as MACE ``AtomicData`` built by
-    MACE's own neighbour list at ``r_max`` Å (``AtomicData.from_config``)."""
-    from mace.data import AtomicData, Configuration
-    from mace.tools import AtomicNumberTable
-
-    from .._sizes import GraphSizes
-    from ._data import load_bench_arrays
-
-    arrays = load_bench_arrays("qm9", subset=subset, cutoff=r_max, seed=seed)
-    ga = arrays.graphs
-    z = ga.node["z"].astype(np.int64)
-    pos = np.asarray(ga.node["pos"], dtype=np.float64)
-    no = ga.node_offsets
-    table = AtomicNumberTable(list(MACE_ELEMENTS))
-
-    def atomic(i: int):
-        a, b = int(no[i]), int(no[i + 1])
-        conf = Configuration(
-            atomic_numbers=z[a:b],
-            positions=pos[a:b],
-            pbc=(False,) * 3,
-            cell=None,
-            properties={"energy": float(arrays.target[i]), "forces": np.zeros((b - a, 3))},
-            property_weights={},
-        )
-        return AtomicData.from_config(conf, z_table=table, cutoff=float(r_max))
-
-    train = [atomic(int(i)) for i in arrays.train_idx]
-    test = [atomic(int(i)) for i in arrays.test_idx]
-    n_node = np.array([int(d.positions.shape[0]) for d in train])
-    n_edge = np.array([int(d.edge_index.shape[1]) for d in train])
-    return MaceData(
-        train,
-        test,
-        GraphSizes(n_node, n_edge),
-        arrays.scale,
-        arrays.unit,
-        len(ga),
-        float(n_edge.sum() / max(n_node.sum(), 1)),
-        float(r_max),
-    )
+__all__ = [
+    "ENERGY_WEIGHT",
+    "FORCES_WEIGHT",
+    "MACE_ELEMENTS",
+    "SMALL_MACE",
+    "MaceData",
+    "MaceRun",
+    "load_mace_data",
+    "load_mace_store_data",
+    "mace_targets",
+    "small_mace",
+]
 
 
 def small_mace(data: MaceData, *, compiled: bool, seed: int, **options: Any):
-    """The bench's small MACE (`SMALL_MACE` updated by ``options``), E0 = 0, built with
+    """The bench's small MACE (`SMALL_MACE` updated by ``options``) for ``data`` (its ``r_max``,
+    ``avg_num_neighbors``, elements and atomic energies; E0 = 0 when it has none), built with
     ``mace.tools.compile.prepare`` when ``compiled`` (same parameters for the same ``seed``)."""
-    import torch
-    from e3nn import o3
-    from mace import modules
-
-    cfg = {**SMALL_MACE, **options}
-    elements = list(data.elements)
-    e0 = (
-        np.zeros(len(elements))
-        if data.atomic_energies is None
-        else np.asarray(data.atomic_energies, dtype=np.float64)
-    )
-    block = modules.interaction_classes["RealAgnosticResidualInteractionBlock"]
-    torch.manual_seed(seed)
-    kw = dict(
+    return _small_mace(
         r_max=data.r_max,
-        num_bessel=int(cfg["num_bessel"]),
-        num_polynomial_cutoff=int(cfg["num_polynomial_cutoff"]),
-        max_ell=int(cfg["max_ell"]),
-        interaction_cls=block,
-        interaction_cls_first=block,
-        num_interactions=int(cfg["num_interactions"]),
-        num_elements=len(elements),
-        hidden_irreps=o3.Irreps(cfg["hidden_irreps"]),
-        MLP_irreps=o3.Irreps(cfg["MLP_irreps"]),
-        atomic_energies=e0,
         avg_num_neighbors=data.avg_num_neighbors,
-        atomic_numbers=elements,
-        correlation=int(cfg["correlation"]),
-        gate=torch.nn.functional.silu,
+        compiled=compiled,
+        seed=seed,
+        elements=data.elements,
+        atomic_energies=data.atomic_energies,
+        **options,
     )
-    if compiled:
-        from mace.tools.compile import prepare
-
-        return prepare(modules.MACE)(**kw)
-    return modules.MACE(**kw)
 
 
 @dataclass
@@ -209,16 +108,6 @@ def _has_symbolic_inputs(gm) -> bool:
     return False
 
 
-def _cycle(loader, set_epoch: bool):
-    """``loader``'s batches epoch after epoch (a plan loader gets each epoch's number)."""
-    epoch = 0
-    while True:
-        if set_epoch:
-            loader.set_epoch(epoch)
-        yield from loader
-        epoch += 1
-
-
 def _dict_nbytes(batch: dict) -> int:
     import torch
 
@@ -228,85 +117,44 @@ def _dict_nbytes(batch: dict) -> int:
 
 
 class MaceRun(_Run):
-    """One MACE run with `_Run`'s timing and record; see the module docstring."""
+    """One MACE run with `_Run`'s loop, compile counts and record; see the module docstring.
+    Its batches are ``(batch, dict of tensors)`` pairs: padded runs' dicts come from the MACE
+    preset, the baselines' from MACE's ``Batch.to_dict``."""
 
-    def __init__(self, spec, cfg: BenchConfig, data: MaceData) -> None:
-        import torch
-        from mace.modules.loss import WeightedEnergyForcesLoss
-        from mace.tools import torch_geometric
-
+    def __init__(self, spec: RunSpec, cfg: BenchConfig, data: MaceData) -> None:
         self.spec, self.cfg, self.data = spec, cfg, data
-        self.device = torch.device(cfg.device)
-        self.cuda = self.device.type == "cuda"
         self.is_pyg_model = False
         self.padded = spec.strategy not in MACE_BASELINES
         options = cfg.model_options.get("mace", {})
-        self.model = small_mace(
-            data, compiled=spec.compiled, seed=cfg.seed + spec.repeat, **options
-        ).to(self.device)
+        self._place(
+            small_mace(data, compiled=spec.compiled, seed=cfg.seed + spec.repeat, **options)
+        )
         self.compile_log = CompileLog()
         if spec.compiled:
             backend = self.compile_log.backend(cfg.compile_backend)
-            self.fn = _compile(self.model, dynamic=False if self.padded else None, backend=backend)
+            self.fn = compile_fresh(
+                self.model, dynamic=False if self.padded else None, backend=backend
+            )
         else:
             self.fn = self.model
-        self.step_mode, self.feed_mode = step_mode(cfg, self.padded), feed_mode(cfg, self.padded)
-        captured = self.step_mode == "captured"
-        self.opt = optimizer(self.model.parameters(), cfg.lr, captured and self.cuda)
+        self._train_modes(_padded_mace_loss, self._forward)
         self.budget = None
-        self.train_step = None
+        self.loss_fn: Any = None
         if self.padded:
-            import graphbatch.atomistic as ga
-
-            from ..torch import loader
-
-            opts = _padded_options(spec, cfg, data)
-            budget = opts.get("budget")
-            if budget is not None:
-                self.budget = [int(budget.n_node), int(budget.n_edge), int(budget.n_graph)]
-            if data.store is not None and cfg.num_workers > 0:  # read in the workers
-                ld_store = _store_loader(spec, cfg, data, preset=_store_preset(data))
-                self.batches = _cycle(ld_store, set_epoch=True)
-            elif data.store is not None:
-                self.batches = _mace_store_batches(spec, cfg, data, opts)
-            else:
-                ld = loader(
-                    data.train,
-                    strategy=spec.strategy,
-                    sizes=data.train_sizes,
-                    batch_size=spec.batch_size,
-                    seed=cfg.seed + spec.repeat,
-                    preset=ga.mace(r_max=data.r_max),
-                    dataloader_kwargs=dict(
-                        num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0
-                    ),
-                    **opts,
-                )
-                self.batches = _cycle(ld, set_epoch=True)
-            self.loss_fn: Callable[..., Any] | None = None
-            if captured:
-                self.train_step = make_train_step(
-                    self.model, _padded_mace_loss, self.opt, self._forward
-                )
+            opts = padded_options(spec, cfg, data)
+            self.budget = budget_list(opts.get("budget"))
+            batches = _padded_mace_batches(spec, cfg, data, opts)
         else:
-            gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
-            # mace's loader takes any sequence of graphs (its annotation says Dataset)
-            pyg_ld = torch_geometric.dataloader.DataLoader(
-                data.train,  # type: ignore[arg-type]
-                batch_size=spec.batch_size,
-                shuffle=True,
-                drop_last=False,
-                generator=gen,
-                num_workers=cfg.num_workers,
-                persistent_workers=cfg.num_workers > 0,
-            )
-            self.batches = _cycle(pyg_ld, set_epoch=False)
+            from mace.modules.loss import WeightedEnergyForcesLoss
+
+            batches = _mace_baseline_batches(spec, cfg, data)
             self.loss_fn = WeightedEnergyForcesLoss(ENERGY_WEIGHT, FORCES_WEIGHT)
         if self.feed_mode == "device":
-            self.batches = device_fed(self.batches, self.device)
+            batches = device_fed(batches, self.device)
         elif cfg.prefetch > 0:
-            self.batches = _prefetched(self.batches, cfg.prefetch, self.cuda)
-        _reset_counters(self, cfg.steps)
+            batches = prefetched(batches, cfg.prefetch, self.cuda)
+        self.batches = batches
+        self.reset_counters()
         self.train_loss: list[float] = []
 
     def _forward(self, model, d: dict) -> Any:
@@ -315,11 +163,10 @@ class MaceRun(_Run):
         d["positions"] = d["positions"].detach().requires_grad_(True)
         return self.fn(d, training=True)
 
-    def step(self, k: int) -> None:
+    # ------------------------------------------------------------------ BenchRun's hooks
+    def next_batch(self) -> tuple[Any, dict]:
         import torch
-        from torch._dynamo.utils import counters
 
-        t0 = time.perf_counter()
         b = next(self.batches)
         if self.padded:
             d = {
@@ -328,39 +175,14 @@ class MaceRun(_Run):
         else:
             b = b.to(self.device)
             d = b.to_dict()
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-        t1 = time.perf_counter()
-        before = counters["stats"]["unique_graphs"] + new_captures(self.train_step)
+        self._synchronize()
+        return b, d
+
+    def update(self, batch: tuple[Any, dict]) -> None:
+        b, d = batch
         loss = self.train_step(d) if self.train_step is not None else self._loop_step(b, d)
         self.train_loss.append(float(loss.detach()))
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-        t2 = time.perf_counter()
-        n_node, n_edge = int(d["positions"].shape[0]), int(d["edge_index"].shape[1])
-        if self.padded:
-            real = (
-                int(d["graph_mask"].sum()),
-                int(d["node_mask"].sum()),
-                int(d["edge_mask"].sum()),
-            )
-            shape = (n_node, n_edge, int(d["graph_mask"].shape[0]))
-        else:
-            real, shape = (int(b.num_graphs), n_node, n_edge), None
-        _count_step(
-            self,
-            k,
-            batching_ms=(t1 - t0) * 1e3,
-            update_ms=(t2 - t1) * 1e3,
-            new_compiles=counters["stats"]["unique_graphs"]
-            + new_captures(self.train_step)
-            - before,
-            real=real,
-            padded=(n_node, n_edge),
-            shape=shape,
-            nbytes=_dict_nbytes(d),
-        )
-        _evaluate_on_schedule(self, k, lambda: _evaluate_mace(self.model, self.data, self.device))
+        self._synchronize()
 
     def _loop_step(self, b, d: dict):
         """The bench's own step (no `TrainStep`): zero, forward, loss, backward, update."""
@@ -376,6 +198,23 @@ class MaceRun(_Run):
         loss.backward()
         self.opt.step()
         return loss
+
+    def step_sizes(self, batch: tuple[Any, dict]) -> StepSizes:
+        b, d = batch
+        n_node, n_edge = int(d["positions"].shape[0]), int(d["edge_index"].shape[1])
+        if self.padded:
+            real = (
+                int(d["graph_mask"].sum()),
+                int(d["node_mask"].sum()),
+                int(d["edge_mask"].sum()),
+            )
+            shape: tuple[int, int, int] | None = (n_node, n_edge, int(d["graph_mask"].shape[0]))
+        else:
+            real, shape = (int(b.num_graphs), n_node, n_edge), None
+        return StepSizes(real, (n_node, n_edge), shape, _dict_nbytes(d))
+
+    def evaluate(self) -> tuple[float, float]:
+        return _evaluate_mace(self.model, self.data, self.device)
 
     def record(self, interleaved: bool) -> dict[str, Any]:
         rec = super().record(interleaved)
@@ -397,6 +236,56 @@ class MaceRun(_Run):
             }
         )
         return rec
+
+
+def _padded_mace_batches(
+    spec: RunSpec, cfg: BenchConfig, data: MaceData, options: dict
+) -> Generator[Any, None, None]:
+    """A padded run's MACE batches, epoch after epoch: the store read by DataLoader workers
+    (``--store`` with ``--num-workers``), the store read in the training process, or
+    `graphbatch.torch.loader` over the in-memory ``AtomicData`` with the MACE preset."""
+    import graphbatch.atomistic as ga
+
+    from ..torch import loader
+
+    if data.store is not None and cfg.num_workers > 0:  # read in the workers
+        return epochs(store_loader(spec, cfg, data, preset=_store_preset(data)))
+    if data.store is not None:
+        return _mace_store_batches(spec, cfg, data, options)
+    ld = loader(
+        data.train,
+        strategy=spec.strategy,
+        sizes=data.train_sizes,
+        batch_size=spec.batch_size,
+        seed=cfg.seed + spec.repeat,
+        preset=ga.mace(r_max=data.r_max),
+        dataloader_kwargs=dict(num_workers=cfg.num_workers, persistent_workers=cfg.num_workers > 0),
+        **options,
+    )
+    return epochs(ld)
+
+
+def _mace_baseline_batches(
+    spec: RunSpec, cfg: BenchConfig, data: MaceData
+) -> Generator[Any, None, None]:
+    """MACE's own unpadded batches (its ``DataLoader``, shuffled from ``cfg.seed +
+    spec.repeat``), pass after pass."""
+    import torch
+    from mace.tools import torch_geometric
+
+    gen = torch.Generator().manual_seed(cfg.seed + spec.repeat)
+    # mace's loader takes any sequence of graphs (its annotation says Dataset)
+    ld = torch_geometric.dataloader.DataLoader(
+        data.train,  # type: ignore[arg-type]
+        batch_size=spec.batch_size,
+        shuffle=True,
+        drop_last=False,
+        generator=gen,
+        num_workers=cfg.num_workers,
+        persistent_workers=cfg.num_workers > 0,
+    )
+    while True:
+        yield from ld
 
 
 def _padded_mace_loss(out: dict, d: dict):
@@ -437,83 +326,6 @@ def _mace_store_batches(spec, cfg: BenchConfig, data: MaceData, options: dict):
         for planned in sampler:
             yield batcher(data.train_index[np.asarray(planned, dtype=np.int64)], planned.shape)
         epoch += 1
-
-
-def load_mace_store_data(
-    path: str, *, subset: int | None, seed: int, test_fraction: float = 0.1
-) -> MaceData:
-    """The first ``subset`` structures of an atomistic store (``graphbatch data build
-    extxyz``), split at random (``seed``): the padded runs read the training graphs from the
-    store; MACE's baselines and the test set get MACE's own ``AtomicData.from_config`` of the
-    same structures (its own neighbour list); ``r_max`` is the store's cutoff (so both train
-    on the same edges). Targets: the stored energy (eV) and forces
-    (eV/Å), atomic energies E0 fitted by least squares on the training energies (as MACE's
-    ``compute_average_E0s``); elements: the store's."""
-    from mace.data import AtomicData, Configuration
-    from mace.tools import AtomicNumberTable
-
-    from ..datasets import GraphStore
-
-    store = GraphStore(path)
-    missing = {"positions", "atomic_numbers", "cell", "pbc", "energy", "forces"} - set(store.fields)
-    if missing:
-        raise InputError(
-            f"store {path!r} lacks the fields {sorted(missing)} MACE's bench needs "
-            "(build it with `graphbatch data build extxyz FILE --cutoff R`)"
-        )
-    if "cutoff_angstrom" not in store.meta:
-        raise InputError(f"store {path!r} does not state its cutoff (meta cutoff_angstrom)")
-    r_max = float(store.meta["cutoff_angstrom"])
-    g = len(store) if subset is None else min(int(subset), len(store))
-    if g < 10:
-        raise InputError(f"subset={subset} gives {g} structures; the bench needs >= 10")
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(g)
-    n_test = max(1, int(round(test_fraction * g)))
-    test_idx, train_idx = np.sort(order[:n_test]), np.sort(order[n_test:])
-    elements = tuple(int(z) for z in store.meta["elements"])
-    table = AtomicNumberTable(list(elements))
-    packed = store.packed()
-    no = store.node_offsets
-    energy = store.graph_field("energy")
-    counts = np.zeros((len(train_idx), len(elements)))
-    col = {z: k for k, z in enumerate(elements)}
-    for r, i in enumerate(train_idx.tolist()):
-        z = packed.node["atomic_numbers"][no[i] : no[i + 1]]
-        for zz, c in zip(*np.unique(z, return_counts=True), strict=True):
-            counts[r, col[int(zz)]] = c
-    e0 = np.linalg.lstsq(counts, energy[train_idx], rcond=None)[0]
-
-    def atomic(i: int):
-        a, b = int(no[i]), int(no[i + 1])
-        conf = Configuration(
-            atomic_numbers=packed.node["atomic_numbers"][a:b].astype(np.int64),
-            positions=np.array(packed.node["positions"][a:b]),
-            pbc=tuple(bool(p) for p in store.graph_field("pbc")[i]),
-            cell=np.array(store.graph_field("cell")[i]),
-            properties={"energy": float(energy[i]), "forces": np.array(packed.node["forces"][a:b])},
-            property_weights={},
-        )
-        return AtomicData.from_config(conf, z_table=table, cutoff=float(r_max))
-
-    train = [atomic(int(i)) for i in train_idx]
-    test = [atomic(int(i)) for i in test_idx]
-    sizes = store.graph_sizes().subset(train_idx)
-    nn, ne = sizes.n_node, sizes.n_edge
-    return MaceData(
-        train,
-        test,
-        sizes,
-        1.0,
-        "eV",
-        g,
-        float(ne.sum() / max(nn.sum(), 1)),
-        float(r_max),
-        store=store,
-        elements=elements,
-        atomic_energies=e0,
-        train_index=train_idx.astype(np.int64),
-    )
 
 
 def _evaluate_mace(model, data: MaceData, device) -> tuple[float, float]:

@@ -1,4 +1,7 @@
-"""Figures of a bench run (matplotlib, Agg): one PNG per figure type of the paper."""
+"""Figures of a bench run (matplotlib, Agg): one PNG per figure type of the paper.
+
+`plot_all` draws each figure with one function (``_timing``, ``_running_average``, ``_bars``,
+``_test_rmse``, ``_heatmaps``) and writes it through `_Figures`."""
 
 from __future__ import annotations
 
@@ -14,6 +17,29 @@ from ..analysis import summarize_bench
 
 __all__ = ["plot_all"]
 
+#: Bar charts of the summary: (summary key, y label, file name).
+_BARS = (
+    ("compiles", "compilations per run", "compiles.png"),
+    ("compile_s", "compile time per run (s)", "compile_seconds.png"),
+    ("peak_mem_mb", "peak memory (MiB)", "memory.png"),
+    ("graphs_per_s", "real graphs / s", "throughput.png"),
+)
+
+
+class _Figures:
+    """Writes figures as PNGs under ``out`` (atomically) and remembers ``{name: path}``."""
+
+    def __init__(self, plt: Any, out: Path) -> None:
+        self.plt, self.out = plt, out
+        self.paths: dict[str, Path] = {}
+
+    def save(self, fig: Any, name: str) -> None:
+        fig.tight_layout()
+        self.paths[name] = atomic_write(
+            self.out / name, lambda fh: fig.savefig(fh, format="png", dpi=110)
+        )
+        self.plt.close(fig)
+
 
 def plot_all(
     records: list[dict[str, Any]], tests: list[dict[str, Any]], out: Path
@@ -26,19 +52,24 @@ def plot_all(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths: dict[str, Path] = {}
+    figures = _Figures(plt, out)
     rows = summarize_bench(records)
     for r in rows:
         r["peak_mem_mb"] = r["peak_mem_bytes"] / 2**20
     models = sorted({r["model"] for r in rows})
+    _timing(figures, rows, models)
+    _running_average(figures, records, models)
+    _bars(figures, rows)
+    _test_rmse(figures, records, models)
+    for t in tests:
+        _heatmaps(figures, t)
+    return figures.paths
 
-    def save(fig, name):
-        fig.tight_layout()
-        paths[name] = atomic_write(out / name, lambda fh: fig.savefig(fh, format="png", dpi=110))
-        plt.close(fig)
 
-    # timing vs batch size: batching, update, combined (median per step, median of repeats)
-    fig, axes = plt.subplots(3, len(models), figsize=(5 * len(models), 9), squeeze=False)
+def _timing(figures: _Figures, rows: list[dict[str, Any]], models: list[str]) -> None:
+    """Timing vs batch size: batching, update, combined (median per step, median of repeats),
+    one column per model."""
+    fig, axes = figures.plt.subplots(3, len(models), figsize=(5 * len(models), 9), squeeze=False)
     for j, m in enumerate(models):
         by = defaultdict(list)
         for r in rows:
@@ -60,10 +91,12 @@ def plot_all(
             ax.set_ylabel(f"median {name} time per step (ms)")
             ax.set_title(f"{m}: {name}")
         axes[0, j].legend(fontsize=7)
-    save(fig, "timing.png")
+    figures.save(fig, "timing.png")
 
-    # running average of combined time vs step (repeat 0)
-    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
+
+def _running_average(figures: _Figures, records: list[dict[str, Any]], models: list[str]) -> None:
+    """Running average of the combined step time (ms) vs step, repeat 0."""
+    fig, axes = figures.plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
     for j, m in enumerate(models):
         ax = axes[0, j]
         for r in records:
@@ -79,24 +112,24 @@ def plot_all(
         ax.set_yscale("log")
         ax.set_title(f"{m}: running average (repeat 0)")
         ax.legend(fontsize=6)
-    save(fig, "running_average.png")
+    figures.save(fig, "running_average.png")
 
-    # compilations and compile seconds; peak memory
-    for key, ylabel, name in (
-        ("compiles", "compilations per run", "compiles.png"),
-        ("compile_s", "compile time per run (s)", "compile_seconds.png"),
-        ("peak_mem_mb", "peak memory (MiB)", "memory.png"),
-        ("graphs_per_s", "real graphs / s", "throughput.png"),
-    ):
-        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(rows)), 4))
+
+def _bars(figures: _Figures, rows: list[dict[str, Any]]) -> None:
+    """One bar chart per `_BARS` entry: compilations, compile seconds, peak memory,
+    throughput, a bar per summary row."""
+    for key, ylabel, name in _BARS:
+        fig, ax = figures.plt.subplots(figsize=(max(6, 0.6 * len(rows)), 4))
         names = [f"{r['model']} b={r['batch_size']}\n{r['strategy']}" for r in rows]
         ax.bar(range(len(rows)), [r[key] for r in rows])
         ax.set_xticks(range(len(rows)), names, rotation=90, fontsize=6)
         ax.set_ylabel(ylabel)
-        save(fig, name)
+        figures.save(fig, name)
 
-    # test RMSE vs step, mean over repeats
-    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
+
+def _test_rmse(figures: _Figures, records: list[dict[str, Any]], models: list[str]) -> None:
+    """Test RMSE vs step, mean over repeats, one curve per (strategy, batch size)."""
+    fig, axes = figures.plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
     for j, m in enumerate(models):
         ax = axes[0, j]
         curves = defaultdict(list)
@@ -111,46 +144,44 @@ def plot_all(
         ax.set_ylabel(f"test RMSE ({records[0]['unit'] if records else ''})")
         ax.set_title(f"{m}: mean test RMSE over repeats")
         ax.legend(fontsize=6)
-    save(fig, "test_rmse.png")
+    figures.save(fig, "test_rmse.png")
 
-    # pairwise test heatmaps
-    for t in tests:
-        for key, title, fname in (
-            ("mannwhitney", "Mann-Whitney U", "mwu"),
-            ("ttest", "Student's t", "ttest"),
-        ):
-            mats = (
-                ((t[key]["U"], "U statistic"), (t[key]["p_bonferroni"], "p (Bonferroni)"))
-                if key == "mannwhitney"
-                else ((t[key]["t"], "t statistic"), (t[key]["p"], "p"))
-            )
-            fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-            for ax, (mat, what) in zip(axes, mats, strict=True):
-                a = np.array(mat, dtype=float)
-                is_p = what.startswith("p")
-                im = ax.imshow(
-                    a,
-                    cmap="viridis_r" if is_p else "viridis",
-                    vmin=0.0 if is_p else None,
-                    vmax=1.0 if is_p else None,
-                )
-                n = len(t["names"])
-                ax.set_xticks(range(n), t["names"], rotation=45, ha="right", fontsize=7)
-                ax.set_yticks(range(n), t["names"], fontsize=7)
-                for i in range(n):
-                    for k in range(n):
-                        if np.isfinite(a[i, k]):
-                            ax.text(
-                                k,
-                                i,
-                                f"{a[i, k]:.3g}",
-                                ha="center",
-                                va="center",
-                                fontsize=6,
-                                color="w",
-                            )
-                ax.set_title(f"{title}: {what}")
-                fig.colorbar(im, ax=ax)
-            fig.suptitle(f"{t['model']}, batch size {t['batch_size']}, final test RMSE")
-            save(fig, f"{fname}_{t['model']}_b{t['batch_size']}.png")
-    return paths
+
+def _heatmaps(figures: _Figures, t: dict[str, Any]) -> None:
+    """The pairwise tests of one (model, batch size) as heatmaps: Mann-Whitney U and its
+    Bonferroni p, Student's t and its p."""
+    for key, title, fname in (
+        ("mannwhitney", "Mann-Whitney U", "mwu"),
+        ("ttest", "Student's t", "ttest"),
+    ):
+        mats = (
+            ((t[key]["U"], "U statistic"), (t[key]["p_bonferroni"], "p (Bonferroni)"))
+            if key == "mannwhitney"
+            else ((t[key]["t"], "t statistic"), (t[key]["p"], "p"))
+        )
+        fig, axes = figures.plt.subplots(1, 2, figsize=(11, 4.5))
+        for ax, (mat, what) in zip(axes, mats, strict=True):
+            _heatmap(fig, ax, np.array(mat, dtype=float), t["names"], f"{title}: {what}")
+        fig.suptitle(f"{t['model']}, batch size {t['batch_size']}, final test RMSE")
+        figures.save(fig, f"{fname}_{t['model']}_b{t['batch_size']}.png")
+
+
+def _heatmap(fig: Any, ax: Any, a: np.ndarray, names: list[str], title: str) -> None:
+    """One matrix ``a`` over ``names`` x ``names``, each finite cell labelled; p values
+    (a title with ``: p``) on a fixed 0..1 scale."""
+    is_p = title.split(": ", 1)[1].startswith("p")
+    im = ax.imshow(
+        a,
+        cmap="viridis_r" if is_p else "viridis",
+        vmin=0.0 if is_p else None,
+        vmax=1.0 if is_p else None,
+    )
+    n = len(names)
+    ax.set_xticks(range(n), names, rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(n), names, fontsize=7)
+    for i in range(n):
+        for k in range(n):
+            if np.isfinite(a[i, k]):
+                ax.text(k, i, f"{a[i, k]:.3g}", ha="center", va="center", fontsize=6, color="w")
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax)

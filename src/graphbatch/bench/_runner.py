@@ -11,13 +11,16 @@ or PyG's ``DataLoader`` (baselines); models from `graphbatch.models`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .._errors import InputError
-from ._config import MACE_BASELINES, BenchConfig
-from ._mace import MaceRun, load_mace_data, load_mace_store_data
-from ._run import RunSpec, _Run, effective_sharing_strategy
+from ._config import MACE_BASELINES, BenchConfig, RunSpec
+from ._loop import drive_runs
+from ._mace import MaceRun
+from ._mace_data import load_mace_data, load_mace_store_data
+from ._run import _Run, effective_sharing_strategy
 
 __all__ = ["effective_sharing_strategy", "plan_runs", "run_one", "run_bench"]
 
@@ -55,17 +58,17 @@ def run_one(
     spec: RunSpec, cfg: BenchConfig, data, *, on_step: Callable[[], None] | None = None
 ) -> dict[str, Any]:
     """Train ``cfg.steps`` steps of ``spec`` alone and return its record (see docs/bench.md)."""
-    if cfg.device == "cuda":  # peak memory of this run alone
+    _reset_cuda_peak(cfg)
+    return _make_run(spec, cfg, data).train_alone(on_step)
+
+
+def _reset_cuda_peak(cfg: BenchConfig) -> None:
+    """On CUDA, free cached blocks and reset the peak-memory counters (peaks of one run alone)."""
+    if cfg.device == "cuda":
         import torch
 
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    run = _make_run(spec, cfg, data)
-    for k in range(cfg.steps):
-        run.step(k)
-        if on_step is not None:
-            on_step()
-    return run.record(interleaved=False)
 
 
 def _make_run(spec: RunSpec, cfg: BenchConfig, data) -> _Run:
@@ -75,41 +78,41 @@ def _make_run(spec: RunSpec, cfg: BenchConfig, data) -> _Run:
     return _Run(spec, cfg, data)
 
 
-def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dict[str, Any]]:
-    """Run every `RunSpec` of ``cfg`` (a tqdm bar over all steps) and return the records.
-
-    ``cfg.interleave`` (default): the runs of one repeat are stepped in turn -- step k of every
-    strategy before step k+1 of any -- so that load changes on a shared machine hit all of them
-    alike; memory figures are then process-wide. Otherwise runs go one after another."""
+def _prepare_torch(cfg: BenchConfig) -> None:
+    """Check the device and set torch up for the bench: intra-op threads, Dynamo limits high
+    enough that no run falls back to eager silently (static-64 can meet dozens of shapes), a
+    fresh Dynamo cache."""
     import torch
 
-    from ._data import load_bench_data
-
-    cfg.validate()
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: no CUDA device is available to torch")
     if cfg.threads is not None:
         torch.set_num_threads(int(cfg.threads))
-    # static-64 can meet dozens of shapes: never fall back to eager silently
     torch._dynamo.config.recompile_limit = 10_000
     torch._dynamo.config.accumulated_recompile_limit = 100_000
     torch._dynamo.reset()
-    if data is None and "mace" in cfg.models:
+
+
+def _load_data(cfg: BenchConfig):
+    """The data of ``cfg``'s runs: MACE's (from QM9 or ``cfg.store``), a graph store's
+    (``cfg.data == "store"``) or the in-memory dataset's."""
+    from ._data import load_bench_data
+
+    if "mace" in cfg.models:
         if cfg.store is not None:
-            data = load_mace_store_data(cfg.store, subset=cfg.subset, seed=cfg.seed)
-        else:
-            data = load_mace_data(subset=cfg.subset, r_max=cfg.cutoff, seed=cfg.seed)
-    elif data is None and cfg.store is not None and cfg.data == "store":
+            return load_mace_store_data(cfg.store, subset=cfg.subset, seed=cfg.seed)
+        return load_mace_data(subset=cfg.subset, r_max=cfg.cutoff, seed=cfg.seed)
+    if cfg.store is not None and cfg.data == "store":
         from ._data import load_store_data
 
-        data = load_store_data(cfg.store, subset=cfg.subset, seed=cfg.seed)
-    elif data is None:
-        data = load_bench_data(cfg.dataset, subset=cfg.subset, cutoff=cfg.cutoff, seed=cfg.seed)
-    runs = plan_runs(cfg)
-    from tqdm.auto import tqdm
+        return load_store_data(cfg.store, subset=cfg.subset, seed=cfg.seed)
+    return load_bench_data(cfg.dataset, subset=cfg.subset, cutoff=cfg.cutoff, seed=cfg.seed)
 
-    bar = tqdm(total=len(runs) * cfg.steps, unit="step", disable=not progress)
-    records = []
+
+@contextmanager
+def _sharing_strategy(cfg: BenchConfig) -> Iterator[None]:
+    """torch.multiprocessing's sharing strategy set to `effective_sharing_strategy` while the
+    runs train, restored after."""
     import torch.multiprocessing as tmp
 
     sharing = tmp.get_sharing_strategy()
@@ -117,24 +120,37 @@ def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dic
     if wanted is not None:
         tmp.set_sharing_strategy(wanted)
     try:
-        if not cfg.interleave:
-            for spec in runs:
-                bar.set_description(_describe(spec))
-                records.append(run_one(spec, cfg, data, on_step=lambda: bar.update(1)))
-        else:
-            for r in range(cfg.repeats):
-                group = [_make_run(s, cfg, data) for s in runs if s.repeat == r]
-                for k in range(cfg.steps):
-                    for run in group:
-                        bar.set_description(_describe(run.spec))
-                        run.step(k)
-                        bar.update(1)
-                records.extend(run.record(interleaved=True) for run in group)
-                del group
+        yield
+    finally:
+        tmp.set_sharing_strategy(sharing)
+
+
+def run_bench(cfg: BenchConfig, *, progress: bool = True, data=None) -> list[dict[str, Any]]:
+    """Run every `RunSpec` of ``cfg`` (a tqdm bar over all steps) and return the records.
+
+    ``cfg.interleave`` (default): the runs of one repeat are stepped in turn -- step k of every
+    strategy before step k+1 of any -- so that load changes on a shared machine hit all of them
+    alike; memory figures are then process-wide. Otherwise runs go one after another."""
+    from tqdm.auto import tqdm
+
+    cfg.validate()
+    _prepare_torch(cfg)
+    if data is None:
+        data = _load_data(cfg)
+    runs = plan_runs(cfg)
+    bar = tqdm(total=len(runs) * cfg.steps, unit="step", disable=not progress)
+    try:
+        with _sharing_strategy(cfg):
+            return drive_runs(
+                runs,
+                cfg,
+                lambda spec: _make_run(spec, cfg, data),
+                bar=bar,
+                label=_describe,
+                before_alone=lambda: _reset_cuda_peak(cfg),
+            )
     finally:
         bar.close()
-        tmp.set_sharing_strategy(sharing)
-    return records
 
 
 def _describe(spec: RunSpec) -> str:

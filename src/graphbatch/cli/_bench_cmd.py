@@ -33,6 +33,16 @@ def add_parser(sub) -> None:
         "(targets, Mann-Whitney/t-tests) and plots. Default: a QM9 subset on CPU in minutes; "
         "--full: the static-vs-dynamic paper's grid.",
     )
+    _add_what_runs(p)
+    _add_how_it_trains(p)
+    _add_run_options(p)
+    _add_output(p)
+    p.set_defaults(func=run)
+
+
+def _add_what_runs(p) -> None:
+    """The flags of what runs: framework, data source, models, strategies, batch sizes,
+    steps, repeats, subset."""
     p.add_argument(
         "--framework",
         choices=["torch", "jax"],
@@ -71,6 +81,11 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", type=int, help="optimizer steps per run")
     p.add_argument("--repeats", type=int, help="repeats per configuration")
     p.add_argument("--subset", type=int, help="first N QM9 molecules (default 5000; --full: all)")
+
+
+def _add_how_it_trains(p) -> None:
+    """The flags of how a run trains: device, torch.compile with its backend and mode, the
+    step and the feed."""
     p.add_argument("--device", choices=["cpu", "cuda"], default=None)
     p.add_argument(
         "--compile",
@@ -107,6 +122,11 @@ def add_parser(sub) -> None:
         "--num-workers), loader (the loader's batches and .to(device); with --prefetch N a "
         "background thread); auto (default): device on CUDA without --prefetch, else loader",
     )
+
+
+def _add_run_options(p) -> None:
+    """The flags of evaluation, batch making (workers, prefetch, sharing), the shared
+    budget's graph slots, threads and seed."""
     p.add_argument("--eval-every", type=int, help="steps between test evaluations")
     p.add_argument("--num-workers", type=int, help="DataLoader workers for collation")
     p.add_argument(
@@ -136,6 +156,10 @@ def add_parser(sub) -> None:
         "other jobs share the cores)",
     )
     p.add_argument("--seed", type=int, help="base seed (repeat r uses seed + r)")
+
+
+def _add_output(p) -> None:
+    """The flags of the schedule of runs (--sequential, --full) and of the output."""
     p.add_argument(
         "--sequential",
         action="store_true",
@@ -146,7 +170,6 @@ def add_parser(sub) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--out", required=True, help="output directory")
-    p.set_defaults(func=run)
 
 
 #: Flags only the torch runs read (``dest`` -> flag): with ``--framework jax`` they would be

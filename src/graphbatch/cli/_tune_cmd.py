@@ -23,6 +23,15 @@ def add_parser(sub) -> None:
         "**request), graphbatch.torch.loader, graphbatch.jax.loader and `graphbatch plan "
         "--config`. See docs/tune.md.",
     )
+    _add_search(p)
+    _add_measurement(p)
+    _add_output(p)
+    p.set_defaults(func=run)
+
+
+def _add_search(p) -> None:
+    """The flags of what is searched: the source, model, framework, device, batch sizes,
+    epochs, memory limit, world size."""
     p.add_argument(
         "source",
         help="graph store (.h5, sharded .json manifest) or size table "
@@ -64,6 +73,11 @@ def add_parser(sub) -> None:
         default=1,
         help="ranks per step (adds the balancing strategies; default 1)",
     )
+
+
+def _add_measurement(p) -> None:
+    """The flags of how it is measured: validation, probes, rounds, compile modes,
+    strategies, shapes, seed, threads, oversize graphs."""
     p.add_argument(
         "--validate",
         type=nonnegative_int,
@@ -111,6 +125,10 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--threads", type=positive_int, help="torch intra-op threads while measuring")
     p.add_argument("--on-oversize", choices=("error", "skip", "own_batch"), default="error")
+
+
+def _add_output(p) -> None:
+    """The flags of the output: table rows, request and result files, JSON, progress."""
     p.add_argument("--top", type=positive_int, default=15, help="rows of the ranking printed")
     p.add_argument("--out", help="write the chosen request (JSON) here")
     p.add_argument(
@@ -120,7 +138,6 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
-    p.set_defaults(func=run)
 
 
 def _model_lines(result: TuneResult) -> list[str]:

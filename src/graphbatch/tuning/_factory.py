@@ -17,7 +17,7 @@ the updated parameters and optimizer state (tune calls ``jax.block_until_ready``
 the loss alone is ready before the update is). ``"MODULE:FACTORY"`` names a factory importable
 from ``MODULE``. The built-in names
 (`builtin_models`) are factories over ``graphbatch.models`` / ``graphbatch.jax.models`` with the
-training step of ``graphbatch bench``.
+training step of ``graphbatch bench``, both from the recipe they share (`graphbatch.recipes`).
 """
 
 from __future__ import annotations
@@ -88,20 +88,18 @@ def _torch_reference(name: str) -> Callable[..., TuneStep]:
     def factory(*, device: str, compile: bool, source: Any) -> TuneStep:
         import torch
 
-        from ..bench import BenchConfig, bench_model, compile_padded
         from ..models import batch_inputs
-        from ..torch import masked_mean
+        from ..recipes import LEARNING_RATE
+        from ..recipes.torch import compile_padded, padded_mse, reference_model
 
-        cfg = BenchConfig(models=(name,), device=device, model_options=_options(name, source))
-        model = bench_model(name, cfg).to(device)
-        fn = compile_padded(model, cfg) if compile else model
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        model = reference_model(name, options=_options(name, source).get(name)).to(device)
+        fn = compile_padded(model) if compile else model
+        opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
 
         def step(batch: Any) -> torch.Tensor:
             b = batch.to(device, non_blocking=True)
             opt.zero_grad(set_to_none=True)
-            out = fn(**batch_inputs(b))
-            loss = masked_mean((out - _target(b)) ** 2, b.graph_mask)
+            loss = padded_mse(fn(**batch_inputs(b)), _target(b), b.graph_mask)
             loss.backward()
             opt.step()
             return loss
@@ -115,65 +113,64 @@ def _torch_reference(name: str) -> Callable[..., TuneStep]:
 _MACE_GRAPHS: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
 
 
-def _mace_factory(*, device: str, compile: bool, source: Any) -> TuneStep:
-    """The bench's small MACE (energies + forces, `graphbatch.atomistic.energy_force_loss`) on
-    MACE ``AtomicData`` built from the source's atoms (``z``, ``pos``) by MACE's own neighbour
-    list at r_max = 5 Å; energy and force targets 0 (tune measures speed)."""
+def _mace_graphs(source: Any, r_max: float) -> list:
+    """MACE ``AtomicData`` of the source's atoms (``z``, ``pos``) by MACE's own neighbour list
+    at ``r_max`` Å, energy and force targets 0; cached per source (the compiled and the eager
+    step convert once) where the source is weakly referenceable."""
     import numpy as np
-    import torch
     from mace.data import AtomicData, Configuration
     from mace.tools import AtomicNumberTable
 
-    import graphbatch.atomistic as ga
+    from ..recipes.mace import MACE_ELEMENTS
 
-    from .._sizes import GraphSizes
-    from ..bench import (
-        ENERGY_WEIGHT,
-        FORCES_WEIGHT,
-        MACE_ELEMENTS,
-        BenchConfig,
-        MaceData,
-        compile_padded,
-        small_mace,
-    )
-
-    r_max = 5.0
     try:
         graphs = _MACE_GRAPHS.get(source)
     except TypeError:  # not weakly referenceable: converted per call
         graphs = None
-    if graphs is None:
-        table = AtomicNumberTable(list(MACE_ELEMENTS))
-        graphs = []
-        for i in range(len(source)):
-            g = source[i]
-            conf = Configuration(
-                atomic_numbers=np.asarray(g["z"], np.int64),
-                positions=np.asarray(g["pos"], np.float64),
-                pbc=(False,) * 3,
-                cell=None,
-                properties={"energy": 0.0, "forces": np.zeros((len(g["z"]), 3))},
-                property_weights={},
-            )
-            graphs.append(AtomicData.from_config(conf, z_table=table, cutoff=r_max))
-        with contextlib.suppress(TypeError):
-            _MACE_GRAPHS[source] = graphs  # the compiled and the eager step convert once
-    n_node = np.array([int(d.positions.shape[0]) for d in graphs])
-    n_edge = np.array([int(d.edge_index.shape[1]) for d in graphs])
-    data = MaceData(
-        graphs,
-        [],
-        GraphSizes(n_node, n_edge),
-        1.0,
-        "",
-        len(graphs),
-        float(n_edge.sum() / max(n_node.sum(), 1)),
-        r_max,
-    )
-    model = small_mace(data, compiled=compile, seed=0).to(device)
-    cfg = BenchConfig(models=("mace",), device=device)
-    fn = compile_padded(model, cfg) if compile else model
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    if graphs is not None:
+        return graphs
+    table = AtomicNumberTable(list(MACE_ELEMENTS))
+    graphs = []
+    for i in range(len(source)):
+        g = source[i]
+        conf = Configuration(
+            atomic_numbers=np.asarray(g["z"], np.int64),
+            positions=np.asarray(g["pos"], np.float64),
+            pbc=(False,) * 3,
+            cell=None,
+            properties={"energy": 0.0, "forces": np.zeros((len(g["z"]), 3))},
+            property_weights={},
+        )
+        graphs.append(AtomicData.from_config(conf, z_table=table, cutoff=r_max))
+    with contextlib.suppress(TypeError):
+        _MACE_GRAPHS[source] = graphs
+    return graphs
+
+
+def _mace_factory(*, device: str, compile: bool, source: Any) -> TuneStep:
+    """The bench's small MACE (energies + forces, `graphbatch.atomistic.energy_force_loss`) on
+    MACE ``AtomicData`` built from the source's atoms (``z``, ``pos``) by MACE's own neighbour
+    list at r_max = 5 Å; energy and force targets 0 (tune measures speed)."""
+    import torch
+
+    import graphbatch.atomistic as ga
+
+    from ..recipes import LEARNING_RATE
+    from ..recipes.mace import ENERGY_WEIGHT, FORCES_WEIGHT, small_mace
+    from ..recipes.torch import compile_padded
+
+    r_max = 5.0
+    graphs = _mace_graphs(source, r_max)
+    n_node = sum(int(d.positions.shape[0]) for d in graphs)
+    n_edge = sum(int(d.edge_index.shape[1]) for d in graphs)
+    model = small_mace(
+        r_max=r_max,
+        avg_num_neighbors=float(n_edge / max(n_node, 1)),
+        compiled=compile,
+        seed=0,
+    ).to(device)
+    fn = compile_padded(model) if compile else model
+    opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
 
     def step(batch: dict[str, Any]) -> torch.Tensor:
         d = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
@@ -197,18 +194,18 @@ def _jax_reference(name: str) -> Callable[..., TuneStep]:
         import jax
         import optax
 
-        from ..bench import BenchConfig, RunSpec, build_jax_model, jax_train_step
         from ..jax.models import graph_inputs
+        from ..recipes import LEARNING_RATE
+        from ..recipes.jax import reference_model, train_step
 
-        cfg = BenchConfig(framework="jax", models=(name,), model_options=_options(name, source))
-        model = build_jax_model(RunSpec(name, "padded", 2, 0, True), cfg)
-        opt = optax.adam(cfg.lr)
-        jitted = jax.jit(jax_train_step(model, opt))
+        model = reference_model(name, options=_options(name, source).get(name))
+        opt = optax.adam(LEARNING_RATE)
+        jitted = jax.jit(train_step(model, opt))
         state: dict[str, Any] = {}
 
         def init(pg: Any) -> None:
             params = jax.jit(model.init, static_argnames="num_graphs")(
-                jax.random.PRNGKey(cfg.seed), **graph_inputs(pg)
+                jax.random.PRNGKey(0), **graph_inputs(pg)
             )
             state["params"], state["opt"] = params, opt.init(params)
 
