@@ -22,10 +22,11 @@ the Lawson-Hanson active-set method (the algorithm of ``scipy.optimize.nnls``), 
    same on every machine.
 2. **The answer, exact.** From that passive set Lawson-Hanson continues in rational
    arithmetic: the least-squares solution on the passive set is solved exactly (sparse
-   elimination over `fractions.Fraction`), columns whose value is not positive leave as in
-   the float phase, and the dual ``A^T (b - A x)`` is checked exactly; a column with a
-   positive dual value enters (the first of the largest). It ends when the Karush-Kuhn-Tucker
-   conditions hold exactly: ``x >= 0``, dual ``<= 0``, and dual ``= 0`` wherever ``x > 0``.
+   elimination over `fractions.Fraction`: `graphbatch._sparse_exact`), columns whose value is
+   not positive leave as in the float phase, and the dual ``A^T (b - A x)`` is checked
+   exactly; a column with a positive dual value enters (the first of the largest). It ends
+   when the Karush-Kuhn-Tucker conditions hold exactly: ``x >= 0``, dual ``<= 0``, and dual
+   ``= 0`` wherever ``x > 0``.
    Usually the float phase has found the optimal passive set and one exact solve confirms it.
 
 When the optimum is unique (``A`` of full column rank) the answer is it; else it is the
@@ -37,7 +38,6 @@ sparse rational solve per step; meant for the sparse, small-integer systems grap
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -46,6 +46,7 @@ import numpy as np
 
 from ._errors import InputError, InputTypeError
 from ._exact import int_dot
+from ._sparse_exact import solve_sparse
 
 __all__ = ["NNLSSolution", "nnls"]
 
@@ -352,83 +353,6 @@ def _float_path(pb: _Problem, limit: int) -> tuple[list[int], np.ndarray]:
 
 
 # ------------------------------------------------------------------------ exact phase
-def _solve_sparse(rows: list[dict[int, _Num]], rhs: list[_Num]) -> list[Fraction] | None:
-    """Solve a square sparse system exactly (Gaussian elimination over rationals; pivots
-    chosen for sparsity: singletons first, else a small Markowitz search; in exact arithmetic
-    the choice changes only the work, never the answer). ``rows[i]``: column -> integer or
-    Fraction. None if the matrix is singular."""
-    size = len(rows)
-    R: dict[int, dict[int, _Num]] = {i: dict(r) for i, r in enumerate(rows)}
-    rhs_ = {i: Fraction(v) for i, v in enumerate(rhs)}
-    C: dict[int, set[int]] = {j: set() for j in range(size)}
-    for i, r in R.items():
-        for j in r:
-            C[j].add(i)
-    if any(not r for r in R.values()) or any(not s for s in C.values()):
-        return None
-    col_single = [j for j in range(size) if len(C[j]) == 1]
-    row_single = [i for i in range(size) if len(R[i]) == 1]
-    steps: list[tuple[int, dict[int, _Num], Fraction]] = []
-    while R:
-        pivot: tuple[int, int] | None = None
-        while col_single and pivot is None:
-            j = col_single.pop()
-            if j in C and len(C[j]) == 1:
-                pivot = (next(iter(C[j])), j)
-        while row_single and pivot is None:
-            i = row_single.pop()
-            if i in R and len(R[i]) == 1:
-                pivot = (i, next(iter(R[i])))
-        if pivot is None:  # the least fill among the shortest rows' entries
-            best = -1
-            for i in heapq.nsmallest(4, R, key=lambda i: (len(R[i]), i)):
-                for j in sorted(R[i]):
-                    cost = (len(R[i]) - 1) * (len(C[j]) - 1)
-                    if best < 0 or cost < best:
-                        best, pivot = cost, (i, j)
-        assert pivot is not None  # every remaining row has an entry (checked as rows empty)
-        pi, pj = pivot
-        prow = R.pop(pi)
-        prhs = rhs_.pop(pi)
-        for j in prow:
-            C[j].discard(pi)
-        pval = prow[pj]
-        for i in sorted(C.pop(pj)):
-            r = R[i]
-            f = Fraction(r.pop(pj)) / pval
-            for j, v in prow.items():
-                if j == pj:
-                    continue
-                nv = r.get(j, 0) - f * v
-                if nv:
-                    if j not in r:
-                        C[j].add(i)
-                    r[j] = nv
-                elif j in r:
-                    del r[j]
-                    C[j].discard(i)
-            rhs_[i] -= f * prhs
-            if not r:
-                return None
-            if len(r) == 1:
-                row_single.append(i)
-        for j in prow:
-            if j != pj:
-                if not C[j]:
-                    return None
-                if len(C[j]) == 1:
-                    col_single.append(j)
-        steps.append((pj, prow, prhs))
-    x: dict[int, Fraction] = {}
-    for pj, prow, prhs in reversed(steps):
-        s = prhs
-        for j, v in prow.items():
-            if j != pj:
-                s -= v * x[j]
-        x[pj] = s / prow[pj]
-    return [x[j] for j in range(size)]
-
-
 def _least_squares(pb: _Problem, order: list[int]) -> list[Fraction] | None:
     """The exact least-squares solution on the columns ``order``; None if they are
     dependent."""
@@ -440,7 +364,7 @@ def _least_squares(pb: _Problem, order: list[int]) -> list[Fraction] | None:
         normal: list[dict[int, _Num]] = [
             {a: G[q][p] for a, p in enumerate(order) if G[q][p]} for q in order
         ]
-        return _solve_sparse(normal, [pb.atb[q] for q in order])
+        return solve_sparse(normal, [pb.atb[q] for q in order])
     # augmented system: r + A_P z = b on the rows A_P touches, A_P^T r = 0
     touched = sorted({i for q in order for i in pb.column(q)[0].tolist()})
     at = {i: a for a, i in enumerate(touched)}
@@ -453,7 +377,7 @@ def _least_squares(pb: _Problem, order: list[int]) -> list[Fraction] | None:
             rows[at[i]][nr + c] = v
             eq[at[i]] = v
         rows.append(eq)
-    sol = _solve_sparse(rows, rhs)
+    sol = solve_sparse(rows, rhs)
     return None if sol is None else sol[nr:]
 
 

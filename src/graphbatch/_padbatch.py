@@ -37,20 +37,23 @@ the given order, padding after them:
 
 Padding edges connect padding nodes only (`graphbatch._padlayout.padding_edge_index`); with a
 ``cutoff`` padding positions are placed by `graphbatch._padlayout.padding_positions`.
+
+The pieces: the source and its row copies are `graphbatch._packed` (`PackedGraphs`,
+`row_ranges`), the batch and its buffer layout `graphbatch._padbuffer` (`PaddedArrays`,
+`buffer_layout`); this module re-exports them.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from ._errors import InputError, InputTypeError
+from ._packed import PackedGraphs, RowSelection, row_ranges, take_rows
+from ._padbuffer import BufferLayout, PaddedArrays, buffer_layout, new_buffer
 from ._padkernel import (
     LAYOUTS,
     check_fits,
@@ -69,108 +72,6 @@ from ._padlayout import check_cutoff, padding_edge_index
 __all__ = ["LAYOUTS", "PackedGraphs", "PaddedArrays", "buffer_layout", "pad_batch", "row_ranges"]
 
 
-@dataclass(frozen=True)
-class PackedGraphs:
-    """``G`` graphs as concatenated arrays (read-only views are fine, e.g. ``np.memmap``).
-
-    ``n_node``/``n_edge``: int64 ``[G]``; ``node_offsets``/``edge_offsets``: int64 ``[G + 1]``
-    (graph ``g``'s rows are ``offsets[g]:offsets[g+1]``); ``edge_index``: int ``[2, E]`` with
-    *local* node indices (row 0 = source); ``node``/``edge``/``graph``: ``{name: array}`` whose
-    first dimension counts nodes / edges / graphs. Not validated row by row here: the producer
-    (e.g. `graphbatch.datasets.GraphStore`, which checks its file on open) guarantees that the
-    offsets are the prefix sums of the counts; `pad_batch` checks once that every array has the
-    rows the offsets address, and range-checks the edge indices it reads.
-    """
-
-    n_node: np.ndarray
-    n_edge: np.ndarray
-    node_offsets: np.ndarray
-    edge_offsets: np.ndarray
-    edge_index: np.ndarray
-    node: Mapping[str, np.ndarray] = field(default_factory=dict)
-    edge: Mapping[str, np.ndarray] = field(default_factory=dict)
-    graph: Mapping[str, np.ndarray] = field(default_factory=dict)
-    _rows: dict[str, np.ndarray | None] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
-    _layouts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    _max_nodes: int | None = field(default=None, init=False, repr=False, compare=False)
-
-    def __len__(self) -> int:
-        return int(self.n_node.shape[0])
-
-    def level_of(self) -> dict[str, str]:
-        """``{field: level}`` in storage order (node, then edge, then graph fields)."""
-        return {
-            **{k: "node" for k in self.node},
-            **{k: "edge" for k in self.edge},
-            **{k: "graph" for k in self.graph},
-        }
-
-    def max_nodes(self) -> int:
-        """The largest node count of one graph (0 without graphs), computed once."""
-        n = self._max_nodes
-        if n is None:
-            n = int(self.n_node.max(initial=0))
-            object.__setattr__(self, "_max_nodes", n)
-        return n
-
-    def row_views(self) -> dict[str, np.ndarray | None]:
-        """``{name: one-item-per-row view}`` of every array, made once: each row as one opaque
-        ``void`` item of the row's bytes, so a gather copies whole rows with alignment 1
-        (``edge_index`` ``[2, E]``: each entry one item). (A store's memory maps
-        start at arbitrary file offsets: a ``float32`` array after a ``uint8`` one is not
-        4-byte aligned, and NumPy gathers unaligned arrays element by element -- 10-20x
-        slower -- and ``np.take`` even copies the whole unaligned array first.) ``None`` for
-        an array that is not C-contiguous (gathered by plain fancy indexing). Checks once that
-        every array has the rows the offsets address (``ValueError``)."""
-        views = self._rows
-        if views is None:
-            g = len(self)
-            totals = {
-                "node": int(self.node_offsets[-1]),
-                "edge": int(self.edge_offsets[-1]),
-                "graph": g,
-            }
-            if self.node_offsets.shape != (g + 1,) or self.edge_offsets.shape != (g + 1,):
-                raise InputError(
-                    f"offsets of shape {self.node_offsets.shape} and "
-                    f"{self.edge_offsets.shape} for {g} graphs (need {g + 1})"
-                )
-            ei = self.edge_index
-            if ei.ndim != 2 or ei.shape[0] != 2 or ei.shape[1] < totals["edge"]:
-                raise InputError(f"edge_index of shape {ei.shape} for {totals['edge']} edges")
-            views = {"edge_index": _item_view(ei)}
-            for level in ("node", "edge", "graph"):
-                for name, arr in getattr(self, level).items():
-                    if arr.shape[0] < totals[level]:
-                        raise InputError(
-                            f"{level} field {name!r} has {arr.shape[0]} rows, the "
-                            f"offsets address {totals[level]}"
-                        )
-                    views[name] = _row_view(arr)
-            object.__setattr__(self, "_rows", views)
-        return views
-
-
-def _row_view(arr: np.ndarray) -> np.ndarray | None:
-    """``arr`` ``[R, ...]`` as a 1-D array of ``R`` void items of one row's bytes each (a view),
-    or ``None`` when that view does not exist (not C-contiguous, zero-byte rows)."""
-    if not arr.flags.c_contiguous or arr.ndim == 0:
-        return None
-    row_bytes = arr.dtype.itemsize * math.prod(arr.shape[1:])
-    if row_bytes == 0 or arr.dtype.hasobject:
-        return None
-    return arr.reshape(-1).view(np.uint8).view(np.dtype((np.void, row_bytes)))
-
-
-def _item_view(arr: np.ndarray) -> np.ndarray | None:
-    """``arr`` with each entry as one void item of its bytes (same shape), or ``None``."""
-    if not arr.flags.c_contiguous or arr.dtype.hasobject or arr.dtype.itemsize == 0:
-        return None
-    return arr.view(np.dtype((np.void, arr.dtype.itemsize)))
-
-
 #: Mean rows per graph from which a level is copied run by run (one ``memcpy`` per graph,
 #: `np.concatenate` of slices) instead of row by row (`np.take` of a row-index array): long
 #: runs (QM9 radius graphs: ~300 edges per graph) copy ~2x faster as runs; short ones (~20
@@ -178,11 +79,7 @@ def _item_view(arr: np.ndarray) -> np.ndarray | None:
 RUN_ROWS = 64
 
 
-#: Which rows a gather copies: one slice per graph (long runs) or a row-index array.
-_RowSelection = list[slice] | np.ndarray
-
-
-def _rows(starts: np.ndarray, counts: np.ndarray, first: np.ndarray, total: int) -> _RowSelection:
+def _rows(starts: np.ndarray, counts: np.ndarray, first: np.ndarray, total: int) -> RowSelection:
     """Where the rows of graphs with first rows ``starts`` and ``counts`` rows are: a list of
     one slice per graph with rows (long runs, see `RUN_ROWS`) or the row-index array
     (`row_ranges`)."""
@@ -193,134 +90,9 @@ def _rows(starts: np.ndarray, counts: np.ndarray, first: np.ndarray, total: int)
     return row_ranges(starts, counts, first, total)
 
 
-def _take_rows(
-    arr: np.ndarray,
-    view: np.ndarray | None,
-    rows: _RowSelection,
-    out: np.ndarray,
-    axis: int = 0,
-    same: bool | None = None,
-) -> None:
-    """``out[:] = arr[rows]`` along ``axis`` (0, or 1 for ``edge_index``), ``rows`` from `_rows`
-    (in range), copying whole rows through ``view`` (`PackedGraphs.row_views`) when ``out`` has
-    ``arr``'s dtype and is C-contiguous (``same``: that condition, when the caller knows it);
-    otherwise cast as an assignment does."""
-    if out.size == 0:
-        return
-    if same is None:
-        same = view is not None and out.dtype == arr.dtype and out.flags.c_contiguous
-    if same:
-        assert view is not None  # `same` implies a row view
-        dst = out.view(view.dtype) if axis else out.reshape(-1).view(np.uint8).view(view.dtype)
-        if isinstance(rows, list):
-            np.concatenate([view[:, r] if axis else view[r] for r in rows], axis=axis, out=dst)
-        else:
-            np.take(view, rows, axis=axis, out=dst, mode="clip")
-    elif isinstance(rows, list):
-        np.concatenate(
-            [arr[:, r] if axis else arr[r] for r in rows], axis=axis, out=out, casting="unsafe"
-        )
-    elif view is not None:
-        tmp = np.take(view, rows, axis=axis, mode="clip")
-        out[...] = tmp.view(arr.dtype) if axis else tmp.view(arr.dtype).reshape(out.shape)
-    else:
-        out[...] = np.take(arr, rows, axis=axis, mode="clip")
-
-
-@dataclass(frozen=True)
-class PaddedArrays:
-    """One padded batch as NumPy arrays.
-
-    ``fields``: ``{name: array}`` with ``edge_index`` ``[2, n_edge]`` (batch-global node indices)
-    and every node/edge/graph field padded to ``n_node``/``n_edge``/``n_graph`` rows.
-    ``node_counts``/``edge_counts``: int64 ``[n_graph]`` rows per graph slot (padding included
-    in the owner slot); ``node_ptr``/``edge_ptr``: int64 ``[n_graph + 1]`` their prefix sums;
-    ``batch``: int64 ``[n_node]`` graph slot of every node; ``node_mask``/``edge_mask``/
-    ``graph_mask``: bool, real = True; ``graph_index``: int64 ``[n_graph]`` dataset index of each
-    real graph, -1 for padding; ``edge_inc``: int64 ``[n_graph]`` the node offset added to each
-    graph's ``edge_index`` (0 for padding graphs); ``num_real``: ``(graphs, nodes, edges)``.
-    ``buffer``: the one ``uint8`` block all these arrays are views of, ``offsets`` their byte
-    offsets in it (fields by name, the others by attribute name); ``graph_ptr``:
-    ``arange(n_graph + 1)`` (one row per graph slot).
-    """
-
-    fields: dict[str, np.ndarray]
-    node_counts: np.ndarray
-    edge_counts: np.ndarray
-    node_ptr: np.ndarray
-    edge_ptr: np.ndarray
-    batch: np.ndarray
-    node_mask: np.ndarray
-    edge_mask: np.ndarray
-    graph_mask: np.ndarray
-    graph_index: np.ndarray
-    edge_inc: np.ndarray
-    num_real: tuple[int, int, int]
-    shape: tuple[int, int, int]
-    layout: str
-    buffer: np.ndarray | None = None
-    offsets: Mapping[str, int] | None = None
-    graph_ptr: np.ndarray | None = None
-
-
-#: Byte alignment of every array inside a batch's buffer (a cache line; enough for any dtype).
-ALIGN = 64
-#: The structure arrays of a batch, in buffer order: (name, level of its length, dtype).
-_STRUCT = (
-    ("node_counts", "graph", np.int64),
-    ("edge_counts", "graph", np.int64),
-    ("node_ptr", "graph+1", np.int64),
-    ("edge_ptr", "graph+1", np.int64),
-    ("batch", "node", np.int64),
-    ("node_mask", "node", np.bool_),
-    ("edge_mask", "edge", np.bool_),
-    ("graph_mask", "graph", np.bool_),
-    ("graph_index", "graph", np.int64),
-    ("edge_inc", "graph", np.int64),
-    ("graph_ptr", "graph+1", np.int64),
-)
-
-
 #: Arrays of at least this many bytes are "touched" before a batch is gathered (see
 #: `_Program.touch`); smaller ones stay in the CPU caches anyway.
 TOUCH_BYTES = 1 << 22
-
-
-class _Layout:
-    """Where each output array of a batch of ``shape`` lies in its one buffer: ``entries``
-    ``{name: (offset, end, shape, dtype)}`` (fields by name, structure arrays by their
-    `PaddedArrays` attribute name; offsets are multiples of `ALIGN`), ``offsets`` ``{name:
-    offset}`` and ``nbytes``, the buffer's size. Only the fields' trailing shapes and dtypes of
-    ``source`` matter."""
-
-    __slots__ = ("entries", "nbytes", "offsets")
-
-    def __init__(
-        self,
-        source: PackedGraphs,
-        shape: tuple[int, int, int],
-        dtypes: Mapping[str, DTypeLike],
-        index_dtype: DTypeLike,
-    ) -> None:
-        n = {"node": shape[0], "edge": shape[1], "graph": shape[2], "graph+1": shape[2] + 1}
-        source.row_views()  # checks once that every array has the rows the offsets address
-        specs: list[tuple[str, tuple[int, ...], np.dtype]] = [
-            ("edge_index", (2, shape[1]), np.dtype(index_dtype))
-        ]
-        for level in ("node", "edge", "graph"):
-            for name, arr in getattr(source, level).items():
-                specs.append(
-                    (name, (n[level], *arr.shape[1:]), np.dtype(dtypes.get(name, arr.dtype)))
-                )
-        specs += [(name, (n[level],), np.dtype(dt)) for name, level, dt in _STRUCT]
-        self.entries = {}
-        at = 0
-        for name, shp, dt in specs:
-            nbytes = dt.itemsize * math.prod(shp)
-            self.entries[name] = (at, at + nbytes, shp, dt)
-            at += -(-nbytes // ALIGN) * ALIGN
-        self.nbytes = max(at, ALIGN)
-        self.offsets = MappingProxyType({name: e[0] for name, e in self.entries.items()})
 
 
 class _Program:
@@ -354,7 +126,7 @@ class _Program:
         layout: str,
         position_key: str,
     ) -> None:
-        lay = _Layout(source, shape, dtypes, index_dtype)
+        lay = BufferLayout(source, shape, dtypes, index_dtype)
         self.entries, self.nbytes, self.offsets = lay.entries, lay.nbytes, lay.offsets
         views = source.row_views()
         # fields in storage order: (name, level number, array, row view or None, whether rows
@@ -434,45 +206,8 @@ def _program(
     return prog
 
 
-def buffer_layout(
-    source: PackedGraphs,
-    shape: Any,
-    dtypes: Mapping[str, np.dtype] | None = None,
-    index_dtype: DTypeLike = np.int64,
-) -> _Layout:
-    """Where `pad_batch` puts each array of a batch of ``shape`` from ``source`` with these
-    ``dtypes``/``index_dtype``: ``.entries`` ``{name: (start, end, shape, dtype)}`` (byte
-    range in the buffer; fields by name, structure arrays by their `PaddedArrays` attribute
-    name) and ``.nbytes``, the buffer's size. Only the fields' trailing shapes and dtypes of
-    ``source`` matter (zero-row arrays do). Bytes grow with each of ``n_node``, ``n_edge``,
-    ``n_graph``."""
-    return _Layout(source, padded_shape(shape), dtypes or {}, index_dtype)
-
-
-def row_ranges(
-    starts: np.ndarray,
-    lengths: np.ndarray,
-    first: np.ndarray | None = None,
-    total: int | None = None,
-) -> np.ndarray:
-    """The concatenation of ``arange(s, s + n)`` for each ``(s, n)`` (int64, vectorised).
-
-    ``first`` (optional): the exclusive prefix sums of ``lengths`` and ``total`` their sum, when
-    the caller has them already."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    if total is None:
-        total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    if first is None:
-        first = np.zeros(lengths.shape[0], dtype=np.int64)
-        np.cumsum(lengths[:-1], out=first[1:])
-    out = np.repeat(np.asarray(starts, dtype=np.int64) - first, lengths)
-    out += np.arange(total, dtype=np.int64)
-    return out
-
-
 def _index(index: ArrayLike, n: int) -> np.ndarray:
+    """``index`` as a 1-D int64 array of graph indices, each in ``[0, n)`` (``IndexError``)."""
     idx = np.asarray(index)
     if idx.ndim != 1:
         raise InputError(f"a batch index list must be 1-D, got shape {idx.shape}")
@@ -533,34 +268,23 @@ def pad_batch(
         returned as a batch).
       TypeError: for non-integer indices or edge indices, or a bad ``allocate`` result.
     """
-    n_node, n_edge, n_graph = shape = padded_shape(shape)
+    shape = padded_shape(shape)
     if layout not in LAYOUTS:
         raise InputError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     idx = _index(index, len(source))
-    cutoff = check_cutoff(cutoff)
-    dtypes = dtypes or {}
-    if cutoff is not None and position_key not in source.node:
-        raise InputError(
-            f"cutoff needs node positions: no node-level field {position_key!r} (set position_key)"
-        )
+    cutoff = _checked_cutoff(source, cutoff, position_key)
     # 1. the real content, checked against the padding reservation
     nn, ne = source.n_node[idx], source.n_edge[idx]
     num_real = g_real, n_real, e_real = int(idx.shape[0]), int(nn.sum()), int(ne.sum())
     check_fits(num_real, shape, f" (dataset indices {idx[:8].tolist()}...)")
     # 2. what depends on the shape only (cached), and the batch's one buffer
-    prog = _program(source, shape, dtypes, index_dtype, layout, position_key)
+    prog = _program(source, shape, dtypes or {}, index_dtype, layout, position_key)
     starts = (source.node_offsets[idx], source.edge_offsets[idx])
     _touch_first_rows(prog, starts, g_real)
-    buf = _new_buffer(prog.nbytes, allocate)
+    buf = new_buffer(prog.nbytes, allocate)
     out = {name: np.ndarray(shp, dt, buf, at) for name, (at, _, shp, dt) in prog.entries.items()}
     # 3. the layout: rows per graph slot and their pointers (`_padkernel.slot_counts`)
-    owner = padding_owner(layout, g_real, n_graph)
-    slot_counts(
-        nn, n_node - n_real, n_graph, owner, counts_out=out["node_counts"], ptr_out=out["node_ptr"]
-    )
-    slot_counts(
-        ne, n_edge - e_real, n_graph, owner, counts_out=out["edge_counts"], ptr_out=out["edge_ptr"]
-    )
+    _fill_slot_counts(out, shape, num_real, padding_owner(layout, g_real, shape[2]), nn, ne)
     node_first, edge_first = out["node_ptr"][:g_real], out["edge_ptr"][:g_real]
     rows = (_rows(starts[0], nn, node_first, n_real), _rows(starts[1], ne, edge_first, e_real), idx)
     geometric = cutoff is not None or prog.geometric
@@ -568,17 +292,75 @@ def pad_batch(
     _gather_edge_index(
         source, prog, rows[1], e_real, idx, nn, ne, node_first, edge_first, out["edge_index"]
     )
-    padding_edge_index(
-        n_real, n_node, n_edge - e_real, spread=geometric, out=out["edge_index"][:, e_real:]
-    )
-    out["edge_inc"][:g_real] = node_first
-    out["edge_inc"][g_real:] = 0
+    _fill_padding_edges(out, shape, num_real, spread=geometric)
     # 5. every field: real rows gathered, padding rows filled
     fields = {"edge_index": out["edge_index"]}
     fields.update(_gather_fields(prog, out, rows, num_real, geometric, cutoff, pad or {}))
     # 6. batch, masks, graph_index
     fill_structure(shape, num_real, out["node_counts"], idx, out=out)
     out["graph_ptr"][:] = prog.graph_ptr
+    return _padded_arrays(out, fields, num_real, shape, layout, buf, prog.offsets)
+
+
+def _checked_cutoff(source: PackedGraphs, cutoff: float | None, position_key: str) -> float | None:
+    """``cutoff`` checked (`_padlayout.check_cutoff`); a cutoff needs the node field
+    ``position_key``."""
+    cutoff = check_cutoff(cutoff)
+    if cutoff is not None and position_key not in source.node:
+        raise InputError(
+            f"cutoff needs node positions: no node-level field {position_key!r} (set position_key)"
+        )
+    return cutoff
+
+
+def _fill_slot_counts(
+    out: dict[str, np.ndarray],
+    shape: tuple[int, int, int],
+    num_real: tuple[int, int, int],
+    owner: int,
+    nn: np.ndarray,
+    ne: np.ndarray,
+) -> None:
+    """Step 3: nodes and edges per graph slot (the real graphs' ``nn``/``ne``, all padding in
+    slot ``owner``) and their prefix sums, into ``out``'s ``node_counts``/``node_ptr`` and
+    ``edge_counts``/``edge_ptr`` (`_padkernel.slot_counts`)."""
+    n_node, n_edge, n_graph = shape
+    _, n_real, e_real = num_real
+    slot_counts(
+        nn, n_node - n_real, n_graph, owner, counts_out=out["node_counts"], ptr_out=out["node_ptr"]
+    )
+    slot_counts(
+        ne, n_edge - e_real, n_graph, owner, counts_out=out["edge_counts"], ptr_out=out["edge_ptr"]
+    )
+
+
+def _fill_padding_edges(
+    out: dict[str, np.ndarray],
+    shape: tuple[int, int, int],
+    num_real: tuple[int, int, int],
+    spread: bool,
+) -> None:
+    """The padding edges of ``out["edge_index"]`` (joining padding nodes only,
+    `_padlayout.padding_edge_index`; ``spread`` over distinct nodes in a geometric batch) and
+    ``edge_inc``: each real graph's first node, 0 for padding graphs."""
+    g_real, n_real, e_real = num_real
+    padding_edge_index(
+        n_real, shape[0], shape[1] - e_real, spread=spread, out=out["edge_index"][:, e_real:]
+    )
+    out["edge_inc"][:g_real] = out["node_ptr"][:g_real]
+    out["edge_inc"][g_real:] = 0
+
+
+def _padded_arrays(
+    out: dict[str, np.ndarray],
+    fields: dict[str, np.ndarray],
+    num_real: tuple[int, int, int],
+    shape: tuple[int, int, int],
+    layout: str,
+    buf: np.ndarray,
+    offsets: Mapping[str, int],
+) -> PaddedArrays:
+    """The filled views ``out`` of buffer ``buf`` as a `PaddedArrays`."""
     return PaddedArrays(
         fields=fields,
         node_counts=out["node_counts"],
@@ -595,7 +377,7 @@ def pad_batch(
         shape=shape,
         layout=layout,
         buffer=buf,
-        offsets=prog.offsets,
+        offsets=offsets,
         graph_ptr=out["graph_ptr"],
     )
 
@@ -610,27 +392,10 @@ def _touch_first_rows(prog: _Program, starts: tuple[np.ndarray, np.ndarray], g_r
             view.take(starts[lv], axis=axis, mode="clip")
 
 
-def _new_buffer(nbytes: int, allocate: Callable[[int], np.ndarray] | None) -> np.ndarray:
-    """The batch's one buffer: ``np.empty`` or ``allocate(nbytes)``, checked."""
-    buf = np.empty(nbytes, dtype=np.uint8) if allocate is None else allocate(nbytes)
-    if not (
-        isinstance(buf, np.ndarray)
-        and buf.dtype == np.uint8
-        and buf.ndim == 1
-        and buf.shape[0] >= nbytes
-        and buf.flags.c_contiguous
-        and buf.flags.writeable
-    ):
-        raise InputTypeError(
-            f"allocate({nbytes}) must return a writable 1-D uint8 array of at least {nbytes} bytes"
-        )
-    return buf
-
-
 def _gather_edge_index(
     source: PackedGraphs,
     prog: _Program,
-    edge_rows: _RowSelection,
+    edge_rows: RowSelection,
     e_real: int,
     idx: np.ndarray,
     nn: np.ndarray,
@@ -646,7 +411,7 @@ def _gather_edge_index(
     if not e_real:
         return
     local = np.empty((2, e_real), dtype=source.edge_index.dtype)
-    _take_rows(source.edge_index, prog.ei_view, edge_rows, local, axis=1)
+    take_rows(source.edge_index, prog.ei_view, edge_rows, local, axis=1)
     check_local_edge_index(local, nn, ne, edge_first, idx, prog.ei_bounds)
     shift_edge_index(local, node_first, ne, out[:, :e_real])
 
@@ -654,7 +419,7 @@ def _gather_edge_index(
 def _gather_fields(
     prog: _Program,
     out: dict[str, np.ndarray],
-    rows: tuple[_RowSelection, _RowSelection, np.ndarray],
+    rows: tuple[RowSelection, RowSelection, np.ndarray],
     num_real: tuple[int, int, int],
     geometric: bool,
     cutoff: float | None,
@@ -668,7 +433,7 @@ def _gather_fields(
     for name, lv, arr, view, same, _at, shp, _dt, is_pos in prog.fields:
         a = out[name]
         k = real_n[lv]
-        _take_rows(arr, view, rows[lv], a[:k], same=same)
+        take_rows(arr, view, rows[lv], a[:k], same=same)
         if geometric and is_pos:
             a[k:] = padding_node_positions(a[:k], shp[0] - k, cutoff).reshape(a[k:].shape)
         else:

@@ -22,12 +22,12 @@ def _levels() -> dict[str, int]:
 
 
 def test_the_build_cluster_logs_nothing_below_critical_in_its_workers():
-    from graphbatch.datasets._cluster import _client, _close
+    from graphbatch.datasets._dask_engine import close_client, start_client
 
-    client, cluster = _client(None, 1)
+    client, cluster = start_client(None, 1, preload="graphbatch.datasets._cluster")
     try:
         levels = list(client.run(_levels).values())
     finally:
-        _close(client, cluster)
+        close_client(client, cluster)
     assert len(levels) == 1
     assert all(v >= logging.CRITICAL for v in levels[0].values()), levels

@@ -18,31 +18,39 @@ carry the build's random id (``<stem>-<id>-00003-of-00008.h5``), so a failed or 
 never touches a complete earlier set: the old manifest still opens its old shards, and no
 manifest refers to the new build's shards. A failed build removes the shards it wrote; once a
 new manifest is in place the shards of the manifest it replaced are deleted.
+
+Here: the driver's steps (`build_sharded_store`) and the task a worker runs (`_build_shard`).
+The build's settings, file names and their cleanup are `graphbatch.datasets._shard_files`; the
+cluster client, waiting and calling tasks off `graphbatch.datasets._dask_engine`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
-import uuid as uuidlib
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._errors import BuildCancelled, InputError, ShardBuildError, StoreFormatError
-from .._io import check_output_path
-from .._validate import as_positive_int
+from .._errors import BuildCancelled, InputError, ShardBuildError
 from ._build import BuildOptions, load_records, record_count, slice_records, write_partition
-from ._manifest import read_manifest, shard_facts, write_manifest_of_facts
-from ._signals import sigint_held
-from ._store_write import remove_stale_temporaries
+from ._dask_engine import ClusterStart, call_off, check_stop, close_client, completed
+from ._manifest import shard_facts, write_manifest_of_facts
+from ._shard_files import (
+    ENGINES,
+    ShardedBuild,
+    checked_build,
+    partition_bounds,
+    previous_shards,
+    remove_dead_writers,
+    remove_files,
+    remove_uncommitted,
+)
 
 __all__ = [
     "ENGINES",
@@ -52,9 +60,6 @@ __all__ = [
     "build_sharded_store",
     "partition_bounds",
 ]
-
-#: Cluster engines a sharded build can run on.
-ENGINES = ("dask",)
 
 
 @dataclass(frozen=True)
@@ -88,15 +93,6 @@ class ShardedBuildReport:
     @property
     def cpu_seconds_per_graph(self) -> float:
         return sum(self.shard_cpu_seconds) / self.n_graph if self.n_graph else 0.0
-
-
-def partition_bounds(n_records: int, shards: int) -> np.ndarray:
-    """int64 ``[shards + 1]``: partition ``s`` holds records ``bounds[s]:bounds[s+1]``
-    (contiguous, sizes differ by at most one, none empty)."""
-    shards = as_positive_int(shards, "shards")
-    if shards > n_records:
-        raise InputError(f"--shards {shards} is more than the {n_records} source records")
-    return (np.arange(shards + 1, dtype=np.int64) * n_records) // shards
 
 
 def _aborted(marker: str) -> bool:
@@ -145,32 +141,6 @@ def _build_shard(task: dict) -> dict:
     }
 
 
-def _client(address: str | None, n_workers: int) -> tuple[Any, Any]:
-    """A Dask client of the running cluster at ``address``, or of a new local cluster of
-    ``n_workers`` single-threaded worker processes; returns ``(client, cluster or None)``."""
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError as exc:  # pragma: no cover - distributed is in the cluster extra
-        raise ImportError("sharded builds need Dask: pip install 'graphbatch[cluster]'") from exc
-    if address is not None:
-        return Client(address, timeout="30s"), None
-    # ":0": the scheduler's HTTP endpoint on a free port (builds side by side never collide);
-    # preload: each worker imports the shard task's module while it starts, i.e. while the
-    # driver still reads the source, not in its first task
-    # silence_logs: the engine's own log (a task cancelled when a build is called off, a
-    # scheduler closed under a busy worker) would print beside graphbatch's one-line report;
-    # failures reach the driver as exceptions. The workers quiet theirs in `dask_setup`.
-    cluster = LocalCluster(
-        n_workers=n_workers,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        preload=[__name__],
-        silence_logs=logging.CRITICAL,
-    )
-    return Client(cluster), cluster
-
-
 def dask_setup(worker: Any) -> None:
     """Preload hook, run in each worker process of the local cluster `_client` starts (not on
     a running cluster's workers): the engine's log stays quiet below CRITICAL there too. When
@@ -181,122 +151,6 @@ def dask_setup(worker: Any) -> None:
     for name in ["distributed", *logging.root.manager.loggerDict]:
         if name == "distributed" or name.startswith("distributed."):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-
-
-class _ClusterStart:
-    """`_client` run in a background thread: the local cluster's worker processes start
-    (interpreter, imports, registration) while the driver reads and partitions the source."""
-
-    def __init__(self, address: str | None, n_workers: int) -> None:
-        pool = ThreadPoolExecutor(1, thread_name_prefix="graphbatch-cluster-start")
-        with sigint_held():  # the thread and the worker processes it starts never see Ctrl-C
-            self._future = pool.submit(_client, address, n_workers)
-        pool.shutdown(wait=False)
-
-    def result(self, stop: threading.Event | None = None) -> tuple[Any, Any]:
-        """``(client, cluster or None)`` once started (re-raises a failed start); raises
-        `BuildCancelled` as soon as ``stop`` is set (the caller then `discard`s)."""
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        while True:
-            _check_stop(stop)
-            try:
-                return self._future.result(timeout=_POLL_S)
-            except FutureTimeout:
-                continue
-            except Exception:
-                _check_stop(stop)  # a start that failed because the build was called off
-                raise
-
-    def discard(self) -> None:
-        """The build failed before using the cluster: close it once it has started."""
-        try:
-            client, cluster = self._future.result()
-        except BaseException:
-            return
-        _close(client, cluster)
-
-
-def _close(client: Any, cluster: Any) -> None:
-    client.close()
-    if cluster is not None:
-        cluster.close()
-
-
-#: Seconds between checks of a build's ``stop`` event while the driver waits.
-_POLL_S = 0.2
-
-
-def _check_stop(stop: threading.Event | None) -> None:
-    if stop is not None and stop.is_set():
-        raise BuildCancelled(
-            "the sharded build was called off (terminated); no manifest was "
-            "written and this build's shards were removed"
-        )
-
-
-def _completed(futures: Iterable[Any], stop: threading.Event | None) -> Iterator[Any]:
-    """Yield ``futures`` as they finish, checking ``stop`` every `_POLL_S` seconds: the driver
-    never waits inside the engine where a signal could interrupt it."""
-    from distributed import wait as wait_for
-
-    pending = set(futures)
-    while pending:
-        _check_stop(stop)
-        try:
-            done, pending = wait_for(pending, timeout=_POLL_S, return_when="FIRST_COMPLETED")
-        except TimeoutError:
-            continue
-        yield from done
-
-
-def _call_off(client: Any, marker: Path, futures: Iterable[Any], *, wait: bool = True) -> None:
-    """Stop a failing build: write the abort marker, so that tasks not yet started return at
-    once and running ones delete their shard after writing it; with ``wait``, return once every
-    task has ended (and remove the marker), else cancel the tasks (the engine drops what they
-    return; a running cluster's tasks may still look for the marker, which stays)."""
-    from distributed import wait as wait_for
-
-    try:
-        marker.touch()
-        if wait:
-            wait_for(list(futures), timeout=3600)
-            marker.unlink(missing_ok=True)  # every task has ended: none looks at it again
-        else:
-            client.cancel(list(futures))
-    except Exception:
-        pass
-
-
-def _remove(paths: Iterable[str | os.PathLike]) -> None:
-    for p in paths:
-        Path(p).unlink(missing_ok=True)
-
-
-def _remove_dead_writers(directory: Path, stem: str, *, markers: bool = False) -> None:
-    """Delete temporaries of shard writers (of earlier builds of this manifest) whose process
-    is gone, e.g. after the whole build was killed (`remove_stale_temporaries`); with
-    ``markers``, also the abort markers ``.<stem>-<build id>.abort`` of builds called off
-    before (a new build starts: none of them runs any more)."""
-    pattern = re.compile(rf"\.({re.escape(stem)}-[0-9a-f]{{8}}-\d{{5}}-of-\d{{5}}\.h5)\..+\.tmp$")
-    marker = re.compile(rf"\.{re.escape(stem)}-[0-9a-f]{{8}}\.abort")
-    names = set()
-    for p in directory.iterdir():
-        if m := pattern.fullmatch(p.name):
-            names.add(m.group(1))
-        elif markers and marker.fullmatch(p.name):
-            p.unlink(missing_ok=True)
-    for name in names:
-        remove_stale_temporaries(directory / name)
-
-
-def _previous_shards(out: Path) -> list[Path]:
-    """Shard files of a complete manifest already at ``out`` (none if absent or unreadable)."""
-    try:
-        old = read_manifest(out)
-    except (OSError, StoreFormatError):
-        return []
-    return [old.shard_path(s) for s in range(len(old.shards))]
 
 
 def build_sharded_store(
@@ -325,7 +179,7 @@ def build_sharded_store(
     folder on a shared file system). Dataset options as `graphbatch.datasets.build_store`
     (``limit`` is not supported for ``code``, whose records are files but whose limit counts
     functions). ``retries``: re-runs of a task that raised. Open the result with
-    ``GraphStore(out)``. Raises `ShardBuildError` if a shard fails after its retries; no
+    ``open_store(out)``. Raises `ShardBuildError` if a shard fails after its retries; no
     manifest is written then. A local cluster spawns its workers, which re-import the calling
     script: call this under ``if __name__ == "__main__":``.
 
@@ -335,183 +189,236 @@ def build_sharded_store(
     cluster closed, this build's shards and its dead writers' temporaries removed -- and raises
     `BuildCancelled`. Once the manifest is written the build completes.
     """
-    t0 = time.perf_counter()
-    marks = [("start", t0)]
-
-    def mark(name: str) -> None:
-        marks.append((name, time.perf_counter()))
-
-    if engine not in ENGINES:
-        raise InputError(f"unknown engine {engine!r}; choose one of {ENGINES}")
-    out = Path(out)
-    if out.suffix != ".json":
-        raise InputError(f"the manifest of a sharded store is a .json file, got {str(out)!r}")
-    check_output_path(out, [source], "out", what="sharded store manifest")
-    if address is not None and workers is not None:
-        raise InputError(
-            "--workers sizes a local cluster; a running cluster (--address) has its own workers"
-        )
-    retries = int(retries)
-    if retries < 0:
-        raise InputError(f"retries must be >= 0, got {retries}")
-    opts = BuildOptions(
+    phases = _Phases()
+    build = checked_build(
         dataset,
-        graph=graph,
-        cutoff=cutoff,
-        k=k,
-        limit=limit,
-        source=None if source is None else str(source),
-        reverse_edges=reverse_edges,
-        column=column,
-        targets=tuple(targets),
-    ).check()
-    if dataset == "code" and limit is not None:
-        raise InputError(
-            "--limit counts functions, but a sharded code build partitions files: "
-            "build code shards without --limit (or use --source on a smaller "
-            "folder)"
-        )
-    shards = as_positive_int(shards, "shards")
-    n_workers = (os.cpu_count() or 1) if workers is None else as_positive_int(workers, "workers")
-    if limit is not None:  # too many shards for the records asked for: say so before starting
-        partition_bounds(int(limit), shards)
-    mark("checks")
-    starting = _ClusterStart(address, n_workers)  # meanwhile: read and partition the source
+        out,
+        shards=shards,
+        engine=engine,
+        address=address,
+        workers=workers,
+        retries=retries,
+        progress=progress,
+        stop=stop,
+        conversion={
+            "graph": graph,
+            "cutoff": cutoff,
+            "k": k,
+            "limit": limit,
+            "source": source,
+            "reverse_edges": reverse_edges,
+            "column": column,
+            "targets": targets,
+        },
+    )
+    phases.mark("checks")
+    # the cluster starts while the driver reads and partitions the source
+    starting = ClusterStart(build.address, build.n_workers, preload=__name__)
     try:
-        _check_stop(stop)
-        records, meta = load_records(opts)
-        _check_stop(stop)
-        mark("read source")
-        bounds = partition_bounds(record_count(records), shards)
-        directory = out.parent if str(out.parent) else Path(".")
-        directory.mkdir(parents=True, exist_ok=True)
-        _remove_dead_writers(directory, out.stem, markers=True)
-        build_id = uuidlib.uuid4().hex[:8]
-        paths = [
-            directory / f"{out.stem}-{build_id}-{s:05d}-of-{shards:05d}.h5" for s in range(shards)
-        ]
-        mark("partition")
-        _check_stop(stop)
-        client, cluster = starting.result(stop)
+        records, meta, bounds = _read_and_partition(build, phases)
+        check_stop(build.stop)
+        client, cluster = starting.result(build.stop)
     except BaseException:
         starting.discard()
         raise
-    mark("cluster start (wait)")
-    results: list[dict | None] = [None] * shards
+    phases.mark("cluster start (wait)")
     committed = False
-    abort = directory / f".{out.stem}-{build_id}.abort"  # written only to call the build off
     futures: dict = {}
     try:
         t_submit = time.perf_counter()
-        for s in range(shards):
-            a, b = int(bounds[s]), int(bounds[s + 1])
-            task = {
-                "path": str(paths[s]),
-                "options": opts.as_json(),
-                "start": a,
-                "abort": str(abort),
-                "records": slice_records(records, a, b),
-                "meta": {
-                    **meta,
-                    "shard": {"index": s, "of": shards, "records": [a, b], "build_id": build_id},
-                },
-            }
-            futures[
-                client.submit(
-                    _build_shard,
-                    task,
-                    retries=retries,
-                    pure=False,
-                    key=f"graphbatch-shard-{build_id}-{s:05d}",
-                )
-            ] = s
-        del records
-        mark("submit")
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=shards, unit="shard", desc=f"{dataset} shards ({engine})")
-        try:
-            for fut in _completed(futures, stop):
-                s = futures[fut]
-                try:
-                    results[s] = fut.result()
-                except Exception as exc:
-                    _call_off(client, abort, futures)
-                    msg = " ".join(str(exc).split()) or type(exc).__name__
-                    raise ShardBuildError(
-                        f"shard {s} ({paths[s].name}, records "
-                        f"{int(bounds[s])}:{int(bounds[s + 1])}) failed "
-                        f"after the engine's retries: {type(exc).__name__}: "
-                        f"{msg}; no manifest was written"
-                    ) from exc
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
+        _submit_shards(client, build, records, meta, bounds, futures)
+        del records  # the tasks hold them now
+        phases.mark("submit")
+        finished = _shard_results(client, build, futures, bounds)
         engine_seconds = time.perf_counter() - t_submit
-        mark("tasks")
-        finished = [r for r in results if r is not None]  # every shard (a failure raised)
-        unsharded = sorted(
-            int(i) for res in finished if res.get("empty") for i, _ in res["failures"]
-        )
-        built = [(paths[s], res) for s, res in enumerate(finished) if not res.get("empty")]
-        if not built:
-            raise InputError(
-                f"no {dataset} graphs were built (limit={limit}, {len(unsharded)} failures)"
-            )
-        _check_stop(stop)
-        previous = [p for p in _previous_shards(out) if p not in paths]
-        workers_seen = len(client.scheduler_info().get("workers", {}))
-        mark("previous")
-        entries = write_manifest_of_facts(
-            out,
-            [r["facts"] for _, r in built],
-            name=dataset,
-            meta=meta,
-            build={
-                **opts.as_json(),
-                "shards": shards,
-                "engine": engine,
-                "address": address,
-                "workers": workers_seen,
-                "retries": retries,
-                "build_id": build_id,
-                "records": [int(bounds[0]), int(bounds[-1])],
-            },
-            failed_without_shard=unsharded,
-        )
+        phases.mark("tasks")
+        entries, previous = _write_manifest(build, client, finished, meta, bounds, phases)
         committed = True
-        _remove(previous)
-        mark("manifest")
+        remove_files(previous)
+        phases.mark("manifest")
     except BaseException as exc:
         if not committed:
             if futures and not isinstance(exc, ShardBuildError):  # interrupted: do not wait
-                _call_off(client, abort, futures, wait=False)
-            _remove(paths)  # this build's shards: no manifest refers to them
+                call_off(client, build.abort_marker, futures, wait=False)
+            remove_files(build.paths)  # this build's shards: no manifest refers to them
         raise
     finally:
-        _close(client, cluster)
-        if not committed:  # again: a task may have renamed its shard in place meanwhile
-            _remove(paths)
-            _remove_dead_writers(directory, out.stem)
-            if cluster is not None:  # its workers are gone: no task looks for the marker
-                abort.unlink(missing_ok=True)
-        mark("cluster close")
+        close_client(client, cluster)
+        if not committed:
+            remove_uncommitted(build, has_local_cluster=cluster is not None)
+        phases.mark("cluster close")
+    return _report(build, finished, entries, engine_seconds, phases)
+
+
+class _Phases:
+    """The driver's wall-clock phases: `mark` ends one; `seconds` ``{phase: seconds}`` in
+    order (`ShardedBuildReport.phases`)."""
+
+    def __init__(self) -> None:
+        self.marks = [("start", time.perf_counter())]
+
+    def mark(self, name: str) -> None:
+        self.marks.append((name, time.perf_counter()))
+
+    def seconds(self) -> dict[str, float]:
+        return {name: t - self.marks[k][1] for k, (name, t) in enumerate(self.marks[1:])}
+
+
+def _read_and_partition(build: ShardedBuild, phases: _Phases) -> tuple[Any, dict, np.ndarray]:
+    """The source's records and metadata, and the partition bounds (`partition_bounds`); the
+    output folder made and the dead writers of earlier builds cleared."""
+    check_stop(build.stop)
+    records, meta = load_records(build.opts)
+    check_stop(build.stop)
+    phases.mark("read source")
+    bounds = partition_bounds(record_count(records), build.shards)
+    build.directory.mkdir(parents=True, exist_ok=True)
+    remove_dead_writers(build.directory, build.out.stem, markers=True)
+    phases.mark("partition")
+    return records, meta, bounds
+
+
+def _submit_shards(
+    client: Any, build: ShardedBuild, records: Any, meta: dict, bounds: np.ndarray, futures: dict
+) -> None:
+    """One `_build_shard` task per partition, each carrying its records; ``futures`` gets
+    ``{future: shard}`` as they are submitted (all of them to call off if one fails)."""
+    for s in range(build.shards):
+        a, b = int(bounds[s]), int(bounds[s + 1])
+        task = {
+            "path": str(build.paths[s]),
+            "options": build.opts.as_json(),
+            "start": a,
+            "abort": str(build.abort_marker),
+            "records": slice_records(records, a, b),
+            "meta": {
+                **meta,
+                "shard": {
+                    "index": s,
+                    "of": build.shards,
+                    "records": [a, b],
+                    "build_id": build.build_id,
+                },
+            },
+        }
+        futures[
+            client.submit(
+                _build_shard,
+                task,
+                retries=build.retries,
+                pure=False,
+                key=f"graphbatch-shard-{build.build_id}-{s:05d}",
+            )
+        ] = s
+
+
+def _shard_results(
+    client: Any, build: ShardedBuild, futures: dict, bounds: np.ndarray
+) -> list[dict]:
+    """Every task's summary, in shard order, as they finish (a progress bar with
+    ``progress``); the first task that failed after its retries calls the others off and
+    raises `ShardBuildError`."""
+    results: list[dict | None] = [None] * build.shards
+    bar = None
+    if build.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(
+            total=build.shards, unit="shard", desc=f"{build.dataset} shards ({build.engine})"
+        )
+    try:
+        for fut in completed(futures, build.stop):
+            s = futures[fut]
+            try:
+                results[s] = fut.result()
+            except Exception as exc:
+                call_off(client, build.abort_marker, futures)
+                msg = " ".join(str(exc).split()) or type(exc).__name__
+                raise ShardBuildError(
+                    f"shard {s} ({build.paths[s].name}, records "
+                    f"{int(bounds[s])}:{int(bounds[s + 1])}) failed "
+                    f"after the engine's retries: {type(exc).__name__}: "
+                    f"{msg}; no manifest was written"
+                ) from exc
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return [r for r in results if r is not None]  # every shard (a failure raised)
+
+
+def _built_shards(
+    build: ShardedBuild, finished: list[dict]
+) -> tuple[list[tuple[Path, dict]], list[int]]:
+    """``(path, summary)`` of each shard written, and the record indices that failed in the
+    shards left without a file (every record failed); ``InputError`` if no graph was built."""
+    unsharded = sorted(int(i) for res in finished if res.get("empty") for i, _ in res["failures"])
+    built = [(build.paths[s], res) for s, res in enumerate(finished) if not res.get("empty")]
+    if not built:
+        raise InputError(
+            f"no {build.dataset} graphs were built (limit={build.opts.limit}, "
+            f"{len(unsharded)} failures)"
+        )
+    return built, unsharded
+
+
+def _write_manifest(
+    build: ShardedBuild,
+    client: Any,
+    finished: list[dict],
+    meta: dict,
+    bounds: np.ndarray,
+    phases: _Phases,
+) -> tuple[list, list[Path]]:
+    """The manifest at ``build.out``, atomically, from the shards' facts read by their tasks
+    (`write_manifest_of_facts`): its shard entries, and the shards of the manifest it
+    replaced (the caller deletes them once this one is in place)."""
+    built, unsharded = _built_shards(build, finished)
+    check_stop(build.stop)
+    previous = [p for p in previous_shards(build.out) if p not in build.paths]
+    workers_seen = len(client.scheduler_info().get("workers", {}))
+    phases.mark("previous")
+    entries = write_manifest_of_facts(
+        build.out,
+        [r["facts"] for _, r in built],
+        name=build.dataset,
+        meta=meta,
+        build={
+            **build.opts.as_json(),
+            "shards": build.shards,
+            "engine": build.engine,
+            "address": build.address,
+            "workers": workers_seen,
+            "retries": build.retries,
+            "build_id": build.build_id,
+            "records": [int(bounds[0]), int(bounds[-1])],
+        },
+        failed_without_shard=unsharded,
+    )
+    return entries, previous
+
+
+def _report(
+    build: ShardedBuild,
+    finished: list[dict],
+    entries: list,
+    engine_seconds: float,
+    phases: _Phases,
+) -> ShardedBuildReport:
+    """The `ShardedBuildReport` of a completed build."""
     failures = sorted(f for res in finished for f in (tuple(x) for x in res["failures"]))
     return ShardedBuildReport(
-        path=out,
-        dataset=dataset,
-        shards=[p for p, r in zip(paths, finished, strict=True) if not r.get("empty")],
+        path=build.out,
+        dataset=build.dataset,
+        shards=[p for p, r in zip(build.paths, finished, strict=True) if not r.get("empty")],
         n_graph=sum(e.n_graph for e in entries),
         n_node=sum(e.n_node for e in entries),
         n_edge=sum(e.n_edge for e in entries),
-        seconds=time.perf_counter() - t0,
+        seconds=time.perf_counter() - phases.marks[0][1],
         engine_seconds=engine_seconds,
         shard_seconds=[r["seconds"] for r in finished],
         shard_cpu_seconds=[r["cpu_seconds"] for r in finished],
         failures=failures,
-        phases={name: t - marks[k][1] for k, (name, t) in enumerate(marks[1:])},
+        phases=phases.seconds(),
     )

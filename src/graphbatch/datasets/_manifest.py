@@ -26,13 +26,12 @@ shard is opened) and can hold its graphs, ``fields`` and ``edge_index_dtype`` ag
 store format (known levels, bool/int/float dtypes, an integer edge index: a forged ``<f8``
 with a recomputed ``manifest_crc`` is refused), and the size table against its CRCs and the
 shard counts -- decompressed only up to the length the manifest declares, which the shard
-files bound. The file is read only if regular, at most `_MAX_MANIFEST_BYTES`, its JSON
+files bound. The file is read only if regular, at most `MAX_MANIFEST_BYTES`, its JSON
 nesting bounded. No pickled object is written or read.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import stat
@@ -48,6 +47,17 @@ import numpy as np
 from .._errors import InputError, StoreFormatError
 from .._io import atomic_write, parse_json, read_bounded
 from ._header import check_dtype, check_fields, sniff
+from ._manifest_format import (
+    MANIFEST_FORMAT,
+    MANIFEST_VERSION,
+    MAX_COUNT,
+    MAX_MANIFEST_BYTES,
+    MIN_GRAPH_BYTES,
+    Manifest,
+    ShardEntry,
+    decode_counts,
+    encode_counts,
+)
 from ._store import GraphStore
 
 __all__ = [
@@ -64,91 +74,6 @@ __all__ = [
     "write_manifest_of_facts",
     "write_manifest_of_shards",
 ]
-
-MANIFEST_FORMAT = "graphbatch-sharded-store"
-MANIFEST_VERSION = 1
-_MAX_COUNT = 1 << 48
-_MAX_MANIFEST_BYTES = 1 << 31
-#: Fewest bytes a graph takes in a shard store (its two sizes and two offsets, int64 each).
-_MIN_GRAPH_BYTES = 32
-
-
-@dataclass(frozen=True)
-class ShardEntry:
-    """One shard as the manifest records it (``file`` relative to the manifest's folder)."""
-
-    file: str
-    n_graph: int
-    n_node: int
-    n_edge: int
-    n_failed: int
-    uuid: str
-    header_crc: int
-    bytes: int
-
-    def as_json(self) -> dict:
-        return {
-            "file": self.file,
-            "n_graph": self.n_graph,
-            "n_node": self.n_node,
-            "n_edge": self.n_edge,
-            "n_failed": self.n_failed,
-            "uuid": self.uuid,
-            "header_crc": self.header_crc,
-            "bytes": self.bytes,
-        }
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """A parsed, checked manifest. ``n_node``/``n_edge``: the combined int64 size table."""
-
-    path: Path
-    uuid: str
-    name: str
-    meta: dict
-    fields: dict
-    edge_index_dtype: str
-    build: dict
-    shards: tuple[ShardEntry, ...]
-    n_node: np.ndarray
-    n_edge: np.ndarray
-    failed_without_shard: np.ndarray
-
-    @property
-    def n_graph(self) -> int:
-        return int(self.n_node.shape[0])
-
-    def shard_path(self, s: int) -> Path:
-        return self.path.parent / self.shards[s].file
-
-
-def _encode(arr: np.ndarray) -> tuple[str, int]:
-    raw = np.ascontiguousarray(arr, dtype="<i8").tobytes()
-    return base64.b64encode(zlib.compress(raw, 6)).decode("ascii"), zlib.crc32(raw)
-
-
-def _decode(text: object, crc: object, n: int, what: str) -> np.ndarray:
-    """The ``n`` int64 counts of ``sizes/<what>``: never decompresses more than ``8 n + 1``
-    bytes (a zlib bomb is refused after that many, not expanded)."""
-    if not isinstance(text, str) or type(crc) is not int:
-        raise InputError(f"sizes/{what} is not an encoded array with a crc32")
-    d = zlib.decompressobj()
-    raw = d.decompress(base64.b64decode(text.encode("ascii"), validate=True), 8 * n + 1)
-    if len(raw) > 8 * n or d.unconsumed_tail:
-        raise InputError(
-            f"sizes/{what} holds more than the {n} values the manifest says "
-            f"(over {8 * n:,} bytes once decompressed)"
-        )
-    if len(raw) != 8 * n:
-        raise InputError(f"sizes/{what} holds {len(raw) // 8} values, the manifest says {n}")
-    if zlib.crc32(raw) != crc:
-        raise InputError(f"sizes/{what} does not match its crc32")
-    arr = np.frombuffer(raw, dtype="<i8").astype(np.int64)
-    if arr.size and arr.min() < 0:
-        raise InputError(f"sizes/{what} holds negative counts")
-    arr.flags.writeable = False
-    return arr
 
 
 def _body_crc(body: dict) -> int:
@@ -179,8 +104,8 @@ def write_manifest(
             f"size table of {n_node.shape[0]} graphs does not match the shards' "
             f"{sum(s.n_graph for s in shards)}"
         )
-    enc_n, crc_n = _encode(n_node)
-    enc_e, crc_e = _encode(n_edge)
+    enc_n, crc_n = encode_counts(n_node)
+    enc_e, crc_e = encode_counts(n_edge)
     body = {
         "format": MANIFEST_FORMAT,
         "format_version": MANIFEST_VERSION,
@@ -366,7 +291,7 @@ def write_manifest_of_shards(
 
 
 def _count(value: object, what: str) -> int:
-    if type(value) is not int or not 0 <= value <= _MAX_COUNT:
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
         raise InputError(f"{what} = {value!r} is not a count")
     return value
 
@@ -395,7 +320,7 @@ def _shard(entry: object, k: int) -> ShardEntry:
 
 def _check_shard_files(path: Path, entries: Iterable[ShardEntry]) -> None:
     """Every shard file exists, is a regular file of the recorded size, and that size can hold
-    the graphs the entry claims (>= `_MIN_GRAPH_BYTES` each): so the size table's declared
+    the graphs the entry claims (>= `MIN_GRAPH_BYTES` each): so the size table's declared
     length is bounded by real files before it is decompressed."""
     for e in entries:
         shard = path.parent / e.file
@@ -414,11 +339,11 @@ def _check_shard_files(path: Path, entries: Iterable[ShardEntry]) -> None:
                 f"bytes, the manifest says {e.bytes} (replaced or damaged "
                 "shard)"
             )
-        if e.n_graph * _MIN_GRAPH_BYTES > e.bytes:
+        if e.n_graph * MIN_GRAPH_BYTES > e.bytes:
             raise StoreFormatError(
                 f"{str(path)!r}: shard {str(shard)!r} of {e.bytes:,} bytes "
                 f"cannot hold the {e.n_graph:,} graphs the manifest says "
-                f"(at least {_MIN_GRAPH_BYTES} bytes each)"
+                f"(at least {MIN_GRAPH_BYTES} bytes each)"
             )
 
 
@@ -437,16 +362,16 @@ def _check_format(body: dict) -> tuple[dict, str]:
 def read_manifest(path: str | os.PathLike) -> Manifest:
     """Parse and check the manifest at ``path`` (no shard is opened: each shard file is only
     stat-ed, and must have its recorded size); raises `StoreFormatError` naming the file if it
-    is not a complete, unedited manifest. Reads at most `_MAX_MANIFEST_BYTES`, JSON nesting
+    is not a complete, unedited manifest. Reads at most `MAX_MANIFEST_BYTES`, JSON nesting
     bounded, the size table decompressed only to the length the shard files can hold."""
     path = Path(path)
     try:
-        data = read_bounded(path, "sharded store manifest", _MAX_MANIFEST_BYTES)
+        data = read_bounded(path, "sharded store manifest", MAX_MANIFEST_BYTES)
     except InputError as exc:
         raise StoreFormatError(str(exc)) from None
     try:
         body = parse_json(
-            data, f"sharded store manifest {str(path)!r}", max_bytes=_MAX_MANIFEST_BYTES
+            data, f"sharded store manifest {str(path)!r}", max_bytes=MAX_MANIFEST_BYTES
         )
         if not isinstance(body, dict):
             raise InputError("not a JSON object")
@@ -480,8 +405,8 @@ def read_manifest(path: str | os.PathLike) -> Manifest:
         sizes = body.get("sizes")
         if not isinstance(sizes, dict) or sizes.get("encoding") != "zlib+base64":
             raise InputError("sizes is not a zlib+base64 size table")
-        n_node = _decode(sizes.get("n_node"), sizes.get("n_node_crc32"), n_graph, "n_node")
-        n_edge = _decode(sizes.get("n_edge"), sizes.get("n_edge_crc32"), n_graph, "n_edge")
+        n_node = decode_counts(sizes.get("n_node"), sizes.get("n_node_crc32"), n_graph, "n_node")
+        n_edge = decode_counts(sizes.get("n_edge"), sizes.get("n_edge_crc32"), n_graph, "n_edge")
         bounds = np.cumsum([0] + [e.n_graph for e in entries])
         for k, e in enumerate(entries):
             a, b = bounds[k], bounds[k + 1]

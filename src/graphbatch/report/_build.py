@@ -58,6 +58,16 @@ _BENCH_COLUMNS = (
 )
 
 
+_LIMIT_COLUMNS = (
+    ("max_nodes", "max nodes"),
+    ("max_edges", "max edges"),
+    ("max_graphs", "max graphs"),
+    ("node_eff", "node eff"),
+    ("edge_eff", "edge eff"),
+    ("harmonic_mean", "harmonic mean"),
+)
+
+
 def _close(fig: Figure) -> None:
     fig.clear()
 
@@ -94,7 +104,25 @@ def build_report(
         + f", seed {seed}.",
         cls="meta",
     )
+    _dataset_section(page, sizes, say)
+    if comparison is None:
+        say("comparing strategies")
+        comparison = compare_strategies(sizes, batch_size, world_size=world_size, seed=seed)
+    _limits_section(page, sizes, limits, comparison.budget.n_graph, say)
+    say("strategy figures")
+    _strategy_section(page, comparison)
+    if bench:
+        say("benchmark figures")
+        _bench_section(page, bench)
+    if tune is not None:
+        say("tune figures")
+        _tune_section(page, tune)
+    return page.render()
 
+
+def _dataset_section(page: HtmlPage, sizes: GraphSizes, say: Callable[[str], None]) -> None:
+    """Dataset sizes: the statistics table (`graphbatch.analysis.describe`) and the 1-D and
+    2-D histograms of nodes and edges per graph."""
     say("dataset statistics")
     summary = describe(sizes)
     page.heading("Dataset sizes")
@@ -114,11 +142,17 @@ def build_report(
     page.figure("fig-size-hist2d", fig, "2-D histogram of (nodes, edges) per graph.")
     _close(fig)
 
-    if comparison is None:
-        say("comparing strategies")
-        comparison = compare_strategies(sizes, batch_size, world_size=world_size, seed=seed)
-    budget = comparison.budget
 
+def _limits_section(
+    page: HtmlPage,
+    sizes: GraphSizes,
+    limits: LimitSearch | None,
+    max_graphs: int,
+    say: Callable[[str], None],
+) -> None:
+    """Packing limits: the efficiency heatmap over node/edge limits and the best ten, from
+    ``limits`` or a search at ``max_graphs`` graphs per pack (unavailable without the search's
+    dependency, or when every graph has 0 nodes: the figure says why)."""
     page.heading("Packing limits")
     caption = (
         "Harmonic mean of node and edge packing efficiency for different node/edge limits "
@@ -130,29 +164,22 @@ def build_report(
         )
     if limits is None:
         say("searching packing limits")
-        limits = search_limits_if_available(sizes, max_graphs=budget.n_graph)
-    if limits.records is not None:  # limits.available, spelled out for the type checker
-        fig = F.fig_limits_heatmap(limits.records)
-        page.figure("fig-limits", fig, caption)
-        _close(fig)
-        if limits.summary:  # the search's optimum, range and the exact packing's efficiency
-            page.paragraph(f"Limit search (graphbatch limits): {limits.summary}.")
-        page.table(
-            limits.records[:10],
-            [
-                ("max_nodes", "max nodes"),
-                ("max_edges", "max edges"),
-                ("max_graphs", "max graphs"),
-                ("node_eff", "node eff"),
-                ("edge_eff", "edge eff"),
-                ("harmonic_mean", "harmonic mean"),
-            ],
-            table_id="table-limits",
-        )
-    else:
+        limits = search_limits_if_available(sizes, max_graphs=max_graphs)
+    if limits.records is None:  # not limits.available, spelled out for the type checker
         page.unavailable("fig-limits", "Efficiency vs packing limits", limits.reason or "")
+        return
+    fig = F.fig_limits_heatmap(limits.records)
+    page.figure("fig-limits", fig, caption)
+    _close(fig)
+    if limits.summary:  # the search's optimum, range and the exact packing's efficiency
+        page.paragraph(f"Limit search (graphbatch limits): {limits.summary}.")
+    page.table(limits.records[:10], _LIMIT_COLUMNS, table_id="table-limits")
 
-    say("strategy figures")
+
+def _strategy_section(page: HtmlPage, comparison: Comparison) -> None:
+    """Strategy comparison: the figure and table of every strategy's plan (failures named),
+    then real graphs per batch."""
+    budget = comparison.budget
     page.heading("Strategy comparison")
     page.paragraph(
         f"Every registered strategy planned one epoch at batch size {comparison.batch_size}; "
@@ -161,7 +188,8 @@ def build_report(
         f"{comparison.cost_unit} "
         "per batch; distinct shapes are the compilations a static-shape compiler performs."
     )
-    if any(r.ok for r in comparison.results):
+    any_ok = any(r.ok for r in comparison.results)
+    if any_ok:
         fig = F.fig_strategy_comparison(comparison)
         page.figure(
             "fig-compare",
@@ -177,7 +205,7 @@ def build_report(
         if not r.ok:
             page.paragraph(f"{r.label}: {r.error}", cls="error")
     page.heading("Graphs per batch")
-    if any(r.ok for r in comparison.results):
+    if any_ok:
         fig = F.fig_graphs_per_batch(comparison)
         page.figure(
             "fig-graphs-per-batch",
@@ -188,34 +216,32 @@ def build_report(
     else:
         page.unavailable("fig-graphs-per-batch", "Graphs per batch", "every strategy failed")
 
-    if bench:
-        say("benchmark figures")
-        rows = summarize_bench(validate_bench(list(bench)))
-        for row in rows:
-            for suffix in ("", "_min", "_max"):
-                row["peak_mem_mib" + suffix] = row["peak_mem_bytes" + suffix] / 2**20
-        page.heading("Benchmarks")
-        page.paragraph(
-            f"{len(bench):,} benchmark runs in {len(rows):,} (model, strategy, batch "
-            "size) groups; medians over repeats."
-        )
-        for fig_id, func, cap in (
-            (
-                "fig-bench-timing",
-                F.fig_bench_timing,
-                "Step, update and batching time and throughput vs batch size.",
-            ),
-            ("fig-bench-compile", F.fig_bench_compile, "Compilations and compilation time."),
-            ("fig-bench-memory", F.fig_bench_memory, "Peak memory."),
-        ):
-            fig = func(rows)
-            page.figure(fig_id, fig, cap)
-            _close(fig)
-        page.table(rows, _BENCH_COLUMNS, table_id="table-bench")
-    if tune is not None:
-        say("tune figures")
-        _tune_section(page, tune)
-    return page.render()
+
+def _bench_section(page: HtmlPage, bench: Sequence[dict[str, Any]]) -> None:
+    """Benchmarks: timing, compilation and memory figures and the table of the ``bench``
+    records grouped by (model, strategy, batch size), medians over repeats."""
+    rows = summarize_bench(validate_bench(list(bench)))
+    for row in rows:
+        for suffix in ("", "_min", "_max"):
+            row["peak_mem_mib" + suffix] = row["peak_mem_bytes" + suffix] / 2**20
+    page.heading("Benchmarks")
+    page.paragraph(
+        f"{len(bench):,} benchmark runs in {len(rows):,} (model, strategy, batch "
+        "size) groups; medians over repeats."
+    )
+    for fig_id, func, cap in (
+        (
+            "fig-bench-timing",
+            F.fig_bench_timing,
+            "Step, update and batching time and throughput vs batch size.",
+        ),
+        ("fig-bench-compile", F.fig_bench_compile, "Compilations and compilation time."),
+        ("fig-bench-memory", F.fig_bench_memory, "Peak memory."),
+    ):
+        fig = func(rows)
+        page.figure(fig_id, fig, cap)
+        _close(fig)
+    page.table(rows, _BENCH_COLUMNS, table_id="table-bench")
 
 
 _TUNE_COLUMNS = (
