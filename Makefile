@@ -40,8 +40,12 @@ demo: setup-core
 	mkdir -p out
 	$(PY) -m graphbatch.cli demo --out out/report.html
 
+# Two pytest-xdist workers (CI has 2 cores): the suite is mostly subprocesses and single-threaded
+# Python, so two at once take ~13 instead of ~19 minutes there. `make test PYTEST_WORKERS=0` runs
+# it in one process; PYTEST_ARGS adds options (e.g. PYTEST_ARGS="tests/torch -x").
+PYTEST_WORKERS ?= 2
 test: setup-all
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # fairchem-core needs e3nn 0.6 and mace-torch e3nn 0.4, so fairchem gets its own environment:
 # torch (exact CPU pin) first, then fairchem-core and the test tools (h5py, vesin and
