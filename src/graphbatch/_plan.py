@@ -446,7 +446,8 @@ class BatchPlan:
     # ----------------------------------------------------------------- files
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The plan-file arrays (docs/plan-format.md)."""
-        return plan_file_arrays(self)
+        names = (*REQUIRED_KEYS, *OPTIONAL_INT_KEYS)
+        return plan_file_arrays({name: getattr(self, name) for name in names}, self.meta)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the plan file atomically (uncompressed ``.npz``, int64 arrays, JSON ``meta``)."""

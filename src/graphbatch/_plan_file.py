@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from ._errors import InputError
 from ._io import json_default, parse_json, read_npz
-
-if TYPE_CHECKING:
-    from ._plan import BatchPlan
 
 __all__ = [
     "OPTIONAL_INT_KEYS",
@@ -78,24 +76,18 @@ _PLAN_LENGTHS = {
 }
 
 
-def plan_file_arrays(plan: BatchPlan) -> dict[str, np.ndarray]:
-    """The plan-file arrays of ``plan`` (docs/plan-format.md): its int64 arrays (the optional
-    ones when present) and ``meta`` as JSON with sorted keys and ``format_version``."""
-    out = {
-        "order": plan.order,
-        "offsets": plan.offsets,
-        "pad_nodes": plan.pad_nodes,
-        "pad_edges": plan.pad_edges,
-        "pad_graphs": plan.pad_graphs,
-        "skipped": plan.skipped,
-        "real_nodes": plan.real_nodes,
-        "real_edges": plan.real_edges,
-    }
-    for name in ("real_cost", "rank", "step"):
-        v = getattr(plan, name)
+def plan_file_arrays(
+    arrays: Mapping[str, np.ndarray | None], meta: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """The plan-file members of a plan (docs/plan-format.md) from its int64 ``arrays`` by name
+    (the optional ones, ``None`` when absent, are left out) and its ``meta``, written as JSON
+    with sorted keys and ``format_version``."""
+    out: dict[str, np.ndarray] = {}
+    for name in (*REQUIRED_KEYS, *OPTIONAL_INT_KEYS):  # real_nodes/real_edges: always present
+        v = arrays.get(name)
         if v is not None:
             out[name] = v
-    meta = dict(plan.meta, format_version=PLAN_FORMAT_VERSION)
+    meta = dict(meta, format_version=PLAN_FORMAT_VERSION)
     out["meta"] = np.array(json.dumps(meta, sort_keys=True, default=json_default))
     return out
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -27,14 +27,25 @@ from .._padlayout import check_cutoff
 from .._source import GraphSource
 from ._packed import pack_dict, pack_layout, packed_entries, unpack_dict, with_values
 from ._pyg import _new_batch, _pyg
-from ._sampler import PlannedBatch, PlannedGroup
+from ._sampler import PlanBatchSampler, PlannedBatch, PlannedGroup
 from ._schema import EDGE_INDEX, FieldSpec, Schema, torch_dtype
 from ._slots import HEADER_BYTES, START_LOCK, SlotBatch, SlotReceiver, SlotRing
 
 if TYPE_CHECKING:
     from ..datasets import GraphStore
-    from ._loader import PlanLoader
     from ._preset import StoreView
+
+
+class PassLoader(Protocol):
+    """What `StoreCollater.start_pass` reads of the loader starting a pass (a
+    `graphbatch.torch.PlanLoader`; named by its attributes so that this module does not import
+    the loader module that imports it)."""
+
+    plan_sampler: PlanBatchSampler
+    num_workers: int
+    prefetch_factor: int | None
+    persistent_workers: bool
+
 
 __all__ = [
     "StoreBatcher",
@@ -565,7 +576,7 @@ class StoreCollater:
                 break
         return tuple(out)
 
-    def slot_bytes(self, loader: PlanLoader) -> int:
+    def slot_bytes(self, loader: PassLoader) -> int:
         """Slot capacity for ``loader``'s workers: the largest batch buffer of its current
         epoch's plan or of its budget (plus the spare padding nodes), times `HEADROOM`."""
         sampler = loader.plan_sampler
@@ -583,7 +594,7 @@ class StoreCollater:
         return int(most * self.HEADROOM)
 
     def start_pass(
-        self, loader: PlanLoader, start: Callable[[], Any]
+        self, loader: PassLoader, start: Callable[[], Any]
     ) -> tuple[Any, SlotReceiver | None]:
         """Start a pass of ``loader`` (a `PlanLoader` over this collater) with ``start()`` (the
         ``DataLoader.__iter__``): ``(iterator, receive)``, where ``receive(batch)`` turns what
@@ -600,7 +611,7 @@ class StoreCollater:
         return it, receiver
 
     def _start_pass(
-        self, loader: PlanLoader, start: Callable[[], Any]
+        self, loader: PassLoader, start: Callable[[], Any]
     ) -> tuple[Any, SlotReceiver | None]:
         workers = int(loader.num_workers or 0)
         if workers == 0:
