@@ -20,7 +20,7 @@ from numpy.typing import DTypeLike
 from .._errors import InputError
 from ..torch import StoreView
 from ._mace_transform import LABELS, NUMPY_FLOATS, WEIGHTS, MaceTransform
-from ._store_view import StoreFieldError, check_cutoff, check_fields, store_name
+from ._store_view import PADDING_KEYS, StoreFieldError, check_cutoff, check_fields, store_name
 
 if TYPE_CHECKING:
     from ..datasets import GraphStore
@@ -60,14 +60,7 @@ MACE_BATCH_KEYS = (
     "volume",
     "fermi_level",
     "external_field",
-    "batch",
-    "ptr",
-    "node_mask",
-    "edge_mask",
-    "graph_mask",
-    "graph_index",
-    "edge_ptr",
-    "num_graphs",
+    *PADDING_KEYS,
 )
 
 
