@@ -137,8 +137,7 @@ class GraphStore(StoreBase):
         ``fstat``): what every read of graph data calls before touching a mapped page, which
         past the end of a truncated file would be SIGBUS (`MappedFile`)."""
         maps = self._arrays()
-        if self._file is not None:
-            self._file.check()
+        self.check_intact()
         return maps
 
     def _arrays(self) -> dict[str, np.ndarray]:
