@@ -199,6 +199,9 @@ class _OpenPacks:
     ``rem_key`` of the remainder. A closed entry has
     ``rem_nodes = -1`` until `compact` drops it."""
 
+    #: The parallel arrays, grown and compacted together.
+    COLUMNS = ("ids", "rem_nodes", "rem_edges", "rem_graphs", "packs", "rem_key")
+
     def __init__(self, key_dt: DTypeLike, cap: int = 1024) -> None:
         self.cap = cap
         self.ids = np.zeros(cap, np.int64)
@@ -211,17 +214,8 @@ class _OpenPacks:
 
     def grow(self) -> None:
         self.cap *= 2
-        self.ids, self.rem_nodes, self.rem_edges, self.rem_graphs, self.packs, self.rem_key = (
-            np.resize(a, self.cap)
-            for a in (
-                self.ids,
-                self.rem_nodes,
-                self.rem_edges,
-                self.rem_graphs,
-                self.packs,
-                self.rem_key,
-            )
-        )
+        for name in self.COLUMNS:
+            setattr(self, name, np.resize(getattr(self, name), self.cap))
 
     def compact(self, min_n: int | None = None, min_e: int | None = None) -> None:
         """Drop closed and full entries and, given the smallest nodes and edges of the bins
@@ -233,15 +227,9 @@ class _OpenPacks:
             keep &= (self.rem_nodes[:length] >= min_n) & (self.rem_edges[:length] >= min_e)
         m = int(keep.sum())
         if m < length:
-            for a in (
-                self.ids,
-                self.rem_nodes,
-                self.rem_edges,
-                self.rem_graphs,
-                self.packs,
-                self.rem_key,
-            ):
-                a[:m] = a[:length][keep]
+            for name in self.COLUMNS:
+                column = getattr(self, name)
+                column[:m] = column[:length][keep]
             self.length = m
 
     def push(self, node: int, rem_n: int, rem_e: int, rem_k: int, count: int, key: int) -> None:
