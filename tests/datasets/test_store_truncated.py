@@ -45,6 +45,22 @@ def expect(what, call):
         print(what, "StoreFormatError")
     else:
         print(what, "no error")
+
+def cut_mid_epoch(ld, cause=None):
+    # iterate the loader ld over PATH, cutting the file after its second batch
+    seen = 0
+    try:
+        for batch in ld:
+            seen += 1
+            if seen == 2:
+                cut(PATH)
+    except StoreFormatError as exc:
+        assert "truncated" in str(exc) and os.path.basename(PATH) in str(exc), str(exc)
+        if cause is not None:  # the error torch raised when the worker died
+            assert cause in str(exc.__cause__), repr(exc.__cause__)
+        print("loader StoreFormatError")
+    else:
+        print("loader no error", seen)
 """
 
 
@@ -130,17 +146,7 @@ def test_a_loader_over_a_store_truncated_mid_epoch_raises_naming_it(tmp_path, wo
         store = GraphStore(PATH)
         ld = gt.loader(store, strategy="static-64", batch_size=32, seed=0, shuffle=False,
                        dataloader_kwargs={{"num_workers": {workers}}})
-        seen = 0
-        try:
-            for batch in ld:
-                seen += 1
-                if seen == 2:
-                    cut(PATH)
-        except StoreFormatError as exc:
-            assert "truncated" in str(exc) and os.path.basename(PATH) in str(exc), str(exc)
-            print("loader StoreFormatError")
-        else:
-            print("loader no error", seen)
+        cut_mid_epoch(ld)
         """,
         tmp_path,
     )
@@ -165,18 +171,7 @@ def test_a_worker_killed_by_sigbus_mid_read_is_explained_as_the_truncation(tmp_p
         store = GraphStore(PATH)
         ld = gt.loader(store, strategy="static-64", batch_size=32, seed=0, shuffle=False,
                        dataloader_kwargs={"num_workers": 1, "worker_init_fn": unchecked_reads})
-        seen = 0
-        try:
-            for batch in ld:
-                seen += 1
-                if seen == 2:
-                    cut(PATH)
-        except StoreFormatError as exc:
-            assert "truncated" in str(exc) and os.path.basename(PATH) in str(exc), str(exc)
-            assert "DataLoader worker" in str(exc.__cause__), repr(exc.__cause__)
-            print("loader StoreFormatError")
-        else:
-            print("loader no error", seen)
+        cut_mid_epoch(ld, cause="DataLoader worker")
         """,
         tmp_path,
     )
