@@ -22,7 +22,9 @@ turn, after one warm-up epoch each), per batch:
 Columns: ``main CPU ms``: the main thread's CPU time (``time.thread_time``); ``process CPU
 ms``: the whole training process's (``time.process_time``: every thread of it -- a prefetch
 thread, the DataLoader's queue threads -- and none of the workers); ``wall ms``; each per
-batch, the median over rounds. ``--step-ms`` sleeps that long per batch (a device step the host
+batch, the median over rounds; ``first batch ms``: wall time from the start of an epoch to its
+first batch (planning the epoch, the persistent workers' restart, the first task), the median
+over rounds. ``--step-ms`` sleeps that long per batch (a device step the host
 waits for; it costs no CPU). The issue's target: DeviceFeed's process CPU <= 0.15 ms per batch
 of 128. The first line gives the CPU model, CPUs, threads and load (on 2 cores a load near 2
 or above means no free core, and every CPU time grows with it).
@@ -61,7 +63,8 @@ def _messages(ld, group: int = 1):
 
 
 def _epoch(path: str, ld, device: torch.device, depth: int, group: int, step_s: float) -> tuple:
-    """One epoch of ``path``: batches, main-thread CPU s, process CPU s, wall s."""
+    """One epoch of ``path``: batches, main-thread CPU s, process CPU s, wall s, wall s to the
+    first batch."""
     cuda = device.type == "cuda"
     if path == "DataLoader alone":
         source = _messages(ld)
@@ -75,15 +78,17 @@ def _epoch(path: str, ld, device: torch.device, depth: int, group: int, step_s: 
         source = gt.DeviceFeed(ld, device, depth, group=1)
     else:
         source = gt.DeviceFeed(ld, device, depth, group=group)
-    n = 0
+    n, first = 0, 0.0
     t0, c0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
     for _ in source:
+        if not n:
+            first = time.perf_counter() - w0
         n += 1
         if step_s:
             time.sleep(step_s)
     if cuda:
         torch.cuda.synchronize(device)
-    return n, time.thread_time() - t0, time.process_time() - c0, time.perf_counter() - w0
+    return n, time.thread_time() - t0, time.process_time() - c0, time.perf_counter() - w0, first
 
 
 def build_qm9(limit: int, folder: Path) -> Path:
@@ -134,7 +139,8 @@ def main() -> None:
             return round(statistics.median(r[k] / r[0] for r in runs) * 1e3, 4)
 
         rows.append({"path": name, "batches": runs[0][0], "main CPU ms": med(1),
-                     "process CPU ms": med(2), "wall ms": med(3)})
+                     "process CPU ms": med(2), "wall ms": med(3),
+                     "first batch ms": round(statistics.median(r[4] for r in runs) * 1e3, 2)})
     print_table(rows, title="per batch, median of rounds")
     print(f"# load at the end: {' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())}")
     finish(args, info)

@@ -78,15 +78,48 @@ def test_grouped_batches_equal_the_loaders_in_order_and_count_exactly(
 
 
 def test_a_grouped_pass_sends_one_message_per_group(store):
-    """With ``raw_pass(group=3)`` each DataLoader task carries up to 3 batches, in order."""
+    """With ``raw_pass(group=3)`` and 2 workers each DataLoader task carries up to 3 batches,
+    in order, the first ones fewer: 1 for each worker, then 2 (the first batch of a pass comes
+    after one batch's work)."""
     ld = gt.loader(store, **KW, dataloader_kwargs={"num_workers": 2})
     collater = ld.collate_fn
     with collater.raw_pass(group=3) as box:
         it, pass_id = ld._begin_pass()
     assert box.group == 3 and box.receiver is not None
     sizes = [len(m) for m in it]
-    assert sizes == [3] * (len(ld) // 3) + ([len(ld) % 3] if len(ld) % 3 else [])
+    n = len(ld)
+    assert sizes[:4] == [1, 1, 2, 2] and set(sizes[4:-1]) == {3} and sum(sizes) == n
     ld.plan_sampler.cursor.finished(pass_id)
+
+
+def _ramped_sizes_reference(size: int, ramp: int, n: int) -> list[int]:
+    """The group sizes of ``n`` batches, spelled out: ``ramp`` groups each of 1, 2, 4, ...
+    while below ``size``, then ``size``; the last group holds what is left."""
+    want: list[int] = []
+    k = 1 if ramp else size
+    while k < size:
+        want += [k] * ramp
+        k *= 2
+    out, left = [], n
+    for w in want + [size] * n:
+        if left <= 0:
+            break
+        out.append(min(w, left))
+        left -= out[-1]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(1, 9), ramp=st.integers(0, 4), n=st.integers(0, 60))
+def test_ramped_groups_keep_every_batch_in_order(size, ramp, n):
+    """`_groups` with a ramp: the batches, flattened, are the input in order; the sizes are
+    the reference's (1 per worker, doubling, up to ``size``)."""
+    from graphbatch.torch._sampler import _groups
+
+    batches = [PlannedBatch([i], shape=(1, 0, 1)) for i in range(n)]
+    groups = list(_groups(iter(batches), size, ramp))
+    assert [b for g in groups for b in g] == batches
+    assert [len(g) for g in groups] == _ramped_sizes_reference(size, ramp, n)
 
 
 def test_the_sampler_groups_only_its_own_counted_passes(store):
@@ -102,6 +135,8 @@ def test_the_sampler_groups_only_its_own_counted_passes(store):
     assert [(list(b), b.shape) for b in flat] == [(list(b), b.shape) for b in plain]
     assert all(isinstance(b, PlannedBatch) for b in sampler)  # outside the block: batches
     with pytest.raises(InputError, match="group size"), sampler.grouped(0):
+        pass
+    with pytest.raises(InputError, match="group ramp"), sampler.grouped(2, ramp=-1):
         pass
 
 

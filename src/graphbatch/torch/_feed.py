@@ -64,10 +64,12 @@ class DeviceFeed:
     DataLoader task (``>= 1``): a worker makes ``group`` consecutive batches and sends one
     message, so the DataLoader's own cost per task (index and result queues, unpickling) is
     paid once per ``group`` batches; the batches and their order are the same. A worker then
-    makes a whole group before sending any of it (the first batch comes that much later) and
-    the ring has ``(prefetch_factor + 1) * group + depth + 2`` slots per worker; groups shrink
-    where such a ring would pass 64 MiB (`StoreCollater.GROUP_RING_BYTES`) or, for persistent
-    workers started by another pass, to fit the ring they keep.
+    makes a whole group before sending any of it, so a pass starts with smaller groups (1
+    batch for each worker, then 2, doubling up to ``group``: the first batch of a pass comes
+    as soon as without groups), and the ring has ``(prefetch_factor + 1) * group + depth +
+    2`` slots per worker; groups shrink where such a ring would pass 64 MiB
+    (`StoreCollater.GROUP_RING_BYTES`) or, for persistent workers started by another pass, to
+    fit the ring they keep.
     ``backend``: the device operations (`graphbatch.torch._feed_backend.FeedBackend`; default:
     the device's).
 

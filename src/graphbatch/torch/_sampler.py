@@ -65,14 +65,31 @@ class PlannedGroup(list):
         return (PlannedGroup, (list(self),))
 
 
-def _groups(batches: Iterator[PlannedBatch], size: int) -> Iterator[PlannedGroup]:
-    """``batches`` in groups of ``size`` (the last one may be shorter), in order."""
+def group_sizes(size: int, ramp: int) -> Iterator[int]:
+    """The sizes of a pass's groups (`_groups`): ``size`` each, or with ``ramp > 0`` first
+    ``ramp`` groups of 1, then ``ramp`` of 2, doubling up to ``size``. A DataLoader hands its
+    ``ramp`` workers their first tasks in turn, so each worker's first batch comes after one
+    batch's work, not a whole group's: the first batch of a pass waits as long as without
+    groups, and each worker's groups grow while the consumer still takes the ones before."""
+    k = 1 if ramp > 0 else size
+    while True:
+        for _ in range(ramp if k < size else 1):
+            yield min(k, size)
+        k = min(2 * k, size)
+
+
+def _groups(batches: Iterator[PlannedBatch], size: int, ramp: int = 0) -> Iterator[PlannedGroup]:
+    """``batches`` in consecutive groups of the sizes `group_sizes` gives (the last group may
+    be shorter), in order."""
+    sizes = group_sizes(size, ramp)
+    want = next(sizes)
     group = PlannedGroup()
     for b in batches:
         group.append(b)
-        if len(group) == size:
+        if len(group) == want:
             yield group
             group = PlannedGroup()
+            want = next(sizes)
     if group:
         yield group
 
@@ -304,28 +321,34 @@ class PlanBatchSampler(Sampler[list]):
         this = self.begin_pass()
         self._check_start(this)
         batches = self._batches(this, not self.counted_by_loader)
-        size = self._group_size()
-        return batches if size == 1 else _groups(batches, size)  # type: ignore[return-value]
+        size, ramp = self._group_size()
+        if size == 1:
+            return batches
+        return _groups(batches, size, ramp)  # type: ignore[return-value]
 
     @contextlib.contextmanager
-    def grouped(self, size: int) -> Iterator[None]:
+    def grouped(self, size: int, ramp: int = 0) -> Iterator[None]:
         """Within the block, a pass of this sampler that this thread starts (under a
         `PlanLoader`, whose consumer counts batches) yields `PlannedGroup` objects of ``size``
         consecutive batches (the last one shorter) instead of batches, in the same order: one
-        DataLoader task each. Only for a collater that takes groups (`StoreCollater`)."""
+        DataLoader task each. ``ramp`` (the DataLoader's workers; 0: none): the pass's first
+        groups are smaller, 1 batch for each worker, then 2, doubling up to ``size``
+        (`group_sizes`). Only for a collater that takes groups (`StoreCollater`)."""
         size = as_positive_int(size, "group size")
+        ramp = as_nonnegative_int(ramp, "group ramp")
         previous = getattr(_GROUPING, "state", None)
-        _GROUPING.state = (self, size)
+        _GROUPING.state = (self, size, ramp)
         try:
             yield
         finally:
             _GROUPING.state = previous
 
-    def _group_size(self) -> int:
+    def _group_size(self) -> tuple[int, int]:
+        """The group size and ramp of the pass this thread starts (``(1, 0)``: no groups)."""
         state = getattr(_GROUPING, "state", None)
         if state is None or state[0] is not self or not self.counted_by_loader:
-            return 1
-        return int(state[1])
+            return 1, 0
+        return int(state[1]), int(state[2])
 
     def _check_start(self, this: Pass) -> None:
         total = int(self._rank_batches(this.epoch).shape[0])

@@ -627,7 +627,7 @@ class StoreCollater:
             if receiver is not None:
                 # a ring made for another pass: groups only as large as its slots allow
                 box.group = min(box.group, _group_fits(receiver.ring.per_worker, ahead, box))
-                with loader.plan_sampler.grouped(box.group):
+                with loader.plan_sampler.grouped(box.group, ramp=workers):
                     it = start()
                 if it is not reused:  # pragma: no cover - DataLoader made new workers anyway
                     receiver = None
@@ -640,7 +640,7 @@ class StoreCollater:
             receiver = SlotReceiver(ring, self.batcher.from_buffer, self.batcher)
             self._ring = ring
             try:
-                with loader.plan_sampler.grouped(box.group):
+                with loader.plan_sampler.grouped(box.group, ramp=workers):
                     it = start()
             finally:
                 self._ring = None
