@@ -168,14 +168,16 @@ class MaceRun(_Run):
         import torch
 
         b = next(self.batches)
-        if self.padded:
+        if self.feed_mode == "device":  # on the device already
+            d = b
+        elif self.padded:
             d = {
                 key: v.to(self.device) if isinstance(v, torch.Tensor) else v for key, v in b.items()
             }
         else:
             b = b.to(self.device)
             d = b.to_dict()
-        self._synchronize()
+        self._batch_ready()
         return b, d
 
     def update(self, batch: tuple[Any, dict]) -> None:

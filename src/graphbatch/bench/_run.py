@@ -196,10 +196,22 @@ class _Run(BenchRun):
 
             torch.cuda.synchronize(self.device)
 
+    def _batch_ready(self) -> None:
+        """Wait for the step's stream (no-op on the CPU): the batch handed out is then on the
+        device, its copy counted as batching. Only that stream: a loader's ``.to`` copies on
+        it, a `DeviceFeed` made it wait for that batch's copy only, and the feed's copy of the
+        next batch, on its side stream, goes on during the step, as in training."""
+        if self.cuda:
+            import torch
+
+            torch.cuda.current_stream(self.device).synchronize()
+
     # ------------------------------------------------------------------ BenchRun's hooks
     def next_batch(self):
-        b = next(self.batches).to(self.device, non_blocking=True)
-        self._synchronize()  # the copy belongs to batching, not to the update
+        b = next(self.batches)
+        if self.feed_mode != "device":  # the feed's batches are on the device already
+            b = b.to(self.device, non_blocking=True)
+        self._batch_ready()
         return b
 
     def compile_count(self) -> int:

@@ -62,7 +62,8 @@ def _padded_batches(spec: RunSpec, cfg: BenchConfig, data) -> Generator[Any, Non
 
 
 def _with_target(b, target):
-    """``b`` with ``y`` the bench target of its real graphs (0 for padding), on ``b``'s device."""
+    """``b`` with ``y`` the bench target of its real graphs (0 for padding), on ``b``'s device
+    (``target`` is moved there unless it is there already)."""
     import torch
 
     t = target.to(b.graph_mask.device, non_blocking=True)
@@ -177,9 +178,9 @@ def run_batches(spec: RunSpec, cfg: BenchConfig, data, device, padded: bool, fee
         batches = _pyg_batches(spec, cfg, data)
     elif data.store is not None and cfg.num_workers > 0:
         ld = store_loader(spec, cfg, data)
+        if feed == "device":  # batches on the device: the target too, moved once
+            return device_fed(ld, device, partial(_with_target, target=data.target.to(device)))
         fix = partial(_with_target, target=data.target)
-        if feed == "device":
-            return device_fed(ld, device, fix)
         batches = (fix(b) for b in epochs(ld))
     elif data.store is not None:
         batches = _store_batches(spec, cfg, data)
