@@ -116,6 +116,9 @@ class BenchConfig:
     compile_mode: str | None = None  # e.g. "reduce-overhead" (CUDA graphs; static shapes only)
     step: str = "auto"  # STEP_MODES: how padded runs train
     feed: str = "auto"  # FEED_MODES: how padded runs' batches reach the device
+    #: steps after the timed ones run under torch.profiler (torch runs; 0: none), summarised
+    #: in the record's ``profile`` (`graphbatch.bench._profile.profile_steps`)
+    profile_steps: int = 0
     model_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     strategy_options: dict[str, Any] = field(default_factory=lambda: {"buckets": {"num_shapes": 4}})
 
@@ -172,6 +175,10 @@ class BenchConfig:
             raise InputError(f"num_workers must be >= 0, got {self.num_workers}")
         if int(self.prefetch) < 0:
             raise InputError(f"prefetch must be >= 0, got {self.prefetch}")
+        if int(self.profile_steps) < 0:
+            raise InputError(f"profile_steps must be >= 0, got {self.profile_steps}")
+        if jax and self.profile_steps:
+            raise InputError("--profile-steps is for torch runs (JAX has jax.profiler)")
         if not jax:
             self._validate_compile_backend()
         if self.data not in ("memory", "store"):

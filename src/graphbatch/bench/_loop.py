@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._errors import InputError
 from ..analysis import step_list_fields, step_timing_fields
 from ._config import BenchConfig, RunSpec
 
@@ -90,6 +91,8 @@ class BenchRun:
     eval_steps: list[int]
     maes: list[float]
     rmses: list[float]
+    #: the profiled steps' summary (`profile`), None until profiled or when not asked
+    profiled: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ hooks
     def next_batch(self) -> Any:
@@ -130,6 +133,11 @@ class BenchRun:
     def leading_fields(self) -> dict[str, Any]:
         """Keys that open the record (default: none; JAX: ``framework``)."""
         return {}
+
+    def profile(self, steps: int) -> dict[str, Any]:
+        """Run ``steps`` more steps under a profiler, untimed and uncounted, and return their
+        summary (the record's ``profile``; `graphbatch.bench._profile.profile_steps`)."""
+        raise InputError(f"--profile-steps is for torch runs, not {type(self).__name__}")
 
     def overhead_ms(self) -> float:
         """Untimed milliseconds that ``graphs_per_s`` counts (default: 0)."""
@@ -198,12 +206,19 @@ class BenchRun:
         self.peak_rss = max(self.peak_rss, rss())
 
     def train_alone(self, on_step: Callable[[], None] | None = None) -> dict[str, Any]:
-        """Every step of this run, then its record (``on_step`` after each step)."""
+        """Every step of this run, then its profiled steps if asked, then its record
+        (``on_step`` after each timed step)."""
         for k in range(self.cfg.steps):
             self.step(k)
             if on_step is not None:
                 on_step()
+        self.profile_if_asked()
         return self.record(interleaved=False)
+
+    def profile_if_asked(self) -> None:
+        """``cfg.profile_steps`` steps after the timed ones, under a profiler (`profile`)."""
+        steps = int(self.cfg.profile_steps)
+        self.profiled = self.profile(steps) if steps > 0 else None
 
     # ------------------------------------------------------------------ the record
     def record(self, interleaved: bool) -> dict[str, Any]:
@@ -240,6 +255,7 @@ class BenchRun:
             **self._size_and_learning_fields(facts, interleaved),
             **step_list_fields(*times, compiling),
             **self.trailing_fields(),
+            **({"profile": self.profiled} if self.profiled is not None else {}),
         }
 
     def _size_and_learning_fields(self, facts: RunFacts, interleaved: bool) -> dict[str, Any]:
@@ -293,6 +309,8 @@ def drive_runs(
                 bar.set_description(label(run.spec))
                 run.step(k)
                 bar.update(1)
+        for run in group:
+            run.profile_if_asked()
         records.extend(run.record(interleaved=True) for run in group)
         del group
     return records

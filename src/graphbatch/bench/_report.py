@@ -251,9 +251,9 @@ def write_results(
     plots: bool = True,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
-    """Write ``results.json`` (the records), ``results.csv`` (scalar fields), ``summary.json``
-    (config, summary table, targets, learning tests, plus ``extra`` entries) and, with
-    matplotlib, ``*.png``."""
+    """Write ``results.json`` (the records), ``results.csv`` (their fields but the per-step
+    lists and the ``profile`` dict), ``summary.json`` (config, summary table, targets, learning
+    tests, plus ``extra`` entries) and, with matplotlib, ``*.png``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -262,7 +262,8 @@ def write_results(
         "summary.json": out / "summary.json",
     }
     atomic_write_text(paths["results.json"], json.dumps(records, indent=1))
-    cols = [k for k in records[0] if k not in LIST_KEYS] if records else []
+    first = records[0] if records else {}
+    cols = [k for k in first if k not in LIST_KEYS and not isinstance(first[k], dict)]
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
     w.writeheader()

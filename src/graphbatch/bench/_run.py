@@ -214,6 +214,11 @@ class _Run(BenchRun):
         self._batch_ready()
         return b
 
+    def profile(self, steps: int) -> dict[str, Any]:
+        from ._profile import profile_steps
+
+        return profile_steps(lambda: self.update(self.next_batch()), steps, self.cuda)
+
     def compile_count(self) -> int:
         from torch._dynamo.utils import counters
 

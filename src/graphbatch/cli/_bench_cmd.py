@@ -156,6 +156,13 @@ def _add_run_options(p) -> None:
         "other jobs share the cores)",
     )
     p.add_argument("--seed", type=int, help="base seed (repeat r uses seed + r)")
+    p.add_argument(
+        "--profile-steps",
+        type=int,
+        help="after each run's timed steps, run N more under torch.profiler (not timed) and "
+        "add their per-step summary to the run's record as 'profile': host operator calls, "
+        "CUDA kernels and device ms, the costliest entries (torch runs; default 0: none)",
+    )
 
 
 def _add_output(p) -> None:
@@ -186,6 +193,7 @@ _TORCH_ONLY = {
     "num_workers": "--num-workers",
     "sharing_strategy": "--sharing-strategy",
     "threads": "--threads",
+    "profile_steps": "--profile-steps",
 }
 
 
@@ -242,6 +250,7 @@ def config_from_args(args):
         "compile_mode": None if args.compile_mode in (None, "default") else args.compile_mode,
         "step": args.step,
         "feed": args.feed,
+        "profile_steps": args.profile_steps,
     }
     cfg = dataclasses.replace(base, **{k: v for k, v in fields.items() if v is not None})
     if args.sequential:
