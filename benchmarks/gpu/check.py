@@ -42,6 +42,9 @@ from pathlib import Path
 from typing import Any
 
 PARTS = ("cuda_tests", "schnet", "mace", "memory", "workers", "jax")
+#: Molecules of the QM9 store the ``schnet`` part trains on (``run.sh`` builds it on the
+#: device): ~140 batches of 128 an epoch, so epoch starts weigh as little as in real training.
+QM9_MOLECULES = 20000
 ROOT = Path(__file__).resolve().parents[2]
 TINY_SCHNET = {"schnet": {"hidden": 8, "filters": 8, "num_interactions": 1, "num_gaussians": 6}}
 TINY_MACE = {
@@ -73,6 +76,9 @@ class Ctx:
 
     def subset(self, n: int) -> int:
         return 60 if self.tiny else n
+
+    def profile_steps(self, n: int) -> int:
+        return 2 if self.tiny else n
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -121,6 +127,8 @@ def _row(r: dict, base: dict | None = None) -> dict[str, Any]:
         "compile s": round(r["compile_s"], 2),
         "compiles": r["compiles"],
         "peak MB": _mb(r),
+        "steady step ms mean": _steady_mean(r),
+        **_profile_cells(r.get("profile")),
     }
     if base is not None and r is not base:
         be = break_even(
@@ -133,6 +141,29 @@ def _row(r: dict, base: dict | None = None) -> dict[str, Any]:
         faster = r["steady_graphs_per_s"] > base["steady_graphs_per_s"]
         row["break-even steps"] = be.get("steps") if faster else "never"
     return row
+
+
+def _steady_mean(r: dict) -> float | None:
+    """Mean step ms over the steps without a compilation (epoch starts included: against the
+    median, it shows what the median leaves out)."""
+    steps, compiling = r.get("step_ms"), set(r.get("compile_steps") or ())
+    steady = [ms for k, ms in enumerate(steps or ()) if k not in compiling]
+    return round(sum(steady) / len(steady), 3) if steady else None
+
+
+def _profile_cells(p: dict | None) -> dict[str, Any]:
+    """A record's profile (``--profile-steps``) as table cells, per step: host operator calls,
+    kernels and device ms (CUDA), the entry with the most self time."""
+    if not p:
+        return {}
+    top = p["top"][0] if p["top"] else None
+    key = "self_device_us" if p["kernels"] is not None else "self_host_us"
+    return {
+        "profiled host ops": p["host_ops"],
+        "kernels": p["kernels"],
+        "device ms": p["device_ms"],
+        "top entry (us)": f"{top['name'][:40]} ({top[key]:.0f})" if top else None,
+    }
 
 
 def _rows(records: list[dict], base_strategy: str) -> list[dict[str, Any]]:
@@ -184,7 +215,8 @@ def part_schnet(ctx: Ctx) -> dict[str, Any]:
         data="store",
         batch_sizes=(ctx.batch(128),),
         steps=ctx.steps(500),
-        subset=ctx.subset(4000),
+        subset=ctx.subset(QM9_MOLECULES),
+        profile_steps=ctx.profile_steps(20),
     )
     return _loop_against_fed(
         ctx, common, ("pyg-eager", "dynamic", "pack-lpf"), ("dynamic", "pack-lpf"), "pyg-eager"
@@ -199,6 +231,7 @@ def part_mace(ctx: Ctx) -> dict[str, Any]:
         batch_sizes=(ctx.batch(32),),
         steps=ctx.steps(150),
         subset=ctx.subset(3000),
+        profile_steps=ctx.profile_steps(10),
     )
     return _loop_against_fed(ctx, common, ("mace-eager", "pack-lpf"), ("pack-lpf",), "mace-eager")
 
@@ -259,7 +292,7 @@ def part_workers(ctx: Ctx) -> dict[str, Any]:
             strategies=("dynamic",),
             batch_sizes=(ctx.batch(128),),
             steps=ctx.steps(300),
-            subset=ctx.subset(4000),
+            subset=ctx.subset(QM9_MOLECULES),
             compile="off",
             num_workers=workers,
         )
@@ -314,11 +347,16 @@ PART_FUNCS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
 }
 
 
+#: Per-step lists a record keeps in check.json (steps and compilations: enough to see where a
+#: mean and a median part ways); the other lists are dropped.
+KEPT_LISTS = ("step_ms", "update_ms_steps", "real_graphs_steps", "compile_steps")
+
+
 def _slim(records: list[dict]) -> list[dict]:
-    """Records without their per-step lists (the JSON stays small)."""
+    """Records without their evaluation curves and other long lists (`KEPT_LISTS` stay)."""
     from graphbatch.analysis import LIST_KEYS
 
-    drop = set(LIST_KEYS) | {"train_loss", "graph_dynamic", "backend_compile_s"}
+    drop = (set(LIST_KEYS) - set(KEPT_LISTS)) | {"train_loss", "graph_dynamic", "backend_compile_s"}
     return [{k: v for k, v in r.items() if k not in drop} for r in records]
 
 

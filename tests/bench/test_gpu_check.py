@@ -91,7 +91,9 @@ def test_every_part_runs_on_cpu_and_writes_json_and_markdown(data, tmp_path):
     ]
     recs = parts["schnet"]["records"]
     assert [r["step_mode"] for r in recs] == ["loop"] * 3 + ["captured"] * 2
-    assert all("step_ms" not in r for r in recs)  # per-step lists dropped
+    assert all("step_ms" in r and "test_mae_curve" not in r for r in recs)  # steps kept
+    assert all(r["profile"]["steps"] == 2 and r["profile"]["top"] for r in recs)
+    assert all(r["profiled host ops"] > 0 for r in parts["schnet"]["rows"])
     assert [r["run"] for r in parts["mace"]["rows"]][-1] == "pack-lpf (captured, feed device)"
     mem = parts["memory"]["rows"]
     assert {(r["table"].split()[0], r["strategy"]) for r in mem} == {
