@@ -56,6 +56,7 @@ from ._plan import BatchPlan
 from ._resume import resume_point
 from ._sizes import GraphSizes
 from ._validate import as_index_array, as_nonnegative_int
+from .planners import PlanMemo, planning_memo
 
 __all__ = ["EpochCursor", "EpochSchedule", "Pass", "canonical", "select_graphs", "step_table"]
 
@@ -253,6 +254,8 @@ class EpochSchedule:
         self._verifier = PlanVerifier(sizes)
         self._indices_sha256: str | None = None
         self._cache: tuple[tuple[int, int], BatchPlan, np.ndarray] | None = None
+        #: the strategy's epoch-independent work (`graphbatch.planners.planning_memo`)
+        self._memo = PlanMemo(sizes)
 
     # ------------------------------------------------------------------ plans
     def _planned(self, epoch: int, world_size: int) -> tuple[BatchPlan, np.ndarray]:
@@ -261,7 +264,8 @@ class EpochSchedule:
             kwargs = dict(self.plan_options)
             if world_size > 1:
                 kwargs["world_size"] = world_size
-            p = plan_epoch(self.sizes, self.strategy, epoch=key[0], **kwargs)
+            with planning_memo(self._memo):  # the packs of pack-* are made once
+                p = plan_epoch(self.sizes, self.strategy, epoch=key[0], **kwargs)
             self._cache = (key, p, step_table(p, world_size))
         return self._cache[1], self._cache[2]
 

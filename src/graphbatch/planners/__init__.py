@@ -20,6 +20,7 @@ from ._buckets import plan_buckets
 from ._cost import CostModel, cost_model_from_options
 from ._distributed import distribute_plan, plan_for_ranks
 from ._dynamic import plan_dynamic
+from ._memo import PlanMemo, planning_memo
 from ._packing import (
     plan_pack_lpf,
     plan_pack_lpf_1d,
@@ -49,6 +50,7 @@ __all__ = [
     "plan_stratified",
     "plan_zscore",
     "OversizeSplit",
+    "PlanMemo",
     "PlanRequest",
     "Strategy",
     "batch_totals",
@@ -67,6 +69,7 @@ __all__ = [
     "plan_static_constant",
     "plan_static_multiple",
     "plan_static_pow2",
+    "planning_memo",
     "register",
     "split_oversize",
     "static_offsets",

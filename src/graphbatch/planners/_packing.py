@@ -10,7 +10,7 @@ the graph-to-pack assignment for the whole run and only shuffles orders).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +31,7 @@ from ..packing.kernels import (
     pack_totals,
 )
 from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
+from ._memo import memo_for
 from ._pack_choice import PackTotals, bins_of, choose_packs, slots_area
 from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
@@ -238,39 +239,92 @@ def _plan_tuple(req: PlanRequest, fit: str) -> BatchPlan:
             return _finish_empty(req, budget, split, kept, heuristic=heuristic, method=method)
         if kept.shape[0] == len(req.sizes):
             split, kept = None, None
-    hist = _narrow_inverse(_kept_sizes(req, kept).histogram(return_inverse=True))
-    res = pack_bins(
-        hist.n_node,
-        hist.n_edge,
-        hist.count,
-        node_limit=budget.node_capacity,
-        edge_limit=budget.edge_capacity,
-        graph_limit=budget.graph_capacity,
-        heuristic=heuristic,
-        fit=fit,
-        method=method,
-    )
-    slot_bin, pack_offsets, packer, shape, totals = choose_packs(
-        req, kept, hist, res, budget, tight_shape_wanted(req)
-    )
-    tried = res.tried
-    del res  # its packs, unless chosen, are no longer needed
+    packs = _tuple_packs(req, kept, budget, heuristic, fit, method)
+    hist = packs.hist
     return _finish(
         req,
         budget,
         split,
         kept,
         bins_of(hist),
-        slot_bin,
-        pack_offsets,
+        packs.slot_bin,
+        packs.pack_offsets,
         bin_nodes=hist.n_node,
         bin_edges=hist.n_edge,
-        shape=shape,
-        totals=totals,
+        shape=packs.shape,
+        totals=packs.totals,
         heuristic=heuristic,
-        packer=packer,
-        packs_tried=tried,
+        packer=packs.packer,
+        packs_tried=dict(packs.tried),
     )
+
+
+class _TuplePacks(NamedTuple):
+    """The packs of a tuple packing over the kept graphs' histogram (epoch-independent)."""
+
+    hist: SizeHistogram
+    slot_bin: np.ndarray
+    pack_offsets: np.ndarray
+    packer: str
+    shape: Budget | None
+    totals: PackTotals | None
+    tried: dict[str, int]
+
+
+def _tuple_packs(
+    req: PlanRequest,
+    kept: np.ndarray | None,
+    budget: Budget,
+    heuristic: str,
+    fit: str,
+    method: str,
+) -> _TuplePacks:
+    """The packs of ``pack-lpf``/``pack-spf``: the histogram packed (`pack_bins`) and the packs
+    chosen (`choose_packs`). They depend on the sizes, the budget and the options only, so a
+    schedule's `planning_memo` keeps them for its later epochs."""
+    tight = tight_shape_wanted(req)
+
+    def make() -> _TuplePacks:
+        hist = _narrow_inverse(_kept_sizes(req, kept).histogram(return_inverse=True))
+        res = pack_bins(
+            hist.n_node,
+            hist.n_edge,
+            hist.count,
+            node_limit=budget.node_capacity,
+            edge_limit=budget.edge_capacity,
+            graph_limit=budget.graph_capacity,
+            heuristic=heuristic,
+            fit=fit,
+            method=method,
+        )
+        chosen = choose_packs(req, kept, hist, res, budget, tight)
+        return _TuplePacks(hist, *chosen, res.tried)
+
+    memo = memo_for(req)
+    if memo is None:
+        return make()
+
+    def make_frozen() -> _TuplePacks:
+        packs = make()  # kept for later epochs: read-only, so no epoch can change them
+        for arr in (packs.slot_bin, packs.pack_offsets, *(packs.totals or ())):
+            arr.flags.writeable = False
+        return packs
+
+    key = (
+        "tuple-packs",
+        req.strategy,
+        fit,
+        heuristic,
+        method,
+        budget.as_tuple(),
+        tight,
+        req.world_size,
+        req.on_oversize,
+        req.batch_size,
+        req.seed,
+        repr(sorted(req.options.items())),
+    )
+    return memo.get(key, make_frozen)
 
 
 @register(
