@@ -1,4 +1,5 @@
-"""A schedule's packs are made once (`graphbatch.planners.planning_memo`): every epoch's plan
+"""A schedule's epoch-independent work (the packs of ``pack-*`` and ``buckets``, the tight
+shape of ``dynamic``) is done once (`graphbatch.planners.planning_memo`): every epoch's plan
 from an `EpochSchedule` -- in any order of epochs and world sizes -- is the plan
 `graphbatch.plan` makes afresh, digest for digest (arrays and metadata but timings); the memo
 serves only its own sizes, keeps at most `MAX_ENTRIES` results and read-only arrays."""
@@ -32,10 +33,18 @@ CONFIGS = [
     ("pack-lpf", {"on_oversize": "skip", "budget": (24, 60, 5)}),
     ("pack-spf", {"on_oversize": "own_batch", "budget": (24, 60, 5)}),
     ("pack-lpf", {"shuffle": False}),
+    ("dynamic", {}),
+    ("dynamic", {"tight_shape": False}),
+    ("dynamic", {"on_oversize": "own_batch", "budget": (24, 60, 5)}),
+    ("buckets", {"num_shapes": 3}),
+    ("buckets", {"num_shapes": 2, "tight_shape": True}),
+    ("buckets", {"num_shapes": 2, "shape_cost": [0, 1, 1, 1, 5], "budget": (24, 60, 5)}),
+    ("buckets", {"on_oversize": "own_batch", "oversize_shapes": "own", "budget": (24, 60, 5)}),
+    ("buckets", {"on_oversize": "skip", "budget": (24, 60, 5)}),
 ]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     nodes=st.lists(st.integers(1, 30), min_size=3, max_size=120),
     spread=st.integers(0, 6),

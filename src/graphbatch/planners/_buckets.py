@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from ..packing import (
 )
 from ..packing.kernels import assign_graphs, budget_lower_bound
 from ._assemble import OversizeSplit, finish_plan
+from ._memo import memo_for, request_key
 from ._pack_choice import bins_of
 from ._packing import _COMMON, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
 from ._registry import PlanRequest, register
@@ -65,17 +66,9 @@ def plan_buckets(req: PlanRequest) -> BatchPlan:
     budget = _budget(req)
     heuristic = _heuristic(req)
     multiple = as_positive_int(req.option("multiple", 64), "multiple")
-    own_shapes = _own_oversize_shapes(req)
-    g = _BucketGraphs.of(req, budget, heuristic, multiple, own_shapes)
-    # candidate packings and the k scaled shapes best for each; the cheapest wins
-    candidates, (_, chosen, slot_bin, pack_off, packer) = _candidate_packings(g, k, multiple)
-    shapes = _scaled_shapes(chosen, g.fam, multiple)
-    tight = _tight_bucket_request(req, g.fam)
-    extra_meta: dict[str, Any] = {}
-    if tight is not None:  # tight shapes by an integer cost, over every candidate packing
-        slot_bin, pack_off, packer, shapes, extra_meta = _tight_buckets(
-            candidates, g.pack_totals, k, g.fam, multiple, *tight
-        )
+    packs = _bucket_packs(req, k, budget, heuristic, multiple)
+    g, slot_bin, pack_off, packer, shapes, tight = packs[:6]
+    extra_meta = dict(packs.extra_meta)
     shape_n, shape_e, shape_g = shapes
     # this epoch's graphs in the packs' slots
     graph_bin = np.concatenate([g.inverse, g.nbins + np.arange(g.alone.shape[0])])
@@ -123,6 +116,53 @@ def plan_buckets(req: PlanRequest) -> BatchPlan:
             [int(a), int(b), int(c)] for a, b, c in zip(shape_n, shape_e, shape_g, strict=False)
         ],
     )
+
+
+class _BucketPacks(NamedTuple):
+    """What ``buckets`` plans from the sizes and options alone (the same every epoch): the
+    request's graphs, the chosen packs ``(slot_bin, pack_off, packer)``, their K shapes, the
+    tight-shape request (or None) and the metadata of tight shapes."""
+
+    graphs: _BucketGraphs
+    slot_bin: np.ndarray
+    pack_off: np.ndarray
+    packer: str | None
+    shapes: _Shapes
+    tight: _TightRequest | None
+    extra_meta: dict[str, Any]
+
+
+def _bucket_packs(
+    req: PlanRequest, k: int, budget: Budget, heuristic: str, multiple: int
+) -> _BucketPacks:
+    """The candidate packings and the k scaled shapes best for each, the cheapest chosen (with
+    tight shapes: chosen by cost over every candidate). Epoch-independent: a schedule's
+    `planning_memo` keeps them for its later epochs (arrays read-only)."""
+
+    def make() -> _BucketPacks:
+        g = _BucketGraphs.of(req, budget, heuristic, multiple, _own_oversize_shapes(req))
+        candidates, (_, chosen, slot_bin, pack_off, packer) = _candidate_packings(g, k, multiple)
+        shapes = _scaled_shapes(chosen, g.fam, multiple)
+        tight = _tight_bucket_request(req, g.fam)
+        extra_meta: dict[str, Any] = {}
+        if tight is not None:  # tight shapes by an integer cost, over every candidate packing
+            slot_bin, pack_off, packer, shapes, extra_meta = _tight_buckets(
+                candidates, g.pack_totals, k, g.fam, multiple, *tight
+            )
+        return _BucketPacks(g, slot_bin, pack_off, packer, shapes, tight, extra_meta)
+
+    memo = memo_for(req)
+    if memo is None:
+        return make()
+
+    def make_frozen() -> _BucketPacks:
+        packs = make()
+        for arr in (packs.slot_bin, packs.pack_off, *packs.shapes):
+            arr.flags.writeable = False
+        return packs
+
+    key = ("buckets", k, budget.as_tuple(), heuristic, multiple, *request_key(req))
+    return memo.get(key, make_frozen)
 
 
 def _own_oversize_shapes(req: PlanRequest) -> bool:

@@ -22,6 +22,7 @@ from ..packing.kernels import (
     widen_into,
 )
 from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
+from ._memo import memo_for, request_key
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_dynamic"]
@@ -45,7 +46,7 @@ def plan_dynamic(req: PlanRequest) -> BatchPlan:
     seed_steps: _SeedSteps | None = None
     meta: dict[str, Any] = {}
     if tight_shape_wanted(req) and graphs.n_kept:
-        shape, seed_steps = _seed_shape(graphs, budget, req.seed, req.world_size)
+        shape, seed_steps = _memo_seed_shape(req, graphs, budget)
         meta["padded_shape"] = list(shape.as_tuple())
     epoch = graphs.epoch()  # the kept graphs in this epoch's order, with their sizes
     lower_bound = budget_lower_bound(*epoch.totals, epoch.count, budget)
@@ -143,6 +144,24 @@ def _seed_shape(
     else:
         real_nodes, real_edges = greedy_fill(nodes, edges, budget)[1:]
     return Budget(int(real_nodes.max()) + 1, int(real_edges.max()), budget.n_graph), seed_steps
+
+
+def _memo_seed_shape(
+    req: PlanRequest, graphs: _Graphs, budget: Budget
+) -> tuple[Budget, _SeedSteps | None]:
+    """`_seed_shape` of the request, kept by a schedule's `planning_memo` for its later epochs
+    (it depends on the sizes, the budget and the seed only)."""
+    memo = memo_for(req)
+    if memo is None:
+        return _seed_shape(graphs, budget, req.seed, req.world_size)
+
+    def make() -> tuple[Budget, _SeedSteps | None]:
+        shape, steps = _seed_shape(graphs, budget, req.seed, req.world_size)
+        if steps is not None and steps.pairs.pairs is not None:
+            steps.pairs.pairs.flags.writeable = False
+        return shape, steps
+
+    return memo.get(("dynamic-seed-shape", budget.as_tuple(), *request_key(req)), make)
 
 
 def _greedy_fill(epoch: _Epoch, shape: Budget) -> _Fill:

@@ -1,9 +1,10 @@
 """Planner work that depends on the sizes and the options only, kept across one schedule's
 epochs.
 
-Packing strategies (``pack-lpf``, ``pack-spf``) pack the (nodes, edges) histogram into packs
-that depend on the sizes and the options, not on the epoch: each epoch only deals the graphs of
-every size bin to their slots and shuffles the order. A schedule of the loaders
+Packing strategies (``pack-lpf``, ``pack-spf``, ``buckets``) pack the (nodes, edges) histogram
+into packs that depend on the sizes and the options, not on the epoch: each epoch only deals the
+graphs of every size bin to their slots and shuffles the order; ``dynamic``'s tight shape comes
+from a seed-only pass. A schedule of the loaders
 (`graphbatch._schedule.Schedule`) plans every epoch of the same sizes with the same options;
 within ``with planning_memo(memo):`` a planner keeps such work in ``memo`` (`memo_for`) and
 takes it from there in later epochs, so an epoch costs its dealing only. Plans are the same
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 from .._sizes import GraphSizes
 from ._registry import PlanRequest
 
-__all__ = ["MAX_ENTRIES", "PlanMemo", "memo_for", "planning_memo"]
+__all__ = ["MAX_ENTRIES", "PlanMemo", "memo_for", "planning_memo", "request_key"]
 
 T = TypeVar("T")
 
@@ -66,6 +67,21 @@ def planning_memo(memo: PlanMemo | None) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
+
+
+def request_key(req: PlanRequest) -> tuple[Hashable, ...]:
+    """What a request's epoch-independent work may depend on besides the sizes and what its
+    planner names in its key (budget, heuristic, ...): strategy, ranks, oversize policy, batch
+    size, seed and every option. The epoch is left out, by design."""
+    return (
+        req.strategy,
+        req.world_size,
+        req.on_oversize,
+        req.batch_size,
+        req.budget.as_tuple() if req.budget is not None else None,
+        req.seed,
+        repr(sorted(req.options.items())),
+    )
 
 
 def memo_for(req: PlanRequest) -> PlanMemo | None:

@@ -31,7 +31,7 @@ from ..packing.kernels import (
     pack_totals,
 )
 from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
-from ._memo import memo_for
+from ._memo import memo_for, request_key
 from ._pack_choice import PackTotals, bins_of, choose_packs, slots_area
 from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
@@ -310,20 +310,7 @@ def _tuple_packs(
             arr.flags.writeable = False
         return packs
 
-    key = (
-        "tuple-packs",
-        req.strategy,
-        fit,
-        heuristic,
-        method,
-        budget.as_tuple(),
-        tight,
-        req.world_size,
-        req.on_oversize,
-        req.batch_size,
-        req.seed,
-        repr(sorted(req.options.items())),
-    )
+    key = ("tuple-packs", fit, heuristic, method, budget.as_tuple(), tight, *request_key(req))
     return memo.get(key, make_frozen)
 
 
