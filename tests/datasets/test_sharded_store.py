@@ -280,7 +280,7 @@ def test_torch_loader_batches_equal_single_file(qm9, strategy, kw):
     import torch
 
     import graphbatch.torch as gt
-    from graphbatch.torch._store_batch import StoreCollater
+    from graphbatch.torch._store_collate import StoreCollater
 
     single, manifest = qm9
     la = gt.loader(GraphStore(single), strategy=strategy, batch_size=16, seed=3, **kw)

@@ -24,7 +24,7 @@ from graphbatch.datasets import (  # noqa: E402
     synthetic_sizes,
     write_store,
 )
-from graphbatch.torch._store_batch import StoreCollater  # noqa: E402
+from graphbatch.torch._store_collate import StoreCollater  # noqa: E402
 
 
 def _graphs(n=150, seed=0) -> GraphArrays:

@@ -26,7 +26,7 @@ pytest.importorskip("torch_geometric")
 import graphbatch as gb
 import graphbatch.torch as gt
 from graphbatch.lightning import GraphDataModule
-from graphbatch.torch._store_batch import StoreCollater
+from graphbatch.torch._store_collate import StoreCollater
 
 from .._torch_graphs import molecules, sizes_of
 

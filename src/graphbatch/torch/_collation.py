@@ -19,7 +19,8 @@ from ._preset import Preset, StoreView
 from ._pyg import collate
 from ._sampler import PlannedBatch
 from ._schema import Schema, infer_schema
-from ._store_batch import StoreCollater, StoreIndices, is_graph_store, store_schema
+from ._store_batch import is_graph_store, store_schema
+from ._store_collate import StoreCollater, StoreIndices
 
 __all__ = ["COLLATION_ARGS", "Collation", "PlanCollater", "Resolved", "resolve_collation"]
 

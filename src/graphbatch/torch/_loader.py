@@ -20,7 +20,7 @@ from ._collation import COLLATION_ARGS, Collation, PlanCollater, resolve_collati
 from ._preset import Preset
 from ._sampler import PlanBatchSampler
 from ._schema import Schema, _num_nodes
-from ._store_batch import StoreCollater
+from ._store_collate import StoreCollater
 
 __all__ = ["DATALOADER_ARGS", "PlanLoader", "loader", "read_sizes"]
 

@@ -88,7 +88,7 @@ class SlotBatch:
     """What a worker returns for a batch written into a ring slot: ring ``token``, ``slot``,
     ``ticket`` (the number in the slot's header), ``nbytes`` of the batch buffer, padded
     ``shape`` and ``real_graphs``; ``layout``: ``None`` for the batch kernel's buffer layout,
-    else a packed dict's entries (`graphbatch.torch._store_batch.pack_dict`). Pickles as a
+    else a packed dict's entries (`graphbatch.torch._packed.pack_dict`). Pickles as a
     tuple of ints (and the layout)."""
 
     __slots__ = ("token", "slot", "ticket", "nbytes", "shape", "real_graphs", "layout")
