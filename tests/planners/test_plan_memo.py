@@ -1,8 +1,8 @@
-"""A schedule's epoch-independent work (the packs of ``pack-*`` and ``buckets``, the tight
-shape of ``dynamic``) is done once (`graphbatch.planners.planning_memo`): every epoch's plan
-from an `EpochSchedule` -- in any order of epochs and world sizes -- is the plan
-`graphbatch.plan` makes afresh, digest for digest (arrays and metadata but timings); the memo
-serves only its own sizes, keeps at most `MAX_ENTRIES` results and read-only arrays."""
+"""A schedule's epoch-independent work (the packs of ``pack-*`` and ``buckets``, ``kk``'s
+batches, the tight shape of ``dynamic``) is done once (`graphbatch.planners.planning_memo`):
+every epoch's plan from an `EpochSchedule` -- in any order of epochs and world sizes -- is the
+plan `graphbatch.plan` makes afresh, digest for digest (arrays and metadata but timings); the
+memo serves only its own sizes, keeps at most `MAX_ENTRIES` results and read-only arrays."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ CONFIGS = [
     ("dynamic", {}),
     ("dynamic", {"tight_shape": False}),
     ("dynamic", {"on_oversize": "own_batch", "budget": (24, 60, 5)}),
+    ("kk", {}),
+    ("kk", {"passes": 0, "pad": "pow2"}),
+    ("kk", {"cost_nodes": 1, "cost_edges": 3}),
     ("buckets", {"num_shapes": 3}),
     ("buckets", {"num_shapes": 2, "tight_shape": True}),
     ("buckets", {"num_shapes": 2, "shape_cost": [0, 1, 1, 1, 5], "budget": (24, 60, 5)}),

@@ -33,6 +33,7 @@ from ..packing.kernels import (
 )
 from ._assemble import PAD_MODES, finish_fixed_count_plan, padded_shapes
 from ._cost import CostModel, cost_model_from_options
+from ._memo import memo_for, request_key
 from ._registry import PlanRequest, register
 
 __all__ = [
@@ -350,14 +351,31 @@ def plan_iqr(req: PlanRequest) -> BatchPlan:
     uses_budget=False,
 )
 def plan_kk(req: PlanRequest) -> BatchPlan:
-    s = _Setup(req)
     passes = as_nonnegative_int(req.option("passes", 16), "passes")
-    # memory-lean: the round matrix is rearranged and refined in place, costs dropped once used
-    value, ident = round_matrix(s.costs, s.num_batches)
-    del s.costs
-    balanced_ldm(value, ident, inplace=True)
-    swaps = refine_in_place(value, ident, passes)
-    del value
+
+    def make() -> tuple[_Setup, np.ndarray, int]:
+        s = _Setup(req)
+        # memory-lean: the round matrix is rearranged and refined in place, costs dropped once
+        # used
+        value, ident = round_matrix(s.costs, s.num_batches)
+        del s.costs
+        balanced_ldm(value, ident, inplace=True)
+        swaps = refine_in_place(value, ident, passes)
+        del value
+        return s, ident, swaps
+
+    # the batches' contents are the same every epoch: a schedule's memo keeps them
+    memo = memo_for(req)
+    if memo is None:
+        s, ident, swaps = make()
+    else:
+
+        def make_frozen() -> tuple[_Setup, np.ndarray, int]:
+            made = make()
+            made[1].flags.writeable = False
+            return made
+
+        s, ident, swaps = memo.get(("kk", passes, *request_key(req)), make_frozen)
     return _finish(req, s, columns=ident, swaps=swaps)
 
 
