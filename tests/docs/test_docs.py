@@ -1,11 +1,14 @@
 """Every python block of README.md and docs/**/*.md runs as written in a fresh interpreter, both
 as a script and pasted line by line into the interactive console, or is marked visibly as a
 fragment / not run, with a reason; every block, fragments too, pastes without a syntax error
-(`tests/_docblocks.py`, the one doc-test harness, has the convention).
+(`tests/_docblocks.py`, the one doc-test harness, has the convention). A block that the page's
+next block continues runs as the first part of that block's run (in the same fresh interpreter,
+as written), not a second time alone.
 
 A few blocks get checks after they ran (in the same interpreter, on the block's globals ``ns``):
 the MACE loop trains and its padded loss equals MACE's unpadded loss, the JAX loops use two
-devices and compile once.
+devices and compile once; others, of what they printed: training-step.md's loops train (its
+capture check names PyG's readout), tune.md's blocks print the chosen request.
 """
 
 from __future__ import annotations
