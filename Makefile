@@ -41,8 +41,10 @@ demo: setup-core
 	$(PY) -m graphbatch.cli demo --out out/report.html
 
 # Two pytest-xdist workers (CI has 2 cores): the suite is mostly subprocesses and single-threaded
-# Python, so two at once take ~13 instead of ~19 minutes there. `make test PYTEST_WORKERS=0` runs
-# it in one process; PYTEST_ARGS adds options (e.g. PYTEST_ARGS="tests/torch -x").
+# Python, so two at once take about half as long. Each worker, and every process its tests start,
+# gets its share of the cores for torch's and NumPy's thread pools (tests/_threads.py: one thread
+# each here, where two spinning per process took ~4x the CPU time). `make test PYTEST_WORKERS=0`
+# runs it in one process; PYTEST_ARGS adds options (e.g. PYTEST_ARGS="tests/torch -x").
 PYTEST_WORKERS ?= 2
 test: setup-all
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)

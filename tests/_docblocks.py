@@ -2,7 +2,8 @@
 
 A block runs on its own in a fresh interpreter in an empty folder, with the environment the test
 session started with (nothing a library set in the pytest process, such as mace-torch's
-``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, leaks into it), twice: as a script (``python block.py``)
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, leaks into it; under pytest-xdist it includes the worker's
+share of the cores for the thread pools, `tests._threads`), twice: as a script (``python block.py``)
 and pasted into the interactive console line by line (``code.InteractiveConsole`` in
 ``__main__``, as a user pastes it into ``python``: a statement right after an indented block
 needs a blank line first, and a blank line inside a class or function ends it). Every block,

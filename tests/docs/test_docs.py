@@ -1,11 +1,14 @@
 """Every python block of README.md and docs/**/*.md runs as written in a fresh interpreter, both
 as a script and pasted line by line into the interactive console, or is marked visibly as a
 fragment / not run, with a reason; every block, fragments too, pastes without a syntax error
-(`tests/_docblocks.py`, the one doc-test harness, has the convention).
+(`tests/_docblocks.py`, the one doc-test harness, has the convention). A block that the page's
+next block continues runs as the first part of that block's run (in the same fresh interpreter,
+as written), not a second time alone.
 
 A few blocks get checks after they ran (in the same interpreter, on the block's globals ``ns``):
 the MACE loop trains and its padded loss equals MACE's unpadded loss, the JAX loops use two
-devices and compile once.
+devices and compile once; others, of what they printed: training-step.md's loops train (its
+capture check names PyG's readout), tune.md's blocks print the chosen request.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from .._docblocks import (
     START_ENV,
     Block,
     all_blocks,
+    chain,
     missing_modules,
     missing_optional,
     paste_error,
@@ -29,9 +33,6 @@ from .._docblocks import (
 
 BLOCKS = all_blocks()
 RUNNABLE = [b for b in BLOCKS if b.runs]
-#: (block, mode): every runnable block as a script and pasted into the console, except the
-#: module files a page asks to save (``file``): the later blocks that import them run them.
-RUNS = [(b, m) for m in ("script", "console") for b in RUNNABLE if not b.file]
 
 #: Checks run after a block (in its interpreter, on its globals ``ns``), by (doc, block index).
 CHECKS = {
@@ -71,6 +72,24 @@ def _store_mace_training(out: str) -> None:
     assert "compilations: 1" in out.splitlines(), out  # one padded shape, one compilation
 
 
+def _plain_loop_and_capture_check(out: str) -> None:
+    """docs/training-step.md's plain loop (block 0) trains with one graph per shape of a
+    2-shape buckets plan; the capture check after it (block 1) names PyG's readout."""
+    losses = [float(x) for x in re.findall(r"^epoch \d: mean loss (\S+)$", out, re.M)]
+    assert len(losses) == 2 and all(x == x for x in losses), out
+    assert "TrainStep(EagerBackend, 2 shapes, 2 graphs, warmup=0, check=False)" in out, out
+    assert re.search(
+        r"^TrainStep cannot capture this step: int\(tensor\) at torch_geometric/nn/aggr/\S+ in "
+        r"__call__ copies a value to the host",
+        out,
+        re.M,
+    ), out
+
+
+def _tune_request(out: str) -> None:
+    assert "'strategy'" in out, out  # tune's chosen request, printed
+
+
 #: Checks of what a block printed, by (doc, block index).
 PRINTED = {
     ("docs/atomistic.md", 0): _mace_losses,
@@ -83,11 +102,41 @@ PRINTED = {
     ("docs/getting-started/jax.md", 0): lambda out: (
         "compilations: 1" in out.splitlines() or pytest.fail(out)
     ),
+    ("docs/training-step.md", 1): _plain_loop_and_capture_check,
+    ("docs/training-step.md", 2): lambda out: (  # the Lightning module trains through the step
+        "TrainStep(EagerBackend, 1 shape, 1 graph, warmup=0, check=False)" in out
+        or pytest.fail(out)
+    ),
+    ("docs/training-step.md", 3): _mace_losses,  # MACE trains through the step
+    ("docs/tune.md", 0): _tune_request,
+    ("docs/tune.md", 2): _tune_request,
 }
 
 
 def _key(block):
     return (block.doc, block.index)
+
+
+def _run_by_the_next(block: Block) -> bool:
+    """The page's next block continues this one in the same environment and runs here, so its
+    run runs this block first, as written, in the same fresh interpreter: a run of this block
+    alone would repeat that (unless it has checks of its own)."""
+    blocks = python_blocks(block.doc)
+    if block.index + 1 == len(blocks) or _key(block) in CHECKS or _key(block) in PRINTED:
+        return False
+    after = blocks[block.index + 1]
+    return after.continues and after.runs and after.env == block.env and not missing_modules(after)
+
+
+#: (block, mode): every runnable block as a script and pasted into the console, except the
+#: module files a page asks to save (``file``): the later blocks that import them run them;
+#: and a block the next one continues (`_run_by_the_next`): that block's run runs it.
+RUNS = [
+    (b, m)
+    for m in ("script", "console")
+    for b in RUNNABLE
+    if not b.file and not _run_by_the_next(b)
+]
 
 
 def test_the_harness_finds_the_documented_blocks():
@@ -104,7 +153,10 @@ def test_the_harness_finds_the_documented_blocks():
     for b in BLOCKS:  # every block runs, or says why not
         assert b.runs or (b.fragment or b.not_run), b.id
     for key in [*CHECKS, *PRINTED]:  # checks name blocks that run
-        assert any(_key(b) == key and b.runs for b in BLOCKS), key
+        assert any(_key(b) == key for b, _ in RUNS), key
+    ran = {_key(c) for b, _ in RUNS for c in chain(b)}
+    for b in RUNNABLE:  # every block runs: alone, or first in the run of a block continuing it
+        assert b.file or _key(b) in ran, b.id
     for b in BLOCKS:  # a module file is run by a later block of its page that imports it
         stem = b.file[: -len(".py")] if b.file else None
         assert stem is None or any(
@@ -112,6 +164,17 @@ def test_the_harness_finds_the_documented_blocks():
             for later in python_blocks(b.doc)[b.index + 1 :]
         ), f"{b.id}: no later block imports {b.file}"
     assert len(RUNNABLE) >= 6
+
+
+def test_the_printed_checks_name_the_blocks_they_read():
+    """The blocks `PRINTED` reads are the ones its checks describe."""
+    step = python_blocks("docs/training-step.md")
+    assert [b.runs for b in step] == [True, True, True, True]
+    assert step[1].continues and "check=True" in step[1].code
+    assert "L.Trainer" in step[2].code and "mace" in step[3].code
+    tune = python_blocks("docs/tune.md")
+    assert [b.file for b in tune] == [None, "my_models.py", None]
+    assert all("gb.tune(" in tune[i].code for i in (0, 2))
 
 
 def test_every_block_pastes_into_the_interactive_console():
