@@ -3,13 +3,14 @@ epochs.
 
 Packing strategies (``pack-lpf``, ``pack-spf``, ``buckets``) pack the (nodes, edges) histogram
 into packs that depend on the sizes and the options, not on the epoch: each epoch only deals the
-graphs of every size bin to their slots and shuffles the order; ``kk``'s batches are the same
-every epoch (only their order changes); ``dynamic``'s tight shape comes from a seed-only pass. A schedule of the loaders
-(`graphbatch._schedule.Schedule`) plans every epoch of the same sizes with the same options;
-within ``with planning_memo(memo):`` a planner keeps such work in ``memo`` (`memo_for`) and
-takes it from there in later epochs, so an epoch costs its dealing only. Plans are the same
-with or without a memo (tests/planners/test_plan_memo.py); a memo serves only requests for the
-very sizes object it was made for (never a chunk's or another table's).
+graphs of every size bin to their slots and shuffles the order. ``kk``'s batches are the same
+every epoch (only their order changes); ``dynamic``'s tight shape comes from a seed-only pass.
+The loaders' schedule (`graphbatch._schedule.EpochSchedule`) plans every epoch of the same sizes
+with the same options; within ``with planning_memo(memo):`` a planner keeps such work in
+``memo`` (`memo_for`) and takes it from there in later epochs, so an epoch costs its dealing
+only. Plans are the same with or without a memo (tests/planners/test_plan_memo.py); a memo
+serves only requests for the very sizes object it was made for (never a chunk's or another
+table's).
 """
 
 from __future__ import annotations
