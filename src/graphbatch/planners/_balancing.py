@@ -33,7 +33,7 @@ from ..packing.kernels import (
 )
 from ._assemble import PAD_MODES, finish_fixed_count_plan, padded_shapes
 from ._cost import CostModel, cost_model_from_options
-from ._memo import memo_for, request_key
+from ._memo import once_per_schedule
 from ._registry import PlanRequest, register
 
 __all__ = [
@@ -364,18 +364,8 @@ def plan_kk(req: PlanRequest) -> BatchPlan:
         del value
         return s, ident, swaps
 
-    # the batches' contents are the same every epoch: a schedule's memo keeps them
-    memo = memo_for(req)
-    if memo is None:
-        s, ident, swaps = make()
-    else:
-
-        def make_frozen() -> tuple[_Setup, np.ndarray, int]:
-            made = make()
-            made[1].flags.writeable = False
-            return made
-
-        s, ident, swaps = memo.get(("kk", passes, *request_key(req)), make_frozen)
+    # the batches' contents are the same every epoch: a schedule makes them once
+    s, ident, swaps = once_per_schedule(req, ("kk", passes), make, lambda made: (made[1],))
     return _finish(req, s, columns=ident, swaps=swaps)
 
 

@@ -36,7 +36,7 @@ from ..packing import (
 )
 from ..packing.kernels import assign_graphs, budget_lower_bound
 from ._assemble import OversizeSplit, finish_plan
-from ._memo import memo_for, request_key
+from ._memo import once_per_schedule
 from ._pack_choice import bins_of
 from ._packing import _COMMON, _budget, _empty_slots, _heuristic, _kept_sizes, _rngs
 from ._registry import PlanRequest, register
@@ -151,18 +151,12 @@ def _bucket_packs(
             )
         return _BucketPacks(g, slot_bin, pack_off, packer, shapes, tight, extra_meta)
 
-    memo = memo_for(req)
-    if memo is None:
-        return make()
-
-    def make_frozen() -> _BucketPacks:
-        packs = make()
-        for arr in (packs.slot_bin, packs.pack_off, *packs.shapes):
-            arr.flags.writeable = False
-        return packs
-
-    key = ("buckets", k, budget.as_tuple(), heuristic, multiple, *request_key(req))
-    return memo.get(key, make_frozen)
+    return once_per_schedule(
+        req,
+        ("buckets", k, budget.as_tuple(), heuristic, multiple),
+        make,
+        lambda packs: (packs.slot_bin, packs.pack_off, *packs.shapes),
+    )
 
 
 def _own_oversize_shapes(req: PlanRequest) -> bool:

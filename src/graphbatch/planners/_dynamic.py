@@ -22,7 +22,7 @@ from ..packing.kernels import (
     widen_into,
 )
 from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
-from ._memo import memo_for, request_key
+from ._memo import once_per_schedule
 from ._registry import PlanRequest, register
 
 __all__ = ["plan_dynamic"]
@@ -149,19 +149,14 @@ def _seed_shape(
 def _memo_seed_shape(
     req: PlanRequest, graphs: _Graphs, budget: Budget
 ) -> tuple[Budget, _SeedSteps | None]:
-    """`_seed_shape` of the request, kept by a schedule's `planning_memo` for its later epochs
-    (it depends on the sizes, the budget and the seed only)."""
-    memo = memo_for(req)
-    if memo is None:
-        return _seed_shape(graphs, budget, req.seed, req.world_size)
-
-    def make() -> tuple[Budget, _SeedSteps | None]:
-        shape, steps = _seed_shape(graphs, budget, req.seed, req.world_size)
-        if steps is not None and steps.pairs.pairs is not None:
-            steps.pairs.pairs.flags.writeable = False
-        return shape, steps
-
-    return memo.get(("dynamic-seed-shape", budget.as_tuple(), *request_key(req)), make)
+    """`_seed_shape` of the request, made once per schedule (it depends on the sizes, the
+    budget and the seed only)."""
+    return once_per_schedule(
+        req,
+        ("dynamic-seed-shape", budget.as_tuple()),
+        lambda: _seed_shape(graphs, budget, req.seed, req.world_size),
+        lambda made: (made[1].pairs.pairs if made[1] is not None else None,),
+    )
 
 
 def _greedy_fill(epoch: _Epoch, shape: Budget) -> _Fill:

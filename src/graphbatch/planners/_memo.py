@@ -15,15 +15,24 @@ table's).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+import numpy as np
+
 from .._sizes import GraphSizes
 from ._registry import PlanRequest
 
-__all__ = ["MAX_ENTRIES", "PlanMemo", "memo_for", "planning_memo", "request_key"]
+__all__ = [
+    "MAX_ENTRIES",
+    "PlanMemo",
+    "memo_for",
+    "once_per_schedule",
+    "planning_memo",
+    "request_key",
+]
 
 T = TypeVar("T")
 
@@ -83,6 +92,30 @@ def request_key(req: PlanRequest) -> tuple[Hashable, ...]:
         req.seed,
         repr(sorted(req.options.items())),
     )
+
+
+def once_per_schedule(
+    req: PlanRequest,
+    key: tuple[Hashable, ...],
+    make: Callable[[], T],
+    arrays: Callable[[T], Iterable[np.ndarray | None]] = lambda value: (),
+) -> T:
+    """``make()``, epoch-independent work of ``req``'s planner: made once and kept when a
+    schedule's `planning_memo` serves ``req`` (under ``key`` -- what the planner's work depends
+    on besides `request_key` -- with the ``arrays(value)`` made read-only, so that no epoch can
+    change what later epochs take); made afresh otherwise."""
+    memo = memo_for(req)
+    if memo is None:
+        return make()
+
+    def make_kept() -> T:
+        value = make()
+        for arr in arrays(value):
+            if arr is not None:
+                arr.flags.writeable = False
+        return value
+
+    return memo.get((*key, *request_key(req)), make_kept)
 
 
 def memo_for(req: PlanRequest) -> PlanMemo | None:

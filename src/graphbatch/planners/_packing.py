@@ -31,7 +31,7 @@ from ..packing.kernels import (
     pack_totals,
 )
 from ._assemble import OversizeSplit, finish_plan, split_oversize, tight_shape_wanted
-from ._memo import memo_for, request_key
+from ._memo import once_per_schedule
 from ._pack_choice import PackTotals, bins_of, choose_packs, slots_area
 from ._registry import OVERSIZE_POLICIES, PlanRequest, register
 
@@ -300,18 +300,12 @@ def _tuple_packs(
         chosen = choose_packs(req, kept, hist, res, budget, tight)
         return _TuplePacks(hist, *chosen, res.tried)
 
-    memo = memo_for(req)
-    if memo is None:
-        return make()
-
-    def make_frozen() -> _TuplePacks:
-        packs = make()  # kept for later epochs: read-only, so no epoch can change them
-        for arr in (packs.slot_bin, packs.pack_offsets, *(packs.totals or ())):
-            arr.flags.writeable = False
-        return packs
-
-    key = ("tuple-packs", fit, heuristic, method, budget.as_tuple(), tight, *request_key(req))
-    return memo.get(key, make_frozen)
+    return once_per_schedule(
+        req,
+        ("tuple-packs", fit, heuristic, method, budget.as_tuple(), tight),
+        make,
+        lambda packs: (packs.slot_bin, packs.pack_offsets, *(packs.totals or ())),
+    )
 
 
 @register(
