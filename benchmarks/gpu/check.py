@@ -9,6 +9,9 @@ time budget (``--budget-s``) is nearly spent:
 - ``schnet``: SchNet on the QM9 store, batch size 128: ``pyg-eager``; ``dynamic`` and
   ``pack-lpf`` compiled (default mode, the bench's own loop, ``.to(device)``); the same two
   through the captured `TrainStep` and the `DeviceFeed` (two DataLoader workers);
+- ``warm``: the default CUDA path (compiled model in the captured step, device feed) over
+  2,000 steps with compilation counted, cold and then in a fresh process on the same compile
+  cache (`graphbatch.torch.compile_cache`), against the schnet part's ``pyg-eager``;
 - ``mace``: MACE on the EMT store, batch size 32: ``mace-eager``, ``pack-lpf`` compiled, and
   ``pack-lpf`` captured + fed;
 - ``memory``: peak memory per strategy (``torch.cuda.max_memory_allocated``; process RSS on CPU)
@@ -37,11 +40,11 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-PARTS = ("cuda_tests", "schnet", "mace", "memory", "workers", "jax")
+PARTS = ("cuda_tests", "schnet", "warm", "mace", "memory", "workers", "jax")
 #: Molecules of the QM9 store the ``schnet`` part trains on (``run.sh`` builds it on the
 #: device): ~140 batches of 128 an epoch, so epoch starts weigh as little as in real training.
 QM9_MOLECULES = 20000
@@ -67,6 +70,8 @@ class Ctx:
     tiny: bool
     device: str
     log: Callable[[str], None]
+    #: what a part leaves for later ones (``pyg_eager``: the schnet part's baseline record)
+    shared: dict[str, Any] = field(default_factory=dict)
 
     def steps(self, n: int) -> int:
         return 3 if self.tiny else n
@@ -218,9 +223,63 @@ def part_schnet(ctx: Ctx) -> dict[str, Any]:
         subset=ctx.subset(QM9_MOLECULES),
         profile_steps=ctx.profile_steps(20),
     )
-    return _loop_against_fed(
+    result = _loop_against_fed(
         ctx, common, ("pyg-eager", "dynamic", "pack-lpf"), ("dynamic", "pack-lpf"), "pyg-eager"
     )
+    ctx.shared["pyg_eager"] = next(
+        (r for r in result["records"] if r["strategy"] == "pyg-eager"), None
+    )
+    return result
+
+
+#: Runs a bench in a fresh interpreter on the compile cache ``argv[1]`` (`compile_cache`):
+#: ``python -c WARM_RUN CACHE bench ...``.
+WARM_RUN = (
+    "import sys, warnings; warnings.simplefilter('ignore'); import graphbatch.torch as gt; "
+    "gt.compile_cache(sys.argv[1]); from graphbatch.cli import main; sys.exit(main(sys.argv[2:]))"
+)
+
+
+def part_warm(ctx: Ctx) -> dict[str, Any]:
+    """The default CUDA path (``--compile on``: the compiled model inside the captured step,
+    device feed, 2 workers) over 2,000 steps with its compilation counted: a cold start, then a
+    fresh process on the same compile cache (`graphbatch.torch.compile_cache`), each against
+    the schnet part's ``pyg-eager`` steady throughput."""
+    import tempfile
+
+    rows = []
+    base = ctx.shared.get("pyg_eager")
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in ("cold", "warm"):
+            out = Path(tmp) / run
+            args = ["bench", "--store", str(ctx.data / "qm9.h5"), "--data", "store"]
+            args += ["--strategies", "dynamic", "--batch-sizes", str(ctx.batch(128))]
+            args += ["--steps", str(ctx.steps(2000)), "--repeats", "1", "--compile", "on"]
+            args += ["--subset", str(ctx.subset(QM9_MOLECULES)), "--device", ctx.device]
+            args += ["--num-workers", "1" if ctx.tiny else "2", "--eval-every", "100000"]
+            args += ["--sequential", "--no-plots", "--quiet", "--out", str(out)]
+            if ctx.tiny:
+                args += ["--compile-backend", "eager", "--threads", "1"]
+            cmd = [sys.executable, "-c", WARM_RUN, str(Path(tmp) / "cache"), *args]
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{run} run failed: {proc.stderr.strip()[-300:]}")
+            (r,) = json.loads((out / "results.json").read_text())
+            rows.append(
+                {
+                    "run": f"{run} ({r.get('step_mode')}, compiled, feed {r.get('feed')})",
+                    "steps": r["steps"],
+                    "compile s": round(r["compile_s"], 2),
+                    "graphs/s incl. compile": round(r["graphs_per_s"], 1),
+                    "steady graphs/s": round(r["steady_graphs_per_s"], 1),
+                    "x pyg-eager incl. compile": round(
+                        r["graphs_per_s"] / base["steady_graphs_per_s"], 2
+                    )
+                    if base
+                    else None,
+                }
+            )
+    return {"rows": rows}
 
 
 def part_mace(ctx: Ctx) -> dict[str, Any]:
@@ -340,6 +399,7 @@ def part_jax(ctx: Ctx) -> dict[str, Any]:
 PART_FUNCS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "cuda_tests": part_cuda_tests,
     "schnet": part_schnet,
+    "warm": part_warm,
     "mace": part_mace,
     "memory": part_memory,
     "workers": part_workers,

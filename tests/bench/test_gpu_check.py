@@ -78,7 +78,7 @@ def test_every_part_runs_on_cpu_and_writes_json_and_markdown(data, tmp_path):
     assert files == ["check.json", "check.log", "check.md", "cuda_tests.log"]  # <= 8 files
     doc = json.loads((out / "check.json").read_text())
     parts = doc["parts"]
-    assert list(parts) == ["cuda_tests", "schnet", "mace", "memory", "workers", "jax"]
+    assert list(parts) == ["cuda_tests", "schnet", "warm", "mace", "memory", "workers", "jax"]
     assert {k: v["status"] for k, v in parts.items()} == dict.fromkeys(parts, "ok")
     assert doc["environment"]["cuda_available"] is False
     runs = [r["run"] for r in parts["schnet"]["rows"]]
@@ -94,6 +94,9 @@ def test_every_part_runs_on_cpu_and_writes_json_and_markdown(data, tmp_path):
     assert all("step_ms" in r and "test_mae_curve" not in r for r in recs)  # steps kept
     assert all(r["profile"]["steps"] == 2 and r["profile"]["top"] for r in recs)
     assert all(r["profiled host ops"] > 0 for r in parts["schnet"]["rows"])
+    warm = parts["warm"]["rows"]  # two fresh processes on one compile cache, vs pyg-eager
+    assert [r["run"].split()[0] for r in warm] == ["cold", "warm"]
+    assert all(r["steps"] == 3 and r["x pyg-eager incl. compile"] > 0 for r in warm)
     assert [r["run"] for r in parts["mace"]["rows"]][-1] == "pack-lpf (captured, feed device)"
     mem = parts["memory"]["rows"]
     assert {(r["table"].split()[0], r["strategy"]) for r in mem} == {
