@@ -16,7 +16,6 @@ pytest.importorskip("graphbatch.datasets")
 import graphbatch  # noqa: E402
 from graphbatch.bench import BenchConfig, plan_runs, run_bench  # noqa: E402
 from graphbatch.bench._config import PACKING_GRAPH_CAP, bench_budget  # noqa: E402
-from graphbatch.bench._data import load_bench_data  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 
 REQUIRED = (
@@ -35,11 +34,6 @@ REQUIRED = (
     "test_rmse",
 )
 TINY = {"schnet": {"hidden": 8, "filters": 8, "num_interactions": 1, "num_gaussians": 6}}
-
-
-@pytest.fixture(scope="module")
-def data():
-    return load_bench_data("qm9", subset=80, seed=0)
 
 
 def test_cli_tiny_run_writes_the_contract(tmp_path):

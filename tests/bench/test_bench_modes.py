@@ -14,7 +14,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
 from graphbatch.bench import BenchConfig, run_bench  # noqa: E402
-from graphbatch.bench._data import load_bench_data  # noqa: E402
 from graphbatch.bench._modes import feed_mode, step_mode  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 
@@ -27,11 +26,6 @@ NEW_KEYS = (
     "recompiles",
     "peak_mem_allocated_bytes",
 )
-
-
-@pytest.fixture(scope="module")
-def data():
-    return load_bench_data("qm9", subset=80, seed=0)
 
 
 def _cfg(**kw) -> BenchConfig:

@@ -4,7 +4,6 @@ the training they saw are those of a run without it; refused for JAX and below 0
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -14,31 +13,16 @@ pytest.importorskip("torch_geometric")
 
 from graphbatch import InputError  # noqa: E402
 from graphbatch.bench import BenchConfig, run_bench  # noqa: E402
-from graphbatch.bench._data import load_bench_data  # noqa: E402
 from graphbatch.bench._profile import TOP_ENTRIES  # noqa: E402
 from graphbatch.cli import main  # noqa: E402
 
-TINY = {"schnet": {"hidden": 8, "filters": 8, "num_interactions": 1, "num_gaussians": 6}}
-
-
-@pytest.fixture(scope="module")
-def data():
-    return load_bench_data("qm9", subset=80, seed=0)
+from .test_bench_modes import _cfg as _modes_cfg  # noqa: E402
 
 
 def _cfg(**kw) -> BenchConfig:
-    base = BenchConfig(
-        strategies=("dynamic", "pyg-eager"),
-        batch_sizes=(6,),
-        steps=4,
-        repeats=1,
-        subset=80,
-        eval_every=4,
-        threads=1,
-        compile="off",
-        model_options=TINY,
-    )
-    return dataclasses.replace(base, **kw).validate()
+    """test_bench_modes' tiny configuration, with PyG's baseline beside ``dynamic`` and one
+    evaluation at the end."""
+    return _modes_cfg(strategies=("dynamic", "pyg-eager"), eval_every=4, **kw)
 
 
 @pytest.mark.parametrize("interleave", [True, False])
