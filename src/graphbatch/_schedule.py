@@ -264,7 +264,7 @@ class EpochSchedule:
             kwargs = dict(self.plan_options)
             if world_size > 1:
                 kwargs["world_size"] = world_size
-            with planning_memo(self._memo):  # the packs of pack-* are made once
+            with planning_memo(self._memo):  # epoch-independent work made once
                 p = plan_epoch(self.sizes, self.strategy, epoch=key[0], **kwargs)
             self._cache = (key, p, step_table(p, world_size))
         return self._cache[1], self._cache[2]

@@ -34,11 +34,10 @@ def profile_steps(step: Callable[[], None], steps: int, cuda: bool) -> dict[str,
         for _ in range(steps):
             step()
         wall = time.perf_counter() - t0
-    entries = [_entry(a, steps) for a in prof.key_averages()]
-    on_device = [e for e in entries if e["on_device"]]
-    host = [e for e in entries if not e["on_device"]]
-    for e in entries:
-        del e["on_device"]
+    averages = prof.key_averages()
+    entries = [_entry(a, steps) for a in averages]
+    on_device = [e for a, e in zip(averages, entries, strict=True) if _on_device(a)]
+    host = [e for a, e in zip(averages, entries, strict=True) if not _on_device(a)]
     key = "self_device_us" if cuda else "self_host_us"
     top = sorted(entries, key=lambda e: e[key], reverse=True)[:TOP_ENTRIES]
     kernels = round(sum(e["calls"] for e in on_device), 2)
@@ -55,11 +54,14 @@ def profile_steps(step: Callable[[], None], steps: int, cuda: bool) -> dict[str,
 
 def _entry(avg: Any, steps: int) -> dict[str, Any]:
     """One profiler average, per step."""
-    device = str(getattr(avg, "device_type", "")).rsplit(".", 1)[-1]
     return {
         "name": str(avg.key),
         "calls": round(avg.count / steps, 2),
         "self_host_us": round(float(avg.self_cpu_time_total) / steps, 2),
         "self_device_us": round(float(getattr(avg, "self_device_time_total", 0.0)) / steps, 2),
-        "on_device": device not in ("CPU", ""),
     }
+
+
+def _on_device(avg: Any) -> bool:
+    """Whether a profiler average is device work (a CUDA kernel or memory operation)."""
+    return str(getattr(avg, "device_type", "")).rsplit(".", 1)[-1] not in ("CPU", "")
